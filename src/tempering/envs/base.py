@@ -1,0 +1,65 @@
+"""The environment interface: one instance serves one episode.
+
+`reset()` gives the first observation; `await step(text)` verifies the policy's answer and returns a
+`StepResult` (score, success, done, feedback). `step` is async so that slow verifiers (sandboxes,
+compilers, browsers) overlap with each other while the rollout engine waits for a whole turn.
+
+A `TaskFamily` makes tasks (train / held-out splits by seed) and the env that serves each one.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any
+
+from tempering.types import Task
+
+
+@dataclass
+class StepResult:
+    """What the environment says about one answer."""
+
+    score: float
+    """Verifier score; in [0, 1] for refinement tasks (partial credit allowed)."""
+    success: bool
+    """The answer is accepted (the episode may stop here)."""
+    done: bool
+    """No further turn is possible (success, or the environment has nothing more to say)."""
+    feedback: str = ""
+    """Text shown to the policy before its next turn."""
+    status: str = ""
+    """Short machine-readable status: correct, incorrect, parse_error, compile_error, runtime_error, ..."""
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Env(abc.ABC):
+    """Serves one episode of one task."""
+
+    def __init__(self, task: Task):
+        self.task = task
+
+    def reset(self) -> str:
+        """The first observation (by default the task's prompt)."""
+        return self.task.prompt
+
+    @abc.abstractmethod
+    async def step(self, action: str) -> StepResult:
+        """Verify the policy's answer; never raise for bad answers (report them in the result)."""
+
+    async def close(self) -> None:
+        """Release resources (browsers, sandboxes)."""
+
+
+class TaskFamily(abc.ABC):
+    """A source of tasks with a verifier. Deterministic from a seed."""
+
+    name: str = ""
+
+    @abc.abstractmethod
+    def tasks(self, split: str, n: int, seed: int = 0) -> list[Task]:
+        """`n` tasks of `split` (`train` or `heldout`); the two splits never share a task."""
+
+    @abc.abstractmethod
+    def make_env(self, task: Task) -> Env:
+        """A fresh environment for one episode of `task`."""

@@ -1,0 +1,118 @@
+"""The data model: token-in, token-out rollouts.
+
+An `Episode` is one rollout: prompt tokens, then one `Turn` per policy answer. Each turn holds the
+policy's tokens with their sampling log-probs, then the environment's feedback tokens (which the next
+turn conditions on, and which are masked out of the loss). A `Group` is the G episodes of one task.
+
+Sampled tokens are never re-tokenised: the ids here are exactly what the policy produced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Task:
+    """One prompt of a task family, with whatever its verifier needs."""
+
+    id: str
+    """Stable identifier (family name + index), used for grouping, logs and coverage tables."""
+    prompt: str
+    """The text the policy sees first (before any chat template)."""
+    answer: Any = None
+    """Reference answer or test spec; only the verifier reads it."""
+    family: str = ""
+    """Task family name (`arithmetic`, `strings`, `code`, ...)."""
+    difficulty: float = 0.0
+    """Family-specific difficulty level; for curricula and per-difficulty tables."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Extra columns (dataset fields, privileged teacher context, annotations)."""
+
+
+@dataclass
+class Turn:
+    """One policy answer and what the environment said back."""
+
+    action_ids: list[int]
+    """Tokens the policy sampled this turn (trained on)."""
+    logprobs: list[float]
+    """Log-probs of `action_ids` under the sampling distribution."""
+    feedback_ids: list[int] = field(default_factory=list)
+    """Environment tokens appended after the action (masked out of the loss)."""
+    score: float = 0.0
+    """Verifier score after this turn, in [0, 1] for refinement tasks."""
+    success: bool = False
+    """Whether the verifier accepted this turn's answer."""
+    status: str = ""
+    """Short verifier status (`correct`, `incorrect`, `parse_error`, `compile_error`, ...)."""
+    feedback: str = ""
+    """Feedback text (decoded form of `feedback_ids` before templating)."""
+    truncated: bool = False
+    """The answer hit the token limit before a stop token."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """Verifier extras (timings, speedups, mismatch reports)."""
+
+    @property
+    def text(self) -> str:
+        return self.info.get("text", "")
+
+
+@dataclass
+class Episode:
+    """A single rollout of one task: prompt, then turns."""
+
+    task: Task
+    prompt_ids: list[int]
+    turns: list[Turn] = field(default_factory=list)
+    stop_reason: str = ""
+    """Why the episode ended: `success`, `done`, `max_turns`, `context`, `pruned`, `env_error`."""
+    reward: float = 0.0
+    """Scalar outcome reward used by outcome credit (after shaping)."""
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def success(self) -> bool:
+        return any(t.success for t in self.turns)
+
+    @property
+    def first_success_turn(self) -> int | None:
+        """1-based index of the first accepted turn, or None."""
+        for k, t in enumerate(self.turns, start=1):
+            if t.success:
+                return k
+        return None
+
+    @property
+    def num_action_tokens(self) -> int:
+        return sum(len(t.action_ids) for t in self.turns)
+
+    def flatten(self) -> tuple[list[int], list[int], list[float], list[int]]:
+        """(token ids, loss mask, old log-probs, turn index per token; -1 outside actions)."""
+        ids = list(self.prompt_ids)
+        mask = [0] * len(ids)
+        logp = [0.0] * len(ids)
+        turn = [-1] * len(ids)
+        for k, t in enumerate(self.turns):
+            ids += t.action_ids
+            mask += [1] * len(t.action_ids)
+            logp += t.logprobs
+            turn += [k] * len(t.action_ids)
+            ids += t.feedback_ids
+            mask += [0] * len(t.feedback_ids)
+            logp += [0.0] * len(t.feedback_ids)
+            turn += [-1] * len(t.feedback_ids)
+        return ids, mask, logp, turn
+
+
+@dataclass
+class Group:
+    """The G episodes sampled for one task."""
+
+    task: Task
+    episodes: list[Episode]
+
+    @property
+    def rewards(self) -> list[float]:
+        return [e.reward for e in self.episodes]
