@@ -1,0 +1,1 @@
+"""Files copied, read-only, into every verification job; they import nothing from tempering."""

@@ -1,0 +1,25 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """HardTanh: clamp to [-1, 1]."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.nn.functional.hardtanh(x, min_val=-1.0, max_val=1.0)
+
+
+batch_size = 1024
+dim = 4093
+
+
+def get_inputs():
+    x = torch.randn(batch_size, dim)
+    return [x]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,27 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Matrix product with a transposed right operand: A @ B.T."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a, b):
+        return torch.matmul(a, b.T)
+
+
+M = 384
+K = 384
+N = 384
+
+
+def get_inputs():
+    a = torch.randn(M, K)
+    b = torch.randn(N, K)
+    return [a, b]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,35 @@
+import torch
+import torch.nn as nn
+
+from ckernel import load_c
+
+C_SOURCE = r"""
+#include <math.h>
+void kernel(const float* x, float* y, long rows, long cols) {
+    #pragma omp parallel for
+    for (long r = 0; r < rows; r++) {
+        const float* in = x + r * cols; float* out = y + r * cols;
+        float m = -INFINITY, s = 0.0f;
+        for (long c = 0; c < cols; c++) { float v = in[c] * 0.125f; m = v > m ? v : m; }
+        for (long c = 0; c < cols; c++) { out[c] = expf(in[c] * 0.125f - m); s += out[c]; }
+        float inv = 1.0f / s;
+        for (long c = 0; c < cols; c++) out[c] *= inv;
+    }
+}
+"""
+
+rows = 2048
+cols = 4093
+
+
+class ModelNew(nn.Module):
+    """Attention-style softmax of scaled scores: softmax(x * 0.125). C kernel, OpenMP."""
+
+    def __init__(self):
+        super().__init__()
+        self.lib = load_c()
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        self.lib.kernel(x, y, x.shape[0], x.shape[1])
+        return y
