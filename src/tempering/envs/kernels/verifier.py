@@ -1,0 +1,454 @@
+"""Compile, verify and profile one submission against one problem, everything inside the sandbox.
+
+    verifier = KernelVerifier(VerifyConfig())
+    result = await verifier.verify(problem, text)       # KernelResult: status, timings, rewards
+
+Steps: parse and static-check the answer (no code runs on the host); compile in a sandbox job through
+the content-addressed `BuildCache` (gcc for `c`, `load_inline` for `torch_ext`, nvcc to a cubin for
+`cuda`); then run the read-only harness (`harness/verify.py`) in a fresh sandboxed process that
+verifies and times the candidate against eager PyTorch (and torch.compile). The harness's
+`result.json` must carry a nonce given on stdin: a process that exits early or writes its own result
+fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import secrets
+import shutil
+import sys
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from tempering.envs.kernels import rewards
+from tempering.envs.kernels.problems import Problem
+from tempering.envs.kernels.submission import Submission, parse_submission, static_check
+
+HARNESS_FILES = ("verify.py", "ckernel.py")
+C_FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c11")
+CUDA_ARCH = "sm_90"
+
+
+@dataclass
+class VerifyConfig:
+    """How submissions are compiled, checked and timed."""
+
+    seeds: int = 5
+    """Correctness trials with fresh `get_inputs()` (seeds 0..seeds-1)."""
+    signed_trials: int = 2
+    """Extra trials with signed (randn) inputs: `torch.rand` inputs in [0, 1) let identity pass ReLU."""
+    atol: float = 1e-2
+    """Absolute tolerance of the comparison."""
+    rtol: float = 1e-2
+    """Relative tolerance of the comparison."""
+    warmup: int = 3
+    """Untimed runs of each model before timing."""
+    timed_runs: int = 20
+    """Timed runs of each model, interleaved candidate / eager / compile; medians are reported."""
+    threads: int = 1
+    """Fixed CPU thread count for torch and OpenMP (candidate and baselines alike)."""
+    compile_baseline: str = "once"
+    """torch.compile baseline: `every` (timed in each job; ~20 s cold compile on a CPU), `once` (timed
+    once per problem beside eager, then t_compile = t_eager(now) * that ratio), or `off`."""
+    device: str = "cpu"
+    """`cpu`, or `cuda` on a GPU machine."""
+    backend: str | None = None
+    """Force a backend (`c`, `torch_ext`, `cuda`, `triton`); None infers it from the code."""
+    static_checks: bool = True
+    """Reject try/except fallbacks, threads, timer patching, tensor subclasses, ... before compiling."""
+    allow_ops: tuple[str, ...] = ()
+    """Extra aten ops allowed in the candidate's forward (e.g. `mm` for vendor GEMM), besides
+    allocation, views and copies."""
+    flag_speedup: float = 10.0
+    """Speedups above this are flagged for review (not rejected), as KernelBench does."""
+    margin: float = 0.05
+    """CUDA Agent's 'faster by more than' margin."""
+    flush_mb: int = 32
+    """Bytes written between timed runs to flush the CPU caches."""
+    wall_s: float = 180.0
+    """Wall-clock limit of one verification job (compile baseline included)."""
+    memory_mb: int = 16384
+    """Address-space limit of one verification job (torch reserves a lot of virtual memory)."""
+    build_wall_s: float = 300.0
+    """Wall-clock limit of one compile job (torch_ext builds take tens of seconds)."""
+    use_pch: bool = False
+    """torch_ext: build with torch's precompiled header (needs it prebuilt, see docs/kernels.md)."""
+    cache_dir: str | None = None
+    """Build cache folder (default: ~/.cache/tempering/kernels)."""
+
+
+@dataclass
+class KernelResult:
+    """Everything known about one verified submission."""
+
+    problem: str
+    """Problem name."""
+    backend: str
+    """Backend the submission was run with."""
+    status: str
+    """`correct`, `incorrect`, `compile_error`, `bad_submission`, `static_check`, `forbidden_op`,
+    `kernel_not_called`, `mutated_inputs`, `bad_output`, `runtime_error`, `timeout`,
+    `memory_exceeded`, `crashed`, `early_exit`, `tampering`, `compiled_only`, `sandbox_error`."""
+    message: str = ""
+    """Why, in words (compiler errors trimmed, the mismatch report, ...)."""
+    compiled: bool = False
+    """The kernel compiled (or needed no compile)."""
+    correct: bool = False
+    """All correctness trials passed."""
+    t_ms: float | None = None
+    """Median candidate time."""
+    t_eager_ms: float | None = None
+    """Median eager PyTorch time, same process, interleaved."""
+    t_compile_ms: float | None = None
+    """Median torch.compile time (measured, or estimated from the per-problem ratio, see config)."""
+    speedup_eager: float | None = None
+    """t_eager / t."""
+    speedup_compile: float | None = None
+    """t_compile / t."""
+    compile_estimated: bool = False
+    """t_compile_ms comes from the once-per-problem ratio, not from this job."""
+    cuda_agent_reward: int = -1
+    """CUDA Agent's {-1, 1, 2, 3}."""
+    log_speedup: float = -1.0
+    """log2(speedup over eager) if correct, else -1."""
+    score: float = 0.0
+    """[0, 1] refinement score (rewards.score)."""
+    flagged: bool = False
+    """Speedup above `flag_speedup`: review by hand."""
+    interpreted: bool = False
+    """Ran through an interpreter (Triton on a CPU): correctness only, no speed reward."""
+    timing: dict = field(default_factory=dict)
+    """Per-model timing (median, quartiles, runs)."""
+    mismatch: dict | None = None
+    """The first correctness mismatch (max abs/rel error and where)."""
+    violations: list = field(default_factory=list)
+    """Static-check findings."""
+    compile_log: str = ""
+    """Trimmed compiler output (errors, or ptxas register/spill lines)."""
+    ptxas: dict | None = None
+    """CUDA compile-only: registers and spill bytes per kernel."""
+    build_cached: bool = False
+    """The build came from the cache."""
+    build_s: float = 0.0
+    """Seconds spent compiling (0 on a cache hit)."""
+    run_s: float = 0.0
+    """Seconds of the verification job."""
+
+    def reward(self, kind: str) -> float:
+        """The reward named `kind` (`cuda_agent`, `log_speedup`, `correct`)."""
+        if self.interpreted and kind != "correct":
+            return rewards.reward("correct", self.correct, None, None, None)
+        return rewards.reward(kind, self.correct, self.t_ms, self.t_eager_ms, self.t_compile_ms)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def trim_compiler_output(text: str, max_errors: int = 5, max_chars: int = 2000) -> str:
+    """The first `max_errors` error blocks of a compiler's output (what a model needs to fix it)."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    out, errors = [], 0
+    for ln in lines:
+        if re.search(r"\berror\b", ln):
+            errors += 1
+            if errors > max_errors:
+                out.append(f"... ({sum('error' in x for x in lines) - max_errors} more errors)")
+                break
+        if errors:
+            out.append(ln)
+    text = "\n".join(out or lines[:20])
+    return text[:max_chars]
+
+
+def parse_ptxas(text: str) -> dict:
+    """{kernel: {registers, spill_stores, spill_loads}} from `nvcc -Xptxas -v` output."""
+    info: dict[str, dict] = {}
+    current = None
+    for ln in text.splitlines():
+        m = re.search(r"Compiling entry function '([^']+)'", ln) or re.search(r"Function properties for (\S+)", ln)
+        if m:
+            current = m.group(1)
+            info.setdefault(current, {})
+        m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", ln)
+        if m and current:
+            info[current].update(spill_stores=int(m.group(1)), spill_loads=int(m.group(2)))
+        m = re.search(r"Used (\d+) registers", ln)
+        if m and current:
+            info[current]["registers"] = int(m.group(1))
+    return info
+
+
+def _harness_files() -> dict[str, str]:
+    pkg = resources.files("tempering.envs.kernels.harness")
+    return {name: pkg.joinpath(name).read_text() for name in HARNESS_FILES}
+
+
+def available_backends() -> dict[str, str]:
+    """{backend: "" if it can run here, else why not} (detected, not assumed)."""
+    out = {"c": "" if shutil.which("gcc") else "no gcc on PATH"}
+    try:
+        import torch.utils.cpp_extension  # noqa: F401
+
+        out["torch_ext"] = "" if shutil.which("g++") else "no g++ on PATH"
+    except Exception as e:  # pragma: no cover
+        out["torch_ext"] = f"torch.utils.cpp_extension unavailable: {e}"
+    import torch
+
+    gpu = torch.cuda.is_available()
+    nvcc = shutil.which("nvcc")
+    if gpu and nvcc:
+        out["cuda"] = ""
+    elif nvcc:
+        out["cuda"] = "compile-only: no GPU (nvcc checks the kernel and reports registers/spills)"
+    else:
+        out["cuda"] = "no nvcc on PATH and no GPU"
+    try:
+        import triton  # noqa: F401
+
+        out["triton"] = "" if gpu else "interpreter only (TRITON_INTERPRET=1): correctness, no timing"
+    except Exception:
+        out["triton"] = "triton is not installed (pip install 'tempering[triton]')"
+    return out
+
+
+_TORCH_EXT_BUILD = '''"""Build the submission's load_inline extension (runs in a sandboxed build job)."""
+import importlib.util, os, shutil, sys
+import torch.utils.cpp_extension as ce
+real, built = ce.load_inline, []
+def load_inline(name, *args, **kwargs):
+    os.makedirs("build", exist_ok=True)
+    kwargs.update(build_directory=os.path.abspath("build"), verbose=False, use_pch=USE_PCH)
+    module = real(name, *args, **kwargs)
+    built.append(module.__file__)
+    return module
+ce.load_inline = load_inline
+spec = importlib.util.spec_from_file_location("candidate_submission", "model_new.py")
+spec.loader.exec_module(importlib.util.module_from_spec(spec))
+if not built:
+    sys.exit("the submission never called load_inline")
+shutil.copy(built[0], "ext.so")
+'''
+
+
+class KernelVerifier:
+    """Verifies submissions on one sandbox pool with one build cache; async and concurrent."""
+
+    def __init__(self, config: VerifyConfig | None = None, sandbox=None, cache=None):
+        from tempering.sandbox import BuildCache, Sandbox
+
+        self.config = config or VerifyConfig()
+        self.sandbox = sandbox or Sandbox()
+        root = self.config.cache_dir or os.path.join(os.path.expanduser("~"), ".cache", "tempering", "kernels")
+        self.cache = cache or BuildCache(root=os.path.join(root, "builds"))
+        self._baselines: dict[str, dict] = {}
+        self._baseline_locks: dict[str, asyncio.Lock] = {}
+        self._harness = _harness_files()
+
+    # -- public ------------------------------------------------------------------------------------
+    async def verify(self, problem: Problem, text: str, mode: str = "profile") -> KernelResult:
+        """Verify (`mode="verify"`) or verify and time (`"profile"`) one answer; never raises for bad answers."""
+        cfg = self.config
+        sub = parse_submission(text, backend=cfg.backend)
+        res = KernelResult(problem=problem.name, backend=sub.backend, status="bad_submission")
+        if sub.errors:
+            res.message = "; ".join(sub.errors)
+            return res
+        if cfg.static_checks:
+            res.violations = [asdict(v) for v in static_check(sub.code)]
+            if res.violations:
+                res.status = "static_check"
+                res.message = "; ".join(f"line {v['line']}: {v['message']}" for v in res.violations[:5])
+                return res
+        artifact = await self._compile(sub, res)
+        if not res.compiled:
+            return res
+        if sub.backend == "cuda" and cfg.device != "cuda":
+            res.status = "compiled_only"
+            res.message = "compiled with nvcc (no GPU here to verify or time it)"
+            return res
+        await self._run(problem, sub, artifact, res, mode)
+        return res
+
+    async def baseline(self, problem: Problem) -> dict:
+        """Eager and torch.compile medians of the reference, one job per problem (memoised)."""
+        key = problem.digest
+        lock = self._baseline_locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            if key not in self._baselines:
+                out = await self._job(problem, None, None, "baseline", time_compile=True, backend="reference")
+                timing = out.get("timing", {})
+                self._baselines[key] = {
+                    "eager_ms": timing.get("eager", {}).get("median_ms"),
+                    "compile_ms": timing.get("compile", {}).get("median_ms"),
+                    "status": out.get("status"),
+                    "message": out.get("message", "") or out.get("compile_error", ""),
+                }
+            return self._baselines[key]
+
+    # -- compile -----------------------------------------------------------------------------------
+    async def _compile(self, sub: Submission, res: KernelResult) -> str | None:
+        from tempering.sandbox import Limits
+
+        cfg = self.config
+        limits = Limits(wall_s=cfg.build_wall_s, cpu_s=cfg.build_wall_s, memory_mb=8192, fsize_mb=512)
+        if sub.backend == "c":
+            built = await self.cache.build(self.sandbox, files={"kernel.c": sub.c_source},
+                                           cmd=["gcc", *C_FLAGS, "kernel.c", "-o", "kernel.so", "-lm"],
+                                           artifact="kernel.so", limits=limits)
+        elif sub.backend == "torch_ext" or (sub.backend == "cuda" and cfg.device == "cuda"):
+            script = _TORCH_EXT_BUILD.replace("USE_PCH", repr(bool(cfg.use_pch)))
+            built = await self.cache.build(self.sandbox, files={"model_new.py": sub.code, "build_ext.py": script},
+                                           cmd=[sys.executable, "build_ext.py"], artifact="ext.so", limits=limits,
+                                           env={"MAX_JOBS": str(max(1, cfg.threads))})
+        elif sub.backend == "cuda":
+            built = await self._nvcc(sub, limits)
+        else:  # triton compiles when it first runs
+            res.compiled = True
+            return None
+        res.build_cached = built.cached
+        res.build_s = 0.0 if built.cached else built.result.wall_s
+        log = built.result.stderr + built.result.stdout
+        if built.path is None:
+            res.status = "timeout" if built.result.status == "timeout" else "compile_error"
+            res.message = trim_compiler_output(log) or built.result.message
+            res.compile_log = res.message
+            return None
+        res.compiled = True
+        if sub.backend == "cuda" and cfg.device != "cuda":
+            res.ptxas = parse_ptxas(log)
+            res.compile_log = "\n".join(ln for ln in log.splitlines() if "ptxas" in ln)[:2000]
+        return str(built.path)
+
+    async def _nvcc(self, sub: Submission, limits):
+        """CUDA without a GPU: the kernel source alone to a cubin, with ptxas register/spill counts.
+
+        Not through BuildCache: its `build` takes no `ro_binds`, and the CUDA toolkit lives outside the
+        system paths a job sees. nvcc takes ~0.5 s, so this runs uncached.
+        """
+        import torch.utils.cpp_extension as ce
+        from tempering.sandbox import BuildResult, Job
+
+        nvcc = os.path.realpath(shutil.which("nvcc") or "nvcc")
+        cuda_home = os.path.dirname(os.path.dirname(nvcc))
+        includes = [f"-I{p}" for p in ce.include_paths()]
+        cmd = [nvcc, "-cubin", f"-arch={CUDA_ARCH}", "-O3", "-Xptxas", "-v", *includes, "kernel.cu", "-o", "kernel.cubin"]
+        ran = await self.sandbox.run(Job(cmd=cmd, files={"kernel.cu": sub.cuda_source}, limits=limits,
+                                         outputs=["kernel.cubin"], ro_binds=[cuda_home] if os.path.isdir(cuda_home) else []))
+        path = None
+        if ran.ok and "kernel.cubin" in ran.outputs:
+            path = "kernel.cubin"
+        return BuildResult(path=path, result=ran, cached=False)
+
+    # -- run ---------------------------------------------------------------------------------------
+    async def _run(self, problem: Problem, sub: Submission, artifact: str | None, res: KernelResult, mode: str) -> None:
+        cfg = self.config
+        every = cfg.compile_baseline == "every"
+        out = await self._job(problem, sub, artifact, mode, time_compile=every, backend=sub.backend)
+        res.run_s = out.pop("_wall_s", 0.0)
+        res.status = out.get("status", "sandbox_error")
+        res.message = out.get("message", "")
+        res.mismatch = out.get("mismatch")
+        res.timing = out.get("timing", {})
+        res.interpreted = sub.backend == "triton" and cfg.device != "cuda"
+        res.correct = res.status == "correct"
+        if out.get("traceback"):
+            res.message += "\n" + out["traceback"][-1500:]
+        if not res.correct or mode != "profile" or res.interpreted:
+            res.score = rewards.score(res.correct, None) if res.correct else 0.0
+            res.cuda_agent_reward = -1 if not res.correct else 1
+            res.log_speedup = rewards.log_speedup_reward(res.correct, None if not res.correct else 1.0)
+            return
+        res.t_ms = res.timing.get("candidate", {}).get("median_ms")
+        res.t_eager_ms = res.timing.get("eager", {}).get("median_ms")
+        if every:
+            res.t_compile_ms = res.timing.get("compile", {}).get("median_ms")
+        elif cfg.compile_baseline == "once":
+            base = await self.baseline(problem)
+            if base.get("eager_ms") and base.get("compile_ms") and res.t_eager_ms:
+                res.t_compile_ms = res.t_eager_ms * base["compile_ms"] / base["eager_ms"]
+                res.compile_estimated = True
+        if res.t_ms:
+            res.speedup_eager = res.t_eager_ms / res.t_ms if res.t_eager_ms else None
+            res.speedup_compile = res.t_compile_ms / res.t_ms if res.t_compile_ms else None
+        res.cuda_agent_reward = rewards.cuda_agent_reward(True, res.t_ms, res.t_eager_ms, res.t_compile_ms, cfg.margin)
+        res.log_speedup = rewards.log_speedup_reward(True, res.speedup_eager)
+        res.score = rewards.score(True, res.speedup_eager)
+        res.flagged = bool(res.speedup_eager and res.speedup_eager > cfg.flag_speedup)
+
+    async def _job(self, problem: Problem, sub: Submission | None, artifact: str | None, mode: str,
+                   time_compile: bool, backend: str) -> dict:
+        """Run the harness once in a fresh sandboxed process; its result dict (or a failure status)."""
+        from tempering.sandbox import Job, Limits
+
+        cfg = self.config
+        nonce = secrets.token_hex(16)
+        config = {
+            "mode": mode, "problem": "model.py", "submission": "model_new.py" if sub else None,
+            "backend": backend, "seeds": list(range(cfg.seeds)), "signed_trials": cfg.signed_trials,
+            "atol": cfg.atol, "rtol": cfg.rtol, "warmup": cfg.warmup, "timed_runs": cfg.timed_runs,
+            "threads": cfg.threads, "device": cfg.device, "time_compile": time_compile,
+            "allow_ops": list(cfg.allow_ops), "flush_mb": cfg.flush_mb,
+        }
+        ro = dict(self._harness)
+        ro["model.py"] = problem.source
+        env = {"OMP_NUM_THREADS": str(cfg.threads), "MKL_NUM_THREADS": str(cfg.threads),
+               "TORCHINDUCTOR_CACHE_DIR": "/tmp/inductor", "TRITON_CACHE_DIR": "/tmp/triton"}
+        binds = []
+        if sub is not None:
+            ro["model_new.py"] = sub.code
+            if artifact and backend == "c":
+                env["CKERNEL_LIBRARY"] = artifact
+                binds.append(artifact)
+            elif artifact:
+                config["extension"] = artifact
+                binds.append(artifact)
+            if backend == "triton" and cfg.device != "cuda":
+                env["TRITON_INTERPRET"] = "1"
+        job = Job(cmd=[sys.executable, "verify.py"], files={"config.json": json.dumps(config)}, readonly_files=ro,
+                  env=env, stdin=nonce + "\n", outputs=["result.json"], ro_binds=binds,
+                  limits=Limits(wall_s=cfg.wall_s, cpu_s=cfg.wall_s * max(1, cfg.threads) * 2,
+                                memory_mb=cfg.memory_mb, nproc=256, fsize_mb=256, nofile=512))
+        ran = await self.sandbox.run(job)
+        raw = ran.outputs.get("result.json")
+        if raw is None:
+            return {"status": _failure_status(ran), "message": _failure_message(ran), "_wall_s": ran.wall_s}
+        try:
+            out = json.loads(raw)
+        except ValueError:
+            return {"status": "tampering", "message": "result.json is not the harness's JSON", "_wall_s": ran.wall_s}
+        if out.get("nonce") != nonce:
+            return {"status": "tampering", "message": "result.json was not written by the harness (nonce mismatch)",
+                    "_wall_s": ran.wall_s}
+        if not ran.ok and out.get("status") == "correct":
+            out.update(status=_failure_status(ran), message=_failure_message(ran))
+        out["_wall_s"] = ran.wall_s
+        return out
+
+
+def _failure_status(ran) -> str:
+    if ran.status in ("timeout", "memory_exceeded", "sandbox_error", "output_limit"):
+        return ran.status
+    if ran.status == "ok":
+        return "early_exit"  # exited 0 without the harness's result
+    return "crashed"
+
+
+def _failure_message(ran) -> str:
+    tail = (ran.stderr or "")[-1200:]
+    if ran.status == "ok":
+        return "the process exited with code 0 before the harness wrote its result (early exit)"
+    if ran.status == "timeout":
+        return f"the job ran past its time limit ({ran.message})"
+    if ran.status == "memory_exceeded":
+        return f"the job ran out of memory ({ran.message})"
+    sig = f" (signal {ran.signal})" if ran.signal else ""
+    return f"the process died{sig}, exit code {ran.exit_code}: {ran.message}\n{tail}".strip()
+
+
+def run_sync(verifier: KernelVerifier, problem: Problem, text: str, mode: str = "profile") -> KernelResult:
+    """`verify` for callers without an event loop."""
+    return asyncio.run(verifier.verify(problem, text, mode))
