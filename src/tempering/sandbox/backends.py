@@ -1,0 +1,215 @@
+"""How each backend turns a prepared job directory into the argv that runs it isolated.
+
+Every backend starts the job through `prlimit`, so the rlimits (CPU, address space, processes, file
+size, open files, no core dumps) are set as hard limits that the job cannot raise. On top of that:
+
+- `bwrap` (bubblewrap, preferred): new PID, network, IPC and UTS namespaces, a fresh root that holds
+  only the system directories and the Python installation (read-only), the workdir (read-write) and a
+  private /tmp. When the host runs as root, the job drops to a per-slot unprivileged uid with no
+  capabilities (`setpriv`); otherwise bwrap adds a user namespace.
+- `unshare` (fallback): the same layout built by a short shell script in new mount, PID, network, IPC
+  and UTS namespaces, then `chroot` and the same uid drop.
+- `subprocess` (opt-in): rlimits and a scrubbed environment only. No isolation: the job sees the host
+  file system and network with the caller's rights.
+
+In both isolated backends the job's command runs as a child of the namespace's first process, so when
+it exits every process it left behind is killed by the kernel.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+from tempering.sandbox.job import Limits
+from tempering.sandbox.process import STATUS_FD, usage_argv
+
+ISOLATED = ("bwrap", "unshare")
+INNER_WORKDIR = "/job"
+"""Where the workdir appears inside an isolated job (it is also the job's HOME)."""
+_SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+_DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+_CHROOT = shutil.which("chroot", path="/usr/sbin:/sbin:/usr/bin:/bin") or "chroot"
+
+
+def _python_dirs() -> list[str]:
+    """Folders the project's interpreter needs: the venv and the installation it was made from."""
+    exe_home = os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))
+    return [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, exe_home)] + [sys.prefix]
+
+
+def job_path() -> str:
+    """The PATH a job sees: the project's interpreter first, then the system's."""
+    return ":".join(dict.fromkeys([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"]))
+
+
+@dataclass
+class Layout:
+    """Where one job's files live on the host and what its root file system is made of."""
+
+    jobroot: str
+    """Host folder owned by the sandbox for this job; removed after the run."""
+    workdir: str
+    """Host folder bound read-write as the job's working directory."""
+    tmpdir: str
+    """Host folder bound as the job's /tmp (so that the disk limit counts it)."""
+    ro_files: list[tuple[str, str]] = field(default_factory=list)
+    """(host file, path relative to the workdir) made read-only inside the workdir."""
+    ro_binds: list[str] = field(default_factory=list)
+    """Extra host paths visible read-only at the same path."""
+    uid: int | None = None
+    """Unprivileged uid the job runs as (when the host is root), else None."""
+
+
+def _ro_paths(extra: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """(folders/files to bind read-only, (symlink target, link path)), nested duplicates removed."""
+    binds, links = [], []
+    for p in _SYSTEM_PATHS:
+        if os.path.islink(p):
+            links.append((os.readlink(p), p))
+        elif os.path.isdir(p):
+            binds.append(p)
+    binds += _python_dirs() + list(extra)
+    kept: list[str] = []
+    for p in sorted(set(binds), key=len):
+        if not any(p == k or p.startswith(k.rstrip("/") + "/") for k in kept):
+            kept.append(p)
+    # a bound path below a symlinked one (e.g. /lib64/x) is already visible through its target
+    kept = [p for p in kept if not any(p.startswith(lp + "/") for _, lp in links)]
+    return kept, links
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.strip("/").split("/")[:-1]
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def prlimit_argv(limits: Limits) -> list[str]:
+    mib = 1024 * 1024
+    return [
+        shutil.which("prlimit") or "prlimit",
+        f"--cpu={max(1, math.ceil(limits.cpu_s))}",
+        f"--as={int(limits.memory_mb) * mib}",
+        f"--nproc={int(limits.nproc)}",
+        f"--fsize={int(limits.fsize_mb) * mib}",
+        f"--nofile={int(limits.nofile)}",
+        "--core=0",
+        "--",
+    ]
+
+
+def _setpriv_argv(uid: int) -> list[str]:
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
+            "--bounding-set=-all", "--inh-caps=-all", "--"]
+
+
+def bwrap_argv(lay: Layout, cmd: list[str], status_fd: int) -> list[str]:
+    binds, links = _ro_paths(lay.ro_binds)
+    argv = [shutil.which("bwrap") or "bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+            "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
+    if lay.uid is None:
+        argv += ["--unshare-user"]
+    made: set[str] = set()
+
+    def dirs_for(dest: str) -> list[str]:
+        out = []
+        for a in _ancestors(dest):
+            if a not in made:
+                made.add(a)
+                out += ["--perms", "0755", "--dir", a]
+        return out
+
+    for target, link in links:
+        argv += ["--symlink", target, link]
+        made.add(link)
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    made.update({"/proc", "/dev"})
+    argv += ["--bind", lay.tmpdir, "/tmp", "--bind", lay.workdir, INNER_WORKDIR]
+    made.update({"/tmp", INNER_WORKDIR})
+    for p in binds:
+        argv += dirs_for(p) + ["--ro-bind", p, p]
+        made.add(p)
+    for src, rel in lay.ro_files:
+        argv += ["--ro-bind", src, f"{INNER_WORKDIR}/{rel}"]
+    argv += ["--chdir", INNER_WORKDIR]
+    if lay.uid is not None:
+        argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
+    # report on the status fd that set-up is over, close it, then become the job (it cannot fake the report)
+    argv += ["--", "/bin/sh", "-c", f'echo started >&{status_fd}; exec "$@"', "sandbox"]
+    return argv + _job_argv(lay, cmd)
+
+
+def _job_argv(lay: Layout, cmd: list[str]) -> list[str]:
+    """Inside the namespaces: measure the job (GNU time), drop to the job's uid, run its command."""
+    return usage_argv() + (_setpriv_argv(lay.uid) if lay.uid is not None else []) + list(cmd)
+
+
+def unshare_argv(lay: Layout, cmd: list[str], status_fd: int) -> list[str]:
+    binds, links = _ro_paths(lay.ro_binds)
+    q = shlex.quote
+    root = os.path.join(lay.jobroot, "root")
+    os.makedirs(root, exist_ok=True)
+    lines = ["set -e", f"R={q(root)}", 'mount -t tmpfs -o mode=755 tempering "$R"']
+    for target, link in links:
+        lines.append(f'ln -s {q(target)} "$R"{q(link)}')
+    for p in binds:
+        kind = "-d" if os.path.isdir(p) else "-f"
+        make = f'mkdir -p "$R"{q(p)}' if kind == "-d" else f'mkdir -p "$R"{q(os.path.dirname(p))}; : > "$R"{q(p)}'
+        lines += [make, f'mount --rbind {q(p)} "$R"{q(p)}', f'mount -o remount,bind,ro "$R"{q(p)}']
+    lines += ['mkdir "$R/proc" "$R/dev" "$R/tmp" "$R/job"', 'mount -t proc proc "$R/proc"',
+              'mount -t tmpfs -o mode=755 tempering-dev "$R/dev"']
+    for d in _DEVICES:
+        if os.path.exists(f"/dev/{d}"):
+            lines.append(f': > "$R/dev/{d}"; mount --bind /dev/{d} "$R/dev/{d}"')
+    lines += ['ln -s /proc/self/fd "$R/dev/fd"; ln -s /proc/self/fd/0 "$R/dev/stdin"',
+              'ln -s /proc/self/fd/1 "$R/dev/stdout"; ln -s /proc/self/fd/2 "$R/dev/stderr"']
+    lines += [f'mount --bind {q(lay.tmpdir)} "$R/tmp"', f'mount --bind {q(lay.workdir)} "$R/job"']
+    for src, rel in lay.ro_files:
+        dest = f'"$R/job/"{q(rel)}'
+        lines += [f"mount --bind {q(src)} {dest}", f"mount -o remount,bind,ro {dest}"]
+    lines.append(f"echo started >&{status_fd}")
+    run = _job_argv(lay, cmd)
+    lines += ["set +e", f'{q(_CHROOT)} "$R" /bin/sh -c \'cd /job && exec "$@"\' job {" ".join(map(q, run))}',
+              "exit $?"]
+    argv = [shutil.which("unshare") or "unshare", "--mount", "--pid", "--fork", "--net", "--ipc", "--uts",
+            "--kill-child", "--propagation", "private"]
+    if lay.uid is None:
+        argv += ["--user", "--map-root-user"]
+    return argv + ["/bin/sh", "-c", "\n".join(lines)]
+
+
+@functools.lru_cache(maxsize=None)
+def probe(backend: str) -> str:
+    """Empty string if `backend` works on this machine, else why not (cached per process)."""
+    if backend == "subprocess":
+        return "" if shutil.which("prlimit") else "the prlimit command (util-linux) is missing"
+    exe = {"bwrap": "bwrap", "unshare": "unshare"}.get(backend)
+    if exe is None:
+        return f"unknown backend {backend!r}"
+    missing = [b for b in (exe, "prlimit") + (("setpriv",) if os.geteuid() == 0 else ()) if not shutil.which(b)]
+    if missing:
+        return f"{', '.join(missing)} not found on PATH"
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="tempering-probe-") as d:
+        lay = Layout(jobroot=d, workdir=os.path.join(d, "work"), tmpdir=os.path.join(d, "tmp"),
+                     uid=65534 if os.geteuid() == 0 else None)
+        os.makedirs(lay.workdir)
+        os.makedirs(lay.tmpdir)
+        if lay.uid is not None:
+            os.chmod(d, 0o755)
+        build = bwrap_argv if backend == "bwrap" else unshare_argv
+        argv = ["/bin/sh", "-c", f'exec {STATUS_FD}>/dev/null; exec "$@"', "probe"] + build(lay, ["/bin/true"], STATUS_FD)
+        try:
+            proc = subprocess.run(argv, capture_output=True, timeout=30, env={"PATH": job_path()})
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"{exe} failed to start: {e}"
+        if proc.returncode != 0:
+            return f"{exe} cannot create namespaces here: {proc.stderr.decode(errors='replace').strip()[-300:]}"
+    return ""

@@ -1,0 +1,277 @@
+"""`Sandbox`: run untrusted jobs isolated, many at once, and read back a structured `Result`.
+
+A sandbox is a pool: at most `concurrency` jobs run at a time and at most `queue_size` more wait for
+a slot; a caller beyond that waits in `run` itself (back-pressure), so a fast producer of jobs can
+never pile up unbounded work. Each job gets a fresh directory that is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import stat
+import tempfile
+import threading
+import weakref
+
+from tempering.errors import UserError
+from tempering.sandbox import backends
+from tempering.sandbox.job import Job, Result, check_relpath
+from tempering.sandbox import process
+from tempering.sandbox.process import STATUS_FD, Exit, run_tree
+
+BACKENDS = ("bwrap", "unshare", "subprocess")
+_MEMORY_SIGNS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "out of memory",
+                 "failed to map segment", "Could not allocate")
+_UID_BASE = 100_000
+_SLOTS_PER_PROCESS = 256
+
+
+class _UidSlots:
+    """Per-process pool of unprivileged uids, one per running job, so that RLIMIT_NPROC (counted per
+    uid) is per job. The pid is part of the uid so two processes on one host never share one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._used: set[int] = set()
+
+    def take(self) -> int:
+        with self._lock:
+            slot = next(i for i in range(len(self._used) + 1) if i not in self._used)
+            self._used.add(slot)
+        return slot
+
+    def give(self, slot: int) -> None:
+        with self._lock:
+            self._used.discard(slot)
+
+    @staticmethod
+    def uid(slot: int) -> int:
+        return _UID_BASE + os.getpid() * _SLOTS_PER_PROCESS + slot % _SLOTS_PER_PROCESS
+
+
+_SLOTS = _UidSlots()
+
+
+class Sandbox:
+    """Runs `Job`s under one isolation backend with a bounded pool."""
+
+    def __init__(self, backend: str = "auto", concurrency: int | None = None, queue_size: int | None = None,
+                 root: str | None = None):
+        """
+        backend: `auto` (bwrap, else unshare, else an error), `bwrap`, `unshare`, or `subprocess`
+            (opt-in, rlimits only, no isolation).
+        concurrency: jobs running at once (default: number of CPU cores).
+        queue_size: jobs admitted to wait for a slot (default: 4 x concurrency); more callers wait.
+        root: host folder under which job directories are made (default: the system temp folder).
+        """
+        if backend == "auto":
+            reasons = {b: backends.probe(b) for b in backends.ISOLATED}
+            usable = [b for b, why in reasons.items() if not why]
+            if not usable:
+                why = "; ".join(f"{b}: {r}" for b, r in reasons.items())
+                raise UserError(f"no isolating sandbox backend works here ({why}). Install bubblewrap "
+                                "(apt-get install bubblewrap), or pass backend='subprocess' to run jobs "
+                                "with limits but without isolation.")
+            backend = usable[0]
+        elif backend not in BACKENDS:
+            raise UserError(f"unknown sandbox backend {backend!r}: use one of auto, {', '.join(BACKENDS)}.")
+        elif why := backends.probe(backend):
+            raise UserError(f"sandbox backend {backend!r} does not work here: {why}.")
+        concurrency = (os.cpu_count() or 1) if concurrency is None else concurrency
+        if not isinstance(concurrency, int) or concurrency < 1:
+            raise UserError(f"Sandbox concurrency must be a positive integer, got {concurrency!r}.")
+        queue_size = 4 * concurrency if queue_size is None else queue_size
+        if not isinstance(queue_size, int) or queue_size < 0:
+            raise UserError(f"Sandbox queue_size must be a non-negative integer, got {queue_size!r}.")
+        self.backend = backend
+        self.concurrency = concurrency
+        self.queue_size = queue_size
+        self._root_parent = root
+        self._root: str | None = None
+        self._gates: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._as_root = os.geteuid() == 0 and backend in backends.ISOLATED
+
+    @staticmethod
+    def available_backends() -> list[str]:
+        """Backends that work on this machine, most isolating first."""
+        return [b for b in BACKENDS if not backends.probe(b)]
+
+    @property
+    def isolated(self) -> bool:
+        return self.backend in backends.ISOLATED
+
+    def _gate(self) -> tuple[asyncio.Semaphore, asyncio.Semaphore]:
+        """(admission, running) semaphores of the current event loop."""
+        loop = asyncio.get_running_loop()
+        if loop not in self._gates:
+            self._gates[loop] = (asyncio.Semaphore(self.concurrency + self.queue_size),
+                                 asyncio.Semaphore(self.concurrency))
+        return self._gates[loop]
+
+    async def run(self, job: Job) -> Result:
+        """Run one job; waits while the pool and its queue are full. Raises UserError for a bad job."""
+        job.validate()
+        self._check_command(job)
+        admit, running = self._gate()
+        async with admit, running:
+            return await self._run_now(job)
+
+    def run_sync(self, job: Job) -> Result:
+        """`run` for callers without an event loop."""
+        return asyncio.run(self.run(job))
+
+    # -- one job ------------------------------------------------------------------------------
+
+    def _check_command(self, job: Job) -> None:
+        exe = job.cmd[0]
+        if "/" not in exe:
+            path = job.env.get("PATH", backends.job_path())
+            if shutil.which(exe, path=path) is None:
+                raise UserError(f"Job.cmd[0] {exe!r} is not on the job's PATH ({path}): install it, "
+                                "or give its absolute path.")
+        elif os.path.isabs(exe) and not os.path.exists(exe):
+            raise UserError(f"Job.cmd[0] {exe!r} does not exist: fix the path or install the program.")
+
+    def _root_dir(self) -> str:
+        if self._root is None:
+            self._root = tempfile.mkdtemp(prefix="tempering-sandbox-", dir=self._root_parent)
+            os.chmod(self._root, 0o711)  # unprivileged job users may pass through, never list
+        return self._root
+
+    async def _run_now(self, job: Job) -> Result:
+        slot = _SLOTS.take() if self._as_root else None
+        jobroot = tempfile.mkdtemp(prefix="job-", dir=self._root_dir())
+        try:
+            uid = _UidSlots.uid(slot) if slot is not None else None
+            lay, stdin_path = self._prepare(job, jobroot, uid)
+            env = {"PATH": backends.job_path(), "LANG": "C.UTF-8",
+                   "HOME": backends.INNER_WORKDIR if self.isolated else lay.workdir,
+                   "TMPDIR": "/tmp" if self.isolated else lay.tmpdir, **job.env}
+            limits = backends.prlimit_argv(job.limits)
+            if self.backend == "bwrap":
+                argv = limits + backends.bwrap_argv(lay, job.cmd, STATUS_FD)
+            elif self.backend == "unshare":
+                argv = limits + backends.unshare_argv(lay, job.cmd, STATUS_FD)
+            else:
+                argv = process.usage_argv() + limits + [shutil.which("env") or "/usr/bin/env", "-C", lay.workdir, "--"]
+                argv += list(job.cmd)
+            ex = await run_tree(argv, env, job.limits, stdin_path, watch_dir=jobroot)
+            result = self._classify(job, ex)
+            result.outputs = _read_outputs(lay.workdir, job.outputs, job.limits.fsize_mb * 1024 * 1024)
+            return result
+        finally:
+            _remove_tree(jobroot)
+            if slot is not None:
+                _SLOTS.give(slot)
+
+    def _prepare(self, job: Job, jobroot: str, uid: int | None) -> tuple[backends.Layout, str | None]:
+        """Write the job's files; make the workdir the job user's own."""
+        lay = backends.Layout(jobroot=jobroot, workdir=os.path.join(jobroot, "work"),
+                              tmpdir=os.path.join(jobroot, "tmp"), ro_binds=list(job.ro_binds), uid=uid)
+        os.mkdir(lay.workdir, 0o755)
+        os.mkdir(lay.tmpdir, 0o1777 if uid is not None else 0o700)
+        for path, data in job.files.items():
+            _write(lay.workdir, check_relpath(path, "Job.files path"), data, 0o644)
+        for path, data in job.readonly_files.items():
+            rel = check_relpath(path, "Job.readonly_files path")
+            if self.isolated:  # the real file lives outside the workdir; a read-only bind shows it inside
+                src = _write(os.path.join(jobroot, "ro"), rel, data, 0o444)
+                _write(lay.workdir, rel, b"", 0o444)  # mount point
+                lay.ro_files.append((src, rel))
+            else:
+                _write(lay.workdir, rel, data, 0o444)
+        if uid is not None:
+            for d in (lay.workdir, lay.tmpdir):
+                for root, dirs, files in os.walk(d):
+                    for name in [root] + [os.path.join(root, n) for n in dirs + files]:
+                        os.lchown(name, uid, uid)
+            os.chmod(lay.tmpdir, 0o700)
+        stdin_path = None
+        if job.stdin is not None:
+            stdin_path = _write(jobroot, "stdin", job.stdin, 0o600)
+        return lay, stdin_path
+
+    def _classify(self, job: Job, ex: Exit) -> Result:
+        lim = job.limits
+        res = Result(status="ok", exit_code=ex.exit_code, signal=ex.term_signal,
+                     stdout=ex.stdout.decode("utf-8", "replace"), stderr=ex.stderr.decode("utf-8", "replace"),
+                     stdout_truncated=ex.stdout_truncated, stderr_truncated=ex.stderr_truncated,
+                     wall_s=ex.wall_s, cpu_s=ex.cpu_s, peak_memory_mb=ex.peak_memory_mb)
+        if res.exit_code is not None and res.exit_code > 128 and (self.isolated or process.usage_argv()):
+            # GNU time and the namespaces' first process report a signal death as 128 + signal, like a shell
+            res.signal, res.exit_code = res.exit_code - 128, None
+        if ex.kill_reason == "timeout":
+            res.status, res.message = "timeout", f"wall-clock limit of {lim.wall_s:g} s reached; process tree killed"
+        elif ex.kill_reason == "disk":
+            res.status, res.message = "output_limit", f"workdir and /tmp passed disk_mb={lim.disk_mb}; job killed"
+        elif ex.stdout_truncated or ex.stderr_truncated:
+            res.status, res.message = "output_limit", f"output passed output_bytes={lim.output_bytes}; job killed"
+        elif self.isolated and not ex.started:
+            res.status = "sandbox_error"
+            res.message = f"{self.backend} could not set up the sandbox: {res.stderr.strip()[-500:]}"
+        elif res.signal == signal.SIGXCPU:
+            res.status, res.message = "timeout", f"CPU limit of {lim.cpu_s:g} s reached"
+        elif res.signal == signal.SIGXFSZ:
+            res.status, res.message = "output_limit", f"a file passed fsize_mb={lim.fsize_mb}"
+        elif (res.signal or res.exit_code) and any(s in res.stderr for s in _MEMORY_SIGNS):
+            res.status, res.message = "memory_exceeded", f"an allocation failed under memory_mb={lim.memory_mb}"
+        elif res.signal:
+            res.status, res.message = "killed", f"ended by signal {signal.Signals(res.signal).name}"
+        elif res.exit_code:
+            res.status, res.message = "nonzero_exit", f"exit code {res.exit_code}"
+        return res
+
+
+def _write(base: str, rel: str, data: str | bytes, mode: int) -> str:
+    """Create base/rel (and its folders) without following links; the path must be new."""
+    path = os.path.join(base, rel)
+    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+    return path
+
+
+def _read_outputs(workdir: str, names: list[str], cap: int) -> dict[str, bytes]:
+    """Declared outputs that the job left as regular files; symlinks, fifos and devices are ignored.
+
+    The path is walked one component at a time with O_NOFOLLOW, so a job cannot point the host at a
+    file outside its workdir."""
+    outputs = {}
+    for name in names:
+        parts = check_relpath(name, "Job.outputs path").split("/")
+        fds = [os.open(workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
+        try:
+            for part in parts[:-1]:
+                fds.append(os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fds[-1]))
+            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fds[-1])
+            fds.append(fd)
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                with os.fdopen(os.dup(fd), "rb") as f:
+                    outputs[name] = f.read(cap)
+        except OSError:
+            pass
+        finally:
+            for fd in fds:
+                os.close(fd)
+    return outputs
+
+
+def _remove_tree(path: str) -> None:
+    """Remove a job directory even if the job made parts of it unreadable."""
+
+    def fix(func, p, _exc):
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            os.chmod(p, 0o700)
+        except OSError:
+            pass
+        try:
+            func(p)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=fix)
