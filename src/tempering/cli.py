@@ -12,7 +12,13 @@ import sys
 from tempering.errors import UserError
 
 # verb -> (module, one-line help)
-COMMANDS: dict[str, tuple[str, str]] = {}
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("tempering.recipes.demo", "The quickstart: pre-train a tiny model, GRPO on arithmetic, before/after table."),
+    "pretrain": ("tempering.recipes.pretrain", "Supervised warm start of a model on a built-in task family."),
+    "train": ("tempering.recipes.rl", "RL with verifiable rewards: GRPO, Dr. GRPO, RLOO, multi-turn methods."),
+    "eval": ("tempering.recipes.eval", "Evaluate a checkpoint on a task family's held-out split."),
+    "config": ("tempering.recipes.reference", "Print the config reference of a recipe."),
+}
 
 
 def _usage() -> str:

@@ -1,0 +1,46 @@
+"""Outcome advantage estimators: one scalar reward per episode -> one advantage per episode.
+
+All take `rewards_NG` (N groups of G episodes of the same prompt) and return `adv_NG`; the policy
+update broadcasts an episode's advantage to every one of its tokens. A group whose rewards are all
+equal (or a group of one) gets zero advantage.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def grpo_advantage(rewards_NG: torch.Tensor, eps: float = 1e-6, scale_by_std: bool = True) -> torch.Tensor:
+    """GRPO: (r - mean) / (std + eps) within each group (unbiased std, as in DeepSeekMath and verl)."""
+    r = rewards_NG.float()
+    centred = r - r.mean(dim=-1, keepdim=True)
+    if not scale_by_std:
+        return centred
+    G = r.shape[-1]
+    if G < 2:
+        return torch.zeros_like(r)
+    std = r.std(dim=-1, keepdim=True)
+    return centred / (std + eps)
+
+
+def dr_grpo_advantage(rewards_NG: torch.Tensor) -> torch.Tensor:
+    """Dr. GRPO: r - mean (no std division, which over-weights easy and hard prompts)."""
+    return grpo_advantage(rewards_NG, scale_by_std=False)
+
+
+def rloo_advantage(rewards_NG: torch.Tensor) -> torch.Tensor:
+    """RLOO: r_i - mean of the other G-1 rewards."""
+    r = rewards_NG.float()
+    G = r.shape[-1]
+    if G < 2:
+        return torch.zeros_like(r)
+    return r - (r.sum(dim=-1, keepdim=True) - r) / (G - 1)
+
+
+def zero_std_groups(rewards_NG: torch.Tensor) -> torch.Tensor:
+    """Boolean per group: every reward equal (no learning signal under group-relative credit)."""
+    r = rewards_NG.float()
+    return (r.max(dim=-1).values - r.min(dim=-1).values) == 0
+
+
+OUTCOME_ESTIMATORS = {"grpo": grpo_advantage, "dr_grpo": dr_grpo_advantage, "rloo": rloo_advantage}

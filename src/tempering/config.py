@@ -1,0 +1,110 @@
+"""Typed configs: pydantic schemas with a one-line doc per field, loaded from YAML plus `a.b=value`
+overrides. An unknown key or a bad value is a `ConfigError` that names the key and what is allowed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from tempering.errors import ConfigError
+
+
+class Schema(BaseModel):
+    """Base of every config section: unknown keys are errors, assignments are validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+S = TypeVar("S", bound=Schema)
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    if "=" not in item:
+        raise ConfigError(f"override {item!r} is not of the form key.sub=value")
+    key, _, raw = item.partition("=")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.strip().split("."), value
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    for item in overrides:
+        path, value = parse_override(item)
+        node = data
+        for k in path[:-1]:
+            nxt = node.get(k)
+            if nxt is None:
+                nxt = node[k] = {}
+            elif not isinstance(nxt, dict):
+                raise ConfigError(f"override {item!r}: {k!r} is a value, not a section")
+            node = nxt
+        node[path[-1]] = value
+    return data
+
+
+def _section(schema: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    """The schema class at a location path, to list its allowed keys."""
+    cls: Any = schema
+    for k in loc[:-1]:
+        field = getattr(cls, "model_fields", {}).get(k)
+        if field is None:
+            return None
+        cls = field.annotation
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)):
+            return None
+    return cls
+
+
+def format_errors(schema: type[BaseModel], err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        key = ".".join(str(x) for x in e["loc"])
+        if e["type"] == "extra_forbidden":
+            sec = _section(schema, e["loc"])
+            allowed = ", ".join(sec.model_fields) if sec is not None else "?"
+            lines.append(f"unknown key {key!r}; allowed here: {allowed}")
+        else:
+            lines.append(f"{key}: {e['msg']} (got {e.get('input')!r})")
+    return "invalid config:\n  " + "\n  ".join(lines)
+
+
+def build(schema: type[S], data: dict) -> S:
+    try:
+        return schema.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(format_errors(schema, e)) from None
+
+
+def load_config(schema: type[S], path: str | Path | None = None, overrides: list[str] | None = None) -> S:
+    data: dict = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {p} does not exist")
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"config file {p} is not valid YAML: {e}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {p} must hold a mapping at the top level")
+    return build(schema, apply_overrides(data, overrides or []))
+
+
+def describe(schema: type[BaseModel], prefix: str = "") -> list[tuple[str, str, str, str]]:
+    """(key, type, default, doc) rows for the config reference."""
+    rows = []
+    for name, f in schema.model_fields.items():
+        key = f"{prefix}{name}"
+        ann = f.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            rows += describe(ann, key + ".")
+            continue
+        tname = getattr(ann, "__name__", str(ann)).replace("typing.", "")
+        default = "" if f.is_required() else repr(f.get_default(call_default_factory=True))
+        rows.append((key, tname, default, f.description or ""))
+    return rows

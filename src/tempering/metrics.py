@@ -1,0 +1,36 @@
+"""Evaluation metrics over groups of episodes."""
+
+from __future__ import annotations
+
+from math import comb
+
+from tempering.types import Group
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples with c correct (Chen et al., 2021)."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def group_metrics(groups: list[Group], k: int, max_turns: int = 1) -> dict[str, float]:
+    """pass@1 / pass@k over groups of n samples, mean score, and cumulative accuracy by turn (Acc@t)."""
+    if not groups:
+        return {}
+    n = len(groups[0].episodes)
+    out: dict[str, float] = {}
+    c = [sum(e.success for e in g.episodes) for g in groups]
+    out["pass@1"] = sum(pass_at_k(n, ci, 1) for ci in c) / len(groups)
+    if k > 1 and n >= k:
+        out[f"pass@{k}"] = sum(pass_at_k(n, ci, k) for ci in c) / len(groups)
+    eps = [e for g in groups for e in g.episodes]
+    out["score"] = sum(e.reward for e in eps) / len(eps)
+    if max_turns > 1:
+        for t in range(1, max_turns + 1):
+            out[f"acc@{t}"] = sum(e.first_success_turn is not None and e.first_success_turn <= t for e in eps) / len(eps)
+        passed = [e for e in eps if e.success]
+        if passed:
+            out["turns_per_pass"] = sum(e.first_success_turn for e in passed) / len(passed)
+            out["tokens_per_pass"] = sum(e.num_action_tokens for e in passed) / len(passed)
+    return out

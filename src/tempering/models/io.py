@@ -1,0 +1,59 @@
+"""Loading and saving models as plain Hugging Face folders."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from tempering.errors import UserError
+from tempering.models.tiny import TINY_SIZES, tiny_model
+from tempering.models.tokenizer import char_tokenizer
+
+
+def load_policy(
+    name_or_path: str, seed: int = 0, dtype: torch.dtype = torch.float32
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A model and its tokenizer: a built-in tiny size (fresh weights) or a local Hugging Face folder."""
+    if name_or_path in TINY_SIZES:
+        return tiny_model(name_or_path, seed=seed), char_tokenizer()
+    path = Path(name_or_path).expanduser()
+    if not (path / "config.json").is_file():
+        raise UserError(
+            f"model {name_or_path!r} is neither a built-in size ({', '.join(TINY_SIZES)}) nor a folder "
+            "with config.json; give a local Hugging Face model folder (models are never downloaded)"
+        )
+    try:
+        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype)
+    except (OSError, ValueError) as e:
+        raise UserError(f"could not load the model in {path}: {e}") from e
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    return model, tok
+
+
+def save_policy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path: str | Path) -> Path:
+    """Write a Hugging Face folder atomically: into a temp folder beside it, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        if path.exists():
+            old = path.with_name(f".{path.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(path, old)
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path

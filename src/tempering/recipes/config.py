@@ -1,0 +1,96 @@
+"""Config sections shared by the recipes (each recipe composes its own top-level schema)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from tempering.config import Schema
+from tempering.rollout.sampler import SamplingParams
+from tempering.train.update import UpdateSettings
+
+
+class ModelSection(Schema):
+    name: str = Field("tiny-s", description="Built-in tiny size (tiny-xs/s/m/l) or a local Hugging Face model folder.")
+    use_chat_template: bool | None = Field(None, description="Apply the tokenizer's chat template (default: when it has one).")
+    system_prompt: str | None = Field(None, description="System message for chat-template models.")
+
+
+class TaskSection(Schema):
+    family: str = Field("arithmetic", description="Task family: arithmetic, strings, dataset, code, kernels, gui, ...")
+    args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the family (difficulty knobs, paths).")
+    train_size: int = Field(20000, gt=0, description="Number of distinct training prompts drawn (the pool cycled through).")
+    heldout_size: int = Field(500, gt=0, description="Held-out prompts used for evaluation.")
+    data_seed: int = Field(0, description="Seed of the train/held-out draws (independent of the run seed).")
+
+
+class RolloutSection(Schema):
+    group_size: int = Field(8, ge=1, description="Episodes sampled per prompt (G).")
+    prompts_per_step: int = Field(32, ge=1, description="Prompts (groups) per training step.")
+    max_new_tokens: int = Field(16, ge=1, description="Token limit of one answer.")
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature (0 = greedy).")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass.")
+    top_k: int = Field(0, ge=0, description="Top-k sampling (0 = off).")
+    stop: list[str] = Field(default_factory=list, description="Stop strings besides EOS.")
+    max_turns: int = Field(1, ge=1, description="Turn limit K of an episode (1 = single-turn).")
+    feedback_template: str = Field("\n{feedback}\n{prompt}", description="Text appended after a failed turn ({feedback}, {prompt}).")
+    max_context_tokens: int = Field(1024, ge=8, description="Episodes whose context would exceed this stop (stop_reason=context).")
+
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(self.max_new_tokens, self.temperature, self.top_p, self.top_k, list(self.stop))
+
+
+class LossSection(Schema):
+    advantage: str = Field("grpo", description="Credit: grpo, dr_grpo, rloo (more with the multi-turn methods).")
+    clip_low: float = Field(0.2, ge=0, description="PPO clip below 1 (eps_low).")
+    clip_high: float = Field(0.28, ge=0, description="PPO clip above 1 (eps_high; DAPO clip-higher).")
+    dual_clip: float | None = Field(3.0, description="Dual-clip constant c for negative advantages (null = off).")
+    loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = Field("token-mean", description="Loss aggregation, normalised over the whole optimizer step.")
+    kl_coef: float = Field(0.0, ge=0, description="KL-to-reference coefficient beta (0: no reference model is loaded).")
+    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="KL estimator on the sampled token.")
+    kl_in_reward: bool = Field(False, description="Subtract beta * summed k1 KL from the reward instead of adding a loss term.")
+    ppo_epochs: int = Field(1, ge=1, description="Passes over each batch.")
+    mini_batches: int = Field(1, ge=1, description="Optimizer steps per pass (the batch is split into this many).")
+    micro_batch_size: int = Field(256, ge=1, description="Sequences per forward/backward (gradient accumulation).")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
+    mask_truncated: bool = Field(False, description="Drop answers that hit the token limit from the loss (DAPO).")
+    dynamic_sampling: bool = Field(False, description="DAPO: drop groups with equal rewards and refill the batch.")
+    max_resample_rounds: int = Field(3, ge=0, description="Extra generation rounds allowed to refill the batch.")
+    overlong_cache: int = Field(0, ge=0, description="DAPO overlong shaping: ramp length before max_new_tokens (0 = off).")
+
+    def update_settings(self, temperature: float, max_response_len: int) -> UpdateSettings:
+        return UpdateSettings(
+            ppo_epochs=self.ppo_epochs, mini_batches=self.mini_batches, micro_batch_size=self.micro_batch_size,
+            clip_low=self.clip_low, clip_high=self.clip_high, dual_clip=self.dual_clip, loss_agg=self.loss_agg,
+            kl_coef=0.0 if self.kl_in_reward else self.kl_coef, kl_estimator=self.kl_estimator,
+            max_grad_norm=self.max_grad_norm, temperature=temperature or 1.0, max_response_len=max_response_len,
+        )
+
+
+class OptimSection(Schema):
+    lr: float = Field(3e-4, gt=0, description="Peak learning rate (AdamW).")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
+    warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
+    schedule: Literal["cosine", "constant"] = Field("constant", description="Decay after warm-up.")
+    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Final lr as a share of the peak (cosine).")
+
+
+class RunSection(Schema):
+    steps: int = Field(100, ge=0, description="Training steps.")
+    seed: int = Field(0, description="Run seed (model init, sampling, data order).")
+    out_dir: str = Field("runs/train", description="Run folder (config, metrics, samples, plots, checkpoints).")
+    eval_every: int = Field(25, ge=0, description="Evaluate on the held-out split every N steps (0 = only at the end).")
+    eval_k: int = Field(8, ge=1, description="Samples per held-out prompt for pass@k.")
+    eval_size: int | None = Field(None, description="Held-out prompts per periodic evaluation (default: all).")
+    checkpoint_every: int = Field(50, ge=0, description="Checkpoint every N steps (0 = only at the end).")
+    keep_checkpoints: int = Field(2, ge=1, description="Complete checkpoints kept on disk.")
+    log_samples: int = Field(4, ge=0, description="Episodes written to samples.jsonl per step.")
+    threads: int = Field(0, ge=0, description="torch CPU threads (0 = torch's default).")
+    tensorboard: bool = Field(True, description="Write TensorBoard event files.")
+    progress: bool = Field(True, description="Show a live progress bar.")
+
+    @model_validator(mode="after")
+    def _check(self):
+        return self

@@ -1,0 +1,287 @@
+"""`tempering train`: RL with verifiable rewards (GRPO and relatives), single- or multi-turn.
+
+One step: draw prompts -> roll out groups -> shape rewards -> credit (advantage per turn) -> the one
+policy update -> log; evaluate and checkpoint on schedule. Methods differ only in `loss.advantage`
+(the credit function) and rollout options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import Field
+
+from tempering.algos.advantages import zero_std_groups
+from tempering.algos.credit import CREDIT, turn_tensors
+from tempering.algos.losses import kl_estimate
+from tempering.algos.shaping import overlong_penalty
+from tempering.config import Schema, load_config
+from tempering.envs.base import TaskFamily
+from tempering.envs.registry import make_family
+from tempering.errors import ConfigError, UserError
+from tempering.evaluation import evaluate
+from tempering.models import load_policy, save_policy
+from tempering.models.chat import ChatFormat
+from tempering.recipes.config import LossSection, ModelSection, OptimSection, RolloutSection, RunSection, TaskSection
+from tempering.rollout.engine import RolloutOptions, RolloutStats, rollout
+from tempering.rollout.sampler import HFSampler
+from tempering.runlog import RunLog
+from tempering.train.batch import TrainBatch, broadcast_turn_adv, collate
+from tempering.train.checkpoint import latest_checkpoint, load_trainer_state, rng_state, save_checkpoint, set_rng_state
+from tempering.train.cursor import PromptCursor
+from tempering.train.optim import make_optimizer, make_scheduler
+from tempering.train.update import batch_logprobs, policy_update
+from tempering.types import Group
+
+
+class TrainConfig(Schema):
+    """The RL recipe (`tempering train`)."""
+
+    model: ModelSection = Field(default_factory=ModelSection, description="The policy.")
+    task: TaskSection = Field(default_factory=TaskSection, description="Training and held-out tasks.")
+    rollout: RolloutSection = Field(default_factory=RolloutSection, description="Sampling and turns.")
+    loss: LossSection = Field(default_factory=LossSection, description="Credit and policy loss.")
+    optim: OptimSection = Field(default_factory=OptimSection, description="Optimizer and schedule.")
+    run: RunSection = Field(default_factory=RunSection, description="Length, logging, evaluation, checkpoints.")
+
+
+@dataclass
+class StepResult:
+    step: int
+    metrics: dict[str, float]
+    groups: list[Group] = field(default_factory=list)
+
+
+class RLTrainer:
+    """Holds the state of one RL run; `step()` advances it by one batch."""
+
+    def __init__(self, cfg: TrainConfig, family: TaskFamily | None = None, resume: bool = False):
+        if cfg.loss.advantage not in CREDIT:
+            raise ConfigError(f"loss.advantage={cfg.loss.advantage!r} is unknown; choose one of {sorted(CREDIT)}")
+        self.cfg = cfg
+        if cfg.run.threads:
+            torch.set_num_threads(cfg.run.threads)
+        torch.manual_seed(cfg.run.seed)
+        self.family = family or make_family(cfg.task.family, **cfg.task.args)
+        self.train_tasks = self.family.tasks("train", cfg.task.train_size, seed=cfg.task.data_seed)
+        self.heldout_tasks = self.family.tasks("heldout", cfg.task.heldout_size, seed=cfg.task.data_seed)
+        if not self.train_tasks:
+            raise UserError(f"task family {cfg.task.family!r} gave no training tasks")
+        self.model, self.tokenizer = load_policy(cfg.model.name, seed=cfg.run.seed)
+        self.fmt = ChatFormat(self.tokenizer, cfg.model.use_chat_template, cfg.rollout.feedback_template, cfg.model.system_prompt)
+        self.sampler = HFSampler(self.model, self.tokenizer, seed=cfg.run.seed)
+        self.ref_model = None
+        if cfg.loss.kl_coef > 0:  # beta = 0 never loads or runs a reference model
+            self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
+        self.optimizer = make_optimizer(self.model, cfg.optim.lr, cfg.optim.weight_decay, cfg.optim.betas)
+        self.scheduler = make_scheduler(self.optimizer, cfg.optim.warmup_steps, cfg.run.steps, cfg.optim.schedule, cfg.optim.min_lr_ratio)
+        self.cursor = PromptCursor(len(self.train_tasks), cfg.run.seed)
+        self.update_gen = torch.Generator().manual_seed(cfg.run.seed + 1)
+        self.step_no = 0
+        self.opts = RolloutOptions(sampling=cfg.rollout.sampling(), max_turns=cfg.rollout.max_turns, max_context_tokens=cfg.rollout.max_context_tokens)
+        self.settings = cfg.loss.update_settings(cfg.rollout.temperature, cfg.rollout.max_new_tokens * cfg.rollout.max_turns)
+        resume_step = None
+        if resume:
+            resume_step = self._load(latest_checkpoint(Path(cfg.run.out_dir)))
+        self.log = RunLog(cfg.run.out_dir, cfg.model_dump(mode="json"), resume_step=resume_step, tensorboard=cfg.run.tensorboard)
+
+    # ---- state -------------------------------------------------------------------------------
+    def _generators(self) -> dict[str, torch.Generator]:
+        return {"sampler": self.sampler.generator, "update": self.update_gen}
+
+    def save(self) -> Path:
+        state = {
+            "step": self.step_no,
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "cursor": self.cursor.state_dict(),
+            "rng": rng_state(self._generators()),
+            "ref_model": self.ref_model.state_dict() if self.ref_model is not None else None,
+        }
+        return save_checkpoint(Path(self.cfg.run.out_dir), self.step_no, self.model, self.tokenizer, state, self.cfg.run.keep_checkpoints)
+
+    def _load(self, ckpt: Path) -> int:
+        from safetensors.torch import load_file
+
+        self.model.load_state_dict(load_file(ckpt / "model" / "model.safetensors"), strict=False)
+        s = load_trainer_state(ckpt)
+        self.optimizer.load_state_dict(s["optimizer"])
+        self.scheduler.load_state_dict(s["scheduler"])
+        self.cursor.load_state_dict(s["cursor"])
+        set_rng_state(s["rng"], self._generators())
+        if self.ref_model is not None and s.get("ref_model") is not None:
+            self.ref_model.load_state_dict(s["ref_model"])
+        self.step_no = s["step"]
+        return self.step_no
+
+    # ---- one step ----------------------------------------------------------------------------
+    async def _collect(self, stats: RolloutStats) -> tuple[list[Group], dict[str, float]]:
+        c = self.cfg
+        need = c.rollout.prompts_per_step
+        tasks = [self.train_tasks[i] for i in self.cursor.next(need)]
+        groups = await rollout(self.sampler, self.fmt, tasks, self.family.make_env, c.rollout.group_size, self.opts, stats)
+        self._shape(groups)
+        info = {"frac_zero_std_groups": float(zero_std_groups(turn_tensors(groups).rewards_NG).float().mean())}
+        if c.loss.dynamic_sampling:
+            kept = [g for g in groups if not _all_equal(g)]
+            rounds = 0
+            while len(kept) < need and rounds < c.loss.max_resample_rounds:
+                rounds += 1
+                more = [self.train_tasks[i] for i in self.cursor.next(need)]
+                extra = await rollout(self.sampler, self.fmt, more, self.family.make_env, c.rollout.group_size, self.opts, stats)
+                self._shape(extra)
+                kept += [g for g in extra if not _all_equal(g)]
+            info["resample_rounds"] = rounds
+            groups = kept[:need] if kept else groups
+        return groups, info
+
+    def _shape(self, groups: list[Group]) -> None:
+        c = self.cfg
+        if c.loss.overlong_cache > 0:
+            for g in groups:
+                lengths = torch.tensor([float(e.num_action_tokens) for e in g.episodes])
+                pen = overlong_penalty(lengths, c.rollout.max_new_tokens * c.rollout.max_turns, c.loss.overlong_cache)
+                for e, p in zip(g.episodes, pen.tolist()):
+                    e.reward += p
+
+    def credit(self, groups: list[Group], batch: TrainBatch) -> torch.Tensor:
+        tt = turn_tensors(groups)
+        adv_NGK = CREDIT[self.cfg.loss.advantage](tt)
+        return broadcast_turn_adv(adv_NGK.reshape(-1, adv_NGK.shape[-1]), batch)
+
+    async def step(self) -> StepResult:
+        c = self.cfg
+        t0 = time.perf_counter()
+        stats = RolloutStats()
+        groups, info = await self._collect(stats)
+        episodes = [e for g in groups for e in g.episodes]
+        batch = collate(episodes, self.sampler.pad_id, c.loss.mask_truncated)
+        if self.ref_model is not None:
+            batch.ref_logp_BT = batch_logprobs(self.ref_model, batch, c.loss.micro_batch_size, self.settings.temperature)
+            if c.loss.kl_in_reward:
+                kl = (kl_estimate(batch.sample_logp_BT, batch.ref_logp_BT, "k1") * batch.mask_BT).sum(-1)
+                for e, k in zip(episodes, kl.tolist()):
+                    e.reward -= c.loss.kl_coef * k
+                info["kl_ref_in_reward"] = float(kl.mean())
+        batch.adv_BT = self.credit(groups, batch)
+        t1 = time.perf_counter()
+        upd = policy_update(self.model, self.optimizer, self.scheduler, batch, self.settings, self.update_gen)
+        t2 = time.perf_counter()
+        self.step_no += 1
+        n_tok = [e.num_action_tokens for e in episodes]
+        m = {
+            "reward": sum(e.reward for e in episodes) / len(episodes),
+            "success": sum(e.success for e in episodes) / len(episodes),
+            "response_len": sum(n_tok) / len(n_tok),
+            "truncated": sum(any(t.truncated for t in e.turns) for e in episodes) / len(episodes),
+            "env_calls": stats.env_calls,
+            "env_seconds": stats.env_seconds,
+            "env_errors": stats.env_errors,
+            "gen_seconds": stats.gen_seconds,
+            "update_seconds": t2 - t1,
+            "step_seconds": t2 - t0,
+            **info,
+            **upd,
+        }
+        if c.rollout.max_turns > 1:
+            m["turns"] = sum(len(e.turns) for e in episodes) / len(episodes)
+        self.log.log(self.step_no, m)
+        if c.run.log_samples:
+            self.log.samples(self.step_no, [_sample_row(e) for e in episodes[: c.run.log_samples]])
+        return StepResult(self.step_no, m, groups)
+
+    async def evaluate(self, size: int | None = None) -> dict[str, float]:
+        tasks = self.heldout_tasks[:size] if size else self.heldout_tasks
+        m = await evaluate(self.sampler, self.fmt, self.family, tasks, self.opts, k=self.cfg.run.eval_k)
+        return {f"eval/{k}": v for k, v in m.items()}
+
+    # ---- the loop ----------------------------------------------------------------------------
+    async def run(self) -> dict[str, Any]:
+        c = self.cfg.run
+        from tempering.progress import progress_bar
+
+        history: dict[str, Any] = {}
+        if self.step_no == 0:
+            first = await self.evaluate(c.eval_size)
+            self.log.log(0, first)
+            history["start"] = first
+        with progress_bar(c.steps, "train", enabled=c.progress, start=self.step_no) as bar:
+            while self.step_no < c.steps:
+                r = await self.step()
+                live = {"reward": r.metrics["reward"], "success": r.metrics["success"]}
+                if c.eval_every and self.step_no % c.eval_every == 0 and self.step_no < c.steps:
+                    ev = await self.evaluate(c.eval_size)
+                    self.log.log(self.step_no, ev)
+                    live["heldout"] = ev["eval/pass@1"]
+                if c.checkpoint_every and self.step_no % c.checkpoint_every == 0:
+                    self.save()
+                bar.update(live)
+        final = await self.evaluate()
+        self.log.log(self.step_no, final)
+        history["final"] = final
+        self.save()
+        save_policy(self.model, self.tokenizer, Path(self.cfg.run.out_dir) / "final")
+        self.log.plot(["reward", "eval/pass@1", "eval/pass@1_sampled", "kl_ref", "entropy", "response_len", "approx_kl", "step_seconds"])
+        self.log.close()
+        return history
+
+
+def _all_equal(g: Group) -> bool:
+    r = g.rewards
+    return max(r) == min(r)
+
+
+def _sample_row(e) -> dict[str, Any]:
+    return {
+        "task": e.task.id,
+        "prompt": e.task.prompt,
+        "turns": [{"text": t.info.get("text", ""), "score": t.score, "status": t.status, "feedback": t.feedback} for t in e.turns],
+        "reward": e.reward,
+        "stop_reason": e.stop_reason,
+    }
+
+
+def train(cfg: TrainConfig | dict, family: TaskFamily | None = None, resume: bool = False) -> dict[str, Any]:
+    """Run the RL recipe from Python; `family` overrides `cfg.task` (e.g. a DatasetFamily with your reward)."""
+    if isinstance(cfg, dict):
+        from tempering.config import build
+
+        cfg = build(TrainConfig, cfg)
+    trainer = RLTrainer(cfg, family=family, resume=resume)
+    return asyncio.run(trainer.run())
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="tempering train", description="RL with verifiable rewards (GRPO family, multi-turn).")
+    p.add_argument("config", nargs="?", help="YAML config (see examples/); omit for the defaults")
+    p.add_argument("overrides", nargs="*", help="key.sub=value overrides, e.g. loss.advantage=rloo run.steps=50")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run exactly from its latest checkpoint")
+    p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    a = p.parse_args(argv)
+    config, overrides = a.config, list(a.overrides)
+    if config and "=" in config and not config.endswith((".yaml", ".yml")):
+        config, overrides = None, [config] + overrides
+    if a.resume:
+        run_dir = Path(a.resume)
+        if not (run_dir / "config.yaml").is_file():
+            raise UserError(f"{run_dir} is not a run folder (no config.yaml); give the folder a run wrote")
+        cfg = load_config(TrainConfig, run_dir / "config.yaml", overrides + [f"run.out_dir={run_dir}"])
+    else:
+        cfg = load_config(TrainConfig, config, overrides)
+    if a.print_config:
+        import yaml
+
+        print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+        return 0
+    hist = train(cfg, resume=bool(a.resume))
+    from tempering.progress import print_eval_table
+
+    print_eval_table(hist, title=f"held-out results ({cfg.run.out_dir})")
+    return 0

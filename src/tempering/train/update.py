@@ -1,0 +1,124 @@
+"""The one policy update every method shares.
+
+Given a collated batch with per-token advantages, run `ppo_epochs` passes over `mini_batches`
+optimizer steps, each accumulated over micro-batches with a loss normaliser fixed for the whole step.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from tempering.algos.losses import LossNorm, aggregate, entropy_from_logits, kl_estimate, ppo_clip_loss
+from tempering.train.batch import TrainBatch
+
+
+@dataclass
+class UpdateSettings:
+    """What the update needs from a recipe's config (recipes build it from their schema)."""
+
+    ppo_epochs: int = 1
+    mini_batches: int = 1
+    micro_batch_size: int = 256
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    dual_clip: float | None = 3.0
+    loss_agg: str = "token-mean"
+    kl_coef: float = 0.0
+    kl_estimator: str = "k3"
+    max_grad_norm: float = 1.0
+    temperature: float = 1.0
+    max_response_len: int | None = None
+
+
+def token_logprobs(model, batch: TrainBatch, temperature: float = 1.0, entropy: bool = False):
+    """Log-prob of every token given its prefix (position 0 gets 0), and optionally the entropy."""
+    logits = model(input_ids=batch.input_ids_BT, attention_mask=batch.attention_BT).logits[:, :-1].float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    logp = logits.log_softmax(-1).gather(-1, batch.input_ids_BT[:, 1:, None]).squeeze(-1)
+    pad = torch.zeros_like(logp[:, :1])
+    ent = None
+    if entropy:
+        with torch.no_grad():
+            ent = torch.cat([pad, entropy_from_logits(logits)], dim=1)
+    return torch.cat([pad, logp], dim=1), ent
+
+
+LossFn = Callable[[torch.nn.Module, TrainBatch, LossNorm, UpdateSettings], tuple[torch.Tensor, dict]]
+
+
+def ppo_loss(model, mb: TrainBatch, norm: LossNorm, s: UpdateSettings) -> tuple[torch.Tensor, dict]:
+    """PPO-clip on the sampled tokens, plus an optional KL-to-reference term."""
+    logp, ent = token_logprobs(model, mb, s.temperature, entropy=True)
+    old = mb.old_logp_BT if mb.old_logp_BT is not None else logp.detach()
+    loss, stats = ppo_clip_loss(logp, old, mb.adv_BT, mb.mask_BT, s.clip_low, s.clip_high, s.dual_clip, s.loss_agg, norm)
+    m = mb.mask_BT
+    stats["entropy"] = (ent * m).sum() / m.sum().clamp(min=1)
+    stats["policy_loss"] = loss.detach()
+    if s.kl_coef > 0 and mb.ref_logp_BT is not None:
+        kl = aggregate(kl_estimate(logp, mb.ref_logp_BT, s.kl_estimator), m, s.loss_agg, norm)
+        stats["kl_ref"] = kl.detach()
+        loss = loss + s.kl_coef * kl
+    # how far the sampler's log-probs are from the trainer's (non-zero with another inference engine)
+    stats["mismatch_kl"] = (kl_estimate(logp.detach(), mb.sample_logp_BT) * m).sum() / m.sum().clamp(min=1)
+    return loss, stats
+
+
+@torch.no_grad()
+def batch_logprobs(model, batch: TrainBatch, micro_batch_size: int, temperature: float = 1.0) -> torch.Tensor:
+    out = torch.zeros_like(batch.mask_BT)
+    was = model.training
+    model.eval()
+    for i in range(0, batch.size, micro_batch_size):
+        mb = batch.select(slice(i, i + micro_batch_size))
+        out[i : i + micro_batch_size, : mb.input_ids_BT.shape[1]] = token_logprobs(model, mb, temperature)[0]
+    model.train(was)
+    return out
+
+
+def policy_update(
+    model,
+    optimizer,
+    scheduler,
+    batch: TrainBatch,
+    s: UpdateSettings,
+    generator: torch.Generator | None = None,
+    loss_fn: LossFn = ppo_loss,
+) -> dict[str, float]:
+    """Train on `batch` (advantages already in `batch.adv_BT`); returns averaged statistics."""
+    assert batch.adv_BT is not None, "credit must fill batch.adv_BT before the update"
+    steps = s.ppo_epochs * s.mini_batches
+    if steps > 1 and batch.old_logp_BT is None:
+        # off-policy after the first optimizer step: freeze the behaviour log-probs now
+        batch.old_logp_BT = batch_logprobs(model, batch, s.micro_batch_size, s.temperature)
+    model.train()
+    sums: dict[str, float] = defaultdict(float)
+    n = 0
+    for _ in range(s.ppo_epochs):
+        order = torch.randperm(batch.size, generator=generator) if s.mini_batches > 1 else torch.arange(batch.size)
+        for chunk in order.chunk(s.mini_batches):
+            step_batch = batch.select(chunk)
+            norm = LossNorm.of(step_batch.mask_BT, s.max_response_len)
+            optimizer.zero_grad(set_to_none=True)
+            for i in range(0, step_batch.size, s.micro_batch_size):
+                mb = step_batch.select(slice(i, i + s.micro_batch_size))
+                if mb.mask_BT.sum() == 0:
+                    continue
+                loss, stats = loss_fn(model, mb, norm, s)
+                loss.backward()
+                w = float(mb.mask_BT.sum()) / norm.tokens  # token-weighted average of per-micro stats
+                for k, v in stats.items():
+                    sums[k] += float(v) * w
+            gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), s.max_grad_norm)
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+            sums["grad_norm"] += float(gnorm)
+            n += 1
+    out = {k: v / max(n, 1) for k, v in sums.items()}
+    out["lr"] = optimizer.param_groups[0]["lr"]
+    return out
