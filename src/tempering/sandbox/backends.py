@@ -94,7 +94,8 @@ def prlimit_argv(limits: Limits) -> list[str]:
     mib = 1024 * 1024
     return [
         shutil.which("prlimit") or "prlimit",
-        f"--cpu={max(1, math.ceil(limits.cpu_s))}",
+        # SIGXCPU at the soft limit, SIGKILL one second later for a job that ignores it
+        f"--cpu={max(1, math.ceil(limits.cpu_s))}:{max(1, math.ceil(limits.cpu_s)) + 1}",
         f"--as={int(limits.memory_mb) * mib}",
         f"--nproc={int(limits.nproc)}",
         f"--fsize={int(limits.fsize_mb) * mib}",
@@ -158,10 +159,6 @@ def unshare_argv(lay: Layout, cmd: list[str], status_fd: int) -> list[str]:
     lines = ["set -e", f"R={q(root)}", 'mount -t tmpfs -o mode=755 tempering "$R"']
     for target, link in links:
         lines.append(f'ln -s {q(target)} "$R"{q(link)}')
-    for p in binds:
-        kind = "-d" if os.path.isdir(p) else "-f"
-        make = f'mkdir -p "$R"{q(p)}' if kind == "-d" else f'mkdir -p "$R"{q(os.path.dirname(p))}; : > "$R"{q(p)}'
-        lines += [make, f'mount --rbind {q(p)} "$R"{q(p)}', f'mount -o remount,bind,ro "$R"{q(p)}']
     lines += ['mkdir "$R/proc" "$R/dev" "$R/tmp" "$R/job"', 'mount -t proc proc "$R/proc"',
               'mount -t tmpfs -o mode=755 tempering-dev "$R/dev"']
     for d in _DEVICES:
@@ -173,6 +170,12 @@ def unshare_argv(lay: Layout, cmd: list[str], status_fd: int) -> list[str]:
     for src, rel in lay.ro_files:
         dest = f'"$R/job/"{q(rel)}'
         lines += [f"mount --bind {q(src)} {dest}", f"mount -o remount,bind,ro {dest}"]
+    for p in binds:  # after /tmp, so that a path below /tmp is not hidden by the job's own /tmp
+        if os.path.isdir(p):
+            make = f'mkdir -p "$R"{q(p)}'
+        else:
+            make = f'mkdir -p "$R"{q(os.path.dirname(p))}; : > "$R"{q(p)}'
+        lines += [make, f'mount --rbind {q(p)} "$R"{q(p)}', f'mount -o remount,bind,ro "$R"{q(p)}']
     lines.append(f"echo started >&{status_fd}")
     run = _job_argv(lay, cmd)
     lines += ["set +e", f'{q(_CHROOT)} "$R" /bin/sh -c \'cd /job && exec "$@"\' job {" ".join(map(q, run))}',

@@ -93,6 +93,10 @@ class Sandbox:
         self._root: str | None = None
         self._gates: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._as_root = os.geteuid() == 0 and backend in backends.ISOLATED
+        self.running = 0
+        """Jobs running now."""
+        self.waiting = 0
+        """Jobs admitted and waiting for a slot (at most `queue_size`); more callers wait in `run`."""
 
     @staticmethod
     def available_backends() -> list[str]:
@@ -116,8 +120,18 @@ class Sandbox:
         job.validate()
         self._check_command(job)
         admit, running = self._gate()
-        async with admit, running:
-            return await self._run_now(job)
+        async with admit:
+            self.waiting += 1
+            try:
+                await running.acquire()
+            finally:
+                self.waiting -= 1
+            self.running += 1
+            try:
+                return await self._run_now(job)
+            finally:
+                self.running -= 1
+                running.release()
 
     def run_sync(self, job: Job) -> Result:
         """`run` for callers without an event loop."""
@@ -212,9 +226,10 @@ class Sandbox:
         elif self.isolated and not ex.started:
             res.status = "sandbox_error"
             res.message = f"{self.backend} could not set up the sandbox: {res.stderr.strip()[-500:]}"
-        elif res.signal == signal.SIGXCPU:
+        elif res.signal == signal.SIGXCPU or (res.signal == signal.SIGKILL and res.cpu_s >= lim.cpu_s):
             res.status, res.message = "timeout", f"CPU limit of {lim.cpu_s:g} s reached"
-        elif res.signal == signal.SIGXFSZ:
+        elif res.signal == signal.SIGXFSZ or (res.exit_code and "File too large" in res.stderr):
+            # C programs die of SIGXFSZ; Python ignores it and fails the write with EFBIG instead
             res.status, res.message = "output_limit", f"a file passed fsize_mb={lim.fsize_mb}"
         elif (res.signal or res.exit_code) and any(s in res.stderr for s in _MEMORY_SIGNS):
             res.status, res.message = "memory_exceeded", f"an allocation failed under memory_mb={lim.memory_mb}"

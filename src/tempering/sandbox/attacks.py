@@ -1,0 +1,263 @@
+"""The adversarial suite: hostile jobs that every backend must contain, and how to tell that it did.
+
+Each attack is a small Python program run as a job, plus a check that looks at the `Result` *and*
+at the host afterwards (files that must not exist, processes that must be gone, a server that must
+not have been reached). `guaranteed_by` says which backends promise to contain it: the plain
+`subprocess` backend only promises its rlimits, a scrubbed environment and safe output reading.
+
+    python -m tempering.sandbox.attacks [backend ...]     # prints the table for this machine
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import socket
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from tempering.sandbox.job import Job, Limits, Result
+from tempering.sandbox.sandbox import Sandbox
+
+ISOLATED = ("bwrap", "unshare")
+ALL = ("bwrap", "unshare", "subprocess")
+
+
+@dataclass
+class Context:
+    """What one attack may aim at, made fresh for each run."""
+
+    token: str = field(default_factory=lambda: secrets.token_hex(8))
+    """Random marker: file names, secrets and process names that the checks look for."""
+    project_dir: str = str(Path(__file__).resolve().parents[3])
+    """The project folder (for an editable install, the repository)."""
+    port: int = 0
+    """A TCP server on the host's 127.0.0.1 that must never see a connection."""
+    connections: list = field(default_factory=list)
+    victim_dir: str = ""
+    """Host path of another job's workdir (running at the same time)."""
+
+    @property
+    def secret(self) -> str:
+        return f"secret-{self.token}"
+
+    @property
+    def sleep_s(self) -> str:
+        """A distinctive sleep length: a process with it on its command line is a leftover daemon."""
+        return f"{3000 + int(self.token[:4], 16) % 1000}.{int(self.token[4:8], 16) % 1000:03d}"
+
+
+@dataclass
+class Attack:
+    name: str
+    """Short identifier."""
+    what: str
+    """The attack in a few words (for docs/sandbox.md)."""
+    code: str
+    """Python program run as the job; `{token}`, `{port}`, ... are filled from the Context."""
+    check: Callable[[Result, Context], str]
+    """Empty string when the attack was contained, else what went wrong."""
+    limits: Limits = field(default_factory=lambda: Limits(wall_s=5.0, cpu_s=5.0))
+    guaranteed_by: tuple[str, ...] = ISOLATED
+    """Backends that promise to contain it."""
+    needs_victim: bool = False
+    """Run next to another job whose workdir is the target."""
+
+
+def _leftovers(ctx: Context) -> list[int]:
+    """Host processes whose command line carries this attack's marker."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if ctx.sleep_s.encode() in f.read():
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def _status(*allowed: str) -> Callable[[Result, Context], str]:
+    def check(res: Result, ctx: Context) -> str:
+        return "" if res.status in allowed else f"status {res.status} ({res.message}), wanted {'/'.join(allowed)}"
+    return check
+
+
+def _all(*checks: Callable[[Result, Context], str]) -> Callable[[Result, Context], str]:
+    def check(res: Result, ctx: Context) -> str:
+        return "; ".join(m for m in (c(res, ctx) for c in checks) if m)
+    return check
+
+
+def _no_file(path_of: Callable[[Context], str]) -> Callable[[Result, Context], str]:
+    def check(res: Result, ctx: Context) -> str:
+        p = path_of(ctx)
+        if os.path.lexists(p):
+            os.remove(p)
+            return f"{p} was written"
+        return ""
+    return check
+
+
+def _not_in_output(word_of: Callable[[Context], str]) -> Callable[[Result, Context], str]:
+    def check(res: Result, ctx: Context) -> str:
+        return f"{word_of(ctx)!r} reached the job" if word_of(ctx) in res.stdout + res.stderr else ""
+    return check
+
+
+def _no_leftovers(res: Result, ctx: Context) -> str:
+    left = _leftovers(ctx)
+    return f"processes {left} outlived the job" if left else ""
+
+
+def _no_connection(res: Result, ctx: Context) -> str:
+    return "the host server accepted a connection" if ctx.connections or "CONNECTED" in res.stdout else ""
+
+
+ATTACKS = [
+    Attack("infinite_loop", "busy loop forever", "while True:\n    pass\n",
+           _status("timeout"), Limits(wall_s=1.0, cpu_s=30.0), ALL),
+    Attack("cpu_limit", "burn CPU past cpu_s (wall clock is generous)", "while True:\n    pass\n",
+           _status("timeout"), Limits(wall_s=30.0, cpu_s=1.0), ALL),
+    Attack("fork_bomb", "fork in a loop, children too",
+           "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+           _all(_status("timeout"), _no_leftovers), Limits(wall_s=2.0, cpu_s=5.0, nproc=32)),
+    Attack("memory_bomb", "allocate 100 MiB blocks until something gives",
+           "blocks = []\nwhile True:\n    blocks.append(bytearray(100 << 20))\n",
+           _status("memory_exceeded"), Limits(wall_s=10.0, memory_mb=512), ALL),
+    Attack("big_file", "write one file past fsize_mb",
+           "with open('big', 'wb') as f:\n    while True:\n        f.write(b'x' * (1 << 20))\n",
+           _status("output_limit"), Limits(wall_s=10.0, fsize_mb=8), ALL),
+    Attack("disk_fill", "fill the disk with many files under fsize_mb",
+           "i = 0\nwhile True:\n    with open(f'f{{i}}', 'wb') as f:\n        f.write(b'x' * (4 << 20))\n    i += 1\n",
+           _status("output_limit"), Limits(wall_s=20.0, fsize_mb=8, disk_mb=32), ALL),
+    Attack("output_flood", "print without end",
+           "import sys\nwhile True:\n    sys.stdout.write('y' * 4096)\n",
+           _all(_status("output_limit"),
+                lambda r, c: "" if r.stdout_truncated and len(r.stdout) == 4096 else "stdout not capped at 4096"),
+           Limits(wall_s=10.0, output_bytes=4096), ALL),
+    Attack("network", "connect to a TCP server on the host's 127.0.0.1",
+           "import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n    print('CONNECTED')\n"
+           "except OSError as e:\n    print('BLOCKED', e)\n",
+           _all(_status("ok"), _no_connection)),
+    Attack("env_secret", "read a secret from the host's environment",
+           "import os\nprint(dict(os.environ))\n", _all(_status("ok"), _not_in_output(lambda c: c.secret)),
+           guaranteed_by=ALL),
+    Attack("proc_environ", "read the secret from other processes' /proc/*/environ",
+           "import os\nfor p in os.listdir('/proc'):\n    try:\n        print(open(f'/proc/{{p}}/environ').read())\n"
+           "    except Exception:\n        pass\n",
+           _all(_status("ok"), _not_in_output(lambda c: c.secret))),
+    Attack("write_project", "write into the project folder and the venv",
+           "import sys\nfor p in ['{project_dir}/attack-{token}', sys.prefix + '/attack-{token}']:\n    try:\n"
+           "        open(p, 'w').write('x')\n        print('WROTE', p)\n    except OSError as e:\n        print('DENIED', e)\n",
+           _all(_no_file(lambda c: f"{c.project_dir}/attack-{c.token}"),
+                _no_file(lambda c: f"{sys.prefix}/attack-{c.token}"))),
+    Attack("write_host_tmp", "write into the host's /tmp",
+           "open('/tmp/attack-{token}', 'w').write('x')\n", _no_file(lambda c: f"/tmp/attack-{c.token}")),
+    Attack("other_workdir", "read and write another running job's workdir",
+           "import os\nfor name in os.listdir('{victim_dir}'):\n    print(open(os.path.join('{victim_dir}', name)).read())\n",
+           _all(_not_in_output(lambda c: c.secret)), needs_victim=True),
+    Attack("write_other_workdir", "write into another running job's workdir",
+           "open('{victim_dir}/pwned-{token}', 'w').write('x')\n",
+           _no_file(lambda c: f"{c.victim_dir}/pwned-{c.token}"), needs_victim=True),
+    Attack("kill_parent", "kill the parent process, then everything it can signal",
+           "import os, signal, time\nos.kill(os.getppid(), signal.SIGKILL)\ntry:\n    os.kill(-1, signal.SIGKILL)\n"
+           "except OSError:\n    pass\ntime.sleep(5)\n",
+           lambda r, c: "" if r.status != "ok" else "the job survived"),
+    Attack("daemon", "leave a double-forked, setsid child running",
+           "import os, sys\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+           "        os.execvp('sleep', ['sleep', '{sleep_s}'])\n    os._exit(0)\nprint('parent done')\n",
+           _all(_status("ok"), _no_leftovers)),
+    Attack("ignore_sigterm", "ignore SIGTERM and sleep past the wall clock",
+           "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True:\n    time.sleep(1)\n",
+           _status("timeout"), Limits(wall_s=1.0), ALL),
+    Attack("raise_rlimits", "raise its own hard limits",
+           "import resource\nfor r in (resource.RLIMIT_NPROC, resource.RLIMIT_AS, resource.RLIMIT_CPU):\n    try:\n"
+           "        resource.setrlimit(r, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))\n        print('RAISED', r)\n"
+           "    except (ValueError, OSError) as e:\n        print('DENIED', e)\n",
+           _all(_status("ok"), lambda r, c: "a hard limit was raised" if "RAISED" in r.stdout else "")),
+    Attack("output_symlink", "declare an output that is a symlink to a host secret",
+           "import os\nos.symlink('/etc/shadow', 'result.json')\n",
+           lambda r, c: "the host followed the link" if r.outputs else "", guaranteed_by=ALL),
+]
+
+
+async def run_attack(sandbox: Sandbox, attack: Attack) -> str:
+    """Run one attack; empty string if it was contained, else what went wrong."""
+    ctx = Context()
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.2)
+    ctx.port = server.getsockname()[1]
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                ctx.connections.append(server.accept())
+            except OSError:
+                pass
+
+    listener = threading.Thread(target=accept, daemon=True)
+    listener.start()
+    os.environ["TEMPERING_ATTACK_SECRET"] = ctx.secret
+    victim = None
+    try:
+        if attack.needs_victim:
+            victim, ctx.victim_dir = await _start_victim(sandbox, ctx)
+        code = attack.code.format(**{k: getattr(ctx, k) for k in ("token", "port", "project_dir", "victim_dir",
+                                                                  "sleep_s")})
+        res = await sandbox.run(Job(cmd=["python3", "attack.py"], files={"attack.py": code}, limits=attack.limits,
+                                    outputs=["result.json"]))
+        verdict = attack.check(res, ctx)
+        after = await sandbox.run(Job(cmd=["python3", "-c", "print('fine')"]))
+        if after.stdout.strip() != "fine":
+            verdict += f"; the next job failed: {after.status} {after.message}"
+        return verdict
+    finally:
+        if victim is not None:
+            await victim
+        stop.set()
+        listener.join()
+        server.close()
+        del os.environ["TEMPERING_ATTACK_SECRET"]
+
+
+async def _start_victim(sandbox: Sandbox, ctx: Context) -> tuple[asyncio.Task, str]:
+    """Start a job that holds a secret in its workdir for a few seconds; return it and its host workdir."""
+    root = Path(sandbox._root_dir())
+    before = set(root.iterdir())
+    task = asyncio.ensure_future(sandbox.run(Job(cmd=["python3", "-c", "import time; time.sleep(3)"],
+                                                 files={"secret.txt": ctx.secret})))
+    for _ in range(200):
+        new = [p for p in root.iterdir() if p not in before and (p / "work" / "secret.txt").exists()]
+        if new:
+            return task, str(new[0] / "work")
+        await asyncio.sleep(0.01)
+    raise RuntimeError("the victim job did not start")
+
+
+async def run_suite(backend: str) -> list[tuple[Attack, str]]:
+    """Every attack that `backend` guarantees to contain, with its verdict."""
+    sandbox = Sandbox(backend=backend, concurrency=2)
+    return [(a, await run_attack(sandbox, a)) for a in ATTACKS if backend in a.guaranteed_by]
+
+
+def main(argv: list[str] | None = None) -> int:
+    names = (sys.argv[1:] if argv is None else argv) or Sandbox.available_backends()
+    failed = 0
+    for backend in names:
+        for attack, verdict in asyncio.run(run_suite(backend)):
+            failed += bool(verdict)
+            print(f"{backend:<11} {attack.name:<20} {'CONTAINED' if not verdict else 'FAILED: ' + verdict}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,16 @@
+import pytest
+
+from tempering.sandbox import Sandbox
+
+BACKENDS = Sandbox.available_backends()
+ISOLATED = [b for b in BACKENDS if b != "subprocess"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request) -> str:
+    return request.param
+
+
+@pytest.fixture(params=ISOLATED or [pytest.param("none", marks=pytest.mark.skip("no isolating backend here"))])
+def isolated(request) -> str:
+    return request.param

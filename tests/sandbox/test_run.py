@@ -1,0 +1,138 @@
+"""What a job sees and what comes back, on every backend available here."""
+
+import asyncio
+import os
+import signal
+import sys
+
+import pytest
+
+from tempering.sandbox import Job, Limits, Sandbox, backends
+
+
+def run(backend, **job):
+    return Sandbox(backend=backend).run_sync(Job(**job))
+
+
+def test_ok_job_returns_output_files_and_usage(backend):
+    res = run(backend, cmd=["python3", "main.py"], outputs=["out/result.json", "missing.txt"],
+              files={"main.py": "import os\nos.makedirs('out')\nopen('out/result.json','w').write('{\"x\": 1}')\n"
+                                "print('hello'); import sys; print('warn', file=sys.stderr)"})
+    assert res.status == "ok" and res.exit_code == 0 and res.signal is None
+    assert res.stdout == "hello\n" and res.stderr == "warn\n"
+    assert res.outputs == {"out/result.json": b'{"x": 1}'}
+    assert 0 < res.wall_s < 30 and res.cpu_s >= 0
+    assert 1 < res.peak_memory_mb < 200  # a Python interpreter, not this test process
+
+
+def test_nonzero_exit_and_crash_by_signal(backend):
+    res = run(backend, cmd=["sh", "-c", "echo out; exit 3"])
+    assert (res.status, res.exit_code, res.signal, res.stdout) == ("nonzero_exit", 3, None, "out\n")
+    res = run(backend, cmd=["python3", "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"])
+    assert (res.status, res.exit_code, res.signal) == ("killed", None, signal.SIGSEGV)
+
+
+@pytest.mark.slow  # imports torch
+def test_stdin_env_and_project_interpreter(backend):
+    res = run(backend, cmd=["python3", "-c", "import os, sys, torch; print(sys.stdin.read(), os.environ['MY_VAR'],"
+                                             " sys.executable, sorted(os.environ))"],
+              stdin="from stdin", env={"MY_VAR": "v1", "OMP_NUM_THREADS": "1"}, limits=Limits(memory_mb=8192, wall_s=60))
+    assert res.status == "ok", res.stderr
+    text, var, exe, names = res.stdout.split(" ", 3)
+    assert (text, var) == ("from", "stdin") or res.stdout.startswith("from stdin v1")
+    assert sys.executable in res.stdout
+    assert "OMP_NUM_THREADS" in res.stdout and "HOSTNAME" not in res.stdout
+
+
+def test_readonly_files_can_be_read_not_changed(backend):
+    code = ("import os\nprint(open('h/harness.py').read())\n"
+            "for act in (lambda: open('h/harness.py', 'w').write('hacked'), lambda: os.remove('h/harness.py'),\n"
+            "            lambda: os.rename('h/harness.py', 'h/x.py')):\n"
+            "    try:\n        act(); print('CHANGED')\n    except OSError:\n        print('denied')\n")
+    res = run(backend, cmd=["python3", "main.py"], files={"main.py": code}, readonly_files={"h/harness.py": "X = 1"})
+    assert res.stdout.startswith("X = 1\n"), res.stderr
+    if backend != "subprocess" or os.geteuid() != 0:  # root ignores file modes: only the isolated backends hold
+        assert "CHANGED" not in res.stdout
+
+
+def test_ro_binds_are_visible_read_only(isolated, tmp_path):
+    data = tmp_path / "lib.txt"
+    data.write_text("built artifact")
+    data.chmod(0o644)
+    tmp_path.chmod(0o755)
+    code = (f"print(open({str(data)!r}).read())\ntry:\n    open({str(data)!r}, 'w').write('x'); print('CHANGED')\n"
+            "except OSError:\n    print('denied')\n")
+    res = run(isolated, cmd=["python3", "-c", code], ro_binds=[str(data)])
+    assert res.stdout == "built artifact\ndenied\n", res.stderr
+    assert data.read_text() == "built artifact"
+
+
+def test_isolated_job_sees_only_its_workdir_and_no_host_tmp(isolated, tmp_path):
+    (tmp_path / "host-file").write_text("x")
+    code = f"import os\nprint(os.getcwd(), os.path.exists({str(tmp_path)!r}), os.listdir('/tmp'), os.getuid())"
+    res = run(isolated, cmd=["python3", "-c", code])
+    cwd, exists, rest = res.stdout.split(" ", 2)
+    assert (cwd, exists) == (backends.INNER_WORKDIR, "False")
+    assert rest.startswith("[]")
+    if os.geteuid() == 0:
+        assert int(rest.split()[-1]) != 0  # not root
+
+
+def test_setup_failure_is_a_sandbox_error(isolated, monkeypatch):
+    real = backends.bwrap_argv if isolated == "bwrap" else backends.unshare_argv
+
+    def broken(lay, cmd, fd):
+        argv = real(lay, cmd, fd)
+        return argv[:1] + ["--no-such-option"] + argv[1:]
+
+    monkeypatch.setattr(backends, f"{isolated}_argv", broken)
+    res = run(isolated, cmd=["true"])
+    assert res.status == "sandbox_error" and isolated in res.message
+
+
+def test_job_cannot_fake_a_sandbox_error(isolated):
+    res = run(isolated, cmd=["sh", "-c", "echo 'bwrap: setup failed' >&2; exit 1"])
+    assert res.status == "nonzero_exit"
+
+
+def test_pool_bounds_running_and_waiting_jobs(backend):
+    sb = Sandbox(backend=backend, concurrency=1, queue_size=1)
+    seen = []
+
+    async def main():
+        job = Job(cmd=["sleep", "0.5"])
+        tasks = [asyncio.ensure_future(sb.run(job)) for _ in range(3)]
+        await asyncio.sleep(0.25)
+        seen.append((sb.running, sb.waiting))  # one runs, one waits, the third is held back in run()
+        results = await asyncio.gather(*tasks)
+        seen.append((sb.running, sb.waiting))
+        return results
+
+    results = asyncio.run(main())
+    assert seen == [(1, 1), (0, 0)]
+    assert [r.status for r in results] == ["ok"] * 3
+
+
+def test_concurrent_jobs_overlap(backend):
+    sb = Sandbox(backend=backend, concurrency=4)
+
+    async def main():
+        return await asyncio.gather(*[sb.run(Job(cmd=["sleep", "0.5"])) for _ in range(4)])
+
+    loop_t = asyncio.run(asyncio.wait_for(main(), 30))
+    assert all(r.ok for r in loop_t)
+
+
+def test_cancelled_run_kills_the_job_and_cleans_up(backend, tmp_path):
+    sb = Sandbox(backend=backend, root=str(tmp_path))
+
+    async def main():
+        task = asyncio.ensure_future(sb.run(Job(cmd=["sleep", "30"])))
+        await asyncio.sleep(0.3)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    root = next(tmp_path.iterdir())
+    assert list(root.iterdir()) == []  # the job folder is gone
