@@ -38,8 +38,7 @@ def test_stdin_env_and_project_interpreter(backend):
                                              " sys.executable, sorted(os.environ))"],
               stdin="from stdin", env={"MY_VAR": "v1", "OMP_NUM_THREADS": "1"}, limits=Limits(memory_mb=8192, wall_s=60))
     assert res.status == "ok", res.stderr
-    text, var, exe, names = res.stdout.split(" ", 3)
-    assert (text, var) == ("from", "stdin") or res.stdout.startswith("from stdin v1")
+    assert res.stdout.startswith("from stdin v1 ")
     assert sys.executable in res.stdout
     assert "OMP_NUM_THREADS" in res.stdout and "HOSTNAME" not in res.stdout
 

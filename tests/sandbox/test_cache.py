@@ -1,0 +1,86 @@
+"""The build cache compiles each distinct build once, keeps failures, and stays within its size."""
+
+import asyncio
+import os
+import shutil
+
+import pytest
+
+from tempering.errors import UserError
+from tempering.sandbox import BuildCache, Job, Sandbox
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+SRC = '#include <stdio.h>\nint main(void) { printf("%d\\n", VALUE); return 0; }\n'
+CMD = ["gcc", "-O1", "-DVALUE=7", "main.c", "-o", "main"]
+
+
+@pytest.fixture
+def sb():
+    return Sandbox(backend=Sandbox.available_backends()[0])
+
+
+def test_second_build_is_a_hit_and_the_artifact_runs(sb, tmp_path):
+    cache = BuildCache(tmp_path / "cache")
+
+    async def main():
+        first = await cache.build(sb, {"main.c": SRC}, CMD, artifact="main")
+        second = await cache.build(sb, {"main.c": SRC}, CMD, artifact="main")
+        ran = await sb.run(Job(cmd=[str(second.path)], ro_binds=[str(second.path)]))
+        return first, second, ran
+
+    first, second, ran = asyncio.run(main())
+    assert first.result.ok and not first.cached and first.path.is_file()
+    assert second.cached and second.path == first.path
+    assert ran.stdout == "7\n"
+
+
+def test_key_covers_sources_flags_and_environment(tmp_path):
+    cache = BuildCache(tmp_path)
+    base = cache.key({"main.c": SRC}, CMD)
+    assert base == cache.key({"main.c": SRC}, list(CMD))
+    assert base != cache.key({"main.c": SRC + " "}, CMD)
+    assert base != cache.key({"other.c": SRC}, CMD)
+    assert base != cache.key({"main.c": SRC}, CMD[:1] + ["-O2"] + CMD[2:])
+    assert base != cache.key({"main.c": SRC}, CMD, env={"CFLAGS": "-g"})
+
+
+def test_failed_build_is_cached_with_its_compiler_message(sb, tmp_path):
+    cache = BuildCache(tmp_path)
+
+    async def main():
+        return [await cache.build(sb, {"main.c": "int main( {"}, CMD, artifact="main") for _ in range(2)]
+
+    first, second = asyncio.run(main())
+    assert first.path is None and first.result.status == "nonzero_exit" and "error" in first.result.stderr
+    assert second.cached and second.path is None and second.result.stderr == first.result.stderr
+
+
+def test_concurrent_builds_of_one_key_compile_once(sb, tmp_path):
+    cache = BuildCache(tmp_path)
+
+    async def main():
+        return await asyncio.gather(*[cache.build(sb, {"main.c": SRC}, CMD, artifact="main") for _ in range(4)])
+
+    builds = asyncio.run(main())
+    assert sorted(b.cached for b in builds) == [False, True, True, True]
+    assert len({b.path for b in builds}) == 1
+
+
+def test_lru_eviction_keeps_the_cache_bounded(sb, tmp_path):
+    cache = BuildCache(tmp_path, max_bytes=1, grace_s=0.0)  # room for the newest entry only
+
+    async def main():
+        a = await cache.build(sb, {"main.c": SRC}, CMD, artifact="main")
+        b = await cache.build(sb, {"main.c": SRC.replace("VALUE", "VALUE + 1")}, CMD, artifact="main")
+        return a, b
+
+    a, b = asyncio.run(main())
+    assert not a.path.exists() and b.path.exists()
+    assert len(os.listdir(tmp_path / "objects")) == 1
+
+
+def test_bad_artifact_and_size_are_refused(sb, tmp_path):
+    with pytest.raises(UserError, match="max_bytes"):
+        BuildCache(tmp_path, max_bytes=0)
+    with pytest.raises(UserError, match="artifact"):
+        asyncio.run(BuildCache(tmp_path).build(sb, {"main.c": SRC}, CMD, artifact="../main"))
