@@ -127,6 +127,19 @@ def find_problem(problems: list[Problem], name: str) -> Problem:
     raise UserError(f"no problem named {name!r}: `tempering kernels list` shows the names.")
 
 
+def module_constants(source: str) -> str:
+    """The problem's module-level numeric constants (`dim = 4093`), as source lines.
+
+    A submission that builds the same modules as the reference (`nn.Linear(in_features, ...)`) needs them.
+    """
+    lines = []
+    for node in ast.parse(source).body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Constant) and type(node.value.value) in (int, float)):
+            lines.append(ast.unparse(node))
+    return "\n".join(lines)
+
+
 def scale_sizes(source: str, factor: float) -> str:
     """Multiply the module-level integer size constants (`batch_size = 16`, `dim = 16384`) by `factor`.
 

@@ -396,6 +396,7 @@ class KernelVerifier:
         ro = dict(self._harness)
         ro["model.py"] = problem.source
         env = {"OMP_NUM_THREADS": str(cfg.threads), "MKL_NUM_THREADS": str(cfg.threads),
+               "OMP_WAIT_POLICY": "PASSIVE",  # idle OpenMP threads must not spin against the other model
                "TORCHINDUCTOR_CACHE_DIR": "/tmp/inductor", "TRITON_CACHE_DIR": "/tmp/triton"}
         binds = []
         if sub is not None:

@@ -12,7 +12,7 @@ class Model(nn.Module):
         return torch.nn.functional.leaky_relu(x, negative_slope=0.01)
 
 
-batch_size = 1024
+batch_size = 1023
 dim = 4093
 
 

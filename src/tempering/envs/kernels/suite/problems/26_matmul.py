@@ -13,8 +13,8 @@ class Model(nn.Module):
 
 
 M = 384
-K = 384
-N = 384
+K = 383
+N = 385
 
 
 def get_inputs():

@@ -14,7 +14,7 @@ class Model(nn.Module):
 
 
 batch_size = 256
-in_features = 512
+in_features = 509
 out_features = 384
 
 

@@ -22,7 +22,7 @@ void kernel(const float* x, const float* w, const float* bias, float* y, long B,
 """
 
 batch_size = 256
-in_features = 512
+in_features = 509
 out_features = 384
 
 
