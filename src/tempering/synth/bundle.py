@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from tempering.config import Schema
 from tempering.errors import UserError
 
 REQUIRED_FILES = ("environment/Dockerfile", "solution/solve.sh", "tests/test.sh", "tests/test_outputs.py")
@@ -293,18 +294,13 @@ class Problem:
         return f"[{self.code}] {self.message}"
 
 
-@dataclass
-class CheckLimits:
+class CheckLimits(Schema):
     """Bounds of the static checks."""
 
-    max_file_bytes: int = 1 << 20
-    """Largest single file."""
-    max_total_bytes: int = 8 << 20
-    """Largest bundle (all files)."""
-    max_files: int = 200
-    """Most files in a bundle."""
-    max_overlap: float = 0.9
-    """Highest `overlap` with the seed (mean share of lines copied per part) before it counts as a copy."""
+    max_file_bytes: int = Field(1 << 20, gt=0, description='Largest single file.')
+    max_total_bytes: int = Field(8 << 20, gt=0, description='Largest bundle (all files).')
+    max_files: int = Field(200, gt=0, description='Most files in a bundle.')
+    max_overlap: float = Field(0.9, ge=0, le=1, description='Highest `overlap` with the seed (mean share of lines copied per part) before it counts as a copy.')
 
 
 _REWARD_WRITE = re.compile(r"(?:echo|printf)\s+(?:-n\s+)?(['\"]?)([^\s'\"]+)\1[^\n>]*>>?\s*\S*(?:reward|REWARD)")

@@ -16,7 +16,11 @@ order), the same way in every backend, and each tie inside a seed is logged.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
+from pydantic import Field
+
+from tempering.config import Schema
 from tempering.errors import UserError
 from tempering.synth.scoring import Action
 
@@ -41,21 +45,16 @@ class Candidate:
     """Skills it may exercise (u <= x)."""
 
 
-@dataclass
-class PortfolioConfig:
+class PortfolioConfig(Schema):
     """Constants of the portfolio program (defaults from the method note)."""
 
-    eps: float = 1e-6
-    """Cost of counting an optional skill (keeps u = 0 unless coverage needs it)."""
-    lam: float = 0.25
-    """Penalty per unit of coverage slack xi."""
-    xi_max: float = 0.2
-    """Upper bound of each slack xi_v; below 1, an integer target m_v is effectively hard."""
-    backend: str = "auto"
-    """`auto` (HiGHS, else enumeration up to `enumerate_max_candidates`, else greedy), `highs`,
-    `enumerate` or `greedy`."""
-    enumerate_max_candidates: int = 24
-    """Largest candidate count `auto` hands to exact enumeration when SciPy is missing."""
+    eps: float = Field(1e-6, ge=0, description="Cost of counting an optional skill (keeps u = 0 unless coverage needs it).")
+    lam: float = Field(0.25, ge=0, description="Penalty per unit of coverage slack xi.")
+    xi_max: float = Field(0.2, ge=0, description="Upper bound of each slack xi_v; below 1, an integer target m_v is effectively hard.")
+    backend: Literal["auto", "highs", "enumerate", "greedy"] = Field(
+        "auto", description="auto (HiGHS, else enumeration up to enumerate_max_candidates, else greedy), highs, enumerate or greedy."
+    )
+    enumerate_max_candidates: int = Field(24, ge=1, description="Largest candidate count `auto` hands to exact enumeration when SciPy is missing.")
 
 
 @dataclass

@@ -11,6 +11,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from pydantic import Field
+
+from tempering.config import Schema
+
 PROJECTIONS = ("increase", "reduce", "diversify")
 DIRECTIONS = ("in_depth", "in_breadth")
 
@@ -54,20 +58,19 @@ class Action:
 ACTIONS: tuple[Action, ...] = tuple(Action(p, d) for p in PROJECTIONS for d in DIRECTIONS)
 
 
-@dataclass
-class ScoringConfig:
+class ScoringConfig(Schema):
     """Constants of the predicted pass rate and the frontier score (defaults from the method note)."""
 
-    delta: dict[str, float] = field(
-        default_factory=lambda: {"increase": -0.25, "reduce": 0.25, "diversify": 0.0}
+    delta: dict[str, float] = Field(
+        default_factory=lambda: {"increase": -0.25, "reduce": 0.25, "diversify": 0.0},
+        description="Pass-rate shift per projection.",
     )
-    """Pass-rate shift per projection."""
-    gamma: dict[str, float] = field(default_factory=lambda: {"in_depth": 1.0, "in_breadth": 0.65})
-    """Scale of the shift per direction (breadth moves difficulty less)."""
-    tau: float = 0.5
-    """Target pass rate: the learning frontier."""
-    sigma: float = 0.2
-    """Width of the frontier window."""
+    gamma: dict[str, float] = Field(
+        default_factory=lambda: {"in_depth": 1.0, "in_breadth": 0.65},
+        description="Scale of the shift per direction (breadth moves difficulty less).",
+    )
+    tau: float = Field(0.5, ge=0, le=1, description="Target pass rate: the learning frontier.")
+    sigma: float = Field(0.2, gt=0, description="Width of the frontier window.")
 
 
 def predicted_pass_rate(p: float, action: Action, cfg: ScoringConfig | None = None) -> float:
