@@ -11,11 +11,12 @@ Scripts find their places through environment variables with Harbor's defaults: 
 agent's working directory), TESTS_DIR (/tests) and REWARD_FILE (/logs/verifier/reward.txt).
 
 A bundle is also one JSON object {task_name, instruction_md, files: {path: text}, metadata}: the form
-generators answer in and the form the built-in seeds are stored in.
+generators answer in (binary files as {"base64": ...}).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -120,7 +121,7 @@ class Bundle:
         return {
             "task_name": self.name,
             "instruction_md": self.instruction,
-            "files": {p: b.decode("utf-8") for p, b in sorted(self.files.items())},
+            "files": {p: _text_or_base64(b) for p, b in sorted(self.files.items())},
             "metadata": self.metadata,
             "task": cfg,
         }
@@ -134,13 +135,13 @@ class Bundle:
         if missing:
             raise BundleFormatError(f"the JSON object misses key(s) {', '.join(missing)}")
         files = obj["files"]
-        if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
-            raise BundleFormatError("`files` must map paths to file contents (strings)")
-        files = dict(files)
+        if not isinstance(files, dict):
+            raise BundleFormatError("`files` must map paths to file contents")
+        files = {k: _decode_file(k, v) for k, v in files.items()}
         task = dict(obj.get("task") or {})
         if "task.toml" in files:
             try:
-                task = {**tomllib.loads(files.pop("task.toml")), **task}
+                task = {**tomllib.loads(files.pop("task.toml").decode()), **task}
             except tomllib.TOMLDecodeError as e:
                 raise BundleFormatError(f"task.toml is not valid TOML: {e}") from None
         files.pop("instruction.md", None)
@@ -153,7 +154,28 @@ class Bundle:
             raise BundleFormatError(f"task settings are invalid: {_pydantic_msg(e)}") from None
         if not isinstance(obj["task_name"], str) or not isinstance(obj["instruction_md"], str):
             raise BundleFormatError("`task_name` and `instruction_md` must be strings")
-        return cls(obj["task_name"], obj["instruction_md"], config, {p: v.encode() for p, v in files.items()})
+        return cls(obj["task_name"], obj["instruction_md"], config, files)
+
+
+def _text_or_base64(data: bytes) -> str | dict[str, str]:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(data).decode()}
+
+
+def _decode_file(path: Any, value: Any) -> bytes:
+    """A file's content in the JSON form: text, or {"base64": ...} for binary files."""
+    if not isinstance(path, str):
+        raise BundleFormatError(f"file path {path!r} must be a string")
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, dict) and isinstance(value.get("base64"), str):
+        try:
+            return base64.b64decode(value["base64"], validate=True)
+        except ValueError:
+            raise BundleFormatError(f"file {path}: `base64` is not valid base64") from None
+    raise BundleFormatError(f"file {path}: content must be a string (or {{\"base64\": ...}} for binary data)")
 
 
 class BundleFormatError(ValueError):

@@ -1,0 +1,182 @@
+"""`tempering synth`: synthesise verified environment bundles at the policy's learning frontier.
+
+    tempering synth --seeds builtin --pass-rates rates.json --out runs/synth --method forge
+    tempering synth check BUNDLE_DIR          static checks + gold verification of one bundle
+    tempering synth export-seeds DIR          write the built-in seed bundles as Harbor folders
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from tempering.config import load_config
+from tempering.errors import UserError
+from tempering.synth.bundle import check_bundle, read_bundle, write_bundle
+from tempering.synth.families import builtin_seeds
+from tempering.synth.generators import ChatConfig, LLMGenerator, MutatorGenerator
+from tempering.synth.loop import METHODS, BundleChecker, Report, SynthConfig, synthesize
+from tempering.synth.seeds import load_pass_rates, load_seeds
+from tempering.synth.verify import make_verifier
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="tempering synth", description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", required=True, help="folder of bundle folders, one bundle folder, or `builtin`")
+    ap.add_argument("--out", required=True, help="output folder (must not exist or be empty)")
+    ap.add_argument("--method", choices=list(METHODS), default=None, help="forge or a baseline mask")
+    ap.add_argument("--pass-rates", required=True, help="JSON file {seed name: pass rate of the current policy}")
+    ap.add_argument("--target", type=int, default=None, help="accepted bundles wanted")
+    ap.add_argument("--generator", choices=["mutators", "llm"], default="mutators",
+                    help="built-in deterministic mutators (offline) or an OpenAI-compatible chat endpoint")
+    ap.add_argument("--base-url", default=None, help="chat endpoint root, e.g. http://127.0.0.1:8000/v1")
+    ap.add_argument("--model", default=None, help="model name sent to the endpoint")
+    ap.add_argument("--api-key-env", default=None, help="environment variable that holds the endpoint's key")
+    ap.add_argument("--backend", choices=["sandbox", "docker"], default="sandbox", help="gold verification backend")
+    ap.add_argument("--sandbox", default="auto", help="sandbox backend: auto, bwrap, unshare, subprocess")
+    ap.add_argument("--require-skill", action="append", default=[], metavar="SKILL=COUNT",
+                    help="skill coverage target over the accepted bundles (repeatable)")
+    ap.add_argument("--config", default=None, help="YAML file with SynthConfig settings")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ap.add_argument("overrides", nargs="*", help="config overrides key.sub=value (e.g. portfolio.lam=0.3)")
+    return ap
+
+
+def _out_dir(path: str) -> Path:
+    out = Path(path)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(f"output folder {out} exists and is not empty; choose a new folder")
+    return out
+
+
+def _sandbox(kind: str):
+    from tempering.sandbox import Sandbox
+
+    return Sandbox(backend=kind)
+
+
+def run(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    overrides = list(args.overrides)
+    if args.method:
+        overrides.append(f"method={args.method}")
+    if args.target is not None:
+        overrides.append(f"target={args.target}")
+    for item in args.require_skill:
+        skill, _, count = item.partition("=")
+        if not skill or not count:
+            raise UserError(f"--require-skill {item!r}: write SKILL=COUNT, e.g. --require-skill csv=3")
+        overrides.append(f"coverage.{skill}={count}")
+    cfg = load_config(SynthConfig, args.config, overrides)
+    out = _out_dir(args.out)
+    seeds = load_seeds(args.seeds)
+    rates = load_pass_rates(args.pass_rates, seeds)
+    if args.generator == "llm":
+        chat = ChatConfig(**{k: v for k, v in (("base_url", args.base_url), ("model", args.model),
+                                               ("api_key_env", args.api_key_env)) if v is not None})
+        generator = LLMGenerator(chat)
+    else:
+        generator = MutatorGenerator()
+        lacking = [s.name for s in seeds if not generator.fits(s)]
+        if len(lacking) == len(seeds):
+            raise UserError("no seed comes from a built-in family, so the mutators cannot act on them; use "
+                            "--generator llm with --base-url, or --seeds builtin")
+    verifier = make_verifier(args.backend, _sandbox(args.sandbox) if args.backend == "sandbox" else None)
+
+    from tempering.progress import progress_bar
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        with progress_bar(cfg.target, f"synth {cfg.method}", enabled=not args.no_progress) as bar:
+            done = [0]
+
+            def progress(rep: Report) -> None:
+                bar.update({"attempts": rep.attempts, "accepted": len(rep.accepted)}, advance=len(rep.accepted) - done[0])
+                done[0] = len(rep.accepted)
+
+            report = asyncio.run(synthesize(seeds, rates, generator, BundleChecker(verifier, cfg.checks), cfg,
+                                            progress=progress))
+        _write_run(tmp, report, cfg)
+        if out.exists():
+            out.rmdir()
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    _print_summary(report, out)
+    return 0 if report.accepted else 1
+
+
+def _write_run(root: Path, report: Report, cfg: SynthConfig) -> None:
+    rows = []
+    for a in report.accepted:
+        write_bundle(a.candidate.bundle, root / "bundles" / a.candidate.name)
+        rows.append({"bundle": a.candidate.name, "seed": a.seed, "action": a.action.name, "predicted": a.predicted,
+                     "score": a.score, "attempts": a.attempts, "tokens": a.tokens, "measured": a.measured,
+                     "skills": sorted(a.candidate.skills)})
+    (root / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(), sort_keys=False))
+    (root / "summary.json").write_text(json.dumps({"summary": report.summary(), "bundles": rows}, indent=1) + "\n")
+    (root / "plans.json").write_text(json.dumps(report.plans, indent=1) + "\n")
+    (root / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in report.events))
+
+
+def _print_summary(report: Report, out: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    s = report.summary()
+    fmt = lambda v, d=2: "n/a" if v is None else (f"{v:.{d}f}" if isinstance(v, float) else str(v))  # noqa: E731
+    t = Table(title=f"tempering synth: {s['method']} -> {out}")
+    for col in ("accepted", "attempts", "attempts/accepted", "tokens", "tokens/accepted", "predicted pass rate",
+                "measured pass rate"):
+        t.add_column(col, justify="right")
+    t.add_row(str(s["accepted"]), str(s["attempts"]), fmt(s["attempts_per_accepted"]), str(s["tokens"]),
+              fmt(s["tokens_per_accepted"], 0) + (" (est.)" if s["tokens_estimated"] else ""),
+              fmt(s["predicted_pass_rate_mean"], 3), fmt(s["measured_pass_rate_mean"], 3))
+    Console().print(t)
+
+
+def check(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="tempering synth check", description="Static checks and gold verification of one bundle.")
+    ap.add_argument("bundle", help="bundle folder")
+    ap.add_argument("--backend", choices=["sandbox", "docker"], default="sandbox")
+    ap.add_argument("--sandbox", default="auto")
+    args = ap.parse_args(argv)
+    bundle = read_bundle(args.bundle)
+    problems = check_bundle(bundle)
+    for p in problems:
+        print(p)
+    if problems:
+        return 1
+    verifier = make_verifier(args.backend, _sandbox(args.sandbox) if args.backend == "sandbox" else None)
+    verdict = asyncio.run(verifier.verify(bundle))
+    print(f"{bundle.name}: {'accepted' if verdict.accepted else 'rejected'} ({verdict.stage}, {verdict.backend})")
+    if verdict.summary:
+        print(verdict.summary)
+    return 0 if verdict.accepted else 1
+
+
+def export_seeds(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="tempering synth export-seeds", description="Write the built-in seed bundles.")
+    ap.add_argument("out", help="folder to write them into (must not exist or be empty)")
+    args = ap.parse_args(argv)
+    out = _out_dir(args.out)
+    for b in builtin_seeds():
+        write_bundle(b, out / b.name)
+    print(f"wrote {len(builtin_seeds())} seed bundles to {out}")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv and argv[0] == "check":
+        return check(argv[1:])
+    if argv and argv[0] == "export-seeds":
+        return export_seeds(argv[1:])
+    return run(argv)
