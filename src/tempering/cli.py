@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("tempering.recipes.rl", "RL with verifiable rewards: GRPO, Dr. GRPO, RLOO, multi-turn methods."),
     "eval": ("tempering.recipes.eval", "Evaluate a checkpoint on a task family's held-out split."),
     "config": ("tempering.recipes.reference", "Print the config reference of a recipe."),
+    "kernels": ("tempering.envs.kernels.cli", "Kernel environment: list problems, eval submissions, synth problems."),
     "synth": ("tempering.synth.cli", "Synthesise verified terminal-task bundles at the policy's frontier (Envs-FORGE)."),
 }
 

@@ -1,0 +1,162 @@
+"""`tempering kernels list|eval|synth`: the kernel environment from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+from dataclasses import fields
+from pathlib import Path
+
+from tempering.errors import UserError
+
+
+def _problems(arg: str | None, scale: float):
+    from tempering.envs.kernels.problems import builtin_problems, load_problems
+
+    if arg in (None, "builtin"):
+        return builtin_problems(scale=scale), {}
+    return load_problems(arg, scale=scale)
+
+
+def cmd_list(args) -> int:
+    from tempering.envs.kernels.sketch import spec_for
+    from tempering.envs.kernels.verifier import available_backends
+
+    problems, skipped = _problems(args.problems, args.scale)
+    for p in problems:
+        spec = spec_for(p.name) if p.level == "builtin" else None
+        print(f"{p.name:28} {spec.kind if spec else '-':8} {p.doc}")
+    for path, why in skipped.items():
+        print(f"skipped {path}: {why}", file=sys.stderr)
+    print("\nbackends:")
+    for name, why in available_backends().items():
+        print(f"  {name:10} {'available' if not why else why}")
+    return 0
+
+
+def _verify_config(args):
+    from tempering.envs.kernels.verifier import VerifyConfig
+
+    known = {f.name for f in fields(VerifyConfig)}
+    values = {k: getattr(args, k) for k in ("threads", "compile_baseline", "seeds", "timed_runs", "backend",
+                                             "cache_dir", "device") if getattr(args, k, None) is not None}
+    for item in args.set or []:
+        key, eq, val = item.partition("=")
+        if not eq or key not in known:
+            raise UserError(f"--set {item!r}: expected key=value with key in {', '.join(sorted(known))}")
+        try:
+            values[key] = json.loads(val)  # numbers, true/false, lists
+        except ValueError:
+            values[key] = val
+    if values.get("compile_baseline", "once") not in ("every", "once", "off"):
+        raise UserError("--compile-baseline must be every, once or off")
+    return VerifyConfig(**values)
+
+
+def cmd_eval(args) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from tempering.envs.kernels.evaluate import evaluate, find_submission, format_table, summarize, write_jsonl
+    from tempering.envs.kernels.verifier import KernelVerifier
+    from tempering.sandbox import Sandbox
+
+    problems, skipped = _problems(args.problems, args.scale)
+    for path, why in skipped.items():
+        print(f"skipped {path}: {why}", file=sys.stderr)
+    pairs = []
+    for p in problems:
+        if args.submissions == "reference":
+            if p.solution is None:
+                raise UserError(f"--submissions reference: problem {p.name} ships no reference submission "
+                                "(only the built-in suite does); pass a folder of submissions")
+            pairs.append((p, p.solution))
+        else:
+            folder = Path(args.submissions)
+            if not folder.is_dir():
+                raise UserError(f"submission folder {folder} does not exist: pass a folder with <problem>.py files")
+            path = find_submission(p, folder)
+            pairs.append((p, path.read_text() if path else None))
+    verifier = KernelVerifier(_verify_config(args), sandbox=Sandbox(concurrency=args.concurrency))
+    cols = [TextColumn("[bold]kernels eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[last]}")]
+    with Progress(*cols, disable=args.no_progress, transient=False) as bar:
+        task = bar.add_task("eval", total=len(pairs), last="")
+        results = asyncio.run(evaluate(verifier, pairs, progress=lambda r: bar.update(
+            task, advance=1, last=f"{r.problem}: {r.status}")))
+    summary = summarize(results)
+    print(format_table(summary))
+    if args.jsonl:
+        write_jsonl(args.jsonl, [r.to_dict() for r in results])
+        print(f"per-problem rows: {args.jsonl}")
+    if args.json:
+        path = Path(args.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        with os.fdopen(fd, "w") as f:
+            json.dump(summary, f, indent=2)
+        os.replace(tmp, path)
+    return 0
+
+
+def cmd_synth(args) -> int:
+    from tempering.envs.kernels.synth import SynthConfig, synthesize
+
+    cfg = SynthConfig(n=args.n, seed=args.seed, min_ms=args.min_ms, max_ms=args.max_ms,
+                      similarity=args.similarity, max_ops=args.max_ops)
+    eval_problems = _problems(args.eval_problems, 1.0)[0]
+    manifest = synthesize(cfg, args.out, eval_problems, progress=not args.no_progress)
+    print(json.dumps(manifest["stats"], indent=2))
+    print(f"{manifest['stats']['kept']} problems in {args.out} (manifest.json)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="tempering kernels", description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    p = sub.add_parser("list", help="list problems (built-in by default) and the backends this machine can run")
+    p.add_argument("--problems", default=None, help="problem folder (default: the built-in suite)")
+    p.add_argument("--scale", type=float, default=1.0, help="multiply module-level size constants")
+    p.set_defaults(fn=cmd_list)
+
+    p = sub.add_parser("eval", help="verify and time a folder of submissions; KernelBench-style table")
+    p.add_argument("--problems", default="builtin", help="problem folder, or `builtin`")
+    p.add_argument("--submissions", default="reference",
+                   help="folder of <problem>.py submissions, or `reference` (the built-in reference submissions)")
+    p.add_argument("--jsonl", default=None, help="write per-problem rows here")
+    p.add_argument("--json", default=None, help="write the summary here")
+    p.add_argument("--scale", type=float, default=1.0, help="size override for the problems (e.g. 0.25)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for candidate and baselines")
+    p.add_argument("--compile-baseline", dest="compile_baseline", default=None, help="every | once | off")
+    p.add_argument("--seeds", type=int, default=None, help="correctness trials with get_inputs()")
+    p.add_argument("--timed-runs", dest="timed_runs", type=int, default=None, help="timed runs per model")
+    p.add_argument("--backend", default=None, help="force a backend (c, torch_ext, cuda, triton)")
+    p.add_argument("--device", default=None, help="cpu or cuda")
+    p.add_argument("--cache-dir", dest="cache_dir", default=None, help="build cache folder")
+    p.add_argument("--concurrency", type=int, default=1, help="verification jobs at once (1: clean timings)")
+    p.add_argument("--set", action="append", help="any VerifyConfig field, key=value")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(fn=cmd_eval)
+
+    p = sub.add_parser("synth", help="compose operators into fused problems and filter them (CUDA Agent)")
+    p.add_argument("--out", required=True, help="output problem folder (with manifest.json)")
+    p.add_argument("--n", type=int, default=20, help="candidate compositions to try")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-ops", dest="max_ops", type=int, default=5, help="operators per problem (1-5)")
+    p.add_argument("--min-ms", dest="min_ms", type=float, default=1.0, help="eager time window, low end")
+    p.add_argument("--max-ms", dest="max_ms", type=float, default=100.0, help="eager time window, high end")
+    p.add_argument("--similarity", type=float, default=0.9, help="drop problems this AST-similar to an eval problem")
+    p.add_argument("--eval-problems", dest="eval_problems", default="builtin",
+                   help="evaluation problems to de-duplicate against (folder or `builtin`)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(fn=cmd_synth)
+    return ap
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.fn(args) or 0)

@@ -1,0 +1,175 @@
+"""Kernel task families for the rollout engine.
+
+- `KernelFamily`: write a kernel for a KernelBench-format problem (full C, torch_ext, CUDA or Triton
+  submission); for real models.
+- `SketchFamily`: write a one-line kernel sketch (`order=ikj tile=32 unroll=4 vec=1`) that tempering
+  lowers to C; short enough for the built-in tiny character-level models.
+
+Both verify with one shared `KernelVerifier` (one sandbox pool, one build cache) and return
+`StepResult(score, success, done, feedback, status, info)`. `score` is the reward named in `reward`:
+`score` (default, in [0, 1], see rewards.py), `cuda_agent` ({-1, 1, 2, 3}), `log_speedup` or
+`correct`. `info` always carries all of them, the timings and the speedups.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass, field, fields
+
+from tempering.envs.base import Env, StepResult, TaskFamily
+from tempering.envs.kernels import rewards
+from tempering.envs.kernels.feedback import feedback
+from tempering.envs.kernels.problems import Problem, builtin_problems, load_problems, module_constants
+from tempering.envs.kernels.sketch import lower, orders, parse_sketch, spec_for, submission
+from tempering.envs.kernels.verifier import KernelResult, KernelVerifier, VerifyConfig
+from tempering.errors import UserError
+from tempering.types import Task
+
+SELECTABLE = ("score",) + rewards.REWARDS
+
+C_INSTRUCTIONS = """Write class ModelNew(nn.Module) with the same constructor and forward as Model, computing \
+the same result with your own kernel. Put C in a module-level string C_SOURCE = r\"\"\"...\"\"\" (compiled with \
+gcc -O3 -fopenmp), load it with `from ckernel import load_c; self.lib = load_c()` and call \
+`self.lib.fn(tensor, ..., n)` (tensors become float pointers, ints long, floats float). In forward you may \
+only allocate outputs (torch.empty, torch.empty_like) and call your kernel: torch operators raise."""
+
+
+def result_info(res: KernelResult, extra: dict | None = None) -> dict:
+    """The StepResult.info of a verified answer: all rewards, timings, speedups, the report."""
+    info = res.to_dict()
+    info.update(rewards={k: res.reward(k) for k in rewards.REWARDS} | {"score": res.score})
+    info.update(extra or {})
+    return info
+
+
+@dataclass
+class KernelFamily(TaskFamily):
+    """KernelBench-format problems; the policy answers with a full submission."""
+
+    problems_dir: str | None = None
+    """Folder of problem files (KernelBench level folders load unchanged); None: the built-in suite."""
+    scale: float = 1.0
+    """Size override: module-level size constants are multiplied by this (see docs/kernels.md)."""
+    reward: str = "score"
+    """StepResult.score: `score` ([0, 1]), `cuda_agent`, `log_speedup` or `correct`."""
+    success_reward: int = 2
+    """An answer succeeds (ends the episode) at this CUDA Agent reward (2: faster than eager)."""
+    heldout_share: float = 0.2
+    """Share of problems reserved for the held-out split (by a hash of the name)."""
+    verify: VerifyConfig = field(default_factory=VerifyConfig)
+    """Compile / verify / profile settings."""
+    name: str = "kernels"
+
+    def __post_init__(self):
+        if self.reward not in SELECTABLE:
+            raise UserError(f"kernels: reward must be one of {', '.join(SELECTABLE)}, got {self.reward!r}")
+        if isinstance(self.verify, dict):
+            known = {f.name for f in fields(VerifyConfig)}
+            bad = set(self.verify) - known
+            if bad:
+                raise UserError(f"kernels: unknown verify keys {sorted(bad)}; allowed: {sorted(known)}")
+            self.verify = VerifyConfig(**self.verify)
+        self._verifier: KernelVerifier | None = None
+        self._problems: list[Problem] | None = None
+
+    @property
+    def verifier(self) -> KernelVerifier:
+        if self._verifier is None:
+            self._verifier = KernelVerifier(self.verify)
+        return self._verifier
+
+    def problems(self) -> list[Problem]:
+        if self._problems is None:
+            if self.problems_dir:
+                self._problems = load_problems(self.problems_dir, scale=self.scale)[0]
+            else:
+                self._problems = builtin_problems(scale=self.scale)
+            self._problems = [p for p in self._problems if self.accepts(p)]
+        return self._problems
+
+    def accepts(self, problem: Problem) -> bool:
+        return True
+
+    def split_of(self, problem: Problem) -> str:
+        h = int(hashlib.sha256(problem.name.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+        return "heldout" if h < self.heldout_share else "train"
+
+    def tasks(self, split: str, n: int, seed: int = 0) -> list[Task]:
+        if split not in ("train", "heldout"):
+            raise UserError(f"kernels: split must be train or heldout, got {split!r}")
+        pool = [p for p in self.problems() if self.split_of(p) == split] or self.problems()
+        rng = random.Random(seed)
+        order = list(pool)
+        out = []
+        while len(out) < n:
+            rng.shuffle(order)
+            out += [self.make_task(p) for p in order[: n - len(out)]]
+        return out
+
+    def make_task(self, problem: Problem) -> Task:
+        prompt = f"{problem.source.rstrip()}\n\n# {C_INSTRUCTIONS}\n"
+        return Task(id=f"{self.name}:{problem.name}", prompt=prompt, answer=problem.name, family=self.name,
+                    meta={"problem": problem})
+
+    def make_env(self, task: Task) -> Env:
+        return KernelEnv(task, self)
+
+    def to_submission(self, problem: Problem, text: str) -> tuple[str | None, str, dict]:
+        """(submission text, or None with a parse error message, extra info)."""
+        return text, "", {}
+
+
+class KernelEnv(Env):
+    """One episode of one kernel problem; each step verifies one answer."""
+
+    def __init__(self, task: Task, family: KernelFamily):
+        super().__init__(task)
+        self.family = family
+
+    async def step(self, action: str) -> StepResult:
+        fam = self.family
+        problem: Problem = self.task.meta["problem"]
+        text, error, extra = fam.to_submission(problem, action)
+        if text is None:
+            return StepResult(score=_failure_value(fam.reward), success=False, done=False, feedback=error,
+                              status="parse_error", info={"message": error, **extra})
+        res = await fam.verifier.verify(problem, text)
+        value = res.score if fam.reward == "score" else res.reward(fam.reward)
+        success = res.correct and res.cuda_agent_reward >= fam.success_reward and not res.interpreted
+        return StepResult(score=value, success=success, done=success, feedback=feedback(res), status=res.status,
+                          info=result_info(res, extra))
+
+
+def _failure_value(reward: str) -> float:
+    return {"score": 0.0, "cuda_agent": -1.0, "log_speedup": -1.0, "correct": 0.0}[reward]
+
+
+@dataclass
+class SketchFamily(KernelFamily):
+    """Built-in problems with a sketch spec; the policy writes a kernel sketch (see sketch.py)."""
+
+    verify: VerifyConfig = field(default_factory=lambda: VerifyConfig(seeds=3, signed_trials=1, timed_runs=10,
+                                                                        threads=2))
+    """Cheaper checks than full submissions (many short rollouts); 2 threads so `threads=2` can pay off."""
+    name: str = "kernel_sketch"
+
+    def accepts(self, problem: Problem) -> bool:
+        return spec_for(problem.name) is not None
+
+    def make_task(self, problem: Problem) -> Task:
+        spec = spec_for(problem.name)
+        short = problem.name.split("_", 1)[1]
+        prompt = f"sketch {short} {spec.kind} loops={'|'.join(orders(spec.kind))}:"
+        return Task(id=f"{self.name}:{problem.name}", prompt=prompt, answer=problem.name, family=self.name,
+                    difficulty={"map": 1.0, "reduce": 2.0, "matmul": 3.0}[spec.kind], meta={"problem": problem})
+
+    def to_submission(self, problem: Problem, text: str) -> tuple[str | None, str, dict]:
+        spec = spec_for(problem.name)
+        line = text.strip().splitlines()[0] if text.strip() else ""
+        try:
+            settings = parse_sketch(line, spec.kind)
+        except UserError as e:
+            return None, f"Sketch parse error: {e}", {"sketch": line}
+        return submission(spec, lower(spec, settings), module_constants(problem.source)), "", {"sketch": line,
+                                                                                               "settings": settings}
