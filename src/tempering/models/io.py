@@ -9,10 +9,13 @@ from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
 
 from tempering.errors import UserError
 from tempering.models.tiny import TINY_SIZES, tiny_model
 from tempering.models.tokenizer import char_tokenizer
+
+hf_logging.disable_progress_bar()  # per-shard bars would drown the run's own progress bar
 
 
 def load_policy(

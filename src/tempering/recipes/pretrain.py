@@ -95,8 +95,8 @@ def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             sched.step()
-            live = {"loss": float(loss)}
-            metrics: dict[str, float] = {"loss": float(loss)}
+            live = {"loss": loss.item()}
+            metrics: dict[str, float] = {"loss": live["loss"]}
             stop = t.max_seconds is not None and time.perf_counter() - t_start > t.max_seconds
             if step % t.eval_every == 0 or step == t.steps or stop:
                 ev = asyncio.run(evaluate(sampler, fmt, family, heldout[: t.eval_size], opts, k=1, sampled=False))

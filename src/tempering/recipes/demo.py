@@ -1,0 +1,141 @@
+"""`tempering demo`: the quickstart on the embedded default, on a CPU.
+
+Pre-trains the tiny model on arithmetic until it solves some held-out sums, runs GRPO, and prints
+held-out pass@1 before and after. With `--results DIR` it also writes quickstart.md / quickstart.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from tempering.config import apply_overrides, build
+from tempering.progress import print_eval_table
+from tempering.recipes.pretrain import PretrainConfig, pretrain
+from tempering.recipes.rl import RLTrainer, TrainConfig
+from tempering.runlog import atomic_write_text
+
+TASK = {"family": "arithmetic", "args": {"min_value": 10, "max_value": 999}, "train_size": 20000, "heldout_size": 500}
+
+PRETRAIN = {
+    "model": {"name": "tiny-s"},
+    "task": TASK,
+    "train": {"steps": 2000, "lr": 1e-3, "batch_size": 64, "eval_every": 50, "eval_size": 200, "stop_at_pass": 0.2, "max_new_tokens": 6},
+}
+
+GRPO = {
+    "task": TASK,
+    "rollout": {"group_size": 8, "prompts_per_step": 32, "max_new_tokens": 6, "temperature": 1.0},
+    "loss": {"advantage": "grpo"},
+    "optim": {"lr": 3e-4},
+    "run": {"steps": 300, "eval_every": 50, "eval_size": 200, "eval_k": 8, "checkpoint_every": 100},
+}
+
+
+def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) -> dict:
+    t0 = time.perf_counter()
+    pre_over = [o[len("pretrain.") :] for o in overrides if o.startswith("pretrain.")]
+    rl_over = [o[len("train.") :] for o in overrides if o.startswith("train.")]
+    pcfg = build(PretrainConfig, apply_overrides({**PRETRAIN, "seed": seed, "out_dir": str(out / "pretrain"), "progress": progress}, pre_over))
+    pre = pretrain(pcfg)
+    t1 = time.perf_counter()
+    rl = apply_overrides(json.loads(json.dumps(GRPO)), rl_over)
+    rl.setdefault("model", {})["name"] = pre["model"]
+    rl["run"].update(seed=seed, out_dir=str(out / "grpo"), progress=progress)
+    cfg = build(TrainConfig, rl)
+    hist = asyncio.run(RLTrainer(cfg).run())
+    t2 = time.perf_counter()
+    return {
+        "pass_at_1_before": hist["start"]["eval/pass@1"],
+        "pass_at_1_after": hist["final"]["eval/pass@1"],
+        "pass_at_1_sampled_before": hist["start"]["eval/pass@1_sampled"],
+        "pass_at_1_sampled_after": hist["final"]["eval/pass@1_sampled"],
+        "pass_at_8_before": hist["start"]["eval/pass@8"],
+        "pass_at_8_after": hist["final"]["eval/pass@8"],
+        "heldout_prompts": cfg.task.heldout_size,
+        "pretrain_steps": pre["steps"],
+        "grpo_steps": cfg.run.steps,
+        "seconds_pretrain": t1 - t0,
+        "seconds_grpo": t2 - t1,
+        "seconds_total": t2 - t0,
+        "seed": seed,
+        "threads": torch.get_num_threads(),
+        "run_dir": str(out),
+    }
+
+
+def write_results(results_dir: Path, rows: list[dict], command: str) -> None:
+    """quickstart.md and quickstart.json with the same numbers (the first seed is the headline)."""
+    import statistics as st
+
+    head = dict(rows[0])
+    if len(rows) > 1:
+        for k in ("pass_at_1_before", "pass_at_1_after", "seconds_total"):
+            vals = [r[k] for r in rows]
+            head[f"{k}_mean"], head[f"{k}_stdev"] = st.mean(vals), st.stdev(vals)
+    head["runs"] = rows
+    head["machine"] = f"{platform.machine()}, {torch.get_num_threads()} threads, {platform.python_version()}, torch {torch.__version__}"
+    head["command"] = command
+    results_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(results_dir / "quickstart.json", json.dumps(head, indent=2) + "\n")
+    lines = [
+        "# Quickstart: GRPO on the embedded default",
+        "",
+        f"Command: `{command}`  ",
+        f"Machine: {head['machine']}",
+        "",
+        "Tiny Llama (`tiny-s`, 0.54M parameters, character tokenizer), arithmetic `a+b=` with a, b in 10..999. "
+        "Supervised warm start until greedy held-out pass@1 reaches 20% on 200 prompts, then GRPO "
+        f"(32 prompts x 8 samples per step, {rows[0]['grpo_steps']} steps). pass@1 is greedy, on "
+        f"{rows[0]['heldout_prompts']} held-out prompts that training never sees.",
+        "",
+        "| seed | pass@1 before | pass@1 after | gain (points) | sampled pass@1 before / after | pass@8 before / after | pretrain s | GRPO s | total s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['seed']} | {r['pass_at_1_before']:.3f} | {r['pass_at_1_after']:.3f} | "
+            f"{100 * (r['pass_at_1_after'] - r['pass_at_1_before']):+.1f} | "
+            f"{r['pass_at_1_sampled_before']:.3f} / {r['pass_at_1_sampled_after']:.3f} | "
+            f"{r['pass_at_8_before']:.3f} / {r['pass_at_8_after']:.3f} | "
+            f"{r['seconds_pretrain']:.0f} | {r['seconds_grpo']:.0f} | {r['seconds_total']:.0f} |"
+        )
+    lines += [
+        "",
+        "Caveat: on this task more supervised training also raises pass@1 (the warm start is stopped early on "
+        "purpose). The demo shows that the RL pipeline learns from its own samples and a verifier; it is not "
+        "evidence that RL beats supervised training here.",
+        "",
+    ]
+    atomic_write_text(results_dir / "quickstart.md", "\n".join(lines))
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="tempering demo", description="Pre-train a tiny model, GRPO on arithmetic, before/after table.")
+    p.add_argument("overrides", nargs="*", help="pretrain.KEY=VALUE / train.KEY=VALUE overrides")
+    p.add_argument("--out", default="runs/demo", help="run folder (default runs/demo)")
+    p.add_argument("--seed", type=int, nargs="+", default=[0], help="seed(s); several give a spread")
+    p.add_argument("--results", metavar="DIR", help="write quickstart.md / quickstart.json into DIR")
+    p.add_argument("--no-progress", action="store_true")
+    a = p.parse_args(argv)
+    rows = []
+    for s in a.seed:
+        out = Path(a.out) if len(a.seed) == 1 else Path(a.out) / f"seed{s}"
+        r = run_demo(out, s, a.overrides, progress=not a.no_progress)
+        rows.append(r)
+        print_eval_table(
+            {"before GRPO": {"held-out pass@1 (greedy)": r["pass_at_1_before"], "pass@1 (sampled)": r["pass_at_1_sampled_before"], "pass@8": r["pass_at_8_before"]},
+             "after GRPO": {"held-out pass@1 (greedy)": r["pass_at_1_after"], "pass@1 (sampled)": r["pass_at_1_sampled_after"], "pass@8": r["pass_at_8_after"]}},
+            title=f"quickstart, seed {s}: {r['heldout_prompts']} held-out prompts, {r['seconds_total']:.0f}s",
+        )
+        atomic_write_text(out / "summary.json", json.dumps(r, indent=2) + "\n")
+    if a.results:
+        write_results(Path(a.results), rows, "tempering " + " ".join(["demo", *sys.argv[2:]] if sys.argv[1:2] == ["demo"] else ["demo", *argv]))
+    return 0

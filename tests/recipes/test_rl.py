@@ -1,0 +1,110 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tempering.config import build
+from tempering.recipes.rl import RLTrainer, TrainConfig, train
+
+TASK = {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 400, "heldout_size": 40}
+DETERMINISTIC = ["reward", "success", "policy_loss", "entropy", "grad_norm", "response_len", "approx_kl", "clip_frac_high"]
+
+
+def _cfg(model, out, **run):
+    return {
+        "model": {"name": model},
+        "task": TASK,
+        "rollout": {"group_size": 4, "prompts_per_step": 8, "max_new_tokens": 4},
+        "optim": {"lr": 1e-3},
+        "run": {"steps": 3, "out_dir": str(out), "eval_every": 0, "eval_k": 2, "checkpoint_every": 0, "progress": False, **run},
+    }
+
+
+def test_grpo_run_writes_a_complete_run_folder(pretrained_dir, tmp_path):
+    hist = train(_cfg(pretrained_dir, tmp_path / "run"))
+    run = tmp_path / "run"
+    names = {p.name for p in run.iterdir()}
+    assert {"config.yaml", "metrics.jsonl", "samples.jsonl", "curves.png", "checkpoints", "final", "tb"} <= names
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    steps = [r["step"] for r in rows if "reward" in r]
+    assert steps == [1, 2, 3]
+    assert 0.0 < hist["start"]["eval/pass@1"] <= 1.0  # the warm start solves some sums
+    assert all(0.0 <= r["reward"] <= 1.0 for r in rows if "reward" in r)
+    ckpt = run / "checkpoints" / "step_3"
+    assert (ckpt / "trainer_state.pt").is_file() and (ckpt / "model" / "model.safetensors").is_file()
+
+
+def test_no_reference_model_without_kl(pretrained_dir, tmp_path):
+    t = RLTrainer(build(TrainConfig, _cfg(pretrained_dir, tmp_path / "a")))
+    assert t.ref_model is None
+    cfg = _cfg(pretrained_dir, tmp_path / "b")
+    cfg["loss"] = {"kl_coef": 0.1, "dynamic_sampling": True, "advantage": "rloo"}
+    t = RLTrainer(build(TrainConfig, cfg))
+    assert t.ref_model is not None
+    import asyncio
+
+    r = asyncio.run(t.step())
+    assert "kl_ref" in r.metrics and r.metrics["kl_ref"] == pytest.approx(0.0, abs=1e-6)  # first step: policy == ref
+    assert all(max(g.rewards) > min(g.rewards) for g in r.groups)  # dynamic sampling kept informative groups only
+
+
+def _cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "tempering.cli", *args], capture_output=True, text=True, **kw)
+
+
+def _metrics(run):
+    return {r["step"]: r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "reward" in r}
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill_reproduces_the_uninterrupted_run(pretrained_dir, tmp_path):
+    steps = 10
+    over = [f"model.name={pretrained_dir}", "task.family=arithmetic", "task.args.min_value=0", "task.args.max_value=30",
+            "task.train_size=400", "task.heldout_size=20", "rollout.group_size=4", "rollout.prompts_per_step=8",
+            "rollout.max_new_tokens=4", "optim.lr=1e-3", "loss.ppo_epochs=2", "loss.mini_batches=2",
+            f"run.steps={steps}", "run.eval_every=0", "run.eval_k=2", "run.checkpoint_every=1",
+            "run.keep_checkpoints=3", "run.progress=false", "run.threads=1"]
+    full = tmp_path / "full"
+    r = _cli("train", *over, f"run.out_dir={full}")
+    assert r.returncode == 0, r.stderr
+    cut = tmp_path / "cut"
+    p = subprocess.Popen([sys.executable, "-m", "tempering.cli", "train", *over, f"run.out_dir={cut}"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (cut / "checkpoints" / "step_3").exists() and p.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    done = sorted(int(x.name.split("_")[1]) for x in (cut / "checkpoints").iterdir() if x.name.startswith("step_"))
+    assert done and done[-1] < steps, "the run finished before it could be killed"
+    for d in done:  # every visible checkpoint is complete
+        assert (cut / "checkpoints" / f"step_{d}" / "trainer_state.pt").is_file()
+    r = _cli("train", "--resume", str(cut))
+    assert r.returncode == 0, r.stderr
+    a, b = _metrics(full), _metrics(cut)
+    assert sorted(b) == list(range(1, steps + 1))
+    for step in range(done[-1] + 1, steps + 1):
+        for k in DETERMINISTIC:
+            assert a[step][k] == pytest.approx(b[step][k], rel=1e-6, abs=1e-9), (step, k)
+
+
+def test_cli_bad_input_gives_a_clear_error_and_nonzero_exit(tmp_path):
+    r = _cli("train", "rollout.group_sise=3")
+    assert r.returncode == 2 and "unknown key 'rollout.group_sise'" in r.stderr and "Traceback" not in r.stderr
+    r = _cli("train", "--resume", str(tmp_path))
+    assert r.returncode == 2 and "not a run folder" in r.stderr
+    r = _cli("train", f"model.name={tmp_path / 'missing'}", "run.progress=false", f"run.out_dir={tmp_path / 'o'}")
+    assert r.returncode == 2 and "neither a built-in size" in r.stderr
+    r = _cli("nonsense")
+    assert r.returncode == 2
+
+
+def test_eval_prints_a_table(pretrained_dir):
+    r = _cli("eval", pretrained_dir, "--task", "arithmetic", "--arg", "min_value=0", "--arg", "max_value=30", "--n", "20", "--k", "2", "--max-new-tokens", "4")
+    assert r.returncode == 0, r.stderr
+    assert "pass@1" in r.stdout and "pass@2" in r.stdout
