@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "config": ("tempering.recipes.reference", "Print the config reference of a recipe."),
     "kernels": ("tempering.envs.kernels.cli", "Kernel environment: list problems, eval submissions, synth problems."),
     "synth": ("tempering.synth.cli", "Synthesise verified terminal-task bundles at the policy's frontier (Envs-FORGE)."),
+    "gui": ("tempering.envs.gui.cli", "GUI apps with multi-solution annotations: generate trajectory datasets, show, stats."),
 }
 
 

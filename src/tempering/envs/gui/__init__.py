@@ -1,0 +1,18 @@
+"""GUI environments with multi-solution annotations.
+
+- Offline apps (`GuiFamily`, `GuiEnv`): generated screens as accessibility trees, multi-step tasks,
+  every valid action at every state, and the subtask plan; deterministic from a seed.
+- MiniWoB++ in headless Chromium (`tempering.envs.gui.miniwob`, extra `gui`): real pages, same text
+  form, same action format, MiniWoB's reward.
+- The data pipeline (`dataset`), scripted and model agents (`agents`), metrics (`metrics`), plan
+  judges (`judge`). Rewards and guidance are pure functions in `tempering.algos.litegui`.
+"""
+
+from tempering.envs.gui.action import Action, Parsed, format_output, parse_output
+from tempering.envs.gui.env import SYSTEM_PROMPT, GuiEnv, GuiFamily, StepView, observation
+from tempering.envs.gui.screen import Element, Screen
+
+__all__ = [
+    "Action", "Element", "GuiEnv", "GuiFamily", "Parsed", "SYSTEM_PROMPT", "Screen", "StepView",
+    "format_output", "observation", "parse_output",
+]
