@@ -51,6 +51,7 @@ class ScriptedServer:
 
     def close(self):
         self.httpd.shutdown()
+        self.httpd.server_close()
 
 
 @pytest.fixture

@@ -1,0 +1,61 @@
+"""`tempering synth` end to end: output folder, summary, and bad input (clear error, nothing written)."""
+
+import json
+
+import pytest
+
+from tempering.cli import main
+from tempering.synth.seeds import load_seeds
+
+
+@pytest.fixture
+def rates(tmp_path, seeds):
+    path = tmp_path / "rates.json"
+    path.write_text(json.dumps({s.name: r for s, r in zip(seeds, [0.9, 0.6, 0.2, 1.0, 0.5, 0.1, 0.75, 0.3, 0.0])}))
+    return path
+
+
+def test_synth_writes_verified_bundles_and_a_summary(tmp_path, rates, capsys):
+    out = tmp_path / "out"
+    rc = main(["synth", "--seeds", "builtin", "--pass-rates", str(rates), "--out", str(out), "--target", "2",
+               "--no-progress", "--sandbox", "subprocess", "portfolio.lam=0.3"])
+    assert rc == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["summary"]["accepted"] == 2 and summary["summary"]["attempts_per_accepted"] == 1.0
+    names = sorted(p.name for p in (out / "bundles").iterdir())
+    assert names == sorted(b["bundle"] for b in summary["bundles"])
+    assert len(load_seeds(out / "bundles")) == 2  # the output folder is itself a seed folder
+    assert "portfolio:\n  eps: 1.0e-06\n  lam: 0.3" in (out / "config.yaml").read_text()
+    assert (out / "events.jsonl").read_text().count("\n") == 2
+    assert "accepted" in capsys.readouterr().out
+
+
+def test_export_seeds_then_check_one(tmp_path, capsys):
+    assert main(["synth", "export-seeds", str(tmp_path / "seeds")]) == 0
+    first = sorted((tmp_path / "seeds").iterdir())[0]
+    assert main(["synth", "check", str(first), "--sandbox", "subprocess"]) == 0
+    assert "accepted (ok, sandbox)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--generator", "llm", "--base-url", "http://127.0.0.1:9/v1"], "cannot reach the generator endpoint"),
+    (["--require-skill", "sql=1"], "skill 'sql'"),
+    (["no_such_key=1"], "unknown key 'no_such_key'"),
+])
+def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path, rates, capsys, extra, message):
+    out = tmp_path / "out"
+    rc = main(["synth", "--seeds", "builtin", "--pass-rates", str(rates), "--out", str(out), "--no-progress",
+               "--sandbox", "subprocess", *extra])
+    assert rc == 2 and message in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rates.json"]
+
+
+def test_pass_rate_file_errors(tmp_path, capsys):
+    bad = tmp_path / "r.json"
+    bad.write_text('{"ledger-shop-sum-d1-1812ca": 1.5}')
+    rc = main(["synth", "--seeds", "builtin", "--pass-rates", str(bad), "--out", str(tmp_path / "o")])
+    assert rc == 2 and "has no rate for seed(s)" in capsys.readouterr().err
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "x").write_text("")
+    rc = main(["synth", "--seeds", "builtin", "--pass-rates", str(bad), "--out", str(tmp_path / "o")])
+    assert rc == 2 and "exists and is not empty" in capsys.readouterr().err
