@@ -153,6 +153,7 @@ class Sandbox:
         if self._root is None:
             self._root = tempfile.mkdtemp(prefix="tempering-sandbox-", dir=self._root_parent)
             os.chmod(self._root, 0o711)  # unprivileged job users may pass through, never list
+            weakref.finalize(self, shutil.rmtree, self._root, ignore_errors=True)
         return self._root
 
     async def _run_now(self, job: Job) -> Result:
