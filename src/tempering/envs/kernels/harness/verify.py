@@ -17,6 +17,7 @@ Order of work, as KernelBench and CUDA Agent check it, plus the known reward hac
   6. the harness's own functions and the timers must be unchanged at the end.
 """
 
+import _thread
 import builtins
 import importlib.util
 import json
@@ -87,6 +88,31 @@ class Guard:
     def flag(self, what):
         self.violations.append(what)
         raise RuntimeError(f"forbidden in the candidate's forward: {what}")
+
+
+class _ThreadBan:
+    """Starting a thread or process-level worker inside the candidate's forward is a violation."""
+
+    def __init__(self):
+        self.guard = None
+        self._start, self._new = threading.Thread.start, _thread.start_new_thread
+        ban = self
+
+        def start(thread, *a, **k):
+            if ban.guard is not None:
+                ban.guard.flag("starting a thread (work the timer would not see)")
+            return ban._start(thread, *a, **k)
+
+        def start_new_thread(*a, **k):
+            if ban.guard is not None:
+                ban.guard.flag("starting a thread (work the timer would not see)")
+            return ban._new(*a, **k)
+
+        threading.Thread.start = start
+        _thread.start_new_thread = start_new_thread
+
+
+_THREADS = _ThreadBan()
 
 
 class _BanOps(TorchDispatchMode):
@@ -263,15 +289,18 @@ class Harness:
         before_threads = threading.active_count()
         before_calls = self.counter.count()
         try:
+            _THREADS.guard = self.guard
             with torch.no_grad(), _BanEscapes(self.guard), _BanOps(self.guard):
                 out = model(*inputs)
             self.sync()
+            _THREADS.guard = None
         except SystemExit:
             raise Verdict("early_exit", "the candidate's forward tried to exit the process")
         except Exception as e:
+            _THREADS.guard = None
             if self.guard.violations:
-                raise Verdict("forbidden_op", self.guard.violations[0] + " (torch operators are not allowed in the "
-                              "candidate's forward; allocate outputs and call your kernel)")
+                raise Verdict("forbidden_op", self.guard.violations[0] + " (in forward, only allocate outputs, "
+                              "take views and call your kernel)")
             raise Verdict("runtime_error", f"forward raised {type(e).__name__}: {e}",
                           traceback=traceback.format_exc(limit=-3))
         if self.guard.violations:
