@@ -6,13 +6,11 @@
   form, same action format, MiniWoB's reward.
 - The data pipeline (`dataset`), scripted and model agents (`agents`), metrics (`metrics`), plan
   judges (`judge`). Rewards and guidance are pure functions in `tempering.algos.litegui`.
+
+Only the action format and screens are imported here (the reward functions import them too).
 """
 
 from tempering.envs.gui.action import Action, Parsed, format_output, parse_output
-from tempering.envs.gui.env import SYSTEM_PROMPT, GuiEnv, GuiFamily, StepView, observation
 from tempering.envs.gui.screen import Element, Screen
 
-__all__ = [
-    "Action", "Element", "GuiEnv", "GuiFamily", "Parsed", "SYSTEM_PROMPT", "Screen", "StepView",
-    "format_output", "observation", "parse_output",
-]
+__all__ = ["Action", "Element", "Parsed", "Screen", "format_output", "parse_output"]

@@ -1,0 +1,105 @@
+"""The offline GUI env: one JSON action per step, per-step reward and validity, done on success,
+failure or the step limit; bad input is reported in the step result, never raised."""
+
+import asyncio
+import random
+
+import pytest
+
+from tempering.algos.litegui import RewardWeights
+from tempering.envs.gui.action import Action, format_output
+from tempering.envs.gui.apps import APPS
+from tempering.envs.gui.env import GuiEnv, GuiFamily, load_app, task_from_spec
+from tempering.errors import UserError
+
+
+def env_for(kind: str, difficulty: int = 0, seed: int = 0, **kw) -> GuiEnv:
+    spec = APPS[kind].generate(random.Random(seed), difficulty)
+    return GuiEnv(task_from_spec(spec, difficulty), **kw)
+
+
+def test_following_valid_actions_succeeds_with_full_reward():
+    env = env_for("form", 1)
+    obs = env.reset()
+    assert obs.startswith("Task: ")
+    n = env.optimal_steps
+    for k in range(n):
+        view = env.view()
+        res = asyncio.run(env.step(format_output(view.valid[0], view.plan)))
+        assert res.status == "valid" and res.info["valid"] and res.score == pytest.approx(1.0)
+        assert res.done == (k == n - 1)
+    assert res.success and res.info["outcome"] == "success" and res.feedback == ""
+    again = env.step_sync(format_output(Action("click", target="1"), []))
+    assert again.done and again.status == "over"
+
+
+def test_malformed_output_is_a_format_failure_and_the_screen_stays():
+    env = env_for("settings")
+    before = env.reset()
+    res = env.step_sync('{"reason": "r", "action": ')
+    assert res.status == "parse_error" and not res.info["format_ok"] and res.score == 0.0 and not res.done
+    assert res.feedback.startswith("Error: not one JSON object") and res.feedback.endswith(before)
+
+
+def test_target_not_on_screen_is_reported():
+    env = env_for("shop")
+    env.reset()
+    res = env.step_sync(format_output(Action("click", target="42"), ["add Pen"]))
+    assert res.status == "bad_action" and not res.info["valid"]
+    assert "no element #42 on screen" in res.feedback
+    assert res.info["reward"]["format"] == 1.0 and res.info["reward"]["action"] == 0.0
+
+
+def test_an_irreversible_mistake_fails_the_task():
+    env = env_for("form", 0)
+    env.reset()
+    submit = next(e for e in env.view().screen.elements if e.text == "Submit")
+    res = env.step_sync(format_output(Action("click", target=submit.id), ["submit"]))
+    assert res.done and not res.success and res.status == "invalid" and res.info["outcome"] == "failed"
+
+
+def test_step_limit_ends_the_episode():
+    env = env_for("settings", max_steps=3)
+    env.reset()
+    tab = next(e for e in env.view().screen.elements if e.role == "tab" and e.state == "selected")
+    results = [env.step_sync(format_output(Action("click", target=tab.id), [])) for _ in range(3)]
+    assert [r.done for r in results] == [False, False, True]
+    assert results[-1].info["outcome"] == "max_steps" and all(r.status == "invalid" for r in results)
+
+
+def test_reward_weights_and_partial_match():
+    env = env_for("todo", 0, weights=RewardWeights(format=0.0, action=1.0, plan=0.0))
+    env.reset()
+    box = next(e for e in env.view().screen.elements if e.role == "textbox")
+    want = next(a for a in env.view().valid if a.type == "type")
+    # a text with half of the words right: action reward is the token F1, and the step is not valid
+    res = env.step_sync(format_output(Action("type", target=box.id, value=want.value + " please"), []))
+    words = len(want.value.split())
+    assert res.score == pytest.approx(2 * words / (2 * words + 1))
+    assert res.status == "invalid"
+
+
+def test_family_envs_and_bad_family_settings():
+    fam = GuiFamily(kinds=("mail", "todo"), difficulty=1)
+    tasks = fam.tasks("heldout", 4, seed=2)
+    assert [t.meta["kind"] for t in tasks] == ["mail", "todo", "mail", "todo"]
+    assert all(t.meta["split"] == "heldout" for t in tasks)
+    env = fam.make_env(tasks[0])
+    assert env.reset() == tasks[0].prompt
+    with pytest.raises(UserError, match="unknown app kinds"):
+        GuiFamily(kinds=("calendar",))
+    with pytest.raises(UserError, match="split must be"):
+        fam.tasks("test", 1)
+
+
+def test_task_specs_that_cannot_be_played_are_rejected():
+    with pytest.raises(UserError, match="unknown app kind 'paint'"):
+        load_app({"kind": "paint"})
+    spec = APPS["settings"].generate(random.Random(0), 0)
+    spec["goal"] = {}  # nothing to do: no valid action at the first state
+    with pytest.raises(UserError, match="no valid action at its first state"):
+        load_app(spec)
+    broken = APPS["form"].generate(random.Random(0), 0)
+    del broken["init"]
+    with pytest.raises(UserError, match="malformed"):
+        load_app(broken)
