@@ -79,6 +79,9 @@ class VerifyConfig:
     """torch_ext: build with torch's precompiled header (needs it prebuilt, see docs/kernels.md)."""
     cache_dir: str | None = None
     """Build cache folder (default: ~/.cache/tempering/kernels)."""
+    c_flags: tuple[str, ...] = C_FLAGS
+    """gcc flags of `c` submissions (add -ffast-math to get glibc's vectorised expf/tanhf; it changes
+    NaN/inf semantics, so it is not the default)."""
 
 
 @dataclass
@@ -297,7 +300,7 @@ class KernelVerifier:
         limits = Limits(wall_s=cfg.build_wall_s, cpu_s=cfg.build_wall_s, memory_mb=8192, fsize_mb=512)
         if sub.backend == "c":
             built = await self.cache.build(self.sandbox, files={"kernel.c": sub.c_source},
-                                           cmd=["gcc", *C_FLAGS, "kernel.c", "-o", "kernel.so", "-lm"],
+                                           cmd=["gcc", *cfg.c_flags, "kernel.c", "-o", "kernel.so", "-lm"],
                                            artifact="kernel.so", limits=limits)
         elif sub.backend == "torch_ext" or (sub.backend == "cuda" and cfg.device == "cuda"):
             script = _TORCH_EXT_BUILD.replace("USE_PCH", repr(bool(cfg.use_pch)))

@@ -10,6 +10,7 @@ void kernel(const float* x, float* y, long rows, long cols) {
     for (long r = 0; r < rows; r++) {
         const float* row = x + r * cols;
         float acc = -INFINITY;
+        #pragma omp simd reduction(max:acc)
         for (long c = 0; c < cols; c++) { acc = row[c] > acc ? row[c] : acc; }
         y[r] = acc;
     }

@@ -1,0 +1,178 @@
+"""Pure parts of the kernel environment: loader, parsing, static checks, rewards, sketch, metrics."""
+
+import math
+import subprocess
+import shutil
+
+import pytest
+
+from tempering.envs.kernels import rewards
+from tempering.envs.kernels.evaluate import geomean, summarize
+from tempering.envs.kernels.feedback import feedback
+from tempering.envs.kernels.problems import (builtin_problems, load_problems, module_constants, problem_errors,
+                                             scale_sizes)
+from tempering.envs.kernels.sketch import SPECS, canonical, lower, parse_sketch, spec_for
+from tempering.envs.kernels.submission import parse_submission, static_check
+from tempering.envs.kernels.synth import ast_similarity, compose
+from tempering.envs.kernels.verifier import KernelResult, parse_ptxas, trim_compiler_output
+from tempering.errors import UserError
+
+
+def test_builtin_suite_has_30_problems_each_with_a_clean_reference():
+    problems = builtin_problems()
+    assert len(problems) >= 30
+    assert len({p.name for p in problems}) == len(problems)
+    for p in problems:
+        assert problem_errors(p.source) == [], p.name
+        sub = parse_submission(p.solution)
+        assert sub.errors == [] and sub.backend == "c" and "void" in sub.c_source, p.name
+        assert static_check(sub.code) == [], p.name
+
+
+def test_problem_file_without_model_is_reported(tmp_path):
+    (tmp_path / "good.py").write_text(builtin_problems()[0].source)
+    (tmp_path / "bad.py").write_text("def get_inputs():\n    return []\n")
+    problems, skipped = load_problems(tmp_path)
+    assert [p.name for p in problems] == ["good"]
+    assert "defines no Model" in skipped[str(tmp_path / "bad.py")]
+    with pytest.raises(UserError, match="get_init_inputs"):
+        load_problems(tmp_path, strict=True)
+    with pytest.raises(UserError, match="does not exist"):
+        load_problems(tmp_path / "missing")
+
+
+def test_scale_sizes_changes_only_module_level_int_constants():
+    src = "batch_size = 16\ndim = 16384\neps = 1e-5\nflag = 1\n\ndef get_inputs():\n    n = 100\n    return [n]\n"
+    out = scale_sizes(src, 0.25)
+    assert "batch_size = 4\ndim = 4096\neps = 1e-5\nflag = 1\n" in out
+    assert "n = 100" in out
+    assert module_constants(out) == "batch_size = 4\ndim = 4096\neps = 1e-05\nflag = 1"
+
+
+def test_backend_detection_and_fenced_answers():
+    assert parse_submission('C_SOURCE = "void k(){}"\nclass ModelNew: pass\n').backend == "c"
+    ext = "from torch.utils.cpp_extension import load_inline\nm = load_inline(name='m', cpp_sources='x')\nclass ModelNew: pass\n"
+    assert parse_submission(ext).backend == "torch_ext"
+    cu = "src = '__global__ void k() {}'\n" + ext.replace("cpp_sources='x'", "cpp_sources='x', cuda_sources=src")
+    sub = parse_submission(cu)
+    assert sub.backend == "cuda" and sub.cuda_source == "__global__ void k() {}"
+    assert parse_submission("import triton\nclass ModelNew: pass\n").backend == "triton"
+    answer = "Here:\n```c\nvoid k(float* y) {}\n```\n```python\nclass ModelNew:\n    pass\n```\n"
+    sub = parse_submission(answer)
+    assert sub.backend == "c" and sub.c_source.strip() == "void k(float* y) {}" and "C_SOURCE" in sub.code
+    assert "no class ModelNew" in parse_submission("x = 1\n").errors[0]
+    assert "C_SOURCE" in parse_submission("class ModelNew: pass\n").errors[0]
+    assert "syntax error" in parse_submission("class ModelNew(:\n").errors[0]
+
+
+@pytest.mark.parametrize("code, rule", [
+    ("import os\n", "import"),
+    ("import numpy as np\n", "import"),
+    ("try:\n    pass\nexcept Exception:\n    pass\n", "try_except"),
+    ("x = eval('1')\n", "forbidden_name"),
+    ("import torch\nclass T(torch.Tensor):\n    pass\n", "tensor_subclass"),
+    ("import torch\ntorch.relu = abs\n", "monkeypatch"),
+    ("import torch\nt = torch.cuda.Event()\n", "forbidden_attr"),
+    ("import torch\nx = torch._C\n", "forbidden_attr"),
+    ("def f():\n    global g\n", "global_state"),
+    ("def f():\n    yield 1\n", "lazy"),
+])
+def test_static_check_rules(code, rule):
+    assert rule in [v.rule for v in static_check(code)]
+
+
+def test_cuda_agent_reward_by_hand():
+    # b(t, t0) = (t0 - t) / t0 > 5%
+    assert rewards.cuda_agent_reward(False, 1.0, 2.0, 2.0) == -1
+    assert rewards.cuda_agent_reward(True, 1.0, 2.0, 2.0) == 3
+    assert rewards.cuda_agent_reward(True, 1.0, 2.0, 1.0) == 2
+    assert rewards.cuda_agent_reward(True, 0.96, 1.0, 0.5) == 1  # 4% faster: not > 5%
+    assert rewards.cuda_agent_reward(True, 0.94, 1.0, 0.5) == 2  # 6% faster
+    assert rewards.cuda_agent_reward(True, 1.0, 2.0, None) == 2  # no compile baseline: not faster than it
+
+
+def test_log_speedup_and_score_by_hand():
+    assert rewards.log_speedup_reward(True, 4.0) == pytest.approx(2.0)
+    assert rewards.log_speedup_reward(False, 4.0) == -1.0
+    assert rewards.score(False, 10.0) == 0.0
+    assert rewards.score(True, 0.25) == pytest.approx(0.2)
+    assert rewards.score(True, 1.0) == pytest.approx(0.6)
+    assert rewards.score(True, 4.0) == pytest.approx(1.0)
+    assert rewards.score(True, 2.0) == pytest.approx(0.2 + 0.8 * 0.75)
+    assert rewards.reward("correct", True, 1.0, 2.0, 2.0) == 1.0
+    assert rewards.reward("log_speedup", True, 1.0, 2.0, 2.0) == pytest.approx(1.0)
+
+
+def test_summary_metrics_by_hand():
+    def r(status, sp_e=None, sp_c=None):
+        return KernelResult(problem="p", backend="c", status=status, compiled=status != "compile_error",
+                            correct=status == "correct", speedup_eager=sp_e, speedup_compile=sp_c)
+
+    s = summarize([r("correct", 2.0, 0.5), r("correct", 0.5, 0.25), r("incorrect"), r("compile_error")])
+    assert s["compile_rate"] == 0.75 and s["correct_rate"] == 0.5
+    assert s["fast_0_eager"] == 0.5 and s["fast_1_eager"] == 0.25 and s["fast_1.2_eager"] == 0.25
+    assert s["fast_1_compile"] == 0.0
+    assert s["geomean_eager_correct"] == pytest.approx(1.0)  # sqrt(2 * 0.5)
+    assert s["geomean_eager_all"] == pytest.approx(1.0)  # (2 * 0.5 * 1 * 1) ** 0.25
+    assert s["geomean_compile_correct"] == pytest.approx(math.sqrt(0.125))
+    assert geomean([]) is None
+
+
+def test_sketch_parse_errors_and_canonical_form():
+    s = parse_sketch("unroll=4 order=ikj", "matmul")
+    assert canonical(s) == "order=ikj tile=0 unroll=4 tail=1 vec=0 threads=1 fuse=1"
+    for bad, msg in [("", "empty"), ("order=ijj", "loop order"), ("tile=7", "not allowed"), ("speed=9", "bad token"),
+                     ("vec=1 vec=0", "twice"), ("order=rc", "loop order")]:
+        with pytest.raises(UserError, match=msg):
+            parse_sketch(bad, "matmul")
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_every_sketch_kind_lowers_to_c_that_compiles(tmp_path):
+    cases = [("matmul", "order=kij tile=32 unroll=4 tail=0 vec=1 threads=2 fuse=0"),
+             ("linear_gelu", "order=ikj unroll=8 vec=1 fuse=1"), ("linear_relu", "order=ijk vec=1"),
+             ("row_max", "order=cr tile=16 unroll=2 threads=2"), ("relu_row_sum", "order=rc vec=1 fuse=0"),
+             ("scale_tanh_clamp", "tile=8 unroll=4 fuse=0 threads=2"), ("swiglu", "vec=1 unroll=2 tail=0")]
+    for name, text in cases:
+        spec = SPECS[name]
+        src = lower(spec, parse_sketch(text, spec.kind))
+        assert src == lower(spec, parse_sketch(text, spec.kind))  # deterministic: the build cache hits
+        (tmp_path / "k.c").write_text(src)
+        out = subprocess.run(["gcc", "-O1", "-fopenmp", "-fPIC", "-shared", "-std=c11", "k.c", "-o", "k.so", "-lm"],
+                             cwd=tmp_path, capture_output=True, text=True)
+        assert out.returncode == 0, (name, text, out.stderr)
+    assert spec_for("26_matmul") is SPECS["matmul"] and spec_for("20_softmax") is None
+
+
+def test_compiler_output_trimmed_to_first_errors():
+    log = "\n".join(["k.c: In function 'f':"] + [f"k.c:{i}:1: error: bad {i}" for i in range(10)])
+    out = trim_compiler_output(log, max_errors=3)
+    assert "bad 0" in out and "bad 2" in out and "bad 3" not in out and "7 more errors" in out
+
+
+def test_ptxas_output_parsed():
+    log = ("ptxas info    : Compiling entry function '_Z1kPf' for 'sm_90'\n"
+           "ptxas info    : Function properties for _Z1kPf\n"
+           "    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
+           "ptxas info    : Used 12 registers, used 0 barriers\n")
+    assert parse_ptxas(log) == {"_Z1kPf": {"spill_stores": 4, "spill_loads": 4, "registers": 12}}
+
+
+def test_feedback_texts():
+    ok = KernelResult(problem="p", backend="c", status="correct", compiled=True, correct=True, t_ms=1.0,
+                      t_eager_ms=2.0, speedup_eager=2.0, cuda_agent_reward=2)
+    text = feedback(ok)
+    assert "Correct" in text and "2.00x" in text and "Reward (CUDA Agent): 2" in text
+    bad = KernelResult(problem="p", backend="c", status="compile_error", message="k.c:1: error: x")
+    assert feedback(bad).startswith("Compile error") and "k.c:1: error: x" in feedback(bad)
+
+
+def test_ast_similarity_and_compositions():
+    a = builtin_problems()[0].source
+    assert ast_similarity(a, a) == 1.0
+    assert ast_similarity(a, a.replace("4093", "77")) == 1.0  # numbers do not count
+    assert ast_similarity(a, builtin_problems()[25].source) < 0.9
+    import random
+
+    ops, src = compose(random.Random(0), 5)
+    assert 1 <= len(ops) <= 5 and problem_errors(src) == []
