@@ -26,7 +26,9 @@ def describe(action: Action, view: StepView) -> str:
         return f"scroll {action.value} to see more"
     el = view.screen.find(action.target or "")
     name = f"{el.role} {el.text}" if el else f"#{action.target}"
-    return {"click": f"click {name}", "type": f"type {action.value} in {name}", "select": f"choose {action.value} in {name}"}[action.type]
+    if action.type == "click":
+        return f"click {name}"
+    return f"{'type' if action.type == 'type' else 'choose'} {action.value} in {name}"
 
 
 @dataclass

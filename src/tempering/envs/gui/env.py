@@ -152,7 +152,10 @@ class GuiEnv(Env):
                 step_ok = app.remaining(self.state) == left - 1
                 status = "valid" if step_ok else "invalid"
         now = app.remaining(self.state)
-        outcome = "success" if now == 0 else "failed" if now is None else "max_steps" if self.steps >= self.max_steps else ""
+        if now == 0 or now is None:
+            outcome = "success" if now == 0 else "failed"
+        else:
+            outcome = "max_steps" if self.steps >= self.max_steps else ""
         done = bool(outcome)
         feedback = (f"Error: {error}\n" if error else "") + ("" if done else self.observation())
         return StepResult(

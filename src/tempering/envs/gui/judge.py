@@ -55,7 +55,8 @@ class LLMJudge:
     fallbacks: int = field(default=0, init=False)
 
     def ask(self, prompt: str) -> str:
-        body = {"model": self.model, "messages": [{"role": "user", "content": prompt}], "temperature": 0.0, "max_tokens": 8}
+        messages = [{"role": "user", "content": prompt}]
+        body = {"model": self.model, "messages": messages, "temperature": 0.0, "max_tokens": 8}
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
@@ -70,7 +71,8 @@ class LLMJudge:
             raise UserError(f"plan judge at {url} answered HTTP {e.code}; check judge.base_url, judge.model "
                             "and the API key") from e
         except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
-            raise UserError(f"plan judge at {url} cannot be reached ({e}); start the server or set judge.kind=rule") from e
+            raise UserError(f"plan judge at {url} cannot be reached ({e}); start the server or set "
+                            "judge.kind=rule") from e
         except json.JSONDecodeError:
             return ""
         try:

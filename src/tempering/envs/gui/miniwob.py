@@ -63,7 +63,8 @@ def check_browser(chromium: str | None = None, chromedriver: str | None = None) 
     except ImportError as e:
         raise UserError(f"the MiniWoB environment needs the `gui` extra ({e.name} is missing): "
                         "pip install 'tempering[gui]'") from e
-    for what, path, var in (("Chromium", chromium, "TEMPERING_CHROMIUM"), ("chromedriver", chromedriver, "TEMPERING_CHROMEDRIVER")):
+    needed = (("Chromium", chromium, "TEMPERING_CHROMIUM"), ("chromedriver", chromedriver, "TEMPERING_CHROMEDRIVER"))
+    for what, path, var in needed:
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             raise UserError(f"{what} not found at {path}: install Debian's packages (apt-get install chromium "
                             f"chromium-driver) or point {var} at it")
@@ -190,7 +191,8 @@ class MiniWoBEnv(Env):
         out_of_steps = self.steps >= self.max_steps
         info: dict[str, Any] = {"format_ok": parsed.ok, "action": parsed.action.to_json() if parsed.action else None}
         if not parsed.ok:
-            return StepResult(0.0, False, out_of_steps, f"Error: {parsed.error}\n{self.observation()}", "parse_error", info)
+            feedback = f"Error: {parsed.error}\n{self.observation()}"
+            return StepResult(0.0, False, out_of_steps, feedback, "parse_error", info)
         try:
             action = to_miniwob(self.env, parsed.action, dom_screen(self.obs))
         except ValueError as e:
@@ -200,7 +202,8 @@ class MiniWoBEnv(Env):
         info.update(raw_reward=raw, reason=meta.get("reason"))
         success = bool(done) and raw >= 1.0 - 1e-9
         status = ("success" if success else "failed") if done else "ok"
-        return StepResult(float(reward), success, bool(done) or out_of_steps, "" if done else self.observation(), status, info)
+        feedback = "" if done else self.observation()
+        return StepResult(float(reward), success, bool(done) or out_of_steps, feedback, status, info)
 
     async def step(self, action: str) -> StepResult:
         return await asyncio.to_thread(self.step_sync, action)

@@ -90,8 +90,10 @@ class FormApp(App):
         steps = []
         for k in self._wrong(state):
             v = self.spec["goal"][k]
-            verb = {"text": f"enter {k} {v}", "select": f"choose {k} {v}"}.get(kinds[k], f"turn {'on' if v else 'off'} {k}")
-            steps.append(verb)
+            if kinds[k] == "check":
+                steps.append(f"turn {'on' if v else 'off'} {k}")
+            else:
+                steps.append(f"{'enter' if kinds[k] == 'text' else 'choose'} {k} {v}")
         return steps + ["submit"]
 
 

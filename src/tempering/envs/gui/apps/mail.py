@@ -4,6 +4,7 @@ sender (in any order). Sending a wrong message, or deleting a mail the task did 
 from __future__ import annotations
 
 import random
+from functools import partial
 
 from tempering.envs.gui.app import App, norm, pick
 from tempering.envs.gui.screen import Element, Screen, State, layout
@@ -49,7 +50,7 @@ class MailApp(App):
         if state["view"] == "inbox":
             els = [Element("", "button", "Compose", on_click=self._compose)]
             for i, (who, subject) in enumerate(state["inbox"]):
-                els.append(Element("", "button", f"Delete {who}: {subject}", on_click=lambda s, i=i: self._delete(s, i)))
+                els.append(Element("", "button", f"Delete {who}: {subject}", on_click=partial(self._delete, i=i)))
             return Screen("Inbox", layout(els))
         els = []
         for k in self.spec["fields"]:

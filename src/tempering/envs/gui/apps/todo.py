@@ -59,7 +59,8 @@ class TodoApp(App):
         """(named items not ticked, new items not on the list)."""
         have = {norm(it["text"]) for it in state["items"]}
         ticked = {norm(it["text"]) for it in state["items"] if it["done"]}
-        return [t for t in self.spec["check"] if norm(t) not in ticked], [t for t in self.spec["add"] if norm(t) not in have]
+        untick = [t for t in self.spec["check"] if norm(t) not in ticked]
+        return untick, [t for t in self.spec["add"] if norm(t) not in have]
 
     def remaining(self, state: State) -> int | None:
         untick, missing = self._gaps(state)
