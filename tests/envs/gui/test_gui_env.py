@@ -2,6 +2,7 @@
 failure or the step limit; bad input is reported in the step result, never raised."""
 
 import asyncio
+import json
 import random
 
 import pytest
@@ -97,9 +98,32 @@ def test_task_specs_that_cannot_be_played_are_rejected():
         load_app({"kind": "paint"})
     spec = APPS["settings"].generate(random.Random(0), 0)
     spec["goal"] = {}  # nothing to do: no valid action at the first state
-    with pytest.raises(UserError, match="no valid action at its first state"):
+    with pytest.raises(UserError, match="already finished or impossible at its first state"):
         load_app(spec)
     broken = APPS["form"].generate(random.Random(0), 0)
     del broken["init"]
     with pytest.raises(UserError, match="malformed"):
         load_app(broken)
+
+
+def form_with_a_select_goal() -> dict:
+    for seed in range(100):
+        spec = APPS["form"].generate(random.Random(seed), 3)
+        if any(f["kind"] == "select" and f["label"] in spec["goal"] for f in spec["fields"]):
+            return spec
+    raise AssertionError("no form with a select goal in 100 seeds")
+
+
+def test_a_goal_that_no_action_reaches_is_rejected():
+    spec = form_with_a_select_goal()
+    label = next(f["label"] for f in spec["fields"] if f["kind"] == "select" and f["label"] in spec["goal"])
+    broken = json.loads(json.dumps(spec))
+    broken["goal"][label] = "Paris"  # not an option: the form can never be completed
+    with pytest.raises(UserError, match=r"has no valid action at step \d although it is not finished"):
+        load_app(broken)
+    # an unfinished state without a valid action met during an episode is reported with the step
+    env = GuiEnv(task_from_spec(spec))
+    env.reset()
+    env.app.valid_actions = lambda state: []
+    with pytest.raises(UserError, match="no valid action at step 1"):
+        env.step_sync(format_output(Action("click", target="1"), []))

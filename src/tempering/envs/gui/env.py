@@ -37,21 +37,26 @@ def observation(instruction: str, screen: Screen, boxes: bool = False) -> str:
 
 
 def load_app(spec: dict[str, Any]) -> App:
-    """Build the app of a task spec, checking that its first state has a way to finish the task."""
+    """Build the app of a task spec, checking that following valid actions from the first state
+    finishes the task (a spec with no valid action at some unfinished state is rejected)."""
     kind = spec.get("kind") if isinstance(spec, dict) else None
     if kind not in APPS:
         raise UserError(f"GUI task spec has unknown app kind {kind!r}; known kinds: {', '.join(APPS)}")
     app = APPS[kind](spec)
+    fix = "regenerate it with `tempering gui generate`"
     try:
         state = app.initial()
         left = app.remaining(state)
-        valid = app.valid_actions(state)
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
-        raise UserError(f"GUI task spec of kind {kind!r} is malformed ({type(e).__name__}: {e}); "
-                        "regenerate it with `tempering gui generate`") from e
-    if not left or not valid:
-        raise UserError(f"GUI task {spec.get('instruction', '')!r} has no valid action at its first state "
-                        "(already finished or impossible); regenerate it with `tempering gui generate`")
+        if not left:
+            raise UserError(f"GUI task {app.instruction!r} is already finished or impossible at its first state; {fix}")
+        for step in range(1, left + 1):
+            valid = app.valid_actions(state)
+            if not valid:
+                raise UserError(f"GUI task {app.instruction!r} has no valid action at step {step} although it is "
+                                f"not finished (its goal cannot be reached); {fix}")
+            state = app.execute(state, valid[0])
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, StopIteration) as e:
+        raise UserError(f"GUI task spec of kind {kind!r} is malformed ({type(e).__name__}: {e}); {fix}") from e
     return app
 
 
@@ -137,6 +142,9 @@ class GuiEnv(Env):
         app, before = self.app, self.state
         left = app.remaining(before)
         screen, valid, plan = app.screen(before), app.valid_actions(before), app.plan(before)
+        if not valid:
+            raise UserError(f"GUI task {self.task.id} has no valid action at step {self.steps + 1} although it "
+                            "is not finished: its spec is inconsistent; regenerate it with `tempering gui generate`")
         parsed = parse_output(text)
         reward = dual_reward(parsed, valid, plan, self.weights, self.judge, screen.boxes, app.instruction)
         self.steps += 1
