@@ -53,10 +53,9 @@ class Turn:
     """The answer hit the token limit before a stop token."""
     info: dict[str, Any] = field(default_factory=dict)
     """Verifier extras (timings, speedups, mismatch reports)."""
-
-    @property
-    def text(self) -> str:
-        return self.info.get("text", "")
+    context_ids: list[int] | None = None
+    """The context this turn was sampled from, when it is not the episode so far (older turns were
+    dropped to fit the context window); such a turn starts a new training row."""
 
 
 @dataclass
@@ -88,13 +87,19 @@ class Episode:
     def num_action_tokens(self) -> int:
         return sum(len(t.action_ids) for t in self.turns)
 
-    def flatten(self) -> tuple[list[int], list[int], list[float], list[int]]:
-        """(token ids, loss mask, old log-probs, turn index per token; -1 outside actions)."""
-        ids = list(self.prompt_ids)
-        mask = [0] * len(ids)
-        logp = [0.0] * len(ids)
-        turn = [-1] * len(ids)
+    def segments(self) -> list[tuple[list[int], list[int], list[float], list[int]]]:
+        """Training rows as (token ids, loss mask, sampling log-probs, turn index; -1 off actions).
+
+        One row holds the whole episode, unless older turns were dropped from a later turn's context:
+        then that turn starts a new row from the context it was really sampled in.
+        """
+        rows = []
+        ids, mask, logp, turn = list(self.prompt_ids), [0] * len(self.prompt_ids), [0.0] * len(self.prompt_ids), [-1] * len(self.prompt_ids)
         for k, t in enumerate(self.turns):
+            if t.context_ids is not None:
+                rows.append((ids, mask, logp, turn))
+                n = len(t.context_ids)
+                ids, mask, logp, turn = list(t.context_ids), [0] * n, [0.0] * n, [-1] * n
             ids += t.action_ids
             mask += [1] * len(t.action_ids)
             logp += t.logprobs
@@ -103,7 +108,8 @@ class Episode:
             mask += [0] * len(t.feedback_ids)
             logp += [0.0] * len(t.feedback_ids)
             turn += [-1] * len(t.feedback_ids)
-        return ids, mask, logp, turn
+        rows.append((ids, mask, logp, turn))
+        return rows
 
 
 @dataclass

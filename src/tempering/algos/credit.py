@@ -1,17 +1,23 @@
 """Credit assignment: from scored groups to one advantage per (episode, turn).
 
 `turn_tensors` turns groups into padded (N groups, G, K turns) tensors; each method in `CREDIT` is a
-pure function of those tensors. The recipe broadcasts each turn's advantage to that turn's tokens.
+pure function of those tensors plus its own keyword arguments (`loss.credit_args` in the config).
+The recipe broadcasts each turn's advantage to that turn's tokens.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from tempering.algos.advantages import OUTCOME_ESTIMATORS
+from tempering.algos.leap import rank_scores, rank_turn_credit
+from tempering.algos.multiturn import kevin_turn_advantage, trloo_turn_advantage
+from tempering.algos.tcpo import tcpo_advantage
+from tempering.errors import ConfigError
 from tempering.types import Group
 
 
@@ -27,12 +33,28 @@ class TurnTensors:
     """Number of policy tokens in each turn."""
     rewards_NG: torch.Tensor
     """The episode's outcome reward (after shaping)."""
+    cf_mean_NGK: torch.Tensor
+    """Mean score of the counterfactual alternatives of a turn (where resampled)."""
+    cf_mask_NGK: torch.Tensor
+    """1 where a turn was resampled."""
+
+    @property
+    def success_NG(self) -> torch.Tensor:
+        return self.success_NGK.amax(-1)
+
+    @property
+    def first_success_NG(self) -> torch.Tensor:
+        """1-based turn of the first success; K + 1 for failures."""
+        K = self.success_NGK.shape[-1]
+        hit = self.success_NGK > 0
+        first = hit.float().argmax(-1) + 1
+        return torch.where(hit.any(-1), first, torch.full_like(first, K + 1))
 
 
 def turn_tensors(groups: list[Group]) -> TurnTensors:
     N, G = len(groups), len(groups[0].episodes)
     K = max(len(e.turns) for g in groups for e in g.episodes)
-    scores, success, valid, tokens = (torch.zeros(N, G, K) for _ in range(4))
+    scores, success, valid, tokens, cf_mean, cf_mask = (torch.zeros(N, G, K) for _ in range(6))
     rewards = torch.zeros(N, G)
     for n, g in enumerate(groups):
         if len(g.episodes) != G:
@@ -41,19 +63,61 @@ def turn_tensors(groups: list[Group]) -> TurnTensors:
             rewards[n, i] = e.reward
             for k, t in enumerate(e.turns):
                 scores[n, i, k], success[n, i, k], valid[n, i, k], tokens[n, i, k] = t.score, float(t.success), 1.0, len(t.action_ids)
-    return TurnTensors(scores, success, valid, tokens, rewards)
+                alt = t.info.get("cf_scores")
+                if alt:
+                    cf_mean[n, i, k], cf_mask[n, i, k] = sum(alt) / len(alt), 1.0
+    return TurnTensors(scores, success, valid, tokens, rewards, cf_mean, cf_mask)
 
 
-CreditFn = Callable[..., torch.Tensor]
-"""(TurnTensors, **params) -> adv_NGK."""
-
-
-def outcome_credit(estimator: Callable[[torch.Tensor], torch.Tensor]) -> CreditFn:
-    def credit(t: TurnTensors, **_) -> torch.Tensor:
+def _outcome(estimator: Callable[[torch.Tensor], torch.Tensor]) -> Callable[..., torch.Tensor]:
+    def credit(t: TurnTensors) -> torch.Tensor:
         return estimator(t.rewards_NG)[:, :, None] * t.valid_NGK
 
-    credit.__doc__ = f"{estimator.__name__} on the episode reward, for every turn of the episode."
+    credit.__doc__ = f"{estimator.__name__} on the episode's final reward, for every turn of the episode."
     return credit
 
 
-CREDIT: dict[str, CreditFn] = {name: outcome_credit(fn) for name, fn in OUTCOME_ESTIMATORS.items()}
+def leap_credit(t: TurnTensors, gamma: float = 0.5, token_efficiency: bool = False) -> torch.Tensor:
+    """LEAP's rank tournament over (success, first-success turn, tokens), passed back to earlier turns."""
+    s = rank_scores(t.success_NG, t.first_success_NG, t.tokens_NGK.sum(-1), token_efficiency)
+    return rank_turn_credit(s, t.valid_NGK.sum(-1), t.valid_NGK.shape[-1], gamma)
+
+
+def kevin_credit(t: TurnTensors, gamma: float = 0.4) -> torch.Tensor:
+    """Discounted turn returns (gamma 0.4, as in Kevin), normalised over the group's turns."""
+    return kevin_turn_advantage(t.scores_NGK, t.valid_NGK, gamma)
+
+
+def trloo_credit(t: TurnTensors, gamma: float = 1.0) -> torch.Tensor:
+    """Turn-level leave-one-out on turn returns (TRLOO)."""
+    return trloo_turn_advantage(t.scores_NGK, t.valid_NGK, gamma)
+
+
+def tcpo_credit(t: TurnTensors, **kw) -> torch.Tensor:
+    """TCPO: trajectory advantage + normalised turn credit (see algos/tcpo.py for the arguments)."""
+    return tcpo_advantage(t.scores_NGK, t.valid_NGK, cf_mean_NGK=t.cf_mean_NGK, cf_mask_NGK=t.cf_mask_NGK, **kw)
+
+
+tcpo_credit.__signature__ = inspect.signature(tcpo_advantage).replace(  # type: ignore[attr-defined]
+    parameters=[p for p in inspect.signature(tcpo_advantage).parameters.values() if p.name not in ("scores_NGK", "valid_NGK", "cf_mean_NGK", "cf_mask_NGK")]
+)
+
+CREDIT: dict[str, Callable[..., torch.Tensor]] = {
+    **{name: _outcome(fn) for name, fn in OUTCOME_ESTIMATORS.items()},
+    "leap": leap_credit,
+    "kevin": kevin_credit,
+    "trloo": trloo_credit,
+    "tcpo": tcpo_credit,
+}
+
+
+def resolve_credit(name: str, args: dict) -> Callable[[TurnTensors], torch.Tensor]:
+    """The credit function `name` with its keyword arguments checked against its signature."""
+    if name not in CREDIT:
+        raise ConfigError(f"loss.advantage={name!r} is unknown; choose one of {sorted(CREDIT)}")
+    fn = CREDIT[name]
+    params = [p for p in inspect.signature(fn).parameters if p != "t"]
+    bad = sorted(set(args) - set(params))
+    if bad:
+        raise ConfigError(f"loss.credit_args {bad} not accepted by {name!r}; allowed: {params or 'none'}")
+    return lambda t: fn(t, **args)

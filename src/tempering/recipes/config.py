@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from tempering.config import Schema
+from tempering.rollout.engine import FEEDBACK_TEMPLATES
 from tempering.rollout.sampler import SamplingParams
 from tempering.train.update import UpdateSettings
 
@@ -34,15 +35,35 @@ class RolloutSection(Schema):
     top_k: int = Field(0, ge=0, description="Top-k sampling (0 = off).")
     stop: list[str] = Field(default_factory=list, description="Stop strings besides EOS.")
     max_turns: int = Field(1, ge=1, description="Turn limit K of an episode (1 = single-turn).")
-    feedback_template: str = Field("\n{feedback}\n{prompt}", description="Text appended after a failed turn ({feedback}, {prompt}).")
-    max_context_tokens: int = Field(1024, ge=8, description="Episodes whose context would exceed this stop (stop_reason=context).")
+    feedback_template: str = Field("\n{feedback}\n{prompt}", description="Text appended after a failed turn ({feedback} = the status message, {prompt}).")
+    feedback_templates: dict[str, str] = Field(default_factory=lambda: dict(FEEDBACK_TEMPLATES), description="Status message per verifier status ({feedback} and the step's info keys).")
+    max_context_tokens: int = Field(1024, ge=8, description="Context window; beyond it older turns are dropped (or the episode stops).")
+    drop_old_turns: bool = Field(True, description="Drop the oldest turns when the context fills (false: stop with stop_reason=context).")
+    prune: Literal["none", "dcp"] = Field("none", description="Which groups get turns 2..K: all (none) or LEAP's Difficulty-Conditioned Pruning (dcp).")
+    dcp_min_fail: float = Field(0.5, ge=0, le=1, description="DCP: expand when first-turn failures >= ceil(this * G) (ours: G/2).")
+    dcp_max_fail: float | None = Field(None, ge=0, le=1, description="DCP: ... and <= floor(this * G); null = G - 1, so all-fail groups are pruned (ours).")
+    counterfactual_turns: int = Field(0, ge=0, description="TCPO: L turns of the batch resampled from fixed history (0 = off).")
+    counterfactual_samples: int = Field(4, ge=0, description="TCPO: M alternatives per selected turn (ours: 4).")
+    counterfactual_select: Literal["surprisal", "random"] = Field("surprisal", description="TCPO: pick the most surprising turns, or random ones (ablation).")
+    score_range: tuple[float, float] | None = Field(None, description="Required verifier score range, e.g. [0, 1] for TCPO (null = any).")
+    clamp_scores: bool = Field(False, description="Clamp out-of-range verifier scores instead of failing.")
+    on_env_error: Literal["train", "drop"] = Field("train", description="A group with an env_error episode is still trained on, or dropped.")
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.counterfactual_turns > 0 and self.counterfactual_samples == 0:
+            raise ValueError("counterfactual_samples (M) must be >= 1 when counterfactual_turns (L) > 0")
+        if self.dcp_max_fail is not None and self.dcp_max_fail < self.dcp_min_fail:
+            raise ValueError("dcp_max_fail must be >= dcp_min_fail")
+        return self
 
     def sampling(self) -> SamplingParams:
         return SamplingParams(self.max_new_tokens, self.temperature, self.top_p, self.top_k, list(self.stop))
 
 
 class LossSection(Schema):
-    advantage: str = Field("grpo", description="Credit: grpo, dr_grpo, rloo (more with the multi-turn methods).")
+    advantage: str = Field("grpo", description="Credit: grpo, dr_grpo, rloo, leap, kevin, trloo, tcpo.")
+    credit_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the credit function (e.g. gamma, mode).")
     clip_low: float = Field(0.2, ge=0, description="PPO clip below 1 (eps_low).")
     clip_high: float = Field(0.28, ge=0, description="PPO clip above 1 (eps_high; DAPO clip-higher).")
     dual_clip: float | None = Field(3.0, description="Dual-clip constant c for negative advantages (null = off).")
@@ -90,7 +111,3 @@ class RunSection(Schema):
     threads: int = Field(0, ge=0, description="torch CPU threads (0 = torch's default).")
     tensorboard: bool = Field(True, description="Write TensorBoard event files.")
     progress: bool = Field(True, description="Show a live progress bar.")
-
-    @model_validator(mode="after")
-    def _check(self):
-        return self

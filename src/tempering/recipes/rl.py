@@ -19,18 +19,19 @@ import torch
 from pydantic import Field
 
 from tempering.algos.advantages import zero_std_groups
-from tempering.algos.credit import CREDIT, turn_tensors
+from tempering.algos.credit import resolve_credit, turn_tensors
+from tempering.algos.leap import dcp_expand
 from tempering.algos.losses import kl_estimate
 from tempering.algos.shaping import overlong_penalty
 from tempering.config import Schema, load_config
 from tempering.envs.base import TaskFamily
 from tempering.envs.registry import make_family
-from tempering.errors import ConfigError, UserError
+from tempering.errors import UserError
 from tempering.evaluation import evaluate
 from tempering.models import load_policy, save_policy
 from tempering.models.chat import ChatFormat
 from tempering.recipes.config import LossSection, ModelSection, OptimSection, RolloutSection, RunSection, TaskSection
-from tempering.rollout.engine import RolloutOptions, RolloutStats, rollout
+from tempering.rollout.engine import CounterfactualOptions, RolloutOptions, RolloutStats, rollout
 from tempering.rollout.sampler import HFSampler
 from tempering.runlog import RunLog
 from tempering.train.batch import TrainBatch, broadcast_turn_adv, collate
@@ -63,8 +64,7 @@ class RLTrainer:
     """Holds the state of one RL run; `step()` advances it by one batch."""
 
     def __init__(self, cfg: TrainConfig, family: TaskFamily | None = None, resume: bool = False):
-        if cfg.loss.advantage not in CREDIT:
-            raise ConfigError(f"loss.advantage={cfg.loss.advantage!r} is unknown; choose one of {sorted(CREDIT)}")
+        self.credit_fn = resolve_credit(cfg.loss.advantage, cfg.loss.credit_args)
         self.cfg = cfg
         if cfg.run.threads:
             torch.set_num_threads(cfg.run.threads)
@@ -85,7 +85,7 @@ class RLTrainer:
         self.cursor = PromptCursor(len(self.train_tasks), cfg.run.seed)
         self.update_gen = torch.Generator().manual_seed(cfg.run.seed + 1)
         self.step_no = 0
-        self.opts = RolloutOptions(sampling=cfg.rollout.sampling(), max_turns=cfg.rollout.max_turns, max_context_tokens=cfg.rollout.max_context_tokens)
+        self.opts = rollout_options(cfg)
         self.settings = cfg.loss.update_settings(cfg.rollout.temperature, cfg.rollout.max_new_tokens * cfg.rollout.max_turns)
         resume_step = None
         if resume:
@@ -152,8 +152,7 @@ class RLTrainer:
                     e.reward += p
 
     def credit(self, groups: list[Group], batch: TrainBatch) -> torch.Tensor:
-        tt = turn_tensors(groups)
-        adv_NGK = CREDIT[self.cfg.loss.advantage](tt)
+        adv_NGK = self.credit_fn(turn_tensors(groups))
         return broadcast_turn_adv(adv_NGK.reshape(-1, adv_NGK.shape[-1]), batch)
 
     async def step(self) -> StepResult:
@@ -161,6 +160,10 @@ class RLTrainer:
         t0 = time.perf_counter()
         stats = RolloutStats()
         groups, info = await self._collect(stats)
+        if c.rollout.on_env_error == "drop":
+            kept = [g for g in groups if not any(e.stop_reason == "env_error" for e in g.episodes)]
+            info["groups_dropped_env_error"] = len(groups) - len(kept)
+            groups = kept or groups
         episodes = [e for g in groups for e in g.episodes]
         batch = collate(episodes, self.sampler.pad_id, c.loss.mask_truncated)
         if self.ref_model is not None:
@@ -192,6 +195,15 @@ class RLTrainer:
         }
         if c.rollout.max_turns > 1:
             m["turns"] = sum(len(e.turns) for e in episodes) / len(episodes)
+            for t in range(1, c.rollout.max_turns + 1):
+                m[f"acc@{t}"] = sum((e.first_success_turn or 99) <= t for e in episodes) / len(episodes)
+            decided = stats.groups_expanded + stats.groups_pruned
+            m["groups_expanded_share"] = stats.groups_expanded / decided if decided else 0.0
+            m["episodes_pruned"] = stats.episodes_pruned
+        if stats.cf_env_calls:
+            m["cf_env_calls"] = stats.cf_env_calls
+            m["cf_overhead_calls"] = (stats.env_calls + stats.cf_env_calls) / stats.env_calls
+            m["cf_overhead_seconds"] = stats.wall_seconds / max(stats.wall_seconds - stats.cf_seconds, 1e-9)
         self.log.log(self.step_no, m)
         if c.run.log_samples:
             self.log.samples(self.step_no, [_sample_row(e) for e in episodes[: c.run.log_samples]])
@@ -231,6 +243,24 @@ class RLTrainer:
         self.log.plot(["reward", "eval/pass@1", "eval/pass@1_sampled", "kl_ref", "entropy", "response_len", "approx_kl", "step_seconds"])
         self.log.close()
         return history
+
+
+def rollout_options(cfg: TrainConfig) -> RolloutOptions:
+    r = cfg.rollout
+    keep = None
+    if r.prune == "dcp":
+        def keep(g: Group) -> list[bool]:
+            n_fail = sum(not e.success for e in g.episodes)
+            ok = bool(dcp_expand(torch.tensor([n_fail]), len(g.episodes), r.dcp_min_fail, r.dcp_max_fail)[0])
+            return [ok] * len(g.episodes)
+    cf = None
+    if r.counterfactual_turns > 0:
+        cf = CounterfactualOptions(r.counterfactual_turns, r.counterfactual_samples, r.counterfactual_select, cfg.run.seed)
+    return RolloutOptions(
+        sampling=r.sampling(), max_turns=r.max_turns, max_context_tokens=r.max_context_tokens, drop_old_turns=r.drop_old_turns,
+        feedback_templates=dict(r.feedback_templates), continue_after_turn1=keep,
+        score_range=tuple(r.score_range) if r.score_range else None, clamp_scores=r.clamp_scores, counterfactual=cf,
+    )
 
 
 def _all_equal(g: Group) -> bool:

@@ -1,21 +1,48 @@
 """The rollout engine: single- and multi-turn episodes, generated in batches.
 
-Every turn, all live episodes of all groups are sampled together; their answers are verified
-concurrently (`asyncio.gather` over `env.step`); failed episodes get the environment's feedback
-appended and continue until success, the turn limit or the context limit. Single-turn is K = 1.
+Every turn, all live episodes of all groups are sampled together (in chunks of the sampler's batch
+size, in a worker thread); each chunk's answers go to their environments as soon as it is sampled,
+so verification overlaps with generating the next chunk. Failed episodes get the environment's
+templated feedback appended and continue until success, the turn limit K or the context limit.
+Single-turn is K = 1.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tempering.envs.base import Env, StepResult
+from tempering.errors import UserError
 from tempering.models.chat import ChatFormat
 from tempering.rollout.sampler import SamplingParams
 from tempering.types import Episode, Group, Task, Turn
+
+FEEDBACK_TEMPLATES: dict[str, str] = {
+    "parse_error": "unreadable: {feedback}",
+    "compile_error": "compile error: {feedback}",
+    "runtime_error": "runtime error: {feedback}",
+    "incorrect": "wrong: {feedback}",
+    "correct": "correct: {feedback}",
+    "default": "{feedback}",
+}
+"""Feedback message per verifier status; `{feedback}` and any key of the step's info are filled in."""
+
+
+@dataclass
+class CounterfactualOptions:
+    """TCPO's selective fixed-history counterfactual: resample the most surprising turns."""
+
+    turns: int = 10
+    """L: turns of the batch that get alternatives."""
+    samples: int = 4
+    """M: alternatives per selected turn."""
+    select: str = "surprisal"
+    """`surprisal` (mean token NLL of the turn, highest first) or `random` (the ablation)."""
+    seed: int = 0
 
 
 @dataclass
@@ -24,9 +51,17 @@ class RolloutOptions:
     max_turns: int = 1
     """Turn limit K (1 = single-turn)."""
     max_context_tokens: int = 1024
-    """An episode whose next context would exceed this ends with stop_reason `context`."""
+    """Context window of the policy; see `drop_old_turns`."""
+    drop_old_turns: bool = True
+    """When the context fills, drop the oldest turns (keeping the prompt); otherwise stop the episode."""
+    feedback_templates: dict[str, str] = field(default_factory=lambda: dict(FEEDBACK_TEMPLATES))
     continue_after_turn1: Callable[[Group], list[bool]] | None = None
     """Which episodes of a group may take more turns after turn 1 (LEAP's pruning); None: all failed ones."""
+    score_range: tuple[float, float] | None = None
+    """Required range of verifier scores (TCPO needs [0, 1]); None: any."""
+    clamp_scores: bool = False
+    """Clamp out-of-range scores instead of failing."""
+    counterfactual: CounterfactualOptions | None = None
 
 
 @dataclass
@@ -36,6 +71,23 @@ class RolloutStats:
     gen_seconds: float = 0.0
     env_errors: int = 0
     tokens: int = 0
+    groups_expanded: int = 0
+    groups_pruned: int = 0
+    episodes_pruned: int = 0
+    cf_env_calls: int = 0
+    cf_tokens: int = 0
+    cf_seconds: float = 0.0
+    wall_seconds: float = 0.0
+
+
+class _Defaults(dict):
+    def __missing__(self, key):
+        return "{" + key + "}"
+
+
+def format_feedback(templates: dict[str, str], res: StepResult) -> str:
+    template = templates.get(res.status, templates.get("default", "{feedback}"))
+    return template.format_map(_Defaults(res.info, feedback=res.feedback))
 
 
 async def _step(env: Env, text: str) -> tuple[StepResult, float]:
@@ -43,8 +95,50 @@ async def _step(env: Env, text: str) -> tuple[StepResult, float]:
     try:
         res = await env.step(text)
     except Exception as e:  # an environment bug must not kill the run: the episode ends as env_error
-        res = StepResult(score=0.0, success=False, done=True, status="env_error", feedback="", info={"error": f"{type(e).__name__}: {e}"})
+        res = StepResult(score=0.0, success=False, done=True, status="env_error", info={"error": f"{type(e).__name__}: {e}"})
     return res, time.perf_counter() - t0
+
+
+def _check_score(res: StepResult, env: Env, opts: RolloutOptions) -> float:
+    if opts.score_range is None:
+        return res.score
+    lo, hi = opts.score_range
+    if lo <= res.score <= hi:
+        return res.score
+    if opts.clamp_scores:
+        return min(max(res.score, lo), hi)
+    raise UserError(
+        f"verifier {type(env).__name__} returned score {res.score} for task {env.task.id!r}, outside [{lo}, {hi}]; "
+        "fix the verifier or set rollout.clamp_scores=true"
+    )
+
+
+async def _sample_and_verify(sampler, contexts: list[list[int]], envs: list[Env], params: SamplingParams, stats: RolloutStats):
+    """Sample in chunks off the event loop; start verifying each chunk as soon as it exists."""
+    chunk = getattr(sampler, "max_batch", len(contexts)) or len(contexts)
+    samples, texts, futures = [], [], []
+    for i in range(0, len(contexts), chunk):
+        t0 = time.perf_counter()
+        part = await asyncio.to_thread(sampler.sample, contexts[i : i + chunk], params)
+        stats.gen_seconds += time.perf_counter() - t0
+        part_texts = [sampler.tokenizer.decode(s.ids, skip_special_tokens=True) for s in part]
+        futures += [asyncio.ensure_future(_step(env, t)) for env, t in zip(envs[i : i + chunk], part_texts)]
+        samples += part
+        texts += part_texts
+    return samples, texts, await asyncio.gather(*futures)
+
+
+def _fit_context(prompt: list[int], turns: list[Turn], limit: int) -> list[int] | None:
+    """Prompt + the most recent whole turns that fit in `limit` tokens (None if not even the last fits)."""
+    ctx: list[int] = []
+    for t in reversed(turns):
+        piece = t.action_ids + t.feedback_ids
+        if len(prompt) + len(ctx) + len(piece) > limit:
+            break
+        ctx = piece + ctx
+    if not ctx:
+        return None
+    return prompt + ctx
 
 
 async def rollout(
@@ -58,8 +152,10 @@ async def rollout(
 ) -> list[Group]:
     """G episodes for each task; returns one Group per task."""
     stats = stats if stats is not None else RolloutStats()
+    t_start = time.perf_counter()
     groups: list[Group] = []
     ctx: dict[int, list[int]] = {}
+    turn_ctx: dict[tuple[int, int], list[int]] = {}
     envs: dict[int, Env] = {}
     eps: list[Episode] = []
     for task in tasks:
@@ -75,22 +171,25 @@ async def rollout(
         groups.append(group)
 
     live = list(eps)
+    pending_context: dict[int, list[int]] = {}
+    budget = opts.max_context_tokens - opts.sampling.max_new_tokens
     for k in range(1, opts.max_turns + 1):
         if not live:
             break
-        t0 = time.perf_counter()
-        samples = sampler.sample([ctx[id(e)] for e in live], opts.sampling)
-        stats.gen_seconds += time.perf_counter() - t0
-        texts = [sampler.tokenizer.decode(s.ids, skip_special_tokens=True) for s in samples]
-        results = await asyncio.gather(*(_step(envs[id(e)], t) for e, t in zip(live, texts)))
+        for e in live:
+            turn_ctx[(id(e), k - 1)] = ctx[id(e)]
+        samples, texts, results = await _sample_and_verify(
+            sampler, [ctx[id(e)] for e in live], [envs[id(e)] for e in live], opts.sampling, stats
+        )
         stats.env_calls += len(live)
         for e, s, text, (res, secs) in zip(live, samples, texts, results):
             stats.env_seconds += secs
             stats.tokens += len(s.ids)
-            info = dict(res.info, text=text, env_seconds=secs)
+            score = _check_score(res, envs[id(e)], opts)
             e.turns.append(
-                Turn(action_ids=s.ids, logprobs=s.logprobs, score=res.score, success=res.success, status=res.status,
-                     feedback=res.feedback, truncated=s.truncated, info=info)
+                Turn(action_ids=s.ids, logprobs=s.logprobs, score=score, success=res.success, status=res.status,
+                     feedback=res.feedback, truncated=s.truncated, info=dict(res.info, text=text, env_seconds=secs),
+                     context_ids=pending_context.pop(id(e), None))
             )
             if res.status == "env_error":
                 stats.env_errors += 1
@@ -103,23 +202,80 @@ async def rollout(
                 e.stop_reason = "max_turns"
         if k == 1 and opts.max_turns > 1 and opts.continue_after_turn1 is not None:
             for g in groups:
-                for e, keep in zip(g.episodes, opts.continue_after_turn1(g)):
-                    if not e.stop_reason and not keep:
-                        e.stop_reason = "pruned"
+                keep = opts.continue_after_turn1(g)
+                failed = [e for e in g.episodes if not e.stop_reason]
+                cut = [e for e, ok in zip(g.episodes, keep) if not e.stop_reason and not ok]
+                for e in cut:
+                    e.stop_reason = "pruned"
+                if failed:
+                    stats.groups_expanded += len(cut) < len(failed)
+                    stats.groups_pruned += len(cut) == len(failed)
+                stats.episodes_pruned += len(cut)
         nxt = []
         for e in live:
             if e.stop_reason:
                 continue
-            fb = fmt.feedback_ids(e.turns[-1].feedback, e.task.prompt)
-            if len(ctx[id(e)]) + len(e.turns[-1].action_ids) + len(fb) + opts.sampling.max_new_tokens > opts.max_context_tokens:
-                e.stop_reason = "context"
-                continue
-            e.turns[-1].feedback_ids = fb
-            ctx[id(e)] += e.turns[-1].action_ids + fb
+            last = e.turns[-1]
+            last.feedback_ids = fmt.feedback_ids(format_feedback(opts.feedback_templates, _as_result(last)), e.task.prompt)
+            grown = ctx[id(e)] + last.action_ids + last.feedback_ids
+            if len(grown) <= budget:
+                ctx[id(e)] = grown
+            else:
+                fitted = _fit_context(e.prompt_ids, e.turns, budget) if opts.drop_old_turns else None
+                if fitted is None:
+                    last.feedback_ids = []
+                    e.stop_reason = "context"
+                    continue
+                ctx[id(e)] = pending_context[id(e)] = fitted
             nxt.append(e)
         live = nxt
 
-    await asyncio.gather(*(env.close() for env in envs.values()))
     for e in eps:
         e.reward = e.turns[-1].score if e.turns else 0.0
+    if opts.counterfactual is not None and opts.counterfactual.turns > 0:
+        await _counterfactual(sampler, eps, turn_ctx, make_env, opts, stats)
+    await asyncio.gather(*(env.close() for env in envs.values()))
+    stats.wall_seconds += time.perf_counter() - t_start
     return groups
+
+
+def _as_result(t: Turn) -> StepResult:
+    return StepResult(score=t.score, success=t.success, done=False, feedback=t.feedback, status=t.status, info=t.info)
+
+
+async def _counterfactual(sampler, eps: list[Episode], turn_ctx, make_env, opts: RolloutOptions, stats: RolloutStats) -> None:
+    """Resample M alternatives for the L selected turns from their fixed history and score them.
+
+    Each alternative is scored by a fresh environment of the task: this assumes the verifier judges an
+    answer on its own (true of refinement tasks); stateful environments should not enable it.
+    """
+    cf = opts.counterfactual
+    cands = [(e, k) for e in eps for k, t in enumerate(e.turns) if t.action_ids]
+    if cf.select == "random":
+        random.Random(cf.seed + len(cands)).shuffle(cands)
+        chosen = cands[: cf.turns]
+    else:
+        surprisal = lambda ek: -sum(ek[0].turns[ek[1]].logprobs) / len(ek[0].turns[ek[1]].logprobs)  # noqa: E731
+        chosen = sorted(cands, key=surprisal, reverse=True)[: cf.turns]
+    if not chosen:
+        return
+    t0 = time.perf_counter()
+    contexts, envs, owners = [], [], []
+    for e, k in chosen:
+        for _ in range(cf.samples):
+            contexts.append(turn_ctx[(id(e), k)])
+            env = make_env(e.task)
+            env.reset()
+            envs.append(env)
+            owners.append((e, k))
+    inner = RolloutStats()
+    samples, _, results = await _sample_and_verify(sampler, contexts, envs, opts.sampling, inner)
+    scores: dict[tuple[int, int], list[float]] = {}
+    for (e, k), env, (res, _) in zip(owners, envs, results):
+        scores.setdefault((id(e), k), []).append(_check_score(res, env, opts))
+    for e, k in chosen:
+        e.turns[k].info["cf_scores"] = scores[(id(e), k)]
+    await asyncio.gather(*(env.close() for env in envs))
+    stats.cf_env_calls += len(contexts)
+    stats.cf_tokens += sum(len(s.ids) for s in samples)
+    stats.cf_seconds += time.perf_counter() - t0

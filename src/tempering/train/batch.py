@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import torch
 
@@ -21,9 +21,13 @@ class TrainBatch:
     """Log-probs recorded at sampling time (0 off the mask)."""
     turn_BT: torch.Tensor
     """Turn index of each policy token, -1 elsewhere."""
+    episode_B: torch.Tensor | None = None
+    """Index of the episode each row belongs to (an episode can span several rows)."""
     adv_BT: torch.Tensor | None = None
     old_logp_BT: torch.Tensor | None = None
     ref_logp_BT: torch.Tensor | None = None
+    extra: dict[str, torch.Tensor] = field(default_factory=dict)
+    """Method-specific per-token tensors shaped (B, T, ...), e.g. teachers' top-k log-probs for a custom loss."""
 
     @property
     def size(self) -> int:
@@ -31,13 +35,19 @@ class TrainBatch:
 
     def select(self, idx: torch.Tensor | slice) -> TrainBatch:
         """Rows `idx`, trimmed to the longest remaining sequence."""
-        sub = {f.name: (getattr(self, f.name)[idx] if getattr(self, f.name) is not None else None) for f in fields(self)}
+        sub = {f.name: (getattr(self, f.name)[idx] if getattr(self, f.name) is not None else None) for f in fields(self) if f.name != "extra"}
         T = int(sub["attention_BT"].sum(-1).max()) if sub["attention_BT"].numel() else 0
-        return TrainBatch(**{k: (v[:, :T] if v is not None else None) for k, v in sub.items()})
+        out = {k: (v[:, :T] if v is not None and v.dim() == 2 else v) for k, v in sub.items()}
+        return TrainBatch(**out, extra={k: v[idx][:, :T] for k, v in self.extra.items()})
 
 
 def collate(episodes: list[Episode], pad_id: int, mask_truncated: bool = False) -> TrainBatch:
-    rows = [e.flatten() for e in episodes]
+    rows, owner = [], []
+    for e_idx, e in enumerate(episodes):
+        drop = mask_truncated and any(t.truncated for t in e.turns)
+        for i, m, lp, tn in e.segments():
+            rows.append((i, [0] * len(m) if drop else m, lp, tn))
+            owner.append(e_idx)
     T = max(len(r[0]) for r in rows)
     B = len(rows)
     ids = torch.full((B, T), pad_id, dtype=torch.long)
@@ -45,23 +55,17 @@ def collate(episodes: list[Episode], pad_id: int, mask_truncated: bool = False) 
     mask = torch.zeros((B, T), dtype=torch.float32)
     logp = torch.zeros((B, T), dtype=torch.float32)
     turn = torch.full((B, T), -1, dtype=torch.long)
-    for b, (e, (i, m, lp, tn)) in enumerate(zip(episodes, rows)):
+    for b, (i, m, lp, tn) in enumerate(rows):
         n = len(i)
         ids[b, :n] = torch.tensor(i)
         attn[b, :n] = 1
-        if not (mask_truncated and any(t.truncated for t in e.turns)):
-            mask[b, :n] = torch.tensor(m, dtype=torch.float32)
+        mask[b, :n] = torch.tensor(m, dtype=torch.float32)
         logp[b, :n] = torch.tensor(lp)
         turn[b, :n] = torch.tensor(tn)
-    return TrainBatch(ids, attn, mask, logp, turn)
+    return TrainBatch(ids, attn, mask, logp, turn, episode_B=torch.tensor(owner))
 
 
-def broadcast_episode_adv(adv_B: torch.Tensor, batch: TrainBatch) -> torch.Tensor:
-    """One advantage per episode onto every one of its policy tokens."""
-    return adv_B[:, None].float() * batch.mask_BT
-
-
-def broadcast_turn_adv(adv_BK: torch.Tensor, batch: TrainBatch) -> torch.Tensor:
-    """One advantage per (episode, turn) onto that turn's policy tokens."""
-    idx = batch.turn_BT.clamp(min=0)
-    return adv_BK.float().gather(1, idx) * batch.mask_BT
+def broadcast_turn_adv(adv_EK: torch.Tensor, batch: TrainBatch) -> torch.Tensor:
+    """One advantage per (episode, turn) onto that turn's policy tokens, in every row of the episode."""
+    rows = adv_EK.float()[batch.episode_B]
+    return rows.gather(1, batch.turn_BT.clamp(min=0)) * batch.mask_BT

@@ -1,0 +1,136 @@
+import asyncio
+
+import pytest
+
+from tempering.envs.base import Env, StepResult
+from tempering.errors import UserError
+from tempering.models import char_tokenizer
+from tempering.models.chat import ChatFormat
+from tempering.rollout.engine import CounterfactualOptions, RolloutOptions, RolloutStats, rollout
+from tempering.rollout.sampler import Sample, SamplingParams
+from tempering.train.batch import collate
+from tempering.types import Task
+
+TOK = char_tokenizer()
+
+
+class ScriptedSampler:
+    """Answers from a script keyed by (prompt text, turn): deterministic stand-in for a model."""
+
+    def __init__(self, answer):
+        self.tokenizer, self.answer, self.calls = TOK, answer, 0
+
+    def sample(self, contexts, params):
+        out = []
+        for ctx in contexts:
+            self.calls += 1
+            text = self.answer(TOK.decode(ctx), self.calls)
+            ids = TOK.encode(text, add_special_tokens=False) + [TOK.eos_token_id]
+            out.append(Sample(ids, [-0.1 * (i + 1) for i in range(len(ids))], False))
+        return out
+
+
+class CountEnv(Env):
+    """Accepts the answer "ok"; otherwise says how many tries so far."""
+
+    def __init__(self, task, score=0.25, raise_on=None):
+        super().__init__(task)
+        self.tries, self.score, self.raise_on = 0, score, raise_on
+
+    async def step(self, action):
+        self.tries += 1
+        if self.raise_on and self.raise_on in action:
+            raise RuntimeError("verifier crashed")
+        if action == "ok":
+            return StepResult(1.0, True, True, "", "correct")
+        return StepResult(self.score, False, False, f"try{self.tries}", "incorrect")
+
+
+def _run(sampler, opts, G=2, tasks=None, env=CountEnv, stats=None):
+    tasks = tasks or [Task("t0", "Q:")]
+    fmt = ChatFormat(TOK, use_chat_template=False, feedback_template="|{feedback}|")
+    return asyncio.run(rollout(sampler, fmt, tasks, env, G, opts, stats))
+
+
+def test_multi_turn_appends_templated_feedback_and_stops_on_success():
+    sampler = ScriptedSampler(lambda ctx, n: "ok" if "wrong: try1" in ctx else "no")
+    g = _run(sampler, RolloutOptions(max_turns=3))[0]
+    e = g.episodes[0]
+    assert [t.status for t in e.turns] == ["incorrect", "correct"] and e.stop_reason == "success"
+    assert TOK.decode(e.turns[0].feedback_ids) == "|wrong: try1|"
+    assert e.turns[-1].feedback_ids == [] and e.reward == 1.0 and e.first_success_turn == 2
+    # the whole episode is one training row: prompt, answer, feedback (masked), answer
+    b = collate(g.episodes, 0)
+    assert b.size == 2 and int(b.mask_BT[0].sum()) == len(e.turns[0].action_ids) + len(e.turns[1].action_ids)
+
+
+def test_single_turn_is_k_equal_one():
+    g = _run(ScriptedSampler(lambda ctx, n: "no"), RolloutOptions(max_turns=1))[0]
+    assert all(len(e.turns) == 1 and e.stop_reason == "max_turns" for e in g.episodes)
+    assert all(e.turns[0].feedback_ids == [] for e in g.episodes)
+
+
+def test_turn_limit():
+    g = _run(ScriptedSampler(lambda ctx, n: "no"), RolloutOptions(max_turns=3))[0]
+    assert [len(e.turns) for e in g.episodes] == [3, 3] and g.episodes[0].stop_reason == "max_turns"
+
+
+def test_old_turns_are_dropped_when_the_context_fills_and_train_rows_follow():
+    sampler = ScriptedSampler(lambda ctx, n: "abcdefgh")
+    opts = RolloutOptions(sampling=SamplingParams(max_new_tokens=10), max_turns=4, max_context_tokens=40)
+    e = _run(sampler, opts, G=1)[0].episodes[0]
+    assert len(e.turns) == 4
+    cut = [k for k, t in enumerate(e.turns) if t.context_ids is not None]
+    assert cut, "some turn must have been sampled from a shortened context"
+    k = cut[0]
+    assert e.turns[k].context_ids[: len(e.prompt_ids)] == e.prompt_ids  # the prompt is always kept
+    assert len(e.turns[k].context_ids) + 10 <= 40
+    rows = e.segments()
+    assert len(rows) == 1 + len(cut)
+    assert sum(sum(r[1]) for r in rows) == e.num_action_tokens  # every action token trained exactly once
+
+
+def test_context_limit_stops_the_episode_when_dropping_is_off():
+    sampler = ScriptedSampler(lambda ctx, n: "abcdefgh")
+    opts = RolloutOptions(sampling=SamplingParams(max_new_tokens=10), max_turns=4, max_context_tokens=40, drop_old_turns=False)
+    e = _run(sampler, opts, G=1)[0].episodes[0]
+    assert e.stop_reason == "context" and len(e.turns) < 4
+
+
+def test_pruning_hook_stops_failed_episodes_of_pruned_groups():
+    sampler = ScriptedSampler(lambda ctx, n: "ok" if ctx.startswith("A") else "no")
+    stats = RolloutStats()
+    opts = RolloutOptions(max_turns=3, continue_after_turn1=lambda g: [g.task.id == "hard"] * len(g.episodes))
+    groups = _run(sampler, opts, G=2, tasks=[Task("easy", "B"), Task("hard", "C")], stats=stats)
+    assert all(e.stop_reason == "pruned" and len(e.turns) == 1 for e in groups[0].episodes)
+    assert all(len(e.turns) == 3 for e in groups[1].episodes)
+    assert stats.groups_pruned == 1 and stats.groups_expanded == 1 and stats.episodes_pruned == 2
+    assert stats.env_calls == 2 + 6
+
+
+def test_an_env_that_raises_ends_only_that_episode():
+    sampler = ScriptedSampler(lambda ctx, n: "boom" if n == 1 else "no")
+    stats = RolloutStats()
+    g = _run(sampler, RolloutOptions(max_turns=2), env=lambda t: CountEnv(t, raise_on="boom"), stats=stats)[0]
+    assert g.episodes[0].stop_reason == "env_error" and "verifier crashed" in g.episodes[0].turns[0].info["error"]
+    assert g.episodes[1].stop_reason == "max_turns" and stats.env_errors == 1
+
+
+def test_scores_outside_the_range_fail_or_clamp():
+    sampler = ScriptedSampler(lambda ctx, n: "no")
+    with pytest.raises(UserError, match=r"verifier CountEnv returned score 3.0"):
+        _run(sampler, RolloutOptions(score_range=(0.0, 1.0)), env=lambda t: CountEnv(t, score=3.0))
+    g = _run(sampler, RolloutOptions(score_range=(0.0, 1.0), clamp_scores=True), env=lambda t: CountEnv(t, score=3.0))[0]
+    assert g.episodes[0].turns[0].score == 1.0
+
+
+def test_counterfactual_resamples_the_most_surprising_turns_from_fixed_history():
+    # longer answers have lower mean log-prob here, so "nooooo" is the most surprising turn
+    sampler = ScriptedSampler(lambda ctx, n: {1: "nooooo", 2: "no"}.get(n, "ok"))
+    stats = RolloutStats()
+    opts = RolloutOptions(max_turns=2, counterfactual=CounterfactualOptions(turns=1, samples=3))
+    g = _run(sampler, opts, stats=stats)[0]
+    picked = [(i, k) for i, e in enumerate(g.episodes) for k, t in enumerate(e.turns) if "cf_scores" in t.info]
+    assert picked == [(0, 0)]
+    assert g.episodes[0].turns[0].info["cf_scores"] == [1.0, 1.0, 1.0]  # the alternatives answered "ok"
+    assert stats.cf_env_calls == 3
