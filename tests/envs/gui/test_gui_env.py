@@ -87,6 +87,10 @@ def test_family_envs_and_bad_family_settings():
     assert all(t.meta["split"] == "heldout" for t in tasks)
     env = fam.make_env(tasks[0])
     assert env.reset() == tasks[0].prompt
+    from_config = GuiFamily(kinds=["form"], weights={"format": 0.5, "action": 0.5, "plan": 0.0}, judge={"kind": "rule"})
+    assert from_config.kinds == ("form",) and from_config.weights == RewardWeights(0.5, 0.5, 0.0)
+    with pytest.raises(UserError, match="judge.kind"):
+        GuiFamily(judge={"kind": "oracle"})
     with pytest.raises(UserError, match="unknown app kinds"):
         GuiFamily(kinds=("calendar",))
     with pytest.raises(UserError, match="split must be"):

@@ -19,6 +19,7 @@ from tempering.envs.base import Env, StepResult, TaskFamily
 from tempering.envs.gui.action import Action, parse_output
 from tempering.envs.gui.app import ActionError, App
 from tempering.envs.gui.apps import APPS
+from tempering.envs.gui.judge import JudgeConfig, make_judge
 from tempering.envs.gui.screen import Screen
 from tempering.errors import UserError
 from tempering.types import Task
@@ -200,14 +201,21 @@ class GuiFamily(TaskFamily):
     boxes: bool = False
     """Render bounding boxes in observations (longer prompts; needed for clicks by point)."""
     weights: RewardWeights = field(default_factory=RewardWeights)
-    """Dual-level reward weights."""
+    """Dual-level reward weights (a dict of them is accepted, as from a config file)."""
     judge: PlanJudge = plan_match
-    """Plan judge for the macro reward (rule-based by default)."""
+    """Plan judge for the macro reward: a callable, or a `JudgeConfig` / its dict (rule-based by default)."""
     max_steps: int | None = None
     """Step limit per episode; default twice the shortest solution plus two."""
     name: str = "gui"
 
     def __post_init__(self):
+        self.kinds = tuple(self.kinds)
+        if isinstance(self.weights, dict):
+            self.weights = RewardWeights(**self.weights)
+        if isinstance(self.judge, dict):
+            self.judge = JudgeConfig(**self.judge)
+        if isinstance(self.judge, JudgeConfig):
+            self.judge = make_judge(self.judge)
         bad = [k for k in self.kinds if k not in APPS]
         if bad or not self.kinds:
             raise UserError(f"gui: unknown app kinds {bad}; choose from {', '.join(APPS)}")
