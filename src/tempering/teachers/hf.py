@@ -1,0 +1,148 @@
+"""An in-process Hugging Face teacher (CPU or GPU).
+
+Scoring is one batched pass per chunk of sequences: each distinct prompt is prefilled once (the G
+samples of a group share it) and only its last position goes through the LM head; the cache is then
+repeated for every continuation of that prompt, and the continuations run in one batched forward.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import torch
+from transformers import DynamicCache
+
+from tempering.errors import UserError
+from tempering.teachers.base import Teacher, TeacherScores, pad_right
+
+
+class HFTeacher(Teacher):
+    """Scores with a causal LM held in this process; gradients are never recorded."""
+
+    supports_full = True
+
+    def __init__(self, model, tokenizer, name: str = "teacher", max_logits: int = 1 << 26):
+        self.model = model.eval().requires_grad_(False)
+        self.tokenizer = tokenizer
+        self.name = name
+        self.max_logits = max_logits
+        """Upper bound on logits elements (rows x positions x vocabulary) held at once; sets the chunk size."""
+        params = inspect.signature(model.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self._keep_kw = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    @classmethod
+    def from_path(cls, path: str | Path, name: str | None = None, dtype: torch.dtype = torch.float32, device: str | None = None) -> HFTeacher:
+        """Load a teacher from a model folder, or from a run folder holding `final/` (RL) or `model/` (pretrain)."""
+        from tempering.models import load_policy
+
+        folder = resolve_model_dir(path)
+        model, tok = load_policy(str(folder), dtype=dtype)
+        if device:
+            model = model.to(device)
+        return cls(model, tok, name=name or str(path))
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.model.get_output_embeddings().weight.shape[0])
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def score(self, prompts, responses, candidates_BCK=None, top_k=0, full=False) -> TeacherScores:
+        if len(prompts) != len(responses):
+            raise ValueError("one prompt per response")
+        if top_k > self.vocab_size:
+            raise UserError(f"top_k={top_k} is larger than the vocabulary of {self.name} ({self.vocab_size} tokens); use a smaller k")
+        C = max((len(r) for r in responses), default=0)
+        rows = max(1, self.max_logits // max(1, (C + 1) * self.vocab_size))
+        parts = [
+            self._score_chunk(prompts[i : i + rows], responses[i : i + rows],
+                              None if candidates_BCK is None else candidates_BCK[i : i + rows], top_k, full, C)
+            for i in range(0, len(prompts), rows)
+        ]
+        if not parts:
+            return TeacherScores(torch.zeros(0, 0), torch.zeros(0, 0))
+        cat = lambda name: None if getattr(parts[0], name) is None else torch.cat([getattr(p, name) for p in parts])  # noqa: E731
+        return TeacherScores(**{f: cat(f) for f in TeacherScores.__dataclass_fields__})
+
+    @torch.inference_mode()
+    def _score_chunk(self, prompts, responses, cand_BCK, top_k, full, C) -> TeacherScores:
+        dev = self.device
+        resp_BC, mask_BC = pad_right(responses, self.pad_id)
+        if resp_BC.shape[1] < C:  # every chunk is padded to the same width
+            resp_BC = torch.nn.functional.pad(resp_BC, (0, C - resp_BC.shape[1]), value=self.pad_id)
+            mask_BC = torch.nn.functional.pad(mask_BC, (0, C - mask_BC.shape[1]))
+        logits_BCV = self._logits(prompts, resp_BC.to(dev), mask_BC.to(dev))
+        logp_BCV = logits_BCV.float().log_softmax(-1)
+        resp = resp_BC.to(dev)
+        out = TeacherScores(
+            token_logp_BC=(logp_BCV.gather(-1, resp[..., None]).squeeze(-1) * mask_BC.to(dev)).cpu(),
+            mask_BC=mask_BC,
+        )
+        if cand_BCK is not None:
+            if int(cand_BCK.max()) >= logp_BCV.shape[-1] or int(cand_BCK.min()) < 0:
+                raise UserError(f"candidate token ids fall outside the vocabulary of {self.name} ({logp_BCV.shape[-1]} tokens)")
+            out.cand_logp_BCK = logp_BCV.gather(-1, cand_BCK.to(dev)).cpu()
+            out.cand_found_BCK = torch.ones_like(out.cand_logp_BCK)
+        if top_k > 0:
+            top = logp_BCV.topk(top_k, dim=-1)
+            out.top_ids_BCK, out.top_logp_BCK = top.indices.cpu(), top.values.cpu()
+        if full:
+            out.full_logp_BCV = logp_BCV.cpu()
+        return out
+
+    def _logits(self, prompts: list[list[int]], resp_BC: torch.Tensor, mask_BC: torch.Tensor) -> torch.Tensor:
+        """Next-token logits for every continuation position: (B, C, V).
+
+        Position 0 comes from the last prompt token (prefilled once per distinct prompt); positions
+        1.. from a forward of the continuation's first C-1 tokens on top of the repeated prompt cache.
+        """
+        dev = self.device
+        uniq: dict[tuple[int, ...], int] = {}
+        row_prompt = [uniq.setdefault(tuple(p), len(uniq)) for p in prompts]
+        plist = [list(p) for p in uniq]
+        P = max(len(p) for p in plist)
+        ids_UP = torch.full((len(plist), P), self.pad_id, dtype=torch.long)
+        attn_UP = torch.zeros((len(plist), P), dtype=torch.long)
+        for u, p in enumerate(plist):  # left padding: every prompt ends at column P - 1
+            if not p:
+                raise UserError(f"{self.name}: cannot score a continuation after an empty prompt")
+            ids_UP[u, P - len(p) :] = torch.tensor(p, dtype=torch.long)
+            attn_UP[u, P - len(p) :] = 1
+        ids_UP, attn_UP = ids_UP.to(dev), attn_UP.to(dev)
+        pos_UP = (attn_UP.cumsum(-1) - 1).clamp(min=0)
+        cache = DynamicCache()
+        first_UV = self.model(
+            input_ids=ids_UP, attention_mask=attn_UP, position_ids=pos_UP, use_cache=True,
+            **{self._cache_kw: cache}, **self._keep_kw,
+        ).logits[:, -1, :]
+        idx = torch.tensor(row_prompt, device=dev)
+        first_BV = first_UV[idx]
+        C = resp_BC.shape[1]
+        if C <= 1:
+            return first_BV[:, None, :]
+        cache.batch_select_indices(idx)
+        inp = resp_BC[:, : C - 1]
+        attn = torch.cat([attn_UP[idx], mask_BC[:, : C - 1].long()], dim=1)
+        plen = attn_UP.sum(-1)[idx]
+        pos = plen[:, None] + torch.arange(C - 1, device=dev)[None, :]
+        rest = self.model(input_ids=inp, attention_mask=attn, position_ids=pos, use_cache=True, **{self._cache_kw: cache}).logits
+        return torch.cat([first_BV[:, None, :], rest], dim=1)
+
+
+def resolve_model_dir(path: str | Path) -> Path:
+    """A Hugging Face model folder: `path` itself, or the `final/` or `model/` folder a run wrote into it."""
+    p = Path(path).expanduser()
+    for cand in (p, p / "final", p / "model"):
+        if (cand / "config.json").is_file():
+            return cand
+    if not p.exists():
+        raise UserError(f"teacher checkpoint {str(path)!r} does not exist; give a model folder or the folder of a finished run")
+    raise UserError(
+        f"{str(path)!r} holds no model: looked for config.json in it, in final/ (a train run) and in model/ "
+        "(a pretrain run); give a Hugging Face model folder or a finished run's folder"
+    )
