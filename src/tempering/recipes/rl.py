@@ -38,7 +38,7 @@ from tempering.train.batch import TrainBatch, broadcast_turn_adv, collate
 from tempering.train.checkpoint import latest_checkpoint, load_trainer_state, rng_state, save_checkpoint, set_rng_state
 from tempering.train.cursor import PromptCursor
 from tempering.train.optim import make_optimizer, make_scheduler
-from tempering.train.update import batch_logprobs, policy_update
+from tempering.train.update import LossFn, batch_logprobs, policy_update, ppo_loss
 from tempering.types import Group
 
 
@@ -62,6 +62,9 @@ class StepResult:
 
 class RLTrainer:
     """Holds the state of one RL run; `step()` advances it by one batch."""
+
+    loss_fn: LossFn = staticmethod(ppo_loss)
+    """The policy loss of the update (methods with their own loss, e.g. distillation, replace it)."""
 
     def __init__(self, cfg: TrainConfig, family: TaskFamily | None = None, resume: bool = False):
         self.credit_fn = resolve_credit(cfg.loss.advantage, cfg.loss.credit_args)
@@ -104,8 +107,16 @@ class RLTrainer:
             "cursor": self.cursor.state_dict(),
             "rng": rng_state(self._generators()),
             "ref_model": self.ref_model.state_dict() if self.ref_model is not None else None,
+            **self.extra_state(),
         }
         return save_checkpoint(Path(self.cfg.run.out_dir), self.step_no, self.model, self.tokenizer, state, self.cfg.run.keep_checkpoints)
+
+    def extra_state(self) -> dict[str, Any]:
+        """Method state saved with each checkpoint besides the model, optimizer, cursor and RNGs."""
+        return {}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore what `extra_state` saved."""
 
     def _load(self, ckpt: Path) -> int:
         from safetensors.torch import load_file
@@ -119,6 +130,7 @@ class RLTrainer:
         if self.ref_model is not None and s.get("ref_model") is not None:
             self.ref_model.load_state_dict(s["ref_model"])
         self.step_no = s["step"]
+        self.load_extra_state(s)
         return self.step_no
 
     # ---- one step ----------------------------------------------------------------------------
@@ -175,7 +187,7 @@ class RLTrainer:
                 info["kl_ref_in_reward"] = float(kl.mean())
         batch.adv_BT = self.credit(groups, batch)
         t1 = time.perf_counter()
-        upd = policy_update(self.model, self.optimizer, self.scheduler, batch, self.settings, self.update_gen)
+        upd = policy_update(self.model, self.optimizer, self.scheduler, batch, self.settings, self.update_gen, loss_fn=self.loss_fn)
         t2 = time.perf_counter()
         self.step_no += 1
         n_tok = [e.num_action_tokens for e in episodes]
