@@ -29,6 +29,7 @@ from pathlib import Path
 
 from tempering.sandbox import BuildCache, Job, Sandbox
 from tempering.sandbox.attacks import run_suite
+from tempering.sandbox.sandbox import default_root_parent
 
 ROOT = Path(__file__).resolve().parents[1]
 C_SRC = '#include <stdio.h>\nint main(void) { long s = 0; for (int i = 0; i < 1000; i++) s += i; printf("%ld\\n", s); return 0; }\n'
@@ -36,9 +37,10 @@ C_CMD = ["sh", "-c", "gcc -O2 main.c -o main && ./main"]
 
 
 def plain_run(cmd: list[str], files: dict[str, str]) -> float:
-    """The peer: write the files to a fresh folder, `subprocess.run`, remove the folder."""
+    """The peer: write the files to a fresh folder (where the sandbox makes its own), `subprocess.run`,
+    remove the folder."""
     t0 = time.perf_counter()
-    d = tempfile.mkdtemp()
+    d = tempfile.mkdtemp(dir=default_root_parent())
     for name, text in files.items():
         Path(d, name).write_text(text)
     subprocess.run(cmd, cwd=d, capture_output=True, check=True)
@@ -140,7 +142,8 @@ def render(report: dict, command: str) -> str:
              f"Machine: {m['platform']}, {m['cpus']} CPUs, Python {m['python']}, {m['bwrap'] or 'no bwrap'}, "
              f"gcc {m['gcc']}, running as {m['user']}. Shared with other work, so absolute times are noisy;",
              "methods are interleaved so that noise hits all of them alike.", "",
-             "Peer: `subprocess.run` in a fresh temp folder (no isolation, no limits). Overhead = backend minus peer.",
+             f"Peer: `subprocess.run` in a fresh folder under {report['root']} (where the sandbox makes its job folders),",
+             "no isolation, no limits. Overhead = backend minus peer.",
              "Goal: isolation costs at most 20 ms per job at the median.", ""]
     for kind, title in (("python", "Trivial Python job (`python -c pass`)"), ("c", "C compile-and-run job")):
         lines += [f"## {title}", "", "| method | median ms | p95 ms | overhead median ms | overhead p95 ms | jobs/s |",
@@ -174,7 +177,7 @@ def main() -> None:
     backends = Sandbox.available_backends()
     cores = os.cpu_count() or 1
     sandboxes = {b: Sandbox(backend=b, concurrency=cores) for b in backends}
-    report: dict = {"seed": args.seed, "n": args.n, "machine": machine()}
+    report: dict = {"seed": args.seed, "n": args.n, "machine": machine(), "root": default_root_parent()}
     py = ([sys.executable, "-c", "pass"], {})
     c = (C_CMD, {"main.c": C_SRC})
     for kind, (cmd, files), n in (("python", py, args.n), ("c", c, max(5, args.n // 3))):

@@ -60,10 +60,16 @@ def test_grade_status_count_and_feedback(sb, answer, status, passed, says):
     'print(\'{"load_error": null, "results": [{"passed": true}, {"passed": true}, {"passed": true}, {"passed": true}]}\')\n'
     "import os\nos._exit(0)\n",                                        # forge the judge's report
     "import os\nos.write(1, b'{\"load_error\": null, \"results\": []}')\ndef add_two(a, b):\n    return 0\n",
+    "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n",  # kill the judge itself
 ])
 def test_reward_hacks_do_not_pass(sb, answer):
     g = run(grade(sb, ADD, answer))
     assert g.status != "correct" and g.passed < g.total, (g.status, g.feedback)
+
+
+def test_killing_the_judge_is_a_runtime_error_not_an_infrastructure_failure(sb):
+    g = run(grade(sb, ADD, "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n"))
+    assert (g.status, g.passed) == ("runtime_error", 0) and "without a report" in g.feedback
 
 
 def test_judge_never_shows_expected_values_to_the_candidate(sb):

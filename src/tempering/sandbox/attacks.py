@@ -36,8 +36,9 @@ class Context:
     project_dir: str = str(Path(__file__).resolve().parents[3])
     """The project folder (for an editable install, the repository)."""
     port: int = 0
-    """A TCP server on the host's 127.0.0.1 that must never see a connection."""
+    """Port of a TCP server on the host's 127.0.0.1 that must never see a connection."""
     connections: list = field(default_factory=list)
+    """Connections the server accepted (must stay empty)."""
     victim_dir: str = ""
     """Host path of another job's workdir (running at the same time)."""
 
@@ -53,6 +54,8 @@ class Context:
 
 @dataclass
 class Attack:
+    """One hostile job and how to tell that it was contained."""
+
     name: str
     """Short identifier."""
     what: str

@@ -42,12 +42,19 @@ class Exit:
     term_signal: int | None
     """Signal that ended the top process."""
     stdout: bytes
+    """The kept head of standard output."""
     stderr: bytes
+    """The kept head of standard error."""
     stdout_truncated: bool
+    """Standard output passed the cap."""
     stderr_truncated: bool
+    """Standard error passed the cap."""
     wall_s: float
+    """Seconds from spawn to exit."""
     cpu_s: float
+    """CPU seconds of the tree (GNU time's report, else wait4's)."""
     peak_memory_mb: float
+    """Largest resident set in the tree, MiB (GNU time's report, else wait4's)."""
     started: bool
     """Something was written on the status fd: the isolation layer got as far as the job's command."""
     kill_reason: str = ""

@@ -29,6 +29,18 @@ _UID_BASE = 100_000
 _SLOTS_PER_PROCESS = 256
 
 
+def default_root_parent() -> str:
+    """Where job folders go by default: /dev/shm when it is a roomy RAM disk (making and removing a
+    folder costs microseconds there, against milliseconds on a journaling disk), else the temp folder."""
+    try:
+        st = os.statvfs("/dev/shm")
+        if st.f_bavail * st.f_frsize >= 1 << 30 and os.access("/dev/shm", os.W_OK | os.X_OK):
+            return "/dev/shm"
+    except OSError:
+        pass
+    return tempfile.gettempdir()
+
+
 class _UidSlots:
     """Per-process pool of unprivileged uids, one per running job, so that RLIMIT_NPROC (counted per
     uid) is per job. The pid is part of the uid so two processes on one host never share one."""
@@ -65,7 +77,7 @@ class Sandbox:
             (opt-in, rlimits only, no isolation).
         concurrency: jobs running at once (default: number of CPU cores).
         queue_size: jobs admitted to wait for a slot (default: 4 x concurrency); more callers wait.
-        root: host folder under which job directories are made (default: the system temp folder).
+        root: host folder under which job directories are made (default: `default_root_parent()`).
         """
         if backend == "auto":
             reasons = {b: backends.probe(b) for b in backends.ISOLATED}
@@ -151,7 +163,7 @@ class Sandbox:
 
     def _root_dir(self) -> str:
         if self._root is None:
-            self._root = tempfile.mkdtemp(prefix="tempering-sandbox-", dir=self._root_parent)
+            self._root = tempfile.mkdtemp(prefix="tempering-sandbox-", dir=self._root_parent or default_root_parent())
             os.chmod(self._root, 0o711)  # unprivileged job users may pass through, never list
             weakref.finalize(self, shutil.rmtree, self._root, ignore_errors=True)
         return self._root

@@ -90,9 +90,11 @@ async def grade(sandbox: Sandbox, problem: CodeProblem, answer: str, max_feedbac
     except (ValueError, KeyError, TypeError):
         results = None
     if results is None:
-        status = "timeout" if res.status == "timeout" else "sandbox_error"
-        why = f"The tests did not finish ({res.status}: {res.message})."
-        return Grade(0, total, status, why, sandbox=res)
+        if res.status in ("timeout", "sandbox_error"):
+            return Grade(0, total, res.status, f"The tests did not finish ({res.status}: {res.message}).", sandbox=res)
+        # the judge died or said nothing: the candidate's code killed or starved it
+        why = f"The test judge ended without a report ({res.status}: {res.message}); do not kill or flood it."
+        return Grade(0, total, "runtime_error", why, sandbox=res)
     passed = sum(bool(r.get("passed")) for r in results)
     if report.get("load_error"):
         err = report["load_error"]
