@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "kernels": ("tempering.envs.kernels.cli", "Kernel environment: list problems, eval submissions, synth problems."),
     "synth": ("tempering.synth.cli", "Synthesise verified terminal-task bundles at the policy's frontier (Envs-FORGE)."),
     "gui": ("tempering.envs.gui.cli", "GUI apps with multi-solution annotations: generate trajectory datasets, show, stats."),
+    "sandbox": ("tempering.sandbox.cli", "Sandbox: working backends, the adversarial suite, check code-problem files."),
 }
 
 
