@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -32,6 +33,10 @@ class UpdateSettings:
     max_grad_norm: float = 1.0
     temperature: float = 1.0
     max_response_len: int | None = None
+    data_parallel: Any = None
+    """Data-parallel training (`tempering.distributed.DataParallel`): the loss normaliser is counted over
+    all ranks, and every rank runs the same micro-batches so that their collectives stay in step.
+    None: one process."""
 
 
 def token_logprobs(model, batch: TrainBatch, temperature: float = 1.0, entropy: bool = False):
@@ -91,6 +96,9 @@ def policy_update(
 ) -> dict[str, float]:
     """Train on `batch` (advantages already in `batch.adv_BT`); returns averaged statistics."""
     assert batch.adv_BT is not None, "credit must fill batch.adv_BT before the update"
+    dp = s.data_parallel
+    if dp is not None:
+        batch = dp.even_out(batch)
     steps = s.ppo_epochs * s.mini_batches
     if steps > 1 and batch.old_logp_BT is None:
         # off-policy after the first optimizer step: freeze the behaviour log-probs now
@@ -102,11 +110,11 @@ def policy_update(
         order = torch.randperm(batch.size, generator=generator) if s.mini_batches > 1 else torch.arange(batch.size)
         for chunk in order.chunk(s.mini_batches):
             step_batch = batch.select(chunk)
-            norm = LossNorm.of(step_batch.mask_BT, s.max_response_len)
+            norm = (dp.loss_norm if dp is not None else LossNorm.of)(step_batch.mask_BT, s.max_response_len)
             optimizer.zero_grad(set_to_none=True)
             for i in range(0, step_batch.size, s.micro_batch_size):
                 mb = step_batch.select(slice(i, i + s.micro_batch_size))
-                if mb.mask_BT.sum() == 0:
+                if mb.mask_BT.sum() == 0 and dp is None:
                     continue
                 loss, stats = loss_fn(model, mb, norm, s)
                 loss.backward()
