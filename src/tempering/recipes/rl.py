@@ -80,6 +80,8 @@ class RLTrainer:
         self.model, self.tokenizer = load_policy(cfg.model.name, seed=cfg.run.seed)
         self.fmt = ChatFormat(self.tokenizer, cfg.model.use_chat_template, cfg.rollout.feedback_template, cfg.model.system_prompt)
         self.sampler = HFSampler(self.model, self.tokenizer, seed=cfg.run.seed)
+        self.train_model = self.model
+        """The module the update runs on: `model` itself, or its DDP/FSDP form in data-parallel training."""
         self.ref_model = None
         if cfg.loss.kl_coef > 0:  # beta = 0 never loads or runs a reference model
             self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
@@ -93,7 +95,12 @@ class RLTrainer:
         resume_step = None
         if resume:
             resume_step = self._load(latest_checkpoint(Path(cfg.run.out_dir)))
-        self.log = RunLog(cfg.run.out_dir, cfg.model_dump(mode="json"), resume_step=resume_step, tensorboard=cfg.run.tensorboard)
+        self.log = self.open_log(resume_step)
+
+    def open_log(self, resume_step: int | None) -> RunLog:
+        """The run folder's writer (data-parallel ranks other than 0 write nothing)."""
+        c = self.cfg
+        return RunLog(c.run.out_dir, c.model_dump(mode="json"), resume_step=resume_step, tensorboard=c.run.tensorboard)
 
     # ---- state -------------------------------------------------------------------------------
     def _generators(self) -> dict[str, torch.Generator]:
@@ -132,6 +139,10 @@ class RLTrainer:
         self.step_no = s["step"]
         self.load_extra_state(s)
         return self.step_no
+
+    def export(self, path: Path) -> Path:
+        """The trained policy as a plain Hugging Face folder."""
+        return save_policy(self.model, self.tokenizer, path)
 
     # ---- one step ----------------------------------------------------------------------------
     async def _collect(self, stats: RolloutStats) -> tuple[list[Group], dict[str, float]]:
@@ -187,7 +198,9 @@ class RLTrainer:
                 info["kl_ref_in_reward"] = float(kl.mean())
         batch.adv_BT = self.credit(groups, batch)
         t1 = time.perf_counter()
-        upd = policy_update(self.model, self.optimizer, self.scheduler, batch, self.settings, self.update_gen, loss_fn=self.loss_fn)
+        upd = policy_update(self.train_model, self.optimizer, self.scheduler, batch, self.settings, self.update_gen, loss_fn=self.loss_fn)
+        if hasattr(self.sampler, "sync_weights"):  # a sampler with its own copy of the weights (vLLM, Ray, FSDP)
+            self.sampler.sync_weights(self.train_model)
         t2 = time.perf_counter()
         self.step_no += 1
         n_tok = [e.num_action_tokens for e in episodes]
@@ -251,7 +264,7 @@ class RLTrainer:
         self.log.log(self.step_no, final)
         history["final"] = final
         self.save()
-        save_policy(self.model, self.tokenizer, Path(self.cfg.run.out_dir) / "final")
+        self.export(Path(self.cfg.run.out_dir) / "final")
         self.log.plot(["reward", "eval/pass@1", "eval/pass@1_sampled", "kl_ref", "entropy", "response_len", "approx_kl", "step_seconds"])
         self.log.close()
         return history
