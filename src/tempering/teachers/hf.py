@@ -23,7 +23,8 @@ class HFTeacher(Teacher):
     supports_full = True
 
     def __init__(self, model, tokenizer, name: str = "teacher", max_logits: int = 1 << 26):
-        self.model = model.eval().requires_grad_(False)
+        self.model = model
+        """Any causal LM; a model that is also being trained (the student scoring itself) works too."""
         self.tokenizer = tokenizer
         self.name = name
         self.max_logits = max_logits
@@ -40,6 +41,7 @@ class HFTeacher(Teacher):
 
         folder = resolve_model_dir(path)
         model, tok = load_policy(str(folder), dtype=dtype)
+        model.eval().requires_grad_(False)
         if device:
             model = model.to(device)
         return cls(model, tok, name=name or str(path))
@@ -59,11 +61,16 @@ class HFTeacher(Teacher):
             raise UserError(f"top_k={top_k} is larger than the vocabulary of {self.name} ({self.vocab_size} tokens); use a smaller k")
         C = max((len(r) for r in responses), default=0)
         rows = max(1, self.max_logits // max(1, (C + 1) * self.vocab_size))
-        parts = [
-            self._score_chunk(prompts[i : i + rows], responses[i : i + rows],
-                              None if candidates_BCK is None else candidates_BCK[i : i + rows], top_k, full, C)
-            for i in range(0, len(prompts), rows)
-        ]
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            parts = [
+                self._score_chunk(prompts[i : i + rows], responses[i : i + rows],
+                                  None if candidates_BCK is None else candidates_BCK[i : i + rows], top_k, full, C)
+                for i in range(0, len(prompts), rows)
+            ]
+        finally:
+            self.model.train(was_training)
         if not parts:
             return TeacherScores(torch.zeros(0, 0), torch.zeros(0, 0))
         cat = lambda name: None if getattr(parts[0], name) is None else torch.cat([getattr(p, name) for p in parts])  # noqa: E731

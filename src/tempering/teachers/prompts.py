@@ -79,7 +79,11 @@ def requests(episodes: list[Episode], fmt: ChatFormat, build: PromptBuilder | No
     prompts, conts, offsets = [], [], []
     cache: dict[str, list[int]] = {}
     for e in episodes:
-        ids = e.flatten()[0]
+        rows = e.segments()
+        if len(rows) != 1:
+            raise UserError("teachers score whole episodes; this one was split where old turns left the context "
+                            "(set rollout.drop_old_turns=false, or a larger rollout.max_context_tokens)")
+        ids = rows[0][0]
         n = len(e.prompt_ids)
         if build is None:
             tp = list(e.prompt_ids)
