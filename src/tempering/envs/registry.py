@@ -12,6 +12,7 @@ FAMILIES: dict[str, str] = {
     "arithmetic": "tempering.envs.arithmetic:ArithmeticFamily",
     "strings": "tempering.envs.strings:StringsFamily",
     "dataset": "tempering.envs.dataset:DatasetFamily",
+    "mixture": "tempering.envs.mixture:MixtureFamily",
 }
 
 
