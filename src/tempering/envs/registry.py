@@ -13,6 +13,7 @@ FAMILIES: dict[str, str] = {
     "strings": "tempering.envs.strings:StringsFamily",
     "dataset": "tempering.envs.dataset:DatasetFamily",
     "mixture": "tempering.envs.mixture:MixtureFamily",
+    "terminal": "tempering.envs.terminal:TerminalFamily",
 }
 
 

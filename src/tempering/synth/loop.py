@@ -28,6 +28,7 @@ from tempering.synth.generators import Generator, Request
 from tempering.synth.portfolio import Candidate, Plan, PortfolioConfig, solve_portfolio
 from tempering.synth.scoring import ACTIONS, Action, ScoringConfig, score_actions
 from tempering.synth.seeds import BundleSeed, Seed
+from tempering.synth.task_seeds import ConfigChecks
 
 METHODS: dict[str, tuple[Action, ...]] = {
     "forge": ACTIONS,
@@ -48,10 +49,12 @@ class SynthConfig(Schema):
     max_rounds: int = Field(50, ge=1, description="Planning rounds at most.")
     concurrency: int = Field(4, ge=1, description="Plan items generated and verified at once.")
     coverage: dict[str, float] = Field(default_factory=dict, description="Skill coverage targets m_v over the accepted set ({skill: count}); each round asks for what is still missing.")
-    rollouts: int = Field(8, ge=1, description="Policy rollouts per seed when pass rates are measured [proposal].")
+    rollouts: int = Field(8, ge=1, description="Policy rollouts per task when pass rates are measured [proposal].")
+    measure_tasks: int = Field(4, ge=1, description="Tasks of a configuration measured with the policy (a bundle is one task).")
     scoring: ScoringConfig = Field(default_factory=ScoringConfig, description="Predicted pass rate and frontier score.")
     portfolio: PortfolioConfig = Field(default_factory=PortfolioConfig, description="The portfolio MILP.")
-    checks: CheckLimits = Field(default_factory=CheckLimits, description="Static check bounds.")
+    checks: CheckLimits = Field(default_factory=CheckLimits, description="Static check bounds of bundles.")
+    config_checks: ConfigChecks = Field(default_factory=ConfigChecks, description="Check bounds of task-family configurations.")
 
 
 class Checker(Protocol):
@@ -212,7 +215,7 @@ async def synthesize(
                         stage, failure = "format", gen.error
                     else:
                         problems = checker.static(gen.candidate, seed, c.action, req.contract.required)
-                        digest = getattr(getattr(gen.candidate, "bundle", None), "digest", lambda: None)()
+                        digest = getattr(gen.candidate, "digest", lambda: None)()
                         if digest is not None and digest in digests:
                             problems.append("[overlap] the bundle duplicates one already accepted")
                         if problems:

@@ -5,7 +5,7 @@ and, when it has one, a built-in deterministic mutator per action. Its pass rate
 not to the seed: it comes from rollouts or from a file, as a {seed name: rate} table.
 
 Two kinds of seeds implement the protocol: `BundleSeed` (a Harbor bundle; built-in family bundles have
-mutators, any bundle can go to an LLM generator) and `tempering.synth.taskseed.TaskFamilySeed` (a
+mutators, any bundle can go to an LLM generator) and `tempering.synth.task_seeds.TaskFamilySeed` (a
 configuration of a built-in synthetic task family).
 """
 
@@ -49,6 +49,9 @@ class Seed(Protocol):
     def mutate(self, action: Action, salt: int = 0) -> "Seed":
         """The built-in deterministic mutation (NotImplementedError when the seed has none)."""
 
+    def digest(self) -> str:
+        """Content hash: a candidate equal to one already accepted is refused as a duplicate."""
+
 
 def skill_taxonomy() -> dict[str, str]:
     """{skill tag: one-line description} of the built-in taxonomy (skills.json)."""
@@ -69,6 +72,10 @@ class BundleSeed:
     @property
     def skills(self) -> frozenset[str]:
         return self.bundle.skills
+
+    def digest(self) -> str:
+        """Content hash of the bundle (duplicates of accepted bundles are refused)."""
+        return self.bundle.digest()
 
     @property
     def has_mutator(self) -> bool:
