@@ -14,6 +14,11 @@ FAMILIES: dict[str, str] = {
     "dataset": "tempering.envs.dataset:DatasetFamily",
     "mixture": "tempering.envs.mixture:MixtureFamily",
     "terminal": "tempering.envs.terminal:TerminalFamily",
+    "code": "tempering.envs.code.env:CodeTaskFamily",
+    "kernels": "tempering.envs.kernels.env:KernelFamily",
+    "kernel_sketch": "tempering.envs.kernels.env:SketchFamily",
+    "gui": "tempering.envs.gui.env:GuiFamily",
+    "miniwob": "tempering.envs.gui.miniwob:MiniWoBFamily",
 }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import time
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,10 @@ from tempering.evaluation import evaluate
 from tempering.models import load_policy, save_policy
 from tempering.models.chat import ChatFormat
 from tempering.progress import progress_bar
-from tempering.recipes.config import ModelSection, TaskSection
-from tempering.rollout.engine import RolloutOptions
+from tempering.envs.base import StepResult
+from tempering.errors import UserError
+from tempering.recipes.config import ModelSection, RolloutSection, TaskSection
+from tempering.rollout.engine import RolloutOptions, format_feedback
 from tempering.rollout.sampler import HFSampler, SamplingParams
 from tempering.runlog import RunLog
 from tempering.train.cursor import PromptCursor
@@ -40,6 +43,7 @@ class PretrainSection(Schema):
     stop_at_pass: float | None = Field(None, ge=0, le=1, description="Stop once held-out pass@1 reaches this (None: run all steps).")
     max_seconds: float | None = Field(None, gt=0, description="Stop after this much wall-clock time.")
     max_new_tokens: int = Field(16, ge=1, description="Answer token limit during the checks.")
+    repair_share: float = Field(0.0, ge=0, le=1, description="Share of two-turn repair examples: a corrupted answer, the verifier's feedback, then the right answer (teaches the policy to use feedback).")
 
 
 class PretrainConfig(Schema):
@@ -53,7 +57,35 @@ class PretrainConfig(Schema):
 
 
 def _examples(fmt: ChatFormat, tasks, eos_id: int) -> list[tuple[list[int], list[int]]]:
+    """(context, target) pairs; the loss covers the target only."""
     return [(fmt.prompt_ids(t.prompt), list(fmt.tokenizer.encode(str(t.answer), add_special_tokens=False)) + [eos_id]) for t in tasks]
+
+
+def _corrupt(answer: str, rng: random.Random, alphabet: str) -> str:
+    chars = list(answer)
+    for i in rng.sample(range(len(chars)), k=rng.randint(1, max(1, len(chars) // 3))):
+        chars[i] = rng.choice([c for c in alphabet if c != chars[i]] or alphabet)
+    return "".join(chars)
+
+
+def _repair_examples(fmt: ChatFormat, family, tasks, eos_id: int, seed: int) -> list[tuple[list[int], list[int]]]:
+    """Two-turn examples: prompt, a corrupted answer, the verifier's feedback, then the right answer."""
+    if not hasattr(family, "check"):
+        raise UserError(f"pretrain.train.repair_share needs a family with a check() verifier; {type(family).__name__} has none")
+    rng = random.Random(seed)
+    alphabet = "".join(sorted({c for t in tasks for c in str(t.answer)}))
+    defaults = RolloutSection()
+    out = []
+    for t in tasks:
+        wrong = _corrupt(str(t.answer), rng, alphabet)
+        score, ok, feedback, status = family.check(t, wrong)
+        if ok:
+            continue
+        message = format_feedback(defaults.feedback_templates, StepResult(score, ok, False, feedback, status))
+        enc = lambda s: list(fmt.tokenizer.encode(s, add_special_tokens=False))  # noqa: E731
+        ctx = fmt.prompt_ids(t.prompt) + enc(wrong) + [eos_id] + fmt.feedback_ids(message, t.prompt)
+        out.append((ctx, enc(str(t.answer)) + [eos_id]))
+    return out
 
 
 def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
@@ -64,8 +96,11 @@ def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
     train_tasks = family.tasks("train", cfg.task.train_size, seed=cfg.task.data_seed)
     heldout = family.tasks("heldout", cfg.task.heldout_size, seed=cfg.task.data_seed)
     model, tok = load_policy(cfg.model.name, seed=cfg.seed)
-    fmt = ChatFormat(tok, cfg.model.use_chat_template, system_prompt=cfg.model.system_prompt)
+    fmt = ChatFormat(tok, cfg.model.use_chat_template, RolloutSection().feedback_template, cfg.model.system_prompt)
     examples = _examples(fmt, train_tasks, tok.eos_token_id)
+    if cfg.train.repair_share > 0:
+        n = round(len(examples) * cfg.train.repair_share / (1 - cfg.train.repair_share)) if cfg.train.repair_share < 1 else len(examples)
+        examples += _repair_examples(fmt, family, train_tasks[:n] if n <= len(train_tasks) else train_tasks, tok.eos_token_id, cfg.seed)
     sampler = HFSampler(model, tok, seed=cfg.seed)
     opts = RolloutOptions(sampling=SamplingParams(max_new_tokens=cfg.train.max_new_tokens, temperature=0.0))
     t = cfg.train
