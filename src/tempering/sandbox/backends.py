@@ -141,8 +141,9 @@ def bwrap_argv(lay: Layout, cmd: list[str], status_fd: int) -> list[str]:
     argv += ["--chdir", INNER_WORKDIR]
     if lay.uid is not None:
         argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
-    # report on the status fd that set-up is over, close it, then become the job (it cannot fake the report)
-    argv += ["--", "/bin/sh", "-c", f'echo started >&{status_fd}; exec "$@"', "sandbox"]
+    argv += ["--"]
+    if not usage_argv():  # GNU time's report doubles as the sign that set-up succeeded; without it, say so
+        argv += ["/bin/sh", "-c", f'echo started >&{status_fd}; exec "$@"', "sandbox"]
     return argv + _job_argv(lay, cmd)
 
 

@@ -56,7 +56,7 @@ class Exit:
     peak_memory_mb: float
     """Largest resident set in the tree, MiB (GNU time's report, else wait4's)."""
     started: bool
-    """Something was written on the status fd: the isolation layer got as far as the job's command."""
+    """The isolation layer got as far as the job's command (see `_parse_status`)."""
     kill_reason: str = ""
     """Why we killed it: `timeout`, `output`, `disk`, or empty."""
 
@@ -130,7 +130,10 @@ def _below_time(pid: int) -> list[int]:
 
 
 def _parse_status(text: str) -> tuple[bool, tuple[float, float] | None]:
-    """(set-up finished, (cpu seconds, peak MiB) if GNU time reported) from the status fd's text."""
+    """(set-up finished, (cpu seconds, peak MiB) if GNU time reported) from the status fd's text.
+
+    Set-up finished if the isolation layer said `started` or GNU time, which runs after set-up and
+    before the job's command (so the job cannot fake its absence), reported."""
     lines = text.split("\n")
     usage = None
     for line in reversed(lines):
@@ -141,7 +144,7 @@ def _parse_status(text: str) -> tuple[bool, tuple[float, float] | None]:
                 break
             except ValueError:
                 pass
-    return lines[0] == "started", usage
+    return lines[0] == "started" or usage is not None, usage
 
 
 async def run_tree(argv: list[str], env: dict[str, str], limits: Limits, stdin_path: str | None,
