@@ -53,9 +53,22 @@ def residual_weights(pass_JN: torch.Tensor, kappa: float = 0.5, upweight: float 
 def reliability_weights(pass_BJ: torch.Tensor, rho: float = 0.5) -> torch.Tensor:
     """q_BJ: pass rates of the reliable teachers (p >= rho), normalised per example; a row is all 0
     when no teacher is reliable on that example (nothing to distil there)."""
-    p = torch.where(pass_BJ >= rho, pass_BJ.float(), torch.zeros_like(pass_BJ, dtype=torch.float32))
-    total = p.sum(-1, keepdim=True)
-    return torch.where(total > 0, p / total.clamp(min=1e-12), torch.zeros_like(p))
+    return teacher_weights(pass_BJ, rho, "quality", gating=True)
+
+
+def teacher_weights(pass_BJ: torch.Tensor, rho: float = 0.5, weighting: str = "quality", gating: bool = True) -> torch.Tensor:
+    """q_BJ for TU-OPD and its ablations: `quality` weights by pass rate, `uniform` equally; with
+    `gating` only teachers with p >= rho count. Uniform without gating is plain multi-teacher averaging."""
+    p = pass_BJ.float()
+    keep = (p >= rho).float() if gating else torch.ones_like(p)
+    if weighting == "quality":
+        w = p * keep
+    elif weighting == "uniform":
+        w = keep
+    else:
+        raise ValueError(f"unknown weighting {weighting!r}; use quality or uniform")
+    total = w.sum(-1, keepdim=True)
+    return torch.where(total > 0, w / total.clamp(min=1e-12), torch.zeros_like(w))
 
 
 def tu_opd_advantage(teacher_logp_BTJ: torch.Tensor, student_logp_BT: torch.Tensor, q_BJ: torch.Tensor, mask_BT: torch.Tensor) -> torch.Tensor:

@@ -149,24 +149,23 @@ def _build(schema, cfg):
 
 
 def cli_main(argv: list[str], verb: str, description: str, schema: type[Schema], run: Callable[[Any, bool], dict],
-             resumable: bool = True) -> int:
+             out_key: str = "run.out_dir") -> int:
     """The command line shared by the distillation verbs: CONFIG [key=value ...] [--resume RUN] [--print-config]."""
     p = argparse.ArgumentParser(prog=f"tempering {verb}", description=description)
     p.add_argument("config", nargs="?", help="YAML config (see examples/); omit for the defaults")
     p.add_argument("overrides", nargs="*", help="key.sub=value overrides")
-    if resumable:
-        p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint (finished stages are kept)")
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     a = p.parse_args(argv)
     config, overrides = a.config, list(a.overrides)
     if config and "=" in config and not config.endswith((".yaml", ".yml")):
         config, overrides = None, [config] + overrides
-    resume = getattr(a, "resume", None)
+    resume = a.resume
     if resume:
         run_dir = Path(resume)
         if not (run_dir / "config.yaml").is_file():
             raise UserError(f"{run_dir} is not a run folder (no config.yaml); give the folder a run wrote")
-        cfg = load_config(schema, run_dir / "config.yaml", overrides + [f"run.out_dir={run_dir}"])
+        cfg = load_config(schema, run_dir / "config.yaml", overrides + [f"{out_key}={run_dir}"])
     else:
         cfg = load_config(schema, config, overrides)
     if a.print_config:
@@ -177,7 +176,7 @@ def cli_main(argv: list[str], verb: str, description: str, schema: type[Schema],
     hist = run(cfg, bool(resume))
     from tempering.progress import print_eval_table
 
-    print_eval_table({k: v for k, v in hist.items() if isinstance(v, dict) and all(isinstance(x, float) for x in v.values())},
+    print_eval_table({k: v for k, v in hist.items() if isinstance(v, dict) and all(isinstance(x, (int, float)) for x in v.values())},
                      title=f"held-out results ({verb})")
     return 0
 

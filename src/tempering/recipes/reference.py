@@ -10,6 +10,11 @@ from tempering.config import describe
 RECIPES = {
     "train": "tempering.recipes.rl:TrainConfig",
     "pretrain": "tempering.recipes.pretrain:PretrainConfig",
+    "distill": "tempering.recipes.distill:DistillConfig",
+    "direct-opd": "tempering.recipes.direct_opd:DirectOPDConfig",
+    "rgrpo": "tempering.recipes.rgrpo:RGRPOConfig",
+    "tu-opd": "tempering.recipes.tu_opd:TUOPDConfig",
+    "expand-compress": "tempering.recipes.expand_compress:ExpandCompressConfig",
 }
 
 

@@ -1,0 +1,157 @@
+"""`tempering rgrpo`: Residual GRPO, a sequence of complementary GRPO teachers (the "expand" step).
+
+Every round trains a GRPO teacher from the same initialisation (`model.name`) for `run.steps` steps.
+After each round, each teacher's pass rate p_j(x) on every training example is measured from n
+samples; round r+1 trains only on the examples that no earlier teacher covers (max_j p_j(x) < kappa),
+or up-weights them by (1 + beta). The run folder holds round_r/ (a full RL run each),
+pass_rates.json (per example and teacher), coverage.json and coverage.md (per round and per family).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+import yaml
+from pydantic import Field
+
+from tempering.algos.expand_compress import coverage_report, residual_weights
+from tempering.config import Schema
+from tempering.envs.base import Env, TaskFamily
+from tempering.envs.registry import make_family
+from tempering.recipes.distill import _build, cli_main
+from tempering.recipes.rl import RLTrainer, TrainConfig
+from tempering.rollout.engine import RolloutOptions, rollout
+from tempering.runlog import atomic_write_text
+from tempering.types import Task
+
+
+class RGRPOSection(Schema):
+    rounds: int = Field(3, ge=1, description="Number of teachers R (each trained for run.steps GRPO steps).")
+    kappa: float = Field(0.5, gt=0, le=1, description="An example is covered once some teacher's pass rate reaches kappa.")
+    pass_samples: int = Field(8, ge=1, description="Samples per example (and teacher) behind each pass rate.")
+    mode: Literal["residual", "upweight"] = Field("residual", description="Later rounds train on uncovered examples only, or up-weight them.")
+    upweight: float = Field(1.0, ge=0, description="beta of mode=upweight: uncovered examples are drawn (1 + beta) times as often.")
+
+
+class RGRPOConfig(TrainConfig):
+    """Residual GRPO (`tempering rgrpo`); task.train_size is the pool whose coverage is tracked."""
+
+    rgrpo: RGRPOSection = Field(default_factory=RGRPOSection, description="Rounds, coverage threshold and redirection.")
+
+
+@dataclass
+class PoolFamily(TaskFamily):
+    """A family whose training split is a fixed list (e.g. a round's residual pool); the held-out split
+    and the verifiers are those of `base`."""
+
+    base: TaskFamily
+    pool: list[Task]
+
+    def __post_init__(self):
+        self.name = self.base.name
+
+    def tasks(self, split: str, n: int, seed: int = 0) -> list[Task]:
+        return list(self.pool) if split == "train" else self.base.tasks(split, n, seed)
+
+    def make_env(self, task: Task) -> Env:
+        return self.base.make_env(task)
+
+
+def weighted_pool(tasks: list[Task], weights: torch.Tensor, seed: int) -> list[Task]:
+    """Each task repeated by its weight (the fractional part drawn with a seeded coin); weight 0 drops it."""
+    rng = random.Random(seed)
+    out = []
+    for t, w in zip(tasks, weights.tolist()):
+        copies = int(w) + (rng.random() < w - int(w))
+        out += [t] * copies
+    return out
+
+
+async def pass_rates(sampler, fmt, family: TaskFamily, tasks: list[Task], n: int, opts: RolloutOptions) -> list[float]:
+    """Share of n sampled episodes that succeed, per task."""
+    groups = await rollout(sampler, fmt, tasks, family.make_env, n, opts)
+    return [sum(e.success for e in g.episodes) / n for g in groups]
+
+
+def coverage_tables(names: list[str], pass_JN: torch.Tensor, tasks: list[Task], kappa: float) -> dict[str, Any]:
+    """The coverage report over all examples and per task family."""
+    out = {"all": coverage_report(pass_JN, kappa)}
+    fams = sorted({t.family for t in tasks})
+    if len(fams) > 1:
+        for f in fams:
+            idx = torch.tensor([i for i, t in enumerate(tasks) if t.family == f])
+            out[f] = coverage_report(pass_JN[:, idx], kappa)
+    return {"teachers": names, "kappa": kappa, "examples": len(tasks), **out}
+
+
+def coverage_markdown(rep: dict[str, Any]) -> str:
+    names = rep["teachers"]
+    lines = [f"# RGRPO coverage (kappa = {rep['kappa']}, {rep['examples']} training examples)", ""]
+    for part in [k for k in rep if k not in ("teachers", "kappa", "examples")]:
+        r = rep[part]
+        lines += [f"## {part}", "", "| round | teacher coverage | union coverage | added |", "| --- | --- | --- | --- |"]
+        lines += [f"| {n} | {t:.3f} | {u:.3f} | {a:+.3f} |" for n, t, u, a in zip(names, r["teacher"], r["union"], r["added"])]
+        lines += ["", "Overlap (Jaccard of covered sets):", "", "| | " + " | ".join(names) + " |", "| --- " * (len(names) + 1) + "|"]
+        lines += [f"| {n} | " + " | ".join(f"{x:.2f}" for x in row) + " |" for n, row in zip(names, r["overlap"])]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def rgrpo(cfg: RGRPOConfig | dict, family: TaskFamily | None = None, resume: bool = False) -> dict[str, Any]:
+    """Train the rounds in turn; a finished round (its pass rates saved) is skipped when resuming."""
+    cfg = _build(RGRPOConfig, cfg)
+    g = cfg.rgrpo
+    base = family or make_family(cfg.task.family, **cfg.task.args)
+    pool = base.tasks("train", cfg.task.train_size, seed=cfg.task.data_seed)
+    root = Path(cfg.run.out_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(root / "config.yaml", yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+    saved_path = root / "pass_rates.json"
+    saved = json.loads(saved_path.read_text()) if resume and saved_path.is_file() else {"teachers": {}, "tasks": {}, "heldout": {}}
+    names: list[str] = []
+    rows: list[torch.Tensor] = []
+    for r in range(1, g.rounds + 1):
+        name = f"round_{r}"
+        weights = torch.ones(len(pool))
+        if rows:
+            weights = residual_weights(torch.stack(rows), g.kappa, g.upweight if g.mode == "upweight" else None)
+            if float(weights.sum()) == 0 or (g.mode == "upweight" and bool((weights == 1).all())):
+                saved["stopped"] = f"every training example was covered after {names[-1]}"
+                break
+        if name in saved["teachers"]:
+            names.append(name)
+            rows.append(torch.tensor([saved["tasks"][t.id][name] for t in pool]))
+            continue
+        stage = cfg.model_copy(deep=True)
+        stage.run.out_dir = str(root / name)
+        stage.run.seed = cfg.run.seed + r - 1
+        again = resume and any((root / name / "checkpoints").glob("step_*"))
+        trainer = RLTrainer(stage, family=PoolFamily(base, weighted_pool(pool, weights, stage.run.seed)), resume=again)
+        hist = asyncio.run(trainer.run())
+        p = asyncio.run(pass_rates(trainer.sampler, trainer.fmt, base, pool, g.pass_samples, trainer.opts))
+        names.append(name)
+        rows.append(torch.tensor(p))
+        saved["teachers"][name] = str(root / name / "final")
+        saved["heldout"][name] = hist["final"]
+        for t, v in zip(pool, p):
+            saved["tasks"].setdefault(t.id, {})[name] = v
+        saved.setdefault("train_examples", {})[name] = int((weights > 0).sum())
+        atomic_write_text(saved_path, json.dumps(saved, indent=1) + "\n")
+        rep = coverage_tables(names, torch.stack(rows), pool, g.kappa)
+        atomic_write_text(root / "coverage.json", json.dumps(rep, indent=2) + "\n")
+        atomic_write_text(root / "coverage.md", coverage_markdown(rep))
+    atomic_write_text(saved_path, json.dumps(saved, indent=1) + "\n")
+    rep = coverage_tables(names, torch.stack(rows), pool, g.kappa)
+    return {"teachers": {n: saved["teachers"][n] for n in names}, "coverage": rep, "pass_rates": str(saved_path),
+            **{n: saved["heldout"][n] for n in names}}
+
+
+def main(argv: list[str]) -> int:
+    return cli_main(argv, "rgrpo", "Residual GRPO: a sequence of complementary GRPO teachers from one initialisation.",
+                    RGRPOConfig, lambda cfg, resume: rgrpo(cfg, resume=resume))
