@@ -1,0 +1,59 @@
+"""The code paths for a non-root host (bwrap and unshare in a user namespace), run as uid 65534.
+
+The test process is root here, so it re-runs a small script as `nobody` with the system Python
+(the project's venv may live where nobody can read it). Skipped where that is not possible.
+"""
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+SCRIPT = """
+import json, os, sys
+sys.path.insert(0, {src!r})
+from tempering.sandbox import Job, Limits, Sandbox
+out = {{}}
+for b in Sandbox.available_backends():
+    if b == "subprocess":
+        continue
+    sb = Sandbox(backend=b, root={root!r})
+    ok = sb.run_sync(Job(cmd=["sh", "-c", "cat h.txt; echo x > out.txt; echo $HOME"], readonly_files={{"h.txt": "ro\\n"}},
+                         outputs=["out.txt"]))
+    loop = sb.run_sync(Job(cmd=["sh", "-c", "while :; do :; done"], limits=Limits(wall_s=1)))
+    net = sb.run_sync(Job(cmd=["sh", "-c", "cat /proc/net/dev | wc -l"]))
+    out[b] = [ok.status, ok.stdout, ok.outputs.get("out.txt", b"").decode(), loop.status, net.stdout.strip()]
+print(json.dumps(out))
+"""
+
+
+def _as_nobody(argv, **kw):
+    return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv],
+                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "HOME": "/"}, **kw)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists("/usr/bin/python3"),
+                    reason="needs root, setpriv and a system python3")
+def test_isolated_backends_work_for_an_unprivileged_host_user():
+    if _as_nobody(["test", "-r", str(SRC / "tempering" / "sandbox" / "job.py")]).returncode != 0:
+        pytest.skip("the source tree is not readable by nobody here")
+    root = tempfile.mkdtemp(prefix="tempering-nonroot-")  # pytest's tmp_path is private to root
+    os.chmod(root, 0o777)
+    try:
+        res = _as_nobody(["/usr/bin/python3", "-c", SCRIPT.format(src=str(SRC), root=root)], timeout=120)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    import json
+
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    if not out:
+        pytest.skip("no isolating backend works for an unprivileged user here")
+    for backend, (status, stdout, written, loop, net_lines) in out.items():
+        assert (status, stdout, written, loop) == ("ok", "ro\n/job\n", "x\n", "timeout"), backend
+        assert int(net_lines) <= 3, backend  # header lines + loopback only: no host interfaces
