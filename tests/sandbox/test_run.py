@@ -135,3 +135,20 @@ def test_cancelled_run_kills_the_job_and_cleans_up(backend, tmp_path):
     asyncio.run(main())
     root = next(tmp_path.iterdir())
     assert list(root.iterdir()) == []  # the job folder is gone
+
+
+def test_devices_are_passed_through_only_when_asked(isolated):
+    dev = next((d for d in ("/dev/fuse", "/dev/kvm", "/dev/vsock", "/dev/loop-control") if os.path.exists(d)), None)
+    if dev is None:
+        pytest.skip("no spare device node on this host")
+    code = f"import os, stat\ntry:\n    print(stat.S_ISCHR(os.stat({dev!r}).st_mode))\nexcept OSError:\n    print('absent')"
+    assert run(isolated, cmd=["python3", "-c", code], devices=[dev]).stdout == "True\n"
+    assert run(isolated, cmd=["python3", "-c", code]).stdout == "absent\n"
+
+
+def test_devices_must_be_device_nodes():
+    from tempering.errors import UserError
+
+    for bad in ("/etc/passwd", "/dev/no-such-device", "relative"):
+        with pytest.raises(UserError, match="Job.devices"):
+            Job(cmd=["true"], devices=[bad]).validate()

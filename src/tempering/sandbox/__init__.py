@@ -10,7 +10,7 @@ guarantees.
 """
 
 from tempering.sandbox.cache import BuildCache, BuildResult
-from tempering.sandbox.job import Job, Limits, Result
+from tempering.sandbox.job import Job, Limits, Result, gpu_devices
 from tempering.sandbox.sandbox import Sandbox
 
-__all__ = ["BuildCache", "BuildResult", "Job", "Limits", "Result", "Sandbox"]
+__all__ = ["BuildCache", "BuildResult", "Job", "Limits", "Result", "Sandbox", "gpu_devices"]

@@ -63,6 +63,8 @@ class Layout:
     """(host file, path relative to the workdir) made read-only inside the workdir."""
     ro_binds: list[str] = field(default_factory=list)
     """Extra host paths visible read-only at the same path."""
+    devices: list[str] = field(default_factory=list)
+    """Host device nodes usable at the same path."""
     uid: int | None = None
     """Unprivileged uid the job runs as (when the host is root), else None."""
 
@@ -131,6 +133,8 @@ def bwrap_argv(lay: Layout, cmd: list[str], status_fd: int) -> list[str]:
         made.add(link)
     argv += ["--proc", "/proc", "--dev", "/dev"]
     made.update({"/proc", "/dev"})
+    for dev in lay.devices:
+        argv += dirs_for(dev) + ["--dev-bind", dev, dev]
     argv += ["--bind", lay.tmpdir, "/tmp", "--bind", lay.workdir, INNER_WORKDIR]
     made.update({"/tmp", INNER_WORKDIR})
     for p in binds:
@@ -162,9 +166,8 @@ def unshare_argv(lay: Layout, cmd: list[str], status_fd: int) -> list[str]:
         lines.append(f'ln -s {q(target)} "$R"{q(link)}')
     lines += ['mkdir "$R/proc" "$R/dev" "$R/tmp" "$R/job"', 'mount -t proc proc "$R/proc"',
               'mount -t tmpfs -o mode=755 tempering-dev "$R/dev"']
-    for d in _DEVICES:
-        if os.path.exists(f"/dev/{d}"):
-            lines.append(f': > "$R/dev/{d}"; mount --bind /dev/{d} "$R/dev/{d}"')
+    for dev in [f"/dev/{d}" for d in _DEVICES if os.path.exists(f"/dev/{d}")] + lay.devices:
+        lines.append(f'mkdir -p "$R"{q(os.path.dirname(dev))}; : > "$R"{q(dev)}; mount --bind {q(dev)} "$R"{q(dev)}')
     lines += ['ln -s /proc/self/fd "$R/dev/fd"; ln -s /proc/self/fd/0 "$R/dev/stdin"',
               'ln -s /proc/self/fd/1 "$R/dev/stdout"; ln -s /proc/self/fd/2 "$R/dev/stderr"']
     lines += [f'mount --bind {q(lay.tmpdir)} "$R/tmp"', f'mount --bind {q(lay.workdir)} "$R/job"']

@@ -7,8 +7,10 @@ field and the fix, never a half-built working directory.
 
 from __future__ import annotations
 
+import glob
 import os
 import posixpath
+import stat
 from dataclasses import dataclass, field, fields
 
 from tempering.errors import UserError
@@ -76,6 +78,8 @@ class Job:
     """Bytes fed to the job's standard input (empty input when None)."""
     ro_binds: list[str] = field(default_factory=list)
     """Host paths (files or folders) made visible read-only at the same path, e.g. a cached build."""
+    devices: list[str] = field(default_factory=list)
+    """Host device nodes made usable at the same path, e.g. `gpu_devices()` for CUDA jobs."""
 
     def validate(self) -> None:
         """Raise UserError for anything that cannot run; called before any file is written."""
@@ -106,8 +110,20 @@ class Job:
         for path in self.ro_binds:
             if not isinstance(path, str) or not os.path.isabs(path) or not os.path.exists(path):
                 raise UserError(f"Job.ro_binds entry {path!r} must be an existing absolute host path.")
+        for path in self.devices:
+            try:
+                mode = os.stat(path).st_mode
+            except (OSError, TypeError, ValueError):
+                mode = 0
+            if not (isinstance(path, str) and path.startswith("/dev/") and (stat.S_ISCHR(mode) or stat.S_ISBLK(mode))):
+                raise UserError(f"Job.devices entry {path!r} must be an existing device node under /dev.")
         if self.stdin is not None and not isinstance(self.stdin, (str, bytes)):
             raise UserError(f"Job.stdin must be str, bytes or None, got {type(self.stdin).__name__}.")
+
+
+def gpu_devices() -> list[str]:
+    """The NVIDIA device nodes of this host (pass them as `Job.devices` to a CUDA job)."""
+    return sorted(p for p in glob.glob("/dev/nvidia*") if not os.path.isdir(p))
 
 
 @dataclass

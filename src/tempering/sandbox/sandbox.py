@@ -197,7 +197,8 @@ class Sandbox:
     def _prepare(self, job: Job, jobroot: str, uid: int | None) -> tuple[backends.Layout, str | None]:
         """Write the job's files; make the workdir the job user's own."""
         lay = backends.Layout(jobroot=jobroot, workdir=os.path.join(jobroot, "work"),
-                              tmpdir=os.path.join(jobroot, "tmp"), ro_binds=list(job.ro_binds), uid=uid)
+                              tmpdir=os.path.join(jobroot, "tmp"), ro_binds=list(job.ro_binds),
+                              devices=list(job.devices), uid=uid)
         os.mkdir(lay.workdir, 0o755)
         os.mkdir(lay.tmpdir, 0o1777 if uid is not None else 0o700)
         for path, data in job.files.items():
