@@ -177,7 +177,7 @@ BAD_INPUTS: list[Hack] = [
          _sub("        y = torch.empty_like(x)\n        self.lib.crash(x, y, x.numel())\n        return y"), ("crashed",)),
     Hack("hang", RELU_PROBLEM,
          _sub("        y = torch.empty_like(x)\n        self.lib.spin(x, y, x.numel())\n        return y"), ("timeout",),
-         wall_s=20.0),
+         wall_s=10.0),
     Hack("unbounded_allocation", RELU_PROBLEM,
          _sub("        y = torch.empty_like(x)\n        self.lib.grow(x, y, x.numel())\n        return y",
               c=_COPY_C + '''#include <stdlib.h>

@@ -1,0 +1,193 @@
+"""The kernel environment end to end, every compile and run in the real sandbox."""
+
+import asyncio
+import json
+import shutil
+from dataclasses import replace
+
+import pytest
+
+from tempering.envs.kernels import KernelVerifier, SketchFamily
+from tempering.envs.kernels.hacks import BAD_INPUTS, HACKS, RELU_PROBLEM, run_hack
+from tempering.envs.kernels.problems import Problem, builtin_problems, find_problem
+
+pytestmark = pytest.mark.slow
+
+
+def test_every_reference_submission_passes(kernel_verifier):
+    problems = builtin_problems(scale=0.25)  # the size override keeps this quick; the benchmark runs full size
+
+    async def go():
+        return await asyncio.gather(*(kernel_verifier.verify(p, p.solution, mode="verify") for p in problems))
+
+    results = asyncio.run(go())
+    failed = {r.problem: f"{r.status}: {r.message[:200]}" for r in results if not r.correct}
+    assert failed == {}
+    assert all(r.compiled and r.backend == "c" for r in results)
+
+
+def test_every_known_hack_and_bad_input_is_caught(kernel_verifier):
+    cases = HACKS + BAD_INPUTS
+
+    async def go():
+        return await asyncio.gather(*(run_hack(kernel_verifier, h) for h in cases))
+
+    outcomes = asyncio.run(go())
+    missed = {h.name: f"{r.status}: {r.message[:200]}" for h, (r, caught) in zip(cases, outcomes) if not caught}
+    assert missed == {}
+    assert not any(r.correct for r, _ in outcomes)
+
+
+def test_profile_gives_timings_speedups_and_rewards(kernel_verifier):
+    p = find_problem(builtin_problems(), "relu")
+    res = asyncio.run(kernel_verifier.verify(p, p.solution))
+    assert res.correct and res.t_ms > 0 and res.t_eager_ms > 0
+    assert res.speedup_eager == pytest.approx(res.t_eager_ms / res.t_ms)
+    assert res.timing["candidate"]["runs"] == kernel_verifier.config.timed_runs
+    assert res.cuda_agent_reward in (1, 2) and res.t_compile_ms is None  # compile baseline off here
+    assert 0.2 <= res.score <= 1.0
+
+
+def test_compile_baseline_once_estimates_from_a_per_problem_ratio(kernel_verifier):
+    v = KernelVerifier(replace(kernel_verifier.config, compile_baseline="once", timed_runs=3),
+                       sandbox=kernel_verifier.sandbox, cache=kernel_verifier.cache)
+    sub = next(h for h in HACKS if h.name == "identity_passes_rand_inputs").submission.replace(
+        "self.lib.copy(x, y, x.numel())", "self.lib.relu(x, y, x.numel())")
+    problem = Problem(name="rand_relu", source=RELU_PROBLEM)
+    res = asyncio.run(v.verify(problem, sub))
+    base = asyncio.run(v.baseline(problem))
+    assert res.correct and base["compile_ms"] > 0 and res.compile_estimated
+    assert res.t_compile_ms == pytest.approx(res.t_eager_ms * base["compile_ms"] / base["eager_ms"])
+    assert res.cuda_agent_reward in (1, 2, 3)
+
+
+def test_sketch_env_gives_wrong_slow_and_fast_answers(kernel_verifier):
+    fam = SketchFamily(verify=replace(kernel_verifier.config, threads=2))
+    fam._verifier = KernelVerifier(fam.verify, sandbox=kernel_verifier.sandbox, cache=kernel_verifier.cache)
+    task = next(t for t in fam.tasks("train", 40) + fam.tasks("heldout", 40) if t.answer == "26_matmul")
+    assert task.prompt.startswith("sketch matmul matmul loops=")
+
+    async def go():
+        env = fam.make_env(task)
+        return [await env.step(a) for a in ("order=kij threads=2", "order=jki", "order=ikj vec=1", "nonsense")]
+
+    race, slow, fast, bad = asyncio.run(go())
+    assert race.status == "incorrect" and race.score == 0.0 and not race.success  # parallel over k: a data race
+    assert slow.status == fast.status == "correct"
+    assert fast.info["t_ms"] < slow.info["t_ms"]  # unit-stride inner loop beats a column walk
+    assert fast.score > slow.score and set(fast.info["rewards"]) == {"cuda_agent", "log_speedup", "correct", "score"}
+    assert bad.status == "parse_error" and "bad token" in bad.feedback
+    tail = next(t for t in fam.tasks("train", 40) + fam.tasks("heldout", 40) if t.answer == "37_scale_tanh_clamp")
+    miss = asyncio.run(fam.make_env(tail).step("unroll=4 tail=0"))
+    assert miss.status == "incorrect" and "outside tolerance" in miss.feedback  # 1023 * 4093 is odd
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_torch_ext_load_inline_submission(kernel_verifier):
+    sub = '''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cpp = """
+#include <torch/extension.h>
+torch::Tensor relu_out(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    const float* px = x.data_ptr<float>();
+    float* py = y.data_ptr<float>();
+    for (int64_t i = 0; i < x.numel(); i++) py[i] = px[i] > 0 ? px[i] : 0;
+    return y;
+}
+"""
+ext = load_inline(name="relu_ext", cpp_sources=cpp, functions=["relu_out"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.relu_out(x)
+'''
+    problem = Problem(name="rand_relu", source=RELU_PROBLEM)
+    first = asyncio.run(kernel_verifier.verify(problem, sub, mode="verify"))
+    assert first.backend == "torch_ext" and first.correct, first.message
+    again = asyncio.run(kernel_verifier.verify(problem, sub, mode="verify"))
+    assert again.correct and again.build_cached and again.build_s == 0.0
+    cheat = sub.replace("return ext.relu_out(x)", "ext.relu_out(x)\n        return torch.relu(x)")
+    assert asyncio.run(kernel_verifier.verify(problem, cheat, mode="verify")).status == "forbidden_op"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_cuda_without_gpu_is_compile_only_with_register_counts(kernel_verifier):
+    sub = '''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CUDA = """
+__global__ void relu_kernel(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+"""
+ext = load_inline(name="relu_cuda", cpp_sources="torch::Tensor relu(torch::Tensor x);", cuda_sources=CUDA,
+                  functions=["relu"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.relu(x)
+'''
+    res = asyncio.run(kernel_verifier.verify(Problem(name="rand_relu", source=RELU_PROBLEM), sub))
+    assert res.backend == "cuda" and res.status == "compiled_only" and not res.correct
+    (kernel,) = res.ptxas.values()
+    assert kernel["registers"] > 0 and kernel["spill_stores"] == 0
+    broken = asyncio.run(kernel_verifier.verify(Problem(name="rand_relu", source=RELU_PROBLEM),
+                                                sub.replace("y[i] =", "y[i] = undefined_name +")))
+    assert broken.status == "compile_error" and "undefined_name" in broken.message
+
+
+def test_triton_interpreter_checks_correctness_only(kernel_verifier):
+    pytest.importorskip("triton")
+    sub = '''import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        n = x.numel()
+        relu_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
+        return y
+'''
+    res = asyncio.run(kernel_verifier.verify(Problem(name="rand_relu", source=RELU_PROBLEM), sub))
+    assert res.backend == "triton" and res.correct and res.interpreted, res.message
+    assert res.reward("cuda_agent") == 1.0  # correctness only: no speed reward from interpreted timings
+
+
+def test_cli_eval_table_jsonl_and_bad_input(tmp_path, capsys, kernel_verifier):
+    from tempering.cli import main
+
+    problems, subs = tmp_path / "problems", tmp_path / "subs"
+    problems.mkdir()
+    subs.mkdir()
+    for name in ("01_relu", "26_matmul"):
+        p = find_problem(builtin_problems(scale=0.25), name)
+        (problems / f"{name}.py").write_text(p.source)
+    (subs / "01_relu.py").write_text(find_problem(builtin_problems(scale=0.25), "relu").solution)
+    rows = tmp_path / "rows.jsonl"
+    code = main(["kernels", "eval", "--problems", str(problems), "--submissions", str(subs), "--jsonl", str(rows),
+                 "--compile-baseline", "off", "--timed-runs", "3", "--seeds", "1", "--no-progress",
+                 "--cache-dir", kernel_verifier.config.cache_dir])
+    out = capsys.readouterr().out
+    assert code == 0 and "correctness rate     50.0%" in out and "fast_1" in out
+    lines = [json.loads(x) for x in rows.read_text().splitlines()]
+    assert {r["problem"]: r["status"] for r in lines} == {"01_relu": "correct", "26_matmul": "missing"}
+    assert main(["kernels", "eval", "--problems", str(tmp_path / "nope")]) == 2
+    assert "does not exist" in capsys.readouterr().err
