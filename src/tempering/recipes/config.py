@@ -105,6 +105,7 @@ class RunSection(Schema):
     eval_every: int = Field(25, ge=0, description="Evaluate on the held-out split every N steps (0 = only at the end).")
     eval_k: int = Field(8, ge=1, description="Samples per held-out prompt for pass@k.")
     eval_size: int | None = Field(None, description="Held-out prompts per periodic evaluation (default: all).")
+    eval_max_turns: int | None = Field(None, ge=1, description="Turn limit at evaluation (default: rollout.max_turns), e.g. to give a single-turn policy feedback turns.")
     checkpoint_every: int = Field(50, ge=0, description="Checkpoint every N steps (0 = only at the end).")
     keep_checkpoints: int = Field(2, ge=1, description="Complete checkpoints kept on disk.")
     log_samples: int = Field(4, ge=0, description="Episodes written to samples.jsonl per step.")

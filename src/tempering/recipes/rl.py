@@ -11,7 +11,7 @@ import argparse
 import asyncio
 import copy
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -236,7 +236,8 @@ class RLTrainer:
 
     async def evaluate(self, size: int | None = None) -> dict[str, float]:
         tasks = self.heldout_tasks[:size] if size else self.heldout_tasks
-        m = await evaluate(self.sampler, self.fmt, self.family, tasks, self.opts, k=self.cfg.run.eval_k)
+        opts = replace(self.opts, max_turns=self.cfg.run.eval_max_turns or self.opts.max_turns)
+        m = await evaluate(self.sampler, self.fmt, self.family, tasks, opts, k=self.cfg.run.eval_k)
         return {f"eval/{k}": v for k, v in m.items()}
 
     # ---- the loop ----------------------------------------------------------------------------
