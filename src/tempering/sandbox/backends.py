@@ -116,6 +116,10 @@ def bwrap_argv(lay: Layout, cmd: list[str], status_fd: int) -> list[str]:
     binds, links = _ro_paths(lay.ro_binds)
     argv = [shutil.which("bwrap") or "bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
             "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
+    if usage_argv():
+        # GNU time is the namespace's first process: it reaps orphans and, when it exits, the kernel
+        # kills whatever the job left; bwrap's own init would be one more process per job
+        argv += ["--as-pid-1"]
     if lay.uid is None:
         argv += ["--unshare-user"]
     made: set[str] = set()
