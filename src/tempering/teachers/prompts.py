@@ -4,6 +4,8 @@ The student's prompt and the teacher's prompt are two functions of the same exam
 teacher may see the reference answer, a hint or an annotation (`task.meta`) that the student never
 sees, while both score the very same student tokens. A builder is any `Task -> str`; from a config it
 is a template such as `"Hint: the answer is {answer}\\n{prompt}"`, or `"pkg.module:function"`.
+A builder marked with `@sees_sample` is called as `build(task, episode)` instead: its context may
+depend on the student's own sample (e.g. the reference answer nearest to it), so it is built per episode.
 """
 
 from __future__ import annotations
@@ -23,6 +25,13 @@ from tempering.types import Episode, Task
 
 PromptBuilder = Callable[[Task], str]
 TEMPLATE_FIELDS = ("prompt", "answer", "family", "id", "difficulty", "meta")
+
+
+def sees_sample(build: Callable[[Task, Episode], str]) -> Callable[[Task, Episode], str]:
+    """Mark a teacher prompt builder as `(task, episode) -> str`: it reads the student's own sample
+    (`episode.turns[k].info["text"]`), so its prompt is built for every episode, not once per task."""
+    build.sees_sample = True
+    return build
 
 
 def same_prompt(task: Task) -> str:
@@ -87,6 +96,8 @@ def requests(episodes: list[Episode], fmt: ChatFormat, build: PromptBuilder | No
         n = len(e.prompt_ids)
         if build is None:
             tp = list(e.prompt_ids)
+        elif getattr(build, "sees_sample", False):
+            tp = fmt.prompt_ids(build((raw or {}).get(e.task.id, e.task), e))
         else:
             if e.task.id not in cache:
                 cache[e.task.id] = fmt.prompt_ids(build((raw or {}).get(e.task.id, e.task)))
