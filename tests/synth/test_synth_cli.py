@@ -59,3 +59,37 @@ def test_pass_rate_file_errors(tmp_path, capsys):
     (tmp_path / "o" / "x").write_text("")
     rc = main(["synth", "--seeds", "builtin", "--pass-rates", str(bad), "--out", str(tmp_path / "o")])
     assert rc == 2 and "exists and is not empty" in capsys.readouterr().err
+
+
+def test_synth_on_configurations_measures_with_a_policy(tmp_path, capsys):
+    out = tmp_path / "out"
+    rc = main(["synth", "--seeds", "builtin-tasks", "--policy", "tiny-xs", "--out", str(out), "--target", "3",
+               "--no-progress", "--max-new-tokens", "4", "rollouts=2", "measure_tasks=2", "config_checks.tasks=32"])
+    assert rc == 0
+    summary = json.loads((out / "summary.json").read_text())
+    rows = summary["bundles"]
+    assert summary["summary"]["accepted"] == 3 and all(0 <= r["measured"] <= 1 for r in rows)
+    assert summary["summary"]["measured_pass_rate_mean"] is not None
+    from tempering.synth.task_seeds import builtin_task_seeds, load_task_seeds
+
+    assert [c.name for c in load_task_seeds(out / "configs.json")] == [r["config"] for r in rows]
+    rates = json.loads((out / "seed_pass_rates.json").read_text())
+    assert list(rates) == [s.name for s in builtin_task_seeds()]
+    assert not (out / "bundles").exists()
+    assert "accepted" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--policy", "tiny-xs", "--generator", "llm"], "configurations are synthesised by the built-in mutators"),
+    (["--policy", "no/such/model"], "neither a built-in size"),
+])
+def test_bad_configuration_runs_write_nothing(tmp_path, capsys, extra, message):
+    rc = main(["synth", "--seeds", "builtin-tasks", "--out", str(tmp_path / "out"), "--no-progress", *extra])
+    assert rc == 2 and message in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_pass_rates_or_policy_is_required(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["synth", "--seeds", "builtin-tasks", "--out", str(tmp_path / "out")])
+    assert "one of the arguments --pass-rates --policy is required" in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """`tempering synth`: synthesise verified environment bundles at the policy's learning frontier.
 
     tempering synth --seeds builtin --pass-rates rates.json --out runs/synth --method forge
+    tempering synth --seeds builtin-tasks --policy runs/pretrain/model --out runs/synth-configs
     tempering synth check BUNDLE_DIR          static checks + gold verification of one bundle
     tempering synth export-seeds DIR          write the built-in seed bundles as Harbor folders
 """
@@ -23,16 +24,23 @@ from tempering.synth.bundle import check_bundle, read_bundle, write_bundle
 from tempering.synth.families import builtin_seeds
 from tempering.synth.generators import ChatConfig, LLMGenerator, MutatorGenerator
 from tempering.synth.loop import METHODS, BundleChecker, Report, SynthConfig, synthesize
+from tempering.synth.measure import PolicyMeasure
 from tempering.synth.seeds import load_pass_rates, load_seeds
+from tempering.synth.task_seeds import TaskFamilySeed, TaskSeedChecker, load_task_seeds
 from tempering.synth.verify import make_verifier
 
 
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="tempering synth", description=__doc__.split("\n")[0])
-    ap.add_argument("--seeds", required=True, help="folder of bundle folders, one bundle folder, or `builtin`")
+    ap.add_argument("--seeds", required=True, help="folder of bundle folders, one bundle folder, `builtin` (bundles), "
+                    "`builtin-tasks` or a .json file (task-family configurations)")
     ap.add_argument("--out", required=True, help="output folder (must not exist or be empty)")
     ap.add_argument("--method", choices=list(METHODS), default=None, help="forge or a baseline mask")
-    ap.add_argument("--pass-rates", required=True, help="JSON file {seed name: pass rate of the current policy}")
+    rates = ap.add_mutually_exclusive_group(required=True)
+    rates.add_argument("--pass-rates", help="JSON file {seed name: pass rate of the current policy}")
+    rates.add_argument("--policy", metavar="MODEL_DIR", help="measure pass rates of seeds and accepted results with this "
+                       "policy (a local Hugging Face folder or a tiny size), `rollouts` samples per task")
+    ap.add_argument("--max-new-tokens", type=int, default=16, help="answer token limit when measuring configurations")
     ap.add_argument("--target", type=int, default=None, help="accepted bundles wanted")
     ap.add_argument("--generator", choices=["mutators", "llm"], default="mutators",
                     help="built-in deterministic mutators (offline) or an OpenAI-compatible chat endpoint")
@@ -76,8 +84,10 @@ def run(argv: list[str]) -> int:
         overrides.append(f"coverage.{skill}={count}")
     cfg = load_config(SynthConfig, args.config, overrides)
     out = _out_dir(args.out)
-    seeds = load_seeds(args.seeds)
-    rates = load_pass_rates(args.pass_rates, seeds)
+    configs = args.seeds == "builtin-tasks" or args.seeds.endswith(".json")
+    seeds = load_task_seeds(args.seeds) if configs else load_seeds(args.seeds)
+    if configs and args.generator == "llm":
+        raise UserError("configurations are synthesised by the built-in mutators; drop --generator llm, or pass bundle seeds")
     if args.generator == "llm":
         chat = ChatConfig(**{k: v for k, v in (("base_url", args.base_url), ("model", args.model),
                                                ("api_key_env", args.api_key_env)) if v is not None})
@@ -88,7 +98,18 @@ def run(argv: list[str]) -> int:
         if len(lacking) == len(seeds):
             raise UserError("no seed comes from a built-in family, so the mutators cannot act on them; use "
                             "--generator llm with --base-url, or --seeds builtin")
-    verifier = make_verifier(args.backend, _sandbox(args.sandbox) if args.backend == "sandbox" else None)
+    if configs:
+        checker = TaskSeedChecker(cfg.config_checks)
+    else:
+        checker = BundleChecker(make_verifier(args.backend, _sandbox(args.sandbox) if args.backend == "sandbox" else None),
+                                cfg.checks)
+    measure = None
+    if args.policy:
+        measure = PolicyMeasure.from_model_dir(args.policy, rollouts=cfg.rollouts, tasks=cfg.measure_tasks,
+                                               max_new_tokens=args.max_new_tokens, sandbox_backend=args.sandbox)
+        rates = asyncio.run(measure.pass_rates(seeds))
+    else:
+        rates = load_pass_rates(args.pass_rates, seeds)
 
     from tempering.progress import progress_bar
 
@@ -102,9 +123,11 @@ def run(argv: list[str]) -> int:
                 bar.update({"attempts": rep.attempts, "accepted": len(rep.accepted)}, advance=len(rep.accepted) - done[0])
                 done[0] = len(rep.accepted)
 
-            report = asyncio.run(synthesize(seeds, rates, generator, BundleChecker(verifier, cfg.checks), cfg,
-                                            progress=progress))
-        _write_run(tmp, report, cfg)
+            report = asyncio.run(synthesize(seeds, rates, generator, checker, cfg, progress=progress))
+        if measure is not None and report.accepted:  # one batch for all accepted results
+            for a, r in zip(report.accepted, asyncio.run(measure.many([a.candidate for a in report.accepted]))):
+                a.measured = r
+        _write_run(tmp, report, cfg, rates)
         if out.exists():
             out.rmdir()
         os.replace(tmp, out)
@@ -114,13 +137,21 @@ def run(argv: list[str]) -> int:
     return 0 if report.accepted else 1
 
 
-def _write_run(root: Path, report: Report, cfg: SynthConfig) -> None:
+def _write_run(root: Path, report: Report, cfg: SynthConfig, rates: dict[str, float]) -> None:
     rows = []
     for a in report.accepted:
-        write_bundle(a.candidate.bundle, root / "bundles" / a.candidate.name)
-        rows.append({"bundle": a.candidate.name, "seed": a.seed, "action": a.action.name, "predicted": a.predicted,
+        if isinstance(a.candidate, TaskFamilySeed):
+            kind = "config"
+        else:
+            kind = "bundle"
+            write_bundle(a.candidate.bundle, root / "bundles" / a.candidate.name)
+        rows.append({kind: a.candidate.name, "seed": a.seed, "action": a.action.name, "predicted": a.predicted,
                      "score": a.score, "attempts": a.attempts, "tokens": a.tokens, "measured": a.measured,
                      "skills": sorted(a.candidate.skills)})
+    configs = [a.candidate.to_json() for a in report.accepted if isinstance(a.candidate, TaskFamilySeed)]
+    if configs:  # itself a valid --seeds file
+        (root / "configs.json").write_text(json.dumps(configs, indent=1) + "\n")
+    (root / "seed_pass_rates.json").write_text(json.dumps(rates, indent=1) + "\n")
     (root / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(), sort_keys=False))
     (root / "summary.json").write_text(json.dumps({"summary": report.summary(), "bundles": rows}, indent=1) + "\n")
     (root / "plans.json").write_text(json.dumps(report.plans, indent=1) + "\n")
@@ -134,12 +165,17 @@ def _print_summary(report: Report, out: Path) -> None:
     s = report.summary()
     fmt = lambda v, d=2: "n/a" if v is None else (f"{v:.{d}f}" if isinstance(v, float) else str(v))  # noqa: E731
     t = Table(title=f"tempering synth: {s['method']} -> {out}")
-    for col in ("accepted", "attempts", "attempts/accepted", "tokens", "tokens/accepted", "predicted pass rate",
-                "measured pass rate"):
-        t.add_column(col, justify="right")
-    t.add_row(str(s["accepted"]), str(s["attempts"]), fmt(s["attempts_per_accepted"]), str(s["tokens"]),
-              fmt(s["tokens_per_accepted"], 0) + (" (est.)" if s["tokens_estimated"] else ""),
-              fmt(s["predicted_pass_rate_mean"], 3), fmt(s["measured_pass_rate_mean"], 3))
+    t.add_column("accepted results")
+    t.add_column("value", justify="right")
+    for name, value in [
+        ("accepted", str(s["accepted"])),
+        ("attempts (per accepted)", f"{s['attempts']} ({fmt(s['attempts_per_accepted'])})"),
+        ("tokens (per accepted)", f"{s['tokens']} ({fmt(s['tokens_per_accepted'], 0)})" + (" est." if s["tokens_estimated"] else "")),
+        ("predicted pass rate, mean", fmt(s["predicted_pass_rate_mean"], 3)),
+        ("measured pass rate, mean", fmt(s["measured_pass_rate_mean"], 3)),
+        ("measured in [0.25, 0.75]", fmt(s["frontier_share"])),
+    ]:
+        t.add_row(name, value)
     Console().print(t)
 
 
