@@ -23,5 +23,5 @@ async def evaluate(
         m = group_metrics(sg, k, opts.max_turns)
         out["pass@1_sampled"] = m["pass@1"]
         out[f"pass@{k}"] = m.get(f"pass@{k}", m["pass@1"])
-        out.update({f"{key}_sampled": v for key, v in m.items() if key.startswith(("acc@", "turns_per_pass", "tokens_per_pass"))})
+        out.update({f"{key}_sampled": v for key, v in m.items() if key.startswith(("acc@", "turns_per_pass", "tokens_per_pass", "improve_rate", "regress_rate"))})
     return out
