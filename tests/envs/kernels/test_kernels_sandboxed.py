@@ -48,17 +48,18 @@ def test_profile_gives_timings_speedups_and_rewards(kernel_verifier):
     assert 0.2 <= res.score <= 1.0
 
 
-def test_compile_baseline_once_estimates_from_a_per_problem_ratio(kernel_verifier):
-    v = KernelVerifier(replace(kernel_verifier.config, compile_baseline="once", timed_runs=3),
+def test_compile_baseline_once_scales_eager_time_by_the_per_problem_ratio(kernel_verifier):
+    # The baseline job itself (torch.compile, ~20-70 s cold on a CPU) runs in the benchmark, not here.
+    v = KernelVerifier(replace(kernel_verifier.config, compile_baseline="once"),
                        sandbox=kernel_verifier.sandbox, cache=kernel_verifier.cache)
     sub = next(h for h in HACKS if h.name == "identity_passes_rand_inputs").submission.replace(
         "self.lib.copy(x, y, x.numel())", "self.lib.relu(x, y, x.numel())")
     problem = Problem(name="rand_relu", source=RELU_PROBLEM)
+    v.remember_baseline(problem, eager_ms=2.0, compile_ms=0.5)
     res = asyncio.run(v.verify(problem, sub))
-    base = asyncio.run(v.baseline(problem))
-    assert res.correct and base["compile_ms"] > 0 and res.compile_estimated
-    assert res.t_compile_ms == pytest.approx(res.t_eager_ms * base["compile_ms"] / base["eager_ms"])
-    assert res.cuda_agent_reward in (1, 2, 3)
+    assert res.correct and res.compile_estimated
+    assert res.t_compile_ms == pytest.approx(res.t_eager_ms * 0.25)
+    assert res.speedup_compile == pytest.approx(res.t_compile_ms / res.t_ms)
 
 
 def test_sketch_env_gives_wrong_slow_and_fast_answers(kernel_verifier):
@@ -111,7 +112,8 @@ class ModelNew(nn.Module):
     again = asyncio.run(kernel_verifier.verify(problem, sub, mode="verify"))
     assert again.correct and again.build_cached and again.build_s == 0.0
     cheat = sub.replace("return ext.relu_out(x)", "ext.relu_out(x)\n        return torch.relu(x)")
-    assert asyncio.run(kernel_verifier.verify(problem, cheat, mode="verify")).status == "forbidden_op"
+    caught = asyncio.run(kernel_verifier.verify(problem, cheat, mode="verify"))
+    assert caught.status == "forbidden_op" and caught.build_cached  # same extension sources: no rebuild
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")

@@ -75,6 +75,9 @@ class Submission:
     """C source of a `c` submission (module-level `C_SOURCE` string)."""
     cuda_source: str | None = None
     """CUDA source of a `cuda` submission (`cuda_sources=` of `load_inline`, or `CUDA_SOURCE`)."""
+    ext_args: dict | None = None
+    """torch_ext: the `load_inline` arguments when all are literals (the build then depends on them
+    alone, so a change to the Python glue reuses the cached extension); None: build by running the file."""
     errors: list[str] = field(default_factory=list)
     """Why this cannot be run at all (no ModelNew, syntax error, no source found)."""
 
@@ -98,6 +101,35 @@ def _literal(tree: ast.Module, name: str) -> str | None:
             if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
                 return node.value.value
     return None
+
+
+def _resolve(tree: ast.Module, node: ast.AST):
+    """A literal value (str, list of str, bool, None), following module-level names; raises ValueError."""
+    if isinstance(node, ast.Name):
+        for stmt in tree.body:
+            if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == node.id for t in stmt.targets):
+                return _resolve(tree, stmt.value)
+        raise ValueError(node.id)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_resolve(tree, e) for e in node.elts]
+    return ast.literal_eval(node)
+
+
+def _literal_ext_args(tree: ast.Module, call: ast.Call) -> dict | None:
+    keys = ("name", "cpp_sources", "cuda_sources", "functions", "extra_cflags", "extra_cuda_cflags",
+            "extra_ldflags", "extra_include_paths", "with_cuda")
+    args = {}
+    try:
+        for key, node in zip(keys, call.args):
+            args[key] = _resolve(tree, node)
+        for kw in call.keywords:
+            if kw.arg is None:
+                return None
+            if kw.arg in keys:
+                args[kw.arg] = _resolve(tree, kw.value)
+    except (ValueError, SyntaxError, TypeError):
+        return None
+    return args if "name" in args and "cpp_sources" in args else None
 
 
 def _load_inline_calls(tree: ast.Module) -> list[ast.Call]:
@@ -156,6 +188,8 @@ def parse_submission(text: str, backend: str | None = None) -> Submission:
                           "variable) to load_inline, or define CUDA_SOURCE")
     elif sub.backend == "torch_ext" and len(calls) != 1:
         sub.errors.append(f"a torch_ext submission calls load_inline exactly once (found {len(calls)})")
+    if sub.backend in ("torch_ext", "cuda") and len(calls) == 1:
+        sub.ext_args = _literal_ext_args(tree, calls[0])
     return sub
 
 
