@@ -42,6 +42,25 @@ def test_key_covers_sources_flags_and_environment(tmp_path):
     assert base != cache.key({"other.c": SRC}, CMD)
     assert base != cache.key({"main.c": SRC}, CMD[:1] + ["-O2"] + CMD[2:])
     assert base != cache.key({"main.c": SRC}, CMD, env={"CFLAGS": "-g"})
+    assert base != cache.key({"main.c": SRC}, CMD, ro_binds=["/opt/toolkit"])
+
+
+def test_build_sees_its_ro_binds(sb, tmp_path):
+    inc = tmp_path / "include"
+    inc.mkdir()
+    (inc / "value.h").write_text("#define VALUE 11\n")
+    tmp_path.chmod(0o755)
+    cache = BuildCache(tmp_path / "cache")
+    cmd = ["gcc", f"-I{inc}", "main.c", "-o", "main"]
+    src = '#include <stdio.h>\n#include "value.h"\nint main(void) { printf("%d\\n", VALUE); return 0; }\n'
+
+    async def main():
+        built = await cache.build(sb, {"main.c": src}, cmd, artifact="main", ro_binds=[str(inc)])
+        return built, await sb.run(Job(cmd=[str(built.path)], ro_binds=[str(built.path)]))
+
+    built, ran = asyncio.run(main())
+    assert built.result.ok, built.result.stderr
+    assert ran.stdout == "11\n"
 
 
 def test_failed_build_is_cached_with_its_compiler_message(sb, tmp_path):

@@ -70,7 +70,8 @@ class BuildCache:
             d.chmod(0o755)  # jobs run as other users and must read artifacts
         self._locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-    def key(self, files: dict[str, str | bytes], cmd: list[str], env: dict[str, str] | None = None) -> str:
+    def key(self, files: dict[str, str | bytes], cmd: list[str], env: dict[str, str] | None = None,
+            ro_binds: list[str] | None = None) -> str:
         """The entry name for a build; every input that can change the artifact is in it."""
         h = hashlib.sha256()
 
@@ -82,7 +83,7 @@ class BuildCache:
             data = files[name]
             put(name.encode())
             put(data.encode() if isinstance(data, str) else data)
-        put(json.dumps([list(cmd), sorted((env or {}).items())]).encode())
+        put(json.dumps([list(cmd), sorted((env or {}).items()), sorted(ro_binds or [])]).encode())
         exe = shutil.which(cmd[0], path=(env or {}).get("PATH", backends.job_path())) if cmd else None
         if exe:
             put(exe.encode())
@@ -94,16 +95,19 @@ class BuildCache:
         return locks.setdefault(key, asyncio.Lock())
 
     async def build(self, sandbox, files: dict[str, str | bytes], cmd: list[str], artifact: str,
-                    limits: Limits | None = None, env: dict[str, str] | None = None) -> BuildResult:
-        """Run `cmd` over `files` in `sandbox` and keep `artifact`, unless this build is cached."""
+                    limits: Limits | None = None, env: dict[str, str] | None = None,
+                    ro_binds: list[str] | None = None) -> BuildResult:
+        """Run `cmd` over `files` in `sandbox` and keep `artifact`, unless this build is cached.
+
+        `ro_binds`: host folders the compiler needs (e.g. a CUDA toolkit outside /usr); part of the key."""
         rel = check_relpath(artifact, "BuildCache artifact")
-        key = self.key(files, cmd, env)
+        key = self.key(files, cmd, env, ro_binds)
         async with self._lock(key):
             hit = self._lookup(key, rel)
             if hit is not None:
                 return hit
             res = await sandbox.run(Job(cmd=list(cmd), files=dict(files), env=dict(env or {}),
-                                        limits=limits or BUILD_LIMITS, outputs=[rel]))
+                                        limits=limits or BUILD_LIMITS, outputs=[rel], ro_binds=list(ro_binds or [])))
             return self._store(key, rel, res)
 
     def _lookup(self, key: str, rel: str) -> BuildResult | None:
