@@ -193,3 +193,31 @@ def test_cli_eval_table_jsonl_and_bad_input(tmp_path, capsys, kernel_verifier):
     assert {r["problem"]: r["status"] for r in lines} == {"01_relu": "correct", "26_matmul": "missing"}
     assert main(["kernels", "eval", "--problems", str(tmp_path / "nope")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_agent_mode_tools_and_submit(kernel_verifier):
+    from tempering.envs.kernels.agent import KernelAgentFamily
+
+    fam = KernelAgentFamily(verify=kernel_verifier.config)
+    fam._verifier = kernel_verifier
+    task = next(t for t in fam.tasks("train", 40) + fam.tasks("heldout", 40) if t.answer == "01_relu")
+    assert "## Rules" in task.prompt and "class Model" in task.prompt
+    env = fam.make_env(task)
+    solution = find_problem(builtin_problems(), "relu").solution
+
+    async def go():
+        out = [await env.step('{"tool": "verify", "args": {}}'),
+               await env.step('{"tool": "write_file", "args": {"path": "model.py", "content": "x"}}'),
+               await env.step("not json"),
+               await env.step(json.dumps({"tool": "write_file", "args": {"path": "model_new.py", "content": solution}})),
+               await env.step('{"tool": "compile", "args": {}}'),
+               await env.step('{"tool": "submit", "args": {}}')]
+        return out
+
+    empty, readonly, garbage, wrote, compiled, submitted = asyncio.run(go())
+    assert "empty" in empty.feedback and not empty.done
+    assert "read-only" in readonly.feedback
+    assert garbage.status == "tool_error" and "JSON" in garbage.feedback
+    assert wrote.status == "tool:write_file" and compiled.status == "compiled"
+    assert submitted.done and submitted.status == "correct" and submitted.info["tool"] == "submit"
+    assert submitted.score == submitted.info["rewards"]["score"] > 0

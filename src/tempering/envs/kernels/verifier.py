@@ -262,7 +262,10 @@ class KernelVerifier:
 
     # -- public ------------------------------------------------------------------------------------
     async def verify(self, problem: Problem, text: str, mode: str = "profile") -> KernelResult:
-        """Verify (`mode="verify"`) or verify and time (`"profile"`) one answer; never raises for bad answers."""
+        """Compile only (`mode="compile"`), verify (`"verify"`) or verify and time (`"profile"`) one answer.
+
+        Never raises for a bad answer: its status and message say what went wrong.
+        """
         cfg = self.config
         sub = parse_submission(text, backend=cfg.backend)
         res = KernelResult(problem=problem.name, backend=sub.backend, status="bad_submission")
@@ -277,6 +280,9 @@ class KernelVerifier:
                 return res
         artifact = await self._compile(sub, res)
         if not res.compiled:
+            return res
+        if mode == "compile":
+            res.status, res.message = "compiled", res.compile_log or "compiled"
             return res
         if sub.backend == "cuda" and cfg.device != "cuda":
             res.status = "compiled_only"
