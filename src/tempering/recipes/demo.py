@@ -57,8 +57,9 @@ def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) 
         "pass_at_1_after": hist["final"]["eval/pass@1"],
         "pass_at_1_sampled_before": hist["start"]["eval/pass@1_sampled"],
         "pass_at_1_sampled_after": hist["final"]["eval/pass@1_sampled"],
-        "pass_at_8_before": hist["start"]["eval/pass@8"],
-        "pass_at_8_after": hist["final"]["eval/pass@8"],
+        "k": cfg.run.eval_k,
+        "pass_at_k_before": hist["start"][f"eval/pass@{cfg.run.eval_k}"],
+        "pass_at_k_after": hist["final"][f"eval/pass@{cfg.run.eval_k}"],
         "heldout_prompts": cfg.task.heldout_size,
         "pretrain_steps": pre["steps"],
         "grpo_steps": cfg.run.steps,
@@ -96,7 +97,7 @@ def write_results(results_dir: Path, rows: list[dict], command: str) -> None:
         f"(32 prompts x 8 samples per step, {rows[0]['grpo_steps']} steps). pass@1 is greedy, on "
         f"{rows[0]['heldout_prompts']} held-out prompts that training never sees.",
         "",
-        "| seed | pass@1 before | pass@1 after | gain (points) | sampled pass@1 before / after | pass@8 before / after | pretrain s | GRPO s | total s |",
+        f"| seed | pass@1 before | pass@1 after | gain (points) | sampled pass@1 before / after | pass@{rows[0]['k']} before / after | pretrain s | GRPO s | total s |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
@@ -104,7 +105,7 @@ def write_results(results_dir: Path, rows: list[dict], command: str) -> None:
             f"| {r['seed']} | {r['pass_at_1_before']:.3f} | {r['pass_at_1_after']:.3f} | "
             f"{100 * (r['pass_at_1_after'] - r['pass_at_1_before']):+.1f} | "
             f"{r['pass_at_1_sampled_before']:.3f} / {r['pass_at_1_sampled_after']:.3f} | "
-            f"{r['pass_at_8_before']:.3f} / {r['pass_at_8_after']:.3f} | "
+            f"{r['pass_at_k_before']:.3f} / {r['pass_at_k_after']:.3f} | "
             f"{r['seconds_pretrain']:.0f} | {r['seconds_grpo']:.0f} | {r['seconds_total']:.0f} |"
         )
     lines += [
@@ -131,8 +132,8 @@ def main(argv: list[str]) -> int:
         r = run_demo(out, s, a.overrides, progress=not a.no_progress)
         rows.append(r)
         print_eval_table(
-            {"before GRPO": {"held-out pass@1 (greedy)": r["pass_at_1_before"], "pass@1 (sampled)": r["pass_at_1_sampled_before"], "pass@8": r["pass_at_8_before"]},
-             "after GRPO": {"held-out pass@1 (greedy)": r["pass_at_1_after"], "pass@1 (sampled)": r["pass_at_1_sampled_after"], "pass@8": r["pass_at_8_after"]}},
+            {"before GRPO": {"held-out pass@1 (greedy)": r["pass_at_1_before"], "pass@1 (sampled)": r["pass_at_1_sampled_before"], f"pass@{r['k']}": r["pass_at_k_before"]},
+             "after GRPO": {"held-out pass@1 (greedy)": r["pass_at_1_after"], "pass@1 (sampled)": r["pass_at_1_sampled_after"], f"pass@{r['k']}": r["pass_at_k_after"]}},
             title=f"quickstart, seed {s}: {r['heldout_prompts']} held-out prompts, {r['seconds_total']:.0f}s",
         )
         atomic_write_text(out / "summary.json", json.dumps(r, indent=2) + "\n")

@@ -1,0 +1,26 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.slow
+def test_demo_runs_end_to_end_and_writes_results(tmp_path):
+    """The quickstart pipeline with tiny budgets: pre-train, GRPO, table, summary and results files."""
+    r = subprocess.run(
+        [sys.executable, "-m", "tempering.cli", "demo", "--out", str(tmp_path / "run"), "--no-progress",
+         "--results", str(tmp_path / "results"),
+         "pretrain.model.name=tiny-xs", "pretrain.train.steps=30", "pretrain.train.eval_every=30", "pretrain.task.heldout_size=40",
+         "pretrain.task.train_size=500", "train.run.steps=2", "train.task.heldout_size=40", "train.task.train_size=500",
+         "train.rollout.prompts_per_step=4", "train.run.eval_k=2"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "before GRPO" in r.stdout and "after GRPO" in r.stdout
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    head = json.loads((tmp_path / "results" / "quickstart.json").read_text())
+    for k in ("pass_at_1_before", "pass_at_1_after", "heldout_prompts", "seconds_total"):
+        assert k in head
+    assert head["pass_at_1_after"] == summary["pass_at_1_after"] and head["heldout_prompts"] == 40
+    assert "| 0 |" in (tmp_path / "results" / "quickstart.md").read_text()
