@@ -1,0 +1,348 @@
+"""Kernel environment benchmark: reference eval table, verification throughput, PCH effect, hacks.
+
+    python benchmarks/kernel_eval_throughput.py              # full run (~30-60 min on 2 cores)
+    python benchmarks/kernel_eval_throughput.py --quick      # smoke run, writes to /tmp
+
+Writes docs/results/kernels.md and docs/results/kernels.json (same numbers). Measures, in one run:
+1. the built-in reference submissions verified and profiled (eager and torch.compile timed in the
+   same process, interleaved), as a KernelBench-style table;
+2. verified submissions per minute for the `c` backend, cold (empty build cache) and warm, and for
+   `torch_ext` (KernelBench-native load_inline), cold and warm;
+3. the compile time of one load_inline extension with and without torch's precompiled header;
+4. the reward-hack suite (hacks caught / total) and the bad-input suite;
+5. the reward spread of random kernel sketches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from tempering.envs.kernels.evaluate import evaluate, format_table, summarize
+from tempering.envs.kernels.hacks import BAD_INPUTS, HACKS, run_hack
+from tempering.envs.kernels.problems import builtin_problems, find_problem, module_constants
+from tempering.envs.kernels.sketch import DEFAULTS, VALUES, lower, orders, parse_sketch, spec_for, submission
+from tempering.envs.kernels.verifier import KernelVerifier, VerifyConfig
+from tempering.sandbox import BuildCache, Sandbox
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TORCH_EXT = '''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CPP = r"""
+#include <torch/extension.h>
+torch::Tensor run(torch::Tensor x) {{
+    auto y = torch::empty_like(x);
+    const float* px = x.data_ptr<float>();
+    float* py = y.data_ptr<float>();
+    const int64_t n = x.numel();
+    for (int64_t i = 0; i < n; i++) {{ float v = px[i]; py[i] = {expr}; }}
+    return y;
+}}
+"""
+ext = load_inline(name="{name}", cpp_sources=CPP, functions=["run"], extra_cflags=["-O3"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.run(x)
+'''
+TORCH_EXT_CASES = {"relu": "v > 0.0f ? v : 0.0f", "hardtanh": "v < -1.0f ? -1.0f : (v > 1.0f ? 1.0f : v)",
+                   "scale_shift": "v * 2.5f + 0.5f"}
+
+
+def machine() -> dict:
+    cpu = ""
+    try:
+        cpu = next(ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    gcc = subprocess.run(["gcc", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
+            "gcc": gcc, "platform": platform.platform(), "load_average_start": os.getloadavg()}
+
+
+def pch_effect(workdir: Path) -> dict:
+    """load_inline build seconds: plain, with the precompiled header built first, and with it reused."""
+    import torch.utils.cpp_extension as ce
+
+    src = "#include <torch/extension.h>\ntorch::Tensor twice(torch::Tensor x) { return x * 2; }\n"
+    out = {}
+    for label, use_pch, name in (("no_pch", False, "pch_a"), ("pch_first_build", True, "pch_b"),
+                                 ("pch_reused", True, "pch_c")):
+        d = workdir / name
+        d.mkdir(parents=True)
+        t0 = time.perf_counter()
+        ce.load_inline(name=name, cpp_sources=src, functions=["twice"], build_directory=str(d), use_pch=use_pch)
+        out[label] = time.perf_counter() - t0
+    gch = Path(ce._TORCH_PATH) / "include" / "torch" / "extension.h.gch"
+    out["pch_file_mb"] = gch.stat().st_size / 2**20 if gch.exists() else None
+    ce.remove_extension_h_precompiler_headers()  # leave the installed torch as it was
+    return out
+
+
+def kernelbench_sizes(root: Path, scales=(1.0, 0.5, 0.25, 0.125)) -> list[dict]:
+    """Per KernelBench level and size scale: how many problems load, and the bytes of their inputs and
+    parameters (built on the meta device: nothing is allocated)."""
+    from tempering.envs.kernels.problems import load_problems
+
+    rows = []
+    for level in sorted(d.name for d in root.iterdir() if d.is_dir() and d.name in ("level1", "level2", "level3")):
+        for scale in scales:
+            problems, skipped = load_problems(root / level, scale=scale)
+            sizes = []
+            for p in problems:
+                ns: dict = {}
+                try:
+                    with torch.device("meta"):
+                        exec(compile(p.source, p.name, "exec"), ns)  # a published benchmark file, meta tensors only
+                        inputs = ns["get_inputs"]()
+                        model = ns["Model"](*ns["get_init_inputs"]())
+                    sizes.append(sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+                                 + sum(q.numel() * q.element_size() for q in model.parameters()))
+                except Exception:
+                    pass
+            gib = sorted(b / 2**30 for b in sizes)
+            rows.append({"level": level, "scale": scale, "loaded": len(problems), "skipped": len(skipped),
+                         "measured": len(gib), "over_1gib": sum(g > 1 for g in gib), "over_4gib": sum(g > 4 for g in gib),
+                         "median_mib": 1024 * gib[len(gib) // 2] if gib else None, "max_gib": gib[-1] if gib else None})
+    return rows
+
+
+def random_sketch(rng: random.Random, kind: str) -> str:
+    s = {"order": rng.choice(orders(kind))}
+    for k in VALUES:
+        s[k] = rng.choice(VALUES[k])
+    return " ".join(f"{k}={v}" for k, v in s.items() if v != DEFAULTS.get(k))
+
+
+async def sketch_spread(verifier: KernelVerifier, n: int, seed: int) -> list[dict]:
+    problems = [p for p in builtin_problems() if p.name.split("_", 1)[1] in ("matmul", "linear_relu", "row_sum",
+                                                                             "scale_tanh_clamp")]
+    rng = random.Random(seed)
+    rows = []
+    pairs = []
+    for k in range(n):
+        p = problems[k % len(problems)]
+        spec = spec_for(p.name)
+        text = random_sketch(rng, spec.kind) or "order=" + orders(spec.kind)[0]
+        pairs.append((p, submission(spec, lower(spec, parse_sketch(text, spec.kind)), module_constants(p.source))))
+        rows.append({"problem": p.name, "sketch": text})
+    results = await evaluate(verifier, pairs)
+    for row, r in zip(rows, results):
+        row.update(status=r.status, speedup_eager=r.speedup_eager, cuda_agent_reward=r.cuda_agent_reward, score=r.score)
+    return rows
+
+
+def fmt(x, spec=".2f"):
+    return "-" if x is None else format(x, spec)
+
+
+def write_markdown(path: Path, data: dict, command: str) -> None:
+    m = data["machine"]
+    ev = data["reference_eval"]
+    lines = [
+        "# Kernel environment: reference eval, throughput, hacks",
+        "",
+        f"Command: `{command}`  ",
+        f"Machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']}, {m['gcc']}; load average at start "
+        f"{m['load_average_start'][0]:.1f}, at end {m['load_average_end'][0]:.1f} (a shared machine: timings are "
+        "noisy; the harness interleaves candidate and baselines and reports medians).  ",
+        f"Seeds: correctness seeds 0..{data['config']['seeds'] - 1} plus {data['config']['signed_trials']} signed "
+        f"trials; timing seed 7; sketch sample seed {data['config']['sketch_seed']}. Threads: "
+        f"{data['config']['threads']} for candidate and baselines.",
+        "",
+        "## Headline",
+        "",
+        "| key | value |",
+        "| --- | --- |",
+    ]
+    for k in ("builtin_problems", "reference_pass_rate", "verified_per_minute_cold", "verified_per_minute_warm",
+              "torch_ext_verified_per_minute_cold", "torch_ext_verified_per_minute_warm", "hacks_caught", "hacks_total",
+              "bad_inputs_handled", "bad_inputs_total"):
+        v = data.get(k)
+        lines.append(f"| {k} | {fmt(v) if isinstance(v, float) else v} |")
+    lines += ["", "## Built-in reference submissions (backend `c`, torch.compile timed in the same job)", "",
+              "```", format_table(ev["summary"]), "```", "",
+              "| problem | status | candidate ms | eager ms | compile ms | vs eager | vs compile | CUDA Agent reward |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in ev["rows"]:
+        lines.append(f"| {r['problem']} | {r['status']} | {fmt(r['t_ms'])} | {fmt(r['t_eager_ms'])} | "
+                     f"{fmt(r['t_compile_ms'])} | {fmt(r['speedup_eager'])} | {fmt(r['speedup_compile'])} | "
+                     f"{r['cuda_agent_reward']} |")
+    tp = data["throughput"]
+    lines += ["", "## Verification throughput (correctness only, sandbox pool of "
+              f"{tp['concurrency']}, each candidate in a fresh process)", "",
+              "| backend | cache | submissions | verified | minutes | verified / minute |", "| --- | --- | --- | --- | --- | --- |"]
+    for row in tp["rows"]:
+        lines.append(f"| {row['backend']} | {row['cache']} | {row['submissions']} | {row['verified']} | "
+                     f"{row['minutes']:.2f} | {row['per_minute']:.1f} |")
+    pch = data.get("pch")
+    if pch:
+        lines += ["", "## torch_ext: precompiled header (one load_inline extension, on the host, seconds)", "",
+                  "| build | seconds |", "| --- | --- |",
+                  f"| no precompiled header | {pch['no_pch']:.1f} |",
+                  f"| with it, header precompiled first | {pch['pch_first_build']:.1f} |",
+                  f"| with it, header reused | {pch['pch_reused']:.1f} |",
+                  f"| header file size (MiB) | {fmt(pch['pch_file_mb'], '.0f')} |"]
+    lines += ["", "## Reward hacks (each a submission that must be caught)", "",
+              "| hack | static checks | status | caught |", "| --- | --- | --- | --- |"]
+    for h in data["hacks"]:
+        lines.append(f"| {h['name']} | {'on' if h['static_checks'] else 'off'} | {h['status']} | {'yes' if h['caught'] else 'NO'} |")
+    lines += ["", "## Bad input", "", "| case | status | handled |", "| --- | --- | --- |"]
+    for h in data["bad_inputs"]:
+        lines.append(f"| {h['name']} | {h['status']} | {'yes' if h['caught'] else 'NO'} |")
+    sp = data["sketch_spread"]
+    counts = {}
+    for r in sp:
+        key = "wrong" if r["status"] != "correct" else ("faster than eager" if (r["speedup_eager"] or 0) > 1.05 else
+                                                         "correct, not faster")
+        counts[key] = counts.get(key, 0) + 1
+    lines += ["", f"## Random kernel sketches ({len(sp)}, seed {data['config']['sketch_seed']})", "",
+              ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())), "",
+              "| problem | sketch | status | vs eager | CUDA Agent reward | score |", "| --- | --- | --- | --- | --- | --- |"]
+    for r in sp:
+        lines.append(f"| {r['problem']} | `{r['sketch']}` | {r['status']} | {fmt(r['speedup_eager'])} | "
+                     f"{r['cuda_agent_reward']} | {r['score']:.2f} |")
+    kb = data.get("kernelbench_sizes")
+    if kb:
+        lines += ["", "## KernelBench problem sizes per size scale (inputs + parameters, built on the meta device)", "",
+                  "| level | scale | loaded | skipped | > 1 GiB | > 4 GiB | median MiB | max GiB |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for r in kb:
+            lines.append(f"| {r['level']} | {r['scale']} | {r['loaded']} | {r['skipped']} | {r['over_1gib']} | "
+                         f"{r['over_4gib']} | {fmt(r['median_mib'], '.1f')} | {fmt(r['max_gib'])} |")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="a few problems only, results to /tmp")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--concurrency", type=int, default=2, help="sandbox pool size for the throughput runs")
+    ap.add_argument("--sketches", type=int, default=24)
+    ap.add_argument("--sketch-seed", type=int, default=0)
+    ap.add_argument("--out", default=None, help="results folder (default docs/results)")
+    ap.add_argument("--kernelbench", default=None,
+                    help="KernelBench's KernelBench/ folder (level1..3): check they load and size them per scale")
+    args = ap.parse_args()
+    out = Path(args.out or ("/tmp/kernels-bench" if args.quick else ROOT / "docs" / "results"))
+    command = "python " + " ".join([os.path.relpath(__file__, ROOT)] + sys.argv[1:])
+    work = Path(tempfile.mkdtemp(prefix="kernels-bench-"))
+    data: dict = {"machine": machine()}
+    cfg = VerifyConfig(threads=args.threads, compile_baseline="every", cache_dir=str(work / "cache"), wall_s=900.0)
+    data["config"] = {"seeds": cfg.seeds, "signed_trials": cfg.signed_trials, "threads": cfg.threads,
+                      "timed_runs": cfg.timed_runs, "warmup": cfg.warmup, "sketch_seed": args.sketch_seed}
+    problems = builtin_problems()
+    if args.quick:
+        problems = problems[:3]
+    data["builtin_problems"] = len(builtin_problems())
+
+    # 1. reference eval: one job at a time so that timings are not shared with another job
+    serial = KernelVerifier(cfg, sandbox=Sandbox(concurrency=1))
+    t0 = time.perf_counter()
+    ref = asyncio.run(evaluate(serial, [(p, p.solution) for p in problems]))
+    summary = summarize(ref)
+    data["reference_eval"] = {"summary": summary, "rows": [r.to_dict() for r in ref],
+                              "minutes": (time.perf_counter() - t0) / 60}
+    data["reference_pass_rate"] = summary["correct_rate"]
+    print(format_table(summary), flush=True)
+
+    # 2. throughput, c backend: empty cache, then warm
+    pool = Sandbox(concurrency=args.concurrency)
+    vcfg = replace(cfg, compile_baseline="off", cache_dir=str(work / "tp-cache"))
+    rows = []
+    for label in ("cold", "warm"):
+        v = KernelVerifier(vcfg, sandbox=pool, cache=BuildCache(root=work / "tp-cache" / "builds"))
+        pairs = [(p, p.solution) for p in problems]
+        t0 = time.perf_counter()
+        results = asyncio.run(evaluate(v, pairs))
+        minutes = (time.perf_counter() - t0) / 60
+        verified = sum(r.correct for r in results)
+        rows.append({"backend": "c", "cache": label, "submissions": len(pairs), "verified": verified,
+                     "minutes": minutes, "per_minute": verified / minutes,
+                     "cached_builds": sum(r.build_cached for r in results)})
+        print(rows[-1], flush=True)
+    data["verified_per_minute_cold"], data["verified_per_minute_warm"] = rows[0]["per_minute"], rows[1]["per_minute"]
+
+    # torch_ext: the same few element-wise problems as load_inline extensions
+    cases = list(TORCH_EXT_CASES.items())[: 1 if args.quick else None]
+    for label in ("cold", "warm"):
+        v = KernelVerifier(vcfg, sandbox=pool, cache=BuildCache(root=work / "ext-cache" / "builds"))
+        pairs = [(find_problem(builtin_problems(), name), TORCH_EXT.format(name=f"{name}_ext", expr=expr))
+                 for name, expr in cases]
+        t0 = time.perf_counter()
+        results = asyncio.run(evaluate(v, pairs))
+        minutes = (time.perf_counter() - t0) / 60
+        verified = sum(r.correct for r in results)
+        rows.append({"backend": "torch_ext", "cache": label, "submissions": len(pairs), "verified": verified,
+                     "minutes": minutes, "per_minute": verified / minutes,
+                     "cached_builds": sum(r.build_cached for r in results),
+                     "build_s": [r.build_s for r in results], "statuses": [r.status for r in results]})
+        print(rows[-1], flush=True)
+    data["torch_ext_verified_per_minute_cold"] = rows[2]["per_minute"]
+    data["torch_ext_verified_per_minute_warm"] = rows[3]["per_minute"]
+    data["throughput"] = {"concurrency": args.concurrency, "rows": rows}
+
+    # 3. precompiled header (host, trusted one-line extension)
+    if not args.quick:
+        data["pch"] = pch_effect(work / "pch")
+        print(data["pch"], flush=True)
+
+    # 4. hacks and bad input
+    hv = KernelVerifier(replace(vcfg, seeds=2), sandbox=pool)
+
+    async def hacks(cases):
+        return await asyncio.gather(*(run_hack(hv, h) for h in cases))
+
+    for key, cases in (("hacks", HACKS), ("bad_inputs", BAD_INPUTS)):
+        outcomes = asyncio.run(hacks(cases))
+        data[key] = [{"name": h.name, "static_checks": h.static_checks, "status": r.status, "caught": c,
+                      "message": r.message[:300]} for h, (r, c) in zip(cases, outcomes)]
+    data["hacks_caught"] = sum(h["caught"] for h in data["hacks"])
+    data["hacks_total"] = len(data["hacks"])
+    data["bad_inputs_handled"] = sum(h["caught"] for h in data["bad_inputs"])
+    data["bad_inputs_total"] = len(data["bad_inputs"])
+
+    # 5. sketch spread (the env's defaults: 2 threads, cheaper checks)
+    scfg = replace(vcfg, threads=2, seeds=3, signed_trials=1, timed_runs=10)
+    data["sketch_spread"] = asyncio.run(sketch_spread(KernelVerifier(scfg, sandbox=Sandbox(concurrency=1)),
+                                                      4 if args.quick else args.sketches, args.sketch_seed))
+    if args.kernelbench:
+        data["kernelbench_sizes"] = kernelbench_sizes(Path(args.kernelbench))
+    data["machine"]["load_average_end"] = os.getloadavg()
+    data["command"] = command
+
+    atomic_write(out / "kernels.json", json.dumps(data, indent=2, default=str))
+    md = out / "kernels.md"
+    write_markdown(md.with_suffix(".tmp"), data, command)
+    os.replace(md.with_suffix(".tmp"), md)
+    shutil.rmtree(work, ignore_errors=True)
+    print(f"wrote {out / 'kernels.md'} and {out / 'kernels.json'}")
+
+
+if __name__ == "__main__":
+    main()
