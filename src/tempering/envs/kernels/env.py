@@ -98,7 +98,10 @@ class KernelFamily(TaskFamily):
     def tasks(self, split: str, n: int, seed: int = 0) -> list[Task]:
         if split not in ("train", "heldout"):
             raise UserError(f"kernels: split must be train or heldout, got {split!r}")
-        pool = [p for p in self.problems() if self.split_of(p) == split] or self.problems()
+        pool = [p for p in self.problems() if self.split_of(p) == split]
+        if not pool:
+            raise UserError(f"{self.name}: no problem falls in the {split} split ({len(self.problems())} problems, "
+                            f"heldout_share={self.heldout_share}); add problems or change heldout_share")
         rng = random.Random(seed)
         order = list(pool)
         out = []

@@ -71,8 +71,9 @@ class VerifyConfig:
     """Bytes written between timed runs to flush the CPU caches."""
     wall_s: float = 180.0
     """Wall-clock limit of one verification job (compile baseline included)."""
-    memory_mb: int = 16384
-    """Address-space limit of one verification job (torch reserves a lot of virtual memory)."""
+    memory_mb: int = 8192
+    """Address-space limit of one verification job (torch reserves a lot of virtual memory; keep
+    concurrency x memory_mb below the machine's memory)."""
     build_wall_s: float = 300.0
     """Wall-clock limit of one compile job (torch_ext builds take tens of seconds)."""
     use_pch: bool = False
