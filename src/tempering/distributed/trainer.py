@@ -20,7 +20,6 @@ from tempering.distributed.world import World
 from tempering.envs.base import TaskFamily
 from tempering.errors import UserError
 from tempering.recipes.rl import RLTrainer, TrainConfig
-from tempering.rollout.sampler import HFSampler
 from tempering.train.cursor import PromptCursor
 from tempering.train.optim import make_optimizer, make_scheduler
 
@@ -41,11 +40,21 @@ class RankCursor:
         self.inner.load_state_dict(s)
 
 
-class GatheringSampler(HFSampler):
-    """Samples from a full copy of an FSDP-sharded policy; the copy is refreshed after every update."""
+class FullCopySync:
+    """Under FSDP2 the trainer keeps a full copy of the sharded policy (`RLTrainer.model`: sampled from,
+    evaluated, saved). After every update this refreshes the copy, then passes it on to a sampler that
+    has weights of its own (vLLM); everything else is the wrapped sampler's."""
+
+    def __init__(self, sampler, full_model: torch.nn.Module):
+        self.sampler, self.full_model = sampler, full_model
 
     def sync_weights(self, train_model: torch.nn.Module) -> None:
-        self.model.load_state_dict(full_state_dict(train_model))
+        self.full_model.load_state_dict(full_state_dict(train_model))
+        if hasattr(self.sampler, "sync_weights"):
+            self.sampler.sync_weights(self.full_model)
+
+    def __getattr__(self, name: str):
+        return getattr(self.sampler, name)
 
 
 class RankLog:
@@ -93,9 +102,7 @@ class DataParallelRLTrainer(RLTrainer):
             self.optimizer = make_optimizer(self.train_model, cfg.optim.lr, cfg.optim.weight_decay, cfg.optim.betas)
             self.scheduler = make_scheduler(self.optimizer, cfg.optim.warmup_steps, cfg.run.steps, cfg.optim.schedule,
                                             cfg.optim.min_lr_ratio)
-            state = self.sampler.generator.get_state()
-            self.sampler = GatheringSampler(self.model, self.tokenizer, seed=cfg.run.seed)
-            self.sampler.generator.set_state(state)
+            self.sampler = FullCopySync(self.sampler, self.model)
         self.settings.data_parallel = self.dp
         dist.barrier()  # rank 0 has prepared the run folder
 

@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from tempering.config import Schema
 from tempering.rollout.engine import FEEDBACK_TEMPLATES
 from tempering.rollout.sampler import SamplingParams
+from tempering.rollout.vllm_sampler import VLLMSection
 from tempering.train.update import UpdateSettings
 
 
@@ -27,6 +28,8 @@ class TaskSection(Schema):
 
 
 class RolloutSection(Schema):
+    backend: Literal["hf", "vllm"] = Field("hf", description="Generation engine: hf (Hugging Face, CPU or one GPU) or vllm (GPU; extra 'vllm').")
+    vllm: VLLMSection = Field(default_factory=VLLMSection, description="vLLM engine options (rollout.backend=vllm).")
     group_size: int = Field(8, ge=1, description="Episodes sampled per prompt (G).")
     prompts_per_step: int = Field(32, ge=1, description="Prompts (groups) per training step.")
     max_new_tokens: int = Field(16, ge=1, description="Token limit of one answer.")
@@ -78,6 +81,8 @@ class LossSection(Schema):
     mask_truncated: bool = Field(False, description="Drop answers that hit the token limit from the loss (DAPO).")
     dynamic_sampling: bool = Field(False, description="DAPO: drop groups with equal rewards and refill the batch.")
     max_resample_rounds: int = Field(3, ge=0, description="Extra generation rounds allowed to refill the batch.")
+    rollout_correction: Literal["none", "tis", "mask"] = Field("none", description="Sampler/trainer mismatch: truncated importance weights (tis) or masking sequences (mask).")
+    rollout_correction_cap: float = Field(2.0, gt=1, description="C of the rollout correction: weights min(ratio, C); sequences kept while ratio is in [1/C, C].")
     overlong_cache: int = Field(0, ge=0, description="DAPO overlong shaping: ramp length before max_new_tokens (0 = off).")
 
     def update_settings(self, temperature: float, max_response_len: int) -> UpdateSettings:

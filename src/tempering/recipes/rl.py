@@ -80,6 +80,10 @@ class RLTrainer:
         self.model, self.tokenizer = load_policy(cfg.model.name, seed=cfg.run.seed)
         self.fmt = ChatFormat(self.tokenizer, cfg.model.use_chat_template, cfg.rollout.feedback_template, cfg.model.system_prompt)
         self.sampler = HFSampler(self.model, self.tokenizer, seed=cfg.run.seed)
+        if cfg.rollout.backend == "vllm":
+            from tempering.rollout.vllm_sampler import make_vllm_sampler
+
+            self.sampler = make_vllm_sampler(self.model, self.tokenizer, cfg.run.out_dir, cfg.run.seed, cfg.rollout.vllm)
         self.train_model = self.model
         """The module the update runs on: `model` itself, or its DDP/FSDP form in data-parallel training."""
         self.ref_model = None
@@ -197,6 +201,11 @@ class RLTrainer:
                     e.reward -= c.loss.kl_coef * k
                 info["kl_ref_in_reward"] = float(kl.mean())
         batch.adv_BT = self.credit(groups, batch)
+        if c.loss.rollout_correction != "none":  # the sampler is not exactly the trainer's policy (vLLM)
+            from tempering.rollout.vllm_sampler import apply_rollout_correction
+
+            trainer_logp = batch_logprobs(self.model, batch, c.loss.micro_batch_size, self.settings.temperature)
+            info.update(apply_rollout_correction(batch, trainer_logp, c.loss.rollout_correction, c.loss.rollout_correction_cap))
         t1 = time.perf_counter()
         upd = policy_update(self.train_model, self.optimizer, self.scheduler, batch, self.settings, self.update_gen, loss_fn=self.loss_fn)
         if hasattr(self.sampler, "sync_weights"):  # a sampler with its own copy of the weights (vLLM, Ray, FSDP)

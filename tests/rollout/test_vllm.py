@@ -1,0 +1,180 @@
+"""vLLM backend on the CPU: the mismatch correction (hand-computed), the server protocol against a scripted
+local server that answers as vLLM's OpenAI-compatible server does, the recipe's wiring, and bad input.
+The real engine is checked by test_vllm_gpu.py (benchmarks/gpu/run_checks.sh)."""
+
+import json
+import math
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from tempering.errors import UserError
+from tempering.models import char_tokenizer, tiny_model
+from tempering.rollout.sampler import SamplingParams
+from tempering.rollout.vllm_sampler import (
+    VLLMSampler, VLLMSection, apply_rollout_correction, mismatch_kl, rollout_correction,
+)
+from tempering.train.batch import TrainBatch
+
+L = math.log
+# two answers: token ratios pi_trainer / pi_sampler of 2, 1, 3 and of 0.5, 1
+TRAINER = torch.tensor([[L(0.5), L(0.4), L(0.9), 0.0], [L(0.2), L(0.7), 0.0, 0.0]])
+SAMPLER = torch.tensor([[L(0.25), L(0.4), L(0.3), 0.0], [L(0.4), L(0.7), 0.0, 0.0]])
+MASK = torch.tensor([[1.0, 1, 1, 0], [1, 1, 0, 0]])
+
+
+def test_truncated_importance_weights():
+    w, mask, stats = rollout_correction(TRAINER, SAMPLER, MASK, "tis", cap=2.0)
+    torch.testing.assert_close(w, torch.tensor([[2.0, 1.0, 2.0, 0.0], [0.5, 1.0, 0.0, 0.0]]))
+    assert mask is MASK
+    assert stats["tis_truncated_frac"] == pytest.approx(1 / 5)  # only the ratio 3 is capped
+    assert stats["tis_mean_weight"] == pytest.approx(6.5 / 5)
+    # k3 per token: r - log r - 1 for r = 2, 1, 3, 0.5, 1
+    k3 = [2 - L(2) - 1, 0.0, 3 - L(3) - 1, 0.5 - L(0.5) - 1, 0.0]
+    assert stats["mismatch_kl"] == pytest.approx(sum(k3) / 5, rel=1e-5)
+    assert float(mismatch_kl(TRAINER, TRAINER, MASK)) == 0.0
+
+
+def test_sequence_masking():
+    w, mask, stats = rollout_correction(TRAINER, SAMPLER, MASK, "mask", cap=2.0)
+    # sequence ratios: 2 * 1 * 3 = 6 (outside [1/2, 2]: dropped) and 0.5 * 1 = 0.5 (on the edge: kept)
+    torch.testing.assert_close(mask, torch.tensor([[0.0, 0, 0, 0], [1, 1, 0, 0]]))
+    torch.testing.assert_close(w, mask)
+    assert stats["masked_seq_frac"] == pytest.approx(0.5)
+
+
+def test_bad_correction_settings():
+    with pytest.raises(UserError, match="unknown rollout correction 'clip'"):
+        rollout_correction(TRAINER, SAMPLER, MASK, "clip")
+    with pytest.raises(UserError, match="cap C must be > 1"):
+        rollout_correction(TRAINER, SAMPLER, MASK, "tis", cap=1.0)
+
+
+def test_correction_applies_to_a_batch():
+    b = TrainBatch(torch.zeros(2, 4, dtype=torch.long), torch.ones(2, 4, dtype=torch.long), MASK.clone(), SAMPLER,
+                   torch.zeros(2, 4, dtype=torch.long), adv_BT=MASK * torch.tensor([[1.0], [-2.0]]))
+    stats = apply_rollout_correction(b, TRAINER, "tis", 2.0)
+    torch.testing.assert_close(b.adv_BT, torch.tensor([[2.0, 1.0, 2.0, 0.0], [-1.0, -2.0, 0.0, 0.0]]))
+    assert b.old_logp_BT is TRAINER  # the PPO ratio is taken against the trainer's own log-probs
+    assert set(stats) == {"rollout/mismatch_kl", "rollout/tis_truncated_frac", "rollout/tis_mean_weight"}
+
+
+# ---- server mode against a scripted server ------------------------------------------------------
+class FakeVLLM(BaseHTTPRequestHandler):
+    """Answers /v1/models, /v1/completions (each prompt gets `answer` with log-prob -0.5 per token),
+    /collective_rpc (loads the weight file it is pointed at) and /reset_prefix_cache."""
+
+    answer: list[int] = []
+    calls: list = []
+    dev_mode = True
+
+    def _reply(self, code, body):
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        self._reply(200, {"data": [{"id": "policy"}]})
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+        self.calls.append((self.path, body))
+        if self.path == "/v1/completions":
+            n = body["max_tokens"]
+            toks = self.answer[:n]
+            choices = [{"index": i, "finish_reason": "length" if len(self.answer) > n else "stop",
+                        "logprobs": {"tokens": [f"token_id:{t}" for t in toks], "token_logprobs": [-0.5] * len(toks)}}
+                       for i, _ in reversed(list(enumerate(body["prompt"])))]  # any order: the client sorts by index
+            self._reply(200, {"choices": choices})
+        elif not self.dev_mode:
+            self._reply(404, {"detail": "Not Found"})
+        elif self.path == "/collective_rpc":
+            self.calls[-1] = (self.path, body, load_file(body["args"][0]))
+            self._reply(200, {"results": [1]})
+        else:
+            self._reply(200, {})
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture
+def server():
+    FakeVLLM.calls, FakeVLLM.dev_mode = [], True
+    tok = char_tokenizer()
+    FakeVLLM.answer = tok.encode("42", add_special_tokens=False) + [tok.eos_token_id]
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), FakeVLLM)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def test_server_mode_samples_token_ids_with_logprobs(server, tmp_path):
+    tok = char_tokenizer()
+    s = VLLMSampler("policy", tok, options=VLLMSection(mode="server", url=server, sync_dir=str(tmp_path)))
+    out = s.sample([[5, 6], [7]], SamplingParams(max_new_tokens=2, temperature=1.0, top_k=0))
+    assert [o.ids for o in out] == [FakeVLLM.answer[:2]] * 2
+    assert all(o.logprobs == [-0.5, -0.5] and o.truncated for o in out)
+    path, body = FakeVLLM.calls[-1]
+    assert path == "/v1/completions" and body["prompt"] == [[5, 6], [7]] and body["top_k"] == -1
+    assert body["logprobs"] == 0 and body["return_tokens_as_token_ids"] and "seed" not in body
+    full = s.sample([[5]], SamplingParams(max_new_tokens=8))
+    assert full[0].ids == FakeVLLM.answer and not full[0].truncated
+
+
+def test_server_mode_weight_sync_writes_and_loads_the_weights(server, tmp_path):
+    s = VLLMSampler("policy", char_tokenizer(), options=VLLMSection(mode="server", url=server, sync_dir=str(tmp_path)))
+    model = tiny_model("tiny-xs", seed=3)
+    s.sync_weights(model)
+    (p1, b1, weights), (p2, _) = FakeVLLM.calls[-2:]
+    assert p1 == "/collective_rpc" and b1["method"] == "tempering_load_file" and p2 == "/reset_prefix_cache"
+    want = model.state_dict()
+    assert set(weights) == set(want)
+    assert all(torch.equal(weights[k], want[k]) for k in want)
+    assert [p.name for p in tmp_path.iterdir()] == ["policy.safetensors"]  # no temporary file left
+    FakeVLLM.dev_mode = False
+    with pytest.raises(UserError, match="VLLM_SERVER_DEV_MODE=1"):
+        s.sync_weights(model)
+
+
+def test_unreachable_server_says_what_to_do(tmp_path):
+    with pytest.raises(UserError, match="cannot reach the vLLM server at http://127.0.0.1:9"):
+        VLLMSampler("policy", char_tokenizer(), options=VLLMSection(mode="server", url="http://127.0.0.1:9", timeout_s=2))
+
+
+def test_the_recipe_trains_through_the_server_with_rollout_correction(server, tmp_path):
+    import asyncio
+
+    from tempering.config import build
+    from tempering.recipes.rl import RLTrainer, TrainConfig
+
+    cfg = build(TrainConfig, {
+        "model": {"name": "tiny-xs"},
+        "task": {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 20, "heldout_size": 4},
+        "rollout": {"group_size": 2, "prompts_per_step": 2, "max_new_tokens": 4, "backend": "vllm",
+                    "vllm": {"mode": "server", "url": server, "sync_dir": str(tmp_path / "sync")}},
+        "loss": {"rollout_correction": "tis"},
+        "run": {"steps": 1, "out_dir": str(tmp_path / "run"), "progress": False, "tensorboard": False},
+    })
+    t = RLTrainer(cfg)
+    assert t.sampler.syncs == 1  # the server got the trainer's starting weights
+    r = asyncio.run(t.step())
+    assert t.sampler.syncs == 2  # ... and the updated ones
+    # the scripted server's log-probs (-0.5) are not the tiny model's: a large, measured mismatch
+    assert r.metrics["rollout/mismatch_kl"] > 0.05 and 0 < r.metrics["rollout/tis_mean_weight"] <= 2.0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")
+def test_vllm_backend_on_a_machine_without_gpu_is_refused(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "tempering.cli", "train", "rollout.backend=vllm", "run.steps=1",
+                          f"run.out_dir={tmp_path}", "model.name=tiny-xs"], capture_output=True, text=True)
+    assert res.returncode == 2
+    assert "rollout.backend=vllm needs a CUDA GPU" in res.stderr and "rollout.backend=hf" in res.stderr
