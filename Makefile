@@ -19,6 +19,9 @@ $(STAMP): pyproject.toml | $(PY)
 
 install: $(STAMP)
 
+# the test suite also exercises the optional GUI (MiniWoB++), Ray, peft and datasets integrations
+test test-fast: EXTRAS := dev,gui,data
+
 demo: install
 	$(VENV)/bin/tempering demo
 

@@ -95,3 +95,14 @@ def test_builtin_rewards():
     assert resolve_reward("exact")([""], [" 5 "], answer=["5"]) == [1.0]
     with pytest.raises(UserError):
         resolve_reward("nope")
+
+
+def test_dataset_family_from_hf_datasets(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.Dataset.from_list([{"prompt": f"{i}+1=", "answer": str(i + 1)} for i in range(20)])
+    fam = DatasetFamily(ds, reward="exact", heldout_share=0.25)
+    ds.save_to_disk(str(tmp_path / "saved"))
+    fam2 = DatasetFamily(str(tmp_path / "saved"), reward="numeric", heldout_share=0.25)
+    assert [t.prompt for t in fam.split["heldout"]] == [t.prompt for t in fam2.split["heldout"]]
+    t = fam2.tasks("train", 1)[0]
+    assert _step(fam2.make_env(t), f"it is {t.answer}").success
