@@ -1,0 +1,313 @@
+"""Envs-FORGE on the embedded default: does synthesising at the policy's frontier give better GRPO data?
+
+    nice .venv/bin/python examples/envs_forge/run.py --seeds 0 1 2 --results docs/results
+
+1. Warm start: the tiny model is pre-trained on a mixture of arithmetic (mostly 2- and 3-digit sums,
+   some 2-digit differences) and stopped early, so its pass rate differs a lot between configurations.
+2. Per run seed: the policy's pass rate on each seed configuration (8 rollouts on each of 16 tasks);
+   then FORGE and each baseline (few_shot, self_instruct, evol) synthesise the same number of
+   configurations from the same seeds with the built-in mutators; every accepted configuration is
+   measured the same way.
+3. Per method: GRPO from the warm start on a mixture of the accepted configurations (equal shares),
+   same steps and settings; held-out gain = greedy pass@1 after minus before, on one fixed held-out set
+   (the held-out split of every seed configuration, which no training task belongs to).
+Writes docs/results/envs_forge.md and envs_forge.json (same numbers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import statistics as st
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from tempering.config import build
+from tempering.envs.mixture import MixtureFamily
+from tempering.errors import UserError
+from tempering.evaluation import evaluate
+from tempering.models import load_policy
+from tempering.models.chat import ChatFormat
+from tempering.recipes.pretrain import PretrainConfig, pretrain
+from tempering.recipes.rl import RLTrainer, TrainConfig
+from tempering.rollout.engine import RolloutOptions
+from tempering.rollout.sampler import HFSampler, SamplingParams
+from tempering.runlog import atomic_write_text
+from tempering.synth.generators import MutatorGenerator
+from tempering.synth.loop import SynthConfig, synthesize
+from tempering.synth.measure import PolicyMeasure
+from tempering.synth.task_seeds import ConfigChecks, TaskFamilySeed, TaskSeedChecker, builtin_task_seeds
+
+METHODS = ("forge", "few_shot", "self_instruct", "evol")
+BAND = (0.25, 0.75)
+
+WARM_START_MIX = {
+    "add1": {"family": "arithmetic", "args": {"min_value": 0, "max_value": 9, "ops": "+"}, "weight": 0.02},
+    "add2": {"family": "arithmetic", "args": {"min_value": 10, "max_value": 99, "ops": "+"}, "weight": 0.5},
+    "add3": {"family": "arithmetic", "args": {"min_value": 100, "max_value": 999, "ops": "+"}, "weight": 0.3},
+    "sub2": {"family": "arithmetic", "args": {"min_value": 10, "max_value": 99, "ops": "-"}, "weight": 0.18},
+}
+PRETRAIN = {
+    "model": {"name": "tiny-s"},
+    "task": {"family": "mixture", "args": {"members": WARM_START_MIX}, "train_size": 4000, "heldout_size": 200},
+    "train": {"steps": 2000, "lr": 1e-3, "batch_size": 64, "eval_every": 100, "eval_size": 200, "stop_at_pass": 0.35,
+              "max_new_tokens": 6},
+}
+GRPO = {
+    "rollout": {"group_size": 8, "prompts_per_step": 32, "max_new_tokens": 7, "temperature": 1.0},
+    "loss": {"advantage": "grpo"},
+    "optim": {"lr": 1e-4},
+    "run": {"steps": 60, "eval_every": 0, "checkpoint_every": 0, "log_samples": 0, "tensorboard": False, "progress": False},
+}
+MEASURE = {"rollouts": 8, "tasks": 16, "max_new_tokens": 7}
+TASKS_PER_CONFIG = 64
+"""Training tasks drawn per accepted configuration (the pool GRPO cycles through)."""
+HELDOUT_PER_SEED = 100
+"""Held-out tasks per seed configuration (fewer where the configuration has fewer: one-digit ones)."""
+
+
+def seed_configs() -> list[TaskFamilySeed]:
+    """The arithmetic seeds (the strings seeds are left out: the warm start has never seen a letter task)."""
+    return [s for s in builtin_task_seeds() if s.family == "arithmetic"]
+
+
+def mixture(configs: list[TaskFamilySeed], weights: list[int] | None = None) -> MixtureFamily:
+    weights = weights or [1] * len(configs)
+    return MixtureFamily({f"c{i}": {"family": c.family, "args": c.config, "weight": w}
+                          for i, (c, w) in enumerate(zip(configs, weights))})
+
+
+def heldout_set(seeds: list[TaskFamilySeed]):
+    """The fixed held-out set: up to HELDOUT_PER_SEED held-out tasks of every seed configuration."""
+    sizes = []
+    for s in seeds:
+        n = HELDOUT_PER_SEED
+        while n > 1:
+            try:
+                s.make_family().tasks("heldout", n)
+                break
+            except UserError:
+                n //= 2
+        sizes.append(n)
+    family = mixture(seeds, sizes)
+    return family, family.tasks("heldout", sum(sizes))
+
+
+async def heldout_pass(model_dir: str, tasks, family, seed: int) -> float:
+    model, tok = load_policy(model_dir, seed=seed)
+    opts = RolloutOptions(SamplingParams(GRPO["rollout"]["max_new_tokens"], 0.0))
+    m = await evaluate(HFSampler(model, tok, seed=seed), ChatFormat(tok), family, tasks, opts, k=1, sampled=False)
+    return m["pass@1"]
+
+
+def run_seed(seed: int, model_dir: str, work: Path, target: int, steps: int) -> dict:
+    torch.manual_seed(seed)
+    seeds = seed_configs()
+    held_family, held_tasks = heldout_set(seeds)
+    before = asyncio.run(heldout_pass(model_dir, held_tasks, held_family, seed))
+    measure = PolicyMeasure.from_model_dir(model_dir, seed=seed, **MEASURE)
+    rates = asyncio.run(measure.pass_rates(seeds))
+    out = {"seed": seed, "heldout_before": before, "seed_pass_rates": rates, "methods": {}}
+    for method in METHODS:
+        t0 = time.perf_counter()
+        cfg = SynthConfig(method=method, target=target, config_checks=ConfigChecks(tasks=TASKS_PER_CONFIG))
+        report = asyncio.run(synthesize(seeds, rates, MutatorGenerator(), TaskSeedChecker(cfg.config_checks), cfg))
+        configs = [a.candidate for a in report.accepted]
+        for a, r in zip(report.accepted, asyncio.run(measure.many(configs))):
+            a.measured = r
+        t1 = time.perf_counter()
+        grpo = json.loads(json.dumps(GRPO))
+        grpo["model"] = {"name": model_dir}
+        grpo["task"] = {"train_size": TASKS_PER_CONFIG * len(configs), "heldout_size": 8, "data_seed": seed}
+        grpo["run"].update(seed=seed, steps=steps, out_dir=str(work / f"seed{seed}" / method))
+        trainer = RLTrainer(build(TrainConfig, grpo), family=mixture(configs))
+
+        async def train():
+            rewards = []
+            for _ in range(steps):
+                rewards.append((await trainer.step()).metrics["success"])
+            opts = RolloutOptions(SamplingParams(GRPO["rollout"]["max_new_tokens"], 0.0))
+            after = await evaluate(trainer.sampler, trainer.fmt, held_family, held_tasks, opts, k=1, sampled=False)
+            return rewards, after["pass@1"]
+
+        rewards, after = asyncio.run(train())
+        trainer.log.close()
+        out["methods"][method] = {
+            **report.summary(BAND),
+            "configs": [{"name": a.candidate.name, "seed": a.seed, "action": a.action.name, "predicted": a.predicted,
+                         "measured": a.measured} for a in report.accepted],
+            "train_success_first10": st.fmean(rewards[:10]),
+            "train_success_last10": st.fmean(rewards[-10:]),
+            "heldout_after": after,
+            "heldout_gain": after - before,
+            "seconds_synth": t1 - t0,
+            "seconds_grpo": time.perf_counter() - t1,
+        }
+        print(f"seed {seed} {method:13s} measured {out['methods'][method]['measured_pass_rate_mean']:.3f} "
+              f"frontier {out['methods'][method]['frontier_share']:.2f} held-out {before:.3f} -> {after:.3f}", flush=True)
+    return out
+
+
+def aggregate(runs: list[dict]) -> dict:
+    def ms(vals):
+        vals = [v for v in vals if v is not None]
+        return {"mean": st.fmean(vals), "stdev": st.stdev(vals) if len(vals) > 1 else 0.0, "runs": vals}
+
+    table = {}
+    for m in METHODS:
+        rs = [r["methods"][m] for r in runs]
+        measured = [c["measured"] for r in rs for c in r["configs"]]
+        table[m] = {
+            "accepted": st.fmean(r["accepted"] for r in rs),
+            "attempts_per_accepted": st.fmean(r["attempts_per_accepted"] for r in rs),
+            "tokens_per_accepted": st.fmean(r["tokens_per_accepted"] for r in rs),
+            "measured_pass_rate_mean": ms([r["measured_pass_rate_mean"] for r in rs]),
+            "frontier_share": ms([r["frontier_share"] for r in rs]),
+            "heldout_gain": ms([r["heldout_gain"] for r in rs]),
+            "heldout_after": ms([r["heldout_after"] for r in rs]),
+            "measured_histogram": histogram(measured),
+            "actions": {a: sum(c["action"] == a for r in rs for c in r["configs"]) for a in
+                        sorted({c["action"] for r in rs for c in r["configs"]})},
+        }
+    return table
+
+
+def histogram(vals: list[float], edges=(0.0, 0.125, 0.25, 0.5, 0.75, 0.875, 1.0)) -> dict[str, int]:
+    """Counts of measured pass rates per bin [lo, hi) (the last bin includes 1)."""
+    out = {}
+    for lo, hi in zip(edges, edges[1:]):
+        out[f"[{lo:g}, {hi:g}{']' if hi == 1 else ')'}"] = sum(lo <= v < hi or (hi == 1 and v == 1) for v in vals)
+    return out
+
+
+def write_results(results: Path, data: dict) -> None:
+    results.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(results / "envs_forge.json", json.dumps(data, indent=1) + "\n")
+    t, runs = data["methods"], data["runs"]
+    f = lambda d, k=3: f"{d['mean']:.{k}f} ± {d['stdev']:.{k}f}"  # noqa: E731
+    lines = [
+        "# Envs-FORGE on the embedded default: frontier synthesis vs fixed recipes",
+        "",
+        f"Command: `{data['command']}`  ",
+        f"Machine: {data['machine']}  ",
+        f"Run seeds: {', '.join(str(r['seed']) for r in runs)}; total wall time {data['seconds_total'] / 60:.1f} min",
+        "",
+        "Warm start: tiny-s pre-trained on an arithmetic mixture (" + ", ".join(
+            f"{k} {v['args']['min_value']}..{v['args']['max_value']} `{v['args']['ops']}` x{v['weight']}"
+            for k, v in WARM_START_MIX.items()) + f") until greedy held-out pass@1 {data['warm_start']['heldout_pass@1']:.3f} "
+        f"({data['warm_start']['steps']} steps). Seeds: the {len(data['seeds'])} arithmetic configurations of "
+        "`builtin_task_seeds()`. Pass rates: 8 rollouts at temperature 1 on each of 16 tasks of a configuration. "
+        f"Each method synthesises {data['target']} configurations with the built-in mutators; GRPO trains on a mixture "
+        f"of them ({TASKS_PER_CONFIG} tasks each), {data['steps']} steps x {GRPO['rollout']['prompts_per_step']} prompts x "
+        f"{GRPO['rollout']['group_size']} samples, lr {GRPO['optim']['lr']}. Held-out: greedy pass@1 on "
+        f"{data['heldout_tasks']} held-out tasks (up to {HELDOUT_PER_SEED} per seed configuration), the same "
+        "for every method; no training task is in it.",
+        "",
+        "| method | accepted | attempts / accepted | tokens / accepted | measured pass rate (mean ± sd over runs) | "
+        "share in [0.25, 0.75] | held-out gain (points, mean ± sd) | held-out after |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for m in METHODS:
+        r = t[m]
+        lines.append(
+            f"| {m} | {r['accepted']:g} | {r['attempts_per_accepted']:.2f} | {r['tokens_per_accepted']:g} | "
+            f"{f(r['measured_pass_rate_mean'])} | {f(r['frontier_share'], 2)} | "
+            f"{100 * r['heldout_gain']['mean']:+.1f} ± {100 * r['heldout_gain']['stdev']:.1f} | {f(r['heldout_after'])} |"
+        )
+    bins = list(t[METHODS[0]]["measured_histogram"])
+    lines += ["", "Measured pass rates of the accepted configurations, all runs pooled (counts per bin):", "",
+              "| method | " + " | ".join(bins) + " | actions chosen |", "| --- |" + " --- |" * (len(bins) + 1)]
+    for m in METHODS:
+        h = t[m]["measured_histogram"]
+        acts = ", ".join(f"{a} x{n}" for a, n in t[m]["actions"].items())
+        lines.append(f"| {m} | " + " | ".join(str(h[b]) for b in bins) + f" | {acts} |")
+    lines += ["", "Seed pass rates measured with the warm start (per run seed):", "",
+              "| seed configuration | " + " | ".join(f"run {r['seed']}" for r in runs) + " |",
+              "| --- |" + " --- |" * len(runs)]
+    for name in data["seeds"]:
+        lines.append(f"| `{name}` | " + " | ".join(f"{r['seed_pass_rates'][name]:.3f}" for r in runs) + " |")
+    lines += ["", "Per run: held-out pass@1 before -> after, and training success in the first / last 10 steps:", "",
+              "| run | method | held-out before | after | train success first 10 | last 10 |", "| --- | --- | --- | --- | --- | --- |"]
+    for r in runs:
+        for m in METHODS:
+            x = r["methods"][m]
+            lines.append(f"| {r['seed']} | {m} | {r['heldout_before']:.3f} | {x['heldout_after']:.3f} | "
+                         f"{x['train_success_first10']:.3f} | {x['train_success_last10']:.3f} |")
+    lines += ["", "## Findings", "", *data["findings"], ""]
+    atomic_write_text(results / "envs_forge.md", "\n".join(lines))
+
+
+def findings(table: dict) -> list[str]:
+    """Sentences computed from the table (never typed-in numbers)."""
+    fg, others = table["forge"], [m for m in METHODS if m != "forge"]
+    best = max(others, key=lambda m: table[m]["heldout_gain"]["mean"])
+    out = [
+        f"- Frontier targeting: {100 * fg['frontier_share']['mean']:.0f}% of FORGE's configurations have a measured pass "
+        f"rate in [0.25, 0.75], against " + ", ".join(f"{m} {100 * table[m]['frontier_share']['mean']:.0f}%" for m in others)
+        + f"; mean measured pass rate {fg['measured_pass_rate_mean']['mean']:.2f} (tau = 0.5).",
+        f"- Held-out gain: FORGE {100 * fg['heldout_gain']['mean']:+.1f} ± {100 * fg['heldout_gain']['stdev']:.1f} points; "
+        f"best baseline {best} {100 * table[best]['heldout_gain']['mean']:+.1f} ± {100 * table[best]['heldout_gain']['stdev']:.1f}.",
+    ]
+    gap = fg["heldout_gain"]["mean"] - table[best]["heldout_gain"]["mean"]
+    spread = max(fg["heldout_gain"]["stdev"], table[best]["heldout_gain"]["stdev"])
+    out.append("- The gap to the best baseline is " + ("larger" if abs(gap) > spread else "not larger")
+               + f" than the run-to-run spread ({100 * gap:+.1f} vs {100 * spread:.1f} points).")
+    out.append("- Tokens per accepted configuration are 0 because the built-in mutators are deterministic parameter moves, "
+               "not a language model; attempts count generator calls.")
+    return out
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="run seeds (several give a spread)")
+    p.add_argument("--target", type=int, default=8, help="configurations synthesised per method")
+    p.add_argument("--steps", type=int, default=GRPO["run"]["steps"], help="GRPO steps per method and run")
+    p.add_argument("--work", default="runs/envs_forge", help="run folder (warm start, GRPO logs)")
+    p.add_argument("--results", default=None, help="write envs_forge.md / envs_forge.json into this folder")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--warm-start", default=None, help="reuse this warm-start run folder (its model/ and metrics) "
+                   "instead of pre-training")
+    a = p.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    t0 = time.perf_counter()
+    work = Path(a.work)  # run logs in it are overwritten
+    if a.warm_start:
+        pre = json.loads((Path(a.warm_start) / "warm_start.json").read_text())
+    else:
+        pre = pretrain(build(PretrainConfig, {**PRETRAIN, "seed": 0, "out_dir": str(work / "pretrain"), "progress": False,
+                                              "threads": a.threads}))
+        atomic_write_text(work / "pretrain" / "warm_start.json", json.dumps(pre) + "\n")
+    print(f"warm start: held-out pass@1 {pre['heldout_pass@1']:.3f} after {pre['steps']} steps", flush=True)
+    runs = [run_seed(s, pre["model"], work, a.target, a.steps) for s in a.seeds]
+    _, held = heldout_set(seed_configs())
+    table = aggregate(runs)
+    data = {
+        "methods": table,
+        "findings": findings(table),
+        "runs": runs,
+        "seeds": [s.name for s in seed_configs()],
+        "target": a.target,
+        "heldout_tasks": len(held),
+        "steps": a.steps,
+        "warm_start": {k: pre[k] for k in ("heldout_pass@1", "steps", "seconds")},
+        "seconds_total": time.perf_counter() - t0,
+        "machine": f"{platform.machine()}, {torch.get_num_threads()} torch thread(s), Python {platform.python_version()}, "
+                   f"torch {torch.__version__}",
+        "command": "python examples/envs_forge/run.py " + " ".join(argv),
+    }
+    if a.results:
+        write_results(Path(a.results), data)
+    for m in METHODS:
+        r = table[m]
+        print(f"{m:13s} frontier {r['frontier_share']['mean']:.2f} measured {r['measured_pass_rate_mean']['mean']:.3f} "
+              f"gain {100 * r['heldout_gain']['mean']:+.1f} ± {100 * r['heldout_gain']['stdev']:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
