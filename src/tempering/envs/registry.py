@@ -18,6 +18,7 @@ FAMILIES: dict[str, str] = {
     "kernels": "tempering.envs.kernels.env:KernelFamily",
     "kernel_sketch": "tempering.envs.kernels.env:SketchFamily",
     "gui": "tempering.envs.gui.env:GuiFamily",
+    "gui_states": "tempering.envs.gui.states:GuiStateFamily",
     "miniwob": "tempering.envs.gui.miniwob:MiniWoBFamily",
 }
 

@@ -10,6 +10,7 @@ from typing import Protocol
 
 from tempering.envs.gui.action import Action, format_output
 from tempering.envs.gui.env import StepView
+from tempering.envs.gui.screen import Screen
 from tempering.errors import UserError
 
 
@@ -20,11 +21,11 @@ class Agent(Protocol):
         """The raw text output for this state."""
 
 
-def describe(action: Action, view: StepView) -> str:
+def describe(action: Action, screen: Screen) -> str:
     """A short reason for `action`: what it does to which element."""
     if action.type == "scroll":
         return f"scroll {action.value} to see more"
-    el = view.screen.find(action.target or "")
+    el = screen.find(action.target or "")
     name = f"{el.role} {el.text}" if el else f"#{action.target}"
     if action.type == "click":
         return f"click {name}"
@@ -45,7 +46,7 @@ class OracleAgent:
 
     def act(self, view: StepView) -> str:
         action = self.rng.choice(view.valid)
-        return format_output(action, view.plan, describe(action, view))
+        return format_output(action, view.plan, describe(action, view.screen))
 
 
 @dataclass
@@ -70,7 +71,7 @@ class NoisyAgent:
             action = self.rng.choice(wrong)
         else:
             action = self.rng.choice(view.valid)
-        text = format_output(action, view.plan, describe(action, view))
+        text = format_output(action, view.plan, describe(action, view.screen))
         if self.rng.random() < self.p_malformed:
             return text[: self.rng.randint(1, len(text) - 1)]
         return text

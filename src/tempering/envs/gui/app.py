@@ -15,7 +15,6 @@ Tests check each kind's `remaining` against a breadth-first search over the same
 from __future__ import annotations
 
 import abc
-import copy
 import random
 from typing import Any, ClassVar
 
@@ -25,6 +24,16 @@ from tempering.envs.gui.screen import Screen, State
 
 class ActionError(Exception):
     """The action cannot be executed on this screen (no such element, not a text field, ...)."""
+
+
+def copy_state(x: Any) -> Any:
+    """A deep copy of plain JSON data (dicts, lists, scalars): several times faster than `copy.deepcopy`,
+    which matters because every candidate action is executed on a copy to find the valid ones."""
+    if isinstance(x, dict):
+        return {k: copy_state(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [copy_state(v) for v in x]
+    return x
 
 
 def norm(text: str) -> str:
@@ -63,12 +72,12 @@ class App(abc.ABC):
         return self.spec["instruction"]
 
     def initial(self) -> State:
-        return copy.deepcopy(self.spec["init"])
+        return copy_state(self.spec["init"])
 
     def execute(self, state: State, action: Action) -> State:
         """The state after `action`; raises ActionError when it cannot be executed here."""
         screen = self.screen(state)
-        new = copy.deepcopy(state)
+        new = copy_state(state)
         if action.type == "scroll":
             effect = screen.on_scroll.get(action.value or "")
             if effect is None:

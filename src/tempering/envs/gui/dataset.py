@@ -2,7 +2,8 @@
 annotation, as JSONL (one trajectory per line; the schema is in docs/gui.md).
 
 For single-step training (guided OPD, dual-level GRPO), `states` turns trajectories into one sample
-per recorded state, and `score_output` scores a policy output at such a state.
+per recorded state, and `score_output` scores a policy output at such a state (`states.py` serves
+them as a task family). `play` runs a batched model policy through many episodes at once.
 """
 
 from __future__ import annotations
@@ -10,44 +11,41 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tempering.algos.litegui import PlanJudge, RewardBreakdown, RewardWeights, dual_reward, plan_match
-from tempering.envs.gui.action import Action, parse_output
-from tempering.envs.gui.agents import Agent
-from tempering.envs.gui.env import GuiEnv, GuiFamily
+from tempering.envs.base import StepResult
+from tempering.envs.gui.action import Action, format_output, parse_output
+from tempering.envs.gui.agents import Agent, describe
+from tempering.envs.gui.env import GuiEnv, GuiFamily, StepView
+from tempering.envs.gui.screen import Screen
 from tempering.errors import UserError
-from tempering.types import Task
 
 SCHEMA = "tempering.gui.trajectory/1"
 STEP_KEYS = ("prompt", "screen", "valid_actions", "plan", "output", "action", "format_ok", "valid", "status", "reward")
 RECORD_KEYS = ("schema", "task_id", "kind", "instruction", "spec", "agent", "success", "steps")
 
 
-def rollout(env: GuiEnv, agent: Agent) -> dict[str, Any]:
-    """Play one episode; the trajectory record with every state's annotation."""
-    env.reset()
-    steps = []
-    while not env.finished:
-        view = env.view()
-        output = agent.act(view)
-        res = env.step_sync(output)
-        steps.append({
-            "prompt": view.prompt,
-            "screen": view.screen.to_json(),
-            "valid_actions": [a.to_json() for a in view.valid],
-            "plan": view.plan,
-            "output": output,
-            "action": res.info["action"],
-            "format_ok": res.info["format_ok"],
-            "valid": res.info["valid"],
-            "status": res.status,
-            "error": res.info["error"],
-            "reward": res.info["reward"],
-        })
+def _step_record(view: StepView, output: str, res: StepResult) -> dict[str, Any]:
+    return {
+        "prompt": view.prompt,
+        "screen": view.screen.to_json(),
+        "valid_actions": [a.to_json() for a in view.valid],
+        "plan": view.plan,
+        "output": output,
+        "action": res.info["action"],
+        "format_ok": res.info["format_ok"],
+        "valid": res.info["valid"],
+        "status": res.status,
+        "error": res.info["error"],
+        "reward": res.info["reward"],
+    }
+
+
+def _trajectory(env: GuiEnv, agent: str, steps: list[dict[str, Any]]) -> dict[str, Any]:
     task = env.task
     return {
         "schema": SCHEMA,
@@ -57,12 +55,39 @@ def rollout(env: GuiEnv, agent: Agent) -> dict[str, Any]:
         "split": task.meta.get("split", ""),
         "instruction": env.app.instruction,
         "spec": task.meta["spec"],
-        "agent": agent.name,
+        "agent": agent,
         "success": env.app.remaining(env.state) == 0,
         "failed": env.app.remaining(env.state) is None,
         "optimal_steps": env.optimal_steps,
         "steps": steps,
     }
+
+
+def rollout(env: GuiEnv, agent: Agent) -> dict[str, Any]:
+    """Play one episode; the trajectory record with every state's annotation."""
+    env.reset()
+    steps = []
+    while not env.finished:
+        view = env.view()
+        output = agent.act(view)
+        steps.append(_step_record(view, output, env.step_sync(output)))
+    return _trajectory(env, agent.name, steps)
+
+
+def play(envs: list[GuiEnv], act: Callable[[list[str]], list[str]], agent: str = "model") -> list[dict[str, Any]]:
+    """Play many episodes in lockstep, one trajectory record each: every round, `act` answers the
+    prompts of all unfinished episodes at once (one batched generation for a model policy)."""
+    for env in envs:
+        env.reset()
+    steps: list[list[dict[str, Any]]] = [[] for _ in envs]
+    while live := [i for i, env in enumerate(envs) if not env.finished]:
+        views = [envs[i].view() for i in live]
+        outputs = act([v.prompt for v in views])
+        if len(outputs) != len(views):
+            raise ValueError(f"the policy answered {len(outputs)} of {len(views)} prompts")
+        for i, view, output in zip(live, views, outputs):
+            steps[i].append(_step_record(view, output, envs[i].step_sync(output)))
+    return [_trajectory(env, agent, s) for env, s in zip(envs, steps)]
 
 
 def generate(family: GuiFamily, agent: Agent, n: int, split: str = "train", seed: int = 0) -> list[dict[str, Any]]:
@@ -133,6 +158,11 @@ class StateSample:
     """Element id -> bounding box, for clicks by point."""
     instruction: str
     task_id: str
+    demonstrated: Action
+    """The action the recorded agent took, when it was valid (else the first valid action): the one
+    ground truth a single-annotation dataset would hold."""
+    target: str
+    """A well-formed output taking `demonstrated` (the recorded output when valid): a supervised target."""
 
 
 def states(records: list[dict[str, Any]], multi_only: bool = False) -> list[StateSample]:
@@ -142,20 +172,23 @@ def states(records: list[dict[str, Any]], multi_only: bool = False) -> list[Stat
         for s in r["steps"]:
             if multi_only and len(s["valid_actions"]) < 2:
                 continue
+            valid = [Action.from_json(a) for a in s["valid_actions"]]
+            if s["valid"] and s["format_ok"] and s["action"] is not None:
+                demonstrated, target = Action.from_json(s["action"]), s["output"]
+            else:
+                demonstrated = valid[0]
+                target = format_output(demonstrated, list(s["plan"]), describe(demonstrated, Screen.from_json(s["screen"])))
             out.append(StateSample(
                 prompt=s["prompt"],
-                valid=[Action.from_json(a) for a in s["valid_actions"]],
+                valid=valid,
                 plan=list(s["plan"]),
                 boxes={e["id"]: tuple(e["bbox"]) for e in s["screen"]["elements"]},
                 instruction=r["instruction"],
                 task_id=r["task_id"],
+                demonstrated=demonstrated,
+                target=target,
             ))
     return out
-
-
-def state_tasks(samples: list[StateSample]) -> list[Task]:
-    """The samples as single-turn tasks (prompt = observation; the annotation in `answer`)."""
-    return [Task(id=f"{s.task_id}#{i}", prompt=s.prompt, answer=s, family="gui-state") for i, s in enumerate(samples)]
 
 
 def score_output(

@@ -105,6 +105,13 @@ class Screen:
     def to_json(self) -> dict[str, Any]:
         return {"title": self.title, "elements": [e.to_json() for e in self.elements], "scroll": sorted(self.on_scroll)}
 
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Screen:
+        """A recorded screen, without behaviour (for reading and describing, not for executing)."""
+        elements = [Element(e["id"], e["role"], e.get("text", ""), tuple(e["bbox"]), e.get("state", ""), tuple(e.get("options", ())))
+                    for e in d["elements"]]
+        return cls(d["title"], elements)
+
 
 def layout(elements: list[Element], x: int = 10, y: int = 40, row: int = 30) -> list[Element]:
     """Give elements a simple one-column layout (top to bottom), with ids 1..n in reading order."""
