@@ -270,6 +270,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--work", default="runs/envs_forge", help="run folder (warm start, GRPO logs)")
     p.add_argument("--results", default=None, help="write envs_forge.md / envs_forge.json into this folder")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--pretrain-steps", type=int, default=PRETRAIN["train"]["steps"], help="warm-start steps at most")
     p.add_argument("--warm-start", default=None, help="reuse this warm-start run folder (its model/ and metrics) "
                    "instead of pre-training")
     a = p.parse_args(argv)
@@ -279,7 +280,9 @@ def main(argv: list[str]) -> int:
     if a.warm_start:
         pre = json.loads((Path(a.warm_start) / "warm_start.json").read_text())
     else:
-        pre = pretrain(build(PretrainConfig, {**PRETRAIN, "seed": 0, "out_dir": str(work / "pretrain"), "progress": False,
+        settings = json.loads(json.dumps(PRETRAIN))
+        settings["train"]["steps"] = a.pretrain_steps
+        pre = pretrain(build(PretrainConfig, {**settings, "seed": 0, "out_dir": str(work / "pretrain"), "progress": False,
                                               "threads": a.threads}))
         atomic_write_text(work / "pretrain" / "warm_start.json", json.dumps(pre) + "\n")
     print(f"warm start: held-out pass@1 {pre['heldout_pass@1']:.3f} after {pre['steps']} steps", flush=True)

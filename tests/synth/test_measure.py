@@ -71,3 +71,18 @@ def test_a_bundle_is_measured_by_terminal_episodes(seeds, sandbox):
     m = PolicyMeasure(ShellSampler(seed.bundle.text("solution/solve.sh")), ChatFormat(TOK, use_chat_template=False),
                       rollouts=4, max_context_tokens=8192, sandbox_backend=sandbox.backend)
     assert asyncio.run(m(seed)) == 0.5
+
+
+def test_the_loop_measures_accepted_configurations():
+    from tempering.synth.generators import MutatorGenerator
+    from tempering.synth.loop import SynthConfig, synthesize
+    from tempering.synth.task_seeds import TaskSeedChecker
+
+    m = PolicyMeasure(AddingSampler(), ChatFormat(TOK, use_chat_template=False), rollouts=2, tasks=3)
+    seeds = [arith("+"), arith("-")]
+    rates = asyncio.run(m.pass_rates(seeds))
+    rep = asyncio.run(synthesize(seeds, rates, MutatorGenerator(), TaskSeedChecker(), SynthConfig(target=2), measure=m))
+    got = {a.candidate.name: a.measured for a in rep.accepted}
+    # from a pass rate of 1 FORGE makes sums harder (still sums: 1.0); from 0 it makes differences easier (0.0)
+    assert sorted(got.values()) == [0.0, 1.0] and rep.summary()["frontier_share"] == 0.0
+    assert {a.action.name for a in rep.accepted} == {"increase/in_depth", "reduce/in_depth"}
