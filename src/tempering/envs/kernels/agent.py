@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from tempering.envs.base import Env, StepResult
-from tempering.envs.kernels.env import KernelFamily, _failure_value, result_info
+from tempering.envs.kernels.env import KernelFamily, failure_value, result_info
 from tempering.envs.kernels.feedback import feedback
 from tempering.envs.kernels.problems import Problem
 from tempering.types import Task
@@ -71,7 +71,7 @@ class KernelAgentEnv(Env):
         self.family = family
         self.problem: Problem = task.meta["problem"]
         self.workspace = KernelWorkspace(self.problem)
-        self.last_score = _failure_value(family.reward)
+        self.last_score = failure_value(family.reward)
 
     async def step(self, action: str) -> StepResult:
         fam = self.family

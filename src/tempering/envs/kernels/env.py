@@ -135,7 +135,7 @@ class KernelEnv(Env):
         problem: Problem = self.task.meta["problem"]
         text, error, extra = fam.to_submission(problem, action)
         if text is None:
-            return StepResult(score=_failure_value(fam.reward), success=False, done=False, feedback=error,
+            return StepResult(score=failure_value(fam.reward), success=False, done=False, feedback=error,
                               status="parse_error", info={"message": error, **extra})
         res = await fam.verifier.verify(problem, text)
         value = res.score if fam.reward == "score" else res.reward(fam.reward)
@@ -144,7 +144,7 @@ class KernelEnv(Env):
                           info=result_info(res, extra))
 
 
-def _failure_value(reward: str) -> float:
+def failure_value(reward: str) -> float:
     return {"score": 0.0, "cuda_agent": -1.0, "log_speedup": -1.0, "correct": 0.0}[reward]
 
 

@@ -22,7 +22,6 @@ import shutil
 import sys
 from dataclasses import asdict, dataclass, field
 from importlib import resources
-from pathlib import Path
 
 from tempering.envs.kernels import rewards
 from tempering.envs.kernels.problems import Problem

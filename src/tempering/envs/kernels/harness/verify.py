@@ -482,16 +482,19 @@ class Harness:
                     raise Verdict("incorrect", "output of a timed run is wrong: " + _describe(report),
                                   mismatch=report)
         for name, ts in times.items():
-            ts = sorted(ts)
-            q = lambda p: ts[min(len(ts) - 1, int(p * len(ts)))]
-            self.result["timing"][name] = {"median_ms": 1e3 * q(0.5), "p25_ms": 1e3 * q(0.25),
-                                           "p75_ms": 1e3 * q(0.75), "runs": len(ts)}
+            self.result["timing"][name] = {"median_ms": 1e3 * _quantile(ts, 0.5), "p25_ms": 1e3 * _quantile(ts, 0.25),
+                                           "p75_ms": 1e3 * _quantile(ts, 0.75), "runs": len(ts)}
         self.check_untouched("timing")
 
     def check_untouched(self, when):
         for name, (obj, attr) in _CRITICAL.items():
             if getattr(obj, attr, None) is not _SNAPSHOT[name]:
                 raise Verdict("tampering", f"{name} was replaced during {when}")
+
+
+def _quantile(values, p):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
 def _describe(report):
