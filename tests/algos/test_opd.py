@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from tempering.algos.opd import generalized_jsd, renormalize, reverse_kl_advantage, topk_jsd
+from tempering.algos.opd import generalized_jsd, renormalize, reverse_kl_advantage, topk_jsd, with_rest
 
 
 def _lp(*p):
@@ -43,10 +43,16 @@ def test_zero_probabilities_stay_finite():
         generalized_jsd(S, T, 1.5)
 
 
-def test_topk_jsd_renormalises_both_sides():
-    s = _lp(0.2, 0.2, 0.1)  # renormalised: (0.4, 0.4, 0.2)
-    t = _lp(0.3, 0.3, 0.3)  # renormalised: uniform
-    assert renormalize(s).exp().tolist() == pytest.approx([0.4, 0.4, 0.2])
-    # KL(S'||T') = 2 * 0.4 ln(1.2) + 0.2 ln(0.6) = 0.043692
-    assert float(topk_jsd(s, t, 1.0)) == pytest.approx(0.043692, abs=1e-6)
-    assert topk_jsd(s[None, None], t[None, None], 1.0).shape == (1, 1)
+def test_renormalize():
+    assert renormalize(_lp(0.2, 0.2, 0.1)).exp().tolist() == pytest.approx([0.4, 0.4, 0.2])
+
+
+def test_topk_jsd_keeps_the_rest_of_the_vocabulary_as_one_bucket():
+    s = _lp(0.5, 0.3)  # rest 0.2
+    t = _lp(0.6, 0.2)  # rest 0.2
+    assert with_rest(s).exp().tolist() == pytest.approx([0.5, 0.3, 0.2])
+    # KL(S||T) on (0.5, 0.3, 0.2) vs (0.6, 0.2, 0.2) = 0.5 ln(5/6) + 0.3 ln(3/2) = 0.030479
+    assert float(topk_jsd(s, t, 1.0)) == pytest.approx(0.030479, abs=1e-6)
+    # mass outside the teacher's top-k is penalised: forward KL of (0.9, 0.1) against a student with 0.1 on it
+    assert float(topk_jsd(_lp(0.1), _lp(0.9), 0.0)) == pytest.approx(0.9 * math.log(9) + 0.1 * math.log(0.1 / 0.9), abs=1e-6)
+    assert topk_jsd(s[None, None], t[None, None], 0.5).shape == (1, 1)

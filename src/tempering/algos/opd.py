@@ -4,7 +4,7 @@ Two forms:
 - Sampled-token reverse KL as a per-token advantage, A_t = log pi_T(y_t) - log pi_S(y_t), used in the
   ordinary policy-gradient loss with no discount (as in the Thinking Machines recipe).
 - The generalised Jensen-Shannon divergence of GKD as a direct loss on whole distributions (the full
-  vocabulary, or the teacher's top-k renormalised): beta = 0 is forward KL(T || S), beta = 1 is reverse
+  vocabulary, or the teacher's top-k plus a rest bucket): beta = 0 is forward KL(T || S), beta = 1 is reverse
   KL(S || T), and in between beta * KL(T || M) + (1 - beta) * KL(S || M) with M = beta T + (1 - beta) S.
 """
 
@@ -43,6 +43,17 @@ def renormalize(logp_K: torch.Tensor) -> torch.Tensor:
     return logp_K - torch.logsumexp(logp_K, dim=-1, keepdim=True)
 
 
+def with_rest(logp_K: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """Full-vocabulary log-probs of k ids, plus one last entry for the mass of every other token."""
+    mass = torch.logsumexp(logp_K, dim=-1, keepdim=True).exp().clamp(max=1.0 - eps)
+    return torch.cat([logp_K, torch.log1p(-mass)], dim=-1)
+
+
 def topk_jsd(student_logp_BTK: torch.Tensor, teacher_logp_BTK: torch.Tensor, beta: float) -> torch.Tensor:
-    """JSD_beta on a top-k support (the same k ids for both models), each renormalised over it."""
-    return generalized_jsd(renormalize(student_logp_BTK), renormalize(teacher_logp_BTK), beta)
+    """JSD_beta on the teacher's top-k ids plus a bucket for the rest of the vocabulary.
+
+    Inputs are full-vocabulary log-probs at the same k ids. Both distributions are exact on these
+    k + 1 outcomes, so this is a coarse-grained (lower-bound) version of the full divergence that
+    still moves the student's mass into the teacher's top-k.
+    """
+    return generalized_jsd(with_rest(student_logp_BTK), with_rest(teacher_logp_BTK), beta)
