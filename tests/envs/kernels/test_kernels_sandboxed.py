@@ -65,7 +65,7 @@ def test_compile_baseline_once_scales_eager_time_by_the_per_problem_ratio(kernel
 def test_sketch_env_gives_wrong_slow_and_fast_answers(kernel_verifier):
     fam = SketchFamily(verify=replace(kernel_verifier.config, threads=2))
     fam._verifier = KernelVerifier(fam.verify, sandbox=kernel_verifier.sandbox, cache=kernel_verifier.cache)
-    task = next(t for t in fam.tasks("train", 40) + fam.tasks("heldout", 40) if t.answer == "26_matmul")
+    task = next(t for t in fam.tasks("train", 40) + fam.tasks("heldout", 40) if t.meta["problem"].name == "26_matmul")
     assert task.prompt.startswith("sketch matmul matmul loops=")
 
     async def go():
@@ -78,7 +78,7 @@ def test_sketch_env_gives_wrong_slow_and_fast_answers(kernel_verifier):
     assert fast.info["t_ms"] < slow.info["t_ms"]  # unit-stride inner loop beats a column walk
     assert fast.score > slow.score and set(fast.info["rewards"]) == {"cuda_agent", "log_speedup", "correct", "score"}
     assert bad.status == "parse_error" and "bad token" in bad.feedback
-    tail = next(t for t in fam.tasks("train", 40) + fam.tasks("heldout", 40) if t.answer == "37_scale_tanh_clamp")
+    tail = next(t for t in fam.tasks("train", 40) + fam.tasks("heldout", 40) if t.meta["problem"].name == "37_scale_tanh_clamp")
     miss = asyncio.run(fam.make_env(tail).step("unroll=4 tail=0"))
     assert miss.status == "incorrect" and "outside tolerance" in miss.feedback  # 1023 * 4093 is odd
 
@@ -200,7 +200,7 @@ def test_agent_mode_tools_and_submit(kernel_verifier):
 
     fam = KernelAgentFamily(verify=kernel_verifier.config)
     fam._verifier = kernel_verifier
-    task = next(t for t in fam.tasks("train", 40) + fam.tasks("heldout", 40) if t.answer == "01_relu")
+    task = next(t for t in fam.tasks("train", 40) + fam.tasks("heldout", 40) if t.meta["problem"].name == "01_relu")
     assert "## Rules" in task.prompt and "class Model" in task.prompt
     env = fam.make_env(task)
     solution = find_problem(builtin_problems(), "relu").solution

@@ -176,3 +176,17 @@ def test_ast_similarity_and_compositions():
 
     ops, src = compose(random.Random(0), 5)
     assert 1 <= len(ops) <= 5 and problem_errors(src) == []
+
+
+def test_sketch_tasks_carry_a_valid_warm_start_sketch_and_splits_are_disjoint():
+    from tempering.envs.kernels import SketchFamily
+
+    fam = SketchFamily()
+    train, held = fam.tasks("train", 60, seed=3), fam.tasks("heldout", 20, seed=3)
+    assert {t.meta["problem"].name for t in train}.isdisjoint({t.meta["problem"].name for t in held})
+    for t in train + held:
+        spec = spec_for(t.meta["problem"].name)
+        settings = parse_sketch(t.answer, spec.kind)  # parses: the grammar a warm start teaches
+        assert settings["tail"] == 1 and settings["threads"] == 1
+        assert t.prompt.startswith("sketch ") and len(t.prompt) <= 80
+    assert [t.answer for t in fam.tasks("train", 10, seed=3)] == [t.answer for t in train[:10]]

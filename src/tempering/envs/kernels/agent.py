@@ -106,7 +106,7 @@ class KernelAgentFamily(KernelFamily):
 
     name: str = "kernel_agent"
 
-    def make_task(self, problem: Problem) -> Task:
+    def make_task(self, problem: Problem, rng=None) -> Task:
         prompt = (f"{skill_document()}\n\n## model.py\n```python\n{problem.source.rstrip()}\n```\n\n"
                   'Answer with one tool call per turn, e.g. {"tool": "write_file", "args": {"path": "model_new.py", '
                   '"content": "..."}}.')

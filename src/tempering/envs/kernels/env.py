@@ -21,7 +21,7 @@ from tempering.envs.base import Env, StepResult, TaskFamily
 from tempering.envs.kernels import rewards
 from tempering.envs.kernels.feedback import feedback
 from tempering.envs.kernels.problems import Problem, builtin_problems, load_problems, module_constants
-from tempering.envs.kernels.sketch import lower, orders, parse_sketch, spec_for, submission
+from tempering.envs.kernels.sketch import VALUES, lower, orders, parse_sketch, spec_for, submission
 from tempering.envs.kernels.verifier import KernelResult, KernelVerifier, VerifyConfig
 from tempering.errors import UserError
 from tempering.types import Task
@@ -107,10 +107,10 @@ class KernelFamily(TaskFamily):
         out = []
         while len(out) < n:
             rng.shuffle(order)
-            out += [self.make_task(p) for p in order[: n - len(out)]]
+            out += [self.make_task(p, rng) for p in order[: n - len(out)]]
         return out
 
-    def make_task(self, problem: Problem) -> Task:
+    def make_task(self, problem: Problem, rng: random.Random | None = None) -> Task:
         prompt = f"{problem.source.rstrip()}\n\n# {C_INSTRUCTIONS}\n"
         return Task(id=f"{self.name}:{problem.name}", prompt=prompt, answer=problem.name, family=self.name,
                     meta={"problem": problem})
@@ -148,6 +148,17 @@ def failure_value(reward: str) -> float:
     return {"score": 0.0, "cuda_agent": -1.0, "log_speedup": -1.0, "correct": 0.0}[reward]
 
 
+def warm_start_sketch(kind: str, rng: random.Random) -> str:
+    """A valid, correct-by-construction sketch (tail on, one thread; other knobs random).
+
+    It is the task's `answer`, so that a supervised warm start teaches the grammar; it is not the
+    fastest sketch (RL finds those)."""
+    parts = [f"order={rng.choice(orders(kind))}"] if kind != "map" else []
+    for key in ("tile", "unroll", "vec", "fuse"):
+        parts.append(f"{key}={rng.choice(VALUES[key])}")
+    return " ".join(parts)
+
+
 @dataclass
 class SketchFamily(KernelFamily):
     """Built-in problems with a sketch spec; the policy writes a kernel sketch (see sketch.py)."""
@@ -160,11 +171,12 @@ class SketchFamily(KernelFamily):
     def accepts(self, problem: Problem) -> bool:
         return spec_for(problem.name) is not None
 
-    def make_task(self, problem: Problem) -> Task:
+    def make_task(self, problem: Problem, rng: random.Random | None = None) -> Task:
         spec = spec_for(problem.name)
         short = problem.name.split("_", 1)[1]
         prompt = f"sketch {short} {spec.kind} loops={'|'.join(orders(spec.kind))}:"
-        return Task(id=f"{self.name}:{problem.name}", prompt=prompt, answer=problem.name, family=self.name,
+        return Task(id=f"{self.name}:{problem.name}", prompt=prompt, answer=warm_start_sketch(spec.kind, rng or random.Random(0)),
+                    family=self.name,
                     difficulty={"map": 1.0, "reduce": 2.0, "matmul": 3.0}[spec.kind], meta={"problem": problem})
 
     def to_submission(self, problem: Problem, text: str) -> tuple[str | None, str, dict]:
