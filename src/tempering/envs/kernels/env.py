@@ -112,8 +112,9 @@ class KernelFamily(TaskFamily):
 
     def make_task(self, problem: Problem, rng: random.Random | None = None) -> Task:
         prompt = f"{problem.source.rstrip()}\n\n# {C_INSTRUCTIONS}\n"
-        return Task(id=f"{self.name}:{problem.name}", prompt=prompt, answer=problem.name, family=self.name,
-                    meta={"problem": problem})
+        # answer: the reference submission where the problem ships one (a supervised target), else the name
+        return Task(id=f"{self.name}:{problem.name}", prompt=prompt, answer=problem.solution or problem.name,
+                    family=self.name, meta={"problem": problem})
 
     def make_env(self, task: Task) -> Env:
         return KernelEnv(task, self)
