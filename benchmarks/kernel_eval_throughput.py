@@ -163,7 +163,7 @@ def write_markdown(path: Path, data: dict, command: str) -> None:
         f"Machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']}, {m['gcc']}; load average at start "
         f"{m['load_average_start'][0]:.1f}, at end {m['load_average_end'][0]:.1f} (a shared machine: timings are "
         "noisy; the harness interleaves candidate and baselines and reports medians).  ",
-        f"Reference eval: {data['config']['eval_concurrency']} jobs at once, torch.compile timed in each job.  ",
+        f"Reference eval: {data['config'].get('eval_concurrency', 1)} jobs at once, torch.compile timed in each job.  ",
         f"Seeds: correctness seeds 0..{data['config']['seeds'] - 1} plus {data['config']['signed_trials']} signed "
         f"trials; timing seed 7; sketch sample seed {data['config']['sketch_seed']}. Threads: "
         f"{data['config']['threads']} for candidate and baselines.",
