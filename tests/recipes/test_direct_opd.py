@@ -1,0 +1,87 @@
+import asyncio
+import json
+
+import pytest
+import torch
+
+from tempering import cli
+from tempering.config import build
+from tempering.models import char_tokenizer, load_policy, save_policy, tiny_model
+from tempering.recipes.direct_opd import DirectOPDConfig, DirectOPDTrainer, direct_opd
+
+TASK = {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 200, "heldout_size": 10}
+
+
+@pytest.fixture(scope="module")
+def fresh_dir(tmp_path_factory):
+    """An untrained tiny-xs: a teacher 'before RL' that differs from the warm-started one."""
+    out = tmp_path_factory.mktemp("fresh")
+    save_policy(tiny_model("tiny-xs", seed=7), char_tokenizer(), out)
+    return out
+
+
+def _cfg(student, pairs, out, steps=2, **d):
+    return build(DirectOPDConfig, {
+        "model": {"name": str(student)}, "task": TASK,
+        "direct_opd": {"pairs": [{"teacher": {"path": str(t)}, "reference": {"path": str(r)}} for t, r in pairs], "top_k": 8, **d},
+        "rollout": {"group_size": 4, "prompts_per_step": 6, "max_new_tokens": 4}, "optim": {"lr": 3e-3},
+        "loss": {"clip_low": 0.2, "clip_high": 0.2},
+        "run": {"steps": steps, "out_dir": str(out), "eval_every": 0, "eval_k": 2, "checkpoint_every": 1,
+                "progress": False, "tensorboard": False},
+    })
+
+
+def _credit_rows(run):
+    return [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "direct_opd/rbar" in r]
+
+
+def test_a_pair_without_shift_gives_no_signal(pretrained_dir, tmp_path):
+    t = DirectOPDTrainer(_cfg(pretrained_dir, [(pretrained_dir, pretrained_dir)], tmp_path))
+    m = asyncio.run(t.step()).metrics
+    row = _credit_rows(tmp_path)[0]
+    assert row["direct_opd/rbar"] == 0.0 and row["direct_opd/shift_abs"] == 0.0
+    assert m["policy_loss"] == 0.0 and m["kl_start"] == pytest.approx(0.0, abs=1e-6)  # the student is still at its start
+    assert t.alpha == 2.5  # sign(0) = 0
+
+
+def test_alpha_adapts_and_resumes_from_the_checkpoint(pretrained_dir, fresh_dir, tmp_path):
+    cfg = _cfg(pretrained_dir, [(pretrained_dir, fresh_dir)], tmp_path, alpha=1.0)
+    t = DirectOPDTrainer(cfg)
+    for _ in range(2):
+        asyncio.run(t.step())
+    rows = _credit_rows(tmp_path)
+    expect = 1.0
+    for r in rows:  # each step: alpha * (1 +- 1%) from the sign of rbar
+        assert r["direct_opd/alpha"] == pytest.approx(expect)
+        expect *= 1.01 if r["direct_opd/rbar"] > 0 else 0.99
+    assert t.alpha == pytest.approx(expect)
+    t.save()
+    again = DirectOPDTrainer(cfg, resume=True)
+    assert again.step_no == 2 and again.alpha == pytest.approx(t.alpha)
+    # the KL anchor is the student's start, not the resumed weights
+    start, _ = load_policy(str(pretrained_dir))
+    anchor = next(iter(again.anchor.model.parameters()))
+    assert torch.equal(anchor, next(iter(start.parameters())))
+    assert not torch.equal(anchor, next(iter(again.model.parameters())))
+
+
+def test_pairs_compose_one_after_another(pretrained_dir, fresh_dir, tmp_path):
+    direct_opd(_cfg(pretrained_dir, [(pretrained_dir, fresh_dir), (fresh_dir, pretrained_dir)], tmp_path, steps=1))
+    import yaml
+
+    second = yaml.safe_load((tmp_path / "pair_2" / "config.yaml").read_text())
+    assert second["model"]["name"] == str(tmp_path / "pair_1" / "final")  # starts (and anchors) at stage 1's end
+    assert _credit_rows(tmp_path / "pair_2")[0]["direct_opd/alpha"] == 2.5  # alpha reset
+    assert (tmp_path / "pair_2" / "final" / "model.safetensors").is_file()
+
+
+def test_bad_input(pretrained_dir, tmp_path, capsys):
+    argv = ["direct-opd", f"model.name={pretrained_dir}", f"run.out_dir={tmp_path}", "task.train_size=50", "task.heldout_size=5",
+            f"direct_opd.pairs=[{{teacher: {{path: {pretrained_dir}}}, reference: {{path: {tmp_path / 'missing'}}}}}]"]
+    assert cli.main(argv) == 2
+    assert "does not exist" in capsys.readouterr().err
+    argv[-1] = f"direct_opd.pairs=[{{teacher: {{path: {pretrained_dir}}}, reference: {{path: {pretrained_dir}}}}}]"
+    assert cli.main(argv + ["direct_opd.top_k=500"]) == 2
+    assert "larger than the vocabulary" in capsys.readouterr().err
+    assert cli.main(argv[:-1]) == 2
+    assert "direct_opd: Field required" in capsys.readouterr().err
