@@ -31,7 +31,7 @@ from tempering.recipes.pretrain import PretrainConfig, pretrain
 from tempering.recipes.rl import train
 from tempering.runlog import atomic_write_text
 
-TASK = {"family": "arithmetic", "args": {"min_value": 10, "max_value": 99}, "train_size": 5000, "heldout_size": 300}
+TASK = {"family": "arithmetic", "args": {"min_value": 10, "max_value": 99}, "train_size": 5000, "heldout_size": 500}
 ROLLOUT = {"group_size": 8, "prompts_per_step": 16, "max_new_tokens": 4, "temperature": 1.0}
 ARMS = ("grpo", "opd", "direct_opd")
 
@@ -113,7 +113,6 @@ def write_results(rows: list[dict], a, command: str) -> None:
         "sampled_pass@1": {arm: spread([r[arm]["pass@1_sampled"] for r in rows]) for arm in ARMS},
         "runs": rows,
     }
-    atomic_write_text(out / "direct_opd.json", json.dumps(doc, indent=2) + "\n")
     n = len(rows)
     lines = [
         "# Direct-OPD: weak-to-strong transfer on the embedded default",
@@ -150,8 +149,8 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--steps", type=int, default=100, help="student steps per arm")
     p.add_argument("--teacher-steps", type=int, default=150, help="GRPO steps of the small teacher")
-    p.add_argument("--lr", type=float, default=3e-4)
-    p.add_argument("--stop", type=float, default=0.15, help="warm starts stop at this greedy held-out pass@1")
+    p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--stop", type=float, default=0.35, help="warm starts stop at this greedy held-out pass@1")
     p.add_argument("--out", default="runs/direct_opd")
     p.add_argument("--results", help="write direct_opd.md / .json into this folder")
     p.add_argument("--notes", help="a markdown file appended to the results page (the reading of the numbers)")
