@@ -128,14 +128,16 @@ def run_seed(seed: int, model_dir: str, work: Path, target: int, steps: int) -> 
         trainer = RLTrainer(build(TrainConfig, grpo), family=mixture(configs))
 
         async def train():
-            rewards = []
+            rewards, signal = [], []
             for _ in range(steps):
-                rewards.append((await trainer.step()).metrics["success"])
+                m = (await trainer.step()).metrics
+                rewards.append(m["success"])
+                signal.append(1.0 - m["frac_zero_std_groups"])
             opts = RolloutOptions(SamplingParams(GRPO["rollout"]["max_new_tokens"], 0.0))
             after = await evaluate(trainer.sampler, trainer.fmt, held_family, held_tasks, opts, k=1, sampled=False)
-            return rewards, after["pass@1"]
+            return rewards, signal, after["pass@1"]
 
-        rewards, after = asyncio.run(train())
+        rewards, signal, after = asyncio.run(train())
         trainer.log.close()
         out["methods"][method] = {
             **report.summary(BAND),
@@ -143,6 +145,7 @@ def run_seed(seed: int, model_dir: str, work: Path, target: int, steps: int) -> 
                          "measured": a.measured} for a in report.accepted],
             "train_success_first10": st.fmean(rewards[:10]),
             "train_success_last10": st.fmean(rewards[-10:]),
+            "groups_with_signal": st.fmean(signal),
             "heldout_after": after,
             "heldout_gain": after - before,
             "seconds_synth": t1 - t0,
@@ -170,6 +173,7 @@ def aggregate(runs: list[dict]) -> dict:
             "frontier_share": ms([r["frontier_share"] for r in rs]),
             "heldout_gain": ms([r["heldout_gain"] for r in rs]),
             "heldout_after": ms([r["heldout_after"] for r in rs]),
+            "groups_with_signal": ms([r["groups_with_signal"] for r in rs]),
             "measured_histogram": histogram(measured),
             "actions": {a: sum(c["action"] == a for r in rs for c in r["configs"]) for a in
                         sorted({c["action"] for r in rs for c in r["configs"]})},
@@ -209,14 +213,14 @@ def write_results(results: Path, data: dict) -> None:
         "for every method; no training task is in it.",
         "",
         "| method | accepted | attempts / accepted | tokens / accepted | measured pass rate (mean ± sd over runs) | "
-        "share in [0.25, 0.75] | held-out gain (points, mean ± sd) | held-out after |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "share in [0.25, 0.75] | GRPO groups with a learning signal | held-out gain (points, mean ± sd) | held-out after |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for m in METHODS:
         r = t[m]
         lines.append(
             f"| {m} | {r['accepted']:g} | {r['attempts_per_accepted']:.2f} | {r['tokens_per_accepted']:g} | "
-            f"{f(r['measured_pass_rate_mean'])} | {f(r['frontier_share'], 2)} | "
+            f"{f(r['measured_pass_rate_mean'])} | {f(r['frontier_share'], 2)} | {f(r['groups_with_signal'], 2)} | "
             f"{100 * r['heldout_gain']['mean']:+.1f} ± {100 * r['heldout_gain']['stdev']:.1f} | {f(r['heldout_after'])} |"
         )
     bins = list(t[METHODS[0]]["measured_histogram"])
@@ -226,6 +230,13 @@ def write_results(results: Path, data: dict) -> None:
         h = t[m]["measured_histogram"]
         acts = ", ".join(f"{a} x{n}" for a, n in t[m]["actions"].items())
         lines.append(f"| {m} | " + " | ".join(str(h[b]) for b in bins) + f" | {acts} |")
+    first = runs[0]
+    lines += ["", f"FORGE's choices in run {first['seed']}: the prior p~ against the measured pass rate:", "",
+              "| seed configuration | seed pass rate | action | predicted | measured | synthesised |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for c in first["methods"]["forge"]["configs"]:
+        lines.append(f"| `{c['seed']}` | {first['seed_pass_rates'][c['seed']]:.3f} | {c['action']} | {c['predicted']:.3f} | "
+                     f"{c['measured']:.3f} | `{c['name']}` |")
     lines += ["", "Seed pass rates measured with the warm start (per run seed):", "",
               "| seed configuration | " + " | ".join(f"run {r['seed']}" for r in runs) + " |",
               "| --- |" + " --- |" * len(runs)]
@@ -257,6 +268,9 @@ def findings(table: dict) -> list[str]:
     spread = max(fg["heldout_gain"]["stdev"], table[best]["heldout_gain"]["stdev"])
     out.append("- The gap to the best baseline is " + ("larger" if abs(gap) > spread else "not larger")
                + f" than the run-to-run spread ({100 * gap:+.1f} vs {100 * spread:.1f} points).")
+    sig = {m: table[m]["groups_with_signal"]["mean"] for m in METHODS}
+    out.append(f"- Learning signal: {100 * sig['forge']:.0f}% of FORGE's GRPO groups had mixed rewards (a non-zero "
+               "advantage), against " + ", ".join(f"{m} {100 * sig[m]:.0f}%" for m in others) + ".")
     out.append("- Tokens per accepted configuration are 0 because the built-in mutators are deterministic parameter moves, "
                "not a language model; attempts count generator calls.")
     return out
