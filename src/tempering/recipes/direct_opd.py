@@ -22,7 +22,7 @@ from tempering.config import Schema
 from tempering.envs.base import TaskFamily
 from tempering.errors import UserError
 from tempering.models import load_policy
-from tempering.recipes.distill import TeacherTrainer, _build, cli_main, student_logits_logp
+from tempering.recipes.distill import TeacherTrainer, as_config, cli_main, student_logits_logp
 from tempering.recipes.rl import TrainConfig
 from tempering.teachers import HFTeacher, TeacherSection, load_builder
 from tempering.train.batch import TrainBatch
@@ -114,7 +114,7 @@ class DirectOPDTrainer(TeacherTrainer):
 
 def direct_opd(cfg: DirectOPDConfig | dict, family: TaskFamily | None = None, resume: bool = False) -> dict[str, Any]:
     """Run every teacher pair in turn; with several pairs, stage i writes to OUT_DIR/pair_i."""
-    cfg = _build(DirectOPDConfig, cfg)
+    cfg = as_config(DirectOPDConfig, cfg)
     pairs = cfg.direct_opd.pairs
     root = Path(cfg.run.out_dir)
     history: dict[str, Any] = {}

@@ -22,7 +22,7 @@ from pydantic import Field
 
 from tempering.algos.losses import aggregate
 from tempering.algos.opd import generalized_jsd, reverse_kl_advantage, topk_jsd
-from tempering.config import Schema, load_config
+from tempering.config import Schema, build, load_config
 from tempering.envs.base import TaskFamily
 from tempering.errors import UserError
 from tempering.recipes.rl import RLTrainer, TrainConfig
@@ -136,16 +136,13 @@ class DistillTrainer(TeacherTrainer):
 def distill(cfg: DistillConfig | dict, family: TaskFamily | None = None, resume: bool = False,
             teacher: Teacher | None = None, teacher_prompt: PromptBuilder | None = None) -> dict[str, Any]:
     """Run OPD from Python; `teacher` and `teacher_prompt` override the config's (any `Teacher`, any `Task -> str`)."""
-    cfg = _build(DistillConfig, cfg)
+    cfg = as_config(DistillConfig, cfg)
     return asyncio.run(DistillTrainer(cfg, family, resume, teacher, teacher_prompt).run())
 
 
-def _build(schema, cfg):
-    if isinstance(cfg, dict):
-        from tempering.config import build
-
-        return build(schema, cfg)
-    return cfg
+def as_config(schema: type[Schema], cfg: Schema | dict) -> Schema:
+    """A validated config from a dict (Python callers), or the config itself."""
+    return build(schema, cfg) if isinstance(cfg, dict) else cfg
 
 
 def cli_main(argv: list[str], verb: str, description: str, schema: type[Schema], run: Callable[[Any, bool], dict],

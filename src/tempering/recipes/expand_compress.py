@@ -16,7 +16,7 @@ from pydantic import Field
 
 from tempering.config import Schema
 from tempering.envs.base import TaskFamily
-from tempering.recipes.distill import _build, cli_main
+from tempering.recipes.distill import as_config, cli_main
 from tempering.recipes.rgrpo import RGRPOConfig, rgrpo
 from tempering.recipes.tu_opd import TUOPDConfig, TUOPDTrainer
 from tempering.runlog import atomic_write_text
@@ -44,7 +44,7 @@ def compress_config(cfg: ExpandCompressConfig, teachers: dict[str, str], pass_ra
 
 
 def expand_compress(cfg: ExpandCompressConfig | dict, family: TaskFamily | None = None, resume: bool = False) -> dict[str, Any]:
-    cfg = _build(ExpandCompressConfig, cfg)
+    cfg = as_config(ExpandCompressConfig, cfg)
     root = Path(cfg.out_dir)
     root.mkdir(parents=True, exist_ok=True)
     atomic_write_text(root / "config.yaml", yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))

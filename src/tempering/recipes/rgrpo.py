@@ -24,7 +24,7 @@ from tempering.algos.expand_compress import coverage_report, residual_weights
 from tempering.config import Schema
 from tempering.envs.base import Env, TaskFamily
 from tempering.envs.registry import make_family
-from tempering.recipes.distill import _build, cli_main
+from tempering.recipes.distill import as_config, cli_main
 from tempering.recipes.rl import RLTrainer, TrainConfig
 from tempering.rollout.engine import RolloutOptions, rollout
 from tempering.runlog import atomic_write_text
@@ -105,7 +105,7 @@ def coverage_markdown(rep: dict[str, Any]) -> str:
 
 def rgrpo(cfg: RGRPOConfig | dict, family: TaskFamily | None = None, resume: bool = False) -> dict[str, Any]:
     """Train the rounds in turn; a finished round (its pass rates saved) is skipped when resuming."""
-    cfg = _build(RGRPOConfig, cfg)
+    cfg = as_config(RGRPOConfig, cfg)
     g = cfg.rgrpo
     base = family or make_family(cfg.task.family, **cfg.task.args)
     pool = base.tasks("train", cfg.task.train_size, seed=cfg.task.data_seed)

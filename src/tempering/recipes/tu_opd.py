@@ -24,7 +24,7 @@ from tempering.algos.expand_compress import consensus_residual_advantage, teache
 from tempering.config import Schema
 from tempering.envs.base import TaskFamily
 from tempering.errors import UserError
-from tempering.recipes.distill import TeacherTrainer, _build, cli_main
+from tempering.recipes.distill import TeacherTrainer, as_config, cli_main
 from tempering.recipes.rgrpo import pass_rates
 from tempering.recipes.rl import TrainConfig
 from tempering.rollout.sampler import HFSampler
@@ -136,7 +136,7 @@ class TUOPDTrainer(TeacherTrainer):
 def tu_opd(cfg: TUOPDConfig | dict, family: TaskFamily | None = None, resume: bool = False,
            teachers: dict[str, Teacher] | None = None) -> dict[str, Any]:
     """Run TU-OPD from Python; `teachers` (name -> Teacher) overrides the config's."""
-    cfg = _build(TUOPDConfig, cfg)
+    cfg = as_config(TUOPDConfig, cfg)
     return asyncio.run(TUOPDTrainer(cfg, family, resume, teachers).run())
 
 
