@@ -140,3 +140,11 @@ def test_lockstep_play_matches_sequential_rollouts():
     assert calls[0] == len(tasks) and calls == sorted(calls, reverse=True)
     with pytest.raises(ValueError, match="answered 0 of"):
         play([fam.make_env(tasks[0])], lambda prompts: [])
+
+
+def test_multi_solution_states_only():
+    fam = GuiStateFamily(multi_only=True)
+    tasks = fam.tasks("train", 30)
+    assert len(tasks) == 30 and all(len(sample_of(t).valid) > 1 for t in tasks)
+    every = GuiStateFamily().tasks("train", 300)
+    assert [t.prompt for t in tasks] == [t.prompt for t in every if len(sample_of(t).valid) > 1][:30]

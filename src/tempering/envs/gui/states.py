@@ -134,6 +134,8 @@ class GuiStateFamily(TaskFamily):
     reference: Literal["all", "demonstrated"] = "all"
     """What the micro reward matches against: all valid actions (multi-solution), or only the
     demonstrated one (single-GT baseline)."""
+    multi_only: bool = False
+    """Keep only states with several valid actions (where the reward and guidance variants differ)."""
     guidance: Guidance = "none"
     """Hint in every prompt (a guided teacher's warm start): none, single, multi or mixed."""
     name: str = "gui_states"
@@ -162,22 +164,25 @@ class GuiStateFamily(TaskFamily):
 
     def _tasks(self, split: str, n: int, seed: int) -> list[Task]:
         if split == "train" and self.dataset:
-            samples = states(read_dataset(self.dataset))[:n]
+            samples = states(read_dataset(self.dataset), self.multi_only)[:n]
+            if not samples:
+                raise UserError(f"gui_states: {self.dataset} holds no {'multi-solution ' if self.multi_only else ''}states")
         else:
-            samples = self._oracle_states(split, (n + 1) // 2, n, seed) or self._oracle_states(split, n, n, seed)
-        if not samples:
-            raise UserError(f"gui_states: no {split} states (is {self.dataset} empty?)")
+            samples = self._oracle_states(split, n, seed)
         return [state_task(s, i, self.guidance, self.difficulty) for i, s in enumerate(samples)]
 
-    def _oracle_states(self, split: str, n_apps: int, n: int, seed: int) -> list[StateSample]:
-        """The first `n` states of oracle episodes on the first `n_apps` app tasks; [] when they hold fewer.
-        (Tasks are prefix-stable in `n_apps`, and every app task has at least one state.)"""
-        agent, samples = OracleAgent(seed=seed), []
-        for task in self.apps.tasks(split, n_apps, seed):
-            samples += states([rollout(self.apps.make_env(task), agent)])
-            if len(samples) >= n:
-                return samples[:n]
-        return []
+    def _oracle_states(self, split: str, n: int, seed: int) -> list[StateSample]:
+        """The first `n` states of oracle episodes on the app tasks in order. App tasks are
+        prefix-stable in their count, so play a few first and more only when they hold too few."""
+        n_apps = 4 * n if self.multi_only else (n + 1) // 2
+        for _ in range(3):
+            agent, samples = OracleAgent(seed=seed), []
+            for task in self.apps.tasks(split, n_apps, seed):
+                samples += states([rollout(self.apps.make_env(task), agent)], self.multi_only)
+                if len(samples) >= n:
+                    return samples[:n]
+            n_apps *= 4
+        raise UserError(f"gui_states: {n_apps // 4} {split} app tasks hold only {len(samples)} states; ask for fewer")
 
     def make_env(self, task: Task) -> GuiStateEnv:
         return GuiStateEnv(task, self.weights, self.judge, self.reference)

@@ -1,0 +1,313 @@
+"""LiteGUI on the embedded default: guided on-policy distillation (three guidance variants), then
+multi-solution dual-level GRPO, against single-GT action-reward GRPO. Held-out apps, several seeds.
+
+    python examples/litegui/experiment.py             # the committed result, docs/results/litegui.{md,json}
+    python examples/litegui/experiment.py --smoke --out /tmp/litegui   # a seconds-long check of the pipeline
+
+Pipeline (CPU, one thread, character-level tiny models, difficulty-0 apps, compact screens):
+1. Warm starts (once): the student is SFT'd on recorded oracle states (observation -> output); the
+   teacher continues from it on the same states with a hint in the prompt (one valid action, or all).
+2. Arms per seed, all from the student's warm start, on multi-solution training states, 32 samples
+   per step (4 states x 8):
+   - grpo_single_gt: GRPO, reward = phi against the one demonstrated action;
+   - grpo_dual: GRPO, reward = format + max phi over all valid actions + plan match (equal weights);
+   - opd_single_gt / opd_multi_gt / opd_most_matched: guided OPD (sampled-token reverse KL) with the
+     teacher reading the guidance; the student never sees it;
+   - opd_most_matched+grpo_dual: stage 2, dual-level GRPO from the opd_most_matched checkpoint.
+   GRPO arms get as many steps as the two stages together, so the full pipeline has no step advantage.
+3. Every model plays the same held-out apps greedily, one observation per step: step success (the
+   action was valid at its state), task success, format rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from tempering.algos.litegui import guidance_single, teacher_prompt
+from tempering.config import build
+from tempering.envs.gui.dataset import play
+from tempering.envs.gui.env import GuiFamily
+from tempering.envs.gui.metrics import summarize
+from tempering.envs.gui.states import GuiStateFamily, sample_of
+from tempering.envs.registry import make_family
+from tempering.models import load_policy
+from tempering.recipes.distill import DistillConfig, distill
+from tempering.recipes.pretrain import PretrainConfig, pretrain
+from tempering.recipes.rl import TrainConfig, train
+from tempering.rollout.sampler import HFSampler, SamplingParams
+
+ARMS = ["sft", "grpo_single_gt", "grpo_dual", "opd_single_gt", "opd_multi_gt", "opd_most_matched", "opd_most_matched+grpo_dual"]
+GUIDANCE = {
+    "opd_single_gt": "tempering.envs.gui.states:single_gt_prompt",
+    "opd_multi_gt": "tempering.envs.gui.states:multi_gt_prompt",
+    "opd_most_matched": "tempering.envs.gui.states:most_matched_prompt",
+}
+REWARDS = {
+    "grpo_single_gt": {"reference": "demonstrated", "weights": {"format": 0.0, "action": 1.0, "plan": 0.0}},
+    "grpo_dual": {"reference": "all", "weights": {"format": 1 / 3, "action": 1 / 3, "plan": 1 / 3}},
+}
+METRICS = ["step_success", "task_success", "format_rate", "multi_solution_step_success"]
+
+
+@dataclass
+class Plan:
+    """Sizes of the experiment (the defaults are the committed result)."""
+
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    """Seeds of the training arms (sampling, data order); the warm starts are shared."""
+    student: str = "tiny-xs"
+    """Student size (built-in tiny family, character tokenizer)."""
+    student_sft_steps: int = 300
+    """Student warm start: SFT steps on recorded states without hints."""
+    teacher_sft_steps: int = 300
+    """Teacher: further SFT steps from the student's warm start, on prompts with hints."""
+    sft_batch: int = 32
+    sft_lr: float = 3e-3
+    train_states: int = 2000
+    """Recorded training states of the warm starts (oracle episodes on training apps)."""
+    rl_states: int = 400
+    """Multi-solution training states of the arms (the same training apps): where the guidance
+    variants and the two rewards differ at all."""
+    stage1_steps: int = 40
+    """Guided OPD steps (stage 1)."""
+    stage2_steps: int = 20
+    """Dual-level GRPO steps after stage 1; GRPO-only arms run stage1_steps + stage2_steps."""
+    prompts_per_step: int = 4
+    group_size: int = 8
+    lr: float = 2e-4
+    max_new_tokens: int = 160
+    eval_apps: int = 90
+    """Held-out app tasks each model plays (the six kinds in turn)."""
+    eval_states: int = 120
+    """Held-out states for the teacher's check (with and without its hint)."""
+
+
+def smoke_plan() -> Plan:
+    return Plan(seeds=[0, 1], teacher_sft_steps=3, student_sft_steps=3, sft_batch=8, train_states=40, rl_states=10, stage1_steps=1,
+                stage2_steps=1, prompts_per_step=2, group_size=2, max_new_tokens=24, eval_apps=6, eval_states=6)
+
+
+class Experiment:
+    def __init__(self, plan: Plan, work: Path):
+        self.plan, self.work = plan, work
+        self.families: dict[str, GuiStateFamily] = {}
+
+    def family(self, **args) -> tuple[GuiStateFamily, dict]:
+        """One family object per argument set, so its recorded states are made once and shared."""
+        key = json.dumps(args, sort_keys=True)
+        if key not in self.families:
+            self.families[key] = make_family("gui_states", **args)
+        return self.families[key], args
+
+    def _task(self, args: dict, size: int, heldout: int = 16) -> dict:
+        return {"family": "gui_states", "args": args, "train_size": size, "heldout_size": heldout, "data_seed": 0}
+
+    def warm_start(self, name: str, init: str, guidance: str, steps: int) -> str:
+        p = self.plan
+        cfg = build(PretrainConfig, {
+            "model": {"name": init},
+            "task": self._task({"guidance": guidance}, p.train_states, heldout=p.eval_states),
+            "train": {"steps": steps, "batch_size": p.sft_batch, "lr": p.sft_lr, "warmup_steps": min(30, steps),
+                      "eval_every": steps, "eval_size": p.eval_states, "max_new_tokens": p.max_new_tokens},
+            "seed": 0, "out_dir": str(self.work / name), "threads": 1, "progress": False,
+        })
+        return pretrain(cfg)["model"]
+
+    def _run(self, name: str, seed: int, init: str, steps: int) -> dict:
+        p = self.plan
+        return {
+            "model": {"name": init},
+            "rollout": {"group_size": p.group_size, "prompts_per_step": p.prompts_per_step, "max_new_tokens": p.max_new_tokens,
+                        "temperature": 1.0},
+            "optim": {"lr": p.lr},
+            "run": {"steps": steps, "seed": seed, "out_dir": str(self.work / f"{name}-s{seed}"), "eval_every": 0, "eval_k": 1,
+                    "checkpoint_every": 0, "keep_checkpoints": 1, "log_samples": 2, "threads": 1, "tensorboard": False,
+                    "progress": False},
+        }
+
+    def grpo(self, name: str, seed: int, init: str, steps: int, reward: dict) -> str:
+        fam, args = self.family(multi_only=True, **reward)
+        cfg = build(TrainConfig, {**self._run(name, seed, init, steps), "task": self._task(args, self.plan.rl_states),
+                                  "loss": {"advantage": "grpo"}})
+        train(cfg, family=fam)
+        return cfg.run.out_dir + "/final"
+
+    def opd(self, name: str, seed: int, init: str, steps: int, teacher: str) -> str:
+        fam, args = self.family(multi_only=True)
+        cfg = build(DistillConfig, {**self._run(name, seed, init, steps), "task": self._task(args, self.plan.rl_states),
+                                    "teacher": {"path": teacher, "prompt": GUIDANCE[name]}, "distill": {"loss": "reverse_kl"}})
+        distill(cfg, family=fam)
+        return cfg.run.out_dir + "/final"
+
+    def greedy(self, model_dir: str):
+        model, tok = load_policy(model_dir)
+        sampler = HFSampler(model, tok)
+        params = SamplingParams(max_new_tokens=self.plan.max_new_tokens, temperature=0.0)
+
+        def act(prompts: list[str]) -> list[str]:
+            samples = sampler.sample([tok.encode(q, add_special_tokens=False) for q in prompts], params)
+            return [tok.decode(s.ids, skip_special_tokens=True) for s in samples]
+
+        return act
+
+    def episodes(self, model_dir: str) -> dict[str, float]:
+        """Greedy episodes on the held-out apps (the same apps for every model)."""
+        apps = GuiFamily(difficulty=0)
+        records = play([apps.make_env(t) for t in apps.tasks("heldout", self.plan.eval_apps, seed=0)], self.greedy(model_dir))
+        m = summarize(records)
+        multi = [s for r in records for s in r["steps"] if len(s["valid_actions"]) > 1]
+        m["multi_solution_step_success"] = sum(s["valid"] for s in multi) / len(multi) if multi else 0.0
+        return m
+
+    def teacher_check(self, teacher: str) -> dict[str, float]:
+        """The teacher's single-step validity on held-out states, with its hint and without."""
+        fam, _ = self.family()
+        tasks = fam.tasks("heldout", self.plan.eval_states, seed=0)
+        act = self.greedy(teacher)
+        out = {}
+        for name, prompts in [("with_hint", [teacher_prompt(t.prompt, guidance_single([sample_of(t).demonstrated])) for t in tasks]),
+                              ("without_hint", [t.prompt for t in tasks])]:
+            texts = act(prompts)
+            results = [asyncio.run(fam.make_env(t).step(x)) for t, x in zip(tasks, texts)]
+            out[f"state_success_{name}"] = sum(r.success for r in results) / len(results)
+        return out
+
+
+CLAIMS = [
+    ("Most-Matched-GT guidance beats Single-GT", "opd_most_matched", "opd_single_gt"),
+    ("Most-Matched-GT guidance beats Multi-GT", "opd_most_matched", "opd_multi_gt"),
+    ("guided OPD (Most-Matched-GT) beats single-GT GRPO", "opd_most_matched", "grpo_single_gt"),
+    ("the multi-solution dual reward beats the single-GT reward in GRPO", "grpo_dual", "grpo_single_gt"),
+    ("dual-level GRPO after guided OPD adds to it", "opd_most_matched+grpo_dual", "opd_most_matched"),
+    ("the full pipeline beats single-GT GRPO", "opd_most_matched+grpo_dual", "grpo_single_gt"),
+]
+
+
+def paired(a: dict, b: dict, metric: str) -> dict:
+    """Per-seed differences a - b (same seeds, same held-out apps) and a verdict: `holds` when every
+    seed improves, `reversed` when every seed gets worse, `unresolved` otherwise."""
+    d = [x - y for x, y in zip(a[metric]["values"], b[metric]["values"])]
+    verdict = "holds" if all(x > 0 for x in d) else "reversed" if all(x < 0 for x in d) else "unresolved"
+    return {**spread(d), "verdict": verdict}
+
+
+def spread(values: list[float]) -> dict:
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "min": min(values), "max": max(values), "values": values}
+
+
+def run(plan: Plan, out: Path, work: Path, command: str) -> dict:
+    torch.set_num_threads(1)
+    t0, c0 = time.time(), time.process_time()
+    ex = Experiment(plan, work)
+    student = ex.warm_start("student", plan.student, "none", plan.student_sft_steps)
+    teacher = ex.warm_start("teacher", student, "mixed", plan.teacher_sft_steps)
+    per_arm: dict[str, list[dict]] = {a: [] for a in ARMS}
+    sft = ex.episodes(student)  # greedy and deterministic: the same for every seed
+    both = plan.stage1_steps + plan.stage2_steps
+    for seed in plan.seeds:
+        per_arm["sft"].append(sft)
+        for name, reward in REWARDS.items():
+            per_arm[name].append(ex.episodes(ex.grpo(name, seed, student, both, reward)))
+        for name in GUIDANCE:
+            stage1 = ex.opd(name, seed, student, plan.stage1_steps, teacher)
+            per_arm[name].append(ex.episodes(stage1))
+            if name == "opd_most_matched":
+                stage2 = ex.grpo("opd_most_matched+grpo_dual", seed, stage1, plan.stage2_steps, REWARDS["grpo_dual"])
+                per_arm["opd_most_matched+grpo_dual"].append(ex.episodes(stage2))
+        print(f"seed {seed} done after {time.time() - t0:.0f}s", file=sys.stderr, flush=True)
+    result = {
+        "command": command,
+        "plan": asdict(plan),
+        "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+                    "cpus": os.cpu_count(), "torch": torch.__version__, "threads": 1},
+        "wall_seconds": time.time() - t0,
+        "cpu_seconds": time.process_time() - c0,
+        "teacher": ex.teacher_check(teacher),
+        "eval": {"episodes": per_arm["sft"][0]["episodes"], "steps_sft": per_arm["sft"][0]["steps"]},
+        "arms": {a: {m: spread([r[m] for r in rows]) for m in METRICS} for a, rows in per_arm.items()},
+    }
+    result["claims"] = [{"claim": c, "a": a, "b": b, **{m: paired(result["arms"][a], result["arms"][b], m) for m in ("step_success", "task_success")}}
+                        for c, a, b in CLAIMS]
+    write_results(result, out)
+    return result
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_results(r: dict, out: Path) -> None:
+    p = r["plan"]
+    fmt = lambda s: f"{s['mean']:.3f} ± {s['std']:.3f}"  # noqa: E731
+    rows = [f"| `{a}` | {fmt(m['step_success'])} | {fmt(m['task_success'])} | {fmt(m['format_rate'])} | "
+            f"{fmt(m['multi_solution_step_success'])} |" for a, m in r["arms"].items()]
+    claims = [f"| {c['claim']} | {c['step_success']['mean']:+.3f} ± {c['step_success']['std']:.3f} ({c['step_success']['verdict']}) | "
+              f"{c['task_success']['mean']:+.3f} ± {c['task_success']['std']:.3f} ({c['task_success']['verdict']}) |" for c in r["claims"]]
+    t = r["teacher"]
+    md = f"""# LiteGUI: guided OPD and dual-level GRPO on the embedded default
+
+Held-out apps ({r['eval']['episodes']} app tasks of difficulty 0, the six kinds in turn), each model
+playing greedily from one observation per step. Mean ± standard deviation over seeds {p['seeds']}
+(the `sft` warm start is shared, so it has no spread).
+
+| arm | step success | task success | format rate | step success, multi-solution states |
+| --- | --- | --- | --- | --- |
+{chr(10).join(rows)}
+
+## The paper's claims at this scale
+
+Per-seed differences (first arm minus second, same seeds and apps), mean ± std; a claim `holds`
+when every seed agrees, is `reversed` when every seed disagrees, and is `unresolved` otherwise.
+
+| claim | step success | task success |
+| --- | --- | --- |
+{chr(10).join(claims)}
+
+## Set-up
+
+- Student: `{p['student']}` (built-in tiny Llama, character tokenizer), warm-started by SFT for
+  {p['student_sft_steps']} steps (batch {p['sft_batch']}, lr {p['sft_lr']}) on {p['train_states']} recorded oracle states of training apps.
+- Teacher: the student's warm start trained {p['teacher_sft_steps']} more steps on the same states with a hint in
+  the prompt (one valid action or all of them); held-out state success {t['state_success_with_hint']:.3f} with a
+  Single-GT hint, {t['state_success_without_hint']:.3f} without. Its edge is the privileged guidance, not its size.
+- Arms train on the {p['rl_states']} first multi-solution states of the same training apps.
+- Stage 1 (guided OPD): {p['stage1_steps']} steps; stage 2 (dual-level GRPO): {p['stage2_steps']} steps; GRPO-only
+  arms: {p['stage1_steps'] + p['stage2_steps']} steps. {p['prompts_per_step']} states x {p['group_size']} samples per step, lr {p['lr']}.
+- Machine: {r['machine']['processor']}, {r['machine']['cpus']} CPUs (shared), torch {r['machine']['torch']}, one thread;
+  {r['cpu_seconds'] / 60:.1f} CPU-minutes, {r['wall_seconds'] / 60:.1f} minutes wall-clock.
+- Command: `{r['command']}`
+
+Numbers: `docs/results/litegui.json` (per arm and metric: mean, std, min, max, per-seed values).
+"""
+    _atomic_write(out.with_suffix(".json"), json.dumps(r, indent=2) + "\n")
+    _atomic_write(out.with_suffix(".md"), md)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="docs/results/litegui", help="output prefix: writes PREFIX.md and PREFIX.json")
+    ap.add_argument("--work", default="runs/litegui", help="folder for the runs (models, metrics)")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the pipeline in seconds, results mean nothing")
+    a = ap.parse_args(argv)
+    plan = smoke_plan() if a.smoke else Plan()
+    run(plan, Path(a.out), Path(a.work), "python examples/litegui/experiment.py " + " ".join(argv if argv is not None else sys.argv[1:]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
