@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from tempering.config import Schema
 from tempering.rollout.engine import FEEDBACK_TEMPLATES
+from tempering.rollout.ray_workers import RaySection
 from tempering.rollout.sampler import SamplingParams
 from tempering.rollout.vllm_sampler import VLLMSection
 from tempering.train.update import UpdateSettings
@@ -28,8 +29,9 @@ class TaskSection(Schema):
 
 
 class RolloutSection(Schema):
-    backend: Literal["hf", "vllm"] = Field("hf", description="Generation engine: hf (Hugging Face, CPU or one GPU) or vllm (GPU; extra 'vllm').")
+    backend: Literal["hf", "vllm", "ray"] = Field("hf", description="Generation: hf (in this process), vllm (GPU; extra 'vllm') or ray (rollout workers; extra 'ray').")
     vllm: VLLMSection = Field(default_factory=VLLMSection, description="vLLM engine options (rollout.backend=vllm).")
+    ray: RaySection = Field(default_factory=RaySection, description="Ray rollout workers (rollout.backend=ray).")
     group_size: int = Field(8, ge=1, description="Episodes sampled per prompt (G).")
     prompts_per_step: int = Field(32, ge=1, description="Prompts (groups) per training step.")
     max_new_tokens: int = Field(16, ge=1, description="Token limit of one answer.")

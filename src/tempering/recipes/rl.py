@@ -84,6 +84,12 @@ class RLTrainer:
             from tempering.rollout.vllm_sampler import make_vllm_sampler
 
             self.sampler = make_vllm_sampler(self.model, self.tokenizer, cfg.run.out_dir, cfg.run.seed, cfg.rollout.vllm)
+        elif cfg.rollout.backend == "ray":
+            from tempering.rollout.ray_workers import RaySampler
+
+            r = cfg.rollout.ray
+            self.sampler = RaySampler(self.model, self.tokenizer, r.num_workers, cfg.run.seed, r.num_cpus_per_worker,
+                                      r.num_gpus_per_worker, address=r.address)
         self.train_model = self.model
         """The module the update runs on: `model` itself, or its DDP/FSDP form in data-parallel training."""
         self.ref_model = None
@@ -99,6 +105,8 @@ class RLTrainer:
         resume_step = None
         if resume:
             resume_step = self._load(latest_checkpoint(Path(cfg.run.out_dir)))
+            if hasattr(self.sampler, "sync_weights"):  # the sampler's own copy still has the starting weights
+                self.sampler.sync_weights(self.model)
         self.log = self.open_log(resume_step)
 
     def open_log(self, resume_step: int | None) -> RunLog:
