@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
@@ -73,14 +73,27 @@ def ppo_loss(model, mb: TrainBatch, norm: LossNorm, s: UpdateSettings) -> tuple[
     return loss, stats
 
 
+def on_device(batch: TrainBatch, device: torch.device) -> TrainBatch:
+    """The batch with its tensors on `device` (the model's; batches are collated on the CPU)."""
+    if batch.input_ids_BT.device == device:
+        return batch
+
+    def move(v):
+        if isinstance(v, dict):  # method-specific per-token tensors
+            return {k: t.to(device) for k, t in v.items()}
+        return v.to(device) if torch.is_tensor(v) else v
+
+    return TrainBatch(**{f.name: move(getattr(batch, f.name)) for f in fields(batch)})
+
+
 @torch.no_grad()
 def batch_logprobs(model, batch: TrainBatch, micro_batch_size: int, temperature: float = 1.0) -> torch.Tensor:
     out = torch.zeros_like(batch.mask_BT)
     was = model.training
     model.eval()
     for i in range(0, batch.size, micro_batch_size):
-        mb = batch.select(slice(i, i + micro_batch_size))
-        out[i : i + micro_batch_size, : mb.input_ids_BT.shape[1]] = token_logprobs(model, mb, temperature)[0]
+        mb = on_device(batch.select(slice(i, i + micro_batch_size)), next(model.parameters()).device)
+        out[i : i + micro_batch_size, : mb.input_ids_BT.shape[1]] = token_logprobs(model, mb, temperature)[0].cpu()
     model.train(was)
     return out
 
@@ -104,6 +117,7 @@ def policy_update(
         # off-policy after the first optimizer step: freeze the behaviour log-probs now
         batch.old_logp_BT = batch_logprobs(model, batch, s.micro_batch_size, s.temperature)
     model.train()
+    device = next(model.parameters()).device
     sums: dict[str, float] = defaultdict(float)
     n = 0
     for _ in range(s.ppo_epochs):
@@ -113,7 +127,7 @@ def policy_update(
             norm = (dp.loss_norm if dp is not None else LossNorm.of)(step_batch.mask_BT, s.max_response_len)
             optimizer.zero_grad(set_to_none=True)
             for i in range(0, step_batch.size, s.micro_batch_size):
-                mb = step_batch.select(slice(i, i + s.micro_batch_size))
+                mb = on_device(step_batch.select(slice(i, i + s.micro_batch_size)), device)
                 if mb.mask_BT.sum() == 0 and dp is None:
                     continue
                 loss, stats = loss_fn(model, mb, norm, s)
