@@ -32,3 +32,11 @@ def test_experiment_script_with_tiny_settings(tmp_path):
     runs = data["runs"]
     assert [r["seed"] for r in runs] == [0, 1]
     assert runs[0]["methods"]["evol"]["configs"][0]["action"] == "increase/in_depth"
+    for m, v in data["paired"].items():
+        assert v["runs"] == pytest.approx([r["methods"]["forge"]["heldout_gain"] - r["methods"][m]["heldout_gain"]
+                                           for r in runs])
+    # re-rendering recomputes the same tables from the recorded runs
+    assert mod.main(["--render", str(tmp_path / "results" / "envs_forge.json")]) == 0
+    again = json.loads((tmp_path / "results" / "envs_forge.json").read_text())
+    assert again["methods"] == data["methods"] and again["findings"] == data["findings"]
+    assert "recomputed from the recorded runs" in (tmp_path / "results" / "envs_forge.md").read_text()
