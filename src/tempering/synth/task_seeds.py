@@ -88,13 +88,18 @@ class TaskFamilySeed:
     def config(self) -> dict[str, Any]:
         return dict(self.args)
 
+    @property
+    def knobs(self) -> dict[str, Any]:
+        """Every knob of the family, defaults filled in."""
+        return {**_defaults(self.family), **self.config}
+
     def make_family(self) -> SyntheticFamily:
         """The configured task family (UserError when the configuration is invalid)."""
         return FAMILIES[self.family](**self.config)
 
     @property
     def name(self) -> str:
-        c = {**_defaults(self.family), **self.config}
+        c = self.knobs
         if self.family == "arithmetic":
             core = f"arithmetic[{c['min_value']}..{c['max_value']} {c['ops']}]"
         else:
@@ -104,14 +109,12 @@ class TaskFamilySeed:
     @property
     def level(self) -> int:
         """Difficulty level: digits of the largest operand, or the longest string."""
-        c = {**_defaults(self.family), **self.config}
+        c = self.knobs
         return len(str(c["max_value"])) if self.family == "arithmetic" else int(c["max_len"])
 
     @property
     def skills(self) -> frozenset[str]:
-        c = {**_defaults(self.family), **self.config}
-        table = ARITH_SKILLS if self.family == "arithmetic" else STRING_SKILLS
-        return frozenset(table[o] for o in c["ops"])
+        return _skills(self.family, self.config)
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps([self.family, self.args, self.data_seed], default=list).encode()).hexdigest()
