@@ -5,7 +5,8 @@ Per seed:
   2. teacher after RL (pi_T): GRPO on it;
   3. student start (pi_S): tiny-s (4x the parameters, same tokenizer), warm-started the same way;
   4. three arms from pi_S at equal student steps (same prompts per step, group size, lr):
-     direct GRPO on the student, plain OPD from pi_T (reverse KL), Direct-OPD with (pi_T, pi_Tref).
+     direct GRPO on the student, plain OPD from pi_T (reverse KL), Direct-OPD with (pi_T, pi_Tref);
+  5. a control: the same Direct-OPD into pi_Tref itself, where the shift is exactly what RL did to it.
 Held-out pass@1 is greedy on held-out sums that training never sees. Finished stages are reused
 when the script is run again with the same --out.
 
@@ -33,7 +34,7 @@ from tempering.runlog import atomic_write_text
 
 TASK = {"family": "arithmetic", "args": {"min_value": 10, "max_value": 99}, "train_size": 5000, "heldout_size": 500}
 ROLLOUT = {"group_size": 8, "prompts_per_step": 16, "max_new_tokens": 4, "temperature": 1.0}
-ARMS = ("grpo", "opd", "direct_opd")
+ARMS = ("grpo", "opd", "direct_opd", "direct_opd_self")
 
 
 def _run(out: Path, steps: int, seed: int) -> dict:
@@ -83,6 +84,11 @@ def one_seed(root: Path, seed: int, a) -> dict:
             "direct_opd": {"pairs": [{"teacher": {"path": teacher["model"]}, "reference": {"path": tref["model"]}}], "top_k": 16},
             "run": _run(out, a.steps, seed)})),
     }
+    # control: the same transfer into the teacher's own pre-RL model, where the shift is exactly what RL did
+    arms["direct_opd_self"] = lambda out: final(direct_opd({
+        **common, "model": {"name": tref["model"]}, "loss": {"clip_low": 0.2, "clip_high": 0.2, "dual_clip": 3.0},
+        "direct_opd": {"pairs": [{"teacher": {"path": teacher["model"]}, "reference": {"path": tref["model"]}}], "top_k": 16},
+        "run": _run(out, a.steps, seed)}))
     res = {name: cached(root / name, lambda name=name: fn(root / name)) for name, fn in arms.items()}
     return {"seed": seed, "teacher_pre": tref, "teacher_rl": teacher, "student_pre": student, **res}
 
@@ -101,6 +107,7 @@ def write_results(rows: list[dict], a, command: str) -> None:
         "student: direct GRPO": spread([r["grpo"]["pass@1"] for r in rows]),
         "student: OPD from the post-RL teacher": spread([r["opd"]["pass@1"] for r in rows]),
         "student: Direct-OPD (teacher pair)": spread([r["direct_opd"]["pass@1"] for r in rows]),
+        "control: Direct-OPD into the teacher's own pre-RL model (tiny-xs)": spread([r["direct_opd_self"]["pass@1"] for r in rows]),
     }
     seconds = {arm: spread([r[arm]["seconds"] for r in rows]) for arm in ARMS}
     machine = f"{platform.machine()}, {platform.processor() or 'cpu'}, 1 torch thread per process, python {platform.python_version()}, torch {torch.__version__}"
@@ -134,7 +141,7 @@ def write_results(rows: list[dict], a, command: str) -> None:
     lines += [f"| {k} | {v['mean']:.0f} | {v['std']:.0f} |" for k, v in seconds.items()]
     lines += ["", "Paired differences (same seed, same warm starts), in points of held-out pass@1:", "",
               "| comparison | mean | std | per seed | seeds where the first is higher |", "| --- | --- | --- | --- | --- |"]
-    for x, y in (("direct_opd", "grpo"), ("direct_opd", "opd"), ("opd", "grpo")):
+    for x, y in (("direct_opd", "grpo"), ("direct_opd", "opd"), ("opd", "grpo"), ("direct_opd", "student_pre"), ("direct_opd_self", "teacher_pre")):
         d = [100 * (r[x]["pass@1"] - r[y]["pass@1"]) for r in rows]
         doc.setdefault("paired_points", {})[f"{x} - {y}"] = spread(d)
         lines.append(f"| {x} - {y} | {st.mean(d):+.1f} | {st.stdev(d) if n > 1 else 0.0:.1f} | {', '.join(f'{v:+.1f}' for v in d)} | {sum(v > 0 for v in d)} of {n} |")
