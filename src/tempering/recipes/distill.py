@@ -4,7 +4,7 @@ One step: the student samples groups -> the teacher scores the student's own tok
 privileged context in its prompt) -> credit -> the one policy update. Losses:
 - `reverse_kl`: A_t = log pi_T(y_t) - log pi_S(y_t) as a per-token advantage in the PPO loss;
 - `jsd_topk` / `jsd_full`: the generalised JSD (beta = 0 forward KL, 1 reverse KL) on the teacher's
-  top-k (renormalised) or on the whole vocabulary, as a direct loss.
+  top-k plus one bucket for the rest of the vocabulary, or on the whole vocabulary, as a direct loss.
 The task reward is only logged. `TeacherTrainer` is the base of every teacher-driven recipe.
 """
 
@@ -64,11 +64,11 @@ class TeacherTrainer(RLTrainer):
 
     def __init__(self, cfg, family: TaskFamily | None = None, resume: bool = False, student_prompt: str | PromptBuilder = "{prompt}"):
         super().__init__(cfg, family=family, resume=resume)
-        build = load_builder(student_prompt) if isinstance(student_prompt, str) else student_prompt
+        student = load_builder(student_prompt) if isinstance(student_prompt, str) else student_prompt
         self.raw = {t.id: t for t in self.train_tasks + self.heldout_tasks}
         """The examples as the family made them: teacher prompts are built from these."""
-        self.train_tasks = [replace(t, prompt=build(t)) for t in self.train_tasks]
-        self.heldout_tasks = [replace(t, prompt=build(t)) for t in self.heldout_tasks]
+        self.train_tasks = [replace(t, prompt=student(t)) for t in self.train_tasks]
+        self.heldout_tasks = [replace(t, prompt=student(t)) for t in self.heldout_tasks]
 
     def teachers_from(self, specs: dict[str, TeacherSection], given: dict[str, Teacher] | None = None) -> dict[str, Teacher]:
         """Load teachers from config (or take ready ones) and check their vocabularies against the student's."""
