@@ -96,6 +96,7 @@ class DataParallelRLTrainer(RLTrainer):
             self.ref_model.to(world.device)
         if strategy == "ddp":
             self.train_model = wrap_model(self.model, "ddp", world)  # shares the weights the sampler reads
+            self.optimizer.load_state_dict(self.optimizer.state_dict())  # a resumed state follows the weights' device
         else:
             self.model.to(world.device)
             self.train_model = wrap_model(copy.deepcopy(self.model), "fsdp2", world)

@@ -278,7 +278,8 @@ def _sample_from_choice(c: dict) -> Sample:
 def make_vllm_sampler(model: torch.nn.Module, tokenizer, out_dir: str | Path, seed: int, options: VLLMSection) -> VLLMSampler:
     """A vLLM sampler holding `model`'s current weights: colocated engines start from a copy written
     into the run folder; a server gets them through a weight sync."""
-    _require_vllm() if options.mode == "colocated" else None
+    if options.mode == "colocated":
+        _require_vllm()  # before writing anything
     from tempering.models import save_policy
 
     init = save_policy(getattr(model, "module", model), tokenizer, Path(out_dir) / "vllm_init")
