@@ -77,3 +77,17 @@ def test_on_policy_update_changes_the_policy_toward_positive_advantage(tiny):
     m = b.mask_BT.bool()
     assert after[m].mean() > before[m].mean()
     assert stats["grad_norm"] > 0 and 0 <= stats["clip_frac_high"] <= 1
+
+
+@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean"])
+def test_logged_loss_and_entropy_do_not_depend_on_micro_batching(tiny, agg):
+    model, _ = tiny
+    batch = collate(_episodes(), pad_id=0)
+    batch.adv_BT = torch.linspace(-1, 1, batch.size)[:, None] * batch.mask_BT
+    stats = []
+    for mbs in (8, 2):
+        m = copy.deepcopy(model)
+        stats.append(policy_update(m, torch.optim.SGD(m.parameters(), lr=0.0), None, batch,
+                                   UpdateSettings(micro_batch_size=mbs, loss_agg=agg)))
+    for k in ("policy_loss", "entropy", "approx_kl"):
+        assert stats[0][k] == pytest.approx(stats[1][k], rel=1e-5, abs=1e-7), k

@@ -19,9 +19,10 @@ from tempering.algos.losses import LossNorm
 from tempering.distributed.world import World
 from tempering.errors import UserError
 from tempering.train.batch import TrainBatch
+from tempering.train.update import STEP_TOTALS
 
 STRATEGIES = ("ddp", "fsdp2")
-SUMMED_METRICS = ("env_calls", "env_errors", "cf_env_calls", "episodes_pruned")
+SUMMED_METRICS = ("env_calls", "env_errors", "cf_env_calls", "episodes_pruned", *STEP_TOTALS)
 """Metrics that count events: summed over ranks (the others are averaged)."""
 
 
