@@ -49,3 +49,16 @@ def test_missing_model_path_is_a_clear_error(tmp_path):
     with pytest.raises(UserError, match="neither a built-in size"):
         load_policy(str(tmp_path / "nope"))
     assert "tiny-s" in TINY_SIZES
+
+
+def test_device_and_dtype_options():
+    from tempering.models.io import resolve_device
+
+    m, _ = load_policy("tiny-xs", dtype="bfloat16", device="cpu")
+    assert next(m.parameters()).dtype == torch.bfloat16
+    if not torch.cuda.is_available():
+        with pytest.raises(UserError, match="no CUDA GPU"):
+            resolve_device("cuda")
+        assert resolve_device("auto").type == "cpu"
+    with pytest.raises(UserError, match="unknown dtype"):
+        load_policy("tiny-xs", dtype="int3")

@@ -18,12 +18,32 @@ from tempering.models.tokenizer import char_tokenizer
 hf_logging.disable_progress_bar()  # per-shard bars would drown the run's own progress bar
 
 
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_device(name: str) -> torch.device:
+    """`auto` (a CUDA GPU when one is visible, else the CPU), `cpu`, `cuda` or `cuda:N`."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"model.device={name} but no CUDA GPU is visible on this machine; use model.device=cpu or auto")
+    try:
+        return torch.device(name)
+    except RuntimeError as e:
+        raise UserError(f"model.device={name!r} is not a device; use auto, cpu, cuda or cuda:N") from e
+
+
 def load_policy(
-    name_or_path: str, seed: int = 0, dtype: torch.dtype = torch.float32
+    name_or_path: str, seed: int = 0, dtype: torch.dtype | str = torch.float32, device: str | torch.device = "cpu"
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """A model and its tokenizer: a built-in tiny size (fresh weights) or a local Hugging Face folder."""
+    if isinstance(dtype, str):
+        if dtype not in DTYPES:
+            raise UserError(f"unknown dtype {dtype!r}; use one of {sorted(DTYPES)}")
+        dtype = DTYPES[dtype]
+    device = resolve_device(device) if isinstance(device, str) else device
     if name_or_path in TINY_SIZES:
-        return tiny_model(name_or_path, seed=seed), char_tokenizer()
+        return tiny_model(name_or_path, seed=seed).to(device=device, dtype=dtype), char_tokenizer()
     path = Path(name_or_path).expanduser()
     if not (path / "config.json").is_file():
         raise UserError(
@@ -37,7 +57,7 @@ def load_policy(
         raise UserError(f"could not load the model in {path}: {e}") from e
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
-    return model, tok
+    return model.to(device), tok
 
 
 def save_policy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path: str | Path) -> Path:

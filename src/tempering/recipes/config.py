@@ -18,6 +18,8 @@ class ModelSection(Schema):
     name: str = Field("tiny-s", description="Built-in tiny size (tiny-xs/s/m/l) or a local Hugging Face model folder.")
     use_chat_template: bool | None = Field(None, description="Apply the tokenizer's chat template (default: when it has one).")
     system_prompt: str | None = Field(None, description="System message for chat-template models.")
+    device: str = Field("cpu", description="Where the policy runs: cpu, cuda, cuda:N, or auto (a GPU when visible).")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Parameter dtype of the policy.")
 
 
 class TaskSection(Schema):

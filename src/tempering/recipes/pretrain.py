@@ -95,7 +95,7 @@ def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
     family = make_family(cfg.task.family, **cfg.task.args)
     train_tasks = family.tasks("train", cfg.task.train_size, seed=cfg.task.data_seed)
     heldout = family.tasks("heldout", cfg.task.heldout_size, seed=cfg.task.data_seed)
-    model, tok = load_policy(cfg.model.name, seed=cfg.seed)
+    model, tok = load_policy(cfg.model.name, seed=cfg.seed, dtype=cfg.model.dtype, device=cfg.model.device)
     fmt = ChatFormat(tok, cfg.model.use_chat_template, RolloutSection().feedback_template, cfg.model.system_prompt)
     examples = _examples(fmt, train_tasks, tok.eos_token_id)
     if cfg.train.repair_share > 0:
@@ -124,7 +124,8 @@ def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
                 labels[b, len(p) : len(seq)] = torch.tensor(a)
                 attn[b, : len(seq)] = 1
             model.train()
-            loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
+            dev = model.device
+            loss = model(input_ids=ids.to(dev), attention_mask=attn.to(dev), labels=labels.to(dev)).loss
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -77,7 +77,7 @@ class RLTrainer:
         self.heldout_tasks = self.family.tasks("heldout", cfg.task.heldout_size, seed=cfg.task.data_seed)
         if not self.train_tasks:
             raise UserError(f"task family {cfg.task.family!r} gave no training tasks")
-        self.model, self.tokenizer = load_policy(cfg.model.name, seed=cfg.run.seed)
+        self.model, self.tokenizer = load_policy(cfg.model.name, seed=cfg.run.seed, dtype=cfg.model.dtype, device=cfg.model.device)
         self.fmt = ChatFormat(self.tokenizer, cfg.model.use_chat_template, cfg.rollout.feedback_template, cfg.model.system_prompt)
         self.sampler = HFSampler(self.model, self.tokenizer, seed=cfg.run.seed)
         if cfg.rollout.backend == "vllm":
