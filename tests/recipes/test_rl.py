@@ -108,3 +108,23 @@ def test_eval_prints_a_table(pretrained_dir):
     r = _cli("eval", pretrained_dir, "--task", "arithmetic", "--arg", "min_value=0", "--arg", "max_value=30", "--n", "20", "--k", "2", "--max-new-tokens", "4")
     assert r.returncode == 0, r.stderr
     assert "pass@1" in r.stdout and "pass@2" in r.stdout
+
+
+def test_lora_trains_adapters_only_and_exports_merged_and_adapter(pretrained_dir, tmp_path):
+    pytest.importorskip("peft")
+    cfg = _cfg(pretrained_dir, tmp_path / "lora", steps=2, checkpoint_every=1)
+    cfg["model"]["lora_rank"] = 4
+    t = RLTrainer(build(TrainConfig, cfg))
+    trainable = {n for n, p in t.model.named_parameters() if p.requires_grad}
+    assert trainable and all("lora_" in n for n in trainable)
+    import asyncio
+
+    asyncio.run(t.run())
+    final = tmp_path / "lora" / "final"
+    assert (final / "config.json").is_file() and (final / "adapter" / "adapter_config.json").is_file()
+    from tempering.models import load_policy
+
+    merged, _ = load_policy(str(final))
+    assert not any("lora" in n for n, _ in merged.named_parameters())
+    resumed = RLTrainer(build(TrainConfig, {**cfg, "run": {**cfg["run"], "steps": 3}}), resume=True)
+    assert resumed.step_no == 2

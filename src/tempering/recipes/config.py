@@ -20,6 +20,9 @@ class ModelSection(Schema):
     system_prompt: str | None = Field(None, description="System message for chat-template models.")
     device: str = Field("cpu", description="Where the policy runs: cpu, cuda, cuda:N, or auto (a GPU when visible).")
     dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Parameter dtype of the policy.")
+    lora_rank: int = Field(0, ge=0, description="Train LoRA adapters of this rank only (0 = full fine-tuning; needs the peft extra).")
+    lora_alpha: float | None = Field(None, description="LoRA scaling numerator (default 2 x rank).")
+    lora_targets: list[str] | None = Field(None, description="Linear layers to adapt (default: attention and MLP projections).")
 
 
 class TaskSection(Schema):

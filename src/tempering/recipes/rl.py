@@ -78,6 +78,10 @@ class RLTrainer:
         if not self.train_tasks:
             raise UserError(f"task family {cfg.task.family!r} gave no training tasks")
         self.model, self.tokenizer = load_policy(cfg.model.name, seed=cfg.run.seed, dtype=cfg.model.dtype, device=cfg.model.device)
+        if cfg.model.lora_rank:
+            from tempering.models.lora import add_lora
+
+            self.model = add_lora(self.model, cfg.model.lora_rank, cfg.model.lora_alpha, target_modules=cfg.model.lora_targets)
         self.fmt = ChatFormat(self.tokenizer, cfg.model.use_chat_template, cfg.rollout.feedback_template, cfg.model.system_prompt)
         self.sampler = HFSampler(self.model, self.tokenizer, seed=cfg.run.seed)
         if cfg.rollout.backend == "vllm":
@@ -140,7 +144,12 @@ class RLTrainer:
     def _load(self, ckpt: Path) -> int:
         from safetensors.torch import load_file
 
-        self.model.load_state_dict(load_file(ckpt / "model" / "model.safetensors"), strict=False)
+        if self.cfg.model.lora_rank:
+            from peft import set_peft_model_state_dict
+
+            set_peft_model_state_dict(self.model, load_file(ckpt / "model" / "adapter_model.safetensors"))
+        else:
+            self.model.load_state_dict(load_file(ckpt / "model" / "model.safetensors"), strict=False)
         s = load_trainer_state(ckpt)
         self.optimizer.load_state_dict(s["optimizer"])
         self.scheduler.load_state_dict(s["scheduler"])
@@ -153,7 +162,13 @@ class RLTrainer:
         return self.step_no
 
     def export(self, path: Path) -> Path:
-        """The trained policy as a plain Hugging Face folder."""
+        """The trained policy as a plain Hugging Face folder (LoRA: merged, and the adapter in `adapter/`)."""
+        if self.cfg.model.lora_rank:
+            from tempering.models.lora import merged_copy, save_adapter
+
+            save_policy(merged_copy(self.model), self.tokenizer, path)
+            save_adapter(self.model, self.tokenizer, path / "adapter")
+            return path
         return save_policy(self.model, self.tokenizer, path)
 
     # ---- one step ----------------------------------------------------------------------------
