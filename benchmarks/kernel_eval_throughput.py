@@ -131,18 +131,24 @@ def random_sketch(rng: random.Random, kind: str) -> str:
     return " ".join(f"{k}={v}" for k, v in s.items() if v != DEFAULTS.get(k))
 
 
+# Schedules a person would try first (unit-stride inner loop, SIMD, both cores), beside the random sample.
+CURATED = {"matmul": "order=ikj vec=1", "linear_relu": "order=ijk vec=1", "row_sum": "order=rc unroll=4 vec=1",
+           "scale_tanh_clamp": "vec=1"}
+
+
 async def sketch_spread(verifier: KernelVerifier, n: int, seed: int) -> list[dict]:
-    problems = [p for p in builtin_problems() if p.name.split("_", 1)[1] in ("matmul", "linear_relu", "row_sum",
-                                                                             "scale_tanh_clamp")]
+    """`n` uniformly random sketches over four problems, then one curated sketch per problem."""
+    problems = [p for p in builtin_problems() if p.name.split("_", 1)[1] in CURATED]
     rng = random.Random(seed)
     rows = []
     pairs = []
-    for k in range(n):
-        p = problems[k % len(problems)]
+    drawn = [(problems[k % len(problems)], None) for k in range(n)] + [(p, CURATED[p.name.split("_", 1)[1]]) for p in problems]
+    for p, fixed in drawn:
         spec = spec_for(p.name)
-        text = random_sketch(rng, spec.kind) or "order=" + orders(spec.kind)[0]
-        pairs.append((p, submission(spec, lower(spec, parse_sketch(text, spec.kind)), module_constants(p.source))))
-        rows.append({"problem": p.name, "sketch": text})
+        text = fixed or random_sketch(rng, spec.kind) or "order=" + orders(spec.kind)[0]
+        c_source = lower(spec, parse_sketch(text, spec.kind), max_threads=verifier.config.threads)
+        pairs.append((p, submission(spec, c_source, module_constants(p.source))))
+        rows.append({"problem": p.name, "sketch": text, "drawn": "curated" if fixed else "random"})
     results = await evaluate(verifier, pairs)
     for row, r in zip(rows, results):
         row.update(status=r.status, speedup_eager=r.speedup_eager, cuda_agent_reward=r.cuda_agent_reward, score=r.score)
@@ -159,7 +165,8 @@ def write_markdown(path: Path, data: dict, command: str) -> None:
     lines = [
         "# Kernel environment: reference eval, throughput, hacks",
         "",
-        f"Command: `{command}`  ",
+        f"Command: `{command}`" + (f"; sketch section: `{data['command_sketches']}`" if data.get("command_sketches") else "")
+        + "  ",
         f"Machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']}, {m['gcc']}; load average at start "
         f"{m['load_average_start'][0]:.1f}, at end {m['load_average_end'][0]:.1f} (a shared machine: timings are "
         "noisy; the harness interleaves candidate and baselines and reports medians).  ",
@@ -216,17 +223,23 @@ def write_markdown(path: Path, data: dict, command: str) -> None:
     for h in data["bad_inputs"]:
         lines.append(f"| {h['name']} | {h['status']} | {'yes' if h['caught'] else 'NO'} |")
     sp = data["sketch_spread"]
-    counts = {}
+    lines += ["", f"## Kernel sketches (seed {data['config']['sketch_seed']}; the sketch family's checks: 1 thread "
+              "for sketch and baselines (a sketch's `threads` is capped at it), 3 seeds, 1 signed trial, 10 timed runs)", ""]
+    for drawn in ("random", "curated"):
+        counts = {}
+        for r in sp:
+            if r.get("drawn", "random") != drawn:
+                continue
+            key = "wrong" if r["status"] != "correct" else ("faster than eager" if (r["speedup_eager"] or 0) > 1.05
+                                                             else "correct, not faster")
+            counts[key] = counts.get(key, 0) + 1
+        if counts:
+            lines.append(f"- {drawn}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    lines += ["", "| drawn | problem | sketch | status | vs eager | CUDA Agent reward | score |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in sp:
-        key = "wrong" if r["status"] != "correct" else ("faster than eager" if (r["speedup_eager"] or 0) > 1.05 else
-                                                         "correct, not faster")
-        counts[key] = counts.get(key, 0) + 1
-    lines += ["", f"## Random kernel sketches ({len(sp)}, seed {data['config']['sketch_seed']})", "",
-              ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())), "",
-              "| problem | sketch | status | vs eager | CUDA Agent reward | score |", "| --- | --- | --- | --- | --- | --- |"]
-    for r in sp:
-        lines.append(f"| {r['problem']} | `{r['sketch']}` | {r['status']} | {fmt(r['speedup_eager'])} | "
-                     f"{r['cuda_agent_reward']} | {r['score']:.2f} |")
+        lines.append(f"| {r.get('drawn', 'random')} | {r['problem']} | `{r['sketch']}` | {r['status']} | "
+                     f"{fmt(r['speedup_eager'])} | {r['cuda_agent_reward']} | {r['score']:.2f} |")
     kb = data.get("kernelbench_sizes")
     if kb:
         lines += ["", "## KernelBench problem sizes per size scale (inputs + parameters, built on the meta device)", "",
@@ -260,10 +273,22 @@ def main() -> None:
     ap.add_argument("--kernelbench", default=None,
                     help="KernelBench's KernelBench/ folder (level1..3): check they load and size them per scale")
     ap.add_argument("--render", default=None, help="only rewrite kernels.md from this kernels.json (no measuring)")
+    ap.add_argument("--update-sketches", action="store_true",
+                    help="re-measure only the sketch section of the existing kernels.json in --out")
     args = ap.parse_args()
     out = Path(args.out or ("/tmp/kernels-bench" if args.quick else ROOT / "docs" / "results"))
     if args.render:
         data = json.loads(Path(args.render).read_text())
+        write_markdown(out / "kernels.md", data, data["command"])
+        return
+    if args.update_sketches:  # re-measure only the sketch section of an existing run
+        data = json.loads((out / "kernels.json").read_text())
+        scfg = VerifyConfig(seeds=3, signed_trials=1, timed_runs=10, compile_baseline="off")  # SketchFamily's checks
+        data["sketch_spread"] = asyncio.run(sketch_spread(KernelVerifier(scfg, sandbox=Sandbox(concurrency=1)),
+                                                          args.sketches, args.sketch_seed))
+        data["config"]["sketch_seed"] = args.sketch_seed
+        data["command_sketches"] = "python " + " ".join([os.path.relpath(__file__, ROOT)] + sys.argv[1:])
+        atomic_write(out / "kernels.json", json.dumps(data, indent=2, default=str))
         write_markdown(out / "kernels.md", data, data["command"])
         return
     command = "python " + " ".join([os.path.relpath(__file__, ROOT)] + sys.argv[1:])
@@ -345,8 +370,8 @@ def main() -> None:
     data["bad_inputs_handled"] = sum(h["caught"] for h in data["bad_inputs"])
     data["bad_inputs_total"] = len(data["bad_inputs"])
 
-    # 5. sketch spread (the env's defaults: 2 threads, cheaper checks)
-    scfg = replace(vcfg, threads=2, seeds=3, signed_trials=1, timed_runs=10)
+    # 5. sketch spread (the sketch family's checks)
+    scfg = replace(vcfg, seeds=3, signed_trials=1, timed_runs=10)  # SketchFamily's checks
     data["sketch_spread"] = asyncio.run(sketch_spread(KernelVerifier(scfg, sandbox=Sandbox(concurrency=1)),
                                                       4 if args.quick else args.sketches, args.sketch_seed))
     if args.kernelbench:

@@ -164,9 +164,9 @@ def warm_start_sketch(kind: str, rng: random.Random) -> str:
 class SketchFamily(KernelFamily):
     """Built-in problems with a sketch spec; the policy writes a kernel sketch (see sketch.py)."""
 
-    verify: VerifyConfig = field(default_factory=lambda: VerifyConfig(seeds=3, signed_trials=1, timed_runs=10,
-                                                                        threads=2))
-    """Cheaper checks than full submissions (many short rollouts); 2 threads so `threads=2` can pay off."""
+    verify: VerifyConfig = field(default_factory=lambda: VerifyConfig(seeds=3, signed_trials=1, timed_runs=10))
+    """Cheaper checks than full submissions (many short rollouts). A sketch's `threads` is capped at
+    `verify.threads` (1 by default), the count eager PyTorch gets: more cores are not a speedup."""
     name: str = "kernel_sketch"
 
     def accepts(self, problem: Problem) -> bool:
@@ -187,5 +187,5 @@ class SketchFamily(KernelFamily):
             settings = parse_sketch(line, spec.kind)
         except UserError as e:
             return None, f"Sketch parse error: {e}", {"sketch": line}
-        return submission(spec, lower(spec, settings), module_constants(problem.source)), "", {"sketch": line,
-                                                                                               "settings": settings}
+        c_source = lower(spec, settings, max_threads=self.verify.threads)
+        return submission(spec, c_source, module_constants(problem.source)), "", {"sketch": line, "settings": settings}

@@ -14,8 +14,9 @@ Missing keys take their defaults; an unknown key or value is a parse error. Keys
     tail     0 | 1               emit the remainder loop after an unrolled loop (default 1);
                                  tail=0 is wrong unless the unroll factor divides the trip count
     vec      0 | 1               `#pragma omp simd` on the innermost loop (default 0)
-    threads  1 | 2 | 4           OpenMP threads on the outermost loop (default 1); parallelising a
-                                 reduction loop (matmul order=k.., reduce order=cr) is a data race
+    threads  1 | 2 | 4           OpenMP threads on the outermost loop (default 1), capped at the
+                                 thread count the baselines get; parallelising a reduction loop
+                                 (matmul order=k.., reduce order=cr) is a data race
     fuse     0 | 1               one pass over the data for all of the problem's ops (default 1) or
                                  one pass per op through the output buffer
 
@@ -311,8 +312,10 @@ def _lower_matmul(spec: Spec, s: dict) -> str:
             f"long M, long K, long N) {{\n{_indent(lines)}\n}}\n")
 
 
-def lower(spec: Spec, settings: dict) -> str:
-    """C source of a sketch for one problem."""
+def lower(spec: Spec, settings: dict, max_threads: int | None = None) -> str:
+    """C source of a sketch for one problem; `threads` is capped at `max_threads` (the baselines' count)."""
+    if max_threads is not None and settings["threads"] > max_threads:
+        settings = dict(settings, threads=max(1, max_threads))
     if spec.kind == "map":
         return _lower_map(spec, settings)
     if spec.kind == "reduce":
