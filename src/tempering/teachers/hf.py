@@ -83,27 +83,29 @@ class HFTeacher(Teacher):
         if resp_BC.shape[1] < C:  # every chunk is padded to the same width
             resp_BC = torch.nn.functional.pad(resp_BC, (0, C - resp_BC.shape[1]), value=self.pad_id)
             mask_BC = torch.nn.functional.pad(mask_BC, (0, C - mask_BC.shape[1]))
-        logits_BCV = self._logits(prompts, resp_BC.to(dev), mask_BC.to(dev))
-        logp_BCV = logits_BCV.float().log_softmax(-1)
         resp = resp_BC.to(dev)
-        out = TeacherScores(
-            token_logp_BC=(logp_BCV.gather(-1, resp[..., None]).squeeze(-1) * mask_BC.to(dev)).cpu(),
-            mask_BC=mask_BC,
-        )
-        if cand_BCK is not None:
-            if int(cand_BCK.max()) >= logp_BCV.shape[-1] or int(cand_BCK.min()) < 0:
-                raise UserError(f"candidate token ids fall outside the vocabulary of {self.name} ({logp_BCV.shape[-1]} tokens)")
-            out.cand_logp_BCK = logp_BCV.gather(-1, cand_BCK.to(dev)).cpu()
-            out.cand_found_BCK = torch.ones_like(out.cand_logp_BCK)
+        V = self.vocab_size
+        if cand_BCK is not None and (int(cand_BCK.max()) >= V or int(cand_BCK.min()) < 0):
+            raise UserError(f"candidate token ids fall outside the vocabulary of {self.name} ({V} tokens)")
+        cand = None if cand_BCK is None else cand_BCK.to(dev)
+        # position 0 (from the prompt) and positions 1.. (from the continuation) are scored apart, so that
+        # no (B, C, V) tensor beyond the model's own logits is ever built unless `full` asks for it
+        first_BV, rest_BCV = self._logits(prompts, resp, mask_BC.to(dev))
+        parts = [_read(first_BV[:, None], resp[:, :1], None if cand is None else cand[:, :1], top_k, full)]
+        if rest_BCV is not None:
+            parts.append(_read(rest_BCV, resp[:, 1:], None if cand is None else cand[:, 1:], top_k, full))
+        got = {k: torch.cat([p[k] for p in parts], dim=1).cpu() for k in parts[0]}
+        out = TeacherScores(token_logp_BC=got["token"] * mask_BC, mask_BC=mask_BC)
+        if cand is not None:
+            out.cand_logp_BCK, out.cand_found_BCK = got["cand"], torch.ones_like(got["cand"])
         if top_k > 0:
-            top = logp_BCV.topk(top_k, dim=-1)
-            out.top_ids_BCK, out.top_logp_BCK = top.indices.cpu(), top.values.cpu()
+            out.top_ids_BCK, out.top_logp_BCK = got["top_ids"], got["top"]
         if full:
-            out.full_logp_BCV = logp_BCV.cpu()
+            out.full_logp_BCV = got["full"]
         return out
 
-    def _logits(self, prompts: list[list[int]], resp_BC: torch.Tensor, mask_BC: torch.Tensor) -> torch.Tensor:
-        """Next-token logits for every continuation position: (B, C, V).
+    def _logits(self, prompts: list[list[int]], resp_BC: torch.Tensor, mask_BC: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Next-token logits of continuation position 0, (B, V), and of positions 1.., (B, C-1, V).
 
         Position 0 comes from the last prompt token (prefilled once per distinct prompt); positions
         1.. from a forward of the continuation's first C-1 tokens on top of the repeated prompt cache.
@@ -131,14 +133,29 @@ class HFTeacher(Teacher):
         first_BV = first_UV[idx]
         C = resp_BC.shape[1]
         if C <= 1:
-            return first_BV[:, None, :]
+            return first_BV, None
         cache.batch_select_indices(idx)
         inp = resp_BC[:, : C - 1]
         attn = torch.cat([attn_UP[idx], mask_BC[:, : C - 1].long()], dim=1)
         plen = attn_UP.sum(-1)[idx]
         pos = plen[:, None] + torch.arange(C - 1, device=dev)[None, :]
         rest = self.model(input_ids=inp, attention_mask=attn, position_ids=pos, use_cache=True, **{self._cache_kw: cache}).logits
-        return torch.cat([first_BV[:, None, :], rest], dim=1)
+        return first_BV, rest
+
+
+def _read(logits_BCV: torch.Tensor, tok_BC: torch.Tensor, cand_BCK: torch.Tensor | None, top_k: int, full: bool) -> dict[str, torch.Tensor]:
+    """Log-probs read off logits: of the given tokens, of candidates, the top-k and (if asked) all of them."""
+    logits = logits_BCV.float()
+    lse = logits.logsumexp(-1, keepdim=True)
+    out = {"token": (logits.gather(-1, tok_BC[..., None]) - lse).squeeze(-1)}
+    if cand_BCK is not None:
+        out["cand"] = logits.gather(-1, cand_BCK) - lse
+    if top_k > 0:
+        top = logits.topk(top_k, dim=-1)
+        out["top_ids"], out["top"] = top.indices, top.values - lse
+    if full:
+        out["full"] = logits - lse
+    return out
 
 
 def resolve_model_dir(path: str | Path) -> Path:
