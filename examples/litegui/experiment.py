@@ -41,7 +41,7 @@ from tempering.envs.gui.env import GuiFamily
 from tempering.envs.gui.metrics import summarize
 from tempering.envs.gui.states import GuiStateFamily, sample_of
 from tempering.envs.registry import make_family
-from tempering.models import load_policy
+from tempering.models import load_policy, tiny_model
 from tempering.recipes.distill import DistillConfig, distill
 from tempering.recipes.pretrain import PretrainConfig, pretrain
 from tempering.recipes.rl import TrainConfig, train
@@ -165,10 +165,7 @@ class Experiment:
         """Greedy episodes on the held-out apps (the same apps for every model)."""
         apps = GuiFamily(difficulty=0)
         records = play([apps.make_env(t) for t in apps.tasks("heldout", self.plan.eval_apps, seed=0)], self.greedy(model_dir))
-        m = summarize(records)
-        multi = [s for r in records for s in r["steps"] if len(s["valid_actions"]) > 1]
-        m["multi_solution_step_success"] = sum(s["valid"] for s in multi) / len(multi) if multi else 0.0
-        return m
+        return summarize(records)
 
     def teacher_check(self, teacher: str) -> dict[str, float]:
         """The teacher's single-step validity on held-out states, with its hint and without."""
@@ -252,6 +249,15 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def write_results(r: dict, out: Path) -> None:
+    _atomic_write(out.with_suffix(".json"), json.dumps(r, indent=2) + "\n")
+    _atomic_write(out.with_suffix(".md"), markdown(r))
+
+
+def _millions(size: str) -> str:
+    return f"{sum(w.numel() for w in tiny_model(size).parameters()) / 1e6:.2f}"
+
+
+def markdown(r: dict) -> str:
     p = r["plan"]
     fmt = lambda s: f"{s['mean']:.3f} ± {s['std']:.3f}"  # noqa: E731
     rows = [f"| `{a}` | {fmt(m['step_success'])} | {fmt(m['task_success'])} | {fmt(m['format_rate'])} | "
@@ -259,7 +265,7 @@ def write_results(r: dict, out: Path) -> None:
     claims = [f"| {c['claim']} | {c['step_success']['mean']:+.3f} ± {c['step_success']['std']:.3f} ({c['step_success']['verdict']}) | "
               f"{c['task_success']['mean']:+.3f} ± {c['task_success']['std']:.3f} ({c['task_success']['verdict']}) |" for c in r["claims"]]
     t = r["teacher"]
-    md = f"""# LiteGUI: guided OPD and dual-level GRPO on the embedded default
+    return f"""# LiteGUI: guided OPD and dual-level GRPO on the embedded default
 
 Held-out apps ({r['eval']['episodes']} app tasks of difficulty 0, the six kinds in turn), each model
 playing greedily from one observation per step. Mean ± standard deviation over seeds {p['seeds']}
@@ -293,9 +299,19 @@ when every seed agrees, is `reversed` when every seed disagrees, and is `unresol
 - Command: `{r['command']}`
 
 Numbers: `docs/results/litegui.json` (per arm and metric: mean, std, min, max, per-seed values).
+
+## How far this goes
+
+- Scale: a {p['student']} student ({_millions(p['student'])}M parameters, one character per token) against the paper's
+  2B vision-language model; tens of update steps instead of thousands; text screens instead of
+  pixels. A claim that is `unresolved` here is not refuted, only not shown at this scale.
+- Guidance and reward variants can only differ on states with several valid actions; single-solution
+  states get the same hint and the same reward from every variant. That is why the arms train on
+  multi-solution states, and why the last column reports held-out steps at such states.
+- OPD is only as good as its teacher: the teacher's own success with a hint (above) bounds what
+  distillation can pass on, and Most-Matched-GT hints the student's own action back to the teacher.
+- The spread comes from the training seeds only: both warm starts and the held-out apps are shared.
 """
-    _atomic_write(out.with_suffix(".json"), json.dumps(r, indent=2) + "\n")
-    _atomic_write(out.with_suffix(".md"), md)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -303,7 +319,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="docs/results/litegui", help="output prefix: writes PREFIX.md and PREFIX.json")
     ap.add_argument("--work", default="runs/litegui", help="folder for the runs (models, metrics)")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the pipeline in seconds, results mean nothing")
+    ap.add_argument("--render", action="store_true", help="only rewrite PREFIX.md from PREFIX.json (no training)")
     a = ap.parse_args(argv)
+    if a.render:
+        _atomic_write(Path(a.out).with_suffix(".md"), markdown(json.loads(Path(a.out).with_suffix(".json").read_text())))
+        return 0
     plan = smoke_plan() if a.smoke else Plan()
     run(plan, Path(a.out), Path(a.work), "python examples/litegui/experiment.py " + " ".join(argv if argv is not None else sys.argv[1:]))
     return 0

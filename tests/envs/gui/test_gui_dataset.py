@@ -61,6 +61,9 @@ def test_metrics_on_hand_made_records():
     assert task_success(recs) == 0.5
     assert format_rate(recs) == pytest.approx(4 / 5)
     assert summarize(recs)["multi_solution_steps"] == 2
+    assert summarize(recs)["multi_solution_step_success"] == 1.0  # both multi-solution steps were valid
+    wrong = {"success": False, "steps": [{"valid": False, "format_ok": True, "valid_actions": [1, 2]}]}
+    assert summarize(recs + [wrong])["multi_solution_step_success"] == pytest.approx(2 / 3)
     assert step_success([]) == 0.0 and task_success([]) == 0.0
 
 

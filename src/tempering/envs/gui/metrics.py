@@ -29,6 +29,12 @@ def format_rate(records: list[Record]) -> float:
     return sum(bool(s["format_ok"]) for s in steps) / len(steps) if steps else 0.0
 
 
+def multi_solution_step_success(records: list[Record]) -> float:
+    """Step success over the steps whose state had several valid actions."""
+    steps = [s for s in _steps(records) if len(s["valid_actions"]) > 1]
+    return sum(bool(s["valid"]) for s in steps) / len(steps) if steps else 0.0
+
+
 def summarize(records: list[Record]) -> dict[str, float]:
     """The three headline metrics plus counts (multi-solution steps have more than one valid action)."""
     steps = _steps(records)
@@ -39,4 +45,5 @@ def summarize(records: list[Record]) -> dict[str, float]:
         "step_success": step_success(records),
         "task_success": task_success(records),
         "format_rate": format_rate(records),
+        "multi_solution_step_success": multi_solution_step_success(records),
     }
