@@ -10,6 +10,7 @@ import torch
 
 from tempering.errors import UserError
 from tempering.teachers import HFTeacher, ServerTeacher
+from tempering.teachers.base import pad_right
 
 
 class Scripted(BaseHTTPRequestHandler):
@@ -80,8 +81,6 @@ def test_server_scores_match_the_in_process_teacher(tiny, server):
     torch.testing.assert_close(got.top_logp_BCK[m], want.top_logp_BCK[m], atol=1e-5, rtol=0)
     assert torch.equal(got.top_ids_BCK[m], want.top_ids_BCK[m])
     # the server's top-8 (and the actual token) are exact; other candidates get the 8th log-prob as an upper bound
-    from tempering.teachers.base import pad_right
-
     actual = pad_right(resps)[0][m]
     exact = torch.cat([torch.ones_like(cand[m][:, :8], dtype=torch.bool), cand[m][:, 8:] == actual[:, None]], 1)
     assert torch.equal(got.cand_found_BCK[m].bool(), exact) and not exact.all()
