@@ -12,7 +12,6 @@ import json
 import os
 import platform
 import statistics as st
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,23 +25,29 @@ TOTALS = ("env_calls", "env_seconds", "gen_seconds", "update_seconds", "step_sec
 
 
 def run_arm(cfg: dict[str, Any], family=None) -> dict[str, Any]:
-    """Train one arm; returns final eval metrics (without the `eval/` prefix) and run totals."""
-    t0 = time.perf_counter()
-    trainer = RLTrainer(build(TrainConfig, cfg), family=family)
-    hist = asyncio.run(trainer.run())
-    rows = trainer.log.read_metrics()
-    out: dict[str, Any] = {k.removeprefix("eval/"): v for k, v in hist["final"].items()}
-    out["start"] = {k.removeprefix("eval/"): v for k, v in hist.get("start", {}).items()}
+    """Train one arm (unless its run folder already holds a finished run) and summarise it."""
+    run_dir = Path(cfg["run"]["out_dir"])
+    if not (run_dir / "final" / "config.json").is_file():
+        trainer = RLTrainer(build(TrainConfig, cfg), family=family)
+        asyncio.run(trainer.run())
+    return summarize_run(run_dir)
+
+
+def summarize_run(run_dir: str | Path) -> dict[str, Any]:
+    """Final and starting held-out metrics (without the `eval/` prefix) and totals over the run's steps."""
+    rows = [json.loads(ln) for ln in (Path(run_dir) / "metrics.jsonl").read_text().splitlines() if ln.strip()]
+    evals = [r for r in rows if "eval/pass@1" in r]
+    steps = [r for r in rows if "reward" in r]
+    strip = lambda r: {k.removeprefix("eval/"): v for k, v in r.items() if k.startswith("eval/")}  # noqa: E731
+    out: dict[str, Any] = strip(evals[-1])
+    out["start"] = strip(evals[0]) if evals and evals[0]["step"] == 0 else {}
     for key in TOTALS:
-        out[f"total_{key}"] = float(sum(r.get(key, 0.0) for r in rows if "reward" in r))
-    shares = [r["groups_expanded_share"] for r in rows if "groups_expanded_share" in r]
-    if shares:
-        out["groups_expanded_share"] = sum(shares) / len(shares)
-    overhead = [r["cf_overhead_calls"] for r in rows if "cf_overhead_calls" in r]
-    if overhead:
-        out["cf_overhead_calls"] = sum(overhead) / len(overhead)
-        out["cf_overhead_seconds"] = sum(r["cf_overhead_seconds"] for r in rows if "cf_overhead_seconds" in r) / len(overhead)
-    out["wall_seconds"] = time.perf_counter() - t0
+        out[f"total_{key}"] = float(sum(r.get(key, 0.0) for r in steps))
+    for key in ("groups_expanded_share", "cf_overhead_calls", "cf_overhead_seconds"):
+        vals = [r[key] for r in steps if key in r]
+        if vals:
+            out[key] = sum(vals) / len(vals)
+    out["wall_seconds"] = out["total_step_seconds"]  # training steps only; evaluations excluded
     return out
 
 
