@@ -17,6 +17,7 @@ FAMILIES: dict[str, str] = {
     "code": "tempering.envs.code.env:CodeTaskFamily",
     "kernels": "tempering.envs.kernels.env:KernelFamily",
     "kernel_sketch": "tempering.envs.kernels.env:SketchFamily",
+    "kernel_agent": "tempering.envs.kernels.agent:KernelAgentFamily",
     "gui": "tempering.envs.gui.env:GuiFamily",
     "gui_states": "tempering.envs.gui.states:GuiStateFamily",
     "miniwob": "tempering.envs.gui.miniwob:MiniWoBFamily",
