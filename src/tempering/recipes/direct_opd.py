@@ -64,7 +64,8 @@ class DirectOPDTrainer(TeacherTrainer):
         vocab = self.model.get_output_embeddings().weight.shape[0]
         if d.top_k > vocab:
             raise UserError(f"direct_opd.top_k={d.top_k} is larger than the vocabulary ({vocab} tokens); use a smaller k")
-        anchor, _ = load_policy(cfg.model.name, seed=cfg.run.seed)  # pi_S: the start, also after a resume
+        # pi_S: the start (also after a resume), where the policy lives
+        anchor, _ = load_policy(cfg.model.name, seed=cfg.run.seed, dtype=cfg.model.dtype, device=self.model.device)
         self.anchor = HFTeacher(anchor.eval().requires_grad_(False), self.tokenizer, name="student start")
         self.self_scorer = HFTeacher(self.model, self.tokenizer, name="student")
         self.step_alpha = self.alpha

@@ -75,7 +75,7 @@ class TeacherTrainer(RLTrainer):
         if given:
             check_vocab(self.tokenizer, {f"teacher {n!r}": t.tokenizer for n, t in given.items()})
             return dict(given)
-        return load_teachers(specs, self.tokenizer)
+        return load_teachers(specs, self.tokenizer, device=str(self.model.device), dtype=self.cfg.model.dtype)
 
     def score(self, teacher: Teacher, episodes: list[Episode], batch: TrainBatch, build: PromptBuilder | None = None, **kw):
         """A teacher's scores aligned with the batch (see `score_episodes`)."""

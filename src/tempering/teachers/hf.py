@@ -35,16 +35,13 @@ class HFTeacher(Teacher):
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
     @classmethod
-    def from_path(cls, path: str | Path, name: str | None = None, dtype: torch.dtype = torch.float32, device: str | None = None) -> HFTeacher:
+    def from_path(cls, path: str | Path, name: str | None = None, dtype: torch.dtype | str = torch.float32,
+                  device: str | torch.device = "cpu") -> HFTeacher:
         """Load a teacher from a model folder, or from a run folder holding `final/` (RL) or `model/` (pretrain)."""
         from tempering.models import load_policy
 
-        folder = resolve_model_dir(path)
-        model, tok = load_policy(str(folder), dtype=dtype)
-        model.eval().requires_grad_(False)
-        if device:
-            model = model.to(device)
-        return cls(model, tok, name=name or str(path))
+        model, tok = load_policy(str(resolve_model_dir(path)), dtype=dtype, device=device)
+        return cls(model.eval().requires_grad_(False), tok, name=name or str(path))
 
     @property
     def vocab_size(self) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -23,7 +24,8 @@ class TeacherSection(Schema):
     tokenizer: str | None = Field(None, description="Local folder with the served model's tokenizer (server teachers; checked against the student's).")
     top_n: int = Field(20, ge=1, description="prompt_logprobs asked of a server teacher (its top-N per position).")
     prompt: str = Field("{prompt}", description="The teacher's prompt: a template over the example ({prompt}, {answer}, {meta[key]}) or pkg.module:function.")
-    device: str | None = Field(None, description="Device of an in-process teacher (default: CPU).")
+    device: str | None = Field(None, description="Device of an in-process teacher: cpu, cuda, cuda:N, auto (default: the student's).")
+    dtype: Literal["float32", "bfloat16", "float16"] | None = Field(None, description="Parameter dtype of an in-process teacher (default: the student's).")
 
     @model_validator(mode="after")
     def _one_source(self):
@@ -34,9 +36,10 @@ class TeacherSection(Schema):
         return self
 
 
-def load_teacher(spec: TeacherSection, name: str) -> Teacher:
+def load_teacher(spec: TeacherSection, name: str, device: str = "cpu", dtype: str = "float32") -> Teacher:
+    """A teacher from its section; `device` and `dtype` apply to an in-process teacher that names none."""
     if spec.path is not None:
-        return HFTeacher.from_path(spec.path, name=name, device=spec.device)
+        return HFTeacher.from_path(spec.path, name=name, device=spec.device or device, dtype=spec.dtype or dtype)
     from transformers import AutoTokenizer
 
     try:
@@ -54,8 +57,8 @@ def _tokenizer_dir(path: str) -> Path:
     return resolve_model_dir(p)
 
 
-def load_teachers(specs: dict[str, TeacherSection], student_tokenizer) -> dict[str, Teacher]:
+def load_teachers(specs: dict[str, TeacherSection], student_tokenizer, device: str = "cpu", dtype: str = "float32") -> dict[str, Teacher]:
     """Load every teacher (name -> spec) and refuse to start unless all share the student's vocabulary."""
-    teachers = {name: load_teacher(spec, name) for name, spec in specs.items()}
+    teachers = {name: load_teacher(spec, name, device, dtype) for name, spec in specs.items()}
     check_vocab(student_tokenizer, {f"teacher {name!r}": t.tokenizer for name, t in teachers.items()})
     return teachers
