@@ -8,6 +8,7 @@ repeated for every continuation of that prompt, and the continuations run in one
 from __future__ import annotations
 
 import inspect
+from dataclasses import fields
 from pathlib import Path
 
 import torch
@@ -70,8 +71,8 @@ class HFTeacher(Teacher):
             self.model.train(was_training)
         if not parts:
             return TeacherScores(torch.zeros(0, 0), torch.zeros(0, 0))
-        cat = lambda name: None if getattr(parts[0], name) is None else torch.cat([getattr(p, name) for p in parts])  # noqa: E731
-        return TeacherScores(**{f: cat(f) for f in TeacherScores.__dataclass_fields__})
+        return TeacherScores(**{f.name: None if getattr(parts[0], f.name) is None else torch.cat([getattr(p, f.name) for p in parts])
+                                for f in fields(TeacherScores)})
 
     @torch.inference_mode()
     def _score_chunk(self, prompts, responses, cand_BCK, top_k, full, C) -> TeacherScores:
