@@ -7,16 +7,18 @@ multi-solution dual-level GRPO, against single-GT action-reward GRPO. Held-out a
 Pipeline (CPU, one thread, character-level tiny models, difficulty-0 apps, compact screens):
 1. Warm starts (once): the student is SFT'd on recorded oracle states (observation -> output); the
    teacher continues from it on the same states with a hint in the prompt (one valid action, or all).
-2. Arms per seed, all from the student's warm start, on multi-solution training states, 32 samples
-   per step (4 states x 8):
+2. Arms per seed, all from the student's warm start, on the same training states, 32 samples per
+   step (4 states x 8):
    - grpo_single_gt: GRPO, reward = phi against the one demonstrated action;
    - grpo_dual: GRPO, reward = format + max phi over all valid actions + plan match (equal weights);
    - opd_single_gt / opd_multi_gt / opd_most_matched: guided OPD (sampled-token reverse KL) with the
      teacher reading the guidance; the student never sees it;
    - opd_most_matched+grpo_dual: stage 2, dual-level GRPO from the opd_most_matched checkpoint.
    GRPO arms get as many steps as the two stages together, so the full pipeline has no step advantage.
-3. Every model plays the same held-out apps greedily, one observation per step: step success (the
-   action was valid at its state), task success, format rate.
+3. Every model is evaluated greedily on held-out apps: step success and format rate on their recorded
+   states (teacher-forced, each state once), step success on held-out multi-solution states, and
+   task success (plus the episodes' own step success and format rate) by playing the apps, one
+   observation per step.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ REWARDS = {
     "grpo_single_gt": {"reference": "demonstrated", "weights": {"format": 0.0, "action": 1.0, "plan": 0.0}},
     "grpo_dual": {"reference": "all", "weights": {"format": 1 / 3, "action": 1 / 3, "plan": 1 / 3}},
 }
-METRICS = ["step_success", "task_success", "format_rate", "multi_solution_step_success"]
+METRICS = ["step_success", "task_success", "format_rate", "multi_solution_step_success", "episode_step_success", "episode_format_rate"]
 
 
 @dataclass
@@ -75,10 +77,7 @@ class Plan:
     sft_batch: int = 32
     sft_lr: float = 3e-3
     train_states: int = 2000
-    """Recorded training states of the warm starts (oracle episodes on training apps)."""
-    rl_states: int = 400
-    """Multi-solution training states of the arms (the same training apps): where the guidance
-    variants and the two rewards differ at all."""
+    """Recorded training states (oracle episodes on training apps) of the warm starts and the arms."""
     stage1_steps: int = 40
     """Guided OPD steps (stage 1)."""
     stage2_steps: int = 20
@@ -89,13 +88,15 @@ class Plan:
     max_new_tokens: int = 160
     eval_apps: int = 90
     """Held-out app tasks each model plays (the six kinds in turn)."""
-    eval_states: int = 120
-    """Held-out states for the teacher's check (with and without its hint)."""
+    eval_states: int = 500
+    """Held-out recorded states (all kinds of state) for step success and format rate."""
+    eval_multi_states: int = 300
+    """Held-out recorded states with several valid actions."""
 
 
 def smoke_plan() -> Plan:
-    return Plan(seeds=[0, 1], teacher_sft_steps=3, student_sft_steps=3, sft_batch=8, train_states=40, rl_states=10, stage1_steps=1,
-                stage2_steps=1, prompts_per_step=2, group_size=2, max_new_tokens=24, eval_apps=6, eval_states=6)
+    return Plan(seeds=[0, 1], teacher_sft_steps=3, student_sft_steps=3, sft_batch=8, train_states=40, stage1_steps=1,
+                stage2_steps=1, prompts_per_step=2, group_size=2, max_new_tokens=24, eval_apps=6, eval_states=8, eval_multi_states=4)
 
 
 class Experiment:
@@ -117,7 +118,7 @@ class Experiment:
         p = self.plan
         cfg = build(PretrainConfig, {
             "model": {"name": init},
-            "task": self._task({"guidance": guidance}, p.train_states, heldout=p.eval_states),
+            "task": self._task({"guidance": guidance}, p.train_states, heldout=32),
             "train": {"steps": steps, "batch_size": p.sft_batch, "lr": p.sft_lr, "warmup_steps": min(30, steps),
                       "eval_every": steps, "eval_size": p.eval_states, "max_new_tokens": p.max_new_tokens},
             "seed": 0, "out_dir": str(self.work / name), "threads": 1, "progress": False,
@@ -137,15 +138,15 @@ class Experiment:
         }
 
     def grpo(self, name: str, seed: int, init: str, steps: int, reward: dict) -> str:
-        fam, args = self.family(multi_only=True, **reward)
-        cfg = build(TrainConfig, {**self._run(name, seed, init, steps), "task": self._task(args, self.plan.rl_states),
+        fam, args = self.family(**reward)
+        cfg = build(TrainConfig, {**self._run(name, seed, init, steps), "task": self._task(args, self.plan.train_states),
                                   "loss": {"advantage": "grpo"}})
         train(cfg, family=fam)
         return cfg.run.out_dir + "/final"
 
     def opd(self, name: str, seed: int, init: str, steps: int, teacher: str) -> str:
-        fam, args = self.family(multi_only=True)
-        cfg = build(DistillConfig, {**self._run(name, seed, init, steps), "task": self._task(args, self.plan.rl_states),
+        fam, args = self.family()
+        cfg = build(DistillConfig, {**self._run(name, seed, init, steps), "task": self._task(args, self.plan.train_states),
                                     "teacher": {"path": teacher, "prompt": GUIDANCE[name]}, "distill": {"loss": "reverse_kl"}})
         distill(cfg, family=fam)
         return cfg.run.out_dir + "/final"
@@ -161,24 +162,34 @@ class Experiment:
 
         return act
 
-    def episodes(self, model_dir: str) -> dict[str, float]:
-        """Greedy episodes on the held-out apps (the same apps for every model)."""
+    def held_out(self, multi_only: bool = False) -> list:
+        fam, _ = self.family(multi_only=multi_only)
+        return fam.tasks("heldout", self.plan.eval_multi_states if multi_only else self.plan.eval_states, seed=0)
+
+    def score_states(self, act, tasks, prompts: list[str] | None = None) -> dict[str, float]:
+        """Greedy answers at recorded states (teacher-forced): shares of valid actions and well-formed outputs."""
+        fam, _ = self.family()
+        texts = act(prompts or [t.prompt for t in tasks])
+        results = [asyncio.run(fam.make_env(t).step(x)) for t, x in zip(tasks, texts)]
+        return {"success": sum(r.success for r in results) / len(results),
+                "format": sum(r.info["format_ok"] for r in results) / len(results)}
+
+    def evaluate(self, model_dir: str) -> dict[str, float]:
+        """Everything measured on one model, on the same held-out apps and states for every model."""
+        act = self.greedy(model_dir)
+        states, multi = self.score_states(act, self.held_out()), self.score_states(act, self.held_out(multi_only=True))
         apps = GuiFamily(difficulty=0)
-        records = play([apps.make_env(t) for t in apps.tasks("heldout", self.plan.eval_apps, seed=0)], self.greedy(model_dir))
-        return summarize(records)
+        episodes = summarize(play([apps.make_env(t) for t in apps.tasks("heldout", self.plan.eval_apps, seed=0)], act))
+        return {"step_success": states["success"], "format_rate": states["format"], "multi_solution_step_success": multi["success"],
+                "task_success": episodes["task_success"], "episode_step_success": episodes["step_success"],
+                "episode_format_rate": episodes["format_rate"], "episode_steps": episodes["steps"]}
 
     def teacher_check(self, teacher: str) -> dict[str, float]:
-        """The teacher's single-step validity on held-out states, with its hint and without."""
-        fam, _ = self.family()
-        tasks = fam.tasks("heldout", self.plan.eval_states, seed=0)
-        act = self.greedy(teacher)
-        out = {}
-        for name, prompts in [("with_hint", [teacher_prompt(t.prompt, guidance_single([sample_of(t).demonstrated])) for t in tasks]),
-                              ("without_hint", [t.prompt for t in tasks])]:
-            texts = act(prompts)
-            results = [asyncio.run(fam.make_env(t).step(x)) for t, x in zip(tasks, texts)]
-            out[f"state_success_{name}"] = sum(r.success for r in results) / len(results)
-        return out
+        """The teacher's step success on held-out states, with a Single-GT hint and without."""
+        act, tasks = self.greedy(teacher), self.held_out()
+        hinted = [teacher_prompt(t.prompt, guidance_single([sample_of(t).demonstrated])) for t in tasks]
+        return {"step_success_with_hint": self.score_states(act, tasks, hinted)["success"],
+                "step_success_without_hint": self.score_states(act, tasks)["success"]}
 
 
 CLAIMS = [
@@ -189,6 +200,9 @@ CLAIMS = [
     ("dual-level GRPO after guided OPD adds to it", "opd_most_matched+grpo_dual", "opd_most_matched"),
     ("the full pipeline beats single-GT GRPO", "opd_most_matched+grpo_dual", "grpo_single_gt"),
 ]
+
+
+CLAIM_METRICS = ["step_success", "multi_solution_step_success", "task_success"]
 
 
 def paired(a: dict, b: dict, metric: str) -> dict:
@@ -211,18 +225,18 @@ def run(plan: Plan, out: Path, work: Path, command: str) -> dict:
     student = ex.warm_start("student", plan.student, "none", plan.student_sft_steps)
     teacher = ex.warm_start("teacher", student, "mixed", plan.teacher_sft_steps)
     per_arm: dict[str, list[dict]] = {a: [] for a in ARMS}
-    sft = ex.episodes(student)  # greedy and deterministic: the same for every seed
+    sft = ex.evaluate(student)  # greedy and deterministic: the same for every seed
     both = plan.stage1_steps + plan.stage2_steps
     for seed in plan.seeds:
         per_arm["sft"].append(sft)
         for name, reward in REWARDS.items():
-            per_arm[name].append(ex.episodes(ex.grpo(name, seed, student, both, reward)))
+            per_arm[name].append(ex.evaluate(ex.grpo(name, seed, student, both, reward)))
         for name in GUIDANCE:
             stage1 = ex.opd(name, seed, student, plan.stage1_steps, teacher)
-            per_arm[name].append(ex.episodes(stage1))
+            per_arm[name].append(ex.evaluate(stage1))
             if name == "opd_most_matched":
                 stage2 = ex.grpo("opd_most_matched+grpo_dual", seed, stage1, plan.stage2_steps, REWARDS["grpo_dual"])
-                per_arm["opd_most_matched+grpo_dual"].append(ex.episodes(stage2))
+                per_arm["opd_most_matched+grpo_dual"].append(ex.evaluate(stage2))
         print(f"seed {seed} done after {time.time() - t0:.0f}s", file=sys.stderr, flush=True)
     result = {
         "command": command,
@@ -232,10 +246,11 @@ def run(plan: Plan, out: Path, work: Path, command: str) -> dict:
         "wall_seconds": time.time() - t0,
         "cpu_seconds": time.process_time() - c0,
         "teacher": ex.teacher_check(teacher),
-        "eval": {"episodes": per_arm["sft"][0]["episodes"], "steps_sft": per_arm["sft"][0]["steps"]},
+        "eval": {"states": len(ex.held_out()), "multi_solution_states": len(ex.held_out(multi_only=True)), "apps": plan.eval_apps,
+                 "multi_share": sum(len(sample_of(t).valid) > 1 for t in ex.held_out()) / len(ex.held_out())},
         "arms": {a: {m: spread([r[m] for r in rows]) for m in METRICS} for a, rows in per_arm.items()},
     }
-    result["claims"] = [{"claim": c, "a": a, "b": b, **{m: paired(result["arms"][a], result["arms"][b], m) for m in ("step_success", "task_success")}}
+    result["claims"] = [{"claim": c, "a": a, "b": b, **{m: paired(result["arms"][a], result["arms"][b], m) for m in CLAIM_METRICS}}
                         for c, a, b in CLAIMS]
     write_results(result, out)
     return result
@@ -258,30 +273,31 @@ def _millions(size: str) -> str:
 
 
 def markdown(r: dict) -> str:
-    p = r["plan"]
+    p, e, t = r["plan"], r["eval"], r["teacher"]
     fmt = lambda s: f"{s['mean']:.3f} ± {s['std']:.3f}"  # noqa: E731
-    rows = [f"| `{a}` | {fmt(m['step_success'])} | {fmt(m['task_success'])} | {fmt(m['format_rate'])} | "
-            f"{fmt(m['multi_solution_step_success'])} |" for a, m in r["arms"].items()]
-    claims = [f"| {c['claim']} | {c['step_success']['mean']:+.3f} ± {c['step_success']['std']:.3f} ({c['step_success']['verdict']}) | "
-              f"{c['task_success']['mean']:+.3f} ± {c['task_success']['std']:.3f} ({c['task_success']['verdict']}) |" for c in r["claims"]]
-    t = r["teacher"]
+    rows = [f"| `{a}` | " + " | ".join(fmt(m[k]) for k in METRICS) + " |" for a, m in r["arms"].items()]
+    diff = lambda d: f"{d['mean']:+.3f} ± {d['std']:.3f} ({d['verdict']})"  # noqa: E731
+    claims = [f"| {c['claim']} | " + " | ".join(diff(c[k]) for k in CLAIM_METRICS) + " |" for c in r["claims"]]
     return f"""# LiteGUI: guided OPD and dual-level GRPO on the embedded default
 
-Held-out apps ({r['eval']['episodes']} app tasks of difficulty 0, the six kinds in turn), each model
-playing greedily from one observation per step. Mean ± standard deviation over seeds {p['seeds']}
-(the `sft` warm start is shared, so it has no spread).
+Every model answers greedily on held-out apps (difficulty 0, never seen in training). Step success
+and format rate: over {e['states']} recorded states of oracle episodes on held-out apps, each state
+once (teacher-forced); multi-solution: over {e['multi_solution_states']} held-out states with several valid
+actions; task success: playing {e['apps']} held-out apps, one observation per step (the episodes' own
+step success and format rate count every step taken, so an episode stuck on one screen weighs
+more). Mean ± standard deviation over seeds {p['seeds']} (the `sft` warm start is shared: no spread).
 
-| arm | step success | task success | format rate | step success, multi-solution states |
-| --- | --- | --- | --- | --- |
+| arm | step success | task success | format rate | step success, multi-solution | episode step success | episode format rate |
+| --- | --- | --- | --- | --- | --- | --- |
 {chr(10).join(rows)}
 
 ## The paper's claims at this scale
 
-Per-seed differences (first arm minus second, same seeds and apps), mean ± std; a claim `holds`
-when every seed agrees, is `reversed` when every seed disagrees, and is `unresolved` otherwise.
+Per-seed differences (first arm minus second; same seeds, states and apps), mean ± std; a claim
+`holds` when every seed agrees, is `reversed` when every seed disagrees, `unresolved` otherwise.
 
-| claim | step success | task success |
-| --- | --- | --- |
+| claim | step success | step success, multi-solution | task success |
+| --- | --- | --- | --- |
 {chr(10).join(claims)}
 
 ## Set-up
@@ -289,11 +305,11 @@ when every seed agrees, is `reversed` when every seed disagrees, and is `unresol
 - Student: `{p['student']}` (built-in tiny Llama, character tokenizer), warm-started by SFT for
   {p['student_sft_steps']} steps (batch {p['sft_batch']}, lr {p['sft_lr']}) on {p['train_states']} recorded oracle states of training apps.
 - Teacher: the student's warm start trained {p['teacher_sft_steps']} more steps on the same states with a hint in
-  the prompt (one valid action or all of them); held-out state success {t['state_success_with_hint']:.3f} with a
-  Single-GT hint, {t['state_success_without_hint']:.3f} without. Its edge is the privileged guidance, not its size.
-- Arms train on the {p['rl_states']} first multi-solution states of the same training apps.
-- Stage 1 (guided OPD): {p['stage1_steps']} steps; stage 2 (dual-level GRPO): {p['stage2_steps']} steps; GRPO-only
-  arms: {p['stage1_steps'] + p['stage2_steps']} steps. {p['prompts_per_step']} states x {p['group_size']} samples per step, lr {p['lr']}.
+  the prompt (one valid action or all of them). Held-out step success {t['step_success_with_hint']:.3f} with a
+  Single-GT hint, {t['step_success_without_hint']:.3f} without: its edge is the privileged guidance, not its size.
+- Arms train on the same {p['train_states']} states. Stage 1 (guided OPD, sampled-token reverse KL): {p['stage1_steps']} steps;
+  stage 2 (dual-level GRPO, equal weights, rule-based plan judge): {p['stage2_steps']} steps; GRPO-only arms:
+  {p['stage1_steps'] + p['stage2_steps']} steps. {p['prompts_per_step']} states x {p['group_size']} samples per step, temperature 1, lr {p['lr']}.
 - Machine: {r['machine']['processor']}, {r['machine']['cpus']} CPUs (shared), torch {r['machine']['torch']}, one thread;
   {r['cpu_seconds'] / 60:.1f} CPU-minutes, {r['wall_seconds'] / 60:.1f} minutes wall-clock.
 - Command: `{r['command']}`
@@ -305,12 +321,15 @@ Numbers: `docs/results/litegui.json` (per arm and metric: mean, std, min, max, p
 - Scale: a {p['student']} student ({_millions(p['student'])}M parameters, one character per token) against the paper's
   2B vision-language model; tens of update steps instead of thousands; text screens instead of
   pixels. A claim that is `unresolved` here is not refuted, only not shown at this scale.
-- Guidance and reward variants can only differ on states with several valid actions; single-solution
-  states get the same hint and the same reward from every variant. That is why the arms train on
-  multi-solution states, and why the last column reports held-out steps at such states.
+- Guidance and reward variants differ only at states with several valid actions ({e['multi_share']:.0%} of
+  the held-out states); elsewhere every variant gives the same hint and the same reward. The
+  multi-solution column isolates those states. Training the arms on multi-solution states only was
+  tried first: it lowered every arm's held-out step success below the warm start's (a shift away
+  from the single-solution states), so the arms train on all recorded states.
 - OPD is only as good as its teacher: the teacher's own success with a hint (above) bounds what
   distillation can pass on, and Most-Matched-GT hints the student's own action back to the teacher.
-- The spread comes from the training seeds only: both warm starts and the held-out apps are shared.
+- Learning rate: {p['lr']} for every arm; at 1e-3 GRPO's reward collapsed in a first trial.
+- The spread comes from the training seeds only: both warm starts and the held-out sets are shared.
 """
 
 
