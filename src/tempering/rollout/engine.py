@@ -72,7 +72,9 @@ class RolloutStats:
     env_errors: int = 0
     tokens: int = 0
     groups_expanded: int = 0
+    """Groups with a turn-1 failure whose failed episodes got more turns."""
     groups_pruned: int = 0
+    """Groups with a turn-1 failure that LEAP's pruning stopped after turn 1."""
     episodes_pruned: int = 0
     cf_env_calls: int = 0
     cf_tokens: int = 0
@@ -200,10 +202,10 @@ async def rollout(
                 e.stop_reason = "done"
             elif k == opts.max_turns:
                 e.stop_reason = "max_turns"
-        if k == 1 and opts.max_turns > 1 and opts.continue_after_turn1 is not None:
-            for g in groups:
-                keep = opts.continue_after_turn1(g)
+        if k == 1 and opts.max_turns > 1:
+            for g in groups:  # which groups with a turn-1 failure get more turns
                 failed = [e for e in g.episodes if not e.stop_reason]
+                keep = opts.continue_after_turn1(g) if opts.continue_after_turn1 is not None else [True] * len(g.episodes)
                 cut = [e for e, ok in zip(g.episodes, keep) if not e.stop_reason and not ok]
                 for e in cut:
                     e.stop_reason = "pruned"
