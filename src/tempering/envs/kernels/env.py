@@ -13,6 +13,7 @@ Both verify with one shared `KernelVerifier` (one sandbox pool, one build cache)
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import random
 from dataclasses import dataclass, field, fields
@@ -59,6 +60,9 @@ class KernelFamily(TaskFamily):
     """Share of problems reserved for the held-out split (by a hash of the name)."""
     verify: VerifyConfig = field(default_factory=VerifyConfig)
     """Compile / verify / profile settings."""
+    memoize: bool = False
+    """Reuse the verification of an identical submission to the same problem (timed once): RL policies repeat
+    themselves, and each verification is a fresh process that imports torch."""
     name: str = "kernels"
 
     def __post_init__(self):
@@ -72,6 +76,7 @@ class KernelFamily(TaskFamily):
             self.verify = VerifyConfig(**self.verify)
         self._verifier: KernelVerifier | None = None
         self._problems: list[Problem] | None = None
+        self._memo: dict[tuple[str, str], KernelResult | asyncio.Future] = {}
 
     @property
     def verifier(self) -> KernelVerifier:
@@ -119,6 +124,20 @@ class KernelFamily(TaskFamily):
     def make_env(self, task: Task) -> Env:
         return KernelEnv(task, self)
 
+    async def verify_submission(self, problem: Problem, text: str) -> KernelResult:
+        """Verify (or, with `memoize`, reuse an identical earlier verification, sharing one in flight)."""
+        if not self.memoize:
+            return await self.verifier.verify(problem, text)
+        key = (problem.name, hashlib.sha256(text.encode()).hexdigest())
+        hit = self._memo.get(key)
+        if isinstance(hit, KernelResult):
+            return hit
+        if hit is None or hit.get_loop() is not asyncio.get_running_loop():
+            hit = self._memo[key] = asyncio.ensure_future(self.verifier.verify(problem, text))
+        res = await hit
+        self._memo[key] = res
+        return res
+
     def to_submission(self, problem: Problem, text: str) -> tuple[str | None, str, dict]:
         """(submission text, or None with a parse error message, extra info)."""
         return text, "", {}
@@ -138,7 +157,7 @@ class KernelEnv(Env):
         if text is None:
             return StepResult(score=failure_value(fam.reward), success=False, done=False, feedback=error,
                               status="parse_error", info={"message": error, **extra})
-        res = await fam.verifier.verify(problem, text)
+        res = await fam.verify_submission(problem, text)
         value = res.score if fam.reward == "score" else res.reward(fam.reward)
         success = res.correct and res.cuda_agent_reward >= fam.success_reward and not res.interpreted
         return StepResult(score=value, success=success, done=success, feedback=feedback(res), status=res.status,
@@ -167,6 +186,8 @@ class SketchFamily(KernelFamily):
     verify: VerifyConfig = field(default_factory=lambda: VerifyConfig(seeds=3, signed_trials=1, timed_runs=10))
     """Cheaper checks than full submissions (many short rollouts). A sketch's `threads` is capped at
     `verify.threads` (1 by default), the count eager PyTorch gets: more cores are not a speedup."""
+    memoize: bool = True
+    """Sketch policies repeat sketches often: verify each distinct (problem, sketch) once."""
     name: str = "kernel_sketch"
 
     def accepts(self, problem: Problem) -> bool:
