@@ -22,7 +22,11 @@ K = 3
 FAMILIES = {
     "arithmetic": {"family": "arithmetic", "args": {"min_value": 10, "max_value": 999}, "max_new_tokens": 6},
     "strings": {"family": "strings", "args": {"min_len": 3, "max_len": 6}, "max_new_tokens": 8, "pass_target": 0.5},
-    "kernel_sketch": {"family": "kernel_sketch", "args": {}, "max_new_tokens": 48},
+    # kernels: success = a correct kernel (sketches rarely beat eager on this CPU), score = speed-shaped [0, 1];
+    # every verification is a sandboxed process importing torch, so this family runs a smaller budget
+    "kernel_sketch": {"family": "kernel_sketch", "args": {"success_reward": 1}, "max_new_tokens": 48, "pass_target": 0.5,
+                      "prompts_per_step": 8, "group_size": 4, "steps": 15, "heldout_size": 7, "eval_k": 4, "train_size": 200,
+                      "arms": ["grpo", "mt_grpo", "leap"]},
 }
 ARMS = {
     "grpo": {"rollout": {"max_turns": 1}, "loss": {"advantage": "grpo"}},
@@ -33,16 +37,22 @@ ARMS = {
 }
 
 
+def task_section(spec: dict) -> dict:
+    return {"family": spec["family"], "args": spec["args"], "train_size": spec.get("train_size", 20000),
+            "heldout_size": spec.get("heldout_size", 300)}
+
+
 def warm_start(name: str, spec: dict, out: Path, pass_target: float) -> str:
     """A tiny-s policy pre-trained (with two-turn repair examples) until greedy pass@1 reaches the target;
     reused when its folder exists."""
     if (out / f"pretrain_{name}" / "model" / "config.json").is_file():
         return str(out / f"pretrain_{name}" / "model")
-    task = {"family": spec["family"], "args": spec["args"], "train_size": 20000, "heldout_size": 300}
+    task = task_section(spec)
     cfg = build(PretrainConfig, {
         "model": {"name": "tiny-s"}, "task": task, "out_dir": str(out / f"pretrain_{name}"), "progress": False,
-        "train": {"steps": 3000, "lr": 1e-3, "eval_every": 50, "eval_size": 200, "stop_at_pass": spec.get("pass_target", pass_target),
-                  "max_new_tokens": spec["max_new_tokens"], "repair_share": 0.3},
+        "train": {"steps": 3000, "lr": 1e-3, "eval_every": 50, "eval_size": min(200, task["heldout_size"]),
+                  "stop_at_pass": spec.get("pass_target", pass_target), "max_new_tokens": spec["max_new_tokens"],
+                  "repair_share": 0.3 if spec["family"] in ("arithmetic", "strings") else 0.0},
     })
     return pretrain(cfg)["model"]
 
@@ -50,11 +60,13 @@ def warm_start(name: str, spec: dict, out: Path, pass_target: float) -> str:
 def arm_config(model: str, spec: dict, arm: dict, seed: int, steps: int, out: Path) -> dict:
     return {
         "model": {"name": model},
-        "task": {"family": spec["family"], "args": spec["args"], "train_size": 20000, "heldout_size": 300},
-        "rollout": {"group_size": 8, "prompts_per_step": 16, "max_new_tokens": spec["max_new_tokens"], **arm["rollout"]},
+        "task": task_section(spec),
+        "rollout": {"group_size": spec.get("group_size", 8), "prompts_per_step": spec.get("prompts_per_step", 16),
+                    "max_new_tokens": spec["max_new_tokens"], **arm["rollout"]},
         "loss": arm["loss"],
         "optim": {"lr": 3e-4},
-        "run": {"steps": steps, "seed": seed, "out_dir": str(out), "eval_every": 0, "eval_k": 4, "eval_max_turns": K,
+        "run": {"steps": spec.get("steps", steps), "seed": seed, "out_dir": str(out), "eval_every": 0,
+                "eval_k": spec.get("eval_k", 4), "eval_max_turns": K,
                 "checkpoint_every": 0, "log_samples": 0, "tensorboard": False, "progress": False},
     }
 
@@ -75,7 +87,7 @@ def main() -> None:
     for fam in a.families:
         spec = FAMILIES[fam]
         model = warm_start(fam, spec, work, a.pass_target)
-        for arm in a.arms:
+        for arm in [x for x in a.arms if x in spec.get("arms", ARMS)]:
             for seed in a.seeds:
                 r = run_arm(arm_config(model, spec, ARMS[arm], seed, a.steps, work / fam / f"{arm}_s{seed}"))
                 results.setdefault(fam, {}).setdefault(arm, []).append(r)
@@ -88,14 +100,17 @@ def main() -> None:
         "",
         f"Command: `{data['command']}`  ",
         f"Machine: {data['machine']}  ",
-        f"Seeds: {a.seeds} (RL seeds; one warm start per family). {a.steps} steps of 16 prompts x 8 samples per arm, "
-        f"K = {K} turns, lr 3e-4. Evaluation: 300 held-out prompts, K = {K} turns for every arm (a single-turn policy "
-        "also gets feedback turns at test time), 4 samples per prompt at temperature 1 (Acc@k, sampled) and greedy.",
+        f"Seeds: {a.seeds} (RL seeds; one warm start per family). K = {K} turns, lr 3e-4, the same budget for every arm "
+        f"of a family (below). Evaluation: K = {K} turns for every arm (a single-turn policy also gets feedback turns at "
+        "test time), several samples per prompt at temperature 1 (Acc@k, sampled) and greedy.",
         "",
     ]
     for fam, arms in results.items():
         fam_data = {}
-        lines += [f"## {fam}", "", "| arm | " + " | ".join(f"Acc@{t}" for t in range(1, K + 1)) +
+        sp = FAMILIES[fam]
+        lines += [f"## {fam}", "", f"{sp.get('steps', a.steps)} steps of {sp.get('prompts_per_step', 16)} prompts x "
+                  f"{sp.get('group_size', 8)} samples; {task_section(sp)['heldout_size']} held-out prompts, "
+                  f"{sp.get('eval_k', 4)} samples each.", "", "| arm | " + " | ".join(f"Acc@{t}" for t in range(1, K + 1)) +
                   " | greedy Acc@1 / Acc@3 | env calls (training) | env calls / step | groups expanded | training seconds |",
                   "| --- |" + " --- |" * (K + 5)]
         for arm, runs in arms.items():
@@ -114,7 +129,7 @@ def main() -> None:
             }
             lines.append(f"| {arm} | " + " | ".join(fmt(x) for x in acc) +
                          f" | {mean_sd(greedy[0])[0]:.3f} / {mean_sd(greedy[1])[0]:.3f} | {fmt(calls, 0)} | "
-                         f"{mean_sd(calls)[0] / a.steps:.0f} | {mean_sd(share)[0]:.2f} | {fmt(secs, 0)} |")
+                         f"{mean_sd(calls)[0] / FAMILIES[fam].get('steps', a.steps):.0f} | {mean_sd(share)[0]:.2f} | {fmt(secs, 0)} |")
         start = arms[next(iter(arms))][0]["start"]
         lines += ["", f"Warm start (before RL): Acc@1 {start.get('acc@1_sampled', 0):.3f}, Acc@{K} {start.get(f'acc@{K}_sampled', 0):.3f} (sampled).", ""]
         if "leap" in fam_data and "mt_grpo" in fam_data:
