@@ -193,6 +193,8 @@ class Experiment:
 
 
 CLAIMS = [
+    ("guided OPD (Most-Matched-GT) improves on the SFT warm start", "opd_most_matched", "sft"),
+    ("the full pipeline improves on the SFT warm start", "opd_most_matched+grpo_dual", "sft"),
     ("Most-Matched-GT guidance beats Single-GT", "opd_most_matched", "opd_single_gt"),
     ("Most-Matched-GT guidance beats Multi-GT", "opd_most_matched", "opd_multi_gt"),
     ("guided OPD (Most-Matched-GT) beats single-GT GRPO", "opd_most_matched", "grpo_single_gt"),
@@ -211,6 +213,10 @@ def paired(a: dict, b: dict, metric: str) -> dict:
     d = [x - y for x, y in zip(a[metric]["values"], b[metric]["values"])]
     verdict = "holds" if all(x > 0 for x in d) else "reversed" if all(x < 0 for x in d) else "unresolved"
     return {**spread(d), "verdict": verdict}
+
+
+def claims(arms: dict) -> list[dict]:
+    return [{"claim": c, "a": a, "b": b, **{m: paired(arms[a], arms[b], m) for m in CLAIM_METRICS}} for c, a, b in CLAIMS]
 
 
 def spread(values: list[float]) -> dict:
@@ -250,8 +256,7 @@ def run(plan: Plan, out: Path, work: Path, command: str) -> dict:
                  "multi_share": sum(len(sample_of(t).valid) > 1 for t in ex.held_out()) / len(ex.held_out())},
         "arms": {a: {m: spread([r[m] for r in rows]) for m in METRICS} for a, rows in per_arm.items()},
     }
-    result["claims"] = [{"claim": c, "a": a, "b": b, **{m: paired(result["arms"][a], result["arms"][b], m) for m in CLAIM_METRICS}}
-                        for c, a, b in CLAIMS]
+    result["claims"] = claims(result["arms"])
     write_results(result, out)
     return result
 
@@ -277,7 +282,10 @@ def markdown(r: dict) -> str:
     fmt = lambda s: f"{s['mean']:.3f} ± {s['std']:.3f}"  # noqa: E731
     rows = [f"| `{a}` | " + " | ".join(fmt(m[k]) for k in METRICS) + " |" for a, m in r["arms"].items()]
     diff = lambda d: f"{d['mean']:+.3f} ± {d['std']:.3f} ({d['verdict']})"  # noqa: E731
-    claims = [f"| {c['claim']} | " + " | ".join(diff(c[k]) for k in CLAIM_METRICS) + " |" for c in r["claims"]]
+    claim_rows = [f"| {c['claim']} | " + " | ".join(diff(c[k]) for k in CLAIM_METRICS) + " |" for c in r["claims"]]
+    arms, trained = r["arms"], [a for a in r["arms"] if a != "sft"]
+    best = {m: max(trained, key=lambda a: arms[a][m]["mean"]) for m in CLAIM_METRICS}
+    above = [f"`{a}`" for a in trained if arms[a]["step_success"]["mean"] > arms["sft"]["step_success"]["mean"]]
     return f"""# LiteGUI: guided OPD and dual-level GRPO on the embedded default
 
 Every model answers greedily on held-out apps (difficulty 0, never seen in training). Step success
@@ -298,7 +306,11 @@ Per-seed differences (first arm minus second; same seeds, states and apps), mean
 
 | claim | step success | step success, multi-solution | task success |
 | --- | --- | --- | --- |
-{chr(10).join(claims)}
+{chr(10).join(claim_rows)}
+
+- Trained arms whose mean step success exceeds the warm start's: {', '.join(above) or 'none'}.
+- Best trained arm by mean: step success `{best['step_success']}`, multi-solution step success
+  `{best['multi_solution_step_success']}`, task success `{best['task_success']}`.
 
 ## Set-up
 
@@ -324,8 +336,8 @@ Numbers: `docs/results/litegui.json` (per arm and metric: mean, std, min, max, p
 - Guidance and reward variants differ only at states with several valid actions ({e['multi_share']:.0%} of
   the held-out states); elsewhere every variant gives the same hint and the same reward. The
   multi-solution column isolates those states. Training the arms on multi-solution states only was
-  tried first: it lowered every arm's held-out step success below the warm start's (a shift away
-  from the single-solution states), so the arms train on all recorded states.
+  tried first: it lowered held-out step success further than training on all states does (for the
+  OPD arms also at multi-solution states), so the arms train on all recorded states.
 - OPD is only as good as its teacher: the teacher's own success with a hint (above) bounds what
   distillation can pass on, and Most-Matched-GT hints the student's own action back to the teacher.
 - Learning rate: {p['lr']} for every arm; at 1e-3 GRPO's reward collapsed in a first trial.
@@ -338,13 +350,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="docs/results/litegui", help="output prefix: writes PREFIX.md and PREFIX.json")
     ap.add_argument("--work", default="runs/litegui", help="folder for the runs (models, metrics)")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the pipeline in seconds, results mean nothing")
-    ap.add_argument("--render", action="store_true", help="only rewrite PREFIX.md from PREFIX.json (no training)")
+    ap.add_argument("--render", action="store_true", help="no training: recompute the claims and PREFIX.md from the per-seed values in PREFIX.json")
     a = ap.parse_args(argv)
     if a.render:
-        _atomic_write(Path(a.out).with_suffix(".md"), markdown(json.loads(Path(a.out).with_suffix(".json").read_text())))
+        r = json.loads(Path(a.out).with_suffix(".json").read_text())
+        r["claims"] = claims(r["arms"])
+        write_results(r, Path(a.out))
         return 0
     plan = smoke_plan() if a.smoke else Plan()
-    run(plan, Path(a.out), Path(a.work), "python examples/litegui/experiment.py " + " ".join(argv if argv is not None else sys.argv[1:]))
+    run(plan, Path(a.out), Path(a.work), " ".join(["python examples/litegui/experiment.py", *(argv if argv is not None else sys.argv[1:])]))
     return 0
 
 
