@@ -129,16 +129,17 @@ def policy_update(
             step_batch = batch.select(chunk)
             norm = (dp.loss_norm if dp is not None else LossNorm.of)(step_batch.mask_BT, s.max_response_len)
             optimizer.zero_grad(set_to_none=True)
-            local_tokens = max(float(step_batch.mask_BT.sum()), 1.0)
             for i in range(0, step_batch.size, s.micro_batch_size):
                 mb = on_device(step_batch.select(slice(i, i + s.micro_batch_size)), device)
                 if mb.mask_BT.sum() == 0 and dp is None:
                     continue
                 loss, stats = loss_fn(model, mb, norm, s)
                 loss.backward()
-                w = float(mb.mask_BT.sum()) / local_tokens
+                # means are weighted by token share; with data parallelism norm.tokens is the global count
+                # over the world size, so the ranks' average of these sums is the global token mean
+                w = float(mb.mask_BT.sum()) / norm.tokens
                 for k, v in stats.items():
-                    # loss terms are already shares of the step's loss: they add up; the rest are means
+                    # loss terms are already shares of the step's loss: they add up
                     sums[k] += float(v) * (1.0 if k in STEP_TOTALS else w)
             gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), s.max_grad_norm)
             optimizer.step()
