@@ -61,6 +61,31 @@ def arm_config(model: str, spec: dict, arm: dict, seed: int, steps: int, out: Pa
     }
 
 
+def compare(a: dict, b: dict, key: str = "best_turn_pass_at_1") -> str:
+    """`a` against `b` on `key`: the difference and whether it exceeds the larger seed spread."""
+    diff, noise = a[key] - b[key], max(a[f"{key}_sd"], b[f"{key}_sd"])
+    verdict = "within one seed standard deviation" if abs(diff) <= noise else ("higher" if diff > 0 else "lower")
+    return f"{diff:+.3f} ({verdict}; larger sd {noise:.3f})"
+
+
+def findings(fam: dict) -> list[str]:
+    """A findings paragraph computed from the table's numbers."""
+    out = []
+    best = max(fam, key=lambda k: fam[k]["best_turn_pass_at_1"])
+    out.append(f"Highest best-turn pass@1: `{best}` ({fam[best]['best_turn_pass_at_1']:.3f}).")
+    for arm in ("tcpo_full", "tcpo_retrospective", "tcpo_hindsight"):
+        for base in ("mt_grpo", "leap_rank"):
+            if arm in fam and base in fam:
+                out.append(f"`{arm}` vs `{base}`: {compare(fam[arm], fam[base])}.")
+    if "tcpo_full" in fam and "tcpo_full_random_cf" in fam:
+        out.append(f"Selective vs random counterfactual turns: {compare(fam['tcpo_full'], fam['tcpo_full_random_cf'])}.")
+    if "tcpo_trajectory" in fam and "mt_grpo" in fam:
+        same = abs(fam["tcpo_trajectory"]["best_turn_pass_at_1"] - fam["mt_grpo"]["best_turn_pass_at_1"]) < 1e-9
+        out.append("The ladder's first rung (trajectory reward) " + ("reproduces" if same else "differs from")
+                   + " multi-turn GRPO exactly, as its definition says it should.")
+    return ["Findings: " + " ".join(out), ""]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -122,6 +147,7 @@ def main() -> None:
                          + (f"{mean_sd(oc)[0]:.2f}x / {mean_sd(osec)[0]:.2f}x |" if has_cf else "- |"))
         start = arms[next(iter(arms))][0]["start"]
         lines += ["", f"Warm start (before RL): best-turn pass@1 {start.get('pass@1_sampled', 0):.3f}, pass@8 {start.get('pass@8', 0):.3f}.", ""]
+        lines += findings(fam_data)
         data["families"][fam] = fam_data
     if overheads:
         data["counterfactual_overhead_ratio"] = sum(overheads) / len(overheads)

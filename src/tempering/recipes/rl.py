@@ -279,7 +279,7 @@ class RLTrainer:
 
         history: dict[str, Any] = {}
         if self.step_no == 0:
-            first = await self.evaluate(c.eval_size)
+            first = await self.evaluate()  # the whole held-out set, as the final evaluation
             self.log.log(0, first)
             history["start"] = first
         with progress_bar(c.steps, "train", enabled=c.progress, start=self.step_no) as bar:
