@@ -205,9 +205,11 @@ def main() -> None:
         "command": "python benchmarks/grpo_vs_trl.py " + " ".join(sys.argv[1:]),
         "curves": {arm: [r["rewards"] for r in raw[arm]] for arm in raw},
     }
+    from tempering.runlog import atomic_write_text
+
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "grpo_vs_trl.json").write_text(json.dumps(head, indent=2) + "\n")
+    atomic_write_text(out / "grpo_vs_trl.json", json.dumps(head, indent=2) + "\n")
     f = lambda xs: ", ".join(f"{x:.3f}" for x in xs)  # noqa: E731
     md = f"""# GRPO throughput: tempering vs TRL
 
@@ -230,8 +232,11 @@ The first {WARMUP_STEPS} steps of each run are excluded from timing.
 
 Where tempering's step time goes (median share over runs): generation {100 * gen_share:.0f}%, policy update
 {100 * upd_share:.0f}%, the rest (verification, collation, logging) {100 * (1 - gen_share - upd_share):.0f}%.
+
+Goal: at least 2x TRL's steps/s with an equal learning curve. Measured: {head['throughput_ratio']:.2f}x, so the
+goal is {'met' if head['throughput_ratio'] >= 2 else 'not met'}.
 """
-    (out / "grpo_vs_trl.md").write_text(md)
+    atomic_write_text(out / "grpo_vs_trl.md", md)
     print(md)
 
 

@@ -41,6 +41,7 @@ class PretrainSection(Schema):
     eval_every: int = Field(100, ge=1, description="Greedy held-out pass@1 every N steps.")
     eval_size: int = Field(200, ge=1, description="Held-out prompts per periodic check.")
     stop_at_pass: float | None = Field(None, ge=0, le=1, description="Stop once held-out pass@1 reaches this (None: run all steps).")
+    stop_checks: int = Field(1, ge=1, description="Consecutive checks at or above stop_at_pass before stopping (more: the warm start has settled, not spiked).")
     max_seconds: float | None = Field(None, gt=0, description="Stop after this much wall-clock time.")
     max_new_tokens: int = Field(16, ge=1, description="Answer token limit during the checks.")
     repair_share: float = Field(0.0, ge=0, le=1, description="Share of two-turn repair examples: a corrupted answer, the verifier's feedback, then the right answer (teaches the policy to use feedback).")
@@ -92,6 +93,7 @@ def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     t_start = time.perf_counter()
+    hits = 0  # consecutive checks at or above stop_at_pass
     family = make_family(cfg.task.family, **cfg.task.args)
     train_tasks = family.tasks("train", cfg.task.train_size, seed=cfg.task.data_seed)
     heldout = family.tasks("heldout", cfg.task.heldout_size, seed=cfg.task.data_seed)
@@ -137,8 +139,9 @@ def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
             if step % t.eval_every == 0 or step == t.steps or stop:
                 ev = asyncio.run(evaluate(sampler, fmt, family, heldout[: t.eval_size], opts, k=1, sampled=False))
                 metrics["heldout_pass@1"] = live["heldout"] = ev["pass@1"]
-                if t.stop_at_pass is not None and ev["pass@1"] >= t.stop_at_pass:
-                    stop = True
+                if t.stop_at_pass is not None:
+                    hits = hits + 1 if ev["pass@1"] >= t.stop_at_pass else 0
+                    stop = stop or hits >= t.stop_checks
             log.log(step, metrics)
             bar.update(live)
             if stop:
