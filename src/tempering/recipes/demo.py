@@ -27,15 +27,16 @@ TASK = {"family": "arithmetic", "args": {"min_value": 10, "max_value": 999}, "tr
 PRETRAIN = {
     "model": {"name": "tiny-s"},
     "task": TASK,
-    "train": {"steps": 2000, "lr": 1e-3, "batch_size": 64, "eval_every": 50, "eval_size": 200, "stop_at_pass": 0.2, "max_new_tokens": 6},
+    "train": {"steps": 4000, "lr": 1e-3, "batch_size": 64, "eval_every": 50, "eval_size": 200, "stop_at_pass": 0.2, "stop_checks": 2,
+              "max_new_tokens": 6},
 }
 
 GRPO = {
     "task": TASK,
     "rollout": {"group_size": 8, "prompts_per_step": 32, "max_new_tokens": 6, "temperature": 1.0},
     "loss": {"advantage": "grpo"},
-    "optim": {"lr": 3e-4},
-    "run": {"steps": 300, "eval_every": 50, "eval_size": 200, "eval_k": 8, "checkpoint_every": 100},
+    "optim": {"lr": 2e-4},
+    "run": {"steps": 500, "eval_every": 50, "eval_size": 200, "eval_k": 8, "checkpoint_every": 100},
 }
 
 
@@ -93,7 +94,8 @@ def write_results(results_dir: Path, rows: list[dict], command: str) -> None:
         f"Machine: {head['machine']}",
         "",
         "Tiny Llama (`tiny-s`, 0.54M parameters, character tokenizer), arithmetic `a+b=` with a, b in 10..999. "
-        "Supervised warm start until greedy held-out pass@1 reaches 20% on 200 prompts, then GRPO "
+        "Supervised warm start until greedy held-out pass@1 reaches 20% on 200 prompts at two checks in a row "
+        "(a warm start stopped mid-jump, on one lucky check, is unstable under RL), then GRPO "
         f"(32 prompts x 8 samples per step, {rows[0]['grpo_steps']} steps). pass@1 is greedy, on "
         f"{rows[0]['heldout_prompts']} held-out prompts that training never sees.",
         "",
@@ -113,6 +115,11 @@ def write_results(results_dir: Path, rows: list[dict], command: str) -> None:
         "Caveat: on this task more supervised training also raises pass@1 (the warm start is stopped early on "
         "purpose). The demo shows that the RL pipeline learns from its own samples and a verifier; it is not "
         "evidence that RL beats supervised training here.",
+        "",
+        "Why two checks in a row: the warm-start loss sits on a plateau for a seed-dependent number of steps, "
+        "then held-out pass@1 jumps within a few hundred steps. Stopped at the first check over 20% (and with "
+        "GRPO at lr 3e-4), one seed's warm start was caught mid-jump and regressed under RL, and another never "
+        "left the plateau within 2000 steps; requiring two checks, allowing 4000 steps and lr 2e-4 fixed both.",
         "",
     ]
     atomic_write_text(results_dir / "quickstart.md", "\n".join(lines))
