@@ -150,6 +150,53 @@ def summarize(res: dict) -> dict:
             "reward_last10": st.mean(res["rewards"][-10:]), "heldout_pass_at_1": res["heldout_pass_at_1"]}
 
 
+def render(head: dict) -> str:
+    """The results table, from the JSON's numbers only."""
+    f = lambda xs: ", ".join(f"{x:.3f}" for x in xs)  # noqa: E731
+    md = f"""# GRPO throughput: tempering vs TRL
+
+Command: `{head['command']}`  
+Machine: {head['machine']}; torch threads per run: {head['threads']}; TRL {head['trl_version']}, transformers {head['transformers_version']}.
+
+Workload (both arms): warm-started `tiny-s` (0.54M parameters, character tokenizer), arithmetic `a+b=` (10..999),
+{PROMPTS} prompts x {GROUP} completions per step, at most {MAX_NEW} new tokens, temperature 1, lr {LR} constant,
+beta = 0, one on-policy update per batch, clip 0.2 / 0.28, token-mean loss, {head['steps']} steps, the same prompt order.
+Each arm runs in its own process; runs alternate tempering, TRL, tempering, TRL ({head['pairs']} pairs, seeds {head.get('seed', 0)}..{head.get('seed', 0) + head['pairs'] - 1}).
+The first {WARMUP_STEPS} steps of each run are excluded from timing.
+
+| | tempering | TRL GRPOTrainer | ratio |
+| --- | --- | --- | --- |
+| steps/s (median) | {head['tempering_steps_per_s']:.3f} | {head['trl_steps_per_s']:.3f} | {head['throughput_ratio']:.2f}x (median of paired ratios: {f(head['throughput_ratios'])}) |
+| completions/s (median) | {head['tempering_completions_per_s']:.0f} | {head['trl_completions_per_s']:.0f} | |
+| peak RSS, MB (median) | {head['tempering_peak_rss_mb']:.0f} | {head['trl_peak_rss_mb']:.0f} | |
+| mean reward, last 10 steps (per run) | {f(head['tempering_reward_last10'])} | {f(head['trl_reward_last10'])} | |
+| held-out pass@1 after the run (greedy, 500 prompts) | {f(head['tempering_heldout_pass_at_1'])} | {f(head['trl_heldout_pass_at_1'])} | |
+
+Where tempering's step time goes (median share over runs): generation {100 * head['tempering_generation_share']:.0f}%, policy update
+{100 * head['tempering_update_share']:.0f}%, the rest (verification, collation, logging) {100 * (1 - head['tempering_generation_share'] - head['tempering_update_share']):.0f}%.
+
+Both arms run the same Hugging Face model's forward and backward over the same padded tokens, and at this
+model size that compute is most of a step: a trainer has little overhead left to remove. Most of each
+sequence is the prompt, repeated for each of a group's {GROUP} samples; computing a shared prompt once per
+group (prefix sharing) would cut the update's compute, and is not implemented.
+
+Goal: at least 2x TRL's steps/s with an equal learning curve. Measured: {head['throughput_ratio']:.2f}x, so the
+goal is {'met' if head['throughput_ratio'] >= 2 else 'not met'}. {curve_note(head)}
+"""
+    return md
+
+
+def curve_note(head: dict) -> str:
+    """Held-out pass@1 differences per pair, against one measurement's binomial standard error."""
+    diffs = [100 * (a - b) for a, b in zip(head["tempering_heldout_pass_at_1"], head["trl_heldout_pass_at_1"])]
+    p = st.mean(head["tempering_heldout_pass_at_1"] + head["trl_heldout_pass_at_1"])
+    se = 100 * (p * (1 - p) / TASK["heldout_size"]) ** 0.5
+    ahead = sum(d > 0 for d in diffs)
+    return (f"Learning curves: tempering minus TRL held-out pass@1 per pair is {', '.join(f'{d:+.1f}' for d in diffs)} points "
+            f"(tempering ahead in {ahead} of {len(diffs)}); one measurement's standard error is about {se:.1f} points, "
+            f"so {len(diffs)} pairs cannot settle whether the curves differ.")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=40)
@@ -160,7 +207,11 @@ def main() -> None:
     p.add_argument("--model", help="warm-started model folder (default: pre-train one now)")
     p.add_argument("--arm", choices=["tempering", "trl"], help=argparse.SUPPRESS)
     p.add_argument("--arm-out", help=argparse.SUPPRESS)
+    p.add_argument("--render", metavar="JSON", help="rewrite the table from an earlier run's JSON (no runs)")
     a = p.parse_args()
+    if a.render:
+        write(Path(a.out), json.loads(Path(a.render).read_text()))
+        return
     if a.arm:
         import torch
 
@@ -198,44 +249,22 @@ def main() -> None:
         "trl_heldout_pass_at_1": [r["heldout_pass_at_1"] for r in runs["trl"]],
         "tempering_generation_share": gen_share,
         "tempering_update_share": upd_share,
-        "steps": a.steps, "pairs": a.pairs, "threads": a.threads, "prompts_per_step": PROMPTS, "group_size": GROUP,
+        "steps": a.steps, "pairs": a.pairs, "threads": a.threads, "seed": a.seed, "prompts_per_step": PROMPTS, "group_size": GROUP,
         "max_completion_length": MAX_NEW, "lr": LR,
         "trl_version": __import__("trl").__version__, "transformers_version": __import__("transformers").__version__,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "command": "python benchmarks/grpo_vs_trl.py " + " ".join(sys.argv[1:]),
         "curves": {arm: [r["rewards"] for r in raw[arm]] for arm in raw},
     }
+    write(Path(a.out), head)
+
+
+def write(out: Path, head: dict) -> None:
     from tempering.runlog import atomic_write_text
 
-    out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "grpo_vs_trl.json", json.dumps(head, indent=2) + "\n")
-    f = lambda xs: ", ".join(f"{x:.3f}" for x in xs)  # noqa: E731
-    md = f"""# GRPO throughput: tempering vs TRL
-
-Command: `{head['command']}`  
-Machine: {head['machine']}; torch threads per run: {a.threads}; TRL {head['trl_version']}, transformers {head['transformers_version']}.
-
-Workload (both arms): warm-started `tiny-s` (0.54M parameters, character tokenizer), arithmetic `a+b=` (10..999),
-{PROMPTS} prompts x {GROUP} completions per step, at most {MAX_NEW} new tokens, temperature 1, lr {LR} constant,
-beta = 0, one on-policy update per batch, clip 0.2 / 0.28, token-mean loss, {a.steps} steps, the same prompt order.
-Each arm runs in its own process; runs alternate tempering, TRL, tempering, TRL ({a.pairs} pairs, seeds {a.seed}..{a.seed + a.pairs - 1}).
-The first {WARMUP_STEPS} steps of each run are excluded from timing.
-
-| | tempering | TRL GRPOTrainer | ratio |
-| --- | --- | --- | --- |
-| steps/s (median) | {head['tempering_steps_per_s']:.3f} | {head['trl_steps_per_s']:.3f} | {head['throughput_ratio']:.2f}x (median of paired ratios: {f(ratios)}) |
-| completions/s (median) | {head['tempering_completions_per_s']:.0f} | {head['trl_completions_per_s']:.0f} | |
-| peak RSS, MB (median) | {head['tempering_peak_rss_mb']:.0f} | {head['trl_peak_rss_mb']:.0f} | |
-| mean reward, last 10 steps (per run) | {f(head['tempering_reward_last10'])} | {f(head['trl_reward_last10'])} | |
-| held-out pass@1 after the run (greedy, 500 prompts) | {f(head['tempering_heldout_pass_at_1'])} | {f(head['trl_heldout_pass_at_1'])} | |
-
-Where tempering's step time goes (median share over runs): generation {100 * gen_share:.0f}%, policy update
-{100 * upd_share:.0f}%, the rest (verification, collation, logging) {100 * (1 - gen_share - upd_share):.0f}%.
-
-Goal: at least 2x TRL's steps/s with an equal learning curve. Measured: {head['throughput_ratio']:.2f}x, so the
-goal is {'met' if head['throughput_ratio'] >= 2 else 'not met'}.
-"""
+    md = render(head)
     atomic_write_text(out / "grpo_vs_trl.md", md)
     print(md)
 
