@@ -118,7 +118,8 @@ def main() -> None:
         f"Seeds: {a.seeds} (RL seeds; one warm start per family). {a.steps} steps of 16 prompts x 8 samples per arm, K = {K} "
         "turns, every group expanded, lr 3e-4; verifier scores are partial credit in [0, 1]. Evaluation on 300 held-out "
         "prompts, 8 samples per prompt at temperature 1: best-turn pass@k (solved if any turn of any of k samples is "
-        "perfect), turns to success, and how often a further turn raises or lowers the score.",
+        "perfect), turns to success, and how often a further turn raises or lowers the score. TCPO arms normalise turn "
+        "credit per (prompt, turn index) over the episodes that reached that turn (`credit_args.norm=turn`, the default).",
         "",
     ]
     overheads = []
