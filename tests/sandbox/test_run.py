@@ -1,9 +1,12 @@
 """What a job sees and what comes back, on every backend available here."""
 
+import ast
 import asyncio
 import os
 import signal
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -68,11 +71,16 @@ def test_ro_binds_are_visible_read_only(isolated, tmp_path):
 
 def test_isolated_job_sees_only_its_workdir_and_no_host_tmp(isolated, tmp_path):
     (tmp_path / "host-file").write_text("x")
-    code = f"import os\nprint(os.getcwd(), os.path.exists({str(tmp_path)!r}), os.listdir('/tmp'), os.getuid())"
-    res = run(isolated, cmd=["python3", "-c", code])
+    with tempfile.NamedTemporaryFile(dir="/tmp", prefix="tempering-host-") as marker:
+        code = f"import os\nprint(os.getcwd(), os.path.exists({str(tmp_path)!r}), repr(os.listdir('/tmp')), os.getuid())"
+        res = run(isolated, cmd=["python3", "-c", code])
     cwd, exists, rest = res.stdout.split(" ", 2)
     assert (cwd, exists) == (backends.INNER_WORKDIR, "False")
-    assert rest.startswith("[]")
+    seen = ast.literal_eval(rest.rsplit(" ", 1)[0])
+    # the job's /tmp is its own: only mount points of read-only binds (an interpreter installed under /tmp)
+    bound = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix)}
+    allowed = {b.relative_to("/tmp").parts[0] for b in bound if b.is_relative_to("/tmp")}
+    assert Path(marker.name).name not in seen and set(seen) <= allowed, seen
     if os.geteuid() == 0:
         assert int(rest.split()[-1]) != 0  # not root
 
