@@ -68,9 +68,12 @@ def compare(a: dict, b: dict, key: str = "best_turn_pass_at_1") -> str:
     return f"{diff:+.3f} ({verdict}; larger sd {noise:.3f})"
 
 
-def findings(fam: dict) -> list[str]:
-    """A findings paragraph computed from the table's numbers."""
+def findings(fam: dict, start: float) -> list[str]:
+    """A findings paragraph computed from the table's numbers (`start`: the warm start's best-turn pass@1)."""
     out = []
+    below = [arm for arm in fam if fam[arm]["best_turn_pass_at_1"] < start]
+    if below:
+        out.append(f"Below the warm start ({start:.3f}) after RL: " + ", ".join(f"`{a}` ({fam[a]['best_turn_pass_at_1']:.3f})" for a in below) + ".")
     best = max(fam, key=lambda k: fam[k]["best_turn_pass_at_1"])
     out.append(f"Highest best-turn pass@1: `{best}` ({fam[best]['best_turn_pass_at_1']:.3f}).")
     for arm in ("tcpo_full", "tcpo_retrospective", "tcpo_hindsight"):
@@ -148,7 +151,7 @@ def main() -> None:
                          + (f"{mean_sd(oc)[0]:.2f}x / {mean_sd(osec)[0]:.2f}x |" if has_cf else "- |"))
         start = arms[next(iter(arms))][0]["start"]
         lines += ["", f"Warm start (before RL): best-turn pass@1 {start.get('pass@1_sampled', 0):.3f}, pass@8 {start.get('pass@8', 0):.3f}.", ""]
-        lines += findings(fam_data)
+        lines += findings(fam_data, start.get("pass@1_sampled", 0.0))
         data["families"][fam] = fam_data
     if overheads:
         data["counterfactual_overhead_ratio"] = sum(overheads) / len(overheads)
