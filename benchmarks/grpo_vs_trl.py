@@ -25,6 +25,7 @@ from pathlib import Path
 
 TASK = {"family": "arithmetic", "args": {"min_value": 10, "max_value": 999}, "train_size": 20000, "heldout_size": 500}
 PROMPTS, GROUP, MAX_NEW, LR = 32, 8, 6, 3e-4
+SHARE_PREFIX = True  # tempering's default; the prompt shared by a group runs through the model once
 WARMUP_STEPS = 2  # excluded from the timed window in both arms
 
 
@@ -74,7 +75,8 @@ def arm_tempering(model_dir: str, steps: int, seed: int) -> dict:
     cfg = build(TrainConfig, {
         "model": {"name": model_dir}, "task": TASK,
         "rollout": {"group_size": GROUP, "prompts_per_step": PROMPTS, "max_new_tokens": MAX_NEW, "temperature": 1.0},
-        "loss": {"advantage": "grpo", "clip_low": 0.2, "clip_high": 0.28, "loss_agg": "token-mean", "micro_batch_size": PROMPTS * GROUP},
+        "loss": {"advantage": "grpo", "clip_low": 0.2, "clip_high": 0.28, "loss_agg": "token-mean", "micro_batch_size": PROMPTS * GROUP,
+                 "share_prefix": SHARE_PREFIX},
         "optim": {"lr": LR}, "run": {"steps": steps, "seed": seed, "out_dir": f"/tmp/bench_tempering_{os.getpid()}",
                                      "eval_every": 0, "checkpoint_every": 0, "log_samples": 0, "tensorboard": False, "progress": False},
     })
@@ -175,15 +177,20 @@ The first {WARMUP_STEPS} steps of each run are excluded from timing.
 Where tempering's step time goes (median share over runs): generation {100 * head['tempering_generation_share']:.0f}%, policy update
 {100 * head['tempering_update_share']:.0f}%, the rest (verification, collation, logging) {100 * (1 - head['tempering_generation_share'] - head['tempering_update_share']):.0f}%.
 
-Both arms run the same Hugging Face model's forward and backward over the same padded tokens, and at this
-model size that compute is most of a step: a trainer has little overhead left to remove. Most of each
-sequence is the prompt, repeated for each of a group's {GROUP} samples; computing a shared prompt once per
-group (prefix sharing) would cut the update's compute, and is not implemented.
+Both arms run the same Hugging Face model, and at this size its forward and backward are most of a step.
+Most of each sequence is the prompt, shared by a group's {GROUP} samples: {share_note(head)}
 
 Goal: at least 2x TRL's steps/s with an equal learning curve. Measured: {head['throughput_ratio']:.2f}x, so the
 goal is {'met' if head['throughput_ratio'] >= 2 else 'not met'}. {curve_note(head)}
 """
     return md
+
+
+def share_note(head: dict) -> str:
+    if head.get("tempering_share_prefix"):
+        return ("tempering's update runs each shared prompt through the model once (`loss.share_prefix`, on by "
+                "default) and only the completions per sample; TRL's runs every prompt-plus-completion row in full.")
+    return "both arms run every prompt-plus-completion row in full (tempering's `loss.share_prefix` was off)."
 
 
 def curve_note(head: dict) -> str:
@@ -249,7 +256,7 @@ def main() -> None:
         "trl_heldout_pass_at_1": [r["heldout_pass_at_1"] for r in runs["trl"]],
         "tempering_generation_share": gen_share,
         "tempering_update_share": upd_share,
-        "steps": a.steps, "pairs": a.pairs, "threads": a.threads, "seed": a.seed, "prompts_per_step": PROMPTS, "group_size": GROUP,
+        "steps": a.steps, "pairs": a.pairs, "threads": a.threads, "seed": a.seed, "tempering_share_prefix": SHARE_PREFIX, "prompts_per_step": PROMPTS, "group_size": GROUP,
         "max_completion_length": MAX_NEW, "lr": LR,
         "trl_version": __import__("trl").__version__, "transformers_version": __import__("transformers").__version__,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",

@@ -84,6 +84,7 @@ class LossSection(Schema):
     ppo_epochs: int = Field(1, ge=1, description="Passes over each batch.")
     mini_batches: int = Field(1, ge=1, description="Optimizer steps per pass (the batch is split into this many).")
     micro_batch_size: int = Field(256, ge=1, description="Sequences per forward/backward (gradient accumulation).")
+    share_prefix: bool = Field(True, description="Run a prompt shared by a group's samples through the model once per micro-batch (same numbers, less compute).")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     mask_truncated: bool = Field(False, description="Drop answers that hit the token limit from the loss (DAPO).")
     dynamic_sampling: bool = Field(False, description="DAPO: drop groups with equal rewards and refill the batch.")
@@ -98,6 +99,7 @@ class LossSection(Schema):
             clip_low=self.clip_low, clip_high=self.clip_high, dual_clip=self.dual_clip, loss_agg=self.loss_agg,
             kl_coef=0.0 if self.kl_in_reward else self.kl_coef, kl_estimator=self.kl_estimator,
             max_grad_norm=self.max_grad_norm, temperature=temperature or 1.0, max_response_len=max_response_len,
+            share_prefix=self.share_prefix,
         )
 
 

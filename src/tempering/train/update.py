@@ -15,6 +15,7 @@ import torch
 
 from tempering.algos.losses import LossNorm, aggregate, entropy_from_logits, kl_estimate, ppo_clip_loss
 from tempering.train.batch import TrainBatch
+from tempering.train.prefix import shared_prefix_logprobs
 
 
 @dataclass
@@ -33,6 +34,8 @@ class UpdateSettings:
     max_grad_norm: float = 1.0
     temperature: float = 1.0
     max_response_len: int | None = None
+    share_prefix: bool = True
+    """Compute a prompt shared by several rows once (`tempering.train.prefix`); same numbers, less compute."""
     data_parallel: Any = None
     """Data-parallel training (`tempering.distributed.DataParallel`): the loss normaliser is counted over
     all ranks, and every rank runs the same micro-batches so that their collectives stay in step.
@@ -53,6 +56,15 @@ def token_logprobs(model, batch: TrainBatch, temperature: float = 1.0, entropy: 
     return torch.cat([pad, logp], dim=1), ent
 
 
+def policy_logprobs(model, batch: TrainBatch, temperature: float = 1.0, entropy: bool = False, share_prefix: bool = False):
+    """`token_logprobs`, with shared prompts computed once when `share_prefix` and some rows share one."""
+    if share_prefix:
+        out = shared_prefix_logprobs(model, batch, temperature, entropy)
+        if out is not None:
+            return out
+    return token_logprobs(model, batch, temperature, entropy)
+
+
 STEP_TOTALS = ("policy_loss", "kl_ref")
 """Statistics that are terms of the aggregated loss: summed over micro-batches (and data-parallel ranks)."""
 
@@ -61,7 +73,7 @@ LossFn = Callable[[torch.nn.Module, TrainBatch, LossNorm, UpdateSettings], tuple
 
 def ppo_loss(model, mb: TrainBatch, norm: LossNorm, s: UpdateSettings) -> tuple[torch.Tensor, dict]:
     """PPO-clip on the sampled tokens, plus an optional KL-to-reference term."""
-    logp, ent = token_logprobs(model, mb, s.temperature, entropy=True)
+    logp, ent = policy_logprobs(model, mb, s.temperature, entropy=True, share_prefix=s.share_prefix)
     old = mb.old_logp_BT if mb.old_logp_BT is not None else logp.detach()
     loss, stats = ppo_clip_loss(logp, old, mb.adv_BT, mb.mask_BT, s.clip_low, s.clip_high, s.dual_clip, s.loss_agg, norm)
     m = mb.mask_BT
@@ -90,13 +102,13 @@ def on_device(batch: TrainBatch, device: torch.device) -> TrainBatch:
 
 
 @torch.no_grad()
-def batch_logprobs(model, batch: TrainBatch, micro_batch_size: int, temperature: float = 1.0) -> torch.Tensor:
+def batch_logprobs(model, batch: TrainBatch, micro_batch_size: int, temperature: float = 1.0, share_prefix: bool = False) -> torch.Tensor:
     out = torch.zeros_like(batch.mask_BT)
     was = model.training
     model.eval()
     for i in range(0, batch.size, micro_batch_size):
         mb = on_device(batch.select(slice(i, i + micro_batch_size)), next(model.parameters()).device)
-        out[i : i + micro_batch_size, : mb.input_ids_BT.shape[1]] = token_logprobs(model, mb, temperature)[0].cpu()
+        out[i : i + micro_batch_size, : mb.input_ids_BT.shape[1]] = policy_logprobs(model, mb, temperature, share_prefix=share_prefix)[0].cpu()
     model.train(was)
     return out
 
@@ -118,7 +130,7 @@ def policy_update(
     steps = s.ppo_epochs * s.mini_batches
     if steps > 1 and batch.old_logp_BT is None:
         # off-policy after the first optimizer step: freeze the behaviour log-probs now
-        batch.old_logp_BT = batch_logprobs(model, batch, s.micro_batch_size, s.temperature)
+        batch.old_logp_BT = batch_logprobs(model, batch, s.micro_batch_size, s.temperature, s.share_prefix)
     model.train()
     device = next(model.parameters()).device
     sums: dict[str, float] = defaultdict(float)
