@@ -155,7 +155,7 @@ def summarize(res: dict) -> dict:
 def render(head: dict) -> str:
     """The results table, from the JSON's numbers only."""
     f = lambda xs: ", ".join(f"{x:.3f}" for x in xs)  # noqa: E731
-    md = f"""# GRPO throughput: tempering vs TRL
+    return f"""# GRPO throughput: tempering vs TRL
 
 Command: `{head['command']}`  
 Machine: {head['machine']}; torch threads per run: {head['threads']}; TRL {head['trl_version']}, transformers {head['transformers_version']}.
@@ -163,7 +163,7 @@ Machine: {head['machine']}; torch threads per run: {head['threads']}; TRL {head[
 Workload (both arms): warm-started `tiny-s` (0.54M parameters, character tokenizer), arithmetic `a+b=` (10..999),
 {PROMPTS} prompts x {GROUP} completions per step, at most {MAX_NEW} new tokens, temperature 1, lr {LR} constant,
 beta = 0, one on-policy update per batch, clip 0.2 / 0.28, token-mean loss, {head['steps']} steps, the same prompt order.
-Each arm runs in its own process; runs alternate tempering, TRL, tempering, TRL ({head['pairs']} pairs, seeds {head.get('seed', 0)}..{head.get('seed', 0) + head['pairs'] - 1}).
+Each arm runs in its own process; runs alternate tempering, TRL, tempering, TRL ({head['pairs']} pairs, seeds {head['seed']}..{head['seed'] + head['pairs'] - 1}).
 The first {WARMUP_STEPS} steps of each run are excluded from timing.
 
 | | tempering | TRL GRPOTrainer | ratio |
@@ -183,10 +183,10 @@ Most of each sequence is the prompt, shared by a group's {GROUP} samples: {share
 Goal: at least 2x TRL's steps/s with an equal learning curve. Measured: {head['throughput_ratio']:.2f}x, so the
 goal is {'met' if head['throughput_ratio'] >= 2 else 'not met'}. {curve_note(head)}
 """
-    return md
 
 
 def share_note(head: dict) -> str:
+    """What each arm's update runs of the shared prompts."""
     if head.get("tempering_share_prefix"):
         return ("tempering's update runs each shared prompt through the model once (`loss.share_prefix`, on by "
                 "default) and only the completions per sample; TRL's runs every prompt-plus-completion row in full.")

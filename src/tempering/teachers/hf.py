@@ -1,20 +1,18 @@
 """An in-process Hugging Face teacher (CPU or GPU).
 
 Scoring is one batched pass per chunk of sequences: each distinct prompt is prefilled once (the G
-samples of a group share it) and only its last position goes through the LM head; the cache is then
-repeated for every continuation of that prompt, and the continuations run in one batched forward.
+samples of a group share it) and the continuations run on its gathered cache (`models.shared_prompt`).
 """
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import fields
 from pathlib import Path
 
 import torch
-from transformers import DynamicCache
 
 from tempering.errors import UserError
+from tempering.models.shared_prompt import shared_prompt_forward
 from tempering.teachers.base import Teacher, TeacherScores, pad_right
 
 
@@ -30,9 +28,6 @@ class HFTeacher(Teacher):
         self.name = name
         self.max_logits = max_logits
         """Upper bound on logits elements (rows x positions x vocabulary) held at once; sets the chunk size."""
-        params = inspect.signature(model.forward).parameters
-        self._cache_kw = "cache" if "cache" in params else "past_key_values"
-        self._keep_kw = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
     @classmethod
@@ -108,37 +103,13 @@ class HFTeacher(Teacher):
         Position 0 comes from the last prompt token (prefilled once per distinct prompt); positions
         1.. from a forward of the continuation's first C-1 tokens on top of the repeated prompt cache.
         """
-        dev = self.device
         uniq: dict[tuple[int, ...], int] = {}
         row_prompt = [uniq.setdefault(tuple(p), len(uniq)) for p in prompts]
-        plist = [list(p) for p in uniq]
-        P = max(len(p) for p in plist)
-        ids_UP = torch.full((len(plist), P), self.pad_id, dtype=torch.long)
-        attn_UP = torch.zeros((len(plist), P), dtype=torch.long)
-        for u, p in enumerate(plist):  # left padding: every prompt ends at column P - 1
-            if not p:
-                raise UserError(f"{self.name}: cannot score a continuation after an empty prompt")
-            ids_UP[u, P - len(p) :] = torch.tensor(p, dtype=torch.long)
-            attn_UP[u, P - len(p) :] = 1
-        ids_UP, attn_UP = ids_UP.to(dev), attn_UP.to(dev)
-        pos_UP = (attn_UP.cumsum(-1) - 1).clamp(min=0)
-        cache = DynamicCache()
-        first_UV = self.model(
-            input_ids=ids_UP, attention_mask=attn_UP, position_ids=pos_UP, use_cache=True,
-            **{self._cache_kw: cache}, **self._keep_kw,
-        ).logits[:, -1, :]
-        idx = torch.tensor(row_prompt, device=dev)
-        first_BV = first_UV[idx]
+        if () in uniq:
+            raise UserError(f"{self.name}: cannot score a continuation after an empty prompt")
         C = resp_BC.shape[1]
-        if C <= 1:
-            return first_BV, None
-        cache.batch_select_indices(idx)
-        inp = resp_BC[:, : C - 1]
-        attn = torch.cat([attn_UP[idx], mask_BC[:, : C - 1].long()], dim=1)
-        plen = attn_UP.sum(-1)[idx]
-        pos = plen[:, None] + torch.arange(C - 1, device=dev)[None, :]
-        rest = self.model(input_ids=inp, attention_mask=attn, position_ids=pos, use_cache=True, **{self._cache_kw: cache}).logits
-        return first_BV, rest
+        idx = torch.tensor(row_prompt, device=self.device)
+        return shared_prompt_forward(self.model, list(uniq), idx, resp_BC[:, : C - 1], mask_BC[:, : C - 1], self.pad_id)
 
 
 def _read(logits_BCV: torch.Tensor, tok_BC: torch.Tensor, cand_BCK: torch.Tensor | None, top_k: int, full: bool) -> dict[str, torch.Tensor]:
