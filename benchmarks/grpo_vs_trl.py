@@ -154,10 +154,10 @@ def summarize(res: dict) -> dict:
 
 def render(head: dict) -> str:
     """The results table, from the JSON's numbers only."""
-    f = lambda xs: ", ".join(f"{x:.3f}" for x in xs)  # noqa: E731
+    f = lambda xs: ", ".join(f"{x:.3f}" for x in xs)
     return f"""# GRPO throughput: tempering vs TRL
 
-Command: `{head['command']}`  
+Command: `{head['command']}`\\
 Machine: {head['machine']}; torch threads per run: {head['threads']}; TRL {head['trl_version']}, transformers {head['transformers_version']}.
 
 Workload (both arms): warm-started `tiny-s` (0.54M parameters, character tokenizer), arithmetic `a+b=` (10..999),
@@ -238,7 +238,7 @@ def main() -> None:
             runs[arm].append(summarize(res))
             print(arm, i, {k: round(v, 3) for k, v in runs[arm][-1].items()}, flush=True)
     ratios = [t["steps_per_s"] / r["steps_per_s"] for t, r in zip(runs["tempering"], runs["trl"])]
-    med = lambda arm, k: st.median(r[k] for r in runs[arm])  # noqa: E731
+    med = lambda arm, k: st.median(r[k] for r in runs[arm])
     gen_share = st.median(sum(r["gen_seconds"][WARMUP_STEPS:]) / sum(r["step_seconds"][WARMUP_STEPS:]) for r in raw["tempering"])
     upd_share = st.median(sum(r["update_seconds"][WARMUP_STEPS:]) / sum(r["step_seconds"][WARMUP_STEPS:]) for r in raw["tempering"])
     head = {

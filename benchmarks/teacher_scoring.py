@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 import torch
-
 from transformers import LlamaForCausalLM
 
 from tempering.models import char_tokenizer, tiny_config, tiny_model

@@ -193,7 +193,7 @@ def write_results(results: Path, data: dict) -> None:
     results.mkdir(parents=True, exist_ok=True)
     atomic_write_text(results / "envs_forge.json", json.dumps(data, indent=1) + "\n")
     t, runs = data["methods"], data["runs"]
-    f = lambda d, k=3: f"{d['mean']:.{k}f} ± {d['stdev']:.{k}f}"  # noqa: E731
+    f = lambda d, k=3: f"{d['mean']:.{k}f} ± {d['stdev']:.{k}f}"
     lines = [
         "# Envs-FORGE on the embedded default: frontier synthesis vs fixed recipes",
         "",

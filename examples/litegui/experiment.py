@@ -279,9 +279,9 @@ def _millions(size: str) -> str:
 
 def markdown(r: dict) -> str:
     p, e, t = r["plan"], r["eval"], r["teacher"]
-    fmt = lambda s: f"{s['mean']:.3f} ± {s['std']:.3f}"  # noqa: E731
+    fmt = lambda s: f"{s['mean']:.3f} ± {s['std']:.3f}"
     rows = [f"| `{a}` | " + " | ".join(fmt(m[k]) for k in METRICS) + " |" for a, m in r["arms"].items()]
-    diff = lambda d: f"{d['mean']:+.3f} ± {d['std']:.3f} ({d['verdict']})"  # noqa: E731
+    diff = lambda d: f"{d['mean']:+.3f} ± {d['std']:.3f} ({d['verdict']})"
     claim_rows = [f"| {c['claim']} | " + " | ".join(diff(c[k]) for k in CLAIM_METRICS) + " |" for c in r["claims"]]
     arms, trained = r["arms"], [a for a in r["arms"] if a != "sft"]
     best = {m: max(trained, key=lambda a: arms[a][m]["mean"]) for m in CLAIM_METRICS}

@@ -131,7 +131,7 @@ def main() -> None:
         lines += [f"## {fam}", "", "| arm | best-turn pass@1 | best-turn pass@8 | turns to success | improve rate | regress rate | env calls | counterfactual overhead (calls / seconds) |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for arm, runs in arms.items():
-            col = lambda k: [r.get(k, float("nan")) for r in runs]  # noqa: E731
+            col = lambda k: [r.get(k, float("nan")) for r in runs]
             oc, osec = col("cf_overhead_calls"), col("cf_overhead_seconds")
             has_cf = all(x == x for x in oc)
             if has_cf and arm == "tcpo_full":

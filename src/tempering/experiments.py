@@ -38,7 +38,7 @@ def summarize_run(run_dir: str | Path) -> dict[str, Any]:
     rows = [json.loads(ln) for ln in (Path(run_dir) / "metrics.jsonl").read_text().splitlines() if ln.strip()]
     evals = [r for r in rows if "eval/pass@1" in r]
     steps = [r for r in rows if "reward" in r]
-    strip = lambda r: {k.removeprefix("eval/"): v for k, v in r.items() if k.startswith("eval/")}  # noqa: E731
+    strip = lambda r: {k.removeprefix("eval/"): v for k, v in r.items() if k.startswith("eval/")}
     out: dict[str, Any] = strip(evals[-1])
     out["start"] = strip(evals[0]) if evals and evals[0]["step"] == 0 else {}
     for key in TOTALS:

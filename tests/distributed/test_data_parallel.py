@@ -15,7 +15,7 @@ import torch
 from tempering.models import tiny_model
 
 sys.path.insert(0, str(Path(__file__).parent))
-import dp_worker  # noqa: E402
+import dp_worker
 
 pytestmark = pytest.mark.slow
 WORKER = Path(__file__).parent / "dp_worker.py"

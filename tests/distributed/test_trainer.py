@@ -45,7 +45,7 @@ def test_two_rank_runs_with_ddp_and_fsdp2(pretrained_dir, tmp_path):
         assert p.returncode == 0, f"{s}: {err[-3000:]}"
         assert "2 ranks" in out  # rank 0 alone prints the table
     start = load_file(f"{pretrained_dir}/model.safetensors")
-    for s, run in runs.items():
+    for run in runs.values():
         rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
         steps = [r for r in rows if "reward" in r]
         assert [r["step"] for r in steps] == [1, 2]

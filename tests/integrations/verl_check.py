@@ -5,8 +5,6 @@ import json
 
 import numpy as np
 import torch
-
-import verl  # loads tempering through the verl.plugins entry point
 from verl.trainer.ppo import core_algos
 
 import tempering.integrations.verl as adapter
@@ -82,7 +80,6 @@ theirs, _ = core_algos.get_adv_estimator_fn("grpo")(token_level_rewards=rew1, re
 report["grpo_vs_verl_grpo"] = float((ours - theirs).abs().max())
 
 # the policy loss: verl's registry vs tempering's function vs verl's vanilla PPO loss
-from verl.workers.config import ActorConfig  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 B, T = 6, 7

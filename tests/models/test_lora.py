@@ -10,7 +10,12 @@ from tempering.models import tiny_model
 
 peft = pytest.importorskip("peft")
 from tempering.models.lora import (  # noqa: E402
-    add_lora, load_adapter, merged_copy, merged_state_dict, save_adapter, trainable_parameters,
+    add_lora,
+    load_adapter,
+    merged_copy,
+    merged_state_dict,
+    save_adapter,
+    trainable_parameters,
 )
 from tempering.train.batch import collate  # noqa: E402
 from tempering.train.update import UpdateSettings, policy_update  # noqa: E402

@@ -1,6 +1,13 @@
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Qwen2Config, Qwen2ForCausalLM, LlamaForCausalLM
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
 
 from tempering.errors import UserError
 from tempering.models import TINY_SIZES, char_tokenizer, load_policy, save_policy, tiny_model

@@ -17,7 +17,11 @@ from tempering.errors import UserError
 from tempering.models import char_tokenizer, tiny_model
 from tempering.rollout.sampler import SamplingParams
 from tempering.rollout.vllm_sampler import (
-    VLLMSampler, VLLMSection, apply_rollout_correction, mismatch_kl, rollout_correction,
+    VLLMSampler,
+    VLLMSection,
+    apply_rollout_correction,
+    mismatch_kl,
+    rollout_correction,
 )
 from tempering.train.batch import TrainBatch
 

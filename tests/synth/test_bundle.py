@@ -2,12 +2,21 @@
 
 import json
 import os
-import tomllib
 
 import pytest
+import tomllib
 
 from tempering.errors import UserError
-from tempering.synth.bundle import Bundle, BundleFormatError, TaskConfig, check_bundle, dump_toml, overlap, read_bundle, write_bundle
+from tempering.synth.bundle import (
+    Bundle,
+    BundleFormatError,
+    TaskConfig,
+    check_bundle,
+    dump_toml,
+    overlap,
+    read_bundle,
+    write_bundle,
+)
 
 TEST_SH = b'cd "${APP_DIR:-/app}"\nif python3 "$TESTS_DIR/test_outputs.py"; then echo 1 > "$REWARD_FILE"; else echo 0 > "$REWARD_FILE"; fi\n'
 

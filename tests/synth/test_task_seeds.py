@@ -8,11 +8,17 @@ import pytest
 
 from tempering.envs.arithmetic import ArithmeticFamily
 from tempering.errors import UserError
-from tempering.synth.loop import SynthConfig, synthesize
 from tempering.synth.generators import MutatorGenerator
+from tempering.synth.loop import SynthConfig, synthesize
 from tempering.synth.scoring import ACTIONS, Action
-from tempering.synth.task_seeds import (ConfigChecks, TaskFamilySeed, TaskSeedChecker, builtin_task_seeds, corrupt,
-                                        load_task_seeds)
+from tempering.synth.task_seeds import (
+    ConfigChecks,
+    TaskFamilySeed,
+    TaskSeedChecker,
+    builtin_task_seeds,
+    corrupt,
+    load_task_seeds,
+)
 
 A = Action.parse
 
@@ -23,7 +29,7 @@ def arith(lo, hi, ops, data_seed=0):
 
 def test_arithmetic_actions_move_the_knobs():
     s = arith(10, 99, "+-")
-    move = lambda name: s.mutate(A(name)).config  # noqa: E731
+    move = lambda name: s.mutate(A(name)).config
     assert move("increase/in_depth") == {"min_value": 100, "max_value": 999, "ops": "+-"}
     assert move("reduce/in_depth") == {"min_value": 1, "max_value": 9, "ops": "+-"}
     assert move("increase/in_breadth")["ops"] == "+-*"
@@ -41,7 +47,7 @@ def test_arithmetic_actions_move_the_knobs():
 
 def test_strings_actions_move_the_knobs():
     s = TaskFamilySeed.of("strings", min_len=3, max_len=5, ops=("rev", "up"), alphabet="abcdef")
-    move = lambda name, salt=0: s.mutate(A(name), salt).config  # noqa: E731
+    move = lambda name, salt=0: s.mutate(A(name), salt).config
     assert (move("increase/in_depth")["min_len"], move("increase/in_depth")["max_len"]) == (5, 7)
     assert (move("reduce/in_depth")["min_len"], move("reduce/in_depth")["max_len"]) == (1, 3)
     assert move("increase/in_breadth")["ops"] == ("rev", "up", "sort")

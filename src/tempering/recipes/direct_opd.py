@@ -93,7 +93,7 @@ class DirectOPDTrainer(TeacherTrainer):
         found = (t.cand_found_BCK * tr.cand_found_BCK * m[..., None]).sum() / (n * cand.shape[-1])
         self.log_credit({
             "direct_opd/rbar": rbar,
-            "direct_opd/shift_sampled": float((((t.token_logp_BC - tr.token_logp_BC) * m).sum() / n)),
+            "direct_opd/shift_sampled": float(((t.token_logp_BC - tr.token_logp_BC) * m).sum() / n),
             "direct_opd/shift_abs": float((r_BTK.abs().mean(-1) * m).sum() / n),
             "direct_opd/alpha": self.alpha,
             "direct_opd/candidates_exact": float(found),

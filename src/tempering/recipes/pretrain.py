@@ -17,13 +17,13 @@ import torch
 from pydantic import Field
 
 from tempering.config import Schema, load_config
+from tempering.envs.base import StepResult
 from tempering.envs.registry import make_family
+from tempering.errors import UserError
 from tempering.evaluation import evaluate
 from tempering.models import load_policy, save_policy
 from tempering.models.chat import ChatFormat
 from tempering.progress import progress_bar
-from tempering.envs.base import StepResult
-from tempering.errors import UserError
 from tempering.recipes.config import ModelSection, RolloutSection, TaskSection
 from tempering.rollout.engine import RolloutOptions, format_feedback
 from tempering.rollout.sampler import HFSampler, SamplingParams
@@ -83,7 +83,7 @@ def _repair_examples(fmt: ChatFormat, family, tasks, eos_id: int, seed: int) -> 
         if ok:
             continue
         message = format_feedback(defaults.feedback_templates, StepResult(score, ok, False, feedback, status))
-        enc = lambda s: list(fmt.tokenizer.encode(s, add_special_tokens=False))  # noqa: E731
+        enc = lambda s: list(fmt.tokenizer.encode(s, add_special_tokens=False))
         ctx = fmt.prompt_ids(t.prompt) + enc(wrong) + [eos_id] + fmt.feedback_ids(message, t.prompt)
         out.append((ctx, enc(str(t.answer)) + [eos_id]))
     return out

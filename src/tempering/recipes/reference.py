@@ -26,7 +26,7 @@ def schema(recipe: str):
 def markdown(recipe: str) -> str:
     rows = describe(schema(recipe))
     out = [f"### `tempering {recipe}`", "", "| key | type | default | meaning |", "| --- | --- | --- | --- |"]
-    cell = lambda x: str(x).replace("|", "\\|")  # noqa: E731
+    cell = lambda x: str(x).replace("|", "\\|")
     out += [f"| `{k}` | {cell(t)} | `{cell(d)}` | {cell(doc)} |" for k, t, d, doc in rows]
     return "\n".join(out) + "\n"
 

@@ -257,7 +257,7 @@ async def _counterfactual(sampler, eps: list[Episode], turn_ctx, make_env, opts:
         random.Random(cf.seed + len(cands)).shuffle(cands)
         chosen = cands[: cf.turns]
     else:
-        surprisal = lambda ek: -sum(ek[0].turns[ek[1]].logprobs) / len(ek[0].turns[ek[1]].logprobs)  # noqa: E731
+        surprisal = lambda ek: -sum(ek[0].turns[ek[1]].logprobs) / len(ek[0].turns[ek[1]].logprobs)
         chosen = sorted(cands, key=surprisal, reverse=True)[: cf.turns]
     if not chosen:
         return

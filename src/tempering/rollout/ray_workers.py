@@ -24,7 +24,7 @@ from tempering.errors import UserError
 from tempering.rollout.sampler import HFSampler, Sample, SamplingParams
 from tempering.teachers.base import Teacher, TeacherScores
 
-__all__ = ["RaySampler", "RaySandbox", "RaySection", "RayTeacher"]
+__all__ = ["RaySampler", "RaySandbox", "RaySection", "RayTeacher"]  # noqa: F822 (RaySandbox: module __getattr__)
 
 
 class RaySection(Schema):

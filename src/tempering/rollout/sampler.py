@@ -7,9 +7,8 @@ as soon as every sequence has finished.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import inspect
+from dataclasses import dataclass, field
 
 import torch
 from transformers import DynamicCache

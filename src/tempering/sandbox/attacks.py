@@ -16,9 +16,9 @@ import secrets
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from tempering.sandbox.job import Job, Limits, Result
 from tempering.sandbox.sandbox import Sandbox

@@ -195,7 +195,7 @@ def unshare_argv(lay: Layout, cmd: list[str], status_fd: int) -> list[str]:
     return argv + ["/bin/sh", "-c", "\n".join(lines)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def probe(backend: str) -> str:
     """Empty string if `backend` works on this machine, else why not (cached per process)."""
     if backend == "subprocess":

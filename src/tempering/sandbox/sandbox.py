@@ -17,9 +17,8 @@ import threading
 import weakref
 
 from tempering.errors import UserError
-from tempering.sandbox import backends
+from tempering.sandbox import backends, process
 from tempering.sandbox.job import Job, Result, check_relpath
-from tempering.sandbox import process
 from tempering.sandbox.process import STATUS_FD, Exit, run_tree
 
 BACKENDS = ("bwrap", "unshare", "subprocess")

@@ -23,11 +23,11 @@ import os
 import re
 import shutil
 import tempfile
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tempering.config import Schema
@@ -127,7 +127,7 @@ class Bundle:
         }
 
     @classmethod
-    def from_json(cls, obj: Any) -> "Bundle":
+    def from_json(cls, obj: Any) -> Bundle:
         """Parse the generator's answer; raises BundleFormatError naming what is wrong."""
         if not isinstance(obj, dict):
             raise BundleFormatError(f"the answer must be one JSON object, got {type(obj).__name__}")
@@ -342,7 +342,7 @@ def check_bundle(
     """All static checks; an empty list means the bundle may go on to gold verification."""
     lim = limits or CheckLimits()
     probs: list[Problem] = []
-    add = lambda code, msg: probs.append(Problem(code, msg))  # noqa: E731
+    add = lambda code, msg: probs.append(Problem(code, msg))
     if not NAME_RE.match(bundle.name or ""):
         add("name", f"task name {bundle.name!r} must be lowercase letters, digits, `.`, `_` or `-` (at most 100)")
     if not bundle.instruction.strip():

@@ -163,7 +163,7 @@ def _print_summary(report: Report, out: Path) -> None:
     from rich.table import Table
 
     s = report.summary()
-    fmt = lambda v, d=2: "n/a" if v is None else (f"{v:.{d}f}" if isinstance(v, float) else str(v))  # noqa: E731
+    fmt = lambda v, d=2: "n/a" if v is None else (f"{v:.{d}f}" if isinstance(v, float) else str(v))
     t = Table(title=f"tempering synth: {s['method']} -> {out}")
     t.add_column("accepted results")
     t.add_column("value", justify="right")

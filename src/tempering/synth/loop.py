@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import statistics
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import Field
 

@@ -49,7 +49,7 @@ class PolicyMeasure:
     _sandbox: Any = field(default=None, init=False, repr=False)
 
     @classmethod
-    def from_model_dir(cls, path: str, seed: int = 0, **kw: Any) -> "PolicyMeasure":
+    def from_model_dir(cls, path: str, seed: int = 0, **kw: Any) -> PolicyMeasure:
         """A measure over a saved policy (a local Hugging Face folder or a built-in tiny size)."""
         from tempering.models import load_policy
 
@@ -70,7 +70,7 @@ class PolicyMeasure:
                 from tempering.sandbox import Sandbox
 
                 self._sandbox = Sandbox(backend=self.sandbox_backend)
-            make_env = lambda task: TerminalEnv(task, self._sandbox, self.max_commands)  # noqa: E731
+            make_env = lambda task: TerminalEnv(task, self._sandbox, self.max_commands)
             opts = RolloutOptions(SamplingParams(self.command_tokens, self.temperature), max_turns=self.max_commands + 1,
                                   max_context_tokens=self.max_context_tokens)
             # a command's output follows it; the instruction is not repeated every turn

@@ -9,7 +9,7 @@ F = exp(-(p~ - tau)^2 / (2 sigma^2)) is highest for tasks the policy solves abou
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pydantic import Field
 
@@ -40,7 +40,7 @@ class Action:
         return f"{self.projection}/{self.direction}"
 
     @classmethod
-    def parse(cls, name: str) -> "Action":
+    def parse(cls, name: str) -> Action:
         projection, _, direction = name.partition("/")
         return cls(projection, direction)
 

@@ -46,7 +46,7 @@ class Seed(Protocol):
     def contract(self, action: Action) -> SkillContract | None:
         """The skill contract of `action` from this seed, or None if the action is not possible."""
 
-    def mutate(self, action: Action, salt: int = 0) -> "Seed":
+    def mutate(self, action: Action, salt: int = 0) -> Seed:
         """The built-in deterministic mutation (NotImplementedError when the seed has none)."""
 
     def digest(self) -> str:
@@ -90,7 +90,7 @@ class BundleSeed:
             return SkillContract(self.skills)
         return SkillContract(frozenset(), self.skills)  # broader: the seed's skills become optional
 
-    def mutate(self, action: Action, salt: int = 0) -> "BundleSeed":
+    def mutate(self, action: Action, salt: int = 0) -> BundleSeed:
         if self._family is None:
             raise NotImplementedError(f"bundle {self.name} has no built-in family, so no deterministic mutator")
         fam, params = self._family

@@ -72,7 +72,7 @@ class TaskFamilySeed:
     """The action that produced it."""
 
     @classmethod
-    def of(cls, family: str, data_seed: int = 0, **args: Any) -> "TaskFamilySeed":
+    def of(cls, family: str, data_seed: int = 0, **args: Any) -> TaskFamilySeed:
         if family not in FAMILIES:
             raise UserError(f"unknown task family {family!r} for a configuration seed; use one of {sorted(FAMILIES)}")
         unknown = set(args) - set(KNOBS[family])
@@ -130,7 +130,7 @@ class TaskFamilySeed:
         after = _move(self.family, self.config, action, 0)
         return None if after is None else SkillContract(_skills(self.family, after))
 
-    def mutate(self, action: Action, salt: int = 0) -> "TaskFamilySeed":
+    def mutate(self, action: Action, salt: int = 0) -> TaskFamilySeed:
         after = _move(self.family, self.config, action, salt)
         if after is None:
             raise ValueError(f"{action.name} is not possible from {self.name}")
@@ -168,7 +168,7 @@ def _arith_move(c: dict[str, Any], projection: str, direction: str, salt: int) -
         if projection == "reduce":
             return None if hi < 10 else {**c, "min_value": lo // 10, "max_value": hi // 10}
         return dict(c)  # diversify: the same configuration, drawn afresh (the caller changes the data seed)
-    order = lambda s: "".join(o for o in ARITH_OPS if o in s)  # noqa: E731 (one spelling per operator set)
+    order = lambda s: "".join(o for o in ARITH_OPS if o in s)
     if projection == "increase":
         return {**c, "ops": order(ops + missing[0])} if missing else None
     if projection == "reduce":

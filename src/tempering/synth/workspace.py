@@ -148,7 +148,7 @@ class Workspace:
         self.state = pack(image.files)
         self.memory_mb = memory_mb
 
-    def copy(self) -> "Workspace":
+    def copy(self) -> Workspace:
         other = object.__new__(Workspace)
         other.__dict__.update(self.__dict__)
         other.env = dict(self.env)

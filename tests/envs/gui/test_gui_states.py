@@ -33,7 +33,7 @@ def test_tasks_are_recorded_states_with_their_annotation():
     train, held = fam.tasks("train", 40, seed=3), fam.tasks("heldout", 12, seed=3)
     assert len(train) == 40 and len(held) == 12
     assert [t.prompt for t in fam.tasks("train", 40, seed=3)] == [t.prompt for t in train]
-    apps = lambda ts: {t.id.split("#")[0] for t in ts}  # noqa: E731
+    apps = lambda ts: {t.id.split("#")[0] for t in ts}
     assert not apps(train) & apps(held)
     for t in train:
         s = sample_of(t)
@@ -71,7 +71,7 @@ def test_reward_parts_and_weights_on_a_hand_made_answer():
 def test_teacher_guidance_variants():
     fam = GuiStateFamily()
     t, s = _multi_state(fam)
-    show = lambda a: str(a)  # noqa: E731 - compact JSON, as in the hints
+    show = lambda a: str(a)
     single = single_gt_prompt(t)
     assert single.startswith(t.prompt + "\nHint: a correct action is ") and single.endswith(show(s.demonstrated))
     multi = multi_gt_prompt(t)

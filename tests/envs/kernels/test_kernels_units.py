@@ -1,16 +1,21 @@
 """Pure parts of the kernel environment: loader, parsing, static checks, rewards, sketch, metrics."""
 
 import math
-import subprocess
 import shutil
+import subprocess
 
 import pytest
 
 from tempering.envs.kernels import rewards
 from tempering.envs.kernels.evaluate import geomean, summarize
 from tempering.envs.kernels.feedback import feedback
-from tempering.envs.kernels.problems import (builtin_problems, load_problems, module_constants, problem_errors,
-                                             scale_sizes)
+from tempering.envs.kernels.problems import (
+    builtin_problems,
+    load_problems,
+    module_constants,
+    problem_errors,
+    scale_sizes,
+)
 from tempering.envs.kernels.sketch import SPECS, canonical, lower, parse_sketch, spec_for
 from tempering.envs.kernels.submission import parse_submission, static_check
 from tempering.envs.kernels.synth import ast_similarity, compose

@@ -17,8 +17,15 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tempering.algos.litegui import (
-    PlanJudge, RewardWeights, action_reward, dual_reward, guidance_most_matched, guidance_multi, guidance_single,
-    plan_match, teacher_prompt,
+    PlanJudge,
+    RewardWeights,
+    action_reward,
+    dual_reward,
+    guidance_most_matched,
+    guidance_multi,
+    guidance_single,
+    plan_match,
+    teacher_prompt,
 )
 from tempering.envs.base import Env, StepResult, TaskFamily
 from tempering.envs.gui.action import parse_output

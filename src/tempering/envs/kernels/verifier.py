@@ -194,7 +194,7 @@ def available_backends() -> dict[str, str]:
     """{backend: "" if it can run here, else why not} (detected, not assumed)."""
     out = {"c": "" if shutil.which("gcc") else "no gcc on PATH"}
     try:
-        import torch.utils.cpp_extension  # noqa: F401
+        import torch.utils.cpp_extension
 
         out["torch_ext"] = "" if shutil.which("g++") else "no g++ on PATH"
     except Exception as e:  # pragma: no cover
@@ -358,6 +358,7 @@ class KernelVerifier:
         system paths a job sees. nvcc takes ~0.5 s, so this runs uncached.
         """
         import torch.utils.cpp_extension as ce
+
         from tempering.sandbox import BuildResult, Job
 
         nvcc = os.path.realpath(shutil.which("nvcc") or "nvcc")

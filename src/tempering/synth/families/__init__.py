@@ -48,7 +48,7 @@ class Params:
                 "data_seed": self.data_seed}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Params":
+    def from_dict(cls, d: dict[str, Any]) -> Params:
         return cls(int(d["depth"]), tuple(d.get("features", ())), d["op"], d["domain"], int(d.get("data_seed", 0)))
 
 
