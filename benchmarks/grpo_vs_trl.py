@@ -72,14 +72,38 @@ def arm_tempering(model_dir: str, steps: int, seed: int) -> dict:
     from tempering.recipes.rl import RLTrainer, TrainConfig
 
     fam, order = train_order(steps, seed)
-    cfg = build(TrainConfig, {
-        "model": {"name": model_dir}, "task": TASK,
-        "rollout": {"group_size": GROUP, "prompts_per_step": PROMPTS, "max_new_tokens": MAX_NEW, "temperature": 1.0},
-        "loss": {"advantage": "grpo", "clip_low": 0.2, "clip_high": 0.28, "loss_agg": "token-mean", "micro_batch_size": PROMPTS * GROUP,
-                 "share_prefix": SHARE_PREFIX},
-        "optim": {"lr": LR}, "run": {"steps": steps, "seed": seed, "out_dir": f"/tmp/bench_tempering_{os.getpid()}",
-                                     "eval_every": 0, "checkpoint_every": 0, "log_samples": 0, "tensorboard": False, "progress": False},
-    })
+    cfg = build(
+        TrainConfig,
+        {
+            "model": {"name": model_dir},
+            "task": TASK,
+            "rollout": {
+                "group_size": GROUP,
+                "prompts_per_step": PROMPTS,
+                "max_new_tokens": MAX_NEW,
+                "temperature": 1.0,
+            },
+            "loss": {
+                "advantage": "grpo",
+                "clip_low": 0.2,
+                "clip_high": 0.28,
+                "loss_agg": "token-mean",
+                "micro_batch_size": PROMPTS * GROUP,
+                "share_prefix": SHARE_PREFIX,
+            },
+            "optim": {"lr": LR},
+            "run": {
+                "steps": steps,
+                "seed": seed,
+                "out_dir": f"/tmp/bench_tempering_{os.getpid()}",
+                "eval_every": 0,
+                "checkpoint_every": 0,
+                "log_samples": 0,
+                "tensorboard": False,
+                "progress": False,
+            },
+        },
+    )
     tr = RLTrainer(cfg, family=fam)
     # feed the shared prompt order
     index = {t.id: i for i, t in enumerate(tr.train_tasks)}
@@ -93,8 +117,13 @@ def arm_tempering(model_dir: str, steps: int, seed: int) -> dict:
         rewards.append(r.metrics["reward"])
         gen.append(r.metrics["gen_seconds"])
         upd.append(r.metrics["update_seconds"])
-    return {"step_seconds": times, "rewards": rewards, "gen_seconds": gen, "update_seconds": upd,
-            "heldout_pass_at_1": heldout_pass(tr.model, tr.tokenizer)}
+    return {
+        "step_seconds": times,
+        "rewards": rewards,
+        "gen_seconds": gen,
+        "update_seconds": upd,
+        "heldout_pass_at_1": heldout_pass(tr.model, tr.tokenizer),
+    }
 
 
 def arm_trl(model_dir: str, steps: int, seed: int) -> dict:
@@ -119,26 +148,72 @@ def arm_trl(model_dir: str, steps: int, seed: int) -> dict:
             times.append(time.perf_counter())
 
     args = GRPOConfig(
-        output_dir=f"/tmp/bench_trl_{os.getpid()}", per_device_train_batch_size=PROMPTS * GROUP, gradient_accumulation_steps=1,
-        num_generations=GROUP, max_completion_length=MAX_NEW, learning_rate=LR, lr_scheduler_type="constant", warmup_steps=0,
-        beta=0.0, num_iterations=1, epsilon=0.2, epsilon_high=0.28, loss_type="dapo", scale_rewards="group", temperature=1.0,
-        max_steps=steps, logging_steps=1, save_strategy="no", report_to="none", use_cpu=True, bf16=False, seed=seed,
-        shuffle_dataset=False, dataloader_num_workers=0, max_grad_norm=1.0, weight_decay=0.0,
+        output_dir=f"/tmp/bench_trl_{os.getpid()}",
+        per_device_train_batch_size=PROMPTS * GROUP,
+        gradient_accumulation_steps=1,
+        num_generations=GROUP,
+        max_completion_length=MAX_NEW,
+        learning_rate=LR,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        beta=0.0,
+        num_iterations=1,
+        epsilon=0.2,
+        epsilon_high=0.28,
+        loss_type="dapo",
+        scale_rewards="group",
+        temperature=1.0,
+        max_steps=steps,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        bf16=False,
+        seed=seed,
+        shuffle_dataset=False,
+        dataloader_num_workers=0,
+        max_grad_norm=1.0,
+        weight_decay=0.0,
     )
-    trainer = GRPOTrainer(model=model, reward_funcs=exact, args=args, train_dataset=Dataset.from_list(rows), processing_class=tok, callbacks=[Clock()])
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=exact,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tok,
+        callbacks=[Clock()],
+    )
     t0 = time.perf_counter()
     trainer.train()
     stamps = [t0] + times
     rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
-    return {"step_seconds": [b - a for a, b in zip(stamps, stamps[1:])], "rewards": rewards,
-            "heldout_pass_at_1": heldout_pass(trainer.model.eval(), tok), "torch_threads": torch.get_num_threads()}
+    return {
+        "step_seconds": [b - a for a, b in zip(stamps, stamps[1:])],
+        "rewards": rewards,
+        "heldout_pass_at_1": heldout_pass(trainer.model.eval(), tok),
+        "torch_threads": torch.get_num_threads(),
+    }
 
 
 def run_arm(arm: str, model_dir: str, steps: int, seed: int, threads: int) -> dict:
     out = Path(f"/tmp/bench_arm_{arm}_{os.getpid()}.json")
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    cmd = [sys.executable, __file__, "--arm", arm, "--model", model_dir, "--steps", str(steps), "--seed", str(seed),
-           "--threads", str(threads), "--arm-out", str(out)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--arm",
+        arm,
+        "--model",
+        model_dir,
+        "--steps",
+        str(steps),
+        "--seed",
+        str(seed),
+        "--threads",
+        str(threads),
+        "--arm-out",
+        str(out),
+    ]
     subprocess.run(cmd, check=True, env=env)
     res = json.loads(out.read_text())
     out.unlink()
@@ -148,8 +223,13 @@ def run_arm(arm: str, model_dir: str, steps: int, seed: int, threads: int) -> di
 def summarize(res: dict) -> dict:
     timed = res["step_seconds"][WARMUP_STEPS:]
     steps_per_s = len(timed) / sum(timed)
-    return {"steps_per_s": steps_per_s, "completions_per_s": steps_per_s * PROMPTS * GROUP, "peak_rss_mb": res["peak_rss_mb"],
-            "reward_last10": st.mean(res["rewards"][-10:]), "heldout_pass_at_1": res["heldout_pass_at_1"]}
+    return {
+        "steps_per_s": steps_per_s,
+        "completions_per_s": steps_per_s * PROMPTS * GROUP,
+        "peak_rss_mb": res["peak_rss_mb"],
+        "reward_last10": st.mean(res["rewards"][-10:]),
+        "heldout_pass_at_1": res["heldout_pass_at_1"],
+    }
 
 
 def render(head: dict) -> str:
@@ -157,39 +237,41 @@ def render(head: dict) -> str:
     f = lambda xs: ", ".join(f"{x:.3f}" for x in xs)
     return f"""# GRPO throughput: tempering vs TRL
 
-Command: `{head['command']}`\\
-Machine: {head['machine']}; torch threads per run: {head['threads']}; TRL {head['trl_version']}, transformers {head['transformers_version']}.
+Command: `{head["command"]}`\\
+Machine: {head["machine"]}; torch threads per run: {head["threads"]}; TRL {head["trl_version"]}, transformers {head["transformers_version"]}.
 
 Workload (both arms): warm-started `tiny-s` (0.54M parameters, character tokenizer), arithmetic `a+b=` (10..999),
 {PROMPTS} prompts x {GROUP} completions per step, at most {MAX_NEW} new tokens, temperature 1, lr {LR} constant,
-beta = 0, one on-policy update per batch, clip 0.2 / 0.28, token-mean loss, {head['steps']} steps, the same prompt order.
-Each arm runs in its own process; runs alternate tempering, TRL, tempering, TRL ({head['pairs']} pairs, seeds {head['seed']}..{head['seed'] + head['pairs'] - 1}).
+beta = 0, one on-policy update per batch, clip 0.2 / 0.28, token-mean loss, {head["steps"]} steps, the same prompt order.
+Each arm runs in its own process; runs alternate tempering, TRL, tempering, TRL ({head["pairs"]} pairs, seeds {head["seed"]}..{head["seed"] + head["pairs"] - 1}).
 The first {WARMUP_STEPS} steps of each run are excluded from timing.
 
 | | tempering | TRL GRPOTrainer | ratio |
 | --- | --- | --- | --- |
-| steps/s (median) | {head['tempering_steps_per_s']:.3f} | {head['trl_steps_per_s']:.3f} | {head['throughput_ratio']:.2f}x (median of paired ratios: {f(head['throughput_ratios'])}) |
-| completions/s (median) | {head['tempering_completions_per_s']:.0f} | {head['trl_completions_per_s']:.0f} | |
-| peak RSS, MB (median) | {head['tempering_peak_rss_mb']:.0f} | {head['trl_peak_rss_mb']:.0f} | |
-| mean reward, last 10 steps (per run) | {f(head['tempering_reward_last10'])} | {f(head['trl_reward_last10'])} | |
-| held-out pass@1 after the run (greedy, 500 prompts) | {f(head['tempering_heldout_pass_at_1'])} | {f(head['trl_heldout_pass_at_1'])} | |
+| steps/s (median) | {head["tempering_steps_per_s"]:.3f} | {head["trl_steps_per_s"]:.3f} | {head["throughput_ratio"]:.2f}x (median of paired ratios: {f(head["throughput_ratios"])}) |
+| completions/s (median) | {head["tempering_completions_per_s"]:.0f} | {head["trl_completions_per_s"]:.0f} | |
+| peak RSS, MB (median) | {head["tempering_peak_rss_mb"]:.0f} | {head["trl_peak_rss_mb"]:.0f} | |
+| mean reward, last 10 steps (per run) | {f(head["tempering_reward_last10"])} | {f(head["trl_reward_last10"])} | |
+| held-out pass@1 after the run (greedy, 500 prompts) | {f(head["tempering_heldout_pass_at_1"])} | {f(head["trl_heldout_pass_at_1"])} | |
 
-Where tempering's step time goes (median share over runs): generation {100 * head['tempering_generation_share']:.0f}%, policy update
-{100 * head['tempering_update_share']:.0f}%, the rest (verification, collation, logging) {100 * (1 - head['tempering_generation_share'] - head['tempering_update_share']):.0f}%.
+Where tempering's step time goes (median share over runs): generation {100 * head["tempering_generation_share"]:.0f}%, policy update
+{100 * head["tempering_update_share"]:.0f}%, the rest (verification, collation, logging) {100 * (1 - head["tempering_generation_share"] - head["tempering_update_share"]):.0f}%.
 
 Both arms run the same Hugging Face model, and at this size its forward and backward are most of a step.
 Most of each sequence is the prompt, shared by a group's {GROUP} samples: {share_note(head)}
 
-Goal: at least 2x TRL's steps/s with an equal learning curve. Measured: {head['throughput_ratio']:.2f}x, so the
-goal is {'met' if head['throughput_ratio'] >= 2 else 'not met'}. {curve_note(head)}
+Goal: at least 2x TRL's steps/s with an equal learning curve. Measured: {head["throughput_ratio"]:.2f}x, so the
+goal is {"met" if head["throughput_ratio"] >= 2 else "not met"}. {curve_note(head)}
 """
 
 
 def share_note(head: dict) -> str:
     """What each arm's update runs of the shared prompts."""
     if head.get("tempering_share_prefix"):
-        return ("tempering's update runs each shared prompt through the model once (`loss.share_prefix`, on by "
-                "default) and only the completions per sample; TRL's runs every prompt-plus-completion row in full.")
+        return (
+            "tempering's update runs each shared prompt through the model once (`loss.share_prefix`, on by "
+            "default) and only the completions per sample; TRL's runs every prompt-plus-completion row in full."
+        )
     return "both arms run every prompt-plus-completion row in full (tempering's `loss.share_prefix` was off)."
 
 
@@ -199,9 +281,11 @@ def curve_note(head: dict) -> str:
     p = st.mean(head["tempering_heldout_pass_at_1"] + head["trl_heldout_pass_at_1"])
     se = 100 * (p * (1 - p) / TASK["heldout_size"]) ** 0.5
     ahead = sum(d > 0 for d in diffs)
-    return (f"Learning curves: tempering minus TRL held-out pass@1 per pair is {', '.join(f'{d:+.1f}' for d in diffs)} points "
-            f"(tempering ahead in {ahead} of {len(diffs)}); one measurement's standard error is about {se:.1f} points, "
-            f"so {len(diffs)} pairs cannot settle whether the curves differ.")
+    return (
+        f"Learning curves: tempering minus TRL held-out pass@1 per pair is {', '.join(f'{d:+.1f}' for d in diffs)} points "
+        f"(tempering ahead in {ahead} of {len(diffs)}); one measurement's standard error is about {se:.1f} points, "
+        f"so {len(diffs)} pairs cannot settle whether the curves differ."
+    )
 
 
 def main() -> None:
@@ -239,8 +323,12 @@ def main() -> None:
             print(arm, i, {k: round(v, 3) for k, v in runs[arm][-1].items()}, flush=True)
     ratios = [t["steps_per_s"] / r["steps_per_s"] for t, r in zip(runs["tempering"], runs["trl"])]
     med = lambda arm, k: st.median(r[k] for r in runs[arm])
-    gen_share = st.median(sum(r["gen_seconds"][WARMUP_STEPS:]) / sum(r["step_seconds"][WARMUP_STEPS:]) for r in raw["tempering"])
-    upd_share = st.median(sum(r["update_seconds"][WARMUP_STEPS:]) / sum(r["step_seconds"][WARMUP_STEPS:]) for r in raw["tempering"])
+    gen_share = st.median(
+        sum(r["gen_seconds"][WARMUP_STEPS:]) / sum(r["step_seconds"][WARMUP_STEPS:]) for r in raw["tempering"]
+    )
+    upd_share = st.median(
+        sum(r["update_seconds"][WARMUP_STEPS:]) / sum(r["step_seconds"][WARMUP_STEPS:]) for r in raw["tempering"]
+    )
     head = {
         "tempering_steps_per_s": med("tempering", "steps_per_s"),
         "trl_steps_per_s": med("trl", "steps_per_s"),
@@ -256,9 +344,17 @@ def main() -> None:
         "trl_heldout_pass_at_1": [r["heldout_pass_at_1"] for r in runs["trl"]],
         "tempering_generation_share": gen_share,
         "tempering_update_share": upd_share,
-        "steps": a.steps, "pairs": a.pairs, "threads": a.threads, "seed": a.seed, "tempering_share_prefix": SHARE_PREFIX, "prompts_per_step": PROMPTS, "group_size": GROUP,
-        "max_completion_length": MAX_NEW, "lr": LR,
-        "trl_version": __import__("trl").__version__, "transformers_version": __import__("transformers").__version__,
+        "steps": a.steps,
+        "pairs": a.pairs,
+        "threads": a.threads,
+        "seed": a.seed,
+        "tempering_share_prefix": SHARE_PREFIX,
+        "prompts_per_step": PROMPTS,
+        "group_size": GROUP,
+        "max_completion_length": MAX_NEW,
+        "lr": LR,
+        "trl_version": __import__("trl").__version__,
+        "transformers_version": __import__("transformers").__version__,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "command": "python benchmarks/grpo_vs_trl.py " + " ".join(sys.argv[1:]),
         "curves": {arm: [r["rewards"] for r in raw[arm]] for arm in raw},

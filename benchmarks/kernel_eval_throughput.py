@@ -62,8 +62,11 @@ class ModelNew(nn.Module):
     def forward(self, x):
         return ext.run(x)
 '''
-TORCH_EXT_CASES = {"relu": "v > 0.0f ? v : 0.0f", "hardtanh": "v < -1.0f ? -1.0f : (v > 1.0f ? 1.0f : v)",
-                   "scale_shift": "v * 2.5f + 0.5f"}
+TORCH_EXT_CASES = {
+    "relu": "v > 0.0f ? v : 0.0f",
+    "hardtanh": "v < -1.0f ? -1.0f : (v > 1.0f ? 1.0f : v)",
+    "scale_shift": "v * 2.5f + 0.5f",
+}
 
 
 def machine() -> dict:
@@ -73,8 +76,15 @@ def machine() -> dict:
     except (OSError, StopIteration):
         pass
     gcc = subprocess.run(["gcc", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
-            "gcc": gcc, "platform": platform.platform(), "load_average_start": os.getloadavg()}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "gcc": gcc,
+        "platform": platform.platform(),
+        "load_average_start": os.getloadavg(),
+    }
 
 
 def pch_effect(workdir: Path) -> dict:
@@ -83,8 +93,11 @@ def pch_effect(workdir: Path) -> dict:
 
     src = "#include <torch/extension.h>\ntorch::Tensor twice(torch::Tensor x) { return x * 2; }\n"
     out = {}
-    for label, use_pch, name in (("no_pch", False, "pch_a"), ("pch_first_build", True, "pch_b"),
-                                 ("pch_reused", True, "pch_c")):
+    for label, use_pch, name in (
+        ("no_pch", False, "pch_a"),
+        ("pch_first_build", True, "pch_b"),
+        ("pch_reused", True, "pch_c"),
+    ):
         d = workdir / name
         d.mkdir(parents=True)
         t0 = time.perf_counter()
@@ -113,14 +126,26 @@ def kernelbench_sizes(root: Path, scales=(1.0, 0.5, 0.25, 0.125)) -> list[dict]:
                         exec(compile(p.source, p.name, "exec"), ns)  # a published benchmark file, meta tensors only
                         inputs = ns["get_inputs"]()
                         model = ns["Model"](*ns["get_init_inputs"]())
-                    sizes.append(sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
-                                 + sum(q.numel() * q.element_size() for q in model.parameters()))
+                    sizes.append(
+                        sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+                        + sum(q.numel() * q.element_size() for q in model.parameters())
+                    )
                 except Exception:
                     pass
             gib = sorted(b / 2**30 for b in sizes)
-            rows.append({"level": level, "scale": scale, "loaded": len(problems), "skipped": len(skipped),
-                         "measured": len(gib), "over_1gib": sum(g > 1 for g in gib), "over_4gib": sum(g > 4 for g in gib),
-                         "median_mib": 1024 * gib[len(gib) // 2] if gib else None, "max_gib": gib[-1] if gib else None})
+            rows.append(
+                {
+                    "level": level,
+                    "scale": scale,
+                    "loaded": len(problems),
+                    "skipped": len(skipped),
+                    "measured": len(gib),
+                    "over_1gib": sum(g > 1 for g in gib),
+                    "over_4gib": sum(g > 4 for g in gib),
+                    "median_mib": 1024 * gib[len(gib) // 2] if gib else None,
+                    "max_gib": gib[-1] if gib else None,
+                }
+            )
     return rows
 
 
@@ -132,8 +157,12 @@ def random_sketch(rng: random.Random, kind: str) -> str:
 
 
 # Schedules a person would try first (unit-stride inner loop, SIMD, both cores), beside the random sample.
-CURATED = {"matmul": "order=ikj vec=1", "linear_relu": "order=ijk vec=1", "row_sum": "order=rc unroll=4 vec=1",
-           "scale_tanh_clamp": "vec=1"}
+CURATED = {
+    "matmul": "order=ikj vec=1",
+    "linear_relu": "order=ijk vec=1",
+    "row_sum": "order=rc unroll=4 vec=1",
+    "scale_tanh_clamp": "vec=1",
+}
 
 
 async def sketch_spread(verifier: KernelVerifier, n: int, seed: int) -> list[dict]:
@@ -142,7 +171,9 @@ async def sketch_spread(verifier: KernelVerifier, n: int, seed: int) -> list[dic
     rng = random.Random(seed)
     rows = []
     pairs = []
-    drawn = [(problems[k % len(problems)], None) for k in range(n)] + [(p, CURATED[p.name.split("_", 1)[1]]) for p in problems]
+    drawn = [(problems[k % len(problems)], None) for k in range(n)] + [
+        (p, CURATED[p.name.split("_", 1)[1]]) for p in problems
+    ]
     for p, fixed in drawn:
         spec = spec_for(p.name)
         text = fixed or random_sketch(rng, spec.kind) or "order=" + orders(spec.kind)[0]
@@ -165,7 +196,8 @@ def write_markdown(path: Path, data: dict, command: str) -> None:
     lines = [
         "# Kernel environment: reference eval, throughput, hacks",
         "",
-        f"Command: `{command}`" + (f"; sketch section: `{data['command_sketches']}`" if data.get("command_sketches") else "")
+        f"Command: `{command}`"
+        + (f"; sketch section: `{data['command_sketches']}`" if data.get("command_sketches") else "")
         + "  ",
         f"Machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']}, {m['gcc']}; load average at start "
         f"{m['load_average_start'][0]:.1f}, at end {m['load_average_end'][0]:.1f} (a shared machine: timings are "
@@ -180,74 +212,130 @@ def write_markdown(path: Path, data: dict, command: str) -> None:
         "| key | value |",
         "| --- | --- |",
     ]
-    for k in ("builtin_problems", "reference_pass_rate", "verified_per_minute_cold", "verified_per_minute_warm",
-              "torch_ext_verified_per_minute_cold", "torch_ext_verified_per_minute_warm", "hacks_caught", "hacks_total",
-              "bad_inputs_handled", "bad_inputs_total"):
+    for k in (
+        "builtin_problems",
+        "reference_pass_rate",
+        "verified_per_minute_cold",
+        "verified_per_minute_warm",
+        "torch_ext_verified_per_minute_cold",
+        "torch_ext_verified_per_minute_warm",
+        "hacks_caught",
+        "hacks_total",
+        "bad_inputs_handled",
+        "bad_inputs_total",
+    ):
         v = data.get(k)
         lines.append(f"| {k} | {fmt(v) if isinstance(v, float) else v} |")
     rows_ok = [r for r in ev["rows"] if r["correct"] and r["speedup_eager"]]
     slower = [r["problem"] for r in rows_ok if r["speedup_eager"] < 1.0]
-    lines += ["", "## Built-in reference submissions (backend `c`, torch.compile timed in the same job)", "",
-              f"{len(slower)} of {len(rows_ok)} timed reference kernels are slower than eager PyTorch. They are "
-              "plain OpenMP loops meant as correct references, not tuned kernels; those calling `expf`, `tanhf`, "
-              "`erff` or `log1pf` run glibc's scalar functions (gcc uses its vectorised variants only under "
-              "`-ffast-math`, which is not the default, see `VerifyConfig.c_flags`), while eager PyTorch uses "
-              "vectorised ones.", "",
-              "```", format_table(ev["summary"]), "```", "",
-              "| problem | status | candidate ms | eager ms | compile ms | vs eager | vs compile | CUDA Agent reward |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [
+        "",
+        "## Built-in reference submissions (backend `c`, torch.compile timed in the same job)",
+        "",
+        f"{len(slower)} of {len(rows_ok)} timed reference kernels are slower than eager PyTorch. They are "
+        "plain OpenMP loops meant as correct references, not tuned kernels; those calling `expf`, `tanhf`, "
+        "`erff` or `log1pf` run glibc's scalar functions (gcc uses its vectorised variants only under "
+        "`-ffast-math`, which is not the default, see `VerifyConfig.c_flags`), while eager PyTorch uses "
+        "vectorised ones.",
+        "",
+        "```",
+        format_table(ev["summary"]),
+        "```",
+        "",
+        "| problem | status | candidate ms | eager ms | compile ms | vs eager | vs compile | CUDA Agent reward |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in ev["rows"]:
-        lines.append(f"| {r['problem']} | {r['status']} | {fmt(r['t_ms'])} | {fmt(r['t_eager_ms'])} | "
-                     f"{fmt(r['t_compile_ms'])} | {fmt(r['speedup_eager'])} | {fmt(r['speedup_compile'])} | "
-                     f"{r['cuda_agent_reward']} |")
+        lines.append(
+            f"| {r['problem']} | {r['status']} | {fmt(r['t_ms'])} | {fmt(r['t_eager_ms'])} | "
+            f"{fmt(r['t_compile_ms'])} | {fmt(r['speedup_eager'])} | {fmt(r['speedup_compile'])} | "
+            f"{r['cuda_agent_reward']} |"
+        )
     tp = data["throughput"]
-    lines += ["", "## Verification throughput (correctness only, sandbox pool of "
-              f"{tp['concurrency']}, each candidate in a fresh process)", "",
-              "| backend | cache | submissions | verified | minutes | verified / minute |", "| --- | --- | --- | --- | --- | --- |"]
+    lines += [
+        "",
+        "## Verification throughput (correctness only, sandbox pool of "
+        f"{tp['concurrency']}, each candidate in a fresh process)",
+        "",
+        "| backend | cache | submissions | verified | minutes | verified / minute |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for row in tp["rows"]:
-        lines.append(f"| {row['backend']} | {row['cache']} | {row['submissions']} | {row['verified']} | "
-                     f"{row['minutes']:.2f} | {row['per_minute']:.1f} |")
+        lines.append(
+            f"| {row['backend']} | {row['cache']} | {row['submissions']} | {row['verified']} | "
+            f"{row['minutes']:.2f} | {row['per_minute']:.1f} |"
+        )
     pch = data.get("pch")
     if pch:
-        lines += ["", "## torch_ext: precompiled header (one load_inline extension, on the host, seconds)", "",
-                  "| build | seconds |", "| --- | --- |",
-                  f"| no precompiled header | {pch['no_pch']:.1f} |",
-                  f"| with it, header precompiled first | {pch['pch_first_build']:.1f} |",
-                  f"| with it, header reused | {pch['pch_reused']:.1f} |",
-                  f"| header file size (MiB) | {fmt(pch['pch_file_mb'], '.0f')} |"]
-    lines += ["", "## Reward hacks (each a submission that must be caught)", "",
-              "| hack | static checks | status | caught |", "| --- | --- | --- | --- |"]
+        lines += [
+            "",
+            "## torch_ext: precompiled header (one load_inline extension, on the host, seconds)",
+            "",
+            "| build | seconds |",
+            "| --- | --- |",
+            f"| no precompiled header | {pch['no_pch']:.1f} |",
+            f"| with it, header precompiled first | {pch['pch_first_build']:.1f} |",
+            f"| with it, header reused | {pch['pch_reused']:.1f} |",
+            f"| header file size (MiB) | {fmt(pch['pch_file_mb'], '.0f')} |",
+        ]
+    lines += [
+        "",
+        "## Reward hacks (each a submission that must be caught)",
+        "",
+        "| hack | static checks | status | caught |",
+        "| --- | --- | --- | --- |",
+    ]
     for h in data["hacks"]:
-        lines.append(f"| {h['name']} | {'on' if h['static_checks'] else 'off'} | {h['status']} | {'yes' if h['caught'] else 'NO'} |")
+        lines.append(
+            f"| {h['name']} | {'on' if h['static_checks'] else 'off'} | {h['status']} | {'yes' if h['caught'] else 'NO'} |"
+        )
     lines += ["", "## Bad input", "", "| case | status | handled |", "| --- | --- | --- |"]
     for h in data["bad_inputs"]:
         lines.append(f"| {h['name']} | {h['status']} | {'yes' if h['caught'] else 'NO'} |")
     sp = data["sketch_spread"]
-    lines += ["", f"## Kernel sketches (seed {data['config']['sketch_seed']}; the sketch family's checks: 1 thread "
-              "for sketch and baselines (a sketch's `threads` is capped at it), 3 seeds, 1 signed trial, 10 timed runs)", ""]
+    lines += [
+        "",
+        f"## Kernel sketches (seed {data['config']['sketch_seed']}; the sketch family's checks: 1 thread "
+        "for sketch and baselines (a sketch's `threads` is capped at it), 3 seeds, 1 signed trial, 10 timed runs)",
+        "",
+    ]
     for drawn in ("random", "curated"):
         counts = {}
         for r in sp:
             if r.get("drawn", "random") != drawn:
                 continue
-            key = "wrong" if r["status"] != "correct" else ("faster than eager" if (r["speedup_eager"] or 0) > 1.05
-                                                             else "correct, not faster")
+            key = (
+                "wrong"
+                if r["status"] != "correct"
+                else ("faster than eager" if (r["speedup_eager"] or 0) > 1.05 else "correct, not faster")
+            )
             counts[key] = counts.get(key, 0) + 1
         if counts:
             lines.append(f"- {drawn}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-    lines += ["", "| drawn | problem | sketch | status | vs eager | CUDA Agent reward | score |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [
+        "",
+        "| drawn | problem | sketch | status | vs eager | CUDA Agent reward | score |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in sp:
-        lines.append(f"| {r.get('drawn', 'random')} | {r['problem']} | `{r['sketch']}` | {r['status']} | "
-                     f"{fmt(r['speedup_eager'])} | {r['cuda_agent_reward']} | {r['score']:.2f} |")
+        lines.append(
+            f"| {r.get('drawn', 'random')} | {r['problem']} | `{r['sketch']}` | {r['status']} | "
+            f"{fmt(r['speedup_eager'])} | {r['cuda_agent_reward']} | {r['score']:.2f} |"
+        )
     kb = data.get("kernelbench_sizes")
     if kb:
-        lines += ["", "## KernelBench problem sizes per size scale (inputs + parameters, built on the meta device)", "",
-                  "| level | scale | loaded | skipped | > 1 GiB | > 4 GiB | median MiB | max GiB |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [
+            "",
+            "## KernelBench problem sizes per size scale (inputs + parameters, built on the meta device)",
+            "",
+            "| level | scale | loaded | skipped | > 1 GiB | > 4 GiB | median MiB | max GiB |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for r in kb:
-            lines.append(f"| {r['level']} | {r['scale']} | {r['loaded']} | {r['skipped']} | {r['over_1gib']} | "
-                         f"{r['over_4gib']} | {fmt(r['median_mib'], '.1f')} | {fmt(r['max_gib'])} |")
+            lines.append(
+                f"| {r['level']} | {r['scale']} | {r['loaded']} | {r['skipped']} | {r['over_1gib']} | "
+                f"{r['over_4gib']} | {fmt(r['median_mib'], '.1f')} | {fmt(r['max_gib'])} |"
+            )
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -264,17 +352,27 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="a few problems only, results to /tmp")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--concurrency", type=int, default=2, help="sandbox pool size for the throughput runs")
-    ap.add_argument("--eval-concurrency", type=int, default=2,
-                    help="jobs at once in the reference eval (each job times its models interleaved; a torch.compile "
-                         "baseline takes 1-2 min per problem on a loaded 2-core machine)")
+    ap.add_argument(
+        "--eval-concurrency",
+        type=int,
+        default=2,
+        help="jobs at once in the reference eval (each job times its models interleaved; a torch.compile "
+        "baseline takes 1-2 min per problem on a loaded 2-core machine)",
+    )
     ap.add_argument("--sketches", type=int, default=24)
     ap.add_argument("--sketch-seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="results folder (default docs/results)")
-    ap.add_argument("--kernelbench", default=None,
-                    help="KernelBench's KernelBench/ folder (level1..3): check they load and size them per scale")
+    ap.add_argument(
+        "--kernelbench",
+        default=None,
+        help="KernelBench's KernelBench/ folder (level1..3): check they load and size them per scale",
+    )
     ap.add_argument("--render", default=None, help="only rewrite kernels.md from this kernels.json (no measuring)")
-    ap.add_argument("--update-sketches", action="store_true",
-                    help="re-measure only the sketch section of the existing kernels.json in --out")
+    ap.add_argument(
+        "--update-sketches",
+        action="store_true",
+        help="re-measure only the sketch section of the existing kernels.json in --out",
+    )
     args = ap.parse_args()
     out = Path(args.out or ("/tmp/kernels-bench" if args.quick else ROOT / "docs" / "results"))
     if args.render:
@@ -284,8 +382,9 @@ def main() -> None:
     if args.update_sketches:  # re-measure only the sketch section of an existing run
         data = json.loads((out / "kernels.json").read_text())
         scfg = VerifyConfig(seeds=3, signed_trials=1, timed_runs=10, compile_baseline="off")  # SketchFamily's checks
-        data["sketch_spread"] = asyncio.run(sketch_spread(KernelVerifier(scfg, sandbox=Sandbox(concurrency=1)),
-                                                          args.sketches, args.sketch_seed))
+        data["sketch_spread"] = asyncio.run(
+            sketch_spread(KernelVerifier(scfg, sandbox=Sandbox(concurrency=1)), args.sketches, args.sketch_seed)
+        )
         data["config"]["sketch_seed"] = args.sketch_seed
         data["command_sketches"] = "python " + " ".join([os.path.relpath(__file__, ROOT)] + sys.argv[1:])
         atomic_write(out / "kernels.json", json.dumps(data, indent=2, default=str))
@@ -295,8 +394,15 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="kernels-bench-"))
     data: dict = {"machine": machine()}
     cfg = VerifyConfig(threads=args.threads, compile_baseline="every", cache_dir=str(work / "cache"), wall_s=900.0)
-    data["config"] = {"eval_concurrency": args.eval_concurrency, "seeds": cfg.seeds, "signed_trials": cfg.signed_trials, "threads": cfg.threads,
-                      "timed_runs": cfg.timed_runs, "warmup": cfg.warmup, "sketch_seed": args.sketch_seed}
+    data["config"] = {
+        "eval_concurrency": args.eval_concurrency,
+        "seeds": cfg.seeds,
+        "signed_trials": cfg.signed_trials,
+        "threads": cfg.threads,
+        "timed_runs": cfg.timed_runs,
+        "warmup": cfg.warmup,
+        "sketch_seed": args.sketch_seed,
+    }
     problems = builtin_problems()
     if args.quick:
         problems = problems[:3]
@@ -307,8 +413,11 @@ def main() -> None:
     t0 = time.perf_counter()
     ref = asyncio.run(evaluate(serial, [(p, p.solution) for p in problems]))
     summary = summarize(ref)
-    data["reference_eval"] = {"summary": summary, "rows": [r.to_dict() for r in ref],
-                              "minutes": (time.perf_counter() - t0) / 60}
+    data["reference_eval"] = {
+        "summary": summary,
+        "rows": [r.to_dict() for r in ref],
+        "minutes": (time.perf_counter() - t0) / 60,
+    }
     data["reference_pass_rate"] = summary["correct_rate"]
     print(format_table(summary), flush=True)
     atomic_write(out / "kernels.partial.json", json.dumps(data, default=str))
@@ -324,9 +433,17 @@ def main() -> None:
         results = asyncio.run(evaluate(v, pairs))
         minutes = (time.perf_counter() - t0) / 60
         verified = sum(r.correct for r in results)
-        rows.append({"backend": "c", "cache": label, "submissions": len(pairs), "verified": verified,
-                     "minutes": minutes, "per_minute": verified / minutes,
-                     "cached_builds": sum(r.build_cached for r in results)})
+        rows.append(
+            {
+                "backend": "c",
+                "cache": label,
+                "submissions": len(pairs),
+                "verified": verified,
+                "minutes": minutes,
+                "per_minute": verified / minutes,
+                "cached_builds": sum(r.build_cached for r in results),
+            }
+        )
         print(rows[-1], flush=True)
     data["verified_per_minute_cold"], data["verified_per_minute_warm"] = rows[0]["per_minute"], rows[1]["per_minute"]
 
@@ -334,16 +451,27 @@ def main() -> None:
     cases = list(TORCH_EXT_CASES.items())[: 1 if args.quick else None]
     for label in ("cold", "warm"):
         v = KernelVerifier(vcfg, sandbox=pool, cache=BuildCache(root=work / "ext-cache" / "builds"))
-        pairs = [(find_problem(builtin_problems(), name), TORCH_EXT.format(name=f"{name}_ext", expr=expr))
-                 for name, expr in cases]
+        pairs = [
+            (find_problem(builtin_problems(), name), TORCH_EXT.format(name=f"{name}_ext", expr=expr))
+            for name, expr in cases
+        ]
         t0 = time.perf_counter()
         results = asyncio.run(evaluate(v, pairs))
         minutes = (time.perf_counter() - t0) / 60
         verified = sum(r.correct for r in results)
-        rows.append({"backend": "torch_ext", "cache": label, "submissions": len(pairs), "verified": verified,
-                     "minutes": minutes, "per_minute": verified / minutes,
-                     "cached_builds": sum(r.build_cached for r in results),
-                     "build_s": [r.build_s for r in results], "statuses": [r.status for r in results]})
+        rows.append(
+            {
+                "backend": "torch_ext",
+                "cache": label,
+                "submissions": len(pairs),
+                "verified": verified,
+                "minutes": minutes,
+                "per_minute": verified / minutes,
+                "cached_builds": sum(r.build_cached for r in results),
+                "build_s": [r.build_s for r in results],
+                "statuses": [r.status for r in results],
+            }
+        )
         print(rows[-1], flush=True)
     data["torch_ext_verified_per_minute_cold"] = rows[2]["per_minute"]
     data["torch_ext_verified_per_minute_warm"] = rows[3]["per_minute"]
@@ -363,8 +491,16 @@ def main() -> None:
 
     for key, cases in (("hacks", HACKS), ("bad_inputs", BAD_INPUTS)):
         outcomes = asyncio.run(hacks(cases))
-        data[key] = [{"name": h.name, "static_checks": h.static_checks, "status": r.status, "caught": c,
-                      "message": r.message[:300]} for h, (r, c) in zip(cases, outcomes)]
+        data[key] = [
+            {
+                "name": h.name,
+                "static_checks": h.static_checks,
+                "status": r.status,
+                "caught": c,
+                "message": r.message[:300],
+            }
+            for h, (r, c) in zip(cases, outcomes)
+        ]
     data["hacks_caught"] = sum(h["caught"] for h in data["hacks"])
     data["hacks_total"] = len(data["hacks"])
     data["bad_inputs_handled"] = sum(h["caught"] for h in data["bad_inputs"])
@@ -372,8 +508,11 @@ def main() -> None:
 
     # 5. sketch spread (the sketch family's checks)
     scfg = replace(vcfg, seeds=3, signed_trials=1, timed_runs=10)  # SketchFamily's checks
-    data["sketch_spread"] = asyncio.run(sketch_spread(KernelVerifier(scfg, sandbox=Sandbox(concurrency=1)),
-                                                      4 if args.quick else args.sketches, args.sketch_seed))
+    data["sketch_spread"] = asyncio.run(
+        sketch_spread(
+            KernelVerifier(scfg, sandbox=Sandbox(concurrency=1)), 4 if args.quick else args.sketches, args.sketch_seed
+        )
+    )
     if args.kernelbench:
         data["kernelbench_sizes"] = kernelbench_sizes(Path(args.kernelbench))
     data["machine"]["load_average_end"] = os.getloadavg()

@@ -105,8 +105,11 @@ async def cache_speedup(sb: Sandbox, n: int) -> dict:
             assert first.result.ok and not first.cached and second.cached
             miss.append(t1 - t0)
             hit.append(t2 - t1)
-    return {"miss_ms_median": 1e3 * statistics.median(miss), "hit_ms_median": 1e3 * statistics.median(hit),
-            "build_cache_speedup": statistics.median(miss) / statistics.median(hit)}
+    return {
+        "miss_ms_median": 1e3 * statistics.median(miss),
+        "hit_ms_median": 1e3 * statistics.median(hit),
+        "build_cache_speedup": statistics.median(miss) / statistics.median(hit),
+    }
 
 
 def summarise(times: dict[str, list[float]]) -> dict:
@@ -124,10 +127,14 @@ def summarise(times: dict[str, list[float]]) -> dict:
 
 def machine() -> dict:
     bwrap = shutil.which("bwrap")
-    return {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "bwrap": subprocess.run([bwrap, "--version"], capture_output=True, text=True).stdout.strip() if bwrap else "",
-            "gcc": subprocess.run(["gcc", "-dumpfullversion"], capture_output=True, text=True).stdout.strip(),
-            "user": "root" if os.geteuid() == 0 else "non-root"}
+    return {
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "bwrap": subprocess.run([bwrap, "--version"], capture_output=True, text=True).stdout.strip() if bwrap else "",
+        "gcc": subprocess.run(["gcc", "-dumpfullversion"], capture_output=True, text=True).stdout.strip(),
+        "user": "root" if os.geteuid() == 0 else "non-root",
+    }
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -139,38 +146,61 @@ def write_atomic(path: Path, text: str) -> None:
 
 def render(report: dict, command: str) -> str:
     m = report["machine"]
-    lines = ["# Sandbox throughput", "",
-             f"Command: `{command}` (seed {report['seed']}, {report['n']} jobs per method, interleaved).",
-             f"Machine: {m['platform']}, {m['cpus']} CPUs, Python {m['python']}, {m['bwrap'] or 'no bwrap'}, "
-             f"gcc {m['gcc']}, running as {m['user']}. The machine is shared with other work (load average "
-             f"{report['load_before']} before, {report['load_after']} after, on {m['cpus']} CPUs): every process",
-             "start waits for a CPU, and a sandboxed job starts several processes, so under load the overhead grows.",
-             "Methods are interleaved so that the load hits all of them alike; `min` is the best of the runs, the",
-             "closest this machine came to idle.", "",
-             f"Peer: `subprocess.run` in a fresh folder under {report['root']} (where the sandbox makes its job folders),",
-             "no isolation, no limits. Overhead = backend minus peer.",
-             "Goal: isolation costs at most 20 ms per job at the median.", ""]
+    lines = [
+        "# Sandbox throughput",
+        "",
+        f"Command: `{command}` (seed {report['seed']}, {report['n']} jobs per method, interleaved).",
+        f"Machine: {m['platform']}, {m['cpus']} CPUs, Python {m['python']}, {m['bwrap'] or 'no bwrap'}, "
+        f"gcc {m['gcc']}, running as {m['user']}. The machine is shared with other work (load average "
+        f"{report['load_before']} before, {report['load_after']} after, on {m['cpus']} CPUs): every process",
+        "start waits for a CPU, and a sandboxed job starts several processes, so under load the overhead grows.",
+        "Methods are interleaved so that the load hits all of them alike; `min` is the best of the runs, the",
+        "closest this machine came to idle.",
+        "",
+        f"Peer: `subprocess.run` in a fresh folder under {report['root']} (where the sandbox makes its job folders),",
+        "no isolation, no limits. Overhead = backend minus peer.",
+        "Goal: isolation costs at most 20 ms per job at the median.",
+        "",
+    ]
     for kind, title in (("python", "Trivial Python job (`python -c pass`)"), ("c", "C compile-and-run job")):
-        lines += [f"## {title}", "",
-                  "| method | median ms | p95 ms | min ms | overhead median ms | overhead p95 ms | overhead min ms | jobs/s |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {title}",
+            "",
+            "| method | median ms | p95 ms | min ms | overhead median ms | overhead p95 ms | overhead min ms | jobs/s |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for meth, s in report[kind].items():
-            over = (f"{s['overhead_ms_median']:.1f} | {s['overhead_ms_p95']:.1f} | {s['overhead_ms_min']:.1f}"
-                    if "overhead_ms_median" in s else "- | - | -")
-            lines.append(f"| {meth} | {s['median_ms']:.1f} | {s['p95_ms']:.1f} | {s['min_ms']:.1f} | {over} "
-                         f"| {s['jobs_per_s']:.1f} |")
+            over = (
+                f"{s['overhead_ms_median']:.1f} | {s['overhead_ms_p95']:.1f} | {s['overhead_ms_min']:.1f}"
+                if "overhead_ms_median" in s
+                else "- | - | -"
+            )
+            lines.append(
+                f"| {meth} | {s['median_ms']:.1f} | {s['p95_ms']:.1f} | {s['min_ms']:.1f} | {over} "
+                f"| {s['jobs_per_s']:.1f} |"
+            )
         lines.append("")
     c = report["cache"]
-    lines += ["## Build cache", "", f"gcc -O2 -shared of a small C file: cold build {c['miss_ms_median']:.1f} ms, "
-              f"cache hit {c['hit_ms_median']:.2f} ms (median): **{c['build_cache_speedup']:.0f}x** faster.", ""]
+    lines += [
+        "## Build cache",
+        "",
+        f"gcc -O2 -shared of a small C file: cold build {c['miss_ms_median']:.1f} ms, "
+        f"cache hit {c['hit_ms_median']:.2f} ms (median): **{c['build_cache_speedup']:.0f}x** faster.",
+        "",
+    ]
     a = report["attacks"]
-    lines += ["## Adversarial suite", "",
-              f"{report['attacks_contained']} of {report['attacks_total']} attack runs contained "
-              "(each backend runs the attacks it guarantees; see docs/sandbox.md)."]
+    lines += [
+        "## Adversarial suite",
+        "",
+        f"{report['attacks_contained']} of {report['attacks_total']} attack runs contained "
+        "(each backend runs the attacks it guarantees; see docs/sandbox.md).",
+    ]
     for backend, verdicts in a.items():
         bad = {k: v for k, v in verdicts.items() if v}
-        lines.append(f"- {backend}: {sum(not v for v in verdicts.values())}/{len(verdicts)} contained"
-                     + (f"; not contained: {bad}" if bad else ""))
+        lines.append(
+            f"- {backend}: {sum(not v for v in verdicts.values())}/{len(verdicts)} contained"
+            + (f"; not contained: {bad}" if bad else "")
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -184,8 +214,13 @@ def main() -> None:
     backends = Sandbox.available_backends()
     cores = os.cpu_count() or 1
     sandboxes = {b: Sandbox(backend=b, concurrency=cores) for b in backends}
-    report: dict = {"seed": args.seed, "n": args.n, "machine": machine(), "root": default_root_parent(),
-                    "load_before": " ".join(f"{x:.1f}" for x in os.getloadavg())}
+    report: dict = {
+        "seed": args.seed,
+        "n": args.n,
+        "machine": machine(),
+        "root": default_root_parent(),
+        "load_before": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+    }
     py = ([sys.executable, "-c", "pass"], {})
     c = (C_CMD, {"main.c": C_SRC})
     for kind, (cmd, files), n in (("python", py, args.n), ("c", c, max(5, args.n // 3))):
@@ -193,7 +228,9 @@ def main() -> None:
         report[kind] = summarise(latency(sandboxes, cmd, files, n, args.seed))
         for meth in report[kind]:
             sb = sandboxes.get(meth)
-            report[kind][meth]["jobs_per_s"] = asyncio.run(throughput(sb, cmd, files, 4 * n if kind == "python" else n, cores))
+            report[kind][meth]["jobs_per_s"] = asyncio.run(
+                throughput(sb, cmd, files, 4 * n if kind == "python" else n, cores)
+            )
     print("build cache", file=sys.stderr)
     report["cache"] = asyncio.run(cache_speedup(sandboxes[backends[0]], 5))
     report["attacks"] = {}

@@ -35,7 +35,9 @@ def workload(n_prompts: int, group: int, prompt_len: int, resp_len: int, vocab: 
     g = torch.Generator().manual_seed(seed)
     prompts, resps = [], []
     for _ in range(n_prompts):
-        p = torch.randint(4, vocab, (prompt_len - int(torch.randint(0, prompt_len // 4, (1,), generator=g)),), generator=g).tolist()
+        p = torch.randint(
+            4, vocab, (prompt_len - int(torch.randint(0, prompt_len // 4, (1,), generator=g)),), generator=g
+        ).tolist()
         for _ in range(group):
             n = resp_len - int(torch.randint(0, resp_len // 2, (1,), generator=g))
             prompts.append(p)
@@ -66,8 +68,10 @@ def batched(model, prompts, resps, pad: int, max_logits: int) -> list[torch.Tens
             ids[b, : len(p) + len(r)] = torch.tensor(p + r)
             attn[b, : len(p) + len(r)] = 1
         logp = model(input_ids=ids, attention_mask=attn).logits.float().log_softmax(-1)
-        out += [logp[b, len(p) - 1 : len(p) - 1 + len(r)].gather(-1, torch.tensor(r)[:, None]).squeeze(-1)
-                for b, (p, r) in enumerate(zip(ps, rs))]
+        out += [
+            logp[b, len(p) - 1 : len(p) - 1 + len(r)].gather(-1, torch.tensor(r)[:, None]).squeeze(-1)
+            for b, (p, r) in enumerate(zip(ps, rs))
+        ]
     return out
 
 
@@ -119,15 +123,27 @@ def measure(size: str, vocab: int | None, a) -> dict:
             "tempering": max(float((got[b, : len(r)] - ref[b]).abs().max()) for b, r in enumerate(resps)),
             "batched": max(float((results["batched"][b] - ref[b]).abs().max()) for b in range(len(resps))),
         },
-        "workload": {"model": size, "vocab": V, "prompts": a.prompts, "group": a.group, "prompt_len_max": a.prompt_len,
-                     "resp_len_max": a.resp_len, "sequences": len(prompts)},
+        "workload": {
+            "model": size,
+            "vocab": V,
+            "prompts": a.prompts,
+            "group": a.group,
+            "prompt_len_max": a.prompt_len,
+            "resp_len_max": a.resp_len,
+            "sequences": len(prompts),
+        },
     }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", default="tiny-m")
-    ap.add_argument("--large-vocab", type=int, default=32000, help="second workload: the same model with this LM-head size (0 = skip)")
+    ap.add_argument(
+        "--large-vocab",
+        type=int,
+        default=32000,
+        help="second workload: the same model with this LM-head size (0 = skip)",
+    )
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--prompt-len", type=int, default=128)
@@ -141,12 +157,21 @@ def main() -> None:
     small = measure(a.size, None, a)
     large = measure(a.size, a.large_vocab, a) if a.large_vocab else None
     doc = {
-        **{k: small[k] for k in ("tokens_per_s", "naive_tokens_per_s", "batched_tokens_per_s", "speedup_vs_naive", "speedup_vs_batched")},
+        **{
+            k: small[k]
+            for k in (
+                "tokens_per_s",
+                "naive_tokens_per_s",
+                "batched_tokens_per_s",
+                "speedup_vs_naive",
+                "speedup_vs_batched",
+            )
+        },
         "builtin_vocab": small,
         "large_vocab": large,
         "command": "python " + " ".join(sys.argv),
         "machine": f"{platform.machine()}, {a.threads} torch thread(s), {os.cpu_count()} cores shared with other jobs "
-                   f"(load average {os.getloadavg()[0]:.1f} at the end), python {platform.python_version()}, torch {torch.__version__}",
+        f"(load average {os.getloadavg()[0]:.1f} at the end), python {platform.python_version()}, torch {torch.__version__}",
         "repeats": a.repeats,
     }
     print(json.dumps({k: v for k, v in doc.items() if k not in ("builtin_vocab", "large_vocab")}, indent=2))
@@ -157,28 +182,46 @@ def main() -> None:
     atomic_write_text(out / "teacher_scoring.json", json.dumps(doc, indent=2) + "\n")
     w = small["workload"]
     lines = [
-        "# Teacher scoring throughput", "",
-        f"Command: `{doc['command']}`  ", f"Machine: {doc['machine']}", "",
+        "# Teacher scoring throughput",
+        "",
+        f"Command: `{doc['command']}`  ",
+        f"Machine: {doc['machine']}",
+        "",
         f"Workload: a `{w['model']}` teacher scores {w['sequences']} student samples ({w['prompts']} prompts x {w['group']} samples "
         f"sharing each prompt; prompts up to {w['prompt_len_max']} tokens, responses up to {w['resp_len_max']}), "
         f"{small['scored_tokens']} response tokens in all. Median of {a.repeats} repeats, arms alternated. The second workload "
-        "gives the same model an LM head of a real model's size, where computing it only where needed matters most.", "",
+        "gives the same model an LM head of a real model's size, where computing it only where needed matters most.",
+        "",
         "| vocabulary | arm | what it does | scored tokens/s | seconds (median) | max abs log-prob difference to naive |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    what = {"naive": "one forward of prompt + response per example",
-            "batched": "padded forwards of whole sequences, LM head everywhere",
-            "tempering": "`HFTeacher`: shared prompts prefilled once (LM head on their last position only), responses batched on the repeated cache"}
+    what = {
+        "naive": "one forward of prompt + response per example",
+        "batched": "padded forwards of whole sequences, LM head everywhere",
+        "tempering": "`HFTeacher`: shared prompts prefilled once (LM head on their last position only), responses batched on the repeated cache",
+    }
     for r in [x for x in (small, large) if x]:
-        for arm, key in (("naive", "naive_tokens_per_s"), ("batched", "batched_tokens_per_s"), ("tempering", "tokens_per_s")):
+        for arm, key in (
+            ("naive", "naive_tokens_per_s"),
+            ("batched", "batched_tokens_per_s"),
+            ("tempering", "tokens_per_s"),
+        ):
             err = r["max_abs_logp_difference"].get(arm, 0.0)
-            lines.append(f"| {r['workload']['vocab']} | {arm} | {what[arm]} | {r[key]:.0f} | {r['median_seconds'][arm]:.3f} | {err:.1e} |")
+            lines.append(
+                f"| {r['workload']['vocab']} | {arm} | {what[arm]} | {r[key]:.0f} | {r['median_seconds'][arm]:.3f} | {err:.1e} |"
+            )
     lines.append("")
     for r in [x for x in (small, large) if x]:
-        lines.append(f"Vocabulary {r['workload']['vocab']}: `HFTeacher` is {r['speedup_vs_naive']:.1f}x the naive per-example pass "
-                     f"and {r['speedup_vs_batched']:.1f}x the padded batch.  ")
-    lines += ["", "On one CPU thread batching brings no parallelism, so the gain comes from computing less: the prompt of a "
-              "group once instead of G times, and the LM head only on the positions that are scored. What batching adds on a GPU is not measured here.", ""]
+        lines.append(
+            f"Vocabulary {r['workload']['vocab']}: `HFTeacher` is {r['speedup_vs_naive']:.1f}x the naive per-example pass "
+            f"and {r['speedup_vs_batched']:.1f}x the padded batch.  "
+        )
+    lines += [
+        "",
+        "On one CPU thread batching brings no parallelism, so the gain comes from computing less: the prompt of a "
+        "group once instead of G times, and the LM head only on the positions that are scored. What batching adds on a GPU is not measured here.",
+        "",
+    ]
     atomic_write_text(out / "teacher_scoring.md", "\n".join(lines))
 
 

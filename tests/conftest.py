@@ -26,8 +26,20 @@ def pretrained_dir(tmp_path_factory):
         PretrainConfig,
         {
             "model": {"name": "tiny-xs"},
-            "task": {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 800, "heldout_size": 60},
-            "train": {"steps": 250, "lr": 3e-3, "batch_size": 32, "eval_every": 250, "eval_size": 30, "max_new_tokens": 4},
+            "task": {
+                "family": "arithmetic",
+                "args": {"min_value": 0, "max_value": 30},
+                "train_size": 800,
+                "heldout_size": 60,
+            },
+            "train": {
+                "steps": 250,
+                "lr": 3e-3,
+                "batch_size": 32,
+                "eval_every": 250,
+                "eval_size": 30,
+                "max_new_tokens": 4,
+            },
             "out_dir": str(out),
             "progress": False,
         },

@@ -16,7 +16,10 @@ def test_example_configs_validate(path):
     header = path.read_text().splitlines()[:6]
     launch = [ln for ln in header if "tempering " in ln]
     assert launch, f"{path.name} must say how to launch it in a header comment"
-    verb = re.search(r"tempering (train|pretrain|distill|direct-opd|rgrpo|tu-opd|expand-compress)\b[^&]*" + re.escape(path.name), launch[-1])
+    verb = re.search(
+        r"tempering (train|pretrain|distill|direct-opd|rgrpo|tu-opd|expand-compress)\b[^&]*" + re.escape(path.name),
+        launch[-1],
+    )
     recipe = verb.group(1) if verb else "train"
     load_config(schema(recipe) if recipe in RECIPES else schema("train"), path)
 
@@ -28,7 +31,9 @@ def test_config_reference_is_current():
 @pytest.mark.slow
 def test_readme_python_example_runs(pretrained_dir, tmp_path, monkeypatch):
     code = re.search(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
-    code = code.replace('"runs/demo/pretrain/model"', repr(pretrained_dir)).replace('"runs/custom"', repr(str(tmp_path / "custom")))
+    code = code.replace('"runs/demo/pretrain/model"', repr(pretrained_dir)).replace(
+        '"runs/custom"', repr(str(tmp_path / "custom"))
+    )
     code = code.replace('"steps": 30', '"steps": 2').replace("range(10, 100)", "range(0, 30)")
     code = code.replace('"run": {', '"run": {"progress": False, "eval_k": 2, ')
     monkeypatch.chdir(tmp_path)

@@ -38,8 +38,18 @@ ARMS = ("grpo", "opd", "direct_opd", "direct_opd_self")
 
 
 def _run(out: Path, steps: int, seed: int) -> dict:
-    return {"steps": steps, "seed": seed, "out_dir": str(out), "eval_every": 0, "eval_k": 4, "checkpoint_every": 0,
-            "log_samples": 0, "tensorboard": False, "progress": False, "threads": 1}
+    return {
+        "steps": steps,
+        "seed": seed,
+        "out_dir": str(out),
+        "eval_every": 0,
+        "eval_k": 4,
+        "checkpoint_every": 0,
+        "log_samples": 0,
+        "tensorboard": False,
+        "progress": False,
+        "threads": 1,
+    }
 
 
 def cached(out: Path, fn) -> dict:
@@ -56,10 +66,26 @@ def cached(out: Path, fn) -> dict:
 
 
 def warm_start(size: str, out: Path, seed: int, stop: float) -> dict:
-    cfg = build(PretrainConfig, {
-        "model": {"name": size}, "task": TASK, "seed": seed, "out_dir": str(out), "progress": False, "threads": 1,
-        "train": {"steps": 3000, "lr": 1e-3, "batch_size": 64, "eval_every": 25, "eval_size": 200, "stop_at_pass": stop, "max_new_tokens": 4},
-    })
+    cfg = build(
+        PretrainConfig,
+        {
+            "model": {"name": size},
+            "task": TASK,
+            "seed": seed,
+            "out_dir": str(out),
+            "progress": False,
+            "threads": 1,
+            "train": {
+                "steps": 3000,
+                "lr": 1e-3,
+                "batch_size": 64,
+                "eval_every": 25,
+                "eval_size": 200,
+                "stop_at_pass": stop,
+                "max_new_tokens": 4,
+            },
+        },
+    )
     r = pretrain(cfg)
     return {"model": r["model"], "pass@1": r["heldout_pass@1"], "steps": r["steps"]}
 
@@ -71,24 +97,59 @@ def final(h: dict) -> dict:
 
 def one_seed(root: Path, seed: int, a) -> dict:
     tref = cached(root / "teacher_pre", lambda: warm_start("tiny-xs", root / "teacher_pre", seed, a.stop))
-    teacher = cached(root / "teacher_rl", lambda: {"model": str(root / "teacher_rl" / "final"), **final(train({
-        "model": {"name": tref["model"]}, "task": TASK, "rollout": ROLLOUT, "optim": {"lr": a.lr},
-        "run": _run(root / "teacher_rl", a.teacher_steps, seed)}))})
+    teacher = cached(
+        root / "teacher_rl",
+        lambda: {
+            "model": str(root / "teacher_rl" / "final"),
+            **final(
+                train(
+                    {
+                        "model": {"name": tref["model"]},
+                        "task": TASK,
+                        "rollout": ROLLOUT,
+                        "optim": {"lr": a.lr},
+                        "run": _run(root / "teacher_rl", a.teacher_steps, seed),
+                    }
+                )
+            ),
+        },
+    )
     student = cached(root / "student_pre", lambda: warm_start("tiny-s", root / "student_pre", seed + 100, a.stop))
     common = {"model": {"name": student["model"]}, "task": TASK, "rollout": ROLLOUT, "optim": {"lr": a.lr}}
     arms = {
         "grpo": lambda out: final(train({**common, "run": _run(out, a.steps, seed)})),
-        "opd": lambda out: final(distill({**common, "teacher": {"path": teacher["model"]}, "run": _run(out, a.steps, seed)})),
-        "direct_opd": lambda out: final(direct_opd({
-            **common, "loss": {"clip_low": 0.2, "clip_high": 0.2, "dual_clip": 3.0},
-            "direct_opd": {"pairs": [{"teacher": {"path": teacher["model"]}, "reference": {"path": tref["model"]}}], "top_k": 16},
-            "run": _run(out, a.steps, seed)})),
+        "opd": lambda out: final(
+            distill({**common, "teacher": {"path": teacher["model"]}, "run": _run(out, a.steps, seed)})
+        ),
+        "direct_opd": lambda out: final(
+            direct_opd(
+                {
+                    **common,
+                    "loss": {"clip_low": 0.2, "clip_high": 0.2, "dual_clip": 3.0},
+                    "direct_opd": {
+                        "pairs": [{"teacher": {"path": teacher["model"]}, "reference": {"path": tref["model"]}}],
+                        "top_k": 16,
+                    },
+                    "run": _run(out, a.steps, seed),
+                }
+            )
+        ),
     }
     # control: the same transfer into the teacher's own pre-RL model, where the shift is exactly what RL did
-    arms["direct_opd_self"] = lambda out: final(direct_opd({
-        **common, "model": {"name": tref["model"]}, "loss": {"clip_low": 0.2, "clip_high": 0.2, "dual_clip": 3.0},
-        "direct_opd": {"pairs": [{"teacher": {"path": teacher["model"]}, "reference": {"path": tref["model"]}}], "top_k": 16},
-        "run": _run(out, a.steps, seed)}))
+    arms["direct_opd_self"] = lambda out: final(
+        direct_opd(
+            {
+                **common,
+                "model": {"name": tref["model"]},
+                "loss": {"clip_low": 0.2, "clip_high": 0.2, "dual_clip": 3.0},
+                "direct_opd": {
+                    "pairs": [{"teacher": {"path": teacher["model"]}, "reference": {"path": tref["model"]}}],
+                    "top_k": 16,
+                },
+                "run": _run(out, a.steps, seed),
+            }
+        )
+    )
     res = {name: cached(root / name, lambda name=name: fn(root / name)) for name, fn in arms.items()}
     return {"seed": seed, "teacher_pre": tref, "teacher_rl": teacher, "student_pre": student, **res}
 
@@ -107,15 +168,26 @@ def write_results(rows: list[dict], a, command: str) -> None:
         "student: direct GRPO": spread([r["grpo"]["pass@1"] for r in rows]),
         "student: OPD from the post-RL teacher": spread([r["opd"]["pass@1"] for r in rows]),
         "student: Direct-OPD (teacher pair)": spread([r["direct_opd"]["pass@1"] for r in rows]),
-        "control: Direct-OPD into the teacher's own pre-RL model (tiny-xs)": spread([r["direct_opd_self"]["pass@1"] for r in rows]),
+        "control: Direct-OPD into the teacher's own pre-RL model (tiny-xs)": spread(
+            [r["direct_opd_self"]["pass@1"] for r in rows]
+        ),
     }
     seconds = {arm: spread([r[arm]["seconds"] for r in rows]) for arm in ARMS}
     machine = f"{platform.machine()}, {platform.processor() or 'cpu'}, 1 torch thread per process, python {platform.python_version()}, torch {torch.__version__}"
     doc = {
-        "command": command, "seeds": [r["seed"] for r in rows], "machine": machine,
-        "task": TASK, "rollout": ROLLOUT, "student_steps": a.steps, "teacher_rl_steps": a.teacher_steps, "lr": a.lr,
+        "command": command,
+        "seeds": [r["seed"] for r in rows],
+        "machine": machine,
+        "task": TASK,
+        "rollout": ROLLOUT,
+        "student_steps": a.steps,
+        "teacher_rl_steps": a.teacher_steps,
+        "lr": a.lr,
         "warm_start_stop_at_pass": a.stop,
-        "arms": {k: {"heldout_pass@1_mean": v["mean"], "heldout_pass@1_std": v["std"], "per_seed": v["values"]} for k, v in table.items()},
+        "arms": {
+            k: {"heldout_pass@1_mean": v["mean"], "heldout_pass@1_std": v["std"], "per_seed": v["values"]}
+            for k, v in table.items()
+        },
         "arm_seconds": {k: {"mean": v["mean"], "std": v["std"]} for k, v in seconds.items()},
         "sampled_pass@1": {arm: spread([r[arm]["pass@1_sampled"] for r in rows]) for arm in ARMS},
         "runs": rows,
@@ -137,15 +209,31 @@ def write_results(rows: list[dict], a, command: str) -> None:
         f"| model / arm | held-out pass@1, mean | std over {n} seeds | per seed |",
         "| --- | --- | --- | --- |",
     ]
-    lines += [f"| {k} | {v['mean']:.3f} | {v['std']:.3f} | {', '.join(f'{x:.3f}' for x in v['values'])} |" for k, v in table.items()]
+    lines += [
+        f"| {k} | {v['mean']:.3f} | {v['std']:.3f} | {', '.join(f'{x:.3f}' for x in v['values'])} |"
+        for k, v in table.items()
+    ]
     lines += ["", "| student arm | wall seconds, mean | std |", "| --- | --- | --- |"]
     lines += [f"| {k} | {v['mean']:.0f} | {v['std']:.0f} |" for k, v in seconds.items()]
-    lines += ["", "Paired differences (same seed, same warm starts), in points of held-out pass@1:", "",
-              "| comparison | mean | std | per seed | seeds where the first is higher |", "| --- | --- | --- | --- | --- |"]
-    for x, y in (("direct_opd", "grpo"), ("direct_opd", "opd"), ("opd", "grpo"), ("direct_opd", "student_pre"), ("direct_opd_self", "teacher_pre")):
+    lines += [
+        "",
+        "Paired differences (same seed, same warm starts), in points of held-out pass@1:",
+        "",
+        "| comparison | mean | std | per seed | seeds where the first is higher |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for x, y in (
+        ("direct_opd", "grpo"),
+        ("direct_opd", "opd"),
+        ("opd", "grpo"),
+        ("direct_opd", "student_pre"),
+        ("direct_opd_self", "teacher_pre"),
+    ):
         d = [100 * (r[x]["pass@1"] - r[y]["pass@1"]) for r in rows]
         doc.setdefault("paired_points", {})[f"{x} - {y}"] = spread(d)
-        lines.append(f"| {x} - {y} | {st.mean(d):+.1f} | {st.stdev(d) if n > 1 else 0.0:.1f} | {', '.join(f'{v:+.1f}' for v in d)} | {sum(v > 0 for v in d)} of {n} |")
+        lines.append(
+            f"| {x} - {y} | {st.mean(d):+.1f} | {st.stdev(d) if n > 1 else 0.0:.1f} | {', '.join(f'{v:+.1f}' for v in d)} | {sum(v > 0 for v in d)} of {n} |"
+        )
     atomic_write_text(out / "direct_opd.json", json.dumps(doc, indent=2) + "\n")
     if a.notes:
         lines += ["", Path(a.notes).read_text().strip()]

@@ -55,14 +55,28 @@ WARM_START_MIX = {
 PRETRAIN = {
     "model": {"name": "tiny-s"},
     "task": {"family": "mixture", "args": {"members": WARM_START_MIX}, "train_size": 4000, "heldout_size": 200},
-    "train": {"steps": 2000, "lr": 1e-3, "batch_size": 64, "eval_every": 100, "eval_size": 200, "stop_at_pass": 0.35,
-              "max_new_tokens": 6},
+    "train": {
+        "steps": 2000,
+        "lr": 1e-3,
+        "batch_size": 64,
+        "eval_every": 100,
+        "eval_size": 200,
+        "stop_at_pass": 0.35,
+        "max_new_tokens": 6,
+    },
 }
 GRPO = {
     "rollout": {"group_size": 8, "prompts_per_step": 32, "max_new_tokens": 7, "temperature": 1.0},
     "loss": {"advantage": "grpo"},
     "optim": {"lr": 1e-4},
-    "run": {"steps": 60, "eval_every": 0, "checkpoint_every": 0, "log_samples": 0, "tensorboard": False, "progress": False},
+    "run": {
+        "steps": 60,
+        "eval_every": 0,
+        "checkpoint_every": 0,
+        "log_samples": 0,
+        "tensorboard": False,
+        "progress": False,
+    },
 }
 MEASURE = {"rollouts": 8, "tasks": 16, "max_new_tokens": 7}
 TASKS_PER_CONFIG = 64
@@ -78,8 +92,9 @@ def seed_configs() -> list[TaskFamilySeed]:
 
 def mixture(configs: list[TaskFamilySeed], weights: list[int] | None = None) -> MixtureFamily:
     weights = weights or [1] * len(configs)
-    return MixtureFamily({f"c{i}": {"family": c.family, "args": c.config, "weight": w}
-                          for i, (c, w) in enumerate(zip(configs, weights))})
+    return MixtureFamily(
+        {f"c{i}": {"family": c.family, "args": c.config, "weight": w} for i, (c, w) in enumerate(zip(configs, weights))}
+    )
 
 
 def heldout_set(seeds: list[TaskFamilySeed]):
@@ -141,8 +156,16 @@ def run_seed(seed: int, model_dir: str, work: Path, target: int, steps: int) -> 
         trainer.log.close()
         out["methods"][method] = {
             **report.summary(BAND),
-            "configs": [{"name": a.candidate.name, "seed": a.seed, "action": a.action.name, "predicted": a.predicted,
-                         "measured": a.measured} for a in report.accepted],
+            "configs": [
+                {
+                    "name": a.candidate.name,
+                    "seed": a.seed,
+                    "action": a.action.name,
+                    "predicted": a.predicted,
+                    "measured": a.measured,
+                }
+                for a in report.accepted
+            ],
             "train_success_first10": st.fmean(rewards[:10]),
             "train_success_last10": st.fmean(rewards[-10:]),
             "groups_with_signal": st.fmean(signal),
@@ -151,8 +174,11 @@ def run_seed(seed: int, model_dir: str, work: Path, target: int, steps: int) -> 
             "seconds_synth": t1 - t0,
             "seconds_grpo": time.perf_counter() - t1,
         }
-        print(f"seed {seed} {method:13s} measured {out['methods'][method]['measured_pass_rate_mean']:.3f} "
-              f"frontier {out['methods'][method]['frontier_share']:.2f} held-out {before:.3f} -> {after:.3f}", flush=True)
+        print(
+            f"seed {seed} {method:13s} measured {out['methods'][method]['measured_pass_rate_mean']:.3f} "
+            f"frontier {out['methods'][method]['frontier_share']:.2f} held-out {before:.3f} -> {after:.3f}",
+            flush=True,
+        )
     return out
 
 
@@ -175,8 +201,10 @@ def aggregate(runs: list[dict]) -> dict:
             "heldout_after": ms([r["heldout_after"] for r in rs]),
             "groups_with_signal": ms([r["groups_with_signal"] for r in rs]),
             "measured_histogram": histogram(measured),
-            "actions": {a: sum(c["action"] == a for r in rs for c in r["configs"]) for a in
-                        sorted({c["action"] for r in rs for c in r["configs"]})},
+            "actions": {
+                a: sum(c["action"] == a for r in rs for c in r["configs"])
+                for a in sorted({c["action"] for r in rs for c in r["configs"]})
+            },
         }
     return table
 
@@ -200,11 +228,18 @@ def write_results(results: Path, data: dict) -> None:
         f"Command: `{data['command']}`  ",
         f"Machine: {data['machine']}  ",
         f"Run seeds: {', '.join(str(r['seed']) for r in runs)}; total wall time {data['seconds_total'] / 60:.1f} min"
-        + (f"  \nTables and findings recomputed from the recorded runs: `{data['rendered']}`" if data.get("rendered") else ""),
+        + (
+            f"  \nTables and findings recomputed from the recorded runs: `{data['rendered']}`"
+            if data.get("rendered")
+            else ""
+        ),
         "",
-        "Warm start: tiny-s pre-trained on an arithmetic mixture (" + ", ".join(
+        "Warm start: tiny-s pre-trained on an arithmetic mixture ("
+        + ", ".join(
             f"{k} {v['args']['min_value']}..{v['args']['max_value']} `{v['args']['ops']}` x{v['weight']}"
-            for k, v in WARM_START_MIX.items()) + f") until greedy held-out pass@1 {data['warm_start']['heldout_pass@1']:.3f} "
+            for k, v in WARM_START_MIX.items()
+        )
+        + f") until greedy held-out pass@1 {data['warm_start']['heldout_pass@1']:.3f} "
         f"({data['warm_start']['steps']} steps). Seeds: the {len(data['seeds'])} arithmetic configurations of "
         "`builtin_task_seeds()`. Pass rates: 8 rollouts at temperature 1 on each of 16 tasks of a configuration. "
         f"Each method synthesises {data['target']} configurations with the built-in mutators; GRPO trains on a mixture "
@@ -225,50 +260,87 @@ def write_results(results: Path, data: dict) -> None:
             f"{100 * r['heldout_gain']['mean']:+.1f} ± {100 * r['heldout_gain']['stdev']:.1f} | {f(r['heldout_after'])} |"
         )
     bins = list(t[METHODS[0]]["measured_histogram"])
-    lines += ["", "Measured pass rates of the accepted configurations, all runs pooled (counts per bin):", "",
-              "| method | " + " | ".join(bins) + " | actions chosen |", "| --- |" + " --- |" * (len(bins) + 1)]
+    lines += [
+        "",
+        "Measured pass rates of the accepted configurations, all runs pooled (counts per bin):",
+        "",
+        "| method | " + " | ".join(bins) + " | actions chosen |",
+        "| --- |" + " --- |" * (len(bins) + 1),
+    ]
     for m in METHODS:
         h = t[m]["measured_histogram"]
         acts = ", ".join(f"{a} x{n}" for a, n in t[m]["actions"].items())
         lines.append(f"| {m} | " + " | ".join(str(h[b]) for b in bins) + f" | {acts} |")
     first = runs[0]
-    lines += ["", f"FORGE's choices in run {first['seed']}: the prior p~ against the measured pass rate:", "",
-              "| seed configuration | seed pass rate | action | predicted | measured | synthesised |",
-              "| --- | --- | --- | --- | --- | --- |"]
+    lines += [
+        "",
+        f"FORGE's choices in run {first['seed']}: the prior p~ against the measured pass rate:",
+        "",
+        "| seed configuration | seed pass rate | action | predicted | measured | synthesised |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for c in first["methods"]["forge"]["configs"]:
-        lines.append(f"| `{c['seed']}` | {first['seed_pass_rates'][c['seed']]:.3f} | {c['action']} | {c['predicted']:.3f} | "
-                     f"{c['measured']:.3f} | `{c['name']}` |")
-    lines += ["", "Seed pass rates measured with the warm start (per run seed):", "",
-              "| seed configuration | " + " | ".join(f"run {r['seed']}" for r in runs) + " |",
-              "| --- |" + " --- |" * len(runs)]
+        lines.append(
+            f"| `{c['seed']}` | {first['seed_pass_rates'][c['seed']]:.3f} | {c['action']} | {c['predicted']:.3f} | "
+            f"{c['measured']:.3f} | `{c['name']}` |"
+        )
+    lines += [
+        "",
+        "Seed pass rates measured with the warm start (per run seed):",
+        "",
+        "| seed configuration | " + " | ".join(f"run {r['seed']}" for r in runs) + " |",
+        "| --- |" + " --- |" * len(runs),
+    ]
     for name in data["seeds"]:
         lines.append(f"| `{name}` | " + " | ".join(f"{r['seed_pass_rates'][name]:.3f}" for r in runs) + " |")
-    lines += ["", "Per run: held-out pass@1 before -> after, and training success in the first / last 10 steps:", "",
-              "| run | method | held-out before | after | train success first 10 | last 10 |", "| --- | --- | --- | --- | --- | --- |"]
+    lines += [
+        "",
+        "Per run: held-out pass@1 before -> after, and training success in the first / last 10 steps:",
+        "",
+        "| run | method | held-out before | after | train success first 10 | last 10 |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for r in runs:
         for m in METHODS:
             x = r["methods"][m]
-            lines.append(f"| {r['seed']} | {m} | {r['heldout_before']:.3f} | {x['heldout_after']:.3f} | "
-                         f"{x['train_success_first10']:.3f} | {x['train_success_last10']:.3f} |")
-    lines += ["", "FORGE's held-out gain minus each baseline's, paired by run (points):", "",
-              "| baseline | " + " | ".join(f"run {r['seed']}" for r in runs) + " | mean ± sd | FORGE ahead |",
-              "| --- |" + " --- |" * (len(runs) + 2)]
+            lines.append(
+                f"| {r['seed']} | {m} | {r['heldout_before']:.3f} | {x['heldout_after']:.3f} | "
+                f"{x['train_success_first10']:.3f} | {x['train_success_last10']:.3f} |"
+            )
+    lines += [
+        "",
+        "FORGE's held-out gain minus each baseline's, paired by run (points):",
+        "",
+        "| baseline | " + " | ".join(f"run {r['seed']}" for r in runs) + " | mean ± sd | FORGE ahead |",
+        "| --- |" + " --- |" * (len(runs) + 2),
+    ]
     for m, v in data["paired"].items():
-        lines.append(f"| {m} | " + " | ".join(f"{100 * x:+.1f}" for x in v["runs"])
-                     + f" | {100 * v['mean']:+.1f} ± {100 * v['stdev']:.1f} | {v['forge_ahead']} of {len(v['runs'])} |")
-    lines += ["", "## Findings", "", *data["findings"], "",
-              "## Limits of this set-up", "",
-              "- One warm start is shared by all runs; runs differ in the GRPO sampling and data order and in the "
-              "measurement rollouts, not in the starting policy.",
-              f"- A configuration's pass rate comes from {MEASURE['rollouts'] * MEASURE['tasks']} samples "
-              f"({MEASURE['tasks']} tasks x {MEASURE['rollouts']} rollouts): one standard error is at best "
-              f"±{(0.25 / (MEASURE['rollouts'] * MEASURE['tasks'])) ** 0.5:.2f} at a pass rate of 0.5 (samples of one "
-              "task are correlated).",
-              "- The generator is the built-in mutator set (parameter moves), so attempts and tokens per accepted "
-              "configuration say nothing about an LLM generator; arithmetic's diversify/in_depth is the same "
-              "configuration drawn afresh.",
-              "- GRPO is short (a few minutes per run on a shared CPU); longer training could separate the methods "
-              "more, or less.", ""]
+        lines.append(
+            f"| {m} | "
+            + " | ".join(f"{100 * x:+.1f}" for x in v["runs"])
+            + f" | {100 * v['mean']:+.1f} ± {100 * v['stdev']:.1f} | {v['forge_ahead']} of {len(v['runs'])} |"
+        )
+    lines += [
+        "",
+        "## Findings",
+        "",
+        *data["findings"],
+        "",
+        "## Limits of this set-up",
+        "",
+        "- One warm start is shared by all runs; runs differ in the GRPO sampling and data order and in the "
+        "measurement rollouts, not in the starting policy.",
+        f"- A configuration's pass rate comes from {MEASURE['rollouts'] * MEASURE['tasks']} samples "
+        f"({MEASURE['tasks']} tasks x {MEASURE['rollouts']} rollouts): one standard error is at best "
+        f"±{(0.25 / (MEASURE['rollouts'] * MEASURE['tasks'])) ** 0.5:.2f} at a pass rate of 0.5 (samples of one "
+        "task are correlated).",
+        "- The generator is the built-in mutator set (parameter moves), so attempts and tokens per accepted "
+        "configuration say nothing about an LLM generator; arithmetic's diversify/in_depth is the same "
+        "configuration drawn afresh.",
+        "- GRPO is short (a few minutes per run on a shared CPU); longer training could separate the methods "
+        "more, or less.",
+        "",
+    ]
     atomic_write_text(results / "envs_forge.md", "\n".join(lines))
 
 
@@ -277,8 +349,12 @@ def paired(runs: list[dict]) -> dict:
     out = {}
     for m in METHODS[1:]:
         d = [r["methods"]["forge"]["heldout_gain"] - r["methods"][m]["heldout_gain"] for r in runs]
-        out[m] = {"mean": st.fmean(d), "stdev": st.stdev(d) if len(d) > 1 else 0.0, "runs": d,
-                  "forge_ahead": sum(x > 0 for x in d)}
+        out[m] = {
+            "mean": st.fmean(d),
+            "stdev": st.stdev(d) if len(d) > 1 else 0.0,
+            "runs": d,
+            "forge_ahead": sum(x > 0 for x in d),
+        }
     return out
 
 
@@ -293,8 +369,9 @@ def findings(data: dict) -> list[str]:
     miss = st.fmean(abs(c["predicted"] - c["measured"]) for c in forge_cfgs)
     stuck = [c for c in forge_cfgs if c["action"].startswith("reduce") and c["measured"] < 0.125]
     rates = {(r["seed"], name): v for r in runs for name, v in r["seed_pass_rates"].items()}
-    from_zero = sum(rates[(r["seed"], c["seed"])] < 0.125 for r in runs for c in r["methods"]["forge"]["configs"]
-                    if c in stuck)
+    from_zero = sum(
+        rates[(r["seed"], c["seed"])] < 0.125 for r in runs for c in r["methods"]["forge"]["configs"] if c in stuck
+    )
     first_try = all(table[m]["attempts_per_accepted"] == 1 for m in METHODS)
     reduces = [c for c in forge_cfgs if c["action"].startswith("reduce")]
     pair = data["paired"]
@@ -302,8 +379,8 @@ def findings(data: dict) -> list[str]:
     sig = {m: table[m]["groups_with_signal"]["mean"] for m in METHODS}
     return [
         f"- Frontier targeting reproduces: {100 * fg['frontier_share']['mean']:.0f}% of FORGE's configurations have a "
-        "measured pass rate in [0.25, 0.75], against " + ", ".join(f"{m} {100 * table[m]['frontier_share']['mean']:.0f}%"
-                                                                      for m in others)
+        "measured pass rate in [0.25, 0.75], against "
+        + ", ".join(f"{m} {100 * table[m]['frontier_share']['mean']:.0f}%" for m in others)
         + f". FORGE's mean measured pass rate is {fg['measured_pass_rate_mean']['mean']:.2f}, not tau = 0.5: the prior "
         f"p~ misses the measured rate by {miss:.2f} on average, and {len(stuck)} of {len(reduces)} `reduce` choices "
         f"still measure below 0.125 ({from_zero} of them come from seeds measured below 0.125).",
@@ -311,16 +388,24 @@ def findings(data: dict) -> list[str]:
         "advantage), against " + ", ".join(f"{m} {100 * sig[m]:.0f}%" for m in others) + "; training success rose "
         f"from {st.fmean(r['methods']['forge']['train_success_first10'] for r in runs):.3f} to "
         f"{st.fmean(r['methods']['forge']['train_success_last10'] for r in runs):.3f} (first / last 10 steps) on FORGE's data.",
-        "- Held-out gain: " + ", ".join(f"{m} {100 * table[m]['heldout_gain']['mean']:+.1f} ± "
-                                        f"{100 * table[m]['heldout_gain']['stdev']:.1f}" for m in METHODS)
+        "- Held-out gain: "
+        + ", ".join(
+            f"{m} {100 * table[m]['heldout_gain']['mean']:+.1f} ± {100 * table[m]['heldout_gain']['stdev']:.1f}"
+            for m in METHODS
+        )
         + " points (mean ± sd over runs). Every method improves the warm start.",
-        "- FORGE minus each baseline, paired by run: " + ", ".join(
+        "- FORGE minus each baseline, paired by run: "
+        + ", ".join(
             f"{m} {100 * v['mean']:+.1f} ± {100 * v['stdev']:.1f} (FORGE ahead in {v['forge_ahead']} of {len(v['runs'])})"
-            for m, v in pair.items())
+            for m, v in pair.items()
+        )
         + f" points. One held-out pass@1 has a binomial standard error of about {100 * se:.1f} points ({n_held} tasks), "
-        + ("so these differences are within evaluation noise: at this scale the experiment does not show that "
-           "FORGE's training sets give a larger held-out gain than the fixed recipes."
-           if largest < 2 * se else "so the largest difference exceeds twice the evaluation noise."),
+        + (
+            "so these differences are within evaluation noise: at this scale the experiment does not show that "
+            "FORGE's training sets give a larger held-out gain than the fixed recipes."
+            if largest < 2 * se
+            else "so the largest difference exceeds twice the evaluation noise."
+        ),
         "- Tokens per accepted configuration are 0 because the built-in mutators are deterministic parameter moves, "
         "not a language model; attempts count generator calls"
         + (" (every first attempt passed gold verification)." if first_try else "."),
@@ -336,10 +421,18 @@ def main(argv: list[str]) -> int:
     p.add_argument("--results", default=None, help="write envs_forge.md / envs_forge.json into this folder")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     p.add_argument("--pretrain-steps", type=int, default=PRETRAIN["train"]["steps"], help="warm-start steps at most")
-    p.add_argument("--warm-start", default=None, help="reuse this warm-start run folder (its model/ and metrics) "
-                   "instead of pre-training")
-    p.add_argument("--render", metavar="JSON", default=None, help="only recompute the tables and findings from the runs "
-                   "recorded in an envs_forge.json (no training) and write them to --results")
+    p.add_argument(
+        "--warm-start",
+        default=None,
+        help="reuse this warm-start run folder (its model/ and metrics) instead of pre-training",
+    )
+    p.add_argument(
+        "--render",
+        metavar="JSON",
+        default=None,
+        help="only recompute the tables and findings from the runs "
+        "recorded in an envs_forge.json (no training) and write them to --results",
+    )
     a = p.parse_args(argv)
     if a.render:
         data = json.loads(Path(a.render).read_text())
@@ -356,8 +449,12 @@ def main(argv: list[str]) -> int:
     else:
         settings = json.loads(json.dumps(PRETRAIN))
         settings["train"]["steps"] = a.pretrain_steps
-        pre = pretrain(build(PretrainConfig, {**settings, "seed": 0, "out_dir": str(work / "pretrain"), "progress": False,
-                                              "threads": a.threads}))
+        pre = pretrain(
+            build(
+                PretrainConfig,
+                {**settings, "seed": 0, "out_dir": str(work / "pretrain"), "progress": False, "threads": a.threads},
+            )
+        )
         atomic_write_text(work / "pretrain" / "warm_start.json", json.dumps(pre) + "\n")
     print(f"warm start: held-out pass@1 {pre['heldout_pass@1']:.3f} after {pre['steps']} steps", flush=True)
     runs = [run_seed(s, pre["model"], work, a.target, a.steps) for s in a.seeds]
@@ -374,7 +471,7 @@ def main(argv: list[str]) -> int:
         "warm_start": {k: pre[k] for k in ("heldout_pass@1", "steps", "seconds")},
         "seconds_total": time.perf_counter() - t0,
         "machine": f"{platform.machine()}, {torch.get_num_threads()} torch thread(s), Python {platform.python_version()}, "
-                   f"torch {torch.__version__}",
+        f"torch {torch.__version__}",
         "command": "python examples/envs_forge/run.py " + " ".join(argv),
     }
     data["findings"] = findings(data)
@@ -382,8 +479,10 @@ def main(argv: list[str]) -> int:
         write_results(Path(a.results), data)
     for m in METHODS:
         r = table[m]
-        print(f"{m:13s} frontier {r['frontier_share']['mean']:.2f} measured {r['measured_pass_rate_mean']['mean']:.3f} "
-              f"gain {100 * r['heldout_gain']['mean']:+.1f} ± {100 * r['heldout_gain']['stdev']:.1f}")
+        print(
+            f"{m:13s} frontier {r['frontier_share']['mean']:.2f} measured {r['measured_pass_rate_mean']['mean']:.3f} "
+            f"gain {100 * r['heldout_gain']['mean']:+.1f} ± {100 * r['heldout_gain']['stdev']:.1f}"
+        )
     return 0
 
 

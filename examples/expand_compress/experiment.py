@@ -56,8 +56,19 @@ LABELS = {
 
 
 def _run(out: Path, steps: int, seed: int) -> dict:
-    return {"steps": steps, "seed": seed, "out_dir": str(out), "eval_every": 0, "eval_k": 2, "eval_size": 50, "checkpoint_every": 0,
-            "log_samples": 0, "tensorboard": False, "progress": False, "threads": 1}
+    return {
+        "steps": steps,
+        "seed": seed,
+        "out_dir": str(out),
+        "eval_every": 0,
+        "eval_k": 2,
+        "eval_size": 50,
+        "checkpoint_every": 0,
+        "log_samples": 0,
+        "tensorboard": False,
+        "progress": False,
+        "threads": 1,
+    }
 
 
 def cached(out: Path, fn) -> dict:
@@ -80,7 +91,12 @@ def per_family(model_dir: str) -> dict[str, float]:
     model, tok = load_policy(model_dir)
     sampler, fmt = HFSampler(model, tok, seed=0), ChatFormat(tok)
     opts = RolloutOptions(sampling=SamplingParams(ROLLOUT["max_new_tokens"], 0.0))
-    out = {m: asyncio.run(evaluate(sampler, fmt, fam, [t for t in tasks if t.family == m], opts, k=1, sampled=False))["pass@1"] for m in MEMBERS}
+    out = {
+        m: asyncio.run(evaluate(sampler, fmt, fam, [t for t in tasks if t.family == m], opts, k=1, sampled=False))[
+            "pass@1"
+        ]
+        for m in MEMBERS
+    }
     out["all"] = sum(out[m] * sum(t.family == m for t in tasks) for m in MEMBERS) / len(tasks)
     return out
 
@@ -91,17 +107,49 @@ def trained(run, out: Path) -> dict:
 
 
 def one_seed(root: Path, seed: int, a) -> dict:
-    init = cached(root / "init", lambda: {"model": pretrain(build(PretrainConfig, {
-        "model": {"name": "tiny-s"}, "task": {**TASK, "train_size": 6000}, "seed": seed, "out_dir": str(root / "init"),
-        "progress": False, "threads": 1,
-        "train": {"steps": 4000, "lr": 1e-3, "batch_size": 64, "eval_every": 25, "eval_size": 150, "stop_at_pass": a.stop,
-                  "max_new_tokens": ROLLOUT["max_new_tokens"]},
-    }))["model"]})
+    init = cached(
+        root / "init",
+        lambda: {
+            "model": pretrain(
+                build(
+                    PretrainConfig,
+                    {
+                        "model": {"name": "tiny-s"},
+                        "task": {**TASK, "train_size": 6000},
+                        "seed": seed,
+                        "out_dir": str(root / "init"),
+                        "progress": False,
+                        "threads": 1,
+                        "train": {
+                            "steps": 4000,
+                            "lr": 1e-3,
+                            "batch_size": 64,
+                            "eval_every": 25,
+                            "eval_size": 150,
+                            "stop_at_pass": a.stop,
+                            "max_new_tokens": ROLLOUT["max_new_tokens"],
+                        },
+                    },
+                )
+            )["model"]
+        },
+    )
     init["heldout"] = cached(root / "init" / "eval", lambda: per_family(init["model"]))
     common = {"model": {"name": init["model"]}, "task": TASK, "rollout": ROLLOUT, "optim": {"lr": a.lr}}
-    ex = cached(root / "expand", lambda: rgrpo({**common, "run": _run(root / "expand", a.steps, seed),
-                                                "rgrpo": {"rounds": a.rounds, "kappa": a.kappa, "pass_samples": 8}}))
-    teachers = {n: {"path": p, "heldout": cached(Path(p).parent / "eval", lambda p=p: per_family(p))} for n, p in ex["teachers"].items()}
+    ex = cached(
+        root / "expand",
+        lambda: rgrpo(
+            {
+                **common,
+                "run": _run(root / "expand", a.steps, seed),
+                "rgrpo": {"rounds": a.rounds, "kappa": a.kappa, "pass_samples": 8},
+            }
+        ),
+    )
+    teachers = {
+        n: {"path": p, "heldout": cached(Path(p).parent / "eval", lambda p=p: per_family(p))}
+        for n, p in ex["teachers"].items()
+    }
     pool = json.loads(Path(ex["pass_rates"]).read_text())["tasks"]
     pool_mean = {n: st.mean(row[n] for row in pool.values()) for n in teachers}
     best_pool = max(pool_mean, key=pool_mean.get)
@@ -109,14 +157,27 @@ def one_seed(root: Path, seed: int, a) -> dict:
     tu = {"teachers": specs, "pass_rates": ex["pass_rates"], "rho": a.rho}
     arms = {
         "tu_opd": lambda out: tu_opd({**common, "tu_opd": tu, "run": _run(out, a.steps, seed)}),
-        "tu_opd_crd": lambda out: tu_opd({**common, "tu_opd": {**tu, "residual": True}, "run": _run(out, a.steps, seed)}),
-        "uniform_opd": lambda out: tu_opd({**common, "tu_opd": {**tu, "weighting": "uniform", "gating": False}, "run": _run(out, a.steps, seed)}),
-        "best_teacher_opd": lambda out: distill({**common, "teacher": specs[best_pool], "run": _run(out, a.steps, seed)}),
+        "tu_opd_crd": lambda out: tu_opd(
+            {**common, "tu_opd": {**tu, "residual": True}, "run": _run(out, a.steps, seed)}
+        ),
+        "uniform_opd": lambda out: tu_opd(
+            {**common, "tu_opd": {**tu, "weighting": "uniform", "gating": False}, "run": _run(out, a.steps, seed)}
+        ),
+        "best_teacher_opd": lambda out: distill(
+            {**common, "teacher": specs[best_pool], "run": _run(out, a.steps, seed)}
+        ),
     }
     students = {name: cached(root / name, lambda fn=fn, out=root / name: trained(fn, out)) for name, fn in arms.items()}
     cov = json.loads((root / "expand" / "coverage.json").read_text())
-    return {"seed": seed, "init": init, "teachers": teachers, "pool_pass_mean": pool_mean, "best_pool_teacher": best_pool,
-            "coverage": cov, "students": students}
+    return {
+        "seed": seed,
+        "init": init,
+        "teachers": teachers,
+        "pool_pass_mean": pool_mean,
+        "best_pool_teacher": best_pool,
+        "coverage": cov,
+        "students": students,
+    }
 
 
 def spread(vals: list[float]) -> dict:
@@ -140,37 +201,75 @@ def write_results(rows: list[dict], a, command: str) -> None:
     machine = f"{platform.machine()}, 1 torch thread per process, python {platform.python_version()}, torch {torch.__version__}"
     paired = {}
     for s in ("tu_opd", "tu_opd_crd"):
-        for other, vals in (("best single teacher", [r["teachers"][b]["heldout"]["all"] for r, b in zip(rows, best)]),
-                            ("uniform_opd", [r["students"]["uniform_opd"]["heldout"]["all"] for r in rows]),
-                            ("best_teacher_opd", [r["students"]["best_teacher_opd"]["heldout"]["all"] for r in rows])):
+        for other, vals in (
+            ("best single teacher", [r["teachers"][b]["heldout"]["all"] for r, b in zip(rows, best)]),
+            ("uniform_opd", [r["students"]["uniform_opd"]["heldout"]["all"] for r in rows]),
+            ("best_teacher_opd", [r["students"]["best_teacher_opd"]["heldout"]["all"] for r in rows]),
+        ):
             d = [100 * (r["students"][s]["heldout"]["all"] - v) for r, v in zip(rows, vals)]
             paired[f"{s} - {other}"] = spread(d)
     cov = {n_: spread([r["coverage"]["all"]["union"][i] for r in rows]) for i, n_ in enumerate(names)}
     doc = {
-        "command": command, "seeds": [r["seed"] for r in rows], "machine": machine, "task": TASK, "rollout": ROLLOUT,
-        "steps": a.steps, "rounds": a.rounds, "kappa": a.kappa, "rho": a.rho, "lr": a.lr, "warm_start_stop_at_pass": a.stop,
-        "arms": {k: {"heldout_pass@1_mean": v["all"]["mean"], "heldout_pass@1_std": v["all"]["std"],
-                     "per_family": {c: {"mean": v[c]["mean"], "std": v[c]["std"]} for c in MEMBERS}} for k, v in stats.items()},
-        "paired_points": paired, "union_coverage_after_round": cov, "runs": rows,
+        "command": command,
+        "seeds": [r["seed"] for r in rows],
+        "machine": machine,
+        "task": TASK,
+        "rollout": ROLLOUT,
+        "steps": a.steps,
+        "rounds": a.rounds,
+        "kappa": a.kappa,
+        "rho": a.rho,
+        "lr": a.lr,
+        "warm_start_stop_at_pass": a.stop,
+        "arms": {
+            k: {
+                "heldout_pass@1_mean": v["all"]["mean"],
+                "heldout_pass@1_std": v["all"]["std"],
+                "per_family": {c: {"mean": v[c]["mean"], "std": v[c]["std"]} for c in MEMBERS},
+            }
+            for k, v in stats.items()
+        },
+        "paired_points": paired,
+        "union_coverage_after_round": cov,
+        "runs": rows,
     }
     atomic_write_text(out / "expand_compress.json", json.dumps(doc, indent=2) + "\n")
     lines = [
-        "# Expand then compress: RGRPO teachers, TU-OPD student, on the embedded default", "",
-        f"Command: `{command}`  ", f"Seeds: {', '.join(str(r['seed']) for r in rows)}  ", f"Machine: {machine}", "",
+        "# Expand then compress: RGRPO teachers, TU-OPD student, on the embedded default",
+        "",
+        f"Command: `{command}`  ",
+        f"Seeds: {', '.join(str(r['seed']) for r in rows)}  ",
+        f"Machine: {machine}",
+        "",
         "Task mixture (tiny character tokenizer): `add` 2-digit sums, `rev` reverse a 3-6 letter string, `sort` sort its letters. "
         f"init: tiny-s warm-started on the mixture until greedy pass@1 >= {a.stop}. Expand: RGRPO, {a.rounds} rounds of {a.steps} GRPO "
         f"steps from init on a pool of {TASK['train_size']} training examples, kappa = {a.kappa}, pass rates from 8 samples. Compress: "
         f"every student starts from init and runs {a.steps} steps of {ROLLOUT['prompts_per_step']} prompts x {ROLLOUT['group_size']} "
         f"samples at lr {a.lr}; TU-OPD uses rho = {a.rho}. Held-out: greedy pass@1 on {TASK['heldout_size']} held-out examples "
-        f"({TASK['heldout_size'] // len(MEMBERS)} per family), mean +- std over {n} seeds.", "",
-        "| model | " + " | ".join(cols) + " |", "| --- " * (len(cols) + 1) + "|",
+        f"({TASK['heldout_size'] // len(MEMBERS)} per family), mean +- std over {n} seeds.",
+        "",
+        "| model | " + " | ".join(cols) + " |",
+        "| --- " * (len(cols) + 1) + "|",
     ]
-    lines += [f"| {k} | " + " | ".join(f"{v[c]['mean']:.3f} +- {v[c]['std']:.3f}" for c in cols) + " |" for k, v in stats.items()]
-    lines += ["", "RGRPO union coverage of the training pool after each round (mean over seeds): "
-              + ", ".join(f"{k} {v['mean']:.3f}" for k, v in cov.items()) + ".", "",
-              "Paired differences on all held-out examples (same seed), in points of pass@1:", "",
-              "| comparison | mean | std | per seed |", "| --- | --- | --- | --- |"]
-    lines += [f"| {k} | {v['mean']:+.1f} | {v['std']:.1f} | {', '.join(f'{x:+.1f}' for x in v['values'])} |" for k, v in paired.items()]
+    lines += [
+        f"| {k} | " + " | ".join(f"{v[c]['mean']:.3f} +- {v[c]['std']:.3f}" for c in cols) + " |"
+        for k, v in stats.items()
+    ]
+    lines += [
+        "",
+        "RGRPO union coverage of the training pool after each round (mean over seeds): "
+        + ", ".join(f"{k} {v['mean']:.3f}" for k, v in cov.items())
+        + ".",
+        "",
+        "Paired differences on all held-out examples (same seed), in points of pass@1:",
+        "",
+        "| comparison | mean | std | per seed |",
+        "| --- | --- | --- | --- |",
+    ]
+    lines += [
+        f"| {k} | {v['mean']:+.1f} | {v['std']:.1f} | {', '.join(f'{x:+.1f}' for x in v['values'])} |"
+        for k, v in paired.items()
+    ]
     if a.notes:
         lines += ["", Path(a.notes).read_text().strip()]
     atomic_write_text(out / "expand_compress.md", "\n".join(lines) + "\n")
@@ -192,8 +291,12 @@ def main() -> None:
     torch.set_num_threads(1)
     rows = [one_seed(Path(a.out) / f"seed{s}", s, a) for s in a.seeds]
     for r in rows:
-        print(r["seed"], {k: round(v["heldout"]["all"], 3) for k, v in r["students"].items()},
-              {k: round(v["heldout"]["all"], 3) for k, v in r["teachers"].items()}, flush=True)
+        print(
+            r["seed"],
+            {k: round(v["heldout"]["all"], 3) for k, v in r["students"].items()},
+            {k: round(v["heldout"]["all"], 3) for k, v in r["teachers"].items()},
+            flush=True,
+        )
     if a.results:
         write_results(rows, a, "python " + " ".join(sys.argv))
 

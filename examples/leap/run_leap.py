@@ -24,9 +24,19 @@ FAMILIES = {
     "strings": {"family": "strings", "args": {"min_len": 3, "max_len": 6}, "max_new_tokens": 8, "pass_target": 0.5},
     # kernels: success = a correct kernel (sketches rarely beat eager on this CPU), score = speed-shaped [0, 1];
     # every verification is a sandboxed process importing torch, so this family runs a smaller budget
-    "kernel_sketch": {"family": "kernel_sketch", "args": {"success_reward": 1}, "max_new_tokens": 48, "pass_target": 0.5,
-                      "prompts_per_step": 8, "group_size": 4, "steps": 15, "heldout_size": 7, "eval_k": 4, "train_size": 200,
-                      "arms": ["grpo", "mt_grpo", "leap"]},
+    "kernel_sketch": {
+        "family": "kernel_sketch",
+        "args": {"success_reward": 1},
+        "max_new_tokens": 48,
+        "pass_target": 0.5,
+        "prompts_per_step": 8,
+        "group_size": 4,
+        "steps": 15,
+        "heldout_size": 7,
+        "eval_k": 4,
+        "train_size": 200,
+        "arms": ["grpo", "mt_grpo", "leap"],
+    },
 }
 ARMS = {
     "grpo": {"rollout": {"max_turns": 1}, "loss": {"advantage": "grpo"}},
@@ -38,8 +48,12 @@ ARMS = {
 
 
 def task_section(spec: dict) -> dict:
-    return {"family": spec["family"], "args": spec["args"], "train_size": spec.get("train_size", 20000),
-            "heldout_size": spec.get("heldout_size", 300)}
+    return {
+        "family": spec["family"],
+        "args": spec["args"],
+        "train_size": spec.get("train_size", 20000),
+        "heldout_size": spec.get("heldout_size", 300),
+    }
 
 
 def warm_start(name: str, spec: dict, out: Path, pass_target: float) -> str:
@@ -48,12 +62,24 @@ def warm_start(name: str, spec: dict, out: Path, pass_target: float) -> str:
     if (out / f"pretrain_{name}" / "model" / "config.json").is_file():
         return str(out / f"pretrain_{name}" / "model")
     task = task_section(spec)
-    cfg = build(PretrainConfig, {
-        "model": {"name": "tiny-s"}, "task": task, "out_dir": str(out / f"pretrain_{name}"), "progress": False,
-        "train": {"steps": 3000, "lr": 1e-3, "eval_every": 50, "eval_size": min(200, task["heldout_size"]),
-                  "stop_at_pass": spec.get("pass_target", pass_target), "max_new_tokens": spec["max_new_tokens"],
-                  "repair_share": 0.3 if spec["family"] in ("arithmetic", "strings") else 0.0},
-    })
+    cfg = build(
+        PretrainConfig,
+        {
+            "model": {"name": "tiny-s"},
+            "task": task,
+            "out_dir": str(out / f"pretrain_{name}"),
+            "progress": False,
+            "train": {
+                "steps": 3000,
+                "lr": 1e-3,
+                "eval_every": 50,
+                "eval_size": min(200, task["heldout_size"]),
+                "stop_at_pass": spec.get("pass_target", pass_target),
+                "max_new_tokens": spec["max_new_tokens"],
+                "repair_share": 0.3 if spec["family"] in ("arithmetic", "strings") else 0.0,
+            },
+        },
+    )
     return pretrain(cfg)["model"]
 
 
@@ -61,13 +87,26 @@ def arm_config(model: str, spec: dict, arm: dict, seed: int, steps: int, out: Pa
     return {
         "model": {"name": model},
         "task": task_section(spec),
-        "rollout": {"group_size": spec.get("group_size", 8), "prompts_per_step": spec.get("prompts_per_step", 16),
-                    "max_new_tokens": spec["max_new_tokens"], **arm["rollout"]},
+        "rollout": {
+            "group_size": spec.get("group_size", 8),
+            "prompts_per_step": spec.get("prompts_per_step", 16),
+            "max_new_tokens": spec["max_new_tokens"],
+            **arm["rollout"],
+        },
         "loss": arm["loss"],
         "optim": {"lr": 3e-4},
-        "run": {"steps": spec.get("steps", steps), "seed": seed, "out_dir": str(out), "eval_every": 0,
-                "eval_k": spec.get("eval_k", 4), "eval_max_turns": K,
-                "checkpoint_every": 0, "log_samples": 0, "tensorboard": False, "progress": False},
+        "run": {
+            "steps": spec.get("steps", steps),
+            "seed": seed,
+            "out_dir": str(out),
+            "eval_every": 0,
+            "eval_k": spec.get("eval_k", 4),
+            "eval_max_turns": K,
+            "checkpoint_every": 0,
+            "log_samples": 0,
+            "tensorboard": False,
+            "progress": False,
+        },
     }
 
 
@@ -77,7 +116,12 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--families", nargs="+", default=["arithmetic", "strings"], choices=sorted(FAMILIES))
     p.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
-    p.add_argument("--pass-target", type=float, default=0.2, help="warm start stops at this greedy pass@1 (strings: 0.5, set per family)")
+    p.add_argument(
+        "--pass-target",
+        type=float,
+        default=0.2,
+        help="warm start stops at this greedy pass@1 (strings: 0.5, set per family)",
+    )
     p.add_argument("--work", default="runs/leap")
     p.add_argument("--out", default="docs/results")
     a = p.parse_args()
@@ -91,10 +135,22 @@ def main() -> None:
             for seed in a.seeds:
                 r = run_arm(arm_config(model, spec, ARMS[arm], seed, a.steps, work / fam / f"{arm}_s{seed}"))
                 results.setdefault(fam, {}).setdefault(arm, []).append(r)
-                print(fam, arm, seed, {k: round(r.get(k, 0), 3) for k in ("acc@1_sampled", f"acc@{K}_sampled", "total_env_calls")}, flush=True)
+                print(
+                    fam,
+                    arm,
+                    seed,
+                    {k: round(r.get(k, 0), 3) for k in ("acc@1_sampled", f"acc@{K}_sampled", "total_env_calls")},
+                    flush=True,
+                )
 
-    data: dict = {"K": K, "seeds": a.seeds, "steps": a.steps, "machine": machine(),
-                  "command": "python examples/leap/run_leap.py " + " ".join(sys.argv[1:]), "families": {}}
+    data: dict = {
+        "K": K,
+        "seeds": a.seeds,
+        "steps": a.steps,
+        "machine": machine(),
+        "command": "python examples/leap/run_leap.py " + " ".join(sys.argv[1:]),
+        "families": {},
+    }
     lines = [
         "# LEAP: pruned multi-turn RL vs unpruned multi-turn GRPO vs single-turn GRPO",
         "",
@@ -108,44 +164,74 @@ def main() -> None:
     for fam, arms in results.items():
         fam_data = {}
         sp = FAMILIES[fam]
-        lines += [f"## {fam}", "", f"{sp.get('steps', a.steps)} steps of {sp.get('prompts_per_step', 16)} prompts x "
-                  f"{sp.get('group_size', 8)} samples; {task_section(sp)['heldout_size']} held-out prompts, "
-                  f"{sp.get('eval_k', 4)} samples each.", "", "| arm | " + " | ".join(f"Acc@{t}" for t in range(1, K + 1)) +
-                  " | greedy Acc@1 / Acc@3 | env calls (training) | env calls / step | groups expanded | training seconds |",
-                  "| --- |" + " --- |" * (K + 5)]
+        lines += [
+            f"## {fam}",
+            "",
+            f"{sp.get('steps', a.steps)} steps of {sp.get('prompts_per_step', 16)} prompts x "
+            f"{sp.get('group_size', 8)} samples; {task_section(sp)['heldout_size']} held-out prompts, "
+            f"{sp.get('eval_k', 4)} samples each.",
+            "",
+            "| arm | "
+            + " | ".join(f"Acc@{t}" for t in range(1, K + 1))
+            + " | greedy Acc@1 / Acc@3 | env calls (training) | env calls / step | groups expanded | training seconds |",
+            "| --- |" + " --- |" * (K + 5),
+        ]
         for arm, runs in arms.items():
             acc = [[r.get(f"acc@{t}_sampled", 0.0) for r in runs] for t in range(1, K + 1)]
             calls = [r["total_env_calls"] for r in runs]
             secs = [r["wall_seconds"] for r in runs]
             rollout = ARMS[arm]["rollout"]
             # unpruned multi-turn arms expand every group with a turn-1 failure by construction
-            share = [r.get("groups_expanded_share", 0.0) if rollout.get("prune") else float(rollout["max_turns"] > 1) for r in runs]
+            share = [
+                r.get("groups_expanded_share", 0.0) if rollout.get("prune") else float(rollout["max_turns"] > 1)
+                for r in runs
+            ]
             greedy = [[r.get("acc@1", 0.0) for r in runs], [r.get(f"acc@{K}", 0.0) for r in runs]]
             fam_data[arm] = {
-                "acc_at_k": [mean_sd(x)[0] for x in acc], "acc_at_k_sd": [mean_sd(x)[1] for x in acc],
-                "acc_at_k_greedy": [mean_sd(x)[0] for x in greedy], "env_calls": mean_sd(calls)[0], "env_calls_sd": mean_sd(calls)[1],
-                "seconds": mean_sd(secs)[0], "groups_expanded_share": mean_sd(share)[0], "seeds": a.seeds,
+                "acc_at_k": [mean_sd(x)[0] for x in acc],
+                "acc_at_k_sd": [mean_sd(x)[1] for x in acc],
+                "acc_at_k_greedy": [mean_sd(x)[0] for x in greedy],
+                "env_calls": mean_sd(calls)[0],
+                "env_calls_sd": mean_sd(calls)[1],
+                "seconds": mean_sd(secs)[0],
+                "groups_expanded_share": mean_sd(share)[0],
+                "seeds": a.seeds,
                 "per_seed": [{k: v for k, v in r.items() if k != "start"} for r in runs],
             }
-            lines.append(f"| {arm} | " + " | ".join(fmt(x) for x in acc) +
-                         f" | {mean_sd(greedy[0])[0]:.3f} / {mean_sd(greedy[1])[0]:.3f} | {fmt(calls, 0)} | "
-                         f"{mean_sd(calls)[0] / FAMILIES[fam].get('steps', a.steps):.0f} | {mean_sd(share)[0]:.2f} | {fmt(secs, 0)} |")
+            lines.append(
+                f"| {arm} | "
+                + " | ".join(fmt(x) for x in acc)
+                + f" | {mean_sd(greedy[0])[0]:.3f} / {mean_sd(greedy[1])[0]:.3f} | {fmt(calls, 0)} | "
+                f"{mean_sd(calls)[0] / FAMILIES[fam].get('steps', a.steps):.0f} | {mean_sd(share)[0]:.2f} | {fmt(secs, 0)} |"
+            )
         start = arms[next(iter(arms))][0]["start"]
-        lines += ["", f"Warm start (before RL): Acc@1 {start.get('acc@1_sampled', 0):.3f}, Acc@{K} {start.get(f'acc@{K}_sampled', 0):.3f} (sampled).", ""]
+        lines += [
+            "",
+            f"Warm start (before RL): Acc@1 {start.get('acc@1_sampled', 0):.3f}, Acc@{K} {start.get(f'acc@{K}_sampled', 0):.3f} (sampled).",
+            "",
+        ]
         if "leap" in fam_data and "mt_grpo" in fam_data:
             leap, mt = fam_data["leap"], fam_data["mt_grpo"]
             fam_data["env_calls_ratio_leap_vs_mt_grpo"] = leap["env_calls"] / mt["env_calls"]
             diff = leap["acc_at_k"][-1] - mt["acc_at_k"][-1]
             noise = max(leap["acc_at_k_sd"][-1], mt["acc_at_k_sd"][-1])
-            verdict = "within one seed standard deviation" if abs(diff) <= noise else ("better" if diff > 0 else "worse")
+            verdict = (
+                "within one seed standard deviation" if abs(diff) <= noise else ("better" if diff > 0 else "worse")
+            )
             best = max(fam_data, key=lambda k: fam_data[k]["acc_at_k"][-1] if isinstance(fam_data[k], dict) else -1)
             lines += [
                 f"Findings: LEAP made {fam_data['env_calls_ratio_leap_vs_mt_grpo']:.2f}x the environment calls of unpruned "
                 f"multi-turn GRPO; its Acc@{K} differs by {diff:+.3f} ({verdict}; the larger seed sd is {noise:.3f}). "
                 f"LEAP expanded {leap['groups_expanded_share']:.0%} of the groups that had a turn-1 failure. "
-                f"Highest Acc@{K}: `{best}` ({fam_data[best]['acc_at_k'][-1]:.3f}).", ""]
+                f"Highest Acc@{K}: `{best}` ({fam_data[best]['acc_at_k'][-1]:.3f}).",
+                "",
+            ]
         data["families"][fam] = fam_data
-    ratios = [d["env_calls_ratio_leap_vs_mt_grpo"] for d in data["families"].values() if "env_calls_ratio_leap_vs_mt_grpo" in d]
+    ratios = [
+        d["env_calls_ratio_leap_vs_mt_grpo"]
+        for d in data["families"].values()
+        if "env_calls_ratio_leap_vs_mt_grpo" in d
+    ]
     if ratios:
         data["env_calls_ratio_leap_vs_mt_grpo"] = sum(ratios) / len(ratios)
     lines += [

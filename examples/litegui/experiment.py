@@ -49,7 +49,15 @@ from tempering.recipes.pretrain import PretrainConfig, pretrain
 from tempering.recipes.rl import TrainConfig, train
 from tempering.rollout.sampler import HFSampler, SamplingParams
 
-ARMS = ["sft", "grpo_single_gt", "grpo_dual", "opd_single_gt", "opd_multi_gt", "opd_most_matched", "opd_most_matched+grpo_dual"]
+ARMS = [
+    "sft",
+    "grpo_single_gt",
+    "grpo_dual",
+    "opd_single_gt",
+    "opd_multi_gt",
+    "opd_most_matched",
+    "opd_most_matched+grpo_dual",
+]
 GUIDANCE = {
     "opd_single_gt": "tempering.envs.gui.states:single_gt_prompt",
     "opd_multi_gt": "tempering.envs.gui.states:multi_gt_prompt",
@@ -59,7 +67,14 @@ REWARDS = {
     "grpo_single_gt": {"reference": "demonstrated", "weights": {"format": 0.0, "action": 1.0, "plan": 0.0}},
     "grpo_dual": {"reference": "all", "weights": {"format": 1 / 3, "action": 1 / 3, "plan": 1 / 3}},
 }
-METRICS = ["step_success", "task_success", "format_rate", "multi_solution_step_success", "episode_step_success", "episode_format_rate"]
+METRICS = [
+    "step_success",
+    "task_success",
+    "format_rate",
+    "multi_solution_step_success",
+    "episode_step_success",
+    "episode_format_rate",
+]
 
 
 @dataclass
@@ -95,8 +110,21 @@ class Plan:
 
 
 def smoke_plan() -> Plan:
-    return Plan(seeds=[0, 1], teacher_sft_steps=3, student_sft_steps=3, sft_batch=8, train_states=40, stage1_steps=1,
-                stage2_steps=1, prompts_per_step=2, group_size=2, max_new_tokens=24, eval_apps=6, eval_states=8, eval_multi_states=4)
+    return Plan(
+        seeds=[0, 1],
+        teacher_sft_steps=3,
+        student_sft_steps=3,
+        sft_batch=8,
+        train_states=40,
+        stage1_steps=1,
+        stage2_steps=1,
+        prompts_per_step=2,
+        group_size=2,
+        max_new_tokens=24,
+        eval_apps=6,
+        eval_states=8,
+        eval_multi_states=4,
+    )
 
 
 class Experiment:
@@ -116,38 +144,78 @@ class Experiment:
 
     def warm_start(self, name: str, init: str, guidance: str, steps: int) -> str:
         p = self.plan
-        cfg = build(PretrainConfig, {
-            "model": {"name": init},
-            "task": self._task({"guidance": guidance}, p.train_states, heldout=32),
-            "train": {"steps": steps, "batch_size": p.sft_batch, "lr": p.sft_lr, "warmup_steps": min(30, steps),
-                      "eval_every": steps, "eval_size": p.eval_states, "max_new_tokens": p.max_new_tokens},
-            "seed": 0, "out_dir": str(self.work / name), "threads": 1, "progress": False,
-        })
+        cfg = build(
+            PretrainConfig,
+            {
+                "model": {"name": init},
+                "task": self._task({"guidance": guidance}, p.train_states, heldout=32),
+                "train": {
+                    "steps": steps,
+                    "batch_size": p.sft_batch,
+                    "lr": p.sft_lr,
+                    "warmup_steps": min(30, steps),
+                    "eval_every": steps,
+                    "eval_size": p.eval_states,
+                    "max_new_tokens": p.max_new_tokens,
+                },
+                "seed": 0,
+                "out_dir": str(self.work / name),
+                "threads": 1,
+                "progress": False,
+            },
+        )
         return pretrain(cfg)["model"]
 
     def _run(self, name: str, seed: int, init: str, steps: int) -> dict:
         p = self.plan
         return {
             "model": {"name": init},
-            "rollout": {"group_size": p.group_size, "prompts_per_step": p.prompts_per_step, "max_new_tokens": p.max_new_tokens,
-                        "temperature": 1.0},
+            "rollout": {
+                "group_size": p.group_size,
+                "prompts_per_step": p.prompts_per_step,
+                "max_new_tokens": p.max_new_tokens,
+                "temperature": 1.0,
+            },
             "optim": {"lr": p.lr},
-            "run": {"steps": steps, "seed": seed, "out_dir": str(self.work / f"{name}-s{seed}"), "eval_every": 0, "eval_k": 1,
-                    "checkpoint_every": 0, "keep_checkpoints": 1, "log_samples": 2, "threads": 1, "tensorboard": False,
-                    "progress": False},
+            "run": {
+                "steps": steps,
+                "seed": seed,
+                "out_dir": str(self.work / f"{name}-s{seed}"),
+                "eval_every": 0,
+                "eval_k": 1,
+                "checkpoint_every": 0,
+                "keep_checkpoints": 1,
+                "log_samples": 2,
+                "threads": 1,
+                "tensorboard": False,
+                "progress": False,
+            },
         }
 
     def grpo(self, name: str, seed: int, init: str, steps: int, reward: dict) -> str:
         fam, args = self.family(**reward)
-        cfg = build(TrainConfig, {**self._run(name, seed, init, steps), "task": self._task(args, self.plan.train_states),
-                                  "loss": {"advantage": "grpo"}})
+        cfg = build(
+            TrainConfig,
+            {
+                **self._run(name, seed, init, steps),
+                "task": self._task(args, self.plan.train_states),
+                "loss": {"advantage": "grpo"},
+            },
+        )
         train(cfg, family=fam)
         return cfg.run.out_dir + "/final"
 
     def opd(self, name: str, seed: int, init: str, steps: int, teacher: str) -> str:
         fam, args = self.family()
-        cfg = build(DistillConfig, {**self._run(name, seed, init, steps), "task": self._task(args, self.plan.train_states),
-                                    "teacher": {"path": teacher, "prompt": GUIDANCE[name]}, "distill": {"loss": "reverse_kl"}})
+        cfg = build(
+            DistillConfig,
+            {
+                **self._run(name, seed, init, steps),
+                "task": self._task(args, self.plan.train_states),
+                "teacher": {"path": teacher, "prompt": GUIDANCE[name]},
+                "distill": {"loss": "reverse_kl"},
+            },
+        )
         distill(cfg, family=fam)
         return cfg.run.out_dir + "/final"
 
@@ -171,8 +239,10 @@ class Experiment:
         fam, _ = self.family()
         texts = act(prompts or [t.prompt for t in tasks])
         results = [asyncio.run(fam.make_env(t).step(x)) for t, x in zip(tasks, texts)]
-        return {"success": sum(r.success for r in results) / len(results),
-                "format": sum(r.info["format_ok"] for r in results) / len(results)}
+        return {
+            "success": sum(r.success for r in results) / len(results),
+            "format": sum(r.info["format_ok"] for r in results) / len(results),
+        }
 
     def evaluate(self, model_dir: str) -> dict[str, float]:
         """Everything measured on one model, on the same held-out apps and states for every model."""
@@ -180,16 +250,24 @@ class Experiment:
         states, multi = self.score_states(act, self.held_out()), self.score_states(act, self.held_out(multi_only=True))
         apps = GuiFamily(difficulty=0)
         episodes = summarize(play([apps.make_env(t) for t in apps.tasks("heldout", self.plan.eval_apps, seed=0)], act))
-        return {"step_success": states["success"], "format_rate": states["format"], "multi_solution_step_success": multi["success"],
-                "task_success": episodes["task_success"], "episode_step_success": episodes["step_success"],
-                "episode_format_rate": episodes["format_rate"], "episode_steps": episodes["steps"]}
+        return {
+            "step_success": states["success"],
+            "format_rate": states["format"],
+            "multi_solution_step_success": multi["success"],
+            "task_success": episodes["task_success"],
+            "episode_step_success": episodes["step_success"],
+            "episode_format_rate": episodes["format_rate"],
+            "episode_steps": episodes["steps"],
+        }
 
     def teacher_check(self, teacher: str) -> dict[str, float]:
         """The teacher's step success on held-out states, with a Single-GT hint and without."""
         act, tasks = self.greedy(teacher), self.held_out()
         hinted = [teacher_prompt(t.prompt, guidance_single([sample_of(t).demonstrated])) for t in tasks]
-        return {"step_success_with_hint": self.score_states(act, tasks, hinted)["success"],
-                "step_success_without_hint": self.score_states(act, tasks)["success"]}
+        return {
+            "step_success_with_hint": self.score_states(act, tasks, hinted)["success"],
+            "step_success_without_hint": self.score_states(act, tasks)["success"],
+        }
 
 
 CLAIMS = [
@@ -216,12 +294,19 @@ def paired(a: dict, b: dict, metric: str) -> dict:
 
 
 def claims(arms: dict) -> list[dict]:
-    return [{"claim": c, "a": a, "b": b, **{m: paired(arms[a], arms[b], m) for m in CLAIM_METRICS}} for c, a, b in CLAIMS]
+    return [
+        {"claim": c, "a": a, "b": b, **{m: paired(arms[a], arms[b], m) for m in CLAIM_METRICS}} for c, a, b in CLAIMS
+    ]
 
 
 def spread(values: list[float]) -> dict:
-    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "min": min(values), "max": max(values), "values": values}
+    return {
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "min": min(values),
+        "max": max(values),
+        "values": values,
+    }
 
 
 def run(plan: Plan, out: Path, work: Path, command: str) -> dict:
@@ -247,13 +332,22 @@ def run(plan: Plan, out: Path, work: Path, command: str) -> dict:
     result = {
         "command": command,
         "plan": asdict(plan),
-        "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-                    "cpus": os.cpu_count(), "torch": torch.__version__, "threads": 1},
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(),
+            "torch": torch.__version__,
+            "threads": 1,
+        },
         "wall_seconds": time.time() - t0,
         "cpu_seconds": time.process_time() - c0,
         "teacher": ex.teacher_check(teacher),
-        "eval": {"states": len(ex.held_out()), "multi_solution_states": len(ex.held_out(multi_only=True)), "apps": plan.eval_apps,
-                 "multi_share": sum(len(sample_of(t).valid) > 1 for t in ex.held_out()) / len(ex.held_out())},
+        "eval": {
+            "states": len(ex.held_out()),
+            "multi_solution_states": len(ex.held_out(multi_only=True)),
+            "apps": plan.eval_apps,
+            "multi_share": sum(len(sample_of(t).valid) > 1 for t in ex.held_out()) / len(ex.held_out()),
+        },
         "arms": {a: {m: spread([r[m] for r in rows]) for m in METRICS} for a, rows in per_arm.items()},
     }
     result["claims"] = claims(result["arms"])
@@ -289,11 +383,11 @@ def markdown(r: dict) -> str:
     return f"""# LiteGUI: guided OPD and dual-level GRPO on the embedded default
 
 Every model answers greedily on held-out apps (difficulty 0, never seen in training). Step success
-and format rate: over {e['states']} recorded states of oracle episodes on held-out apps, each state
-once (teacher-forced); multi-solution: over {e['multi_solution_states']} held-out states with several valid
-actions; task success: playing {e['apps']} held-out apps, one observation per step (the episodes' own
+and format rate: over {e["states"]} recorded states of oracle episodes on held-out apps, each state
+once (teacher-forced); multi-solution: over {e["multi_solution_states"]} held-out states with several valid
+actions; task success: playing {e["apps"]} held-out apps, one observation per step (the episodes' own
 step success and format rate count every step taken, so an episode stuck on one screen weighs
-more). Mean ± standard deviation over seeds {p['seeds']} (the `sft` warm start is shared: no spread).
+more). Mean ± standard deviation over seeds {p["seeds"]} (the `sft` warm start is shared: no spread).
 
 | arm | step success | task success | format rate | step success, multi-solution | episode step success | episode format rate |
 | --- | --- | --- | --- | --- | --- | --- |
@@ -308,39 +402,39 @@ Per-seed differences (first arm minus second; same seeds, states and apps), mean
 | --- | --- | --- | --- |
 {chr(10).join(claim_rows)}
 
-- Trained arms whose mean step success exceeds the warm start's: {', '.join(above) or 'none'}.
-- Best trained arm by mean: step success `{best['step_success']}`, multi-solution step success
-  `{best['multi_solution_step_success']}`, task success `{best['task_success']}`.
+- Trained arms whose mean step success exceeds the warm start's: {", ".join(above) or "none"}.
+- Best trained arm by mean: step success `{best["step_success"]}`, multi-solution step success
+  `{best["multi_solution_step_success"]}`, task success `{best["task_success"]}`.
 
 ## Set-up
 
-- Student: `{p['student']}` (built-in tiny Llama, character tokenizer), warm-started by SFT for
-  {p['student_sft_steps']} steps (batch {p['sft_batch']}, lr {p['sft_lr']}) on {p['train_states']} recorded oracle states of training apps.
-- Teacher: the student's warm start trained {p['teacher_sft_steps']} more steps on the same states with a hint in
-  the prompt (one valid action or all of them). Held-out step success {t['step_success_with_hint']:.3f} with a
-  Single-GT hint, {t['step_success_without_hint']:.3f} without: its edge is the privileged guidance, not its size.
-- Arms train on the same {p['train_states']} states. Stage 1 (guided OPD, sampled-token reverse KL): {p['stage1_steps']} steps;
-  stage 2 (dual-level GRPO, equal weights, rule-based plan judge): {p['stage2_steps']} steps; GRPO-only arms:
-  {p['stage1_steps'] + p['stage2_steps']} steps. {p['prompts_per_step']} states x {p['group_size']} samples per step, temperature 1, lr {p['lr']}.
-- Machine: {r['machine']['processor']}, {r['machine']['cpus']} CPUs (shared), torch {r['machine']['torch']}, one thread;
-  {r['cpu_seconds'] / 60:.1f} CPU-minutes, {r['wall_seconds'] / 60:.1f} minutes wall-clock.
-- Command: `{r['command']}`
+- Student: `{p["student"]}` (built-in tiny Llama, character tokenizer), warm-started by SFT for
+  {p["student_sft_steps"]} steps (batch {p["sft_batch"]}, lr {p["sft_lr"]}) on {p["train_states"]} recorded oracle states of training apps.
+- Teacher: the student's warm start trained {p["teacher_sft_steps"]} more steps on the same states with a hint in
+  the prompt (one valid action or all of them). Held-out step success {t["step_success_with_hint"]:.3f} with a
+  Single-GT hint, {t["step_success_without_hint"]:.3f} without: its edge is the privileged guidance, not its size.
+- Arms train on the same {p["train_states"]} states. Stage 1 (guided OPD, sampled-token reverse KL): {p["stage1_steps"]} steps;
+  stage 2 (dual-level GRPO, equal weights, rule-based plan judge): {p["stage2_steps"]} steps; GRPO-only arms:
+  {p["stage1_steps"] + p["stage2_steps"]} steps. {p["prompts_per_step"]} states x {p["group_size"]} samples per step, temperature 1, lr {p["lr"]}.
+- Machine: {r["machine"]["processor"]}, {r["machine"]["cpus"]} CPUs (shared), torch {r["machine"]["torch"]}, one thread;
+  {r["cpu_seconds"] / 60:.1f} CPU-minutes, {r["wall_seconds"] / 60:.1f} minutes wall-clock.
+- Command: `{r["command"]}`
 
 Numbers: `docs/results/litegui.json` (per arm and metric: mean, std, min, max, per-seed values).
 
 ## How far this goes
 
-- Scale: a {p['student']} student ({_millions(p['student'])}M parameters, one character per token) against the paper's
+- Scale: a {p["student"]} student ({_millions(p["student"])}M parameters, one character per token) against the paper's
   2B vision-language model; tens of update steps instead of thousands; text screens instead of
   pixels. A claim that is `unresolved` here is not refuted, only not shown at this scale.
-- Guidance and reward variants differ only at states with several valid actions ({e['multi_share']:.0%} of
+- Guidance and reward variants differ only at states with several valid actions ({e["multi_share"]:.0%} of
   the held-out states); elsewhere every variant gives the same hint and the same reward. The
   multi-solution column isolates those states. Training the arms on multi-solution states only was
   tried first: it lowered held-out step success further than training on all states does (for the
   OPD arms also at multi-solution states), so the arms train on all recorded states.
 - OPD is only as good as its teacher: the teacher's own success with a hint (above) bounds what
   distillation can pass on, and Most-Matched-GT hints the student's own action back to the teacher.
-- Learning rate: {p['lr']} for every arm; at 1e-3 GRPO's reward collapsed in a first trial.
+- Learning rate: {p["lr"]} for every arm; at 1e-3 GRPO's reward collapsed in a first trial.
 - The spread comes from the training seeds only: both warm starts and the held-out sets are shared.
 """
 
@@ -349,8 +443,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="docs/results/litegui", help="output prefix: writes PREFIX.md and PREFIX.json")
     ap.add_argument("--work", default="runs/litegui", help="folder for the runs (models, metrics)")
-    ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks the pipeline in seconds, results mean nothing")
-    ap.add_argument("--render", action="store_true", help="no training: recompute the claims and PREFIX.md from the per-seed values in PREFIX.json")
+    ap.add_argument(
+        "--smoke", action="store_true", help="tiny sizes: checks the pipeline in seconds, results mean nothing"
+    )
+    ap.add_argument(
+        "--render",
+        action="store_true",
+        help="no training: recompute the claims and PREFIX.md from the per-seed values in PREFIX.json",
+    )
     a = ap.parse_args(argv)
     if a.render:
         r = json.loads(Path(a.out).with_suffix(".json").read_text())
@@ -358,7 +458,12 @@ def main(argv: list[str] | None = None) -> int:
         write_results(r, Path(a.out))
         return 0
     plan = smoke_plan() if a.smoke else Plan()
-    run(plan, Path(a.out), Path(a.work), " ".join(["python examples/litegui/experiment.py", *(argv if argv is not None else sys.argv[1:])]))
+    run(
+        plan,
+        Path(a.out),
+        Path(a.work),
+        " ".join(["python examples/litegui/experiment.py", *(argv if argv is not None else sys.argv[1:])]),
+    )
     return 0
 
 

@@ -21,16 +21,33 @@ from tempering.recipes.pretrain import PretrainConfig, pretrain
 
 K = 3
 FAMILIES = {
-    "arithmetic": {"family": "arithmetic", "args": {"min_value": 10, "max_value": 999, "partial_credit": True}, "max_new_tokens": 6},
-    "strings": {"family": "strings", "args": {"min_len": 3, "max_len": 6, "partial_credit": True}, "max_new_tokens": 8, "pass_target": 0.5},
+    "arithmetic": {
+        "family": "arithmetic",
+        "args": {"min_value": 10, "max_value": 999, "partial_credit": True},
+        "max_new_tokens": 6,
+    },
+    "strings": {
+        "family": "strings",
+        "args": {"min_len": 3, "max_len": 6, "partial_credit": True},
+        "max_new_tokens": 8,
+        "pass_target": 0.5,
+    },
 }
 CF = {"counterfactual_turns": 10, "counterfactual_samples": 4}
 ARMS = {
     "mt_grpo": {"rollout": {}, "loss": {"advantage": "grpo"}},
     "leap_rank": {"rollout": {}, "loss": {"advantage": "leap"}},
-    **{f"tcpo_{mode}": {"rollout": CF if mode == "full" else {}, "loss": {"advantage": "tcpo", "credit_args": {"mode": mode}}}
-       for mode in ("trajectory", "turn_reward", "score_diff", "retrospective", "hindsight", "full")},
-    "tcpo_full_random_cf": {"rollout": {**CF, "counterfactual_select": "random"}, "loss": {"advantage": "tcpo", "credit_args": {"mode": "full"}}},
+    **{
+        f"tcpo_{mode}": {
+            "rollout": CF if mode == "full" else {},
+            "loss": {"advantage": "tcpo", "credit_args": {"mode": mode}},
+        }
+        for mode in ("trajectory", "turn_reward", "score_diff", "retrospective", "hindsight", "full")
+    },
+    "tcpo_full_random_cf": {
+        "rollout": {**CF, "counterfactual_select": "random"},
+        "loss": {"advantage": "tcpo", "credit_args": {"mode": "full"}},
+    },
 }
 
 
@@ -40,11 +57,24 @@ def warm_start(name: str, spec: dict, out: Path, pass_target: float) -> str:
     if (out / f"pretrain_{name}" / "model" / "config.json").is_file():
         return str(out / f"pretrain_{name}" / "model")
     task = {"family": spec["family"], "args": spec["args"], "train_size": 20000, "heldout_size": 300}
-    cfg = build(PretrainConfig, {
-        "model": {"name": "tiny-s"}, "task": task, "out_dir": str(out / f"pretrain_{name}"), "progress": False,
-        "train": {"steps": 3000, "lr": 1e-3, "eval_every": 50, "eval_size": 200, "stop_at_pass": spec.get("pass_target", pass_target),
-                  "max_new_tokens": spec["max_new_tokens"], "repair_share": 0.3},
-    })
+    cfg = build(
+        PretrainConfig,
+        {
+            "model": {"name": "tiny-s"},
+            "task": task,
+            "out_dir": str(out / f"pretrain_{name}"),
+            "progress": False,
+            "train": {
+                "steps": 3000,
+                "lr": 1e-3,
+                "eval_every": 50,
+                "eval_size": 200,
+                "stop_at_pass": spec.get("pass_target", pass_target),
+                "max_new_tokens": spec["max_new_tokens"],
+                "repair_share": 0.3,
+            },
+        },
+    )
     return pretrain(cfg)["model"]
 
 
@@ -52,12 +82,27 @@ def arm_config(model: str, spec: dict, arm: dict, seed: int, steps: int, out: Pa
     return {
         "model": {"name": model},
         "task": {"family": spec["family"], "args": spec["args"], "train_size": 20000, "heldout_size": 300},
-        "rollout": {"group_size": 8, "prompts_per_step": 16, "max_new_tokens": spec["max_new_tokens"], "max_turns": K,
-                    "score_range": [0.0, 1.0], **arm["rollout"]},
+        "rollout": {
+            "group_size": 8,
+            "prompts_per_step": 16,
+            "max_new_tokens": spec["max_new_tokens"],
+            "max_turns": K,
+            "score_range": [0.0, 1.0],
+            **arm["rollout"],
+        },
         "loss": arm["loss"],
         "optim": {"lr": 3e-4},
-        "run": {"steps": steps, "seed": seed, "out_dir": str(out), "eval_every": 0, "eval_k": 8,
-                "checkpoint_every": 0, "log_samples": 0, "tensorboard": False, "progress": False},
+        "run": {
+            "steps": steps,
+            "seed": seed,
+            "out_dir": str(out),
+            "eval_every": 0,
+            "eval_k": 8,
+            "checkpoint_every": 0,
+            "log_samples": 0,
+            "tensorboard": False,
+            "progress": False,
+        },
     }
 
 
@@ -73,7 +118,11 @@ def findings(fam: dict, start: float) -> list[str]:
     out = []
     below = [arm for arm in fam if fam[arm]["best_turn_pass_at_1"] < start]
     if below:
-        out.append(f"Below the warm start ({start:.3f}) after RL: " + ", ".join(f"`{a}` ({fam[a]['best_turn_pass_at_1']:.3f})" for a in below) + ".")
+        out.append(
+            f"Below the warm start ({start:.3f}) after RL: "
+            + ", ".join(f"`{a}` ({fam[a]['best_turn_pass_at_1']:.3f})" for a in below)
+            + "."
+        )
     best = max(fam, key=lambda k: fam[k]["best_turn_pass_at_1"])
     out.append(f"Highest best-turn pass@1: `{best}` ({fam[best]['best_turn_pass_at_1']:.3f}).")
     for arm in ("tcpo_full", "tcpo_retrospective", "tcpo_hindsight"):
@@ -81,11 +130,16 @@ def findings(fam: dict, start: float) -> list[str]:
             if arm in fam and base in fam:
                 out.append(f"`{arm}` vs `{base}`: {compare(fam[arm], fam[base])}.")
     if "tcpo_full" in fam and "tcpo_full_random_cf" in fam:
-        out.append(f"Selective vs random counterfactual turns: {compare(fam['tcpo_full'], fam['tcpo_full_random_cf'])}.")
+        out.append(
+            f"Selective vs random counterfactual turns: {compare(fam['tcpo_full'], fam['tcpo_full_random_cf'])}."
+        )
     if "tcpo_trajectory" in fam and "mt_grpo" in fam:
         same = abs(fam["tcpo_trajectory"]["best_turn_pass_at_1"] - fam["mt_grpo"]["best_turn_pass_at_1"]) < 1e-9
-        out.append("The ladder's first rung (trajectory reward) " + ("reproduces" if same else "differs from")
-                   + " multi-turn GRPO exactly, as its definition says it should.")
+        out.append(
+            "The ladder's first rung (trajectory reward) "
+            + ("reproduces" if same else "differs from")
+            + " multi-turn GRPO exactly, as its definition says it should."
+        )
     return ["Findings: " + " ".join(out), ""]
 
 
@@ -109,10 +163,22 @@ def main() -> None:
             for seed in a.seeds:
                 r = run_arm(arm_config(model, spec, ARMS[arm], seed, a.steps, work / fam / f"{arm}_s{seed}"))
                 results.setdefault(fam, {}).setdefault(arm, []).append(r)
-                print(fam, arm, seed, {k: round(r.get(k, 0), 3) for k in ("pass@1_sampled", "pass@8", "turns_per_pass_sampled")}, flush=True)
+                print(
+                    fam,
+                    arm,
+                    seed,
+                    {k: round(r.get(k, 0), 3) for k in ("pass@1_sampled", "pass@8", "turns_per_pass_sampled")},
+                    flush=True,
+                )
 
-    data: dict = {"K": K, "seeds": a.seeds, "steps": a.steps, "machine": machine(),
-                  "command": "python examples/tcpo/run_tcpo.py " + " ".join(sys.argv[1:]), "families": {}}
+    data: dict = {
+        "K": K,
+        "seeds": a.seeds,
+        "steps": a.steps,
+        "machine": machine(),
+        "command": "python examples/tcpo/run_tcpo.py " + " ".join(sys.argv[1:]),
+        "families": {},
+    }
     lines = [
         "# TCPO: turn-level credit vs multi-turn GRPO and the LEAP rank reward",
         "",
@@ -128,8 +194,12 @@ def main() -> None:
     overheads = []
     for fam, arms in results.items():
         fam_data = {}
-        lines += [f"## {fam}", "", "| arm | best-turn pass@1 | best-turn pass@8 | turns to success | improve rate | regress rate | env calls | counterfactual overhead (calls / seconds) |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [
+            f"## {fam}",
+            "",
+            "| arm | best-turn pass@1 | best-turn pass@8 | turns to success | improve rate | regress rate | env calls | counterfactual overhead (calls / seconds) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for arm, runs in arms.items():
             col = lambda k: [r.get(k, float("nan")) for r in runs]
             oc, osec = col("cf_overhead_calls"), col("cf_overhead_seconds")
@@ -137,20 +207,31 @@ def main() -> None:
             if has_cf and arm == "tcpo_full":
                 overheads.append(mean_sd(oc)[0])
             fam_data[arm] = {
-                "best_turn_pass_at_1": mean_sd(col("pass@1_sampled"))[0], "best_turn_pass_at_1_sd": mean_sd(col("pass@1_sampled"))[1],
-                "best_turn_pass_at_8": mean_sd(col("pass@8"))[0], "best_turn_pass_at_8_sd": mean_sd(col("pass@8"))[1],
-                "turns_to_success": mean_sd(col("turns_per_pass_sampled"))[0], "improve_rate": mean_sd(col("improve_rate_sampled"))[0],
-                "regress_rate": mean_sd(col("regress_rate_sampled"))[0], "env_calls": mean_sd(col("total_env_calls"))[0],
-                "seeds": a.seeds, "per_seed": [{k: v for k, v in r.items() if k != "start"} for r in runs],
+                "best_turn_pass_at_1": mean_sd(col("pass@1_sampled"))[0],
+                "best_turn_pass_at_1_sd": mean_sd(col("pass@1_sampled"))[1],
+                "best_turn_pass_at_8": mean_sd(col("pass@8"))[0],
+                "best_turn_pass_at_8_sd": mean_sd(col("pass@8"))[1],
+                "turns_to_success": mean_sd(col("turns_per_pass_sampled"))[0],
+                "improve_rate": mean_sd(col("improve_rate_sampled"))[0],
+                "regress_rate": mean_sd(col("regress_rate_sampled"))[0],
+                "env_calls": mean_sd(col("total_env_calls"))[0],
+                "seeds": a.seeds,
+                "per_seed": [{k: v for k, v in r.items() if k != "start"} for r in runs],
             }
             if has_cf:
                 fam_data[arm]["counterfactual_overhead_calls"] = mean_sd(oc)[0]
                 fam_data[arm]["counterfactual_overhead_seconds"] = mean_sd(osec)[0]
-            lines.append(f"| {arm} | {fmt(col('pass@1_sampled'))} | {fmt(col('pass@8'))} | {fmt(col('turns_per_pass_sampled'), 2)} | "
-                         f"{fmt(col('improve_rate_sampled'))} | {fmt(col('regress_rate_sampled'))} | {fmt(col('total_env_calls'), 0)} | "
-                         + (f"{mean_sd(oc)[0]:.2f}x / {mean_sd(osec)[0]:.2f}x |" if has_cf else "- |"))
+            lines.append(
+                f"| {arm} | {fmt(col('pass@1_sampled'))} | {fmt(col('pass@8'))} | {fmt(col('turns_per_pass_sampled'), 2)} | "
+                f"{fmt(col('improve_rate_sampled'))} | {fmt(col('regress_rate_sampled'))} | {fmt(col('total_env_calls'), 0)} | "
+                + (f"{mean_sd(oc)[0]:.2f}x / {mean_sd(osec)[0]:.2f}x |" if has_cf else "- |")
+            )
         start = arms[next(iter(arms))][0]["start"]
-        lines += ["", f"Warm start (before RL): best-turn pass@1 {start.get('pass@1_sampled', 0):.3f}, pass@8 {start.get('pass@8', 0):.3f}.", ""]
+        lines += [
+            "",
+            f"Warm start (before RL): best-turn pass@1 {start.get('pass@1_sampled', 0):.3f}, pass@8 {start.get('pass@8', 0):.3f}.",
+            "",
+        ]
         lines += findings(fam_data, start.get("pass@1_sampled", 0.0))
         data["families"][fam] = fam_data
     if overheads:

@@ -13,17 +13,35 @@ from tempering.errors import UserError
 
 # verb -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("tempering.recipes.demo", "The quickstart: pre-train a tiny model, GRPO on arithmetic, before/after table."),
+    "demo": (
+        "tempering.recipes.demo",
+        "The quickstart: pre-train a tiny model, GRPO on arithmetic, before/after table.",
+    ),
     "pretrain": ("tempering.recipes.pretrain", "Supervised warm start of a model on a built-in task family."),
     "train": ("tempering.recipes.rl", "RL with verifiable rewards: GRPO, Dr. GRPO, RLOO, multi-turn methods."),
     "eval": ("tempering.recipes.eval", "Evaluate a checkpoint on a task family's held-out split."),
     "config": ("tempering.recipes.reference", "Print the config reference of a recipe."),
     "kernels": ("tempering.envs.kernels.cli", "Kernel environment: list problems, eval submissions, synth problems."),
-    "synth": ("tempering.synth.cli", "Synthesise verified terminal-task bundles at the policy's frontier (Envs-FORGE)."),
-    "gui": ("tempering.envs.gui.cli", "GUI apps with multi-solution annotations: generate trajectory datasets, show, stats."),
-    "distill": ("tempering.recipes.distill", "On-policy distillation from a teacher (reverse KL, top-k or full-vocabulary JSD)."),
-    "direct-opd": ("tempering.recipes.direct_opd", "Direct-OPD: transfer a small model's RL shift to a larger student."),
-    "rgrpo": ("tempering.recipes.rgrpo", "Residual GRPO: complementary teachers, each round on what earlier ones miss."),
+    "synth": (
+        "tempering.synth.cli",
+        "Synthesise verified terminal-task bundles at the policy's frontier (Envs-FORGE).",
+    ),
+    "gui": (
+        "tempering.envs.gui.cli",
+        "GUI apps with multi-solution annotations: generate trajectory datasets, show, stats.",
+    ),
+    "distill": (
+        "tempering.recipes.distill",
+        "On-policy distillation from a teacher (reverse KL, top-k or full-vocabulary JSD).",
+    ),
+    "direct-opd": (
+        "tempering.recipes.direct_opd",
+        "Direct-OPD: transfer a small model's RL shift to a larger student.",
+    ),
+    "rgrpo": (
+        "tempering.recipes.rgrpo",
+        "Residual GRPO: complementary teachers, each round on what earlier ones miss.",
+    ),
     "tu-opd": ("tempering.recipes.tu_opd", "Teacher-Union OPD: distil several teachers gated by their pass rates."),
     "expand-compress": ("tempering.recipes.expand_compress", "RGRPO teachers, then TU-OPD into one student."),
     "sandbox": ("tempering.sandbox.cli", "Sandbox: working backends, the adversarial suite, check code-problem files."),

@@ -12,16 +12,32 @@ from tempering.types import Task
 
 
 async def evaluate(
-    sampler, fmt: ChatFormat, family: TaskFamily, tasks: list[Task], opts: RolloutOptions, k: int = 8, sampled: bool = True
+    sampler,
+    fmt: ChatFormat,
+    family: TaskFamily,
+    tasks: list[Task],
+    opts: RolloutOptions,
+    k: int = 8,
+    sampled: bool = True,
 ) -> dict[str, float]:
     """`pass@1` is greedy; `pass@1_sampled` and `pass@k` use k samples at the rollout temperature."""
-    greedy = replace(opts, sampling=replace(opts.sampling, temperature=0.0), continue_after_turn1=None, counterfactual=None)
+    greedy = replace(
+        opts, sampling=replace(opts.sampling, temperature=0.0), continue_after_turn1=None, counterfactual=None
+    )
     groups = await rollout(sampler, fmt, tasks, family.make_env, 1, greedy)
     out = group_metrics(groups, 1, opts.max_turns)
     if sampled and k > 1:
-        sg = await rollout(sampler, fmt, tasks, family.make_env, k, replace(opts, continue_after_turn1=None, counterfactual=None))
+        sg = await rollout(
+            sampler, fmt, tasks, family.make_env, k, replace(opts, continue_after_turn1=None, counterfactual=None)
+        )
         m = group_metrics(sg, k, opts.max_turns)
         out["pass@1_sampled"] = m["pass@1"]
         out[f"pass@{k}"] = m.get(f"pass@{k}", m["pass@1"])
-        out.update({f"{key}_sampled": v for key, v in m.items() if key.startswith(("acc@", "turns_per_pass", "tokens_per_pass", "improve_rate", "regress_rate"))})
+        out.update(
+            {
+                f"{key}_sampled": v
+                for key, v in m.items()
+                if key.startswith(("acc@", "turns_per_pass", "tokens_per_pass", "improve_rate", "regress_rate"))
+            }
+        )
     return out

@@ -21,7 +21,15 @@ from tempering.config import build
 from tempering.recipes.rl import RLTrainer, TrainConfig
 from tempering.runlog import atomic_write_text
 
-TOTALS = ("env_calls", "env_seconds", "gen_seconds", "update_seconds", "step_seconds", "cf_env_calls", "episodes_pruned")
+TOTALS = (
+    "env_calls",
+    "env_seconds",
+    "gen_seconds",
+    "update_seconds",
+    "step_seconds",
+    "cf_env_calls",
+    "episodes_pruned",
+)
 
 
 def run_arm(cfg: dict[str, Any], family=None) -> dict[str, Any]:

@@ -28,7 +28,9 @@ def group_metrics(groups: list[Group], k: int, max_turns: int = 1) -> dict[str, 
     out["score"] = sum(e.reward for e in eps) / len(eps)
     if max_turns > 1:
         for t in range(1, max_turns + 1):
-            out[f"acc@{t}"] = sum(e.first_success_turn is not None and e.first_success_turn <= t for e in eps) / len(eps)
+            out[f"acc@{t}"] = sum(e.first_success_turn is not None and e.first_success_turn <= t for e in eps) / len(
+                eps
+            )
         steps = [(a.score, b.score) for e in eps for a, b in zip(e.turns, e.turns[1:])]
         if steps:
             out["improve_rate"] = sum(b > a for a, b in steps) / len(steps)

@@ -21,7 +21,9 @@ def atomic_write_text(path: Path, text: str) -> None:
 class RunLog:
     """Writes one run folder. Metrics of steps after `resume_step` are dropped when resuming."""
 
-    def __init__(self, out_dir: str | Path, config: dict[str, Any], resume_step: int | None = None, tensorboard: bool = True):
+    def __init__(
+        self, out_dir: str | Path, config: dict[str, Any], resume_step: int | None = None, tensorboard: bool = True
+    ):
         self.dir = Path(out_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = self.dir / "metrics.jsonl"
@@ -38,7 +40,9 @@ class RunLog:
             try:
                 from torch.utils.tensorboard import SummaryWriter
 
-                self.tb = SummaryWriter(str(self.dir / "tb"), purge_step=None if resume_step is None else resume_step + 1)
+                self.tb = SummaryWriter(
+                    str(self.dir / "tb"), purge_step=None if resume_step is None else resume_step + 1
+                )
             except ImportError:
                 self.tb = None
 

@@ -94,7 +94,12 @@ class Episode:
         then that turn starts a new row from the context it was really sampled in.
         """
         rows = []
-        ids, mask, logp, turn = list(self.prompt_ids), [0] * len(self.prompt_ids), [0.0] * len(self.prompt_ids), [-1] * len(self.prompt_ids)
+        ids, mask, logp, turn = (
+            list(self.prompt_ids),
+            [0] * len(self.prompt_ids),
+            [0.0] * len(self.prompt_ids),
+            [-1] * len(self.prompt_ids),
+        )
         for k, t in enumerate(self.turns):
             if t.context_ids is not None:
                 rows.append((ids, mask, logp, turn))

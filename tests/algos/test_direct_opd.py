@@ -51,4 +51,6 @@ def test_clip_and_dual_clip_per_candidate():
     assert float(loss) == pytest.approx(-1.2 + 3.0)  # clipped at 1.2, and capped at 3 |A|
     assert float(stats["clip_frac_high"]) == pytest.approx(0.5)
     norm = LossNorm(tokens=4, seqs=1)  # a normaliser counted over a whole optimizer step
-    assert float(topk_ppo_loss(logp, old, adv, torch.ones(1, 1), 0.2, 0.2, 3.0, "token-mean", norm)[0]) == pytest.approx(1.8 / 4)
+    assert float(
+        topk_ppo_loss(logp, old, adv, torch.ones(1, 1), 0.2, 0.2, 3.0, "token-mean", norm)[0]
+    ) == pytest.approx(1.8 / 4)

@@ -55,8 +55,12 @@ def test_tu_opd_advantage_by_hand():
 def test_consensus_residual_by_hand():
     # winner 1 (q = .6) lies above the consensus -1.4 by 0.4: target -1.0, advantage 0.5
     assert consensus_residual_advantage(LT, LS, torch.tensor([[0.6, 0.4]]), M)[0].tolist() == pytest.approx([0.5, 0.0])
-    assert consensus_residual_advantage(LT, LS, torch.tensor([[0.6, 0.4]]), M, eta=0.5)[0].tolist() == pytest.approx([0.3, 0.0])
+    assert consensus_residual_advantage(LT, LS, torch.tensor([[0.6, 0.4]]), M, eta=0.5)[0].tolist() == pytest.approx(
+        [0.3, 0.0]
+    )
     # winner 2 (q = .6) lies below the consensus -1.6: no residual, same as TU-OPD
     q = torch.tensor([[0.4, 0.6]])
-    assert consensus_residual_advantage(LT, LS, q, M)[0].tolist() == pytest.approx(tu_opd_advantage(LT, LS, q, M)[0].tolist())
+    assert consensus_residual_advantage(LT, LS, q, M)[0].tolist() == pytest.approx(
+        tu_opd_advantage(LT, LS, q, M)[0].tolist()
+    )
     assert consensus_residual_advantage(LT, LS, torch.zeros(1, 2), M).abs().sum() == 0

@@ -8,7 +8,9 @@ FAIL = K + 1
 
 
 def _scores(success, first, tokens=None, eff=False):
-    return rank_scores(torch.tensor([success]), torch.tensor([first]), None if tokens is None else torch.tensor([tokens]), eff)[0]
+    return rank_scores(
+        torch.tensor([success]), torch.tensor([first]), None if tokens is None else torch.tensor([tokens]), eff
+    )[0]
 
 
 def test_tournament_by_hand():
@@ -31,7 +33,9 @@ def test_single_late_success_gets_the_largest_signal():
 def test_token_efficiency_breaks_ties_between_successes_only():
     s = _scores([1, 1, 0, 0], [1, 1, FAIL, FAIL], tokens=[10, 20, 5, 50], eff=True)
     assert s.tolist() == pytest.approx([1.0, 1 / 3, -2 / 3, -2 / 3])
-    assert _scores([1, 1, 0, 0], [1, 1, FAIL, FAIL], tokens=[10, 20, 5, 50], eff=False).tolist() == pytest.approx([2 / 3, 2 / 3, -2 / 3, -2 / 3])
+    assert _scores([1, 1, 0, 0], [1, 1, FAIL, FAIL], tokens=[10, 20, 5, 50], eff=False).tolist() == pytest.approx(
+        [2 / 3, 2 / 3, -2 / 3, -2 / 3]
+    )
 
 
 def test_turn_credit_discounts_positive_scores_back_in_time():

@@ -93,8 +93,8 @@ def test_guidance_builders():
     valid = [click3, type2]
     assert build_guidance("single", valid) == 'Hint: a correct action is {"type":"click","target":"3"}'
     assert build_guidance("multi", valid) == (
-        'Hint: correct actions are {"type":"click","target":"3"} or '
-        '{"type":"type","target":"2","value":"call mom now"}')
+        'Hint: correct actions are {"type":"click","target":"3"} or {"type":"type","target":"2","value":"call mom now"}'
+    )
     student = Action("type", target="2", value="call")
     assert most_matched(valid, student) == type2
     assert most_matched(valid, None) == click3

@@ -11,7 +11,9 @@ def _lp(*p):
 
 
 def test_reverse_kl_advantage_by_hand():
-    adv = reverse_kl_advantage(torch.tensor([[-1.0, -2.0, -0.3]]), torch.tensor([[-0.5, -3.0, -9.0]]), torch.tensor([[1.0, 1.0, 0.0]]))
+    adv = reverse_kl_advantage(
+        torch.tensor([[-1.0, -2.0, -0.3]]), torch.tensor([[-0.5, -3.0, -9.0]]), torch.tensor([[1.0, 1.0, 0.0]])
+    )
     assert adv.tolist() == [[0.5, -1.0, 0.0]]  # teacher likes token 1 more (+), token 2 less (-); padding 0
 
 
@@ -54,5 +56,7 @@ def test_topk_jsd_keeps_the_rest_of_the_vocabulary_as_one_bucket():
     # KL(S||T) on (0.5, 0.3, 0.2) vs (0.6, 0.2, 0.2) = 0.5 ln(5/6) + 0.3 ln(3/2) = 0.030479
     assert float(topk_jsd(s, t, 1.0)) == pytest.approx(0.030479, abs=1e-6)
     # mass outside the teacher's top-k is penalised: forward KL of (0.9, 0.1) against a student with 0.1 on it
-    assert float(topk_jsd(_lp(0.1), _lp(0.9), 0.0)) == pytest.approx(0.9 * math.log(9) + 0.1 * math.log(0.1 / 0.9), abs=1e-6)
+    assert float(topk_jsd(_lp(0.1), _lp(0.9), 0.0)) == pytest.approx(
+        0.9 * math.log(9) + 0.1 * math.log(0.1 / 0.9), abs=1e-6
+    )
     assert topk_jsd(s[None, None], t[None, None], 0.5).shape == (1, 1)

@@ -37,8 +37,14 @@ def full_batch():
 
 
 def settings(agg: str, clip: float, dp=None, mini_batches: int = 1) -> UpdateSettings:
-    return UpdateSettings(micro_batch_size=2, loss_agg=agg, max_grad_norm=clip, max_response_len=12,
-                          mini_batches=mini_batches, data_parallel=dp)
+    return UpdateSettings(
+        micro_batch_size=2,
+        loss_agg=agg,
+        max_grad_norm=clip,
+        max_response_len=12,
+        mini_batches=mini_batches,
+        data_parallel=dp,
+    )
 
 
 def update(model, batch, s: UpdateSettings) -> dict:

@@ -19,27 +19,50 @@ from tempering.recipes.rl import TrainConfig
 def _cfg(model, out, steps):
     return {
         "model": {"name": str(model)},
-        "task": {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 200, "heldout_size": 8},
+        "task": {
+            "family": "arithmetic",
+            "args": {"min_value": 0, "max_value": 30},
+            "train_size": 200,
+            "heldout_size": 8,
+        },
         "rollout": {"group_size": 4, "prompts_per_step": 4, "max_new_tokens": 4},
         "optim": {"lr": 1e-3},
         "loss": {"micro_batch_size": 4},
-        "run": {"steps": steps, "out_dir": str(out), "eval_every": 0, "eval_k": 1, "checkpoint_every": 1,
-                "progress": False, "log_samples": 2},
+        "run": {
+            "steps": steps,
+            "out_dir": str(out),
+            "eval_every": 0,
+            "eval_k": 1,
+            "checkpoint_every": 1,
+            "progress": False,
+            "log_samples": 2,
+        },
     }
 
 
 def _launch(tmp_path, name, cfg, *args):
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-           "-m", "tempering.distributed", str(path), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        "-m",
+        "tempering.distributed",
+        str(path),
+        *args,
+    ]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 @pytest.mark.slow
 def test_two_rank_runs_with_ddp_and_fsdp2(pretrained_dir, tmp_path):
     runs = {s: tmp_path / s for s in ("ddp", "fsdp2")}
-    procs = {s: _launch(tmp_path, s, _cfg(pretrained_dir, runs[s], 2), "--strategy", s, "--world-size", "2") for s in runs}
+    procs = {
+        s: _launch(tmp_path, s, _cfg(pretrained_dir, runs[s], 2), "--strategy", s, "--world-size", "2") for s in runs
+    }
     for s, p in procs.items():
         out, err = p.communicate(timeout=400)
         assert p.returncode == 0, f"{s}: {err[-3000:]}"
@@ -63,8 +86,12 @@ def test_a_launch_outside_torchrun_says_how_to_launch(monkeypatch):
         monkeypatch.delenv(k, raising=False)
     with pytest.raises(UserError, match="torchrun --nproc-per-node"):
         init_world()
-    res = subprocess.run([sys.executable, "-m", "tempering.distributed", "run.steps=1"], capture_output=True, text=True,
-                         env={k: v for k, v in __import__("os").environ.items() if k not in ("RANK", "WORLD_SIZE")})
+    res = subprocess.run(
+        [sys.executable, "-m", "tempering.distributed", "run.steps=1"],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in __import__("os").environ.items() if k not in ("RANK", "WORLD_SIZE")},
+    )
     assert res.returncode == 2 and "not started by torchrun" in res.stderr and "Traceback" not in res.stderr
 
 
@@ -80,7 +107,13 @@ def test_a_world_size_other_than_planned_is_refused(monkeypatch):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")
 def test_nccl_on_a_machine_without_gpu_is_refused(monkeypatch):
-    for k, v in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29999"}.items():
+    for k, v in {
+        "RANK": "0",
+        "WORLD_SIZE": "1",
+        "LOCAL_RANK": "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "29999",
+    }.items():
         monkeypatch.setenv(k, v)
     with pytest.raises(UserError, match="nccl needs CUDA GPUs and this machine has none"):
         init_world("nccl")

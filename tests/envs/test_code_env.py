@@ -39,29 +39,40 @@ def test_extract_code_takes_the_last_block_or_completes_the_prompt():
     assert extract_code("```\n\n```", ADD) == ""
 
 
-@pytest.mark.parametrize("answer, status, passed, says", [
-    ("def add_two(a, b):\n    return a + b\n", "correct", 4, "All 4 tests passed."),
-    ("def add_two(a, b):\n    return a - b\n", "incorrect", 1, "assert add_two(2, 3) == 5\nYour function returned: -1"),
-    ("def add_two(a, b):\n    return a +\n", "parse_error", 0, "SyntaxError"),
-    ("def add_two(a, b):\n    raise ValueError('nope')\n", "runtime_error", 0, "ValueError: nope"),
-    ("", "parse_error", 0, "No code found"),
-])
+@pytest.mark.parametrize(
+    "answer, status, passed, says",
+    [
+        ("def add_two(a, b):\n    return a + b\n", "correct", 4, "All 4 tests passed."),
+        (
+            "def add_two(a, b):\n    return a - b\n",
+            "incorrect",
+            1,
+            "assert add_two(2, 3) == 5\nYour function returned: -1",
+        ),
+        ("def add_two(a, b):\n    return a +\n", "parse_error", 0, "SyntaxError"),
+        ("def add_two(a, b):\n    raise ValueError('nope')\n", "runtime_error", 0, "ValueError: nope"),
+        ("", "parse_error", 0, "No code found"),
+    ],
+)
 def test_grade_status_count_and_feedback(sb, answer, status, passed, says):
     g = run(grade(sb, ADD, answer))
     assert (g.status, g.passed, g.total) == (status, passed, 4)
     assert says in g.feedback
 
 
-@pytest.mark.parametrize("answer", [
-    "import sys\nsys.exit(0)\n",                                       # leave before the tests
-    "import os\nos._exit(0)\n",
-    "class Any:\n    def __eq__(self, other):\n        return True\n\ndef add_two(a, b):\n    return Any()\n",
-    'import builtins\nbuiltins.AssertionError = Exception\ndef add_two(a, b):\n    return 0\n',
-    'print(\'{"load_error": null, "results": [{"passed": true}, {"passed": true}, {"passed": true}, {"passed": true}]}\')\n'
-    "import os\nos._exit(0)\n",                                        # forge the judge's report
-    "import os\nos.write(1, b'{\"load_error\": null, \"results\": []}')\ndef add_two(a, b):\n    return 0\n",
-    "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n",  # kill the judge itself
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "import sys\nsys.exit(0)\n",  # leave before the tests
+        "import os\nos._exit(0)\n",
+        "class Any:\n    def __eq__(self, other):\n        return True\n\ndef add_two(a, b):\n    return Any()\n",
+        "import builtins\nbuiltins.AssertionError = Exception\ndef add_two(a, b):\n    return 0\n",
+        'print(\'{"load_error": null, "results": [{"passed": true}, {"passed": true}, {"passed": true}, {"passed": true}]}\')\n'
+        "import os\nos._exit(0)\n",  # forge the judge's report
+        'import os\nos.write(1, b\'{"load_error": null, "results": []}\')\ndef add_two(a, b):\n    return 0\n',
+        "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n",  # kill the judge itself
+    ],
+)
 def test_reward_hacks_do_not_pass(sb, answer):
     g = run(grade(sb, ADD, answer))
     assert g.status != "correct" and g.passed < g.total, (g.status, g.feedback)
@@ -74,12 +85,14 @@ def test_killing_the_judge_is_a_runtime_error_not_an_infrastructure_failure(sb):
 
 def test_judge_never_shows_expected_values_to_the_candidate(sb):
     # the candidate hunts for the expected value 5 (of add_two(2, 3)) in every file it can see
-    spy = ("import os\nfound = []\nfor root, _, files in os.walk('/job'):\n    for f in files:\n"
-           "        try:\n            found.append(open(os.path.join(root, f)).read())\n        except OSError:\n"
-           "            pass\ntry:\n    found.append(open(f'/proc/{os.getppid()}/cmdline').read())\n"
-           "    found.append(open(f'/proc/{os.getppid()}/mem', 'rb').read(10))\nexcept OSError:\n    pass\n"
-           "needle = '=' * 2 + ' ' + str(2 + 3)\n"  # built at run time: not a literal in this very file
-           "def add_two(a, b):\n    return repr([needle in t for t in found])\n")
+    spy = (
+        "import os\nfound = []\nfor root, _, files in os.walk('/job'):\n    for f in files:\n"
+        "        try:\n            found.append(open(os.path.join(root, f)).read())\n        except OSError:\n"
+        "            pass\ntry:\n    found.append(open(f'/proc/{os.getppid()}/cmdline').read())\n"
+        "    found.append(open(f'/proc/{os.getppid()}/mem', 'rb').read(10))\nexcept OSError:\n    pass\n"
+        "needle = '=' * 2 + ' ' + str(2 + 3)\n"  # built at run time: not a literal in this very file
+        "def add_two(a, b):\n    return repr([needle in t for t in found])\n"
+    )
     g = run(grade(sb, ADD, spy))
     got = g.results[0]["got"]
     assert got.count(",") >= 2, got  # it did read solution.py, judge.py and the judge's command line

@@ -8,7 +8,7 @@ from tempering.envs.code import load_problems
 from tempering.envs.code.problems import parse_test
 from tempering.errors import UserError
 
-GOOD = {"id": "p", "prompt": "def f(x):\n    \"\"\"Double x.\"\"\"\n", "entry_point": "f", "tests": ["assert f(2) == 4"]}
+GOOD = {"id": "p", "prompt": 'def f(x):\n    """Double x."""\n', "entry_point": "f", "tests": ["assert f(2) == 4"]}
 
 
 def write(tmp_path, *records):
@@ -31,26 +31,32 @@ def test_parse_test_splits_expression_and_expected():
     assert (t.expr, t.expected) == ("sorted(f([3, 1]))", "[1, 3]")
 
 
-@pytest.mark.parametrize("text, why", [
-    ("f(1) == 2", "single `assert"),
-    ("assert f(1) < 2", "single `==`"),
-    ("assert f(1) == g(2)", "plain literal"),
-    ("assert f(1) ==", "not valid Python"),
-])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("f(1) == 2", "single `assert"),
+        ("assert f(1) < 2", "single `==`"),
+        ("assert f(1) == g(2)", "plain literal"),
+        ("assert f(1) ==", "not valid Python"),
+    ],
+)
 def test_unsupported_tests_are_refused(text, why):
     with pytest.raises(ValueError, match=why):
         parse_test(text)
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"tests": None}, "field 'tests' has the wrong type"),
-    ({"tests": []}, "field 'tests' is empty"),
-    ({"tests": ["assert f(2) == 4", "assert f(2) > 3"]}, r"field 'tests'\[1\]"),
-    ({"entry_point": "g"}, "does not define `def g"),
-    ({"entry_point": "not a name"}, "not a Python name"),
-    ({"difficulty": 9}, "field 'difficulty' must be 1..5"),
-    ({"test_timeout_s": 0}, "field 'test_timeout_s' must be positive"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"tests": None}, "field 'tests' has the wrong type"),
+        ({"tests": []}, "field 'tests' is empty"),
+        ({"tests": ["assert f(2) == 4", "assert f(2) > 3"]}, r"field 'tests'\[1\]"),
+        ({"entry_point": "g"}, "does not define `def g"),
+        ({"entry_point": "not a name"}, "not a Python name"),
+        ({"difficulty": 9}, "field 'difficulty' must be 1..5"),
+        ({"test_timeout_s": 0}, "field 'test_timeout_s' must be positive"),
+    ],
+)
 def test_bad_field_names_line_and_field(tmp_path, change, message):
     path = write(tmp_path, GOOD, {**GOOD, "id": "q", **change})
     with pytest.raises(UserError, match=f"{path}:2: .*{message}"):

@@ -37,9 +37,15 @@ def test_parse_command():
 def test_state_carries_over_and_output_comes_back(sandbox, bundle):
     env = TerminalEnv(bundle_task(bundle), sandbox, command_timeout_s=1)
     assert "submit" in env.reset() and "orders.csv" in env.reset()
-    r1, r2, r3, r4 = play(env, ["```bash\nmkdir work && cd work && echo hi > note.txt && chmod +x note.txt\n```",
-                                "ls -l work; cat work/note.txt; head -1 orders.csv",
-                                "sleep 30", "false"])
+    r1, r2, r3, r4 = play(
+        env,
+        [
+            "```bash\nmkdir work && cd work && echo hi > note.txt && chmod +x note.txt\n```",
+            "ls -l work; cat work/note.txt; head -1 orders.csv",
+            "sleep 30",
+            "false",
+        ],
+    )
     assert r1.feedback == "[exit 0]" and not r1.done
     assert "-rwx" in r2.feedback and "hi" in r2.feedback and "id,customer,total" in r2.feedback
     assert r3.status == "timeout" and "timed out" in r3.feedback

@@ -39,8 +39,15 @@ def multi_turn_batch():
     rew = torch.stack([rows[i][1] for i in order])
     index = np.array([uids[i] for i in order], dtype=object)
     last = (valid.sum(-1).long() - 1).clamp(min=0)
-    tt = TurnTensors(scores, (scores >= 1.0).float() * valid, valid, valid * T_TURN, scores.gather(2, last[..., None]).squeeze(-1),
-                     torch.zeros_like(scores), torch.zeros_like(scores))
+    tt = TurnTensors(
+        scores,
+        (scores >= 1.0).float() * valid,
+        valid,
+        valid * T_TURN,
+        scores.gather(2, last[..., None]).squeeze(-1),
+        torch.zeros_like(scores),
+        torch.zeros_like(scores),
+    )
     return mask, rew, index, order, tt
 
 
@@ -55,15 +62,18 @@ def expected_tokens(adv_NGK, mask, order):
 
 
 report = {"transformers": __import__("transformers").__version__}
-report["registered_by_plugin"] = all(
-    core_algos.get_adv_estimator_fn(f"tempering_{n}").__name__ == f"tempering_{n}" for n in CREDIT
-) and core_algos.get_policy_loss_fn("tempering_ppo_clip") is adapter.ppo_clip_policy_loss
+report["registered_by_plugin"] = (
+    all(core_algos.get_adv_estimator_fn(f"tempering_{n}").__name__ == f"tempering_{n}" for n in CREDIT)
+    and core_algos.get_policy_loss_fn("tempering_ppo_clip") is adapter.ppo_clip_policy_loss
+)
 report["estimators"] = sorted(k for k in core_algos.ADV_ESTIMATOR_REGISTRY if k.startswith("tempering_"))
 
 mask, rew, index, order, tt = multi_turn_batch()
 diffs = {}
 for name, fn in CREDIT.items():
-    got, _ = core_algos.get_adv_estimator_fn(f"tempering_{name}")(token_level_rewards=rew, response_mask=mask, index=index, config=None)
+    got, _ = core_algos.get_adv_estimator_fn(f"tempering_{name}")(
+        token_level_rewards=rew, response_mask=mask, index=index, config=None
+    )
     want = expected_tokens(fn(tt), mask, order)
     diffs[f"tempering_{name}"] = float((got - want).abs().max())
 report["estimator_max_diff"] = diffs
@@ -75,8 +85,12 @@ mask1 = (torch.arange(T)[None, :] < lens[:, None]).float()
 rew1 = torch.zeros(N * G, T)
 rew1[torch.arange(N * G), lens - 1] = torch.randint(0, 2, (N * G,)).float()
 index1 = np.array([f"p{i // G}" for i in range(N * G)], dtype=object)
-ours, _ = core_algos.get_adv_estimator_fn("tempering_grpo")(token_level_rewards=rew1, response_mask=mask1, index=index1, config=None)
-theirs, _ = core_algos.get_adv_estimator_fn("grpo")(token_level_rewards=rew1, response_mask=mask1, index=index1, config=None)
+ours, _ = core_algos.get_adv_estimator_fn("tempering_grpo")(
+    token_level_rewards=rew1, response_mask=mask1, index=index1, config=None
+)
+theirs, _ = core_algos.get_adv_estimator_fn("grpo")(
+    token_level_rewards=rew1, response_mask=mask1, index=index1, config=None
+)
 report["grpo_vs_verl_grpo"] = float((ours - theirs).abs().max())
 
 # the policy loss: verl's registry vs tempering's function vs verl's vanilla PPO loss
@@ -88,14 +102,29 @@ new = old + torch.randn(B, T) * 0.2
 adv = torch.randn(B, T)
 m = (torch.rand(B, T) > 0.3).float()
 info = {"dp_size": 2, "batch_num_tokens": int(m.sum()) * 2 + 3, "global_batch_size": B * 2}
-cfg = OmegaConf.create({"clip_ratio": 0.2, "clip_ratio_low": 0.2, "clip_ratio_high": 0.28, "clip_ratio_c": 3.0,
-                        "global_batch_info": info})
-loss, _ = core_algos.get_policy_loss_fn("tempering_ppo_clip")(old_log_prob=old, log_prob=new, advantages=adv, response_mask=m,
-                                                              loss_agg_mode="token-mean", config=cfg, rollout_is_weights=None)
+cfg = OmegaConf.create(
+    {"clip_ratio": 0.2, "clip_ratio_low": 0.2, "clip_ratio_high": 0.28, "clip_ratio_c": 3.0, "global_batch_info": info}
+)
+loss, _ = core_algos.get_policy_loss_fn("tempering_ppo_clip")(
+    old_log_prob=old,
+    log_prob=new,
+    advantages=adv,
+    response_mask=m,
+    loss_agg_mode="token-mean",
+    config=cfg,
+    rollout_is_weights=None,
+)
 norm = LossNorm(tokens=info["batch_num_tokens"] / 2, seqs=info["global_batch_size"] / 2, max_len=T)
 want, _ = ppo_clip_loss(new, old, adv, m, 0.2, 0.28, 3.0, "token-mean", norm)
 report["loss_vs_tempering"] = float((loss - want).abs())
-vanilla, _ = core_algos.get_policy_loss_fn("vanilla")(old_log_prob=old, log_prob=new, advantages=adv, response_mask=m.bool(),
-                                                     loss_agg_mode="token-mean", config=cfg, rollout_is_weights=None)
+vanilla, _ = core_algos.get_policy_loss_fn("vanilla")(
+    old_log_prob=old,
+    log_prob=new,
+    advantages=adv,
+    response_mask=m.bool(),
+    loss_agg_mode="token-mean",
+    config=cfg,
+    rollout_is_weights=None,
+)
 report["loss_vs_verl_vanilla"] = float((loss - vanilla).abs())
 print(json.dumps(report))

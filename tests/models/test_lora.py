@@ -45,8 +45,11 @@ def test_only_adapters_train_and_the_base_stays_fixed():
     with torch.no_grad():  # B starts at 0: the wrapped model computes exactly the base function
         torch.testing.assert_close(model(input_ids=IDS).logits, tiny_model("tiny-xs", seed=0)(input_ids=IDS).logits)
     model = _trained_lora()
-    base_now = {n.replace("base_model.model.", "").replace(".base_layer", ""): p
-                for n, p in model.named_parameters() if "lora_" not in n}
+    base_now = {
+        n.replace("base_model.model.", "").replace(".base_layer", ""): p
+        for n, p in model.named_parameters()
+        if "lora_" not in n
+    }
     assert set(before) - set(base_now) <= {"lm_head.weight"}  # every base weight is compared (lm_head is tied)
     for k in base_now:
         assert torch.equal(base_now[k], before[k]), k

@@ -44,8 +44,16 @@ def test_saved_folder_is_a_plain_hf_checkpoint(tmp_path):
 @pytest.mark.parametrize("arch", ["qwen2", "llama"])
 def test_random_hf_models_from_configs_load_as_policies(tmp_path, arch):
     tok = char_tokenizer()
-    common = dict(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, pad_token_id=0, eos_token_id=tok.eos_token_id)
+    common = dict(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        pad_token_id=0,
+        eos_token_id=tok.eos_token_id,
+    )
     model = Qwen2ForCausalLM(Qwen2Config(**common)) if arch == "qwen2" else LlamaForCausalLM(LlamaConfig(**common))
     save_policy(model, tok, tmp_path / arch)
     m, t = load_policy(str(tmp_path / arch))

@@ -9,12 +9,30 @@ import pytest
 def test_demo_runs_end_to_end_and_writes_results(tmp_path):
     """The quickstart pipeline with tiny budgets: pre-train, GRPO, table, summary and results files."""
     r = subprocess.run(
-        [sys.executable, "-m", "tempering.cli", "demo", "--out", str(tmp_path / "run"), "--no-progress",
-         "--results", str(tmp_path / "results"),
-         "pretrain.model.name=tiny-xs", "pretrain.train.steps=30", "pretrain.train.eval_every=30", "pretrain.task.heldout_size=40",
-         "pretrain.task.train_size=500", "train.run.steps=2", "train.task.heldout_size=40", "train.task.train_size=500",
-         "train.rollout.prompts_per_step=4", "train.run.eval_k=2"],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "tempering.cli",
+            "demo",
+            "--out",
+            str(tmp_path / "run"),
+            "--no-progress",
+            "--results",
+            str(tmp_path / "results"),
+            "pretrain.model.name=tiny-xs",
+            "pretrain.train.steps=30",
+            "pretrain.train.eval_every=30",
+            "pretrain.task.heldout_size=40",
+            "pretrain.task.train_size=500",
+            "train.run.steps=2",
+            "train.task.heldout_size=40",
+            "train.task.train_size=500",
+            "train.rollout.prompts_per_step=4",
+            "train.run.eval_k=2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert r.returncode == 0, r.stderr
     assert "before GRPO" in r.stdout and "after GRPO" in r.stdout

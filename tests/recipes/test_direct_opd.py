@@ -21,14 +21,30 @@ def fresh_dir(tmp_path_factory):
 
 
 def _cfg(student, pairs, out, steps=2, **d):
-    return build(DirectOPDConfig, {
-        "model": {"name": str(student)}, "task": TASK,
-        "direct_opd": {"pairs": [{"teacher": {"path": str(t)}, "reference": {"path": str(r)}} for t, r in pairs], "top_k": 8, **d},
-        "rollout": {"group_size": 4, "prompts_per_step": 6, "max_new_tokens": 4}, "optim": {"lr": 3e-3},
-        "loss": {"clip_low": 0.2, "clip_high": 0.2},
-        "run": {"steps": steps, "out_dir": str(out), "eval_every": 0, "eval_k": 2, "checkpoint_every": 1,
-                "progress": False, "tensorboard": False},
-    })
+    return build(
+        DirectOPDConfig,
+        {
+            "model": {"name": str(student)},
+            "task": TASK,
+            "direct_opd": {
+                "pairs": [{"teacher": {"path": str(t)}, "reference": {"path": str(r)}} for t, r in pairs],
+                "top_k": 8,
+                **d,
+            },
+            "rollout": {"group_size": 4, "prompts_per_step": 6, "max_new_tokens": 4},
+            "optim": {"lr": 3e-3},
+            "loss": {"clip_low": 0.2, "clip_high": 0.2},
+            "run": {
+                "steps": steps,
+                "out_dir": str(out),
+                "eval_every": 0,
+                "eval_k": 2,
+                "checkpoint_every": 1,
+                "progress": False,
+                "tensorboard": False,
+            },
+        },
+    )
 
 
 def _credit_rows(run):
@@ -40,7 +56,9 @@ def test_a_pair_without_shift_gives_no_signal(pretrained_dir, tmp_path):
     m = asyncio.run(t.step()).metrics
     row = _credit_rows(tmp_path)[0]
     assert row["direct_opd/rbar"] == 0.0 and row["direct_opd/shift_abs"] == 0.0
-    assert m["policy_loss"] == 0.0 and m["kl_start"] == pytest.approx(0.0, abs=1e-6)  # the student is still at its start
+    assert m["policy_loss"] == 0.0 and m["kl_start"] == pytest.approx(
+        0.0, abs=1e-6
+    )  # the student is still at its start
     assert t.alpha == 2.5  # sign(0) = 0
 
 
@@ -76,8 +94,14 @@ def test_pairs_compose_one_after_another(pretrained_dir, fresh_dir, tmp_path):
 
 
 def test_bad_input(pretrained_dir, tmp_path, capsys):
-    argv = ["direct-opd", f"model.name={pretrained_dir}", f"run.out_dir={tmp_path}", "task.train_size=50", "task.heldout_size=5",
-            f"direct_opd.pairs=[{{teacher: {{path: {pretrained_dir}}}, reference: {{path: {tmp_path / 'missing'}}}}}]"]
+    argv = [
+        "direct-opd",
+        f"model.name={pretrained_dir}",
+        f"run.out_dir={tmp_path}",
+        "task.train_size=50",
+        "task.heldout_size=5",
+        f"direct_opd.pairs=[{{teacher: {{path: {pretrained_dir}}}, reference: {{path: {tmp_path / 'missing'}}}}}]",
+    ]
     assert cli.main(argv) == 2
     assert "does not exist" in capsys.readouterr().err
     argv[-1] = f"direct_opd.pairs=[{{teacher: {{path: {pretrained_dir}}}, reference: {{path: {pretrained_dir}}}}}]"

@@ -13,12 +13,26 @@ TASK = {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "trai
 
 
 def _cfg(student, teacher, out, steps=2, **distill):
-    return build(DistillConfig, {
-        "model": {"name": str(student)}, "teacher": {"path": str(teacher)}, "task": TASK, "distill": distill,
-        "rollout": {"group_size": 4, "prompts_per_step": 6, "max_new_tokens": 4}, "optim": {"lr": 3e-3},
-        "run": {"steps": steps, "out_dir": str(out), "eval_every": 0, "eval_k": 2, "checkpoint_every": 0,
-                "progress": False, "tensorboard": False},
-    })
+    return build(
+        DistillConfig,
+        {
+            "model": {"name": str(student)},
+            "teacher": {"path": str(teacher)},
+            "task": TASK,
+            "distill": distill,
+            "rollout": {"group_size": 4, "prompts_per_step": 6, "max_new_tokens": 4},
+            "optim": {"lr": 3e-3},
+            "run": {
+                "steps": steps,
+                "out_dir": str(out),
+                "eval_every": 0,
+                "eval_k": 2,
+                "checkpoint_every": 0,
+                "progress": False,
+                "tensorboard": False,
+            },
+        },
+    )
 
 
 @pytest.mark.parametrize("loss", ["reverse_kl", "jsd_topk", "jsd_full"])
@@ -39,7 +53,11 @@ def test_distillation_pulls_a_fresh_student_toward_the_teacher(pretrained_dir, t
     t = DistillTrainer(cfg)
     for _ in range(12):
         asyncio.run(t.step())
-    kl = [r["distill/reverse_kl"] for r in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines()) if "distill/reverse_kl" in r]
+    kl = [
+        r["distill/reverse_kl"]
+        for r in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines())
+        if "distill/reverse_kl" in r
+    ]
     assert sum(kl[-3:]) < 0.8 * sum(kl[:3])  # the sampled reverse KL to the teacher falls
 
 
@@ -68,13 +86,32 @@ def _fails(argv, capsys, match):
 
 
 def test_bad_input_is_refused_with_a_clear_message(pretrained_dir, tmp_path, capsys):
-    base = ["distill", f"model.name={pretrained_dir}", f"run.out_dir={tmp_path / 'r'}", "task.train_size=50", "task.heldout_size=5",
-            "run.progress=false"]
+    base = [
+        "distill",
+        f"model.name={pretrained_dir}",
+        f"run.out_dir={tmp_path / 'r'}",
+        "task.train_size=50",
+        "task.heldout_size=5",
+        "run.progress=false",
+    ]
     _fails(base + [f"teacher.path={tmp_path / 'nope'}"], capsys, "does not exist")
     _fails(base, capsys, "teacher: Field required")
-    _fails(base + [f"teacher.path={pretrained_dir}", "distill.loss=jsd_topk", "distill.top_k=1000"], capsys, "larger than the vocabulary")
-    _fails(base + ["teacher.server=http://127.0.0.1:9", "teacher.served_model=t", f"teacher.tokenizer={pretrained_dir}",
-                   "distill.loss=jsd_full"], capsys, "only an in-process teacher")
+    _fails(
+        base + [f"teacher.path={pretrained_dir}", "distill.loss=jsd_topk", "distill.top_k=1000"],
+        capsys,
+        "larger than the vocabulary",
+    )
+    _fails(
+        base
+        + [
+            "teacher.server=http://127.0.0.1:9",
+            "teacher.served_model=t",
+            f"teacher.tokenizer={pretrained_dir}",
+            "distill.loss=jsd_full",
+        ],
+        capsys,
+        "only an in-process teacher",
+    )
     other = char_tokenizer()
     other.add_tokens(["<extra>"])
     save_policy(tiny_model("tiny-xs"), other, tmp_path / "odd")

@@ -13,8 +13,11 @@ from tempering.recipes.rgrpo import RGRPOConfig, rgrpo, weighted_pool
 from tempering.recipes.tu_opd import TUOPDConfig, TUOPDTrainer
 
 TASK = {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 24, "heldout_size": 8}
-SMALL = {"rollout": {"group_size": 2, "prompts_per_step": 4, "max_new_tokens": 4}, "optim": {"lr": 3e-3},
-         "run": {"steps": 1, "eval_every": 0, "eval_k": 2, "checkpoint_every": 0, "progress": False, "tensorboard": False}}
+SMALL = {
+    "rollout": {"group_size": 2, "prompts_per_step": 4, "max_new_tokens": 4},
+    "optim": {"lr": 3e-3},
+    "run": {"steps": 1, "eval_every": 0, "eval_k": 2, "checkpoint_every": 0, "progress": False, "tensorboard": False},
+}
 
 
 def _with(model, out, **extra):
@@ -31,8 +34,13 @@ def fresh_dir(tmp_path_factory):
 
 
 def test_mixture_family_tags_and_interleaves_members():
-    fam = make_family("mixture", members={"add": {"family": "arithmetic", "args": {"max_value": 50}},
-                                          "rev": {"family": "strings", "args": {"ops": ["rev"]}, "weight": 2}})
+    fam = make_family(
+        "mixture",
+        members={
+            "add": {"family": "arithmetic", "args": {"max_value": 50}},
+            "rev": {"family": "strings", "args": {"ops": ["rev"]}, "weight": 2},
+        },
+    )
     tasks = fam.tasks("train", 9)
     assert [t.family for t in tasks] == ["add", "rev"] * 3 + ["rev"] * 3  # shares by weight, interleaved
     assert len({t.id for t in tasks}) == 9 and tasks[0].id.startswith("add/")
@@ -67,7 +75,10 @@ def test_rgrpo_rounds_train_on_what_earlier_rounds_miss(pretrained_dir, tmp_path
 
 
 def test_tu_opd_refuses_when_no_teacher_is_reliable_anywhere(pretrained_dir, fresh_dir, tmp_path):
-    cfg = build(TUOPDConfig, _with(pretrained_dir, tmp_path, tu_opd={"teachers": {"random": {"path": str(fresh_dir)}}, "pass_samples": 2}))
+    cfg = build(
+        TUOPDConfig,
+        _with(pretrained_dir, tmp_path, tu_opd={"teachers": {"random": {"path": str(fresh_dir)}}, "pass_samples": 2}),
+    )
     with pytest.raises(UserError, match="nothing to distil"):
         TUOPDTrainer(cfg)
     cfg.tu_opd.empty = "grpo"  # falls back to GRPO on the task reward instead
@@ -79,7 +90,14 @@ def test_tu_opd_refuses_when_no_teacher_is_reliable_anywhere(pretrained_dir, fre
 
 def test_tu_opd_checks_the_pass_rate_file(pretrained_dir, tmp_path):
     (tmp_path / "p.json").write_text(json.dumps({"tasks": {}}))
-    cfg = build(TUOPDConfig, _with(pretrained_dir, tmp_path / "r", tu_opd={"teachers": {"a": {"path": str(pretrained_dir)}}, "pass_rates": str(tmp_path / "p.json")}))
+    cfg = build(
+        TUOPDConfig,
+        _with(
+            pretrained_dir,
+            tmp_path / "r",
+            tu_opd={"teachers": {"a": {"path": str(pretrained_dir)}}, "pass_rates": str(tmp_path / "p.json")},
+        ),
+    )
     with pytest.raises(UserError, match="has no pass rates for training example"):
         TUOPDTrainer(cfg)
     with pytest.raises(UserError, match="needs teachers"):
@@ -89,8 +107,13 @@ def test_tu_opd_checks_the_pass_rate_file(pretrained_dir, tmp_path):
 @pytest.mark.slow
 def test_expand_then_compress_end_to_end(pretrained_dir, tmp_path):
     one = _with(pretrained_dir, tmp_path / "x")
-    res = expand_compress({"out_dir": str(tmp_path), "expand": {**one, "rgrpo": {"rounds": 2, "pass_samples": 2, "kappa": 0.5}},
-                           "compress": {**one, "tu_opd": {"rho": 0.5, "residual": True, "empty": "grpo"}}})
+    res = expand_compress(
+        {
+            "out_dir": str(tmp_path),
+            "expand": {**one, "rgrpo": {"rounds": 2, "pass_samples": 2, "kappa": 0.5}},
+            "compress": {**one, "tu_opd": {"rho": 0.5, "residual": True, "empty": "grpo"}},
+        }
+    )
     assert {"teacher round_1", "teacher round_2", "student final"} <= set(res)
     c = json.loads(json.dumps(__import__("yaml").safe_load((tmp_path / "compress" / "config.yaml").read_text())))
     assert c["tu_opd"]["pass_rates"] == str(tmp_path / "expand" / "pass_rates.json")

@@ -26,7 +26,10 @@ def test_a_sample_aware_builder_is_called_per_episode():
     fmt = ChatFormat(char_tokenizer(), use_chat_template=False)
     task = Task(id="t", prompt="P")
     raw = {"t": Task(id="t", prompt="RAW")}
-    eps = [Episode(task, fmt.prompt_ids("P"), [Turn(fmt.prompt_ids(x), [0.0] * len(x), info={"text": x})]) for x in ("ab", "abcd")]
+    eps = [
+        Episode(task, fmt.prompt_ids("P"), [Turn(fmt.prompt_ids(x), [0.0] * len(x), info={"text": x})])
+        for x in ("ab", "abcd")
+    ]
 
     @sees_sample
     def by_sample(t: Task, e: Episode) -> str:
@@ -54,8 +57,15 @@ def _run(out, steps=1):
         "model": {"name": "tiny-xs"},
         "task": {"family": "gui_states", "train_size": 12, "heldout_size": 2},
         "rollout": {"group_size": 2, "prompts_per_step": 2, "max_new_tokens": 12},
-        "run": {"steps": steps, "out_dir": str(out), "eval_every": 0, "eval_k": 1, "checkpoint_every": 0, "progress": False,
-                "tensorboard": False},
+        "run": {
+            "steps": steps,
+            "out_dir": str(out),
+            "eval_every": 0,
+            "eval_k": 1,
+            "checkpoint_every": 0,
+            "progress": False,
+            "tensorboard": False,
+        },
     }
 
 
@@ -91,12 +101,32 @@ def test_dual_level_grpo_trains_on_recorded_states(tmp_path):
 @pytest.mark.slow
 def test_experiment_script_smoke(tmp_path):
     out = tmp_path / "litegui"
-    r = subprocess.run([sys.executable, str(ROOT / "examples/litegui/experiment.py"), "--smoke", "--out", str(out),
-                        "--work", str(tmp_path / "runs")], capture_output=True, text=True, cwd=tmp_path, timeout=900)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples/litegui/experiment.py"),
+            "--smoke",
+            "--out",
+            str(out),
+            "--work",
+            str(tmp_path / "runs"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=900,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     data = json.loads(out.with_suffix(".json").read_text())
-    assert set(data["arms"]) == {"sft", "grpo_single_gt", "grpo_dual", "opd_single_gt", "opd_multi_gt", "opd_most_matched",
-                                 "opd_most_matched+grpo_dual"}
+    assert set(data["arms"]) == {
+        "sft",
+        "grpo_single_gt",
+        "grpo_dual",
+        "opd_single_gt",
+        "opd_multi_gt",
+        "opd_most_matched",
+        "opd_most_matched+grpo_dual",
+    }
     for arm in data["arms"].values():
         for m in ("step_success", "task_success", "format_rate"):
             s = arm[m]

@@ -19,11 +19,21 @@ def scripted_checks(monkeypatch, values):
 
 
 def config(tmp_path, **train):
-    return build(PretrainConfig, {
-        "model": {"name": "tiny-xs"}, "out_dir": str(tmp_path), "progress": False,
-        "task": {"family": "arithmetic", "args": {"min_value": 0, "max_value": 9}, "train_size": 50, "heldout_size": 10},
-        "train": {"steps": 40, "batch_size": 4, "eval_every": 2, "stop_at_pass": 0.2, **train},
-    })
+    return build(
+        PretrainConfig,
+        {
+            "model": {"name": "tiny-xs"},
+            "out_dir": str(tmp_path),
+            "progress": False,
+            "task": {
+                "family": "arithmetic",
+                "args": {"min_value": 0, "max_value": 9},
+                "train_size": 50,
+                "heldout_size": 10,
+            },
+            "train": {"steps": 40, "batch_size": 4, "eval_every": 2, "stop_at_pass": 0.2, **train},
+        },
+    )
 
 
 @pytest.mark.parametrize("stop_checks,want_steps", [(1, 4), (2, 10)])

@@ -11,7 +11,16 @@ from tempering.config import build
 from tempering.recipes.rl import RLTrainer, TrainConfig, train
 
 TASK = {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 400, "heldout_size": 40}
-DETERMINISTIC = ["reward", "success", "policy_loss", "entropy", "grad_norm", "response_len", "approx_kl", "clip_frac_high"]
+DETERMINISTIC = [
+    "reward",
+    "success",
+    "policy_loss",
+    "entropy",
+    "grad_norm",
+    "response_len",
+    "approx_kl",
+    "clip_frac_high",
+]
 
 
 def _cfg(model, out, **run):
@@ -20,7 +29,15 @@ def _cfg(model, out, **run):
         "task": TASK,
         "rollout": {"group_size": 4, "prompts_per_step": 8, "max_new_tokens": 4},
         "optim": {"lr": 1e-3},
-        "run": {"steps": 3, "out_dir": str(out), "eval_every": 0, "eval_k": 2, "checkpoint_every": 0, "progress": False, **run},
+        "run": {
+            "steps": 3,
+            "out_dir": str(out),
+            "eval_every": 0,
+            "eval_k": 2,
+            "checkpoint_every": 0,
+            "progress": False,
+            **run,
+        },
     }
 
 
@@ -63,17 +80,36 @@ def _metrics(run):
 @pytest.mark.slow
 def test_resume_after_sigkill_reproduces_the_uninterrupted_run(pretrained_dir, tmp_path):
     steps = 10
-    over = [f"model.name={pretrained_dir}", "task.family=arithmetic", "task.args.min_value=0", "task.args.max_value=30",
-            "task.train_size=400", "task.heldout_size=20", "rollout.group_size=4", "rollout.prompts_per_step=8",
-            "rollout.max_new_tokens=4", "optim.lr=1e-3", "loss.ppo_epochs=2", "loss.mini_batches=2",
-            f"run.steps={steps}", "run.eval_every=0", "run.eval_k=2", "run.checkpoint_every=1",
-            "run.keep_checkpoints=3", "run.progress=false", "run.threads=1"]
+    over = [
+        f"model.name={pretrained_dir}",
+        "task.family=arithmetic",
+        "task.args.min_value=0",
+        "task.args.max_value=30",
+        "task.train_size=400",
+        "task.heldout_size=20",
+        "rollout.group_size=4",
+        "rollout.prompts_per_step=8",
+        "rollout.max_new_tokens=4",
+        "optim.lr=1e-3",
+        "loss.ppo_epochs=2",
+        "loss.mini_batches=2",
+        f"run.steps={steps}",
+        "run.eval_every=0",
+        "run.eval_k=2",
+        "run.checkpoint_every=1",
+        "run.keep_checkpoints=3",
+        "run.progress=false",
+        "run.threads=1",
+    ]
     full = tmp_path / "full"
     r = _cli("train", *over, f"run.out_dir={full}")
     assert r.returncode == 0, r.stderr
     cut = tmp_path / "cut"
-    p = subprocess.Popen([sys.executable, "-m", "tempering.cli", "train", *over, f"run.out_dir={cut}"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "tempering.cli", "train", *over, f"run.out_dir={cut}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 120
     while not (cut / "checkpoints" / "step_3").exists() and p.poll() is None and time.time() < deadline:
         time.sleep(0.01)
@@ -104,7 +140,22 @@ def test_cli_bad_input_gives_a_clear_error_and_nonzero_exit(tmp_path):
 
 
 def test_eval_prints_a_table(pretrained_dir):
-    r = _cli("eval", pretrained_dir, "--task", "arithmetic", "--arg", "min_value=0", "--arg", "max_value=30", "--n", "20", "--k", "2", "--max-new-tokens", "4")
+    r = _cli(
+        "eval",
+        pretrained_dir,
+        "--task",
+        "arithmetic",
+        "--arg",
+        "min_value=0",
+        "--arg",
+        "max_value=30",
+        "--n",
+        "20",
+        "--k",
+        "2",
+        "--max-new-tokens",
+        "4",
+    )
     assert r.returncode == 0, r.stderr
     assert "pass@1" in r.stdout and "pass@2" in r.stdout
 

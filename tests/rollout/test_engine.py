@@ -92,7 +92,9 @@ def test_old_turns_are_dropped_when_the_context_fills_and_train_rows_follow():
 
 def test_context_limit_stops_the_episode_when_dropping_is_off():
     sampler = ScriptedSampler(lambda ctx, n: "abcdefgh")
-    opts = RolloutOptions(sampling=SamplingParams(max_new_tokens=10), max_turns=4, max_context_tokens=40, drop_old_turns=False)
+    opts = RolloutOptions(
+        sampling=SamplingParams(max_new_tokens=10), max_turns=4, max_context_tokens=40, drop_old_turns=False
+    )
     e = _run(sampler, opts, G=1)[0].episodes[0]
     assert e.stop_reason == "context" and len(e.turns) < 4
 
@@ -120,7 +122,9 @@ def test_scores_outside_the_range_fail_or_clamp():
     sampler = ScriptedSampler(lambda ctx, n: "no")
     with pytest.raises(UserError, match=r"verifier CountEnv returned score 3.0"):
         _run(sampler, RolloutOptions(score_range=(0.0, 1.0)), env=lambda t: CountEnv(t, score=3.0))
-    g = _run(sampler, RolloutOptions(score_range=(0.0, 1.0), clamp_scores=True), env=lambda t: CountEnv(t, score=3.0))[0]
+    g = _run(sampler, RolloutOptions(score_range=(0.0, 1.0), clamp_scores=True), env=lambda t: CountEnv(t, score=3.0))[
+        0
+    ]
     assert g.episodes[0].turns[0].score == 1.0
 
 

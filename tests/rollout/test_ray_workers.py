@@ -16,7 +16,10 @@ pytestmark = pytest.mark.slow
 
 # workers reserve half a CPU each, so that the pool, the teachers and the recipe's workers fit in 2 CPUs
 GREEDY = SamplingParams(max_new_tokens=5, temperature=0.0)
-PROMPTS = [char_tokenizer().encode(f"{a}+{b}=", add_special_tokens=False) for a, b in [(1, 2), (13, 4), (7, 7), (20, 9), (3, 30)]]
+PROMPTS = [
+    char_tokenizer().encode(f"{a}+{b}=", add_special_tokens=False)
+    for a, b in [(1, 2), (13, 4), (7, 7), (20, 9), (3, 30)]
+]
 
 
 @pytest.fixture(scope="module")
@@ -97,13 +100,27 @@ def test_the_recipe_drives_ray_rollout_workers(cluster, pretrained_dir, tmp_path
     from tempering.config import build
     from tempering.recipes.rl import RLTrainer, TrainConfig
 
-    cfg = build(TrainConfig, {
-        "model": {"name": str(pretrained_dir)},
-        "task": {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 40, "heldout_size": 4},
-        "rollout": {"group_size": 4, "prompts_per_step": 4, "max_new_tokens": 4, "backend": "ray", "ray": {"num_workers": 2, "num_cpus_per_worker": 0.5}},
-        "optim": {"lr": 1e-3},
-        "run": {"steps": 1, "out_dir": str(tmp_path), "progress": False, "tensorboard": False},
-    })
+    cfg = build(
+        TrainConfig,
+        {
+            "model": {"name": str(pretrained_dir)},
+            "task": {
+                "family": "arithmetic",
+                "args": {"min_value": 0, "max_value": 30},
+                "train_size": 40,
+                "heldout_size": 4,
+            },
+            "rollout": {
+                "group_size": 4,
+                "prompts_per_step": 4,
+                "max_new_tokens": 4,
+                "backend": "ray",
+                "ray": {"num_workers": 2, "num_cpus_per_worker": 0.5},
+            },
+            "optim": {"lr": 1e-3},
+            "run": {"steps": 1, "out_dir": str(tmp_path), "progress": False, "tensorboard": False},
+        },
+    )
     t = RLTrainer(cfg)
     r = asyncio.run(t.step())
     assert r.metrics["env_calls"] == 16 and t.sampler.calls == [1, 1] and t.sampler.syncs == 1

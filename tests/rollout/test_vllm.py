@@ -60,8 +60,14 @@ def test_bad_correction_settings():
 
 
 def test_correction_applies_to_a_batch():
-    b = TrainBatch(torch.zeros(2, 4, dtype=torch.long), torch.ones(2, 4, dtype=torch.long), MASK.clone(), SAMPLER,
-                   torch.zeros(2, 4, dtype=torch.long), adv_BT=MASK * torch.tensor([[1.0], [-2.0]]))
+    b = TrainBatch(
+        torch.zeros(2, 4, dtype=torch.long),
+        torch.ones(2, 4, dtype=torch.long),
+        MASK.clone(),
+        SAMPLER,
+        torch.zeros(2, 4, dtype=torch.long),
+        adv_BT=MASK * torch.tensor([[1.0], [-2.0]]),
+    )
     stats = apply_rollout_correction(b, TRAINER, "tis", 2.0)
     torch.testing.assert_close(b.adv_BT, torch.tensor([[2.0, 1.0, 2.0, 0.0], [-1.0, -2.0, 0.0, 0.0]]))
     assert b.old_logp_BT is TRAINER  # the PPO ratio is taken against the trainer's own log-probs
@@ -94,9 +100,14 @@ class FakeVLLM(BaseHTTPRequestHandler):
         if self.path == "/v1/completions":
             n = body["max_tokens"]
             toks = self.answer[:n]
-            choices = [{"index": i, "finish_reason": "length" if len(self.answer) > n else "stop",
-                        "logprobs": {"tokens": [f"token_id:{t}" for t in toks], "token_logprobs": [-0.5] * len(toks)}}
-                       for i, _ in reversed(list(enumerate(body["prompt"])))]  # any order: the client sorts by index
+            choices = [
+                {
+                    "index": i,
+                    "finish_reason": "length" if len(self.answer) > n else "stop",
+                    "logprobs": {"tokens": [f"token_id:{t}" for t in toks], "token_logprobs": [-0.5] * len(toks)},
+                }
+                for i, _ in reversed(list(enumerate(body["prompt"])))
+            ]  # any order: the client sorts by index
             self._reply(200, {"choices": choices})
         elif not self.dev_mode:
             self._reply(404, {"detail": "Not Found"})
@@ -151,7 +162,9 @@ def test_server_mode_weight_sync_writes_and_loads_the_weights(server, tmp_path):
 
 def test_unreachable_server_says_what_to_do(tmp_path):
     with pytest.raises(UserError, match="cannot reach the vLLM server at http://127.0.0.1:9"):
-        VLLMSampler("policy", char_tokenizer(), options=VLLMSection(mode="server", url="http://127.0.0.1:9", timeout_s=2))
+        VLLMSampler(
+            "policy", char_tokenizer(), options=VLLMSection(mode="server", url="http://127.0.0.1:9", timeout_s=2)
+        )
 
 
 def test_the_recipe_trains_through_the_server_with_rollout_correction(server, tmp_path):
@@ -160,14 +173,27 @@ def test_the_recipe_trains_through_the_server_with_rollout_correction(server, tm
     from tempering.config import build
     from tempering.recipes.rl import RLTrainer, TrainConfig
 
-    cfg = build(TrainConfig, {
-        "model": {"name": "tiny-xs"},
-        "task": {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 20, "heldout_size": 4},
-        "rollout": {"group_size": 2, "prompts_per_step": 2, "max_new_tokens": 4, "backend": "vllm",
-                    "vllm": {"mode": "server", "url": server, "sync_dir": str(tmp_path / "sync")}},
-        "loss": {"rollout_correction": "tis"},
-        "run": {"steps": 1, "out_dir": str(tmp_path / "run"), "progress": False, "tensorboard": False},
-    })
+    cfg = build(
+        TrainConfig,
+        {
+            "model": {"name": "tiny-xs"},
+            "task": {
+                "family": "arithmetic",
+                "args": {"min_value": 0, "max_value": 30},
+                "train_size": 20,
+                "heldout_size": 4,
+            },
+            "rollout": {
+                "group_size": 2,
+                "prompts_per_step": 2,
+                "max_new_tokens": 4,
+                "backend": "vllm",
+                "vllm": {"mode": "server", "url": server, "sync_dir": str(tmp_path / "sync")},
+            },
+            "loss": {"rollout_correction": "tis"},
+            "run": {"steps": 1, "out_dir": str(tmp_path / "run"), "progress": False, "tensorboard": False},
+        },
+    )
     t = RLTrainer(cfg)
     assert t.sampler.syncs == 1  # the server got the trainer's starting weights
     r = asyncio.run(t.step())
@@ -178,7 +204,19 @@ def test_the_recipe_trains_through_the_server_with_rollout_correction(server, tm
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")
 def test_vllm_backend_on_a_machine_without_gpu_is_refused(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "tempering.cli", "train", "rollout.backend=vllm", "run.steps=1",
-                          f"run.out_dir={tmp_path}", "model.name=tiny-xs"], capture_output=True, text=True)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tempering.cli",
+            "train",
+            "rollout.backend=vllm",
+            "run.steps=1",
+            f"run.out_dir={tmp_path}",
+            "model.name=tiny-xs",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 2
     assert "rollout.backend=vllm needs a CUDA GPU" in res.stderr and "rollout.backend=hf" in res.stderr

@@ -24,7 +24,12 @@ PROMPTS = [char_tokenizer().encode(f"{a}+{b}=", add_special_tokens=False) for a 
 @pytest.fixture(scope="module")
 def engine(pretrained_dir, tmp_path_factory):
     folder = save_policy(*load_policy(pretrained_dir), tmp_path_factory.mktemp("vllm") / "policy")
-    s = VLLMSampler(folder, char_tokenizer(), seed=0, options=VLLMSection(gpu_memory_utilization=0.2, dtype="float32", enforce_eager=True))
+    s = VLLMSampler(
+        folder,
+        char_tokenizer(),
+        seed=0,
+        options=VLLMSection(gpu_memory_utilization=0.2, dtype="float32", enforce_eager=True),
+    )
     return s, folder
 
 
@@ -32,7 +37,9 @@ def test_sampling_logprobs_agree_with_the_trainer(engine):
     sampler, folder = engine
     model = load_policy(str(folder))[0]  # the trainer's view, in fp32 on the CPU
     samples = sampler.sample(PROMPTS * 4, SamplingParams(max_new_tokens=6, temperature=1.0))
-    eps = [Episode(Task(str(i), ""), p, [Turn(s.ids, s.logprobs)]) for i, (p, s) in enumerate(zip(PROMPTS * 4, samples))]
+    eps = [
+        Episode(Task(str(i), ""), p, [Turn(s.ids, s.logprobs)]) for i, (p, s) in enumerate(zip(PROMPTS * 4, samples))
+    ]
     b = collate(eps, pad_id=0)
     with torch.no_grad():
         trainer = token_logprobs(model, b)[0]
@@ -54,14 +61,27 @@ def test_the_recipe_trains_through_colocated_vllm(pretrained_dir, tmp_path):
     from tempering.config import build
     from tempering.recipes.rl import RLTrainer, TrainConfig
 
-    cfg = build(TrainConfig, {
-        "model": {"name": str(pretrained_dir)},
-        "task": {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 64, "heldout_size": 8},
-        "rollout": {"group_size": 4, "prompts_per_step": 8, "max_new_tokens": 4, "backend": "vllm",
-                    "vllm": {"gpu_memory_utilization": 0.2, "enforce_eager": True}},
-        "loss": {"rollout_correction": "tis"},
-        "run": {"steps": 2, "out_dir": str(tmp_path), "progress": False, "tensorboard": False},
-    })
+    cfg = build(
+        TrainConfig,
+        {
+            "model": {"name": str(pretrained_dir)},
+            "task": {
+                "family": "arithmetic",
+                "args": {"min_value": 0, "max_value": 30},
+                "train_size": 64,
+                "heldout_size": 8,
+            },
+            "rollout": {
+                "group_size": 4,
+                "prompts_per_step": 8,
+                "max_new_tokens": 4,
+                "backend": "vllm",
+                "vllm": {"gpu_memory_utilization": 0.2, "enforce_eager": True},
+            },
+            "loss": {"rollout_correction": "tis"},
+            "run": {"steps": 2, "out_dir": str(tmp_path), "progress": False, "tensorboard": False},
+        },
+    )
     t = RLTrainer(cfg)
     t.model.cuda()
     for _ in range(2):

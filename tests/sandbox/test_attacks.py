@@ -11,8 +11,12 @@ import pytest
 from tempering.sandbox import Sandbox
 from tempering.sandbox.attacks import ATTACKS, run_attack
 
-CASES = [pytest.param(b, a, id=f"{b}-{a.name}") for b in Sandbox.available_backends() for a in ATTACKS
-         if b in a.guaranteed_by]
+CASES = [
+    pytest.param(b, a, id=f"{b}-{a.name}")
+    for b in Sandbox.available_backends()
+    for a in ATTACKS
+    if b in a.guaranteed_by
+]
 
 
 @pytest.mark.slow
@@ -24,6 +28,20 @@ def test_attack_is_contained(backend, attack):
 
 def test_every_attack_the_issue_names_is_in_the_suite():
     names = {a.name for a in ATTACKS}
-    assert {"infinite_loop", "fork_bomb", "memory_bomb", "disk_fill", "output_flood", "network", "env_secret",
-            "write_project", "write_other_workdir", "write_host_tmp", "other_workdir", "kill_parent", "daemon",
-            "ignore_sigterm", "raise_rlimits"} <= names
+    assert {
+        "infinite_loop",
+        "fork_bomb",
+        "memory_bomb",
+        "disk_fill",
+        "output_flood",
+        "network",
+        "env_secret",
+        "write_project",
+        "write_other_workdir",
+        "write_host_tmp",
+        "other_workdir",
+        "kill_parent",
+        "daemon",
+        "ignore_sigterm",
+        "raise_rlimits",
+    } <= names

@@ -4,8 +4,12 @@ import json
 
 from tempering.cli import main
 
-PROBLEM = {"id": "double", "prompt": "def double(x):\n    \"\"\"Return 2 * x.\"\"\"\n", "entry_point": "double",
-           "tests": ["assert double(2) == 4", "assert double(0) == 0"]}
+PROBLEM = {
+    "id": "double",
+    "prompt": 'def double(x):\n    """Return 2 * x."""\n',
+    "entry_point": "double",
+    "tests": ["assert double(2) == 4", "assert double(0) == 0"],
+}
 
 
 def test_backends_lists_every_backend(capsys):

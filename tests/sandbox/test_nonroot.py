@@ -32,13 +32,20 @@ print(json.dumps(out))
 
 
 def _as_nobody(argv, **kw):
-    return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv],
-                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "HOME": "/"}, **kw)
+    return subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": "/"},
+        **kw,
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists("/usr/bin/python3"),
-                    reason="needs root, setpriv and a system python3")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists("/usr/bin/python3"),
+    reason="needs root, setpriv and a system python3",
+)
 def test_isolated_backends_work_for_an_unprivileged_host_user():
     if _as_nobody(["test", "-r", str(SRC / "tempering" / "sandbox" / "job.py")]).returncode != 0:
         pytest.skip("the source tree is not readable by nobody here")

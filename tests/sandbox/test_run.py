@@ -18,9 +18,15 @@ def run(backend, **job):
 
 
 def test_ok_job_returns_output_files_and_usage(backend):
-    res = run(backend, cmd=["python3", "main.py"], outputs=["out/result.json", "missing.txt"],
-              files={"main.py": "import os\nos.makedirs('out')\nopen('out/result.json','w').write('{\"x\": 1}')\n"
-                                "print('hello'); import sys; print('warn', file=sys.stderr)"})
+    res = run(
+        backend,
+        cmd=["python3", "main.py"],
+        outputs=["out/result.json", "missing.txt"],
+        files={
+            "main.py": "import os\nos.makedirs('out')\nopen('out/result.json','w').write('{\"x\": 1}')\n"
+            "print('hello'); import sys; print('warn', file=sys.stderr)"
+        },
+    )
     assert res.status == "ok" and res.exit_code == 0 and res.signal is None
     assert res.stdout == "hello\n" and res.stderr == "warn\n"
     assert res.outputs == {"out/result.json": b'{"x": 1}'}
@@ -37,9 +43,17 @@ def test_nonzero_exit_and_crash_by_signal(backend):
 
 @pytest.mark.slow  # imports torch
 def test_stdin_env_and_project_interpreter(backend):
-    res = run(backend, cmd=["python3", "-c", "import os, sys, torch; print(sys.stdin.read(), os.environ['MY_VAR'],"
-                                             " sys.executable, sorted(os.environ))"],
-              stdin="from stdin", env={"MY_VAR": "v1", "OMP_NUM_THREADS": "1"}, limits=Limits(memory_mb=8192, wall_s=60))
+    res = run(
+        backend,
+        cmd=[
+            "python3",
+            "-c",
+            "import os, sys, torch; print(sys.stdin.read(), os.environ['MY_VAR'], sys.executable, sorted(os.environ))",
+        ],
+        stdin="from stdin",
+        env={"MY_VAR": "v1", "OMP_NUM_THREADS": "1"},
+        limits=Limits(memory_mb=8192, wall_s=60),
+    )
     assert res.status == "ok", res.stderr
     assert res.stdout.startswith("from stdin v1 ")
     assert sys.executable in res.stdout
@@ -47,10 +61,12 @@ def test_stdin_env_and_project_interpreter(backend):
 
 
 def test_readonly_files_can_be_read_not_changed(backend):
-    code = ("import os\nprint(open('h/harness.py').read())\n"
-            "for act in (lambda: open('h/harness.py', 'w').write('hacked'), lambda: os.remove('h/harness.py'),\n"
-            "            lambda: os.rename('h/harness.py', 'h/x.py')):\n"
-            "    try:\n        act(); print('CHANGED')\n    except OSError:\n        print('denied')\n")
+    code = (
+        "import os\nprint(open('h/harness.py').read())\n"
+        "for act in (lambda: open('h/harness.py', 'w').write('hacked'), lambda: os.remove('h/harness.py'),\n"
+        "            lambda: os.rename('h/harness.py', 'h/x.py')):\n"
+        "    try:\n        act(); print('CHANGED')\n    except OSError:\n        print('denied')\n"
+    )
     res = run(backend, cmd=["python3", "main.py"], files={"main.py": code}, readonly_files={"h/harness.py": "X = 1"})
     assert res.stdout.startswith("X = 1\n"), res.stderr
     if backend != "subprocess" or os.geteuid() != 0:  # root ignores file modes: only the isolated backends hold
@@ -62,8 +78,10 @@ def test_ro_binds_are_visible_read_only(isolated, tmp_path):
     data.write_text("built artifact")
     data.chmod(0o644)
     tmp_path.chmod(0o755)
-    code = (f"print(open({str(data)!r}).read())\ntry:\n    open({str(data)!r}, 'w').write('x'); print('CHANGED')\n"
-            "except OSError:\n    print('denied')\n")
+    code = (
+        f"print(open({str(data)!r}).read())\ntry:\n    open({str(data)!r}, 'w').write('x'); print('CHANGED')\n"
+        "except OSError:\n    print('denied')\n"
+    )
     res = run(isolated, cmd=["python3", "-c", code], ro_binds=[str(data)])
     assert res.stdout == "built artifact\ndenied\n", res.stderr
     assert data.read_text() == "built artifact"
@@ -72,7 +90,9 @@ def test_ro_binds_are_visible_read_only(isolated, tmp_path):
 def test_isolated_job_sees_only_its_workdir_and_no_host_tmp(isolated, tmp_path):
     (tmp_path / "host-file").write_text("x")
     with tempfile.NamedTemporaryFile(dir="/tmp", prefix="tempering-host-") as marker:
-        code = f"import os\nprint(os.getcwd(), os.path.exists({str(tmp_path)!r}), repr(os.listdir('/tmp')), os.getuid())"
+        code = (
+            f"import os\nprint(os.getcwd(), os.path.exists({str(tmp_path)!r}), repr(os.listdir('/tmp')), os.getuid())"
+        )
         res = run(isolated, cmd=["python3", "-c", code])
     cwd, exists, rest = res.stdout.split(" ", 2)
     assert (cwd, exists) == (backends.INNER_WORKDIR, "False")

@@ -30,8 +30,12 @@ def make(**over) -> Bundle:
         "tests/test_outputs.py": b"assert open('answer.txt').read().strip() == '7'\n",
     }
     files.update(over.pop("files", {}))
-    b = Bundle("sum-two", "Write the sum of the numbers in data.txt to answer.txt.\n",
-               TaskConfig(metadata={"skills": ["shell"]}), {k: v for k, v in files.items() if v is not None})
+    b = Bundle(
+        "sum-two",
+        "Write the sum of the numbers in data.txt to answer.txt.\n",
+        TaskConfig(metadata={"skills": ["shell"]}),
+        {k: v for k, v in files.items() if v is not None},
+    )
     for k, v in over.items():
         setattr(b, k, v)
     return b
@@ -53,7 +57,10 @@ def test_disk_round_trip_is_exact(tmp_path):
     again = read_bundle(root)
     assert again.files == b.files and again.instruction == b.instruction
     assert again.config == b.config
-    assert tomllib.loads(dump_toml({"a": {"b": {"c": 'x"y\n'}}, "k": [1, 2.5, True]})) == {"a": {"b": {"c": 'x"y\n'}}, "k": [1, 2.5, True]}
+    assert tomllib.loads(dump_toml({"a": {"b": {"c": 'x"y\n'}}, "k": [1, 2.5, True]})) == {
+        "a": {"b": {"c": 'x"y\n'}},
+        "k": [1, 2.5, True],
+    }
 
 
 def test_json_form_round_trip_and_format_errors():
@@ -68,7 +75,9 @@ def test_json_form_round_trip_and_format_errors():
         Bundle.from_json({"task_name": "x", "instruction_md": "y", "files": {"tests/test.sh": 3}})
 
 
-@pytest.mark.parametrize("path", ["environment/../../etc/passwd", "/etc/passwd", "environment/./x", "notes.txt", "tests\\x"])
+@pytest.mark.parametrize(
+    "path", ["environment/../../etc/passwd", "/etc/passwd", "environment/./x", "notes.txt", "tests\\x"]
+)
 def test_path_traversal_is_caught_and_never_written(tmp_path, path):
     b = make(files={path: b"x"})
     assert "path" in codes(b)
@@ -83,10 +92,13 @@ def test_missing_oracle_and_required_files():
     assert [p.code for p in probs] == ["required_file"] and "oracle solution" in probs[0].message
 
 
-@pytest.mark.parametrize("test_sh,missing", [
-    (b"python3 tests/test_outputs.py\n", "never writes the reward"),
-    (b"python3 t.py && echo 1 > $REWARD_FILE\n", "never writes 0 on failure"),
-])
+@pytest.mark.parametrize(
+    "test_sh,missing",
+    [
+        (b"python3 tests/test_outputs.py\n", "never writes the reward"),
+        (b"python3 t.py && echo 1 > $REWARD_FILE\n", "never writes 0 on failure"),
+    ],
+)
 def test_reward_must_be_written_on_pass_and_fail(test_sh, missing):
     probs = check_bundle(make(files={"tests/test.sh": test_sh}))
     assert [p.code for p in probs] == ["reward"] and missing in probs[0].message
@@ -108,8 +120,10 @@ def test_sizes_and_name():
 def test_edit_mask_overlap_and_skills_against_the_seed():
     seed = make()
     assert codes(make(), seed=seed) == ["overlap"]  # a copy
-    changed = make(instruction="Write the product of the numbers in data.txt to answer.txt.\n",
-                   files={"tests/test_outputs.py": b"assert open('answer.txt').read().strip() == '12'\n"})
+    changed = make(
+        instruction="Write the product of the numbers in data.txt to answer.txt.\n",
+        files={"tests/test_outputs.py": b"assert open('answer.txt').read().strip() == '12'\n"},
+    )
     got = check_bundle(changed, seed=seed, edit_mask=frozenset("IDST"))
     assert sorted(p.message.split("change the ")[1].split(" ")[0] for p in got) == ["fixtures", "solution"]
     assert overlap(make(), seed) == 1.0

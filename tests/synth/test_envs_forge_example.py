@@ -17,8 +17,23 @@ def test_experiment_script_with_tiny_settings(tmp_path):
     spec.loader.exec_module(mod)
     mod.MEASURE.update(rollouts=2, tasks=2)
     mod.HELDOUT_PER_SEED = 4
-    rc = mod.main(["--seeds", "0", "1", "--target", "2", "--steps", "1", "--pretrain-steps", "2",
-                   "--work", str(tmp_path / "work"), "--results", str(tmp_path / "results")])
+    rc = mod.main(
+        [
+            "--seeds",
+            "0",
+            "1",
+            "--target",
+            "2",
+            "--steps",
+            "1",
+            "--pretrain-steps",
+            "2",
+            "--work",
+            str(tmp_path / "work"),
+            "--results",
+            str(tmp_path / "results"),
+        ]
+    )
     assert rc == 0
     data = json.loads((tmp_path / "results" / "envs_forge.json").read_text())
     md = (tmp_path / "results" / "envs_forge.md").read_text()
@@ -33,8 +48,9 @@ def test_experiment_script_with_tiny_settings(tmp_path):
     assert [r["seed"] for r in runs] == [0, 1]
     assert runs[0]["methods"]["evol"]["configs"][0]["action"] == "increase/in_depth"
     for m, v in data["paired"].items():
-        assert v["runs"] == pytest.approx([r["methods"]["forge"]["heldout_gain"] - r["methods"][m]["heldout_gain"]
-                                           for r in runs])
+        assert v["runs"] == pytest.approx(
+            [r["methods"]["forge"]["heldout_gain"] - r["methods"][m]["heldout_gain"] for r in runs]
+        )
     # re-rendering recomputes the same tables from the recorded runs
     assert mod.main(["--render", str(tmp_path / "results" / "envs_forge.json")]) == 0
     again = json.loads((tmp_path / "results" / "envs_forge.json").read_text())

@@ -88,7 +88,7 @@ def test_gold_verification_rejects_broken_bundles_at_the_right_stage(sandbox, se
     good = seeds[0].bundle
     wrong = good.files | {"solution/solve.sh": b'cd "${APP_DIR:-/app}"\necho 1 > answer.txt\n'}
     crash = good.files | {"solution/solve.sh": b"exit 3\n"}
-    silent = good.files | {"tests/test.sh": b"python3 \"$TESTS_DIR/test_outputs.py\"\n"}
+    silent = good.files | {"tests/test.sh": b'python3 "$TESTS_DIR/test_outputs.py"\n'}
     lax = good.files | {"tests/test_outputs.py": b"pass\n"}
     needs_docker = good.files | {"environment/Dockerfile": b"FROM ubuntu:24.04\nRUN apt-get install -y jq\n"}
     cases = [wrong, crash, silent, lax, needs_docker]
@@ -105,12 +105,23 @@ def test_gold_verification_rejects_broken_bundles_at_the_right_stage(sandbox, se
 def test_local_image_follows_copy_and_env(seeds):
     b = seeds[8].bundle
     img = local_image(b)
-    assert set(img.files) == {p[len("environment/"):] for p in b.files if p.startswith("environment/") and not p.endswith("Dockerfile")}
-    b2 = type(b)(b.name, b.instruction, b.config, b.files | {
-        "environment/Dockerfile": b"FROM python:3.12-slim\nWORKDIR /app\nENV MODE=fast LEVEL=2\nCOPY inbox/ /app/in/\n"})
+    assert set(img.files) == {
+        p[len("environment/") :] for p in b.files if p.startswith("environment/") and not p.endswith("Dockerfile")
+    }
+    b2 = type(b)(
+        b.name,
+        b.instruction,
+        b.config,
+        b.files
+        | {
+            "environment/Dockerfile": b"FROM python:3.12-slim\nWORKDIR /app\nENV MODE=fast LEVEL=2\nCOPY inbox/ /app/in/\n"
+        },
+    )
     img = local_image(b2)
     assert img.env == {"MODE": "fast", "LEVEL": "2"} and all(k.startswith("in/") for k in img.files)
-    b3 = type(b)(b.name, b.instruction, b.config, b.files | {"environment/Dockerfile": b"FROM python:3.12\nWORKDIR /srv\n"})
+    b3 = type(b)(
+        b.name, b.instruction, b.config, b.files | {"environment/Dockerfile": b"FROM python:3.12\nWORKDIR /srv\n"}
+    )
     with pytest.raises(NeedsDocker, match="WORKDIR /srv"):
         local_image(b3)
 

@@ -117,14 +117,18 @@ def test_prompt_states_the_action_contract_and_rules(seeds):
 def test_loop_repairs_malformed_and_incomplete_answers_then_accepts(server, seeds, sandbox):
     incomplete = json.loads(_answer(seeds))
     del incomplete["files"]["tests/test.sh"]
-    srv = server([
-        (200, "Sure! {\"task_name\": broken", USAGE),                # not JSON -> repair 1
-        (200, json.dumps(incomplete), USAGE),                       # misses tests/test.sh -> repair 2
-        (200, _answer(seeds), USAGE),                               # good
-    ])
+    srv = server(
+        [
+            (200, 'Sure! {"task_name": broken', USAGE),  # not JSON -> repair 1
+            (200, json.dumps(incomplete), USAGE),  # misses tests/test.sh -> repair 2
+            (200, _answer(seeds), USAGE),  # good
+        ]
+    )
     gen = LLMGenerator(ChatConfig(base_url=srv.url))
     cfg = SynthConfig(target=1, repairs=2)
-    report = asyncio.run(synthesize([seeds[0]], {seeds[0].name: 0.75}, gen, BundleChecker(SandboxVerifier(sandbox)), cfg))
+    report = asyncio.run(
+        synthesize([seeds[0]], {seeds[0].name: 0.75}, gen, BundleChecker(SandboxVerifier(sandbox)), cfg)
+    )
     assert [e["stage"] for e in report.events] == ["format", "static", "accepted"]
     assert len(report.accepted) == 1 and report.accepted[0].attempts == 3 and report.accepted[0].tokens == 3000
     assert report.summary()["attempts_per_accepted"] == 3 and report.summary()["tokens_per_accepted"] == 3000
@@ -139,7 +143,9 @@ def test_loop_gives_up_after_k_repairs_then_tries_the_next_best_action(server, s
     srv = server([(200, "not json", None)] * 6)
     gen = LLMGenerator(ChatConfig(base_url=srv.url))
     cfg = SynthConfig(target=1, repairs=2, fallback_actions=1, max_rounds=1)
-    report = asyncio.run(synthesize([seeds[0]], {seeds[0].name: 0.75}, gen, BundleChecker(SandboxVerifier(sandbox)), cfg))
+    report = asyncio.run(
+        synthesize([seeds[0]], {seeds[0].name: 0.75}, gen, BundleChecker(SandboxVerifier(sandbox)), cfg)
+    )
     assert report.accepted == [] and report.attempts == 6
     assert [e["action"] for e in report.events] == ["increase/in_depth"] * 3 + ["increase/in_breadth"] * 3
     assert report.tokens_estimated and report.tokens > 0 and report.summary()["attempts_per_accepted"] is None

@@ -68,8 +68,13 @@ class ShellSampler:
 
 def test_a_bundle_is_measured_by_terminal_episodes(seeds, sandbox):
     seed = seeds[0]
-    m = PolicyMeasure(ShellSampler(seed.bundle.text("solution/solve.sh")), ChatFormat(TOK, use_chat_template=False),
-                      rollouts=4, max_context_tokens=8192, sandbox_backend=sandbox.backend)
+    m = PolicyMeasure(
+        ShellSampler(seed.bundle.text("solution/solve.sh")),
+        ChatFormat(TOK, use_chat_template=False),
+        rollouts=4,
+        max_context_tokens=8192,
+        sandbox_backend=sandbox.backend,
+    )
     assert asyncio.run(m(seed)) == 0.5
 
 

@@ -18,7 +18,9 @@ def test_note_check_values():
     assert frontier_score(pt) == pytest.approx(0.99989, abs=1e-5)
     pt = predicted_pass_rate(0.0, RED_D)
     assert pt == pytest.approx(0.25)
-    assert frontier_score(pt) == pytest.approx(math.exp(-0.78125)) and frontier_score(pt) == pytest.approx(0.458, abs=1e-3)
+    assert frontier_score(pt) == pytest.approx(math.exp(-0.78125)) and frontier_score(pt) == pytest.approx(
+        0.458, abs=1e-3
+    )
 
 
 def test_breadth_scaling_and_clipping():

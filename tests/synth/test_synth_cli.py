@@ -17,8 +17,23 @@ def rates(tmp_path, seeds):
 
 def test_synth_writes_verified_bundles_and_a_summary(tmp_path, rates, capsys):
     out = tmp_path / "out"
-    rc = main(["synth", "--seeds", "builtin", "--pass-rates", str(rates), "--out", str(out), "--target", "2",
-               "--no-progress", "--sandbox", "subprocess", "portfolio.lam=0.3"])
+    rc = main(
+        [
+            "synth",
+            "--seeds",
+            "builtin",
+            "--pass-rates",
+            str(rates),
+            "--out",
+            str(out),
+            "--target",
+            "2",
+            "--no-progress",
+            "--sandbox",
+            "subprocess",
+            "portfolio.lam=0.3",
+        ]
+    )
     assert rc == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["summary"]["accepted"] == 2 and summary["summary"]["attempts_per_accepted"] == 1.0
@@ -37,15 +52,31 @@ def test_export_seeds_then_check_one(tmp_path, capsys):
     assert "accepted (ok, sandbox)" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("extra,message", [
-    (["--generator", "llm", "--base-url", "http://127.0.0.1:9/v1"], "cannot reach the generator endpoint"),
-    (["--require-skill", "sql=1"], "skill 'sql'"),
-    (["no_such_key=1"], "unknown key 'no_such_key'"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--generator", "llm", "--base-url", "http://127.0.0.1:9/v1"], "cannot reach the generator endpoint"),
+        (["--require-skill", "sql=1"], "skill 'sql'"),
+        (["no_such_key=1"], "unknown key 'no_such_key'"),
+    ],
+)
 def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path, rates, capsys, extra, message):
     out = tmp_path / "out"
-    rc = main(["synth", "--seeds", "builtin", "--pass-rates", str(rates), "--out", str(out), "--no-progress",
-               "--sandbox", "subprocess", *extra])
+    rc = main(
+        [
+            "synth",
+            "--seeds",
+            "builtin",
+            "--pass-rates",
+            str(rates),
+            "--out",
+            str(out),
+            "--no-progress",
+            "--sandbox",
+            "subprocess",
+            *extra,
+        ]
+    )
     assert rc == 2 and message in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rates.json"]
 
@@ -63,8 +94,25 @@ def test_pass_rate_file_errors(tmp_path, capsys):
 
 def test_synth_on_configurations_measures_with_a_policy(tmp_path, capsys):
     out = tmp_path / "out"
-    rc = main(["synth", "--seeds", "builtin-tasks", "--policy", "tiny-xs", "--out", str(out), "--target", "3",
-               "--no-progress", "--max-new-tokens", "4", "rollouts=2", "measure_tasks=2", "config_checks.tasks=32"])
+    rc = main(
+        [
+            "synth",
+            "--seeds",
+            "builtin-tasks",
+            "--policy",
+            "tiny-xs",
+            "--out",
+            str(out),
+            "--target",
+            "3",
+            "--no-progress",
+            "--max-new-tokens",
+            "4",
+            "rollouts=2",
+            "measure_tasks=2",
+            "config_checks.tasks=32",
+        ]
+    )
     assert rc == 0
     summary = json.loads((out / "summary.json").read_text())
     rows = summary["bundles"]
@@ -79,10 +127,13 @@ def test_synth_on_configurations_measures_with_a_policy(tmp_path, capsys):
     assert "accepted" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("extra,message", [
-    (["--policy", "tiny-xs", "--generator", "llm"], "configurations are synthesised by the built-in mutators"),
-    (["--policy", "no/such/model"], "neither a built-in size"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--policy", "tiny-xs", "--generator", "llm"], "configurations are synthesised by the built-in mutators"),
+        (["--policy", "no/such/model"], "neither a built-in size"),
+    ],
+)
 def test_bad_configuration_runs_write_nothing(tmp_path, capsys, extra, message):
     rc = main(["synth", "--seeds", "builtin-tasks", "--out", str(tmp_path / "out"), "--no-progress", *extra])
     assert rc == 2 and message in capsys.readouterr().err

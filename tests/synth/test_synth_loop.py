@@ -72,8 +72,11 @@ def test_baselines_are_masks_that_ignore_pass_rates():
 def test_next_best_action_and_accounting_per_accepted_bundle():
     gen = ScriptGen(fail={("s", "increase/in_depth")})
     rep = run([Toy("s")], {"s": 0.75}, gen, target=1, repairs=1, fallback_actions=2)
-    assert gen.calls == [("s", "increase/in_depth", False), ("s", "increase/in_depth", True),
-                         ("s", "increase/in_breadth", False)]
+    assert gen.calls == [
+        ("s", "increase/in_depth", False),
+        ("s", "increase/in_depth", True),
+        ("s", "increase/in_breadth", False),
+    ]
     (acc,) = rep.accepted
     assert acc.action.name == "increase/in_breadth" and acc.attempts == 3 and acc.tokens == 120
     assert rep.summary()["attempts_per_accepted"] == 3

@@ -93,7 +93,8 @@ def test_static_checks_name_the_problem():
     probs = checker.static(s, s, A("diversify/in_depth"), frozenset({"addition"}))
     assert any("equal the seed's" in x for x in probs) and any(x.startswith("[overlap] 100%") for x in probs)
     assert checker.static(harder, s, A("increase/in_depth"), frozenset({"subtraction"})) == [
-        "[skills] missing required skill(s) ['subtraction']"]
+        "[skills] missing required skill(s) ['subtraction']"
+    ]
     bad = TaskFamilySeed("arithmetic", (("max_value", 5), ("min_value", 9), ("ops", "+")))
     (p,) = checker.static(bad, s, A("reduce/in_depth"), frozenset())
     assert p.startswith("[config] arithmetic: need 0 <= min_value <= max_value")
@@ -131,10 +132,13 @@ def test_configuration_files_round_trip_and_bad_files_are_clear(tmp_path):
     path.write_text(json.dumps([child.to_json()]))
     (back,) = load_task_seeds(path)
     assert back == child and back.name == child.name
-    for text, message in [("{", "is not JSON"), ("[]", "non-empty JSON list"),
-                          ('[{"family": "arithmetic", "args": {"digits": 3}}]', "unknown key(s) ['digits']"),
-                          ('[{"family": "poetry"}]', "unknown task family 'poetry'"),
-                          ('[{"family": "strings", "args": {"ops": ["rev", "shout"]}}]', "unknown ops ['shout']")]:
+    for text, message in [
+        ("{", "is not JSON"),
+        ("[]", "non-empty JSON list"),
+        ('[{"family": "arithmetic", "args": {"digits": 3}}]', "unknown key(s) ['digits']"),
+        ('[{"family": "poetry"}]', "unknown task family 'poetry'"),
+        ('[{"family": "strings", "args": {"ops": ["rev", "shout"]}}]', "unknown ops ['shout']"),
+    ]:
         path.write_text(text)
         with pytest.raises(UserError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
             load_task_seeds(path)
@@ -147,8 +151,11 @@ def test_forge_loop_on_configurations_aims_at_the_frontier_and_refuses_duplicate
     rates = {seeds[0].name: 1.0, seeds[1].name: 0.5, seeds[2].name: 0.0}
     rep = asyncio.run(synthesize(seeds, rates, MutatorGenerator(), TaskSeedChecker(), SynthConfig(target=3)))
     chosen = {a.seed: a.action.name for a in rep.accepted}
-    assert chosen == {seeds[0].name: "increase/in_depth", seeds[1].name: "diversify/in_depth",
-                      seeds[2].name: "reduce/in_depth"}
+    assert chosen == {
+        seeds[0].name: "increase/in_depth",
+        seeds[1].name: "diversify/in_depth",
+        seeds[2].name: "reduce/in_depth",
+    }
     assert rep.summary()["attempts_per_accepted"] == 1.0
 
     class Repeat(MutatorGenerator):  # ignores the salt: every attempt yields the same configuration
@@ -156,8 +163,15 @@ def test_forge_loop_on_configurations_aims_at_the_frontier_and_refuses_duplicate
             req.salt = 0
             return await super().generate(req)
 
-    rep = asyncio.run(synthesize(seeds[1:2], {seeds[1].name: 0.5}, Repeat(), TaskSeedChecker(),
-                                 SynthConfig(method="few_shot", target=2, repairs=1)))
+    rep = asyncio.run(
+        synthesize(
+            seeds[1:2],
+            {seeds[1].name: 0.5},
+            Repeat(),
+            TaskSeedChecker(),
+            SynthConfig(method="few_shot", target=2, repairs=1),
+        )
+    )
     assert len(rep.accepted) == 1
     assert [e["stage"] for e in rep.events] == ["accepted", "static", "static"]
     assert "duplicates one already accepted" in rep.events[-1]["failure"]

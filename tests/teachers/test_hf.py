@@ -34,7 +34,9 @@ def test_batched_scores_match_one_forward_per_example(tiny, max_logits):
         for b, (p, r) in enumerate(zip(prompts, resps)):
             ref = _naive(model, p, r)
             n = len(r)
-            torch.testing.assert_close(s.token_logp_BC[b, :n], ref.gather(-1, torch.tensor(r)[:, None]).squeeze(-1), atol=1e-5, rtol=0)
+            torch.testing.assert_close(
+                s.token_logp_BC[b, :n], ref.gather(-1, torch.tensor(r)[:, None]).squeeze(-1), atol=1e-5, rtol=0
+            )
             torch.testing.assert_close(s.full_logp_BCV[b, :n], ref, atol=1e-5, rtol=0)
             torch.testing.assert_close(s.cand_logp_BCK[b, :n], ref.gather(-1, cand[b, :n]), atol=1e-5, rtol=0)
             torch.testing.assert_close(s.top_logp_BCK[b, :n], ref.topk(4, -1).values, atol=1e-5, rtol=0)

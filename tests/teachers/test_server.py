@@ -37,10 +37,15 @@ class Scripted(BaseHTTPRequestHandler):
                     logp = Scripted.model(input_ids=torch.tensor([ids])).logits[0].float().log_softmax(-1)
                 for pos in range(1, len(ids)):  # like vLLM: the actual token plus the top-N, keyed by id
                     top = logp[pos - 1].topk(body["prompt_logprobs"])
-                    e = {str(t): {"logprob": v, "rank": r + 1, "decoded_token": "?"} for r, (t, v) in enumerate(zip(top.indices.tolist(), top.values.tolist()))}
+                    e = {
+                        str(t): {"logprob": v, "rank": r + 1, "decoded_token": "?"}
+                        for r, (t, v) in enumerate(zip(top.indices.tolist(), top.values.tolist()))
+                    }
                     e[str(ids[pos])] = {"logprob": float(logp[pos - 1, ids[pos]]), "rank": 0, "decoded_token": "?"}
                     entries.append(e)
-            choices.append({"index": i, "text": "x", "prompt_logprobs": None if Scripted.mode == "no_logprobs" else entries})
+            choices.append(
+                {"index": i, "text": "x", "prompt_logprobs": None if Scripted.mode == "no_logprobs" else entries}
+            )
         out = json.dumps({"id": "cmpl", "object": "text_completion", "choices": choices[::-1]}).encode()  # any order
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -75,7 +80,9 @@ def test_server_scores_match_the_in_process_teacher(tiny, server):
     local = HFTeacher(model, tok)
     cand = local.score(prompts, resps, top_k=12).top_ids_BCK  # 12 candidates, of which the server returns the top 8
     want = local.score(prompts, resps, cand, top_k=4)
-    got = ServerTeacher(server + "/v1", "teacher", tok, top_n=8, batch_size=3, concurrency=2).score(prompts, resps, cand, top_k=4)
+    got = ServerTeacher(server + "/v1", "teacher", tok, top_n=8, batch_size=3, concurrency=2).score(
+        prompts, resps, cand, top_k=4
+    )
     m = got.mask_BC.bool()
     torch.testing.assert_close(got.token_logp_BC, want.token_logp_BC, atol=1e-5, rtol=0)
     torch.testing.assert_close(got.top_logp_BCK[m], want.top_logp_BCK[m], atol=1e-5, rtol=0)

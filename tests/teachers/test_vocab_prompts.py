@@ -13,7 +13,9 @@ def test_same_vocabulary_passes_and_a_different_one_names_the_tokens():
     check_vocab(char_tokenizer(), {"teacher": char_tokenizer()})
     other = char_tokenizer()
     other.add_tokens(["<think>"])
-    with pytest.raises(UserError, match=r"teacher does not share the student's vocabulary \(1 tokens differ: '<think>' only in teacher"):
+    with pytest.raises(
+        UserError, match=r"teacher does not share the student's vocabulary \(1 tokens differ: '<think>' only in teacher"
+    ):
         check_vocab(char_tokenizer(), {"teacher": other})
 
     class Swapped:

@@ -87,7 +87,14 @@ def test_logged_loss_and_entropy_do_not_depend_on_micro_batching(tiny, agg):
     stats = []
     for mbs in (8, 2):
         m = copy.deepcopy(model)
-        stats.append(policy_update(m, torch.optim.SGD(m.parameters(), lr=0.0), None, batch,
-                                   UpdateSettings(micro_batch_size=mbs, loss_agg=agg)))
+        stats.append(
+            policy_update(
+                m,
+                torch.optim.SGD(m.parameters(), lr=0.0),
+                None,
+                batch,
+                UpdateSettings(micro_batch_size=mbs, loss_agg=agg),
+            )
+        )
     for k in ("policy_loss", "entropy", "approx_kl"):
         assert stats[0][k] == pytest.approx(stats[1][k], rel=1e-5, abs=1e-7), k

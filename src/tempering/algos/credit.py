@@ -62,7 +62,12 @@ def turn_tensors(groups: list[Group]) -> TurnTensors:
         for i, e in enumerate(g.episodes):
             rewards[n, i] = e.reward
             for k, t in enumerate(e.turns):
-                scores[n, i, k], success[n, i, k], valid[n, i, k], tokens[n, i, k] = t.score, float(t.success), 1.0, len(t.action_ids)
+                scores[n, i, k], success[n, i, k], valid[n, i, k], tokens[n, i, k] = (
+                    t.score,
+                    float(t.success),
+                    1.0,
+                    len(t.action_ids),
+                )
                 alt = t.info.get("cf_scores")
                 if alt:
                     cf_mean[n, i, k], cf_mask[n, i, k] = sum(alt) / len(alt), 1.0
@@ -99,7 +104,11 @@ def tcpo_credit(t: TurnTensors, **kw) -> torch.Tensor:
 
 
 tcpo_credit.__signature__ = inspect.signature(tcpo_advantage).replace(  # type: ignore[attr-defined]
-    parameters=[p for p in inspect.signature(tcpo_advantage).parameters.values() if p.name not in ("scores_NGK", "valid_NGK", "cf_mean_NGK", "cf_mask_NGK")]
+    parameters=[
+        p
+        for p in inspect.signature(tcpo_advantage).parameters.values()
+        if p.name not in ("scores_NGK", "valid_NGK", "cf_mean_NGK", "cf_mask_NGK")
+    ]
 )
 
 CREDIT: dict[str, Callable[..., torch.Tensor]] = {

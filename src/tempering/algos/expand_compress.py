@@ -56,7 +56,9 @@ def reliability_weights(pass_BJ: torch.Tensor, rho: float = 0.5) -> torch.Tensor
     return teacher_weights(pass_BJ, rho, "quality", gating=True)
 
 
-def teacher_weights(pass_BJ: torch.Tensor, rho: float = 0.5, weighting: str = "quality", gating: bool = True) -> torch.Tensor:
+def teacher_weights(
+    pass_BJ: torch.Tensor, rho: float = 0.5, weighting: str = "quality", gating: bool = True
+) -> torch.Tensor:
     """q_BJ for TU-OPD and its ablations: `quality` weights by pass rate, `uniform` equally; with
     `gating` only teachers with p >= rho count. Uniform without gating is plain multi-teacher averaging."""
     p = pass_BJ.float()
@@ -71,7 +73,9 @@ def teacher_weights(pass_BJ: torch.Tensor, rho: float = 0.5, weighting: str = "q
     return torch.where(total > 0, w / total.clamp(min=1e-12), torch.zeros_like(w))
 
 
-def tu_opd_advantage(teacher_logp_BTJ: torch.Tensor, student_logp_BT: torch.Tensor, q_BJ: torch.Tensor, mask_BT: torch.Tensor) -> torch.Tensor:
+def tu_opd_advantage(
+    teacher_logp_BTJ: torch.Tensor, student_logp_BT: torch.Tensor, q_BJ: torch.Tensor, mask_BT: torch.Tensor
+) -> torch.Tensor:
     """Quality-weighted OPD over the reliable teachers; rows whose q is all 0 get 0."""
     gap = teacher_logp_BTJ - student_logp_BT[..., None]
     return (gap * q_BJ[:, None, :]).sum(-1) * mask_BT

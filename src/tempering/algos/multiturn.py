@@ -17,7 +17,9 @@ def discounted_returns(scores_NGK: torch.Tensor, valid_NGK: torch.Tensor, gamma:
     return out * valid_NGK
 
 
-def kevin_turn_advantage(scores_NGK: torch.Tensor, valid_NGK: torch.Tensor, gamma: float = 0.4, eps: float = 1e-6) -> torch.Tensor:
+def kevin_turn_advantage(
+    scores_NGK: torch.Tensor, valid_NGK: torch.Tensor, gamma: float = 0.4, eps: float = 1e-6
+) -> torch.Tensor:
     """Discounted turn returns, normalised over all turns of all episodes of the group."""
     R = discounted_returns(scores_NGK, valid_NGK, gamma)
     v = valid_NGK.float()

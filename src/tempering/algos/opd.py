@@ -15,7 +15,9 @@ import math
 import torch
 
 
-def reverse_kl_advantage(student_logp_BT: torch.Tensor, teacher_logp_BT: torch.Tensor, mask_BT: torch.Tensor) -> torch.Tensor:
+def reverse_kl_advantage(
+    student_logp_BT: torch.Tensor, teacher_logp_BT: torch.Tensor, mask_BT: torch.Tensor
+) -> torch.Tensor:
     """A_t = -(log pi_S(y_t) - log pi_T(y_t)) on the sampled tokens, 0 off the mask."""
     return (teacher_logp_BT - student_logp_BT) * mask_BT
 

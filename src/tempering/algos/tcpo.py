@@ -29,7 +29,12 @@ def future_best(scores_NGK: torch.Tensor, valid_NGK: torch.Tensor) -> torch.Tens
 
 
 def retrospective_credit(
-    scores_NGK: torch.Tensor, valid_NGK: torch.Tensor, tau: float = 1.0, w_p: float = 1.0, w_r: float = 1.0, w_s: float = 0.1
+    scores_NGK: torch.Tensor,
+    valid_NGK: torch.Tensor,
+    tau: float = 1.0,
+    w_p: float = 1.0,
+    w_r: float = 1.0,
+    w_s: float = 0.1,
 ) -> torch.Tensor:
     """Progress over the best prior state, a regression penalty once success was reached, and a small
     preservation credit for keeping it: w_p*Delta - w_r*max(m - r, 0)*[m >= tau] + w_s*[m >= tau, r >= m]."""
@@ -54,7 +59,9 @@ def hindsight_credit(scores_NGK: torch.Tensor, valid_NGK: torch.Tensor, tau: flo
     return torch.where(eligible, F - loo, torch.zeros_like(F))
 
 
-def counterfactual_credit(scores_NGK: torch.Tensor, cf_mean_NGK: torch.Tensor, cf_mask_NGK: torch.Tensor) -> torch.Tensor:
+def counterfactual_credit(
+    scores_NGK: torch.Tensor, cf_mean_NGK: torch.Tensor, cf_mask_NGK: torch.Tensor
+) -> torch.Tensor:
     """c_cf = r_{i,k} - mean of the M resampled alternatives' scores, at the selected turns only."""
     return (scores_NGK.float() - cf_mean_NGK.float()) * cf_mask_NGK.float()
 

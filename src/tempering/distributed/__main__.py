@@ -15,12 +15,18 @@ from tempering.recipes.rl import TrainConfig
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="torchrun ... -m tempering.distributed",
-                                description="The RL recipe (tempering train) with data-parallel training over torchrun's processes.")
+    p = argparse.ArgumentParser(
+        prog="torchrun ... -m tempering.distributed",
+        description="The RL recipe (tempering train) with data-parallel training over torchrun's processes.",
+    )
     p.add_argument("config", nargs="?", help="YAML config (see examples/); omit for the defaults")
     p.add_argument("overrides", nargs="*", help="key.sub=value overrides, e.g. run.steps=50")
-    p.add_argument("--strategy", choices=STRATEGIES, default="ddp", help="ddp: a full replica per rank; fsdp2: sharded parameters")
-    p.add_argument("--backend", default="auto", help="process-group backend: auto (nccl with GPUs, else gloo), nccl, gloo")
+    p.add_argument(
+        "--strategy", choices=STRATEGIES, default="ddp", help="ddp: a full replica per rank; fsdp2: sharded parameters"
+    )
+    p.add_argument(
+        "--backend", default="auto", help="process-group backend: auto (nccl with GPUs, else gloo), nccl, gloo"
+    )
     p.add_argument("--world-size", type=int, help="the number of processes this run expects (checked against torchrun)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run exactly from its latest checkpoint (ddp)")
     a = p.parse_args(argv)

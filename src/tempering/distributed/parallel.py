@@ -34,14 +34,18 @@ class DataParallel:
 
     def loss_norm(self, mask_BT: torch.Tensor, max_len: float | None = None) -> LossNorm:
         """The step's `LossNorm` counted over all ranks, divided by the world size (see module doc)."""
-        counts = torch.tensor([float(mask_BT.sum()), float((mask_BT.sum(-1) > 0).sum())], dtype=torch.float64, device=self._dev)
+        counts = torch.tensor(
+            [float(mask_BT.sum()), float((mask_BT.sum(-1) > 0).sum())], dtype=torch.float64, device=self._dev
+        )
         dist.all_reduce(counts)
         if max_len is None:
             longest = torch.tensor([float(mask_BT.shape[-1])], dtype=torch.float64, device=self._dev)
             dist.all_reduce(longest, op=dist.ReduceOp.MAX)
             max_len = float(longest)
         w = self.world.size
-        return LossNorm(tokens=max(float(counts[0]), 1.0) / w, seqs=max(float(counts[1]), 1.0) / w, max_len=float(max_len))
+        return LossNorm(
+            tokens=max(float(counts[0]), 1.0) / w, seqs=max(float(counts[1]), 1.0) / w, max_len=float(max_len)
+        )
 
     def even_out(self, batch: TrainBatch) -> TrainBatch:
         """Pad this rank's batch with loss-free rows up to the largest rank's row count, so that every
@@ -109,8 +113,10 @@ def wrap_model(model: torch.nn.Module, strategy: str, world: World) -> torch.nn.
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
     except ImportError as e:
-        raise UserError(f"strategy fsdp2 needs torch >= 2.6 (fully_shard); this is torch {torch.__version__}: "
-                        "upgrade torch or use strategy ddp") from e
+        raise UserError(
+            f"strategy fsdp2 needs torch >= 2.6 (fully_shard); this is torch {torch.__version__}: "
+            "upgrade torch or use strategy ddp"
+        ) from e
     mesh = init_device_mesh(world.device.type, (world.size,))
     for layer in _decoder_layers(model):
         fully_shard(layer, mesh=mesh)
@@ -120,7 +126,13 @@ def wrap_model(model: torch.nn.Module, strategy: str, world: World) -> torch.nn.
 
 def _decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The repeated blocks of a Hugging Face causal LM (sharded one by one to bound peak memory)."""
-    for path in ("model.layers", "transformer.h", "gpt_neox.layers", "model.decoder.layers", "base_model.model.model.layers"):
+    for path in (
+        "model.layers",
+        "transformer.h",
+        "gpt_neox.layers",
+        "model.decoder.layers",
+        "base_model.model.model.layers",
+    ):
         node = model
         for part in path.split("."):
             node = getattr(node, part, None)

@@ -78,8 +78,14 @@ class RankLog:
 class DataParallelRLTrainer(RLTrainer):
     """`RLTrainer` with the update spread over the ranks of `world` (launched by torchrun)."""
 
-    def __init__(self, cfg: TrainConfig, world: World, strategy: str = "ddp", family: TaskFamily | None = None,
-                 resume: bool = False):
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        world: World,
+        strategy: str = "ddp",
+        family: TaskFamily | None = None,
+        resume: bool = False,
+    ):
         check_config(cfg, world, strategy, resume)
         self.world = world
         self.strategy = strategy
@@ -101,8 +107,9 @@ class DataParallelRLTrainer(RLTrainer):
             self.model.to(world.device)
             self.train_model = wrap_model(copy.deepcopy(self.model), "fsdp2", world)
             self.optimizer = make_optimizer(self.train_model, cfg.optim.lr, cfg.optim.weight_decay, cfg.optim.betas)
-            self.scheduler = make_scheduler(self.optimizer, cfg.optim.warmup_steps, cfg.run.steps, cfg.optim.schedule,
-                                            cfg.optim.min_lr_ratio)
+            self.scheduler = make_scheduler(
+                self.optimizer, cfg.optim.warmup_steps, cfg.run.steps, cfg.optim.schedule, cfg.optim.min_lr_ratio
+            )
             self.sampler = FullCopySync(self.sampler, self.model)
         self.settings.data_parallel = self.dp
         dist.barrier()  # rank 0 has prepared the run folder
@@ -118,8 +125,10 @@ class DataParallelRLTrainer(RLTrainer):
         super().load_extra_state(state)
         rngs = state.get("rank_sampler_rng")
         if not rngs or len(rngs) != self.world.size:
-            raise UserError(f"this checkpoint was written by {len(rngs or [])} rank(s) and {self.world.size} were "
-                            f"started; resume with --nproc-per-node (x nodes) = {len(rngs or [])}")
+            raise UserError(
+                f"this checkpoint was written by {len(rngs or [])} rank(s) and {self.world.size} were "
+                f"started; resume with --nproc-per-node (x nodes) = {len(rngs or [])}"
+            )
         self._rank_rngs = rngs
         self.sampler.generator.set_state(rngs[self.world.rank])
 
@@ -149,11 +158,17 @@ def check_config(cfg: TrainConfig, world: World, strategy: str, resume: bool) ->
     n = cfg.rollout.prompts_per_step
     if n % world.size:
         fits = [k for k in range(1, n + 1) if n % k == 0]
-        raise UserError(f"rollout.prompts_per_step={n} does not split over {world.size} ranks; make it a multiple of "
-                        f"{world.size}, or start a number of processes that divides it ({', '.join(map(str, fits))})")
+        raise UserError(
+            f"rollout.prompts_per_step={n} does not split over {world.size} ranks; make it a multiple of "
+            f"{world.size}, or start a number of processes that divides it ({', '.join(map(str, fits))})"
+        )
     if cfg.loss.dynamic_sampling:
-        raise UserError("loss.dynamic_sampling refills each rank's batch separately and is not supported with "
-                        "data-parallel training yet; set loss.dynamic_sampling=false")
+        raise UserError(
+            "loss.dynamic_sampling refills each rank's batch separately and is not supported with "
+            "data-parallel training yet; set loss.dynamic_sampling=false"
+        )
     if strategy == "fsdp2" and resume:
-        raise UserError("--resume is supported with --strategy ddp; an fsdp2 checkpoint keeps full model weights but "
-                        "not the sharded optimizer state: start a new run from checkpoints/step_N/model")
+        raise UserError(
+            "--resume is supported with --strategy ddp; an fsdp2 checkpoint keeps full model weights but "
+            "not the sharded optimizer state: start a new run from checkpoints/step_N/model"
+        )

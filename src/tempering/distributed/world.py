@@ -46,8 +46,10 @@ def init_world(backend: str = "auto", expected_size: int | None = None) -> World
         raise UserError(f"not started by torchrun ({', '.join(missing)} unset); launch with: {LAUNCH}")
     rank, size, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
     if expected_size is not None and expected_size != size:
-        raise UserError(f"this run expects {expected_size} processes but torchrun started {size}; "
-                        f"launch with --nproc-per-node (x nodes) = {expected_size}, or change the expected size")
+        raise UserError(
+            f"this run expects {expected_size} processes but torchrun started {size}; "
+            f"launch with --nproc-per-node (x nodes) = {expected_size}, or change the expected size"
+        )
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend not in ("nccl", "gloo"):
@@ -56,8 +58,10 @@ def init_world(backend: str = "auto", expected_size: int | None = None) -> World
         if not torch.cuda.is_available():
             raise UserError("backend nccl needs CUDA GPUs and this machine has none; use --backend gloo (CPU)")
         if local >= torch.cuda.device_count():
-            raise UserError(f"local rank {local} has no GPU: this node has {torch.cuda.device_count()} GPU(s); "
-                            "start at most that many processes per node (--nproc-per-node)")
+            raise UserError(
+                f"local rank {local} has no GPU: this node has {torch.cuda.device_count()} GPU(s); "
+                "start at most that many processes per node (--nproc-per-node)"
+            )
         device = torch.device("cuda", local)
         torch.cuda.set_device(device)
     else:

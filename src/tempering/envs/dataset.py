@@ -94,7 +94,10 @@ class DatasetFamily(TaskFamily):
                 )
         tasks = [self._task(r, i, prompt_column) for i, r in enumerate(rows)]
         if heldout is not None:
-            self.split = {"train": tasks, "heldout": [self._task(r, i, prompt_column) for i, r in enumerate(load_rows(heldout))]}
+            self.split = {
+                "train": tasks,
+                "heldout": [self._task(r, i, prompt_column) for i, r in enumerate(load_rows(heldout))],
+            }
         else:
             held = [in_heldout(t.prompt, heldout_share) for t in tasks]
             self.split = {
@@ -104,7 +107,9 @@ class DatasetFamily(TaskFamily):
 
     def _task(self, row: dict, i: int, prompt_column: str) -> Task:
         meta = {k: v for k, v in row.items() if k != prompt_column}
-        return Task(id=f"{self.name}:{i}", prompt=str(row[prompt_column]), answer=row.get("answer"), family=self.name, meta=meta)
+        return Task(
+            id=f"{self.name}:{i}", prompt=str(row[prompt_column]), answer=row.get("answer"), family=self.name, meta=meta
+        )
 
     def tasks(self, split: str, n: int, seed: int = 0) -> list[Task]:
         if split not in self.split:

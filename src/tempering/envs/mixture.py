@@ -27,7 +27,9 @@ class MixtureFamily(TaskFamily):
         from tempering.envs.registry import make_family
 
         if not self.members:
-            raise UserError("mixture: give at least one member, e.g. members: {add: {family: arithmetic}, rev: {family: strings, args: {ops: [rev]}}}")
+            raise UserError(
+                "mixture: give at least one member, e.g. members: {add: {family: arithmetic}, rev: {family: strings, args: {ops: [rev]}}}"
+            )
         self.families: dict[str, TaskFamily] = {}
         self.weights: dict[str, float] = {}
         for m, spec in self.members.items():
@@ -54,8 +56,10 @@ class MixtureFamily(TaskFamily):
 
     def tasks(self, split: str, n: int, seed: int = 0) -> list[Task]:
         # members built on the same family draw from different streams (seed offset by member position)
-        per = {m: [replace(t, id=f"{m}/{t.id}", family=m) for t in self.families[m].tasks(split, k, seed=seed + 7919 * i)]
-               for i, (m, k) in enumerate(self.counts(n).items())}
+        per = {
+            m: [replace(t, id=f"{m}/{t.id}", family=m) for t in self.families[m].tasks(split, k, seed=seed + 7919 * i)]
+            for i, (m, k) in enumerate(self.counts(n).items())
+        }
         out: list[Task] = []
         for i in range(max((len(v) for v in per.values()), default=0)):
             out += [v[i] for v in per.values() if i < len(v)]

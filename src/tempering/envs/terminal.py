@@ -48,8 +48,9 @@ def bundle_task(bundle: Bundle) -> Task:
 class TerminalEnv(Env):
     """One episode of one bundle."""
 
-    def __init__(self, task: Task, sandbox, max_commands: int = 10, command_timeout_s: float = 30.0,
-                 feedback_chars: int = 2000):
+    def __init__(
+        self, task: Task, sandbox, max_commands: int = 10, command_timeout_s: float = 30.0, feedback_chars: int = 2000
+    ):
         super().__init__(task)
         self.bundle: Bundle = task.meta["bundle"]
         try:
@@ -65,8 +66,13 @@ class TerminalEnv(Env):
     async def step(self, action: str) -> StepResult:
         cmd = parse_command(action)
         if cmd is None:
-            return StepResult(0.0, False, False, "No command found: answer with one shell command in a ```bash "
-                              "block, or `submit`.", "parse_error")
+            return StepResult(
+                0.0,
+                False,
+                False,
+                "No command found: answer with one shell command in a ```bash block, or `submit`.",
+                "parse_error",
+            )
         if cmd.lower() == "submit":
             return await self._finish()
         self.commands += 1
@@ -82,8 +88,9 @@ class TerminalEnv(Env):
             result = await self._finish()
             result.feedback = feedback + "\n[command limit reached; tests ran]"
             return result
-        return StepResult(0.0, False, False, feedback, "timeout" if run.exit_code == 124 else "ok",
-                          {"exit_code": run.exit_code})
+        return StepResult(
+            0.0, False, False, feedback, "timeout" if run.exit_code == 124 else "ok", {"exit_code": run.exit_code}
+        )
 
     async def _finish(self) -> StepResult:
         reward, run = await self.ws.run_tests(self.bundle)
@@ -97,8 +104,14 @@ class TerminalFamily(TaskFamily):
 
     name = "terminal"
 
-    def __init__(self, bundles: str = "builtin", heldout_share: float = 0.2, max_commands: int = 10,
-                 command_timeout_s: float = 30.0, sandbox_backend: str = "auto"):
+    def __init__(
+        self,
+        bundles: str = "builtin",
+        heldout_share: float = 0.2,
+        max_commands: int = 10,
+        command_timeout_s: float = 30.0,
+        sandbox_backend: str = "auto",
+    ):
         from tempering.synth.seeds import load_seeds
 
         self.bundles = [s.bundle for s in load_seeds(bundles if bundles == "builtin" else Path(bundles))]

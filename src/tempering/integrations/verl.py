@@ -53,8 +53,9 @@ def turn_index(response_mask_BT: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     return turn, starts.sum(-1)
 
 
-def verl_to_turns(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index,
-                  success_threshold: float = SUCCESS_THRESHOLD) -> tuple[TurnTensors, torch.Tensor, torch.Tensor]:
+def verl_to_turns(
+    token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index, success_threshold: float = SUCCESS_THRESHOLD
+) -> tuple[TurnTensors, torch.Tensor, torch.Tensor]:
     """(TurnTensors, group of each row, position of each row in its group)."""
     uids = [str(u) for u in index]
     order: dict[str, list[int]] = {}
@@ -62,8 +63,10 @@ def verl_to_turns(token_level_rewards: torch.Tensor, response_mask: torch.Tensor
         order.setdefault(u, []).append(b)
     sizes = {len(v) for v in order.values()}
     if len(sizes) != 1:
-        raise ValueError(f"tempering credit needs groups of equal size; got sizes {sorted(sizes)} "
-                         "(set the same rollout.n for every prompt and keep whole groups in a batch)")
+        raise ValueError(
+            f"tempering credit needs groups of equal size; got sizes {sorted(sizes)} "
+            "(set the same rollout.n for every prompt and keep whole groups in a batch)"
+        )
     N, G = len(order), sizes.pop()
     turn_BT, n_turns_B = turn_index(response_mask)
     K = max(int(n_turns_B.max()), 1)
@@ -88,9 +91,15 @@ def verl_to_turns(token_level_rewards: torch.Tensor, response_mask: torch.Tensor
 
     scores = to_NG(scores_BK)
     valid = to_NG(valid_BK)
-    tt = TurnTensors(scores_NGK=scores, success_NGK=(scores >= success_threshold).float() * valid, valid_NGK=valid,
-                     tokens_NGK=to_NG(tokens_BK), rewards_NG=to_NG(rewards_B), cf_mean_NGK=torch.zeros_like(scores),
-                     cf_mask_NGK=torch.zeros_like(scores))
+    tt = TurnTensors(
+        scores_NGK=scores,
+        success_NGK=(scores >= success_threshold).float() * valid,
+        valid_NGK=valid,
+        tokens_NGK=to_NG(tokens_BK),
+        rewards_NG=to_NG(rewards_B),
+        cf_mean_NGK=torch.zeros_like(scores),
+        cf_mask_NGK=torch.zeros_like(scores),
+    )
     return tt, group_B, slot_B
 
 
@@ -129,22 +138,39 @@ def verl_loss_norm(response_mask: torch.Tensor, config) -> LossNorm:
     local = LossNorm.of(response_mask)
     tokens = info.get("batch_num_tokens")
     seqs = info.get("global_batch_size")
-    return LossNorm(tokens=float(tokens) / dp if tokens is not None else local.tokens,
-                    seqs=float(seqs) / dp if seqs is not None else local.seqs,
-                    max_len=float(info.get("loss_scale_factor") or response_mask.shape[-1]))
+    return LossNorm(
+        tokens=float(tokens) / dp if tokens is not None else local.tokens,
+        seqs=float(seqs) / dp if seqs is not None else local.seqs,
+        max_len=float(info.get("loss_scale_factor") or response_mask.shape[-1]),
+    )
 
 
-def ppo_clip_policy_loss(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode: str = "token-mean",
-                         config=None, rollout_is_weights=None):
+def ppo_clip_policy_loss(
+    old_log_prob,
+    log_prob,
+    advantages,
+    response_mask,
+    loss_agg_mode: str = "token-mean",
+    config=None,
+    rollout_is_weights=None,
+):
     """tempering's PPO-clip (clip-higher, dual clip) with verl's policy-loss signature. Rollout
     importance weights scale the advantages (the same as scaling each token's loss: they are > 0)."""
     if loss_agg_mode not in AGG_MODES:
         raise ValueError(f"tempering_ppo_clip supports loss_agg_mode {AGG_MODES}, not {loss_agg_mode!r}")
     clip = _get(config, "clip_ratio", 0.2)
     adv = advantages if rollout_is_weights is None else advantages * rollout_is_weights
-    loss, stats = ppo_clip_loss(log_prob, old_log_prob, adv, response_mask.float(), _get(config, "clip_ratio_low", clip),
-                                _get(config, "clip_ratio_high", clip), _get(config, "clip_ratio_c", 3.0), loss_agg_mode,
-                                verl_loss_norm(response_mask, config))
+    loss, stats = ppo_clip_loss(
+        log_prob,
+        old_log_prob,
+        adv,
+        response_mask.float(),
+        _get(config, "clip_ratio_low", clip),
+        _get(config, "clip_ratio_high", clip),
+        _get(config, "clip_ratio_c", 3.0),
+        loss_agg_mode,
+        verl_loss_norm(response_mask, config),
+    )
     return loss, {f"actor/{PREFIX}{k}": float(v) for k, v in stats.items()}
 
 
@@ -160,7 +186,9 @@ def _env_args() -> dict[str, dict[str, Any]]:
     try:
         args = json.loads(raw)
     except json.JSONDecodeError as e:
-        raise UserError(f"TEMPERING_VERL_CREDIT_ARGS is not JSON ({e}); give e.g. '{{\"tempering_leap\": {{\"gamma\": 0.5}}}}'") from e
+        raise UserError(
+            f'TEMPERING_VERL_CREDIT_ARGS is not JSON ({e}); give e.g. \'{{"tempering_leap": {{"gamma": 0.5}}}}\''
+        ) from e
     if not isinstance(args, dict) or not all(isinstance(v, dict) for v in args.values()):
         raise UserError("TEMPERING_VERL_CREDIT_ARGS must map estimator names to keyword dicts")
     return args
@@ -175,7 +203,9 @@ def register(credit_args: dict[str, dict[str, Any]] | None = None) -> list[str]:
     args = {**_env_args(), **(credit_args or {})}
     unknown = sorted(set(args) - {PREFIX + n for n in CREDIT})
     if unknown:
-        raise UserError(f"credit arguments for unknown estimators {unknown}; known: {sorted(PREFIX + n for n in CREDIT)}")
+        raise UserError(
+            f"credit arguments for unknown estimators {unknown}; known: {sorted(PREFIX + n for n in CREDIT)}"
+        )
     names = []
     for name in CREDIT:
         key = PREFIX + name

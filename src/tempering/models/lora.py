@@ -31,8 +31,13 @@ def _peft():
     return peft
 
 
-def add_lora(model: torch.nn.Module, rank: int = 8, alpha: float | None = None, dropout: float = 0.0,
-             target_modules: tuple[str, ...] | list[str] | None = None):
+def add_lora(
+    model: torch.nn.Module,
+    rank: int = 8,
+    alpha: float | None = None,
+    dropout: float = 0.0,
+    target_modules: tuple[str, ...] | list[str] | None = None,
+):
     """Wrap `model` with fresh LoRA adapters (B = 0, so the output is unchanged) and freeze the rest.
 
     rank: adapter rank r. alpha: scaling numerator (default 2 r; the update is alpha / r * B A).
@@ -45,17 +50,27 @@ def add_lora(model: torch.nn.Module, rank: int = 8, alpha: float | None = None, 
     targets = list(target_modules) if target_modules else [t for t in DEFAULT_TARGETS if t in names]
     missing = [t for t in targets if t not in names]
     if missing or not targets:
-        raise UserError(f"LoRA target modules {missing or targets} are not linear layers of this model; "
-                        f"its linear layers are: {', '.join(sorted(names))}")
-    cfg = peft.LoraConfig(r=rank, lora_alpha=alpha if alpha is not None else 2 * rank, lora_dropout=dropout,
-                          target_modules=targets, bias="none", task_type="CAUSAL_LM")
+        raise UserError(
+            f"LoRA target modules {missing or targets} are not linear layers of this model; "
+            f"its linear layers are: {', '.join(sorted(names))}"
+        )
+    cfg = peft.LoraConfig(
+        r=rank,
+        lora_alpha=alpha if alpha is not None else 2 * rank,
+        lora_dropout=dropout,
+        target_modules=targets,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
     return peft.get_peft_model(model, cfg)
 
 
 def trainable_parameters(model: torch.nn.Module) -> dict[str, int]:
     """Counts of trainable and all parameters."""
-    return {"trainable": sum(p.numel() for p in model.parameters() if p.requires_grad),
-            "total": sum(p.numel() for p in model.parameters())}
+    return {
+        "trainable": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "total": sum(p.numel() for p in model.parameters()),
+    }
 
 
 def merged_copy(model) -> torch.nn.Module:

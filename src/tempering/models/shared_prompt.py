@@ -21,11 +21,19 @@ def forward_kwargs(model) -> tuple[str, dict]:
     inner = getattr(model, "module", model)  # DDP
     inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner  # peft
     params = inspect.signature(inner.forward).parameters
-    return ("cache" if "cache" in params else "past_key_values"), ({"logits_to_keep": 1} if "logits_to_keep" in params else {})
+    return ("cache" if "cache" in params else "past_key_values"), (
+        {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+    )
 
 
-def shared_prompt_forward(model, prompts: Sequence[Sequence[int]], row_prompt: torch.Tensor, cont_BS: torch.Tensor,
-                          cont_mask_BS: torch.Tensor, pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
+def shared_prompt_forward(
+    model,
+    prompts: Sequence[Sequence[int]],
+    row_prompt: torch.Tensor,
+    cont_BS: torch.Tensor,
+    cont_mask_BS: torch.Tensor,
+    pad_id: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Next-token logits after each row's prompt, (B, V), and after each of its continuation tokens,
     (B, S, V) (None when S = 0).
 
@@ -41,8 +49,9 @@ def shared_prompt_forward(model, prompts: Sequence[Sequence[int]], row_prompt: t
         attn_UP[u, P - len(p) :] = 1
     pos_UP = (attn_UP.cumsum(-1) - 1).clamp(min=0)
     cache = DynamicCache()
-    first_UV = model(input_ids=ids_UP, attention_mask=attn_UP, position_ids=pos_UP, use_cache=True,
-                     **{cache_kw: cache}, **keep_kw).logits[:, -1]
+    first_UV = model(
+        input_ids=ids_UP, attention_mask=attn_UP, position_ids=pos_UP, use_cache=True, **{cache_kw: cache}, **keep_kw
+    ).logits[:, -1]
     first_BV = first_UV[row_prompt]
     S = cont_BS.shape[1]
     if S == 0:

@@ -16,25 +16,38 @@ from tempering.train.update import UpdateSettings
 
 class ModelSection(Schema):
     name: str = Field("tiny-s", description="Built-in tiny size (tiny-xs/s/m/l) or a local Hugging Face model folder.")
-    use_chat_template: bool | None = Field(None, description="Apply the tokenizer's chat template (default: when it has one).")
+    use_chat_template: bool | None = Field(
+        None, description="Apply the tokenizer's chat template (default: when it has one)."
+    )
     system_prompt: str | None = Field(None, description="System message for chat-template models.")
     device: str = Field("cpu", description="Where the policy runs: cpu, cuda, cuda:N, or auto (a GPU when visible).")
     dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Parameter dtype of the policy.")
-    lora_rank: int = Field(0, ge=0, description="Train LoRA adapters of this rank only (0 = full fine-tuning; needs the peft extra).")
+    lora_rank: int = Field(
+        0, ge=0, description="Train LoRA adapters of this rank only (0 = full fine-tuning; needs the peft extra)."
+    )
     lora_alpha: float | None = Field(None, description="LoRA scaling numerator (default 2 x rank).")
-    lora_targets: list[str] | None = Field(None, description="Linear layers to adapt (default: attention and MLP projections).")
+    lora_targets: list[str] | None = Field(
+        None, description="Linear layers to adapt (default: attention and MLP projections)."
+    )
 
 
 class TaskSection(Schema):
     family: str = Field("arithmetic", description="Task family: arithmetic, strings, dataset, code, kernels, gui, ...")
-    args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the family (difficulty knobs, paths).")
-    train_size: int = Field(20000, gt=0, description="Number of distinct training prompts drawn (the pool cycled through).")
+    args: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments of the family (difficulty knobs, paths)."
+    )
+    train_size: int = Field(
+        20000, gt=0, description="Number of distinct training prompts drawn (the pool cycled through)."
+    )
     heldout_size: int = Field(500, gt=0, description="Held-out prompts used for evaluation.")
     data_seed: int = Field(0, description="Seed of the train/held-out draws (independent of the run seed).")
 
 
 class RolloutSection(Schema):
-    backend: Literal["hf", "vllm", "ray"] = Field("hf", description="Generation: hf (in this process), vllm (GPU; extra 'vllm') or ray (rollout workers; extra 'ray').")
+    backend: Literal["hf", "vllm", "ray"] = Field(
+        "hf",
+        description="Generation: hf (in this process), vllm (GPU; extra 'vllm') or ray (rollout workers; extra 'ray').",
+    )
     vllm: VLLMSection = Field(default_factory=VLLMSection, description="vLLM engine options (rollout.backend=vllm).")
     ray: RaySection = Field(default_factory=RaySection, description="Ray rollout workers (rollout.backend=ray).")
     group_size: int = Field(8, ge=1, description="Episodes sampled per prompt (G).")
@@ -45,19 +58,46 @@ class RolloutSection(Schema):
     top_k: int = Field(0, ge=0, description="Top-k sampling (0 = off).")
     stop: list[str] = Field(default_factory=list, description="Stop strings besides EOS.")
     max_turns: int = Field(1, ge=1, description="Turn limit K of an episode (1 = single-turn).")
-    feedback_template: str = Field("\n{feedback}\n{prompt}", description="Text appended after a failed turn ({feedback} = the status message, {prompt}).")
-    feedback_templates: dict[str, str] = Field(default_factory=lambda: dict(FEEDBACK_TEMPLATES), description="Status message per verifier status ({feedback} and the step's info keys).")
-    max_context_tokens: int = Field(1024, ge=8, description="Context window; beyond it older turns are dropped (or the episode stops).")
-    drop_old_turns: bool = Field(True, description="Drop the oldest turns when the context fills (false: stop with stop_reason=context).")
-    prune: Literal["none", "dcp"] = Field("none", description="Which groups get turns 2..K: all (none) or LEAP's Difficulty-Conditioned Pruning (dcp).")
-    dcp_min_fail: float = Field(0.5, ge=0, le=1, description="DCP: expand when first-turn failures >= ceil(this * G) (ours: G/2).")
-    dcp_max_fail: float | None = Field(None, ge=0, le=1, description="DCP: ... and <= floor(this * G); null = G - 1, so all-fail groups are pruned (ours).")
-    counterfactual_turns: int = Field(0, ge=0, description="TCPO: L turns of the batch resampled from fixed history (0 = off).")
+    feedback_template: str = Field(
+        "\n{feedback}\n{prompt}",
+        description="Text appended after a failed turn ({feedback} = the status message, {prompt}).",
+    )
+    feedback_templates: dict[str, str] = Field(
+        default_factory=lambda: dict(FEEDBACK_TEMPLATES),
+        description="Status message per verifier status ({feedback} and the step's info keys).",
+    )
+    max_context_tokens: int = Field(
+        1024, ge=8, description="Context window; beyond it older turns are dropped (or the episode stops)."
+    )
+    drop_old_turns: bool = Field(
+        True, description="Drop the oldest turns when the context fills (false: stop with stop_reason=context)."
+    )
+    prune: Literal["none", "dcp"] = Field(
+        "none", description="Which groups get turns 2..K: all (none) or LEAP's Difficulty-Conditioned Pruning (dcp)."
+    )
+    dcp_min_fail: float = Field(
+        0.5, ge=0, le=1, description="DCP: expand when first-turn failures >= ceil(this * G) (ours: G/2)."
+    )
+    dcp_max_fail: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="DCP: ... and <= floor(this * G); null = G - 1, so all-fail groups are pruned (ours).",
+    )
+    counterfactual_turns: int = Field(
+        0, ge=0, description="TCPO: L turns of the batch resampled from fixed history (0 = off)."
+    )
     counterfactual_samples: int = Field(4, ge=0, description="TCPO: M alternatives per selected turn (ours: 4).")
-    counterfactual_select: Literal["surprisal", "random"] = Field("surprisal", description="TCPO: pick the most surprising turns, or random ones (ablation).")
-    score_range: tuple[float, float] | None = Field(None, description="Required verifier score range, e.g. [0, 1] for TCPO (null = any).")
+    counterfactual_select: Literal["surprisal", "random"] = Field(
+        "surprisal", description="TCPO: pick the most surprising turns, or random ones (ablation)."
+    )
+    score_range: tuple[float, float] | None = Field(
+        None, description="Required verifier score range, e.g. [0, 1] for TCPO (null = any)."
+    )
     clamp_scores: bool = Field(False, description="Clamp out-of-range verifier scores instead of failing.")
-    on_env_error: Literal["train", "drop"] = Field("train", description="A group with an env_error episode is still trained on, or dropped.")
+    on_env_error: Literal["train", "drop"] = Field(
+        "train", description="A group with an env_error episode is still trained on, or dropped."
+    )
 
     @model_validator(mode="after")
     def _check(self):
@@ -73,32 +113,57 @@ class RolloutSection(Schema):
 
 class LossSection(Schema):
     advantage: str = Field("grpo", description="Credit: grpo, dr_grpo, rloo, leap, kevin, trloo, tcpo.")
-    credit_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the credit function (e.g. gamma, mode).")
+    credit_args: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments of the credit function (e.g. gamma, mode)."
+    )
     clip_low: float = Field(0.2, ge=0, description="PPO clip below 1 (eps_low).")
     clip_high: float = Field(0.28, ge=0, description="PPO clip above 1 (eps_high; DAPO clip-higher).")
     dual_clip: float | None = Field(3.0, description="Dual-clip constant c for negative advantages (null = off).")
-    loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = Field("token-mean", description="Loss aggregation, normalised over the whole optimizer step.")
+    loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = Field(
+        "token-mean", description="Loss aggregation, normalised over the whole optimizer step."
+    )
     kl_coef: float = Field(0.0, ge=0, description="KL-to-reference coefficient beta (0: no reference model is loaded).")
     kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="KL estimator on the sampled token.")
-    kl_in_reward: bool = Field(False, description="Subtract beta * summed k1 KL from the reward instead of adding a loss term.")
+    kl_in_reward: bool = Field(
+        False, description="Subtract beta * summed k1 KL from the reward instead of adding a loss term."
+    )
     ppo_epochs: int = Field(1, ge=1, description="Passes over each batch.")
     mini_batches: int = Field(1, ge=1, description="Optimizer steps per pass (the batch is split into this many).")
     micro_batch_size: int = Field(256, ge=1, description="Sequences per forward/backward (gradient accumulation).")
-    share_prefix: bool = Field(True, description="Run a prompt shared by a group's samples through the model once per micro-batch (same numbers, less compute).")
+    share_prefix: bool = Field(
+        True,
+        description="Run a prompt shared by a group's samples through the model once per micro-batch (same numbers, less compute).",
+    )
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     mask_truncated: bool = Field(False, description="Drop answers that hit the token limit from the loss (DAPO).")
     dynamic_sampling: bool = Field(False, description="DAPO: drop groups with equal rewards and refill the batch.")
     max_resample_rounds: int = Field(3, ge=0, description="Extra generation rounds allowed to refill the batch.")
-    rollout_correction: Literal["none", "tis", "mask"] = Field("none", description="Sampler/trainer mismatch: truncated importance weights (tis) or masking sequences (mask).")
-    rollout_correction_cap: float = Field(2.0, gt=1, description="C of the rollout correction: weights min(ratio, C); sequences kept while ratio is in [1/C, C].")
-    overlong_cache: int = Field(0, ge=0, description="DAPO overlong shaping: ramp length before max_new_tokens (0 = off).")
+    rollout_correction: Literal["none", "tis", "mask"] = Field(
+        "none", description="Sampler/trainer mismatch: truncated importance weights (tis) or masking sequences (mask)."
+    )
+    rollout_correction_cap: float = Field(
+        2.0,
+        gt=1,
+        description="C of the rollout correction: weights min(ratio, C); sequences kept while ratio is in [1/C, C].",
+    )
+    overlong_cache: int = Field(
+        0, ge=0, description="DAPO overlong shaping: ramp length before max_new_tokens (0 = off)."
+    )
 
     def update_settings(self, temperature: float, max_response_len: int) -> UpdateSettings:
         return UpdateSettings(
-            ppo_epochs=self.ppo_epochs, mini_batches=self.mini_batches, micro_batch_size=self.micro_batch_size,
-            clip_low=self.clip_low, clip_high=self.clip_high, dual_clip=self.dual_clip, loss_agg=self.loss_agg,
-            kl_coef=0.0 if self.kl_in_reward else self.kl_coef, kl_estimator=self.kl_estimator,
-            max_grad_norm=self.max_grad_norm, temperature=temperature or 1.0, max_response_len=max_response_len,
+            ppo_epochs=self.ppo_epochs,
+            mini_batches=self.mini_batches,
+            micro_batch_size=self.micro_batch_size,
+            clip_low=self.clip_low,
+            clip_high=self.clip_high,
+            dual_clip=self.dual_clip,
+            loss_agg=self.loss_agg,
+            kl_coef=0.0 if self.kl_in_reward else self.kl_coef,
+            kl_estimator=self.kl_estimator,
+            max_grad_norm=self.max_grad_norm,
+            temperature=temperature or 1.0,
+            max_response_len=max_response_len,
             share_prefix=self.share_prefix,
         )
 
@@ -119,7 +184,11 @@ class RunSection(Schema):
     eval_every: int = Field(25, ge=0, description="Evaluate on the held-out split every N steps (0 = only at the end).")
     eval_k: int = Field(8, ge=1, description="Samples per held-out prompt for pass@k.")
     eval_size: int | None = Field(None, description="Held-out prompts per periodic evaluation (default: all).")
-    eval_max_turns: int | None = Field(None, ge=1, description="Turn limit at evaluation (default: rollout.max_turns), e.g. to give a single-turn policy feedback turns.")
+    eval_max_turns: int | None = Field(
+        None,
+        ge=1,
+        description="Turn limit at evaluation (default: rollout.max_turns), e.g. to give a single-turn policy feedback turns.",
+    )
     checkpoint_every: int = Field(50, ge=0, description="Checkpoint every N steps (0 = only at the end).")
     keep_checkpoints: int = Field(2, ge=1, description="Complete checkpoints kept on disk.")
     log_samples: int = Field(4, ge=0, description="Episodes written to samples.jsonl per step.")

@@ -27,8 +27,16 @@ TASK = {"family": "arithmetic", "args": {"min_value": 10, "max_value": 999}, "tr
 PRETRAIN = {
     "model": {"name": "tiny-s"},
     "task": TASK,
-    "train": {"steps": 4000, "lr": 1e-3, "batch_size": 64, "eval_every": 50, "eval_size": 200, "stop_at_pass": 0.2, "stop_checks": 2,
-              "max_new_tokens": 6},
+    "train": {
+        "steps": 4000,
+        "lr": 1e-3,
+        "batch_size": 64,
+        "eval_every": 50,
+        "eval_size": 200,
+        "stop_at_pass": 0.2,
+        "stop_checks": 2,
+        "max_new_tokens": 6,
+    },
 }
 
 GRPO = {
@@ -44,7 +52,10 @@ def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) 
     t0 = time.perf_counter()
     pre_over = [o[len("pretrain.") :] for o in overrides if o.startswith("pretrain.")]
     rl_over = [o[len("train.") :] for o in overrides if o.startswith("train.")]
-    pcfg = build(PretrainConfig, apply_overrides({**PRETRAIN, "seed": seed, "out_dir": str(out / "pretrain"), "progress": progress}, pre_over))
+    pcfg = build(
+        PretrainConfig,
+        apply_overrides({**PRETRAIN, "seed": seed, "out_dir": str(out / "pretrain"), "progress": progress}, pre_over),
+    )
     pre = pretrain(pcfg)
     t1 = time.perf_counter()
     rl = apply_overrides(json.loads(json.dumps(GRPO)), rl_over)
@@ -83,7 +94,9 @@ def write_results(results_dir: Path, rows: list[dict], command: str) -> None:
             vals = [r[k] for r in rows]
             head[f"{k}_mean"], head[f"{k}_stdev"] = st.mean(vals), st.stdev(vals)
     head["runs"] = rows
-    head["machine"] = f"{platform.machine()}, {torch.get_num_threads()} threads, {platform.python_version()}, torch {torch.__version__}"
+    head["machine"] = (
+        f"{platform.machine()}, {torch.get_num_threads()} threads, {platform.python_version()}, torch {torch.__version__}"
+    )
     head["command"] = command
     results_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(results_dir / "quickstart.json", json.dumps(head, indent=2) + "\n")
@@ -128,7 +141,9 @@ def write_results(results_dir: Path, rows: list[dict], command: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="tempering demo", description="Pre-train a tiny model, GRPO on arithmetic, before/after table.")
+    p = argparse.ArgumentParser(
+        prog="tempering demo", description="Pre-train a tiny model, GRPO on arithmetic, before/after table."
+    )
     p.add_argument("overrides", nargs="*", help="pretrain.KEY=VALUE / train.KEY=VALUE overrides")
     p.add_argument("--out", default="runs/demo", help="run folder (default runs/demo)")
     p.add_argument("--seed", type=int, nargs="+", default=[0], help="seed(s); several give a spread")
@@ -141,11 +156,25 @@ def main(argv: list[str]) -> int:
         r = run_demo(out, s, a.overrides, progress=not a.no_progress)
         rows.append(r)
         print_eval_table(
-            {"before GRPO": {"held-out pass@1 (greedy)": r["pass_at_1_before"], "pass@1 (sampled)": r["pass_at_1_sampled_before"], f"pass@{r['k']}": r["pass_at_k_before"]},
-             "after GRPO": {"held-out pass@1 (greedy)": r["pass_at_1_after"], "pass@1 (sampled)": r["pass_at_1_sampled_after"], f"pass@{r['k']}": r["pass_at_k_after"]}},
+            {
+                "before GRPO": {
+                    "held-out pass@1 (greedy)": r["pass_at_1_before"],
+                    "pass@1 (sampled)": r["pass_at_1_sampled_before"],
+                    f"pass@{r['k']}": r["pass_at_k_before"],
+                },
+                "after GRPO": {
+                    "held-out pass@1 (greedy)": r["pass_at_1_after"],
+                    "pass@1 (sampled)": r["pass_at_1_sampled_after"],
+                    f"pass@{r['k']}": r["pass_at_k_after"],
+                },
+            },
             title=f"quickstart, seed {s}: {r['heldout_prompts']} held-out prompts, {r['seconds_total']:.0f}s",
         )
         atomic_write_text(out / "summary.json", json.dumps(r, indent=2) + "\n")
     if a.results:
-        write_results(Path(a.results), rows, "tempering " + " ".join(["demo", *sys.argv[2:]] if sys.argv[1:2] == ["demo"] else ["demo", *argv]))
+        write_results(
+            Path(a.results),
+            rows,
+            "tempering " + " ".join(["demo", *sys.argv[2:]] if sys.argv[1:2] == ["demo"] else ["demo", *argv]),
+        )
     return 0

@@ -35,13 +35,21 @@ class TeacherPair(Schema):
 
 
 class DirectOPDSection(Schema):
-    pairs: list[TeacherPair] = Field(..., min_length=1, description="Teacher pairs, applied one after another (each stage runs run.steps steps).")
+    pairs: list[TeacherPair] = Field(
+        ..., min_length=1, description="Teacher pairs, applied one after another (each stage runs run.steps steps)."
+    )
     top_k: int = Field(16, ge=1, description="The student's top-k candidates scored at every position.")
-    alpha: float = Field(2.5, gt=0, description="Initial coefficient of the k3 KL to the student's starting checkpoint.")
+    alpha: float = Field(
+        2.5, gt=0, description="Initial coefficient of the k3 KL to the student's starting checkpoint."
+    )
     alpha_min: float = Field(0.5, gt=0, description="Lower clip of adaptive alpha.")
     alpha_max: float = Field(2.5, gt=0, description="Upper clip of adaptive alpha.")
-    alpha_rate: float = Field(0.01, ge=0, description="Relative change of alpha per step, in the direction of sign(rbar) (0 = fixed alpha).")
-    student_prompt: str = Field("{prompt}", description="The student's prompt: a template over the example, or pkg.module:function.")
+    alpha_rate: float = Field(
+        0.01, ge=0, description="Relative change of alpha per step, in the direction of sign(rbar) (0 = fixed alpha)."
+    )
+    student_prompt: str = Field(
+        "{prompt}", description="The student's prompt: a template over the example, or pkg.module:function."
+    )
 
 
 class DirectOPDConfig(TrainConfig):
@@ -63,7 +71,9 @@ class DirectOPDTrainer(TeacherTrainer):
         self.teacher_prompt, self.reference_prompt = load_builder(p.teacher.prompt), load_builder(p.reference.prompt)
         vocab = self.model.get_output_embeddings().weight.shape[0]
         if d.top_k > vocab:
-            raise UserError(f"direct_opd.top_k={d.top_k} is larger than the vocabulary ({vocab} tokens); use a smaller k")
+            raise UserError(
+                f"direct_opd.top_k={d.top_k} is larger than the vocabulary ({vocab} tokens); use a smaller k"
+            )
         # pi_S: the start (also after a resume), where the policy lives
         anchor, _ = load_policy(cfg.model.name, seed=cfg.run.seed, dtype=cfg.model.dtype, device=self.model.device)
         self.anchor = HFTeacher(anchor.eval().requires_grad_(False), self.tokenizer, name="student start")
@@ -91,13 +101,15 @@ class DirectOPDTrainer(TeacherTrainer):
         rbar = mean_shift(adv_BTK, m)
         n = m.sum().clamp(min=1)
         found = (t.cand_found_BCK * tr.cand_found_BCK * m[..., None]).sum() / (n * cand.shape[-1])
-        self.log_credit({
-            "direct_opd/rbar": rbar,
-            "direct_opd/shift_sampled": float(((t.token_logp_BC - tr.token_logp_BC) * m).sum() / n),
-            "direct_opd/shift_abs": float((r_BTK.abs().mean(-1) * m).sum() / n),
-            "direct_opd/alpha": self.alpha,
-            "direct_opd/candidates_exact": float(found),
-        })
+        self.log_credit(
+            {
+                "direct_opd/rbar": rbar,
+                "direct_opd/shift_sampled": float(((t.token_logp_BC - tr.token_logp_BC) * m).sum() / n),
+                "direct_opd/shift_abs": float((r_BTK.abs().mean(-1) * m).sum() / n),
+                "direct_opd/alpha": self.alpha,
+                "direct_opd/candidates_exact": float(found),
+            }
+        )
         self.step_alpha = self.alpha
         self.alpha = adaptive_alpha(self.alpha, rbar, d.alpha_rate, d.alpha_min, d.alpha_max)
         return adv_BTK.sum(-1)
@@ -105,8 +117,17 @@ class DirectOPDTrainer(TeacherTrainer):
     def direct_opd_loss(self, model, mb: TrainBatch, norm, s) -> tuple[torch.Tensor, dict]:
         logp_BTV = student_logits_logp(model, mb, s.temperature)
         cand_logp = logp_BTV.gather(-1, mb.extra["cand_ids"])
-        pg, stats = topk_ppo_loss(cand_logp, mb.extra["cand_old_logp"], mb.extra["cand_adv"], mb.mask_BT,
-                                  s.clip_low, s.clip_high, s.dual_clip, s.loss_agg, norm)
+        pg, stats = topk_ppo_loss(
+            cand_logp,
+            mb.extra["cand_old_logp"],
+            mb.extra["cand_adv"],
+            mb.mask_BT,
+            s.clip_low,
+            s.clip_high,
+            s.dual_clip,
+            s.loss_agg,
+            norm,
+        )
         logp = logp_BTV.gather(-1, mb.input_ids_BT[..., None]).squeeze(-1)
         kl = aggregate(kl_estimate(logp, mb.ref_logp_BT, "k3"), mb.mask_BT, s.loss_agg, norm)
         stats.update(policy_loss=pg.detach(), kl_start=kl.detach())
@@ -134,5 +155,10 @@ def direct_opd(cfg: DirectOPDConfig | dict, family: TaskFamily | None = None, re
 
 
 def main(argv: list[str]) -> int:
-    return cli_main(argv, "direct-opd", "Direct-OPD: transfer a teacher pair's RL shift to a student (weak-to-strong).",
-                    DirectOPDConfig, lambda cfg, resume: direct_opd(cfg, resume=resume))
+    return cli_main(
+        argv,
+        "direct-opd",
+        "Direct-OPD: transfer a teacher pair's RL shift to a student (weak-to-strong).",
+        DirectOPDConfig,
+        lambda cfg, resume: direct_opd(cfg, resume=resume),
+    )

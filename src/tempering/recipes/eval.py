@@ -30,11 +30,15 @@ def resolve_model_dir(path: str) -> str:
     ckpts = list_checkpoints(p)
     if ckpts:
         return str(ckpts[-1] / "model")
-    raise UserError(f"{path} holds no model (no config.json, no final/ or checkpoints/); give a model, checkpoint or run folder")
+    raise UserError(
+        f"{path} holds no model (no config.json, no final/ or checkpoints/); give a model, checkpoint or run folder"
+    )
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="tempering eval", description="Evaluate a model on a task family's held-out split.")
+    p = argparse.ArgumentParser(
+        prog="tempering eval", description="Evaluate a model on a task family's held-out split."
+    )
     p.add_argument("checkpoint", help="model folder, checkpoint folder, or run folder")
     p.add_argument("--task", default="arithmetic", help="task family (default: arithmetic)")
     p.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE", help="task family argument (repeatable)")

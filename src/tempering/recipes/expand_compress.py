@@ -27,9 +27,17 @@ class ExpandCompressConfig(Schema):
     """Expand (RGRPO) then compress (TU-OPD) (`tempering expand-compress`)."""
 
     out_dir: str = Field("runs/expand_compress", description="Run folder: expand/ and compress/ go inside.")
-    student: str | None = Field(None, description="The compressed student's starting model (default: the teachers' initialisation, expand.model.name).")
-    expand: RGRPOConfig = Field(default_factory=RGRPOConfig, description="The RGRPO run (its task section is the shared training pool).")
-    compress: TUOPDConfig = Field(default_factory=TUOPDConfig, description="The TU-OPD run (teachers, pass rates and task are filled in from expand).")
+    student: str | None = Field(
+        None,
+        description="The compressed student's starting model (default: the teachers' initialisation, expand.model.name).",
+    )
+    expand: RGRPOConfig = Field(
+        default_factory=RGRPOConfig, description="The RGRPO run (its task section is the shared training pool)."
+    )
+    compress: TUOPDConfig = Field(
+        default_factory=TUOPDConfig,
+        description="The TU-OPD run (teachers, pass rates and task are filled in from expand).",
+    )
 
 
 def compress_config(cfg: ExpandCompressConfig, teachers: dict[str, str], pass_rates: str) -> TUOPDConfig:
@@ -43,7 +51,9 @@ def compress_config(cfg: ExpandCompressConfig, teachers: dict[str, str], pass_ra
     return c
 
 
-def expand_compress(cfg: ExpandCompressConfig | dict, family: TaskFamily | None = None, resume: bool = False) -> dict[str, Any]:
+def expand_compress(
+    cfg: ExpandCompressConfig | dict, family: TaskFamily | None = None, resume: bool = False
+) -> dict[str, Any]:
     cfg = as_config(ExpandCompressConfig, cfg)
     root = Path(cfg.out_dir)
     root.mkdir(parents=True, exist_ok=True)
@@ -54,13 +64,23 @@ def expand_compress(cfg: ExpandCompressConfig | dict, family: TaskFamily | None 
     c = compress_config(cfg, expanded["teachers"], expanded["pass_rates"])
     again = resume and any((Path(c.run.out_dir) / "checkpoints").glob("step_*"))
     hist = asyncio.run(TUOPDTrainer(c, family=family, resume=again).run())
-    return {**{f"teacher {n}": expanded[n] for n in expanded["teachers"]}, "student start": hist.get("start"),
-            "student final": hist["final"], "coverage": expanded["coverage"]}
+    return {
+        **{f"teacher {n}": expanded[n] for n in expanded["teachers"]},
+        "student start": hist.get("start"),
+        "student final": hist["final"],
+        "coverage": expanded["coverage"],
+    }
 
 
 def main(argv: list[str]) -> int:
     def run(cfg: ExpandCompressConfig, resume: bool) -> dict[str, Any]:
         return expand_compress(cfg, resume=resume)
 
-    return cli_main(argv, "expand-compress", "Expand then compress: RGRPO teachers distilled into one student with TU-OPD.",
-                    ExpandCompressConfig, run, out_key="out_dir")
+    return cli_main(
+        argv,
+        "expand-compress",
+        "Expand then compress: RGRPO teachers distilled into one student with TU-OPD.",
+        ExpandCompressConfig,
+        run,
+        out_key="out_dir",
+    )

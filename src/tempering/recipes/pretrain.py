@@ -40,15 +40,28 @@ class PretrainSection(Schema):
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     eval_every: int = Field(100, ge=1, description="Greedy held-out pass@1 every N steps.")
     eval_size: int = Field(200, ge=1, description="Held-out prompts per periodic check.")
-    stop_at_pass: float | None = Field(None, ge=0, le=1, description="Stop once held-out pass@1 reaches this (None: run all steps).")
-    stop_checks: int = Field(1, ge=1, description="Consecutive checks at or above stop_at_pass before stopping (more: the warm start has settled, not spiked).")
+    stop_at_pass: float | None = Field(
+        None, ge=0, le=1, description="Stop once held-out pass@1 reaches this (None: run all steps)."
+    )
+    stop_checks: int = Field(
+        1,
+        ge=1,
+        description="Consecutive checks at or above stop_at_pass before stopping (more: the warm start has settled, not spiked).",
+    )
     max_seconds: float | None = Field(None, gt=0, description="Stop after this much wall-clock time.")
     max_new_tokens: int = Field(16, ge=1, description="Answer token limit during the checks.")
-    repair_share: float = Field(0.0, ge=0, le=1, description="Share of two-turn repair examples: a corrupted answer, the verifier's feedback, then the right answer (teaches the policy to use feedback).")
+    repair_share: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Share of two-turn repair examples: a corrupted answer, the verifier's feedback, then the right answer (teaches the policy to use feedback).",
+    )
 
 
 class PretrainConfig(Schema):
-    model: ModelSection = Field(default_factory=ModelSection, description="Model to train (a tiny size starts from scratch).")
+    model: ModelSection = Field(
+        default_factory=ModelSection, description="Model to train (a tiny size starts from scratch)."
+    )
     task: TaskSection = Field(default_factory=TaskSection, description="Task family providing (prompt, answer) pairs.")
     train: PretrainSection = Field(default_factory=PretrainSection, description="Optimisation and stopping.")
     seed: int = Field(0, description="Seed of initialisation and data order.")
@@ -59,7 +72,10 @@ class PretrainConfig(Schema):
 
 def _examples(fmt: ChatFormat, tasks, eos_id: int) -> list[tuple[list[int], list[int]]]:
     """(context, target) pairs; the loss covers the target only."""
-    return [(fmt.prompt_ids(t.prompt), list(fmt.tokenizer.encode(str(t.answer), add_special_tokens=False)) + [eos_id]) for t in tasks]
+    return [
+        (fmt.prompt_ids(t.prompt), list(fmt.tokenizer.encode(str(t.answer), add_special_tokens=False)) + [eos_id])
+        for t in tasks
+    ]
 
 
 def _corrupt(answer: str, rng: random.Random, alphabet: str) -> str:
@@ -72,7 +88,9 @@ def _corrupt(answer: str, rng: random.Random, alphabet: str) -> str:
 def _repair_examples(fmt: ChatFormat, family, tasks, eos_id: int, seed: int) -> list[tuple[list[int], list[int]]]:
     """Two-turn examples: prompt, a corrupted answer, the verifier's feedback, then the right answer."""
     if not hasattr(family, "check"):
-        raise UserError(f"pretrain.train.repair_share needs a family with a check() verifier; {type(family).__name__} has none")
+        raise UserError(
+            f"pretrain.train.repair_share needs a family with a check() verifier; {type(family).__name__} has none"
+        )
     rng = random.Random(seed)
     alphabet = "".join(sorted({c for t in tasks for c in str(t.answer)}))
     defaults = RolloutSection()
@@ -101,8 +119,14 @@ def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
     fmt = ChatFormat(tok, cfg.model.use_chat_template, RolloutSection().feedback_template, cfg.model.system_prompt)
     examples = _examples(fmt, train_tasks, tok.eos_token_id)
     if cfg.train.repair_share > 0:
-        n = round(len(examples) * cfg.train.repair_share / (1 - cfg.train.repair_share)) if cfg.train.repair_share < 1 else len(examples)
-        examples += _repair_examples(fmt, family, train_tasks[:n] if n <= len(train_tasks) else train_tasks, tok.eos_token_id, cfg.seed)
+        n = (
+            round(len(examples) * cfg.train.repair_share / (1 - cfg.train.repair_share))
+            if cfg.train.repair_share < 1
+            else len(examples)
+        )
+        examples += _repair_examples(
+            fmt, family, train_tasks[:n] if n <= len(train_tasks) else train_tasks, tok.eos_token_id, cfg.seed
+        )
     sampler = HFSampler(model, tok, seed=cfg.seed)
     opts = RolloutOptions(sampling=SamplingParams(max_new_tokens=cfg.train.max_new_tokens, temperature=0.0))
     t = cfg.train
@@ -150,12 +174,21 @@ def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
     model_dir = save_policy(model, tok, Path(cfg.out_dir) / "model")
     log.plot(["loss", "heldout_pass@1"])
     log.close()
-    best.update({"heldout_pass@1": final["pass@1"], "steps": step, "seconds": time.perf_counter() - t_start, "model": str(model_dir)})
+    best.update(
+        {
+            "heldout_pass@1": final["pass@1"],
+            "steps": step,
+            "seconds": time.perf_counter() - t_start,
+            "model": str(model_dir),
+        }
+    )
     return best
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="tempering pretrain", description="Supervised warm start on a built-in task family.")
+    p = argparse.ArgumentParser(
+        prog="tempering pretrain", description="Supervised warm start on a built-in task family."
+    )
     p.add_argument("config", nargs="?", help="YAML config (omit for the defaults)")
     p.add_argument("overrides", nargs="*", help="key.sub=value overrides")
     a = p.parse_args(argv)
@@ -164,5 +197,7 @@ def main(argv: list[str]) -> int:
         config, overrides = None, [config] + overrides
     cfg = load_config(PretrainConfig, config, overrides)
     res = pretrain(cfg)
-    print(f"saved {res['model']}: held-out pass@1 {res['heldout_pass@1']:.3f} after {res['steps']} steps ({res['seconds']:.0f}s)")
+    print(
+        f"saved {res['model']}: held-out pass@1 {res['heldout_pass@1']:.3f} after {res['steps']} steps ({res['seconds']:.0f}s)"
+    )
     return 0

@@ -33,10 +33,16 @@ from tempering.types import Task
 
 class RGRPOSection(Schema):
     rounds: int = Field(3, ge=1, description="Number of teachers R (each trained for run.steps GRPO steps).")
-    kappa: float = Field(0.5, gt=0, le=1, description="An example is covered once some teacher's pass rate reaches kappa.")
+    kappa: float = Field(
+        0.5, gt=0, le=1, description="An example is covered once some teacher's pass rate reaches kappa."
+    )
     pass_samples: int = Field(8, ge=1, description="Samples per example (and teacher) behind each pass rate.")
-    mode: Literal["residual", "upweight"] = Field("residual", description="Later rounds train on uncovered examples only, or up-weight them.")
-    upweight: float = Field(1.0, ge=0, description="beta of mode=upweight: uncovered examples are drawn (1 + beta) times as often.")
+    mode: Literal["residual", "upweight"] = Field(
+        "residual", description="Later rounds train on uncovered examples only, or up-weight them."
+    )
+    upweight: float = Field(
+        1.0, ge=0, description="beta of mode=upweight: uncovered examples are drawn (1 + beta) times as often."
+    )
 
 
 class RGRPOConfig(TrainConfig):
@@ -95,9 +101,22 @@ def coverage_markdown(rep: dict[str, Any]) -> str:
     lines = [f"# RGRPO coverage (kappa = {rep['kappa']}, {rep['examples']} training examples)", ""]
     for part in [k for k in rep if k not in ("teachers", "kappa", "examples")]:
         r = rep[part]
-        lines += [f"## {part}", "", "| round | teacher coverage | union coverage | added |", "| --- | --- | --- | --- |"]
-        lines += [f"| {n} | {t:.3f} | {u:.3f} | {a:+.3f} |" for n, t, u, a in zip(names, r["teacher"], r["union"], r["added"])]
-        lines += ["", "Overlap (Jaccard of covered sets):", "", "| | " + " | ".join(names) + " |", "| --- " * (len(names) + 1) + "|"]
+        lines += [
+            f"## {part}",
+            "",
+            "| round | teacher coverage | union coverage | added |",
+            "| --- | --- | --- | --- |",
+        ]
+        lines += [
+            f"| {n} | {t:.3f} | {u:.3f} | {a:+.3f} |" for n, t, u, a in zip(names, r["teacher"], r["union"], r["added"])
+        ]
+        lines += [
+            "",
+            "Overlap (Jaccard of covered sets):",
+            "",
+            "| | " + " | ".join(names) + " |",
+            "| --- " * (len(names) + 1) + "|",
+        ]
         lines += [f"| {n} | " + " | ".join(f"{x:.2f}" for x in row) + " |" for n, row in zip(names, r["overlap"])]
         lines.append("")
     return "\n".join(lines)
@@ -113,7 +132,11 @@ def rgrpo(cfg: RGRPOConfig | dict, family: TaskFamily | None = None, resume: boo
     root.mkdir(parents=True, exist_ok=True)
     atomic_write_text(root / "config.yaml", yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
     saved_path = root / "pass_rates.json"
-    saved = json.loads(saved_path.read_text()) if resume and saved_path.is_file() else {"teachers": {}, "tasks": {}, "heldout": {}}
+    saved = (
+        json.loads(saved_path.read_text())
+        if resume and saved_path.is_file()
+        else {"teachers": {}, "tasks": {}, "heldout": {}}
+    )
     names: list[str] = []
     rows: list[torch.Tensor] = []
     for r in range(1, g.rounds + 1):
@@ -148,10 +171,19 @@ def rgrpo(cfg: RGRPOConfig | dict, family: TaskFamily | None = None, resume: boo
         atomic_write_text(root / "coverage.md", coverage_markdown(rep))
     atomic_write_text(saved_path, json.dumps(saved, indent=1) + "\n")
     rep = coverage_tables(names, torch.stack(rows), pool, g.kappa)
-    return {"teachers": {n: saved["teachers"][n] for n in names}, "coverage": rep, "pass_rates": str(saved_path),
-            **{n: saved["heldout"][n] for n in names}}
+    return {
+        "teachers": {n: saved["teachers"][n] for n in names},
+        "coverage": rep,
+        "pass_rates": str(saved_path),
+        **{n: saved["heldout"][n] for n in names},
+    }
 
 
 def main(argv: list[str]) -> int:
-    return cli_main(argv, "rgrpo", "Residual GRPO: a sequence of complementary GRPO teachers from one initialisation.",
-                    RGRPOConfig, lambda cfg, resume: rgrpo(cfg, resume=resume))
+    return cli_main(
+        argv,
+        "rgrpo",
+        "Residual GRPO: a sequence of complementary GRPO teachers from one initialisation.",
+        RGRPOConfig,
+        lambda cfg, resume: rgrpo(cfg, resume=resume),
+    )

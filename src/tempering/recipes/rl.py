@@ -77,35 +77,54 @@ class RLTrainer:
         self.heldout_tasks = self.family.tasks("heldout", cfg.task.heldout_size, seed=cfg.task.data_seed)
         if not self.train_tasks:
             raise UserError(f"task family {cfg.task.family!r} gave no training tasks")
-        self.model, self.tokenizer = load_policy(cfg.model.name, seed=cfg.run.seed, dtype=cfg.model.dtype, device=cfg.model.device)
+        self.model, self.tokenizer = load_policy(
+            cfg.model.name, seed=cfg.run.seed, dtype=cfg.model.dtype, device=cfg.model.device
+        )
         if cfg.model.lora_rank:
             from tempering.models.lora import add_lora
 
-            self.model = add_lora(self.model, cfg.model.lora_rank, cfg.model.lora_alpha, target_modules=cfg.model.lora_targets)
-        self.fmt = ChatFormat(self.tokenizer, cfg.model.use_chat_template, cfg.rollout.feedback_template, cfg.model.system_prompt)
+            self.model = add_lora(
+                self.model, cfg.model.lora_rank, cfg.model.lora_alpha, target_modules=cfg.model.lora_targets
+            )
+        self.fmt = ChatFormat(
+            self.tokenizer, cfg.model.use_chat_template, cfg.rollout.feedback_template, cfg.model.system_prompt
+        )
         self.sampler = HFSampler(self.model, self.tokenizer, seed=cfg.run.seed)
         if cfg.rollout.backend == "vllm":
             from tempering.rollout.vllm_sampler import make_vllm_sampler
 
-            self.sampler = make_vllm_sampler(self.model, self.tokenizer, cfg.run.out_dir, cfg.run.seed, cfg.rollout.vllm)
+            self.sampler = make_vllm_sampler(
+                self.model, self.tokenizer, cfg.run.out_dir, cfg.run.seed, cfg.rollout.vllm
+            )
         elif cfg.rollout.backend == "ray":
             from tempering.rollout.ray_workers import RaySampler
 
             r = cfg.rollout.ray
-            self.sampler = RaySampler(self.model, self.tokenizer, r.num_workers, cfg.run.seed, r.num_cpus_per_worker,
-                                      r.num_gpus_per_worker, address=r.address)
+            self.sampler = RaySampler(
+                self.model,
+                self.tokenizer,
+                r.num_workers,
+                cfg.run.seed,
+                r.num_cpus_per_worker,
+                r.num_gpus_per_worker,
+                address=r.address,
+            )
         self.train_model = self.model
         """The module the update runs on: `model` itself, or its DDP/FSDP form in data-parallel training."""
         self.ref_model = None
         if cfg.loss.kl_coef > 0:  # beta = 0 never loads or runs a reference model
             self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
         self.optimizer = make_optimizer(self.model, cfg.optim.lr, cfg.optim.weight_decay, cfg.optim.betas)
-        self.scheduler = make_scheduler(self.optimizer, cfg.optim.warmup_steps, cfg.run.steps, cfg.optim.schedule, cfg.optim.min_lr_ratio)
+        self.scheduler = make_scheduler(
+            self.optimizer, cfg.optim.warmup_steps, cfg.run.steps, cfg.optim.schedule, cfg.optim.min_lr_ratio
+        )
         self.cursor = PromptCursor(len(self.train_tasks), cfg.run.seed)
         self.update_gen = torch.Generator().manual_seed(cfg.run.seed + 1)
         self.step_no = 0
         self.opts = rollout_options(cfg)
-        self.settings = cfg.loss.update_settings(cfg.rollout.temperature, cfg.rollout.max_new_tokens * cfg.rollout.max_turns)
+        self.settings = cfg.loss.update_settings(
+            cfg.rollout.temperature, cfg.rollout.max_new_tokens * cfg.rollout.max_turns
+        )
         resume_step = None
         if resume:
             resume_step = self._load(latest_checkpoint(Path(cfg.run.out_dir)))
@@ -132,7 +151,9 @@ class RLTrainer:
             "ref_model": self.ref_model.state_dict() if self.ref_model is not None else None,
             **self.extra_state(),
         }
-        return save_checkpoint(Path(self.cfg.run.out_dir), self.step_no, self.model, self.tokenizer, state, self.cfg.run.keep_checkpoints)
+        return save_checkpoint(
+            Path(self.cfg.run.out_dir), self.step_no, self.model, self.tokenizer, state, self.cfg.run.keep_checkpoints
+        )
 
     def extra_state(self) -> dict[str, Any]:
         """Method state saved with each checkpoint besides the model, optimizer, cursor and RNGs."""
@@ -176,7 +197,9 @@ class RLTrainer:
         c = self.cfg
         need = c.rollout.prompts_per_step
         tasks = [self.train_tasks[i] for i in self.cursor.next(need)]
-        groups = await rollout(self.sampler, self.fmt, tasks, self.family.make_env, c.rollout.group_size, self.opts, stats)
+        groups = await rollout(
+            self.sampler, self.fmt, tasks, self.family.make_env, c.rollout.group_size, self.opts, stats
+        )
         self._shape(groups)
         info = {"frac_zero_std_groups": float(zero_std_groups(turn_tensors(groups).rewards_NG).float().mean())}
         if c.loss.dynamic_sampling:
@@ -185,7 +208,9 @@ class RLTrainer:
             while len(kept) < need and rounds < c.loss.max_resample_rounds:
                 rounds += 1
                 more = [self.train_tasks[i] for i in self.cursor.next(need)]
-                extra = await rollout(self.sampler, self.fmt, more, self.family.make_env, c.rollout.group_size, self.opts, stats)
+                extra = await rollout(
+                    self.sampler, self.fmt, more, self.family.make_env, c.rollout.group_size, self.opts, stats
+                )
                 self._shape(extra)
                 kept += [g for g in extra if not _all_equal(g)]
             info["resample_rounds"] = rounds
@@ -217,7 +242,9 @@ class RLTrainer:
         episodes = [e for g in groups for e in g.episodes]
         batch = collate(episodes, self.sampler.pad_id, c.loss.mask_truncated)
         if self.ref_model is not None:
-            batch.ref_logp_BT = batch_logprobs(self.ref_model, batch, c.loss.micro_batch_size, self.settings.temperature)
+            batch.ref_logp_BT = batch_logprobs(
+                self.ref_model, batch, c.loss.micro_batch_size, self.settings.temperature
+            )
             if c.loss.kl_in_reward:
                 kl = (kl_estimate(batch.sample_logp_BT, batch.ref_logp_BT, "k1") * batch.mask_BT).sum(-1)
                 for e, k in zip(episodes, kl.tolist()):
@@ -228,9 +255,19 @@ class RLTrainer:
             from tempering.rollout.vllm_sampler import apply_rollout_correction
 
             trainer_logp = batch_logprobs(self.model, batch, c.loss.micro_batch_size, self.settings.temperature)
-            info.update(apply_rollout_correction(batch, trainer_logp, c.loss.rollout_correction, c.loss.rollout_correction_cap))
+            info.update(
+                apply_rollout_correction(batch, trainer_logp, c.loss.rollout_correction, c.loss.rollout_correction_cap)
+            )
         t1 = time.perf_counter()
-        upd = policy_update(self.train_model, self.optimizer, self.scheduler, batch, self.settings, self.update_gen, loss_fn=self.loss_fn)
+        upd = policy_update(
+            self.train_model,
+            self.optimizer,
+            self.scheduler,
+            batch,
+            self.settings,
+            self.update_gen,
+            loss_fn=self.loss_fn,
+        )
         if hasattr(self.sampler, "sync_weights"):  # a sampler with its own copy of the weights (vLLM, Ray, FSDP)
             self.sampler.sync_weights(self.train_model)
         t2 = time.perf_counter()
@@ -298,7 +335,18 @@ class RLTrainer:
         history["final"] = final
         self.save()
         self.export(Path(self.cfg.run.out_dir) / "final")
-        self.log.plot(["reward", "eval/pass@1", "eval/pass@1_sampled", "kl_ref", "entropy", "response_len", "approx_kl", "step_seconds"])
+        self.log.plot(
+            [
+                "reward",
+                "eval/pass@1",
+                "eval/pass@1_sampled",
+                "kl_ref",
+                "entropy",
+                "response_len",
+                "approx_kl",
+                "step_seconds",
+            ]
+        )
         self.log.close()
         return history
 
@@ -307,17 +355,27 @@ def rollout_options(cfg: TrainConfig) -> RolloutOptions:
     r = cfg.rollout
     keep = None
     if r.prune == "dcp":
+
         def keep(g: Group) -> list[bool]:
             n_fail = sum(not e.success for e in g.episodes)
             ok = bool(dcp_expand(torch.tensor([n_fail]), len(g.episodes), r.dcp_min_fail, r.dcp_max_fail)[0])
             return [ok] * len(g.episodes)
+
     cf = None
     if r.counterfactual_turns > 0:
-        cf = CounterfactualOptions(r.counterfactual_turns, r.counterfactual_samples, r.counterfactual_select, cfg.run.seed)
+        cf = CounterfactualOptions(
+            r.counterfactual_turns, r.counterfactual_samples, r.counterfactual_select, cfg.run.seed
+        )
     return RolloutOptions(
-        sampling=r.sampling(), max_turns=r.max_turns, max_context_tokens=r.max_context_tokens, drop_old_turns=r.drop_old_turns,
-        feedback_templates=dict(r.feedback_templates), continue_after_turn1=keep,
-        score_range=tuple(r.score_range) if r.score_range else None, clamp_scores=r.clamp_scores, counterfactual=cf,
+        sampling=r.sampling(),
+        max_turns=r.max_turns,
+        max_context_tokens=r.max_context_tokens,
+        drop_old_turns=r.drop_old_turns,
+        feedback_templates=dict(r.feedback_templates),
+        continue_after_turn1=keep,
+        score_range=tuple(r.score_range) if r.score_range else None,
+        clamp_scores=r.clamp_scores,
+        counterfactual=cf,
     )
 
 
@@ -330,7 +388,10 @@ def _sample_row(e) -> dict[str, Any]:
     return {
         "task": e.task.id,
         "prompt": e.task.prompt,
-        "turns": [{"text": t.info.get("text", ""), "score": t.score, "status": t.status, "feedback": t.feedback} for t in e.turns],
+        "turns": [
+            {"text": t.info.get("text", ""), "score": t.score, "status": t.status, "feedback": t.feedback}
+            for t in e.turns
+        ],
         "reward": e.reward,
         "stop_reason": e.stop_reason,
     }
@@ -347,7 +408,9 @@ def train(cfg: TrainConfig | dict, family: TaskFamily | None = None, resume: boo
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="tempering train", description="RL with verifiable rewards (GRPO family, multi-turn).")
+    p = argparse.ArgumentParser(
+        prog="tempering train", description="RL with verifiable rewards (GRPO family, multi-turn)."
+    )
     p.add_argument("config", nargs="?", help="YAML config (see examples/); omit for the defaults")
     p.add_argument("overrides", nargs="*", help="key.sub=value overrides, e.g. loss.advantage=rloo run.steps=50")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run exactly from its latest checkpoint")

@@ -97,7 +97,9 @@ async def _step(env: Env, text: str) -> tuple[StepResult, float]:
     try:
         res = await env.step(text)
     except Exception as e:  # an environment bug must not kill the run: the episode ends as env_error
-        res = StepResult(score=0.0, success=False, done=True, status="env_error", info={"error": f"{type(e).__name__}: {e}"})
+        res = StepResult(
+            score=0.0, success=False, done=True, status="env_error", info={"error": f"{type(e).__name__}: {e}"}
+        )
     return res, time.perf_counter() - t0
 
 
@@ -115,7 +117,9 @@ def _check_score(res: StepResult, env: Env, opts: RolloutOptions) -> float:
     )
 
 
-async def _sample_and_verify(sampler, contexts: list[list[int]], envs: list[Env], params: SamplingParams, stats: RolloutStats):
+async def _sample_and_verify(
+    sampler, contexts: list[list[int]], envs: list[Env], params: SamplingParams, stats: RolloutStats
+):
     """Sample in chunks off the event loop; start verifying each chunk as soon as it exists."""
     chunk = getattr(sampler, "max_batch", len(contexts)) or len(contexts)
     samples, texts, futures = [], [], []
@@ -189,9 +193,17 @@ async def rollout(
             stats.tokens += len(s.ids)
             score = _check_score(res, envs[id(e)], opts)
             e.turns.append(
-                Turn(action_ids=s.ids, logprobs=s.logprobs, score=score, success=res.success, status=res.status,
-                     feedback=res.feedback, truncated=s.truncated, info=dict(res.info, text=text, env_seconds=secs),
-                     context_ids=pending_context.pop(id(e), None))
+                Turn(
+                    action_ids=s.ids,
+                    logprobs=s.logprobs,
+                    score=score,
+                    success=res.success,
+                    status=res.status,
+                    feedback=res.feedback,
+                    truncated=s.truncated,
+                    info=dict(res.info, text=text, env_seconds=secs),
+                    context_ids=pending_context.pop(id(e), None),
+                )
             )
             if res.status == "env_error":
                 stats.env_errors += 1
@@ -205,7 +217,9 @@ async def rollout(
         if k == 1 and opts.max_turns > 1:
             for g in groups:  # which groups with a turn-1 failure get more turns
                 failed = [e for e in g.episodes if not e.stop_reason]
-                keep = opts.continue_after_turn1(g) if opts.continue_after_turn1 is not None else [True] * len(g.episodes)
+                keep = (
+                    opts.continue_after_turn1(g) if opts.continue_after_turn1 is not None else [True] * len(g.episodes)
+                )
                 cut = [e for e, ok in zip(g.episodes, keep) if not e.stop_reason and not ok]
                 for e in cut:
                     e.stop_reason = "pruned"
@@ -218,7 +232,9 @@ async def rollout(
             if e.stop_reason:
                 continue
             last = e.turns[-1]
-            last.feedback_ids = fmt.feedback_ids(format_feedback(opts.feedback_templates, _as_result(last)), e.task.prompt)
+            last.feedback_ids = fmt.feedback_ids(
+                format_feedback(opts.feedback_templates, _as_result(last)), e.task.prompt
+            )
             grown = ctx[id(e)] + last.action_ids + last.feedback_ids
             if len(grown) <= budget:
                 ctx[id(e)] = grown
@@ -245,7 +261,9 @@ def _as_result(t: Turn) -> StepResult:
     return StepResult(score=t.score, success=t.success, done=False, feedback=t.feedback, status=t.status, info=t.info)
 
 
-async def _counterfactual(sampler, eps: list[Episode], turn_ctx, make_env, opts: RolloutOptions, stats: RolloutStats) -> None:
+async def _counterfactual(
+    sampler, eps: list[Episode], turn_ctx, make_env, opts: RolloutOptions, stats: RolloutStats
+) -> None:
     """Resample M alternatives for the L selected turns from their fixed history and score them.
 
     Each alternative is scored by a fresh environment of the task: this assumes the verifier judges an

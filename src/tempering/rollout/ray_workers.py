@@ -95,9 +95,17 @@ def _split(n: int, parts: int) -> list[slice]:
 class RaySampler:
     """`HFSampler`'s interface over Ray rollout workers."""
 
-    def __init__(self, model: torch.nn.Module | str | Path, tokenizer, num_workers: int = 2, seed: int = 0,
-                 num_cpus_per_worker: float = 1.0, num_gpus_per_worker: float = 0.0, max_batch: int = 512,
-                 address: str | None = None):
+    def __init__(
+        self,
+        model: torch.nn.Module | str | Path,
+        tokenizer,
+        num_workers: int = 2,
+        seed: int = 0,
+        num_cpus_per_worker: float = 1.0,
+        num_gpus_per_worker: float = 0.0,
+        max_batch: int = 512,
+        address: str | None = None,
+    ):
         """model: the policy (shipped to every worker) or a folder every node can read."""
         if not isinstance(num_workers, int) or num_workers < 1:
             raise UserError(f"num_workers must be a positive integer, got {num_workers!r}")
@@ -110,7 +118,9 @@ class RaySampler:
         src = model if isinstance(model, (str, Path)) else ray.put(model.to("cpu"))
         cls = ray.remote(_RolloutWorker).options(num_cpus=num_cpus_per_worker, num_gpus=num_gpus_per_worker)
         dev = _device(num_gpus_per_worker)
-        self.workers = [cls.remote(src, tokenizer, max_batch, dev, int(num_cpus_per_worker)) for _ in range(num_workers)]
+        self.workers = [
+            cls.remote(src, tokenizer, max_batch, dev, int(num_cpus_per_worker)) for _ in range(num_workers)
+        ]
         self.calls = [0] * num_workers
         """Sampling calls each worker served."""
 
@@ -156,8 +166,16 @@ class RayTeacher(Teacher):
 
     supports_full = True
 
-    def __init__(self, model: torch.nn.Module | str | Path, tokenizer, num_workers: int = 2, name: str = "teacher",
-                 num_cpus_per_worker: float = 1.0, num_gpus_per_worker: float = 0.0, address: str | None = None):
+    def __init__(
+        self,
+        model: torch.nn.Module | str | Path,
+        tokenizer,
+        num_workers: int = 2,
+        name: str = "teacher",
+        num_cpus_per_worker: float = 1.0,
+        num_gpus_per_worker: float = 0.0,
+        address: str | None = None,
+    ):
         if not isinstance(num_workers, int) or num_workers < 1:
             raise UserError(f"num_workers must be a positive integer, got {num_workers!r}")
         ray = _ensure_ray(address)

@@ -103,10 +103,18 @@ class HFSampler:
         texts = [""] * B if p.stop else None
         step_ids, step_pos = ids, pos
         for t in range(p.max_new_tokens):
-            logits = self.model(
-                input_ids=step_ids, attention_mask=attn, position_ids=step_pos, use_cache=True,
-                **{self._cache_kw: cache}, **self._keep_kw,
-            ).logits[:, -1, :].float()
+            logits = (
+                self.model(
+                    input_ids=step_ids,
+                    attention_mask=attn,
+                    position_ids=step_pos,
+                    use_cache=True,
+                    **{self._cache_kw: cache},
+                    **self._keep_kw,
+                )
+                .logits[:, -1, :]
+                .float()
+            )
             if p.temperature <= 0:
                 tok = logits.argmax(-1)
                 lp = torch.zeros(B, device=dev)

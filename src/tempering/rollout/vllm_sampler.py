@@ -42,13 +42,24 @@ CORRECTIONS = ("none", "tis", "mask")
 class VLLMSection(Schema):
     """Options of the vLLM generation backend (`rollout.backend=vllm`)."""
 
-    mode: Literal["colocated", "server"] = Field("colocated", description="Engine in the trainer process, or a separate vLLM server.")
+    mode: Literal["colocated", "server"] = Field(
+        "colocated", description="Engine in the trainer process, or a separate vLLM server."
+    )
     url: str = Field("http://127.0.0.1:8000", description="Server mode: base URL of the vLLM server.")
-    sync_dir: str | None = Field(None, description="Server mode: folder both trainer and server read, for weight files (default: a temp folder, one machine).")
-    gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="Colocated mode: share of GPU memory vLLM may take.")
+    sync_dir: str | None = Field(
+        None,
+        description="Server mode: folder both trainer and server read, for weight files (default: a temp folder, one machine).",
+    )
+    gpu_memory_utilization: float = Field(
+        0.3, gt=0, le=1, description="Colocated mode: share of GPU memory vLLM may take."
+    )
     dtype: str = Field("auto", description="Colocated mode: vLLM weight dtype (auto, bfloat16, float16, float32).")
-    max_model_len: int | None = Field(None, description="Colocated mode: context length the engine reserves (default: the model's).")
-    enforce_eager: bool = Field(False, description="Colocated mode: no CUDA graphs (slower, starts faster, less memory).")
+    max_model_len: int | None = Field(
+        None, description="Colocated mode: context length the engine reserves (default: the model's)."
+    )
+    enforce_eager: bool = Field(
+        False, description="Colocated mode: no CUDA graphs (slower, starts faster, less memory)."
+    )
     timeout_s: float = Field(600.0, gt=0, description="Server mode: seconds to wait for one request.")
 
 
@@ -61,8 +72,13 @@ def mismatch_kl(trainer_logp_BT: torch.Tensor, sample_logp_BT: torch.Tensor, mas
     return ((d.exp() - d - 1.0) * m).sum() / m.sum().clamp(min=1)
 
 
-def rollout_correction(trainer_logp_BT: torch.Tensor, sample_logp_BT: torch.Tensor, mask_BT: torch.Tensor,
-                       mode: str = "tis", cap: float = 2.0) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+def rollout_correction(
+    trainer_logp_BT: torch.Tensor,
+    sample_logp_BT: torch.Tensor,
+    mask_BT: torch.Tensor,
+    mode: str = "tis",
+    cap: float = 2.0,
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
     """Weights and mask that correct for the sampler not being the trainer's policy.
 
     tis:  w_t = min(pi_trainer / pi_sampler, C) per token (truncated importance sampling), mask unchanged.
@@ -96,8 +112,10 @@ def rollout_correction(trainer_logp_BT: torch.Tensor, sample_logp_BT: torch.Tens
 # ---- the sampler ------------------------------------------------------------------------------
 def _require_vllm():
     if not torch.cuda.is_available():
-        raise UserError("rollout.backend=vllm needs a CUDA GPU and this machine has none; "
-                        "use rollout.backend=hf (Hugging Face generation on the CPU)")
+        raise UserError(
+            "rollout.backend=vllm needs a CUDA GPU and this machine has none; "
+            "use rollout.backend=hf (Hugging Face generation on the CPU)"
+        )
     try:
         import vllm
     except ImportError as e:
@@ -182,9 +200,14 @@ class _Colocated(_Engine):
         # the engine in this process: collective_rpc then hands tensors over without copies
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         self.vllm = vllm
-        kw: dict[str, Any] = dict(model=model_dir, gpu_memory_utilization=o.gpu_memory_utilization, dtype=o.dtype,
-                                  enforce_eager=o.enforce_eager, worker_extension_cls=f"{__name__}.WeightSync",
-                                  logprobs_mode="processed_logprobs")
+        kw: dict[str, Any] = dict(
+            model=model_dir,
+            gpu_memory_utilization=o.gpu_memory_utilization,
+            dtype=o.dtype,
+            enforce_eager=o.enforce_eager,
+            worker_extension_cls=f"{__name__}.WeightSync",
+            logprobs_mode="processed_logprobs",
+        )
         if o.max_model_len:
             kw["max_model_len"] = o.max_model_len
         self.llm = vllm.LLM(**kw)
@@ -200,9 +223,16 @@ class _Colocated(_Engine):
 
 
 def _sampling_kwargs(p: SamplingParams) -> dict[str, Any]:
-    return dict(n=1, max_tokens=p.max_new_tokens, temperature=p.temperature, top_p=p.top_p,
-                top_k=p.top_k if p.top_k > 0 else -1, stop=list(p.stop) or None, include_stop_str_in_output=True,
-                logprobs=0)
+    return dict(
+        n=1,
+        max_tokens=p.max_new_tokens,
+        temperature=p.temperature,
+        top_p=p.top_p,
+        top_k=p.top_k if p.top_k > 0 else -1,
+        stop=list(p.stop) or None,
+        include_stop_str_in_output=True,
+        logprobs=0,
+    )
 
 
 def _sample_from_output(c) -> Sample:
@@ -227,23 +257,40 @@ class _Server(_Engine):
 
     def _call(self, method: str, path: str, body: dict | None = None) -> dict:
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method=method, headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(req, timeout=self.o.timeout_s) as r:
                 raw = r.read()
         except urllib.error.HTTPError as e:
-            hint = " (weight sync needs VLLM_SERVER_DEV_MODE=1 on the server)" if path in ("/collective_rpc", "/reset_prefix_cache") else ""
+            hint = (
+                " (weight sync needs VLLM_SERVER_DEV_MODE=1 on the server)"
+                if path in ("/collective_rpc", "/reset_prefix_cache")
+                else ""
+            )
             raise UserError(f"vLLM server {self.url}{path} answered {e.code}: {e.read()[:300]!r}{hint}") from e
         except (urllib.error.URLError, OSError) as e:
-            raise UserError(f"cannot reach the vLLM server at {self.url} ({e}); start it (see docs/scaling.md) "
-                            "or set vllm.url") from e
+            raise UserError(
+                f"cannot reach the vLLM server at {self.url} ({e}); start it (see docs/scaling.md) or set vllm.url"
+            ) from e
         return json.loads(raw) if raw.strip() else {}
 
     def generate(self, prompts, params, seeds):
         kw = _sampling_kwargs(params)
-        body = {"model": self.model, "prompt": prompts, "max_tokens": kw["max_tokens"], "temperature": kw["temperature"],
-                "top_p": kw["top_p"], "top_k": kw["top_k"], "stop": kw["stop"], "include_stop_str_in_output": True,
-                "logprobs": 0, "return_tokens_as_token_ids": True, "skip_special_tokens": False}
+        body = {
+            "model": self.model,
+            "prompt": prompts,
+            "max_tokens": kw["max_tokens"],
+            "temperature": kw["temperature"],
+            "top_p": kw["top_p"],
+            "top_k": kw["top_k"],
+            "stop": kw["stop"],
+            "include_stop_str_in_output": True,
+            "logprobs": 0,
+            "return_tokens_as_token_ids": True,
+            "skip_special_tokens": False,
+        }
         # no seed: one seed for the whole request would give every copy of a prompt (a group) the same answer
         out = self._call("POST", "/v1/completions", body)
         choices = sorted(out["choices"], key=lambda c: c["index"])
@@ -257,7 +304,9 @@ class _Server(_Engine):
         self.sync_dir.mkdir(parents=True, exist_ok=True)
         path = self.sync_dir / "policy.safetensors"
         tmp = self.sync_dir / f".policy.{os.getpid()}.tmp"
-        save_file({k: v.detach().to("cpu", copy=True).contiguous() for k, v in weights.items()}, str(tmp))  # copies: tied weights
+        save_file(
+            {k: v.detach().to("cpu", copy=True).contiguous() for k, v in weights.items()}, str(tmp)
+        )  # copies: tied weights
         os.replace(tmp, path)  # the server never reads a half-written file
         self._call("POST", "/collective_rpc", {"method": "tempering_load_file", "args": [str(path)]})
         self._call("POST", "/reset_prefix_cache")
@@ -275,7 +324,9 @@ def _sample_from_choice(c: dict) -> Sample:
 
 
 # ---- wiring into the RL recipe ------------------------------------------------------------------
-def make_vllm_sampler(model: torch.nn.Module, tokenizer, out_dir: str | Path, seed: int, options: VLLMSection) -> VLLMSampler:
+def make_vllm_sampler(
+    model: torch.nn.Module, tokenizer, out_dir: str | Path, seed: int, options: VLLMSection
+) -> VLLMSampler:
     """A vLLM sampler holding `model`'s current weights: colocated engines start from a copy written
     into the run folder; a server gets them through a weight sync."""
     if options.mode == "colocated":

@@ -88,12 +88,14 @@ def _leftovers(ctx: Context) -> list[int]:
 def _status(*allowed: str) -> Callable[[Result, Context], str]:
     def check(res: Result, ctx: Context) -> str:
         return "" if res.status in allowed else f"status {res.status} ({res.message}), wanted {'/'.join(allowed)}"
+
     return check
 
 
 def _all(*checks: Callable[[Result, Context], str]) -> Callable[[Result, Context], str]:
     def check(res: Result, ctx: Context) -> str:
         return "; ".join(m for m in (c(res, ctx) for c in checks) if m)
+
     return check
 
 
@@ -104,12 +106,14 @@ def _no_file(path_of: Callable[[Context], str]) -> Callable[[Result, Context], s
             os.remove(p)
             return f"{p} was written"
         return ""
+
     return check
 
 
 def _not_in_output(word_of: Callable[[Context], str]) -> Callable[[Result, Context], str]:
     def check(res: Result, ctx: Context) -> str:
         return f"{word_of(ctx)!r} reached the job" if word_of(ctx) in res.stdout + res.stderr else ""
+
     return check
 
 
@@ -123,70 +127,152 @@ def _no_connection(res: Result, ctx: Context) -> str:
 
 
 ATTACKS = [
-    Attack("infinite_loop", "busy loop forever", "while True:\n    pass\n",
-           _status("timeout"), Limits(wall_s=1.0, cpu_s=30.0), ALL),
-    Attack("cpu_limit", "burn CPU past cpu_s (wall clock is generous)", "while True:\n    pass\n",
-           _status("timeout"), Limits(wall_s=30.0, cpu_s=1.0), ALL),
-    Attack("fork_bomb", "fork in a loop, children too",
-           "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
-           _all(_status("timeout"), _no_leftovers), Limits(wall_s=2.0, cpu_s=5.0, nproc=32)),
-    Attack("memory_bomb", "allocate 100 MiB blocks until something gives",
-           "blocks = []\nwhile True:\n    blocks.append(bytearray(100 << 20))\n",
-           _status("memory_exceeded"), Limits(wall_s=10.0, memory_mb=512), ALL),
-    Attack("big_file", "write one file past fsize_mb",
-           "with open('big', 'wb') as f:\n    while True:\n        f.write(b'x' * (1 << 20))\n",
-           _status("output_limit"), Limits(wall_s=10.0, fsize_mb=8), ALL),
-    Attack("disk_fill", "fill the disk with many files under fsize_mb",
-           "i = 0\nwhile True:\n    with open(f'f{{i}}', 'wb') as f:\n        f.write(b'x' * (4 << 20))\n    i += 1\n",
-           _status("output_limit"), Limits(wall_s=20.0, fsize_mb=8, disk_mb=32), ALL),
-    Attack("output_flood", "print without end",
-           "import sys\nwhile True:\n    sys.stdout.write('y' * 4096)\n",
-           _all(_status("output_limit"),
-                lambda r, c: "" if r.stdout_truncated and len(r.stdout) == 4096 else "stdout not capped at 4096"),
-           Limits(wall_s=10.0, output_bytes=4096), ALL),
-    Attack("network", "connect to a TCP server on the host's 127.0.0.1",
-           "import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n    print('CONNECTED')\n"
-           "except OSError as e:\n    print('BLOCKED', e)\n",
-           _all(_status("ok"), _no_connection)),
-    Attack("env_secret", "read a secret from the host's environment",
-           "import os\nprint(dict(os.environ))\n", _all(_status("ok"), _not_in_output(lambda c: c.secret)),
-           guaranteed_by=ALL),
-    Attack("proc_environ", "read the secret from other processes' /proc/*/environ",
-           "import os\nfor p in os.listdir('/proc'):\n    try:\n        print(open(f'/proc/{{p}}/environ').read())\n"
-           "    except Exception:\n        pass\n",
-           _all(_status("ok"), _not_in_output(lambda c: c.secret))),
-    Attack("write_project", "write into the project folder and the venv",
-           "import sys\nfor p in ['{project_dir}/attack-{token}', sys.prefix + '/attack-{token}']:\n    try:\n"
-           "        open(p, 'w').write('x')\n        print('WROTE', p)\n    except OSError as e:\n        print('DENIED', e)\n",
-           _all(_no_file(lambda c: f"{c.project_dir}/attack-{c.token}"),
-                _no_file(lambda c: f"{sys.prefix}/attack-{c.token}"))),
-    Attack("write_host_tmp", "write into the host's /tmp",
-           "open('/tmp/attack-{token}', 'w').write('x')\n", _no_file(lambda c: f"/tmp/attack-{c.token}")),
-    Attack("other_workdir", "read and write another running job's workdir",
-           "import os\nfor name in os.listdir('{victim_dir}'):\n    print(open(os.path.join('{victim_dir}', name)).read())\n",
-           _all(_not_in_output(lambda c: c.secret)), needs_victim=True),
-    Attack("write_other_workdir", "write into another running job's workdir",
-           "open('{victim_dir}/pwned-{token}', 'w').write('x')\n",
-           _no_file(lambda c: f"{c.victim_dir}/pwned-{c.token}"), needs_victim=True),
-    Attack("kill_parent", "kill the parent process, then everything it can signal",
-           "import os, signal, time\nos.kill(os.getppid(), signal.SIGKILL)\ntry:\n    os.kill(-1, signal.SIGKILL)\n"
-           "except OSError:\n    pass\ntime.sleep(5)\n",
-           lambda r, c: "" if r.status != "ok" else "the job survived"),
-    Attack("daemon", "leave a double-forked, setsid child running",
-           "import os, sys\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-           "        os.execvp('sleep', ['sleep', '{sleep_s}'])\n    os._exit(0)\nprint('parent done')\n",
-           _all(_status("ok"), _no_leftovers)),
-    Attack("ignore_sigterm", "ignore SIGTERM and sleep past the wall clock",
-           "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True:\n    time.sleep(1)\n",
-           _status("timeout"), Limits(wall_s=1.0), ALL),
-    Attack("raise_rlimits", "raise its own hard limits",
-           "import resource\nfor r in (resource.RLIMIT_NPROC, resource.RLIMIT_AS, resource.RLIMIT_CPU):\n    try:\n"
-           "        resource.setrlimit(r, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))\n        print('RAISED', r)\n"
-           "    except (ValueError, OSError) as e:\n        print('DENIED', e)\n",
-           _all(_status("ok"), lambda r, c: "a hard limit was raised" if "RAISED" in r.stdout else "")),
-    Attack("output_symlink", "declare an output that is a symlink to a host secret",
-           "import os\nos.symlink('/etc/shadow', 'result.json')\n",
-           lambda r, c: "the host followed the link" if r.outputs else "", guaranteed_by=ALL),
+    Attack(
+        "infinite_loop",
+        "busy loop forever",
+        "while True:\n    pass\n",
+        _status("timeout"),
+        Limits(wall_s=1.0, cpu_s=30.0),
+        ALL,
+    ),
+    Attack(
+        "cpu_limit",
+        "burn CPU past cpu_s (wall clock is generous)",
+        "while True:\n    pass\n",
+        _status("timeout"),
+        Limits(wall_s=30.0, cpu_s=1.0),
+        ALL,
+    ),
+    Attack(
+        "fork_bomb",
+        "fork in a loop, children too",
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+        _all(_status("timeout"), _no_leftovers),
+        Limits(wall_s=2.0, cpu_s=5.0, nproc=32),
+    ),
+    Attack(
+        "memory_bomb",
+        "allocate 100 MiB blocks until something gives",
+        "blocks = []\nwhile True:\n    blocks.append(bytearray(100 << 20))\n",
+        _status("memory_exceeded"),
+        Limits(wall_s=10.0, memory_mb=512),
+        ALL,
+    ),
+    Attack(
+        "big_file",
+        "write one file past fsize_mb",
+        "with open('big', 'wb') as f:\n    while True:\n        f.write(b'x' * (1 << 20))\n",
+        _status("output_limit"),
+        Limits(wall_s=10.0, fsize_mb=8),
+        ALL,
+    ),
+    Attack(
+        "disk_fill",
+        "fill the disk with many files under fsize_mb",
+        "i = 0\nwhile True:\n    with open(f'f{{i}}', 'wb') as f:\n        f.write(b'x' * (4 << 20))\n    i += 1\n",
+        _status("output_limit"),
+        Limits(wall_s=20.0, fsize_mb=8, disk_mb=32),
+        ALL,
+    ),
+    Attack(
+        "output_flood",
+        "print without end",
+        "import sys\nwhile True:\n    sys.stdout.write('y' * 4096)\n",
+        _all(
+            _status("output_limit"),
+            lambda r, c: "" if r.stdout_truncated and len(r.stdout) == 4096 else "stdout not capped at 4096",
+        ),
+        Limits(wall_s=10.0, output_bytes=4096),
+        ALL,
+    ),
+    Attack(
+        "network",
+        "connect to a TCP server on the host's 127.0.0.1",
+        "import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n    print('CONNECTED')\n"
+        "except OSError as e:\n    print('BLOCKED', e)\n",
+        _all(_status("ok"), _no_connection),
+    ),
+    Attack(
+        "env_secret",
+        "read a secret from the host's environment",
+        "import os\nprint(dict(os.environ))\n",
+        _all(_status("ok"), _not_in_output(lambda c: c.secret)),
+        guaranteed_by=ALL,
+    ),
+    Attack(
+        "proc_environ",
+        "read the secret from other processes' /proc/*/environ",
+        "import os\nfor p in os.listdir('/proc'):\n    try:\n        print(open(f'/proc/{{p}}/environ').read())\n"
+        "    except Exception:\n        pass\n",
+        _all(_status("ok"), _not_in_output(lambda c: c.secret)),
+    ),
+    Attack(
+        "write_project",
+        "write into the project folder and the venv",
+        "import sys\nfor p in ['{project_dir}/attack-{token}', sys.prefix + '/attack-{token}']:\n    try:\n"
+        "        open(p, 'w').write('x')\n        print('WROTE', p)\n    except OSError as e:\n        print('DENIED', e)\n",
+        _all(
+            _no_file(lambda c: f"{c.project_dir}/attack-{c.token}"),
+            _no_file(lambda c: f"{sys.prefix}/attack-{c.token}"),
+        ),
+    ),
+    Attack(
+        "write_host_tmp",
+        "write into the host's /tmp",
+        "open('/tmp/attack-{token}', 'w').write('x')\n",
+        _no_file(lambda c: f"/tmp/attack-{c.token}"),
+    ),
+    Attack(
+        "other_workdir",
+        "read and write another running job's workdir",
+        "import os\nfor name in os.listdir('{victim_dir}'):\n    print(open(os.path.join('{victim_dir}', name)).read())\n",
+        _all(_not_in_output(lambda c: c.secret)),
+        needs_victim=True,
+    ),
+    Attack(
+        "write_other_workdir",
+        "write into another running job's workdir",
+        "open('{victim_dir}/pwned-{token}', 'w').write('x')\n",
+        _no_file(lambda c: f"{c.victim_dir}/pwned-{c.token}"),
+        needs_victim=True,
+    ),
+    Attack(
+        "kill_parent",
+        "kill the parent process, then everything it can signal",
+        "import os, signal, time\nos.kill(os.getppid(), signal.SIGKILL)\ntry:\n    os.kill(-1, signal.SIGKILL)\n"
+        "except OSError:\n    pass\ntime.sleep(5)\n",
+        lambda r, c: "" if r.status != "ok" else "the job survived",
+    ),
+    Attack(
+        "daemon",
+        "leave a double-forked, setsid child running",
+        "import os, sys\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+        "        os.execvp('sleep', ['sleep', '{sleep_s}'])\n    os._exit(0)\nprint('parent done')\n",
+        _all(_status("ok"), _no_leftovers),
+    ),
+    Attack(
+        "ignore_sigterm",
+        "ignore SIGTERM and sleep past the wall clock",
+        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True:\n    time.sleep(1)\n",
+        _status("timeout"),
+        Limits(wall_s=1.0),
+        ALL,
+    ),
+    Attack(
+        "raise_rlimits",
+        "raise its own hard limits",
+        "import resource\nfor r in (resource.RLIMIT_NPROC, resource.RLIMIT_AS, resource.RLIMIT_CPU):\n    try:\n"
+        "        resource.setrlimit(r, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))\n        print('RAISED', r)\n"
+        "    except (ValueError, OSError) as e:\n        print('DENIED', e)\n",
+        _all(_status("ok"), lambda r, c: "a hard limit was raised" if "RAISED" in r.stdout else ""),
+    ),
+    Attack(
+        "output_symlink",
+        "declare an output that is a symlink to a host secret",
+        "import os\nos.symlink('/etc/shadow', 'result.json')\n",
+        lambda r, c: "the host followed the link" if r.outputs else "",
+        guaranteed_by=ALL,
+    ),
 ]
 
 
@@ -214,10 +300,12 @@ async def run_attack(sandbox: Sandbox, attack: Attack) -> str:
     try:
         if attack.needs_victim:
             victim, ctx.victim_dir = await _start_victim(sandbox, ctx)
-        code = attack.code.format(**{k: getattr(ctx, k) for k in ("token", "port", "project_dir", "victim_dir",
-                                                                  "sleep_s")})
-        res = await sandbox.run(Job(cmd=["python3", "attack.py"], files={"attack.py": code}, limits=attack.limits,
-                                    outputs=["result.json"]))
+        code = attack.code.format(
+            **{k: getattr(ctx, k) for k in ("token", "port", "project_dir", "victim_dir", "sleep_s")}
+        )
+        res = await sandbox.run(
+            Job(cmd=["python3", "attack.py"], files={"attack.py": code}, limits=attack.limits, outputs=["result.json"])
+        )
         verdict = attack.check(res, ctx)
         after = await sandbox.run(Job(cmd=["python3", "-c", "print('fine')"]))
         if after.stdout.strip() != "fine":
@@ -236,8 +324,9 @@ async def _start_victim(sandbox: Sandbox, ctx: Context) -> tuple[asyncio.Task, s
     """Start a job that holds a secret in its workdir for a few seconds; return it and its host workdir."""
     root = Path(sandbox._root_dir())
     before = set(root.iterdir())
-    task = asyncio.ensure_future(sandbox.run(Job(cmd=["python3", "-c", "import time; time.sleep(3)"],
-                                                 files={"secret.txt": ctx.secret})))
+    task = asyncio.ensure_future(
+        sandbox.run(Job(cmd=["python3", "-c", "import time; time.sleep(3)"], files={"secret.txt": ctx.secret}))
+    )
     for _ in range(200):
         new = [p for p in root.iterdir() if p not in before and (p / "work" / "secret.txt").exists()]
         if new:

@@ -108,14 +108,30 @@ def prlimit_argv(limits: Limits) -> list[str]:
 
 
 def _setpriv_argv(uid: int) -> list[str]:
-    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
-            "--bounding-set=-all", "--inh-caps=-all", "--"]
+    return [
+        "setpriv",
+        f"--reuid={uid}",
+        f"--regid={uid}",
+        "--clear-groups",
+        "--no-new-privs",
+        "--bounding-set=-all",
+        "--inh-caps=-all",
+        "--",
+    ]
 
 
 def bwrap_argv(lay: Layout, cmd: list[str], status_fd: int) -> list[str]:
     binds, links = _ro_paths(lay.ro_binds)
-    argv = [shutil.which("bwrap") or "bwrap", "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
-            "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
+    argv = [
+        shutil.which("bwrap") or "bwrap",
+        "--unshare-ipc",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+    ]
     if usage_argv():
         # GNU time is the namespace's first process: it reaps orphans and, when it exits, the kernel
         # kills whatever the job left; bwrap's own init would be one more process per job
@@ -168,12 +184,17 @@ def unshare_argv(lay: Layout, cmd: list[str], status_fd: int) -> list[str]:
     lines = ["set -e", f"R={q(root)}", 'mount -t tmpfs -o mode=755 tempering "$R"']
     for target, link in links:
         lines.append(f'ln -s {q(target)} "$R"{q(link)}')
-    lines += ['mkdir "$R/proc" "$R/dev" "$R/tmp" "$R/job"', 'mount -t proc proc "$R/proc"',
-              'mount -t tmpfs -o mode=755 tempering-dev "$R/dev"']
+    lines += [
+        'mkdir "$R/proc" "$R/dev" "$R/tmp" "$R/job"',
+        'mount -t proc proc "$R/proc"',
+        'mount -t tmpfs -o mode=755 tempering-dev "$R/dev"',
+    ]
     for dev in [f"/dev/{d}" for d in _DEVICES if os.path.exists(f"/dev/{d}")] + lay.devices:
         lines.append(f'mkdir -p "$R"{q(os.path.dirname(dev))}; : > "$R"{q(dev)}; mount --bind {q(dev)} "$R"{q(dev)}')
-    lines += ['ln -s /proc/self/fd "$R/dev/fd"; ln -s /proc/self/fd/0 "$R/dev/stdin"',
-              'ln -s /proc/self/fd/1 "$R/dev/stdout"; ln -s /proc/self/fd/2 "$R/dev/stderr"']
+    lines += [
+        'ln -s /proc/self/fd "$R/dev/fd"; ln -s /proc/self/fd/0 "$R/dev/stdin"',
+        'ln -s /proc/self/fd/1 "$R/dev/stdout"; ln -s /proc/self/fd/2 "$R/dev/stderr"',
+    ]
     lines += [f'mount --bind {q(lay.tmpdir)} "$R/tmp"', f'mount --bind {q(lay.workdir)} "$R/job"']
     for src, rel in lay.ro_files:
         dest = f'"$R/job/"{q(rel)}'
@@ -186,10 +207,19 @@ def unshare_argv(lay: Layout, cmd: list[str], status_fd: int) -> list[str]:
         lines += [make, f'mount --rbind {q(p)} "$R"{q(p)}', f'mount -o remount,bind,ro "$R"{q(p)}']
     lines.append(f"echo started >&{status_fd}")
     run = _job_argv(lay, cmd)
-    lines += ["set +e", f'{q(_CHROOT)} "$R" /bin/sh -c \'cd /job && exec "$@"\' job {" ".join(map(q, run))}',
-              "exit $?"]
-    argv = [shutil.which("unshare") or "unshare", "--mount", "--pid", "--fork", "--net", "--ipc", "--uts",
-            "--kill-child", "--propagation", "private"]
+    lines += ["set +e", f'{q(_CHROOT)} "$R" /bin/sh -c \'cd /job && exec "$@"\' job {" ".join(map(q, run))}', "exit $?"]
+    argv = [
+        shutil.which("unshare") or "unshare",
+        "--mount",
+        "--pid",
+        "--fork",
+        "--net",
+        "--ipc",
+        "--uts",
+        "--kill-child",
+        "--propagation",
+        "private",
+    ]
     if lay.uid is None:
         argv += ["--user", "--map-root-user"]
     return argv + ["/bin/sh", "-c", "\n".join(lines)]
@@ -209,14 +239,20 @@ def probe(backend: str) -> str:
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="tempering-probe-") as d:
-        lay = Layout(jobroot=d, workdir=os.path.join(d, "work"), tmpdir=os.path.join(d, "tmp"),
-                     uid=65534 if os.geteuid() == 0 else None)
+        lay = Layout(
+            jobroot=d,
+            workdir=os.path.join(d, "work"),
+            tmpdir=os.path.join(d, "tmp"),
+            uid=65534 if os.geteuid() == 0 else None,
+        )
         os.makedirs(lay.workdir)
         os.makedirs(lay.tmpdir)
         if lay.uid is not None:
             os.chmod(d, 0o755)
         build = bwrap_argv if backend == "bwrap" else unshare_argv
-        argv = ["/bin/sh", "-c", f'exec {STATUS_FD}>/dev/null; exec "$@"', "probe"] + build(lay, ["/bin/true"], STATUS_FD)
+        argv = ["/bin/sh", "-c", f'exec {STATUS_FD}>/dev/null; exec "$@"', "probe"] + build(
+            lay, ["/bin/true"], STATUS_FD
+        )
         try:
             proc = subprocess.run(argv, capture_output=True, timeout=30, env={"PATH": job_path()})
         except (OSError, subprocess.TimeoutExpired) as e:

@@ -70,8 +70,13 @@ class BuildCache:
             d.chmod(0o755)  # jobs run as other users and must read artifacts
         self._locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-    def key(self, files: dict[str, str | bytes], cmd: list[str], env: dict[str, str] | None = None,
-            ro_binds: list[str] | None = None) -> str:
+    def key(
+        self,
+        files: dict[str, str | bytes],
+        cmd: list[str],
+        env: dict[str, str] | None = None,
+        ro_binds: list[str] | None = None,
+    ) -> str:
         """The entry name for a build; every input that can change the artifact is in it."""
         h = hashlib.sha256()
 
@@ -94,9 +99,16 @@ class BuildCache:
         locks = self._locks.setdefault(asyncio.get_running_loop(), {})
         return locks.setdefault(key, asyncio.Lock())
 
-    async def build(self, sandbox, files: dict[str, str | bytes], cmd: list[str], artifact: str,
-                    limits: Limits | None = None, env: dict[str, str] | None = None,
-                    ro_binds: list[str] | None = None) -> BuildResult:
+    async def build(
+        self,
+        sandbox,
+        files: dict[str, str | bytes],
+        cmd: list[str],
+        artifact: str,
+        limits: Limits | None = None,
+        env: dict[str, str] | None = None,
+        ro_binds: list[str] | None = None,
+    ) -> BuildResult:
         """Run `cmd` over `files` in `sandbox` and keep `artifact`, unless this build is cached.
 
         `ro_binds`: host folders the compiler needs (e.g. a CUDA toolkit outside /usr); part of the key."""
@@ -106,8 +118,16 @@ class BuildCache:
             hit = self._lookup(key, rel)
             if hit is not None:
                 return hit
-            res = await sandbox.run(Job(cmd=list(cmd), files=dict(files), env=dict(env or {}),
-                                        limits=limits or BUILD_LIMITS, outputs=[rel], ro_binds=list(ro_binds or [])))
+            res = await sandbox.run(
+                Job(
+                    cmd=list(cmd),
+                    files=dict(files),
+                    env=dict(env or {}),
+                    limits=limits or BUILD_LIMITS,
+                    outputs=[rel],
+                    ro_binds=list(ro_binds or []),
+                )
+            )
             return self._store(key, rel, res)
 
     def _lookup(self, key: str, rel: str) -> BuildResult | None:
@@ -124,8 +144,9 @@ class BuildCache:
     def _store(self, key: str, rel: str, res: Result) -> BuildResult:
         data = res.outputs.get(rel) if res.ok else None
         if res.ok and data is None:
-            res = dataclasses.replace(res, status="nonzero_exit",
-                                      message=f"the build exited 0 but left no {rel!r} in its workdir")
+            res = dataclasses.replace(
+                res, status="nonzero_exit", message=f"the build exited 0 but left no {rel!r} in its workdir"
+            )
         if res.status == "sandbox_error":  # not a property of the sources: never cached
             return BuildResult(path=None, result=res, cached=False)
         tmp = Path(tempfile.mkdtemp(dir=self.root / "tmp"))

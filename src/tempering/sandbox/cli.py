@@ -1,8 +1,8 @@
 """`tempering sandbox ...`: what works on this machine, and proof that it contains hostile code.
 
-    tempering sandbox backends                  # the backends that work here, most isolating first
-    tempering sandbox attacks [BACKEND ...]     # the adversarial suite (exit 1 if any attack got out)
-    tempering sandbox problems [FILE.jsonl]     # check a code-problem file: format, reference solutions
+tempering sandbox backends                  # the backends that work here, most isolating first
+tempering sandbox attacks [BACKEND ...]     # the adversarial suite (exit 1 if any attack got out)
+tempering sandbox problems [FILE.jsonl]     # check a code-problem file: format, reference solutions
 """
 
 from __future__ import annotations
@@ -48,10 +48,15 @@ def main(argv: list[str]) -> int:
     async def check():
         return await asyncio.gather(*[grade(sb, p, p.solution) for p in problems if p.solution])
 
-    bad = [(p.id, g.status, g.feedback) for p, g in zip([p for p in problems if p.solution], asyncio.run(check()))
-           if g.status != "correct"]
+    bad = [
+        (p.id, g.status, g.feedback)
+        for p, g in zip([p for p in problems if p.solution], asyncio.run(check()))
+        if g.status != "correct"
+    ]
     for pid, status, feedback in bad:
         print(f"{pid}: {status}\n  " + feedback.replace("\n", "\n  "))
-    print(f"{len(problems)} problems; {len(problems) - len(missing) - len(bad)} reference solutions pass, "
-          f"{len(bad)} fail, {len(missing)} have none.")
+    print(
+        f"{len(problems)} problems; {len(problems) - len(missing) - len(bad)} reference solutions pass, "
+        f"{len(bad)} fail, {len(missing)} have none."
+    )
     return 1 if bad else 0

@@ -147,8 +147,9 @@ def _parse_status(text: str) -> tuple[bool, tuple[float, float] | None]:
     return lines[0] == "started" or usage is not None, usage
 
 
-async def run_tree(argv: list[str], env: dict[str, str], limits: Limits, stdin_path: str | None,
-                   watch_dir: str) -> Exit:
+async def run_tree(
+    argv: list[str], env: dict[str, str], limits: Limits, stdin_path: str | None, watch_dir: str
+) -> Exit:
     """Run `argv` (an absolute program path first) to completion under `limits`' wall, output and disk caps."""
     loop = asyncio.get_running_loop()
     out_r, out_w = os.pipe()
@@ -159,8 +160,12 @@ async def run_tree(argv: list[str], env: dict[str, str], limits: Limits, stdin_p
         os.set_blocking(fd, False)
     if st_w == STATUS_FD:  # dup2 onto itself would keep close-on-exec
         os.set_inheritable(st_w, True)
-    actions = [(os.POSIX_SPAWN_DUP2, in_fd, 0), (os.POSIX_SPAWN_DUP2, out_w, 1),
-               (os.POSIX_SPAWN_DUP2, err_w, 2), (os.POSIX_SPAWN_DUP2, st_w, STATUS_FD)]
+    actions = [
+        (os.POSIX_SPAWN_DUP2, in_fd, 0),
+        (os.POSIX_SPAWN_DUP2, out_w, 1),
+        (os.POSIX_SPAWN_DUP2, err_w, 2),
+        (os.POSIX_SPAWN_DUP2, st_w, STATUS_FD),
+    ]
     t0 = time.monotonic()
     try:
         pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
@@ -243,8 +248,13 @@ async def run_tree(argv: list[str], env: dict[str, str], limits: Limits, stdin_p
     return Exit(
         exit_code=os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
         term_signal=os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-        stdout=out.data, stderr=err.data,
-        stdout_truncated=out.truncated, stderr_truncated=err.truncated,
-        wall_s=wall, cpu_s=cpu_s, peak_memory_mb=peak_mb,
-        started=started, kill_reason=reason,
+        stdout=out.data,
+        stderr=err.data,
+        stdout_truncated=out.truncated,
+        stderr_truncated=err.truncated,
+        wall_s=wall,
+        cpu_s=cpu_s,
+        peak_memory_mb=peak_mb,
+        started=started,
+        kill_reason=reason,
     )

@@ -32,8 +32,13 @@ class _SandboxActor:
 class RaySandbox:
     """Runs `Job`s on a pool of Ray actors; `await run(job)` and `run_sync(job)` as in `Sandbox`."""
 
-    def __init__(self, num_actors: int | None = None, backend: str = "auto", concurrency_per_actor: int = 1,
-                 actor_options: dict | None = None):
+    def __init__(
+        self,
+        num_actors: int | None = None,
+        backend: str = "auto",
+        concurrency_per_actor: int = 1,
+        actor_options: dict | None = None,
+    ):
         """
         num_actors: actors to start (default: one per CPU of the Ray cluster, divided by concurrency_per_actor).
         backend: isolation backend inside each actor (as in `Sandbox`).
@@ -52,8 +57,11 @@ class RaySandbox:
             num_actors = max(1, int(ray.cluster_resources().get("CPU", 1)) // concurrency_per_actor)
         if not isinstance(num_actors, int) or num_actors < 1:
             raise UserError(f"num_actors must be a positive integer, got {num_actors!r}.")
-        options = {"num_cpus": concurrency_per_actor, "max_concurrency": concurrency_per_actor + 1,
-                   **(actor_options or {})}
+        options = {
+            "num_cpus": concurrency_per_actor,
+            "max_concurrency": concurrency_per_actor + 1,
+            **(actor_options or {}),
+        }
         cls = ray.remote(_SandboxActor).options(**options)
         self.actors = [cls.remote(backend, concurrency_per_actor) for _ in range(num_actors)]
         self.backend = ray.get(self.actors[0].backend.remote())

@@ -22,8 +22,14 @@ from tempering.sandbox.job import Job, Result, check_relpath
 from tempering.sandbox.process import STATUS_FD, Exit, run_tree
 
 BACKENDS = ("bwrap", "unshare", "subprocess")
-_MEMORY_SIGNS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "out of memory",
-                 "failed to map segment", "Could not allocate")
+_MEMORY_SIGNS = (
+    "MemoryError",
+    "std::bad_alloc",
+    "Cannot allocate memory",
+    "out of memory",
+    "failed to map segment",
+    "Could not allocate",
+)
 _UID_BASE = 100_000
 _SLOTS_PER_PROCESS = 256
 
@@ -69,8 +75,13 @@ _SLOTS = _UidSlots()
 class Sandbox:
     """Runs `Job`s under one isolation backend with a bounded pool."""
 
-    def __init__(self, backend: str = "auto", concurrency: int | None = None, queue_size: int | None = None,
-                 root: str | None = None):
+    def __init__(
+        self,
+        backend: str = "auto",
+        concurrency: int | None = None,
+        queue_size: int | None = None,
+        root: str | None = None,
+    ):
         """
         backend: `auto` (bwrap, else unshare, else an error), `bwrap`, `unshare`, or `subprocess`
             (opt-in, rlimits only, no isolation).
@@ -83,9 +94,11 @@ class Sandbox:
             usable = [b for b, why in reasons.items() if not why]
             if not usable:
                 why = "; ".join(f"{b}: {r}" for b, r in reasons.items())
-                raise UserError(f"no isolating sandbox backend works here ({why}). Install bubblewrap "
-                                "(apt-get install bubblewrap), or pass backend='subprocess' to run jobs "
-                                "with limits but without isolation.")
+                raise UserError(
+                    f"no isolating sandbox backend works here ({why}). Install bubblewrap "
+                    "(apt-get install bubblewrap), or pass backend='subprocess' to run jobs "
+                    "with limits but without isolation."
+                )
             backend = usable[0]
         elif backend not in BACKENDS:
             raise UserError(f"unknown sandbox backend {backend!r}: use one of auto, {', '.join(BACKENDS)}.")
@@ -122,8 +135,10 @@ class Sandbox:
         """(admission, running) semaphores of the current event loop."""
         loop = asyncio.get_running_loop()
         if loop not in self._gates:
-            self._gates[loop] = (asyncio.Semaphore(self.concurrency + self.queue_size),
-                                 asyncio.Semaphore(self.concurrency))
+            self._gates[loop] = (
+                asyncio.Semaphore(self.concurrency + self.queue_size),
+                asyncio.Semaphore(self.concurrency),
+            )
         return self._gates[loop]
 
     async def run(self, job: Job) -> Result:
@@ -155,8 +170,9 @@ class Sandbox:
         if "/" not in exe:
             path = job.env.get("PATH", backends.job_path())
             if shutil.which(exe, path=path) is None:
-                raise UserError(f"Job.cmd[0] {exe!r} is not on the job's PATH ({path}): install it, "
-                                "or give its absolute path.")
+                raise UserError(
+                    f"Job.cmd[0] {exe!r} is not on the job's PATH ({path}): install it, or give its absolute path."
+                )
         elif os.path.isabs(exe) and not os.path.exists(exe):
             raise UserError(f"Job.cmd[0] {exe!r} does not exist: fix the path or install the program.")
 
@@ -173,9 +189,13 @@ class Sandbox:
         try:
             uid = _UidSlots.uid(slot) if slot is not None else None
             lay, stdin_path = self._prepare(job, jobroot, uid)
-            env = {"PATH": backends.job_path(), "LANG": "C.UTF-8",
-                   "HOME": backends.INNER_WORKDIR if self.isolated else lay.workdir,
-                   "TMPDIR": "/tmp" if self.isolated else lay.tmpdir, **job.env}
+            env = {
+                "PATH": backends.job_path(),
+                "LANG": "C.UTF-8",
+                "HOME": backends.INNER_WORKDIR if self.isolated else lay.workdir,
+                "TMPDIR": "/tmp" if self.isolated else lay.tmpdir,
+                **job.env,
+            }
             limits = backends.prlimit_argv(job.limits)
             if self.backend == "bwrap":
                 argv = limits + backends.bwrap_argv(lay, job.cmd, STATUS_FD)
@@ -195,9 +215,14 @@ class Sandbox:
 
     def _prepare(self, job: Job, jobroot: str, uid: int | None) -> tuple[backends.Layout, str | None]:
         """Write the job's files; make the workdir the job user's own."""
-        lay = backends.Layout(jobroot=jobroot, workdir=os.path.join(jobroot, "work"),
-                              tmpdir=os.path.join(jobroot, "tmp"), ro_binds=list(job.ro_binds),
-                              devices=list(job.devices), uid=uid)
+        lay = backends.Layout(
+            jobroot=jobroot,
+            workdir=os.path.join(jobroot, "work"),
+            tmpdir=os.path.join(jobroot, "tmp"),
+            ro_binds=list(job.ro_binds),
+            devices=list(job.devices),
+            uid=uid,
+        )
         os.mkdir(lay.workdir, 0o755)
         os.mkdir(lay.tmpdir, 0o1777 if uid is not None else 0o700)
         for path, data in job.files.items():
@@ -223,10 +248,18 @@ class Sandbox:
 
     def _classify(self, job: Job, ex: Exit) -> Result:
         lim = job.limits
-        res = Result(status="ok", exit_code=ex.exit_code, signal=ex.term_signal,
-                     stdout=ex.stdout.decode("utf-8", "replace"), stderr=ex.stderr.decode("utf-8", "replace"),
-                     stdout_truncated=ex.stdout_truncated, stderr_truncated=ex.stderr_truncated,
-                     wall_s=ex.wall_s, cpu_s=ex.cpu_s, peak_memory_mb=ex.peak_memory_mb)
+        res = Result(
+            status="ok",
+            exit_code=ex.exit_code,
+            signal=ex.term_signal,
+            stdout=ex.stdout.decode("utf-8", "replace"),
+            stderr=ex.stderr.decode("utf-8", "replace"),
+            stdout_truncated=ex.stdout_truncated,
+            stderr_truncated=ex.stderr_truncated,
+            wall_s=ex.wall_s,
+            cpu_s=ex.cpu_s,
+            peak_memory_mb=ex.peak_memory_mb,
+        )
         if res.exit_code is not None and res.exit_code > 128 and (self.isolated or process.usage_argv()):
             # GNU time and the namespaces' first process report a signal death as 128 + signal, like a shell
             res.signal, res.exit_code = res.exit_code - 128, None

@@ -98,14 +98,19 @@ class Bundle:
         if letter == "I":
             return {"instruction.md": self.instruction.encode()}
         if letter == "D":
-            return {p: b for p, b in self.files.items() if p.startswith("environment/") and p != "environment/Dockerfile"}
+            return {
+                p: b for p, b in self.files.items() if p.startswith("environment/") and p != "environment/Dockerfile"
+            }
         if letter == "S":
             return {p: b for p, b in self.files.items() if p.startswith("solution/")}
         if letter == "T":
             return {p: b for p, b in self.files.items() if p.startswith("tests/")}
         if letter == "E":
             env = json.dumps(self.config.environment.model_dump(), sort_keys=True).encode()
-            return {"environment/Dockerfile": self.files.get("environment/Dockerfile", b""), "task.toml:environment": env}
+            return {
+                "environment/Dockerfile": self.files.get("environment/Dockerfile", b""),
+                "task.toml:environment": env,
+            }
         raise ValueError(f"unknown part {letter!r}")
 
     def digest(self) -> str:
@@ -175,7 +180,7 @@ def _decode_file(path: Any, value: Any) -> bytes:
             return base64.b64decode(value["base64"], validate=True)
         except ValueError:
             raise BundleFormatError(f"file {path}: `base64` is not valid base64") from None
-    raise BundleFormatError(f"file {path}: content must be a string (or {{\"base64\": ...}} for binary data)")
+    raise BundleFormatError(f'file {path}: content must be a string (or {{"base64": ...}} for binary data)')
 
 
 class BundleFormatError(ValueError):
@@ -194,7 +199,9 @@ def read_bundle(path: str | Path) -> Bundle:
         raise UserError(f"{root} is not a bundle folder (it should hold instruction.md and task.toml)")
     for need in ("instruction.md", "task.toml"):
         if not (root / need).is_file():
-            raise UserError(f"{root}: missing {need}; a bundle holds instruction.md, task.toml, environment/, solution/, tests/")
+            raise UserError(
+                f"{root}: missing {need}; a bundle holds instruction.md, task.toml, environment/, solution/, tests/"
+            )
     try:
         raw = tomllib.loads((root / "task.toml").read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
@@ -319,10 +326,15 @@ class Problem:
 class CheckLimits(Schema):
     """Bounds of the static checks."""
 
-    max_file_bytes: int = Field(1 << 20, gt=0, description='Largest single file.')
-    max_total_bytes: int = Field(8 << 20, gt=0, description='Largest bundle (all files).')
-    max_files: int = Field(200, gt=0, description='Most files in a bundle.')
-    max_overlap: float = Field(0.9, ge=0, le=1, description='Highest `overlap` with the seed (mean share of lines copied per part) before it counts as a copy.')
+    max_file_bytes: int = Field(1 << 20, gt=0, description="Largest single file.")
+    max_total_bytes: int = Field(8 << 20, gt=0, description="Largest bundle (all files).")
+    max_files: int = Field(200, gt=0, description="Most files in a bundle.")
+    max_overlap: float = Field(
+        0.9,
+        ge=0,
+        le=1,
+        description="Highest `overlap` with the seed (mean share of lines copied per part) before it counts as a copy.",
+    )
 
 
 _REWARD_WRITE = re.compile(r"(?:echo|printf)\s+(?:-n\s+)?(['\"]?)([^\s'\"]+)\1[^\n>]*>>?\s*\S*(?:reward|REWARD)")
@@ -359,7 +371,10 @@ def check_bundle(
         if n > lim.max_file_bytes:
             add("size", f"{p} has {n} bytes (limit {lim.max_file_bytes}); use smaller fixtures")
     if sum(sizes.values()) > lim.max_total_bytes or len(sizes) > lim.max_files:
-        add("size", f"bundle has {len(sizes)} files, {sum(sizes.values())} bytes (limits {lim.max_files}, {lim.max_total_bytes})")
+        add(
+            "size",
+            f"bundle has {len(sizes)} files, {sum(sizes.values())} bytes (limits {lim.max_files}, {lim.max_total_bytes})",
+        )
     if "tests/test.sh" in bundle.files:
         vals = _reward_values(bundle.text("tests/test.sh"))
         if not vals:
@@ -378,15 +393,28 @@ def check_bundle(
 
 def _isolation(bundle: Bundle) -> list[Problem]:
     probs = []
-    secret = {hashlib.sha256(b).digest() for p, b in bundle.files.items() if p.startswith(("solution/", "tests/")) and b.strip()}
+    secret = {
+        hashlib.sha256(b).digest()
+        for p, b in bundle.files.items()
+        if p.startswith(("solution/", "tests/")) and b.strip()
+    }
     for p, b in bundle.files.items():
         if p.startswith("environment/"):
-            if PurePosixPath(p).name in ("solve.sh", "test.sh", "test_outputs.py") or hashlib.sha256(b).digest() in secret:
-                probs.append(Problem("isolation", f"{p} copies the solution or the tests into the agent's environment; remove it"))
+            if (
+                PurePosixPath(p).name in ("solve.sh", "test.sh", "test_outputs.py")
+                or hashlib.sha256(b).digest() in secret
+            ):
+                probs.append(
+                    Problem(
+                        "isolation", f"{p} copies the solution or the tests into the agent's environment; remove it"
+                    )
+                )
     docker = bundle.files.get("environment/Dockerfile", b"").decode(errors="replace")
     for n, line in enumerate(docker.splitlines(), 1):
         if re.match(r"\s*(COPY|ADD)\b", line, re.I) and re.search(r"solution|tests/|solve\.sh|test_outputs", line):
-            probs.append(Problem("isolation", f"environment/Dockerfile line {n} copies the solution or tests into the image"))
+            probs.append(
+                Problem("isolation", f"environment/Dockerfile line {n} copies the solution or tests into the image")
+            )
     return probs
 
 
@@ -400,8 +428,13 @@ def _against_seed(bundle: Bundle, seed: Bundle, mask: frozenset[str], lim: Check
             probs.append(Problem("edit_mask", f"the action must change the {name} ({letter}) but it equals the seed's"))
     share = overlap(bundle, seed)
     if share > lim.max_overlap:
-        probs.append(Problem("overlap", f"{share:.0%} of the bundle's lines are copied from the seed (limit "
-                             f"{lim.max_overlap:.0%}); change the task, its data and its tests"))
+        probs.append(
+            Problem(
+                "overlap",
+                f"{share:.0%} of the bundle's lines are copied from the seed (limit "
+                f"{lim.max_overlap:.0%}); change the task, its data and its tests",
+            )
+        )
     return probs
 
 

@@ -1,9 +1,9 @@
 """`tempering synth`: synthesise verified environment bundles at the policy's learning frontier.
 
-    tempering synth --seeds builtin --pass-rates rates.json --out runs/synth --method forge
-    tempering synth --seeds builtin-tasks --policy runs/pretrain/model --out runs/synth-configs
-    tempering synth check BUNDLE_DIR          static checks + gold verification of one bundle
-    tempering synth export-seeds DIR          write the built-in seed bundles as Harbor folders
+tempering synth --seeds builtin --pass-rates rates.json --out runs/synth --method forge
+tempering synth --seeds builtin-tasks --policy runs/pretrain/model --out runs/synth-configs
+tempering synth check BUNDLE_DIR          static checks + gold verification of one bundle
+tempering synth export-seeds DIR          write the built-in seed bundles as Harbor folders
 """
 
 from __future__ import annotations
@@ -32,25 +32,42 @@ from tempering.synth.verify import make_verifier
 
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="tempering synth", description=__doc__.split("\n")[0])
-    ap.add_argument("--seeds", required=True, help="folder of bundle folders, one bundle folder, `builtin` (bundles), "
-                    "`builtin-tasks` or a .json file (task-family configurations)")
+    ap.add_argument(
+        "--seeds",
+        required=True,
+        help="folder of bundle folders, one bundle folder, `builtin` (bundles), "
+        "`builtin-tasks` or a .json file (task-family configurations)",
+    )
     ap.add_argument("--out", required=True, help="output folder (must not exist or be empty)")
     ap.add_argument("--method", choices=list(METHODS), default=None, help="forge or a baseline mask")
     rates = ap.add_mutually_exclusive_group(required=True)
     rates.add_argument("--pass-rates", help="JSON file {seed name: pass rate of the current policy}")
-    rates.add_argument("--policy", metavar="MODEL_DIR", help="measure pass rates of seeds and accepted results with this "
-                       "policy (a local Hugging Face folder or a tiny size), `rollouts` samples per task")
+    rates.add_argument(
+        "--policy",
+        metavar="MODEL_DIR",
+        help="measure pass rates of seeds and accepted results with this "
+        "policy (a local Hugging Face folder or a tiny size), `rollouts` samples per task",
+    )
     ap.add_argument("--max-new-tokens", type=int, default=16, help="answer token limit when measuring configurations")
     ap.add_argument("--target", type=int, default=None, help="accepted bundles wanted")
-    ap.add_argument("--generator", choices=["mutators", "llm"], default="mutators",
-                    help="built-in deterministic mutators (offline) or an OpenAI-compatible chat endpoint")
+    ap.add_argument(
+        "--generator",
+        choices=["mutators", "llm"],
+        default="mutators",
+        help="built-in deterministic mutators (offline) or an OpenAI-compatible chat endpoint",
+    )
     ap.add_argument("--base-url", default=None, help="chat endpoint root, e.g. http://127.0.0.1:8000/v1")
     ap.add_argument("--model", default=None, help="model name sent to the endpoint")
     ap.add_argument("--api-key-env", default=None, help="environment variable that holds the endpoint's key")
     ap.add_argument("--backend", choices=["sandbox", "docker"], default="sandbox", help="gold verification backend")
     ap.add_argument("--sandbox", default="auto", help="sandbox backend: auto, bwrap, unshare, subprocess")
-    ap.add_argument("--require-skill", action="append", default=[], metavar="SKILL=COUNT",
-                    help="skill coverage target over the accepted bundles (repeatable)")
+    ap.add_argument(
+        "--require-skill",
+        action="append",
+        default=[],
+        metavar="SKILL=COUNT",
+        help="skill coverage target over the accepted bundles (repeatable)",
+    )
     ap.add_argument("--config", default=None, help="YAML file with SynthConfig settings")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     ap.add_argument("overrides", nargs="*", help="config overrides key.sub=value (e.g. portfolio.lam=0.3)")
@@ -87,26 +104,41 @@ def run(argv: list[str]) -> int:
     configs = args.seeds == "builtin-tasks" or args.seeds.endswith(".json")
     seeds = load_task_seeds(args.seeds) if configs else load_seeds(args.seeds)
     if configs and args.generator == "llm":
-        raise UserError("configurations are synthesised by the built-in mutators; drop --generator llm, or pass bundle seeds")
+        raise UserError(
+            "configurations are synthesised by the built-in mutators; drop --generator llm, or pass bundle seeds"
+        )
     if args.generator == "llm":
-        chat = ChatConfig(**{k: v for k, v in (("base_url", args.base_url), ("model", args.model),
-                                               ("api_key_env", args.api_key_env)) if v is not None})
+        chat = ChatConfig(
+            **{
+                k: v
+                for k, v in (("base_url", args.base_url), ("model", args.model), ("api_key_env", args.api_key_env))
+                if v is not None
+            }
+        )
         generator = LLMGenerator(chat)
     else:
         generator = MutatorGenerator()
         lacking = [s.name for s in seeds if not generator.fits(s)]
         if len(lacking) == len(seeds):
-            raise UserError("no seed comes from a built-in family, so the mutators cannot act on them; use "
-                            "--generator llm with --base-url, or --seeds builtin")
+            raise UserError(
+                "no seed comes from a built-in family, so the mutators cannot act on them; use "
+                "--generator llm with --base-url, or --seeds builtin"
+            )
     if configs:
         checker = TaskSeedChecker(cfg.config_checks)
     else:
-        checker = BundleChecker(make_verifier(args.backend, _sandbox(args.sandbox) if args.backend == "sandbox" else None),
-                                cfg.checks)
+        checker = BundleChecker(
+            make_verifier(args.backend, _sandbox(args.sandbox) if args.backend == "sandbox" else None), cfg.checks
+        )
     measure = None
     if args.policy:
-        measure = PolicyMeasure.from_model_dir(args.policy, rollouts=cfg.rollouts, tasks=cfg.measure_tasks,
-                                               max_new_tokens=args.max_new_tokens, sandbox_backend=args.sandbox)
+        measure = PolicyMeasure.from_model_dir(
+            args.policy,
+            rollouts=cfg.rollouts,
+            tasks=cfg.measure_tasks,
+            max_new_tokens=args.max_new_tokens,
+            sandbox_backend=args.sandbox,
+        )
         rates = asyncio.run(measure.pass_rates(seeds))
     else:
         rates = load_pass_rates(args.pass_rates, seeds)
@@ -120,7 +152,9 @@ def run(argv: list[str]) -> int:
             done = [0]
 
             def progress(rep: Report) -> None:
-                bar.update({"attempts": rep.attempts, "accepted": len(rep.accepted)}, advance=len(rep.accepted) - done[0])
+                bar.update(
+                    {"attempts": rep.attempts, "accepted": len(rep.accepted)}, advance=len(rep.accepted) - done[0]
+                )
                 done[0] = len(rep.accepted)
 
             report = asyncio.run(synthesize(seeds, rates, generator, checker, cfg, progress=progress))
@@ -145,9 +179,19 @@ def _write_run(root: Path, report: Report, cfg: SynthConfig, rates: dict[str, fl
         else:
             kind = "bundle"
             write_bundle(a.candidate.bundle, root / "bundles" / a.candidate.name)
-        rows.append({kind: a.candidate.name, "seed": a.seed, "action": a.action.name, "predicted": a.predicted,
-                     "score": a.score, "attempts": a.attempts, "tokens": a.tokens, "measured": a.measured,
-                     "skills": sorted(a.candidate.skills)})
+        rows.append(
+            {
+                kind: a.candidate.name,
+                "seed": a.seed,
+                "action": a.action.name,
+                "predicted": a.predicted,
+                "score": a.score,
+                "attempts": a.attempts,
+                "tokens": a.tokens,
+                "measured": a.measured,
+                "skills": sorted(a.candidate.skills),
+            }
+        )
     configs = [a.candidate.to_json() for a in report.accepted if isinstance(a.candidate, TaskFamilySeed)]
     if configs:  # itself a valid --seeds file
         (root / "configs.json").write_text(json.dumps(configs, indent=1) + "\n")
@@ -170,7 +214,10 @@ def _print_summary(report: Report, out: Path) -> None:
     for name, value in [
         ("accepted", str(s["accepted"])),
         ("attempts (per accepted)", f"{s['attempts']} ({fmt(s['attempts_per_accepted'])})"),
-        ("tokens (per accepted)", f"{s['tokens']} ({fmt(s['tokens_per_accepted'], 0)})" + (" est." if s["tokens_estimated"] else "")),
+        (
+            "tokens (per accepted)",
+            f"{s['tokens']} ({fmt(s['tokens_per_accepted'], 0)})" + (" est." if s["tokens_estimated"] else ""),
+        ),
         ("predicted pass rate, mean", fmt(s["predicted_pass_rate_mean"], 3)),
         ("measured pass rate, mean", fmt(s["measured_pass_rate_mean"], 3)),
         ("measured in [0.25, 0.75]", fmt(s["frontier_share"])),
@@ -180,7 +227,9 @@ def _print_summary(report: Report, out: Path) -> None:
 
 
 def check(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="tempering synth check", description="Static checks and gold verification of one bundle.")
+    ap = argparse.ArgumentParser(
+        prog="tempering synth check", description="Static checks and gold verification of one bundle."
+    )
     ap.add_argument("bundle", help="bundle folder")
     ap.add_argument("--backend", choices=["sandbox", "docker"], default="sandbox")
     ap.add_argument("--sandbox", default="auto")

@@ -112,14 +112,20 @@ class EndpointError(UserError):
 class ChatConfig(Schema):
     """Where and how to call the chat endpoint."""
 
-    base_url: str = Field("http://127.0.0.1:8000/v1", description='Endpoint root; requests go to {base_url}/chat/completions.')
-    model: str = Field("default", description='Model name sent with each request.')
-    api_key_env: str = Field("OPENAI_API_KEY", description='Environment variable holding the key (sent as a bearer token when set).')
-    temperature: float = Field(0.7, description='Sampling temperature.')
-    max_tokens: int = Field(8192, gt=0, description='Completion token limit.')
-    timeout_s: float = Field(300.0, gt=0, description='Seconds to wait for one answer.')
-    retries: int = Field(2, ge=0, description='Extra tries after HTTP 429 / 5xx answers.')
-    json_mode: bool = Field(False, description='Send response_format={"type": "json_object"} (servers that support it).')
+    base_url: str = Field(
+        "http://127.0.0.1:8000/v1", description="Endpoint root; requests go to {base_url}/chat/completions."
+    )
+    model: str = Field("default", description="Model name sent with each request.")
+    api_key_env: str = Field(
+        "OPENAI_API_KEY", description="Environment variable holding the key (sent as a bearer token when set)."
+    )
+    temperature: float = Field(0.7, description="Sampling temperature.")
+    max_tokens: int = Field(8192, gt=0, description="Completion token limit.")
+    timeout_s: float = Field(300.0, gt=0, description="Seconds to wait for one answer.")
+    retries: int = Field(2, ge=0, description="Extra tries after HTTP 429 / 5xx answers.")
+    json_mode: bool = Field(
+        False, description='Send response_format={"type": "json_object"} (servers that support it).'
+    )
 
 
 class ChatClient:
@@ -146,21 +152,25 @@ class ChatClient:
                 break
             except urllib.error.HTTPError as e:
                 if e.code in (401, 403):
-                    raise EndpointError(f"the endpoint {url} refused the request (HTTP {e.code}); set the key in "
-                                        f"${cfg.api_key_env}") from None
+                    raise EndpointError(
+                        f"the endpoint {url} refused the request (HTTP {e.code}); set the key in ${cfg.api_key_env}"
+                    ) from None
                 if (e.code == 429 or e.code >= 500) and attempt < cfg.retries:
                     time.sleep(0.5 * 2**attempt)
                     continue
                 raise EndpointError(f"the endpoint {url} answered HTTP {e.code}: {e.read()[:300]!r}") from None
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as e:
                 reason = getattr(e, "reason", e)
-                raise EndpointError(f"cannot reach the generator endpoint {url} ({reason}); start the server or "
-                                    "fix --base-url") from None
+                raise EndpointError(
+                    f"cannot reach the generator endpoint {url} ({reason}); start the server or fix --base-url"
+                ) from None
         try:
             data = json.loads(payload)
             text = data["choices"][0]["message"]["content"] or ""
         except (ValueError, KeyError, IndexError, TypeError):
-            raise EndpointError(f"the endpoint {url} did not answer in the chat-completions format: {payload[:300]!r}") from None
+            raise EndpointError(
+                f"the endpoint {url} did not answer in the chat-completions format: {payload[:300]!r}"
+            ) from None
         usage = data.get("usage") or {}
         tokens = None
         if "total_tokens" in usage or "prompt_tokens" in usage:
@@ -175,7 +185,7 @@ def parse_bundle_answer(text: str) -> Bundle:
     if fence:
         candidates.append(fence.group(1))
     if "{" in text and "}" in text:
-        candidates.append(text[text.index("{"): text.rindex("}") + 1])
+        candidates.append(text[text.index("{") : text.rindex("}") + 1])
     err = None
     for c in candidates:
         try:
@@ -202,10 +212,16 @@ class LLMGenerator:
         seed = req.seed.bundle if isinstance(req.seed, BundleSeed) else req.seed
         seed_json = json.dumps(seed.to_json(), indent=1) if isinstance(seed, Bundle) else repr(seed)
         return self.generate_tpl.substitute(
-            pass_rate=f"{req.pass_rate:.3f}", seed_json=seed_json, action=req.action.name,
-            action_text=ACTION_TEXT[req.action.name], predicted=f"{req.predicted:.3f}", score=f"{req.score:.3f}",
-            tau=f"{req.tau:.2f}", edit_mask=", ".join(sorted(req.action.edit_mask)),
-            required=", ".join(sorted(req.contract.required)), optional=", ".join(sorted(req.contract.optional)),
+            pass_rate=f"{req.pass_rate:.3f}",
+            seed_json=seed_json,
+            action=req.action.name,
+            action_text=ACTION_TEXT[req.action.name],
+            predicted=f"{req.predicted:.3f}",
+            score=f"{req.score:.3f}",
+            tau=f"{req.tau:.2f}",
+            edit_mask=", ".join(sorted(req.action.edit_mask)),
+            required=", ".join(sorted(req.contract.required)),
+            optional=", ".join(sorted(req.contract.optional)),
             taxonomy=", ".join(skill_taxonomy()),
         )
 
@@ -216,8 +232,10 @@ class LLMGenerator:
     async def generate(self, req: Request) -> Generation:
         messages = [{"role": "user", "content": self.prompt(req)}]
         if req.failure is not None:
-            messages += [{"role": "assistant", "content": req.previous or ""},
-                         {"role": "user", "content": self.repair_tpl.substitute(failure=req.failure)}]
+            messages += [
+                {"role": "assistant", "content": req.previous or ""},
+                {"role": "user", "content": self.repair_tpl.substitute(failure=req.failure)},
+            ]
         text, tokens = await asyncio.to_thread(self.client.complete, messages)
         estimated = tokens is None
         if estimated:

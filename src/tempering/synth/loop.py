@@ -42,20 +42,31 @@ METHODS: dict[str, tuple[Action, ...]] = {
 class SynthConfig(Schema):
     """Settings of one synthesis run."""
 
-    method: Literal["forge", "few_shot", "self_instruct", "evol"] = Field("forge", description="forge, or a baseline mask: few_shot, self_instruct, evol.")
+    method: Literal["forge", "few_shot", "self_instruct", "evol"] = Field(
+        "forge", description="forge, or a baseline mask: few_shot, self_instruct, evol."
+    )
     target: int = Field(9, ge=1, description="Accepted bundles wanted.")
     repairs: int = Field(2, ge=0, description="Repair attempts K after a failed attempt, per action [proposal].")
     fallback_actions: int = Field(1, ge=0, description="Next-best actions of a seed tried after its chosen one fails.")
-    max_per_pair: int = Field(3, ge=1, description="Accepted bundles per (seed, action) before the pair is filtered out (overlap risk).")
+    max_per_pair: int = Field(
+        3, ge=1, description="Accepted bundles per (seed, action) before the pair is filtered out (overlap risk)."
+    )
     max_rounds: int = Field(50, ge=1, description="Planning rounds at most.")
     concurrency: int = Field(4, ge=1, description="Plan items generated and verified at once.")
-    coverage: dict[str, float] = Field(default_factory=dict, description="Skill coverage targets m_v over the accepted set ({skill: count}); each round asks for what is still missing.")
+    coverage: dict[str, float] = Field(
+        default_factory=dict,
+        description="Skill coverage targets m_v over the accepted set ({skill: count}); each round asks for what is still missing.",
+    )
     rollouts: int = Field(8, ge=1, description="Policy rollouts per task when pass rates are measured [proposal].")
-    measure_tasks: int = Field(4, ge=1, description="Tasks of a configuration measured with the policy (a bundle is one task).")
+    measure_tasks: int = Field(
+        4, ge=1, description="Tasks of a configuration measured with the policy (a bundle is one task)."
+    )
     scoring: ScoringConfig = Field(default_factory=ScoringConfig, description="Predicted pass rate and frontier score.")
     portfolio: PortfolioConfig = Field(default_factory=PortfolioConfig, description="The portfolio MILP.")
     checks: CheckLimits = Field(default_factory=CheckLimits, description="Static check bounds of bundles.")
-    config_checks: ConfigChecks = Field(default_factory=ConfigChecks, description="Check bounds of task-family configurations.")
+    config_checks: ConfigChecks = Field(
+        default_factory=ConfigChecks, description="Check bounds of task-family configurations."
+    )
 
 
 class Checker(Protocol):
@@ -142,8 +153,14 @@ class Report:
 Progress = Callable[[Report], None]
 
 
-def candidates(seeds: list[Seed], pass_rates: dict[str, float], cfg: SynthConfig, generator: Generator,
-               exhausted: set[tuple[str, Action]], used: dict[tuple[str, Action], int]) -> list[Candidate]:
+def candidates(
+    seeds: list[Seed],
+    pass_rates: dict[str, float],
+    cfg: SynthConfig,
+    generator: Generator,
+    exhausted: set[tuple[str, Action]],
+    used: dict[tuple[str, Action], int],
+) -> list[Candidate]:
     """Eligible (seed, action) pairs in seed order then action order, scored by the frontier score.
     Filters: the method's mask, actions impossible from the seed, seeds the generator cannot take,
     pairs already tried without success, and pairs that produced `max_per_pair` bundles."""
@@ -201,8 +218,18 @@ async def synthesize(
         for c in [cand, *ranked[: cfg.fallback_actions]]:
             failure = previous = None
             for k in range(cfg.repairs + 1):
-                req = Request(seed, c.action, p, c.predicted, c.score, seed.contract(c.action), cfg.scoring.tau,
-                              salt=1000 * round_no + k, failure=failure, previous=previous)
+                req = Request(
+                    seed,
+                    c.action,
+                    p,
+                    c.predicted,
+                    c.score,
+                    seed.contract(c.action),
+                    cfg.scoring.tau,
+                    salt=1000 * round_no + k,
+                    failure=failure,
+                    previous=previous,
+                )
                 async with gate:
                     gen = await generator.generate(req)
                     attempts += 1
@@ -210,8 +237,14 @@ async def synthesize(
                     report.attempts += 1
                     report.tokens += gen.tokens
                     report.tokens_estimated |= gen.tokens_estimated
-                    event = {"round": round_no, "seed": cand.seed, "action": c.action.name, "attempt": k,
-                             "repair": failure is not None, "tokens": gen.tokens}
+                    event = {
+                        "round": round_no,
+                        "seed": cand.seed,
+                        "action": c.action.name,
+                        "attempt": k,
+                        "repair": failure is not None,
+                        "tokens": gen.tokens,
+                    }
                     if gen.candidate is None:
                         stage, failure = "format", gen.error
                     else:
@@ -223,7 +256,9 @@ async def synthesize(
                             stage, failure = "static", "Static checks failed:\n" + "\n".join(problems)
                         else:
                             ok, summary = await checker.gold(gen.candidate)
-                            stage, failure = ("accepted", None) if ok else ("gold", "Gold verification failed: " + summary)
+                            stage, failure = (
+                                ("accepted", None) if ok else ("gold", "Gold verification failed: " + summary)
+                            )
                             if ok and digest is not None:
                                 if digest in digests:  # a concurrent twin got there first
                                     stage, failure = "static", "[overlap] the bundle duplicates one already accepted"
@@ -235,8 +270,9 @@ async def synthesize(
                     if len(report.accepted) >= cfg.target:
                         return
                     measured = await measure(gen.candidate) if measure is not None else None
-                    report.accepted.append(Accepted(gen.candidate, cand.seed, c.action, c.predicted, c.score,
-                                                    attempts, tokens, measured))
+                    report.accepted.append(
+                        Accepted(gen.candidate, cand.seed, c.action, c.predicted, c.score, attempts, tokens, measured)
+                    )
                     used[(cand.seed, c.action)] = used.get((cand.seed, c.action), 0) + 1
                     if progress:
                         progress(report)
@@ -261,8 +297,15 @@ async def synthesize(
         have = {v: sum(v in getattr(a.candidate, "skills", ()) for a in report.accepted) for v in cfg.coverage}
         coverage = {v: min(m - have[v], n) for v, m in cfg.coverage.items() if m - have[v] > 0}
         plan: Plan = solve_portfolio(pool, n, coverage, cfg.portfolio)
-        report.plans.append({"round": round_no, "backend": plan.backend, "objective": plan.objective,
-                             "chosen": [f"{c.seed}:{c.action.name}" for c in plan.chosen], "ties": plan.ties,
-                             "slack": plan.slack})
+        report.plans.append(
+            {
+                "round": round_no,
+                "backend": plan.backend,
+                "objective": plan.objective,
+                "chosen": [f"{c.seed}:{c.action.name}" for c in plan.chosen],
+                "ties": plan.ties,
+                "slack": plan.slack,
+            }
+        )
         await asyncio.gather(*(realise(c, pool, round_no) for c in plan.chosen))
     return report

@@ -60,8 +60,11 @@ class PolicyMeasure:
         if isinstance(cand, TaskFamilySeed):
             family = cand.make_family()
             tasks = family.tasks("train", self.tasks, seed=cand.data_seed)
-            opts = RolloutOptions(SamplingParams(self.max_new_tokens, self.temperature), max_turns=1,
-                                  max_context_tokens=self.max_context_tokens)
+            opts = RolloutOptions(
+                SamplingParams(self.max_new_tokens, self.temperature),
+                max_turns=1,
+                max_context_tokens=self.max_context_tokens,
+            )
             return tasks, family.make_env, opts, self.fmt
         if isinstance(cand, BundleSeed):
             from tempering.envs.terminal import TerminalEnv, bundle_task
@@ -71,8 +74,11 @@ class PolicyMeasure:
 
                 self._sandbox = Sandbox(backend=self.sandbox_backend)
             make_env = lambda task: TerminalEnv(task, self._sandbox, self.max_commands)
-            opts = RolloutOptions(SamplingParams(self.command_tokens, self.temperature), max_turns=self.max_commands + 1,
-                                  max_context_tokens=self.max_context_tokens)
+            opts = RolloutOptions(
+                SamplingParams(self.command_tokens, self.temperature),
+                max_turns=self.max_commands + 1,
+                max_context_tokens=self.max_context_tokens,
+            )
             # a command's output follows it; the instruction is not repeated every turn
             return [bundle_task(cand.bundle)], make_env, opts, replace(self.fmt, feedback_template="\n{feedback}\n")
         raise UserError(f"cannot measure a pass rate on {type(cand).__name__}; measure bundles or configurations")

@@ -48,13 +48,20 @@ class Candidate:
 class PortfolioConfig(Schema):
     """Constants of the portfolio program (defaults from the method note)."""
 
-    eps: float = Field(1e-6, ge=0, description="Cost of counting an optional skill (keeps u = 0 unless coverage needs it).")
-    lam: float = Field(0.25, ge=0, description="Penalty per unit of coverage slack xi.")
-    xi_max: float = Field(0.2, ge=0, description="Upper bound of each slack xi_v; below 1, an integer target m_v is effectively hard.")
-    backend: Literal["auto", "highs", "enumerate", "greedy"] = Field(
-        "auto", description="auto (HiGHS, else enumeration up to enumerate_max_candidates, else greedy), highs, enumerate or greedy."
+    eps: float = Field(
+        1e-6, ge=0, description="Cost of counting an optional skill (keeps u = 0 unless coverage needs it)."
     )
-    enumerate_max_candidates: int = Field(24, ge=1, description="Largest candidate count `auto` hands to exact enumeration when SciPy is missing.")
+    lam: float = Field(0.25, ge=0, description="Penalty per unit of coverage slack xi.")
+    xi_max: float = Field(
+        0.2, ge=0, description="Upper bound of each slack xi_v; below 1, an integer target m_v is effectively hard."
+    )
+    backend: Literal["auto", "highs", "enumerate", "greedy"] = Field(
+        "auto",
+        description="auto (HiGHS, else enumeration up to enumerate_max_candidates, else greedy), highs, enumerate or greedy.",
+    )
+    enumerate_max_candidates: int = Field(
+        24, ge=1, description="Largest candidate count `auto` hands to exact enumeration when SciPy is missing."
+    )
 
 
 @dataclass
@@ -93,7 +100,9 @@ def _skill_cost(sel: list[Candidate], v: str, m: float, cfg: PortfolioConfig) ->
     return best
 
 
-def evaluate(sel: list[Candidate], coverage: dict[str, float], cfg: PortfolioConfig) -> tuple[float, dict[str, float]] | None:
+def evaluate(
+    sel: list[Candidate], coverage: dict[str, float], cfg: PortfolioConfig
+) -> tuple[float, dict[str, float]] | None:
     """Objective of a selection with its best u and xi (separable per skill), or None if infeasible."""
     total = sum(c.score for c in sel)
     slack = {}
@@ -197,8 +206,13 @@ def _solve_highs(cands, n, coverage, cfg) -> list[int]:
     lower, upper = np.zeros(nvar), np.r_[np.ones(nc + nu), np.full(nx, cfg.xi_max)]
 
     def run(extra=()):
-        res = milp(obj, constraints=constraints + list(extra), integrality=integrality,
-                   bounds=Bounds(lower, upper), options={"mip_rel_gap": 0.0, "disp": False})
+        res = milp(
+            obj,
+            constraints=constraints + list(extra),
+            integrality=integrality,
+            bounds=Bounds(lower, upper),
+            options={"mip_rel_gap": 0.0, "disp": False},
+        )
         if res.status == 2:
             return None
         if res.x is None:

@@ -127,13 +127,16 @@ def load_pass_rates(path: str | Path, seeds: list) -> dict[str, float]:
     except FileNotFoundError:
         raise UserError(f"pass-rate file {p} does not exist") from None
     except json.JSONDecodeError as e:
-        raise UserError(f"pass-rate file {p} is not JSON ({e}); write {{\"seed name\": rate, ...}}") from None
+        raise UserError(f'pass-rate file {p} is not JSON ({e}); write {{"seed name": rate, ...}}') from None
     if not isinstance(table, dict):
-        raise UserError(f"pass-rate file {p} must hold one JSON object {{\"seed name\": rate, ...}}")
+        raise UserError(f'pass-rate file {p} must hold one JSON object {{"seed name": rate, ...}}')
     missing = [s.name for s in seeds if s.name not in table]
     if missing:
-        raise UserError(f"pass-rate file {p} has no rate for seed(s) {', '.join(missing[:5])}"
-                        + (" ..." if len(missing) > 5 else "") + "; add them or measure with a policy")
+        raise UserError(
+            f"pass-rate file {p} has no rate for seed(s) {', '.join(missing[:5])}"
+            + (" ..." if len(missing) > 5 else "")
+            + "; add them or measure with a policy"
+        )
     out = {}
     for s in seeds:
         v = table[s.name]

@@ -44,8 +44,14 @@ ARITH_SKILLS = {"+": "addition", "-": "subtraction", "*": "multiplication"}
 ARITH_MAX_DIGITS = 6
 STRING_OPS = tuple(TRANSFORMS)
 """Transformations in the order in_breadth adds them."""
-STRING_SKILLS = {"rev": "reverse", "up": "uppercase", "sort": "sorting", "dup": "doubling", "rot": "rotation",
-                 "uniq": "deduplication"}
+STRING_SKILLS = {
+    "rev": "reverse",
+    "up": "uppercase",
+    "sort": "sorting",
+    "dup": "doubling",
+    "rot": "rotation",
+    "uniq": "deduplication",
+}
 STRING_STEP = 2
 """Characters an in_depth move adds or removes."""
 STRING_MAX_LEN = 16
@@ -120,8 +126,11 @@ class TaskFamilySeed:
         return hashlib.sha256(json.dumps([self.family, self.args, self.data_seed], default=list).encode()).hexdigest()
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"family": self.family, "args": {k: list(v) if isinstance(v, tuple) else v
-                                                                for k, v in self.args}, "data_seed": self.data_seed}
+        out: dict[str, Any] = {
+            "family": self.family,
+            "args": {k: list(v) if isinstance(v, tuple) else v for k, v in self.args},
+            "data_seed": self.data_seed,
+        }
         if self.parent:
             out.update(parent=self.parent, action=self.action)
         return out
@@ -164,7 +173,11 @@ def _arith_move(c: dict[str, Any], projection: str, direction: str, salt: int) -
     missing = [o for o in ARITH_OPS if o not in ops]
     if direction == "in_depth":
         if projection == "increase":
-            return None if len(str(hi * 10 + 9)) > ARITH_MAX_DIGITS else {**c, "min_value": lo * 10, "max_value": hi * 10 + 9}
+            return (
+                None
+                if len(str(hi * 10 + 9)) > ARITH_MAX_DIGITS
+                else {**c, "min_value": lo * 10, "max_value": hi * 10 + 9}
+            )
         if projection == "reduce":
             return None if hi < 10 else {**c, "min_value": lo // 10, "max_value": hi // 10}
         return dict(c)  # diversify: the same configuration, drawn afresh (the caller changes the data seed)
@@ -181,7 +194,11 @@ def _strings_move(c: dict[str, Any], projection: str, direction: str, salt: int)
     missing = [o for o in STRING_OPS if o not in ops]
     if direction == "in_depth":
         if projection == "increase":
-            return None if hi + STRING_STEP > STRING_MAX_LEN else {**c, "min_len": lo + STRING_STEP, "max_len": hi + STRING_STEP}
+            return (
+                None
+                if hi + STRING_STEP > STRING_MAX_LEN
+                else {**c, "min_len": lo + STRING_STEP, "max_len": hi + STRING_STEP}
+            )
         if projection == "reduce":
             return None if lo - STRING_STEP < 1 else {**c, "min_len": lo - STRING_STEP, "max_len": hi - STRING_STEP}
         n = len(alphabet)  # diversify: another window of the alphabet, same size
@@ -221,14 +238,18 @@ def load_task_seeds(source: str | Path) -> list[TaskFamilySeed]:
     except FileNotFoundError:
         raise UserError(f"configuration file {p} does not exist") from None
     except json.JSONDecodeError as e:
-        raise UserError(f"configuration file {p} is not JSON ({e}); write a list of "
-                        '{"family": "arithmetic", "args": {...}, "data_seed": 0}') from None
+        raise UserError(
+            f"configuration file {p} is not JSON ({e}); write a list of "
+            '{"family": "arithmetic", "args": {...}, "data_seed": 0}'
+        ) from None
     if not isinstance(items, list) or not items:
         raise UserError(f"configuration file {p} must hold a non-empty JSON list of configurations")
     out = []
     for i, it in enumerate(items):
         if not isinstance(it, dict) or "family" not in it or not isinstance(it.get("args", {}), dict):
-            raise UserError(f"configuration file {p}, item {i}: write {{\"family\": ..., \"args\": {{...}}, \"data_seed\": 0}}")
+            raise UserError(
+                f'configuration file {p}, item {i}: write {{"family": ..., "args": {{...}}, "data_seed": 0}}'
+            )
         seed = TaskFamilySeed.of(it["family"], it.get("data_seed", 0), **it.get("args", {}))
         seed.make_family()  # an invalid configuration is a UserError naming the knob
         out.append(seed)
@@ -250,7 +271,9 @@ class ConfigChecks(Schema):
 
     tasks: int = Field(64, ge=1, description="Distinct training tasks a configuration must provide (its training set).")
     gold_samples: int = Field(8, ge=1, description="Tasks whose reference answer must pass and corrupted answer fail.")
-    max_overlap: float = Field(0.9, ge=0, le=1, description="Largest share of a configuration's tasks that its seed also draws.")
+    max_overlap: float = Field(
+        0.9, ge=0, le=1, description="Largest share of a configuration's tasks that its seed also draws."
+    )
 
 
 class TaskSeedChecker:
@@ -283,8 +306,10 @@ class TaskSeedChecker:
             "diversify/in_breadth": (dl == 0 and len(s1) == len(s0) and s1 != s0, "the same level and other skills"),
         }[action.name]
         if not want[0]:
-            problems.append(f"[edit] {action.name} must give {want[1]} (level {seed.level} -> {cand.level}, "
-                            f"skills {sorted(s0)} -> {sorted(s1)})")
+            problems.append(
+                f"[edit] {action.name} must give {want[1]} (level {seed.level} -> {cand.level}, "
+                f"skills {sorted(s0)} -> {sorted(s1)})"
+            )
         return problems + self._overlap(cand, seed)
 
     def _overlap(self, cand: TaskFamilySeed, seed: TaskFamilySeed) -> list[str]:

@@ -61,21 +61,38 @@ class SandboxVerifier:
         try:
             image = local_image(bundle)
         except NeedsDocker as e:
-            return Verdict(False, "environment", f"the local sandbox cannot provide this environment: {e}; "
-                           "keep the Dockerfile to FROM python:3.12-slim, WORKDIR /app, COPY and ENV, or verify "
-                           "with the Docker backend")
+            return Verdict(
+                False,
+                "environment",
+                f"the local sandbox cannot provide this environment: {e}; "
+                "keep the Dockerfile to FROM python:3.12-slim, WORKDIR /app, COPY and ENV, or verify "
+                "with the Docker backend",
+            )
         ws = Workspace(self.sandbox, image, memory_mb=bundle.config.environment.memory_mb)
         wall = 0.0
         if self.check_unsolved:
             reward, run = await ws.run_tests(bundle)
             wall += run.wall_s
             if reward is None:
-                return Verdict(False, "unsolved", "tests/test.sh wrote no reward when the task is not solved "
-                               f"(it must write 0 on failure). Test output:\n{_tail(run.output)}", None, wall_s=wall)
+                return Verdict(
+                    False,
+                    "unsolved",
+                    "tests/test.sh wrote no reward when the task is not solved "
+                    f"(it must write 0 on failure). Test output:\n{_tail(run.output)}",
+                    None,
+                    wall_s=wall,
+                )
             if reward >= 1:
-                return Verdict(False, "unsolved", "the tests already pass before the solution ran: they do not "
-                               "check the task's outputs", reward, wall_s=wall)
-        solution = {f".solution/{p[len('solution/'):]}": b for p, b in bundle.files.items() if p.startswith("solution/")}
+                return Verdict(
+                    False,
+                    "unsolved",
+                    "the tests already pass before the solution ran: they do not check the task's outputs",
+                    reward,
+                    wall_s=wall,
+                )
+        solution = {
+            f".solution/{p[len('solution/') :]}": b for p, b in bundle.files.items() if p.startswith("solution/")
+        }
         run = await ws.run("bash .solution/solve.sh\n", bundle.config.agent.timeout_sec, readonly=solution)
         wall += run.wall_s
         if run.exit_code != 0:
@@ -85,8 +102,13 @@ class SandboxVerifier:
         wall += run.wall_s
         if reward is None or reward < 1:
             got = "no reward" if reward is None else f"reward {reward:g}"
-            return Verdict(False, "tests", f"after the oracle solution ran, the tests wrote {got}. Test output:\n"
-                           f"{_tail(run.output)}", reward, wall_s=wall)
+            return Verdict(
+                False,
+                "tests",
+                f"after the oracle solution ran, the tests wrote {got}. Test output:\n{_tail(run.output)}",
+                reward,
+                wall_s=wall,
+            )
         return Verdict(True, "ok", "", reward, wall_s=wall)
 
 
@@ -96,8 +118,9 @@ def docker_unreachable(timeout_s: float = 10.0) -> str | None:
     if exe is None:
         return "the `docker` command is not installed"
     try:
-        proc = subprocess.run([exe, "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True,
-                              timeout=timeout_s)
+        proc = subprocess.run(
+            [exe, "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=timeout_s
+        )
     except subprocess.TimeoutExpired:
         return f"`docker info` did not answer within {timeout_s:g} s"
     if proc.returncode != 0 or not proc.stdout.strip():
@@ -113,8 +136,10 @@ class DockerVerifier:
 
     def __init__(self):
         if why := docker_unreachable():
-            raise UserError(f"no Docker engine is reachable ({why}). Start Docker or set DOCKER_HOST, or use "
-                            "the sandbox backend (--backend sandbox) for bundles on the documented base.")
+            raise UserError(
+                f"no Docker engine is reachable ({why}). Start Docker or set DOCKER_HOST, or use "
+                "the sandbox backend (--backend sandbox) for bundles on the documented base."
+            )
 
     async def verify(self, bundle: Bundle) -> Verdict:
         return await asyncio.to_thread(self._verify, bundle)
@@ -125,24 +150,46 @@ class DockerVerifier:
             (logs := Path(tmp) / "logs").mkdir()
             tag = f"tempering-synth/{bundle.name}:{bundle.digest()}"
             env = bundle.config.environment
-            build = subprocess.run(["docker", "build", "-q", "-t", tag, str(root / "environment")],
-                                   capture_output=True, text=True, timeout=env.build_timeout_sec)
+            build = subprocess.run(
+                ["docker", "build", "-q", "-t", tag, str(root / "environment")],
+                capture_output=True,
+                text=True,
+                timeout=env.build_timeout_sec,
+            )
             if build.returncode != 0:
                 return Verdict(False, "environment", f"docker build failed:\n{_tail(build.stderr)}", backend="docker")
             net = [] if env.allow_internet else ["--network", "none"]
             script = "bash /solution/solve.sh && bash /tests/test.sh"
             run = subprocess.run(
-                ["docker", "run", "--rm", *net, f"--memory={env.memory_mb}m", f"--cpus={env.cpus}",
-                 "-v", f"{root / 'solution'}:/solution:ro", "-v", f"{root / 'tests'}:/tests:ro",
-                 "-v", f"{logs}:/logs/verifier", tag, "bash", "-c", script],
-                capture_output=True, text=True,
-                timeout=bundle.config.agent.timeout_sec + bundle.config.verifier.timeout_sec)
+                [
+                    "docker",
+                    "run",
+                    "--rm",
+                    *net,
+                    f"--memory={env.memory_mb}m",
+                    f"--cpus={env.cpus}",
+                    "-v",
+                    f"{root / 'solution'}:/solution:ro",
+                    "-v",
+                    f"{root / 'tests'}:/tests:ro",
+                    "-v",
+                    f"{logs}:/logs/verifier",
+                    tag,
+                    "bash",
+                    "-c",
+                    script,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=bundle.config.agent.timeout_sec + bundle.config.verifier.timeout_sec,
+            )
             reward_file = logs / "reward.txt"
             reward = float(reward_file.read_text().strip() or "nan") if reward_file.exists() else None
             if reward is not None and reward >= 1:
                 return Verdict(True, "ok", "", reward, backend="docker")
-            return Verdict(False, "tests", f"reward {reward}; output:\n{_tail(run.stdout + run.stderr)}", reward,
-                           backend="docker")
+            return Verdict(
+                False, "tests", f"reward {reward}; output:\n{_tail(run.stdout + run.stderr)}", reward, backend="docker"
+            )
 
 
 def make_verifier(backend: str = "sandbox", sandbox=None, check_unsolved: bool = True):
@@ -154,7 +201,12 @@ def make_verifier(backend: str = "sandbox", sandbox=None, check_unsolved: bool =
     raise UserError(f"unknown verification backend {backend!r}; use sandbox or docker")
 
 
-def static_problems(bundle: Bundle, seed: Bundle | None, edit_mask: frozenset[str], required: frozenset[str],
-                    limits: CheckLimits | None = None) -> list[Problem]:
+def static_problems(
+    bundle: Bundle,
+    seed: Bundle | None,
+    edit_mask: frozenset[str],
+    required: frozenset[str],
+    limits: CheckLimits | None = None,
+) -> list[Problem]:
     """Static checks (re-exported so the loop imports checks from one place)."""
     return check_bundle(bundle, seed, edit_mask, required, limits)

@@ -99,16 +99,22 @@ def _copy(bundle: Bundle, img: LocalImage, src: str, dest: str, many: bool, n: i
     if dest.startswith("/"):
         if dest.rstrip("/") != "/app" and not dest.startswith("/app/"):
             raise NeedsDocker(f"Dockerfile line {n}: COPY to {dest} (only /app is emulated locally)")
-        dest = dest[len("/app"):].lstrip("/")
+        dest = dest[len("/app") :].lstrip("/")
     base = f"environment/{src}".rstrip("/")
-    matched = {p: b for p, b in bundle.files.items() if p == base or (p.startswith(base + "/") and p != "environment/Dockerfile")}
+    matched = {
+        p: b
+        for p, b in bundle.files.items()
+        if p == base or (p.startswith(base + "/") and p != "environment/Dockerfile")
+    }
     if not matched:
         raise NeedsDocker(f"Dockerfile line {n}: COPY source {src!r} is not in environment/")
     for p, data in matched.items():
         if p == base:  # a single file
-            target = f"{dest.rstrip('/')}/{src.rsplit('/', 1)[-1]}" if (dest.endswith("/") or many or not dest) else dest
+            target = (
+                f"{dest.rstrip('/')}/{src.rsplit('/', 1)[-1]}" if (dest.endswith("/") or many or not dest) else dest
+            )
         else:
-            target = f"{dest.rstrip('/')}/{p[len(base) + 1:]}".lstrip("/")
+            target = f"{dest.rstrip('/')}/{p[len(base) + 1 :]}".lstrip("/")
         img.files[target.lstrip("/")] = data
 
 
@@ -154,8 +160,14 @@ class Workspace:
         other.env = dict(self.env)
         return other
 
-    async def run(self, script: str, timeout_s: float, readonly: dict[str, bytes] | None = None,
-                  env: dict[str, str] | None = None, outputs: list[str] | None = None) -> Run:
+    async def run(
+        self,
+        script: str,
+        timeout_s: float,
+        readonly: dict[str, bytes] | None = None,
+        env: dict[str, str] | None = None,
+        outputs: list[str] | None = None,
+    ) -> Run:
         """Run `script` with bash in /app; keeps the resulting state unless the job itself failed."""
         from tempering.sandbox import Job, Limits
 
@@ -169,7 +181,9 @@ class Workspace:
             f"python3 .ws/snapshot.py {' '.join(shlex.quote(h) for h in hidden)} || exit 98\n"
             "exit $status\n"
         )
-        readonly.update({".ws/restore.py": _RESTORE, ".ws/snapshot.py": _SNAPSHOT, ".ws/cmd.sh": script, ".ws/run.sh": wrapper})
+        readonly.update(
+            {".ws/restore.py": _RESTORE, ".ws/snapshot.py": _SNAPSHOT, ".ws/cmd.sh": script, ".ws/run.sh": wrapper}
+        )
         job = Job(
             cmd=["bash", ".ws/run.sh"],
             files={STATE: self.state},
@@ -192,7 +206,7 @@ class Workspace:
 
     async def run_tests(self, bundle: Bundle) -> tuple[float | None, Run]:
         """Run tests/test.sh against the current state; (reward, run). The state is not changed."""
-        tests = {f".tests/{p[len('tests/'):]}": b for p, b in bundle.files.items() if p.startswith("tests/")}
+        tests = {f".tests/{p[len('tests/') :]}": b for p, b in bundle.files.items() if p.startswith("tests/")}
         probe = self.copy()
         run = await probe.run(
             'export TESTS_DIR="$PWD/.tests" REWARD_FILE="$PWD/.reward/reward.txt"\nbash "$TESTS_DIR/test.sh"\n',

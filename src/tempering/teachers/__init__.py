@@ -12,6 +12,17 @@ from tempering.teachers.server import ServerTeacher
 from tempering.teachers.vocab import check_vocab
 
 __all__ = [
-    "HFTeacher", "PromptBuilder", "ServerTeacher", "Teacher", "TeacherScores", "TeacherSection", "check_vocab",
-    "load_builder", "load_teacher", "load_teachers", "resolve_model_dir", "score_episodes", "template_builder",
+    "HFTeacher",
+    "PromptBuilder",
+    "ServerTeacher",
+    "Teacher",
+    "TeacherScores",
+    "TeacherSection",
+    "check_vocab",
+    "load_builder",
+    "load_teacher",
+    "load_teachers",
+    "resolve_model_dir",
+    "score_episodes",
+    "template_builder",
 ]

@@ -31,8 +31,13 @@ class HFTeacher(Teacher):
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
     @classmethod
-    def from_path(cls, path: str | Path, name: str | None = None, dtype: torch.dtype | str = torch.float32,
-                  device: str | torch.device = "cpu") -> HFTeacher:
+    def from_path(
+        cls,
+        path: str | Path,
+        name: str | None = None,
+        dtype: torch.dtype | str = torch.float32,
+        device: str | torch.device = "cpu",
+    ) -> HFTeacher:
         """Load a teacher from a model folder, or from a run folder holding `final/` (RL) or `model/` (pretrain)."""
         from tempering.models import load_policy
 
@@ -51,23 +56,35 @@ class HFTeacher(Teacher):
         if len(prompts) != len(responses):
             raise ValueError("one prompt per response")
         if top_k > self.vocab_size:
-            raise UserError(f"top_k={top_k} is larger than the vocabulary of {self.name} ({self.vocab_size} tokens); use a smaller k")
+            raise UserError(
+                f"top_k={top_k} is larger than the vocabulary of {self.name} ({self.vocab_size} tokens); use a smaller k"
+            )
         C = max((len(r) for r in responses), default=0)
         rows = max(1, self.max_logits // max(1, (C + 1) * self.vocab_size))
         was_training = self.model.training
         self.model.eval()
         try:
             parts = [
-                self._score_chunk(prompts[i : i + rows], responses[i : i + rows],
-                                  None if candidates_BCK is None else candidates_BCK[i : i + rows], top_k, full, C)
+                self._score_chunk(
+                    prompts[i : i + rows],
+                    responses[i : i + rows],
+                    None if candidates_BCK is None else candidates_BCK[i : i + rows],
+                    top_k,
+                    full,
+                    C,
+                )
                 for i in range(0, len(prompts), rows)
             ]
         finally:
             self.model.train(was_training)
         if not parts:
             return TeacherScores(torch.zeros(0, 0), torch.zeros(0, 0))
-        return TeacherScores(**{f.name: None if getattr(parts[0], f.name) is None else torch.cat([getattr(p, f.name) for p in parts])
-                                for f in fields(TeacherScores)})
+        return TeacherScores(
+            **{
+                f.name: None if getattr(parts[0], f.name) is None else torch.cat([getattr(p, f.name) for p in parts])
+                for f in fields(TeacherScores)
+            }
+        )
 
     @torch.inference_mode()
     def _score_chunk(self, prompts, responses, cand_BCK, top_k, full, C) -> TeacherScores:
@@ -97,7 +114,9 @@ class HFTeacher(Teacher):
             out.full_logp_BCV = got["full"]
         return out
 
-    def _logits(self, prompts: list[list[int]], resp_BC: torch.Tensor, mask_BC: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _logits(
+        self, prompts: list[list[int]], resp_BC: torch.Tensor, mask_BC: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Next-token logits of continuation position 0, (B, V), and of positions 1.., (B, C-1, V).
 
         Position 0 comes from the last prompt token (prefilled once per distinct prompt); positions
@@ -112,7 +131,9 @@ class HFTeacher(Teacher):
         return shared_prompt_forward(self.model, list(uniq), idx, resp_BC[:, : C - 1], mask_BC[:, : C - 1], self.pad_id)
 
 
-def _read(logits_BCV: torch.Tensor, tok_BC: torch.Tensor, cand_BCK: torch.Tensor | None, top_k: int, full: bool) -> dict[str, torch.Tensor]:
+def _read(
+    logits_BCV: torch.Tensor, tok_BC: torch.Tensor, cand_BCK: torch.Tensor | None, top_k: int, full: bool
+) -> dict[str, torch.Tensor]:
     """Log-probs read off logits: of the given tokens, of candidates, the top-k and (if asked) all of them."""
     logits = logits_BCV.float()
     lse = logits.logsumexp(-1, keepdim=True)
@@ -134,7 +155,9 @@ def resolve_model_dir(path: str | Path) -> Path:
         if (cand / "config.json").is_file():
             return cand
     if not p.exists():
-        raise UserError(f"teacher checkpoint {str(path)!r} does not exist; give a model folder or the folder of a finished run")
+        raise UserError(
+            f"teacher checkpoint {str(path)!r} does not exist; give a model folder or the folder of a finished run"
+        )
     raise UserError(
         f"{str(path)!r} holds no model: looked for config.json in it, in final/ (a train run) and in model/ "
         "(a pretrain run); give a Hugging Face model folder or a finished run's folder"

@@ -18,14 +18,28 @@ from tempering.teachers.vocab import check_vocab
 class TeacherSection(Schema):
     """Where one teacher (or reference) model lives."""
 
-    path: str | None = Field(None, description="Model folder, or a finished run's folder (its final/ or model/), loaded in this process.")
-    server: str | None = Field(None, description="Base URL of a vLLM OpenAI-compatible server (instead of path), e.g. http://host:8000.")
+    path: str | None = Field(
+        None, description="Model folder, or a finished run's folder (its final/ or model/), loaded in this process."
+    )
+    server: str | None = Field(
+        None, description="Base URL of a vLLM OpenAI-compatible server (instead of path), e.g. http://host:8000."
+    )
     served_model: str | None = Field(None, description="The model name the server serves (server teachers).")
-    tokenizer: str | None = Field(None, description="Local folder with the served model's tokenizer (server teachers; checked against the student's).")
+    tokenizer: str | None = Field(
+        None,
+        description="Local folder with the served model's tokenizer (server teachers; checked against the student's).",
+    )
     top_n: int = Field(20, ge=1, description="prompt_logprobs asked of a server teacher (its top-N per position).")
-    prompt: str = Field("{prompt}", description="The teacher's prompt: a template over the example ({prompt}, {answer}, {meta[key]}) or pkg.module:function.")
-    device: str | None = Field(None, description="Device of an in-process teacher: cpu, cuda, cuda:N, auto (default: the student's).")
-    dtype: Literal["float32", "bfloat16", "float16"] | None = Field(None, description="Parameter dtype of an in-process teacher (default: the student's).")
+    prompt: str = Field(
+        "{prompt}",
+        description="The teacher's prompt: a template over the example ({prompt}, {answer}, {meta[key]}) or pkg.module:function.",
+    )
+    device: str | None = Field(
+        None, description="Device of an in-process teacher: cpu, cuda, cuda:N, auto (default: the student's)."
+    )
+    dtype: Literal["float32", "bfloat16", "float16"] | None = Field(
+        None, description="Parameter dtype of an in-process teacher (default: the student's)."
+    )
 
     @model_validator(mode="after")
     def _one_source(self):
@@ -57,7 +71,9 @@ def _tokenizer_dir(path: str) -> Path:
     return resolve_model_dir(p)
 
 
-def load_teachers(specs: dict[str, TeacherSection], student_tokenizer, device: str = "cpu", dtype: str = "float32") -> dict[str, Teacher]:
+def load_teachers(
+    specs: dict[str, TeacherSection], student_tokenizer, device: str = "cpu", dtype: str = "float32"
+) -> dict[str, Teacher]:
     """Load every teacher (name -> spec) and refuse to start unless all share the student's vocabulary."""
     teachers = {name: load_teacher(spec, name, device, dtype) for name, spec in specs.items()}
     check_vocab(student_tokenizer, {f"teacher {name!r}": t.tokenizer for name, t in teachers.items()})

@@ -44,16 +44,26 @@ def template_builder(template: str) -> PromptBuilder:
     try:
         names = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
     except ValueError as e:
-        raise UserError(f"prompt template {template!r} is malformed ({e}); write fields as {{prompt}}, {{answer}}, {{meta[key]}}") from None
+        raise UserError(
+            f"prompt template {template!r} is malformed ({e}); write fields as {{prompt}}, {{answer}}, {{meta[key]}}"
+        ) from None
     for f in names:
         root = f.split("[", 1)[0].split(".", 1)[0]
         if root not in TEMPLATE_FIELDS:
-            raise UserError(f"prompt template {template!r} uses {{{f}}}; allowed fields: {', '.join(TEMPLATE_FIELDS)} (meta as {{meta[key]}})")
+            raise UserError(
+                f"prompt template {template!r} uses {{{f}}}; allowed fields: {', '.join(TEMPLATE_FIELDS)} (meta as {{meta[key]}})"
+            )
 
     def build(task: Task) -> str:
         try:
-            return template.format(prompt=task.prompt, answer=task.answer, family=task.family, id=task.id,
-                                   difficulty=task.difficulty, meta=task.meta)
+            return template.format(
+                prompt=task.prompt,
+                answer=task.answer,
+                family=task.family,
+                id=task.id,
+                difficulty=task.difficulty,
+                meta=task.meta,
+            )
         except (KeyError, IndexError) as e:
             raise UserError(f"prompt template {template!r}: task {task.id} has no {e} in its meta") from None
 
@@ -72,13 +82,17 @@ def load_builder(spec: str | None) -> PromptBuilder:
     try:
         builder = getattr(importlib.import_module(mod), fn)
     except (ImportError, AttributeError) as e:
-        raise UserError(f"prompt builder {spec!r} cannot be imported ({e}); give a template or 'pkg.module:function'") from None
+        raise UserError(
+            f"prompt builder {spec!r} cannot be imported ({e}); give a template or 'pkg.module:function'"
+        ) from None
     if not callable(builder):
         raise UserError(f"prompt builder {spec!r} is not callable")
     return builder
 
 
-def requests(episodes: list[Episode], fmt: ChatFormat, build: PromptBuilder | None = None, raw: dict[str, Task] | None = None):
+def requests(
+    episodes: list[Episode], fmt: ChatFormat, build: PromptBuilder | None = None, raw: dict[str, Task] | None = None
+):
     """(teacher prompts, continuations, offsets) for a batch of episodes.
 
     The continuation is everything after the student's prompt (actions and feedback); the offset is
@@ -90,8 +104,10 @@ def requests(episodes: list[Episode], fmt: ChatFormat, build: PromptBuilder | No
     for e in episodes:
         rows = e.segments()
         if len(rows) != 1:
-            raise UserError("teachers score whole episodes; this one was split where old turns left the context "
-                            "(set rollout.drop_old_turns=false, or a larger rollout.max_context_tokens)")
+            raise UserError(
+                "teachers score whole episodes; this one was split where old turns left the context "
+                "(set rollout.drop_old_turns=false, or a larger rollout.max_context_tokens)"
+            )
         ids = rows[0][0]
         n = len(e.prompt_ids)
         if build is None:
@@ -125,4 +141,6 @@ def score_episodes(
     C = max((len(c) for c in conts), default=0)
     cand = None if candidates_BTK is None else take(candidates_BTK, offsets, C)
     s = teacher.score(prompts, conts, cand, top_k=top_k, full=full)
-    return TeacherScores(**{f.name: (None if getattr(s, f.name) is None else place(getattr(s, f.name), offsets, T)) for f in fields(s)})
+    return TeacherScores(
+        **{f.name: (None if getattr(s, f.name) is None else place(getattr(s, f.name), offsets, T)) for f in fields(s)}
+    )

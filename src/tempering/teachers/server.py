@@ -56,11 +56,15 @@ class ServerTeacher(Teacher):
 
     def score(self, prompts, responses, candidates_BCK=None, top_k=0, full=False) -> TeacherScores:
         if full:
-            raise UserError(f"{self.name} is a server teacher: it returns top-N log-probs, not whole distributions; "
-                            "use the top-k loss (distill.loss=jsd_topk) or an in-process teacher")
+            raise UserError(
+                f"{self.name} is a server teacher: it returns top-N log-probs, not whole distributions; "
+                "use the top-k loss (distill.loss=jsd_topk) or an in-process teacher"
+            )
         if top_k > self.top_n:
-            raise UserError(f"top_k={top_k} is more than the {self.top_n} log-probs asked of {self.name}; raise teacher.top_n "
-                            "(and the server's --max-logprobs) or lower k")
+            raise UserError(
+                f"top_k={top_k} is more than the {self.top_n} log-probs asked of {self.name}; raise teacher.top_n "
+                "(and the server's --max-logprobs) or lower k"
+            )
         resp_BC, mask_BC = pad_right(responses)
         B, C = resp_BC.shape
         token = torch.zeros(B, C)
@@ -69,17 +73,28 @@ class ServerTeacher(Teacher):
         top_ids, top_lp = torch.zeros(B, C, top_k, dtype=torch.long), torch.zeros(B, C, top_k)
         starts = list(range(0, B, self.batch_size))
         with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
-            replies = list(pool.map(lambda i: self._request([p + r for p, r in zip(prompts[i : i + self.batch_size], responses[i : i + self.batch_size])]), starts))
+            replies = list(
+                pool.map(
+                    lambda i: self._request(
+                        [p + r for p, r in zip(prompts[i : i + self.batch_size], responses[i : i + self.batch_size])]
+                    ),
+                    starts,
+                )
+            )
         for i, choices in zip(starts, replies):
             for j, entries in enumerate(choices):
                 b = i + j
                 p, r = prompts[b], responses[b]
                 if len(entries) != len(p) + len(r):
-                    raise UserError(f"{self.name} returned prompt log-probs for {len(entries)} positions, expected {len(p) + len(r)}")
+                    raise UserError(
+                        f"{self.name} returned prompt log-probs for {len(entries)} positions, expected {len(p) + len(r)}"
+                    )
                 for c, tok in enumerate(r):
                     at = entries[len(p) + c]
                     if at is None or tok not in at:
-                        raise UserError(f"{self.name} returned no log-prob for the prompt token id {tok}; is the served model's tokenizer the student's?")
+                        raise UserError(
+                            f"{self.name} returned no log-prob for the prompt token id {tok}; is the served model's tokenizer the student's?"
+                        )
                     token[b, c] = at[tok]
                     ranked = sorted(at.items(), key=lambda kv: -kv[1])[: self.top_n]
                     if top_k:
@@ -100,7 +115,13 @@ class ServerTeacher(Teacher):
         return out
 
     def _request(self, prompts: list[list[int]]) -> list[list[dict[int, float] | None]]:
-        body = {"model": self.model, "prompt": prompts, "max_tokens": 1, "temperature": 0.0, "prompt_logprobs": self.top_n}
+        body = {
+            "model": self.model,
+            "prompt": prompts,
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "prompt_logprobs": self.top_n,
+        }
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
@@ -112,7 +133,9 @@ class ServerTeacher(Teacher):
             detail = e.read()[:300].decode(errors="replace")
             raise UserError(f"teacher server {self.url} answered HTTP {e.code}: {detail}") from None
         except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
-            raise UserError(f"could not reach the teacher server at {self.url} ({e}); start it (e.g. `vllm serve MODEL`) or fix teacher.server") from None
+            raise UserError(
+                f"could not reach the teacher server at {self.url} ({e}); start it (e.g. `vllm serve MODEL`) or fix teacher.server"
+            ) from None
         except json.JSONDecodeError:
             raise UserError(f"teacher server {self.url} did not answer with JSON") from None
         choices = sorted(data.get("choices") or [], key=lambda ch: ch.get("index", 0))
@@ -122,6 +145,8 @@ class ServerTeacher(Teacher):
         for ch in choices:
             pl = ch.get("prompt_logprobs")
             if pl is None:
-                raise UserError(f"teacher server {self.url} returned no prompt_logprobs; it must be a vLLM OpenAI-compatible server")
+                raise UserError(
+                    f"teacher server {self.url} returned no prompt_logprobs; it must be a vLLM OpenAI-compatible server"
+                )
             out.append([None if e is None else {int(t): float(v["logprob"]) for t, v in e.items()} for e in pl])
         return out

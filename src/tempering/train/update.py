@@ -56,7 +56,9 @@ def token_logprobs(model, batch: TrainBatch, temperature: float = 1.0, entropy: 
     return torch.cat([pad, logp], dim=1), ent
 
 
-def policy_logprobs(model, batch: TrainBatch, temperature: float = 1.0, entropy: bool = False, share_prefix: bool = False):
+def policy_logprobs(
+    model, batch: TrainBatch, temperature: float = 1.0, entropy: bool = False, share_prefix: bool = False
+):
     """`token_logprobs`, with shared prompts computed once when `share_prefix` and some rows share one."""
     if share_prefix:
         out = shared_prefix_logprobs(model, batch, temperature, entropy)
@@ -75,7 +77,9 @@ def ppo_loss(model, mb: TrainBatch, norm: LossNorm, s: UpdateSettings) -> tuple[
     """PPO-clip on the sampled tokens, plus an optional KL-to-reference term."""
     logp, ent = policy_logprobs(model, mb, s.temperature, entropy=True, share_prefix=s.share_prefix)
     old = mb.old_logp_BT if mb.old_logp_BT is not None else logp.detach()
-    loss, stats = ppo_clip_loss(logp, old, mb.adv_BT, mb.mask_BT, s.clip_low, s.clip_high, s.dual_clip, s.loss_agg, norm)
+    loss, stats = ppo_clip_loss(
+        logp, old, mb.adv_BT, mb.mask_BT, s.clip_low, s.clip_high, s.dual_clip, s.loss_agg, norm
+    )
     m = mb.mask_BT
     stats["entropy"] = (ent * m).sum() / m.sum().clamp(min=1)
     stats["policy_loss"] = loss.detach()
@@ -102,13 +106,17 @@ def on_device(batch: TrainBatch, device: torch.device) -> TrainBatch:
 
 
 @torch.no_grad()
-def batch_logprobs(model, batch: TrainBatch, micro_batch_size: int, temperature: float = 1.0, share_prefix: bool = False) -> torch.Tensor:
+def batch_logprobs(
+    model, batch: TrainBatch, micro_batch_size: int, temperature: float = 1.0, share_prefix: bool = False
+) -> torch.Tensor:
     out = torch.zeros_like(batch.mask_BT)
     was = model.training
     model.eval()
     for i in range(0, batch.size, micro_batch_size):
         mb = on_device(batch.select(slice(i, i + micro_batch_size)), next(model.parameters()).device)
-        out[i : i + micro_batch_size, : mb.input_ids_BT.shape[1]] = policy_logprobs(model, mb, temperature, share_prefix=share_prefix)[0].cpu()
+        out[i : i + micro_batch_size, : mb.input_ids_BT.shape[1]] = policy_logprobs(
+            model, mb, temperature, share_prefix=share_prefix
+        )[0].cpu()
     model.train(was)
     return out
 

@@ -77,10 +77,14 @@ def test_oracle_path_finishes_in_exactly_remaining_steps(kind):
 def test_generation_is_deterministic_and_grows_with_difficulty():
     for kind, cls in APPS.items():
         assert cls.generate(random.Random(7), 1) == cls.generate(random.Random(7), 1)
-        small = [len(cls(cls.generate(random.Random(s), 0)).screen(cls.generate(random.Random(s), 0)["init"]).elements)
-                 for s in range(10)]
-        big = [len(cls(cls.generate(random.Random(s), 3)).screen(cls.generate(random.Random(s), 3)["init"]).elements)
-               for s in range(10)]
+        small = [
+            len(cls(cls.generate(random.Random(s), 0)).screen(cls.generate(random.Random(s), 0)["init"]).elements)
+            for s in range(10)
+        ]
+        big = [
+            len(cls(cls.generate(random.Random(s), 3)).screen(cls.generate(random.Random(s), 3)["init"]).elements)
+            for s in range(10)
+        ]
         assert sum(big) > sum(small), kind
 
 

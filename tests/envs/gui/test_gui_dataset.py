@@ -51,11 +51,21 @@ def test_model_agent_sees_only_the_prompt():
 
 def test_metrics_on_hand_made_records():
     recs = [
-        {"success": True, "steps": [{"valid": True, "format_ok": True, "valid_actions": [1, 2]},
-                                    {"valid": True, "format_ok": True, "valid_actions": [1]}]},
-        {"success": False, "steps": [{"valid": False, "format_ok": False, "valid_actions": [1]},
-                                     {"valid": True, "format_ok": True, "valid_actions": [1, 2, 3]},
-                                     {"valid": False, "format_ok": True, "valid_actions": [1]}]},
+        {
+            "success": True,
+            "steps": [
+                {"valid": True, "format_ok": True, "valid_actions": [1, 2]},
+                {"valid": True, "format_ok": True, "valid_actions": [1]},
+            ],
+        },
+        {
+            "success": False,
+            "steps": [
+                {"valid": False, "format_ok": False, "valid_actions": [1]},
+                {"valid": True, "format_ok": True, "valid_actions": [1, 2, 3]},
+                {"valid": False, "format_ok": True, "valid_actions": [1]},
+            ],
+        },
     ]
     assert step_success(recs) == pytest.approx(3 / 5)
     assert task_success(recs) == 0.5

@@ -23,8 +23,11 @@ class Scripted(BaseHTTPRequestHandler):
             self.send_response(status)
             self.end_headers()
             return
-        payload = content if isinstance(content, bytes) else json.dumps(
-            {"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
+        payload = (
+            content
+            if isinstance(content, bytes)
+            else json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
+        )
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
@@ -50,8 +53,15 @@ PRED, REF = ["enter Name Ana"], ["enter Name Ana", "submit"]  # rule-based score
 
 
 def test_scripted_answers_including_garbage(server):
-    Scripted.answers = [(200, "0.8"), (200, "Score: 1"), (200, "0.75"), (200, "no idea"), (200, b"not json"),
-                        (500, None), (200, None)]
+    Scripted.answers = [
+        (200, "0.8"),
+        (200, "Score: 1"),
+        (200, "0.75"),
+        (200, "no idea"),
+        (200, b"not json"),
+        (500, None),
+        (200, None),
+    ]
     judge = LLMJudge(server, "tiny-judge", api_key="k", timeout_s=5)
     scores = [judge(PRED, REF, "Sign up: Name Ana") for _ in range(7)]
     # three usable answers (0.75 snaps to 0.8), then four fallbacks to the rule-based 0.5

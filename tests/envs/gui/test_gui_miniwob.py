@@ -16,7 +16,8 @@ HAVE_EXTRA = all(importlib.util.find_spec(m) for m in ("miniwob", "selenium"))
 MISSING = [p for p in chromium_paths() if not os.path.isfile(p)]
 browser = pytest.mark.skipif(
     not HAVE_EXTRA or bool(MISSING),
-    reason="needs the gui extra (pip install 'tempering[gui]')" if not HAVE_EXTRA
+    reason="needs the gui extra (pip install 'tempering[gui]')"
+    if not HAVE_EXTRA
     else f"needs Debian's chromium and chromium-driver (missing: {', '.join(MISSING)})",
 )
 
@@ -38,16 +39,38 @@ def test_missing_browser_is_named(monkeypatch):
 
 def test_dom_is_rendered_to_the_same_text_form():
     def el(ref, parent, tag, text=None, value=None):
-        return {"ref": ref, "parent": parent, "left": [10.0], "top": [20.0], "width": [30.0], "height": [12.0],
-                "tag": tag, "text": text or "", "value": value}
+        return {
+            "ref": ref,
+            "parent": parent,
+            "left": [10.0],
+            "top": [20.0],
+            "width": [30.0],
+            "height": [12.0],
+            "tag": tag,
+            "text": text or "",
+            "value": value,
+        }
 
-    obs = {"utterance": "Select Ab and click Submit.", "dom_elements": [
-        el(1, 0, "BODY"), el(2, 1, "div"), el(3, 2, "label"),
-        el(4, 3, "INPUT_checkbox", value=True), el(-1, 3, "t", "Ab"),
-        el(5, 2, "INPUT_text", value="hi"), el(6, 2, "span", "note"), el(7, 2, "BUTTON", "Submit")]}
+    obs = {
+        "utterance": "Select Ab and click Submit.",
+        "dom_elements": [
+            el(1, 0, "BODY"),
+            el(2, 1, "div"),
+            el(3, 2, "label"),
+            el(4, 3, "INPUT_checkbox", value=True),
+            el(-1, 3, "t", "Ab"),
+            el(5, 2, "INPUT_text", value="hi"),
+            el(6, 2, "span", "note"),
+            el(7, 2, "BUTTON", "Submit"),
+        ],
+    }
     assert dom_screen(obs).render(boxes=True).splitlines() == [
-        "Page", "#4 checkbox Ab [on] @10,20,30,12", "#5 textbox [hi] @10,20,30,12",
-        "#6 text note @10,20,30,12", "#7 button Submit @10,20,30,12"]
+        "Page",
+        "#4 checkbox Ab [on] @10,20,30,12",
+        "#5 textbox [hi] @10,20,30,12",
+        "#6 text note @10,20,30,12",
+        "#7 button Submit @10,20,30,12",
+    ]
 
 
 def test_family_splits_are_disjoint():

@@ -84,7 +84,9 @@ def test_teacher_guidance_variants():
     mine = format_output(s.valid[-1], s.plan)
     assert most_matched_prompt(t, episode(mine)).endswith(show(s.valid[-1]))
     assert most_matched_prompt(t, episode("garbage")).endswith(show(s.demonstrated))
-    near = Action(s.valid[-1].type, target=s.valid[-1].target, value="zzz") if s.valid[-1].type == "type" else s.valid[-1]
+    near = (
+        Action(s.valid[-1].type, target=s.valid[-1].target, value="zzz") if s.valid[-1].type == "type" else s.valid[-1]
+    )
     assert most_matched_prompt(t, episode(format_output(near, []))).endswith(show(s.valid[-1]))
 
 

@@ -14,8 +14,15 @@ def kernel_verifier(tmp_path_factory):
         sandbox = Sandbox(concurrency=2)
     except UserError as e:
         pytest.skip(f"no sandbox backend: {e}")
-    cfg = VerifyConfig(seeds=1, signed_trials=1, warmup=1, timed_runs=3, compile_baseline="off", memory_mb=8192,
-                       cache_dir=str(tmp_path_factory.mktemp("kernel-cache")))
+    cfg = VerifyConfig(
+        seeds=1,
+        signed_trials=1,
+        warmup=1,
+        timed_runs=3,
+        compile_baseline="off",
+        memory_mb=8192,
+        cache_dir=str(tmp_path_factory.mktemp("kernel-cache")),
+    )
     return KernelVerifier(cfg, sandbox=sandbox)
 
 

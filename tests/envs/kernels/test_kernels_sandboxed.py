@@ -50,10 +50,14 @@ def test_profile_gives_timings_speedups_and_rewards(kernel_verifier):
 
 def test_compile_baseline_once_scales_eager_time_by_the_per_problem_ratio(kernel_verifier):
     # The baseline job itself (torch.compile, ~20-70 s cold on a CPU) runs in the benchmark, not here.
-    v = KernelVerifier(replace(kernel_verifier.config, compile_baseline="once"),
-                       sandbox=kernel_verifier.sandbox, cache=kernel_verifier.cache)
+    v = KernelVerifier(
+        replace(kernel_verifier.config, compile_baseline="once"),
+        sandbox=kernel_verifier.sandbox,
+        cache=kernel_verifier.cache,
+    )
     sub = next(h for h in HACKS if h.name == "identity_passes_rand_inputs").submission.replace(
-        "self.lib.copy(x, y, x.numel())", "self.lib.relu(x, y, x.numel())")
+        "self.lib.copy(x, y, x.numel())", "self.lib.relu(x, y, x.numel())"
+    )
     problem = Problem(name="rand_relu", source=RELU_PROBLEM)
     v.remember_baseline(problem, eager_ms=2.0, compile_ms=0.5)
     res = asyncio.run(v.verify(problem, sub))
@@ -80,7 +84,9 @@ def test_sketch_env_scores_correct_sketches_and_rejects_bad_ones(kernel_verifier
         assert r.info["t_ms"] > 0 and 0.2 <= r.score <= 1.0  # correct: at least the correctness floor
         assert set(r.info["rewards"]) == {"cuda_agent", "log_speedup", "correct", "score"}
     assert bad.status == "parse_error" and "bad token" in bad.feedback
-    tail = next(t for t in fam.tasks("train", 40) + fam.tasks("heldout", 40) if t.meta["problem"].name == "37_scale_tanh_clamp")
+    tail = next(
+        t for t in fam.tasks("train", 40) + fam.tasks("heldout", 40) if t.meta["problem"].name == "37_scale_tanh_clamp"
+    )
     miss = asyncio.run(fam.make_env(tail).step("unroll=4 tail=0"))
     assert miss.status == "incorrect" and "outside tolerance" in miss.feedback  # 1023 * 4093 is odd
 
@@ -142,14 +148,17 @@ class ModelNew(nn.Module):
     assert res.backend == "cuda" and res.status == "compiled_only" and not res.correct
     (kernel,) = res.ptxas.values()
     assert kernel["registers"] > 0 and kernel["spill_stores"] == 0
-    broken = asyncio.run(kernel_verifier.verify(Problem(name="rand_relu", source=RELU_PROBLEM),
-                                                sub.replace("y[i] =", "y[i] = undefined_name +")))
+    broken = asyncio.run(
+        kernel_verifier.verify(
+            Problem(name="rand_relu", source=RELU_PROBLEM), sub.replace("y[i] =", "y[i] = undefined_name +")
+        )
+    )
     assert broken.status == "compile_error" and "undefined_name" in broken.message
 
 
 def test_triton_interpreter_checks_correctness_only(kernel_verifier):
     pytest.importorskip("triton")
-    sub = '''import torch
+    sub = """import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
@@ -169,7 +178,7 @@ class ModelNew(nn.Module):
         n = x.numel()
         relu_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
         return y
-'''
+"""
     res = asyncio.run(kernel_verifier.verify(Problem(name="rand_relu", source=RELU_PROBLEM), sub))
     assert res.backend == "triton" and res.correct and res.interpreted, res.message
     assert res.reward("cuda_agent") == 1.0  # correctness only: no speed reward from interpreted timings
@@ -186,9 +195,27 @@ def test_cli_eval_table_jsonl_and_bad_input(tmp_path, capsys, kernel_verifier):
         (problems / f"{name}.py").write_text(p.source)
     (subs / "01_relu.py").write_text(find_problem(builtin_problems(scale=0.25), "relu").solution)
     rows = tmp_path / "rows.jsonl"
-    code = main(["kernels", "eval", "--problems", str(problems), "--submissions", str(subs), "--jsonl", str(rows),
-                 "--compile-baseline", "off", "--timed-runs", "3", "--seeds", "1", "--no-progress",
-                 "--cache-dir", kernel_verifier.config.cache_dir])
+    code = main(
+        [
+            "kernels",
+            "eval",
+            "--problems",
+            str(problems),
+            "--submissions",
+            str(subs),
+            "--jsonl",
+            str(rows),
+            "--compile-baseline",
+            "off",
+            "--timed-runs",
+            "3",
+            "--seeds",
+            "1",
+            "--no-progress",
+            "--cache-dir",
+            kernel_verifier.config.cache_dir,
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0 and "correctness rate     50.0%" in out and "fast_1" in out
     lines = [json.loads(x) for x in rows.read_text().splitlines()]
@@ -208,12 +235,14 @@ def test_agent_mode_tools_and_submit(kernel_verifier):
     solution = find_problem(builtin_problems(), "relu").solution
 
     async def go():
-        out = [await env.step('{"tool": "verify", "args": {}}'),
-               await env.step('{"tool": "write_file", "args": {"path": "model.py", "content": "x"}}'),
-               await env.step("not json"),
-               await env.step(json.dumps({"tool": "write_file", "args": {"path": "model_new.py", "content": solution}})),
-               await env.step('{"tool": "compile", "args": {}}'),
-               await env.step('{"tool": "submit", "args": {}}')]
+        out = [
+            await env.step('{"tool": "verify", "args": {}}'),
+            await env.step('{"tool": "write_file", "args": {"path": "model.py", "content": "x"}}'),
+            await env.step("not json"),
+            await env.step(json.dumps({"tool": "write_file", "args": {"path": "model_new.py", "content": solution}})),
+            await env.step('{"tool": "compile", "args": {}}'),
+            await env.step('{"tool": "submit", "args": {}}'),
+        ]
         return out
 
     empty, readonly, garbage, wrote, compiled, submitted = asyncio.run(go())

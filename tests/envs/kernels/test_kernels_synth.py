@@ -7,7 +7,7 @@ import pytest
 from tempering.envs.kernels.problems import builtin_problems, load_problems
 from tempering.envs.kernels.synth import SynthConfig, check_problem, synthesize
 
-TEMPLATE = '''import torch
+TEMPLATE = """import torch
 import torch.nn as nn
 
 
@@ -30,19 +30,24 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def test_filters_reject_stochastic_constant_and_input_independent_problems():
     cfg = SynthConfig(check_compile=False, min_ms=0.0, max_ms=1e9)
     assert check_problem(TEMPLATE.format(body="x = torch.relu(x) * 2.0"), cfg)[0] == "ok"
-    assert check_problem(TEMPLATE.format(body="x = torch.nn.functional.dropout(x, 0.2, training=True)"), cfg)[0] == "nondeterministic"
+    assert (
+        check_problem(TEMPLATE.format(body="x = torch.nn.functional.dropout(x, 0.2, training=True)"), cfg)[0]
+        == "nondeterministic"
+    )
     assert check_problem(TEMPLATE.format(body="x = x * 0.0"), cfg)[0] == "constant_output"
     assert check_problem(TEMPLATE.format(body="x = torch.ones_like(x).cumsum(-1)"), cfg)[0] == "input_independent"
     assert check_problem(TEMPLATE.format(body="x = torch.log(x - 100.0)"), cfg)[0] == "non_finite"
     assert check_problem(TEMPLATE.format(body="x = undefined(x)"), cfg)[0] == "eager_error"
-    assert check_problem(TEMPLATE.format(body="x = x + 1"), SynthConfig(check_compile=False, min_ms=1e6))[0] == \
-        "outside_time_window"
+    assert (
+        check_problem(TEMPLATE.format(body="x = x + 1"), SynthConfig(check_compile=False, min_ms=1e6))[0]
+        == "outside_time_window"
+    )
 
 
 @pytest.mark.slow

@@ -70,18 +70,21 @@ def test_backend_detection_and_fenced_answers():
     assert "syntax error" in parse_submission("class ModelNew(:\n").errors[0]
 
 
-@pytest.mark.parametrize("code, rule", [
-    ("import os\n", "import"),
-    ("import numpy as np\n", "import"),
-    ("try:\n    pass\nexcept Exception:\n    pass\n", "try_except"),
-    ("x = eval('1')\n", "forbidden_name"),
-    ("import torch\nclass T(torch.Tensor):\n    pass\n", "tensor_subclass"),
-    ("import torch\ntorch.relu = abs\n", "monkeypatch"),
-    ("import torch\nt = torch.cuda.Event()\n", "forbidden_attr"),
-    ("import torch\nx = torch._C\n", "forbidden_attr"),
-    ("def f():\n    global g\n", "global_state"),
-    ("def f():\n    yield 1\n", "lazy"),
-])
+@pytest.mark.parametrize(
+    "code, rule",
+    [
+        ("import os\n", "import"),
+        ("import numpy as np\n", "import"),
+        ("try:\n    pass\nexcept Exception:\n    pass\n", "try_except"),
+        ("x = eval('1')\n", "forbidden_name"),
+        ("import torch\nclass T(torch.Tensor):\n    pass\n", "tensor_subclass"),
+        ("import torch\ntorch.relu = abs\n", "monkeypatch"),
+        ("import torch\nt = torch.cuda.Event()\n", "forbidden_attr"),
+        ("import torch\nx = torch._C\n", "forbidden_attr"),
+        ("def f():\n    global g\n", "global_state"),
+        ("def f():\n    yield 1\n", "lazy"),
+    ],
+)
 def test_static_check_rules(code, rule):
     assert rule in [v.rule for v in static_check(code)]
 
@@ -110,8 +113,15 @@ def test_log_speedup_and_score_by_hand():
 
 def test_summary_metrics_by_hand():
     def r(status, sp_e=None, sp_c=None):
-        return KernelResult(problem="p", backend="c", status=status, compiled=status != "compile_error",
-                            correct=status == "correct", speedup_eager=sp_e, speedup_compile=sp_c)
+        return KernelResult(
+            problem="p",
+            backend="c",
+            status=status,
+            compiled=status != "compile_error",
+            correct=status == "correct",
+            speedup_eager=sp_e,
+            speedup_compile=sp_c,
+        )
 
     s = summarize([r("correct", 2.0, 0.5), r("correct", 0.5, 0.25), r("incorrect"), r("compile_error")])
     assert s["compile_rate"] == 0.75 and s["correct_rate"] == 0.5
@@ -126,25 +136,40 @@ def test_summary_metrics_by_hand():
 def test_sketch_parse_errors_and_canonical_form():
     s = parse_sketch("unroll=4 order=ikj", "matmul")
     assert canonical(s) == "order=ikj tile=0 unroll=4 tail=1 vec=0 threads=1 fuse=1"
-    for bad, msg in [("", "empty"), ("order=ijj", "loop order"), ("tile=7", "not allowed"), ("speed=9", "bad token"),
-                     ("vec=1 vec=0", "twice"), ("order=rc", "loop order")]:
+    for bad, msg in [
+        ("", "empty"),
+        ("order=ijj", "loop order"),
+        ("tile=7", "not allowed"),
+        ("speed=9", "bad token"),
+        ("vec=1 vec=0", "twice"),
+        ("order=rc", "loop order"),
+    ]:
         with pytest.raises(UserError, match=msg):
             parse_sketch(bad, "matmul")
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def test_every_sketch_kind_lowers_to_c_that_compiles(tmp_path):
-    cases = [("matmul", "order=kij tile=32 unroll=4 tail=0 vec=1 threads=2 fuse=0"),
-             ("linear_gelu", "order=ikj unroll=8 vec=1 fuse=1"), ("linear_relu", "order=ijk vec=1"),
-             ("row_max", "order=cr tile=16 unroll=2 threads=2"), ("relu_row_sum", "order=rc vec=1 fuse=0"),
-             ("scale_tanh_clamp", "tile=8 unroll=4 fuse=0 threads=2"), ("swiglu", "vec=1 unroll=2 tail=0")]
+    cases = [
+        ("matmul", "order=kij tile=32 unroll=4 tail=0 vec=1 threads=2 fuse=0"),
+        ("linear_gelu", "order=ikj unroll=8 vec=1 fuse=1"),
+        ("linear_relu", "order=ijk vec=1"),
+        ("row_max", "order=cr tile=16 unroll=2 threads=2"),
+        ("relu_row_sum", "order=rc vec=1 fuse=0"),
+        ("scale_tanh_clamp", "tile=8 unroll=4 fuse=0 threads=2"),
+        ("swiglu", "vec=1 unroll=2 tail=0"),
+    ]
     for name, text in cases:
         spec = SPECS[name]
         src = lower(spec, parse_sketch(text, spec.kind))
         assert src == lower(spec, parse_sketch(text, spec.kind))  # deterministic: the build cache hits
         (tmp_path / "k.c").write_text(src)
-        out = subprocess.run(["gcc", "-O1", "-fopenmp", "-fPIC", "-shared", "-std=c11", "k.c", "-o", "k.so", "-lm"],
-                             cwd=tmp_path, capture_output=True, text=True)
+        out = subprocess.run(
+            ["gcc", "-O1", "-fopenmp", "-fPIC", "-shared", "-std=c11", "k.c", "-o", "k.so", "-lm"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+        )
         assert out.returncode == 0, (name, text, out.stderr)
     assert spec_for("26_matmul") is SPECS["matmul"] and spec_for("20_softmax") is None
 
@@ -156,16 +181,27 @@ def test_compiler_output_trimmed_to_first_errors():
 
 
 def test_ptxas_output_parsed():
-    log = ("ptxas info    : Compiling entry function '_Z1kPf' for 'sm_90'\n"
-           "ptxas info    : Function properties for _Z1kPf\n"
-           "    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
-           "ptxas info    : Used 12 registers, used 0 barriers\n")
+    log = (
+        "ptxas info    : Compiling entry function '_Z1kPf' for 'sm_90'\n"
+        "ptxas info    : Function properties for _Z1kPf\n"
+        "    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
+        "ptxas info    : Used 12 registers, used 0 barriers\n"
+    )
     assert parse_ptxas(log) == {"_Z1kPf": {"spill_stores": 4, "spill_loads": 4, "registers": 12}}
 
 
 def test_feedback_texts():
-    ok = KernelResult(problem="p", backend="c", status="correct", compiled=True, correct=True, t_ms=1.0,
-                      t_eager_ms=2.0, speedup_eager=2.0, cuda_agent_reward=2)
+    ok = KernelResult(
+        problem="p",
+        backend="c",
+        status="correct",
+        compiled=True,
+        correct=True,
+        t_ms=1.0,
+        t_eager_ms=2.0,
+        speedup_eager=2.0,
+        cuda_agent_reward=2,
+    )
     text = feedback(ok)
     assert "Correct" in text and "2.00x" in text and "Reward (CUDA Agent): 2" in text
     bad = KernelResult(problem="p", backend="c", status="compile_error", message="k.c:1: error: x")

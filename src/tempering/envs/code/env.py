@@ -22,8 +22,10 @@ from tempering.sandbox import Job, Limits, Result, Sandbox
 from tempering.types import Task
 
 JUDGE = (Path(__file__).with_name("judge.py")).read_text()
-INSTRUCTION = ("Complete the Python function below so that it does what its docstring says. "
-               "Reply with the whole function in a ```python code block.\n\n")
+INSTRUCTION = (
+    "Complete the Python function below so that it does what its docstring says. "
+    "Reply with the whole function in a ```python code block.\n\n"
+)
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.S | re.I)
 
 
@@ -68,13 +70,21 @@ def _clip(text: str, limit: int) -> str:
 
 def judge_job(problem: CodeProblem, code: str) -> Job:
     """The sandbox job that tests `code`: the judge reads the tests from stdin, never from disk."""
-    spec = {"entry_point": problem.entry_point, "test_timeout_s": problem.test_timeout_s,
-            "float_tol": problem.float_tol,
-            "tests": [{"expr": t.expr, "expected": t.expected} for t in problem.tests]}
+    spec = {
+        "entry_point": problem.entry_point,
+        "test_timeout_s": problem.test_timeout_s,
+        "float_tol": problem.float_tol,
+        "tests": [{"expr": t.expr, "expected": t.expected} for t in problem.tests],
+    }
     wall = 10.0 + problem.test_timeout_s * (len(problem.tests) + 2)
-    return Job(cmd=["python3", "-I", "judge.py"], files={"solution.py": code}, readonly_files={"judge.py": JUDGE},
-               stdin=json.dumps(spec), env={"OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"},
-               limits=Limits(wall_s=wall, cpu_s=wall, memory_mb=1024, nproc=32, output_bytes=256 * 1024))
+    return Job(
+        cmd=["python3", "-I", "judge.py"],
+        files={"solution.py": code},
+        readonly_files={"judge.py": JUDGE},
+        stdin=json.dumps(spec),
+        env={"OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"},
+        limits=Limits(wall_s=wall, cpu_s=wall, memory_mb=1024, nproc=32, output_bytes=256 * 1024),
+    )
 
 
 async def grade(sandbox: Sandbox, problem: CodeProblem, answer: str, max_feedback_chars: int = 800) -> Grade:
@@ -116,16 +126,22 @@ async def grade(sandbox: Sandbox, problem: CodeProblem, answer: str, max_feedbac
 
 
 def problem_task(problem: CodeProblem) -> Task:
-    return Task(id=f"code/{problem.id}", prompt=INSTRUCTION + problem.prompt, answer=problem, family="code",
-                difficulty=float(problem.difficulty),
-                meta={"entry_point": problem.entry_point, "num_tests": len(problem.tests)})
+    return Task(
+        id=f"code/{problem.id}",
+        prompt=INSTRUCTION + problem.prompt,
+        answer=problem,
+        family="code",
+        difficulty=float(problem.difficulty),
+        meta={"entry_point": problem.entry_point, "num_tests": len(problem.tests)},
+    )
 
 
 class CodeEnv(Env):
     """One episode of one code problem; each `step` grades an answer in the sandbox."""
 
-    def __init__(self, task: Task, sandbox: Sandbox, reward: str = "all", max_turns: int = 1,
-                 max_feedback_chars: int = 800):
+    def __init__(
+        self, task: Task, sandbox: Sandbox, reward: str = "all", max_turns: int = 1, max_feedback_chars: int = 800
+    ):
         super().__init__(task)
         if not isinstance(task.answer, CodeProblem):
             raise UserError(f"task {task.id!r} is not a code problem (its answer must be a CodeProblem).")
@@ -138,9 +154,14 @@ class CodeEnv(Env):
         g = await grade(self.sandbox, self.task.answer, action, self.max_feedback_chars)
         success = g.status == "correct"
         score = g.fraction if self.reward == "fraction" else float(success)
-        return StepResult(score=score, success=success, done=success or self.turn >= self.max_turns,
-                          feedback=g.feedback, status=g.status,
-                          info={"passed": g.passed, "total": g.total, "wall_s": g.sandbox.wall_s if g.sandbox else 0.0})
+        return StepResult(
+            score=score,
+            success=success,
+            done=success or self.turn >= self.max_turns,
+            feedback=g.feedback,
+            status=g.status,
+            info={"passed": g.passed, "total": g.total, "wall_s": g.sandbox.wall_s if g.sandbox else 0.0},
+        )
 
 
 @dataclass

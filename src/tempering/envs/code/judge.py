@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 
-CHILD = r'''
+CHILD = r"""
 import json, os, sys, traceback
 out = os.fdopen(int(sys.argv[1]), "w")
 def send(obj):
@@ -50,7 +50,7 @@ for line in sys.stdin:
         send({"value": repr(value)})
     except BaseException:
         send({"error": last_lines()})
-'''
+"""
 
 
 def _same(got, expected, tol: float) -> bool:
@@ -67,8 +67,13 @@ class Child:
 
     def __init__(self):
         r, w = os.pipe()
-        self.proc = subprocess.Popen([sys.executable, "-c", CHILD, str(w)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(w,))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(w)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(w,),
+        )
         os.close(w)
         self.replies = os.fdopen(r, "rb")
         self.buffer = b""
@@ -143,8 +148,13 @@ def main() -> None:
                 passed = _same(got, ast.literal_eval(test["expected"]), tol)
                 results.append({"passed": passed, "got": got_text[:500], "error": ""})
             except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                results.append({"passed": False, "got": got_text[:500],
-                                "error": "the value is not a plain literal (numbers, strings, lists, dicts, ...)"})
+                results.append(
+                    {
+                        "passed": False,
+                        "got": got_text[:500],
+                        "error": "the value is not a plain literal (numbers, strings, lists, dicts, ...)",
+                    }
+                )
     if child is not None:
         child.close()
     if load_error is not None:

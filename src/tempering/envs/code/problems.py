@@ -83,8 +83,16 @@ def parse_test(text: str) -> Test:
     return Test(text=text.strip(), expr=ast.unparse(cmp.left), expected=expected)
 
 
-_TYPES = {"id": str, "prompt": str, "entry_point": str, "tests": list, "difficulty": int, "solution": str,
-          "float_tol": (int, float), "test_timeout_s": (int, float)}
+_TYPES = {
+    "id": str,
+    "prompt": str,
+    "entry_point": str,
+    "tests": list,
+    "difficulty": int,
+    "solution": str,
+    "float_tol": (int, float),
+    "test_timeout_s": (int, float),
+}
 _REQUIRED = ("id", "prompt", "entry_point", "tests")
 
 
@@ -119,11 +127,17 @@ def parse_problem(record: object, where: str) -> CodeProblem:
     for name in ("float_tol", "test_timeout_s"):
         if name in record and not record[name] > 0:
             raise UserError(f"{where}: field {name!r} must be positive, got {record[name]}.")
-    return CodeProblem(id=record["id"], prompt=record["prompt"], entry_point=entry, tests=tuple(tests),
-                       difficulty=difficulty, solution=record.get("solution", ""),
-                       float_tol=float(record.get("float_tol", 1e-6)),
-                       test_timeout_s=float(record.get("test_timeout_s", 2.0)),
-                       extra={k: v for k, v in record.items() if k not in _TYPES})
+    return CodeProblem(
+        id=record["id"],
+        prompt=record["prompt"],
+        entry_point=entry,
+        tests=tuple(tests),
+        difficulty=difficulty,
+        solution=record.get("solution", ""),
+        float_tol=float(record.get("float_tol", 1e-6)),
+        test_timeout_s=float(record.get("test_timeout_s", 2.0)),
+        extra={k: v for k, v in record.items() if k not in _TYPES},
+    )
 
 
 def load_problems(path: str | Path = BUILTIN) -> list[CodeProblem]:

@@ -1,8 +1,8 @@
 """`tempering gui ...`: make trajectory datasets of the offline GUI apps, look at tasks, check files.
 
-    tempering gui generate --out data/gui.jsonl --n 200 --seed 0 --agent oracle
-    tempering gui show --kind files --difficulty 1
-    tempering gui stats data/gui.jsonl
+tempering gui generate --out data/gui.jsonl --n 200 --seed 0 --agent oracle
+tempering gui show --kind files --difficulty 1
+tempering gui stats data/gui.jsonl
 """
 
 from __future__ import annotations

@@ -134,8 +134,10 @@ def read_dataset(path: str | os.PathLike) -> list[dict[str, Any]]:
                 if missing:
                     raise UserError(f"{where}: step {k} lacks {', '.join(missing)} (see docs/gui.md)")
                 if not step["valid_actions"]:
-                    raise UserError(f"{where}: step {k} has no valid actions, so it cannot be scored or "
-                                    "guided; drop this trajectory or regenerate the file")
+                    raise UserError(
+                        f"{where}: step {k} has no valid actions, so it cannot be scored or "
+                        "guided; drop this trajectory or regenerate the file"
+                    )
                 try:
                     [Action.from_json(a) for a in step["valid_actions"]]
                 except (ValueError, TypeError) as e:
@@ -177,17 +179,21 @@ def states(records: list[dict[str, Any]], multi_only: bool = False) -> list[Stat
                 demonstrated, target = Action.from_json(s["action"]), s["output"]
             else:
                 demonstrated = valid[0]
-                target = format_output(demonstrated, list(s["plan"]), describe(demonstrated, Screen.from_json(s["screen"])))
-            out.append(StateSample(
-                prompt=s["prompt"],
-                valid=valid,
-                plan=list(s["plan"]),
-                boxes={e["id"]: tuple(e["bbox"]) for e in s["screen"]["elements"]},
-                instruction=r["instruction"],
-                task_id=r["task_id"],
-                demonstrated=demonstrated,
-                target=target,
-            ))
+                target = format_output(
+                    demonstrated, list(s["plan"]), describe(demonstrated, Screen.from_json(s["screen"]))
+                )
+            out.append(
+                StateSample(
+                    prompt=s["prompt"],
+                    valid=valid,
+                    plan=list(s["plan"]),
+                    boxes={e["id"]: tuple(e["bbox"]) for e in s["screen"]["elements"]},
+                    instruction=r["instruction"],
+                    task_id=r["task_id"],
+                    demonstrated=demonstrated,
+                    target=target,
+                )
+            )
     return out
 
 

@@ -53,8 +53,10 @@ def load_app(spec: dict[str, Any]) -> App:
         for step in range(1, left + 1):
             valid = app.valid_actions(state)
             if not valid:
-                raise UserError(f"GUI task {app.instruction!r} has no valid action at step {step} although it is "
-                                f"not finished (its goal cannot be reached); {fix}")
+                raise UserError(
+                    f"GUI task {app.instruction!r} has no valid action at step {step} although it is "
+                    f"not finished (its goal cannot be reached); {fix}"
+                )
             state = app.execute(state, valid[0])
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, StopIteration) as e:
         raise UserError(f"GUI task spec of kind {kind!r} is malformed ({type(e).__name__}: {e}); {fix}") from e
@@ -144,8 +146,10 @@ class GuiEnv(Env):
         left = app.remaining(before)
         screen, valid, plan = app.screen(before), app.valid_actions(before), app.plan(before)
         if not valid:
-            raise UserError(f"GUI task {self.task.id} has no valid action at step {self.steps + 1} although it "
-                            "is not finished: its spec is inconsistent; regenerate it with `tempering gui generate`")
+            raise UserError(
+                f"GUI task {self.task.id} has no valid action at step {self.steps + 1} although it "
+                "is not finished: its spec is inconsistent; regenerate it with `tempering gui generate`"
+            )
         parsed = parse_output(text)
         reward = dual_reward(parsed, valid, plan, self.weights, self.judge, screen.boxes, app.instruction)
         self.steps += 1
@@ -239,8 +243,10 @@ class GuiFamily(TaskFamily):
                 if key not in seen and self.split_of(spec) == split:
                     break
             else:
-                raise UserError(f"gui: found only {len(out)} distinct {split} tasks of kind {kind!r} at difficulty "
-                                f"{self.difficulty}; ask for fewer or raise the difficulty")
+                raise UserError(
+                    f"gui: found only {len(out)} distinct {split} tasks of kind {kind!r} at difficulty "
+                    f"{self.difficulty}; ask for fewer or raise the difficulty"
+                )
             seen.add(key)
             out.append(task_from_spec(spec, self.difficulty, split, self.boxes))
         return out

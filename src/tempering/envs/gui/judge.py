@@ -68,11 +68,13 @@ class LLMJudge:
         except urllib.error.HTTPError as e:
             if e.code >= 500:  # a server hiccup: score this sample by the fallback
                 return ""
-            raise UserError(f"plan judge at {url} answered HTTP {e.code}; check judge.base_url, judge.model "
-                            "and the API key") from e
+            raise UserError(
+                f"plan judge at {url} answered HTTP {e.code}; check judge.base_url, judge.model and the API key"
+            ) from e
         except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
-            raise UserError(f"plan judge at {url} cannot be reached ({e}); start the server or set "
-                            "judge.kind=rule") from e
+            raise UserError(
+                f"plan judge at {url} cannot be reached ({e}); start the server or set judge.kind=rule"
+            ) from e
         except json.JSONDecodeError:
             return ""
         try:
@@ -82,8 +84,11 @@ class LLMJudge:
 
     def __call__(self, predicted: list[str], reference: list[str], instruction: str = "") -> float:
         self.calls += 1
-        prompt = JUDGE_PROMPT.format(instruction=instruction, reference="; ".join(reference) or "(none)",
-                                     predicted="; ".join(predicted) or "(none)")
+        prompt = JUDGE_PROMPT.format(
+            instruction=instruction,
+            reference="; ".join(reference) or "(none)",
+            predicted="; ".join(predicted) or "(none)",
+        )
         score = parse_judge_score(self.ask(prompt))
         if score is None:
             self.fallbacks += 1

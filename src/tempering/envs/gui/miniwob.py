@@ -41,16 +41,27 @@ DEFAULT_TASKS = ("click-test-2", "click-button", "click-link", "click-checkboxes
 """Small MiniWoB tasks whose actions fit the element-id action format."""
 
 ROLES = {
-    "button": "button", "input_button": "button", "input_submit": "button", "a": "link", "select": "combobox",
-    "input_text": "textbox", "input_password": "textbox", "input_number": "textbox", "input_email": "textbox",
-    "textarea": "textbox", "input_checkbox": "checkbox", "input_radio": "radio",
+    "button": "button",
+    "input_button": "button",
+    "input_submit": "button",
+    "a": "link",
+    "select": "combobox",
+    "input_text": "textbox",
+    "input_password": "textbox",
+    "input_number": "textbox",
+    "input_email": "textbox",
+    "textarea": "textbox",
+    "input_checkbox": "checkbox",
+    "input_radio": "radio",
 }
 """DOM tag (MiniWoB's `INPUT_type` form, lower-cased) -> role; other tags with text become `text`."""
 
 
 def chromium_paths() -> tuple[str, str]:
-    return (os.environ.get("TEMPERING_CHROMIUM", "/usr/bin/chromium"),
-            os.environ.get("TEMPERING_CHROMEDRIVER", "/usr/bin/chromedriver"))
+    return (
+        os.environ.get("TEMPERING_CHROMIUM", "/usr/bin/chromium"),
+        os.environ.get("TEMPERING_CHROMEDRIVER", "/usr/bin/chromedriver"),
+    )
 
 
 def check_browser(chromium: str | None = None, chromedriver: str | None = None) -> tuple[str, str]:
@@ -61,13 +72,16 @@ def check_browser(chromium: str | None = None, chromedriver: str | None = None) 
         import miniwob  # noqa: F401
         import selenium  # noqa: F401
     except ImportError as e:
-        raise UserError(f"the MiniWoB environment needs the `gui` extra ({e.name} is missing): "
-                        "pip install 'tempering[gui]'") from e
+        raise UserError(
+            f"the MiniWoB environment needs the `gui` extra ({e.name} is missing): pip install 'tempering[gui]'"
+        ) from e
     needed = (("Chromium", chromium, "TEMPERING_CHROMIUM"), ("chromedriver", chromedriver, "TEMPERING_CHROMEDRIVER"))
     for what, path, var in needed:
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-            raise UserError(f"{what} not found at {path}: install Debian's packages (apt-get install chromium "
-                            f"chromium-driver) or point {var} at it")
+            raise UserError(
+                f"{what} not found at {path}: install Debian's packages (apt-get install chromium "
+                f"chromium-driver) or point {var} at it"
+            )
     return chromium, chromedriver
 
 
@@ -92,13 +106,16 @@ def _environment(task_name: str, chromium: str, chromedriver: str):
                 self.driver = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
             except WebDriverException as e:
                 msg = (e.msg or str(e)).strip().splitlines()[0]
-                raise UserError(f"Chromium ({chromium}) failed to start through {chromedriver}: {msg}; check that "
-                                "the chromium and chromium-driver packages have the same version") from e
+                raise UserError(
+                    f"Chromium ({chromium}) failed to start through {chromedriver}: {msg}; check that "
+                    "the chromium and chromium-driver packages have the same version"
+                ) from e
             self.driver.implicitly_wait(5)
             self.driver.get(self.url)
             WebDriverWait(self.driver, 5).until(EC.element_to_be_clickable((By.ID, self.SYNC_SCREEN_ID)))
             self.inner_width, self.inner_height = self.driver.execute_script(
-                "return [window.innerWidth, window.innerHeight];")
+                "return [window.innerWidth, window.innerHeight];"
+            )
 
     class Environment(MiniWoBEnvironment):
         def _hard_reset_instance(self):
@@ -134,8 +151,10 @@ def dom_screen(obs: dict[str, Any]) -> Screen:
             state = "on" if value in (True, "true", "True", 1) else "off"
         elif role == "textbox":
             state = str(value or "")
-        box = tuple(int(round(float(v if not hasattr(v, "__len__") else v[0]))) for v in
-                    (d["left"], d["top"], d["width"], d["height"]))
+        box = tuple(
+            int(round(float(v if not hasattr(v, "__len__") else v[0])))
+            for v in (d["left"], d["top"], d["width"], d["height"])
+        )
         els.append(Element(str(int(d["ref"])), role, text[:40], box, state))
         last_parent[parent] = els[-1]
     return Screen("Page", els)
@@ -238,8 +257,14 @@ class MiniWoBFamily(TaskFamily):
                 bucket = int(hashlib.sha1(f"{page}:{ep}".encode()).hexdigest()[:8], 16) % 1000
                 if (bucket < self.heldout_share * 1000) == (split == "heldout"):
                     break
-            out.append(Task(id=f"miniwob/{page}/{ep}", prompt="", family=self.name,
-                            meta={"name": page, "seed": ep, "split": split}))
+            out.append(
+                Task(
+                    id=f"miniwob/{page}/{ep}",
+                    prompt="",
+                    family=self.name,
+                    meta={"name": page, "seed": ep, "split": split},
+                )
+            )
         return out
 
     def make_env(self, task: Task) -> MiniWoBEnv:

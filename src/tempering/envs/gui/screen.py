@@ -108,8 +108,12 @@ class Screen:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Screen:
         """A recorded screen, without behaviour (for reading and describing, not for executing)."""
-        elements = [Element(e["id"], e["role"], e.get("text", ""), tuple(e["bbox"]), e.get("state", ""), tuple(e.get("options", ())))
-                    for e in d["elements"]]
+        elements = [
+            Element(
+                e["id"], e["role"], e.get("text", ""), tuple(e["bbox"]), e.get("state", ""), tuple(e.get("options", ()))
+            )
+            for e in d["elements"]
+        ]
         return cls(d["title"], elements)
 
 

@@ -56,8 +56,14 @@ def state_task(sample: StateSample, index: int, guidance: Guidance = "none", dif
         prompt = teacher_prompt(prompt, guidance_single([sample.demonstrated]))
     elif guidance == "multi":
         prompt = teacher_prompt(prompt, guidance_multi(sample.valid))
-    return Task(id=tid, prompt=prompt, answer=sample.target, family="gui_states", difficulty=float(difficulty),
-                meta={"state": sample})
+    return Task(
+        id=tid,
+        prompt=prompt,
+        answer=sample.target,
+        family="gui_states",
+        difficulty=float(difficulty),
+        meta={"state": sample},
+    )
 
 
 def sample_of(task: Task) -> StateSample:
@@ -107,10 +113,17 @@ class GuiStateEnv(Env):
         valid = parsed.ok and action_reward(parsed.action, s.valid, s.boxes) == 1.0
         status = "parse_error" if not parsed.ok else "valid" if valid else "invalid"
         return StepResult(
-            score=reward.total, success=valid, done=True, status=status,
+            score=reward.total,
+            success=valid,
+            done=True,
+            status=status,
             feedback=parsed.error or ("" if valid else "not a valid action at this state"),
-            info={"valid": valid, "format_ok": parsed.ok, "reward": reward.to_json(),
-                  "action": parsed.action.to_json() if parsed.action else None},
+            info={
+                "valid": valid,
+                "format_ok": parsed.ok,
+                "reward": reward.to_json(),
+                "action": parsed.action.to_json() if parsed.action else None,
+            },
         )
 
 
@@ -159,7 +172,9 @@ class GuiStateFamily(TaskFamily):
             raise UserError(f"gui_states: reference must be 'all' or 'demonstrated', got {self.reference!r}")
         if self.guidance not in ("none", "single", "multi", "mixed"):
             raise UserError(f"gui_states: guidance must be none, single, multi or mixed, got {self.guidance!r}")
-        self.apps = GuiFamily(kinds=tuple(self.kinds), difficulty=self.difficulty, heldout_share=self.heldout_share, boxes=self.boxes)
+        self.apps = GuiFamily(
+            kinds=tuple(self.kinds), difficulty=self.difficulty, heldout_share=self.heldout_share, boxes=self.boxes
+        )
 
     def tasks(self, split: str, n: int, seed: int = 0) -> list[Task]:
         """The first `n` states (fewer when a training file holds fewer); remembered, since recipes
@@ -173,7 +188,9 @@ class GuiStateFamily(TaskFamily):
         if split == "train" and self.dataset:
             samples = states(read_dataset(self.dataset), self.multi_only)[:n]
             if not samples:
-                raise UserError(f"gui_states: {self.dataset} holds no {'multi-solution ' if self.multi_only else ''}states")
+                raise UserError(
+                    f"gui_states: {self.dataset} holds no {'multi-solution ' if self.multi_only else ''}states"
+                )
         else:
             samples = self._oracle_states(split, n, seed)
         return [state_task(s, i, self.guidance, self.difficulty) for i, s in enumerate(samples)]

@@ -35,7 +35,10 @@ def parse_tool_call(text: str) -> tuple[str, dict]:
         obj, _ = json.JSONDecoder().raw_decode(text[start:])
     except json.JSONDecodeError as e:
         raise ValueError(f"the tool call is not valid JSON: {e.msg} at char {e.pos}") from None
-    tool, args = obj.get("tool") if isinstance(obj, dict) else None, obj.get("args", {}) if isinstance(obj, dict) else {}
+    tool, args = (
+        obj.get("tool") if isinstance(obj, dict) else None,
+        obj.get("args", {}) if isinstance(obj, dict) else {},
+    )
     if tool not in TOOLS:
         raise ValueError(f"unknown tool {tool!r}: use one of {', '.join(TOOLS)}")
     if not isinstance(args, dict):
@@ -80,7 +83,9 @@ class KernelAgentEnv(Env):
             if tool == "read_file":
                 return self._plain(self.workspace.read(str(args.get("path", ""))), "tool:read_file")
             if tool == "write_file":
-                return self._plain(self.workspace.write(str(args.get("path", "")), args.get("content")), "tool:write_file")
+                return self._plain(
+                    self.workspace.write(str(args.get("path", "")), args.get("content")), "tool:write_file"
+                )
         except ValueError as e:
             return self._plain(f"Tool error: {e}", "tool_error")
         code = self.workspace.files[WRITABLE]
@@ -93,8 +98,14 @@ class KernelAgentEnv(Env):
             self.last_score = res.score if fam.reward == "score" else res.reward(fam.reward)
         done = tool == "submit"
         success = done and res.correct and res.cuda_agent_reward >= fam.success_reward
-        return StepResult(score=self.last_score, success=success, done=done, feedback=text, status=res.status,
-                          info=result_info(res, {"tool": tool}))
+        return StepResult(
+            score=self.last_score,
+            success=success,
+            done=done,
+            feedback=text,
+            status=res.status,
+            info=result_info(res, {"tool": tool}),
+        )
 
     def _plain(self, text: str, status: str) -> StepResult:
         return StepResult(score=self.last_score, success=False, done=False, feedback=text, status=status)
@@ -107,11 +118,18 @@ class KernelAgentFamily(KernelFamily):
     name: str = "kernel_agent"
 
     def make_task(self, problem: Problem, rng=None) -> Task:
-        prompt = (f"{skill_document()}\n\n## model.py\n```python\n{problem.source.rstrip()}\n```\n\n"
-                  'Answer with one tool call per turn, e.g. {"tool": "write_file", "args": {"path": "model_new.py", '
-                  '"content": "..."}}.')
-        return Task(id=f"{self.name}:{problem.name}", prompt=prompt, answer=problem.name, family=self.name,
-                    meta={"problem": problem})
+        prompt = (
+            f"{skill_document()}\n\n## model.py\n```python\n{problem.source.rstrip()}\n```\n\n"
+            'Answer with one tool call per turn, e.g. {"tool": "write_file", "args": {"path": "model_new.py", '
+            '"content": "..."}}.'
+        )
+        return Task(
+            id=f"{self.name}:{problem.name}",
+            prompt=prompt,
+            answer=problem.name,
+            family=self.name,
+            meta={"problem": problem},
+        )
 
     def make_env(self, task: Task) -> Env:
         return KernelAgentEnv(task, self)

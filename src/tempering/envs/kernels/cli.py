@@ -42,8 +42,11 @@ def _verify_config(args):
     from tempering.envs.kernels.verifier import VerifyConfig
 
     known = {f.name for f in fields(VerifyConfig)}
-    values = {k: getattr(args, k) for k in ("threads", "compile_baseline", "seeds", "timed_runs", "backend",
-                                             "cache_dir", "device") if getattr(args, k, None) is not None}
+    values = {
+        k: getattr(args, k)
+        for k in ("threads", "compile_baseline", "seeds", "timed_runs", "backend", "cache_dir", "device")
+        if getattr(args, k, None) is not None
+    }
     for item in args.set or []:
         key, eq, val = item.partition("=")
         if not eq or key not in known:
@@ -71,8 +74,10 @@ def cmd_eval(args) -> int:
     for p in problems:
         if args.submissions == "reference":
             if p.solution is None:
-                raise UserError(f"--submissions reference: problem {p.name} ships no reference submission "
-                                "(only the built-in suite does); pass a folder of submissions")
+                raise UserError(
+                    f"--submissions reference: problem {p.name} ships no reference submission "
+                    "(only the built-in suite does); pass a folder of submissions"
+                )
             pairs.append((p, p.solution))
         else:
             folder = Path(args.submissions)
@@ -81,12 +86,18 @@ def cmd_eval(args) -> int:
             path = find_submission(p, folder)
             pairs.append((p, path.read_text() if path else None))
     verifier = KernelVerifier(_verify_config(args), sandbox=Sandbox(concurrency=args.concurrency))
-    cols = [TextColumn("[bold]kernels eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("{task.fields[last]}")]
+    cols = [
+        TextColumn("[bold]kernels eval"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[last]}"),
+    ]
     with Progress(*cols, disable=args.no_progress, transient=False) as bar:
         task = bar.add_task("eval", total=len(pairs), last="")
-        results = asyncio.run(evaluate(verifier, pairs, progress=lambda r: bar.update(
-            task, advance=1, last=f"{r.problem}: {r.status}")))
+        results = asyncio.run(
+            evaluate(verifier, pairs, progress=lambda r: bar.update(task, advance=1, last=f"{r.problem}: {r.status}"))
+        )
     summary = summarize(results)
     print(format_table(summary))
     if args.jsonl:
@@ -105,8 +116,14 @@ def cmd_eval(args) -> int:
 def cmd_synth(args) -> int:
     from tempering.envs.kernels.synth import SynthConfig, synthesize
 
-    cfg = SynthConfig(n=args.n, seed=args.seed, min_ms=args.min_ms, max_ms=args.max_ms,
-                      similarity=args.similarity, max_ops=args.max_ops)
+    cfg = SynthConfig(
+        n=args.n,
+        seed=args.seed,
+        min_ms=args.min_ms,
+        max_ms=args.max_ms,
+        similarity=args.similarity,
+        max_ops=args.max_ops,
+    )
     eval_problems = _problems(args.eval_problems, 1.0)[0]
     manifest = synthesize(cfg, args.out, eval_problems, progress=not args.no_progress)
     print(json.dumps(manifest["stats"], indent=2))
@@ -125,8 +142,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("eval", help="verify and time a folder of submissions; KernelBench-style table")
     p.add_argument("--problems", default="builtin", help="problem folder, or `builtin`")
-    p.add_argument("--submissions", default="reference",
-                   help="folder of <problem>.py submissions, or `reference` (the built-in reference submissions)")
+    p.add_argument(
+        "--submissions",
+        default="reference",
+        help="folder of <problem>.py submissions, or `reference` (the built-in reference submissions)",
+    )
     p.add_argument("--jsonl", default=None, help="write per-problem rows here")
     p.add_argument("--json", default=None, help="write the summary here")
     p.add_argument("--scale", type=float, default=1.0, help="size override for the problems (e.g. 0.25)")
@@ -150,8 +170,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-ms", dest="min_ms", type=float, default=1.0, help="eager time window, low end")
     p.add_argument("--max-ms", dest="max_ms", type=float, default=100.0, help="eager time window, high end")
     p.add_argument("--similarity", type=float, default=0.9, help="drop problems this AST-similar to an eval problem")
-    p.add_argument("--eval-problems", dest="eval_problems", default="builtin",
-                   help="evaluation problems to de-duplicate against (folder or `builtin`)")
+    p.add_argument(
+        "--eval-problems",
+        dest="eval_problems",
+        default="builtin",
+        help="evaluation problems to de-duplicate against (folder or `builtin`)",
+    )
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(fn=cmd_synth)
     return ap

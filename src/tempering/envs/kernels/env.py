@@ -105,8 +105,10 @@ class KernelFamily(TaskFamily):
             raise UserError(f"kernels: split must be train or heldout, got {split!r}")
         pool = [p for p in self.problems() if self.split_of(p) == split]
         if not pool:
-            raise UserError(f"{self.name}: no problem falls in the {split} split ({len(self.problems())} problems, "
-                            f"heldout_share={self.heldout_share}); add problems or change heldout_share")
+            raise UserError(
+                f"{self.name}: no problem falls in the {split} split ({len(self.problems())} problems, "
+                f"heldout_share={self.heldout_share}); add problems or change heldout_share"
+            )
         rng = random.Random(seed)
         order = list(pool)
         out = []
@@ -118,8 +120,13 @@ class KernelFamily(TaskFamily):
     def make_task(self, problem: Problem, rng: random.Random | None = None) -> Task:
         prompt = f"{problem.source.rstrip()}\n\n# {C_INSTRUCTIONS}\n"
         # answer: the reference submission where the problem ships one (a supervised target), else the name
-        return Task(id=f"{self.name}:{problem.name}", prompt=prompt, answer=problem.solution or problem.name,
-                    family=self.name, meta={"problem": problem})
+        return Task(
+            id=f"{self.name}:{problem.name}",
+            prompt=prompt,
+            answer=problem.solution or problem.name,
+            family=self.name,
+            meta={"problem": problem},
+        )
 
     def make_env(self, task: Task) -> Env:
         return KernelEnv(task, self)
@@ -155,13 +162,25 @@ class KernelEnv(Env):
         problem: Problem = self.task.meta["problem"]
         text, error, extra = fam.to_submission(problem, action)
         if text is None:
-            return StepResult(score=failure_value(fam.reward), success=False, done=False, feedback=error,
-                              status="parse_error", info={"message": error, **extra})
+            return StepResult(
+                score=failure_value(fam.reward),
+                success=False,
+                done=False,
+                feedback=error,
+                status="parse_error",
+                info={"message": error, **extra},
+            )
         res = await fam.verify_submission(problem, text)
         value = res.score if fam.reward == "score" else res.reward(fam.reward)
         success = res.correct and res.cuda_agent_reward >= fam.success_reward and not res.interpreted
-        return StepResult(score=value, success=success, done=success, feedback=feedback(res), status=res.status,
-                          info=result_info(res, extra))
+        return StepResult(
+            score=value,
+            success=success,
+            done=success,
+            feedback=feedback(res),
+            status=res.status,
+            info=result_info(res, extra),
+        )
 
 
 def failure_value(reward: str) -> float:
@@ -197,9 +216,14 @@ class SketchFamily(KernelFamily):
         spec = spec_for(problem.name)
         short = problem.name.split("_", 1)[1]
         prompt = f"sketch {short} {spec.kind} loops={'|'.join(orders(spec.kind))}:"
-        return Task(id=f"{self.name}:{problem.name}", prompt=prompt, answer=warm_start_sketch(spec.kind, rng or random.Random(0)),
-                    family=self.name,
-                    difficulty={"map": 1.0, "reduce": 2.0, "matmul": 3.0}[spec.kind], meta={"problem": problem})
+        return Task(
+            id=f"{self.name}:{problem.name}",
+            prompt=prompt,
+            answer=warm_start_sketch(spec.kind, rng or random.Random(0)),
+            family=self.name,
+            difficulty={"map": 1.0, "reduce": 2.0, "matmul": 3.0}[spec.kind],
+            meta={"problem": problem},
+        )
 
     def to_submission(self, problem: Problem, text: str) -> tuple[str | None, str, dict]:
         spec = spec_for(problem.name)

@@ -31,10 +31,12 @@ def summarize(results: list[KernelResult]) -> dict:
     n = len(results)
     if n == 0:
         return {"problems": 0}
-    out: dict = {"problems": n,
-                 "compile_rate": sum(r.compiled for r in results) / n,
-                 "correct_rate": sum(r.correct for r in results) / n,
-                 "flagged": sum(r.flagged for r in results)}
+    out: dict = {
+        "problems": n,
+        "compile_rate": sum(r.compiled for r in results) / n,
+        "correct_rate": sum(r.correct for r in results) / n,
+        "flagged": sum(r.flagged for r in results),
+    }
     for base in ("eager", "compile"):
         sp = [getattr(r, f"speedup_{base}") if r.correct else None for r in results]
         for p in FAST_P:
@@ -58,7 +60,9 @@ def find_submission(problem: Problem, folder: Path) -> Path | None:
     return None
 
 
-async def evaluate(verifier: KernelVerifier, pairs: list[tuple[Problem, str | None]], progress=None) -> list[KernelResult]:
+async def evaluate(
+    verifier: KernelVerifier, pairs: list[tuple[Problem, str | None]], progress=None
+) -> list[KernelResult]:
     """Verify every (problem, submission text) pair concurrently (the sandbox pool bounds it)."""
 
     async def one(problem: Problem, text: str | None) -> KernelResult:
@@ -68,8 +72,9 @@ async def evaluate(verifier: KernelVerifier, pairs: list[tuple[Problem, str | No
             try:
                 res = await verifier.verify(problem, text)
             except Exception as e:  # a verifier bug must not lose the other results
-                res = KernelResult(problem=problem.name, backend="", status="sandbox_error",
-                                   message=f"{type(e).__name__}: {e}")
+                res = KernelResult(
+                    problem=problem.name, backend="", status="sandbox_error", message=f"{type(e).__name__}: {e}"
+                )
         if progress is not None:
             progress(res)
         return res
@@ -90,23 +95,32 @@ def write_jsonl(path: str | Path, rows: list[dict]) -> None:
 
 def format_table(summary: dict) -> str:
     """The summary as a plain-text KernelBench-style table."""
+
     def pct(x):
         return f"{100 * x:5.1f}%" if x is not None else "    -"
 
     def sp(x):
         return f"{x:.2f}x" if x else "-"
 
-    lines = [f"problems            {summary['problems']}",
-             f"compile rate        {pct(summary['compile_rate'])}",
-             f"correctness rate    {pct(summary['correct_rate'])}",
-             "",
-             f"{'':20}{'vs eager':>12}{'vs compile':>12}"]
+    lines = [
+        f"problems            {summary['problems']}",
+        f"compile rate        {pct(summary['compile_rate'])}",
+        f"correctness rate    {pct(summary['correct_rate'])}",
+        "",
+        f"{'':20}{'vs eager':>12}{'vs compile':>12}",
+    ]
     for p in FAST_P:
-        lines.append(f"{'fast_' + format(p, 'g'):20}{pct(summary[f'fast_{p:g}_eager']):>12}"
-                     f"{pct(summary[f'fast_{p:g}_compile']):>12}")
-    lines.append(f"{'geomean (correct)':20}{sp(summary['geomean_eager_correct']):>12}"
-                 f"{sp(summary['geomean_compile_correct']):>12}")
-    lines.append(f"{'geomean (fail=1.0)':20}{sp(summary['geomean_eager_all']):>12}{sp(summary['geomean_compile_all']):>12}")
+        lines.append(
+            f"{'fast_' + format(p, 'g'):20}{pct(summary[f'fast_{p:g}_eager']):>12}"
+            f"{pct(summary[f'fast_{p:g}_compile']):>12}"
+        )
+    lines.append(
+        f"{'geomean (correct)':20}{sp(summary['geomean_eager_correct']):>12}"
+        f"{sp(summary['geomean_compile_correct']):>12}"
+    )
+    lines.append(
+        f"{'geomean (fail=1.0)':20}{sp(summary['geomean_eager_all']):>12}{sp(summary['geomean_compile_all']):>12}"
+    )
     lines.append(f"flagged (> bound)   {summary['flagged']}")
     lines.append("statuses            " + ", ".join(f"{k} {v}" for k, v in sorted(summary["statuses"].items())))
     return "\n".join(lines)

@@ -28,7 +28,9 @@ def timing_table(res: KernelResult) -> str:
     rows = [("candidate", res.t_ms, None, "")]
     rows.append(("eager", res.t_eager_ms, res.speedup_eager, ""))
     if res.t_compile_ms:
-        rows.append(("torch.compile", res.t_compile_ms, res.speedup_compile, " (estimated)" if res.compile_estimated else ""))
+        rows.append(
+            ("torch.compile", res.t_compile_ms, res.speedup_compile, " (estimated)" if res.compile_estimated else "")
+        )
     lines = [f"  {'model':<14} {'median ms':>10}  speedup of candidate"]
     for name, t, sp, note in rows:
         t_s = f"{t:10.3f}" if t is not None else f"{'-':>10}"
@@ -38,8 +40,11 @@ def timing_table(res: KernelResult) -> str:
 
 
 def ptxas_summary(ptxas: dict) -> str:
-    return "\n".join(f"  {k}: {v.get('registers', '?')} registers, {v.get('spill_stores', 0)} B spill stores, "
-                     f"{v.get('spill_loads', 0)} B spill loads" for k, v in ptxas.items())
+    return "\n".join(
+        f"  {k}: {v.get('registers', '?')} registers, {v.get('spill_stores', 0)} B spill stores, "
+        f"{v.get('spill_loads', 0)} B spill loads"
+        for k, v in ptxas.items()
+    )
 
 
 def feedback(res: KernelResult) -> str:

@@ -71,12 +71,15 @@ def load_problem(path: str | Path, level: str = "", scale: float = 1.0) -> Probl
         raise UserError(f"cannot read problem file {path}: {e.strerror}") from None
     errors = problem_errors(source)
     if errors:
-        raise UserError(f"{path} is not a KernelBench problem file ({'; '.join(errors)}): it needs "
-                        "class Model(nn.Module), get_inputs() and get_init_inputs().")
+        raise UserError(
+            f"{path} is not a KernelBench problem file ({'; '.join(errors)}): it needs "
+            "class Model(nn.Module), get_inputs() and get_init_inputs()."
+        )
     if scale != 1.0:
         source = scale_sizes(source, scale)
-    return Problem(name=path.stem, source=source, path=str(path), level=level or path.parent.name,
-                   meta={"scale": scale})
+    return Problem(
+        name=path.stem, source=source, path=str(path), level=level or path.parent.name, meta={"scale": scale}
+    )
 
 
 def load_problems(directory: str | Path, scale: float = 1.0, strict: bool = False) -> tuple[list[Problem], dict]:
@@ -98,8 +101,9 @@ def load_problems(directory: str | Path, scale: float = 1.0, strict: bool = Fals
                 raise
             skipped[str(path)] = str(e)
     if not problems:
-        raise UserError(f"no problem files in {directory}: expected *.py files defining Model, "
-                        "get_inputs and get_init_inputs.")
+        raise UserError(
+            f"no problem files in {directory}: expected *.py files defining Model, get_inputs and get_init_inputs."
+        )
     return problems, skipped
 
 
@@ -114,8 +118,9 @@ def builtin_problems(scale: float = 1.0) -> list[Problem]:
         solution = suite.joinpath("solutions", entry.name).read_text()
         if scale != 1.0:
             source, solution = scale_sizes(source, scale), scale_sizes(solution, scale)
-        out.append(Problem(name=entry.name[:-3], source=source, level="builtin", solution=solution,
-                           meta={"scale": scale}))
+        out.append(
+            Problem(name=entry.name[:-3], source=source, level="builtin", solution=solution, meta={"scale": scale})
+        )
     return out
 
 
@@ -134,8 +139,13 @@ def module_constants(source: str) -> str:
     """
     lines = []
     for node in ast.parse(source).body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and isinstance(node.value, ast.Constant) and type(node.value.value) in (int, float)):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Constant)
+            and type(node.value.value) in (int, float)
+        ):
             lines.append(ast.unparse(node))
     return "\n".join(lines)
 
@@ -152,8 +162,14 @@ def scale_sizes(source: str, factor: float) -> str:
     lines = source.splitlines(keepends=True)
     edits = []
     for node in tree.body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and isinstance(node.value, ast.Constant) and type(node.value.value) is int and node.value.value > 1):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Constant)
+            and type(node.value.value) is int
+            and node.value.value > 1
+        ):
             new = max(1, int(math.floor(node.value.value * factor + 0.5)))
             edits.append((node.value.lineno - 1, node.value.col_offset, node.value.end_col_offset, str(new)))
     for line, start, end, text in sorted(edits, reverse=True):

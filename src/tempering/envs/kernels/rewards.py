@@ -24,8 +24,9 @@ def faster(t: float | None, t0: float | None, margin: float = 0.05) -> bool:
     return (t0 - t) / t0 > margin
 
 
-def cuda_agent_reward(correct: bool, t: float | None, t_eager: float | None, t_compile: float | None,
-                      margin: float = 0.05) -> int:
+def cuda_agent_reward(
+    correct: bool, t: float | None, t_eager: float | None, t_compile: float | None, margin: float = 0.05
+) -> int:
     if not correct:
         return -1
     beats_eager = faster(t, t_eager, margin)
@@ -49,8 +50,9 @@ def score(correct: bool, speedup: float | None) -> float:
     return 0.2 + 0.8 * min(1.0, max(0.0, (math.log2(speedup) + 2.0) / 4.0))
 
 
-def reward(kind: str, correct: bool, t: float | None, t_eager: float | None, t_compile: float | None,
-           margin: float = 0.05) -> float:
+def reward(
+    kind: str, correct: bool, t: float | None, t_eager: float | None, t_compile: float | None, margin: float = 0.05
+) -> float:
     """The reward named `kind` (one of REWARDS)."""
     if kind == "cuda_agent":
         return float(cuda_agent_reward(correct, t, t_eager, t_compile, margin))

@@ -82,8 +82,9 @@ SPECS: dict[str, Spec] = {
     "scale_shift": Spec("map", stages=("x[{i}] * 2.5f", "v + 0.5f")),
     "residual_relu": Spec("map", inputs=("x", "res"), stages=("x[{i}] + res[{i}]", "v > 0.0f ? v : 0.0f")),
     "swiglu": Spec("map", inputs=("a", "b"), stages=("a[{i}]", "v / (1.0f + expf(-v))", "v * b[{i}]")),
-    "scale_tanh_clamp": Spec("map", stages=("x[{i}] * 1.5f", "tanhf(v)", "v < -0.5f ? -0.5f : (v > 0.5f ? 0.5f : v)",
-                                            "v + 1.0f")),
+    "scale_tanh_clamp": Spec(
+        "map", stages=("x[{i}] * 1.5f", "tanhf(v)", "v < -0.5f ? -0.5f : (v > 0.5f ? 0.5f : v)", "v + 1.0f")
+    ),
     "row_sum": Spec("reduce", stages=("",), reduce=("0.0f", "acc + {e}", "acc")),
     "row_mean": Spec("reduce", stages=("",), reduce=("0.0f", "acc + {e}", "acc / (float)cols")),
     "row_max": Spec("reduce", stages=("",), reduce=("-INFINITY", "fmaxf(acc, {e})", "acc"), omp_reduction="max"),
@@ -94,8 +95,9 @@ SPECS: dict[str, Spec] = {
     "linear": Spec("matmul", inputs=("x",), layout="nk", linear=True),
     "linear_relu": Spec("matmul", inputs=("x",), layout="nk", linear=True, stages=("v > 0.0f ? v : 0.0f",)),
     "linear_gelu": Spec("matmul", inputs=("x",), layout="nk", linear=True, stages=(_GELU,)),
-    "linear_sigmoid_scale": Spec("matmul", inputs=("x",), layout="nk", linear=True,
-                                 stages=("1.0f / (1.0f + expf(-v))", "v * 2.0f")),
+    "linear_sigmoid_scale": Spec(
+        "matmul", inputs=("x",), layout="nk", linear=True, stages=("1.0f / (1.0f + expf(-v))", "v * 2.0f")
+    ),
 }
 LOOPS = {"map": "i", "reduce": "rc", "matmul": "ijk"}
 
@@ -193,12 +195,13 @@ def _lower_map(spec: Spec, s: dict) -> str:
             v = spec.stages[0].format(i=i) if k == 0 else f"y[{i}]"
             expr = spec.stages[k].format(i=i) if k > 0 else v
             return ["{", f"float v = {v};", f"y[{i}] = {expr};", "}"] if k > 0 else [f"y[{i}] = {v};"]
+
         return body
 
     bodies = [fused] if s["fuse"] or len(spec.stages) == 1 else [stage(k) for k in range(len(spec.stages))]
     lines = []
     if block:
-        lines += ([f"#pragma omp parallel for num_threads({s['threads']})"] if par else [])
+        lines += [f"#pragma omp parallel for num_threads({s['threads']})"] if par else []
         lines += [f"for (long q0 = 0; q0 < n; q0 += {block}) {{", f"long q1 = q0 + {block} < n ? q0 + {block} : n;"]
         for body in bodies:
             lines += _loop("i", "q0", "q1", body, s["unroll"], bool(s["tail"]), _pragma(False, vec, 1))
@@ -206,8 +209,7 @@ def _lower_map(spec: Spec, s: dict) -> str:
     else:
         for body in bodies:
             lines += _loop("i", "0", "n", body, s["unroll"], bool(s["tail"]), _pragma(par, vec, s["threads"]))
-    return ("#include <math.h>\n\n"
-            f"void kernel({ins}, float* restrict y, long n) {{\n{_indent(lines)}\n}}\n")
+    return f"#include <math.h>\n\nvoid kernel({ins}, float* restrict y, long n) {{\n{_indent(lines)}\n}}\n"
 
 
 def _lower_reduce(spec: Spec, s: dict) -> str:
@@ -217,20 +219,29 @@ def _lower_reduce(spec: Spec, s: dict) -> str:
     red = f"{spec.omp_reduction}:acc"
     two_pass = bool(pre) and not s["fuse"]  # fuse=0: the pre-op writes a temporary first
     src = "t" if two_pass else "x"
-    elem = (lambda idx: f"{src}[{idx}]") if (two_pass or not pre) else (lambda idx: "(" + pre.format(e=f"x[{idx}]") + ")")
+    elem = (
+        (lambda idx: f"{src}[{idx}]") if (two_pass or not pre) else (lambda idx: "(" + pre.format(e=f"x[{idx}]") + ")")
+    )
     lines = []
     if two_pass:
         lines += ["float* t = (float*)malloc(sizeof(float) * rows * cols);"]
-        lines += _pragma(par, vec, s["threads"]) + ["for (long q = 0; q < rows * cols; q++) {",
-                                                      f"t[q] = {pre.format(e='x[q]')};", "}"]
+        lines += _pragma(par, vec, s["threads"]) + [
+            "for (long q = 0; q < rows * cols; q++) {",
+            f"t[q] = {pre.format(e='x[q]')};",
+            "}",
+        ]
     if s["order"] == "rc":
+
         def body(c):
             return [f"acc = {combine.format(e=elem('r * cols + ' + c))};"]
-        lines += ([f"#pragma omp parallel for num_threads({s['threads']})"] if par else [])
+
+        lines += [f"#pragma omp parallel for num_threads({s['threads']})"] if par else []
         lines += ["for (long r = 0; r < rows; r++) {", f"float acc = {init};"]
         if tile:
-            lines += [f"for (long cb = 0; cb < cols; cb += {tile}) {{",
-                      f"long ce = cb + {tile} < cols ? cb + {tile} : cols;"]
+            lines += [
+                f"for (long cb = 0; cb < cols; cb += {tile}) {{",
+                f"long ce = cb + {tile} < cols ? cb + {tile} : cols;",
+            ]
             lines += _loop("c", "cb", "ce", body, s["unroll"], bool(s["tail"]), _pragma(False, vec, 1, red))
             lines.append("}")
         else:
@@ -240,12 +251,21 @@ def _lower_reduce(spec: Spec, s: dict) -> str:
         lines += ["for (long r = 0; r < rows; r++) y[r] = " + init + ";"]
 
         def body(r):
-            return ["{", f"float acc = y[{r}];", f"acc = {combine.format(e=elem(r + ' * cols + c'))};",
-                    f"y[{r}] = acc;", "}"]
+            return [
+                "{",
+                f"float acc = y[{r}];",
+                f"acc = {combine.format(e=elem(r + ' * cols + c'))};",
+                f"y[{r}] = acc;",
+                "}",
+            ]
+
         rb, re_ = ("rb", "re") if tile else ("0", "rows")
         if tile:
-            lines += [f"for (long rb = 0; rb < rows; rb += {tile}) {{", f"long re = rb + {tile} < rows ? rb + {tile} : rows;"]
-        lines += ([f"#pragma omp parallel for num_threads({s['threads']})"] if par else [])
+            lines += [
+                f"for (long rb = 0; rb < rows; rb += {tile}) {{",
+                f"long re = rb + {tile} < rows ? rb + {tile} : rows;",
+            ]
+        lines += [f"#pragma omp parallel for num_threads({s['threads']})"] if par else []
         lines += ["for (long c = 0; c < cols; c++) {"]
         lines += _loop("r", rb, re_, body, s["unroll"], bool(s["tail"]), _pragma(False, vec, 1))
         lines.append("}")
@@ -254,8 +274,10 @@ def _lower_reduce(spec: Spec, s: dict) -> str:
         lines += ["for (long r = 0; r < rows; r++) {", "float acc = y[r];", f"y[r] = {finish};", "}"]
     if two_pass:
         lines.append("free(t);")
-    return ("#include <math.h>\n#include <stdlib.h>\n\n"
-            f"void kernel(const float* restrict x, float* restrict y, long rows, long cols) {{\n{_indent(lines)}\n}}\n")
+    return (
+        "#include <math.h>\n#include <stdlib.h>\n\n"
+        f"void kernel(const float* restrict x, float* restrict y, long rows, long cols) {{\n{_indent(lines)}\n}}\n"
+    )
 
 
 def _lower_matmul(spec: Spec, s: dict) -> str:
@@ -283,14 +305,22 @@ def _lower_matmul(spec: Spec, s: dict) -> str:
 
             def body(e, var=var):
                 ix2 = dict(ix, **{var: e})
-                return [f"c[{ix2['i']} * N + {ix2['j']}] += a[{ix2['i']} * K + {ix2['k']}] * {b_at(ix2['k'], ix2['j'])};"]
+                return [
+                    f"c[{ix2['i']} * N + {ix2['j']}] += a[{ix2['i']} * K + {ix2['k']}] * {b_at(ix2['k'], ix2['j'])};"
+                ]
+
             return _loop(var, lo, hi, body, s["unroll"], bool(s["tail"]), _pragma(False, vec, 1))
         pragma = [f"#pragma omp parallel for num_threads({threads})"] if level == 0 and not tile and threads > 1 else []
         out = pragma + [f"for (long {var} = {lo}; {var} < {hi}; {var}++) {{", *nest(level + 1)]
         if fused and level == 0 and order[1] == "k":  # i k j / j k i: finish the row/column just completed
             other = order[2]
-            out += [f"for (long {other} = 0; {other} < {size[other]}; {other}++) {{",
-                    "float acc = c[i * N + j];", *epi, "c[i * N + j] = v;", "}"]
+            out += [
+                f"for (long {other} = 0; {other} < {size[other]}; {other}++) {{",
+                "float acc = c[i * N + j];",
+                *epi,
+                "c[i * N + j] = v;",
+                "}",
+            ]
         return out + ["}"]
 
     lines = ["for (long q = 0; q < M * N; q++) c[q] = 0.0f;"]
@@ -298,18 +328,29 @@ def _lower_matmul(spec: Spec, s: dict) -> str:
         for d, var in enumerate(order):
             if d == 0 and threads > 1:
                 lines.append(f"#pragma omp parallel for num_threads({threads})")
-            lines += [f"for (long {var}0 = 0; {var}0 < {size[var]}; {var}0 += {tile}) {{",
-                      f"long {var}_hi = {var}0 + {tile} < {size[var]} ? {var}0 + {tile} : {size[var]};"]
+            lines += [
+                f"for (long {var}0 = 0; {var}0 < {size[var]}; {var}0 += {tile}) {{",
+                f"long {var}_hi = {var}0 + {tile} < {size[var]} ? {var}0 + {tile} : {size[var]};",
+            ]
         lines += nest(0) + ["}"] * 3
     else:
         lines += nest(0)
     if has_epi and not fused:
-        lines += ["for (long i = 0; i < M; i++) {", "for (long j = 0; j < N; j++) {",
-                  "float acc = c[i * N + j];", *epi, "c[i * N + j] = v;", "}", "}"]
+        lines += [
+            "for (long i = 0; i < M; i++) {",
+            "for (long j = 0; j < N; j++) {",
+            "float acc = c[i * N + j];",
+            *epi,
+            "c[i * N + j] = v;",
+            "}",
+            "}",
+        ]
     bias = ", const float* restrict bias" if spec.linear else ""
-    return ("#include <math.h>\n\n"
-            f"void kernel(const float* restrict a, const float* restrict b{bias}, float* restrict c, "
-            f"long M, long K, long N) {{\n{_indent(lines)}\n}}\n")
+    return (
+        "#include <math.h>\n\n"
+        f"void kernel(const float* restrict a, const float* restrict b{bias}, float* restrict c, "
+        f"long M, long K, long N) {{\n{_indent(lines)}\n}}\n"
+    )
 
 
 def lower(spec: Spec, settings: dict, max_threads: int | None = None) -> str:
@@ -332,8 +373,10 @@ def submission(spec: Spec, c_source: str, constants: str = "") -> str:
     elif spec.kind == "reduce":
         call = "y = torch.empty(x.shape[0])\n        self.lib.kernel(x, y, x.shape[0], x.shape[1])"
     elif spec.linear:
-        call = ("w = self.linear.weight\n        y = torch.empty(x.shape[0], w.shape[0])\n"
-                "        self.lib.kernel(x, w, self.linear.bias, y, x.shape[0], x.shape[1], w.shape[0])")
+        call = (
+            "w = self.linear.weight\n        y = torch.empty(x.shape[0], w.shape[0])\n"
+            "        self.lib.kernel(x, w, self.linear.bias, y, x.shape[0], x.shape[1], w.shape[0])"
+        )
     else:
         n = "b.shape[1]" if spec.layout == "kn" else "b.shape[0]"
         call = f"y = torch.empty(a.shape[0], {n})\n        self.lib.kernel(a, b, y, a.shape[0], a.shape[1], {n})"

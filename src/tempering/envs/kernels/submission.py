@@ -17,13 +17,35 @@ BACKENDS = ("c", "torch_ext", "cuda", "triton")
 # Modules a submission may import. Everything else (os, sys, threading, time, ctypes, numpy, ...) is
 # rejected: kernels need none of them, and each is a known route to a reward hack.
 ALLOWED_IMPORTS = {
-    "torch", "torch.nn", "torch.nn.functional", "torch.utils.cpp_extension", "math", "typing",
-    "__future__", "ckernel", "triton", "triton.language",
+    "torch",
+    "torch.nn",
+    "torch.nn.functional",
+    "torch.utils.cpp_extension",
+    "math",
+    "typing",
+    "__future__",
+    "ckernel",
+    "triton",
+    "triton.language",
 }
 # Names whose use is reserved to the harness (introspection, dynamic code, process control).
 FORBIDDEN_NAMES = {
-    "exec", "eval", "compile", "__import__", "globals", "locals", "vars", "getattr", "setattr",
-    "delattr", "open", "exit", "quit", "breakpoint", "input", "memoryview",
+    "exec",
+    "eval",
+    "compile",
+    "__import__",
+    "globals",
+    "locals",
+    "vars",
+    "getattr",
+    "setattr",
+    "delattr",
+    "open",
+    "exit",
+    "quit",
+    "breakpoint",
+    "input",
+    "memoryview",
 }
 FORBIDDEN_ATTRS = {
     "__torch_function__": "tensor subclass hooks",
@@ -116,8 +138,17 @@ def _resolve(tree: ast.Module, node: ast.AST):
 
 
 def _literal_ext_args(tree: ast.Module, call: ast.Call) -> dict | None:
-    keys = ("name", "cpp_sources", "cuda_sources", "functions", "extra_cflags", "extra_cuda_cflags",
-            "extra_ldflags", "extra_include_paths", "with_cuda")
+    keys = (
+        "name",
+        "cpp_sources",
+        "cuda_sources",
+        "functions",
+        "extra_cflags",
+        "extra_cuda_cflags",
+        "extra_ldflags",
+        "extra_include_paths",
+        "with_cuda",
+    )
     args = {}
     try:
         for key, node in zip(keys, call.args):
@@ -168,7 +199,9 @@ def parse_submission(text: str, backend: str | None = None) -> Submission:
                     cuda = _literal(tree, kw.value.id) or cuda
     sub.cuda_source = cuda
     if not sub.backend:
-        uses_triton = any(isinstance(n, (ast.Import, ast.ImportFrom)) and "triton" in ast.unparse(n) for n in ast.walk(tree))
+        uses_triton = any(
+            isinstance(n, (ast.Import, ast.ImportFrom)) and "triton" in ast.unparse(n) for n in ast.walk(tree)
+        )
         if cuda is not None:
             sub.backend = "cuda"
         elif calls:
@@ -180,12 +213,16 @@ def parse_submission(text: str, backend: str | None = None) -> Submission:
     if sub.backend not in BACKENDS:
         sub.errors.append(f"unknown backend {sub.backend!r}: use one of {', '.join(BACKENDS)}")
     elif sub.backend == "c" and sub.c_source is None and not sub.errors:
-        sub.errors.append("no C source: put the kernel in a module-level string C_SOURCE = r\"\"\"...\"\"\" "
-                          "(a plain literal, so that it compiles before the Python runs) and call it via "
-                          "ckernel.load_c()")
+        sub.errors.append(
+            'no C source: put the kernel in a module-level string C_SOURCE = r"""...""" '
+            "(a plain literal, so that it compiles before the Python runs) and call it via "
+            "ckernel.load_c()"
+        )
     elif sub.backend == "cuda" and cuda is None:
-        sub.errors.append("no CUDA source: pass cuda_sources= a string literal (or a module-level string "
-                          "variable) to load_inline, or define CUDA_SOURCE")
+        sub.errors.append(
+            "no CUDA source: pass cuda_sources= a string literal (or a module-level string "
+            "variable) to load_inline, or define CUDA_SOURCE"
+        )
     elif sub.backend == "torch_ext" and len(calls) != 1:
         sub.errors.append(f"a torch_ext submission calls load_inline exactly once (found {len(calls)})")
     if sub.backend in ("torch_ext", "cuda") and len(calls) == 1:
@@ -209,11 +246,21 @@ def static_check(code: str) -> list[Violation]:
                 modules.add(alias.asname or alias.name.split(".")[0])
             for name in names:
                 if name not in ALLOWED_IMPORTS:
-                    out.append(Violation("import", line, f"import of {name!r} is not allowed (allowed: "
-                                         f"{', '.join(sorted(ALLOWED_IMPORTS))})"))
+                    out.append(
+                        Violation(
+                            "import",
+                            line,
+                            f"import of {name!r} is not allowed (allowed: {', '.join(sorted(ALLOWED_IMPORTS))})",
+                        )
+                    )
         elif isinstance(node, ast.Try):
-            out.append(Violation("try_except", line, "try/except is not allowed: a fallback to the reference "
-                                 "hides a failing kernel; let errors surface"))
+            out.append(
+                Violation(
+                    "try_except",
+                    line,
+                    "try/except is not allowed: a fallback to the reference hides a failing kernel; let errors surface",
+                )
+            )
         elif isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES:
             out.append(Violation("forbidden_name", line, f"{node.id}() is not allowed in a submission"))
         elif isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_ATTRS:
@@ -221,23 +268,48 @@ def static_check(code: str) -> list[Violation]:
         elif isinstance(node, ast.ClassDef):
             for base in node.bases:
                 text = ast.unparse(base)
-                if text.split(".")[-1] in ("Tensor", "Parameter") or "TorchFunctionMode" in text or "DispatchMode" in text:
-                    out.append(Violation("tensor_subclass", line, f"class {node.name} subclasses {text}: tensor "
-                                         "subclasses and torch modes are not allowed"))
+                if (
+                    text.split(".")[-1] in ("Tensor", "Parameter")
+                    or "TorchFunctionMode" in text
+                    or "DispatchMode" in text
+                ):
+                    out.append(
+                        Violation(
+                            "tensor_subclass",
+                            line,
+                            f"class {node.name} subclasses {text}: tensor subclasses and torch modes are not allowed",
+                        )
+                    )
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            out.append(Violation("global_state", line, "global/nonlocal state is not allowed (results must be "
-                                 "computed from the inputs on every call)"))
+            out.append(
+                Violation(
+                    "global_state",
+                    line,
+                    "global/nonlocal state is not allowed (results must be computed from the inputs on every call)",
+                )
+            )
         elif isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await, ast.AsyncFunctionDef, ast.Lambda)):
-            out.append(Violation("lazy", line, "generators, lambdas and async code are not allowed (no lazy "
-                                 "evaluation)"))
+            out.append(
+                Violation("lazy", line, "generators, lambdas and async code are not allowed (no lazy evaluation)")
+            )
     for node in ast.walk(tree):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
-            node, (ast.AugAssign, ast.AnnAssign)) else []
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, (ast.AugAssign, ast.AnnAssign))
+            else []
+        )
         for t in targets:
             root = t
             while isinstance(root, (ast.Attribute, ast.Subscript)):
                 root = root.value
             if isinstance(t, (ast.Attribute, ast.Subscript)) and isinstance(root, ast.Name) and root.id in modules:
-                out.append(Violation("monkeypatch", node.lineno, f"assigning to {ast.unparse(t)} patches a library "
-                                     "or the harness; not allowed"))
+                out.append(
+                    Violation(
+                        "monkeypatch",
+                        node.lineno,
+                        f"assigning to {ast.unparse(t)} patches a library or the harness; not allowed",
+                    )
+                )
     return sorted(out, key=lambda v: v.line)

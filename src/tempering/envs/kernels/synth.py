@@ -105,7 +105,7 @@ import torch.nn as nn
 
 
 class Model(nn.Module):
-    """Fused sequence: {' -> '.join(ops)}."""
+    """Fused sequence: {" -> ".join(ops)}."""
 
     def __init__(self):
         super().__init__(){init_body}

@@ -309,8 +309,12 @@ class KernelVerifier:
 
     def remember_baseline(self, problem: Problem, eager_ms: float, compile_ms: float) -> None:
         """Use baseline medians measured elsewhere (a previous run's results) instead of a baseline job."""
-        self._baselines[problem.digest] = {"eager_ms": eager_ms, "compile_ms": compile_ms, "status": "baseline",
-                                           "message": "remembered"}
+        self._baselines[problem.digest] = {
+            "eager_ms": eager_ms,
+            "compile_ms": compile_ms,
+            "status": "baseline",
+            "message": "remembered",
+        }
 
     # -- compile -----------------------------------------------------------------------------------
     async def _compile(self, sub: Submission, res: KernelResult) -> str | None:
@@ -319,9 +323,13 @@ class KernelVerifier:
         cfg = self.config
         limits = Limits(wall_s=cfg.build_wall_s, cpu_s=cfg.build_wall_s, memory_mb=8192, fsize_mb=512)
         if sub.backend == "c":
-            built = await self.cache.build(self.sandbox, files={"kernel.c": sub.c_source},
-                                           cmd=["gcc", *cfg.c_flags, "kernel.c", "-o", "kernel.so", "-lm"],
-                                           artifact="kernel.so", limits=limits)
+            built = await self.cache.build(
+                self.sandbox,
+                files={"kernel.c": sub.c_source},
+                cmd=["gcc", *cfg.c_flags, "kernel.c", "-o", "kernel.so", "-lm"],
+                artifact="kernel.so",
+                limits=limits,
+            )
         elif sub.backend == "torch_ext" or (sub.backend == "cuda" and cfg.device == "cuda"):
             if sub.ext_args is not None:  # keyed by the extension's sources alone
                 script = _TORCH_EXT_ARGS_BUILD.replace("USE_PCH", repr(bool(cfg.use_pch)))
@@ -329,9 +337,14 @@ class KernelVerifier:
             else:
                 script = _TORCH_EXT_BUILD.replace("USE_PCH", repr(bool(cfg.use_pch)))
                 files = {"model_new.py": sub.code, "build_ext.py": script}
-            built = await self.cache.build(self.sandbox, files=files,
-                                           cmd=[sys.executable, "build_ext.py"], artifact="ext.so", limits=limits,
-                                           env={"MAX_JOBS": str(max(1, cfg.threads))})
+            built = await self.cache.build(
+                self.sandbox,
+                files=files,
+                cmd=[sys.executable, "build_ext.py"],
+                artifact="ext.so",
+                limits=limits,
+                env={"MAX_JOBS": str(max(1, cfg.threads))},
+            )
         elif sub.backend == "cuda":
             built = await self._nvcc(sub, limits)
         else:  # triton compiles when it first runs
@@ -364,9 +377,27 @@ class KernelVerifier:
         nvcc = os.path.realpath(shutil.which("nvcc") or "nvcc")
         cuda_home = os.path.dirname(os.path.dirname(nvcc))
         includes = [f"-I{p}" for p in ce.include_paths()]
-        cmd = [nvcc, "-cubin", f"-arch={CUDA_ARCH}", "-O3", "-Xptxas", "-v", *includes, "kernel.cu", "-o", "kernel.cubin"]
-        ran = await self.sandbox.run(Job(cmd=cmd, files={"kernel.cu": sub.cuda_source}, limits=limits,
-                                         outputs=["kernel.cubin"], ro_binds=[cuda_home] if os.path.isdir(cuda_home) else []))
+        cmd = [
+            nvcc,
+            "-cubin",
+            f"-arch={CUDA_ARCH}",
+            "-O3",
+            "-Xptxas",
+            "-v",
+            *includes,
+            "kernel.cu",
+            "-o",
+            "kernel.cubin",
+        ]
+        ran = await self.sandbox.run(
+            Job(
+                cmd=cmd,
+                files={"kernel.cu": sub.cuda_source},
+                limits=limits,
+                outputs=["kernel.cubin"],
+                ro_binds=[cuda_home] if os.path.isdir(cuda_home) else [],
+            )
+        )
         path = None
         if ran.ok and "kernel.cubin" in ran.outputs:
             path = "kernel.cubin"
@@ -408,25 +439,46 @@ class KernelVerifier:
         res.score = rewards.score(True, res.speedup_eager)
         res.flagged = bool(res.speedup_eager and res.speedup_eager > cfg.flag_speedup)
 
-    async def _job(self, problem: Problem, sub: Submission | None, artifact: str | None, mode: str,
-                   time_compile: bool, backend: str) -> dict:
+    async def _job(
+        self,
+        problem: Problem,
+        sub: Submission | None,
+        artifact: str | None,
+        mode: str,
+        time_compile: bool,
+        backend: str,
+    ) -> dict:
         """Run the harness once in a fresh sandboxed process; its result dict (or a failure status)."""
         from tempering.sandbox import Job, Limits
 
         cfg = self.config
         nonce = secrets.token_hex(16)
         config = {
-            "mode": mode, "problem": "model.py", "submission": "model_new.py" if sub else None,
-            "backend": backend, "seeds": list(range(cfg.seeds)), "signed_trials": cfg.signed_trials,
-            "atol": cfg.atol, "rtol": cfg.rtol, "warmup": cfg.warmup, "timed_runs": cfg.timed_runs,
-            "threads": cfg.threads, "device": cfg.device, "time_compile": time_compile,
-            "allow_ops": list(cfg.allow_ops), "flush_mb": cfg.flush_mb,
+            "mode": mode,
+            "problem": "model.py",
+            "submission": "model_new.py" if sub else None,
+            "backend": backend,
+            "seeds": list(range(cfg.seeds)),
+            "signed_trials": cfg.signed_trials,
+            "atol": cfg.atol,
+            "rtol": cfg.rtol,
+            "warmup": cfg.warmup,
+            "timed_runs": cfg.timed_runs,
+            "threads": cfg.threads,
+            "device": cfg.device,
+            "time_compile": time_compile,
+            "allow_ops": list(cfg.allow_ops),
+            "flush_mb": cfg.flush_mb,
         }
         ro = dict(self._harness)
         ro["model.py"] = problem.source
-        env = {"OMP_NUM_THREADS": str(cfg.threads), "MKL_NUM_THREADS": str(cfg.threads),
-               "OMP_WAIT_POLICY": "PASSIVE",  # idle OpenMP threads must not spin against the other model
-               "TORCHINDUCTOR_CACHE_DIR": "/tmp/inductor", "TRITON_CACHE_DIR": "/tmp/triton"}
+        env = {
+            "OMP_NUM_THREADS": str(cfg.threads),
+            "MKL_NUM_THREADS": str(cfg.threads),
+            "OMP_WAIT_POLICY": "PASSIVE",  # idle OpenMP threads must not spin against the other model
+            "TORCHINDUCTOR_CACHE_DIR": "/tmp/inductor",
+            "TRITON_CACHE_DIR": "/tmp/triton",
+        }
         binds = []
         if sub is not None:
             ro["model_new.py"] = sub.code
@@ -438,10 +490,23 @@ class KernelVerifier:
                 binds.append(artifact)
             if backend == "triton" and cfg.device != "cuda":
                 env["TRITON_INTERPRET"] = "1"
-        job = Job(cmd=[sys.executable, "verify.py"], files={"config.json": json.dumps(config)}, readonly_files=ro,
-                  env=env, stdin=nonce + "\n", outputs=["result.json"], ro_binds=binds,
-                  limits=Limits(wall_s=cfg.wall_s, cpu_s=cfg.wall_s * max(1, cfg.threads) * 2,
-                                memory_mb=cfg.memory_mb, nproc=256, fsize_mb=256, nofile=512))
+        job = Job(
+            cmd=[sys.executable, "verify.py"],
+            files={"config.json": json.dumps(config)},
+            readonly_files=ro,
+            env=env,
+            stdin=nonce + "\n",
+            outputs=["result.json"],
+            ro_binds=binds,
+            limits=Limits(
+                wall_s=cfg.wall_s,
+                cpu_s=cfg.wall_s * max(1, cfg.threads) * 2,
+                memory_mb=cfg.memory_mb,
+                nproc=256,
+                fsize_mb=256,
+                nofile=512,
+            ),
+        )
         ran = await self.sandbox.run(job)
         raw = ran.outputs.get("result.json")
         if raw is None:
@@ -451,8 +516,11 @@ class KernelVerifier:
         except ValueError:
             return {"status": "tampering", "message": "result.json is not the harness's JSON", "_wall_s": ran.wall_s}
         if out.get("nonce") != nonce:
-            return {"status": "tampering", "message": "result.json was not written by the harness (nonce mismatch)",
-                    "_wall_s": ran.wall_s}
+            return {
+                "status": "tampering",
+                "message": "result.json was not written by the harness (nonce mismatch)",
+                "_wall_s": ran.wall_s,
+            }
         if not ran.ok and out.get("status") == "correct":
             out.update(status=_failure_status(ran), message=_failure_message(ran))
         out["_wall_s"] = ran.wall_s

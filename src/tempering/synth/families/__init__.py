@@ -44,8 +44,13 @@ class Params:
     """Seed of the fixture data."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"depth": self.depth, "features": list(self.features), "op": self.op, "domain": self.domain,
-                "data_seed": self.data_seed}
+        return {
+            "depth": self.depth,
+            "features": list(self.features),
+            "op": self.op,
+            "domain": self.domain,
+            "data_seed": self.data_seed,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Params:
@@ -113,9 +118,14 @@ class Family(abc.ABC):
             "params": p.to_dict(),
             **(lineage or {}),
         }
-        config = TaskConfig.model_validate({"metadata": meta, "verifier": {"timeout_sec": 60.0},
-                                            "agent": {"timeout_sec": 300.0 + 150.0 * p.depth},
-                                            "environment": {"cpus": 1, "memory_mb": 512 + 256 * p.depth}})
+        config = TaskConfig.model_validate(
+            {
+                "metadata": meta,
+                "verifier": {"timeout_sec": 60.0},
+                "agent": {"timeout_sec": 300.0 + 150.0 * p.depth},
+                "environment": {"cpus": 1, "memory_mb": 512 + 256 * p.depth},
+            }
+        )
         return Bundle(self.task_name(p), spec.instruction.strip() + "\n", config, files)
 
     # -- the six actions as parameter moves ----------------------------------------------------------
@@ -238,7 +248,9 @@ def tests_py(checks: list[tuple[str, str, Any]]) -> str:
     out = [_TESTS_HEAD]
     for n, (kind, path, want) in enumerate(checks):
         slug = "".join(c if c.isalnum() else "_" for c in path).strip("_")
-        out.append(f"\ndef test_{n}_{kind}_{slug}():\n    check_{kind}({path!r}, json.loads({json.dumps(json.dumps(want))}))\n")
+        out.append(
+            f"\ndef test_{n}_{kind}_{slug}():\n    check_{kind}({path!r}, json.loads({json.dumps(json.dumps(want))}))\n"
+        )
     out.append(
         '\n\nif __name__ == "__main__":\n'
         "    failed = 0\n"

@@ -78,8 +78,10 @@ class FileTree(Family):
                 base = path.rsplit("/", 1)[-1]
                 rename[base] = f"{rng.choice(d['stems'])}_{100 * (n + 1) + rng.randint(0, 99)}.{base.rsplit('.', 1)[1]}"
             fixtures["rename.csv"] = ("old,new\n" + "".join(f"{o},{w}\n" for o, w in rename.items())).encode()
-            steps.append("rename.csv (columns old,new) gives a new name to some files: store them under the new "
-                         "name and classify them by it.")
+            steps.append(
+                "rename.csv (columns old,new) gives a new name to some files: store them under the new "
+                "name and classify them by it."
+            )
         kept, dropped, moves = {}, [], []
         seen = {}
         for path in sorted(files):
@@ -93,28 +95,46 @@ class FileTree(Family):
             kept[dest] = data
             moves.append([f"inbox/{path}", f"sorted/{dest}"])
         if p.depth >= 4:
-            steps.append("Some files are byte-identical copies of others: of each set of identical files keep only "
-                         "the one whose path inside inbox/ sorts first, delete the rest, and list the deleted paths "
-                         "(relative to inbox/, sorted) in duplicates.txt, one per line.")
+            steps.append(
+                "Some files are byte-identical copies of others: of each set of identical files keep only "
+                "the one whose path inside inbox/ sorts first, delete the rest, and list the deleted paths "
+                "(relative to inbox/, sorted) in duplicates.txt, one per line."
+            )
         checks = [("tree", "sorted", {k: _sha16(v) for k, v in kept.items()}), ("absent", "inbox", None)]
         if p.depth >= 4:
             checks.append(("text", "duplicates.txt", dropped))
         if "manifest" in p.features:
-            rows = [["path", "size", "sha256"]] + [[k, len(v), hashlib.sha256(v).hexdigest()] for k, v in sorted(kept.items())]
+            rows = [["path", "size", "sha256"]] + [
+                [k, len(v), hashlib.sha256(v).hexdigest()] for k, v in sorted(kept.items())
+            ]
             checks.append(("csv", "manifest.csv", rows))
-            steps.append("Write manifest.csv with header `path,size,sha256` and one row per file under sorted/ "
-                         "(path relative to sorted/, size in bytes, hex SHA-256), sorted by path.")
+            steps.append(
+                "Write manifest.csv with header `path,size,sha256` and one row per file under sorted/ "
+                "(path relative to sorted/, size in bytes, hex SHA-256), sorted by path."
+            )
         if "moves" in p.features:
             checks.append(("csv", "moves.csv", [["from", "to"]] + sorted(moves)))
-            steps.append("Write moves.csv with header `from,to` listing each moved file's old and new path "
-                         "(relative to the working directory, e.g. inbox/a.txt,sorted/x/a.txt), sorted by `from`.")
+            steps.append(
+                "Write moves.csv with header `from,to` listing each moved file's old and new path "
+                "(relative to the working directory, e.g. inbox/a.txt,sorted/x/a.txt), sorted by `from`."
+            )
         where = "in inbox/ and its sub-folders" if p.depth >= 2 else "in inbox/"
-        instruction = "\n\n".join([
-            f"The working directory holds {p.domain} files ({', '.join('.' + e for e in d['exts'])}) {where}. Move every file to sorted/CLASS/NAME, where NAME is the "
-            f"file's name (without its folders) and CLASS is {OP_TEXT[p.op]}. When you are done, inbox/ must "
-            "hold no file (empty folders may stay); sorted/ must hold nothing else.",
-        ] + ([" ".join(steps)] if steps else []))
-        config = {"kind": p.domain, "op": p.op, "small": SMALL, "large": LARGE, "depth": p.depth, "features": list(p.features)}
+        instruction = "\n\n".join(
+            [
+                f"The working directory holds {p.domain} files ({', '.join('.' + e for e in d['exts'])}) {where}. Move every file to sorted/CLASS/NAME, where NAME is the "
+                f"file's name (without its folders) and CLASS is {OP_TEXT[p.op]}. When you are done, inbox/ must "
+                "hold no file (empty folders may stay); sorted/ must hold nothing else.",
+            ]
+            + ([" ".join(steps)] if steps else [])
+        )
+        config = {
+            "kind": p.domain,
+            "op": p.op,
+            "small": SMALL,
+            "large": LARGE,
+            "depth": p.depth,
+            "features": list(p.features),
+        }
         return Spec(instruction, fixtures, SOLUTION.replace("CONFIG_JSON", json.dumps(config)), checks)
 
 

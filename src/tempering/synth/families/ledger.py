@@ -17,12 +17,33 @@ import random
 from tempering.synth.families import Family, Params, Spec
 
 DOMAINS = {
-    "shop": dict(records="orders.csv", key="customer", amount="total", lookup="customers.csv", group="city",
-                 keys=["ana", "bo", "chen", "dara", "eli", "fay", "gus", "hana"], groups=["lyon", "oslo", "porto"]),
-    "bank": dict(records="transfers.csv", key="account", amount="amount", lookup="accounts.csv", group="branch",
-                 keys=["ac-101", "ac-102", "ac-207", "ac-310", "ac-311", "ac-415", "ac-520"], groups=["north", "south"]),
-    "payroll": dict(records="payments.csv", key="employee", amount="gross", lookup="staff.csv", group="team",
-                    keys=["e01", "e02", "e03", "e04", "e05", "e06", "e07", "e08", "e09"], groups=["ops", "sales", "rnd", "hr"]),
+    "shop": dict(
+        records="orders.csv",
+        key="customer",
+        amount="total",
+        lookup="customers.csv",
+        group="city",
+        keys=["ana", "bo", "chen", "dara", "eli", "fay", "gus", "hana"],
+        groups=["lyon", "oslo", "porto"],
+    ),
+    "bank": dict(
+        records="transfers.csv",
+        key="account",
+        amount="amount",
+        lookup="accounts.csv",
+        group="branch",
+        keys=["ac-101", "ac-102", "ac-207", "ac-310", "ac-311", "ac-415", "ac-520"],
+        groups=["north", "south"],
+    ),
+    "payroll": dict(
+        records="payments.csv",
+        key="employee",
+        amount="gross",
+        lookup="staff.csv",
+        group="team",
+        keys=["e01", "e02", "e03", "e04", "e05", "e06", "e07", "e08", "e09"],
+        groups=["ops", "sales", "rnd", "hr"],
+    ),
 }
 OP_TEXT = {
     "sum": "the sum of the amounts",
@@ -63,10 +84,20 @@ class Ledger(Family):
                 rec["currency"] = rng.choice(list(RATES))
             recs.append(rec)
         fixtures, steps = {}, []
-        cols = ["id", d["key"], d["amount"]] + (["date"] if "date_window" in p.features else []) + (
-            ["currency"] if p.depth >= 4 else [])
-        fixtures[d["records"]] = _csv([cols] + [[r["id"], r["key"], f"{r['amount']:.2f}"] + (
-            [r["date"]] if "date" in r else []) + ([r["currency"]] if "currency" in r else []) for r in recs])
+        cols = (
+            ["id", d["key"], d["amount"]]
+            + (["date"] if "date_window" in p.features else [])
+            + (["currency"] if p.depth >= 4 else [])
+        )
+        fixtures[d["records"]] = _csv(
+            [cols]
+            + [
+                [r["id"], r["key"], f"{r['amount']:.2f}"]
+                + ([r["date"]] if "date" in r else [])
+                + ([r["currency"]] if "currency" in r else [])
+                for r in recs
+            ]
+        )
         rows = [dict(r) for r in recs]
         if "aliases" in p.features:
             old = rng.sample(keys, 2)
@@ -74,33 +105,45 @@ class Ledger(Family):
             fixtures["aliases.csv"] = _csv([["old", "new"]] + [[o, w] for o, w in zip(old, new)])
             for r in rows:
                 r["key"] = dict(zip(old, new)).get(r["key"], r["key"])
-            steps.append(f"First rename keys with aliases.csv (columns old,new): a record whose {d['key']} equals "
-                         "`old` counts under `new` from then on.")
+            steps.append(
+                f"First rename keys with aliases.csv (columns old,new): a record whose {d['key']} equals "
+                "`old` counts under `new` from then on."
+            )
         if "exclusions" in p.features:
             blocked = sorted(rng.sample(sorted({r["key"] for r in rows}), 2))
             fixtures["blocked.txt"] = ("\n".join(blocked) + "\n").encode()
             rows = [r for r in rows if r["key"] not in blocked]
-            steps.append(f"Drop every record whose {d['key']} (after renaming) is listed in blocked.txt (one per line).")
+            steps.append(
+                f"Drop every record whose {d['key']} (after renaming) is listed in blocked.txt (one per line)."
+            )
         if "date_window" in p.features:
             start, end = sorted([f"2024-{m:02d}-01" for m in rng.sample(range(2, 12), 2)])
             fixtures["window.json"] = json.dumps({"start": start, "end": end}).encode()
             rows = [r for r in rows if start <= r["date"] <= end]
-            steps.append(f"Keep only records dated within window.json's start and end, both inclusive "
-                         f"(currently {start} to {end}).")
+            steps.append(
+                f"Keep only records dated within window.json's start and end, both inclusive "
+                f"(currently {start} to {end})."
+            )
         if p.depth >= 3:
             fixed = rng.sample(recs, 3)
             new_amounts = {r["id"]: round(rng.uniform(5, 250), 2) for r in fixed}
-            fixtures["corrections.csv"] = _csv([["id", d["amount"]]] + [[i, f"{a:.2f}"] for i, a in new_amounts.items()])
+            fixtures["corrections.csv"] = _csv(
+                [["id", d["amount"]]] + [[i, f"{a:.2f}"] for i, a in new_amounts.items()]
+            )
             for r in rows:
                 r["amount"] = new_amounts.get(r["id"], r["amount"])
-            steps.append(f"Apply corrections.csv (columns id,{d['amount']}): it replaces the {d['amount']} of the "
-                         "records with those ids.")
+            steps.append(
+                f"Apply corrections.csv (columns id,{d['amount']}): it replaces the {d['amount']} of the "
+                "records with those ids."
+            )
         if p.depth >= 4:
             fixtures["rates.json"] = json.dumps(RATES).encode()
             for r in rows:
                 r["amount"] = r["amount"] * RATES[r["currency"]]
-            steps.append("Convert every amount to EUR by multiplying it with rates.json's rate for the record's "
-                         "currency (do not round before aggregating).")
+            steps.append(
+                "Convert every amount to EUR by multiplying it with rates.json's rate for the record's "
+                "currency (do not round before aggregating)."
+            )
 
         def agg(amounts: list[float]) -> float:
             if p.op == "sum":
@@ -123,12 +166,16 @@ class Ledger(Family):
                 table.setdefault(owner[r["key"]], []).append(r["amount"])
             want = [[d["group"], "value"]] + [[g, _fmt(p.op, agg(a))] for g, a in sorted(table.items())]
             checks = [("csv", "report.csv", want)]
-            out = (f"Look up each record's {d['group']} in {d['lookup']} (columns {d['key']},{d['group']}; it "
-                   f"lists renamed keys too) and write report.csv with header `{d['group']},value` and one row per "
-                   f"{d['group']} that has records left, sorted by {d['group']}; value is {what} in that "
-                   f"{d['group']}, as {fmt}.")
-        intro = (f"The working directory holds {d['records']} with columns {', '.join(cols)}: one record per "
-                 f"line, amounts in the `{d['amount']}` column.")
+            out = (
+                f"Look up each record's {d['group']} in {d['lookup']} (columns {d['key']},{d['group']}; it "
+                f"lists renamed keys too) and write report.csv with header `{d['group']},value` and one row per "
+                f"{d['group']} that has records left, sorted by {d['group']}; value is {what} in that "
+                f"{d['group']}, as {fmt}."
+            )
+        intro = (
+            f"The working directory holds {d['records']} with columns {', '.join(cols)}: one record per "
+            f"line, amounts in the `{d['amount']}` column."
+        )
         instruction = "\n\n".join([intro] + ([" ".join(steps)] if steps else []) + [out])
         config = {"op": p.op, "threshold": threshold, "depth": p.depth, "features": list(p.features), **d}
         return Spec(instruction, fixtures, SOLUTION.replace("CONFIG_JSON", json.dumps(config)), checks)

@@ -19,7 +19,9 @@ from tempering.synth.families import Family, Params, Spec
 DOMAINS = {
     "web": dict(components=["api", "db", "cache", "auth"], words=["timeout", "refused", "slow query", "bad gateway"]),
     "billing": dict(components=["invoice", "ledger", "payments"], words=["declined", "overdraft", "retry", "mismatch"]),
-    "queue": dict(components=["worker", "broker", "scheduler", "janitor"], words=["lost ack", "requeued", "stalled", "oom"]),
+    "queue": dict(
+        components=["worker", "broker", "scheduler", "janitor"], words=["lost ack", "requeued", "stalled", "oom"]
+    ),
 }
 USERS = ["alice", "bob", "carol", "dave", "erin", "frank"]
 CODES = {"I": "INFO", "W": "WARN", "E": "ERROR", "F": "ERROR"}
@@ -77,8 +79,9 @@ class LogScan(Family):
             lo, hi = f"2024-05-{day:02d}T{start:02d}:00:00", f"2024-05-{day:02d}T{end:02d}:00:00"
             fixtures["window.txt"] = f"{lo} {hi}\n".encode()
             rows = [r for r in rows if lo <= r[0] < hi]
-            steps.append(f"Only lines with lo <= timestamp < hi count, where window.txt holds `lo hi` "
-                         f"(currently {lo} {hi}).")
+            steps.append(
+                f"Only lines with lo <= timestamp < hi count, where window.txt holds `lo hi` (currently {lo} {hi})."
+            )
         errors = [r for r in rows if r[1] == "ERROR"]
         per = {}
         for r in errors:
@@ -90,24 +93,39 @@ class LogScan(Family):
         else:
             answer = min(per, key=lambda c: (-per[c], c)) if per else "none"
         checks = [("text", "answer.txt", [str(len(rows)), answer])]
-        out = [f"Write two lines to answer.txt: first the number of log lines that count (after the rules above), "
-               f"then {OP_TEXT[p.op]}."]
+        out = [
+            f"Write two lines to answer.txt: first the number of log lines that count (after the rules above), "
+            f"then {OP_TEXT[p.op]}."
+        ]
         if p.depth >= 4:
             listed = sorted(rng.sample(d["components"], len(d["components"]) - 1))
             fixtures["components.txt"] = ("\n".join(listed) + "\n").encode()
             want = [["component", "errors"]] + sorted(([c, per.get(c, 0)] for c in listed), key=lambda x: (-x[1], x[0]))
             checks.append(("csv", "summary.csv", want))
-            out.append("Also write summary.csv with header `component,errors` and one row for each component "
-                       "listed in components.txt (zero counts included), sorted by errors descending, then name.")
-        intro = (f"The working directory holds the log file(s) {', '.join(names)} of the {p.domain} service "
-                 f"(components: {', '.join(d['components'])})"
-                 + (" (gzip-compressed)" if gz else "") + ". Each line reads `TIMESTAMP LEVEL COMPONENT MESSAGE`, "
-                 "and every message ends with `user=NAME`.")
+            out.append(
+                "Also write summary.csv with header `component,errors` and one row for each component "
+                "listed in components.txt (zero counts included), sorted by errors descending, then name."
+            )
+        intro = (
+            f"The working directory holds the log file(s) {', '.join(names)} of the {p.domain} service "
+            f"(components: {', '.join(d['components'])})"
+            + (" (gzip-compressed)" if gz else "")
+            + ". Each line reads `TIMESTAMP LEVEL COMPONENT MESSAGE`, "
+            "and every message ends with `user=NAME`."
+        )
         if p.depth >= 2:
             intro += " app.log.1 holds the older lines; both files are part of the log."
         instruction = "\n\n".join([intro] + ([" ".join(steps)] if steps else []) + [" ".join(out)])
-        config = {"service": p.domain, "components": d["components"], "op": p.op, "files": names, "gz": gz, "coded": coded, "depth": p.depth,
-                  "window": "time_window" in p.features}
+        config = {
+            "service": p.domain,
+            "components": d["components"],
+            "op": p.op,
+            "files": names,
+            "gz": gz,
+            "coded": coded,
+            "depth": p.depth,
+            "window": "time_window" in p.features,
+        }
         return Spec(instruction, fixtures, SOLUTION.replace("CONFIG_JSON", json.dumps(config)), checks)
 
 

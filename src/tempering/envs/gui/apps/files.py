@@ -11,8 +11,24 @@ from tempering.envs.gui.app import App, pick
 from tempering.envs.gui.screen import Element, Screen, State, layout
 
 FOLDERS = ["Docs", "Photos", "Music", "Work", "Archive"]
-FILES = ["notes.txt", "report.pdf", "cat.jpg", "song.mp3", "todo.md", "budget.xls", "cv.doc", "plan.txt",
-         "logo.png", "draft.md", "data.csv", "memo.txt", "trip.jpg", "bill.pdf", "readme.md", "beat.mp3"]
+FILES = [
+    "notes.txt",
+    "report.pdf",
+    "cat.jpg",
+    "song.mp3",
+    "todo.md",
+    "budget.xls",
+    "cv.doc",
+    "plan.txt",
+    "logo.png",
+    "draft.md",
+    "data.csv",
+    "memo.txt",
+    "trip.jpg",
+    "bill.pdf",
+    "readme.md",
+    "beat.mp3",
+]
 PAGE = 4
 """Rows visible at once; longer folders scroll."""
 
@@ -43,8 +59,11 @@ class FilesApp(App):
         op = rng.choice(["delete", "move"])
         dest = rng.choice(folders[1:]) if op == "move" else None
         what = ", ".join(targets)
-        instruction = f"Files: delete {what} from {folders[0]}." if op == "delete" else (
-            f"Files: move {what} from {folders[0]} to {dest}.")
+        instruction = (
+            f"Files: delete {what} from {folders[0]}."
+            if op == "delete"
+            else (f"Files: move {what} from {folders[0]} to {dest}.")
+        )
         return {
             "kind": cls.kind,
             "folder": folders[0],

@@ -12,8 +12,12 @@ from tempering.envs.gui.app import App, norm, pick
 from tempering.envs.gui.screen import Element, Screen, State, layout
 
 TITLES = ["Sign up", "Order", "Profile", "Booking", "Survey"]
-TEXT = {"Name": ["Ana", "Bo", "Kai", "Mia", "Leo", "Zoe"], "City": ["Oslo", "Rome", "Lima", "Kyiv", "Pune"],
-        "Pet": ["cat", "dog", "fish"], "Code": ["A7", "K2", "Q9", "X4"]}
+TEXT = {
+    "Name": ["Ana", "Bo", "Kai", "Mia", "Leo", "Zoe"],
+    "City": ["Oslo", "Rome", "Lima", "Kyiv", "Pune"],
+    "Pet": ["cat", "dog", "fish"],
+    "Code": ["A7", "K2", "Q9", "X4"],
+}
 SELECT = {"Size": ["S", "M", "L"], "Plan": ["Free", "Pro", "Team"], "Day": ["Mon", "Tue", "Wed", "Fri"]}
 CHECK = ["Terms", "News", "Public"]
 

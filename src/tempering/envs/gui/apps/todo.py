@@ -39,8 +39,10 @@ class TodoApp(App):
         def put(s, v):
             s["box"] = v
 
-        els = [Element("", "textbox", "New item", state=state["box"], on_type=put),
-               Element("", "button", "Add", on_click=self._add)]
+        els = [
+            Element("", "textbox", "New item", state=state["box"], on_type=put),
+            Element("", "button", "Add", on_click=self._add),
+        ]
         for i, it in enumerate(state["items"]):
 
             def tick(s, i=i):

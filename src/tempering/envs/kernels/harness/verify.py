@@ -63,19 +63,93 @@ _SNAPSHOT = {name: getattr(obj, attr) for name, (obj, attr) in _CRITICAL.items()
 # Checked by name on every torch function and Tensor method call (TorchFunctionMode); everything else
 # (arithmetic, torch.nn.functional, .numpy(), ...) raises.
 ALLOWED_CALLS = {
-    "empty", "empty_like", "empty_strided", "new_empty", "zeros", "zeros_like", "new_zeros", "zero_", "fill_",
-    "view", "view_as", "reshape", "reshape_as", "contiguous", "t", "transpose", "permute", "unsqueeze", "squeeze",
-    "expand", "expand_as", "flatten", "unflatten", "detach", "clone", "copy_", "to", "cpu", "cuda", "select",
-    "narrow", "split", "chunk", "unbind", "__getitem__", "__get__", "__len__", "data_ptr", "numel", "nelement",
-    "size", "dim", "ndimension", "stride", "is_contiguous", "element_size", "storage_offset", "is_floating_point",
-    "get_device", "__format__", "__repr__",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "new_empty",
+    "zeros",
+    "zeros_like",
+    "new_zeros",
+    "zero_",
+    "fill_",
+    "view",
+    "view_as",
+    "reshape",
+    "reshape_as",
+    "contiguous",
+    "t",
+    "transpose",
+    "permute",
+    "unsqueeze",
+    "squeeze",
+    "expand",
+    "expand_as",
+    "flatten",
+    "unflatten",
+    "detach",
+    "clone",
+    "copy_",
+    "to",
+    "cpu",
+    "cuda",
+    "select",
+    "narrow",
+    "split",
+    "chunk",
+    "unbind",
+    "__getitem__",
+    "__get__",
+    "__len__",
+    "data_ptr",
+    "numel",
+    "nelement",
+    "size",
+    "dim",
+    "ndimension",
+    "stride",
+    "is_contiguous",
+    "element_size",
+    "storage_offset",
+    "is_floating_point",
+    "get_device",
+    "__format__",
+    "__repr__",
 }
 # The same at the aten level, for compiled extensions that call into ATen from C++ (torch_ext, cuda).
 ALLOWED_OPS = {
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
-    "zero_", "fill_", "view", "_unsafe_view", "reshape", "as_strided", "t", "transpose", "permute",
-    "unsqueeze", "squeeze", "expand", "alias", "detach", "clone", "copy_", "contiguous", "lift_fresh",
-    "select", "slice", "split", "chunk", "unbind", "_to_copy", "to", "resize_",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "new_empty",
+    "new_empty_strided",
+    "zeros",
+    "zeros_like",
+    "zero_",
+    "fill_",
+    "view",
+    "_unsafe_view",
+    "reshape",
+    "as_strided",
+    "t",
+    "transpose",
+    "permute",
+    "unsqueeze",
+    "squeeze",
+    "expand",
+    "alias",
+    "detach",
+    "clone",
+    "copy_",
+    "contiguous",
+    "lift_fresh",
+    "select",
+    "slice",
+    "split",
+    "chunk",
+    "unbind",
+    "_to_copy",
+    "to",
+    "resize_",
 }
 
 
@@ -317,17 +391,23 @@ class Harness:
         except Exception as e:
             _THREADS.guard = None
             if self.guard.violations:
-                raise Verdict("forbidden_op", self.guard.violations[0] + " (in forward, only allocate outputs, "
-                              "take views and call your kernel)")
-            raise Verdict("runtime_error", f"forward raised {type(e).__name__}: {e}",
-                          traceback=traceback.format_exc(limit=-3))
+                raise Verdict(
+                    "forbidden_op",
+                    self.guard.violations[0] + " (in forward, only allocate outputs, take views and call your kernel)",
+                )
+            raise Verdict(
+                "runtime_error", f"forward raised {type(e).__name__}: {e}", traceback=traceback.format_exc(limit=-3)
+            )
         if self.guard.violations:
             raise Verdict("forbidden_op", self.guard.violations[0] + " (caught and swallowed by the candidate)")
         if threading.active_count() > before_threads:
             raise Verdict("forbidden_op", "the candidate's forward left a thread running (work after return)")
         if self.cfg.get("backend") in ("c", "torch_ext", "triton") and self.counter.count() == before_calls:
-            raise Verdict("kernel_not_called", "the forward never called the compiled kernel "
-                          "(a kernel that is defined but not launched does not count)")
+            raise Verdict(
+                "kernel_not_called",
+                "the forward never called the compiled kernel "
+                "(a kernel that is defined but not launched does not count)",
+            )
         return out
 
     def sync(self):
@@ -358,8 +438,11 @@ class Harness:
         except SystemExit:
             raise Verdict("early_exit", "the submission tried to exit the process while being imported")
         except Exception as e:
-            raise Verdict("runtime_error", f"the submission failed to import: {type(e).__name__}: {e}",
-                          traceback=traceback.format_exc(limit=-3))
+            raise Verdict(
+                "runtime_error",
+                f"the submission failed to import: {type(e).__name__}: {e}",
+                traceback=traceback.format_exc(limit=-3),
+            )
         if threading.active_count() > threads:
             raise Verdict("forbidden_op", "the submission started a thread while being imported")
         if not hasattr(cand, "ModelNew"):
@@ -381,11 +464,18 @@ class Harness:
         except SystemExit:
             raise Verdict("early_exit", "ModelNew() tried to exit the process")
         except Exception as e:
-            raise Verdict("runtime_error", f"ModelNew(*get_init_inputs()) raised {type(e).__name__}: {e}",
-                          traceback=traceback.format_exc(limit=-3))
+            raise Verdict(
+                "runtime_error",
+                f"ModelNew(*get_init_inputs()) raised {type(e).__name__}: {e}",
+                traceback=traceback.format_exc(limit=-3),
+            )
         if missing.missing_keys:
-            raise Verdict("bad_submission", "ModelNew lacks parameters of the reference: "
-                          + ", ".join(missing.missing_keys[:5]) + " (use the same names as Model)")
+            raise Verdict(
+                "bad_submission",
+                "ModelNew lacks parameters of the reference: "
+                + ", ".join(missing.missing_keys[:5])
+                + " (use the same names as Model)",
+            )
 
     def trial_inputs(self):
         """(kind, seed, inputs): seeded get_inputs() trials, then signed variants."""
@@ -397,10 +487,14 @@ class Harness:
             seed = 1000 + k
             torch.manual_seed(seed)
             base = self.problem.get_inputs()
-            yield "signed", seed, [
-                (torch.randn_like(x) * 2.0) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-                for x in base
-            ]
+            yield (
+                "signed",
+                seed,
+                [
+                    (torch.randn_like(x) * 2.0) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                    for x in base
+                ],
+            )
 
     def verify(self):
         for kind, seed, inputs in self.trial_inputs():
@@ -463,7 +557,7 @@ class Harness:
                     runners[name]()
             last = None
             for r in range(cfg.get("timed_runs", 20)):
-                order = names[r % len(names):] + names[: r % len(names)]  # interleaved, rotated
+                order = names[r % len(names) :] + names[: r % len(names)]  # interleaved, rotated
                 for name in order:
                     flush.fill_(float(r))
                     self.sync()
@@ -479,11 +573,14 @@ class Harness:
                 report = _mismatch(g, w, self.atol, self.rtol)
                 if report is not None:
                     report.update(run="timed", kind="timing", seed=cfg.get("timing_seed", 7))
-                    raise Verdict("incorrect", "output of a timed run is wrong: " + _describe(report),
-                                  mismatch=report)
+                    raise Verdict("incorrect", "output of a timed run is wrong: " + _describe(report), mismatch=report)
         for name, ts in times.items():
-            self.result["timing"][name] = {"median_ms": 1e3 * _quantile(ts, 0.5), "p25_ms": 1e3 * _quantile(ts, 0.25),
-                                           "p75_ms": 1e3 * _quantile(ts, 0.75), "runs": len(ts)}
+            self.result["timing"][name] = {
+                "median_ms": 1e3 * _quantile(ts, 0.5),
+                "p25_ms": 1e3 * _quantile(ts, 0.25),
+                "p75_ms": 1e3 * _quantile(ts, 0.75),
+                "runs": len(ts),
+            }
         self.check_untouched("timing")
 
     def check_untouched(self, when):
@@ -500,10 +597,12 @@ def _quantile(values, p):
 def _describe(report):
     if report.get("reason") != "values differ":
         return f"{report['reason']} (output {report.get('output', 0)}, {report.get('kind')} inputs, seed {report.get('seed')})"
-    return (f"output {report['output']} differs on {report['kind']} inputs (seed {report['seed']}, candidate run "
-            f"{report['run']} the reference): {report['mismatched']}/{report['total']} elements outside "
-            f"tolerance; max abs err {report['max_abs']:.3g}, max rel err {report['max_rel']:.3g}; at "
-            f"{tuple(report['where'])} expected {report['expected']:.5g}, got {report['got']:.5g}")
+    return (
+        f"output {report['output']} differs on {report['kind']} inputs (seed {report['seed']}, candidate run "
+        f"{report['run']} the reference): {report['mismatched']}/{report['total']} elements outside "
+        f"tolerance; max abs err {report['max_abs']:.3g}, max rel err {report['max_rel']:.3g}; at "
+        f"{tuple(report['where'])} expected {report['expected']:.5g}, got {report['got']:.5g}"
+    )
 
 
 def run(cfg):
@@ -537,8 +636,11 @@ def main():
     for name, (obj, attr) in _CRITICAL.items():
         if getattr(obj, attr, None) is not _SNAPSHOT[name]:
             result.update(status="tampering", message=f"{name} was replaced by the candidate")
-    text = _json_dumps(result, default=str, allow_nan=False) if _finite(result) else _json_dumps(
-        {"status": "harness_error", "message": "non-finite number in the result", "nonce": nonce})
+    text = (
+        _json_dumps(result, default=str, allow_nan=False)
+        if _finite(result)
+        else _json_dumps({"status": "harness_error", "message": "non-finite number in the result", "nonce": nonce})
+    )
     with _open("result.json.tmp", "w") as f:
         f.write(text)
     _replace("result.json.tmp", "result.json")
