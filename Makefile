@@ -1,35 +1,48 @@
-# Set-up and entry points. `make demo` and `make test` each work on a fresh machine.
+# Set-up and entry points. `make demo` and `make test` each work on a fresh machine, in either order.
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
-EXTRAS ?= dev
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(EXTRAS)
+# the test suite also exercises the optional GUI (MiniWoB++), Ray, peft and datasets integrations
+TEST_EXTRAS := dev,gui,data
 
-.PHONY: install demo test test-fast clean
+.PHONY: install install-test demo test test-fast lint format clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-$(STAMP): pyproject.toml | $(PY)
+# one stamp per set of extras, each depending on pyproject.toml: any order of targets installs what each needs
+$(VENV)/.installed-%: pyproject.toml | $(PY)
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
-	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
+	$(PY) -m pip install -q -e '.[$*]'
 	touch $@
 
-install: $(STAMP)
+install: $(VENV)/.installed-base
+install-test: $(VENV)/.installed-$(TEST_EXTRAS)
 
-# the test suite also exercises the optional GUI (MiniWoB++), Ray, peft and datasets integrations
-test test-fast: EXTRAS := dev,gui,data
+$(VENV)/.installed-base: pyproject.toml | $(PY)
+	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e .
+	touch $@
 
 demo: install
 	$(VENV)/bin/tempering demo
 
-test: install
-	$(PY) -m pytest -q
+test: install-test
+	$(PY) -m pytest -q --durations=25
 
-test-fast: install
-	$(PY) -m pytest -q -m "not slow"
+test-fast: install-test
+	$(PY) -m pytest -q -m "not slow" --durations=10
+
+lint: install-test
+	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff format --check src tests benchmarks examples
+	$(VENV)/bin/mypy
+
+format: install-test
+	$(VENV)/bin/ruff check --fix src tests benchmarks examples
+	$(VENV)/bin/ruff format src tests benchmarks examples
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

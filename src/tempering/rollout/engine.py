@@ -270,6 +270,7 @@ async def _counterfactual(
     answer on its own (true of refinement tasks); stateful environments should not enable it.
     """
     cf = opts.counterfactual
+    assert cf is not None
     cands = [(e, k) for e in eps for k, t in enumerate(e.turns) if t.action_ids]
     if cf.select == "random":
         random.Random(cf.seed + len(cands)).shuffle(cands)

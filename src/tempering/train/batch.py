@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 import torch
 
@@ -35,12 +36,13 @@ class TrainBatch:
 
     def select(self, idx: torch.Tensor | slice) -> TrainBatch:
         """Rows `idx`, trimmed to the longest remaining sequence."""
-        sub = {
+        sub: dict[str, Any] = {
             f.name: (getattr(self, f.name)[idx] if getattr(self, f.name) is not None else None)
             for f in fields(self)
             if f.name != "extra"
         }
-        T = int(sub["attention_BT"].sum(-1).max()) if sub["attention_BT"].numel() else 0
+        attn = self.attention_BT[idx]
+        T = int(attn.sum(-1).max()) if attn.numel() else 0
         out = {k: (v[:, :T] if v is not None and v.dim() == 2 else v) for k, v in sub.items()}
         return TrainBatch(**out, extra={k: v[idx][:, :T] for k, v in self.extra.items()})
 

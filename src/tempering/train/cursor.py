@@ -18,7 +18,7 @@ class PromptCursor:
         return order
 
     def next(self, n: int) -> list[int]:
-        out = []
+        out: list[int] = []
         while len(out) < n:
             if self.pos >= self.size:
                 self.epoch, self.pos = self.epoch + 1, 0

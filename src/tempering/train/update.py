@@ -77,6 +77,7 @@ def ppo_loss(model, mb: TrainBatch, norm: LossNorm, s: UpdateSettings) -> tuple[
     """PPO-clip on the sampled tokens, plus an optional KL-to-reference term."""
     logp, ent = policy_logprobs(model, mb, s.temperature, entropy=True, share_prefix=s.share_prefix)
     old = mb.old_logp_BT if mb.old_logp_BT is not None else logp.detach()
+    assert mb.adv_BT is not None, "credit fills adv_BT before the update"
     loss, stats = ppo_clip_loss(
         logp, old, mb.adv_BT, mb.mask_BT, s.clip_low, s.clip_high, s.dual_clip, s.loss_agg, norm
     )
