@@ -70,6 +70,8 @@ class Episode:
     reward: float = 0.0
     """Scalar outcome reward used by outcome credit (after shaping)."""
     info: dict[str, Any] = field(default_factory=dict)
+    prompt: str = ""
+    """The first observation, as the environment's `reset()` gave it (usually `task.prompt`)."""
 
     @property
     def success(self) -> bool:

@@ -138,3 +138,31 @@ def test_counterfactual_resamples_the_most_surprising_turns_from_fixed_history()
     assert picked == [(0, 0)]
     assert g.episodes[0].turns[0].info["cf_scores"] == [1.0, 1.0, 1.0]  # the alternatives answered "ok"
     assert stats.cf_env_calls == 3
+
+
+class ScreenEnv(CountEnv):
+    """Its first observation is not `task.prompt` (a GUI screen, a MiniWoB page); async, like a browser."""
+
+    async def reset(self):
+        return f"screen of {self.task.id}"
+
+
+def test_episodes_start_from_the_observation_reset_returns():
+    seen = []
+    sampler = ScriptedSampler(lambda ctx, n: seen.append(ctx) or "no")
+    fmt = ChatFormat(TOK, use_chat_template=False, feedback_template="|{feedback}|{prompt}")
+    groups = asyncio.run(rollout(sampler, fmt, [Task("t0", "")], ScreenEnv, 2, RolloutOptions(max_turns=2)))
+    e = groups[0].episodes[0]
+    assert e.prompt == "screen of t0" and TOK.decode(e.prompt_ids) == "screen of t0"
+    assert seen[0] == "screen of t0"
+    # the feedback template's {prompt} is the observation too, not the empty task prompt
+    assert seen[-1].endswith("|wrong: try1|screen of t0")
+
+
+def test_a_reset_that_returns_no_text_is_an_error():
+    class Bad(CountEnv):
+        def reset(self):
+            return None
+
+    with pytest.raises(UserError, match="reset"):
+        _run(ScriptedSampler(lambda ctx, n: "no"), RolloutOptions(), env=Bad)

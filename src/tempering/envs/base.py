@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
+from collections.abc import Awaitable
 from typing import Any
 
 from tempering.types import Task
@@ -39,8 +40,9 @@ class Env(abc.ABC):
     def __init__(self, task: Task):
         self.task = task
 
-    def reset(self) -> str:
-        """The first observation (by default the task's prompt)."""
+    def reset(self) -> str | Awaitable[str]:
+        """The first observation (by default the task's prompt); the policy's first turn reads it.
+        Slow environments may make it a coroutine."""
         return self.task.prompt
 
     @abc.abstractmethod

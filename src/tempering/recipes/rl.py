@@ -387,7 +387,7 @@ def _all_equal(g: Group) -> bool:
 def _sample_row(e) -> dict[str, Any]:
     return {
         "task": e.task.id,
-        "prompt": e.task.prompt,
+        "prompt": e.prompt,
         "turns": [
             {"text": t.info.get("text", ""), "score": t.score, "status": t.status, "feedback": t.feedback}
             for t in e.turns

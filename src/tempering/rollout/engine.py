@@ -10,6 +10,7 @@ Single-turn is K = 1.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import random
 import time
 from collections.abc import Callable
@@ -103,6 +104,18 @@ async def _step(env: Env, text: str) -> tuple[StepResult, float]:
     return res, time.perf_counter() - t0
 
 
+async def _reset(env: Env) -> str:
+    """The episode's first observation: what `reset()` returns (a coroutine for slow environments)."""
+    obs = env.reset()
+    if inspect.isawaitable(obs):
+        obs = await obs
+    if not isinstance(obs, str):
+        raise UserError(
+            f"{type(env).__name__}.reset() returned {type(obs).__name__}; it must return the first observation as text"
+        )
+    return obs
+
+
 def _check_score(res: StepResult, env: Env, opts: RolloutOptions) -> float:
     if opts.score_range is None:
         return res.score
@@ -164,17 +177,18 @@ async def rollout(
     turn_ctx: dict[tuple[int, int], list[int]] = {}
     envs: dict[int, Env] = {}
     eps: list[Episode] = []
-    for task in tasks:
-        prompt = fmt.prompt_ids(task.prompt)
-        group = Group(task=task, episodes=[])
-        for _ in range(group_size):
-            env = make_env(task)
-            env.reset()
-            e = Episode(task=task, prompt_ids=list(prompt))
-            envs[id(e)], ctx[id(e)] = env, list(prompt)
-            group.episodes.append(e)
-            eps.append(e)
-        groups.append(group)
+    made = [(task, make_env(task)) for task in tasks for _ in range(group_size)]
+    observations = await asyncio.gather(*(_reset(env) for _, env in made))
+    encoded: dict[str, list[int]] = {}
+    for i, ((task, env), obs) in enumerate(zip(made, observations)):
+        if i % group_size == 0:
+            groups.append(Group(task=task, episodes=[]))
+        if obs not in encoded:  # the episodes of a group usually start from the same observation
+            encoded[obs] = fmt.prompt_ids(obs)
+        e = Episode(task=task, prompt_ids=list(encoded[obs]), prompt=obs)
+        envs[id(e)], ctx[id(e)] = env, list(encoded[obs])
+        groups[-1].episodes.append(e)
+        eps.append(e)
 
     live = list(eps)
     pending_context: dict[int, list[int]] = {}
@@ -232,9 +246,7 @@ async def rollout(
             if e.stop_reason:
                 continue
             last = e.turns[-1]
-            last.feedback_ids = fmt.feedback_ids(
-                format_feedback(opts.feedback_templates, _as_result(last)), e.task.prompt
-            )
+            last.feedback_ids = fmt.feedback_ids(format_feedback(opts.feedback_templates, _as_result(last)), e.prompt)
             grown = ctx[id(e)] + last.action_ids + last.feedback_ids
             if len(grown) <= budget:
                 ctx[id(e)] = grown
@@ -286,7 +298,7 @@ async def _counterfactual(
         for _ in range(cf.samples):
             contexts.append(turn_ctx[(id(e), k)])
             env = make_env(e.task)
-            env.reset()
+            await _reset(env)
             envs.append(env)
             owners.append((e, k))
     inner = RolloutStats()
