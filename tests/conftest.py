@@ -32,16 +32,8 @@ def pretrained_dir(tmp_path_factory):
                 "train_size": 800,
                 "heldout_size": 60,
             },
-            "train": {
-                "steps": 250,
-                "lr": 3e-3,
-                "batch_size": 32,
-                "eval_every": 250,
-                "eval_size": 30,
-                "max_new_tokens": 4,
-            },
-            "out_dir": str(out),
-            "progress": False,
+            "train": {"lr": 3e-3, "batch_size": 32, "max_new_tokens": 4},
+            "run": {"steps": 250, "eval_every": 250, "eval_size": 30, "out_dir": str(out), "progress": False},
         },
     )
     res = pretrain(cfg)

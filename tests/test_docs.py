@@ -6,22 +6,21 @@ from pathlib import Path
 import pytest
 
 from tempering.config import load_config
-from tempering.recipes.reference import RECIPES, document, schema
+from tempering.recipes.reference import document
+from tempering.recipes.verbs import configured, schema
 
 ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "examples").rglob("*.yaml"))
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: str(p.relative_to(ROOT / "examples")))
 def test_example_configs_validate(path):
-    header = path.read_text().splitlines()[:6]
-    launch = [ln for ln in header if "tempering " in ln]
-    assert launch, f"{path.name} must say how to launch it in a header comment"
-    verb = re.search(
-        r"tempering (train|pretrain|distill|direct-opd|rgrpo|tu-opd|expand-compress)\b[^&]*" + re.escape(path.name),
-        launch[-1],
-    )
-    recipe = verb.group(1) if verb else "train"
-    load_config(schema(recipe) if recipe in RECIPES else schema("train"), path)
+    rel = str(path.relative_to(ROOT))
+    header = [ln for ln in path.read_text().splitlines() if ln.startswith("#")]
+    verbs = "|".join(re.escape(v) for v in configured())
+    launch = [m.group(1) for ln in header if (m := re.search(rf"tempering ({verbs})\b[^&;]*?{re.escape(rel)}", ln))]
+    assert launch, f"{rel} must say in a header comment how to launch it (tempering VERB {rel})"
+    load_config(schema(launch[0]), path)
 
 
 def test_config_reference_is_current():

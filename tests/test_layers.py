@@ -19,7 +19,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("envs",),
     ("teachers",),
     ("rollout",),
-    ("train", "evaluation"),  # scoring, credit, the update, the one loop, data parallelism
+    ("evaluation",),  # held-out metrics and pass rates, through the rollout engine
+    ("train",),  # scoring, credit, the update, the one loop, data parallelism
+    ("methods",),  # one module per training method
     ("synth",),
     ("recipes",),
     ("cli", "distributed", "integrations", "experiments", "__init__", "__main__"),

@@ -41,3 +41,12 @@ async def evaluate(
             }
         )
     return out
+
+
+async def pass_rates(
+    sampler, fmt: ChatFormat, make_env, tasks: list[Task], n: int, opts: RolloutOptions
+) -> list[float]:
+    """Share of n sampled episodes that succeed, per task (coverage, frontier and teacher reliability)."""
+    plain = replace(opts, continue_after_turn1=None, counterfactual=None)
+    groups = await rollout(sampler, fmt, tasks, make_env, n, plain)
+    return [sum(e.success for e in g.episodes) / n for g in groups]

@@ -10,10 +10,10 @@ import yaml
 from safetensors.torch import load_file
 
 from tempering.config import build
-from tempering.distributed import World, init_world
-from tempering.distributed.trainer import check_config
+from tempering.distributed import init_world
 from tempering.errors import UserError
-from tempering.recipes.rl import TrainConfig
+from tempering.recipes.train import TrainConfig
+from tempering.train.loop import check_parallel
 
 
 def _cfg(model, out, steps):
@@ -51,6 +51,7 @@ def _launch(tmp_path, name, cfg, *args):
         "--nproc-per-node=2",
         "-m",
         "tempering.distributed",
+        "train",
         str(path),
         *args,
     ]
@@ -120,12 +121,8 @@ def test_nccl_on_a_machine_without_gpu_is_refused(monkeypatch):
 
 
 def test_a_batch_that_does_not_split_over_the_ranks_is_refused(tmp_path):
-    world = World(rank=0, size=4, local_rank=0, device=torch.device("cpu"))
     cfg = build(TrainConfig, {"rollout": {"prompts_per_step": 6}})
     with pytest.raises(UserError, match=r"prompts_per_step=6 does not split over 4 ranks.*\(1, 2, 3, 6\)"):
-        check_config(cfg, world, "ddp", resume=False)
-    cfg = build(TrainConfig, {"rollout": {"prompts_per_step": 8}, "loss": {"dynamic_sampling": True}})
-    with pytest.raises(UserError, match="dynamic_sampling"):
-        check_config(cfg, world, "ddp", resume=False)
+        check_parallel(cfg, 4, "ddp", resume=False)
     with pytest.raises(UserError, match="--resume is supported with --strategy ddp"):
-        check_config(build(TrainConfig, {"rollout": {"prompts_per_step": 8}}), world, "fsdp2", resume=True)
+        check_parallel(build(TrainConfig, {"rollout": {"prompts_per_step": 8}}), 4, "fsdp2", resume=True)

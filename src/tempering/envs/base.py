@@ -10,8 +10,8 @@ A `TaskFamily` makes tasks (train / held-out splits by seed) and the env that se
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
 from collections.abc import Awaitable
+from dataclasses import dataclass, field
 from typing import Any
 
 from tempering.types import Task

@@ -80,3 +80,10 @@ def save_policy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
+
+
+def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Unsharded weights on every rank (a collective under FSDP2; a plain state dict otherwise)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))

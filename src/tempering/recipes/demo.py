@@ -7,7 +7,6 @@ held-out pass@1 before and after. With `--results DIR` it also writes quickstart
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import platform
 import sys
@@ -19,7 +18,7 @@ import torch
 from tempering.config import apply_overrides, build
 from tempering.progress import print_eval_table
 from tempering.recipes.pretrain import PretrainConfig, pretrain
-from tempering.recipes.rl import RLTrainer, TrainConfig
+from tempering.recipes.train import TrainConfig, train
 from tempering.runlog import atomic_write_text
 
 TASK = {"family": "arithmetic", "args": {"min_value": 10, "max_value": 999}, "train_size": 20000, "heldout_size": 500}
@@ -27,16 +26,8 @@ TASK = {"family": "arithmetic", "args": {"min_value": 10, "max_value": 999}, "tr
 PRETRAIN = {
     "model": {"name": "tiny-s"},
     "task": TASK,
-    "train": {
-        "steps": 4000,
-        "lr": 1e-3,
-        "batch_size": 64,
-        "eval_every": 50,
-        "eval_size": 200,
-        "stop_at_pass": 0.2,
-        "stop_checks": 2,
-        "max_new_tokens": 6,
-    },
+    "train": {"lr": 1e-3, "batch_size": 64, "stop_at_pass": 0.2, "stop_checks": 2, "max_new_tokens": 6},
+    "run": {"steps": 4000, "eval_every": 50, "eval_size": 200},
 }
 
 GRPO = {
@@ -54,7 +45,13 @@ def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) 
     rl_over = [o[len("train.") :] for o in overrides if o.startswith("train.")]
     pcfg = build(
         PretrainConfig,
-        apply_overrides({**PRETRAIN, "seed": seed, "out_dir": str(out / "pretrain"), "progress": progress}, pre_over),
+        apply_overrides(
+            {
+                **PRETRAIN,
+                "run": {**PRETRAIN["run"], "seed": seed, "out_dir": str(out / "pretrain"), "progress": progress},
+            },
+            pre_over,
+        ),
     )
     pre = pretrain(pcfg)
     t1 = time.perf_counter()
@@ -62,7 +59,7 @@ def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) 
     rl.setdefault("model", {})["name"] = pre["model"]
     rl["run"].update(seed=seed, out_dir=str(out / "grpo"), progress=progress)
     cfg = build(TrainConfig, rl)
-    hist = asyncio.run(RLTrainer(cfg).run())
+    hist = train(cfg)
     t2 = time.perf_counter()
     return {
         "pass_at_1_before": hist["start"]["eval/pass@1"],

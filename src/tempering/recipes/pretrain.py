@@ -24,22 +24,19 @@ from tempering.evaluation import evaluate
 from tempering.models import load_policy, save_policy
 from tempering.models.chat import ChatFormat
 from tempering.progress import progress_bar
-from tempering.recipes.config import ModelSection, RolloutSection, TaskSection
 from tempering.rollout.engine import RolloutOptions, format_feedback
 from tempering.rollout.sampler import HFSampler, SamplingParams
 from tempering.runlog import RunLog
+from tempering.train.config import ModelSection, RolloutSection, RunBase, TaskSection
 from tempering.train.cursor import PromptCursor
 from tempering.train.optim import make_optimizer, make_scheduler
 
 
 class PretrainSection(Schema):
-    steps: int = Field(1500, ge=1, description="Maximum optimizer steps.")
     batch_size: int = Field(64, ge=1, description="Examples per step.")
     lr: float = Field(1e-3, gt=0, description="Peak learning rate (AdamW, warm-up then constant).")
     warmup_steps: int = Field(50, ge=0, description="Linear warm-up steps.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
-    eval_every: int = Field(100, ge=1, description="Greedy held-out pass@1 every N steps.")
-    eval_size: int = Field(200, ge=1, description="Held-out prompts per periodic check.")
     stop_at_pass: float | None = Field(
         None, ge=0, le=1, description="Stop once held-out pass@1 reaches this (None: run all steps)."
     )
@@ -58,16 +55,20 @@ class PretrainSection(Schema):
     )
 
 
+class PretrainRun(RunBase):
+    steps: int = Field(1500, ge=1, description="Maximum optimizer steps.")
+    out_dir: str = Field("runs/pretrain", description="Run folder; the model is saved to OUT_DIR/model.")
+    eval_every: int = Field(100, ge=1, description="Greedy held-out pass@1 every N steps.")
+    eval_size: int | None = Field(200, ge=1, description="Held-out prompts per periodic check (default: all).")
+
+
 class PretrainConfig(Schema):
     model: ModelSection = Field(
         default_factory=ModelSection, description="Model to train (a tiny size starts from scratch)."
     )
     task: TaskSection = Field(default_factory=TaskSection, description="Task family providing (prompt, answer) pairs.")
     train: PretrainSection = Field(default_factory=PretrainSection, description="Optimisation and stopping.")
-    seed: int = Field(0, description="Seed of initialisation and data order.")
-    out_dir: str = Field("runs/pretrain", description="Run folder; the model is saved to OUT_DIR/model.")
-    threads: int = Field(0, ge=0, description="torch CPU threads (0 = default).")
-    progress: bool = Field(True, description="Show a progress bar.")
+    run: PretrainRun = Field(default_factory=PretrainRun, description="Length, seed, folder and held-out checks.")
 
 
 def _examples(fmt: ChatFormat, tasks, eos_id: int) -> list[tuple[list[int], list[int]]]:
@@ -108,14 +109,14 @@ def _repair_examples(fmt: ChatFormat, family, tasks, eos_id: int, seed: int) -> 
 
 
 def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
+    if cfg.run.threads:
+        torch.set_num_threads(cfg.run.threads)
     t_start = time.perf_counter()
     hits = 0  # consecutive checks at or above stop_at_pass
     family = make_family(cfg.task.family, **cfg.task.args)
     train_tasks = family.tasks("train", cfg.task.train_size, seed=cfg.task.data_seed)
     heldout = family.tasks("heldout", cfg.task.heldout_size, seed=cfg.task.data_seed)
-    model, tok = load_policy(cfg.model.name, seed=cfg.seed, dtype=cfg.model.dtype, device=cfg.model.device)
+    model, tok = load_policy(cfg.model.name, seed=cfg.run.seed, dtype=cfg.model.dtype, device=cfg.model.device)
     fmt = ChatFormat(tok, cfg.model.use_chat_template, RolloutSection().feedback_template, cfg.model.system_prompt)
     examples = _examples(fmt, train_tasks, tok.eos_token_id)
     if cfg.train.repair_share > 0:
@@ -125,20 +126,20 @@ def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
             else len(examples)
         )
         examples += _repair_examples(
-            fmt, family, train_tasks[:n] if n <= len(train_tasks) else train_tasks, tok.eos_token_id, cfg.seed
+            fmt, family, train_tasks[:n] if n <= len(train_tasks) else train_tasks, tok.eos_token_id, cfg.run.seed
         )
-    sampler = HFSampler(model, tok, seed=cfg.seed)
+    sampler = HFSampler(model, tok, seed=cfg.run.seed)
     opts = RolloutOptions(sampling=SamplingParams(max_new_tokens=cfg.train.max_new_tokens, temperature=0.0))
     t = cfg.train
     opt = make_optimizer(model, t.lr, t.weight_decay, (0.9, 0.999))
-    sched = make_scheduler(opt, t.warmup_steps, t.steps, "constant")
-    cursor = PromptCursor(len(examples), cfg.seed)
-    log = RunLog(cfg.out_dir, cfg.model_dump(mode="json"), tensorboard=False)
+    sched = make_scheduler(opt, t.warmup_steps, cfg.run.steps, "constant")
+    cursor = PromptCursor(len(examples), cfg.run.seed)
+    log = RunLog(cfg.run.out_dir, cfg.model_dump(mode="json"), tensorboard=cfg.run.tensorboard)
     pad = tok.pad_token_id
     best = {"heldout_pass@1": 0.0}
     step = 0
-    with progress_bar(t.steps, "pretrain", enabled=cfg.progress) as bar:
-        for step in range(1, t.steps + 1):
+    with progress_bar(cfg.run.steps, "pretrain", enabled=cfg.run.progress) as bar:
+        for step in range(1, cfg.run.steps + 1):
             rows = [examples[i] for i in cursor.next(t.batch_size)]
             T = max(len(p) + len(a) for p, a in rows)
             ids = torch.full((len(rows), T), pad, dtype=torch.long)
@@ -160,8 +161,8 @@ def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
             live = {"loss": loss.item()}
             metrics: dict[str, float] = {"loss": live["loss"]}
             stop = t.max_seconds is not None and time.perf_counter() - t_start > t.max_seconds
-            if step % t.eval_every == 0 or step == t.steps or stop:
-                ev = asyncio.run(evaluate(sampler, fmt, family, heldout[: t.eval_size], opts, k=1, sampled=False))
+            if step % cfg.run.eval_every == 0 or step == cfg.run.steps or stop:
+                ev = asyncio.run(evaluate(sampler, fmt, family, heldout[: cfg.run.eval_size], opts, k=1, sampled=False))
                 metrics["heldout_pass@1"] = live["heldout"] = ev["pass@1"]
                 if t.stop_at_pass is not None:
                     hits = hits + 1 if ev["pass@1"] >= t.stop_at_pass else 0
@@ -171,7 +172,7 @@ def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
             if stop:
                 break
     final = asyncio.run(evaluate(sampler, fmt, family, heldout, opts, k=1, sampled=False))
-    model_dir = save_policy(model, tok, Path(cfg.out_dir) / "model")
+    model_dir = save_policy(model, tok, Path(cfg.run.out_dir) / "model")
     log.plot(["loss", "heldout_pass@1"])
     log.close()
     best.update(

@@ -67,7 +67,7 @@ def policy_logprobs(
     return token_logprobs(model, batch, temperature, entropy)
 
 
-STEP_TOTALS = ("policy_loss", "kl_ref")
+STEP_TOTALS = ("policy_loss", "kl_ref", "jsd", "kl_start")
 """Statistics that are terms of the aggregated loss: summed over micro-batches (and data-parallel ranks)."""
 
 LossFn = Callable[[torch.nn.Module, TrainBatch, LossNorm, UpdateSettings], tuple[torch.Tensor, dict]]
@@ -84,7 +84,9 @@ def ppo_loss(model, mb: TrainBatch, norm: LossNorm, s: UpdateSettings) -> tuple[
     m = mb.mask_BT
     stats["entropy"] = (ent * m).sum() / m.sum().clamp(min=1)
     stats["policy_loss"] = loss.detach()
-    if s.kl_coef > 0 and mb.ref_logp_BT is not None:
+    if s.kl_coef > 0:
+        if mb.ref_logp_BT is None:
+            raise ValueError("a KL-to-reference loss (kl_coef > 0) needs the reference's log-probs in the batch")
         kl = aggregate(kl_estimate(logp, mb.ref_logp_BT, s.kl_estimator), m, s.loss_agg, norm)
         stats["kl_ref"] = kl.detach()
         loss = loss + s.kl_coef * kl
@@ -171,3 +173,11 @@ def policy_update(
     out = {k: v / max(n, 1) for k, v in sums.items()}
     out["lr"] = optimizer.param_groups[0]["lr"]
     return out
+
+
+def vocab_logprobs(model, mb: TrainBatch, temperature: float = 1.0) -> torch.Tensor:
+    """(B, T, V) log-probs of the policy's next-token distribution at every position, aligned with the
+    batch: position t predicts token t (position 0 is all zeros). For losses on whole distributions."""
+    logits = model(input_ids=mb.input_ids_BT, attention_mask=mb.attention_BT).logits[:, :-1].float()
+    logp = (logits / temperature).log_softmax(-1)
+    return torch.cat([torch.zeros_like(logp[:, :1]), logp], dim=1)

@@ -1,4 +1,9 @@
-"""Config sections shared by the recipes (each recipe composes its own top-level schema)."""
+"""Config sections shared by every verb that trains a policy with the one loop (`train/loop.py`).
+
+Each verb composes its own top-level schema from these sections plus its method's section, and carries
+only the keys it reads. Keys that only matter when a switch is on are refused while it is off
+(`ignored_unless`), so no value is silently ignored.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,15 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from tempering.config import Schema
-from tempering.rollout.engine import FEEDBACK_TEMPLATES
+from tempering.algos.losses import AGG_MODES
+from tempering.config import Schema, ignored_unless
+from tempering.rollout.engine import FEEDBACK_TEMPLATES, RolloutOptions
 from tempering.rollout.ray_workers import RaySection
 from tempering.rollout.sampler import SamplingParams
 from tempering.rollout.vllm_sampler import VLLMSection
 from tempering.train.update import UpdateSettings
+
+LossAgg = Literal[AGG_MODES]  # type: ignore[valid-type]
 
 
 class ModelSection(Schema):
@@ -29,6 +37,11 @@ class ModelSection(Schema):
     lora_targets: list[str] | None = Field(
         None, description="Linear layers to adapt (default: attention and MLP projections)."
     )
+
+    @model_validator(mode="after")
+    def _check(self):
+        ignored_unless(self, "model", ["lora_alpha", "lora_targets"], self.lora_rank > 0, "model.lora_rank > 0")
+        return self
 
 
 class TaskSection(Schema):
@@ -60,7 +73,7 @@ class RolloutSection(Schema):
     max_turns: int = Field(1, ge=1, description="Turn limit K of an episode (1 = single-turn).")
     feedback_template: str = Field(
         "\n{feedback}\n{prompt}",
-        description="Text appended after a failed turn ({feedback} = the status message, {prompt}).",
+        description="Text appended after a failed turn ({feedback} = the status message, {prompt} = the first observation).",
     )
     feedback_templates: dict[str, str] = Field(
         default_factory=lambda: dict(FEEDBACK_TEMPLATES),
@@ -72,25 +85,6 @@ class RolloutSection(Schema):
     drop_old_turns: bool = Field(
         True, description="Drop the oldest turns when the context fills (false: stop with stop_reason=context)."
     )
-    prune: Literal["none", "dcp"] = Field(
-        "none", description="Which groups get turns 2..K: all (none) or LEAP's Difficulty-Conditioned Pruning (dcp)."
-    )
-    dcp_min_fail: float = Field(
-        0.5, ge=0, le=1, description="DCP: expand when first-turn failures >= ceil(this * G) (ours: G/2)."
-    )
-    dcp_max_fail: float | None = Field(
-        None,
-        ge=0,
-        le=1,
-        description="DCP: ... and <= floor(this * G); null = G - 1, so all-fail groups are pruned (ours).",
-    )
-    counterfactual_turns: int = Field(
-        0, ge=0, description="TCPO: L turns of the batch resampled from fixed history (0 = off)."
-    )
-    counterfactual_samples: int = Field(4, ge=0, description="TCPO: M alternatives per selected turn (ours: 4).")
-    counterfactual_select: Literal["surprisal", "random"] = Field(
-        "surprisal", description="TCPO: pick the most surprising turns, or random ones (ablation)."
-    )
     score_range: tuple[float, float] | None = Field(
         None, description="Required verifier score range, e.g. [0, 1] for TCPO (null = any)."
     )
@@ -100,33 +94,35 @@ class RolloutSection(Schema):
     )
 
     @model_validator(mode="after")
-    def _check(self):
-        if self.counterfactual_turns > 0 and self.counterfactual_samples == 0:
-            raise ValueError("counterfactual_samples (M) must be >= 1 when counterfactual_turns (L) > 0")
-        if self.dcp_max_fail is not None and self.dcp_max_fail < self.dcp_min_fail:
-            raise ValueError("dcp_max_fail must be >= dcp_min_fail")
+    def _check_rollout(self):
+        ignored_unless(self, "rollout", ["vllm"], self.backend == "vllm", "rollout.backend=vllm")
+        ignored_unless(self, "rollout", ["ray"], self.backend == "ray", "rollout.backend=ray")
+        ignored_unless(self, "rollout", ["clamp_scores"], self.score_range is not None, "rollout.score_range")
         return self
 
     def sampling(self) -> SamplingParams:
         return SamplingParams(self.max_new_tokens, self.temperature, self.top_p, self.top_k, list(self.stop))
 
+    def options(self, seed: int = 0) -> RolloutOptions:
+        """The rollout engine's options (methods add their own, e.g. LEAP's pruning)."""
+        return RolloutOptions(
+            sampling=self.sampling(),
+            max_turns=self.max_turns,
+            max_context_tokens=self.max_context_tokens,
+            drop_old_turns=self.drop_old_turns,
+            feedback_templates=dict(self.feedback_templates),
+            score_range=(self.score_range[0], self.score_range[1]) if self.score_range else None,
+            clamp_scores=self.clamp_scores,
+        )
 
-class LossSection(Schema):
-    advantage: str = Field("grpo", description="Credit: grpo, dr_grpo, rloo, leap, kevin, trloo, tcpo.")
-    credit_args: dict[str, Any] = Field(
-        default_factory=dict, description="Keyword arguments of the credit function (e.g. gamma, mode)."
-    )
+
+class UpdateSection(Schema):
+    """The policy update every method shares (the `loss` section; RL verbs add their credit keys)."""
+
     clip_low: float = Field(0.2, ge=0, description="PPO clip below 1 (eps_low).")
     clip_high: float = Field(0.28, ge=0, description="PPO clip above 1 (eps_high; DAPO clip-higher).")
     dual_clip: float | None = Field(3.0, description="Dual-clip constant c for negative advantages (null = off).")
-    loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = Field(
-        "token-mean", description="Loss aggregation, normalised over the whole optimizer step."
-    )
-    kl_coef: float = Field(0.0, ge=0, description="KL-to-reference coefficient beta (0: no reference model is loaded).")
-    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="KL estimator on the sampled token.")
-    kl_in_reward: bool = Field(
-        False, description="Subtract beta * summed k1 KL from the reward instead of adding a loss term."
-    )
+    loss_agg: LossAgg = Field("token-mean", description="Loss aggregation, normalised over the whole optimizer step.")
     ppo_epochs: int = Field(1, ge=1, description="Passes over each batch.")
     mini_batches: int = Field(1, ge=1, description="Optimizer steps per pass (the batch is split into this many).")
     micro_batch_size: int = Field(256, ge=1, description="Sequences per forward/backward (gradient accumulation).")
@@ -136,19 +132,21 @@ class LossSection(Schema):
     )
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     mask_truncated: bool = Field(False, description="Drop answers that hit the token limit from the loss (DAPO).")
-    dynamic_sampling: bool = Field(False, description="DAPO: drop groups with equal rewards and refill the batch.")
-    max_resample_rounds: int = Field(3, ge=0, description="Extra generation rounds allowed to refill the batch.")
     rollout_correction: Literal["none", "tis", "mask"] = Field(
-        "none", description="Sampler/trainer mismatch: truncated importance weights (tis) or masking sequences (mask)."
+        "none",
+        description="Sampler/trainer mismatch: truncated importance weights (tis) or masking sequences (mask).",
     )
     rollout_correction_cap: float = Field(
         2.0,
         gt=1,
         description="C of the rollout correction: weights min(ratio, C); sequences kept while ratio is in [1/C, C].",
     )
-    overlong_cache: int = Field(
-        0, ge=0, description="DAPO overlong shaping: ramp length before max_new_tokens (0 = off)."
-    )
+
+    @model_validator(mode="after")
+    def _check_update(self):
+        on = self.rollout_correction != "none"
+        ignored_unless(self, "loss", ["rollout_correction_cap"], on, "loss.rollout_correction=tis|mask")
+        return self
 
     def update_settings(self, temperature: float, max_response_len: int) -> UpdateSettings:
         return UpdateSettings(
@@ -159,8 +157,6 @@ class LossSection(Schema):
             clip_high=self.clip_high,
             dual_clip=self.dual_clip,
             loss_agg=self.loss_agg,
-            kl_coef=0.0 if self.kl_in_reward else self.kl_coef,
-            kl_estimator=self.kl_estimator,
             max_grad_norm=self.max_grad_norm,
             temperature=temperature or 1.0,
             max_response_len=max_response_len,
@@ -176,14 +172,34 @@ class OptimSection(Schema):
     schedule: Literal["cosine", "constant"] = Field("constant", description="Decay after warm-up.")
     min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Final lr as a share of the peak (cosine).")
 
+    @model_validator(mode="after")
+    def _check(self):
+        ignored_unless(self, "optim", ["min_lr_ratio"], self.schedule == "cosine", "optim.schedule=cosine")
+        return self
 
-class RunSection(Schema):
+
+class RunBase(Schema):
+    """What every run has: its length, seed, folder, periodic evaluation and output."""
+
     steps: int = Field(100, ge=0, description="Training steps.")
     seed: int = Field(0, description="Run seed (model init, sampling, data order).")
     out_dir: str = Field("runs/train", description="Run folder (config, metrics, samples, plots, checkpoints).")
-    eval_every: int = Field(25, ge=0, description="Evaluate on the held-out split every N steps (0 = only at the end).")
+    eval_every: int = Field(
+        25, ge=0, description="Evaluate on the held-out split every N steps (0 = only at the start and end)."
+    )
+    eval_size: int | None = Field(None, ge=1, description="Held-out prompts per periodic evaluation (default: all).")
+    threads: int = Field(0, ge=0, description="torch CPU threads (0 = torch's default).")
+    tensorboard: bool = Field(True, description="Write TensorBoard event files.")
+    progress: bool = Field(True, description="Show a live progress bar.")
+
+    @model_validator(mode="after")
+    def _check(self):
+        ignored_unless(self, "run", ["eval_size"], self.eval_every > 0, "run.eval_every > 0")
+        return self
+
+
+class RunSection(RunBase):
     eval_k: int = Field(8, ge=1, description="Samples per held-out prompt for pass@k.")
-    eval_size: int | None = Field(None, description="Held-out prompts per periodic evaluation (default: all).")
     eval_max_turns: int | None = Field(
         None,
         ge=1,
@@ -192,6 +208,14 @@ class RunSection(Schema):
     checkpoint_every: int = Field(50, ge=0, description="Checkpoint every N steps (0 = only at the end).")
     keep_checkpoints: int = Field(2, ge=1, description="Complete checkpoints kept on disk.")
     log_samples: int = Field(4, ge=0, description="Episodes written to samples.jsonl per step.")
-    threads: int = Field(0, ge=0, description="torch CPU threads (0 = torch's default).")
-    tensorboard: bool = Field(True, description="Write TensorBoard event files.")
-    progress: bool = Field(True, description="Show a live progress bar.")
+
+
+class LoopConfig(Schema):
+    """The sections the one training loop reads; every training verb's schema extends it."""
+
+    model: ModelSection = Field(default_factory=ModelSection, description="The policy.")
+    task: TaskSection = Field(default_factory=TaskSection, description="Training and held-out tasks.")
+    rollout: RolloutSection = Field(default_factory=RolloutSection, description="Sampling and turns.")
+    loss: UpdateSection = Field(default_factory=UpdateSection, description="The policy update.")
+    optim: OptimSection = Field(default_factory=OptimSection, description="Optimizer and schedule.")
+    run: RunSection = Field(default_factory=RunSection, description="Length, logging, evaluation, checkpoints.")

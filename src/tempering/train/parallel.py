@@ -1,6 +1,8 @@
 """Data-parallel training: wrap the policy (DDP or FSDP2) and keep the loss normalisation global.
 
-Each rank holds its own share of the batch (whole groups, so credit stays local). DDP and FSDP both
+The one loop (`train/loop.py`) talks to its ranks through a `Ranks` object: `Solo` for one process,
+`DataParallel` under torchrun. Each rank holds its own share of the batch (whole groups, so credit
+stays local). DDP and FSDP both
 *average* gradients over ranks, so each rank divides its summed loss by (global count / world size):
 the average of the ranks' gradients is then exactly the gradient of (global sum / global count), the
 same update one process makes on the whole batch. Counting per rank instead is the bug the GRPO note
@@ -10,27 +12,57 @@ warns about (ranks with short answers would weigh more).
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import fields
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 
 from tempering.algos.losses import LossNorm
-from tempering.distributed.world import World
 from tempering.errors import UserError
 from tempering.train.batch import TrainBatch
-from tempering.train.update import STEP_TOTALS
+from tempering.train.world import World
 
 STRATEGIES = ("ddp", "fsdp2")
-SUMMED_METRICS = ("env_calls", "env_errors", "cf_env_calls", "episodes_pruned", *STEP_TOTALS)
-"""Metrics that count events: summed over ranks (the others are averaged)."""
+SUMMED_METRICS = ("env_calls", "env_errors", "user_errors", "cf_env_calls", "episodes_pruned", "groups")
+"""Metrics that count events: summed over ranks. The others are means, weighted by each rank's share.
+(Loss terms such as `policy_loss` are shares of the global loss divided by the world size, so their
+mean over ranks is the global value.)"""
+
+T = TypeVar("T")
+
+
+class Solo:
+    """One process: the `DataParallel` interface with no collectives."""
+
+    size, rank, is_main = 1, 0, True
+    device = None
+
+    def reduce(self, metrics: dict[str, Any], weight: float = 1.0) -> dict[str, Any]:
+        return dict(metrics)
+
+    def once(self, fn: Callable[[], T]) -> T:
+        return fn()
+
+    def share(self, obj: Any) -> Any:
+        return obj
+
+    def gather(self, obj: Any) -> list[Any]:
+        return [obj]
+
+    def barrier(self) -> None:
+        pass
 
 
 class DataParallel:
-    """What `policy_update` needs from the ranks (`UpdateSettings.data_parallel`)."""
+    """The ranks of a torchrun launch: what `policy_update` needs (`UpdateSettings.data_parallel`)
+    and what the loop needs (metrics reduced over ranks, work done once on rank 0)."""
 
     def __init__(self, world: World):
         self.world = world
+        self.size, self.rank, self.is_main = world.size, world.rank, world.is_main
+        self.device = world.device
 
     def loss_norm(self, mask_BT: torch.Tensor, max_len: float | None = None) -> LossNorm:
         """The step's `LossNorm` counted over all ranks, divided by the world size (see module doc)."""
@@ -55,7 +87,7 @@ class DataParallel:
         extra = int(rows) - batch.size
         if extra == 0:
             return batch
-        out = {}
+        out: dict[str, Any] = {}
         for f in fields(batch):
             v = getattr(batch, f.name)
             if isinstance(v, dict):  # method-specific per-token tensors
@@ -64,18 +96,40 @@ class DataParallel:
                 out[f.name] = None if v is None else _pad_rows(v, extra, f.name)
         return TrainBatch(**out)
 
-    def average(self, metrics: dict[str, float]) -> dict[str, float]:
-        """Every rank's metrics combined (means averaged, counters summed); the same on all ranks."""
-        gathered: list[dict[str, float]] = [{} for _ in range(self.world.size)]
-        dist.all_gather_object(gathered, {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))})
-        out: dict[str, float] = {}
-        for k in metrics:
-            vals = [g[k] for g in gathered if k in g]
-            if vals:
-                out[k] = sum(vals) if k in SUMMED_METRICS else sum(vals) / len(vals)
+    def reduce(self, metrics: dict[str, Any], weight: float = 1.0) -> dict[str, Any]:
+        """Every rank's metrics combined (the same on all ranks): counters summed, the others averaged
+        with each rank's `weight` (e.g. its episodes or loss tokens), so a mean over uneven shares is
+        the mean over the whole batch."""
+        mine = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
+        gathered: list[Any] = [None] * self.world.size
+        dist.all_gather_object(gathered, (float(weight), mine))
+        total = sum(w for w, _ in gathered) or 1.0
+        out: dict[str, Any] = dict(metrics)
+        for k in mine:
+            vals = [(w, m[k]) for w, m in gathered if k in m]
+            if k in SUMMED_METRICS:
+                out[k] = sum(v for _, v in vals)
             else:
-                out[k] = metrics[k]
+                out[k] = sum(w * v for w, v in vals) / (sum(w for w, _ in vals) or total)
         return out
+
+    def once(self, fn: Callable[[], T]) -> T:
+        """`fn()` run on rank 0 only; every rank gets its result."""
+        return self.share(fn() if self.world.is_main else None)
+
+    def share(self, obj: Any) -> Any:
+        """Rank 0's `obj` on every rank."""
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def gather(self, obj: Any) -> list[Any]:
+        out: list[Any] = [None] * self.world.size
+        dist.all_gather_object(out, obj)
+        return out
+
+    def barrier(self) -> None:
+        dist.barrier()
 
     @property
     def _dev(self) -> torch.device:
@@ -107,7 +161,9 @@ def wrap_model(model: torch.nn.Module, strategy: str, world: World) -> torch.nn.
         # buffers (rotary tables) are identical on every rank: no broadcast before each forward
         # (torch >= 2.12 names the switch `forward_sync_buffers`)
         params = inspect.signature(DistributedDataParallel.__init__).parameters
-        no_sync = {"forward_sync_buffers": False} if "forward_sync_buffers" in params else {"broadcast_buffers": False}
+        no_sync: dict[str, Any] = (
+            {"forward_sync_buffers": False} if "forward_sync_buffers" in params else {"broadcast_buffers": False}
+        )
         return DistributedDataParallel(model, device_ids=ids, **no_sync)
     try:
         from torch.distributed.device_mesh import init_device_mesh
@@ -133,7 +189,7 @@ def _decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
         "model.decoder.layers",
         "base_model.model.model.layers",
     ):
-        node = model
+        node: Any = model
         for part in path.split("."):
             node = getattr(node, part, None)
             if node is None:
@@ -141,10 +197,3 @@ def _decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
         if isinstance(node, torch.nn.ModuleList):
             return list(node)
     return []
-
-
-def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """Unsharded weights on every rank (a collective under FSDP2; a plain state dict otherwise)."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))

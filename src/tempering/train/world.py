@@ -14,7 +14,7 @@ import torch.distributed as dist
 
 from tempering.errors import UserError
 
-LAUNCH = "torchrun --nproc-per-node N -m tempering.distributed CONFIG [key=value ...]"
+LAUNCH = "torchrun --nproc-per-node N -m tempering.distributed VERB CONFIG [key=value ...]"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,78 @@
+"""What the training verbs share on the command line: CONFIG [key=value ...] [--resume RUN] [--print-config].
+
+Overrides may come anywhere, before or after the flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tempering.config import Schema, build, load_config
+from tempering.errors import UserError
+
+
+def as_config(schema: type[Schema], cfg: Schema | dict) -> Any:
+    """A validated config from a dict (Python callers), or the config itself."""
+    return build(schema, cfg) if isinstance(cfg, dict) else cfg
+
+
+def parser(verb: str, description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"tempering {verb}", description=description)
+    p.add_argument("config", nargs="?", help="YAML config (see examples/); omit for the defaults")
+    p.add_argument("overrides", nargs="*", help="key.sub=value overrides, e.g. run.steps=50")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run exactly from its latest checkpoint")
+    p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    return p
+
+
+def parse(p: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Parse with overrides anywhere among the flags; a first positional that is an override is one."""
+    a = p.parse_intermixed_args(argv)
+    overrides = list(a.overrides)
+    if a.config and "=" in a.config and not a.config.endswith((".yaml", ".yml")):
+        a.config, overrides = None, [a.config, *overrides]
+    a.overrides = overrides
+    return a
+
+
+def resolve(schema: type[Schema], a: argparse.Namespace, out_key: str = "run.out_dir") -> Any:
+    """The config of a new run, or of the run being resumed (its own config.yaml plus overrides)."""
+    if a.resume:
+        run_dir = Path(a.resume)
+        if not (run_dir / "config.yaml").is_file():
+            raise UserError(f"{run_dir} is not a run folder (no config.yaml); give the folder a run wrote")
+        if a.config:
+            raise UserError(f"--resume reads {run_dir / 'config.yaml'}; give no CONFIG file with it")
+        return load_config(schema, run_dir / "config.yaml", [*a.overrides, f"{out_key}={run_dir}"])
+    return load_config(schema, a.config, a.overrides)
+
+
+def cli_main(
+    argv: list[str],
+    verb: str,
+    description: str,
+    schema: type[Schema],
+    run: Callable[[Any, bool], dict],
+    out_key: str = "run.out_dir",
+) -> int:
+    """Parse, resolve the config, run it, print the held-out table."""
+    a = parse(parser(verb, description), argv)
+    cfg = resolve(schema, a, out_key)
+    if a.print_config:
+        import yaml
+
+        print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+        return 0
+    hist = run(cfg, bool(a.resume))
+    from tempering.progress import print_eval_table
+
+    tables = {
+        k: v
+        for k, v in hist.items()
+        if isinstance(v, dict) and v and all(isinstance(x, (int, float)) for x in v.values())
+    }
+    print_eval_table(tables, title=f"held-out results ({verb})")
+    return 0

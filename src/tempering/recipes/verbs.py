@@ -1,0 +1,103 @@
+"""The one verb registry: the CLI, `tempering config VERB`, docs/config.md, torchrun launches and the
+docs tests all read it. Modules are named, not imported, so `tempering --help` stays instant and one
+verb's optional extras never break another verb."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Verb:
+    module: str
+    """Module with `main(argv) -> int`."""
+    help: str
+    schema: str | None = None
+    """`module:Class` of its config (None: flags only)."""
+    run: str | None = None
+    """`module:function` that runs a config, `(cfg, resume=..., world=...)`: the verb runs data-parallel
+    under `torchrun -m tempering.distributed VERB ...`."""
+
+
+VERBS: dict[str, Verb] = {
+    "demo": Verb(
+        "tempering.recipes.demo", "The quickstart: pre-train a tiny model, GRPO on arithmetic, before/after table."
+    ),
+    "pretrain": Verb(
+        "tempering.recipes.pretrain",
+        "Supervised warm start of a model on a built-in task family.",
+        "tempering.recipes.pretrain:PretrainConfig",
+    ),
+    "train": Verb(
+        "tempering.recipes.train",
+        "RL with verifiable rewards: GRPO, Dr. GRPO, RLOO, LEAP, TCPO and other multi-turn credits.",
+        "tempering.recipes.train:TrainConfig",
+        "tempering.recipes.train:train",
+    ),
+    "distill": Verb(
+        "tempering.recipes.distill",
+        "On-policy distillation from a teacher (reverse KL, top-k or full-vocabulary JSD).",
+        "tempering.recipes.distill:DistillConfig",
+        "tempering.recipes.distill:distill",
+    ),
+    "direct-opd": Verb(
+        "tempering.recipes.direct_opd",
+        "Direct-OPD: transfer a small model's RL shift to a larger student.",
+        "tempering.recipes.direct_opd:DirectOPDConfig",
+        "tempering.recipes.direct_opd:direct_opd",
+    ),
+    "rgrpo": Verb(
+        "tempering.recipes.rgrpo",
+        "Residual GRPO: complementary teachers, each round on what earlier ones miss.",
+        "tempering.recipes.rgrpo:RGRPOConfig",
+        "tempering.recipes.rgrpo:rgrpo",
+    ),
+    "tu-opd": Verb(
+        "tempering.recipes.tu_opd",
+        "Teacher-Union OPD: distil several teachers gated by their pass rates.",
+        "tempering.recipes.tu_opd:TUOPDConfig",
+        "tempering.recipes.tu_opd:tu_opd",
+    ),
+    "expand-compress": Verb(
+        "tempering.recipes.expand_compress",
+        "RGRPO teachers, then TU-OPD into one student.",
+        "tempering.recipes.expand_compress:ExpandCompressConfig",
+        "tempering.recipes.expand_compress:expand_compress",
+    ),
+    "eval": Verb("tempering.recipes.eval", "Evaluate a checkpoint on a task family's held-out split."),
+    "config": Verb("tempering.recipes.reference", "Print the config reference of a verb."),
+    "kernels": Verb(
+        "tempering.envs.kernels.cli", "Kernel environment: list problems, eval submissions, synth problems."
+    ),
+    "synth": Verb(
+        "tempering.synth.cli", "Synthesise verified terminal-task bundles at the policy's frontier (Envs-FORGE)."
+    ),
+    "gui": Verb(
+        "tempering.envs.gui.cli", "GUI apps with multi-solution annotations: generate trajectory datasets, show, stats."
+    ),
+    "sandbox": Verb("tempering.sandbox.cli", "Sandbox: working backends and the adversarial suite."),
+}
+
+
+def load(spec: str):
+    """The object a `module:name` spec names."""
+    mod, _, name = spec.partition(":")
+    return getattr(importlib.import_module(mod), name)
+
+
+def schema(verb: str):
+    s = VERBS[verb].schema
+    if s is None:
+        raise KeyError(f"verb {verb!r} has no config schema")
+    return load(s)
+
+
+def configured() -> list[str]:
+    """Verbs with a config schema, sorted."""
+    return sorted(v for v, spec in VERBS.items() if spec.schema)
+
+
+def parallel() -> list[str]:
+    """Verbs that run data-parallel under torchrun."""
+    return sorted(v for v, spec in VERBS.items() if spec.run)
