@@ -5,11 +5,11 @@ import asyncio
 
 import pytest
 
-from tempering.synth.bundle import check_bundle
+from tempering.envs.terminal.workspace import NeedsDocker, local_image
+from tempering.synth.checks import check_bundle
 from tempering.synth.families import Params, families, family_of
 from tempering.synth.scoring import ACTIONS, Action
 from tempering.synth.verify import SandboxVerifier, docker_unreachable, make_verifier
-from tempering.synth.workspace import NeedsDocker, local_image
 
 A = Action.parse
 
@@ -120,9 +120,9 @@ def test_local_image_follows_copy_and_env(seeds):
     img = local_image(b2)
     assert img.env == {"MODE": "fast", "LEVEL": "2"} and all(k.startswith("in/") for k in img.files)
     b3 = type(b)(
-        b.name, b.instruction, b.config, b.files | {"environment/Dockerfile": b"FROM python:3.12\nWORKDIR /srv\n"}
+        b.name, b.instruction, b.config, b.files | {"environment/Dockerfile": b"FROM python:3.12\nWORKDIR /usr/src\n"}
     )
-    with pytest.raises(NeedsDocker, match="WORKDIR /srv"):
+    with pytest.raises(NeedsDocker, match="/usr/src is a system folder"):
         local_image(b3)
 
 
