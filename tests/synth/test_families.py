@@ -136,3 +136,37 @@ def test_docker_backend_says_clearly_when_no_engine_is_reachable(monkeypatch):
         make_verifier("docker")
     monkeypatch.setenv("PATH", "/nonexistent")
     assert docker_unreachable() == "the `docker` command is not installed"
+
+
+def test_both_backends_run_the_same_steps(seeds):
+    """gold_steps is the one sequence both verifiers use: per step, tests, oracle, tests."""
+    from tempering.envs.terminal.workspace import Rewards, Run
+    from tempering.synth.verify import gold_steps
+
+    class Recorder:
+        harbor_paths = True
+
+        def __init__(self):
+            self.calls, self.solved = [], set()
+
+        async def run_tests(self, step):
+            self.calls.append(("tests", step.name))
+            return Rewards({"reward": 1.0 if step.name in self.solved else 0.0}), Run(0, "", "ok", {}, 0.0)
+
+        async def solve(self, step):
+            self.calls.append(("solve", step.name))
+            self.solved.add(step.name)
+            return Run(0, "", "ok", {}, 0.0)
+
+    from tempering.envs.terminal import SAMPLES, read_bundle
+
+    ws = Recorder()
+    verdict = asyncio.run(gold_steps(ws, read_bundle(SAMPLES / "notes-steps")))
+    assert verdict.accepted and ws.calls == [
+        ("tests", "01-collect"),
+        ("solve", "01-collect"),
+        ("tests", "01-collect"),
+        ("tests", "02-sort"),
+        ("solve", "02-sort"),
+        ("tests", "02-sort"),
+    ]

@@ -266,6 +266,7 @@ async def synthesize(
                             except UserError:
                                 raise  # the set-up is wrong (no engine, bad settings): stop the run
                             except Exception as e:  # one bad bundle is a failed attempt, recorded, not the run's end
+                                ok = False
                                 report.verification_errors += 1
                                 stage = "gold_error"
                                 failure = f"Gold verification could not run: {type(e).__name__}: {e}"
