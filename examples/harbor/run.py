@@ -96,7 +96,7 @@ def main() -> None:
         r["why"] = (r["why"] or "").replace(str(root) + "/", "")
     out = {
         **summary,
-        "command": "python examples/harbor/run.py " + " ".join(sys.argv[1:]),
+        "command": " ".join(["python examples/harbor/run.py", *sys.argv[1:]]),
         "folders": shown,
         "sandbox_backend": sandbox.backend,
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
