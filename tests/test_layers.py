@@ -76,9 +76,6 @@ def upward_imports() -> list[str]:
 MOVING = {
     "algos/litegui.py:22 imports tempering.envs.gui.action (algos is below envs)",
     "envs/gui/states.py:38 imports tempering.teachers.prompts (envs is below teachers)",
-    "envs/terminal.py:19 imports tempering.synth.bundle (envs is below synth)",
-    "envs/terminal.py:20 imports tempering.synth.workspace (envs is below synth)",
-    "envs/terminal.py:115 imports tempering.synth.seeds (envs is below synth)",
     "rollout/vllm_sampler.py:155 imports tempering.distributed (rollout is below distributed)",
     "sandbox/cli.py:41 imports tempering.envs.code (sandbox is below envs)",
     "sandbox/cli.py:42 imports tempering.envs.code.problems (sandbox is below envs)",

@@ -65,8 +65,19 @@ class Layout:
     """Extra host paths visible read-only at the same path."""
     devices: list[str] = field(default_factory=list)
     """Host device nodes usable at the same path."""
+    mounts: list[tuple[str, str]] = field(default_factory=list)
+    """(path inside the sandbox, workdir-relative folder) shown read-write at that path."""
     uid: int | None = None
     """Unprivileged uid the job runs as (when the host is root), else None."""
+
+    def mounted_ro_files(self) -> list[tuple[str, str]]:
+        """(host file, absolute path inside) of read-only files that also appear under a mount."""
+        out = []
+        for src, rel in self.ro_files:
+            for inner, folder in self.mounts:
+                if rel.startswith(folder.rstrip("/") + "/"):
+                    out.append((src, inner + rel[len(folder.rstrip("/")) :]))
+        return out
 
 
 def _ro_paths(extra: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
@@ -160,8 +171,13 @@ def bwrap_argv(lay: Layout, cmd: list[str], status_fd: int) -> list[str]:
     for p in binds:
         argv += dirs_for(p) + ["--ro-bind", p, p]
         made.add(p)
+    for inner, folder in lay.mounts:
+        argv += dirs_for(inner) + ["--bind", os.path.join(lay.workdir, folder), inner]
+        made.add(inner)
     for src, rel in lay.ro_files:
         argv += ["--ro-bind", src, f"{INNER_WORKDIR}/{rel}"]
+    for src, dest in lay.mounted_ro_files():
+        argv += ["--ro-bind", src, dest]
     argv += ["--chdir", INNER_WORKDIR]
     if lay.uid is not None:
         argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
@@ -205,6 +221,10 @@ def unshare_argv(lay: Layout, cmd: list[str], status_fd: int) -> list[str]:
         else:
             make = f'mkdir -p "$R"{q(os.path.dirname(p))}; : > "$R"{q(p)}'
         lines += [make, f'mount --rbind {q(p)} "$R"{q(p)}', f'mount -o remount,bind,ro "$R"{q(p)}']
+    for inner, folder in lay.mounts:
+        lines += [f'mkdir -p "$R"{q(inner)}', f'mount --bind {q(os.path.join(lay.workdir, folder))} "$R"{q(inner)}']
+    for src, dest in lay.mounted_ro_files():
+        lines += [f'mount --bind {q(src)} "$R"{q(dest)}', f'mount -o remount,bind,ro "$R"{q(dest)}']
     lines.append(f"echo started >&{status_fd}")
     run = _job_argv(lay, cmd)
     lines += ["set +e", f'{q(_CHROOT)} "$R" /bin/sh -c \'cd /job && exec "$@"\' job {" ".join(map(q, run))}', "exit $?"]

@@ -145,6 +145,11 @@ class Sandbox:
         """Run one job; waits while the pool and its queue are full. Raises UserError for a bad job."""
         job.validate()
         self._check_command(job)
+        if job.mounts and not self.isolated:
+            raise UserError(
+                f"Job.mounts needs an isolating backend (bwrap or unshare); the {self.backend} backend "
+                "shares the host's file system, where it cannot place folders at fixed paths."
+            )
         admit, running = self._gate()
         async with admit:
             self.waiting += 1
@@ -221,10 +226,13 @@ class Sandbox:
             tmpdir=os.path.join(jobroot, "tmp"),
             ro_binds=list(job.ro_binds),
             devices=list(job.devices),
+            mounts=sorted(job.mounts.items()),
             uid=uid,
         )
         os.mkdir(lay.workdir, 0o755)
         os.mkdir(lay.tmpdir, 0o1777 if uid is not None else 0o700)
+        for folder in job.mounts.values():
+            os.makedirs(os.path.join(lay.workdir, check_relpath(folder, "Job.mounts folder")), 0o755, exist_ok=True)
         for path, data in job.files.items():
             _write(lay.workdir, check_relpath(path, "Job.files path"), data, 0o644)
         for path, data in job.readonly_files.items():

@@ -1,22 +1,13 @@
-"""Bundle schema, disk round trip and every static check, on hand-made bundles."""
+"""Static checks of synthesised bundles, the disk round trip and the JSON form, on hand-made bundles."""
 
 import json
 import os
 
 import pytest
-import tomllib
 
+from tempering.envs.terminal.bundle import Bundle, BundleFormatError, TaskConfig, read_bundle, write_bundle
 from tempering.errors import UserError
-from tempering.synth.bundle import (
-    Bundle,
-    BundleFormatError,
-    TaskConfig,
-    check_bundle,
-    dump_toml,
-    overlap,
-    read_bundle,
-    write_bundle,
-)
+from tempering.synth.checks import check_bundle, overlap
 
 TEST_SH = b'cd "${APP_DIR:-/app}"\nif python3 "$TESTS_DIR/test_outputs.py"; then echo 1 > "$REWARD_FILE"; else echo 0 > "$REWARD_FILE"; fi\n'
 
@@ -57,10 +48,6 @@ def test_disk_round_trip_is_exact(tmp_path):
     again = read_bundle(root)
     assert again.files == b.files and again.instruction == b.instruction
     assert again.config == b.config
-    assert tomllib.loads(dump_toml({"a": {"b": {"c": 'x"y\n'}}, "k": [1, 2.5, True]})) == {
-        "a": {"b": {"c": 'x"y\n'}},
-        "k": [1, 2.5, True],
-    }
 
 
 def test_json_form_round_trip_and_format_errors():
@@ -76,7 +63,7 @@ def test_json_form_round_trip_and_format_errors():
 
 
 @pytest.mark.parametrize(
-    "path", ["environment/../../etc/passwd", "/etc/passwd", "environment/./x", "notes.txt", "tests\\x"]
+    "path", ["environment/../../etc/passwd", "/etc/passwd", "environment/./x", "instruction.md", "tests\\x"]
 )
 def test_path_traversal_is_caught_and_never_written(tmp_path, path):
     b = make(files={path: b"x"})
@@ -110,6 +97,23 @@ def test_solution_and_tests_stay_out_of_the_agent_environment():
     assert codes(copied) == ["isolation"]
     docker = b"FROM python:3.12-slim\nCOPY ../solution/solve.sh /app/\n"
     assert "isolation" in codes(make(files={"environment/Dockerfile": docker}))
+    stub = b"FROM python:3.12-slim\nWORKDIR /app\nCOPY solution_stub.py /app/solution.py\n"
+    assert codes(make(files={"environment/Dockerfile": stub, "environment/solution_stub.py": b"pass\n"})) == []
+
+
+def test_only_what_harbor_and_gold_verification_need_is_required():
+    assert (
+        codes(
+            make(
+                files={"tests/test_outputs.py": None, "tests/test.sh": b"echo 0 > $REWARD_FILE; echo 1 > $REWARD_FILE"}
+            )
+        )
+        == []
+    )
+    prebuilt = make(files={"environment/Dockerfile": None})
+    assert codes(prebuilt) == ["layout"]
+    prebuilt.config.environment.docker_image = "python:3.12-slim"
+    assert codes(prebuilt) == []
 
 
 def test_sizes_and_name():
@@ -140,7 +144,7 @@ def test_read_bundle_errors_name_the_problem(tmp_path):
     with pytest.raises(UserError, match="task.toml: not valid TOML"):
         read_bundle(root)
     (root / "task.toml").unlink()
-    with pytest.raises(UserError, match="missing task.toml"):
+    with pytest.raises(UserError, match="neither task.toml"):
         read_bundle(root)
 
 
