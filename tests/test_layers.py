@@ -72,8 +72,6 @@ def upward_imports() -> list[str]:
 
 
 MOVING = {
-    "algos/litegui.py:22 imports tempering.envs.gui.action (algos is below envs)",
-    "envs/gui/states.py:38 imports tempering.teachers.prompts (envs is below teachers)",
     "envs/terminal.py:19 imports tempering.synth.bundle (envs is below synth)",
     "envs/terminal.py:20 imports tempering.synth.workspace (envs is below synth)",
     "envs/terminal.py:115 imports tempering.synth.seeds (envs is below synth)",
