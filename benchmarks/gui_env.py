@@ -76,7 +76,12 @@ def run_round(fam: MiniWoBFamily, episodes: int, seed: int) -> tuple[list, Rollo
     return [e for g in groups for e in g.episodes], stats, time.perf_counter() - t0
 
 
+def load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def measure(browsers: int, rounds: int, episodes: int, seed: int) -> dict:
+    load_before = load()
     fam = MiniWoBFamily(names=ORACLE_TASKS, browsers=browsers, max_steps=MAX_TURNS)
     eps, walls, steps, env_s, started = [], [], 0, 0.0, 0
     try:
@@ -94,6 +99,8 @@ def measure(browsers: int, rounds: int, episodes: int, seed: int) -> dict:
         by_kind.setdefault(e.task.meta["name"], []).append(e.stop_reason == "success")
     return {
         "browsers": browsers,
+        "load_before": load_before,
+        "load_after": load(),
         "episodes": len(eps),
         "steps": steps,
         "round_seconds": [round(w, 2) for w in walls],
@@ -133,7 +140,10 @@ def render(report: dict) -> str:
         "",
         f"Command: `{report['command']}` (seeds {report['seed']}..{report['seed'] + report['rounds'] - 1}, one per round).",
         f"Machine: {m['platform']}, {m['cpus']} CPUs, Python {m['python']}, {m['chromium']}. The machine is shared "
-        f"with other work: load average {report['load_before']} before, {report['load_after']} after.",
+        f"with other work: load average (1, 5, 15 min) {pool['load_before']} before the pool run, "
+        f"{pool['load_after']} after it; {nopool['load_before']} before the run without the pool, "
+        f"{nopool['load_after']} after it (that run keeps one Chromium per live episode, {len(report['miniwob_tasks'])} "
+        "at a time, each several processes, on 2 cores).",
         "",
         f"A scripted oracle that reads only the decoded policy context (`tempering.envs.gui.miniwob_oracle`) plays "
         f"{len(report['miniwob_tasks'])} MiniWoB++ task kinds through `tempering.rollout.engine.rollout` (turn "
@@ -167,10 +177,12 @@ def render(report: dict) -> str:
         )
     lines += [
         "",
-        "Seconds per step is the environment's time per `step` (action, settle wait, reading the page), which",
-        "the pool does not change; the difference is in `reset`: with the pool an episode takes a window that",
-        "already shows its page (a new seed, no new browser), without it every episode starts Chromium.",
-        "The first pool round includes starting the browser and opening one window per live episode.",
+        "Seconds per step is the environment's time per `step` (action, settle wait, reading the page), with",
+        f"all {len(report['miniwob_tasks'])} episodes of a round stepping at once on 2 cores (so mostly waiting for a CPU",
+        "and for the shared browser); the pool does not change it. The difference is in `reset`: with the pool an",
+        "episode takes a window that already shows its page (a new seed, no new browser), without it every",
+        "episode starts Chromium and holds it for the whole rollout. The first pool round includes starting the",
+        "browser and opening one window per live episode.",
         "",
     ]
     return "\n".join(lines)
@@ -185,10 +197,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default=str(ROOT / "docs/results/gui_env"), help="writes OUT.md and OUT.json")
     args = ap.parse_args(argv)
     command = " ".join(["python benchmarks/gui_env.py", *(argv if argv is not None else sys.argv[1:])])
-    load_before = " ".join(f"{x:.1f}" for x in os.getloadavg())
     pool = measure(args.browsers, args.rounds, args.episodes, args.seed)
     nopool = measure(0, args.rounds, args.episodes, args.seed)
-    load_after = " ".join(f"{x:.1f}" for x in os.getloadavg())
     n = pool["episodes"] + nopool["episodes"]
     report = {
         "command": command,
@@ -206,8 +216,6 @@ def main(argv: list[str] | None = None) -> None:
         "pool": pool,
         "no_pool": nopool,
         "machine": machine(),
-        "load_before": load_before,
-        "load_after": load_after,
     }
     out = Path(args.out)
     write_atomic(out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")

@@ -170,8 +170,9 @@ class BrowserPool:
 
     def acquire(self, page: str) -> Window:
         """A window for an episode on `page`: a free one showing it, any free one, or a new one."""
-        if self.size == 0:
-            self.started += 1
+        if self.size == 0:  # started outside the lock: private browsers start side by side
+            with self.lock:
+                self.started += 1
             return Browser(self.chromium, self.chromedriver).open()
         with self.lock:
             if self.free:
