@@ -74,9 +74,6 @@ def upward_imports() -> list[str]:
 
 
 MOVING = {
-    "algos/litegui.py:22 imports tempering.envs.gui.action (algos is below envs)",
-    "envs/gui/states.py:38 imports tempering.teachers.prompts (envs is below teachers)",
-    "rollout/vllm_sampler.py:155 imports tempering.distributed (rollout is below distributed)",
     "sandbox/cli.py:41 imports tempering.envs.code (sandbox is below envs)",
     "sandbox/cli.py:42 imports tempering.envs.code.problems (sandbox is below envs)",
 }

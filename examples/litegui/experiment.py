@@ -36,10 +36,10 @@ from pathlib import Path
 
 import torch
 
-from tempering.algos.litegui import guidance_single, teacher_prompt
 from tempering.config import build
 from tempering.envs.gui.dataset import play
 from tempering.envs.gui.env import GuiFamily
+from tempering.envs.gui.guidance import guidance_single, teacher_prompt
 from tempering.envs.gui.metrics import summarize
 from tempering.envs.gui.states import GuiStateFamily, sample_of
 from tempering.envs.registry import make_family
