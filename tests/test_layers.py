@@ -12,7 +12,13 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "tempering"
 
 LAYERS: list[tuple[str, ...]] = [
     ("errors",),
-    ("types", "config", "runlog", "progress"),  # the data model, typed configs, the run folder, progress bars
+    (
+        "types",
+        "config",
+        "runlog",
+        "progress",
+        "cluster",
+    ),  # the data model, typed configs, the run folder, progress bars
     ("algos", "metrics"),  # pure functions
     ("models",),
     ("sandbox",),

@@ -78,8 +78,8 @@ def test_weight_sync_reaches_every_worker(pool, warm):
 
 
 def test_teacher_workers_score_like_the_local_teacher(cluster):
-    from tempering.rollout.ray_workers import RayTeacher
     from tempering.teachers.hf import HFTeacher
+    from tempering.teachers.ray import RayTeacher
 
     model, tok = tiny_model("tiny-xs", seed=2), char_tokenizer()
     responses = [[5, 6, 7], [8], [9, 10], [11, 12, 13, 14], [6]]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from tempering.types import Task
 
@@ -57,6 +57,9 @@ class TaskFamily(abc.ABC):
     """A source of tasks with a verifier. Deterministic from a seed."""
 
     name: str = ""
+    feedback_template: ClassVar[str | None] = None
+    """The `rollout.feedback_template` these tasks need, when the generic one does not fit (GUI
+    screens: the new screen last); used unless the config sets its own."""
 
     @abc.abstractmethod
     def tasks(self, split: str, n: int, seed: int = 0) -> list[Task]:
@@ -65,3 +68,6 @@ class TaskFamily(abc.ABC):
     @abc.abstractmethod
     def make_env(self, task: Task) -> Env:
         """A fresh environment for one episode of `task`."""
+
+    def close(self) -> None:
+        """Release what the family shares between episodes (browser pools); called when a run ends."""

@@ -6,6 +6,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
@@ -87,3 +88,12 @@ def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+
+
+def load_frozen(model: Any, tokenizer: Any, device: str, threads: int):
+    """A model for inference in a worker process: a module, or a folder every node can read (loaded
+    where the worker runs), on `device`, with gradients off."""
+    torch.set_num_threads(max(1, threads))
+    if isinstance(model, (str, Path)):
+        model, tokenizer = load_policy(str(model))
+    return model.to(device).eval().requires_grad_(False), tokenizer

@@ -178,7 +178,11 @@ async def rollout(
     envs: dict[int, Env] = {}
     eps: list[Episode] = []
     made = [(task, make_env(task)) for task in tasks for _ in range(group_size)]
-    observations = await asyncio.gather(*(_reset(env) for _, env in made))
+    try:
+        observations = await asyncio.gather(*(_reset(env) for _, env in made))
+    except BaseException:  # give back what the others hold (browsers, sandboxes), then fail
+        await asyncio.gather(*(env.close() for _, env in made), return_exceptions=True)
+        raise
     encoded: dict[str, list[int]] = {}
     for i, ((task, env), obs) in enumerate(zip(made, observations)):
         if i % group_size == 0:

@@ -124,6 +124,9 @@ class Trainer:
         device = str(world.device) if world is not None else cfg.model.device
         self.model: Any
         self.model, self.tokenizer = self._load_model(device)
+        if self.family.feedback_template is not None and "feedback_template" not in cfg.rollout.model_fields_set:
+            cfg = self.cfg = cfg.model_copy(deep=True)  # the family's own template, recorded in the run's config
+            cfg.rollout.feedback_template = self.family.feedback_template
         self.fmt = ChatFormat(
             self.tokenizer, cfg.model.use_chat_template, cfg.rollout.feedback_template, cfg.model.system_prompt
         )
@@ -331,10 +334,13 @@ class Trainer:
         zero = zero_signal_groups(credit.adv_BT, batch, self.cfg.rollout.group_size)
         return [g for g, z in zip(groups, zero.tolist()) if not z]
 
-    async def collect(self, stats: RolloutStats) -> tuple[list[Group], dict[str, float]]:
-        """This rank's groups for one step, with dynamic sampling when the method asks for it."""
+    async def collect(self, stats: RolloutStats) -> tuple[list[Group], bool, dict[str, float]]:
+        """This rank's groups for one step (dynamic sampling when the method asks for it, groups with an
+        env_error dropped when `rollout.on_env_error=drop`), and whether they are to be trained on: a rank
+        left with none keeps one group with an empty loss mask, so its collectives stay in step."""
         groups = await self.rollout(stats)
         info = group_stats(Scores.of(groups))
+        kept = groups
         rounds = self.method.resample_rounds
         if rounds is not None:
             need = len(groups)
@@ -344,21 +350,29 @@ class Trainer:
                 done += 1
                 kept += self.with_signal(await self.rollout(stats))
             info["resample_rounds"] = done
-            groups = kept[:need] if kept else groups
+            kept = kept[:need]
         if self.cfg.rollout.on_env_error == "drop":
-            ok = [g for g in groups if not any(e.stop_reason == "env_error" for e in g.episodes)]
-            info["groups_dropped_env_error"] = len(groups) - len(ok)
-            groups = ok or groups
-        return groups, info
+            ok = [g for g in kept if not any(e.stop_reason == "env_error" for e in g.episodes)]
+            info["groups_dropped_env_error"] = len(kept) - len(ok)
+            kept = ok
+        return (kept, True, info) if kept else (groups[:1], False, info)
 
-    def train_on(self, groups: list[Group]) -> tuple[dict[str, float], dict[str, Any]]:
-        """Score, credit and update on this rank's groups: (metrics, per-episode turn advantages)."""
+    def train_on(self, groups: list[Group], trainable: bool = True) -> tuple[dict[str, float], dict[str, Any]]:
+        """Score, credit and update on this rank's groups: (metrics, per-episode turn advantages).
+        `trainable=False`: the groups only keep this rank's collectives in step (empty loss mask). When no
+        rank has anything to train on, the update is skipped (an optimizer step on zero gradients would
+        still move the weights)."""
         episodes = [e for g in groups for e in g.episodes]
         batch = collate(episodes, self.sampler.pad_id, self.cfg.loss.mask_truncated)
+        if not trainable:
+            batch = replace(batch, mask_BT=torch.zeros_like(batch.mask_BT))
+        total = self.ranks.reduce({"groups": len(groups) if trainable else 0})["groups"]
         scores = score(groups, batch, self.scorers)
         credit = self.method.credit(scores, batch, self.state)
         tokens = float(batch.mask_BT.sum())
         reduced = self.ranks.reduce(credit.metrics, weight=tokens)
+        if total == 0:
+            return {"update_skipped": 1.0, **reduced}, {"turn_adv": []}
         if self.method.next_state is not None:
             self.state = self.method.next_state(self.state, reduced)
         trained = training_batch(batch, scores, credit)
@@ -387,10 +401,10 @@ class Trainer:
         c = self.cfg
         t0 = time.perf_counter()
         stats = RolloutStats()
-        groups, info = await self.collect(stats)
+        groups, trainable, info = await self.collect(stats)
         episodes = [e for g in groups for e in g.episodes]
         t1 = time.perf_counter()
-        trained, detail = self.train_on(groups)
+        trained, detail = self.train_on(groups, trainable)
         t2 = time.perf_counter()
         self.step_no += 1
         n_tok = [e.num_action_tokens for e in episodes]
@@ -399,7 +413,7 @@ class Trainer:
             "success": sum(e.success for e in episodes) / len(episodes),
             "response_len": sum(n_tok) / len(n_tok),
             "truncated": sum(any(t.truncated for t in e.turns) for e in episodes) / len(episodes),
-            "groups": len(groups),
+            "groups": len(groups) if trainable else 0,
             "env_calls": stats.env_calls,
             "env_seconds": stats.env_seconds,
             "env_errors": stats.env_errors,
@@ -422,7 +436,8 @@ class Trainer:
         m = {**self.ranks.reduce(m, weight=len(episodes)), **trained}
         self.log.log(self.step_no, m)
         if c.run.log_samples:
-            rows = [_sample_row(e, adv) for e, adv in zip(episodes, detail["turn_adv"])][: c.run.log_samples]
+            adv = detail["turn_adv"] or [[] for _ in episodes]
+            rows = [_sample_row(e, a) for e, a in zip(episodes, adv)][: c.run.log_samples]
             self.log.samples(self.step_no, rows)
         return StepResult(self.step_no, m, groups)
 
@@ -438,6 +453,13 @@ class Trainer:
 
     # ---- the loop ----------------------------------------------------------------------------
     async def run(self) -> dict[str, Any]:
+        """Train to `run.steps` (evaluating and checkpointing on schedule), export, plot."""
+        try:
+            return await self._run()
+        finally:
+            self.family.close()
+
+    async def _run(self) -> dict[str, Any]:
         c = self.cfg.run
         history: dict[str, Any] = {}
         if self.step_no == 0:

@@ -103,14 +103,15 @@ class DataParallel:
         mine = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
         gathered: list[Any] = [None] * self.world.size
         dist.all_gather_object(gathered, (float(weight), mine))
-        total = sum(w for w, _ in gathered) or 1.0
         out: dict[str, Any] = dict(metrics)
-        for k in mine:
+        for k in dict.fromkeys(k for _, m in gathered for k in m):  # every rank's keys, in order
             vals = [(w, m[k]) for w, m in gathered if k in m]
             if k in SUMMED_METRICS:
                 out[k] = sum(v for _, v in vals)
+            elif sum(w for w, _ in vals) > 0:
+                out[k] = sum(w * v for w, v in vals) / sum(w for w, _ in vals)
             else:
-                out[k] = sum(w * v for w, v in vals) / (sum(w for w, _ in vals) or total)
+                out[k] = sum(v for _, v in vals) / len(vals)
         return out
 
     def once(self, fn: Callable[[], T]) -> T:

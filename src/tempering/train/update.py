@@ -48,7 +48,7 @@ def token_logprobs(model, batch: TrainBatch, temperature: float = 1.0, entropy: 
     if temperature != 1.0:
         logits = logits / temperature
     logp = logits.log_softmax(-1).gather(-1, batch.input_ids_BT[:, 1:, None]).squeeze(-1)
-    pad = torch.zeros_like(logp[:, :1])
+    pad = logp.new_zeros((logp.shape[0], 1))  # position 0 (also for one-token padding rows)
     ent = None
     if entropy:
         with torch.no_grad():
@@ -180,4 +180,4 @@ def vocab_logprobs(model, mb: TrainBatch, temperature: float = 1.0) -> torch.Ten
     batch: position t predicts token t (position 0 is all zeros). For losses on whole distributions."""
     logits = model(input_ids=mb.input_ids_BT, attention_mask=mb.attention_BT).logits[:, :-1].float()
     logp = (logits / temperature).log_softmax(-1)
-    return torch.cat([torch.zeros_like(logp[:, :1]), logp], dim=1)
+    return torch.cat([logp.new_zeros((logp.shape[0], 1, logp.shape[-1])), logp], dim=1)
