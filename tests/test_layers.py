@@ -78,8 +78,6 @@ MOVING = {
     "envs/terminal.py:20 imports tempering.synth.workspace (envs is below synth)",
     "envs/terminal.py:115 imports tempering.synth.seeds (envs is below synth)",
     "rollout/vllm_sampler.py:155 imports tempering.distributed (rollout is below distributed)",
-    "sandbox/cli.py:41 imports tempering.envs.code (sandbox is below envs)",
-    "sandbox/cli.py:42 imports tempering.envs.code.problems (sandbox is below envs)",
 }
 """Upward imports being moved to their owners; this set only shrinks, and must end empty."""
 

@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "pretrain": ("tempering.recipes.pretrain", "Supervised warm start of a model on a built-in task family."),
     "train": ("tempering.recipes.rl", "RL with verifiable rewards: GRPO, Dr. GRPO, RLOO, multi-turn methods."),
-    "eval": ("tempering.recipes.eval", "Evaluate a checkpoint on a task family's held-out split."),
+    "eval": ("tempering.recipes.eval", "Evaluate a checkpoint on a task family's held-out split (or a whole file)."),
     "config": ("tempering.recipes.reference", "Print the config reference of a recipe."),
     "kernels": ("tempering.envs.kernels.cli", "Kernel environment: list problems, eval submissions, synth problems."),
     "synth": (
@@ -44,7 +44,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "tu-opd": ("tempering.recipes.tu_opd", "Teacher-Union OPD: distil several teachers gated by their pass rates."),
     "expand-compress": ("tempering.recipes.expand_compress", "RGRPO teachers, then TU-OPD into one student."),
-    "sandbox": ("tempering.sandbox.cli", "Sandbox: working backends, the adversarial suite, check code-problem files."),
+    "code": (
+        "tempering.envs.code.cli",
+        "Code problems (HumanEval, MBPP, LiveCodeBench, native): check files, score completions with pass@k.",
+    ),
+    "sandbox": ("tempering.sandbox.cli", "Sandbox: the backends that work here, and the adversarial suite."),
 }
 
 

@@ -10,8 +10,8 @@ A `TaskFamily` makes tasks (train / held-out splits by seed) and the env that se
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
 from collections.abc import Awaitable
+from dataclasses import dataclass, field
 from typing import Any
 
 from tempering.types import Task
@@ -61,6 +61,11 @@ class TaskFamily(abc.ABC):
     @abc.abstractmethod
     def tasks(self, split: str, n: int, seed: int = 0) -> list[Task]:
         """`n` tasks of `split` (`train` or `heldout`); the two splits never share a task."""
+
+    def split_size(self, split: str) -> int | None:
+        """How many distinct tasks `split` holds; None when tasks are generated (every draw is new).
+        Evaluation uses it never to repeat a task of a fixed set."""
+        return None
 
     @abc.abstractmethod
     def make_env(self, task: Task) -> Env:
