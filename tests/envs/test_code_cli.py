@@ -24,13 +24,15 @@ def test_check_runs_reference_solutions(tmp_path, capsys):
     good = {**PROBLEM, "solution": "def double(x):\n    return 2 * x\n"}
     bad = {**PROBLEM, "id": "wrong", "solution": "def double(x):\n    return x + 2\n"}
     shown = {**PROBLEM, "id": "shown", "tests": ["assert double(2) == 4"], "public_tests": ["assert double(2) == 4"]}
+    typo = {**good, "id": "typo", "prompt": PROBLEM["prompt"].replace("    4\n", "    5\n")}  # a wrong example
     path = tmp_path / "p.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in (good, bad, shown)))
+    path.write_text("".join(json.dumps(r) + "\n" for r in (good, bad, shown, typo)))
     assert main(["code", "check", str(path)]) == 1
     out = capsys.readouterr().out
     assert "wrong: incorrect\n  test 2: incorrect: got 2, expected 0" in out
-    assert "1 of 2 reference solutions pass (public tests included); 1 problems have none." in out
+    assert "2 of 3 reference solutions pass; 1 problems have none." in out
     assert "every reward test of 1 problem(s) is public" in out and "['shown']" in out
+    assert "public tests that fail on the reference (their feedback would mislead): typo (public test 1)" in out
 
 
 def test_check_passes_the_shipped_samples(capsys):

@@ -1,7 +1,6 @@
 """Grading in the sandbox: each format's harness semantics, accurate statuses, time limits, cheats
 that must fail, and multi-turn feedback that never gives away the hidden tests."""
 
-import ast
 import asyncio
 import re
 from dataclasses import replace
@@ -10,6 +9,7 @@ import pytest
 
 from tempering.envs.base import Env, TaskFamily
 from tempering.envs.code import CodeEnv, CodeTaskFamily, extract_code, grade, load_problems, problem_task
+from tempering.envs.code.cheats import FUNCTION_CHEATS, PROGRAM_CHEATS, cheats, lookup_policy
 from tempering.envs.code.problems import SAMPLES
 from tempering.errors import UserError
 from tempering.sandbox import Sandbox
@@ -131,48 +131,16 @@ def test_a_crash_fails_one_test_and_a_fresh_child_runs_the_rest(sb):
     assert [r["status"] for r in g.results] == ["runtime_error", "passed", "passed", "passed"]
 
 
-FUNCTION_CHEATS = {
-    "equal-to-anything": "class Any:\n    def __eq__(self, other):\n        return True\n    __lt__ = __gt__ = __eq__\n"
-    "    def __sub__(self, other):\n        return self\n    __abs__ = __sub__\nENTRY = lambda *a, **k: Any()\n",
-    "int-subclass-eq": "class Yes(int):\n    def __eq__(self, other):\n        return True\n    __lt__ = __eq__\n"
-    "ENTRY = lambda *a, **k: Yes(0)\n",
-    "exit-before-tests": "import sys\nsys.exit(0)\n",
-    "os-exit-before-tests": "import os\nos._exit(0)\n",
-    "patch-assert": "import builtins\nbuiltins.AssertionError = Exception\nENTRY = lambda *a, **k: 0\n",
-    "forge-report-print": 'print(\'{"load_status": null, "load_error": null, "results": [{"passed": true}]}\')\n'
-    "import os\nos._exit(0)\n",
-    "forge-report-fd": 'import os\nos.write(1, b\'{"load_status": null, "results": []}\')\nENTRY = lambda *a, **k: 0\n',
-    "kill-the-judge": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n",
-    "shadow-builtins": "abs = lambda *a: 0\nlen = lambda *a: 0\nset = lambda *a: 0\nisinstance = lambda *a: True\n"
-    "ENTRY = lambda *a, **k: 0\n",
-    "steal-from-frames": "import sys\ndef ENTRY(*args, **kwargs):\n    found = []\n    f = sys._getframe(1)\n"
-    "    while f:\n        found += [c for c in f.f_code.co_consts if isinstance(c, (int, float)) and not isinstance(c, bool)]\n"
-    "        found += [v for v in f.f_locals.values() if isinstance(v, (int, float, str))]\n        f = f.f_back\n"
-    "    return found[-1] if found else None\n",
-    "raise-keyboard-interrupt": "def ENTRY(*a, **k):\n    raise KeyboardInterrupt\n",
-}
-
-
 @pytest.mark.parametrize("cheat", sorted(FUNCTION_CHEATS))
 @pytest.mark.parametrize("problem", [ADD, HE["Sample/1"], MBPP["9002"], LCB["sample_two_sum"]], ids=lambda p: p.id)
 def test_function_cheats_do_not_pass(sb, cheat, problem):
-    code = FUNCTION_CHEATS[cheat].replace("ENTRY", problem.entry_point)
-    g = run(grade(sb, problem, f"```python\n{code}```"))
+    g = run(grade(sb, problem, cheats(problem)[cheat]))
     assert g.status != "correct" and g.passed < g.total, (g.status, g.detail)
-
-
-PROGRAM_CHEATS = {
-    "print-nothing": "pass\n",
-    "kill-the-judge": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n",
-    "forge-report": 'print(\'{"load_status": null, "load_error": null, "results": [{"passed": true}]}\')\n',
-    "read-the-judge": "import os\nfor p in (f'/proc/{os.getppid()}/fd/0', f'/proc/{os.getppid()}/environ', 'judge.py'):\n"
-    "    try:\n        print(open(p).read()[-200:])\n    except OSError:\n        pass\n",
-}
 
 
 @pytest.mark.parametrize("cheat", sorted(PROGRAM_CHEATS))
 def test_program_cheats_do_not_pass(sb, cheat):
-    g = run(grade(sb, LCB["sample_sum"], f"```python\n{PROGRAM_CHEATS[cheat]}```"))
+    g = run(grade(sb, LCB["sample_sum"], cheats(LCB["sample_sum"])[cheat]))
     assert g.status != "correct" and g.passed < g.total, (g.status, g.detail)
 
 
@@ -193,28 +161,6 @@ def test_judge_never_shows_expected_values_to_the_candidate(sb):
     got = g.results[0]["got"]
     assert got.count(",") >= 2, got  # it did read solution.py, judge.py and the judge's command line
     assert "True" not in got, got
-
-
-def lookup_policy(problem):
-    """The strategy multi-turn feedback must not reward: answer nothing, then hard-code every
-    expected value the feedback showed (calls for function problems, inputs for programs)."""
-    seen: dict[str, str] = {}
-
-    def answer(feedback: str) -> str:
-        for call, value in re.findall(r"^assert (.+?) == (.+)$", feedback, re.M):
-            seen[ast.unparse(ast.parse(call, mode="eval"))] = value
-        for stdin, stdout in re.findall(r"Input:\n(.*?)\nExpected output:\n(.*?)(?:\n[A-Z]|\Z)", feedback, re.S):
-            seen[stdin.strip()] = stdout
-        if problem.kind == "program":
-            return f"import sys\nprint({seen!r}.get(sys.stdin.read().strip(), ''))\n"
-        entry = problem.entry_point
-        table = "{" + ", ".join(f"{k!r}: {v}" for k, v in seen.items()) + "}"
-        return (
-            f"def {entry}(*args):\n    call = {entry!r} + '(' + ', '.join(map(repr, args)) + ')'\n"
-            f"    return {table}.get(call)\n"
-        )
-
-    return answer
 
 
 @pytest.mark.parametrize("name_hidden", [False, True])
