@@ -10,7 +10,9 @@ benchmark file given (read locally, never downloaded), per file:
 - cheats_tried / cheats_accepted: each answer of tempering.envs.code.cheats on every problem;
 - lookup_tried / lookup_accepted: multi-turn episodes of the strategy that reads expected values off
   the feedback and hard-codes them (`--lookup-turns` answers each).
-cheats_accepted and lookup_accepted must be 0. Writes docs/results/code.md and code.json.
+cheats_accepted must be 0; a lookup episode may only win where hard-coding the public tests, which the
+prompt shows, passes before any feedback (lookup_won_from_public_tests_alone). Writes
+docs/results/code.md and code.json.
 """
 
 from __future__ import annotations
@@ -59,6 +61,11 @@ async def measure(sandbox: Sandbox, path: Path, turns: int) -> dict:
     verdicts = await asyncio.gather(*(grade(sandbox, p, answer) for p, _, answer in attempts))
     accepted = [f"{p.id}: {name}" for (p, name, _), g in zip(attempts, verdicts) if g.status == "correct"]
     lookups = await asyncio.gather(*(lookup_episode(sandbox, p, turns) for p in problems)) if turns else []
+    won = [p for p, w in zip(problems, lookups) if w]
+    # feedback shows only public tests: is hard-coding those, known before any feedback, enough?
+    alone = await asyncio.gather(
+        *(grade(sandbox, p, lookup_policy(p)("\n".join(t.text for t in p.public_tests))) for p in won)
+    )
     return {
         "file": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name,
         "format": problems[0].format,
@@ -73,6 +80,8 @@ async def measure(sandbox: Sandbox, path: Path, turns: int) -> dict:
         "accepted_cheats": accepted,
         "lookup_tried": len(lookups),
         "lookup_accepted": sum(lookups),
+        "lookup_won": [p.id for p in won],
+        "lookup_won_from_public_tests_alone": [p.id for p, g in zip(won, alone) if g.status == "correct"],
     }
 
 
@@ -96,6 +105,16 @@ def render(report: dict, command: str) -> str:
         for r in report["files"]
     ]
     failures = [f"- {r['file']} {pid}: {why}" for r in report["files"] for pid, why in r["canonical_failures"].items()]
+    won = [
+        f"- {r['file']} {pid}: "
+        + (
+            "hard-coding its public tests, which the prompt shows before any feedback, passes too"
+            if pid in r["lookup_won_from_public_tests_alone"]
+            else "won through the feedback"
+        )
+        for r in report["files"]
+        for pid in r["lookup_won"]
+    ]
     return "\n".join(
         [
             "# Code tasks",
@@ -121,6 +140,7 @@ def render(report: dict, command: str) -> str:
             f"{report['cheats_accepted']} of {report['cheats_tried']} cheats accepted, {report['lookup_accepted']} of "
             f"{report['lookup_tried']} lookup episodes won, {report['problems_per_second']:.1f} problems/s.",
             *(["", "Reference solutions that fail:", *failures] if failures else []),
+            *(["", "Lookup episodes won:", *won] if won else []),
             "",
         ]
     )

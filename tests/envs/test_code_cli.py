@@ -65,7 +65,7 @@ def test_score_writes_verdicts_and_unbiased_pass_at_k(tmp_path, capsys):
     completions.write_text("".join(json.dumps(r) + "\n" for r in rows))
     summary = tmp_path / "summary.json"
     args = ["code", "score", str(SAMPLES / "humaneval.jsonl"), "--completions", str(completions)]
-    assert main([*args, "--k", "1,2,5", "--json", str(summary), "--time-budget", "3"]) == 0
+    assert main([*args, "--k", "1,2,5", "--json", str(summary), "--time-budget", "5"]) == 0
     out = capsys.readouterr().out
     verdicts = [json.loads(line) for line in (tmp_path / "samples.jsonl_results.jsonl").read_text().splitlines()]
     assert [v["status"] for v in verdicts] == ["correct", "incorrect", "runtime_error", "correct", "correct", "timeout"]
