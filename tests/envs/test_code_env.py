@@ -11,6 +11,7 @@ from tempering.envs.base import Env, TaskFamily
 from tempering.envs.code import CodeEnv, CodeTaskFamily, extract_code, grade, load_problems, problem_task
 from tempering.envs.code.cheats import FUNCTION_CHEATS, PROGRAM_CHEATS, cheats, lookup_policy
 from tempering.envs.code.problems import SAMPLES
+from tempering.envs.code.problems import Test as CodeTest
 from tempering.errors import UserError
 from tempering.sandbox import Sandbox
 
@@ -136,6 +137,17 @@ def test_a_crash_fails_one_test_and_a_fresh_child_runs_the_rest(sb):
 def test_function_cheats_do_not_pass(sb, cheat, problem):
     g = run(grade(sb, problem, cheats(problem)[cheat]))
     assert g.status != "correct" and g.passed < g.total, (g.status, g.detail)
+
+
+def test_stop_iteration_cannot_end_a_check_early(sb):
+    # in HumanEval's own harness a candidate raising StopIteration makes `all(map(candidate, xs))` True
+    check = (
+        "def check(candidate):\n    assert all(map(candidate, [[1, 2], [3, 4]]))\n    assert not candidate([2, 1])\n"
+    )
+    p = replace(HE["Sample/2"], tests=(CodeTest(text="check(candidate)", source=check + "check(is_sorted_unique)\n"),))
+    cheat = "def is_sorted_unique(xs):\n    if xs == [2, 1]:\n        return False\n    raise StopIteration\n"
+    assert run(grade(sb, p, cheat)).status == "runtime_error"
+    assert run(grade(sb, p, p.solution)).status == "correct"
 
 
 @pytest.mark.parametrize("cheat", sorted(PROGRAM_CHEATS))

@@ -32,6 +32,7 @@ FUNCTION_CHEATS = {
     "        found += [v for v in f.f_locals.values() if isinstance(v, (int, float, str))]\n        f = f.f_back\n"
     "    return found[-1] if found else None\n",
     "raise-keyboard-interrupt": "def ENTRY(*a, **k):\n    raise KeyboardInterrupt\n",
+    "raise-stop-iteration": "def ENTRY(*a, **k):\n    raise StopIteration\n",  # ends all(map(f, xs)) early
     "read-the-judge": "import os\nseen = []\nfor p in ('cmdline', 'environ', 'fd/0', 'mem'):\n    try:\n"
     "        seen.append(open(f'/proc/{os.getppid()}/' + p, 'rb').read(1 << 16))\n    except OSError:\n        pass\n"
     "ENTRY = lambda *a, **k: seen\n",

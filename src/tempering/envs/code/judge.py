@@ -233,13 +233,17 @@ def decode(x, solution, depth=0):
     raise ValueError(f"unknown value kind {tag!r}")
 
 
+_CONTROL_FLOW = (StopIteration, StopAsyncIteration)
+
+
 def rebuild_error(reply: dict) -> BaseException:
     """The solution's exception, as the same built-in type when it is one (so that a test catching
-    ValueError sees one), else a SolutionFailed; the traceback is kept for feedback."""
+    ValueError sees one), else a SolutionFailed; the traceback is kept for feedback. StopIteration
+    is never re-raised: inside `all(map(candidate, xs))` it would end the check early, as passed."""
     text = str(reply.get("error", ""))
     name = reply.get("type")
     kind = getattr(builtins, name, None) if isinstance(name, str) and name.isidentifier() else None
-    if isinstance(kind, type) and issubclass(kind, Exception):
+    if isinstance(kind, type) and issubclass(kind, Exception) and not issubclass(kind, _CONTROL_FLOW):
         try:
             exc = kind(str(reply.get("message", "")))
             exc.solution_traceback = text
