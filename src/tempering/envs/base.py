@@ -65,6 +65,11 @@ class TaskFamily(abc.ABC):
     def tasks(self, split: str, n: int, seed: int = 0) -> list[Task]:
         """`n` tasks of `split` (`train` or `heldout`); the two splits never share a task."""
 
+    def split_size(self, split: str) -> int | None:
+        """How many distinct tasks `split` holds; None when tasks are generated (every draw is new).
+        Evaluation uses it never to repeat a task of a fixed set."""
+        return None
+
     @abc.abstractmethod
     def make_env(self, task: Task) -> Env:
         """A fresh environment for one episode of `task`."""

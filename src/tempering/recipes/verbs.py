@@ -65,7 +65,9 @@ VERBS: dict[str, Verb] = {
         "tempering.recipes.expand_compress:ExpandCompressConfig",
         "tempering.recipes.expand_compress:expand_compress",
     ),
-    "eval": Verb("tempering.recipes.eval", "Evaluate a checkpoint on a task family's held-out split."),
+    "eval": Verb(
+        "tempering.recipes.eval", "Evaluate a checkpoint on a task family's held-out split (or a whole file)."
+    ),
     "config": Verb("tempering.recipes.reference", "Print the config reference of a verb."),
     "kernels": Verb(
         "tempering.envs.kernels.cli", "Kernel environment: list problems, eval submissions, synth problems."
@@ -76,7 +78,11 @@ VERBS: dict[str, Verb] = {
     "gui": Verb(
         "tempering.envs.gui.cli", "GUI apps with multi-solution annotations: generate trajectory datasets, show, stats."
     ),
-    "sandbox": Verb("tempering.sandbox.cli", "Sandbox: working backends and the adversarial suite."),
+    "code": Verb(
+        "tempering.envs.code.cli",
+        "Code problems (HumanEval, MBPP, LiveCodeBench, native): check files, score completions with pass@k.",
+    ),
+    "sandbox": Verb("tempering.sandbox.cli", "Sandbox: the backends that work here, and the adversarial suite."),
 }
 
 

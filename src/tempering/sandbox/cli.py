@@ -2,13 +2,13 @@
 
 tempering sandbox backends                  # the backends that work here, most isolating first
 tempering sandbox attacks [BACKEND ...]     # the adversarial suite (exit 1 if any attack got out)
-tempering sandbox problems [FILE.jsonl]     # check a code-problem file: format, reference solutions
+
+Code-problem files are checked by `tempering code check`.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 
 from tempering.errors import UserError
 
@@ -19,9 +19,6 @@ def main(argv: list[str]) -> int:
     sub.add_parser("backends", help="list the backends that work here")
     att = sub.add_parser("attacks", help="run the adversarial suite")
     att.add_argument("backend", nargs="*", help="backends to attack (default: every one that works here)")
-    prob = sub.add_parser("problems", help="check a code-problem JSONL file against its reference solutions")
-    prob.add_argument("file", nargs="?", default="", help="JSONL file (default: the built-in set)")
-    prob.add_argument("--backend", default="auto")
     args = ap.parse_args(argv)
 
     from tempering.sandbox import Sandbox, backends
@@ -31,32 +28,9 @@ def main(argv: list[str]) -> int:
             why = backends.probe(name)
             print(f"{name:<11} {'works' if not why else 'unavailable: ' + why}")
         return 0
-    if args.what == "attacks":
-        from tempering.sandbox import attacks
+    from tempering.sandbox import attacks
 
-        unknown = set(args.backend) - set(Sandbox.available_backends())
-        if unknown:
-            raise UserError(f"backend(s) {sorted(unknown)} do not work here; working: {Sandbox.available_backends()}.")
-        return attacks.main(args.backend)
-    from tempering.envs.code import grade, load_problems
-    from tempering.envs.code.problems import BUILTIN
-
-    problems = load_problems(args.file or BUILTIN)
-    missing = [p.id for p in problems if not p.solution]
-    sb = Sandbox(backend=args.backend)
-
-    async def check():
-        return await asyncio.gather(*[grade(sb, p, p.solution) for p in problems if p.solution])
-
-    bad = [
-        (p.id, g.status, g.feedback)
-        for p, g in zip([p for p in problems if p.solution], asyncio.run(check()))
-        if g.status != "correct"
-    ]
-    for pid, status, feedback in bad:
-        print(f"{pid}: {status}\n  " + feedback.replace("\n", "\n  "))
-    print(
-        f"{len(problems)} problems; {len(problems) - len(missing) - len(bad)} reference solutions pass, "
-        f"{len(bad)} fail, {len(missing)} have none."
-    )
-    return 1 if bad else 0
+    unknown = set(args.backend) - set(Sandbox.available_backends())
+    if unknown:
+        raise UserError(f"backend(s) {sorted(unknown)} do not work here; working: {Sandbox.available_backends()}.")
+    return attacks.main(args.backend)
