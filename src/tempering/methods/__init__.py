@@ -7,7 +7,7 @@ builder to `Trainer` (or to `tempering.recipes.train.train(cfg, method=...)`).
 
 from __future__ import annotations
 
-from tempering.methods import direct_opd, opd, rl, tu_opd
+from tempering.methods import direct_opd, opd, ppo, rft, rl, tu_opd
 from tempering.train.method import MethodBuilder
 
 METHODS: dict[str, MethodBuilder] = {
@@ -15,6 +15,8 @@ METHODS: dict[str, MethodBuilder] = {
     "distill": opd.build,
     "direct-opd": direct_opd.build,
     "tu-opd": tu_opd.build,
+    "ppo": ppo.build,
+    "rft": rft.build,
 }
 
 __all__ = ["METHODS"]

@@ -83,6 +83,41 @@ def save_policy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path
     return path
 
 
+def save_module(module: torch.nn.Module, path: str | Path) -> Path:
+    """A module's weights as one safetensors file, written atomically (a method's critic, say)."""
+    from safetensors.torch import save_model
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        save_model(module, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_module(module: torch.nn.Module, path: str | Path) -> torch.nn.Module:
+    """Load weights written by `save_module` into `module` (every key must match)."""
+    from safetensors.torch import load_model
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(
+            f"no weights file {path}; give the .safetensors file a run exported (RUN/final/NAME.safetensors)"
+        )
+    missing, unexpected = load_model(module, path, strict=False)
+    if missing or unexpected:
+        raise UserError(
+            f"{path} does not fit this module (missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}); "
+            "it was exported by a run with another model or critic kind"
+        )
+    return module
+
+
 def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """Unsharded weights on every rank (a collective under FSDP2; a plain state dict otherwise)."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict

@@ -35,6 +35,18 @@ VERBS: dict[str, Verb] = {
         "tempering.recipes.train:TrainConfig",
         "tempering.recipes.train:train",
     ),
+    "ppo": Verb(
+        "tempering.recipes.ppo",
+        "PPO with a critic: GAE over action tokens, clipped value loss, value pre-training.",
+        "tempering.recipes.ppo:PPOConfig",
+        "tempering.recipes.ppo:run_ppo",
+    ),
+    "rft": Verb(
+        "tempering.recipes.rft",
+        "Rejection fine-tuning: NLL on the policy's own trajectories that pass a reward and validity filter.",
+        "tempering.recipes.rft:RFTConfig",
+        "tempering.recipes.rft:run_rft",
+    ),
     "distill": Verb(
         "tempering.recipes.distill",
         "On-policy distillation from a teacher (reverse KL, top-k or full-vocabulary JSD).",

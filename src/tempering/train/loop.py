@@ -24,7 +24,7 @@ from tempering.envs.base import TaskFamily
 from tempering.envs.registry import make_family
 from tempering.errors import UserError
 from tempering.evaluation import evaluate
-from tempering.models import load_policy, save_policy
+from tempering.models import load_policy, save_module, save_policy
 from tempering.models.chat import ChatFormat
 from tempering.progress import progress_bar
 from tempering.rollout.engine import RolloutStats, rollout
@@ -33,7 +33,7 @@ from tempering.runlog import RunLog
 from tempering.train.batch import TrainBatch, collate
 from tempering.train.checkpoint import latest_checkpoint, load_trainer_state, rng_state, save_checkpoint, set_rng_state
 from tempering.train.cursor import PromptCursor
-from tempering.train.method import Context, Credit, MethodBuilder, group_stats, zero_signal_groups
+from tempering.train.method import Context, Credit, MethodBuilder, Trainable, group_stats, zero_signal_groups
 from tempering.train.optim import make_optimizer, make_scheduler
 from tempering.train.parallel import DataParallel, Solo, wrap_model
 from tempering.train.scoring import RolloutCorrection, Scores, per_turn, score
@@ -84,6 +84,17 @@ class StepResult:
     step: int
     metrics: dict[str, float]
     groups: list[Group] = field(default_factory=list)
+
+
+@dataclass
+class OwnedModule:
+    """A method's trainable module as the loop runs it (`train/method.py: Trainable`)."""
+
+    trainable: Trainable
+    train_module: torch.nn.Module
+    """The module the update runs on: the trainable's module, or its DDP form."""
+    optimizer: torch.optim.Optimizer
+    generator: torch.Generator
 
 
 class _NoLog:
@@ -174,6 +185,16 @@ class Trainer:
                 )
             )
         self.state: dict[str, float] = dict(self.method.state)
+        self.owned = {
+            name: OwnedModule(
+                tr,
+                tr.module,
+                make_optimizer(tr.module, tr.lr, tr.weight_decay, tr.betas),
+                torch.Generator().manual_seed(cfg.run.seed + 2 + i),
+            )
+            for i, (name, tr) in enumerate(sorted(self.method.trainables.items()))
+        }
+        """The method's own trainable modules (a critic), by name."""
         self.train_model: torch.nn.Module = self.model
         """The module the update runs on: `model` itself, or its DDP/FSDP form in data-parallel training."""
         self.optimizer = make_optimizer(self.model, cfg.optim.lr, cfg.optim.weight_decay, cfg.optim.betas)
@@ -249,11 +270,17 @@ class Trainer:
             self.optimizer = make_optimizer(self.train_model, o.lr, o.weight_decay, o.betas)
             self.scheduler = self._make_scheduler()
             self.sampler = FullCopySync(self.sampler, self.model)
+        for own in self.owned.values():  # a method's own modules are small or replicated: DDP either way
+            own.train_module = wrap_model(own.trainable.module, "ddp", dp.world)
         self.settings.data_parallel = dp
 
     # ---- state -------------------------------------------------------------------------------
     def _generators(self) -> dict[str, torch.Generator]:
-        return {"sampler": self.sampler.generator, "update": self.update_gen}
+        return {
+            "sampler": self.sampler.generator,
+            "update": self.update_gen,
+            **{f"owned/{name}": own.generator for name, own in self.owned.items()},
+        }
 
     def save(self) -> Path | None:
         """An atomic checkpoint of everything needed to resume exactly (rank 0 writes it)."""
@@ -269,6 +296,10 @@ class Trainer:
                 "rank_sampler_rng": rngs,
                 "method": self.method.name,
                 "method_state": dict(self.state),
+                "owned": {
+                    name: {"module": own.trainable.module.state_dict(), "optimizer": own.optimizer.state_dict()}
+                    for name, own in self.owned.items()
+                },
             }
             path = save_checkpoint(
                 Path(self.cfg.run.out_dir),
@@ -304,6 +335,15 @@ class Trainer:
                 )
             self.sampler.generator.set_state(rngs[self.ranks.rank])
         self.state = {**self.state, **s.get("method_state", {})}
+        saved = s.get("owned", {})
+        if set(saved) != set(self.owned):
+            raise UserError(
+                f"{ckpt} holds the modules {sorted(saved) or 'none'} and the {self.method.name} method trains "
+                f"{sorted(self.owned) or 'none'}; resume with the config the run was started with"
+            )
+        for name, own in self.owned.items():
+            own.trainable.module.load_state_dict(saved[name]["module"])
+            own.optimizer.load_state_dict(saved[name]["optimizer"])
         self.step_no = s["step"]
         return self.step_no
 
@@ -317,6 +357,8 @@ class Trainer:
                 save_adapter(self.model, self.tokenizer, path / "adapter")
             else:
                 save_policy(self.model, self.tokenizer, path)
+            for name, own in self.owned.items():
+                save_module(own.trainable.module, path / f"{name}.safetensors")
         self.ranks.barrier()
         return path
 
@@ -371,19 +413,34 @@ class Trainer:
         credit = self.method.credit(scores, batch, self.state)
         tokens = float(batch.mask_BT.sum())
         reduced = self.ranks.reduce(credit.metrics, weight=tokens)
-        if total == 0:
-            return {"update_skipped": 1.0, **reduced}, {"turn_adv": []}
+        trained = training_batch(batch, scores, credit)
+        loss_tokens = self.ranks.reduce({"loss_tokens": float(trained.mask_BT.sum())})["loss_tokens"]
+        if total == 0 or loss_tokens == 0:  # e.g. rejection fine-tuning kept no episode
+            scored = self.ranks.reduce(scores.metrics, len(episodes))
+            return {"update_skipped": 1.0, "loss_tokens": loss_tokens, **scored, **reduced}, {"turn_adv": []}
         if self.method.next_state is not None:
             self.state = self.method.next_state(self.state, reduced)
-        trained = training_batch(batch, scores, credit)
-        loss_fn: Any = self.method.loss
-        if "state" in inspect.signature(loss_fn).parameters:
-            loss_fn = partial(loss_fn, state=self.state)
-        upd = policy_update(
-            self.train_model, self.optimizer, self.scheduler, trained, self.settings, self.update_gen, loss_fn=loss_fn
-        )
-        if hasattr(self.sampler, "sync_weights"):  # a sampler with its own copy of the weights (vLLM, Ray, FSDP)
-            self.sampler.sync_weights(self.train_model)
+        upd: dict[str, float] = {}
+        frozen = self.method.freeze_policy is not None and self.method.freeze_policy(self.state)
+        if not frozen:
+            loss_fn: Any = self.method.loss
+            if "state" in inspect.signature(loss_fn).parameters:
+                loss_fn = partial(loss_fn, state=self.state)
+            upd |= policy_update(
+                self.train_model,
+                self.optimizer,
+                self.scheduler,
+                trained,
+                self.settings,
+                self.update_gen,
+                loss_fn=loss_fn,
+            )
+            if hasattr(self.sampler, "sync_weights"):  # a sampler with its own copy of the weights (vLLM, Ray, FSDP)
+                self.sampler.sync_weights(self.train_model)
+        upd["policy_frozen"] = float(frozen)
+        for name, own in self.owned.items():
+            stats = own.trainable.update(own.train_module, own.optimizer, trained, self.settings, own.generator)
+            upd |= {f"{name}/{k}": v for k, v in stats.items()}
         G = self.cfg.rollout.group_size
         assert trained.adv_BT is not None
         zero = zero_signal_groups(trained.adv_BT, trained, G)
@@ -394,6 +451,7 @@ class Trainer:
             **reduced,
             **{f"state/{k}": v for k, v in self.state.items()},
             **self.ranks.reduce(upd),
+            "loss_tokens": loss_tokens,
         }
         return m, {"turn_adv": adv_NGK.reshape(-1, shape[-1]).tolist()}
 

@@ -50,6 +50,27 @@ CreditFn = Callable[[Scores, TrainBatch, State], Credit]
 
 
 @dataclass(frozen=True)
+class Trainable:
+    """A module a method trains besides the policy (PPO's critic), with its own optimizer and update.
+
+    The loop gives it an AdamW optimizer (`lr`, `weight_decay`, `betas`) and, under torchrun, wraps it in
+    DDP as it wraps the policy; after the policy's update of every step (also while the policy is frozen)
+    it calls `update(module, optimizer, batch, settings, generator)` with the wrapped module and the batch
+    the policy trained on (credit's `extra` included) and logs the returned metrics as `NAME/...`. Module,
+    optimizer and generator are saved in checkpoints and resumed exactly; the module's weights are
+    exported next to the policy as `final/NAME.safetensors`.
+    """
+
+    module: torch.nn.Module
+    update: Callable[..., dict[str, float]]
+    """`(module, optimizer, batch, settings, generator) -> metrics`; under data parallelism `settings`
+    carries the ranks (`UpdateSettings.data_parallel`) as in the policy's update."""
+    lr: float
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+
+
+@dataclass(frozen=True)
 class Method:
     """A training method as data."""
 
@@ -76,6 +97,11 @@ class Method:
     """Whether rollout correction applies (the loss is linear in `adv_BT`); other losses refuse it."""
     plots: tuple[str, ...] = ()
     """The method's own metrics, plotted beside the common ones."""
+    trainables: dict[str, Trainable] = field(default_factory=dict)
+    """Modules the method trains besides the policy, by name (a critic)."""
+    freeze_policy: Callable[[State], bool] | None = None
+    """True (from the state of this step's update) while the policy is not updated, e.g. value
+    pre-training: the trainables still train. None: the policy always trains."""
 
 
 @dataclass

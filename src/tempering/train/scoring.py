@@ -46,6 +46,11 @@ class Scores:
     correction_BT: torch.Tensor | None = None
     """Per-token weights of the rollout correction (0 where a sequence is masked)."""
     correction_mask_BT: torch.Tensor | None = None
+    values_BT: torch.Tensor | None = None
+    """A critic's value of each token's prefix (`Values`; PPO's GAE reads it)."""
+    keep_NG: torch.Tensor | None = None
+    """1 for the episodes a scorer keeps for training, 0 for those it rejects (rejection fine-tuning's
+    filter); None: all."""
     metrics: dict[str, float] = field(default_factory=dict)
 
     @classmethod
@@ -118,6 +123,34 @@ class ReferenceLogprobs:
     def __call__(self, groups: list[Group], batch: TrainBatch, scores: Scores) -> Scores:
         ref = batch_logprobs(self.model, batch, self.micro_batch_size, self.temperature)
         return replace(scores, ref_logp_BT=ref)
+
+
+@torch.no_grad()
+def batch_values(critic: torch.nn.Module, batch: TrainBatch, micro_batch_size: int) -> torch.Tensor:
+    """A value model's (B, T) values over the batch, in micro-batches, without gradient."""
+    out = torch.zeros_like(batch.mask_BT)
+    was = critic.training
+    critic.eval()
+    device = next(critic.parameters()).device
+    for i in range(0, batch.size, micro_batch_size):
+        mb = batch.select(slice(i, i + micro_batch_size))
+        v = critic(mb.input_ids_BT.to(device), mb.attention_BT.to(device))
+        out[i : i + micro_batch_size, : v.shape[1]] = v.float().cpu()
+    critic.train(was)
+    return out * batch.mask_BT
+
+
+@dataclass
+class Values:
+    """A value model's estimate at every sampled token (`Scores.values_BT`; 0 off the loss mask)."""
+
+    critic: torch.nn.Module
+    micro_batch_size: int
+
+    def __call__(self, groups: list[Group], batch: TrainBatch, scores: Scores) -> Scores:
+        v = batch_values(self.critic, batch, self.micro_batch_size)
+        m = batch.mask_BT
+        return replace(scores, values_BT=v).with_metrics(value_mean=float(v.sum() / m.sum().clamp(min=1)))
 
 
 @dataclass

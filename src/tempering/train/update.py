@@ -67,7 +67,7 @@ def policy_logprobs(
     return token_logprobs(model, batch, temperature, entropy)
 
 
-STEP_TOTALS = ("policy_loss", "kl_ref", "jsd", "kl_start")
+STEP_TOTALS = ("policy_loss", "kl_ref", "jsd", "kl_start", "value_loss", "nll")
 """Statistics that are terms of the aggregated loss: summed over micro-batches (and data-parallel ranks)."""
 
 LossFn = Callable[[torch.nn.Module, TrainBatch, LossNorm, UpdateSettings], tuple[torch.Tensor, dict]]
@@ -138,10 +138,21 @@ def policy_update(
     dp = s.data_parallel
     if dp is not None:
         batch = dp.even_out(batch)
-    steps = s.ppo_epochs * s.mini_batches
-    if steps > 1 and batch.old_logp_BT is None:
+    if s.ppo_epochs * s.mini_batches > 1 and batch.old_logp_BT is None:
         # off-policy after the first optimizer step: freeze the behaviour log-probs now
         batch.old_logp_BT = batch_logprobs(model, batch, s.micro_batch_size, s.temperature, s.share_prefix)
+    out = optimizer_steps(model, optimizer, scheduler, batch, s, generator, loss_fn)
+    out["lr"] = optimizer.param_groups[0]["lr"]
+    return out
+
+
+def optimizer_steps(
+    model, optimizer, scheduler, batch: TrainBatch, s: UpdateSettings, generator: torch.Generator | None, loss_fn
+) -> dict[str, float]:
+    """`s.ppo_epochs` passes of `s.mini_batches` optimizer steps over `batch` (every rank's batch already
+    evened out), each accumulated over micro-batches with the step's loss normaliser; averaged statistics.
+    The policy's update and a method's own modules (a critic) both train this way."""
+    dp = s.data_parallel
     model.train()
     device = next(model.parameters()).device
     sums: dict[str, float] = defaultdict(float)
@@ -170,9 +181,7 @@ def policy_update(
                 scheduler.step()
             sums["grad_norm"] += float(gnorm)
             n += 1
-    out = {k: v / max(n, 1) for k, v in sums.items()}
-    out["lr"] = optimizer.param_groups[0]["lr"]
-    return out
+    return {k: v / max(n, 1) for k, v in sums.items()}
 
 
 def vocab_logprobs(model, mb: TrainBatch, temperature: float = 1.0) -> torch.Tensor:
