@@ -18,6 +18,7 @@ FAMILIES: dict[str, str] = {
     "kernels": "tempering.envs.kernels.env:KernelFamily",
     "kernel_sketch": "tempering.envs.kernels.env:SketchFamily",
     "kernel_agent": "tempering.envs.kernels.agent:KernelAgentFamily",
+    "kernel_sketch_agent": "tempering.envs.kernels.agent:SketchAgentFamily",
     "gui": "tempering.envs.gui.env:GuiFamily",
     "gui_states": "tempering.envs.gui.states:GuiStateFamily",
     "miniwob": "tempering.envs.gui.miniwob:MiniWoBFamily",

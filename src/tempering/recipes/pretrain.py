@@ -108,12 +108,13 @@ def _repair_examples(fmt: ChatFormat, family, tasks, eos_id: int, seed: int) -> 
     return out
 
 
-def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
+def pretrain(cfg: PretrainConfig, family=None) -> dict[str, Any]:
+    """Train, check and save the warm start; `family` overrides `cfg.task` (e.g. one shared with later stages)."""
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
     t_start = time.perf_counter()
     hits = 0  # consecutive checks at or above stop_at_pass
-    family = make_family(cfg.task.family, **cfg.task.args)
+    family = family or make_family(cfg.task.family, **cfg.task.args)
     train_tasks = family.tasks("train", cfg.task.train_size, seed=cfg.task.data_seed)
     heldout = family.tasks("heldout", cfg.task.heldout_size, seed=cfg.task.data_seed)
     model, tok = load_policy(cfg.model.name, seed=cfg.run.seed, dtype=cfg.model.dtype, device=cfg.model.device)

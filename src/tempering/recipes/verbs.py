@@ -77,6 +77,11 @@ VERBS: dict[str, Verb] = {
         "tempering.recipes.expand_compress:ExpandCompressConfig",
         "tempering.recipes.expand_compress:expand_compress",
     ),
+    "cuda-agent": Verb(
+        "tempering.recipes.cuda_agent",
+        "CUDA Agent's staged recipe: single-turn warm-up, RFT, critic pre-training, multi-turn agentic PPO.",
+        "tempering.recipes.cuda_agent:CudaAgentConfig",
+    ),
     "eval": Verb(
         "tempering.recipes.eval", "Evaluate a checkpoint on a task family's held-out split (or a whole file)."
     ),

@@ -9,13 +9,24 @@ tool's output. `submit` profiles the candidate and ends the episode; its reward 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import random
+from dataclasses import dataclass, replace
 from importlib import resources
 
 from tempering.envs.base import Env, StepResult
-from tempering.envs.kernels.env import KernelFamily, failure_value, result_info
+from tempering.envs.kernels.env import (
+    WARM_START_KEYS,
+    KernelFamily,
+    SketchFamily,
+    failure_value,
+    result_info,
+    warm_start_sketch,
+)
 from tempering.envs.kernels.feedback import feedback
 from tempering.envs.kernels.problems import Problem
+from tempering.envs.kernels.sketch import VALUES, orders, spec_for
+from tempering.envs.kernels.verifier import KernelResult
+from tempering.errors import UserError
 from tempering.types import Task
 
 TOOLS = ("read_file", "write_file", "compile", "verify", "profile", "submit")
@@ -133,3 +144,87 @@ class KernelAgentFamily(KernelFamily):
 
     def make_env(self, task: Task) -> Env:
         return KernelAgentEnv(task, self)
+
+
+SKETCH_TOOLS = ("verify", "profile", "submit")
+
+
+def _first_line(text: str, limit: int = 80) -> str:
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line[:limit]
+
+
+def tool_feedback(tool: str, res: KernelResult) -> str:
+    """Short tool output for a tiny model's context: correctness, or the speedups and the reward."""
+    if not res.correct:
+        return f"{res.status}: {_first_line(res.message)}".rstrip(": ")
+    if tool == "verify":
+        return "verified"
+    sp = lambda x: f"{x:.2f}x" if x else "?"
+    return f"{sp(res.speedup_eager)} eager {sp(res.speedup_compile)} compile reward {res.cuda_agent_reward}"
+
+
+class SketchAgentEnv(Env):
+    """One agent episode over a kernel sketch: each turn is `TOOL SKETCH`; `submit` ends it."""
+
+    def __init__(self, task: Task, family: SketchAgentFamily):
+        super().__init__(task)
+        self.family = family
+
+    async def step(self, action: str) -> StepResult:
+        fam = self.family
+        fail = failure_value(fam.reward)
+        tool, _, sketch = _first_line(action, 400).partition(" ")
+        if tool not in SKETCH_TOOLS:
+            msg = f"unknown tool {tool!r}: write verify, profile or submit, then a sketch"
+            return StepResult(score=fail, success=False, done=False, feedback=msg, status="tool_error")
+        problem: Problem = self.task.meta["problem"]
+        text, error, extra = fam.to_submission(problem, sketch)
+        if text is None:
+            return StepResult(score=fail, success=False, done=False, feedback=error, status="parse_error", info=extra)
+        res = await fam.verify_submission(problem, text)
+        info = result_info(res, {**extra, "tool": tool})
+        if tool != "submit":
+            return StepResult(fail, False, False, tool_feedback(tool, res), res.status, info)
+        value = res.score if fam.reward == "score" else res.reward(fam.reward)
+        success = res.correct and res.cuda_agent_reward >= fam.success_reward
+        return StepResult(value, success, True, tool_feedback(tool, res), res.status, info)
+
+
+@dataclass
+class SketchAgentFamily(SketchFamily):
+    """The kernel-sketch family in agent mode, for the built-in tiny models (CUDA Agent's loop in small).
+
+    Each turn is one tool call on one line, `TOOL SKETCH`: `verify` checks correctness, `profile` also
+    times the kernel against eager PyTorch and torch.compile and reports the CUDA Agent reward, `submit`
+    profiles it and ends the episode with that reward. Only a submission is rewarded: an episode that
+    never submits gets the failure value. An unknown tool is an invalid tool call (`tool_error`), a bad
+    sketch a schema error (`parse_error`); feedback is one short line.
+    """
+
+    reward: str = "cuda_agent"
+    answer_keys: tuple[str, ...] = WARM_START_KEYS
+    """Knobs the tasks' warm-start answers vary (fewer: a narrower warm start, fewer distinct kernels)."""
+    name: str = "kernel_sketch_agent"
+
+    def __post_init__(self):
+        super().__post_init__()
+        bad = sorted(set(self.answer_keys) - set(VALUES))
+        if bad:
+            raise UserError(f"{self.name}: answer_keys {bad} are not sketch knobs ({', '.join(VALUES)})")
+        self.answer_keys = tuple(self.answer_keys)
+
+    def make_task(self, problem: Problem, rng=None) -> Task:
+        task = super().make_task(problem, rng)
+        spec = spec_for(problem.name)
+        short = problem.name.split("_", 1)[1]
+        rng = rng or random.Random(0)
+        tool = rng.choice(("profile", "submit"))
+        return replace(
+            task,
+            prompt=f"agent {short} {spec.kind} loops={'|'.join(orders(spec.kind))} tools={'|'.join(SKETCH_TOOLS)}:",
+            answer=f"{tool} {warm_start_sketch(spec.kind, rng, self.answer_keys)}",
+        )
+
+    def make_env(self, task: Task) -> Env:
+        return SketchAgentEnv(task, self)

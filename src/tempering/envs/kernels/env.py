@@ -63,6 +63,8 @@ class KernelFamily(TaskFamily):
     memoize: bool = False
     """Reuse the verification of an identical submission to the same problem (timed once): RL policies repeat
     themselves, and each verification is a fresh process that imports torch."""
+    problem_names: list[str] | None = None
+    """Only these problems (file names such as `01_relu`; each keeps its train / held-out split); None: all."""
     name: str = "kernels"
 
     def __post_init__(self):
@@ -90,7 +92,16 @@ class KernelFamily(TaskFamily):
                 self._problems = load_problems(self.problems_dir, scale=self.scale)[0]
             else:
                 self._problems = builtin_problems(scale=self.scale)
-            self._problems = [p for p in self._problems if self.accepts(p)]
+            found = [p for p in self._problems if self.accepts(p)]
+            if self.problem_names is not None:
+                unknown = sorted(set(self.problem_names) - {p.name for p in found})
+                if unknown:
+                    raise UserError(
+                        f"{self.name}: no problem named {', '.join(unknown)} here; choose from "
+                        f"{', '.join(p.name for p in found)}"
+                    )
+                found = [p for p in found if p.name in self.problem_names]
+            self._problems = found
         return self._problems
 
     def accepts(self, problem: Problem) -> bool:
@@ -187,13 +198,16 @@ def failure_value(reward: str) -> float:
     return {"score": 0.0, "cuda_agent": -1.0, "log_speedup": -1.0, "correct": 0.0}[reward]
 
 
-def warm_start_sketch(kind: str, rng: random.Random) -> str:
-    """A valid, correct-by-construction sketch (tail on, one thread; other knobs random).
+WARM_START_KEYS = ("tile", "unroll", "vec", "fuse")
+
+
+def warm_start_sketch(kind: str, rng: random.Random, keys: tuple[str, ...] = WARM_START_KEYS) -> str:
+    """A valid, correct-by-construction sketch (tail on, one thread; the `keys` knobs random).
 
     It is the task's `answer`, so that a supervised warm start teaches the grammar; it is not the
     fastest sketch (RL finds those)."""
     parts = [f"order={rng.choice(orders(kind))}"] if kind != "map" else []
-    for key in ("tile", "unroll", "vec", "fuse"):
+    for key in keys:
         parts.append(f"{key}={rng.choice(VALUES[key])}")
     return " ".join(parts)
 

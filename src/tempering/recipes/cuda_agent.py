@@ -1,0 +1,335 @@
+"""`tempering cuda-agent`: CUDA Agent's training recipe as one staged pipeline.
+
+    pretrain (ours)  -> warmup        -> rft                 -> critic_pretrain      -> rl
+    supervised warm     single-turn     rejection fine-       value pre-training      multi-turn agentic RL:
+    start of a tiny     RL (GRPO)       tuning on the         (PPO, policy frozen)    PPO with GAE (gamma 1,
+    model                               agent's own good                              lambda 0.95, clip
+                                        trajectories                                  0.2 / 0.28), or GRPO
+
+Each stage is a run of its own verb (`pretrain`, `train`, `rft`, `ppo`) in a folder of the pipeline's
+run folder (`1_pretrain`, `2_warmup`, ...), starting from the previous stage's `final/` model; the critic
+pre-trained in `4_critic_pretrain` starts the PPO critic of `5_rl`. A finished stage is reused when the
+pipeline runs again (its `stage.json` records a digest of its config and of every stage before it, so a
+changed config is refused instead of silently reusing stale weights); an interrupted one resumes with
+`--resume`. Every stage can be switched off, so each ablation is one flag: `rft.enabled=false`,
+`critic_pretrain.enabled=false`, `rl.algorithm=grpo` (the critic-free variant: GRPO after RFT, our
+deviation for small compute; critic pre-training is skipped then). After each stage the held-out problems
+are evaluated with the paper's columns (`report.json`): correct, faster than eager, faster than
+torch.compile (the CUDA Agent reward of each episode's submission: >= 1, >= 2, = 3) and the mean reward.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, model_validator
+
+from tempering.config import Schema, build, ignored_unless
+from tempering.envs.base import TaskFamily
+from tempering.envs.registry import make_family
+from tempering.errors import UserError
+from tempering.methods import ppo, rft, rl
+from tempering.models import load_policy
+from tempering.models.chat import ChatFormat
+from tempering.recipes.common import as_config, cli_main
+from tempering.recipes.ppo import PPOConfig
+from tempering.recipes.pretrain import PretrainConfig, pretrain
+from tempering.recipes.rft import RFTConfig
+from tempering.recipes.train import TrainConfig
+from tempering.rollout.engine import rollout
+from tempering.rollout.sampler import HFSampler
+from tempering.runlog import atomic_write_text
+from tempering.train.config import ModelSection, OptimSection, RolloutSection, RunSection, TaskSection
+from tempering.train.loop import Trainer
+from tempering.types import Episode
+
+STAGES = ("pretrain", "warmup", "rft", "critic_pretrain", "rl")
+
+
+class PretrainStage(Schema):
+    """Supervised warm start on the tasks' answers (ours: the embedded tiny models start from scratch; the
+    paper starts from a pretrained LLM). Switch it off when `model.name` is a trained model."""
+
+    enabled: bool = Field(True, description="Run this stage.")
+    steps: int = Field(300, ge=1, description="Optimizer steps.")
+    lr: float = Field(1e-3, gt=0, description="Learning rate.")
+    batch_size: int = Field(64, ge=1, description="Examples per step.")
+
+
+class StageSection(Schema):
+    enabled: bool = Field(True, description="Run this stage (false: the next stage starts where the last one ended).")
+    steps: int = Field(20, ge=1, description="Training steps of this stage.")
+    lr: float | None = Field(None, gt=0, description="Policy learning rate of this stage (default optim.lr).")
+
+
+class RFTStage(StageSection, rft.RFTSection):
+    """Rejection fine-tuning on the agent's own multi-turn trajectories (the filter keys of `tempering rft`)."""
+
+
+class CriticPretrainStage(Schema):
+    enabled: bool = Field(True, description="Pre-train the critic before PPO (skipped when rl.algorithm=grpo).")
+    steps: int = Field(10, ge=1, description="Steps of value pre-training (the policy frozen).")
+
+
+class RLStage(StageSection):
+    algorithm: Literal["ppo", "grpo"] = Field(
+        "ppo", description="Multi-turn agentic RL: PPO with the critic (the paper) or critic-free GRPO (our deviation)."
+    )
+
+
+class CudaAgentRun(RunSection):
+    out_dir: str = Field("runs/cuda_agent", description="Pipeline folder: one sub-folder per stage, report.json.")
+
+    @model_validator(mode="after")
+    def _check_steps(self):
+        if "steps" in self.model_fields_set:
+            raise ValueError("run.steps is set per stage in cuda-agent: use warmup.steps, rft.steps, ... instead")
+        return self
+
+
+def _default_task() -> TaskSection:
+    return TaskSection(family="kernel_sketch_agent", train_size=200, heldout_size=7)
+
+
+def _default_rollout() -> RolloutSection:
+    return RolloutSection(group_size=4, prompts_per_step=8, max_new_tokens=48, max_turns=3)
+
+
+class CudaAgentConfig(Schema):
+    """CUDA Agent's staged recipe (`tempering cuda-agent`); the shared sections apply to every stage."""
+
+    model: ModelSection = Field(default_factory=ModelSection, description="The starting policy.")
+    task: TaskSection = Field(
+        default_factory=_default_task, description="Kernel tasks (a family whose reward is cuda_agent)."
+    )
+    rollout: RolloutSection = Field(
+        default_factory=_default_rollout,
+        description="Sampling and turns of the agent stages (the warm-up is single-turn).",
+    )
+    loss: ppo.PPOLossSection = Field(
+        default_factory=ppo.PPOLossSection, description="The policy update (PPO clip 0.2 / 0.28) and GAE."
+    )
+    critic: ppo.CriticSection = Field(default_factory=ppo.CriticSection, description="PPO's critic.")
+    optim: OptimSection = Field(default_factory=OptimSection, description="Optimizer and schedule of every stage.")
+    run: CudaAgentRun = Field(default_factory=CudaAgentRun, description="Seed, folder, evaluation, checkpoints.")
+    pretrain: PretrainStage = Field(default_factory=PretrainStage, description="Supervised warm start (ours).")
+    warmup: StageSection = Field(default_factory=StageSection, description="Single-turn RL warm-up (GRPO).")
+    rft: RFTStage = Field(default_factory=RFTStage, description="Rejection fine-tuning on agent trajectories.")
+    critic_pretrain: CriticPretrainStage = Field(
+        default_factory=CriticPretrainStage, description="Value pre-training (PPO with the policy frozen)."
+    )
+    rl: RLStage = Field(default_factory=RLStage, description="Multi-turn agentic RL.")
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.critic.pretrain_steps:
+            raise ValueError(
+                "critic.pretrain_steps is the critic_pretrain stage in cuda-agent: set critic_pretrain.steps"
+            )
+        if self.critic.init:
+            raise ValueError("critic.init is the critic_pretrain stage's critic in cuda-agent; leave it unset")
+        ppo_keys = ["gamma", "lam", "whiten_advantages"]
+        ignored_unless(self.loss, "loss", ppo_keys, self.rl.algorithm == "ppo", "rl.algorithm=ppo")
+        if self.rl.algorithm != "ppo" and self.critic != ppo.CriticSection():
+            raise ValueError("critic.* has no effect unless rl.algorithm=ppo; remove it, or set rl.algorithm=ppo")
+        if self.rollout.max_turns < 2:
+            raise ValueError("rollout.max_turns is the agent stages' turn limit: give it at least 2")
+        return self
+
+
+def cuda_agent_columns(episodes: list[Episode]) -> dict[str, float]:
+    """The paper's columns over episodes whose reward is CUDA Agent's {-1, 1, 2, 3} (-1: no correct
+    submission): correct (>= 1), faster than eager (>= 2), faster than torch.compile (3), mean reward."""
+    n = max(len(episodes), 1)
+    r = [e.reward for e in episodes]
+    return {
+        "correct_rate": sum(x >= 1 for x in r) / n,
+        "faster_than_eager_rate": sum(x >= 2 for x in r) / n,
+        "faster_than_compile_rate": sum(x >= 3 for x in r) / n,
+        "reward_mean": sum(r) / n,
+        "episodes": len(episodes),
+    }
+
+
+class Pipeline:
+    """The stages of one cuda-agent run folder (see the module docstring)."""
+
+    def __init__(self, cfg: CudaAgentConfig, family: TaskFamily, resume: bool):
+        self.cfg, self.family, self.resume = cfg, family, resume
+        self.root = Path(cfg.run.out_dir)
+        self.report_path = self.root / "report.json"
+        self.report: dict[str, Any] = json.loads(self.report_path.read_text()) if self.report_path.is_file() else {}
+
+    def common(self, name: str, steps: int, lr: float | None, model: str) -> dict[str, Any]:
+        c = self.cfg
+        run = c.run.model_dump(exclude={"out_dir"})
+        run.update(steps=steps, out_dir=str(self.root / f"{STAGES.index(name) + 1}_{name}"))
+        return {
+            "model": {**c.model.model_dump(exclude_defaults=True), "name": model},
+            "task": c.task.model_dump(),
+            "rollout": c.rollout.model_dump(exclude_defaults=True),
+            "optim": {**c.optim.model_dump(exclude_defaults=True), **({"lr": lr} if lr else {})},
+            "run": run,
+        }
+
+    def update_keys(self) -> dict[str, Any]:
+        return self.cfg.loss.model_dump(exclude={"gamma", "lam", "whiten_advantages"}, exclude_defaults=True)
+
+    def stage(self, name: str, cfg: Any, after: str, train) -> tuple[str, str]:
+        """Run (or reuse) one stage; returns (its final model folder, its digest)."""
+        out = Path(cfg.run.out_dir)
+        dump = cfg.model_dump(mode="json")
+        dump["run"].pop("out_dir", None)
+        if after:  # the previous stage's folder is named by `after`, which covers its whole history
+            dump["model"].pop("name", None)
+        digest = hashlib.sha256(json.dumps({"stage": name, "config": dump, "after": after}, sort_keys=True).encode())
+        digest_hex = digest.hexdigest()[:16]
+        marker = out / "stage.json"
+        final = out / ("model" if name == "pretrain" else "final")
+        if marker.is_file():
+            saved = json.loads(marker.read_text())
+            if saved.get("digest") != digest_hex:
+                raise UserError(
+                    f"{out} was made by another configuration (or another stage before it); "
+                    "give a new run.out_dir, or delete that stage folder to run it again"
+                )
+            return str(final), digest_hex
+        partial = any((out / "checkpoints").glob("step_*"))
+        if partial and not self.resume:
+            raise UserError(f"stage {name} in {out} was interrupted; continue with --resume {self.root}")
+        train(cfg, partial)
+        atomic_write_text(marker, json.dumps({"stage": name, "digest": digest_hex, "model": str(final)}) + "\n")
+        return str(final), digest_hex
+
+    def evaluate(self, name: str, model: str) -> None:
+        """The paper's columns for `model` on the held-out problems (`run.eval_k` episodes each)."""
+        if name in self.report:
+            return
+        c = self.cfg
+        policy, tok = load_policy(model, seed=c.run.seed, device=c.model.device)
+        sampler = HFSampler(policy, tok, seed=c.run.seed)
+        fmt = ChatFormat(tok, c.model.use_chat_template, c.rollout.feedback_template, c.model.system_prompt)
+        tasks = self.family.tasks("heldout", c.task.heldout_size, seed=c.task.data_seed)
+        groups = asyncio.run(
+            rollout(sampler, fmt, tasks, self.family.make_env, c.run.eval_k, c.rollout.options(c.run.seed))
+        )
+        self.report[name] = {"model": model, **cuda_agent_columns([e for g in groups for e in g.episodes])}
+        self.root.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.report_path, json.dumps(self.report, indent=2) + "\n")
+
+    def run(self) -> dict[str, Any]:
+        c = self.cfg
+        model, after = c.model.name, ""
+        self.evaluate("start", model)
+        if c.pretrain.enabled:
+            p = c.pretrain
+            cfg = build(
+                PretrainConfig,
+                {
+                    "model": {**c.model.model_dump(exclude_defaults=True), "name": model},
+                    "task": c.task.model_dump(),
+                    "train": {
+                        "lr": p.lr,
+                        "batch_size": p.batch_size,
+                        "max_new_tokens": c.rollout.max_new_tokens,
+                        "warmup_steps": min(50, p.steps // 5),
+                    },
+                    "run": {
+                        "steps": p.steps,
+                        "seed": c.run.seed,
+                        "out_dir": str(self.root / "1_pretrain"),
+                        "eval_every": p.steps,
+                        "eval_size": c.task.heldout_size,
+                        "progress": c.run.progress,
+                        "tensorboard": c.run.tensorboard,
+                    },
+                },
+            )
+            model, after = self.stage("pretrain", cfg, after, lambda cfg, _: pretrain(cfg, family=self.family))
+            self.evaluate("pretrain", model)
+        trained = lambda cfg, again: asyncio.run(
+            Trainer(cfg, self.builder(cfg), family=self.family, resume=again).run()
+        )
+        if c.warmup.enabled:
+            d = self.common("warmup", c.warmup.steps, c.warmup.lr, model)
+            d["rollout"]["max_turns"] = 1
+            d["loss"] = {**self.update_keys(), "advantage": "grpo"}
+            model, after = self.stage("warmup", build(TrainConfig, d), after, trained)
+            self.evaluate("warmup", model)
+        if c.rft.enabled:
+            d = self.common("rft", c.rft.steps, c.rft.lr, model)
+            d["rft"] = c.rft.model_dump(exclude={"enabled", "steps", "lr"})
+            d["loss"] = {k: v for k, v in self.update_keys().items() if k not in ("clip_low", "clip_high", "dual_clip")}
+            model, after = self.stage("rft", build(RFTConfig, d), after, trained)
+            self.evaluate("rft", model)
+        critic_init = None
+        if c.rl.algorithm == "ppo" and c.critic_pretrain.enabled:
+            s = c.critic_pretrain.steps
+            d = self.common("critic_pretrain", s, None, model)
+            d["loss"] = c.loss.model_dump(exclude_defaults=True)
+            d["critic"] = {**c.critic.model_dump(exclude_defaults=True), "pretrain_steps": s}
+            folder, after = self.stage("critic_pretrain", build(PPOConfig, d), after, trained)
+            critic_init = str(Path(folder) / "critic.safetensors")
+        d = self.common("rl", c.rl.steps, c.rl.lr, model)
+        if c.rl.algorithm == "ppo":
+            d["loss"] = c.loss.model_dump(exclude_defaults=True)
+            d["critic"] = {
+                **c.critic.model_dump(exclude_defaults=True),
+                **({"init": critic_init} if critic_init else {}),
+            }
+            model, after = self.stage("rl", build(PPOConfig, d), after, trained)
+        else:
+            d["loss"] = {**self.update_keys(), "advantage": "grpo"}
+            model, after = self.stage("rl", build(TrainConfig, d), after, trained)
+        self.evaluate("rl", model)
+        return {"model": model, "report": str(self.report_path), **{k: v for k, v in self.report.items()}}
+
+    @staticmethod
+    def builder(cfg):
+        if isinstance(cfg, PPOConfig):
+            return ppo.build
+        if isinstance(cfg, RFTConfig):
+            return rft.build
+        return rl.build
+
+
+def cuda_agent(cfg: CudaAgentConfig | dict, family: TaskFamily | None = None, resume: bool = False) -> dict[str, Any]:
+    """Run the pipeline (reusing finished stages); `family` overrides `cfg.task` and is shared by every
+    stage (so a memoising kernel family verifies each distinct kernel once for the whole pipeline)."""
+    cfg = as_config(CudaAgentConfig, cfg)
+    family = family or make_family(cfg.task.family, **cfg.task.args)
+    if getattr(family, "reward", None) != "cuda_agent":
+        raise UserError(
+            f"cuda-agent reports CUDA Agent's columns from the {{-1, 1, 2, 3}} reward; task family "
+            f"{cfg.task.family!r} has reward={getattr(family, 'reward', None)!r}: set task.args.reward=cuda_agent"
+        )
+    root = Path(cfg.run.out_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(root / "config.yaml", yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+    try:
+        return Pipeline(cfg, family, resume).run()
+    finally:
+        family.close()
+
+
+def main(argv: list[str]) -> int:
+    def run(cfg, resume: bool) -> dict:
+        out = cuda_agent(cfg, resume=resume)
+        return {  # held-out columns after each stage, printed as a table
+            stage: {k: v for k, v in cols.items() if k != "episodes" and isinstance(v, (int, float))}
+            for stage, cols in out.items()
+            if isinstance(cols, dict)
+        }
+
+    return cli_main(
+        argv,
+        "cuda-agent",
+        "CUDA Agent's staged recipe: warm-up, RFT, critic pre-training, multi-turn agentic PPO.",
+        CudaAgentConfig,
+        run,
+    )
