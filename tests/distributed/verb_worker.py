@@ -20,11 +20,33 @@ import torch
 
 from tempering.envs.pool import PoolFamily
 from tempering.envs.registry import make_family
-from tempering.recipes import direct_opd, distill, train, tu_opd
+from tempering.recipes import direct_opd, distill, ppo, rft, train, tu_opd
 
 TASK = {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 40, "heldout_size": 4}
-CASES = ["train", "train+dynamic_sampling", "train+kl", "rgrpo", "distill", "distill+jsd_topk", "direct-opd", "tu-opd"]
-STATS = ("policy_loss", "grad_norm", "entropy", "kl_ref", "kl_start", "jsd")
+CASES = [
+    "train",
+    "train+dynamic_sampling",
+    "train+kl",
+    "rgrpo",
+    "distill",
+    "distill+jsd_topk",
+    "direct-opd",
+    "tu-opd",
+    "ppo",
+    "ppo+head",
+    "rft",
+]
+STATS = (
+    "policy_loss",
+    "grad_norm",
+    "entropy",
+    "kl_ref",
+    "kl_start",
+    "jsd",
+    "nll",
+    "critic/value_loss",
+    "critic/grad_norm",
+)
 
 
 def base(model: str, out: Path) -> dict:
@@ -51,6 +73,12 @@ def trainer(case: str, model: str, fresh: str, out: Path, world, strategy: str):
             arith = make_family(TASK["family"], **TASK["args"])
             family = PoolFamily(arith, arith.tasks("train", 40)[:20])
         return train.trainer(cfg, family=family, **kw)
+    if case.startswith("ppo"):  # the critic's update runs data-parallel too (its gradients are compared)
+        cfg["critic"] = {"kind": "head" if case == "ppo+head" else "model", "lr": 1e-3}
+        return ppo.trainer(cfg, **kw)
+    if case == "rft":  # keeps the episodes with a reward above 0.5 (the others leave the loss)
+        cfg["rft"] = {"min_reward": 0.5, "reject_truncated": False}
+        return rft.trainer(cfg, **kw)
     if case.startswith("distill"):
         cfg["teacher"] = {"path": fresh}
         if case == "distill+jsd_topk":
@@ -75,12 +103,15 @@ def trainer(case: str, model: str, fresh: str, out: Path, world, strategy: str):
 
 
 def gradients(t) -> dict[str, torch.Tensor]:
+    """The policy's gradients, and those of the method's own modules (prefixed with their names)."""
     out = {}
-    for name, p in t.train_model.named_parameters():
-        if p.grad is None:
-            continue
-        g = p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad
-        out[name.removeprefix("module.")] = g.detach().clone().cpu()
+    modules = {"": t.train_model, **{f"{n}:": own.train_module for n, own in t.owned.items()}}
+    for prefix, module in modules.items():
+        for name, p in module.named_parameters():
+            if p.grad is None:
+                continue
+            g = p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad
+            out[prefix + name.removeprefix("module.")] = g.detach().clone().cpu()
     return out
 
 

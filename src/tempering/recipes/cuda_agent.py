@@ -56,7 +56,7 @@ class PretrainStage(Schema):
     paper starts from a pretrained LLM). Switch it off when `model.name` is a trained model."""
 
     enabled: bool = Field(True, description="Run this stage.")
-    steps: int = Field(300, ge=1, description="Optimizer steps.")
+    steps: int = Field(200, ge=1, description="Optimizer steps.")
     lr: float = Field(1e-3, gt=0, description="Learning rate.")
     batch_size: int = Field(64, ge=1, description="Examples per step.")
 
@@ -73,7 +73,7 @@ class RFTStage(StageSection, rft.RFTSection):
 
 class CriticPretrainStage(Schema):
     enabled: bool = Field(True, description="Pre-train the critic before PPO (skipped when rl.algorithm=grpo).")
-    steps: int = Field(10, ge=1, description="Steps of value pre-training (the policy frozen).")
+    steps: int = Field(4, ge=1, description="Steps of value pre-training (the policy frozen).")
 
 
 class RLStage(StageSection):
@@ -92,12 +92,18 @@ class CudaAgentRun(RunSection):
         return self
 
 
+SKETCH_PROBLEMS = ["11_add", "13_scale_shift", "34_residual_relu", "01_relu", "12_mul_add"]
+"""The embedded default's problems: three to train on, two held out (by the family's split), all of them
+element-wise chains whose sketches can beat eager PyTorch on a CPU."""
+
+
 def _default_task() -> TaskSection:
-    return TaskSection(family="kernel_sketch_agent", train_size=200, heldout_size=7)
+    args = {"problem_names": SKETCH_PROBLEMS, "answer_keys": ["tail", "unroll", "vec"]}
+    return TaskSection(family="kernel_sketch_agent", args=args, train_size=200, heldout_size=2)
 
 
 def _default_rollout() -> RolloutSection:
-    return RolloutSection(group_size=4, prompts_per_step=8, max_new_tokens=48, max_turns=3)
+    return RolloutSection(group_size=4, prompts_per_step=4, max_new_tokens=40, max_turns=3)
 
 
 class CudaAgentConfig(Schema):
@@ -118,12 +124,16 @@ class CudaAgentConfig(Schema):
     optim: OptimSection = Field(default_factory=OptimSection, description="Optimizer and schedule of every stage.")
     run: CudaAgentRun = Field(default_factory=CudaAgentRun, description="Seed, folder, evaluation, checkpoints.")
     pretrain: PretrainStage = Field(default_factory=PretrainStage, description="Supervised warm start (ours).")
-    warmup: StageSection = Field(default_factory=StageSection, description="Single-turn RL warm-up (GRPO).")
-    rft: RFTStage = Field(default_factory=RFTStage, description="Rejection fine-tuning on agent trajectories.")
+    warmup: StageSection = Field(
+        default_factory=lambda: StageSection(steps=8), description="Single-turn RL warm-up (GRPO)."
+    )
+    rft: RFTStage = Field(
+        default_factory=lambda: RFTStage(steps=4), description="Rejection fine-tuning on agent trajectories."
+    )
     critic_pretrain: CriticPretrainStage = Field(
         default_factory=CriticPretrainStage, description="Value pre-training (PPO with the policy frozen)."
     )
-    rl: RLStage = Field(default_factory=RLStage, description="Multi-turn agentic RL.")
+    rl: RLStage = Field(default_factory=lambda: RLStage(steps=12), description="Multi-turn agentic RL.")
 
     @model_validator(mode="after")
     def _check(self):

@@ -2,8 +2,9 @@
 
 One step: draw prompts -> roll out groups (dynamic sampling refills zero-signal groups) -> score
 (the verifier, then the method's scorers) -> credit -> the method's next state -> the one policy
-update -> log; evaluate and checkpoint on schedule. A method (`train/method.py`) changes only what it
-scores, its credit, its loss and its state. With `ranks` from torchrun the same loop is data-parallel:
+update (unless the method freezes the policy this step) -> the updates of the method's own modules
+(a critic) -> log; evaluate and checkpoint on schedule. A method (`train/method.py`) changes only what
+it scores, its credit, its loss, its state and the modules it trains besides the policy. With `ranks` from torchrun the same loop is data-parallel:
 each rank rolls out its own share of the prompts, the update's loss normaliser is global, and rank 0
 writes the run folder.
 """

@@ -3,6 +3,7 @@
 The one loop (`train/loop.py`) runs every method the same way:
 
     rollout -> score (verifier, then the method's scorers) -> credit -> next state -> policy update
+            -> updates of the method's own modules (`Trainable`, e.g. PPO's critic)
 
 A method is data, built once from the run's context by a builder `(Context) -> Method`; the package's
 builders are registered in `tempering.methods.METHODS`, and any builder (yours included) can be given

@@ -15,7 +15,6 @@ from importlib import resources
 
 from tempering.envs.base import Env, StepResult
 from tempering.envs.kernels.env import (
-    WARM_START_KEYS,
     KernelFamily,
     SketchFamily,
     failure_value,
@@ -24,9 +23,8 @@ from tempering.envs.kernels.env import (
 )
 from tempering.envs.kernels.feedback import feedback
 from tempering.envs.kernels.problems import Problem
-from tempering.envs.kernels.sketch import VALUES, orders, spec_for
+from tempering.envs.kernels.sketch import orders, spec_for
 from tempering.envs.kernels.verifier import KernelResult
-from tempering.errors import UserError
 from tempering.types import Task
 
 TOOLS = ("read_file", "write_file", "compile", "verify", "profile", "submit")
@@ -203,16 +201,7 @@ class SketchAgentFamily(SketchFamily):
     """
 
     reward: str = "cuda_agent"
-    answer_keys: tuple[str, ...] = WARM_START_KEYS
-    """Knobs the tasks' warm-start answers vary (fewer: a narrower warm start, fewer distinct kernels)."""
     name: str = "kernel_sketch_agent"
-
-    def __post_init__(self):
-        super().__post_init__()
-        bad = sorted(set(self.answer_keys) - set(VALUES))
-        if bad:
-            raise UserError(f"{self.name}: answer_keys {bad} are not sketch knobs ({', '.join(VALUES)})")
-        self.answer_keys = tuple(self.answer_keys)
 
     def make_task(self, problem: Problem, rng=None) -> Task:
         task = super().make_task(problem, rng)

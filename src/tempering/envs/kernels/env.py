@@ -202,7 +202,8 @@ WARM_START_KEYS = ("tile", "unroll", "vec", "fuse")
 
 
 def warm_start_sketch(kind: str, rng: random.Random, keys: tuple[str, ...] = WARM_START_KEYS) -> str:
-    """A valid, correct-by-construction sketch (tail on, one thread; the `keys` knobs random).
+    """A valid sketch with the `keys` knobs random (one thread; correct by construction unless `tail` is
+    one of them).
 
     It is the task's `answer`, so that a supervised warm start teaches the grammar; it is not the
     fastest sketch (RL finds those)."""
@@ -221,7 +222,17 @@ class SketchFamily(KernelFamily):
     `verify.threads` (1 by default), the count eager PyTorch gets: more cores are not a speedup."""
     memoize: bool = True
     """Sketch policies repeat sketches often: verify each distinct (problem, sketch) once."""
+    answer_keys: tuple[str, ...] = WARM_START_KEYS
+    """Knobs the tasks' warm-start answers vary (fewer: a narrower warm start and fewer distinct kernels to
+    verify; with `tail` in them some answers are wrong, which gives feedback turns something to fix)."""
     name: str = "kernel_sketch"
+
+    def __post_init__(self):
+        super().__post_init__()
+        bad = sorted(set(self.answer_keys) - set(VALUES))
+        if bad:
+            raise UserError(f"{self.name}: answer_keys {bad} are not sketch knobs ({', '.join(VALUES)})")
+        self.answer_keys = tuple(self.answer_keys)
 
     def accepts(self, problem: Problem) -> bool:
         return spec_for(problem.name) is not None
@@ -233,7 +244,7 @@ class SketchFamily(KernelFamily):
         return Task(
             id=f"{self.name}:{problem.name}",
             prompt=prompt,
-            answer=warm_start_sketch(spec.kind, rng or random.Random(0)),
+            answer=warm_start_sketch(spec.kind, rng or random.Random(0), self.answer_keys),
             family=self.name,
             difficulty={"map": 1.0, "reduce": 2.0, "matmul": 3.0}[spec.kind],
             meta={"problem": problem},
