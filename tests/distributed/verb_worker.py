@@ -115,12 +115,12 @@ def gradients(t) -> dict[str, torch.Tensor]:
     return out
 
 
-def run(groups_path: str, model: str, fresh: str, out: Path, world=None, strategy: str = "ddp") -> dict:
+def run(groups_path: str, model: str, fresh: str, out: Path, world=None, strategy: str = "ddp", cases=CASES) -> dict:
     rank, size = (world.rank, world.size) if world is not None else (0, 1)
     groups = torch.load(groups_path, weights_only=False)
     mine = groups[rank::size]
     results = {}
-    for case in CASES:
+    for case in cases:
         t = trainer(case, model, fresh, out / f"{case}-{strategy}-{size}", world, strategy)
         share = t.with_signal(mine) if t.method.resample_rounds is not None else mine
         metrics, _ = t.train_on(share or mine[:1], trainable=bool(share))
@@ -138,13 +138,14 @@ def main() -> None:
     for a in ("groups", "model", "fresh", "out"):
         p.add_argument(a)
     p.add_argument("--strategy", default=None)
+    p.add_argument("--cases", default=",".join(CASES), help="comma-separated subset of the cases")
     a = p.parse_args()
     world = None
     if a.strategy:
         from tempering.distributed import close_world, init_world
 
         world = init_world("gloo", expected_size=2)
-    res = run(a.groups, a.model, a.fresh, Path(a.out).parent, world, a.strategy or "ddp")
+    res = run(a.groups, a.model, a.fresh, Path(a.out).parent, world, a.strategy or "ddp", a.cases.split(","))
     if world is None or world.is_main:
         torch.save(res, a.out)
     if world is not None:

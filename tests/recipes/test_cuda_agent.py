@@ -84,6 +84,17 @@ def test_the_whole_pipeline_runs_on_the_embedded_default_and_reuses_finished_sta
     with pytest.raises(UserError, match="another configuration"):
         cuda_agent(_cfg(tmp_path, rft={"steps": 2}), family=family())
 
+    (tmp_path / "5_rl" / "stage.json").unlink()  # as if the last stage had been killed after a checkpoint
+    with pytest.raises(UserError, match="interrupted; continue with --resume"):
+        cuda_agent(_cfg(tmp_path), family=family())
+    cuda_agent(_cfg(tmp_path), family=family(), resume=True)
+    assert (tmp_path / "5_rl" / "stage.json").is_file()
+    # the command line resumes from the run folder's own config.yaml
+    from tempering.recipes.common import parse, parser, resolve
+
+    a = parse(parser("cuda-agent", ""), ["--resume", str(tmp_path)])
+    assert resolve(CudaAgentConfig, a).rl.steps == 2
+
 
 @pytest.mark.slow
 def test_ablations_are_one_flag_each(tmp_path):

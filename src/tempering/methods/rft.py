@@ -9,6 +9,8 @@ is the negative log-likelihood of the kept episodes' action tokens; feedback tok
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 from pydantic import Field
 
@@ -67,7 +69,7 @@ def rejection_filter(r: RFTSection):
                     counts[why] += 1
         total = max(keep.numel(), 1)
         m = {"rft/kept": float(keep.sum()) / total, **{f"rft/rejected_{k}": v / total for k, v in counts.items()}}
-        return Scores(**{**scores.__dict__, "keep_NG": keep}).with_metrics(**m)
+        return replace(scores, keep_NG=keep).with_metrics(**m)
 
     return scorer
 

@@ -87,7 +87,8 @@ class CudaAgentRun(RunSection):
 
     @model_validator(mode="after")
     def _check_steps(self):
-        if "steps" in self.model_fields_set:
+        # compared with the default, not `model_fields_set`: a run's own config.yaml (read by --resume) writes it
+        if self.steps != type(self).model_fields["steps"].default:
             raise ValueError("run.steps is set per stage in cuda-agent: use warmup.steps, rft.steps, ... instead")
         return self
 
