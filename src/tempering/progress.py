@@ -52,3 +52,8 @@ def print_eval_table(history: dict[str, dict[str, float]], title: str = "results
     for k in keys:
         t.add_row(k, *(f"{history[ph][k]:.3f}" if k in history[ph] else "" for ph in phases))
     Console().print(t)
+
+
+def warn(message: str) -> None:
+    """A warning on stderr (above a live progress bar, which shares this console)."""
+    console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)

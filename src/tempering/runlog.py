@@ -54,9 +54,10 @@ class RunLog:
         atomic_write_text(path, "".join(ln + "\n" for ln in keep))
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
+        """One JSON line (a NaN or inf becomes null, so the file stays valid JSON) and TensorBoard scalars."""
         row = {"step": step, **{k: _plain(v) for k, v in metrics.items()}}
         with self.metrics_path.open("a") as f:
-            f.write(json.dumps(row) + "\n")
+            f.write(json.dumps(row, allow_nan=False) + "\n")
         if self.tb is not None:
             for k, v in row.items():
                 if k != "step" and isinstance(v, (int, float)) and math.isfinite(v):
@@ -109,5 +110,7 @@ class RunLog:
 
 def _plain(v: Any) -> Any:
     if hasattr(v, "item"):
-        return v.item()
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
     return v

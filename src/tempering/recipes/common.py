@@ -19,11 +19,34 @@ def as_config(schema: type[Schema], cfg: Schema | dict) -> Any:
     return build(schema, cfg) if isinstance(cfg, dict) else cfg
 
 
+def begin_pipeline(root: Path, cfg: Schema, resume: bool, overwrite: bool, world=None) -> None:
+    """A pipeline verb's own folder: refused when it holds a run and this is neither a resume nor an
+    overwrite; its config.yaml (what --resume reads) written by rank 0."""
+    import yaml
+
+    from tempering.runlog import atomic_write_text
+    from tempering.train.loop import prepare_run_dir
+
+    if world is None or world.is_main:
+        prepare_run_dir(root, resume, overwrite)
+        root.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(root / "config.yaml", yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+
+
+def stage_start(out: Path, resume: bool) -> tuple[bool, bool]:
+    """(resume, overwrite) of a pipeline's stage: a stage with a checkpoint resumes; one started but never
+    checkpointed starts again (its folder is the pipeline's own); a new pipeline's stages start fresh."""
+    if resume and any((out / "checkpoints").glob("step_*")):
+        return True, False
+    return False, resume
+
+
 def parser(verb: str, description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"tempering {verb}", description=description)
     p.add_argument("config", nargs="?", help="YAML config (see examples/); omit for the defaults")
     p.add_argument("overrides", nargs="*", help="key.sub=value overrides, e.g. run.steps=50")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run exactly from its latest checkpoint")
+    p.add_argument("--overwrite", action="store_true", help="replace a run that RUN_DIR (run.out_dir) already holds")
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     return p
 
@@ -55,7 +78,7 @@ def cli_main(
     verb: str,
     description: str,
     schema: type[Schema],
-    run: Callable[[Any, bool], dict],
+    run: Callable[..., dict],
     out_key: str = "run.out_dir",
 ) -> int:
     """Parse, resolve the config, run it, print the held-out table."""
@@ -66,7 +89,9 @@ def cli_main(
 
         print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
         return 0
-    hist = run(cfg, bool(a.resume))
+    if a.resume and a.overwrite:
+        raise UserError("--resume continues a run and --overwrite replaces it; give one of them")
+    hist = run(cfg, resume=bool(a.resume), overwrite=a.overwrite)
     from tempering.progress import print_eval_table
 
     tables = {

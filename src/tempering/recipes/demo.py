@@ -17,6 +17,7 @@ import torch
 
 from tempering.config import apply_overrides, build
 from tempering.progress import print_eval_table
+from tempering.recipes.common import stage_start
 from tempering.recipes.pretrain import PretrainConfig, pretrain
 from tempering.recipes.train import TrainConfig, train
 from tempering.runlog import atomic_write_text
@@ -53,13 +54,14 @@ def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) 
             pre_over,
         ),
     )
-    pre = pretrain(pcfg)
+    # a demo run again continues (or only reports) its stages; a stage that never checkpointed starts over
+    pre = pretrain(pcfg, *stage_start(Path(pcfg.run.out_dir), resume=True))
     t1 = time.perf_counter()
     rl = apply_overrides(json.loads(json.dumps(GRPO)), rl_over)
     rl.setdefault("model", {})["name"] = pre["model"]
     rl["run"].update(seed=seed, out_dir=str(out / "grpo"), progress=progress)
     cfg = build(TrainConfig, rl)
-    hist = train(cfg)
+    hist = train(cfg, **dict(zip(("resume", "overwrite"), stage_start(Path(cfg.run.out_dir), resume=True))))
     t2 = time.perf_counter()
     return {
         "pass_at_1_before": hist["start"]["eval/pass@1"],

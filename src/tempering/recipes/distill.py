@@ -33,11 +33,12 @@ def trainer(
     teacher_prompt: PromptBuilder | None = None,
     world: World | None = None,
     strategy: str = "ddp",
+    overwrite: bool = False,
 ) -> Trainer:
     """The trainer of a distillation run (step it yourself, or `run()` it)."""
     cfg = as_config(DistillConfig, cfg)
     method = partial(opd.build, teacher=teacher, teacher_prompt=teacher_prompt)
-    return Trainer(cfg, method, family=family, resume=resume, world=world, strategy=strategy)
+    return Trainer(cfg, method, family, resume, world, strategy, overwrite)
 
 
 def distill(
@@ -48,9 +49,10 @@ def distill(
     teacher_prompt: PromptBuilder | None = None,
     world: World | None = None,
     strategy: str = "ddp",
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Run OPD from Python; `teacher` and `teacher_prompt` override the config's (any `Teacher`, any `Task -> str`)."""
-    return asyncio.run(trainer(cfg, family, resume, teacher, teacher_prompt, world, strategy).run())
+    return asyncio.run(trainer(cfg, family, resume, teacher, teacher_prompt, world, strategy, overwrite).run())
 
 
 def main(argv: list[str]) -> int:
@@ -59,5 +61,5 @@ def main(argv: list[str]) -> int:
         "distill",
         "On-policy distillation from one teacher (reverse KL, top-k or full JSD).",
         DistillConfig,
-        lambda cfg, resume: distill(cfg, resume=resume),
+        distill,
     )

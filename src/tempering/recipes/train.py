@@ -39,11 +39,12 @@ def trainer(
     world: World | None = None,
     strategy: str = "ddp",
     method: MethodBuilder | None = None,
+    overwrite: bool = False,
 ) -> Trainer:
     """The trainer of an RL run (step it yourself, or `run()` it); `family` overrides `cfg.task` (e.g. a
     DatasetFamily with your reward) and `method` replaces the RL method with any builder `(Context) -> Method`."""
     cfg = as_config(TrainConfig, cfg)
-    return Trainer(cfg, method or rl.build, family=family, resume=resume, world=world, strategy=strategy)
+    return Trainer(cfg, method or rl.build, family, resume, world, strategy, overwrite)
 
 
 def train(
@@ -53,9 +54,10 @@ def train(
     world: World | None = None,
     strategy: str = "ddp",
     method: MethodBuilder | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Run the RL recipe from Python (see `trainer`); returns the start and final held-out metrics."""
-    return asyncio.run(trainer(cfg, family, resume, world, strategy, method).run())
+    return asyncio.run(trainer(cfg, family, resume, world, strategy, method, overwrite).run())
 
 
 def main(argv: list[str]) -> int:
@@ -64,5 +66,5 @@ def main(argv: list[str]) -> int:
         "train",
         "RL with verifiable rewards (GRPO family, LEAP, TCPO, multi-turn).",
         TrainConfig,
-        lambda cfg, resume: train(cfg, resume=resume),
+        train,
     )

@@ -32,11 +32,12 @@ def trainer(
     teachers: dict[str, Teacher] | None = None,
     world: World | None = None,
     strategy: str = "ddp",
+    overwrite: bool = False,
 ) -> Trainer:
     """The trainer of a TU-OPD run; `teachers` (name -> Teacher) overrides the config's."""
     cfg = as_config(TUOPDConfig, cfg)
     builder = partial(method.build, teachers=teachers)
-    return Trainer(cfg, builder, family=family, resume=resume, world=world, strategy=strategy)
+    return Trainer(cfg, builder, family, resume, world, strategy, overwrite)
 
 
 def tu_opd(
@@ -46,9 +47,10 @@ def tu_opd(
     teachers: dict[str, Teacher] | None = None,
     world: World | None = None,
     strategy: str = "ddp",
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Run TU-OPD from Python (see `trainer`)."""
-    return asyncio.run(trainer(cfg, family, resume, teachers, world, strategy).run())
+    return asyncio.run(trainer(cfg, family, resume, teachers, world, strategy, overwrite).run())
 
 
 def main(argv: list[str]) -> int:
@@ -57,5 +59,5 @@ def main(argv: list[str]) -> int:
         "tu-opd",
         "Teacher-Union OPD: distil several teachers, gated and weighted by their pass rates.",
         TUOPDConfig,
-        lambda cfg, resume: tu_opd(cfg, resume=resume),
+        tu_opd,
     )
