@@ -48,9 +48,14 @@ class RunLog:
 
     @staticmethod
     def _truncate(path: Path, step: int) -> None:
+        """Keep the rows up to `step`; a last line cut short by a kill is dropped."""
         if not path.exists():
             return
-        keep = [ln for ln in path.read_text().splitlines() if ln.strip() and json.loads(ln).get("step", 0) <= step]
+        text = path.read_text()
+        lines = text.splitlines()
+        if lines and not text.endswith("\n"):
+            lines = lines[:-1]
+        keep = [ln for ln in lines if ln.strip() and json.loads(ln).get("step", 0) <= step]
         atomic_write_text(path, "".join(ln + "\n" for ln in keep))
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:

@@ -156,3 +156,16 @@ def test_a_damaged_checkpoint_falls_back_to_the_newest_intact_one(tmp_path, caps
     shutil.rmtree(out / "checkpoints" / "step_1")
     with pytest.raises(UserError, match="every checkpoint .* is damaged"):
         trainer(cfg(out, run={"steps": 3}), resume=True)
+
+
+def test_a_metrics_line_cut_short_by_a_kill_is_dropped_on_resume(tmp_path):
+    from tempering.runlog import RunLog
+
+    log = RunLog(tmp_path, {"a": 1}, tensorboard=False)
+    log.log(1, {"reward": 0.5})
+    log.log(2, {"reward": 0.7})
+    with (tmp_path / "metrics.jsonl").open("a") as f:
+        f.write('{"step": 3, "rew')  # the kill came mid-line
+    RunLog(tmp_path, {"a": 1}, resume_step=2, tensorboard=False)
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]

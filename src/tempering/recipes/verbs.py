@@ -65,6 +65,10 @@ VERBS: dict[str, Verb] = {
         "tempering.recipes.expand_compress:ExpandCompressConfig",
         "tempering.recipes.expand_compress:expand_compress",
     ),
+    "launch": Verb(
+        "tempering.distributed.launch",
+        "Run a training verb on N processes (torchrun's options first), data-parallel; errors reported last.",
+    ),
     "eval": Verb(
         "tempering.recipes.eval", "Evaluate a checkpoint on a task family's held-out split (or a whole file)."
     ),

@@ -56,6 +56,14 @@ def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer_state: d
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
+    except OSError as e:  # a full disk or a quota: the previous checkpoints are untouched
+        shutil.rmtree(tmp, ignore_errors=True)
+        kept = list_checkpoints(run_dir)
+        last = f"the last complete one is {kept[-1]}" if kept else "no earlier checkpoint exists"
+        raise UserError(
+            f"writing checkpoint step_{step} failed ({e.strerror or e}); {last}. Free space in {ckpt_root} and "
+            "continue with --resume"
+        ) from e
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
