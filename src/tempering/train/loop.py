@@ -283,6 +283,9 @@ class Trainer:
             self.optimizer = make_optimizer(self.train_model, o.lr, o.weight_decay, o.betas)
             self.scheduler = self._make_scheduler()
             self.sampler = FullCopySync(self.sampler, self.model)
+            # every forward of a sharded model is a collective: ranks must run the same forwards, and a
+            # shared-prompt forward (two passes) on one rank beside a plain one elsewhere would deadlock
+            self.settings.share_prefix = False
         self.settings.data_parallel = dp
 
     # ---- state -------------------------------------------------------------------------------
@@ -401,6 +404,7 @@ class Trainer:
         if rounds is not None:
             need = len(groups)
             kept = self.with_signal(groups)
+            info["frac_zero_adv_groups"] = 1 - len(kept) / need  # before refilling: what was dropped
             done = 0
             while len(kept) < need and done < rounds:
                 done += 1
@@ -445,8 +449,9 @@ class Trainer:
         zero = zero_signal_groups(trained.adv_BT, trained, G)
         shape = scores.turns.scores_NGK.shape
         adv_NGK = per_turn(trained.adv_BT, trained, shape) / per_turn(trained.mask_BT, trained, shape).clamp(min=1)
+        signal = {} if self.method.resample_rounds is not None else {"frac_zero_adv_groups": float(zero.float().mean())}
         m = {
-            **self.ranks.reduce({**scores.metrics, "frac_zero_adv_groups": float(zero.float().mean())}, len(episodes)),
+            **self.ranks.reduce({**scores.metrics, **signal}, len(episodes)),
             **reduced,
             **{f"state/{k}": v for k, v in self.state.items()},
             **self.ranks.reduce(upd),
