@@ -623,20 +623,17 @@ def training_batch(batch: TrainBatch, scores: Scores, credit: Credit) -> TrainBa
 
 
 def prepare_run_dir(out: Path, resume: bool, overwrite: bool) -> None:
-    """A new run gets an empty folder: one that holds a run is refused (its metrics, checkpoints and
-    final model would be mixed with the new run's) unless `overwrite` removes it."""
+    """A new run never mixes with another: a folder that holds a run (its config.yaml) is refused, since
+    its metrics, checkpoints and final model would be mixed with the new run's, unless `overwrite`
+    removes it. Other files in the folder are left alone."""
     if out.exists() and not out.is_dir():
         raise UserError(f"run.out_dir={out} is a file; give a folder for the run")
-    if resume or not out.is_dir() or not any(out.iterdir()):
+    if resume or not (out / "config.yaml").is_file():
         return
     if not overwrite:
         raise UserError(
-            f"run.out_dir={out} already holds files; continue that run with --resume {out}, replace it with "
+            f"run.out_dir={out} already holds a run; continue it with --resume {out}, replace it with "
             "--overwrite, or choose another run.out_dir"
-        )
-    if not (out / "config.yaml").is_file():
-        raise UserError(
-            f"--overwrite removes only a run folder, and {out} holds no run (no config.yaml); empty it yourself"
         )
     shutil.rmtree(out)
 
