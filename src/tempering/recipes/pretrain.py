@@ -23,7 +23,7 @@ from tempering.errors import UserError
 from tempering.evaluation import evaluate
 from tempering.models import load_policy, save_policy
 from tempering.models.chat import ChatFormat
-from tempering.progress import progress_bar
+from tempering.progress import Reporter, count_parameters, human
 from tempering.rollout.engine import RolloutOptions, format_feedback
 from tempering.rollout.sampler import HFSampler, SamplingParams
 from tempering.runlog import RunLog
@@ -134,11 +134,29 @@ def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
     opt = make_optimizer(model, t.lr, t.weight_decay, (0.9, 0.999))
     sched = make_scheduler(opt, t.warmup_steps, cfg.run.steps, "constant")
     cursor = PromptCursor(len(examples), cfg.run.seed)
-    log = RunLog(cfg.run.out_dir, cfg.model_dump(mode="json"), tensorboard=cfg.run.tensorboard)
+    log = RunLog(
+        cfg.run.out_dir,
+        cfg.model_dump(mode="json"),
+        tensorboard=cfg.run.tensorboard,
+        wandb=cfg.run.wandb,
+        title=f"{Path(cfg.run.out_dir).name} · pretrain · {cfg.model.name}",
+        plots=["loss", "heldout_pass@1", "grad_norm", "lr"],
+    )
     pad = tok.pad_token_id
     best = {"heldout_pass@1": 0.0}
     step = 0
-    with progress_bar(cfg.run.steps, "pretrain", enabled=cfg.run.progress) as bar:
+    report = Reporter(cfg.run.steps, "pretrain", log_every=cfg.run.log_every, bar=cfg.run.progress)
+    total, _ = count_parameters(model)
+    report.summary(
+        {
+            "model": f"{cfg.model.name} ({human(total)} parameters, {cfg.model.dtype})",
+            "device": str(model.device),
+            "task": f"{cfg.task.family}: {len(examples)} examples / {len(heldout)} held-out prompts",
+            "steps": f"up to {cfg.run.steps} x {t.batch_size} examples",
+            "run folder": str(cfg.run.out_dir),
+        }
+    )
+    with report:
         for step in range(1, cfg.run.steps + 1):
             rows = [examples[i] for i in cursor.next(t.batch_size)]
             T = max(len(p) + len(a) for p, a in rows)
@@ -155,25 +173,29 @@ def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
             loss = model(input_ids=ids.to(dev), attention_mask=attn.to(dev), labels=labels.to(dev)).loss
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             sched.step()
-            live = {"loss": loss.item()}
-            metrics: dict[str, float] = {"loss": live["loss"]}
+            metrics: dict[str, float] = {"loss": loss.item(), "grad_norm": float(gnorm), "lr": sched.get_last_lr()[0]}
             stop = t.max_seconds is not None and time.perf_counter() - t_start > t.max_seconds
             if step % cfg.run.eval_every == 0 or step == cfg.run.steps or stop:
-                ev = asyncio.run(evaluate(sampler, fmt, family, heldout[: cfg.run.eval_size], opts, k=1, sampled=False))
-                metrics["heldout_pass@1"] = live["heldout"] = ev["pass@1"]
+                checked = heldout[: cfg.run.eval_size]
+                ev = asyncio.run(evaluate(sampler, fmt, family, checked, opts, k=1, sampled=False))
+                metrics["heldout_pass@1"] = ev["pass@1"]
                 if t.stop_at_pass is not None:
                     hits = hits + 1 if ev["pass@1"] >= t.stop_at_pass else 0
                     stop = stop or hits >= t.stop_checks
             log.log(step, metrics)
-            bar.update(live)
+            report.step(step, metrics)
+            if "heldout_pass@1" in metrics:
+                report.evaluation(step, {"greedy pass@1": metrics["heldout_pass@1"]}, len(checked))
+                log.plot()
             if stop:
                 break
     final = asyncio.run(evaluate(sampler, fmt, family, heldout, opts, k=1, sampled=False))
+    report.evaluation(step, {"greedy pass@1": final["pass@1"]}, len(heldout), "final evaluation")
     model_dir = save_policy(model, tok, Path(cfg.run.out_dir) / "model")
-    log.plot(["loss", "heldout_pass@1"])
+    log.plot()
     log.close()
     best.update(
         {
