@@ -138,6 +138,17 @@ def panels(rows: list[dict[str, Any]], keys: list[str]) -> list[str]:
     return out
 
 
+def series(rows: list[dict[str, Any]], key: str) -> dict[int | None, list[tuple[int, float]]]:
+    """A metric's (step, value) points, one series per evaluation size (`eval/n`; None for metrics of
+    steps), smallest first."""
+    out: dict[int | None, list[tuple[int, float]]] = {}
+    for r in rows:
+        if _numeric(r.get(key)):
+            n = r.get("eval/n")
+            out.setdefault(int(n) if n is not None else None, []).append((r["step"], r[key]))
+    return dict(sorted(out.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)))
+
+
 def plot_curves(rows: list[dict[str, Any]], keys: list[str], out: Path, title: str = "") -> Path | None:
     """One panel per metric worth drawing (`panels`), written atomically as a PNG. Evaluations carry
     their number of prompts (`eval/n`): each size is its own series, so a periodic check on a few
@@ -154,16 +165,15 @@ def plot_curves(rows: list[dict[str, Any]], keys: list[str], out: Path, title: s
     nrows = math.ceil(len(keys) / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.0 * nrows + (0.4 if title else 0)), squeeze=False)
     for ax, k in zip(axes.flat, keys):
-        pts = [(r["step"], r[k], r.get("eval/n")) for r in rows if _numeric(r.get(k))]
-        sizes = sorted({n for _, _, n in pts}, key=lambda n: (n is None, n or 0))
-        for i, n in enumerate(sizes):
-            xs = [s for s, _, m in pts if m == n]
-            ys = [v for _, v, m in pts if m == n]
-            style = {"marker": "o" if i == len(sizes) - 1 else "x", "linestyle": "-" if i == len(sizes) - 1 else ":"}
+        lines = series(rows, k)
+        for i, (n, pts) in enumerate(lines.items()):
+            xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+            last = i == len(lines) - 1  # the largest set: the full held-out evaluations
+            style = {"marker": "o" if last else "x", "linestyle": "-" if last else ":"}
             if not k.startswith("eval/"):
                 style = {"marker": "." if len(xs) < 30 else None, "linestyle": "-"}
-            ax.plot(xs, ys, label=f"{int(n)} prompts" if n is not None else None, **style)
-        if len(sizes) > 1:
+            ax.plot(xs, ys, label=f"{n} prompts" if n is not None else None, **style)
+        if len(lines) > 1:
             ax.legend(fontsize=7)
         ax.set_title(k)
         ax.set_xlabel("step")
