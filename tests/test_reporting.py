@@ -3,6 +3,9 @@
 import io
 import json
 
+import pytest
+
+from tempering.errors import UserError
 from tempering.progress import Reporter, Watch
 from tempering.runlog import RunLog, panels, plot_curves, series
 
@@ -85,3 +88,28 @@ def test_runlog_plots_its_own_keys_with_its_title(tmp_path, monkeypatch):
     log.plot()
     assert seen == {"keys": ["reward"], "title": "r · m · x"}
     assert json.loads((tmp_path / "metrics.jsonl").read_text()) == {"step": 1, "reward": 1.0}
+
+
+def test_wandb_offline_logs_each_row_and_a_resumed_run_continues_the_same_run(tmp_path, monkeypatch):
+    wandb = pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    log = RunLog(tmp_path, {"run": {"steps": 2}}, tensorboard=False, wandb="tempering-tests")
+    log.log(1, {"reward": 0.5, "note": "text is not logged"})
+    run_id = (tmp_path / "wandb_id").read_text().strip()
+    assert log.wandb.id == run_id and log.wandb.project == "tempering-tests"
+    log.close()
+    runs = list((tmp_path / "wandb").glob(f"offline-run-*-{run_id}"))
+    assert len(runs) == 1 and list(runs[0].glob("*.wandb"))
+    again = RunLog(tmp_path, {}, resume_step=1, tensorboard=False, wandb="tempering-tests")
+    assert again.wandb.id == run_id
+    again.close()
+    assert wandb.run is None
+
+
+def test_wandb_without_the_package_says_how_to_install_it(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "wandb", None)
+    with pytest.raises(UserError, match=r"tempering\[wandb\]"):
+        RunLog(tmp_path, {}, tensorboard=False, wandb="p")

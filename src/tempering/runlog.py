@@ -6,6 +6,7 @@ import fnmatch
 import json
 import math
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +110,7 @@ def _wandb_run(project: str, run_dir: Path, config: dict[str, Any], resume_step:
     if resume_step is not None and id_file.is_file():
         run_id = id_file.read_text().strip()
     else:
-        run_id = wandb.util.generate_id()
+        run_id = secrets.token_hex(4)
         atomic_write_text(id_file, run_id + "\n")
     return wandb.init(
         project=project, name=run_dir.name, id=run_id, resume="allow", dir=str(run_dir), config=config, reinit=True
