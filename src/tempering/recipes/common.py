@@ -1,12 +1,12 @@
-"""What the training verbs share on the command line: CONFIG [key=value ...] [--resume RUN] [--print-config].
+"""What the config verbs share on the command line: CONFIG [key=value ...] [--resume RUN] [--print-config].
 
-Overrides may come anywhere, before or after the flags.
+Overrides may come anywhere, before or after the flags. The arguments are parsed before the verb's
+module (and torch) is imported, so `--help` is instant.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +19,15 @@ def as_config(schema: type[Schema], cfg: Schema | dict) -> Any:
     return build(schema, cfg) if isinstance(cfg, dict) else cfg
 
 
-def parser(verb: str, description: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"tempering {verb}", description=description)
+def parser(verb: str, description: str, resume: bool = True) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=f"tempering {verb}",
+        description=f"{description} Keys: `tempering config {verb.split()[0]}`.",
+    )
     p.add_argument("config", nargs="?", help="YAML config (see examples/); omit for the defaults")
     p.add_argument("overrides", nargs="*", help="key.sub=value overrides, e.g. run.steps=50")
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run exactly from its latest checkpoint")
+    if resume:
+        p.add_argument("--resume", metavar="RUN_DIR", help="continue a run exactly from its latest checkpoint")
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     return p
 
@@ -40,7 +44,7 @@ def parse(p: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
 
 def resolve(schema: type[Schema], a: argparse.Namespace, out_key: str = "run.out_dir") -> Any:
     """The config of a new run, or of the run being resumed (its own config.yaml plus overrides)."""
-    if a.resume:
+    if getattr(a, "resume", None):
         run_dir = Path(a.resume)
         if not (run_dir / "config.yaml").is_file():
             raise UserError(f"{run_dir} is not a run folder (no config.yaml); give the folder a run wrote")
@@ -50,23 +54,21 @@ def resolve(schema: type[Schema], a: argparse.Namespace, out_key: str = "run.out
     return load_config(schema, a.config, a.overrides)
 
 
-def cli_main(
-    argv: list[str],
-    verb: str,
-    description: str,
-    schema: type[Schema],
-    run: Callable[[Any, bool], dict],
-    out_key: str = "run.out_dir",
-) -> int:
-    """Parse, resolve the config, run it, print the held-out table."""
-    a = parse(parser(verb, description), argv)
-    cfg = resolve(schema, a, out_key)
+def cli_main(argv: list[str], verb: str) -> int:
+    """A config verb of the registry: parse, resolve its config, run it, print the held-out table."""
+    from tempering.recipes.verbs import VERBS, load
+
+    spec = VERBS[verb]
+    assert spec.schema is not None and spec.run is not None
+    a = parse(parser(verb, spec.help, resume=spec.loop), argv)
+    cfg = resolve(load(spec.schema), a)
     if a.print_config:
         import yaml
 
         print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
         return 0
-    hist = run(cfg, bool(a.resume))
+    run = load(spec.run)
+    hist = run(cfg, resume=bool(a.resume)) if spec.loop else run(cfg)
     from tempering.progress import print_eval_table
 
     tables = {
@@ -74,5 +76,6 @@ def cli_main(
         for k, v in hist.items()
         if isinstance(v, dict) and v and all(isinstance(x, (int, float)) for x in v.values())
     }
-    print_eval_table(tables, title=f"held-out results ({verb})")
+    if tables:
+        print_eval_table(tables, title=f"held-out results ({verb})")
     return 0

@@ -6,7 +6,6 @@ target, which leaves room for RL to show what it adds.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import random
 import time
@@ -16,7 +15,7 @@ from typing import Any
 import torch
 from pydantic import Field
 
-from tempering.config import Schema, load_config
+from tempering.config import Schema
 from tempering.envs.base import StepResult
 from tempering.envs.registry import make_family
 from tempering.errors import UserError
@@ -208,19 +207,10 @@ def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
     return best
 
 
-def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(
-        prog="tempering pretrain", description="Supervised warm start on a built-in task family."
-    )
-    p.add_argument("config", nargs="?", help="YAML config (omit for the defaults)")
-    p.add_argument("overrides", nargs="*", help="key.sub=value overrides")
-    a = p.parse_args(argv)
-    config, overrides = a.config, list(a.overrides)
-    if config and "=" in config and not config.endswith((".yaml", ".yml")):
-        config, overrides = None, [config] + overrides
-    cfg = load_config(PretrainConfig, config, overrides)
+def run(cfg: PretrainConfig) -> dict[str, Any]:
+    """`tempering pretrain`: pre-train, say where the model went, and hand the CLI its held-out table."""
     res = pretrain(cfg)
     print(
         f"saved {res['model']}: held-out pass@1 {res['heldout_pass@1']:.3f} after {res['steps']} steps ({res['seconds']:.0f}s)"
     )
-    return 0
+    return {"final": {"heldout_pass@1": res["heldout_pass@1"]}}

@@ -25,7 +25,7 @@ from tempering.envs.pool import PoolFamily, weighted_pool
 from tempering.envs.registry import make_family
 from tempering.evaluation import pass_rates
 from tempering.methods import rl
-from tempering.recipes.common import as_config, cli_main
+from tempering.recipes.common import as_config
 from tempering.recipes.train import TrainConfig
 from tempering.runlog import atomic_write_text
 from tempering.train.loop import Trainer
@@ -162,13 +162,3 @@ def rgrpo(
         "pass_rates": str(saved_path),
         **{n: saved["heldout"][n] for n in names},
     }
-
-
-def main(argv: list[str]) -> int:
-    return cli_main(
-        argv,
-        "rgrpo",
-        "Residual GRPO: a sequence of complementary GRPO teachers from one initialisation.",
-        RGRPOConfig,
-        lambda cfg, resume: rgrpo(cfg, resume=resume),
-    )
