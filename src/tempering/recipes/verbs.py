@@ -75,6 +75,10 @@ VERBS: dict[str, Verb] = {
     "eval": Verb(
         "tempering.recipes.eval", "Evaluate a checkpoint on a task family's held-out split (or a whole file)."
     ),
+    "view": Verb(
+        "tempering.recipes.view",
+        "Write one HTML page of a run: curves, evaluations, samples filterable by step, status and score.",
+    ),
     "config": Verb("tempering.recipes.reference", "Print the config reference of a verb."),
     "kernels": Verb(
         "tempering.envs.kernels.cli", "Kernel environment: list problems, eval submissions, synth problems."
