@@ -165,6 +165,7 @@ class Reporter:
         self._bar = _Bar(None, None)
 
     def __enter__(self) -> Reporter:
+        self.t0 = self._clock()  # steps are timed from here (a start-up evaluation is not a step)
         if self.bar_on:
             self._bar = self._stack.enter_context(progress_bar(self.total, self.label, True, self.start))
         return self
