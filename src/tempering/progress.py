@@ -190,7 +190,8 @@ class Reporter:
     def step(self, step: int, m: dict[str, Any]) -> None:
         self.step_no = step
         keys = [k for k in (*LINE_KEYS, self.objective) if k and isinstance(m.get(k), (int, float))]
-        self._bar.update({k: m[k] for k in keys[:3]})
+        live = [k for k in (self.objective, "reward", "success") if k and isinstance(m.get(k), (int, float))]
+        self._bar.update({k: m[k] for k in live or keys[:2]})
         if self.lines and self.log_every and (step % self.log_every == 0 or step == self.total):
             done = step - self.start
             per = (self._clock() - self.t0) / max(done, 1)
