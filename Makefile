@@ -3,8 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 PY := $(VENV)/bin/python
-# the test suite also exercises the optional GUI (MiniWoB++), Ray, peft and datasets integrations
-TEST_EXTRAS := dev,gui,data
+# the test suite also exercises the optional GUI (MiniWoB++), Ray, peft, datasets, math-verify and W&B integrations
+TEST_EXTRAS := dev,gui,data,math,wandb
 
 .PHONY: install install-test demo test test-fast lint format clean
 
