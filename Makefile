@@ -30,7 +30,8 @@ demo: install
 	$(VENV)/bin/tempering demo
 
 test: install-test
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q --durations=25 --cov=tempering --cov-report=
+	@echo "coverage of src/tempering (this process's lines): $$($(PY) -m coverage report --format=total)%"
 
 test-fast: install-test
 	$(PY) -m pytest -q -m "not slow" --durations=10
@@ -45,4 +46,4 @@ format: install-test
 	$(VENV)/bin/ruff format src tests benchmarks examples
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache .tempering-cache .coverage
