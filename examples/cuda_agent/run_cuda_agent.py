@@ -159,7 +159,7 @@ def main() -> None:
                     if arm in arms and first.name in arms and src.is_dir() and not dst.exists():
                         dst.symlink_to(src.resolve(), target_is_directory=True)
             ts = time.perf_counter()
-            cuda_agent(arm_config(model, arm, seed, root), family=family)
+            cuda_agent(arm_config(model, arm, seed, root), family=family, resume=True)  # reruns continue
             reports[arm][seed] = json.loads((root / "report.json").read_text())
             flags[arm][seed] = collapsed(root)
             curves[arm][seed] = stage_rewards(root)

@@ -77,16 +77,16 @@ def test_the_whole_pipeline_runs_on_the_embedded_default_and_reuses_finished_sta
     # the warm-up stage is single-turn, the agent stages use the tools over several turns
     assert "max_turns: 1" in (tmp_path / "2_warmup" / "config.yaml").read_text()
 
+    with pytest.raises(UserError, match="already holds a run; continue it with --resume"):
+        cuda_agent(_cfg(tmp_path), family=family())
     before = StubVerifier.calls
-    again = cuda_agent(_cfg(tmp_path), family=family())  # every stage is reused: no training, no verification
+    again = cuda_agent(_cfg(tmp_path), family=family(), resume=True)  # every stage reused: no training, no verifying
     assert again["model"] == out["model"] and StubVerifier.calls == before
 
     with pytest.raises(UserError, match="another configuration"):
-        cuda_agent(_cfg(tmp_path, rft={"steps": 2}), family=family())
+        cuda_agent(_cfg(tmp_path, rft={"steps": 2}), family=family(), resume=True)
 
     (tmp_path / "5_rl" / "stage.json").unlink()  # as if the last stage had been killed after a checkpoint
-    with pytest.raises(UserError, match="interrupted; continue with --resume"):
-        cuda_agent(_cfg(tmp_path), family=family())
     cuda_agent(_cfg(tmp_path), family=family(), resume=True)
     assert (tmp_path / "5_rl" / "stage.json").is_file()
     # the command line resumes from the run folder's own config.yaml

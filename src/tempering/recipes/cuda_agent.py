@@ -23,10 +23,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, model_validator
 
 from tempering.config import Schema, build, ignored_unless
@@ -36,7 +36,7 @@ from tempering.errors import UserError
 from tempering.methods import ppo, rft, rl
 from tempering.models import load_policy
 from tempering.models.chat import ChatFormat
-from tempering.recipes.common import as_config, cli_main
+from tempering.recipes.common import as_config, begin_pipeline, stage_start
 from tempering.recipes.ppo import PPOConfig
 from tempering.recipes.pretrain import PretrainConfig, pretrain
 from tempering.recipes.rft import RFTConfig
@@ -210,10 +210,9 @@ class Pipeline:
                     "give a new run.out_dir, or delete that stage folder to run it again"
                 )
             return str(final), digest_hex
-        partial = any((out / "checkpoints").glob("step_*"))
-        if partial and not self.resume:
+        if any((out / "checkpoints").glob("step_*")) and not self.resume:
             raise UserError(f"stage {name} in {out} was interrupted; continue with --resume {self.root}")
-        train(cfg, partial)
+        train(cfg, *stage_start(out, self.resume))
         atomic_write_text(marker, json.dumps({"stage": name, "digest": digest_hex, "model": str(final)}) + "\n")
         return str(final), digest_hex
 
@@ -261,11 +260,14 @@ class Pipeline:
                     },
                 },
             )
-            model, after = self.stage("pretrain", cfg, after, lambda cfg, _: pretrain(cfg, family=self.family))
+            model, after = self.stage("pretrain", cfg, after, partial(pretrain, family=self.family))
             self.evaluate("pretrain", model)
-        trained = lambda cfg, again: asyncio.run(
-            Trainer(cfg, self.builder(cfg), family=self.family, resume=again).run()
-        )
+
+        def trained(cfg, resume: bool, overwrite: bool):
+            return asyncio.run(
+                Trainer(cfg, self.builder(cfg), family=self.family, resume=resume, overwrite=overwrite).run()
+            )
+
         if c.warmup.enabled:
             d = self.common("warmup", c.warmup.steps, c.warmup.lr, model)
             d["rollout"]["max_turns"] = 1
@@ -309,9 +311,12 @@ class Pipeline:
         return rl.build
 
 
-def cuda_agent(cfg: CudaAgentConfig | dict, family: TaskFamily | None = None, resume: bool = False) -> dict[str, Any]:
-    """Run the pipeline (reusing finished stages); `family` overrides `cfg.task` and is shared by every
-    stage (so a memoising kernel family verifies each distinct kernel once for the whole pipeline)."""
+def cuda_agent(
+    cfg: CudaAgentConfig | dict, family: TaskFamily | None = None, resume: bool = False, overwrite: bool = False
+) -> dict[str, Any]:
+    """Run the pipeline (`resume`: reusing finished stages, continuing an interrupted one); `family`
+    overrides `cfg.task` and is shared by every stage (so a memoising kernel family verifies each distinct
+    kernel once for the whole pipeline)."""
     cfg = as_config(CudaAgentConfig, cfg)
     family = family or make_family(cfg.task.family, **cfg.task.args)
     if getattr(family, "reward", None) != "cuda_agent":
@@ -319,28 +324,18 @@ def cuda_agent(cfg: CudaAgentConfig | dict, family: TaskFamily | None = None, re
             f"cuda-agent reports CUDA Agent's columns from the {{-1, 1, 2, 3}} reward; task family "
             f"{cfg.task.family!r} has reward={getattr(family, 'reward', None)!r}: set task.args.reward=cuda_agent"
         )
-    root = Path(cfg.run.out_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(root / "config.yaml", yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+    begin_pipeline(Path(cfg.run.out_dir), cfg, resume, overwrite)
     try:
         return Pipeline(cfg, family, resume).run()
     finally:
         family.close()
 
 
-def main(argv: list[str]) -> int:
-    def run(cfg, resume: bool) -> dict:
-        out = cuda_agent(cfg, resume=resume)
-        return {  # held-out columns after each stage, printed as a table
-            stage: {k: v for k, v in cols.items() if k != "episodes" and isinstance(v, (int, float))}
-            for stage, cols in out.items()
-            if isinstance(cols, dict)
-        }
-
-    return cli_main(
-        argv,
-        "cuda-agent",
-        "CUDA Agent's staged recipe: warm-up, RFT, critic pre-training, multi-turn agentic PPO.",
-        CudaAgentConfig,
-        run,
-    )
+def run(cfg: CudaAgentConfig, resume: bool = False, overwrite: bool = False) -> dict[str, Any]:
+    """`tempering cuda-agent`: the pipeline, and the held-out columns after each stage for the CLI's table."""
+    out = cuda_agent(cfg, resume=resume, overwrite=overwrite)
+    return {
+        stage: {k: v for k, v in cols.items() if k != "episodes" and isinstance(v, (int, float))}
+        for stage, cols in out.items()
+        if isinstance(cols, dict)
+    }

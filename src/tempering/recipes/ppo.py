@@ -13,7 +13,7 @@ from pydantic import Field, model_validator
 
 from tempering.envs.base import TaskFamily
 from tempering.methods import ppo
-from tempering.recipes.common import as_config, cli_main
+from tempering.recipes.common import as_config
 from tempering.train.config import LoopConfig
 from tempering.train.loop import Trainer
 from tempering.train.world import World
@@ -37,29 +37,14 @@ def trainer(
     resume: bool = False,
     world: World | None = None,
     strategy: str = "ddp",
+    overwrite: bool = False,
 ) -> Trainer:
     """The trainer of a PPO run (step it yourself, or `run()` it); `family` overrides `cfg.task`."""
     cfg = as_config(PPOConfig, cfg)
-    return Trainer(cfg, ppo.build, family=family, resume=resume, world=world, strategy=strategy)
+    return Trainer(cfg, ppo.build, family, resume, world, strategy, overwrite)
 
 
-def run_ppo(
-    cfg: PPOConfig | dict,
-    family: TaskFamily | None = None,
-    resume: bool = False,
-    world: World | None = None,
-    strategy: str = "ddp",
-) -> dict[str, Any]:
-    """Run PPO from Python; returns the start and final held-out metrics. The critic is exported as
-    RUN/final/critic.safetensors (give it to a later run as `critic.init`)."""
-    return asyncio.run(trainer(cfg, family, resume, world, strategy).run())
-
-
-def main(argv: list[str]) -> int:
-    return cli_main(
-        argv,
-        "ppo",
-        "PPO with a critic: GAE over action tokens, clipped value loss, value pre-training.",
-        PPOConfig,
-        lambda cfg, resume: run_ppo(cfg, resume=resume),
-    )
+def run_ppo(cfg: PPOConfig | dict, **kwargs: Any) -> dict[str, Any]:
+    """Run PPO from Python (the arguments of `trainer`); returns the start and final held-out metrics. The
+    critic is exported as RUN/final/critic.safetensors (give it to a later run as `critic.init`)."""
+    return asyncio.run(trainer(cfg, **kwargs).run())

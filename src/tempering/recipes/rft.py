@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 from tempering.config import ignored_unless
 from tempering.envs.base import TaskFamily
 from tempering.methods import rft as method
-from tempering.recipes.common import as_config, cli_main
+from tempering.recipes.common import as_config
 from tempering.train.config import LoopConfig, UpdateSection
 from tempering.train.loop import Trainer
 from tempering.train.world import World
@@ -39,28 +39,14 @@ def trainer(
     resume: bool = False,
     world: World | None = None,
     strategy: str = "ddp",
+    overwrite: bool = False,
 ) -> Trainer:
     """The trainer of an RFT run (step it yourself, or `run()` it); `family` overrides `cfg.task`."""
     cfg = as_config(RFTConfig, cfg)
-    return Trainer(cfg, method.build, family=family, resume=resume, world=world, strategy=strategy)
+    return Trainer(cfg, method.build, family, resume, world, strategy, overwrite)
 
 
-def run_rft(
-    cfg: RFTConfig | dict,
-    family: TaskFamily | None = None,
-    resume: bool = False,
-    world: World | None = None,
-    strategy: str = "ddp",
-) -> dict[str, Any]:
-    """Run rejection fine-tuning from Python; returns the start and final held-out metrics."""
-    return asyncio.run(trainer(cfg, family, resume, world, strategy).run())
-
-
-def main(argv: list[str]) -> int:
-    return cli_main(
-        argv,
-        "rft",
-        "Rejection fine-tuning: NLL on the policy's own trajectories that pass the filter.",
-        RFTConfig,
-        lambda cfg, resume: run_rft(cfg, resume=resume),
-    )
+def run_rft(cfg: RFTConfig | dict, **kwargs: Any) -> dict[str, Any]:
+    """Run rejection fine-tuning from Python (the arguments of `trainer`); returns the start and final
+    held-out metrics."""
+    return asyncio.run(trainer(cfg, **kwargs).run())
