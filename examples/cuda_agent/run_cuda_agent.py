@@ -34,13 +34,14 @@ HELDOUT = ["01_relu", "12_mul_add"]  # the family's held-out split of these five
 FAMILY = {"problem_names": TRAIN + HELDOUT, "answer_keys": ["tail", "unroll", "vec"], "reward": "cuda_agent"}
 SIZES = {
     "rollout": {"group_size": 4, "prompts_per_step": 4, "max_new_tokens": 40, "max_turns": 3},
-    "warmup": {"steps": 8},
-    "rft": {"steps": 4},
-    "critic_pretrain": {"steps": 4},
-    "rl": {"steps": 12},
+    "warmup": {"steps": 4},
+    "rft": {"steps": 2},
+    "critic_pretrain": {"steps": 2},
+    "rl": {"steps": 6},
     "eval_k": 8,
     "pretrain_steps": 200,
 }
+"""A budget that fits about half an hour of a shared 2-core machine for three seeds (far below the paper's)."""
 ARMS = {
     "full": {},
     "no_rft": {"rft": {"enabled": False}},

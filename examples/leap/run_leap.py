@@ -39,7 +39,7 @@ FAMILIES = {
         "pass_target": None,  # a fixed warm start: greedy pass@1 on two held-out problems is too coarse a stop
         "prompts_per_step": 4,
         "group_size": 4,
-        "steps": 8,
+        "steps": 6,
         "heldout_size": 2,
         "eval_k": 4,
         "train_size": 200,
