@@ -304,6 +304,12 @@ def findings(d: dict) -> str:
             "The paper's ablation (full well above both no_rft and no_critic_pretrain) cannot be judged at this "
             "scale: the differences are within the seeds' spread."
         )
+    moved = []
+    for a, e in arms.items():  # the multi-turn stage against the stage it started from
+        before = next(st for st in ("rft", "warmup", "pretrain", "start") if st in e["stages"])
+        d_rl = e["stages"]["rl"]["faster_than_compile_rate"] - e["stages"][before]["faster_than_compile_rate"]
+        moved.append(f"{a} {100 * d_rl:+.1f} (after {before})")
+    out.append("Multi-turn RL moved faster-than-compile by " + ", ".join(moved) + " points.")
     collapsed = {a: len(e["collapsed_seeds"]) for a, e in arms.items() if e["collapsed_seeds"]}
     out.append(
         "Collapsed seeds: " + (", ".join(f"{a} {n}" for a, n in collapsed.items()) if collapsed else "none") + "."
