@@ -22,7 +22,11 @@ CASES = [
 @pytest.mark.slow
 @pytest.mark.parametrize("backend, attack", CASES)
 def test_attack_is_contained(backend, attack):
-    verdict = asyncio.run(run_attack(Sandbox(backend=backend, concurrency=2), attack))
+    sandbox = Sandbox(backend=backend, concurrency=2)
+    gaps = [g for g in sandbox.not_contained if attack.needs and g.startswith(attack.needs + ":")]
+    if gaps:
+        pytest.skip(f"{backend} cannot contain this here: {gaps[0]}")
+    verdict = asyncio.run(run_attack(sandbox, attack))
     assert verdict == "", verdict
 
 
@@ -44,4 +48,8 @@ def test_every_attack_the_issue_names_is_in_the_suite():
         "daemon",
         "ignore_sigterm",
         "raise_rlimits",
+        "status_channel",
+        "hidden_storage",
+        "keyring",
+        "readonly_parent",
     } <= names

@@ -11,6 +11,7 @@ not have been reached). `guaranteed_by` says which backends promise to contain i
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 import socket
@@ -69,6 +70,12 @@ class Attack:
     """Backends that promise to contain it."""
     needs_victim: bool = False
     """Run next to another job whose workdir is the target."""
+    readonly_files: dict[str, str] = field(default_factory=dict)
+    """Read-only files of the job."""
+    runs: int = 1
+    """Times the job runs, one after the other (the same slot, so the same uid); the check sees the last."""
+    needs: str = ""
+    """What the machine must offer for the backend to contain it (a `Sandbox.not_contained` topic)."""
 
 
 def _leftovers(ctx: Context) -> list[int]:
@@ -124,6 +131,133 @@ def _no_leftovers(res: Result, ctx: Context) -> str:
 
 def _no_connection(res: Result, ctx: Context) -> str:
     return "the host server accepted a connection" if ctx.connections or "CONNECTED" in res.stdout else ""
+
+
+def _words(*words: str) -> Callable[[Result, Context], str]:
+    """The job printed none of `words` (each marks a step of the attack that worked)."""
+
+    def check(res: Result, ctx: Context) -> str:
+        found = [w for w in words if w in res.stdout]
+        return f"the job reported {', '.join(found)}: {res.stdout[-300:]!r}" if found else ""
+
+    return check
+
+
+def _measured(res: Result, ctx: Context) -> str:
+    # a Python interpreter holds several MiB: a smaller peak is a forged usage line
+    return "" if res.peak_memory_mb > 2 else f"forged usage: peak {res.peak_memory_mb:g} MiB"
+
+
+def _held_at_most(res: Result, ctx: Context) -> str:
+    cap = STORAGE_LIMITS.memory_mb + STORAGE_LIMITS.disk_mb
+    held = [int(line.split()[1]) for line in res.stdout.splitlines() if line.startswith("held ")]
+    if res.status == "ok" or (held and held[-1] > cap):
+        return f"the job held {held[-1] if held else '?'} MiB beyond its limits (status {res.status})"
+    return ""
+
+
+def _key_not_in_host_keyrings(res: Result, ctx: Context) -> str:
+    try:
+        with open("/proc/keys") as f:
+            return "the job's key reached a keyring of the host" if ctx.token in f.read() else ""
+    except OSError:
+        return ""
+
+
+STORAGE_LIMITS = Limits(wall_s=30.0, cpu_s=30.0, memory_mb=128, disk_mb=32, fsize_mb=16)
+
+_STATUS_CHANNEL = """import os
+junk = b"x" * 5000 + b"\\n" + b"1 0.00 0.00\\n" * 100 + b"started\\n"
+open_fds = [fd for fd in range(3, 1024) if not os.path.isdir(f"/proc/self/fd/{{fd}}") and os.path.exists(f"/proc/self/fd/{{fd}}")]
+print("FDS", open_fds)
+for fd in open_fds:
+    try:
+        os.write(fd, junk)
+        print("WROTE fd", fd)
+    except OSError as e:
+        print("denied fd", fd, e)
+for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
+    try:
+        env = open(f"/proc/{{pid}}/environ", "rb").read()
+        if b"TIME=" in env:
+            print("READ_NONCE of", pid)
+    except OSError:
+        pass
+    try:
+        fds = os.listdir(f"/proc/{{pid}}/fd")
+    except OSError:
+        continue
+    for fd in fds:
+        try:
+            if not os.readlink(f"/proc/{{pid}}/fd/{{fd}}").startswith("pipe:"):
+                continue
+            w = os.open(f"/proc/{{pid}}/fd/{{fd}}", os.O_WRONLY | os.O_NONBLOCK)
+            os.write(w, junk[:4096])
+            print("WROTE_OTHER", pid, fd)
+        except OSError:
+            pass
+"""
+
+_HIDDEN_STORAGE = """import os
+held, fds, chunk = 0, [], b"x" * (4 << 20)
+def hidden(i):
+    kind = i % 4
+    if kind == 0:
+        return os.memfd_create(f"m{{i}}")
+    path = {{1: f"d{{i}}", 2: f"/tmp/d{{i}}", 3: f"/dev/shm/d{{i}}"}}[kind]
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    except OSError:
+        return os.memfd_create(f"m{{i}}")
+    os.unlink(path)
+    return fd
+for i in range(1000):
+    fd = hidden(i)
+    fds.append(fd)
+    for _ in range(3):
+        os.write(fd, chunk)
+        held += 4
+    print("held", held, flush=True)
+    if held >= 512:
+        break
+print("HELD", held)
+"""
+
+_KEYRING = """import ctypes, platform
+add_key, request_key, keyctl = {{"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}}[platform.machine()]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+desc, payload = b"tempering-attack-{token}", b"{secret}"
+buf = ctypes.create_string_buffer(256)
+for ring in (-3, -4, -5):  # session, user, user-session keyrings
+    kid = libc.syscall(keyctl, 10, ring, b"user", desc, 0)  # KEYCTL_SEARCH
+    if kid > 0 and libc.syscall(keyctl, 11, kid, buf, 256) > 0:  # KEYCTL_READ
+        print("FOUND", ring, buf.value)
+for ring in (-3, -4, -5):
+    if libc.syscall(add_key, b"user", desc, payload, len(payload), ring) > 0:
+        print("stored", ring)
+    else:
+        print("denied", ring, ctypes.get_errno())
+"""
+
+_READONLY_PARENT = """import os
+for old, new in (("tests", "tests-old"), ("tests/unit", "tests/unit-old")):
+    try:
+        os.rename(old, new)
+        print("RENAMED", old)
+    except OSError as e:
+        print("denied rename", old, e)
+for path in ("tests/unit/check.txt", "tests/unit/extra.txt", "tests/extra.txt"):
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".new", "w") as f:
+            f.write("planted")
+        os.replace(path + ".new", path)
+        print("PLANTED", path)
+    except OSError as e:
+        print("denied plant", path, e)
+print("READ", open("tests/unit/check.txt").read())
+"""
 
 
 ATTACKS = [
@@ -267,6 +401,40 @@ ATTACKS = [
         _all(_status("ok"), lambda r, c: "a hard limit was raised" if "RAISED" in r.stdout else ""),
     ),
     Attack(
+        "status_channel",
+        "write forged usage lines and junk to every inherited descriptor and to other processes' status pipes",
+        _STATUS_CHANNEL,
+        _all(
+            _status("ok"),
+            _measured,
+            _words("WROTE", "READ_NONCE"),
+            lambda r, c: "" if "FDS []" in r.stdout else "a descriptor above 2 was inherited",
+        ),
+    ),
+    Attack(
+        "hidden_storage",
+        "hold 512 MiB in memfds and deleted-but-open files under a 128 MiB memory and 32 MiB disk limit",
+        _HIDDEN_STORAGE,
+        _all(_held_at_most, _words("HELD")),
+        STORAGE_LIMITS,
+        needs="storage",
+    ),
+    Attack(
+        "keyring",
+        "store a key in the session, user and user-session keyrings; the next job in the slot looks for it",
+        _KEYRING,
+        _all(_status("ok"), _words("FOUND"), _key_not_in_host_keyrings),
+        runs=2,
+        needs="kernel keyring",
+    ),
+    Attack(
+        "readonly_parent",
+        "rename the folders above a nested read-only file and plant its own file in their place",
+        _READONLY_PARENT,
+        _all(_words("RENAMED", "PLANTED"), lambda r, c: "" if "READ original" in r.stdout else "the file was replaced"),
+        readonly_files={"tests/unit/check.txt": "original"},
+    ),
+    Attack(
         "output_symlink",
         "declare an output that is a symlink to a host secret",
         "import os\nos.symlink('/etc/shadow', 'result.json')\n",
@@ -301,11 +469,17 @@ async def run_attack(sandbox: Sandbox, attack: Attack) -> str:
         if attack.needs_victim:
             victim, ctx.victim_dir = await _start_victim(sandbox, ctx)
         code = attack.code.format(
-            **{k: getattr(ctx, k) for k in ("token", "port", "project_dir", "victim_dir", "sleep_s")}
+            **{k: getattr(ctx, k) for k in ("token", "port", "project_dir", "victim_dir", "sleep_s", "secret")}
         )
-        res = await sandbox.run(
-            Job(cmd=["python3", "attack.py"], files={"attack.py": code}, limits=attack.limits, outputs=["result.json"])
+        job = Job(
+            cmd=["python3", "attack.py"],
+            files={"attack.py": code},
+            readonly_files=dict(attack.readonly_files),
+            limits=attack.limits,
+            outputs=["result.json"],
         )
+        for _ in range(attack.runs):
+            res = await sandbox.run(job)
         verdict = attack.check(res, ctx)
         after = await sandbox.run(Job(cmd=["python3", "-c", "print('fine')"]))
         if after.stdout.strip() != "fine":
@@ -341,14 +515,32 @@ async def run_suite(backend: str) -> list[tuple[Attack, str]]:
     return [(a, await run_attack(sandbox, a)) for a in ATTACKS if backend in a.guaranteed_by]
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, as_json: bool = False) -> int:
+    """Run the suite on `argv`'s backends (default: every one that works here); exit status 1 if an
+    attack that a backend guarantees to contain got out. `as_json`: print {backend: {total, contained,
+    guaranteed, failed: {attack: verdict}, not_guaranteed: [attack]}} instead of a table; `total`
+    counts every attack, so an attack a backend does not guarantee counts as not contained."""
     names = (sys.argv[1:] if argv is None else argv) or Sandbox.available_backends()
-    failed = 0
+    summary = {}
     for backend in names:
-        for attack, verdict in asyncio.run(run_suite(backend)):
-            failed += bool(verdict)
-            print(f"{backend:<11} {attack.name:<20} {'CONTAINED' if not verdict else 'FAILED: ' + verdict}")
-    return 1 if failed else 0
+        verdicts = asyncio.run(run_suite(backend))
+        failed = {a.name: v for a, v in verdicts if v}
+        skipped = [a.name for a in ATTACKS if backend not in a.guaranteed_by]
+        summary[backend] = {
+            "total": len(ATTACKS),
+            "contained": len(verdicts) - len(failed),
+            "guaranteed": len(verdicts),
+            "failed": failed,
+            "not_guaranteed": skipped,
+        }
+        if not as_json:
+            for attack, verdict in verdicts:
+                print(f"{backend:<11} {attack.name:<20} {'CONTAINED' if not verdict else 'FAILED: ' + verdict}")
+            for name in skipped:
+                print(f"{backend:<11} {name:<20} NOT CONTAINED (this backend does not isolate against it; not run)")
+    if as_json:
+        print(json.dumps(summary, indent=2))
+    return 1 if any(s["failed"] for s in summary.values()) else 0
 
 
 if __name__ == "__main__":

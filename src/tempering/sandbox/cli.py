@@ -1,7 +1,8 @@
 """`tempering sandbox ...`: what works on this machine, and proof that it contains hostile code.
 
-tempering sandbox backends                  # the backends that work here, most isolating first
+tempering sandbox backends                  # the backends that work here, and what each does not contain
 tempering sandbox attacks [BACKEND ...]     # the adversarial suite (exit 1 if any attack got out)
+tempering sandbox attacks --json            # the same as {backend: {total, contained, failed}}
 tempering sandbox problems [FILE.jsonl]     # check a code-problem file: format, reference solutions
 """
 
@@ -19,25 +20,24 @@ def main(argv: list[str]) -> int:
     sub.add_parser("backends", help="list the backends that work here")
     att = sub.add_parser("attacks", help="run the adversarial suite")
     att.add_argument("backend", nargs="*", help="backends to attack (default: every one that works here)")
+    att.add_argument("--json", action="store_true", help="print {backend: {total, contained, failed}} as JSON")
     prob = sub.add_parser("problems", help="check a code-problem JSONL file against its reference solutions")
     prob.add_argument("file", nargs="?", default="", help="JSONL file (default: the built-in set)")
     prob.add_argument("--backend", default="auto")
     args = ap.parse_args(argv)
 
-    from tempering.sandbox import Sandbox, backends
+    from tempering.sandbox import Sandbox
 
     if args.what == "backends":
-        for name in ("bwrap", "unshare", "subprocess"):
-            why = backends.probe(name)
-            print(f"{name:<11} {'works' if not why else 'unavailable: ' + why}")
-        return 0
+        return _print_backends()
     if args.what == "attacks":
         from tempering.sandbox import attacks
 
         unknown = set(args.backend) - set(Sandbox.available_backends())
         if unknown:
             raise UserError(f"backend(s) {sorted(unknown)} do not work here; working: {Sandbox.available_backends()}.")
-        return attacks.main(args.backend)
+        # --json: {backend: {total, contained, ...}}, e.g. for a reliability report
+        return attacks.main(args.backend, as_json=args.json)
     from tempering.envs.code import grade, load_problems
     from tempering.envs.code.problems import BUILTIN
 
@@ -60,3 +60,19 @@ def main(argv: list[str]) -> int:
         f"{len(bad)} fail, {len(missing)} have none."
     )
     return 1 if bad else 0
+
+
+def _print_backends() -> int:
+    from tempering.sandbox import Sandbox, backends
+
+    for name in ("bwrap", "unshare", "subprocess"):
+        why = backends.probe(name)
+        if why:
+            print(f"{name:<11} unavailable: {why}")
+            continue
+        gaps = Sandbox(backend=name).not_contained
+        head = "no isolation; it does NOT contain:" if name == "subprocess" else "does NOT contain here:"
+        print(f"{name:<11} works" + (f"; {head}" if gaps else ""))
+        for gap in gaps:
+            print(f"{'':<13}- {gap}")
+    return 0

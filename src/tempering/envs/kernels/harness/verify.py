@@ -5,7 +5,8 @@ carrying the nonce, and nothing else decides success: a process that exits befor
 
 Order of work, as KernelBench and CUDA Agent check it, plus the known reward hacks:
   1. import the problem, then the candidate (its import may not exit, raise, start threads or patch us);
-  2. build the reference, load its state_dict into the candidate;
+  2. build the reference and the candidate under the same seed (KernelBench's rule), then load into
+     the candidate the reference's tensors whose names and shapes it shares;
   3. correctness trials: fresh inputs per seed plus signed inputs; each model gets its own clone;
      the candidate runs before the reference and again after it; inputs must come back unchanged;
      outputs must be plain, materialised tensors, close to the reference, neither near-constant nor
@@ -153,6 +154,12 @@ ALLOWED_OPS = {
 }
 
 
+EXTENSION_BACKENDS = ("torch_ext", "cuda")
+"""Backends whose `load_inline` returns the extension the build job compiled, its calls counted."""
+COUNTED_BACKENDS = ("c", "torch_ext", "cuda", "triton")
+"""Backends whose forward must call the compiled kernel (a defined but unlaunched kernel is a decoy)."""
+
+
 class Verdict(Exception):
     """Ends verification with a status (not `correct`) and a message for the feedback."""
 
@@ -244,7 +251,7 @@ def _load_module(name, path):
 
 
 def _install_extension_loader(cfg, counter):
-    """torch_ext: `load_inline` returns the extension the build job compiled (cached by content)."""
+    """torch_ext, cuda: `load_inline` returns the extension the build job compiled (cached by content)."""
     import torch.utils.cpp_extension as cpp_extension
 
     prebuilt = cfg.get("extension")
@@ -368,7 +375,7 @@ class Harness:
         self.guard = Guard(ALLOWED_OPS | extra, ALLOWED_CALLS | extra)
         # aten-level checks only where compiled code can call ATen itself (entering a dispatch mode
         # imports torch._dynamo: seconds per job)
-        self.aten_guard = cfg.get("backend") in ("torch_ext", "cuda")
+        self.aten_guard = cfg.get("backend") in EXTENSION_BACKENDS
         self.counter = KernelCounter()
         self.result = {"trials": [], "timing": {}}
 
@@ -402,7 +409,7 @@ class Harness:
             raise Verdict("forbidden_op", self.guard.violations[0] + " (caught and swallowed by the candidate)")
         if threading.active_count() > before_threads:
             raise Verdict("forbidden_op", "the candidate's forward left a thread running (work after return)")
-        if self.cfg.get("backend") in ("c", "torch_ext", "triton") and self.counter.count() == before_calls:
+        if self.cfg.get("backend") in COUNTED_BACKENDS and self.counter.count() == before_calls:
             raise Verdict(
                 "kernel_not_called",
                 "the forward never called the compiled kernel "
@@ -425,7 +432,7 @@ class Harness:
             if not hasattr(problem, attr):
                 raise Verdict("bad_problem", f"the problem file defines no {attr}")
         self.problem = problem
-        if cfg.get("backend") == "torch_ext":
+        if cfg.get("backend") in EXTENSION_BACKENDS:
             _install_extension_loader(cfg, self.counter)
         if cfg.get("backend") == "triton":
             _install_triton_hook(self.counter)
@@ -451,15 +458,23 @@ class Harness:
         self.check_untouched("importing the submission")
 
     def build(self):
+        """Both models from the same seed, as KernelBench builds them: a ModelNew that creates the same
+        parameters in the same order starts with the same values, whatever it names them. Tensors
+        that ModelNew shares with Model by name and shape are then copied from the reference, so a
+        different creation order does not matter where the names agree."""
         init = self.problem.get_init_inputs()
         torch.manual_seed(self.cfg.get("init_seed", 42))
         self.ref = self.problem.Model(*init).to(self.device).eval()
+        self.unmatched = []
         if self.candidate_cls is None:
             return
         torch.manual_seed(self.cfg.get("init_seed", 42))
         try:
             self.cand = self.candidate_cls(*init)
-            missing = self.cand.load_state_dict(self.ref.state_dict(), strict=False)
+            mine = self.cand.state_dict()
+            ref_state = self.ref.state_dict()
+            shared = {k: v for k, v in ref_state.items() if k in mine and tuple(mine[k].shape) == tuple(v.shape)}
+            self.cand.load_state_dict(shared, strict=False)
             self.cand = self.cand.to(self.device).eval()
         except SystemExit:
             raise Verdict("early_exit", "ModelNew() tried to exit the process")
@@ -469,13 +484,19 @@ class Harness:
                 f"ModelNew(*get_init_inputs()) raised {type(e).__name__}: {e}",
                 traceback=traceback.format_exc(limit=-3),
             )
-        if missing.missing_keys:
-            raise Verdict(
-                "bad_submission",
-                "ModelNew lacks parameters of the reference: "
-                + ", ".join(missing.missing_keys[:5])
-                + " (use the same names as Model)",
-            )
+        self.unmatched = [k for k in mine if k not in shared]
+        self.ref_unmatched = [k for k in ref_state if k not in shared]
+
+    def init_note(self):
+        """For a wrong answer: which of ModelNew's tensors kept their seeded values instead of the reference's."""
+        if not self.unmatched:
+            return ""
+        return (
+            f" Note: ModelNew's {', '.join(self.unmatched[:5])} matched no tensor of Model by name and shape "
+            f"(Model has {', '.join(self.ref_unmatched[:5]) or 'none left'}), so they keep the values the "
+            "seeded initialisation gave them: the same as Model's only if created in the same order, with "
+            "the same shapes and initialisers."
+        )
 
     def trial_inputs(self):
         """(kind, seed, inputs): seeded get_inputs() trials, then signed variants."""
@@ -525,7 +546,7 @@ class Harness:
                     if report is not None:
                         report.update(output=k, run=label, kind=kind, seed=seed)
                         trial["ok"] = False
-                        raise Verdict("incorrect", _describe(report), mismatch=report)
+                        raise Verdict("incorrect", _describe(report) + self.init_note(), mismatch=report)
             trial["ok"] = True
         self.check_untouched("the correctness trials")
 
