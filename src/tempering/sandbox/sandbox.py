@@ -246,7 +246,7 @@ class Sandbox:
             if self._cgroups is not None:
                 cgroup = self._cgroups.make((job.limits.memory_mb + job.limits.disk_mb) * 1024 * 1024)
                 # the tree's first process joins the cgroup before it runs anything else
-                argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', os.path.join(cgroup, "cgroup.procs"), *argv]
+                argv = ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', self._cgroups.join_file(cgroup), *argv]
             ex = await run_tree(argv, env, job.limits, stdin_path, jobroot, nonce, pass_fds)
             oom = cgroup is not None and self._cgroups.oom_killed(cgroup)
             result = self._classify(job, ex, oom)
