@@ -180,3 +180,36 @@ def test_devices_must_be_device_nodes():
     for bad in ("/etc/passwd", "/dev/no-such-device", "relative"):
         with pytest.raises(UserError, match="Job.devices"):
             Job(cmd=["true"], devices=[bad]).validate()
+
+
+def test_a_job_can_be_fed_and_read_while_it_runs(backend):
+    """A warm worker's channel: stdin fed as the job runs, stdout handed over as it comes."""
+    sb = Sandbox(backend=backend)
+    code = "import sys\nfor line in sys.stdin:\n    print('got', line.strip(), flush=True)\n"
+
+    async def main():
+        to_send, seen = asyncio.Queue(), []
+
+        async def feed():
+            while (chunk := await to_send.get()) is not None:
+                yield chunk
+
+        def on_stdout(chunk):
+            seen.append(chunk)
+            to_send.put_nowait(b"two\n" if len(seen) == 1 else None)  # answer, then end its stdin
+
+        to_send.put_nowait(b"one\n")
+        res = await asyncio.wait_for(sb.run(Job(cmd=["python3", "-c", code]), feed=feed(), on_stdout=on_stdout), 60)
+        return res, b"".join(seen)
+
+    res, seen = asyncio.run(main())
+    assert res.status == "ok" and res.stdout == "" and seen == b"got one\ngot two\n"
+    from tempering.errors import UserError
+
+    with pytest.raises(UserError, match="feed"):
+        asyncio.run(sb.run(Job(cmd=["true"], stdin="x"), feed=_empty()))
+
+
+async def _empty():
+    return
+    yield

@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from tempering.sandbox.job import Limits
@@ -75,10 +76,10 @@ class Exit:
 
 
 class _Stream:
-    """Keeps the first `cap` bytes of a pipe, drops (and counts) the rest."""
+    """Keeps the first `cap` bytes of a pipe, drops (and counts) the rest; or hands every chunk to `sink`."""
 
-    def __init__(self, fd: int, cap: int):
-        self.fd, self.cap = fd, cap
+    def __init__(self, fd: int, cap: int, sink: Callable[[bytes], None] | None = None):
+        self.fd, self.cap, self.sink = fd, cap, sink
         self.chunks: list[bytes] = []
         self.kept = 0
         self.truncated = False
@@ -108,6 +109,9 @@ class _Stream:
             self._keep(data)
 
     def _keep(self, data: bytes) -> bool:
+        if self.sink is not None:
+            self.sink(data)
+            return False
         room = self.cap - self.kept
         if room > 0:
             self.chunks.append(data[:room])
@@ -119,6 +123,21 @@ class _Stream:
     @property
     def data(self) -> bytes:
         return b"".join(self.chunks)
+
+
+async def _pump(feed: AsyncIterator[bytes], fd: int) -> None:
+    """Write what `feed` yields into the pipe `fd` as the reader takes it; close it at the end."""
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, os.fdopen(fd, "wb", 0))
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    try:
+        async for chunk in feed:
+            writer.write(chunk)
+            await writer.drain()
+    except (BrokenPipeError, ConnectionResetError):  # the child is gone: nothing more to say to it
+        pass
+    finally:
+        writer.close()
 
 
 def _disk_bytes(path: str) -> int:
@@ -197,16 +216,24 @@ async def run_tree(
     watch_dir: str,
     nonce: str,
     pass_fds: dict[int, int] | None = None,
+    feed: AsyncIterator[bytes] | None = None,
+    on_stdout: Callable[[bytes], None] | None = None,
 ) -> Exit:
     """Run `argv` (an absolute program path first) to completion under `limits`' wall, output and disk caps.
 
     `pass_fds`: {fd in the child: our fd} besides stdin/stdout/stderr and the status fd; no other
-    descriptor of ours reaches the child."""
+    descriptor of ours reaches the child. `feed`: the child's stdin is a pipe that gets these chunks
+    as they come (closed when it ends). `on_stdout`: gets the child's stdout as it comes (then it is
+    neither kept nor capped)."""
     loop = asyncio.get_running_loop()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     st_r, st_w = os.pipe()
-    in_fd = os.open(stdin_path or os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    feed_w = None
+    if feed is not None:
+        in_fd, feed_w = os.pipe()
+    else:
+        in_fd = os.open(stdin_path or os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     for fd in (out_r, err_r, st_r):
         os.set_blocking(fd, False)
     targets = {0: in_fd, 1: out_w, 2: err_w, STATUS_FD: st_w, **(pass_fds or {})}
@@ -223,7 +250,8 @@ async def run_tree(
             os.close(fd)
     pidfd = os.pidfd_open(pid)
     exited = loop.create_future()
-    out, err = _Stream(out_r, limits.output_bytes), _Stream(err_r, limits.output_bytes)
+    out, err = _Stream(out_r, limits.output_bytes, on_stdout), _Stream(err_r, limits.output_bytes)
+    pump = asyncio.ensure_future(_pump(feed, feed_w)) if feed is not None else None
     status = _Stream(st_r, _STATUS_CAP)
     reason = ""
 
@@ -281,6 +309,8 @@ async def run_tree(
         timer.cancel()
         if watcher:
             watcher.cancel()
+        if pump is not None:
+            pump.cancel()
         for fd in (pidfd, out_r, err_r, st_r):
             loop.remove_reader(fd)
         if reaped is None:  # cancelled: do not leave the tree running or a zombie behind

@@ -17,6 +17,7 @@ import stat
 import tempfile
 import threading
 import weakref
+from collections.abc import AsyncIterator, Callable
 
 from tempering.errors import UserError
 from tempering.sandbox import backends, process, seccomp
@@ -170,9 +171,20 @@ class Sandbox:
             )
         return self._gates[loop]
 
-    async def run(self, job: Job) -> Result:
-        """Run one job; waits while the pool and its queue are full. Raises UserError for a bad job."""
+    async def run(
+        self,
+        job: Job,
+        feed: AsyncIterator[bytes] | None = None,
+        on_stdout: Callable[[bytes], None] | None = None,
+    ) -> Result:
+        """Run one job; waits while the pool and its queue are full. Raises UserError for a bad job.
+
+        For a job that serves requests as it runs (a warm worker): `feed` makes its stdin a pipe that
+        gets these chunks as they come, and `on_stdout` gets its output as it comes (then
+        `Result.stdout` stays empty and `output_bytes` caps only stderr)."""
         job.validate()
+        if feed is not None and job.stdin is not None:
+            raise UserError("Job.stdin and a feed were both given: pass the stdin through one of them.")
         self._check_command(job)
         admit, running = self._gate()
         async with admit:
@@ -183,7 +195,7 @@ class Sandbox:
                 self.waiting -= 1
             self.running += 1
             try:
-                return await self._run_now(job)
+                return await self._run_now(job, feed, on_stdout)
             finally:
                 self.running -= 1
                 running.release()
@@ -216,7 +228,7 @@ class Sandbox:
                 os.chmod(os.path.join(self._root, "time"), 0o111)
         return self._root
 
-    async def _run_now(self, job: Job) -> Result:
+    async def _run_now(self, job: Job, feed=None, on_stdout=None) -> Result:
         slot = _SLOTS.take() if self._as_root else None
         jobroot = tempfile.mkdtemp(prefix="job-", dir=self._root_dir())
         cgroup = None
@@ -247,7 +259,7 @@ class Sandbox:
                 cgroup = self._cgroups.make((job.limits.memory_mb + job.limits.disk_mb) * 1024 * 1024)
                 # the tree's first process joins the cgroup before it runs anything else
                 argv = ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', self._cgroups.join_file(cgroup), *argv]
-            ex = await run_tree(argv, env, job.limits, stdin_path, jobroot, nonce, pass_fds)
+            ex = await run_tree(argv, env, job.limits, stdin_path, jobroot, nonce, pass_fds, feed, on_stdout)
             oom = cgroup is not None and self._cgroups.oom_killed(cgroup)
             result = self._classify(job, ex, oom)
             result.outputs = _read_outputs(lay.workdir, job.outputs, job.limits.fsize_mb * 1024 * 1024)

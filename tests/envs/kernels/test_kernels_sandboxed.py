@@ -64,6 +64,15 @@ def test_compile_baseline_once_scales_eager_time_by_the_per_problem_ratio(kernel
     assert res.correct and res.compile_estimated
     assert res.t_compile_ms == pytest.approx(res.t_eager_ms * 0.25)
     assert res.speedup_compile == pytest.approx(res.t_compile_ms / res.t_ms)
+    measured = KernelVerifier(
+        replace(kernel_verifier.config, compile_baseline="cached"),
+        sandbox=kernel_verifier.sandbox,
+        cache=kernel_verifier.cache,
+    )
+    measured.remember_baseline(problem, eager_ms=2.0, compile_ms=0.5)
+    res = asyncio.run(measured.verify(problem, sub))
+    assert res.correct and not res.compile_estimated  # the cached baseline's measured median, as is
+    assert res.t_compile_ms == 0.5 and res.speedup_compile == pytest.approx(0.5 / res.t_ms)
 
 
 def test_sketch_env_scores_correct_sketches_and_rejects_bad_ones(kernel_verifier):
