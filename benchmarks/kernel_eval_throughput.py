@@ -25,6 +25,7 @@ import json
 import os
 import platform
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -40,6 +41,7 @@ from tempering.envs.kernels.hacks import BAD_INPUTS, HACKS, run_hack
 from tempering.envs.kernels.problems import builtin_problems, find_problem, module_constants
 from tempering.envs.kernels.sketch import DEFAULTS, VALUES, lower, orders, parse_sketch, spec_for, submission
 from tempering.envs.kernels.verifier import KernelVerifier, VerifyConfig
+from tempering.envs.kernels.workers import workers_for
 from tempering.sandbox import BuildCache, Sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -207,14 +209,25 @@ def c_throughput(problems, pool: Sandbox, cfg: VerifyConfig, work: Path) -> list
             cache=BuildCache(root=work / "tp-cache" / "builds"),
         )
         load_start = os.getloadavg()[0]
-        t0 = time.perf_counter()
+        host_start = resource.getrusage(resource.RUSAGE_SELF)
 
         async def go(v=v, mode=mode):
-            return await asyncio.gather(*(v.verify(p, p.solution, mode=mode) for p in problems))
+            t0 = time.perf_counter()
+            results = await asyncio.gather(*(v.verify(p, p.solution, mode=mode) for p in problems))
+            seconds = time.perf_counter() - t0
+            if not v.config.warm_workers:
+                return results, seconds, sum(r.run_cpu_s for r in results)
+            workers = workers_for(pool, v.config.memory_mb, v._job_env(), v._harness_files_for_job)
+            while workers.running:  # they end after a short idle time; then their CPU is known
+                await asyncio.sleep(0.1)
+            return results, seconds, workers.cpu_s
 
-        results = asyncio.run(go())
-        minutes = (time.perf_counter() - t0) / 60
+        results, seconds, jobs_cpu = asyncio.run(go())
+        host = resource.getrusage(resource.RUSAGE_SELF)
+        host_cpu = host.ru_utime + host.ru_stime - host_start.ru_utime - host_start.ru_stime
+        minutes = seconds / 60
         verified = sum(r.correct for r in results)
+        cpu = jobs_cpu + host_cpu
         rows.append(
             {
                 "backend": "c",
@@ -225,6 +238,10 @@ def c_throughput(problems, pool: Sandbox, cfg: VerifyConfig, work: Path) -> list
                 "verified": verified,
                 "minutes": minutes,
                 "per_minute": verified / minutes,
+                # CPU of the verification jobs (workers with their imports, or one job each) and of this
+                # process; build jobs are not counted, so only for a warm build cache
+                "cpu_s": cpu if cache == "warm" else None,
+                "per_minute_on_idle_cores": verified / (cpu / os.cpu_count()) * 60 if cache == "warm" else None,
                 "cached_builds": sum(r.build_cached for r in results),
                 "statuses": sorted({r.status for r in results}),
                 "load_average_start": load_start,
@@ -318,6 +335,8 @@ def write_markdown(path: Path, data: dict, command: str) -> None:
         "reference_pass_rate",
         "verified_per_minute_cold",
         "verified_per_minute_warm",
+        "verified_per_minute_warm_load",
+        "verified_per_minute_warm_on_idle_cores",
         "verified_per_minute_warm_one_job_each",
         "profiled_per_minute_warm",
         "torch_ext_verified_per_minute_cold",
@@ -328,6 +347,8 @@ def write_markdown(path: Path, data: dict, command: str) -> None:
         "bad_inputs_total",
     ):
         v = data.get(k)
+        if isinstance(v, list):
+            v = "-".join(fmt(x, ".1f") for x in v)
         if v is not None:
             lines.append(f"| {k} | {fmt(v) if isinstance(v, float) else v} |")
     rows_ok = [r for r in ev["rows"] if r["correct"] and r["speedup_eager"]]
@@ -365,10 +386,15 @@ def write_markdown(path: Path, data: dict, command: str) -> None:
         "once and verify one candidate after another, each in a process forked from them and cleaned up "
         "after (docs/kernels.md); one job per candidate: the path before them. Every check of the harness "
         "runs on both paths (the hack suite below runs through warm workers). Load: the machine's 1-minute "
-        "load average at the start and end of each row (other people share these cores).",
+        "load average at the start and end of each row (other people share these cores, so verified / minute "
+        "is what was left to us). CPU s: CPU seconds of the verification jobs as GNU time measured them "
+        "(warm workers: the workers, their torch imports included; otherwise every job) plus this process's "
+        "own; verified / minute on idle cores: the rate those CPU seconds give on this machine's "
+        f"{data['machine']['cores']} cores alone (warm build cache rows only: build jobs are not counted).",
         "",
-        "| backend | build cache | path | checks | submissions | verified | minutes | verified / minute | load |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| backend | build cache | path | checks | submissions | verified | minutes | verified / minute | load "
+        "| CPU s | verified / minute on idle cores |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in tp["rows"]:
         load = (
@@ -379,7 +405,8 @@ def write_markdown(path: Path, data: dict, command: str) -> None:
         lines.append(
             f"| {row['backend']} | {row['cache']} | {row.get('path', 'one job per candidate')} | "
             f"{row.get('checks', 'correctness + timing')} | {row['submissions']} | {row['verified']} | "
-            f"{row['minutes']:.2f} | {row['per_minute']:.1f} | {load} |"
+            f"{row['minutes']:.2f} | {row['per_minute']:.1f} | {load} | {fmt(row.get('cpu_s'), '.0f')} | "
+            f"{fmt(row.get('per_minute_on_idle_cores'), '.1f')} |"
         )
     if tp.get("note"):
         lines += ["", tp["note"]]
@@ -480,11 +507,14 @@ def data_command(args) -> str:
 
 
 def _c_headline(data: dict, rows: list[dict]) -> None:
-    by = {(r["cache"], r["path"], r["checks"]): r["per_minute"] for r in rows}
-    data["verified_per_minute_cold"] = by[("cold", "warm workers", "correctness")]
-    data["verified_per_minute_warm"] = by[("warm", "warm workers", "correctness")]
-    data["verified_per_minute_warm_one_job_each"] = by[("warm", "one job per candidate", "correctness")]
-    data["profiled_per_minute_warm"] = by[("warm", "warm workers", "correctness + timing")]
+    by = {(r["cache"], r["path"], r["checks"]): r for r in rows}
+    warm = by[("warm", "warm workers", "correctness")]
+    data["verified_per_minute_cold"] = by[("cold", "warm workers", "correctness")]["per_minute"]
+    data["verified_per_minute_warm"] = warm["per_minute"]
+    data["verified_per_minute_warm_load"] = [warm["load_average_start"], warm["load_average_end"]]
+    data["verified_per_minute_warm_on_idle_cores"] = warm["per_minute_on_idle_cores"]
+    data["verified_per_minute_warm_one_job_each"] = by[("warm", "one job per candidate", "correctness")]["per_minute"]
+    data["profiled_per_minute_warm"] = by[("warm", "warm workers", "correctness + timing")]["per_minute"]
 
 
 def atomic_write(path: Path, text: str) -> None:

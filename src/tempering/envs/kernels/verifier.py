@@ -156,7 +156,10 @@ class KernelResult:
     build_s: float = 0.0
     """Seconds spent compiling (0 on a cache hit)."""
     run_s: float = 0.0
-    """Seconds of the verification job."""
+    """Seconds of the verification job (in a warm worker: of the candidate's own process)."""
+    run_cpu_s: float = 0.0
+    """CPU seconds of the same (a job of its own includes its start and torch import; a worker's
+    candidate does not, the worker pays those once)."""
 
     def reward(self, kind: str) -> float:
         """The reward named `kind` (`cuda_agent`, `log_speedup`, `correct`)."""
@@ -455,6 +458,7 @@ class KernelVerifier:
         every = cfg.compile_baseline == "every"
         out = await self._harness(problem, sub, artifact, mode, time_compile=every, backend=sub.backend)
         res.run_s = out.pop("_wall_s", 0.0)
+        res.run_cpu_s = out.pop("_cpu_s", 0.0)
         res.status = out.get("status", "sandbox_error")
         res.message = out.get("message", "")
         res.mismatch = out.get("mismatch")
@@ -677,6 +681,7 @@ def _candidate_exit(entry: dict):
         signal=sig,
         stderr=stderr,
         wall_s=float(entry.get("wall_s") or 0.0),
+        cpu_s=float(entry.get("cpu_s") or 0.0),
         message=message,
     )
 
@@ -697,7 +702,7 @@ def _read_result(raw: str | None, nonce: str, ran) -> dict:
         }
     if not ran.ok and out.get("status") == "correct":
         out.update(status=_failure_status(ran), message=_failure_message(ran))
-    out["_wall_s"] = ran.wall_s
+    out["_wall_s"], out["_cpu_s"] = ran.wall_s, ran.cpu_s
     return out
 
 

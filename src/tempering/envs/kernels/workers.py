@@ -67,6 +67,8 @@ class Workers:
     running: int = 0
     idle: int = 0
     tasks: set = field(default_factory=set)
+    cpu_s: float = 0.0
+    """CPU seconds of the worker jobs that have ended (torch imports and candidates), as measured."""
 
     async def submit(self, payload: str, wall_s: float) -> Answer:
         """Verify one candidate (`payload`: its line for harness/worker.py) within `wall_s`."""
@@ -145,6 +147,8 @@ class Workers:
                     await asyncio.wait_for(asyncio.shield(run), 30)
                 except (asyncio.TimeoutError, asyncio.CancelledError):
                     run.cancel()
+            if run.done() and not run.cancelled() and run.exception() is None:
+                self.cpu_s += run.result().cpu_s
             self.running -= 1
             self._staff()
 

@@ -5,7 +5,7 @@ start (read-only; started by the verifier as a sandbox job).
 stdin: a line {"isolated": bool}, then one line per candidate, {"nonce", "config", "files": {name:
 base64}, "env", "wall_s", "cpu_s"}, each sent after the answer to the previous one; the worker ends
 at the end of its stdin. stdout: one line per candidate, {"result" (the harness's result.json, or
-null), "exit_code", "signal", "timeout", "wall_s", "stderr"}.
+null), "exit_code", "signal", "timeout", "wall_s", "cpu_s", "stderr"}.
 
 Candidates stay apart: each runs in a private folder that holds only its own files (written just
 before its turn); afterwards everything it may have left is gone before the next one starts: its
@@ -111,7 +111,7 @@ def _run(item, isolated, workdir):
     timed_out = not select.select([pidfd], [], [], item["wall_s"])[0]
     if timed_out:
         os.kill(pid, signal.SIGKILL)
-    _, status, _ = os.wait4(pid, 0)
+    _, status, usage = os.wait4(pid, 0)
     wall = time.monotonic() - t0
     os.close(pidfd)
     _kill_leftovers(pid, isolated)
@@ -124,6 +124,7 @@ def _run(item, isolated, workdir):
         "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
         "timeout": timed_out,
         "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
         "stderr": stderr.decode(errors="replace")[-TAIL:],
     }
 
