@@ -69,7 +69,7 @@ def heldout_pass(model, tok) -> float:
 
 def arm_tempering(model_dir: str, steps: int, seed: int) -> dict:
     from tempering.config import build
-    from tempering.recipes.rl import RLTrainer, TrainConfig
+    from tempering.recipes.train import TrainConfig, trainer
 
     fam, order = train_order(steps, seed)
     cfg = build(
@@ -104,7 +104,7 @@ def arm_tempering(model_dir: str, steps: int, seed: int) -> dict:
             },
         },
     )
-    tr = RLTrainer(cfg, family=fam)
+    tr = trainer(cfg, family=fam)
     # feed the shared prompt order
     index = {t.id: i for i, t in enumerate(tr.train_tasks)}
     it2 = iter(order)

@@ -29,7 +29,7 @@ from tempering.config import build
 from tempering.recipes.direct_opd import direct_opd
 from tempering.recipes.distill import distill
 from tempering.recipes.pretrain import PretrainConfig, pretrain
-from tempering.recipes.rl import train
+from tempering.recipes.train import train
 from tempering.runlog import atomic_write_text
 
 TASK = {"family": "arithmetic", "args": {"min_value": 10, "max_value": 99}, "train_size": 5000, "heldout_size": 500}

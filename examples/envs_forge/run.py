@@ -34,7 +34,7 @@ from tempering.evaluation import evaluate
 from tempering.models import load_policy
 from tempering.models.chat import ChatFormat
 from tempering.recipes.pretrain import PretrainConfig, pretrain
-from tempering.recipes.rl import RLTrainer, TrainConfig
+from tempering.recipes.train import TrainConfig, trainer
 from tempering.rollout.engine import RolloutOptions
 from tempering.rollout.sampler import HFSampler, SamplingParams
 from tempering.runlog import atomic_write_text
@@ -55,15 +55,8 @@ WARM_START_MIX = {
 PRETRAIN = {
     "model": {"name": "tiny-s"},
     "task": {"family": "mixture", "args": {"members": WARM_START_MIX}, "train_size": 4000, "heldout_size": 200},
-    "train": {
-        "steps": 2000,
-        "lr": 1e-3,
-        "batch_size": 64,
-        "eval_every": 100,
-        "eval_size": 200,
-        "stop_at_pass": 0.35,
-        "max_new_tokens": 6,
-    },
+    "train": {"lr": 1e-3, "batch_size": 64, "stop_at_pass": 0.35, "max_new_tokens": 6},
+    "run": {"steps": 2000, "eval_every": 100, "eval_size": 200},
 }
 GRPO = {
     "rollout": {"group_size": 8, "prompts_per_step": 32, "max_new_tokens": 7, "temperature": 1.0},
@@ -140,20 +133,20 @@ def run_seed(seed: int, model_dir: str, work: Path, target: int, steps: int) -> 
         grpo["model"] = {"name": model_dir}
         grpo["task"] = {"train_size": TASKS_PER_CONFIG * len(configs), "heldout_size": 8, "data_seed": seed}
         grpo["run"].update(seed=seed, steps=steps, out_dir=str(work / f"seed{seed}" / method))
-        trainer = RLTrainer(build(TrainConfig, grpo), family=mixture(configs))
+        t = trainer(build(TrainConfig, grpo), family=mixture(configs))
 
         async def train():
             rewards, signal = [], []
             for _ in range(steps):
-                m = (await trainer.step()).metrics
+                m = (await t.step()).metrics
                 rewards.append(m["success"])
                 signal.append(1.0 - m["frac_zero_std_groups"])
             opts = RolloutOptions(SamplingParams(GRPO["rollout"]["max_new_tokens"], 0.0))
-            after = await evaluate(trainer.sampler, trainer.fmt, held_family, held_tasks, opts, k=1, sampled=False)
+            after = await evaluate(t.sampler, t.fmt, held_family, held_tasks, opts, k=1, sampled=False)
             return rewards, signal, after["pass@1"]
 
         rewards, signal, after = asyncio.run(train())
-        trainer.log.close()
+        t.log.close()
         out["methods"][method] = {
             **report.summary(BAND),
             "configs": [
@@ -420,7 +413,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--work", default="runs/envs_forge", help="run folder (warm start, GRPO logs)")
     p.add_argument("--results", default=None, help="write envs_forge.md / envs_forge.json into this folder")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    p.add_argument("--pretrain-steps", type=int, default=PRETRAIN["train"]["steps"], help="warm-start steps at most")
+    p.add_argument("--pretrain-steps", type=int, default=PRETRAIN["run"]["steps"], help="warm-start steps at most")
     p.add_argument(
         "--warm-start",
         default=None,
@@ -448,13 +441,9 @@ def main(argv: list[str]) -> int:
         pre = json.loads((Path(a.warm_start) / "warm_start.json").read_text())
     else:
         settings = json.loads(json.dumps(PRETRAIN))
-        settings["train"]["steps"] = a.pretrain_steps
-        pre = pretrain(
-            build(
-                PretrainConfig,
-                {**settings, "seed": 0, "out_dir": str(work / "pretrain"), "progress": False, "threads": a.threads},
-            )
-        )
+        settings["run"].update(steps=a.pretrain_steps, seed=0, out_dir=str(work / "pretrain"), progress=False)
+        settings["run"]["threads"] = a.threads
+        pre = pretrain(build(PretrainConfig, settings))
         atomic_write_text(work / "pretrain" / "warm_start.json", json.dumps(pre) + "\n")
     print(f"warm start: held-out pass@1 {pre['heldout_pass@1']:.3f} after {pre['steps']} steps", flush=True)
     runs = [run_seed(s, pre["model"], work, a.target, a.steps) for s in a.seeds]

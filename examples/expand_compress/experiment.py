@@ -116,16 +116,18 @@ def one_seed(root: Path, seed: int, a) -> dict:
                     {
                         "model": {"name": "tiny-s"},
                         "task": {**TASK, "train_size": 6000},
-                        "seed": seed,
-                        "out_dir": str(root / "init"),
-                        "progress": False,
-                        "threads": 1,
-                        "train": {
+                        "run": {
                             "steps": 4000,
-                            "lr": 1e-3,
-                            "batch_size": 64,
                             "eval_every": 25,
                             "eval_size": 150,
+                            "seed": seed,
+                            "out_dir": str(root / "init"),
+                            "progress": False,
+                            "threads": 1,
+                        },
+                        "train": {
+                            "lr": 1e-3,
+                            "batch_size": 64,
                             "stop_at_pass": a.stop,
                             "max_new_tokens": ROLLOUT["max_new_tokens"],
                         },

@@ -67,13 +67,15 @@ def warm_start(name: str, spec: dict, out: Path, pass_target: float) -> str:
         {
             "model": {"name": "tiny-s"},
             "task": task,
-            "out_dir": str(out / f"pretrain_{name}"),
-            "progress": False,
-            "train": {
+            "run": {
                 "steps": 3000,
-                "lr": 1e-3,
                 "eval_every": 50,
                 "eval_size": min(200, task["heldout_size"]),
+                "out_dir": str(out / f"pretrain_{name}"),
+                "progress": False,
+            },
+            "train": {
+                "lr": 1e-3,
                 "stop_at_pass": spec.get("pass_target", pass_target),
                 "max_new_tokens": spec["max_new_tokens"],
                 "repair_share": 0.3 if spec["family"] in ("arithmetic", "strings") else 0.0,

@@ -36,17 +36,17 @@ from pathlib import Path
 
 import torch
 
-from tempering.algos.litegui import guidance_single, teacher_prompt
 from tempering.config import build
 from tempering.envs.gui.dataset import play
 from tempering.envs.gui.env import GuiFamily
+from tempering.envs.gui.guidance import guidance_single, teacher_prompt
 from tempering.envs.gui.metrics import summarize
 from tempering.envs.gui.states import GuiStateFamily, sample_of
 from tempering.envs.registry import make_family
 from tempering.models import load_policy, tiny_model
 from tempering.recipes.distill import DistillConfig, distill
 from tempering.recipes.pretrain import PretrainConfig, pretrain
-from tempering.recipes.rl import TrainConfig, train
+from tempering.recipes.train import TrainConfig, train
 from tempering.rollout.sampler import HFSampler, SamplingParams
 
 ARMS = [
@@ -150,18 +150,20 @@ class Experiment:
                 "model": {"name": init},
                 "task": self._task({"guidance": guidance}, p.train_states, heldout=32),
                 "train": {
-                    "steps": steps,
                     "batch_size": p.sft_batch,
                     "lr": p.sft_lr,
                     "warmup_steps": min(30, steps),
-                    "eval_every": steps,
-                    "eval_size": p.eval_states,
                     "max_new_tokens": p.max_new_tokens,
                 },
-                "seed": 0,
-                "out_dir": str(self.work / name),
-                "threads": 1,
-                "progress": False,
+                "run": {
+                    "steps": steps,
+                    "eval_every": steps,
+                    "eval_size": p.eval_states,
+                    "seed": 0,
+                    "out_dir": str(self.work / name),
+                    "threads": 1,
+                    "progress": False,
+                },
             },
         )
         return pretrain(cfg)["model"]

@@ -6,51 +6,17 @@ break another verb.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import sys
 
 from tempering.errors import UserError
-
-# verb -> (module, one-line help)
-COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": (
-        "tempering.recipes.demo",
-        "The quickstart: pre-train a tiny model, GRPO on arithmetic, before/after table.",
-    ),
-    "pretrain": ("tempering.recipes.pretrain", "Supervised warm start of a model on a built-in task family."),
-    "train": ("tempering.recipes.rl", "RL with verifiable rewards: GRPO, Dr. GRPO, RLOO, multi-turn methods."),
-    "eval": ("tempering.recipes.eval", "Evaluate a checkpoint on a task family's held-out split."),
-    "config": ("tempering.recipes.reference", "Print the config reference of a recipe."),
-    "kernels": ("tempering.envs.kernels.cli", "Kernel environment: list problems, eval submissions, synth problems."),
-    "synth": (
-        "tempering.synth.cli",
-        "Synthesise verified terminal-task bundles at the policy's frontier (Envs-FORGE).",
-    ),
-    "gui": (
-        "tempering.envs.gui.cli",
-        "GUI apps with multi-solution annotations: generate trajectory datasets, show, stats.",
-    ),
-    "distill": (
-        "tempering.recipes.distill",
-        "On-policy distillation from a teacher (reverse KL, top-k or full-vocabulary JSD).",
-    ),
-    "direct-opd": (
-        "tempering.recipes.direct_opd",
-        "Direct-OPD: transfer a small model's RL shift to a larger student.",
-    ),
-    "rgrpo": (
-        "tempering.recipes.rgrpo",
-        "Residual GRPO: complementary teachers, each round on what earlier ones miss.",
-    ),
-    "tu-opd": ("tempering.recipes.tu_opd", "Teacher-Union OPD: distil several teachers gated by their pass rates."),
-    "expand-compress": ("tempering.recipes.expand_compress", "RGRPO teachers, then TU-OPD into one student."),
-    "sandbox": ("tempering.sandbox.cli", "Sandbox: working backends, the adversarial suite, check code-problem files."),
-}
+from tempering.recipes.verbs import VERBS
 
 
 def _usage() -> str:
-    width = max((len(v) for v in COMMANDS), default=8)
-    rows = "\n".join(f"  {v:<{width}}  {h}" for v, (_, h) in COMMANDS.items())
+    width = max((len(v) for v in VERBS), default=8)
+    rows = "\n".join(f"  {v:<{width}}  {spec.help}" for v, spec in VERBS.items())
     return f"usage: tempering <command> [args]\n\ncommands:\n{rows}\n\n`tempering <command> --help` for one."
 
 
@@ -65,12 +31,18 @@ def main(argv: list[str] | None = None) -> int:
         print(__version__)
         return 0
     verb, rest = argv[0], argv[1:]
-    if verb not in COMMANDS:
-        print(f"tempering: unknown command {verb!r}.\n\n{_usage()}", file=sys.stderr)
+    if verb not in VERBS:
+        near = difflib.get_close_matches(verb, list(VERBS), n=1)
+        hint = f" Did you mean {near[0]!r}?" if near else ""
+        print(f"tempering: unknown command {verb!r}.{hint}\n\n{_usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(COMMANDS[verb][0])
+    spec = VERBS[verb]
     try:
-        return int(module.main(rest) or 0)
+        if spec.run is not None:  # a config verb: its arguments are parsed before its module is imported
+            from tempering.recipes.common import cli_main
+
+            return cli_main(rest, verb)
+        return int(importlib.import_module(spec.module).main(rest) or 0)
     except UserError as e:
         print(f"tempering {verb}: error: {e}", file=sys.stderr)
         return 2

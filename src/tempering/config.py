@@ -3,6 +3,7 @@ overrides. An unknown key or a bad value is a `ConfigError` that names the key a
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -66,11 +67,15 @@ def format_errors(schema: type[BaseModel], err: ValidationError) -> str:
         key = ".".join(str(x) for x in e["loc"])
         if e["type"] == "extra_forbidden":
             sec = _section(schema, e["loc"])
-            allowed = ", ".join(sec.model_fields) if sec is not None else "?"
-            lines.append(f"unknown key {key!r}; allowed here: {allowed}")
+            names = list(sec.model_fields) if sec is not None else []
+            near = difflib.get_close_matches(str(e["loc"][-1]), names, n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            lines.append(f"unknown key {key!r}; {hint}allowed here: {', '.join(names) or '?'}")
+        elif e["type"] == "value_error":  # our validators name the keys themselves
+            lines.append(str(e["msg"]).removeprefix("Value error, "))
         else:
             lines.append(f"{key}: {e['msg']} (got {e.get('input')!r})")
-    return "invalid config:\n  " + "\n  ".join(lines)
+    return "invalid config: " + "; ".join(lines)
 
 
 def build(schema: type[S], data: dict) -> S:
@@ -93,6 +98,17 @@ def load_config(schema: type[S], path: str | Path | None = None, overrides: list
         if not isinstance(data, dict):
             raise ConfigError(f"config file {p} must hold a mapping at the top level")
     return build(schema, apply_overrides(data, overrides or []))
+
+
+def ignored_unless(section: BaseModel, prefix: str, keys: list[str], condition: bool, unless: str) -> None:
+    """Refuse values that would silently do nothing: unless `condition` holds, each of `keys` must keep
+    its default. Raises ValueError (inside a validator) naming the key and what would make it count."""
+    if condition:
+        return
+    for k in keys:
+        value = getattr(section, k)
+        if value != type(section).model_fields[k].get_default(call_default_factory=True):
+            raise ValueError(f"{prefix}.{k}={value!r} has no effect unless {unless}; remove it, or set {unless}")
 
 
 def describe(schema: type[BaseModel], prefix: str = "") -> list[tuple[str, str, str, str]]:

@@ -7,7 +7,6 @@ from the same numbers.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import platform
@@ -17,8 +16,7 @@ from typing import Any
 
 import torch
 
-from tempering.config import build
-from tempering.recipes.rl import RLTrainer, TrainConfig
+from tempering.recipes.train import train
 from tempering.runlog import atomic_write_text
 
 TOTALS = (
@@ -36,8 +34,7 @@ def run_arm(cfg: dict[str, Any], family=None) -> dict[str, Any]:
     """Train one arm (unless its run folder already holds a finished run) and summarise it."""
     run_dir = Path(cfg["run"]["out_dir"])
     if not (run_dir / "final" / "config.json").is_file():
-        trainer = RLTrainer(build(TrainConfig, cfg), family=family)
-        asyncio.run(trainer.run())
+        train(cfg, family=family)
     return summarize_run(run_dir)
 
 

@@ -9,8 +9,9 @@ import sys
 import torch
 
 from tempering.algos.losses import LossNorm
-from tempering.distributed import DataParallel, full_state_dict, init_world, wrap_model
+from tempering.distributed import DataParallel, init_world, wrap_model
 from tempering.models import tiny_model
+from tempering.models.io import full_state_dict
 from tempering.train.batch import collate
 from tempering.train.update import UpdateSettings, policy_update
 from tempering.types import Episode, Task, Turn
@@ -73,7 +74,7 @@ def main(out: str) -> None:
         for name, dp_cls in (("global", DataParallel), ("local", LocalNorm)):
             model = wrap_model(tiny_model("tiny-xs", seed=0), strategy, world)
             dp = dp_cls(world)
-            stats = dp.average(update(model, mine, settings(agg, clip, dp)))
+            stats = dp.reduce(update(model, mine, settings(agg, clip, dp)))
             weights = {k: v.detach().clone() for k, v in full_state_dict(model).items()}
             results[(strategy, agg, clip, name)] = {"weights": weights, "stats": stats}
     if world.rank == 0:

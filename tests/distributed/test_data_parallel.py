@@ -19,7 +19,7 @@ import dp_worker
 
 pytestmark = pytest.mark.slow
 WORKER = Path(__file__).parent / "dp_worker.py"
-MATCHING_STATS = ("grad_norm", "entropy", "approx_kl", "clip_frac_high", "clip_frac_low", "mismatch_kl")
+MATCHING_STATS = ("grad_norm", "entropy", "approx_kl", "clip_frac_high", "clip_frac_low", "mismatch_kl", "policy_loss")
 
 
 def torchrun(*args, nproc=2, timeout=300):

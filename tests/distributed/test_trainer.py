@@ -10,10 +10,10 @@ import yaml
 from safetensors.torch import load_file
 
 from tempering.config import build
-from tempering.distributed import World, init_world
-from tempering.distributed.trainer import check_config
+from tempering.distributed import init_world
 from tempering.errors import UserError
-from tempering.recipes.rl import TrainConfig
+from tempering.recipes.train import TrainConfig
+from tempering.train.loop import check_parallel
 
 
 def _cfg(model, out, steps):
@@ -51,6 +51,7 @@ def _launch(tmp_path, name, cfg, *args):
         "--nproc-per-node=2",
         "-m",
         "tempering.distributed",
+        "train",
         str(path),
         *args,
     ]
@@ -66,7 +67,7 @@ def test_two_rank_runs_with_ddp_and_fsdp2(pretrained_dir, tmp_path):
     for s, p in procs.items():
         out, err = p.communicate(timeout=400)
         assert p.returncode == 0, f"{s}: {err[-3000:]}"
-        assert "2 ranks" in out  # rank 0 alone prints the table
+        assert out.count("held-out results") == 1 and "ranks" in out  # rank 0 alone prints the table
     start = load_file(f"{pretrained_dir}/model.safetensors")
     for run in runs.values():
         rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
@@ -120,12 +121,31 @@ def test_nccl_on_a_machine_without_gpu_is_refused(monkeypatch):
 
 
 def test_a_batch_that_does_not_split_over_the_ranks_is_refused(tmp_path):
-    world = World(rank=0, size=4, local_rank=0, device=torch.device("cpu"))
     cfg = build(TrainConfig, {"rollout": {"prompts_per_step": 6}})
     with pytest.raises(UserError, match=r"prompts_per_step=6 does not split over 4 ranks.*\(1, 2, 3, 6\)"):
-        check_config(cfg, world, "ddp", resume=False)
-    cfg = build(TrainConfig, {"rollout": {"prompts_per_step": 8}, "loss": {"dynamic_sampling": True}})
-    with pytest.raises(UserError, match="dynamic_sampling"):
-        check_config(cfg, world, "ddp", resume=False)
+        check_parallel(cfg, 4, "ddp", resume=False)
     with pytest.raises(UserError, match="--resume is supported with --strategy ddp"):
-        check_config(build(TrainConfig, {"rollout": {"prompts_per_step": 8}}), world, "fsdp2", resume=True)
+        check_parallel(build(TrainConfig, {"rollout": {"prompts_per_step": 8}}), 4, "fsdp2", resume=True)
+
+
+@pytest.mark.slow
+def test_the_launcher_prints_a_ranks_tempering_error_last_with_its_exit_code(tmp_path):
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tempering.cli",
+            "launch",
+            "--standalone",
+            "--nproc-per-node=2",
+            "train",
+            "rollout.prompts_per_step=3",
+            f"run.out_dir={tmp_path / 'r'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    last = res.stderr.strip().splitlines()[-1]
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert last.startswith("tempering train: error: rollout.prompts_per_step=3 does not split over 2 ranks")

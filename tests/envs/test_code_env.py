@@ -1,16 +1,25 @@
-"""Grading in the sandbox: reference solutions pass, wrong or hostile answers fail with useful feedback."""
+"""Grading in the sandbox: each format's harness semantics, accurate statuses, time limits, cheats
+that must fail, and multi-turn feedback that never gives away the hidden tests."""
 
 import asyncio
+import re
+from dataclasses import replace
 
 import pytest
 
 from tempering.envs.base import Env, TaskFamily
-from tempering.envs.code import CodeEnv, CodeTaskFamily, extract_code, grade, load_problems
+from tempering.envs.code import CodeEnv, CodeTaskFamily, extract_code, grade, load_problems, problem_task
+from tempering.envs.code.cheats import FUNCTION_CHEATS, PROGRAM_CHEATS, cheats, lookup_policy
+from tempering.envs.code.problems import SAMPLES
+from tempering.envs.code.problems import Test as CodeTest
 from tempering.errors import UserError
 from tempering.sandbox import Sandbox
 
-PROBLEMS = {p.id: p for p in load_problems()}
-ADD = PROBLEMS["add_two"]
+BUILTIN = {p.id: p for p in load_problems()}
+HE = {p.id: p for p in load_problems(SAMPLES / "humaneval.jsonl")}
+MBPP = {p.id: p for p in load_problems(SAMPLES / "mbpp.jsonl")}
+LCB = {p.id: p for p in load_problems(SAMPLES / "livecodebench.jsonl")}
+ADD = BUILTIN["add_two"]
 
 
 @pytest.fixture(scope="module")
@@ -23,74 +32,141 @@ def run(coro):
 
 
 @pytest.mark.slow
-def test_every_reference_solution_passes_all_its_tests(sb):
+def test_every_reference_solution_passes_its_tests_and_its_public_tests(sb):
+    problems = [*BUILTIN.values(), *HE.values(), *MBPP.values(), *LCB.values()]
+
     async def main():
-        return await asyncio.gather(*[grade(sb, p, p.solution) for p in PROBLEMS.values()])
+        return await asyncio.gather(*[grade(sb, p, p.solution, public=True) for p in problems])
 
     grades = run(main())
-    failed = {p: (g.status, g.feedback) for p, g in zip(PROBLEMS, grades) if g.status != "correct"}
+    failed = {p.id: (g.status, g.detail) for p, g in zip(problems, grades) if g.status != "correct"}
     assert failed == {}
+    assert all(all(r["passed"] for r in g.public_results) for g in grades)
 
 
-def test_extract_code_takes_the_last_block_or_completes_the_prompt():
+def test_extract_code_takes_the_last_block_or_the_whole_text():
     answer = "First try:\n```python\nx = 1\n```\nBetter:\n```python\ndef add_two(a, b):\n    return a + b\n```"
-    assert extract_code(answer, ADD) == "def add_two(a, b):\n    return a + b\n"
-    assert extract_code("    return a + b\n", ADD) == ADD.prompt + "    return a + b\n"
-    assert extract_code("```\n\n```", ADD) == ""
+    assert extract_code(answer) == "def add_two(a, b):\n    return a + b\n"
+    assert extract_code("    return a + b\n") == "    return a + b\n"
+    assert extract_code("```\n\n```") == ""
 
 
 @pytest.mark.parametrize(
     "answer, status, passed, says",
     [
         ("def add_two(a, b):\n    return a + b\n", "correct", 4, "All 4 tests passed."),
-        (
-            "def add_two(a, b):\n    return a - b\n",
-            "incorrect",
-            1,
-            "assert add_two(2, 3) == 5\nYour function returned: -1",
-        ),
+        ("    return a + b\n", "correct", 4, ""),  # a HumanEval-style body completes the prompt
+        ("def add_two(a, b):\n    return a - b\n", "incorrect", 1, "test 1: incorrect: got -1, expected 5"),
         ("def add_two(a, b):\n    return a +\n", "parse_error", 0, "SyntaxError"),
         ("def add_two(a, b):\n    raise ValueError('nope')\n", "runtime_error", 0, "ValueError: nope"),
+        ("import os\ndef add_two(a, b):\n    os._exit(3)\n", "runtime_error", 0, "ended (exit code 3)"),
+        ("def add_two(a, b):\n    return [0] * 2 * 10**6\n", "runtime_error", 0, "larger than 4 MiB"),
+        ("def add_two(a, b):\n    import sys\n    sys.exit(0)\n", "runtime_error", 0, "SystemExit"),
         ("", "parse_error", 0, "No code found"),
     ],
 )
-def test_grade_status_count_and_feedback(sb, answer, status, passed, says):
+def test_grade_status_count_and_detail(sb, answer, status, passed, says):
     g = run(grade(sb, ADD, answer))
     assert (g.status, g.passed, g.total) == (status, passed, 4)
-    assert says in g.feedback
+    assert says in g.detail + g.feedback
+
+
+def test_whole_function_answers_keep_the_prompts_imports_and_helpers(sb):
+    # the prompt holds `from typing import List`, VOWELS and _has_vowel; the answer repeats only the def
+    answer = "```python\ndef count_vowel_words(words: List[str]) -> int:\n    return sum(map(_has_vowel, words))\n```"
+    assert run(grade(sb, HE["Sample/0"], answer)).status == "correct"
 
 
 @pytest.mark.parametrize(
-    "answer",
+    "body",
     [
-        "import sys\nsys.exit(0)\n",  # leave before the tests
-        "import os\nos._exit(0)\n",
-        "class Any:\n    def __eq__(self, other):\n        return True\n\ndef add_two(a, b):\n    return Any()\n",
-        "import builtins\nbuiltins.AssertionError = Exception\ndef add_two(a, b):\n    return 0\n",
-        'print(\'{"load_error": null, "results": [{"passed": true}, {"passed": true}, {"passed": true}, {"passed": true}]}\')\n'
-        "import os\nos._exit(0)\n",  # forge the judge's report
-        'import os\nos.write(1, b\'{"load_error": null, "results": []}\')\ndef add_two(a, b):\n    return 0\n',
-        "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n",  # kill the judge itself
+        "    from collections import defaultdict\n    d = defaultdict(int)\n"
+        "    for c in text.lower():\n        if c.isalpha():\n            d[c] += 1\n    return d\n",
+        "    from collections import OrderedDict\n    d = OrderedDict()\n    for c in text.lower():\n"
+        "        if c.isalpha():\n            d[c] = d.get(c, 0) + 1\n    return d\n",
     ],
 )
-def test_reward_hacks_do_not_pass(sb, answer):
-    g = run(grade(sb, ADD, answer))
-    assert g.status != "correct" and g.passed < g.total, (g.status, g.feedback)
+def test_results_compare_with_pythons_equality(sb, body):
+    assert run(grade(sb, HE["Sample/3"], body)).status == "correct"
 
 
-def test_killing_the_judge_is_a_runtime_error_not_an_infrastructure_failure(sb):
-    g = run(grade(sb, ADD, "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n"))
-    assert (g.status, g.passed) == ("runtime_error", 0) and "without a report" in g.feedback
+def test_a_missing_entry_point_is_named(sb):
+    g = run(grade(sb, MBPP["9001"], "def shared(a, b):\n    return ()\n"))
+    assert (g.status, g.passed) == ("runtime_error", 0) and "does not define `shared_elements`" in g.feedback
+
+
+def test_program_statuses(sb):
+    p = LCB["sample_sum"]
+    assert run(grade(sb, p, "print(6)\n")).status == "incorrect"
+    g = run(grade(sb, p, "import sys\nsys.exit(4)\n"))
+    assert g.status == "runtime_error" and "exited with code 4" in g.detail
+    g = run(grade(sb, p, "print(int(input()) + )\n"))
+    assert g.status == "parse_error"
+
+
+def test_first_timeout_ends_the_run_by_default(sb):
+    p = replace(LCB["sample_sum"], test_timeout_s=1.0)
+    g = run(grade(sb, p, "while True:\n    pass\n"))
+    assert g.status == "timeout" and [r["status"] for r in g.results] == ["timeout"] + ["not_run"] * 3
+    assert "no answer within 1 s" in g.results[0]["error"]
+
+
+def test_with_stop_at_timeout_off_a_fresh_child_runs_the_rest(sb):
+    p = replace(ADD, test_timeout_s=2.0)
+    code = "import time\ndef add_two(a, b):\n    if a == -4:\n        time.sleep(60)\n    return a + b\n"
+    g = run(grade(sb, p, code, stop_at_timeout=False))
+    assert g.status == "timeout" and [r["status"] for r in g.results] == ["passed", "timeout", "passed", "passed"]
+
+
+def test_the_whole_problem_budget_stops_a_slow_answer(sb):
+    p = replace(ADD, test_timeout_s=60.0, time_budget_s=5.0)
+    code = "import time\ndef add_two(a, b):\n    if a == 0:\n        time.sleep(60)\n    return a + b\n"
+    g = run(grade(sb, p, code))
+    assert [r["status"] for r in g.results] == ["passed", "passed", "timeout", "not_run"]
+    assert "time budget of 5 s" in g.results[2]["error"]
+
+
+def test_a_crash_fails_one_test_and_a_fresh_child_runs_the_rest(sb):
+    code = "import os\ndef add_two(a, b):\n    if a == 2:\n        os._exit(1)\n    return a + b\n"
+    g = run(grade(sb, ADD, code))
+    assert [r["status"] for r in g.results] == ["runtime_error", "passed", "passed", "passed"]
+
+
+@pytest.mark.parametrize("cheat", sorted(FUNCTION_CHEATS))
+@pytest.mark.parametrize("problem", [ADD, HE["Sample/1"], MBPP["9002"], LCB["sample_two_sum"]], ids=lambda p: p.id)
+def test_function_cheats_do_not_pass(sb, cheat, problem):
+    g = run(grade(sb, problem, cheats(problem)[cheat]))
+    assert g.status != "correct" and g.passed < g.total, (g.status, g.detail)
+
+
+def test_stop_iteration_cannot_end_a_check_early(sb):
+    # in HumanEval's own harness a candidate raising StopIteration makes `all(map(candidate, xs))` True
+    check = (
+        "def check(candidate):\n    assert all(map(candidate, [[1, 2], [3, 4]]))\n    assert not candidate([2, 1])\n"
+    )
+    p = replace(HE["Sample/2"], tests=(CodeTest(text="check(candidate)", source=check + "check(is_sorted_unique)\n"),))
+    cheat = "def is_sorted_unique(xs):\n    if xs == [2, 1]:\n        return False\n    raise StopIteration\n"
+    assert run(grade(sb, p, cheat)).status == "runtime_error"
+    assert run(grade(sb, p, p.solution)).status == "correct"
+
+
+@pytest.mark.parametrize("cheat", sorted(PROGRAM_CHEATS))
+def test_program_cheats_do_not_pass(sb, cheat):
+    g = run(grade(sb, LCB["sample_sum"], cheats(LCB["sample_sum"])[cheat]))
+    assert g.status != "correct" and g.passed < g.total, (g.status, g.detail)
 
 
 def test_judge_never_shows_expected_values_to_the_candidate(sb):
-    # the candidate hunts for the expected value 5 (of add_two(2, 3)) in every file it can see
+    # the candidate hunts for the expected value 1000000000001 (of add_two(10**12, 1)) wherever it can
     spy = (
-        "import os\nfound = []\nfor root, _, files in os.walk('/job'):\n    for f in files:\n"
-        "        try:\n            found.append(open(os.path.join(root, f)).read())\n        except OSError:\n"
-        "            pass\ntry:\n    found.append(open(f'/proc/{os.getppid()}/cmdline').read())\n"
-        "    found.append(open(f'/proc/{os.getppid()}/mem', 'rb').read(10))\nexcept OSError:\n    pass\n"
-        "needle = '=' * 2 + ' ' + str(2 + 3)\n"  # built at run time: not a literal in this very file
+        "import os\nfound = []\nfor root, _, files in os.walk('/'):\n"
+        "    if root.startswith(('/proc', '/sys', '/usr', '/lib', '/dev', '/etc', '/root', '/work')):\n"
+        "        continue\n    for f in files:\n"
+        "        try:\n            found.append(open(os.path.join(root, f)).read())\n        except (OSError, ValueError):\n"
+        "            pass\nfor p in ('cmdline', 'environ', 'fd/0', 'mem'):\n    try:\n"
+        "        found.append(open(f'/proc/{os.getppid()}/' + p, 'rb').read(1 << 20).decode('latin-1'))\n"
+        "    except OSError:\n        pass\n"
+        "needle = str(10**12 + 1)\n"  # built at run time: not a literal in this very file
         "def add_two(a, b):\n    return repr([needle in t for t in found])\n"
     )
     g = run(grade(sb, ADD, spy))
@@ -99,47 +175,86 @@ def test_judge_never_shows_expected_values_to_the_candidate(sb):
     assert "True" not in got, got
 
 
-def test_slow_test_times_out_and_the_rest_still_run(sb):
-    code = "import time\ndef add_two(a, b):\n    if a == 2:\n        time.sleep(60)\n    return a + b\n"
-    g = run(grade(sb, ADD, code))
-    assert g.status == "timeout" and g.passed == 3 and "no answer within 2 s" in g.feedback
+@pytest.mark.parametrize("name_hidden", [False, True])
+@pytest.mark.parametrize("problem", [ADD, MBPP["9001"], LCB["sample_sum"]], ids=lambda p: p.id)
+def test_reading_expected_values_off_the_feedback_never_succeeds(sb, problem, name_hidden):
+    env = CodeEnv(problem_task(problem), sb, max_turns=4, name_hidden_failure=name_hidden)
+    policy, feedback, history = lookup_policy(problem), "", []
+
+    async def episode():
+        nonlocal feedback
+        for _ in range(4):
+            step = await env.step(policy(feedback))
+            history.append(step)
+            feedback = step.feedback
+            if step.done:
+                break
+
+    run(episode())
+    assert not any(s.success for s in history) and history[-1].done
+    assert len(history) == 4  # it kept trying, and every turn failed
+    hidden = [t for t in problem.tests if t not in problem.public_tests]
+    for step in history[:-1]:
+        assert not any((t.source or t.stdin.strip()) in step.feedback for t in hidden), step.feedback
+        assert ("Hidden test" in step.feedback) == name_hidden
+    assert not {"1000000000001", "4000000000"} & set(re.findall(r"\d+", "".join(s.feedback for s in history)))
 
 
-def test_feedback_is_truncated(sb):
-    g = run(grade(sb, ADD, "def add_two(a, b):\n    return 'x' * 5000\n", max_feedback_chars=200))
-    assert len(g.feedback) <= 200 and g.feedback.endswith("(truncated)")
+def test_feedback_shows_the_first_failing_public_test_only(sb):
+    g = run(grade(sb, ADD, "def add_two(a, b):\n    return a * b\n", public=True))
+    assert g.status == "incorrect"
+    assert g.feedback == "0/1 example tests pass. First failing example:\nassert add_two(2, 3) == 5\nYour code gave: 6"
+    g = run(grade(sb, ADD, "def add_two(a, b):\n    return 5\n", public=True, name_hidden_failure=True))
+    assert g.feedback == (
+        "Your code passes the 1 example tests, but not the hidden tests.\nHidden test 2 of 4 fails: wrong answer."
+    )
+    g = run(
+        grade(sb, ADD, "def add_two(a, b):\n    return 5 if a == 2 else {}[a]\n", public=True, name_hidden_failure=True)
+    )
+    assert g.feedback.endswith("Hidden test 2 of 4 fails: runtime error (KeyError).")
 
 
 def test_env_is_multi_turn_with_all_or_fraction_reward(sb):
-    task = CodeTaskFamily(backend=sb.backend).tasks("train", 1, seed=3)[0]
+    task = problem_task(ADD)
 
     async def episode(reward):
         env = CodeEnv(task, sb, reward=reward, max_turns=2)
         assert env.reset() == task.prompt and isinstance(env, Env)
-        problem = task.answer
-        bad = problem.prompt + "    return None\n"
-        first = await env.step(bad)
-        second = await env.step(f"```python\n{problem.solution}```")
+        first = await env.step("    return None\n")
+        second = await env.step(f"```python\n{ADD.solution}```")
         return first, second
 
     first, second = run(episode("all"))
     assert (first.score, first.success, first.done) == (0.0, False, False)
-    assert "First failing test" in first.feedback
+    assert "First failing example" in first.feedback
     assert (second.score, second.success, second.done) == (1.0, True, True)
     first, _ = run(episode("fraction"))
-    assert 0.0 <= first.score < 1.0
+    assert first.score == 0.0
+    fraction = CodeEnv(task, sb, reward="fraction")
+    assert run(fraction.step("def add_two(a, b):\n    return 5 if a == 2 else 0\n")).score == 0.75  # fails 10**12 + 1
 
 
-def test_family_splits_are_disjoint_deterministic_and_complete():
+def test_family_splits_are_disjoint_deterministic_and_never_repeat_heldout():
     fam = CodeTaskFamily()
     assert isinstance(fam, TaskFamily)
+    sizes = {s: fam.split_size(s) for s in ("train", "heldout", "all")}
+    assert sizes["train"] + sizes["heldout"] == sizes["all"] == len(BUILTIN)
     train = {t.id for t in fam.tasks("train", 1000)}
-    held = {t.id for t in fam.tasks("heldout", 1000)}
-    assert not train & held and len(train | held) == len(PROBLEMS)
+    held = fam.tasks("heldout", 1000)
+    assert len(held) == sizes["heldout"] == len({t.id for t in held})  # each held-out problem once
+    assert not train & {t.id for t in held} and len(train) == sizes["train"]
+    assert len(fam.tasks("train", 1000)) == 1000  # training cycles through its split
+    assert {t.id for t in fam.tasks("all", 1000)} == {f"code/{p}" for p in BUILTIN}
     assert [t.id for t in fam.tasks("train", 5, seed=1)] == [t.id for t in fam.tasks("train", 5, seed=1)]
     t = fam.tasks("heldout", 1)[0]
-    assert t.family == "code" and t.prompt.endswith(t.answer.prompt) and 1 <= t.difficulty <= 5
-    assert len(CodeTaskFamily(max_difficulty=1).problems) == sum(p.difficulty == 1 for p in PROBLEMS.values())
+    assert t.family == "code" and t.prompt == t.answer.prompt and 1 <= t.difficulty <= 5
+    assert len(CodeTaskFamily(max_difficulty=1).problems) == sum(p.difficulty == 1 for p in BUILTIN.values())
+
+
+def test_family_reads_benchmark_files():
+    fam = CodeTaskFamily(problems_path=str(SAMPLES / "livecodebench.jsonl"), test_timeout_s=2.0)
+    assert fam.split_size("all") == 4 and {p.test_timeout_s for p in fam.problems} == {2.0}
+    assert {t.meta["format"] for t in fam.tasks("all", 10)} == {"livecodebench"}
 
 
 def test_family_refuses_bad_settings():
@@ -147,5 +262,9 @@ def test_family_refuses_bad_settings():
         CodeTaskFamily(reward="partial")
     with pytest.raises(UserError, match="max_turns"):
         CodeTaskFamily(max_turns=0)
+    with pytest.raises(UserError, match="name_hidden_failure shapes multi-turn feedback"):
+        CodeTaskFamily(name_hidden_failure=True)
+    with pytest.raises(UserError, match="format"):
+        CodeTaskFamily(format="apps")
     with pytest.raises(UserError, match="split"):
         CodeTaskFamily().tasks("test", 1)

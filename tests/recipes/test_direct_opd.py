@@ -5,9 +5,10 @@ import pytest
 import torch
 
 from tempering import cli
+from tempering.algos.direct_opd import adaptive_alpha
 from tempering.config import build
 from tempering.models import char_tokenizer, load_policy, save_policy, tiny_model
-from tempering.recipes.direct_opd import DirectOPDConfig, DirectOPDTrainer, direct_opd
+from tempering.recipes.direct_opd import DirectOPDConfig, direct_opd, trainer
 
 TASK = {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 200, "heldout_size": 10}
 
@@ -48,37 +49,59 @@ def _cfg(student, pairs, out, steps=2, **d):
 
 
 def _credit_rows(run):
-    return [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "direct_opd/rbar" in r]
+    return [
+        r
+        for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
+        if "delta_opd/weighted_reward_mean" in r
+    ]
 
 
 def test_a_pair_without_shift_gives_no_signal(pretrained_dir, tmp_path):
-    t = DirectOPDTrainer(_cfg(pretrained_dir, [(pretrained_dir, pretrained_dir)], tmp_path))
+    t = trainer(_cfg(pretrained_dir, [(pretrained_dir, pretrained_dir)], tmp_path))
     m = asyncio.run(t.step()).metrics
     row = _credit_rows(tmp_path)[0]
-    assert row["direct_opd/rbar"] == 0.0 and row["direct_opd/shift_abs"] == 0.0
+    assert row["delta_opd/weighted_reward_mean"] == 0.0 and row["direct_opd/shift_abs"] == 0.0
     assert m["policy_loss"] == 0.0 and m["kl_start"] == pytest.approx(
         0.0, abs=1e-6
     )  # the student is still at its start
-    assert t.alpha == 2.5  # sign(0) = 0
+    assert t.state["alpha"] == 2.5  # sign(0) = 0
 
 
-def test_alpha_adapts_and_resumes_from_the_checkpoint(pretrained_dir, fresh_dir, tmp_path):
-    cfg = _cfg(pretrained_dir, [(pretrained_dir, fresh_dir)], tmp_path, alpha=1.0)
-    t = DirectOPDTrainer(cfg)
-    for _ in range(2):
+def _anchor(t):
+    return next(s.teacher for s in t.scorers if getattr(s, "name", "") == "anchor")
+
+
+@pytest.mark.parametrize("order", ["before_update", "after_update"])
+def test_alpha_follows_the_hand_computed_schedule_and_resumes(pretrained_dir, fresh_dir, tmp_path, order):
+    cfg = _cfg(pretrained_dir, [(pretrained_dir, fresh_dir)], tmp_path, steps=4, alpha=1.0, alpha_order=order)
+    t = trainer(cfg)
+    for _ in range(3):
         asyncio.run(t.step())
     rows = _credit_rows(tmp_path)
-    expect = 1.0
-    for r in rows:  # each step: alpha * (1 +- 1%) from the sign of rbar
-        assert r["direct_opd/alpha"] == pytest.approx(expect)
-        expect *= 1.01 if r["direct_opd/rbar"] > 0 else 0.99
-    assert t.alpha == pytest.approx(expect)
+    assert len(rows) == 3 and any(r["delta_opd/weighted_reward_mean"] != 0 for r in rows)
+    # official order: this step's rbar moves alpha before this step's update; after_update lags one step
+    moved, used = 1.0, []
+    for r in rows:
+        prev = moved
+        moved *= (
+            1.01
+            if r["delta_opd/weighted_reward_mean"] > 0
+            else 0.99
+            if r["delta_opd/weighted_reward_mean"] < 0
+            else 1.0
+        )
+        used.append(moved if order == "before_update" else prev)
+    assert [r["state/alpha"] for r in rows] == pytest.approx(used)
     t.save()
-    again = DirectOPDTrainer(cfg, resume=True)
-    assert again.step_no == 2 and again.alpha == pytest.approx(t.alpha)
+    again = trainer(cfg, resume=True)
+    assert again.step_no == 3 and again.state == pytest.approx(t.state)
+    asyncio.run(again.step())
+    r4 = _credit_rows(tmp_path)[-1]
+    want = adaptive_alpha(moved, r4["delta_opd/weighted_reward_mean"], 0.01, 0.5, 2.5)
+    assert r4["state/alpha"] == pytest.approx(want if order == "before_update" else moved)
     # the KL anchor is the student's start, not the resumed weights
     start, _ = load_policy(str(pretrained_dir))
-    anchor = next(iter(again.anchor.model.parameters()))
+    anchor = next(iter(_anchor(again).model.parameters()))
     assert torch.equal(anchor, next(iter(start.parameters())))
     assert not torch.equal(anchor, next(iter(again.model.parameters())))
 
@@ -89,7 +112,10 @@ def test_pairs_compose_one_after_another(pretrained_dir, fresh_dir, tmp_path):
 
     second = yaml.safe_load((tmp_path / "pair_2" / "config.yaml").read_text())
     assert second["model"]["name"] == str(tmp_path / "pair_1" / "final")  # starts (and anchors) at stage 1's end
-    assert _credit_rows(tmp_path / "pair_2")[0]["direct_opd/alpha"] == 2.5  # alpha reset
+    first = _credit_rows(tmp_path / "pair_2")[0]  # alpha restarts from direct_opd.alpha = 2.5
+    assert first["state/alpha"] == pytest.approx(
+        adaptive_alpha(2.5, first["delta_opd/weighted_reward_mean"], 0.01, 0.5, 2.5)
+    )
     assert (tmp_path / "pair_2" / "final" / "model.safetensors").is_file()
 
 

@@ -5,12 +5,13 @@ import pytest
 import torch
 
 from tempering.config import build
+from tempering.envs.pool import weighted_pool
 from tempering.envs.registry import make_family
 from tempering.errors import UserError
 from tempering.models import char_tokenizer, save_policy, tiny_model
 from tempering.recipes.expand_compress import expand_compress
-from tempering.recipes.rgrpo import RGRPOConfig, rgrpo, weighted_pool
-from tempering.recipes.tu_opd import TUOPDConfig, TUOPDTrainer
+from tempering.recipes.rgrpo import RGRPOConfig, rgrpo
+from tempering.recipes.tu_opd import TUOPDConfig, trainer
 
 TASK = {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 24, "heldout_size": 8}
 SMALL = {
@@ -80,9 +81,9 @@ def test_tu_opd_refuses_when_no_teacher_is_reliable_anywhere(pretrained_dir, fre
         _with(pretrained_dir, tmp_path, tu_opd={"teachers": {"random": {"path": str(fresh_dir)}}, "pass_samples": 2}),
     )
     with pytest.raises(UserError, match="nothing to distil"):
-        TUOPDTrainer(cfg)
+        trainer(cfg)
     cfg.tu_opd.empty = "grpo"  # falls back to GRPO on the task reward instead
-    t = TUOPDTrainer(cfg)
+    t = trainer(cfg)
     asyncio.run(t.step())
     rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert any(r.get("tu_opd/grpo_fallback") == 1.0 for r in rows)
@@ -99,19 +100,38 @@ def test_tu_opd_checks_the_pass_rate_file(pretrained_dir, tmp_path):
         ),
     )
     with pytest.raises(UserError, match="has no pass rates for training example"):
-        TUOPDTrainer(cfg)
+        trainer(cfg)
     with pytest.raises(UserError, match="needs teachers"):
-        TUOPDTrainer(build(TUOPDConfig, _with(pretrained_dir, tmp_path / "r")))
+        trainer(build(TUOPDConfig, _with(pretrained_dir, tmp_path / "r")))
+
+
+def test_expand_compress_refuses_values_it_derives(tmp_path):
+    from tempering.errors import ConfigError
+    from tempering.recipes.expand_compress import ExpandCompressConfig
+
+    for compress, key in [
+        ({"task": {"family": "strings"}}, "compress.task"),
+        ({"model": {"name": "tiny-m"}}, "compress.model.name"),
+        ({"run": {"out_dir": "elsewhere"}}, "compress.run.out_dir"),
+        ({"tu_opd": {"teachers": {"a": {"path": "x"}}}}, "compress.tu_opd.teachers"),
+    ]:
+        with pytest.raises(ConfigError, match=key.replace(".", r"\.") + " is derived"):
+            build(ExpandCompressConfig, {"compress": compress})
 
 
 @pytest.mark.slow
 def test_expand_then_compress_end_to_end(pretrained_dir, tmp_path):
-    one = _with(pretrained_dir, tmp_path / "x")
+    stage = json.loads(json.dumps(SMALL))
     res = expand_compress(
         {
-            "out_dir": str(tmp_path),
-            "expand": {**one, "rgrpo": {"rounds": 2, "pass_samples": 2, "kappa": 0.5}},
-            "compress": {**one, "tu_opd": {"rho": 0.5, "residual": True, "empty": "grpo"}},
+            "run": {"out_dir": str(tmp_path)},
+            "expand": {
+                "model": {"name": str(pretrained_dir)},
+                "task": TASK,
+                **stage,
+                "rgrpo": {"rounds": 2, "pass_samples": 2, "kappa": 0.5},
+            },
+            "compress": {**stage, "tu_opd": {"rho": 0.5, "residual": True, "empty": "grpo"}},
         }
     )
     assert {"teacher round_1", "teacher round_2", "student final"} <= set(res)

@@ -13,8 +13,8 @@ from tempering.config import build
 from tempering.envs.gui.states import GuiStateFamily, most_matched_prompt
 from tempering.models import char_tokenizer
 from tempering.models.chat import ChatFormat
-from tempering.recipes.distill import DistillConfig, DistillTrainer
-from tempering.recipes.rl import train
+from tempering.recipes.distill import DistillConfig, trainer
+from tempering.recipes.train import train
 from tempering.teachers import HFTeacher
 from tempering.teachers.prompts import requests, sees_sample
 from tempering.types import Episode, Task, Turn
@@ -74,13 +74,13 @@ def test_guided_opd_teacher_reads_most_matched_guidance_for_each_sample(tiny, tm
     spy = SpyTeacher(model, tok)
     fam = GuiStateFamily()
     cfg = build(DistillConfig, {**_run(tmp_path / "opd"), "teacher": {"path": "given-in-code"}})
-    trainer = DistillTrainer(cfg, family=fam, teacher=spy, teacher_prompt=most_matched_prompt)
-    step = asyncio.run(trainer.step())
+    t = trainer(cfg, family=fam, teacher=spy, teacher_prompt=most_matched_prompt)
+    step = asyncio.run(t.step())
     episodes = [e for g in step.groups for e in g.episodes]
     assert len(spy.prompts) == len(episodes) == 4
     for e, p in zip(episodes, spy.prompts):
         text = tok.decode(p)
-        assert text == most_matched_prompt(trainer.raw[e.task.id], e)
+        assert text == most_matched_prompt(t.raw[e.task.id], e)
         assert text.startswith(e.task.prompt + "\nHint: a correct action is ")  # the student's prompt has no hint
         assert "Hint" not in tok.decode(e.prompt_ids)
     rows = [json.loads(x) for x in (tmp_path / "opd" / "metrics.jsonl").read_text().splitlines()]

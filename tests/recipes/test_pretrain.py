@@ -18,20 +18,19 @@ def scripted_checks(monkeypatch, values):
     monkeypatch.setattr(pretrain_mod, "evaluate", fake_evaluate)
 
 
-def config(tmp_path, **train):
+def config(tmp_path, steps=40, **train):
     return build(
         PretrainConfig,
         {
             "model": {"name": "tiny-xs"},
-            "out_dir": str(tmp_path),
-            "progress": False,
+            "run": {"out_dir": str(tmp_path), "progress": False, "steps": steps, "eval_every": 2},
             "task": {
                 "family": "arithmetic",
                 "args": {"min_value": 0, "max_value": 9},
                 "train_size": 50,
                 "heldout_size": 10,
             },
-            "train": {"steps": 40, "batch_size": 4, "eval_every": 2, "stop_at_pass": 0.2, **train},
+            "train": {"batch_size": 4, "stop_at_pass": 0.2, **train},
         },
     )
 

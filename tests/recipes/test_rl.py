@@ -8,7 +8,8 @@ import time
 import pytest
 
 from tempering.config import build
-from tempering.recipes.rl import RLTrainer, TrainConfig, train
+from tempering.recipes.train import TrainConfig, train, trainer
+from tempering.train.scoring import ReferenceLogprobs
 
 TASK = {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 400, "heldout_size": 40}
 DETERMINISTIC = [
@@ -56,12 +57,12 @@ def test_grpo_run_writes_a_complete_run_folder(pretrained_dir, tmp_path):
 
 
 def test_no_reference_model_without_kl(pretrained_dir, tmp_path):
-    t = RLTrainer(build(TrainConfig, _cfg(pretrained_dir, tmp_path / "a")))
-    assert t.ref_model is None
+    t = trainer(build(TrainConfig, _cfg(pretrained_dir, tmp_path / "a")))
+    assert not any(isinstance(s, ReferenceLogprobs) for s in t.scorers)
     cfg = _cfg(pretrained_dir, tmp_path / "b")
     cfg["loss"] = {"kl_coef": 0.1, "dynamic_sampling": True, "advantage": "rloo"}
-    t = RLTrainer(build(TrainConfig, cfg))
-    assert t.ref_model is not None
+    t = trainer(build(TrainConfig, cfg))
+    assert any(isinstance(s, ReferenceLogprobs) for s in t.scorers)
     import asyncio
 
     r = asyncio.run(t.step())
@@ -164,7 +165,7 @@ def test_lora_trains_adapters_only_and_exports_merged_and_adapter(pretrained_dir
     pytest.importorskip("peft")
     cfg = _cfg(pretrained_dir, tmp_path / "lora", steps=2, checkpoint_every=1)
     cfg["model"]["lora_rank"] = 4
-    t = RLTrainer(build(TrainConfig, cfg))
+    t = trainer(build(TrainConfig, cfg))
     trainable = {n for n, p in t.model.named_parameters() if p.requires_grad}
     assert trainable and all("lora_" in n for n in trainable)
     import asyncio
@@ -176,5 +177,5 @@ def test_lora_trains_adapters_only_and_exports_merged_and_adapter(pretrained_dir
 
     merged, _ = load_policy(str(final))
     assert not any("lora" in n for n, _ in merged.named_parameters())
-    resumed = RLTrainer(build(TrainConfig, {**cfg, "run": {**cfg["run"], "steps": 3}}), resume=True)
+    resumed = trainer(build(TrainConfig, {**cfg, "run": {**cfg["run"], "steps": 3}}), resume=True)
     assert resumed.step_no == 2

@@ -166,3 +166,20 @@ def test_a_reset_that_returns_no_text_is_an_error():
 
     with pytest.raises(UserError, match="reset"):
         _run(ScriptedSampler(lambda ctx, n: "no"), RolloutOptions(), env=Bad)
+
+
+def test_a_failing_reset_closes_every_environment_it_made():
+    closed = []
+
+    class Flaky(CountEnv):
+        def reset(self):
+            if self.task.id == "t1":
+                raise RuntimeError("browser did not start")
+            return "ok"
+
+        async def close(self):
+            closed.append(self.task.id)
+
+    with pytest.raises(RuntimeError, match="browser did not start"):
+        _run(ScriptedSampler(lambda ctx, n: "no"), RolloutOptions(), tasks=[Task("t0", ""), Task("t1", "")], env=Flaky)
+    assert sorted(closed) == ["t0", "t0", "t1", "t1"]

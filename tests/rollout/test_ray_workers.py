@@ -78,8 +78,8 @@ def test_weight_sync_reaches_every_worker(pool, warm):
 
 
 def test_teacher_workers_score_like_the_local_teacher(cluster):
-    from tempering.rollout.ray_workers import RayTeacher
     from tempering.teachers.hf import HFTeacher
+    from tempering.teachers.ray import RayTeacher
 
     model, tok = tiny_model("tiny-xs", seed=2), char_tokenizer()
     responses = [[5, 6, 7], [8], [9, 10], [11, 12, 13, 14], [6]]
@@ -98,7 +98,7 @@ def test_teacher_workers_score_like_the_local_teacher(cluster):
 
 def test_the_recipe_drives_ray_rollout_workers(cluster, pretrained_dir, tmp_path):
     from tempering.config import build
-    from tempering.recipes.rl import RLTrainer, TrainConfig
+    from tempering.recipes.train import TrainConfig, trainer
 
     cfg = build(
         TrainConfig,
@@ -121,7 +121,7 @@ def test_the_recipe_drives_ray_rollout_workers(cluster, pretrained_dir, tmp_path
             "run": {"steps": 1, "out_dir": str(tmp_path), "progress": False, "tensorboard": False},
         },
     )
-    t = RLTrainer(cfg)
+    t = trainer(cfg)
     r = asyncio.run(t.step())
     assert r.metrics["env_calls"] == 16 and t.sampler.calls == [1, 1] and t.sampler.syncs == 1
     # the workers now hold the updated policy: greedy answers match the trainer's own model

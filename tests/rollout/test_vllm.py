@@ -3,7 +3,6 @@ local server that answers as vLLM's OpenAI-compatible server does, the recipe's 
 The real engine is checked by test_vllm_gpu.py (benchmarks/gpu/run_checks.sh)."""
 
 import json
-import math
 import subprocess
 import sys
 import threading
@@ -16,62 +15,7 @@ from safetensors.torch import load_file
 from tempering.errors import UserError
 from tempering.models import char_tokenizer, tiny_model
 from tempering.rollout.sampler import SamplingParams
-from tempering.rollout.vllm_sampler import (
-    VLLMSampler,
-    VLLMSection,
-    apply_rollout_correction,
-    mismatch_kl,
-    rollout_correction,
-)
-from tempering.train.batch import TrainBatch
-
-L = math.log
-# two answers: token ratios pi_trainer / pi_sampler of 2, 1, 3 and of 0.5, 1
-TRAINER = torch.tensor([[L(0.5), L(0.4), L(0.9), 0.0], [L(0.2), L(0.7), 0.0, 0.0]])
-SAMPLER = torch.tensor([[L(0.25), L(0.4), L(0.3), 0.0], [L(0.4), L(0.7), 0.0, 0.0]])
-MASK = torch.tensor([[1.0, 1, 1, 0], [1, 1, 0, 0]])
-
-
-def test_truncated_importance_weights():
-    w, mask, stats = rollout_correction(TRAINER, SAMPLER, MASK, "tis", cap=2.0)
-    torch.testing.assert_close(w, torch.tensor([[2.0, 1.0, 2.0, 0.0], [0.5, 1.0, 0.0, 0.0]]))
-    assert mask is MASK
-    assert stats["tis_truncated_frac"] == pytest.approx(1 / 5)  # only the ratio 3 is capped
-    assert stats["tis_mean_weight"] == pytest.approx(6.5 / 5)
-    # k3 per token: r - log r - 1 for r = 2, 1, 3, 0.5, 1
-    k3 = [2 - L(2) - 1, 0.0, 3 - L(3) - 1, 0.5 - L(0.5) - 1, 0.0]
-    assert stats["mismatch_kl"] == pytest.approx(sum(k3) / 5, rel=1e-5)
-    assert float(mismatch_kl(TRAINER, TRAINER, MASK)) == 0.0
-
-
-def test_sequence_masking():
-    w, mask, stats = rollout_correction(TRAINER, SAMPLER, MASK, "mask", cap=2.0)
-    # sequence ratios: 2 * 1 * 3 = 6 (outside [1/2, 2]: dropped) and 0.5 * 1 = 0.5 (on the edge: kept)
-    torch.testing.assert_close(mask, torch.tensor([[0.0, 0, 0, 0], [1, 1, 0, 0]]))
-    torch.testing.assert_close(w, mask)
-    assert stats["masked_seq_frac"] == pytest.approx(0.5)
-
-
-def test_bad_correction_settings():
-    with pytest.raises(UserError, match="unknown rollout correction 'clip'"):
-        rollout_correction(TRAINER, SAMPLER, MASK, "clip")
-    with pytest.raises(UserError, match="cap C must be > 1"):
-        rollout_correction(TRAINER, SAMPLER, MASK, "tis", cap=1.0)
-
-
-def test_correction_applies_to_a_batch():
-    b = TrainBatch(
-        torch.zeros(2, 4, dtype=torch.long),
-        torch.ones(2, 4, dtype=torch.long),
-        MASK.clone(),
-        SAMPLER,
-        torch.zeros(2, 4, dtype=torch.long),
-        adv_BT=MASK * torch.tensor([[1.0], [-2.0]]),
-    )
-    stats = apply_rollout_correction(b, TRAINER, "tis", 2.0)
-    torch.testing.assert_close(b.adv_BT, torch.tensor([[2.0, 1.0, 2.0, 0.0], [-1.0, -2.0, 0.0, 0.0]]))
-    assert b.old_logp_BT is TRAINER  # the PPO ratio is taken against the trainer's own log-probs
-    assert set(stats) == {"rollout/mismatch_kl", "rollout/tis_truncated_frac", "rollout/tis_mean_weight"}
+from tempering.rollout.vllm_sampler import VLLMSampler, VLLMSection
 
 
 # ---- server mode against a scripted server ------------------------------------------------------
@@ -171,7 +115,7 @@ def test_the_recipe_trains_through_the_server_with_rollout_correction(server, tm
     import asyncio
 
     from tempering.config import build
-    from tempering.recipes.rl import RLTrainer, TrainConfig
+    from tempering.recipes.train import TrainConfig, trainer
 
     cfg = build(
         TrainConfig,
@@ -194,7 +138,7 @@ def test_the_recipe_trains_through_the_server_with_rollout_correction(server, tm
             "run": {"steps": 1, "out_dir": str(tmp_path / "run"), "progress": False, "tensorboard": False},
         },
     )
-    t = RLTrainer(cfg)
+    t = trainer(cfg)
     assert t.sampler.syncs == 1  # the server got the trainer's starting weights
     r = asyncio.run(t.step())
     assert t.sampler.syncs == 2  # ... and the updated ones

@@ -59,7 +59,7 @@ def test_weight_sync_changes_what_the_engine_samples(engine):
 
 def test_the_recipe_trains_through_colocated_vllm(pretrained_dir, tmp_path):
     from tempering.config import build
-    from tempering.recipes.rl import RLTrainer, TrainConfig
+    from tempering.recipes.train import TrainConfig, trainer
 
     cfg = build(
         TrainConfig,
@@ -82,7 +82,7 @@ def test_the_recipe_trains_through_colocated_vllm(pretrained_dir, tmp_path):
             "run": {"steps": 2, "out_dir": str(tmp_path), "progress": False, "tensorboard": False},
         },
     )
-    t = RLTrainer(cfg)
+    t = trainer(cfg)
     t.model.cuda()
     for _ in range(2):
         r = asyncio.run(t.step())

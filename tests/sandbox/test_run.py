@@ -213,3 +213,34 @@ def test_a_job_can_be_fed_and_read_while_it_runs(backend):
 async def _empty():
     return
     yield
+
+
+def test_mounts_show_workdir_folders_at_fixed_paths(isolated):
+    code = (
+        "import os\nopen('/app/made.txt', 'w').write('by job')\nprint(open('/tests/t.sh').read(), os.getcwd())\n"
+        "print(sorted(os.listdir('/app')), open('/logs/verifier/in.txt').read())\n"
+        "open('/logs/verifier/reward.txt', 'w').write('1')\n"
+        "try:\n    open('/tests/t.sh', 'w').write('hacked'); print('CHANGED')\nexcept OSError:\n    print('denied')\n"
+    )
+    res = run(
+        isolated,
+        cmd=["python3", "-c", code],
+        files={"app/data.csv": "a,b\n", "logs/in.txt": "log"},
+        readonly_files={"tests/t.sh": "echo ok"},
+        mounts={"/app": "app", "/tests": "tests", "/logs/verifier": "logs"},
+        outputs=["app/made.txt", "logs/reward.txt"],
+    )
+    assert res.stdout == f"echo ok {backends.INNER_WORKDIR}\n['data.csv', 'made.txt'] log\ndenied\n", res.stderr
+    assert res.outputs == {"app/made.txt": b"by job", "logs/reward.txt": b"1"}
+
+
+def test_mounts_need_isolation_and_a_free_path():
+    from tempering.errors import UserError
+
+    with pytest.raises(UserError, match="needs an isolating backend"):
+        run("subprocess", cmd=["true"], mounts={"/app": "app"})
+    for bad, why in [("/usr/app", "cover /usr"), ("app", "absolute"), ("/", "absolute"), ("/job", "cover /job")]:
+        with pytest.raises(UserError, match=why):
+            Job(cmd=["true"], mounts={bad: "x"}).validate()
+    with pytest.raises(UserError, match="lies inside"):
+        Job(cmd=["true"], mounts={"/logs": "a", "/logs/verifier": "b"}).validate()

@@ -5,11 +5,11 @@ import asyncio
 
 import pytest
 
-from tempering.synth.bundle import check_bundle
+from tempering.envs.terminal.workspace import NeedsDocker, local_image
+from tempering.synth.checks import check_bundle
 from tempering.synth.families import Params, families, family_of
 from tempering.synth.scoring import ACTIONS, Action
 from tempering.synth.verify import SandboxVerifier, docker_unreachable, make_verifier
-from tempering.synth.workspace import NeedsDocker, local_image
 
 A = Action.parse
 
@@ -120,9 +120,9 @@ def test_local_image_follows_copy_and_env(seeds):
     img = local_image(b2)
     assert img.env == {"MODE": "fast", "LEVEL": "2"} and all(k.startswith("in/") for k in img.files)
     b3 = type(b)(
-        b.name, b.instruction, b.config, b.files | {"environment/Dockerfile": b"FROM python:3.12\nWORKDIR /srv\n"}
+        b.name, b.instruction, b.config, b.files | {"environment/Dockerfile": b"FROM python:3.12\nWORKDIR /usr/src\n"}
     )
-    with pytest.raises(NeedsDocker, match="WORKDIR /srv"):
+    with pytest.raises(NeedsDocker, match="/usr/src is a system folder"):
         local_image(b3)
 
 
@@ -136,3 +136,37 @@ def test_docker_backend_says_clearly_when_no_engine_is_reachable(monkeypatch):
         make_verifier("docker")
     monkeypatch.setenv("PATH", "/nonexistent")
     assert docker_unreachable() == "the `docker` command is not installed"
+
+
+def test_both_backends_run_the_same_steps(seeds):
+    """gold_steps is the one sequence both verifiers use: per step, tests, oracle, tests."""
+    from tempering.envs.terminal.workspace import Rewards, Run
+    from tempering.synth.verify import gold_steps
+
+    class Recorder:
+        harbor_paths = True
+
+        def __init__(self):
+            self.calls, self.solved = [], set()
+
+        async def run_tests(self, step):
+            self.calls.append(("tests", step.name))
+            return Rewards({"reward": 1.0 if step.name in self.solved else 0.0}), Run(0, "", "ok", {}, 0.0)
+
+        async def solve(self, step):
+            self.calls.append(("solve", step.name))
+            self.solved.add(step.name)
+            return Run(0, "", "ok", {}, 0.0)
+
+    from tempering.envs.terminal import SAMPLES, read_bundle
+
+    ws = Recorder()
+    verdict = asyncio.run(gold_steps(ws, read_bundle(SAMPLES / "notes-steps")))
+    assert verdict.accepted and ws.calls == [
+        ("tests", "01-collect"),
+        ("solve", "01-collect"),
+        ("tests", "01-collect"),
+        ("tests", "02-sort"),
+        ("solve", "02-sort"),
+        ("tests", "02-sort"),
+    ]

@@ -135,7 +135,7 @@ def test_loop_repairs_malformed_and_incomplete_answers_then_accepts(server, seed
     repair = srv.requests[1]["messages"]
     assert [m["role"] for m in repair] == ["user", "assistant", "user"]
     assert "broken" in repair[1]["content"] and "not one JSON object" in repair[2]["content"]
-    assert "missing or empty tests/test.sh" in srv.requests[2]["messages"][2]["content"]
+    assert "no tests/test.sh" in srv.requests[2]["messages"][2]["content"]
     assert report.accepted[0].candidate.bundle.metadata["parent"] == seeds[0].name
 
 

@@ -52,6 +52,21 @@ def test_export_seeds_then_check_one(tmp_path, capsys):
     assert "accepted (ok, sandbox)" in capsys.readouterr().out
 
 
+def test_check_a_folder_gives_a_table_and_goes_past_bad_bundles(tmp_path, capsys):
+    import shutil
+
+    from tempering.envs.terminal import SAMPLES
+
+    shutil.copytree(SAMPLES / "csv-revenue", tmp_path / "good")
+    shutil.copytree(SAMPLES / "csv-revenue", tmp_path / "apt")
+    (tmp_path / "apt" / "environment" / "Dockerfile").write_text("FROM ubuntu:24.04\nRUN apt-get install -y jq\n")
+    (tmp_path / "junk").mkdir()
+    assert main(["synth", "check", str(tmp_path)]) == 1  # not every bundle passed
+    out = " ".join(capsys.readouterr().out.split())
+    assert "good │ accepted (ok, sandbox)" in out and "apt │ needs docker" in out
+    assert "junk │ not loaded │ not a task folder" in out
+
+
 @pytest.mark.parametrize(
     "extra,message",
     [

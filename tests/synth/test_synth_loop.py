@@ -102,3 +102,38 @@ def test_max_per_pair_spreads_accepted_bundles():
     rep = run([Toy("s")], {"s": 0.75}, ScriptGen(), target=4, max_per_pair=2)
     names = [a.action.name for a in rep.accepted]
     assert names.count("increase/in_depth") == 2 and len(names) == 4
+
+
+class CrashingChecker(OkChecker):
+    """Gold verification raises for the first candidate (a bad bundle, a broken reward file)."""
+
+    def __init__(self):
+        self.seen = 0
+
+    async def gold(self, cand):
+        self.seen += 1
+        if self.seen == 1:
+            raise ValueError("could not convert string to float: 'pass'")
+        return True, ""
+
+
+def test_a_verification_that_raises_is_a_failed_attempt_not_the_end_of_the_run():
+    rep = asyncio.run(
+        synthesize([Toy("s")], {"s": 0.75}, ScriptGen(), CrashingChecker(), SynthConfig(target=1, repairs=1))
+    )
+    assert [e["stage"] for e in rep.events] == ["gold_error", "accepted"]
+    assert "ValueError: could not convert string" in rep.events[0]["failure"]
+    assert len(rep.accepted) == 1 and rep.summary()["verification_errors"] == 1
+
+
+def test_a_set_up_error_still_stops_the_run():
+    import pytest
+
+    from tempering.errors import UserError
+
+    class NoEngine(OkChecker):
+        async def gold(self, cand):
+            raise UserError("no Docker engine is reachable")
+
+    with pytest.raises(UserError, match="no Docker engine"):
+        asyncio.run(synthesize([Toy("s")], {"s": 0.75}, ScriptGen(), NoEngine(), SynthConfig(target=1)))

@@ -2,7 +2,15 @@
 
 `turn_tensors` turns groups into padded (N groups, G, K turns) tensors; each method in `CREDIT` is a
 pure function of those tensors plus its own keyword arguments (`loss.credit_args` in the config).
-The recipe broadcasts each turn's advantage to that turn's tokens.
+The loop broadcasts each turn's advantage to that turn's tokens.
+
+Shaping terms (DAPO's overlong penalty, a KL penalty in the reward) arrive per turn in `shaping_NGK`,
+kept apart from the verifier's scores, and each credit says how it uses them:
+- outcome credits (grpo, dr_grpo, rloo): the episode's reward plus the sum of its turns' terms;
+- kevin, trloo: each turn's score plus its own term, inside the discounted returns;
+- tcpo: the trajectory score plus the sum of the terms (the turn components compare verifier scores
+  with each other and with tau, so a penalty there would read as a regression);
+- leap: none; it ranks by (success, first success turn, tokens), so shaping is refused.
 """
 
 from __future__ import annotations
@@ -37,6 +45,12 @@ class TurnTensors:
     """Mean score of the counterfactual alternatives of a turn (where resampled)."""
     cf_mask_NGK: torch.Tensor
     """1 where a turn was resampled."""
+    shaping_NGK: torch.Tensor | None = None
+    """Sum of the shaping terms of each turn (None: no shaping)."""
+
+    @property
+    def shaping(self) -> torch.Tensor:
+        return self.shaping_NGK if self.shaping_NGK is not None else torch.zeros_like(self.scores_NGK)
 
     @property
     def success_NG(self) -> torch.Tensor:
@@ -76,38 +90,47 @@ def turn_tensors(groups: list[Group]) -> TurnTensors:
 
 def _outcome(estimator: Callable[[torch.Tensor], torch.Tensor]) -> Callable[..., torch.Tensor]:
     def credit(t: TurnTensors) -> torch.Tensor:
-        return estimator(t.rewards_NG)[:, :, None] * t.valid_NGK
+        return estimator(t.rewards_NG + t.shaping.sum(-1))[:, :, None] * t.valid_NGK
 
-    credit.__doc__ = f"{estimator.__name__} on the episode's final reward, for every turn of the episode."
+    credit.__doc__ = f"{estimator.__name__} on the episode's (shaped) reward, for every turn of the episode."
     return credit
 
 
 def leap_credit(t: TurnTensors, gamma: float = 0.5, token_efficiency: bool = False) -> torch.Tensor:
     """LEAP's rank tournament over (success, first-success turn, tokens), passed back to earlier turns."""
+    if t.shaping_NGK is not None and bool(t.shaping_NGK.any()):
+        raise ValueError("LEAP ranks episodes by (success, turn, tokens) and has no use for reward shaping")
     s = rank_scores(t.success_NG, t.first_success_NG, t.tokens_NGK.sum(-1), token_efficiency)
     return rank_turn_credit(s, t.valid_NGK.sum(-1), t.valid_NGK.shape[-1], gamma)
 
 
 def kevin_credit(t: TurnTensors, gamma: float = 0.4) -> torch.Tensor:
     """Discounted turn returns (gamma 0.4, as in Kevin), normalised over the group's turns."""
-    return kevin_turn_advantage(t.scores_NGK, t.valid_NGK, gamma)
+    return kevin_turn_advantage(t.scores_NGK + t.shaping, t.valid_NGK, gamma)
 
 
 def trloo_credit(t: TurnTensors, gamma: float = 1.0) -> torch.Tensor:
     """Turn-level leave-one-out on turn returns (TRLOO)."""
-    return trloo_turn_advantage(t.scores_NGK, t.valid_NGK, gamma)
+    return trloo_turn_advantage(t.scores_NGK + t.shaping, t.valid_NGK, gamma)
 
 
 def tcpo_credit(t: TurnTensors, **kw) -> torch.Tensor:
     """TCPO: trajectory advantage + normalised turn credit (see algos/tcpo.py for the arguments)."""
-    return tcpo_advantage(t.scores_NGK, t.valid_NGK, cf_mean_NGK=t.cf_mean_NGK, cf_mask_NGK=t.cf_mask_NGK, **kw)
+    return tcpo_advantage(
+        t.scores_NGK,
+        t.valid_NGK,
+        cf_mean_NGK=t.cf_mean_NGK,
+        cf_mask_NGK=t.cf_mask_NGK,
+        traj_shaping_NG=t.shaping.sum(-1),
+        **kw,
+    )
 
 
 tcpo_credit.__signature__ = inspect.signature(tcpo_advantage).replace(  # type: ignore[attr-defined]
     parameters=[
         p
         for p in inspect.signature(tcpo_advantage).parameters.values()
-        if p.name not in ("scores_NGK", "valid_NGK", "cf_mean_NGK", "cf_mask_NGK")
+        if p.name not in ("scores_NGK", "valid_NGK", "cf_mean_NGK", "cf_mask_NGK", "traj_shaping_NG")
     ]
 )
 
@@ -120,13 +143,23 @@ CREDIT: dict[str, Callable[..., torch.Tensor]] = {
 }
 
 
+def credit_params(name: str) -> list[str]:
+    """The keyword arguments credit `name` accepts (`loss.credit_args`)."""
+    return [p for p in inspect.signature(CREDIT[name]).parameters if p != "t"]
+
+
 def resolve_credit(name: str, args: dict) -> Callable[[TurnTensors], torch.Tensor]:
     """The credit function `name` with its keyword arguments checked against its signature."""
     if name not in CREDIT:
         raise ConfigError(f"loss.advantage={name!r} is unknown; choose one of {sorted(CREDIT)}")
     fn = CREDIT[name]
-    params = [p for p in inspect.signature(fn).parameters if p != "t"]
+    params = credit_params(name)
     bad = sorted(set(args) - set(params))
     if bad:
         raise ConfigError(f"loss.credit_args {bad} not accepted by {name!r}; allowed: {params or 'none'}")
-    return lambda t: fn(t, **args)
+
+    def credit(t: TurnTensors) -> torch.Tensor:
+        return fn(t, **args)
+
+    credit.__doc__ = fn.__doc__
+    return credit

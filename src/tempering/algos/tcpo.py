@@ -96,8 +96,12 @@ def tcpo_advantage(
     turn_decay: float = 1.0,
     cf_mean_NGK: torch.Tensor | None = None,
     cf_mask_NGK: torch.Tensor | None = None,
+    traj_shaping_NG: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """A_{i,k} = A_traj_i + lam * turn_decay^(k-1) * z(c_{i,k}).
+
+    `traj_shaping_NG` (reward shaping summed over the episode) is added to the trajectory score before
+    its group normalisation; the turn components see verifier scores only.
 
     `mode` walks the ablation ladder: trajectory (c = 0), turn_reward (c = r_k), score_diff
     (c = r_k - r_{k-1}), retrospective, hindsight (retrospective + hindsight), full (+ the
@@ -110,7 +114,10 @@ def tcpo_advantage(
     last = (v.cumsum(-1) == v.sum(-1, keepdim=True)) & (v > 0)
     final = (r * last).sum(-1)
     best = torch.where(v > 0, r, torch.full_like(r, NEG)).max(-1).values.clamp(min=0)
-    a_traj = grpo_advantage(final if traj_score == "final" else best)[..., None] * v
+    traj = final if traj_score == "final" else best
+    if traj_shaping_NG is not None:
+        traj = traj + traj_shaping_NG.float()
+    a_traj = grpo_advantage(traj)[..., None] * v
     if mode == "trajectory":
         return a_traj
     if mode == "turn_reward":

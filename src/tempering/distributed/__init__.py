@@ -1,13 +1,12 @@
 """Training on several processes with torch.distributed: DDP or FSDP2, launched by `torchrun`.
 
-    torchrun --nproc-per-node 2 -m tempering.distributed examples/grpo.yaml --strategy ddp
+    torchrun --nproc-per-node 2 -m tempering.distributed train examples/grpo_arithmetic.yaml --strategy ddp
 
-`init_world` joins the group torchrun made; `wrap_model` shards or replicates the policy;
-`DataParallel` keeps the loss normaliser global across ranks; `DataParallelRLTrainer` runs the RL recipe
-with each rank rolling out its own share of the prompts. See docs/scaling.md.
+Every training verb runs on the one loop (`tempering.train.loop`), which is data-parallel when given the
+`World` that `init_world` joins. See docs/scaling.md.
 """
 
-from tempering.distributed.parallel import STRATEGIES, DataParallel, full_state_dict, wrap_model
-from tempering.distributed.world import World, close_world, init_world
+from tempering.train.parallel import STRATEGIES, DataParallel, wrap_model
+from tempering.train.world import World, close_world, init_world
 
-__all__ = ["STRATEGIES", "DataParallel", "World", "close_world", "full_state_dict", "init_world", "wrap_model"]
+__all__ = ["STRATEGIES", "DataParallel", "World", "close_world", "init_world", "wrap_model"]

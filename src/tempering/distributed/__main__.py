@@ -1,26 +1,32 @@
-"""`torchrun --nproc-per-node N -m tempering.distributed CONFIG [key=value ...]`: the RL recipe on N ranks."""
+"""`torchrun --nproc-per-node N -m tempering.distributed VERB CONFIG [key=value ...]`: any training verb on N ranks.
+
+VERB is one of the verbs that run on the one training loop (train, distill, direct-opd, tu-opd, rgrpo,
+expand-compress); without it, `train`. A failure in a rank prints tempering's one-line error last and
+exits with its code.
+"""
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import sys
-from pathlib import Path
 
-from tempering.config import load_config
-from tempering.distributed.parallel import STRATEGIES
-from tempering.distributed.world import close_world, init_world
 from tempering.errors import UserError
-from tempering.recipes.rl import TrainConfig
+from tempering.recipes.common import parse, parser, resolve
+from tempering.recipes.verbs import VERBS, load, parallel
+from tempering.train.parallel import STRATEGIES
+from tempering.train.world import close_world, init_world
 
 
-def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(
-        prog="torchrun ... -m tempering.distributed",
-        description="The RL recipe (tempering train) with data-parallel training over torchrun's processes.",
+def command(argv: list[str]):
+    """(verb, parsed arguments) of `-m tempering.distributed [VERB] CONFIG [key=value ...] [flags]`."""
+    verb = argv[0] if argv and argv[0] in VERBS else "train"
+    rest = argv[1:] if argv and argv[0] in VERBS else argv
+    if verb not in parallel():
+        raise UserError(f"{verb!r} does not run data-parallel; verbs that do: {', '.join(parallel())}")
+    spec = VERBS[verb]
+    p = parser(
+        f"{verb} (torchrun ... -m tempering.distributed)", f"{spec.help} Data-parallel over torchrun's processes."
     )
-    p.add_argument("config", nargs="?", help="YAML config (see examples/); omit for the defaults")
-    p.add_argument("overrides", nargs="*", help="key.sub=value overrides, e.g. run.steps=50")
+    p.prog = f"torchrun ... -m tempering.distributed {verb}"
     p.add_argument(
         "--strategy", choices=STRATEGIES, default="ddp", help="ddp: a full replica per rank; fsdp2: sharded parameters"
     )
@@ -28,28 +34,29 @@ def main(argv: list[str]) -> int:
         "--backend", default="auto", help="process-group backend: auto (nccl with GPUs, else gloo), nccl, gloo"
     )
     p.add_argument("--world-size", type=int, help="the number of processes this run expects (checked against torchrun)")
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run exactly from its latest checkpoint (ddp)")
-    a = p.parse_args(argv)
-    config, overrides = a.config, list(a.overrides)
-    if config and "=" in config and not config.endswith((".yaml", ".yml")):
-        config, overrides = None, [config] + overrides
-    if a.resume:
-        run_dir = Path(a.resume)
-        if not (run_dir / "config.yaml").is_file():
-            raise UserError(f"{run_dir} is not a run folder (no config.yaml); give the folder a run wrote")
-        cfg = load_config(TrainConfig, run_dir / "config.yaml", overrides + [f"run.out_dir={run_dir}"])
-    else:
-        cfg = load_config(TrainConfig, config, overrides)
+    return verb, parse(p, rest)
+
+
+def main(argv: list[str]) -> int:
+    verb, a = command(argv)
+    spec = VERBS[verb]
+    assert spec.schema is not None and spec.run is not None
+    if a.resume and a.overwrite:
+        raise UserError("--resume continues a run and --overwrite replaces it; give one of them")
+    cfg = resolve(load(spec.schema), a)
     world = init_world(a.backend, expected_size=a.world_size)
     try:
-        from tempering.distributed.trainer import DataParallelRLTrainer
-
-        trainer = DataParallelRLTrainer(cfg, world, strategy=a.strategy, resume=bool(a.resume))
-        hist = asyncio.run(trainer.run())
+        run = load(spec.run)
+        hist = run(cfg, resume=bool(a.resume), overwrite=a.overwrite, world=world, strategy=a.strategy)
         if world.is_main:
             from tempering.progress import print_eval_table
 
-            print_eval_table(hist, title=f"held-out results ({cfg.run.out_dir}, {world.size} ranks, {a.strategy})")
+            tables = {
+                k: v
+                for k, v in hist.items()
+                if isinstance(v, dict) and v and all(isinstance(x, (int, float)) for x in v.values())
+            }
+            print_eval_table(tables, title=f"held-out results ({verb}, {world.size} ranks, {a.strategy})")
     finally:
         close_world()
     return 0
@@ -59,5 +66,8 @@ if __name__ == "__main__":
     try:
         sys.exit(main(sys.argv[1:]))
     except UserError as e:
+        from tempering.distributed.launch import record_error
+
+        record_error(str(e))
         print(f"tempering.distributed: error: {e}", file=sys.stderr)
         sys.exit(2)

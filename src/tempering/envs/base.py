@@ -10,9 +10,9 @@ A `TaskFamily` makes tasks (train / held-out splits by seed) and the env that se
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
 from collections.abc import Awaitable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from tempering.types import Task
 
@@ -57,11 +57,22 @@ class TaskFamily(abc.ABC):
     """A source of tasks with a verifier. Deterministic from a seed."""
 
     name: str = ""
+    feedback_template: ClassVar[str | None] = None
+    """The `rollout.feedback_template` these tasks need, when the generic one does not fit (GUI
+    screens: the new screen last); used unless the config sets its own."""
 
     @abc.abstractmethod
     def tasks(self, split: str, n: int, seed: int = 0) -> list[Task]:
         """`n` tasks of `split` (`train` or `heldout`); the two splits never share a task."""
 
+    def split_size(self, split: str) -> int | None:
+        """How many distinct tasks `split` holds; None when tasks are generated (every draw is new).
+        Evaluation uses it never to repeat a task of a fixed set."""
+        return None
+
     @abc.abstractmethod
     def make_env(self, task: Task) -> Env:
         """A fresh environment for one episode of `task`."""
+
+    def close(self) -> None:
+        """Release what the family shares between episodes (browser pools); called when a run ends."""

@@ -6,6 +6,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
@@ -43,8 +44,10 @@ def load_policy(
         dtype = DTYPES[dtype]
     device = resolve_device(device) if isinstance(device, str) else device
     if name_or_path in TINY_SIZES:
-        return tiny_model(name_or_path, seed=seed).to(device=device, dtype=dtype), char_tokenizer()
-    path = Path(name_or_path).expanduser()
+        model = tiny_model(name_or_path, seed=seed).to(device=device, dtype=dtype)
+        model.config._name_or_path = name_or_path  # what a LoRA adapter names as its base
+        return model, char_tokenizer()
+    path = Path(name_or_path).expanduser().resolve()  # an adapter records its base by absolute path
     if not (path / "config.json").is_file():
         raise UserError(
             f"model {name_or_path!r} is neither a built-in size ({', '.join(TINY_SIZES)}) nor a folder "
@@ -80,3 +83,19 @@ def save_policy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
+
+
+def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Unsharded weights on every rank (a collective under FSDP2; a plain state dict otherwise)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+
+
+def load_frozen(model: Any, tokenizer: Any, device: str, threads: int):
+    """A model for inference in a worker process: a module, or a folder every node can read (loaded
+    where the worker runs), on `device`, with gradients off."""
+    torch.set_num_threads(max(1, threads))
+    if isinstance(model, (str, Path)):
+        model, tokenizer = load_policy(str(model))
+    return model.to(device).eval().requires_grad_(False), tokenizer

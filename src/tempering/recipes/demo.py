@@ -7,19 +7,15 @@ held-out pass@1 before and after. With `--results DIR` it also writes quickstart
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import platform
 import sys
 import time
 from pathlib import Path
 
-import torch
-
 from tempering.config import apply_overrides, build
 from tempering.progress import print_eval_table
-from tempering.recipes.pretrain import PretrainConfig, pretrain
-from tempering.recipes.rl import RLTrainer, TrainConfig
+from tempering.recipes.common import stage_start
 from tempering.runlog import atomic_write_text
 
 TASK = {"family": "arithmetic", "args": {"min_value": 10, "max_value": 999}, "train_size": 20000, "heldout_size": 500}
@@ -27,16 +23,8 @@ TASK = {"family": "arithmetic", "args": {"min_value": 10, "max_value": 999}, "tr
 PRETRAIN = {
     "model": {"name": "tiny-s"},
     "task": TASK,
-    "train": {
-        "steps": 4000,
-        "lr": 1e-3,
-        "batch_size": 64,
-        "eval_every": 50,
-        "eval_size": 200,
-        "stop_at_pass": 0.2,
-        "stop_checks": 2,
-        "max_new_tokens": 6,
-    },
+    "train": {"lr": 1e-3, "batch_size": 64, "stop_at_pass": 0.2, "stop_checks": 2, "max_new_tokens": 6},
+    "run": {"steps": 4000, "eval_every": 50, "eval_size": 200},
 }
 
 GRPO = {
@@ -49,20 +37,32 @@ GRPO = {
 
 
 def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) -> dict:
+    import torch
+
+    from tempering.recipes.pretrain import PretrainConfig, pretrain
+    from tempering.recipes.train import TrainConfig, train
+
     t0 = time.perf_counter()
     pre_over = [o[len("pretrain.") :] for o in overrides if o.startswith("pretrain.")]
     rl_over = [o[len("train.") :] for o in overrides if o.startswith("train.")]
     pcfg = build(
         PretrainConfig,
-        apply_overrides({**PRETRAIN, "seed": seed, "out_dir": str(out / "pretrain"), "progress": progress}, pre_over),
+        apply_overrides(
+            {
+                **PRETRAIN,
+                "run": {**PRETRAIN["run"], "seed": seed, "out_dir": str(out / "pretrain"), "progress": progress},
+            },
+            pre_over,
+        ),
     )
-    pre = pretrain(pcfg)
+    # a demo run again continues (or only reports) its stages; a stage that never checkpointed starts over
+    pre = pretrain(pcfg, *stage_start(Path(pcfg.run.out_dir), resume=True))
     t1 = time.perf_counter()
     rl = apply_overrides(json.loads(json.dumps(GRPO)), rl_over)
     rl.setdefault("model", {})["name"] = pre["model"]
     rl["run"].update(seed=seed, out_dir=str(out / "grpo"), progress=progress)
     cfg = build(TrainConfig, rl)
-    hist = asyncio.run(RLTrainer(cfg).run())
+    hist = train(cfg, **dict(zip(("resume", "overwrite"), stage_start(Path(cfg.run.out_dir), resume=True))))
     t2 = time.perf_counter()
     return {
         "pass_at_1_before": hist["start"]["eval/pass@1"],
@@ -87,6 +87,8 @@ def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) 
 def write_results(results_dir: Path, rows: list[dict], command: str) -> None:
     """quickstart.md and quickstart.json with the same numbers (the first seed is the headline)."""
     import statistics as st
+
+    import torch
 
     head = dict(rows[0])
     if len(rows) > 1:

@@ -1,8 +1,10 @@
 """`tempering expand-compress`: RGRPO teachers, then TU-OPD of all of them into one student.
 
-OUT_DIR/expand is the RGRPO run (its rounds are the teachers, its pass_rates.json their measured
-pass rates on the training pool); OUT_DIR/compress is the TU-OPD run on the same pool. The student
-starts from the teachers' common initialisation unless `student` names another model.
+RUN/expand is the RGRPO run (its rounds are the teachers, its pass_rates.json their measured pass rates
+on the training pool); RUN/compress is the TU-OPD run on the same pool. The student starts from the
+teachers' common initialisation unless `student` names another model. The values this verb derives
+(the compress stage's task, model, folder, teachers and pass rates; the expand stage's folder) are
+refused when set, rather than silently replaced.
 """
 
 from __future__ import annotations
@@ -11,22 +13,39 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from tempering.config import Schema
 from tempering.envs.base import TaskFamily
-from tempering.recipes.distill import as_config, cli_main
+from tempering.methods import tu_opd as method
+from tempering.recipes.common import as_config, begin_pipeline, stage_start
 from tempering.recipes.rgrpo import RGRPOConfig, rgrpo
-from tempering.recipes.tu_opd import TUOPDConfig, TUOPDTrainer
-from tempering.runlog import atomic_write_text
+from tempering.recipes.tu_opd import TUOPDConfig
 from tempering.teachers import TeacherSection
+from tempering.train.config import ModelSection, RunSection, TaskSection
+from tempering.train.loop import Trainer
+from tempering.train.world import World
+
+
+class PipelineRun(Schema):
+    out_dir: str = Field("runs/expand_compress", description="Run folder: expand/ and compress/ go inside.")
+
+
+DERIVED = [
+    ("compress.task", lambda c: c.compress.task != TaskSection(), "expand.task (the shared training pool)"),
+    ("compress.model.name", lambda c: c.compress.model.name != ModelSection().name, "student"),
+    ("compress.run.out_dir", lambda c: c.compress.run.out_dir != RunSection().out_dir, "run.out_dir"),
+    ("expand.run.out_dir", lambda c: c.expand.run.out_dir != RunSection().out_dir, "run.out_dir"),
+    ("compress.tu_opd.teachers", lambda c: bool(c.compress.tu_opd.teachers), "the expand stage's rounds"),
+    ("compress.tu_opd.pass_rates", lambda c: c.compress.tu_opd.pass_rates is not None, "the expand stage's pass rates"),
+]
+"""(key, is it set, what the verb derives it from)."""
 
 
 class ExpandCompressConfig(Schema):
     """Expand (RGRPO) then compress (TU-OPD) (`tempering expand-compress`)."""
 
-    out_dir: str = Field("runs/expand_compress", description="Run folder: expand/ and compress/ go inside.")
+    run: PipelineRun = Field(default_factory=PipelineRun, description="The pipeline's run folder.")
     student: str | None = Field(
         None,
         description="The compressed student's starting model (default: the teachers' initialisation, expand.model.name).",
@@ -36,8 +55,15 @@ class ExpandCompressConfig(Schema):
     )
     compress: TUOPDConfig = Field(
         default_factory=TUOPDConfig,
-        description="The TU-OPD run (teachers, pass rates and task are filled in from expand).",
+        description="The TU-OPD run; its task, model name, folder, teachers and pass rates come from expand.",
     )
+
+    @model_validator(mode="after")
+    def _no_derived_values(self):
+        for key, is_set, source in DERIVED:
+            if is_set(self):
+                raise ValueError(f"{key} is derived from {source} by expand-compress; remove {key} from the config")
+        return self
 
 
 def compress_config(cfg: ExpandCompressConfig, teachers: dict[str, str], pass_rates: str) -> TUOPDConfig:
@@ -45,42 +71,34 @@ def compress_config(cfg: ExpandCompressConfig, teachers: dict[str, str], pass_ra
     c = cfg.compress.model_copy(deep=True)
     c.task = cfg.expand.task.model_copy(deep=True)
     c.model.name = cfg.student or cfg.expand.model.name
-    c.run.out_dir = str(Path(cfg.out_dir) / "compress")
+    c.run.out_dir = str(Path(cfg.run.out_dir) / "compress")
     c.tu_opd.teachers = {n: TeacherSection(path=p) for n, p in teachers.items()}
     c.tu_opd.pass_rates = pass_rates
     return c
 
 
 def expand_compress(
-    cfg: ExpandCompressConfig | dict, family: TaskFamily | None = None, resume: bool = False
+    cfg: ExpandCompressConfig | dict,
+    family: TaskFamily | None = None,
+    resume: bool = False,
+    world: World | None = None,
+    strategy: str = "ddp",
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     cfg = as_config(ExpandCompressConfig, cfg)
-    root = Path(cfg.out_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(root / "config.yaml", yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+    root = Path(cfg.run.out_dir)
+    begin_pipeline(root, cfg, resume, overwrite, world)
     ex = cfg.expand.model_copy(deep=True)
     ex.run.out_dir = str(root / "expand")
-    expanded = rgrpo(ex, family=family, resume=resume)
+    expanded = rgrpo(
+        ex, family, resume=resume and (root / "expand" / "config.yaml").is_file(), world=world, strategy=strategy
+    )
     c = compress_config(cfg, expanded["teachers"], expanded["pass_rates"])
-    again = resume and any((Path(c.run.out_dir) / "checkpoints").glob("step_*"))
-    hist = asyncio.run(TUOPDTrainer(c, family=family, resume=again).run())
+    again, fresh = stage_start(Path(c.run.out_dir), resume)
+    hist = asyncio.run(Trainer(c, method.build, family, again, world, strategy, fresh).run())
     return {
         **{f"teacher {n}": expanded[n] for n in expanded["teachers"]},
         "student start": hist.get("start"),
         "student final": hist["final"],
         "coverage": expanded["coverage"],
     }
-
-
-def main(argv: list[str]) -> int:
-    def run(cfg: ExpandCompressConfig, resume: bool) -> dict[str, Any]:
-        return expand_compress(cfg, resume=resume)
-
-    return cli_main(
-        argv,
-        "expand-compress",
-        "Expand then compress: RGRPO teachers distilled into one student with TU-OPD.",
-        ExpandCompressConfig,
-        run,
-        out_key="out_dir",
-    )

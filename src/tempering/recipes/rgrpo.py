@@ -11,23 +11,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
-import yaml
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from tempering.algos.expand_compress import coverage_report, residual_weights
-from tempering.config import Schema
-from tempering.envs.base import Env, TaskFamily
+from tempering.config import Schema, ignored_unless
+from tempering.envs.base import TaskFamily
+from tempering.envs.pool import PoolFamily, weighted_pool
 from tempering.envs.registry import make_family
-from tempering.recipes.distill import as_config, cli_main
-from tempering.recipes.rl import RLTrainer, TrainConfig
-from tempering.rollout.engine import RolloutOptions, rollout
+from tempering.evaluation import pass_rates
+from tempering.methods import rl
+from tempering.recipes.common import as_config, begin_pipeline, stage_start
+from tempering.recipes.train import TrainConfig
 from tempering.runlog import atomic_write_text
+from tempering.train.loop import Trainer
+from tempering.train.world import World
 from tempering.types import Task
 
 
@@ -44,45 +45,16 @@ class RGRPOSection(Schema):
         1.0, ge=0, description="beta of mode=upweight: uncovered examples are drawn (1 + beta) times as often."
     )
 
+    @model_validator(mode="after")
+    def _check(self):
+        ignored_unless(self, "rgrpo", ["upweight"], self.mode == "upweight", "rgrpo.mode=upweight")
+        return self
+
 
 class RGRPOConfig(TrainConfig):
     """Residual GRPO (`tempering rgrpo`); task.train_size is the pool whose coverage is tracked."""
 
     rgrpo: RGRPOSection = Field(default_factory=RGRPOSection, description="Rounds, coverage threshold and redirection.")
-
-
-@dataclass
-class PoolFamily(TaskFamily):
-    """A family whose training split is a fixed list (e.g. a round's residual pool); the held-out split
-    and the verifiers are those of `base`."""
-
-    base: TaskFamily
-    pool: list[Task]
-
-    def __post_init__(self):
-        self.name = self.base.name
-
-    def tasks(self, split: str, n: int, seed: int = 0) -> list[Task]:
-        return list(self.pool) if split == "train" else self.base.tasks(split, n, seed)
-
-    def make_env(self, task: Task) -> Env:
-        return self.base.make_env(task)
-
-
-def weighted_pool(tasks: list[Task], weights: torch.Tensor, seed: int) -> list[Task]:
-    """Each task repeated by its weight (the fractional part drawn with a seeded coin); weight 0 drops it."""
-    rng = random.Random(seed)
-    out = []
-    for t, w in zip(tasks, weights.tolist()):
-        copies = int(w) + (rng.random() < w - int(w))
-        out += [t] * copies
-    return out
-
-
-async def pass_rates(sampler, fmt, family: TaskFamily, tasks: list[Task], n: int, opts: RolloutOptions) -> list[float]:
-    """Share of n sampled episodes that succeed, per task."""
-    groups = await rollout(sampler, fmt, tasks, family.make_env, n, opts)
-    return [sum(e.success for e in g.episodes) / n for g in groups]
 
 
 def coverage_tables(names: list[str], pass_JN: torch.Tensor, tasks: list[Task], kappa: float) -> dict[str, Any]:
@@ -122,15 +94,22 @@ def coverage_markdown(rep: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def rgrpo(cfg: RGRPOConfig | dict, family: TaskFamily | None = None, resume: bool = False) -> dict[str, Any]:
+def rgrpo(
+    cfg: RGRPOConfig | dict,
+    family: TaskFamily | None = None,
+    resume: bool = False,
+    world: World | None = None,
+    strategy: str = "ddp",
+    overwrite: bool = False,
+) -> dict[str, Any]:
     """Train the rounds in turn; a finished round (its pass rates saved) is skipped when resuming."""
     cfg = as_config(RGRPOConfig, cfg)
     g = cfg.rgrpo
     base = family or make_family(cfg.task.family, **cfg.task.args)
     pool = base.tasks("train", cfg.task.train_size, seed=cfg.task.data_seed)
     root = Path(cfg.run.out_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(root / "config.yaml", yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+    begin_pipeline(root, cfg, resume, overwrite, world)
+    main_rank = world is None or world.is_main
     saved_path = root / "pass_rates.json"
     saved = (
         json.loads(saved_path.read_text())
@@ -154,10 +133,15 @@ def rgrpo(cfg: RGRPOConfig | dict, family: TaskFamily | None = None, resume: boo
         stage = cfg.model_copy(deep=True)
         stage.run.out_dir = str(root / name)
         stage.run.seed = cfg.run.seed + r - 1
-        again = resume and any((root / name / "checkpoints").glob("step_*"))
-        trainer = RLTrainer(stage, family=PoolFamily(base, weighted_pool(pool, weights, stage.run.seed)), resume=again)
+        again, fresh = stage_start(root / name, resume)
+        fam = PoolFamily(base, weighted_pool(pool, weights, stage.run.seed))
+        trainer = Trainer(stage, rl.build, fam, again, world, strategy, fresh)
         hist = asyncio.run(trainer.run())
-        p = asyncio.run(pass_rates(trainer.sampler, trainer.fmt, base, pool, g.pass_samples, trainer.opts))
+        p = trainer.ranks.once(
+            lambda: asyncio.run(
+                pass_rates(trainer.sampler, trainer.fmt, base.make_env, pool, g.pass_samples, trainer.opts)
+            )
+        )
         names.append(name)
         rows.append(torch.tensor(p))
         saved["teachers"][name] = str(root / name / "final")
@@ -165,11 +149,13 @@ def rgrpo(cfg: RGRPOConfig | dict, family: TaskFamily | None = None, resume: boo
         for t, v in zip(pool, p):
             saved["tasks"].setdefault(t.id, {})[name] = v
         saved.setdefault("train_examples", {})[name] = int((weights > 0).sum())
-        atomic_write_text(saved_path, json.dumps(saved, indent=1) + "\n")
         rep = coverage_tables(names, torch.stack(rows), pool, g.kappa)
-        atomic_write_text(root / "coverage.json", json.dumps(rep, indent=2) + "\n")
-        atomic_write_text(root / "coverage.md", coverage_markdown(rep))
-    atomic_write_text(saved_path, json.dumps(saved, indent=1) + "\n")
+        if main_rank:
+            atomic_write_text(saved_path, json.dumps(saved, indent=1) + "\n")
+            atomic_write_text(root / "coverage.json", json.dumps(rep, indent=2) + "\n")
+            atomic_write_text(root / "coverage.md", coverage_markdown(rep))
+    if main_rank:
+        atomic_write_text(saved_path, json.dumps(saved, indent=1) + "\n")
     rep = coverage_tables(names, torch.stack(rows), pool, g.kappa)
     return {
         "teachers": {n: saved["teachers"][n] for n in names},
@@ -177,13 +163,3 @@ def rgrpo(cfg: RGRPOConfig | dict, family: TaskFamily | None = None, resume: boo
         "pass_rates": str(saved_path),
         **{n: saved["heldout"][n] for n in names},
     }
-
-
-def main(argv: list[str]) -> int:
-    return cli_main(
-        argv,
-        "rgrpo",
-        "Residual GRPO: a sequence of complementary GRPO teachers from one initialisation.",
-        RGRPOConfig,
-        lambda cfg, resume: rgrpo(cfg, resume=resume),
-    )

@@ -12,7 +12,7 @@ Two modes:
 
 Log-probs are those of the distribution tokens were sampled from (after temperature and top-k/top-p,
 vLLM's `processed_logprobs`), as `HFSampler` records them. They still differ a little from the
-trainer's (other kernels, other precision); `rollout_correction` below reweights or masks for that,
+trainer's (other kernels, other precision); `loss.rollout_correction` (algos/correction.py) reweights or masks for that,
 as the GRPO note describes, and `mismatch_kl` measures it.
 
 Needs the `vllm` extra and a CUDA GPU: `pip install 'tempering[vllm]'`.
@@ -35,8 +35,6 @@ from pydantic import Field
 from tempering.config import Schema
 from tempering.errors import UserError
 from tempering.rollout.sampler import Sample, SamplingParams
-
-CORRECTIONS = ("none", "tis", "mask")
 
 
 class VLLMSection(Schema):
@@ -61,52 +59,6 @@ class VLLMSection(Schema):
         False, description="Colocated mode: no CUDA graphs (slower, starts faster, less memory)."
     )
     timeout_s: float = Field(600.0, gt=0, description="Server mode: seconds to wait for one request.")
-
-
-# ---- rollout / training mismatch (pure functions) ---------------------------------------------
-def mismatch_kl(trainer_logp_BT: torch.Tensor, sample_logp_BT: torch.Tensor, mask_BT: torch.Tensor) -> torch.Tensor:
-    """Mean k3 estimate of KL(sampler || trainer) over the loss tokens: exp(d) - d - 1 with
-    d = log pi_trainer - log pi_sampler (0 when the engines agree)."""
-    d = (trainer_logp_BT - sample_logp_BT).clamp(-20.0, 20.0)
-    m = mask_BT.float()
-    return ((d.exp() - d - 1.0) * m).sum() / m.sum().clamp(min=1)
-
-
-def rollout_correction(
-    trainer_logp_BT: torch.Tensor,
-    sample_logp_BT: torch.Tensor,
-    mask_BT: torch.Tensor,
-    mode: str = "tis",
-    cap: float = 2.0,
-) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
-    """Weights and mask that correct for the sampler not being the trainer's policy.
-
-    tis:  w_t = min(pi_trainer / pi_sampler, C) per token (truncated importance sampling), mask unchanged.
-    mask: sequences whose ratio prod_t pi_trainer / pi_sampler leaves [1/C, C] are dropped from the loss.
-    none: w = 1, mask unchanged. Returns (w_BT, mask_BT, stats); w is 0 off the mask.
-    """
-    if mode not in CORRECTIONS:
-        raise UserError(f"unknown rollout correction {mode!r}; use one of {', '.join(CORRECTIONS)}")
-    if cap <= 1.0:
-        raise UserError(f"the rollout correction cap C must be > 1, got {cap}")
-    m = mask_BT.float()
-    log_ratio = (trainer_logp_BT - sample_logp_BT).clamp(-20.0, 20.0) * m
-    stats = {"mismatch_kl": float(mismatch_kl(trainer_logp_BT, sample_logp_BT, mask_BT))}
-    n_tok = m.sum().clamp(min=1)
-    if mode == "tis":
-        ratio = log_ratio.exp()
-        w = ratio.clamp(max=cap) * m
-        stats["tis_truncated_frac"] = float(((ratio > cap) & (m > 0)).sum() / n_tok)
-        stats["tis_mean_weight"] = float(w.sum() / n_tok)
-        return w, mask_BT, stats
-    if mode == "mask":
-        seq = log_ratio.sum(-1)
-        has = m.sum(-1) > 0
-        keep = (seq.abs() <= torch.log(torch.tensor(cap))) | ~has
-        stats["masked_seq_frac"] = float((~keep & has).sum() / has.sum().clamp(min=1))
-        new_mask = mask_BT * keep[:, None].to(mask_BT.dtype)
-        return new_mask.float(), new_mask, stats
-    return m, mask_BT, stats
 
 
 # ---- the sampler ------------------------------------------------------------------------------
@@ -152,7 +104,7 @@ def policy_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     except ImportError:  # pragma: no cover - old torch
         DTensor = ()
     if any(isinstance(p, DTensor) for p in model.parameters()):
-        from tempering.distributed import full_state_dict
+        from tempering.models.io import full_state_dict
 
         return full_state_dict(model)
     return {k: v.detach() for k, v in model.state_dict().items()}
@@ -338,14 +290,3 @@ def make_vllm_sampler(
     if options.mode == "server":
         sampler.sync_weights(model)
     return sampler
-
-
-def apply_rollout_correction(batch, trainer_logp_BT: torch.Tensor, mode: str, cap: float) -> dict[str, float]:
-    """Correct `batch` (advantages already set) for the sampler/trainer mismatch, in place: the trainer's
-    log-probs become the behaviour log-probs of the PPO ratio, and advantages are reweighted (tis) or
-    sequences masked (mask). Scaling the advantage by w > 0 scales that token's clipped loss by w."""
-    w, mask, stats = rollout_correction(trainer_logp_BT, batch.sample_logp_BT, batch.mask_BT, mode, cap)
-    batch.old_logp_BT = trainer_logp_BT
-    batch.adv_BT = batch.adv_BT * w if mode == "tis" else batch.adv_BT * mask
-    batch.mask_BT = mask
-    return {f"rollout/{k}": v for k, v in stats.items()}

@@ -86,12 +86,27 @@ class Layout:
     """Extra host paths visible read-only at the same path."""
     devices: list[str] = field(default_factory=list)
     """Host device nodes usable at the same path."""
+    mounts: list[tuple[str, str]] = field(default_factory=list)
+    """(path inside the sandbox, workdir-relative folder) shown at that path (see `mount_sources`)."""
     uid: int | None = None
     """Unprivileged uid the job runs as (when the host is root), else None."""
     time_binary: str | None = None
     """Host path of the execute-only copy of GNU time (None: no usage report)."""
     seccomp_filter: bytes | None = None
     """The keyring filter (`seccomp.keyring_filter()`), None where this machine has none."""
+
+    def mount_sources(self) -> list[tuple[str, str, bool]]:
+        """(host folder, path inside, read-only) of each mount: the workdir folder, read-write; or,
+        inside a folder of read-only files, its read-only copy (a job cannot write there either)."""
+        ro_folders = {rel: src for src, rel in self.ro_files if os.path.isdir(src)}
+        out = []
+        for inner, folder in self.mounts:
+            top, _, below = folder.partition("/")
+            if top in ro_folders:
+                out.append((os.path.join(ro_folders[top], below) if below else ro_folders[top], inner, True))
+            else:
+                out.append((os.path.join(self.workdir, folder), inner, False))
+        return out
 
 
 def _ro_paths(extra: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
@@ -180,6 +195,9 @@ def bwrap_argv(lay: Layout, cmd: list[str]) -> list[str]:
         made.add(p)
     if lay.time_binary:
         argv += dirs_for(INNER_TIME) + ["--ro-bind", lay.time_binary, INNER_TIME]
+    for src, inner, read_only in lay.mount_sources():
+        argv += dirs_for(inner) + ["--ro-bind" if read_only else "--bind", src, inner]
+        made.add(inner)
     for src, rel in lay.ro_files:
         argv += ["--ro-bind", src, f"{INNER_WORKDIR}/{rel}"]
     argv += ["--chdir", INNER_WORKDIR]
@@ -224,6 +242,10 @@ def unshare_argv(lay: Layout, cmd: list[str]) -> list[str]:
         else:
             make = f'mkdir -p "$R"{q(os.path.dirname(p))}; : > "$R"{q(p)}'
         lines += [make, f'mount --rbind {q(p)} "$R"{q(p)}', f'mount -o remount,bind,ro "$R"{q(p)}']
+    for src, inner, read_only in lay.mount_sources():
+        lines += [f'mkdir -p "$R"{q(inner)}', f'mount --bind {q(src)} "$R"{q(inner)}']
+        if read_only:
+            lines.append(f'mount -o remount,bind,ro "$R"{q(inner)}')
     if lay.seccomp_filter:
         closer = [sys.executable, "-I", "-S", "-c", seccomp.LOADER, lay.seccomp_filter.hex()]
     else:

@@ -11,6 +11,7 @@ import glob
 import os
 import posixpath
 import stat
+import sys
 from dataclasses import dataclass, field, fields
 
 from tempering.errors import UserError
@@ -82,6 +83,10 @@ class Job:
     """Host paths (files or folders) made visible read-only at the same path, e.g. a cached build."""
     devices: list[str] = field(default_factory=list)
     """Host device nodes made usable at the same path, e.g. `gpu_devices()` for CUDA jobs."""
+    mounts: dict[str, str] = field(default_factory=dict)
+    """{absolute path inside the sandbox: workdir folder}: the folder (made if missing) also appears,
+    read-write, at that path, e.g. {"/app": "app"} for tools that expect fixed paths; a folder of
+    read-only files (see `readonly_files`) appears read-only. Isolated backends only."""
 
     def validate(self) -> None:
         """Raise UserError for anything that cannot run; called before any file is written."""
@@ -128,8 +133,41 @@ class Job:
                 mode = 0
             if not (isinstance(path, str) and path.startswith("/dev/") and (stat.S_ISCHR(mode) or stat.S_ISBLK(mode))):
                 raise UserError(f"Job.devices entry {path!r} must be an existing device node under /dev.")
+        for inner, folder in self.mounts.items():
+            check_mount(inner)
+            check_relpath(folder, f"Job.mounts[{inner!r}] folder")
+            for other in self.mounts:
+                if other != inner and (other + "/").startswith(inner.rstrip("/") + "/"):
+                    raise UserError(f"Job.mounts {other!r} lies inside {inner!r}: mount folders side by side.")
         if self.stdin is not None and not isinstance(self.stdin, (str, bytes)):
             raise UserError(f"Job.stdin must be str, bytes or None, got {type(self.stdin).__name__}.")
+
+
+RESERVED_PATHS = (
+    "/bin",
+    "/dev",
+    "/etc",
+    "/job",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/proc",
+    "/sbin",
+    "/tmp",
+    "/usr",
+)
+"""Paths of the sandbox's own root that a mount may not cover or hide."""
+
+
+def check_mount(inner: str) -> None:
+    """UserError unless `inner` is a place a workdir folder may appear at inside the sandbox."""
+    if not isinstance(inner, str) or not inner.startswith("/") or posixpath.normpath(inner) != inner or inner == "/":
+        raise UserError(f"Job.mounts path {inner!r} must be a normalised absolute path other than '/', e.g. '/app'.")
+    python = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)}
+    for used in (*RESERVED_PATHS, *python):
+        if inner == used or inner.startswith(used + "/") or used.startswith(inner + "/"):
+            raise UserError(f"Job.mounts path {inner!r} would cover {used}, which the sandbox needs: choose another.")
 
 
 def gpu_devices() -> list[str]:

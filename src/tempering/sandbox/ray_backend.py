@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 
+from tempering.cluster import join_ray
 from tempering.errors import UserError
 from tempering.sandbox.job import Job, Result
 from tempering.sandbox.sandbox import Sandbox
@@ -45,12 +46,7 @@ class RaySandbox:
         concurrency_per_actor: jobs one actor runs at once; it reserves that many CPUs.
         actor_options: extra `ray.remote` options (e.g. `{"resources": {"verifier": 1}}`, a runtime_env).
         """
-        try:
-            import ray
-        except ImportError as e:
-            raise UserError("RaySandbox needs Ray: pip install 'tempering[ray]'.") from e
-        if not ray.is_initialized():
-            ray.init()
+        ray = join_ray()
         if not isinstance(concurrency_per_actor, int) or concurrency_per_actor < 1:
             raise UserError(f"concurrency_per_actor must be a positive integer, got {concurrency_per_actor!r}.")
         if num_actors is None:

@@ -186,6 +186,11 @@ class Sandbox:
         if feed is not None and job.stdin is not None:
             raise UserError("Job.stdin and a feed were both given: pass the stdin through one of them.")
         self._check_command(job)
+        if job.mounts and not self.isolated:
+            raise UserError(
+                f"Job.mounts needs an isolating backend (bwrap or unshare); the {self.backend} backend "
+                "shares the host's file system, where it cannot place folders at fixed paths."
+            )
         admit, running = self._gate()
         async with admit:
             self.waiting += 1
@@ -289,6 +294,7 @@ class Sandbox:
             tmpdir=os.path.join(jobroot, "tmp"),
             ro_binds=list(job.ro_binds),
             devices=list(job.devices),
+            mounts=sorted(job.mounts.items()),
             uid=uid,
             time_binary=time_copy if self.isolated and os.path.exists(time_copy) else None,
             seccomp_filter=self._seccomp,
@@ -312,8 +318,12 @@ class Sandbox:
                 _write(lay.workdir, rel, b"", 0o444)  # mount point
                 lay.ro_files.append((src, rel))
         for top in sorted(folders):
-            os.mkdir(os.path.join(lay.workdir, top), 0o755)  # mount point
+            os.makedirs(os.path.join(lay.workdir, top), 0o755, exist_ok=True)  # mount point
             lay.ro_files.append((os.path.join(jobroot, "ro", top), top))
+        for folder in job.mounts.values():  # made if missing; inside a read-only folder, read-only too
+            folder = check_relpath(folder, "Job.mounts folder")
+            base = os.path.join(jobroot, "ro") if folder.split("/", 1)[0] in folders else lay.workdir
+            os.makedirs(os.path.join(base, folder), 0o755, exist_ok=True)
         if uid is not None:
             for d in (lay.workdir, lay.tmpdir):
                 for root, dirs, files in os.walk(d):

@@ -2,7 +2,8 @@
 
 tempering synth --seeds builtin --pass-rates rates.json --out runs/synth --method forge
 tempering synth --seeds builtin-tasks --policy runs/pretrain/model --out runs/synth-configs
-tempering synth check BUNDLE_DIR          static checks + gold verification of one bundle
+tempering synth check DIR                 static checks + gold verification of one bundle, or a table
+                                          over a folder of bundles (what loads, runs locally, needs Docker)
 tempering synth export-seeds DIR          write the built-in seed bundles as Harbor folders
 """
 
@@ -19,12 +20,13 @@ from pathlib import Path
 import yaml
 
 from tempering.config import load_config
+from tempering.envs.terminal.bundle import Bundle, is_task_folder, load_bundles, write_bundle
+from tempering.envs.terminal.workspace import NeedsDocker, local_image
 from tempering.errors import UserError
-from tempering.synth.bundle import check_bundle, read_bundle, write_bundle
+from tempering.synth.checks import check_bundle
 from tempering.synth.families import builtin_seeds
 from tempering.synth.generators import ChatConfig, LLMGenerator, MutatorGenerator
 from tempering.synth.loop import METHODS, BundleChecker, Report, SynthConfig, synthesize
-from tempering.synth.measure import PolicyMeasure
 from tempering.synth.seeds import load_pass_rates, load_seeds
 from tempering.synth.task_seeds import TaskFamilySeed, TaskSeedChecker, load_task_seeds
 from tempering.synth.verify import make_verifier
@@ -132,6 +134,8 @@ def run(argv: list[str]) -> int:
         )
     measure = None
     if args.policy:
+        from tempering.synth.measure import PolicyMeasure  # torch: only when a policy is measured
+
         measure = PolicyMeasure.from_model_dir(
             args.policy,
             rollouts=cfg.rollouts,
@@ -221,6 +225,7 @@ def _print_summary(report: Report, out: Path) -> None:
         ("predicted pass rate, mean", fmt(s["predicted_pass_rate_mean"], 3)),
         ("measured pass rate, mean", fmt(s["measured_pass_rate_mean"], 3)),
         ("measured in [0.25, 0.75]", fmt(s["frontier_share"])),
+        ("verifications that could not run", str(s["verification_errors"])),
     ]:
         t.add_row(name, value)
     Console().print(t)
@@ -228,24 +233,51 @@ def _print_summary(report: Report, out: Path) -> None:
 
 def check(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(
-        prog="tempering synth check", description="Static checks and gold verification of one bundle."
+        prog="tempering synth check",
+        description="Static checks and gold verification of one bundle, or of every bundle in a folder.",
     )
-    ap.add_argument("bundle", help="bundle folder")
+    ap.add_argument("bundle", help="a bundle folder (Harbor or Terminal-Bench 1), or a folder of them")
     ap.add_argument("--backend", choices=["sandbox", "docker"], default="sandbox")
     ap.add_argument("--sandbox", default="auto")
     args = ap.parse_args(argv)
-    bundle = read_bundle(args.bundle)
-    problems = check_bundle(bundle)
-    for p in problems:
-        print(p)
-    if problems:
-        return 1
+    bundles, rejected = load_bundles(args.bundle)
     verifier = make_verifier(args.backend, _sandbox(args.sandbox) if args.backend == "sandbox" else None)
-    verdict = asyncio.run(verifier.verify(bundle))
-    print(f"{bundle.name}: {'accepted' if verdict.accepted else 'rejected'} ({verdict.stage}, {verdict.backend})")
-    if verdict.summary:
-        print(verdict.summary)
-    return 0 if verdict.accepted else 1
+    rows = [(name, "not loaded", why) for name, why in rejected.items()]
+    rows += asyncio.run(_check_all(bundles, verifier, args.backend))
+    if is_task_folder(Path(args.bundle)) and len(rows) == 1:
+        name, verdict, why = rows[0]
+        print(f"{name}: {verdict}" + (f"\n{why}" if why else ""))
+    else:
+        _print_check_table(rows, args.bundle)
+    return 0 if all(r[1].startswith("accepted") for r in rows) else 1
+
+
+async def _check_all(bundles: list[Bundle], verifier, backend: str) -> list[tuple[str, str, str]]:
+    async def one(b: Bundle) -> tuple[str, str, str]:
+        problems = check_bundle(b)
+        if problems:
+            return b.name, "rejected (static)", "\n".join(map(str, problems))
+        if backend == "sandbox":
+            try:
+                local_image(b)
+            except NeedsDocker as e:
+                return b.name, "needs docker", str(e)
+        v = await verifier.verify(b)
+        return b.name, f"{'accepted' if v.accepted else 'rejected'} ({v.stage}, {v.backend})", v.summary
+
+    return list(await asyncio.gather(*(one(b) for b in bundles)))
+
+
+def _print_check_table(rows: list[tuple[str, str, str]], where: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"tempering synth check {where}")
+    for col in ("bundle", "verdict", "why"):
+        t.add_column(col, overflow="fold")
+    for name, verdict, why in sorted(rows):
+        t.add_row(name, verdict, why.splitlines()[0][:200] if why else "")
+    Console().print(t)
 
 
 def export_seeds(argv: list[str]) -> int:

@@ -23,8 +23,8 @@ from typing import Any, Protocol
 from pydantic import Field
 
 from tempering.config import Schema
+from tempering.envs.terminal.bundle import Bundle, BundleFormatError
 from tempering.errors import UserError
-from tempering.synth.bundle import Bundle, BundleFormatError
 from tempering.synth.scoring import Action
 from tempering.synth.seeds import BundleSeed, Seed, SkillContract, skill_taxonomy
 

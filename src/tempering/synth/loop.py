@@ -24,7 +24,7 @@ from pydantic import Field
 
 from tempering.config import Schema
 from tempering.errors import UserError
-from tempering.synth.bundle import CheckLimits, check_bundle
+from tempering.synth.checks import CheckLimits, check_bundle
 from tempering.synth.generators import Generator, Request
 from tempering.synth.portfolio import Candidate, Plan, PortfolioConfig, solve_portfolio
 from tempering.synth.scoring import ACTIONS, Action, ScoringConfig, score_actions
@@ -80,7 +80,7 @@ class Checker(Protocol):
 
 
 class BundleChecker:
-    """Static bundle checks, then gold verification with a verifier from tempering.synth.verify."""
+    """Static bundle checks (tempering.synth.checks), then gold verification (tempering.synth.verify)."""
 
     def __init__(self, verifier, limits: CheckLimits | None = None):
         self.verifier = verifier
@@ -132,6 +132,8 @@ class Report:
     """Per round: backend, objective, chosen pairs, ties."""
     events: list[dict[str, Any]] = field(default_factory=list)
     """One record per attempt: seed, action, attempt, stage, problems."""
+    verification_errors: int = 0
+    """Attempts whose gold verification raised (stage `gold_error` in `events`, with the error)."""
 
     def summary(self, band: tuple[float, float] = (0.25, 0.75)) -> dict[str, Any]:
         n = len(self.accepted)
@@ -144,6 +146,7 @@ class Report:
             "tokens": self.tokens,
             "tokens_per_accepted": self.tokens / n if n else None,
             "tokens_estimated": self.tokens_estimated,
+            "verification_errors": self.verification_errors,
             "predicted_pass_rate_mean": statistics.fmean(a.predicted for a in self.accepted) if n else None,
             "measured_pass_rate_mean": statistics.fmean(measured) if measured else None,
             "frontier_share": (sum(band[0] <= m <= band[1] for m in measured) / len(measured)) if measured else None,
@@ -255,10 +258,18 @@ async def synthesize(
                         if problems:
                             stage, failure = "static", "Static checks failed:\n" + "\n".join(problems)
                         else:
-                            ok, summary = await checker.gold(gen.candidate)
-                            stage, failure = (
-                                ("accepted", None) if ok else ("gold", "Gold verification failed: " + summary)
-                            )
+                            try:
+                                ok, summary = await checker.gold(gen.candidate)
+                                stage, failure = (
+                                    ("accepted", None) if ok else ("gold", "Gold verification failed: " + summary)
+                                )
+                            except UserError:
+                                raise  # the set-up is wrong (no engine, bad settings): stop the run
+                            except Exception as e:  # one bad bundle is a failed attempt, recorded, not the run's end
+                                ok = False
+                                report.verification_errors += 1
+                                stage = "gold_error"
+                                failure = f"Gold verification could not run: {type(e).__name__}: {e}"
                             if ok and digest is not None:
                                 if digest in digests:  # a concurrent twin got there first
                                     stage, failure = "static", "[overlap] the bundle duplicates one already accepted"

@@ -13,12 +13,13 @@ from typing import Any
 
 from tempering.envs.base import Env
 from tempering.errors import UserError
+from tempering.evaluation import pass_rates
 from tempering.models.chat import ChatFormat
-from tempering.rollout.engine import RolloutOptions, rollout
+from tempering.rollout.engine import RolloutOptions
 from tempering.rollout.sampler import HFSampler, SamplingParams
 from tempering.synth.seeds import BundleSeed
 from tempering.synth.task_seeds import TaskFamilySeed
-from tempering.types import Group, Task
+from tempering.types import Task
 
 
 @dataclass
@@ -98,13 +99,10 @@ class PolicyMeasure:
                 def make_env(task: Task) -> Env:
                     return plans[owner[id(task)]][1](task)
 
-                groups = await rollout(self.sampler, plans[0][3], tasks, make_env, self.rollouts, plans[0][2])
-                per: dict[int, list[Group]] = {}
-                for g in groups:
-                    per.setdefault(owner[id(g.task)], []).append(g)
+                per_task = await pass_rates(self.sampler, plans[0][3], make_env, tasks, self.rollouts, plans[0][2])
                 for k, i in enumerate(idx):
-                    eps = [e for g in per[k] for e in g.episodes]
-                    rates[i] = sum(e.success for e in eps) / len(eps)
+                    mine = [r for t, r in zip(tasks, per_task) if owner[id(t)] == k]
+                    rates[i] = sum(mine) / len(mine)
         return [rates[i] for i in range(len(cands))]
 
     async def __call__(self, cand: Any) -> float:

@@ -12,13 +12,14 @@ configuration of a built-in synthetic task family).
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from tempering.envs.terminal.bundle import Bundle, load_bundles
 from tempering.errors import UserError
-from tempering.synth.bundle import Bundle, read_bundle
 from tempering.synth.families import builtin_seeds, family_of
 from tempering.synth.scoring import Action
 
@@ -105,18 +106,21 @@ class BundleSeed:
 
 
 def load_seeds(source: str | Path) -> list[BundleSeed]:
-    """`builtin`, one bundle folder, or a folder of bundle folders."""
+    """`builtin`, one bundle folder, or a folder of bundle folders (Harbor, or Terminal-Bench 1). Folders
+    that cannot be read, or that Harbor would refuse, are left out with a warning naming each."""
     if str(source) == "builtin":
         return [BundleSeed(b) for b in builtin_seeds()]
     root = Path(source)
     if not root.is_dir():
         raise UserError(f"seed folder {root} does not exist; pass a folder of bundles or `builtin`")
-    if (root / "task.toml").exists():
-        return [BundleSeed(read_bundle(root))]
-    dirs = sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
-    if not dirs:
-        raise UserError(f"{root} holds no bundle folders (each with instruction.md and task.toml)")
-    return [BundleSeed(read_bundle(d)) for d in dirs]
+    bundles, rejected = load_bundles(root)
+    if not bundles:
+        why = "; ".join(f"{k}: {v}" for k, v in rejected.items())
+        raise UserError(f"no usable bundle in {root} ({why}); `tempering synth check {root}` shows each")
+    if rejected:
+        names = "; ".join(f"{k} ({v})" for k, v in sorted(rejected.items()))
+        warnings.warn(f"left out {len(rejected)} bundle(s) of {root}: {names}", stacklevel=2)
+    return [BundleSeed(b) for b in bundles]
 
 
 def load_pass_rates(path: str | Path, seeds: list) -> dict[str, float]:

@@ -1,25 +1,23 @@
-"""Gold verification: a bundle is accepted only if its oracle solution makes its own tests write reward 1.
+"""Gold verification: a bundle is accepted only if its oracle solution makes its own tests pass.
 
-Local backend (the sandbox, for bundles on the documented base): the tests first run on the untouched
-environment and must write reward 0 (they write a reward on failure, and the task is not already
-solved), then solution/solve.sh runs, then the tests run again and must write reward 1.
-
-Docker backend: builds environment/Dockerfile and runs the same steps in a container, when a Docker
-engine is reachable; otherwise it says so and stops.
+Both backends run the same steps (`gold_steps`), for each step of the task in order: the tests run on
+the state before the step's solution and must write a reward below 1 (they write a reward on failure,
+and the step is not already solved); then the step's solution/solve.sh runs; then the tests must write
+reward 1. The sandbox backend emulates the environment locally (`Workspace`, Harbor's paths on the
+isolated backends); the Docker backend builds environment/Dockerfile (or pulls docker_image) and runs
+the same steps in containers (`DockerWorkspace`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
+from tempering.envs.terminal.bundle import Bundle
+from tempering.envs.terminal.docker import BuildFailed, DockerWorkspace, docker_unreachable
+from tempering.envs.terminal.workspace import NeedsDocker, Workspace
 from tempering.errors import UserError
-from tempering.synth.bundle import Bundle, CheckLimits, Problem, check_bundle, write_bundle
-from tempering.synth.workspace import NeedsDocker, Workspace, local_image
+
+__all__ = ["DockerVerifier", "SandboxVerifier", "Verdict", "docker_unreachable", "gold_steps", "make_verifier"]
 
 
 @dataclass
@@ -27,13 +25,13 @@ class Verdict:
     """Outcome of gold verification."""
 
     accepted: bool
-    """The oracle made the tests write reward 1 (and, if checked, reward 0 before it ran)."""
+    """The oracle made the tests write reward 1 (and, if checked, a lower reward before it ran)."""
     stage: str
     """Where it ended: `ok`, `environment`, `unsolved`, `solution` or `tests`."""
     summary: str = ""
     """What went wrong, for the repair prompt (empty when accepted)."""
     reward: float | None = None
-    """Reward the tests wrote after the oracle ran (None if none was written)."""
+    """Score of the tests' last reward (None if none was written)."""
     backend: str = "sandbox"
     """`sandbox` or `docker`."""
     wall_s: float = 0.0
@@ -44,8 +42,45 @@ def _tail(text: str, n: int = 1500) -> str:
     return text if len(text) <= n else "..." + text[-n:]
 
 
+async def gold_steps(ws, bundle: Bundle, check_unsolved: bool = True, backend: str = "sandbox") -> Verdict:
+    """The verification steps, on a `Workspace` or a `DockerWorkspace` (anything with `run_tests` and `solve`)."""
+    wall = 0.0
+    score = None
+    hint = ""
+    if not getattr(ws, "harbor_paths", True):
+        hint = "\n(the subprocess sandbox backend keeps /app, /tests, /logs/verifier inside the job's folder: scripts "
+        hint += "that name these paths instead of APP_DIR, TESTS_DIR, REWARD_FILE fail there; use bwrap)"
+    for step in bundle.steps:
+        at = f"step {step.name}: " if step.name else ""
+        if check_unsolved:
+            rewards, run = await ws.run_tests(step)
+            wall += run.wall_s
+            if rewards.values is None:
+                msg = f"{at}before the solution ran, {rewards.error} (tests must write 0 on failure). "
+                return Verdict(False, "unsolved", msg + f"Test output:\n{_tail(run.output)}{hint}", None, backend, wall)
+            if rewards.score >= 1:
+                msg = f"{at}the tests already pass before the solution ran: they do not check the task's outputs"
+                return Verdict(False, "unsolved", msg, rewards.score, backend, wall)
+        if not step.solution.get("solve.sh", b"").strip():
+            return Verdict(False, "solution", f"{at}no solution/solve.sh to verify with", None, backend, wall)
+        run = await ws.solve(step)
+        wall += run.wall_s
+        if run.exit_code != 0:
+            why = "timed out" if run.exit_code == 124 else f"exited with {run.exit_code} ({run.status})"
+            msg = f"{at}solution/solve.sh {why}. Output:\n{_tail(run.output)}{hint}"
+            return Verdict(False, "solution", msg, None, backend, wall)
+        rewards, run = await ws.run_tests(step)
+        wall += run.wall_s
+        score = rewards.score
+        if score is None or score < 1:
+            got = rewards.error if score is None else f"the tests wrote reward {score:g} ({rewards.values})"
+            msg = f"{at}after the oracle solution ran, {got}. Test output:\n{_tail(run.output)}{hint}"
+            return Verdict(False, "tests", msg, score, backend, wall)
+    return Verdict(True, "ok", "", score, backend, wall)
+
+
 class SandboxVerifier:
-    """Gold verification in tempering.sandbox on the documented base."""
+    """Gold verification in tempering.sandbox, on an emulation of the bundle's environment."""
 
     backend = "sandbox"
 
@@ -59,154 +94,45 @@ class SandboxVerifier:
 
     async def verify(self, bundle: Bundle) -> Verdict:
         try:
-            image = local_image(bundle)
+            ws = Workspace.for_bundle(self.sandbox, bundle)
         except NeedsDocker as e:
             return Verdict(
                 False,
                 "environment",
-                f"the local sandbox cannot provide this environment: {e}; "
-                "keep the Dockerfile to FROM python:3.12-slim, WORKDIR /app, COPY and ENV, or verify "
-                "with the Docker backend",
+                f"the local sandbox cannot provide this environment: {e}; keep the Dockerfile to FROM python:3.12-slim, "
+                "WORKDIR /app, COPY and ENV, or verify with the Docker backend",
             )
-        ws = Workspace(self.sandbox, image, memory_mb=bundle.config.environment.memory_mb)
-        wall = 0.0
-        if self.check_unsolved:
-            reward, run = await ws.run_tests(bundle)
-            wall += run.wall_s
-            if reward is None:
-                return Verdict(
-                    False,
-                    "unsolved",
-                    "tests/test.sh wrote no reward when the task is not solved "
-                    f"(it must write 0 on failure). Test output:\n{_tail(run.output)}",
-                    None,
-                    wall_s=wall,
-                )
-            if reward >= 1:
-                return Verdict(
-                    False,
-                    "unsolved",
-                    "the tests already pass before the solution ran: they do not check the task's outputs",
-                    reward,
-                    wall_s=wall,
-                )
-        solution = {
-            f".solution/{p[len('solution/') :]}": b for p, b in bundle.files.items() if p.startswith("solution/")
-        }
-        run = await ws.run("bash .solution/solve.sh\n", bundle.config.agent.timeout_sec, readonly=solution)
-        wall += run.wall_s
-        if run.exit_code != 0:
-            why = "timed out" if run.exit_code == 124 else f"exited with {run.exit_code} ({run.status})"
-            return Verdict(False, "solution", f"solution/solve.sh {why}. Output:\n{_tail(run.output)}", wall_s=wall)
-        reward, run = await ws.run_tests(bundle)
-        wall += run.wall_s
-        if reward is None or reward < 1:
-            got = "no reward" if reward is None else f"reward {reward:g}"
-            return Verdict(
-                False,
-                "tests",
-                f"after the oracle solution ran, the tests wrote {got}. Test output:\n{_tail(run.output)}",
-                reward,
-                wall_s=wall,
-            )
-        return Verdict(True, "ok", "", reward, wall_s=wall)
-
-
-def docker_unreachable(timeout_s: float = 10.0) -> str | None:
-    """Why no Docker engine can be used here, or None when one answers."""
-    exe = shutil.which("docker")
-    if exe is None:
-        return "the `docker` command is not installed"
-    try:
-        proc = subprocess.run(
-            [exe, "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=timeout_s
-        )
-    except subprocess.TimeoutExpired:
-        return f"`docker info` did not answer within {timeout_s:g} s"
-    if proc.returncode != 0 or not proc.stdout.strip():
-        lines = (proc.stderr or proc.stdout).strip().splitlines()
-        return lines[-1] if lines else f"`docker info` exited with {proc.returncode}"
-    return None
+        return await gold_steps(ws, bundle, self.check_unsolved, self.backend)
 
 
 class DockerVerifier:
-    """Gold verification by building environment/Dockerfile and running solution and tests in a container."""
+    """Gold verification in Docker: the same steps, in containers of the bundle's own image."""
 
     backend = "docker"
 
-    def __init__(self):
+    def __init__(self, check_unsolved: bool = True):
         if why := docker_unreachable():
             raise UserError(
                 f"no Docker engine is reachable ({why}). Start Docker or set DOCKER_HOST, or use "
-                "the sandbox backend (--backend sandbox) for bundles on the documented base."
+                "the sandbox backend (--backend sandbox) for bundles it can emulate."
             )
+        self.check_unsolved = check_unsolved
 
     async def verify(self, bundle: Bundle) -> Verdict:
-        return await asyncio.to_thread(self._verify, bundle)
-
-    def _verify(self, bundle: Bundle) -> Verdict:
-        with tempfile.TemporaryDirectory(prefix="tempering-docker-") as tmp:
-            root = write_bundle(bundle, Path(tmp) / bundle.name)
-            (logs := Path(tmp) / "logs").mkdir()
-            tag = f"tempering-synth/{bundle.name}:{bundle.digest()}"
-            env = bundle.config.environment
-            build = subprocess.run(
-                ["docker", "build", "-q", "-t", tag, str(root / "environment")],
-                capture_output=True,
-                text=True,
-                timeout=env.build_timeout_sec,
-            )
-            if build.returncode != 0:
-                return Verdict(False, "environment", f"docker build failed:\n{_tail(build.stderr)}", backend="docker")
-            net = [] if env.allow_internet else ["--network", "none"]
-            script = "bash /solution/solve.sh && bash /tests/test.sh"
-            run = subprocess.run(
-                [
-                    "docker",
-                    "run",
-                    "--rm",
-                    *net,
-                    f"--memory={env.memory_mb}m",
-                    f"--cpus={env.cpus}",
-                    "-v",
-                    f"{root / 'solution'}:/solution:ro",
-                    "-v",
-                    f"{root / 'tests'}:/tests:ro",
-                    "-v",
-                    f"{logs}:/logs/verifier",
-                    tag,
-                    "bash",
-                    "-c",
-                    script,
-                ],
-                capture_output=True,
-                text=True,
-                timeout=bundle.config.agent.timeout_sec + bundle.config.verifier.timeout_sec,
-            )
-            reward_file = logs / "reward.txt"
-            reward = float(reward_file.read_text().strip() or "nan") if reward_file.exists() else None
-            if reward is not None and reward >= 1:
-                return Verdict(True, "ok", "", reward, backend="docker")
-            return Verdict(
-                False, "tests", f"reward {reward}; output:\n{_tail(run.stdout + run.stderr)}", reward, backend="docker"
-            )
+        ws = DockerWorkspace(bundle)
+        try:
+            await ws.start()
+            return await gold_steps(ws, bundle, self.check_unsolved, self.backend)
+        except BuildFailed as e:
+            return Verdict(False, "environment", str(e), backend=self.backend)
+        finally:
+            await ws.close()
 
 
 def make_verifier(backend: str = "sandbox", sandbox=None, check_unsolved: bool = True):
-    """`sandbox` (the local documented base) or `docker`."""
+    """`sandbox` (the local emulation) or `docker`."""
     if backend == "sandbox":
         return SandboxVerifier(sandbox, check_unsolved)
     if backend == "docker":
-        return DockerVerifier()
+        return DockerVerifier(check_unsolved)
     raise UserError(f"unknown verification backend {backend!r}; use sandbox or docker")
-
-
-def static_problems(
-    bundle: Bundle,
-    seed: Bundle | None,
-    edit_mask: frozenset[str],
-    required: frozenset[str],
-    limits: CheckLimits | None = None,
-) -> list[Problem]:
-    """Static checks (re-exported so the loop imports checks from one place)."""
-    return check_bundle(bundle, seed, edit_mask, required, limits)

@@ -6,8 +6,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tempering.algos.litegui import plan_match
 from tempering.envs.gui.judge import JudgeConfig, LLMJudge, make_judge
+from tempering.envs.gui.reward import plan_match
 from tempering.errors import UserError
 
 

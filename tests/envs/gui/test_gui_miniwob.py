@@ -5,11 +5,15 @@ import asyncio
 import importlib.util
 import os
 import re
+import time
 
 import pytest
 
 from tempering.envs.gui.action import Action, format_output
-from tempering.envs.gui.miniwob import MiniWoBEnv, MiniWoBFamily, check_browser, chromium_paths, dom_screen
+from tempering.envs.gui.browser import BrowserPool, chromium_paths
+from tempering.envs.gui.miniwob import MiniWoBEnv, MiniWoBFamily, check_browser, page_screen
+from tempering.envs.gui.miniwob_oracle import ORACLE_TASKS, answer, read_line, solve
+from tempering.envs.gui.screen import Element
 from tempering.errors import UserError
 
 HAVE_EXTRA = all(importlib.util.find_spec(m) for m in ("miniwob", "selenium"))
@@ -37,79 +41,152 @@ def test_missing_browser_is_named(monkeypatch):
         assert "pip install 'tempering[gui]'" in str(e.value)
 
 
-def test_dom_is_rendered_to_the_same_text_form():
-    def el(ref, parent, tag, text=None, value=None):
-        return {
-            "ref": ref,
-            "parent": parent,
-            "left": [10.0],
-            "top": [20.0],
-            "width": [30.0],
-            "height": [12.0],
-            "tag": tag,
-            "text": text or "",
-            "value": value,
-        }
-
-    obs = {
-        "utterance": "Select Ab and click Submit.",
-        "dom_elements": [
-            el(1, 0, "BODY"),
-            el(2, 1, "div"),
-            el(3, 2, "label"),
-            el(4, 3, "INPUT_checkbox", value=True),
-            el(-1, 3, "t", "Ab"),
-            el(5, 2, "INPUT_text", value="hi"),
-            el(6, 2, "span", "note"),
-            el(7, 2, "BUTTON", "Submit"),
-        ],
-    }
-    assert dom_screen(obs).render(boxes=True).splitlines() == [
+def test_page_elements_render_as_targets_and_plain_text():
+    screen = page_screen(
+        [
+            {"id": "", "role": "text", "text": "Pick a city"},
+            {
+                "id": "1",
+                "role": "combobox",
+                "text": "",
+                "box": [8, 50, 150, 20],
+                "state": "Rome",
+                "options": ["Oslo", "Rome"],
+            },
+            {"id": "2", "role": "link", "text": "more", "box": [8, 80, 30, 12]},
+            {"id": "3", "role": "textbox", "text": "Name", "box": [8, 100, 90, 20], "state": "Ana"},
+        ]
+    )
+    assert screen.render().splitlines() == [
         "Page",
-        "#4 checkbox Ab [on] @10,20,30,12",
-        "#5 textbox [hi] @10,20,30,12",
-        "#6 text note @10,20,30,12",
-        "#7 button Submit @10,20,30,12",
+        "Pick a city",
+        "#1 combobox [Rome] {Oslo|Rome}",
+        "#2 link more",
+        "#3 textbox Name [Ana]",
     ]
+    assert screen.render(boxes=True).splitlines()[2] == "#1 combobox [Rome] {Oslo|Rome} @8,50,150,20"
 
 
-def test_family_splits_are_disjoint():
+def test_the_oracle_reads_the_rendered_lines_back():
+    els = [Element("4", "checkbox", "Ab [x]", state="on"), Element("5", "combobox", "", state="", options=("a", "b"))]
+    assert [read_line(e.render()) for e in els] == [
+        read_line("#4 checkbox Ab [x] [on]"),
+        read_line("#5 combobox [] {a|b}"),
+    ]
+    assert read_line("#4 checkbox Ab [x] [on]").text == "Ab [x]" and read_line("#5 combobox [] {a|b}").options == (
+        "a",
+        "b",
+    )
+    lines = [
+        read_line(x)
+        for x in ("#1 checkbox Ab [on]", "#2 checkbox Cd [off]", "#3 checkbox Ef [off]", "#4 button Submit")
+    ]
+    assert solve("Select Cd and click Submit.", lines) == Action("click", target="1")  # Ab must be off
+    lines[0].state = "off"
+    assert solve("Select Cd and click Submit.", lines) == Action("click", target="2")
+    lines[1].state = "on"
+    assert solve("Select Cd and click Submit.", lines) == Action("click", target="4")
+    # the last observation in the context decides, whatever came before it
+    context = "Task: Click button ONE.\nPage\n#1 button ONE\n{...}\nTask: Click button ONE.\nPage\n#7 button ONE\n"
+    assert '"target":"7"' in answer(context)
+
+
+def test_family_splits_are_disjoint_and_bad_settings_are_named():
     fam = MiniWoBFamily()
     train, held = fam.tasks("train", 30), fam.tasks("heldout", 30)
     assert not {t.id for t in train} & {t.id for t in held}
     assert {t.meta["name"] for t in train} == set(fam.names)
+    with pytest.raises(UserError, match="reward must be 'success' or 'time_scaled'"):
+        MiniWoBFamily(reward="raw")
+    with pytest.raises(UserError, match="browsers must be >= 0"):
+        MiniWoBFamily(browsers=-1)
+    if HAVE_EXTRA:
+        with pytest.raises(UserError, match="no task page named 'click-everything'"):
+            MiniWoBFamily(names=("click-everything",))
+
+
+@pytest.fixture(scope="module")
+def family():
+    fam = MiniWoBFamily(names=ORACLE_TASKS, browsers=1, max_steps=10)
+    yield fam
+    fam.close()
+
+
+def play(fam: MiniWoBFamily, name: str, seed: int = 0, **env_args) -> MiniWoBEnv:
+    task = next(t for t in fam.tasks("train", len(fam.names), seed) if t.meta["name"] == name)
+    return MiniWoBEnv(task, fam.pool, **env_args)
+
+
+def target(obs: str, pattern: str) -> str:
+    return re.search(rf"^#(\d+) {pattern}", obs, re.M).group(1)
 
 
 @pytest.mark.slow
 @browser
-def test_click_and_type_tasks_get_miniwobs_reward():
-    fam = MiniWoBFamily(names=("click-test-2", "enter-text"))
-    click_task, type_task = fam.tasks("train", 2, seed=0)
+def test_a_text_only_oracle_solves_every_covered_task_through_the_rollout_engine(family, text_rollout):
+    tasks = family.tasks("train", len(ORACLE_TASKS), seed=3)
+    groups, sampler = text_rollout(answer, tasks, family.make_env, max_turns=10)
+    episodes = [g.episodes[0] for g in groups]
+    failed = {
+        e.task.id: [t.info.get("error") or t.status for t in e.turns] for e in episodes if e.stop_reason != "success"
+    }
+    assert not failed
+    assert all(e.reward == 1.0 for e in episodes)
+    for e in episodes:  # the first prompt is the page's task and screen, not the empty task.prompt
+        assert e.task.prompt == "" and e.prompt.startswith("Task: ") and re.search(r"^#\d+ ", e.prompt, re.M)
+    assert set(sampler.contexts) >= {e.prompt for e in episodes}
+    assert len(ORACLE_TASKS) >= 12 and family.pool.started == 1
 
+
+@pytest.mark.slow
+@browser
+def test_actions_do_what_the_docs_say_and_bad_ones_are_reported(family):
     async def run():
-        env = fam.make_env(click_task)
+        env = play(family, "enter-text", boxes=True)
         try:
-            obs = env.reset()
-            assert obs.startswith("Task: Click button ONE.")
-            ref = re.search(r"#(\d+) button ONE", obs).group(1)
-            res = await env.step(out(Action("click", target=ref)))
-            assert res.done and res.success and res.score > 0.5 and res.info["raw_reward"] == 1.0
+            obs = await env.reset()
+            word = re.search(r'Enter "(.*)" into', obs).group(1)
+            box, submit = target(obs, r"textbox"), target(obs, r"button Submit")
+            assert re.search(rf"^#{submit} button Submit @\d+,\d+,\d+,\d+$", obs, re.M)  # boxes shown
+            res = await env.step(out(Action("type", target=box, value="something else")))
+            res = await env.step(out(Action("type", target=box, value=word)))
+            assert res.status == "ok" and f"textbox [{word}]" in res.feedback  # type replaces the content
+            assert res.feedback.startswith("Task: Enter")  # the feedback is the current screen
+            bad = {
+                "{not json": "parse_error",
+                out(Action("click", target="999")): "no element #999 on screen",
+                out(Action("click", point=(5000.0, 10.0))): "is outside the page",
+                out(Action("type", target=submit, value="x")): "is not a text field",
+                out(Action("select", target=box, value="x")): "is not a list of options",
+            }
+            for text, why in bad.items():
+                res = await env.step(text)
+                assert not res.done and res.score == 0.0 and res.status in ("parse_error", "bad_action")
+                assert why in (res.status + res.feedback) and f"textbox [{word}]" in res.feedback
+            x, y, w, h = map(
+                int, re.search(rf"^#{submit} button Submit @(\S+)$", res.feedback, re.M).group(1).split(",")
+            )
+            res = await env.step(out(Action("click", point=(x + w / 2, y + h / 2))))  # a click by point
+            assert res.done and res.success and res.score == 1.0 and res.status == "success"
+            res = await env.step(out(Action("click", target=submit)))
+            assert res.status == "over" and res.done
         finally:
             await env.close()
-        env = fam.make_env(type_task)
+
+        env = play(family, "choose-list")
         try:
-            obs = env.reset()
-            word = re.search(r'Enter "(.*)" into', obs).group(1)
-            box = re.search(r"#(\d+) textbox", obs).group(1)
-            submit = re.search(r"#(\d+) button Submit", obs).group(1)
-            res = await env.step(out(Action("type", target=box, value=word)))
-            assert not res.done and f"textbox [{word}]" in res.feedback
-            res = await env.step("{not json")
-            assert res.status == "parse_error" and not res.done
-            res = await env.step(out(Action("click", target="999")))
-            assert res.status == "bad_action" and "no element #999 on screen" in res.feedback
-            res = await env.step(out(Action("click", target=submit)))
-            assert res.done and res.success and res.score > 0.5
+            obs = await env.reset()
+            want = re.search(r"Select (.*) from the list", obs).group(1)
+            lst = re.search(r"^#(\d+) combobox \[(.*)\] \{(.*)\}$", obs, re.M)
+            assert want in lst.group(3).split("|")  # the options and the choice are shown
+            res = await env.step(out(Action("select", target=lst.group(1), value="Atlantis")))
+            assert res.status == "bad_action" and "has no option 'Atlantis'" in res.feedback
+            res = await env.step(out(Action("select", target=lst.group(1), value=want.upper())))
+            assert f"combobox [{want}]" in res.feedback
+            res = await env.step(out(Action("wait")))
+            assert res.status == "ok" and f"combobox [{want}]" in res.feedback
+            res = await env.step(out(Action("click", target=target(obs, "button Submit"))))
+            assert res.success and res.score == 1.0
         finally:
             await env.close()
 
@@ -118,10 +195,69 @@ def test_click_and_type_tasks_get_miniwobs_reward():
 
 @pytest.mark.slow
 @browser
+def test_the_reward_does_not_depend_on_time_unless_asked(family):
+    async def run():
+        env = play(family, "click-test-2")
+        try:
+            obs = await env.reset()
+            time.sleep(11)  # past the page's own ten seconds, which once ended the episode with -1
+            res = await env.step(out(Action("click", target=target(obs, "button ONE"))))
+            assert res.success and res.score == 1.0 and res.info["raw_reward"] == 1.0
+        finally:
+            await env.close()
+        env = play(family, "click-test-2", reward="time_scaled")
+        try:
+            obs = await env.reset()
+            env.t_first = time.monotonic() - 5  # as if the first action had come 5 s ago (of 10)
+            res = await env.step(out(Action("click", target=target(obs, "button ONE"))))
+            assert res.success and 0.0 < res.score <= 0.5
+        finally:
+            await env.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.slow
+@browser
+def test_the_pool_reuses_windows_and_drops_a_dead_browser():
+    pool = BrowserPool(1)
+    fam = MiniWoBFamily(names=("click-test",))
+    task = fam.tasks("train", 1)[0]
+
+    async def episode() -> MiniWoBEnv:
+        env = MiniWoBEnv(task, pool)
+        await env.reset()
+        return env
+
+    async def run():
+        first = await episode()
+        handle = first.window.handle
+        await first.close()
+        second = await episode()  # the same window, the same page: a new seed, no new browser
+        assert second.window.handle == handle and pool.started == 1
+        second.window.browser.driver.quit()  # the browser dies under a live episode
+        with pytest.raises(Exception):  # noqa: B017 (the engine reports it as env_error)
+            await second.step(out(Action("click", target="1")))
+        await second.close()
+        assert pool.browsers == [] and pool.free == []
+        third = await episode()
+        assert pool.started == 2
+        await third.close()
+
+    try:
+        asyncio.run(run())
+    finally:
+        pool.close()
+    assert pool.browsers == []
+    fam.close()
+
+
+@pytest.mark.slow
+@browser
 def test_a_browser_that_fails_to_start_is_a_clear_error(tmp_path):
     fake = tmp_path / "chromium"
     fake.write_text("#!/bin/sh\nexit 1\n")
     fake.chmod(0o755)
-    env = MiniWoBEnv(MiniWoBFamily().tasks("train", 1)[0], chromium=str(fake), chromedriver=chromium_paths()[1])
+    env = MiniWoBEnv(MiniWoBFamily().tasks("train", 1)[0], BrowserPool(0, chromium=str(fake)))
     with pytest.raises(UserError, match=f"Chromium \\({fake}\\) failed to start"):
-        env.reset()
+        asyncio.run(env.reset())

@@ -1,165 +1,295 @@
-"""Python function-completion problems: the JSONL format and its loader.
+"""Code problems: the data model, and `load_problems` for the project's own JSONL format and the
+benchmarks' formats (HumanEval, MBPP, LiveCodeBench; see formats.py), read from local files.
 
-One problem per line, in the spirit of HumanEval (prompt = signature + docstring, entry point) and
-MBPP (tests are `assert` lines):
+The project's own format, one problem per line (prompt = signature + docstring, as in HumanEval;
+tests = MBPP-style assert lines):
 
     {"id": "sum_list", "difficulty": 1, "entry_point": "sum_list",
      "prompt": "def sum_list(xs):\\n    \\"\\"\\"Return the sum of xs.\\"\\"\\"\\n",
      "tests": ["assert sum_list([1, 2]) == 3", "assert sum_list([]) == 0"],
      "solution": "def sum_list(xs):\\n    return sum(xs)\\n"}
 
-Fields: `id` (unique), `prompt`, `entry_point` (a function the prompt defines), `tests` (each
-`assert <expression> == <literal>`: the expression may call anything the solution defines, the right
-side must be a plain Python literal), and optionally `difficulty` (1 easiest .. 5), `solution` (a
-reference, never shown to the policy), `float_tol` (tolerance for float results, default 1e-6) and
-`test_timeout_s` (per test, default 2). A malformed file is an error naming the line and the field.
+Required: `id` (unique), `prompt` (defines the entry point), `entry_point`, `tests` (Python assert
+statements; they decide the reward and are never shown to the policy). Optional: `public_tests`
+(asserts shown in multi-turn feedback; default: the `>>>` examples of the prompt), `difficulty`
+(1 easiest .. 5), `solution` (a reference, never shown), `float_tol` (`assert a == b` tests match
+floats within it, default 1e-6), `test_timeout_s` (per test, default 2), `time_budget_s` (the
+whole problem, default 60). A malformed file is an error naming the line and the field.
 """
 
 from __future__ import annotations
 
 import ast
+import doctest
+import gzip
 import json
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tempering.errors import UserError
 
 BUILTIN = Path(__file__).with_name("problems.jsonl")
+SAMPLES = Path(__file__).with_name("samples")
+"""A handful of problems written for this project in each benchmark's format (tests and examples)."""
+FORMATS = ("auto", "native", "humaneval", "mbpp", "livecodebench")
+
+FUNCTION_INSTRUCTION = (
+    "Complete the Python function below so that it does what its docstring says. "
+    "Reply with the whole function in a ```python code block.\n\n"
+)
 
 
 @dataclass(frozen=True)
 class Test:
-    """One `assert <expr> == <expected>` line, split so that the judge alone knows the expected value."""
+    """One test. Function problems: Python statements the judge runs against the solution's names
+    (an assert line, or HumanEval's `check(candidate)`). Program problems: an input and its output."""
 
     text: str
-    """The assert line as written (shown in feedback)."""
-    expr: str
-    """Left-hand side: evaluated next to the candidate's code."""
-    expected: str
-    """Right-hand side: a Python literal, evaluated by the judge only."""
+    """How the test reads in feedback (only public tests are ever shown)."""
+    source: str = ""
+    """Function problems: the statements run by the judge."""
+    stdin: str = ""
+    """Program problems: the input."""
+    stdout: str = ""
+    """Program problems: the expected output (compared line by line, numbers as decimals)."""
+    float_tol: float | None = None
+    """For a test `assert a == b`: floats (also inside lists and tuples) match within it; None: Python's ==."""
+
+    def spec(self) -> dict:
+        """What the judge receives."""
+        if self.source:
+            return {"source": self.source, "float_tol": self.float_tol}
+        return {"stdin": self.stdin, "stdout": self.stdout}
 
 
 @dataclass(frozen=True)
 class CodeProblem:
-    """One function to write, with its tests."""
+    """One problem: what the policy reads, how its answer is assembled, and the tests."""
 
     id: str
-    """Unique name."""
+    """Unique name (the benchmark's task id)."""
     prompt: str
-    """Signature and docstring the policy completes."""
-    entry_point: str
-    """Name of the function under test."""
+    """Everything the policy reads (instruction included)."""
     tests: tuple[Test, ...]
-    """Unit tests, in order; feedback reports the first failing one."""
+    """The tests that decide the reward, in order; never shown to the policy."""
+    public_tests: tuple[Test, ...] = ()
+    """Tests the policy may see in multi-turn feedback (examples the prompt already shows)."""
+    kind: str = "function"
+    """`function`: the tests call the solution's `entry_point`. `program`: stdin in, stdout out."""
+    entry_point: str = ""
+    """The name the tests call (function problems)."""
+    prefix: str = ""
+    """Code placed before the answer, as the benchmark's harness does (HumanEval: the prompt)."""
+    setup: str = ""
+    """Code run after the answer and before the tests, in both processes (MBPP's test_setup_code)."""
+    solution: str = ""
+    """Reference answer, assembled like any answer (for checking the problem set; never shown)."""
     difficulty: int = 1
     """1 (one-liner) .. 5 (a real algorithm)."""
-    solution: str = ""
-    """Reference solution (for checking the problem set; never shown to the policy)."""
-    float_tol: float = 1e-6
-    """Absolute and relative tolerance when a test expects a float."""
     test_timeout_s: float = 2.0
     """Seconds one test may take."""
+    time_budget_s: float = 60.0
+    """Seconds all the tests of one answer may take together."""
+    format: str = "native"
+    """The file format it was read from."""
     extra: dict = field(default_factory=dict, hash=False, compare=False)
-    """Unknown fields of the record, kept as they are."""
+    """Fields of the record that grading does not use, kept as they are."""
+
+    def program(self, code: str) -> str:
+        """The file the judge runs: the prefix, then the answer's code, as the benchmark's harness joins them."""
+        if self.prefix and not self.prefix.endswith("\n") and code[:1] not in (" ", "\t"):
+            return self.prefix + "\n" + code
+        return self.prefix + code
 
 
-def parse_test(text: str) -> Test:
-    """Split `assert <expr> == <literal>`; ValueError with the reason otherwise."""
+def defines(code: str, name: str) -> bool:
+    return re.search(rf"^\s*(?:async\s+)?(?:def|class)\s+{re.escape(name)}\b", code, re.M) is not None
+
+
+def doctest_tests(prompt: str, entry_point: str) -> tuple[Test, ...]:
+    """The `>>> call` / `value` examples in the entry point's docstring whose value is a literal, as
+    assert tests (with a float tolerance: docstrings round their numbers)."""
     try:
-        tree = ast.parse(text.strip())
-    except SyntaxError as e:
-        raise ValueError(f"is not valid Python ({e.msg})") from None
-    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assert):
-        raise ValueError("must be a single `assert <expression> == <literal>` statement")
-    cmp = tree.body[0].test
-    if not (isinstance(cmp, ast.Compare) and len(cmp.ops) == 1 and isinstance(cmp.ops[0], ast.Eq)):
-        raise ValueError("must compare with a single `==`")
-    expected = ast.unparse(cmp.comparators[0])
+        tree = ast.parse(prompt)
+    except SyntaxError:
+        return ()
+    funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    doc = next((ast.get_docstring(f) or "" for f in funcs if f.name == entry_point), "")
     try:
-        ast.literal_eval(expected)
-    except (ValueError, SyntaxError, TypeError):
-        raise ValueError(f"must have a plain literal on the right of `==`, got {expected!r}") from None
-    return Test(text=text.strip(), expr=ast.unparse(cmp.left), expected=expected)
-
-
-_TYPES = {
-    "id": str,
-    "prompt": str,
-    "entry_point": str,
-    "tests": list,
-    "difficulty": int,
-    "solution": str,
-    "float_tol": (int, float),
-    "test_timeout_s": (int, float),
-}
-_REQUIRED = ("id", "prompt", "entry_point", "tests")
-
-
-def parse_problem(record: object, where: str) -> CodeProblem:
-    """One JSONL record as a CodeProblem; `where` (file:line) starts every error message."""
-    if not isinstance(record, dict):
-        raise UserError(f"{where}: expected a JSON object with fields {', '.join(_REQUIRED)}.")
-    for name in _REQUIRED:
-        if name not in record:
-            raise UserError(f"{where}: missing field {name!r} (required: {', '.join(_REQUIRED)}).")
-    for name, kind in _TYPES.items():
-        if name in record and (not isinstance(record[name], kind) or isinstance(record[name], bool)):
-            raise UserError(f"{where}: field {name!r} has the wrong type ({type(record[name]).__name__}).")
-    entry = record["entry_point"]
-    if not entry.isidentifier():
-        raise UserError(f"{where}: field 'entry_point' {entry!r} is not a Python name.")
-    if not re.search(rf"^\s*def\s+{re.escape(entry)}\s*\(", record["prompt"], re.M):
-        raise UserError(f"{where}: field 'prompt' does not define `def {entry}(...)` (the entry_point).")
-    if not record["tests"]:
-        raise UserError(f"{where}: field 'tests' is empty: give at least one assert line.")
+        examples = doctest.DocTestParser().get_examples(doc)
+    except ValueError:  # inconsistent indentation: no usable examples
+        return ()
     tests = []
-    for i, text in enumerate(record["tests"]):
-        if not isinstance(text, str):
-            raise UserError(f"{where}: field 'tests'[{i}] must be a string.")
+    for ex in examples:
+        call, want = ex.source.strip(), ex.want.strip()
         try:
-            tests.append(parse_test(text))
-        except ValueError as e:
-            raise UserError(f"{where}: field 'tests'[{i}] {text!r} {e}.") from None
-    difficulty = record.get("difficulty", 1)
+            ast.literal_eval(want)
+            compile(call, "<example>", "eval")
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        text = f"assert {call} == {want}"
+        tests.append(Test(text=text, source=text, float_tol=1e-6))
+    return tuple(tests)
+
+
+def check_statements(text: str, what: str) -> None:
+    """A test must be valid Python with an assert in it (a bare comparison would never fail)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as e:
+        raise UserError(f"{what} {text!r} is not valid Python ({e.msg}).") from None
+    if not any(isinstance(node, ast.Assert) for node in ast.walk(tree)):
+        raise UserError(f"{what} {text!r} has no assert, so it can never fail: write it as `assert ...`.")
+
+
+class Record:
+    """One record of a problem file, with field checks that name the place and the field."""
+
+    def __init__(self, data: object, where: str, required: tuple[str, ...]):
+        if not isinstance(data, dict):
+            raise UserError(f"{where}: expected a JSON object with fields {', '.join(required)}.")
+        for name in required:
+            if name not in data:
+                raise UserError(f"{where}: missing field {name!r} (required: {', '.join(required)}).")
+        self.data, self.where, self.used = data, where, set(required)
+
+    def get(self, name: str, kind: type | tuple[type, ...], default: object = None):
+        self.used.add(name)
+        value = self.data.get(name, default)
+        if name in self.data and (not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool)):
+            raise UserError(f"{self.where}: field {name!r} has the wrong type ({type(value).__name__}).")
+        return value
+
+    def fail(self, message: str) -> UserError:
+        return UserError(f"{self.where}: {message}")
+
+    def extra(self) -> dict:
+        return {k: v for k, v in self.data.items() if k not in self.used}
+
+    def positive(self, name: str, default: float) -> float:
+        value = self.get(name, (int, float), default)
+        if not value > 0:
+            raise self.fail(f"field {name!r} must be positive, got {value}.")
+        return float(value)
+
+
+def parse_native(data: object, where: str) -> CodeProblem:
+    """One record of the project's own format."""
+    r = Record(data, where, ("id", "prompt", "entry_point", "tests"))
+    pid, prompt, entry = r.get("id", str), r.get("prompt", str), r.get("entry_point", str)
+    if not entry.isidentifier():
+        raise r.fail(f"field 'entry_point' {entry!r} is not a Python name.")
+    if not defines(prompt, entry):
+        raise r.fail(f"field 'prompt' does not define `def {entry}(...)` (the entry_point).")
+    tol = r.positive("float_tol", 1e-6)
+    tests = []
+    for name in ("tests", "public_tests"):
+        lines = r.get(name, list, [])
+        for i, text in enumerate(lines):
+            if not isinstance(text, str):
+                raise r.fail(f"field {name!r}[{i}] must be a string.")
+            check_statements(text, f"{where}: field {name!r}[{i}]")
+        tests.append(tuple(Test(text=t.strip(), source=t.strip(), float_tol=tol) for t in lines))
+    if not tests[0]:
+        raise r.fail("field 'tests' is empty: give at least one assert line.")
+    difficulty = r.get("difficulty", int, 1)
     if not 1 <= difficulty <= 5:
-        raise UserError(f"{where}: field 'difficulty' must be 1..5, got {difficulty}.")
-    for name in ("float_tol", "test_timeout_s"):
-        if name in record and not record[name] > 0:
-            raise UserError(f"{where}: field {name!r} must be positive, got {record[name]}.")
+        raise r.fail(f"field 'difficulty' must be 1..5, got {difficulty}.")
     return CodeProblem(
-        id=record["id"],
-        prompt=record["prompt"],
+        id=pid,
+        prompt=FUNCTION_INSTRUCTION + prompt,
+        tests=tests[0],
+        public_tests=tests[1] if "public_tests" in r.data else doctest_tests(prompt, entry),
         entry_point=entry,
-        tests=tuple(tests),
+        prefix=prompt,
+        solution=r.get("solution", str, ""),
         difficulty=difficulty,
-        solution=record.get("solution", ""),
-        float_tol=float(record.get("float_tol", 1e-6)),
-        test_timeout_s=float(record.get("test_timeout_s", 2.0)),
-        extra={k: v for k, v in record.items() if k not in _TYPES},
+        test_timeout_s=r.positive("test_timeout_s", 2.0),
+        time_budget_s=r.positive("time_budget_s", 60.0),
+        extra=r.extra(),
     )
 
 
-def load_problems(path: str | Path = BUILTIN) -> list[CodeProblem]:
-    """All problems of a JSONL file (blank lines skipped); UserError naming the line and field."""
-    path = Path(path)
+def read_records(path: Path) -> list[tuple[str, object]]:
+    """(place, record) for each record of a JSONL file, a JSON array file, or either gzipped."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
+        raw = path.read_bytes()
+        text = (gzip.decompress(raw) if path.suffix == ".gz" else raw).decode("utf-8")
+    except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile) as e:
         raise UserError(f"cannot read code problems from {path}: {e}") from e
-    problems, seen = [], {}
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    if text.lstrip().startswith("["):  # one JSON array (MBPP's sanitized release)
         try:
-            record = json.loads(line)
+            items = json.loads(text)
         except json.JSONDecodeError as e:
-            raise UserError(f"{path}:{n}: not valid JSON ({e.msg} at column {e.colno}).") from None
-        problem = parse_problem(record, f"{path}:{n}")
-        if problem.id in seen:
-            raise UserError(f"{path}:{n}: field 'id' {problem.id!r} is also used on line {seen[problem.id]}.")
-        seen[problem.id] = n
-        problems.append(problem)
-    if not problems:
+            raise UserError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}).") from None
+        return [(f"{path}[{i}]", item) for i, item in enumerate(items)]
+    out = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                out.append((f"{path}:{n}", json.loads(line)))
+            except json.JSONDecodeError as e:
+                raise UserError(f"{path}:{n}: not valid JSON ({e.msg} at column {e.colno}).") from None
+    return out
+
+
+def detect(record: object, where: str) -> str:
+    """The format of a record, from its fields."""
+    keys = set(record) if isinstance(record, dict) else set()
+    if {"test", "entry_point"} <= keys or "canonical_solution" in keys:
+        return "humaneval"
+    if "test_list" in keys:
+        return "mbpp"
+    if keys & {"question_content", "public_test_cases", "private_test_cases"}:
+        return "livecodebench"
+    if "tests" in keys:
+        return "native"
+    raise UserError(
+        f"{where}: cannot tell the format of this record (fields {sorted(keys)}): expected HumanEval "
+        "(prompt, test, entry_point), MBPP (test_list), LiveCodeBench (question_content, "
+        "public_test_cases) or the native format (id, prompt, entry_point, tests)."
+    )
+
+
+def parsers() -> dict[str, Callable[[object, str], CodeProblem]]:
+    from tempering.envs.code import formats
+
+    return {
+        "native": parse_native,
+        "humaneval": formats.parse_humaneval,
+        "mbpp": formats.parse_mbpp,
+        "livecodebench": formats.parse_livecodebench,
+    }
+
+
+def load_problems(
+    path: str | Path = BUILTIN,
+    format: str = "auto",
+    test_timeout_s: float | None = None,
+    time_budget_s: float | None = None,
+) -> list[CodeProblem]:
+    """Every problem of a local file (`format` auto: told by the first record's fields). The time
+    limits, when given, replace each problem's own. UserError naming the place and the field."""
+    if format not in FORMATS:
+        raise UserError(f"unknown code problem format {format!r}: use one of {', '.join(FORMATS)}.")
+    for name, value in (("test_timeout_s", test_timeout_s), ("time_budget_s", time_budget_s)):
+        if value is not None and not value > 0:
+            raise UserError(f"{name} must be positive, got {value!r}.")
+    path = Path(path)
+    records = read_records(path)
+    if not records:
         raise UserError(f"{path} holds no problems: add one JSON object per line.")
+    if format == "auto":
+        format = detect(records[0][1], records[0][0])
+    parse = parsers()[format]
+    problems, seen = [], {}
+    for where, record in records:
+        problem = parse(record, where)
+        if problem.id in seen:
+            raise UserError(f"{where}: problem id {problem.id!r} is also used at {seen[problem.id]}.")
+        seen[problem.id] = where
+        limits = {"test_timeout_s": test_timeout_s, "time_budget_s": time_budget_s}
+        problems.append(replace(problem, format=format, **{k: v for k, v in limits.items() if v is not None}))
     return problems

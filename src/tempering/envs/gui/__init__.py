@@ -2,12 +2,13 @@
 
 - Offline apps (`GuiFamily`, `GuiEnv`): generated screens as accessibility trees, multi-step tasks,
   every valid action at every state, and the subtask plan; deterministic from a seed.
-- MiniWoB++ in headless Chromium (`tempering.envs.gui.miniwob`, extra `gui`): real pages, same text
-  form, same action format, MiniWoB's reward.
+- MiniWoB++ in headless Chromium (`tempering.envs.gui.miniwob`, extra `gui`): real pages on a pool of
+  browsers (`browser`), same text form, same action format, the task's success reward; a text-only
+  oracle (`miniwob_oracle`) checks them.
 - The data pipeline (`dataset`), scripted and model agents (`agents`), metrics (`metrics`), plan
-  judges (`judge`). Rewards and guidance are pure functions in `tempering.algos.litegui`.
+  judges (`judge`), LiteGUI's dual-level reward (`reward`) and teacher guidance (`guidance`).
 
-Only the action format and screens are imported here (the reward functions import them too).
+Only the action format and screens are imported here.
 """
 
 from tempering.envs.gui.action import Action, Parsed, format_output, parse_output

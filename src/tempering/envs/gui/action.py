@@ -3,8 +3,10 @@
     {"reason": "the form needs a name", "subtasks": ["enter Name Ana", "submit"],
      "action": {"type": "type", "target": "1", "value": "Ana"}}
 
-`type` is one of click, type, select, scroll. `target` is an element id (`"3"`, `3` or `"#3"`), or for
-a click an `[x, y]` point; `value` is the text to type, the option to select, or the scroll direction.
+`type` is one of click, type, select, scroll, wait. `target` is an element id (`"3"`, `3` or `"#3"`), or
+for a click an `[x, y]` point; `value` is the text to type (it replaces the field's content), the option
+to select, or the scroll direction. `wait` takes neither: it lets a live page change (suggestions that
+appear after a delay) before the next screen is read.
 Malformed output is reported as a format failure (`Parsed.ok` False, with the reason), never raised.
 """
 
@@ -14,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-ACTION_TYPES = ("click", "type", "select", "scroll")
+ACTION_TYPES = ("click", "type", "select", "scroll", "wait")
 SCROLL_DIRECTIONS = ("up", "down")
 
 
@@ -23,9 +25,9 @@ class Action:
     """One GUI action."""
 
     type: str
-    """click, type, select or scroll."""
+    """click, type, select, scroll or wait."""
     target: str | None = None
-    """Element id (without `#`); None for scroll and for a click by point."""
+    """Element id (without `#`); None for scroll, wait and a click by point."""
     value: str | None = None
     """Text to type, option to select, or scroll direction."""
     point: tuple[float, float] | None = None
@@ -90,6 +92,8 @@ def _action(d: Any) -> Action:
     value = d.get("value")
     if value is not None and not isinstance(value, str):
         raise ValueError("action value must be a string")
+    if kind == "wait":
+        return Action("wait")
     if kind == "scroll":
         if value not in SCROLL_DIRECTIONS:
             raise ValueError("scroll needs value 'up' or 'down'")

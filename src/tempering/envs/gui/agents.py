@@ -25,6 +25,8 @@ def describe(action: Action, screen: Screen) -> str:
     """A short reason for `action`: what it does to which element."""
     if action.type == "scroll":
         return f"scroll {action.value} to see more"
+    if action.type == "wait":
+        return "wait for the page to change"
     el = screen.find(action.target or "")
     name = f"{el.role} {el.text}" if el else f"#{action.target}"
     if action.type == "click":

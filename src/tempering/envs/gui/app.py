@@ -78,6 +78,8 @@ class App(abc.ABC):
         """The state after `action`; raises ActionError when it cannot be executed here."""
         screen = self.screen(state)
         new = copy_state(state)
+        if action.type == "wait":  # nothing changes by itself in an offline app
+            return new
         if action.type == "scroll":
             effect = screen.on_scroll.get(action.value or "")
             if effect is None:

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tempering.algos.litegui import PlanJudge, RewardBreakdown, RewardWeights, dual_reward, plan_match
 from tempering.envs.base import StepResult
 from tempering.envs.gui.action import Action, format_output, parse_output
 from tempering.envs.gui.agents import Agent, describe
 from tempering.envs.gui.env import GuiEnv, GuiFamily, StepView
+from tempering.envs.gui.reward import PlanJudge, RewardBreakdown, RewardWeights, dual_reward, plan_match
 from tempering.envs.gui.screen import Screen
 from tempering.errors import UserError
 

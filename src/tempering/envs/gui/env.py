@@ -4,6 +4,11 @@ Each step parses the policy's output, scores it with the dual-level reward again
 of the current state (format + best match over all valid actions + judged plan), executes the action
 (the screen changes) and reports whether the step was valid (one step fewer is left afterwards). The
 episode ends when the task is done, when it can no longer be done, or after `max_steps`.
+
+A step's score is, by default, whether the task is finished after it (so an episode's reward, its last
+step's score, is task completion); `reward="step"` makes it the step's dual-level reward instead. The
+feedback after a step is the new observation (after an error message, if any): with
+`FEEDBACK_TEMPLATE` as the rollout's feedback template the policy always reads the current screen last.
 """
 
 from __future__ import annotations
@@ -12,14 +17,14 @@ import hashlib
 import json
 import random
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from tempering.algos.litegui import PlanJudge, RewardWeights, dual_reward, plan_match
 from tempering.envs.base import Env, StepResult, TaskFamily
 from tempering.envs.gui.action import Action, parse_output
 from tempering.envs.gui.app import ActionError, App
 from tempering.envs.gui.apps import APPS
 from tempering.envs.gui.judge import JudgeConfig, make_judge
+from tempering.envs.gui.reward import PlanJudge, RewardWeights, dual_reward, plan_match
 from tempering.envs.gui.screen import Screen
 from tempering.errors import UserError
 from tempering.types import Task
@@ -30,6 +35,12 @@ SYSTEM_PROMPT = (
     '"action": {"type": "click|type|select|scroll", "target": "id", "value": "text, option or up/down"}}.'
 )
 """Format instructions for chat models (the tiny default model learns the format from data instead)."""
+
+
+FEEDBACK_TEMPLATE = "\n{feedback}\n"
+"""The rollout feedback template for GUI tasks (`rollout.feedback_template`): each step's feedback
+already ends with the new screen, so the generic default (`"\n{feedback}\n{prompt}"`), which repeats
+the first observation after it, would leave a stale screen last."""
 
 
 def observation(instruction: str, screen: Screen, boxes: bool = False) -> str:
@@ -105,8 +116,12 @@ class GuiEnv(Env):
         judge: PlanJudge = plan_match,
         boxes: bool = False,
         max_steps: int | None = None,
+        reward: str = "task",
     ):
         super().__init__(task)
+        if reward not in ("task", "step"):
+            raise UserError(f"gui: reward must be 'task' or 'step', got {reward!r}")
+        self.reward = reward
         self.app = load_app(task.meta["spec"])
         self.weights = weights or RewardWeights()
         self.judge = judge
@@ -172,7 +187,7 @@ class GuiEnv(Env):
         done = bool(outcome)
         feedback = (f"Error: {error}\n" if error else "") + ("" if done else self.observation())
         return StepResult(
-            score=reward.total,
+            score=reward.total if self.reward == "step" else float(outcome == "success"),
             success=outcome == "success",
             done=done,
             feedback=feedback,
@@ -210,7 +225,12 @@ class GuiFamily(TaskFamily):
     """Plan judge for the macro reward: a callable, or a `JudgeConfig` / its dict (rule-based by default)."""
     max_steps: int | None = None
     """Step limit per episode; default twice the shortest solution plus two."""
+    reward: str = "task"
+    """A step's score: `task` (1 when the task is finished after it, else 0: an episode's reward is task
+    completion) or `step` (the step's dual-level reward; its parts are in `info["reward"]` either way)."""
     name: str = "gui"
+    feedback_template: ClassVar[str] = FEEDBACK_TEMPLATE
+    """The `rollout.feedback_template` for these tasks: the new screen, last."""
 
     def __post_init__(self):
         self.kinds = tuple(self.kinds)
@@ -225,6 +245,8 @@ class GuiFamily(TaskFamily):
             raise UserError(f"gui: unknown app kinds {bad}; choose from {', '.join(APPS)}")
         if self.difficulty < 0:
             raise UserError(f"gui: difficulty must be >= 0, got {self.difficulty}")
+        if self.reward not in ("task", "step"):
+            raise UserError(f"gui: reward must be 'task' or 'step', got {self.reward!r}")
         if not 0 < self.heldout_share < 1:
             raise UserError(f"gui: heldout_share must be in (0, 1), got {self.heldout_share}")
 
@@ -252,4 +274,4 @@ class GuiFamily(TaskFamily):
         return out
 
     def make_env(self, task: Task) -> GuiEnv:
-        return GuiEnv(task, self.weights, self.judge, self.boxes, self.max_steps)
+        return GuiEnv(task, self.weights, self.judge, self.boxes, self.max_steps, self.reward)

@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 
-from tempering.algos.litegui import PlanJudge, parse_judge_score, plan_match
+from tempering.envs.gui.reward import PlanJudge, parse_judge_score, plan_match
 from tempering.errors import UserError
 
 JUDGE_PROMPT = """You grade the plan of a GUI agent.

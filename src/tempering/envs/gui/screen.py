@@ -29,7 +29,8 @@ class Element:
     """One node of the accessibility tree."""
 
     id: str
-    """Short id the policy targets (`"3"`, rendered `#3`); unique within a screen."""
+    """Short id the policy targets (`"3"`, rendered `#3`); unique within a screen. Empty for a line of
+    plain text on a live page (rendered as the text alone: not a target)."""
     role: str
     """`button`, `link`, `tab`, `textbox`, `checkbox`, `switch`, `combobox`, `row`, `text`, `heading`."""
     text: str = ""
@@ -60,6 +61,8 @@ class Element:
         return out
 
     def render(self, boxes: bool = False) -> str:
+        if not self.id:  # plain text on a live page: read, not a target
+            return self.text
         line = f"#{self.id} {self.role}"
         if self.text:
             line += f" {self.text}"

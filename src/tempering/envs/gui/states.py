@@ -7,7 +7,7 @@ and ends the episode; nothing is executed (teacher-forced over recorded states, 
 
 The teacher prompt builders of guided OPD append guidance built from the valid actions:
 `single_gt_prompt`, `multi_gt_prompt`, and `most_matched_prompt`, which reads the student's own
-sample and is therefore built per episode (`@sees_sample`).
+sample and is therefore built per episode (marked `sees_sample`).
 """
 
 from __future__ import annotations
@@ -16,26 +16,16 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Literal
 
-from tempering.algos.litegui import (
-    PlanJudge,
-    RewardWeights,
-    action_reward,
-    dual_reward,
-    guidance_most_matched,
-    guidance_multi,
-    guidance_single,
-    plan_match,
-    teacher_prompt,
-)
 from tempering.envs.base import Env, StepResult, TaskFamily
 from tempering.envs.gui.action import parse_output
 from tempering.envs.gui.agents import OracleAgent
 from tempering.envs.gui.apps import APPS
 from tempering.envs.gui.dataset import StateSample, read_dataset, rollout, states
 from tempering.envs.gui.env import GuiFamily
+from tempering.envs.gui.guidance import guidance_most_matched, guidance_multi, guidance_single, teacher_prompt
 from tempering.envs.gui.judge import JudgeConfig, make_judge
+from tempering.envs.gui.reward import PlanJudge, RewardWeights, action_reward, dual_reward, plan_match
 from tempering.errors import UserError
-from tempering.teachers.prompts import sees_sample
 from tempering.types import Episode, Task
 
 Guidance = Literal["none", "single", "multi", "mixed"]
@@ -85,7 +75,6 @@ def multi_gt_prompt(task: Task) -> str:
     return teacher_prompt(task.prompt, guidance_multi(s.valid))
 
 
-@sees_sample
 def most_matched_prompt(task: Task, episode: Episode) -> str:
     """Most-Matched-GT guidance: the valid action nearest (by phi) to the student's own sampled action;
     the demonstrated one when the sample has no usable action or matches none."""
@@ -93,6 +82,11 @@ def most_matched_prompt(task: Task, episode: Episode) -> str:
     parsed = parse_output(episode.turns[0].info.get("text", "")) if episode.turns else None
     ranked = [s.demonstrated] + [a for a in s.valid if a != s.demonstrated]
     return teacher_prompt(task.prompt, guidance_most_matched(ranked, parsed.action if parsed else None, s.boxes))
+
+
+# It reads the student's sample, so teachers build it per episode: the mark `tempering.teachers.prompts.sees_sample`
+# sets, set here so that this layer does not import the teachers above it.
+most_matched_prompt.sees_sample = True  # type: ignore[attr-defined]
 
 
 class GuiStateEnv(Env):

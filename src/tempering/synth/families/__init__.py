@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any
 
-from tempering.synth.bundle import Bundle, TaskConfig
+from tempering.envs.terminal.bundle import Bundle, TaskConfig
 from tempering.synth.scoring import Action
 
 BASE_IMAGE = "python:3.12-slim"

@@ -1,0 +1,192 @@
+"""Code tasks: reference solutions pass, cheats never do, how many problems a second are graded.
+
+    python benchmarks/code_tasks.py [--file BENCHMARK.jsonl[.gz] ...] [--concurrency N] [--lookup-turns 3]
+
+For the shipped samples (HumanEval, MBPP and LiveCodeBench formats), the built-in set and every
+benchmark file given (read locally, never downloaded), per file:
+- canonical_pass_rate: the share of reference solutions accepted (all their tests pass);
+- problems_per_second: reference gradings per second, `concurrency` at once (all tests of a problem
+  per grading, sandbox start included);
+- cheats_tried / cheats_accepted: each answer of tempering.envs.code.cheats on every problem;
+- lookup_tried / lookup_accepted: multi-turn episodes of the strategy that reads expected values off
+  the feedback and hard-codes them (`--lookup-turns` answers each).
+cheats_accepted must be 0; a lookup episode may only win where hard-coding the public tests, which the
+prompt shows, passes before any feedback (lookup_won_from_public_tests_alone). Writes
+docs/results/code.md and code.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tempering.envs.code import CodeEnv, grade, load_problems, problem_task
+from tempering.envs.code.cheats import cheats, lookup_policy
+from tempering.envs.code.problems import BUILTIN, SAMPLES, CodeProblem
+from tempering.runlog import atomic_write_text
+from tempering.sandbox import Sandbox
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+async def lookup_episode(sandbox: Sandbox, problem: CodeProblem, turns: int) -> bool:
+    env = CodeEnv(problem_task(problem), sandbox, max_turns=turns)
+    policy, feedback = lookup_policy(problem), ""
+    for _ in range(turns):
+        step = await env.step(policy(feedback))
+        if step.success:
+            return True
+        if step.done:
+            return False
+        feedback = step.feedback
+    return False
+
+
+async def measure(sandbox: Sandbox, path: Path, turns: int) -> dict:
+    problems = load_problems(path)
+    refs = [p for p in problems if p.solution]
+    t0 = time.perf_counter()
+    grades = await asyncio.gather(*(grade(sandbox, p, p.solution) for p in refs))
+    wall = time.perf_counter() - t0
+    failed = {p.id: g.detail for p, g in zip(refs, grades) if g.status != "correct"}
+    attempts = [(p, name, answer) for p in problems for name, answer in cheats(p).items()]
+    verdicts = await asyncio.gather(*(grade(sandbox, p, answer) for p, _, answer in attempts))
+    accepted = [f"{p.id}: {name}" for (p, name, _), g in zip(attempts, verdicts) if g.status == "correct"]
+    lookups = await asyncio.gather(*(lookup_episode(sandbox, p, turns) for p in problems)) if turns else []
+    won = [p for p, w in zip(problems, lookups) if w]
+    # feedback shows only public tests: is hard-coding those, known before any feedback, enough?
+    alone = await asyncio.gather(
+        *(grade(sandbox, p, lookup_policy(p)("\n".join(t.text for t in p.public_tests))) for p in won)
+    )
+    return {
+        "file": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name,
+        "format": problems[0].format,
+        "problems": len(problems),
+        "with_reference": len(refs),
+        "canonical_passed": len(refs) - len(failed),
+        "canonical_pass_rate": (len(refs) - len(failed)) / len(refs) if refs else None,
+        "canonical_failures": failed,
+        "problems_per_second": len(refs) / wall if refs else None,
+        "cheats_tried": len(attempts),
+        "cheats_accepted": len(accepted),
+        "accepted_cheats": accepted,
+        "lookup_tried": len(lookups),
+        "lookup_accepted": sum(lookups),
+        "lookup_won": [p.id for p in won],
+        "lookup_won_from_public_tests_alone": [p.id for p, g in zip(won, alone) if g.status == "correct"],
+    }
+
+
+def machine() -> dict:
+    bwrap = shutil.which("bwrap")
+    return {
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "bwrap": subprocess.run([bwrap, "--version"], capture_output=True, text=True).stdout.strip() if bwrap else "",
+    }
+
+
+def render(report: dict, command: str) -> str:
+    m = report["machine"]
+    rows = [
+        f"| {r['file']} | {r['format']} | {r['problems']} | {r['with_reference']} | "
+        f"{'-' if r['canonical_pass_rate'] is None else format(r['canonical_pass_rate'], '.3f')} | "
+        f"{'-' if r['problems_per_second'] is None else format(r['problems_per_second'], '.1f')} | "
+        f"{r['cheats_accepted']} / {r['cheats_tried']} | {r['lookup_accepted']} / {r['lookup_tried']} |"
+        for r in report["files"]
+    ]
+    failures = [f"- {r['file']} {pid}: {why}" for r in report["files"] for pid, why in r["canonical_failures"].items()]
+    won = [
+        f"- {r['file']} {pid}: "
+        + (
+            "hard-coding its public tests, which the prompt shows before any feedback, passes too"
+            if pid in r["lookup_won_from_public_tests_alone"]
+            else "won through the feedback"
+        )
+        for r in report["files"]
+        for pid in r["lookup_won"]
+    ]
+    return "\n".join(
+        [
+            "# Code tasks",
+            "",
+            f"Command: `{command}` (no randomness: every answer is graded once).",
+            f"Machine: {m['platform']}, {m['cpus']} CPUs, Python {m['python']}, {m['bwrap'] or 'no bubblewrap'}, "
+            f"sandbox backend `{report['backend']}`, {report['concurrency']} answers graded at once. The machine is "
+            f"shared (load average {report['load_before']} before, {report['load_after']} after), so problems per "
+            "second is a floor.",
+            "",
+            "Reference solutions are graded with all their tests; cheats are the answers of "
+            "`tempering.envs.code.cheats` (objects equal to anything, exits before the tests, patched builtins, "
+            "forged reports, killing the judge, reading the judge's memory and files, reading the caller's frames) "
+            "on every problem; lookup episodes answer, read the expected values the feedback shows, and hard-code "
+            f"them ({report['lookup_turns']} answers per episode).",
+            "",
+            "| file | format | problems | with reference | canonical pass rate | problems/s | cheats accepted | "
+            "lookup episodes won |",
+            "|---|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+            f"Total: {report['problems']} problems, canonical pass rate {report['canonical_pass_rate']:.3f}, "
+            f"{report['cheats_accepted']} of {report['cheats_tried']} cheats accepted, {report['lookup_accepted']} of "
+            f"{report['lookup_tried']} lookup episodes won, {report['problems_per_second']:.1f} problems/s.",
+            *(["", "Reference solutions that fail:", *failures] if failures else []),
+            *(["", "Lookup episodes won:", *won] if won else []),
+            "",
+        ]
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--file", action="append", default=[], help="also measure this benchmark file (repeatable)")
+    ap.add_argument("--backend", default="auto")
+    ap.add_argument("--concurrency", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--lookup-turns", type=int, default=3)
+    ap.add_argument("--out", default=str(ROOT / "docs" / "results" / "code"))
+    args = ap.parse_args()
+    sandbox = Sandbox(backend=args.backend, concurrency=args.concurrency)
+    files = [*sorted(SAMPLES.glob("*.jsonl")), BUILTIN, *map(Path, args.file)]
+    report: dict = {
+        "machine": machine(),
+        "backend": sandbox.backend,
+        "concurrency": args.concurrency,
+        "lookup_turns": args.lookup_turns,
+        "load_before": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+        "files": [],
+    }
+    for path in files:
+        print(f"measuring {path}", file=sys.stderr)
+        report["files"].append(asyncio.run(measure(sandbox, path.resolve(), args.lookup_turns)))
+    report["load_after"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    rows = report["files"]
+    refs = sum(r["with_reference"] for r in rows)
+    passed = sum(r["canonical_passed"] for r in rows)
+    seconds = sum(r["with_reference"] / r["problems_per_second"] for r in rows if r["problems_per_second"])
+    report.update(
+        problems=sum(r["problems"] for r in rows),
+        canonical_pass_rate=passed / refs,
+        cheats_tried=sum(r["cheats_tried"] for r in rows),
+        cheats_accepted=sum(r["cheats_accepted"] for r in rows),
+        lookup_tried=sum(r["lookup_tried"] for r in rows),
+        lookup_accepted=sum(r["lookup_accepted"] for r in rows),
+        problems_per_second=refs / seconds,
+    )
+    command = ("python benchmarks/code_tasks.py " + " ".join(sys.argv[1:])).strip()
+    out = Path(args.out)
+    atomic_write_text(out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
+    atomic_write_text(out.with_suffix(".md"), render(report, command))
+    print(render(report, command))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""Headless Chromium for live GUI pages: one process serves many episodes (one window each), and a pool
+reuses processes and windows across episodes. Needs the `gui` extra (selenium) and Debian's `chromium`
+and `chromium-driver`.
+
+Chromium runs headless with background networking, sync, extensions and component updates off (the
+machines have no internet) and without throttling of background windows (every episode's page keeps
+its timers), through the system chromedriver named explicitly, so that selenium never tries to
+download a driver. TEMPERING_CHROMIUM and TEMPERING_CHROMEDRIVER override the Debian paths.
+
+A `Browser` is one Chromium process. Its driver talks to one window at a time, so every command on a
+window goes through `Window.run`, which holds the browser's lock and switches to that window. A
+`BrowserPool` lends windows: a free one (one already showing the wanted page first), else a new window
+in the least busy of at most `size` browsers. Size 0 is no pool: every window gets a private browser,
+quit when the window is returned. Browsers are closed with their pool, when one stops answering, and
+at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from tempering.errors import UserError
+
+T = TypeVar("T")
+
+CHROME_FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-default-apps",
+    "--disable-sync",
+    "--disable-extensions",
+    "--no-first-run",
+    "--disable-features=Translate,OptimizationHints,MediaRouter",
+    "--disable-background-timer-throttling",
+    "--disable-renderer-backgrounding",
+    "--disable-backgrounding-occluded-windows",
+)
+
+_LIVE: set[Browser] = set()
+"""Every browser not yet closed (closed at interpreter exit)."""
+
+
+def chromium_paths() -> tuple[str, str]:
+    return (
+        os.environ.get("TEMPERING_CHROMIUM", "/usr/bin/chromium"),
+        os.environ.get("TEMPERING_CHROMEDRIVER", "/usr/bin/chromedriver"),
+    )
+
+
+def check_browser(chromium: str | None = None, chromedriver: str | None = None) -> tuple[str, str]:
+    """The Chromium and chromedriver paths, or an error naming what is missing and how to install it."""
+    default_chromium, default_driver = chromium_paths()
+    chromium, chromedriver = chromium or default_chromium, chromedriver or default_driver
+    try:
+        import miniwob  # noqa: F401
+        import selenium  # noqa: F401
+    except ImportError as e:
+        raise UserError(
+            f"the MiniWoB environment needs the `gui` extra ({e.name} is missing): pip install 'tempering[gui]'"
+        ) from e
+    needed = (("Chromium", chromium, "TEMPERING_CHROMIUM"), ("chromedriver", chromedriver, "TEMPERING_CHROMEDRIVER"))
+    for what, path, var in needed:
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            raise UserError(
+                f"{what} not found at {path}: install Debian's packages (apt-get install chromium "
+                f"chromium-driver) or point {var} at it"
+            )
+    return chromium, chromedriver
+
+
+class Browser:
+    """One headless Chromium process driven through chromedriver."""
+
+    def __init__(self, chromium: str | None = None, chromedriver: str | None = None):
+        from selenium import webdriver
+        from selenium.common.exceptions import WebDriverException
+        from selenium.webdriver.chrome.service import Service
+
+        chromium, chromedriver = check_browser(chromium, chromedriver)
+        options = webdriver.ChromeOptions()
+        options.binary_location = chromium
+        for flag in CHROME_FLAGS:
+            options.add_argument(flag)
+        try:
+            self.driver = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
+        except WebDriverException as e:
+            msg = (e.msg or str(e)).strip().splitlines()[0]
+            raise UserError(
+                f"Chromium ({chromium}) failed to start through {chromedriver}: {msg}; check that "
+                "the chromium and chromium-driver packages have the same version"
+            ) from e
+        self.lock = threading.Lock()
+        self.current = self.driver.current_window_handle
+        self.unused_first = True
+        """The window Chromium opened at start has not been lent yet."""
+        self.windows = 0
+        """Windows opened in this browser (lent or free)."""
+        _LIVE.add(self)
+
+    def open(self) -> Window:
+        """A new window (the first one Chromium opened, while nobody has it)."""
+        with self.lock:
+            if not self.unused_first:
+                self.driver.switch_to.new_window("window")
+                self.current = self.driver.current_window_handle
+            self.unused_first = False
+            self.windows += 1
+            return Window(self, self.current)
+
+    def alive(self) -> bool:
+        """Whether the browser still answers (a round trip; any failure means it does not)."""
+        try:
+            with self.lock:
+                self.driver.window_handles  # noqa: B018
+        except Exception:
+            return False
+        return True
+
+    def close(self) -> None:
+        """Quit Chromium; a browser that no longer answers has its driver process stopped instead."""
+        if self not in _LIVE:
+            return
+        _LIVE.discard(self)
+        try:
+            self.driver.quit()
+        except Exception:  # it died already (that error was reported where it happened): stop what is left
+            self.driver.service.stop()
+
+
+class Window:
+    """One browser window: the page of one episode at a time."""
+
+    def __init__(self, browser: Browser, handle: str):
+        self.browser, self.handle = browser, handle
+        self.page: str | None = None
+        """URL of the page loaded in this window (None: nothing yet)."""
+        self.state: dict[str, Any] = {}
+        """Whatever its user keeps about the loaded page (e.g. the viewport size)."""
+
+    def run(self, fn: Callable[[Any], T]) -> T:
+        """`fn(driver)` with the driver switched to this window, holding the browser for the call."""
+        b = self.browser
+        with b.lock:
+            if b.current != self.handle:
+                b.driver.switch_to.window(self.handle)
+                b.current = self.handle
+            return fn(b.driver)
+
+
+class BrowserPool:
+    """Lends browser windows to episodes and takes them back for the next ones."""
+
+    def __init__(self, size: int = 1, chromium: str | None = None, chromedriver: str | None = None):
+        if size < 0:
+            raise UserError(f"browsers must be >= 0 (0 = a private browser per episode), got {size}")
+        self.size, self.chromium, self.chromedriver = size, chromium, chromedriver
+        self.browsers: list[Browser] = []
+        self.free: list[Window] = []
+        self.lock = threading.Lock()
+        self.started = 0
+        """Browsers started so far (a measure of what the pool saved)."""
+
+    def acquire(self, page: str) -> Window:
+        """A window for an episode on `page`: a free one showing it, any free one, or a new one."""
+        if self.size == 0:  # started outside the lock: private browsers start side by side
+            with self.lock:
+                self.started += 1
+            return Browser(self.chromium, self.chromedriver).open()
+        with self.lock:
+            if self.free:
+                same = [w for w in self.free if w.page == page]
+                window = (same or self.free)[-1]
+                self.free.remove(window)
+                return window
+            if len(self.browsers) < self.size:
+                self.browsers.append(Browser(self.chromium, self.chromedriver))
+                self.started += 1
+            return min(self.browsers, key=lambda b: b.windows).open()
+
+    def release(self, window: Window, healthy: bool = True) -> None:
+        """Take a window back. After an error (`healthy` False) a browser that stopped answering is
+        closed with all its windows; a window whose page is in doubt is forgotten."""
+        b = window.browser
+        if self.size == 0:
+            b.close()
+            return
+        if not healthy and not b.alive():
+            with self.lock:
+                self.browsers.remove(b)
+                self.free = [w for w in self.free if w.browser is not b]
+            b.close()
+            return
+        if not healthy:
+            window.page = None  # reload the page before its next episode
+        with self.lock:
+            if b in self.browsers:
+                self.free.append(window)
+
+    def close(self) -> None:
+        with self.lock:
+            browsers, self.browsers, self.free = self.browsers, [], []
+        for b in browsers:
+            b.close()
+
+
+@atexit.register
+def _close_all() -> None:
+    for b in list(_LIVE):
+        b.close()

@@ -1,0 +1,44 @@
+"""Terminal tasks in Harbor's format: bundles (read, write, Harbor's rules), their jobs in the sandbox
+(or Docker) with Harbor's paths, and the multi-turn environment over them.
+
+    bundle.py     the task format: `Bundle`, `TaskConfig` (task.toml), read/write, Terminal-Bench 1 folders
+    workspace.py  the working folder carried between sandbox jobs; the local Dockerfile subset; rewards
+    docker.py     the same workspace in Docker, for environments the sandbox cannot emulate
+    env.py        `TerminalEnv` / `TerminalFamily`: the policy types commands, the tests decide the reward
+"""
+
+from tempering.envs.terminal.bundle import (
+    Bundle,
+    BundleError,
+    Problem,
+    Step,
+    TaskConfig,
+    harbor_problems,
+    load_bundles,
+    read_bundle,
+    write_bundle,
+)
+from tempering.envs.terminal.env import SAMPLES, TerminalEnv, TerminalFamily, bundle_task, local_problem, parse_command
+from tempering.envs.terminal.workspace import NeedsDocker, Rewards, Workspace, local_image
+
+__all__ = [
+    "SAMPLES",
+    "Bundle",
+    "BundleError",
+    "NeedsDocker",
+    "Problem",
+    "Rewards",
+    "Step",
+    "TaskConfig",
+    "TerminalEnv",
+    "TerminalFamily",
+    "Workspace",
+    "bundle_task",
+    "harbor_problems",
+    "load_bundles",
+    "local_image",
+    "local_problem",
+    "parse_command",
+    "read_bundle",
+    "write_bundle",
+]

@@ -1,0 +1,2 @@
+#!/bin/bash
+cd /app && cat inbox/*.txt > notes.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+cd /app && sort notes.txt > sorted.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+wc -w < /app/poem.txt | tr -d ' ' > /app/count.txt

@@ -1,0 +1,114 @@
+"""On-policy distillation (OPD) from one teacher: the student samples, the teacher scores the same tokens.
+
+Scorers: the teacher's log-probs of the student's tokens (its prompt may carry privileged context the
+student never sees). Credit / loss:
+- `reverse_kl`: A_t = log pi_T(y_t) - log pi_S(y_t) as a per-token advantage in the PPO loss;
+- `jsd_topk` / `jsd_full`: the generalised JSD (beta = 0 forward KL, 1 reverse KL) on the teacher's
+  top-k plus one bucket for the rest of the vocabulary, or on the whole vocabulary, as a direct loss.
+The task reward is only logged.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from pydantic import Field, model_validator
+
+from tempering.algos.losses import aggregate
+from tempering.algos.opd import generalized_jsd, reverse_kl_advantage, topk_jsd
+from tempering.config import Schema, ignored_unless
+from tempering.errors import UserError
+from tempering.teachers import Teacher, TeacherSection, check_vocab, load_builder, load_teachers
+from tempering.teachers.prompts import PromptBuilder
+from tempering.train.batch import TrainBatch
+from tempering.train.method import Context, Credit, Method
+from tempering.train.scoring import Scores, TeacherLogprobs
+from tempering.train.update import ppo_loss, vocab_logprobs
+
+
+class DistillSection(Schema):
+    loss: Literal["reverse_kl", "jsd_topk", "jsd_full"] = Field(
+        "reverse_kl",
+        description="reverse_kl: sampled-token advantage in the PPO loss; jsd_topk / jsd_full: generalised JSD as a direct loss.",
+    )
+    beta: float = Field(0.5, ge=0, le=1, description="JSD interpolation: 0 = forward KL(T||S), 1 = reverse KL(S||T).")
+    top_k: int = Field(
+        16, ge=1, description="Support of jsd_topk: the teacher's k most likely tokens at each position."
+    )
+    student_prompt: str = Field(
+        "{prompt}", description="The student's prompt: a template over the example, or pkg.module:function."
+    )
+
+    @model_validator(mode="after")
+    def _check(self):
+        ignored_unless(self, "distill", ["beta"], self.loss != "reverse_kl", "distill.loss=jsd_topk|jsd_full")
+        ignored_unless(self, "distill", ["top_k"], self.loss == "jsd_topk", "distill.loss=jsd_topk")
+        return self
+
+
+def teachers_of(ctx: Context, specs: dict[str, TeacherSection], given: dict[str, Teacher] | None = None):
+    """Teachers from config (or ready ones), checked against the student's vocabulary."""
+    if given:
+        check_vocab(ctx.tokenizer, {f"teacher {n!r}": t.tokenizer for n, t in given.items()})
+        return dict(given)
+    return load_teachers(specs, ctx.tokenizer, device=str(ctx.device), dtype=ctx.cfg.model.dtype)
+
+
+def build(ctx: Context, teacher: Teacher | None = None, teacher_prompt: PromptBuilder | None = None) -> Method:
+    """OPD from `cfg.teacher`; `teacher` and `teacher_prompt` override the config's (Python callers)."""
+    d: DistillSection = ctx.cfg.distill
+    t = teachers_of(ctx, {"teacher": ctx.cfg.teacher}, {"teacher": teacher} if teacher else None)["teacher"]
+    vocab = ctx.model.get_output_embeddings().weight.shape[0]
+    if d.loss == "jsd_topk" and d.top_k > vocab:
+        raise UserError(f"distill.top_k={d.top_k} is larger than the vocabulary ({vocab} tokens); use a smaller k")
+    if d.loss == "jsd_full" and not t.supports_full:
+        raise UserError(
+            "distill.loss=jsd_full needs the teacher's whole distribution, which only an in-process teacher "
+            "(teacher.path) gives; use distill.loss=jsd_topk with a server teacher"
+        )
+    scorer = TeacherLogprobs(
+        "teacher",
+        t,
+        ctx.fmt,
+        build=teacher_prompt or load_builder(ctx.cfg.teacher.prompt),
+        raw=ctx.raw,
+        top_k=d.top_k if d.loss == "jsd_topk" else 0,
+        full=d.loss == "jsd_full",
+    )
+
+    def credit(scores: Scores, batch: TrainBatch, state) -> Credit:
+        s = scores.teachers["teacher"]
+        m = batch.mask_BT
+        n = m.sum().clamp(min=1)
+        metrics = {
+            "distill/teacher_logp": float((s.token_logp_BC * m).sum() / n),
+            "distill/reverse_kl": float(((batch.sample_logp_BT - s.token_logp_BC) * m).sum() / n),
+        }
+        extra: dict[str, torch.Tensor] = {}
+        if d.loss == "jsd_topk":
+            assert s.top_ids_BCK is not None and s.top_logp_BCK is not None
+            extra = {"teacher_ids": s.top_ids_BCK, "teacher_logp": s.top_logp_BCK}
+        elif d.loss == "jsd_full":
+            assert s.full_logp_BCV is not None
+            extra = {"teacher_logp": s.full_logp_BCV}
+        return Credit(reverse_kl_advantage(batch.sample_logp_BT, s.token_logp_BC, m), extra, metrics=metrics)
+
+    def jsd_loss(model, mb: TrainBatch, norm, s) -> tuple[torch.Tensor, dict]:
+        logp = vocab_logprobs(model, mb, s.temperature)
+        if d.loss == "jsd_topk":
+            per_tok = topk_jsd(logp.gather(-1, mb.extra["teacher_ids"]), mb.extra["teacher_logp"], d.beta)
+        else:
+            per_tok = generalized_jsd(logp, mb.extra["teacher_logp"], d.beta)
+        loss = aggregate(per_tok, mb.mask_BT, s.loss_agg, norm)
+        return loss, {"jsd": loss.detach(), "policy_loss": loss.detach()}
+
+    return Method(
+        name="distill",
+        credit=credit,
+        scorers=[scorer],
+        loss=ppo_loss if d.loss == "reverse_kl" else jsd_loss,
+        student_prompt=load_builder(d.student_prompt),
+        corrects=d.loss == "reverse_kl",
+        plots=("distill/reverse_kl", "distill/teacher_logp", *(("jsd",) if d.loss != "reverse_kl" else ())),
+    )

@@ -1,0 +1,169 @@
+"""RL with verifiable rewards: outcome credit (GRPO, Dr. GRPO, RLOO) and turn-level credit (LEAP, Kevin,
+TRLOO, TCPO), with DAPO's extras (clip-higher, dual clip, dynamic sampling, overlong shaping) and a KL
+to the starting policy as a loss term or in the reward.
+
+Scorers: the reference's log-probs (when `loss.kl_coef > 0`), the KL penalty in the reward, the overlong
+penalty. Credit: `loss.advantage` from `algos/credit.py` (how each uses shaping is documented there).
+Loss: PPO-clip. LEAP's pruning and TCPO's counterfactual resampling are rollout options the method sets.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+from pydantic import Field, model_validator
+
+from tempering.algos.credit import CREDIT, credit_params, resolve_credit
+from tempering.algos.leap import dcp_expand
+from tempering.config import ignored_unless
+from tempering.rollout.engine import CounterfactualOptions
+from tempering.train.config import RolloutSection, UpdateSection
+from tempering.train.method import Context, Method, turn_credit
+from tempering.train.scoring import KLPenalty, OverlongPenalty, ReferenceLogprobs
+from tempering.train.update import UpdateSettings
+from tempering.types import Group
+
+
+class RLRolloutSection(RolloutSection):
+    """Rollout options of RL credit methods: LEAP's pruning and TCPO's counterfactual resampling."""
+
+    prune: Literal["none", "dcp"] = Field(
+        "none", description="Which groups get turns 2..K: all (none) or LEAP's Difficulty-Conditioned Pruning (dcp)."
+    )
+    dcp_min_fail: float = Field(
+        0.5, ge=0, le=1, description="DCP: expand when first-turn failures >= ceil(this * G) (ours: G/2)."
+    )
+    dcp_max_fail: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="DCP: ... and <= floor(this * G); null = G - 1, so all-fail groups are pruned (ours).",
+    )
+    counterfactual_turns: int = Field(
+        0, ge=0, description="TCPO: L turns of the batch resampled from fixed history (0 = off)."
+    )
+    counterfactual_samples: int = Field(4, ge=1, description="TCPO: M alternatives per selected turn (ours: 4).")
+    counterfactual_select: Literal["surprisal", "random"] = Field(
+        "surprisal", description="TCPO: pick the most surprising turns, or random ones (ablation)."
+    )
+
+    @model_validator(mode="after")
+    def _check_rl(self):
+        dcp = self.prune == "dcp"
+        ignored_unless(self, "rollout", ["dcp_min_fail", "dcp_max_fail"], dcp, "rollout.prune=dcp")
+        ignored_unless(self, "rollout", ["prune"], self.max_turns > 1, "rollout.max_turns > 1")
+        cf = self.counterfactual_turns > 0
+        ignored_unless(
+            self, "rollout", ["counterfactual_samples", "counterfactual_select"], cf, "rollout.counterfactual_turns > 0"
+        )
+        if self.dcp_max_fail is not None and self.dcp_max_fail < self.dcp_min_fail:
+            raise ValueError("rollout.dcp_max_fail must be >= rollout.dcp_min_fail")
+        return self
+
+
+class RLLossSection(UpdateSection):
+    """The update, plus credit and the RL extras."""
+
+    advantage: str = Field("grpo", description="Credit: grpo, dr_grpo, rloo, leap, kevin, trloo, tcpo.")
+    credit_args: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments of the credit function (e.g. gamma, mode)."
+    )
+    kl_coef: float = Field(0.0, ge=0, description="KL-to-reference coefficient beta (0: no reference model is loaded).")
+    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="KL estimator of the loss term.")
+    kl_in_reward: bool = Field(
+        False, description="Subtract beta * each turn's summed k1 KL from its reward instead of adding a loss term."
+    )
+    dynamic_sampling: bool = Field(
+        False, description="DAPO: drop groups whose advantages are all zero (no signal) and refill the batch."
+    )
+    max_resample_rounds: int = Field(3, ge=0, description="Extra generation rounds allowed to refill the batch.")
+    overlong_cache: int = Field(
+        0, ge=0, description="DAPO overlong shaping: ramp length before rollout.max_new_tokens, per answer (0 = off)."
+    )
+
+    @model_validator(mode="after")
+    def _check_rl(self):
+        if self.advantage not in CREDIT:
+            raise ValueError(f"loss.advantage={self.advantage!r} is unknown; choose one of {', '.join(sorted(CREDIT))}")
+        bad = sorted(set(self.credit_args) - set(credit_params(self.advantage)))
+        if bad:
+            raise ValueError(
+                f"loss.credit_args {bad} not accepted by loss.advantage={self.advantage}; "
+                f"allowed: {', '.join(credit_params(self.advantage)) or 'none'}"
+            )
+        if self.kl_in_reward and self.kl_coef == 0:
+            raise ValueError("loss.kl_in_reward=true has no effect unless loss.kl_coef > 0; set loss.kl_coef")
+        ignored_unless(
+            self,
+            "loss",
+            ["kl_estimator"],
+            self.kl_coef > 0 and not self.kl_in_reward,
+            "loss.kl_coef > 0 (as a loss term)",
+        )
+        ignored_unless(self, "loss", ["max_resample_rounds"], self.dynamic_sampling, "loss.dynamic_sampling=true")
+        if self.advantage == "leap":
+            for key, on in (("overlong_cache", self.overlong_cache > 0), ("kl_in_reward", self.kl_in_reward)):
+                if on:
+                    raise ValueError(
+                        f"loss.{key} shapes rewards, and loss.advantage=leap ranks episodes by (success, turn, tokens) "
+                        "without them; drop the shaping (use loss.credit_args.token_efficiency for length)"
+                    )
+        return self
+
+    def update_settings(self, temperature: float, max_response_len: int) -> UpdateSettings:
+        s = super().update_settings(temperature, max_response_len)
+        if not self.kl_in_reward:
+            s.kl_coef, s.kl_estimator = self.kl_coef, self.kl_estimator
+        return s
+
+
+def check(cfg) -> None:
+    """Checks across sections of an RL config (raise ValueError inside a validator)."""
+    r, loss = cfg.rollout, cfg.loss
+    if r.counterfactual_turns > 0 and loss.advantage != "tcpo":
+        raise ValueError(
+            f"rollout.counterfactual_turns={r.counterfactual_turns} resamples turns for TCPO's counterfactual credit, "
+            f"which loss.advantage={loss.advantage} never reads; set loss.advantage=tcpo or rollout.counterfactual_turns=0"
+        )
+
+
+def build(ctx: Context) -> Method:
+    c = ctx.cfg
+    loss: RLLossSection = c.loss
+    r: RLRolloutSection = c.rollout
+    scorers: list = []
+    if loss.kl_coef > 0:  # beta = 0 never loads or runs a reference model
+        scorers.append(ReferenceLogprobs(ctx.load_start(), loss.micro_batch_size, r.temperature or 1.0))
+        if loss.kl_in_reward:
+            scorers.append(KLPenalty(loss.kl_coef))
+    if loss.overlong_cache > 0:
+        scorers.append(OverlongPenalty(r.max_new_tokens, loss.overlong_cache))
+    rollout: dict[str, Any] = {}
+    if r.prune == "dcp":
+
+        def keep(g: Group) -> list[bool]:
+            n_fail = sum(not e.success for e in g.episodes)
+            ok = bool(dcp_expand(torch.tensor([n_fail]), len(g.episodes), r.dcp_min_fail, r.dcp_max_fail)[0])
+            return [ok] * len(g.episodes)
+
+        rollout["continue_after_turn1"] = keep
+    if r.counterfactual_turns > 0:
+        rollout["counterfactual"] = CounterfactualOptions(
+            r.counterfactual_turns, r.counterfactual_samples, r.counterfactual_select, c.run.seed
+        )
+    plots = ["success", "frac_zero_std_groups", "frac_zero_adv_groups"]
+    if loss.kl_coef > 0:
+        plots.append("kl_ref_in_reward" if loss.kl_in_reward else "kl_ref")
+    if loss.overlong_cache > 0:
+        plots.append("shaping/overlong")
+    if r.max_turns > 1:
+        plots += ["turns", "acc@1"]
+    return Method(
+        name=loss.advantage,
+        credit=turn_credit(resolve_credit(loss.advantage, loss.credit_args)),
+        scorers=scorers,
+        rollout=rollout,
+        resample_rounds=loss.max_resample_rounds if loss.dynamic_sampling else None,
+        plots=tuple(plots),
+    )

@@ -1,0 +1,105 @@
+"""What the config verbs share on the command line: CONFIG [key=value ...] [--resume RUN] [--overwrite]
+[--print-config].
+
+Overrides may come anywhere, before or after the flags. The arguments are parsed before the verb's
+module (and torch) is imported, so `--help` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from tempering.config import Schema, build, load_config
+from tempering.errors import UserError
+
+
+def as_config(schema: type[Schema], cfg: Schema | dict) -> Any:
+    """A validated config from a dict (Python callers), or the config itself."""
+    return build(schema, cfg) if isinstance(cfg, dict) else cfg
+
+
+def begin_pipeline(root: Path, cfg: Schema, resume: bool, overwrite: bool, world=None) -> None:
+    """A pipeline verb's own folder: refused when it holds a run and this is neither a resume nor an
+    overwrite; its config.yaml (what --resume reads) written by rank 0."""
+    import yaml
+
+    from tempering.runlog import atomic_write_text
+    from tempering.train.loop import prepare_run_dir
+
+    if world is None or world.is_main:
+        prepare_run_dir(root, resume, overwrite)
+        root.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(root / "config.yaml", yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+
+
+def stage_start(out: Path, resume: bool) -> tuple[bool, bool]:
+    """(resume, overwrite) of a pipeline's stage: a stage with a checkpoint resumes; one started but never
+    checkpointed starts again (its folder is the pipeline's own); a new pipeline's stages start fresh."""
+    if resume and any((out / "checkpoints").glob("step_*")):
+        return True, False
+    return False, resume
+
+
+def parser(verb: str, description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=f"tempering {verb}",
+        description=f"{description} Keys: `tempering config {verb.split()[0]}`.",
+    )
+    p.add_argument("config", nargs="?", help="YAML config (see examples/); omit for the defaults")
+    p.add_argument("overrides", nargs="*", help="key.sub=value overrides, e.g. run.steps=50")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run exactly from its latest checkpoint")
+    p.add_argument("--overwrite", action="store_true", help="replace a run that RUN_DIR (run.out_dir) already holds")
+    p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    return p
+
+
+def parse(p: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Parse with overrides anywhere among the flags; a first positional that is an override is one."""
+    a = p.parse_intermixed_args(argv)
+    overrides = list(a.overrides)
+    if a.config and "=" in a.config and not a.config.endswith((".yaml", ".yml")):
+        a.config, overrides = None, [a.config, *overrides]
+    a.overrides = overrides
+    if a.resume and a.overwrite:
+        raise UserError("--resume continues a run and --overwrite replaces it; give one of them")
+    return a
+
+
+def resolve(schema: type[Schema], a: argparse.Namespace, out_key: str = "run.out_dir") -> Any:
+    """The config of a new run, or of the run being resumed (its own config.yaml plus overrides)."""
+    if a.resume:
+        run_dir = Path(a.resume)
+        if not (run_dir / "config.yaml").is_file():
+            raise UserError(f"{run_dir} is not a run folder (no config.yaml); give the folder a run wrote")
+        if a.config:
+            raise UserError(f"--resume reads {run_dir / 'config.yaml'}; give no CONFIG file with it")
+        return load_config(schema, run_dir / "config.yaml", [*a.overrides, f"{out_key}={run_dir}"])
+    return load_config(schema, a.config, a.overrides)
+
+
+def cli_main(argv: list[str], verb: str) -> int:
+    """A config verb of the registry: parse, resolve its config, run it, print the held-out table."""
+    from tempering.recipes.verbs import VERBS, load
+
+    spec = VERBS[verb]
+    assert spec.schema is not None and spec.run is not None
+    a = parse(parser(verb, spec.help), argv)
+    cfg = resolve(load(spec.schema), a)
+    if a.print_config:
+        import yaml
+
+        print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+        return 0
+    hist = load(spec.run)(cfg, resume=bool(a.resume), overwrite=a.overwrite)
+    from tempering.progress import print_eval_table
+
+    tables = {
+        k: v
+        for k, v in hist.items()
+        if isinstance(v, dict) and v and all(isinstance(x, (int, float)) for x in v.values())
+    }
+    if tables:
+        print_eval_table(tables, title=f"held-out results ({verb})")
+    return 0

@@ -1,0 +1,250 @@
+"""Config sections shared by every verb that trains a policy with the one loop (`train/loop.py`).
+
+Each verb composes its own top-level schema from these sections plus its method's section, and carries
+only the keys it reads. Keys that only matter when a switch is on are refused while it is off
+(`ignored_unless`), so no value is silently ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from tempering.algos.losses import AGG_MODES
+from tempering.config import Schema, ignored_unless
+from tempering.rollout.engine import FEEDBACK_TEMPLATES, RolloutOptions
+from tempering.rollout.ray_workers import RaySection
+from tempering.rollout.sampler import SamplingParams
+from tempering.rollout.vllm_sampler import VLLMSection
+from tempering.train.update import UpdateSettings
+
+LossAgg = Literal[AGG_MODES]  # type: ignore[valid-type]
+
+
+class ModelSection(Schema):
+    name: str = Field("tiny-s", description="Built-in tiny size (tiny-xs/s/m/l) or a local Hugging Face model folder.")
+    use_chat_template: bool | None = Field(
+        None, description="Apply the tokenizer's chat template (default: when it has one)."
+    )
+    system_prompt: str | None = Field(None, description="System message for chat-template models.")
+    device: str = Field("cpu", description="Where the policy runs: cpu, cuda, cuda:N, or auto (a GPU when visible).")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Parameter dtype of the policy.")
+    lora_rank: int = Field(
+        0, ge=0, description="Train LoRA adapters of this rank only (0 = full fine-tuning; needs the peft extra)."
+    )
+    lora_alpha: float | None = Field(None, description="LoRA scaling numerator (default 2 x rank).")
+    lora_targets: list[str] | None = Field(
+        None, description="Linear layers to adapt (default: attention and MLP projections)."
+    )
+
+    @model_validator(mode="after")
+    def _check(self):
+        ignored_unless(self, "model", ["lora_alpha", "lora_targets"], self.lora_rank > 0, "model.lora_rank > 0")
+        return self
+
+
+class TaskSection(Schema):
+    family: str = Field("arithmetic", description="Task family: arithmetic, strings, dataset, code, kernels, gui, ...")
+    args: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments of the family (difficulty knobs, paths)."
+    )
+    train_size: int = Field(
+        20000, gt=0, description="Number of distinct training prompts drawn (the pool cycled through)."
+    )
+    heldout_size: int = Field(500, gt=0, description="Held-out prompts used for evaluation.")
+    data_seed: int = Field(0, description="Seed of the train/held-out draws (independent of the run seed).")
+    max_error_rate: float = Field(
+        0.02,
+        ge=0,
+        le=1,
+        description="Share of a step's environment calls that may raise (user reward code, verifiers) before the run stops; the first error of each kind is shown.",
+    )
+
+
+class RolloutSection(Schema):
+    backend: Literal["hf", "vllm", "ray"] = Field(
+        "hf",
+        description="Generation: hf (in this process), vllm (GPU; extra 'vllm') or ray (rollout workers; extra 'ray').",
+    )
+    vllm: VLLMSection = Field(default_factory=VLLMSection, description="vLLM engine options (rollout.backend=vllm).")
+    ray: RaySection = Field(default_factory=RaySection, description="Ray rollout workers (rollout.backend=ray).")
+    group_size: int = Field(8, ge=1, description="Episodes sampled per prompt (G).")
+    prompts_per_step: int = Field(32, ge=1, description="Prompts (groups) per training step.")
+    max_new_tokens: int = Field(16, ge=1, description="Token limit of one answer.")
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature (0 = greedy).")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass.")
+    top_k: int = Field(0, ge=0, description="Top-k sampling (0 = off).")
+    stop: list[str] = Field(default_factory=list, description="Stop strings besides EOS.")
+    max_turns: int = Field(1, ge=1, description="Turn limit K of an episode (1 = single-turn).")
+    feedback_template: str = Field(
+        "\n{feedback}\n{prompt}",
+        description="Text appended after a failed turn ({feedback} = the status message, {prompt} = the first observation).",
+    )
+    feedback_templates: dict[str, str] = Field(
+        default_factory=lambda: dict(FEEDBACK_TEMPLATES),
+        description="Status message per verifier status ({feedback} and the step's info keys).",
+    )
+    max_context_tokens: int = Field(
+        1024, ge=8, description="Context window; beyond it older turns are dropped (or the episode stops)."
+    )
+    drop_old_turns: bool = Field(
+        True, description="Drop the oldest turns when the context fills (false: stop with stop_reason=context)."
+    )
+    truncate_prompts: bool = Field(
+        False,
+        description="A prompt too long for the context keeps its last tokens (false: the run refuses the task, naming it).",
+    )
+    score_range: tuple[float, float] | None = Field(
+        None, description="Required verifier score range, e.g. [0, 1] for TCPO (null = any)."
+    )
+    clamp_scores: bool = Field(False, description="Clamp out-of-range verifier scores instead of failing.")
+    on_env_error: Literal["train", "drop"] = Field(
+        "train", description="A group with an env_error episode is still trained on, or dropped."
+    )
+
+    @model_validator(mode="after")
+    def _check_rollout(self):
+        ignored_unless(self, "rollout", ["vllm"], self.backend == "vllm", "rollout.backend=vllm")
+        ignored_unless(self, "rollout", ["ray"], self.backend == "ray", "rollout.backend=ray")
+        ignored_unless(self, "rollout", ["clamp_scores"], self.score_range is not None, "rollout.score_range")
+        return self
+
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(self.max_new_tokens, self.temperature, self.top_p, self.top_k, list(self.stop))
+
+    def options(self, seed: int = 0) -> RolloutOptions:
+        """The rollout engine's options (methods add their own, e.g. LEAP's pruning)."""
+        return RolloutOptions(
+            sampling=self.sampling(),
+            max_turns=self.max_turns,
+            max_context_tokens=self.max_context_tokens,
+            drop_old_turns=self.drop_old_turns,
+            feedback_templates=dict(self.feedback_templates),
+            score_range=(self.score_range[0], self.score_range[1]) if self.score_range else None,
+            clamp_scores=self.clamp_scores,
+            truncate_prompts=self.truncate_prompts,
+        )
+
+
+class UpdateSection(Schema):
+    """The policy update every method shares (the `loss` section; RL verbs add their credit keys)."""
+
+    clip_low: float = Field(0.2, ge=0, description="PPO clip below 1 (eps_low).")
+    clip_high: float = Field(0.28, ge=0, description="PPO clip above 1 (eps_high; DAPO clip-higher).")
+    dual_clip: float | None = Field(3.0, description="Dual-clip constant c for negative advantages (null = off).")
+    loss_agg: LossAgg = Field("token-mean", description="Loss aggregation, normalised over the whole optimizer step.")
+    ppo_epochs: int = Field(1, ge=1, description="Passes over each batch.")
+    mini_batches: int = Field(1, ge=1, description="Optimizer steps per pass (the batch is split into this many).")
+    micro_batch_size: int = Field(256, ge=1, description="Sequences per forward/backward (gradient accumulation).")
+    share_prefix: bool = Field(
+        True,
+        description="Run a prompt shared by a group's samples through the model once per micro-batch (same numbers, less compute).",
+    )
+    norm_scope: Literal["step", "micro_batch"] = Field(
+        "step",
+        description="Loss normaliser: over the whole optimizer step (ours, the better estimator), or each micro-batch's own mean weighted by its rows (verl's, to replicate verl-trained runs).",
+    )
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
+    mask_truncated: bool = Field(False, description="Drop answers that hit the token limit from the loss (DAPO).")
+    rollout_correction: Literal["none", "tis", "mask"] = Field(
+        "none",
+        description="Sampler/trainer mismatch: truncated importance weights (tis) or masking sequences (mask).",
+    )
+    rollout_correction_cap: float = Field(
+        2.0,
+        gt=1,
+        description="C of the rollout correction: weights min(ratio, C); sequences kept while ratio is in [1/C, C].",
+    )
+
+    @model_validator(mode="after")
+    def _check_update(self):
+        on = self.rollout_correction != "none"
+        ignored_unless(self, "loss", ["rollout_correction_cap"], on, "loss.rollout_correction=tis|mask")
+        return self
+
+    def update_settings(self, temperature: float, max_response_len: int) -> UpdateSettings:
+        return UpdateSettings(
+            ppo_epochs=self.ppo_epochs,
+            mini_batches=self.mini_batches,
+            micro_batch_size=self.micro_batch_size,
+            clip_low=self.clip_low,
+            clip_high=self.clip_high,
+            dual_clip=self.dual_clip,
+            loss_agg=self.loss_agg,
+            max_grad_norm=self.max_grad_norm,
+            temperature=temperature or 1.0,
+            max_response_len=max_response_len,
+            share_prefix=self.share_prefix,
+            norm_scope=self.norm_scope,
+        )
+
+
+class OptimSection(Schema):
+    lr: float = Field(3e-4, gt=0, description="Peak learning rate (AdamW).")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
+    warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
+    schedule: Literal["cosine", "constant"] = Field("constant", description="Decay after warm-up.")
+    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Final lr as a share of the peak (cosine).")
+
+    @model_validator(mode="after")
+    def _check(self):
+        ignored_unless(self, "optim", ["min_lr_ratio"], self.schedule == "cosine", "optim.schedule=cosine")
+        return self
+
+
+class RunBase(Schema):
+    """What every run has: its length, seed, folder, periodic evaluation and output."""
+
+    steps: int = Field(100, ge=0, description="Training steps.")
+    seed: int = Field(0, description="Run seed (model init, sampling, data order).")
+    out_dir: str = Field("runs/train", description="Run folder (config, metrics, samples, plots, checkpoints).")
+    eval_every: int = Field(
+        25, ge=0, description="Evaluate on the held-out split every N steps (0 = only at the start and end)."
+    )
+    eval_size: int | None = Field(None, ge=1, description="Held-out prompts per periodic evaluation (default: all).")
+    threads: int = Field(0, ge=0, description="torch CPU threads (0 = torch's default).")
+    tensorboard: bool = Field(True, description="Write TensorBoard event files.")
+    wandb: str | None = Field(
+        None, description="Also log to this Weights & Biases project (extra 'wandb'; WANDB_MODE=offline works offline)."
+    )
+    progress: bool = Field(True, description="Show a live progress bar on a terminal.")
+    log_every: int = Field(
+        10,
+        ge=0,
+        description="When stdout is a file or a pipe, print a plain progress line every N steps (0 = none).",
+    )
+
+    @model_validator(mode="after")
+    def _check(self):
+        ignored_unless(self, "run", ["eval_size"], self.eval_every > 0, "run.eval_every > 0")
+        return self
+
+
+class RunSection(RunBase):
+    eval_k: int = Field(8, ge=1, description="Samples per held-out prompt for pass@k.")
+    eval_max_turns: int | None = Field(
+        None,
+        ge=1,
+        description="Turn limit at evaluation (default: rollout.max_turns), e.g. to give a single-turn policy feedback turns.",
+    )
+    checkpoint_every: int = Field(50, ge=0, description="Checkpoint every N steps (0 = only at the end).")
+    keep_checkpoints: int = Field(2, ge=1, description="Complete checkpoints kept on disk.")
+    log_samples: int = Field(4, ge=0, description="Episodes written to samples.jsonl per step.")
+    max_nonfinite_steps: int = Field(
+        3,
+        ge=1,
+        description="Stop after this many steps in a row whose loss or gradient was NaN or inf (each is skipped).",
+    )
+
+
+class LoopConfig(Schema):
+    """The sections the one training loop reads; every training verb's schema extends it."""
+
+    model: ModelSection = Field(default_factory=ModelSection, description="The policy.")
+    task: TaskSection = Field(default_factory=TaskSection, description="Training and held-out tasks.")
+    rollout: RolloutSection = Field(default_factory=RolloutSection, description="Sampling and turns.")
+    loss: UpdateSection = Field(default_factory=UpdateSection, description="The policy update.")
+    optim: OptimSection = Field(default_factory=OptimSection, description="Optimizer and schedule.")
+    run: RunSection = Field(default_factory=RunSection, description="Length, logging, evaluation, checkpoints.")

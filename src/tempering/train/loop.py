@@ -1,0 +1,720 @@
+"""The one training loop: every method and every verb that trains a policy runs here.
+
+One step: draw prompts -> roll out groups (dynamic sampling refills zero-signal groups) -> score
+(the verifier, then the method's scorers) -> credit -> the method's next state -> the one policy
+update -> log; evaluate and checkpoint on schedule. A method (`train/method.py`) changes only what it
+scores, its credit, its loss and its state. With `ranks` from torchrun the same loop is data-parallel:
+each rank rolls out its own share of the prompts, the update's loss normaliser is global, and rank 0
+writes the run folder.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import shutil
+import time
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tempering.envs.base import TaskFamily
+from tempering.envs.registry import make_family
+from tempering.errors import UserError
+from tempering.evaluation import evaluate
+from tempering.metrics import reward_parts
+from tempering.models import load_policy, save_policy
+from tempering.models.chat import ChatFormat
+from tempering.progress import Reporter, count_parameters, human, warn
+from tempering.rollout.engine import RolloutStats, rollout
+from tempering.rollout.sampler import HFSampler
+from tempering.runlog import RunLog
+from tempering.train.batch import TrainBatch, collate
+from tempering.train.checkpoint import latest_checkpoint, load_trainer_state, rng_state, save_checkpoint, set_rng_state
+from tempering.train.cursor import PromptCursor
+from tempering.train.method import Context, Credit, MethodBuilder, group_stats, zero_signal_groups
+from tempering.train.optim import make_optimizer, make_scheduler
+from tempering.train.parallel import DataParallel, Solo, wrap_model
+from tempering.train.scoring import RolloutCorrection, Scores, per_turn, score
+from tempering.train.update import policy_update
+from tempering.train.world import World
+from tempering.types import Episode, Group
+
+COMMON_PLOTS = (
+    "reward",
+    "reward/*",
+    "eval/pass@*",
+    "entropy",
+    "response_len",
+    "frac_zero_std_groups",
+    "grad_norm",
+    "step_seconds",
+)
+"""Panels of every run's curves.png (shell-style patterns; the method adds its own `Method.plots`)."""
+
+
+class RankCursor:
+    """A shared `PromptCursor` of which this rank keeps every `size`-th prompt: every rank draws the
+    same global order, so groups stay whole on one rank and rank 0's saved cursor resumes all."""
+
+    def __init__(self, inner: PromptCursor, rank: int, size: int):
+        self.inner, self.rank, self.size = inner, rank, size
+
+    def next(self, n: int) -> list[int]:
+        return self.inner.next(n)[self.rank :: self.size]
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.inner.state_dict()
+
+    def load_state_dict(self, s: dict[str, Any]) -> None:
+        self.inner.load_state_dict(s)
+
+
+class FullCopySync:
+    """Under FSDP2 the trainer keeps a full copy of the sharded policy (sampled from, evaluated, saved);
+    after every update this refreshes the copy, then passes it on to a sampler with weights of its own."""
+
+    def __init__(self, sampler, full_model: torch.nn.Module):
+        self.sampler, self.full_model = sampler, full_model
+
+    def sync_weights(self, train_model: torch.nn.Module) -> None:
+        from tempering.models.io import full_state_dict
+
+        self.full_model.load_state_dict(full_state_dict(train_model))
+        if hasattr(self.sampler, "sync_weights"):
+            self.sampler.sync_weights(self.full_model)
+
+    def __getattr__(self, name: str):
+        return getattr(self.sampler, name)
+
+
+@dataclass
+class StepResult:
+    step: int
+    metrics: dict[str, float]
+    groups: list[Group] = field(default_factory=list)
+
+
+class _NoLog:
+    """The run log on ranks other than 0: they write nothing."""
+
+    def __getattr__(self, name: str):
+        return lambda *a, **k: None
+
+
+class Trainer:
+    """The state of one training run of any method; `step()` advances it by one batch.
+
+    cfg: a verb's config (model, task, rollout, loss, optim, run sections). method: a builder
+    `(Context) -> Method`. family: overrides `cfg.task` (e.g. a DatasetFamily with your reward).
+    world: this process's place in a torchrun launch (None: one process); strategy: ddp or fsdp2.
+    A new run refuses a `run.out_dir` that holds a run unless `overwrite` (which removes it first).
+    """
+
+    def __init__(
+        self,
+        cfg,
+        method: MethodBuilder,
+        family: TaskFamily | None = None,
+        resume: bool = False,
+        world: World | None = None,
+        strategy: str = "ddp",
+        overwrite: bool = False,
+    ):
+        self.cfg = cfg
+        self.ranks: Solo | DataParallel = Solo() if world is None else DataParallel(world)
+        check_parallel(cfg, self.ranks.size, strategy, resume)
+        if self.ranks.is_main:
+            prepare_run_dir(Path(cfg.run.out_dir), resume, overwrite)
+        self._family_given = family is not None
+        if cfg.run.threads:
+            torch.set_num_threads(cfg.run.threads)
+        torch.manual_seed(cfg.run.seed)
+        self.family = family or make_family(cfg.task.family, **cfg.task.args)
+        train_tasks = self.family.tasks("train", cfg.task.train_size, seed=cfg.task.data_seed)
+        heldout_tasks = self.family.tasks("heldout", cfg.task.heldout_size, seed=cfg.task.data_seed)
+        if not train_tasks:
+            raise UserError(f"task family {cfg.task.family!r} gave no training tasks")
+        device = str(world.device) if world is not None else cfg.model.device
+        self.model: Any
+        self.model, self.tokenizer = self._load_model(device)
+        if self.family.feedback_template is not None and "feedback_template" not in cfg.rollout.model_fields_set:
+            cfg = self.cfg = cfg.model_copy(deep=True)  # the family's own template, recorded in the run's config
+            cfg.rollout.feedback_template = self.family.feedback_template
+        self.fmt = ChatFormat(
+            self.tokenizer, cfg.model.use_chat_template, cfg.rollout.feedback_template, cfg.model.system_prompt
+        )
+        self.sampler = self._make_sampler()
+        self.opts = cfg.rollout.options(cfg.run.seed)
+        ctx = Context(
+            cfg=cfg,
+            model=self.model,
+            tokenizer=self.tokenizer,
+            fmt=self.fmt,
+            family=self.family,
+            train_tasks=train_tasks,
+            heldout_tasks=heldout_tasks,
+            raw={t.id: t for t in train_tasks + heldout_tasks},
+            sampler=self.sampler,
+            opts=self.opts,
+            ranks=self.ranks,
+            resume=resume,
+            load_start=lambda: self._load_model(device, lora=False)[0].eval().requires_grad_(False),
+        )
+        self.raw = ctx.raw
+        """Examples by id as the family made them (before the method's student prompt)."""
+        self.method = method(ctx)
+        self.opts = replace(self.opts, **self.method.rollout)
+        if self.method.student_prompt is not None:
+            build = self.method.student_prompt
+            train_tasks = [replace(t, prompt=build(t)) for t in train_tasks]
+            heldout_tasks = [replace(t, prompt=build(t)) for t in heldout_tasks]
+        self.train_tasks, self.heldout_tasks = train_tasks, heldout_tasks
+        self._check_context()
+        self.scorers = list(self.method.scorers)
+        loss_cfg = cfg.loss
+        if loss_cfg.rollout_correction != "none":
+            if not self.method.corrects:
+                raise UserError(
+                    f"loss.rollout_correction={loss_cfg.rollout_correction} reweights advantages, and the "
+                    f"{self.method.name} loss has none on the sampled tokens; set loss.rollout_correction=none"
+                )
+            self.scorers.append(
+                RolloutCorrection(
+                    self.model,
+                    loss_cfg.rollout_correction,
+                    loss_cfg.rollout_correction_cap,
+                    loss_cfg.micro_batch_size,
+                    cfg.rollout.temperature or 1.0,
+                )
+            )
+        self.state: dict[str, float] = dict(self.method.state)
+        self._errors_seen: set[tuple[str, str]] = set()
+        self._nonfinite_streak = 0
+        self.train_model: torch.nn.Module = self.model
+        """The module the update runs on: `model` itself, or its DDP/FSDP form in data-parallel training."""
+        self.optimizer = make_optimizer(self.model, cfg.optim.lr, cfg.optim.weight_decay, cfg.optim.betas)
+        self.scheduler = self._make_scheduler()
+        self.cursor: PromptCursor | RankCursor = PromptCursor(len(self.train_tasks), cfg.run.seed)
+        self.update_gen = torch.Generator().manual_seed(cfg.run.seed + 1)
+        self.step_no = 0
+        self.settings = cfg.loss.update_settings(
+            cfg.rollout.temperature, cfg.rollout.max_new_tokens * cfg.rollout.max_turns
+        )
+        self._rank_rngs: list[Any] | None = None
+        if isinstance(self.ranks, DataParallel):
+            self._go_parallel(strategy)
+        self.resume_step: int | None = None
+        if resume:
+            self.resume_step = self._load(latest_checkpoint(Path(cfg.run.out_dir), warn=warn))
+            if hasattr(self.sampler, "sync_weights"):  # the sampler's own copy still has the starting weights
+                self.sampler.sync_weights(self.train_model)
+        self.log: RunLog | _NoLog = _NoLog()
+        if self.ranks.is_main:
+            self.log = RunLog(
+                cfg.run.out_dir,
+                cfg.model_dump(mode="json"),
+                resume_step=self.resume_step,
+                tensorboard=cfg.run.tensorboard,
+                wandb=cfg.run.wandb,
+                title=f"{Path(cfg.run.out_dir).name} · {self.method.name} · {cfg.model.name}",
+                plots=[*COMMON_PLOTS, *self.method.plots],
+            )
+        self.ranks.barrier()  # rank 0 has prepared the run folder
+
+    # ---- set-up ------------------------------------------------------------------------------
+    def _load_model(self, device: str, lora: bool = True):
+        c = self.cfg.model
+        model, tok = load_policy(c.name, seed=self.cfg.run.seed, dtype=c.dtype, device=device)
+        if lora and c.lora_rank:
+            from tempering.models.lora import add_lora
+
+            model = add_lora(model, c.lora_rank, c.lora_alpha, target_modules=c.lora_targets)
+        return model, tok
+
+    def _check_context(self) -> None:
+        """Every task's prompt leaves room for an answer, within the model's own context (checked when
+        the tasks are loaded; observations that only `reset()` knows are checked when they arrive)."""
+        r = self.cfg.rollout
+        limit = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
+        if limit is not None and r.max_context_tokens > limit:
+            raise UserError(
+                f"rollout.max_context_tokens={r.max_context_tokens} is beyond the model's context ({limit} "
+                f"positions, {self.cfg.model.name}); set rollout.max_context_tokens <= {limit}"
+            )
+        if r.truncate_prompts:
+            return
+        budget = r.max_context_tokens - r.max_new_tokens
+        long = [
+            t.id
+            for t in self.train_tasks + self.heldout_tasks
+            if t.prompt and len(self.fmt.prompt_ids(t.prompt)) > budget
+        ]
+        if long:
+            raise UserError(
+                f"{len(long)} task prompt(s) leave no room for an answer of rollout.max_new_tokens={r.max_new_tokens} "
+                f"within rollout.max_context_tokens={r.max_context_tokens} (e.g. {', '.join(long[:5])}); raise "
+                "max_context_tokens, shorten the prompts, or set rollout.truncate_prompts=true"
+            )
+
+    def _make_sampler(self):
+        c = self.cfg
+        if c.rollout.backend == "vllm":
+            from tempering.rollout.vllm_sampler import make_vllm_sampler
+
+            return make_vllm_sampler(self.model, self.tokenizer, c.run.out_dir, c.run.seed, c.rollout.vllm)
+        if c.rollout.backend == "ray":
+            from tempering.rollout.ray_workers import RaySampler
+
+            r = c.rollout.ray
+            return RaySampler(
+                self.model,
+                self.tokenizer,
+                r.num_workers,
+                c.run.seed,
+                r.num_cpus_per_worker,
+                r.num_gpus_per_worker,
+                address=r.address,
+            )
+        return HFSampler(self.model, self.tokenizer, seed=c.run.seed)
+
+    def _make_scheduler(self):
+        o = self.cfg.optim
+        return make_scheduler(self.optimizer, o.warmup_steps, self.cfg.run.steps, o.schedule, o.min_lr_ratio)
+
+    def _go_parallel(self, strategy: str) -> None:
+        """Each rank rolls out its own share with its own sampling stream; the update is DDP or FSDP2."""
+        dp = self.ranks
+        assert isinstance(dp, DataParallel)
+        assert isinstance(self.cursor, PromptCursor)
+        self.cursor = RankCursor(self.cursor, dp.rank, dp.size)
+        self.sampler.generator.manual_seed(self.cfg.run.seed * 1000 + dp.rank)
+        if strategy == "ddp":
+            self.train_model = wrap_model(self.model, "ddp", dp.world)  # shares the weights the sampler reads
+        else:
+            self.train_model = wrap_model(copy.deepcopy(self.model), "fsdp2", dp.world)
+            o = self.cfg.optim
+            self.optimizer = make_optimizer(self.train_model, o.lr, o.weight_decay, o.betas)
+            self.scheduler = self._make_scheduler()
+            self.sampler = FullCopySync(self.sampler, self.model)
+            # every forward of a sharded model is a collective: ranks must run the same forwards, and a
+            # shared-prompt forward (two passes) on one rank beside a plain one elsewhere would deadlock
+            self.settings.share_prefix = False
+        self.settings.data_parallel = dp
+
+    # ---- state -------------------------------------------------------------------------------
+    def _generators(self) -> dict[str, torch.Generator]:
+        return {"sampler": self.sampler.generator, "update": self.update_gen}
+
+    def save(self) -> Path | None:
+        """An atomic checkpoint of everything needed to resume exactly (rank 0 writes it)."""
+        rngs = self.ranks.gather(self.sampler.generator.get_state())
+        path = None
+        if self.ranks.is_main:
+            state = {
+                "step": self.step_no,
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "cursor": self.cursor.state_dict(),
+                "rng": rng_state(self._generators()),
+                "rank_sampler_rng": rngs,
+                "method": self.method.name,
+                "method_state": dict(self.state),
+                "task_family": self._family_record(),
+            }
+            path = save_checkpoint(
+                Path(self.cfg.run.out_dir),
+                self.step_no,
+                self.model,
+                self.tokenizer,
+                state,
+                self.cfg.run.keep_checkpoints,
+            )
+        self.ranks.barrier()
+        return path
+
+    def _load(self, ckpt: Path) -> int:
+        from safetensors.torch import load_file
+
+        if self.cfg.model.lora_rank:
+            from peft import set_peft_model_state_dict
+
+            set_peft_model_state_dict(self.model, load_file(ckpt / "model" / "adapter_model.safetensors"))
+        else:
+            self.model.load_state_dict(load_file(ckpt / "model" / "model.safetensors"), strict=False)
+        s = load_trainer_state(ckpt)
+        self._check_family(s.get("task_family"))
+        self.optimizer.load_state_dict(s["optimizer"])
+        self.scheduler.load_state_dict(s["scheduler"])
+        self.cursor.load_state_dict(s["cursor"])
+        set_rng_state(s["rng"], self._generators())
+        rngs = s.get("rank_sampler_rng") or []
+        if isinstance(self.ranks, DataParallel):
+            if len(rngs) != self.ranks.size:
+                raise UserError(
+                    f"this checkpoint was written by {len(rngs)} rank(s) and {self.ranks.size} were started; "
+                    f"resume with --nproc-per-node (x nodes) = {len(rngs)}"
+                )
+            self.sampler.generator.set_state(rngs[self.ranks.rank])
+        self.state = {**self.state, **s.get("method_state", {})}
+        self.step_no = s["step"]
+        return self.step_no
+
+    def _family_record(self) -> dict[str, Any]:
+        cls = type(self.family)
+        return {"class": f"{cls.__module__}.{cls.__qualname__}", "from_config": not self._family_given}
+
+    def _check_family(self, saved: dict[str, Any] | None) -> None:
+        """A resume trains on what the run trained on, or refuses."""
+        if saved is None:
+            return
+        here = self._family_record()
+        if not saved["from_config"] and not self._family_given:
+            raise UserError(
+                f"this run trained on a task family given from Python ({saved['class']}), which its config cannot "
+                "rebuild; resume it from Python with the same family: trainer(cfg, family=..., resume=True)"
+            )
+        if saved["class"] != here["class"]:
+            raise UserError(
+                f"this run trained on {saved['class']} and the resume would train on {here['class']}; resume with "
+                "the run's own task family"
+            )
+
+    def export(self, path: Path) -> Path:
+        """The trained policy as a plain Hugging Face folder (LoRA: merged, and the adapter in `adapter/`)."""
+        if self.ranks.is_main:
+            if self.cfg.model.lora_rank:
+                from tempering.models.lora import merged_copy, save_adapter
+
+                save_policy(merged_copy(self.model), self.tokenizer, path)  # type: ignore[arg-type]
+                save_adapter(self.model, self.tokenizer, path / "adapter")
+            else:
+                save_policy(self.model, self.tokenizer, path)
+        self.ranks.barrier()
+        return path
+
+    # ---- one step ----------------------------------------------------------------------------
+    async def rollout(self, stats: RolloutStats) -> list[Group]:
+        tasks = [self.train_tasks[i] for i in self.cursor.next(self.cfg.rollout.prompts_per_step)]
+        return await rollout(
+            self.sampler, self.fmt, tasks, self.family.make_env, self.cfg.rollout.group_size, self.opts, stats
+        )
+
+    def with_signal(self, groups: list[Group]) -> list[Group]:
+        """The groups whose advantages are not all zero under this method's credit."""
+        batch = collate([e for g in groups for e in g.episodes], self.sampler.pad_id)
+        credit = self.method.credit(score(groups, batch, self.method.scorers), batch, self.state)
+        zero = zero_signal_groups(credit.adv_BT, batch, self.cfg.rollout.group_size)
+        return [g for g, z in zip(groups, zero.tolist()) if not z]
+
+    async def collect(self, stats: RolloutStats) -> tuple[list[Group], bool, dict[str, float]]:
+        """This rank's groups for one step (dynamic sampling when the method asks for it, groups with an
+        env_error dropped when `rollout.on_env_error=drop`), and whether they are to be trained on: a rank
+        left with none keeps one group with an empty loss mask, so its collectives stay in step."""
+        groups = await self.rollout(stats)
+        info = group_stats(Scores.of(groups))
+        kept = groups
+        rounds = self.method.resample_rounds
+        if rounds is not None:
+            need = len(groups)
+            kept = self.with_signal(groups)
+            info["frac_zero_adv_groups"] = 1 - len(kept) / need  # before refilling: what was dropped
+            done = 0
+            while len(kept) < need and done < rounds:
+                done += 1
+                kept += self.with_signal(await self.rollout(stats))
+            info["resample_rounds"] = done
+            kept = kept[:need]
+        if self.cfg.rollout.on_env_error == "drop":
+            ok = [g for g in kept if not any(e.stop_reason == "env_error" for e in g.episodes)]
+            info["groups_dropped_env_error"] = len(kept) - len(ok)
+            kept = ok
+        return (kept, True, info) if kept else (groups[:1], False, info)
+
+    def train_on(self, groups: list[Group], trainable: bool = True) -> tuple[dict[str, float], dict[str, Any]]:
+        """Score, credit and update on this rank's groups: (metrics, per-episode turn advantages).
+        `trainable=False`: the groups only keep this rank's collectives in step (empty loss mask). When no
+        rank has anything to train on, the update is skipped (an optimizer step on zero gradients would
+        still move the weights)."""
+        episodes = [e for g in groups for e in g.episodes]
+        batch = collate(episodes, self.sampler.pad_id, self.cfg.loss.mask_truncated)
+        if not trainable:
+            batch = replace(batch, mask_BT=torch.zeros_like(batch.mask_BT))
+        total = self.ranks.reduce({"groups": len(groups) if trainable else 0})["groups"]
+        scores = score(groups, batch, self.scorers)
+        credit = self.method.credit(scores, batch, self.state)
+        tokens = float(batch.mask_BT.sum())
+        reduced = self.ranks.reduce(credit.metrics, weight=tokens)
+        if total == 0:
+            return {"update_skipped": 1.0, **reduced}, {"turn_adv": []}
+        if self.method.next_state is not None:
+            self.state = self.method.next_state(self.state, reduced)
+        trained = training_batch(batch, scores, credit)
+        loss_fn: Any = self.method.loss
+        if "state" in inspect.signature(loss_fn).parameters:
+            loss_fn = partial(loss_fn, state=self.state)
+        upd = policy_update(
+            self.train_model, self.optimizer, self.scheduler, trained, self.settings, self.update_gen, loss_fn=loss_fn
+        )
+        if hasattr(self.sampler, "sync_weights"):  # a sampler with its own copy of the weights (vLLM, Ray, FSDP)
+            self.sampler.sync_weights(self.train_model)
+        G = self.cfg.rollout.group_size
+        assert trained.adv_BT is not None
+        zero = zero_signal_groups(trained.adv_BT, trained, G)
+        shape = scores.turns.scores_NGK.shape
+        adv_NGK = per_turn(trained.adv_BT, trained, shape) / per_turn(trained.mask_BT, trained, shape).clamp(min=1)
+        signal = {} if self.method.resample_rounds is not None else {"frac_zero_adv_groups": float(zero.float().mean())}
+        m = {
+            **self.ranks.reduce({**scores.metrics, **signal}, len(episodes)),
+            **reduced,
+            **{f"state/{k}": v for k, v in self.state.items()},
+            **self.ranks.reduce(upd),
+        }
+        return m, {"turn_adv": adv_NGK.reshape(-1, shape[-1]).tolist()}
+
+    async def step(self) -> StepResult:
+        c = self.cfg
+        t0 = time.perf_counter()
+        stats = RolloutStats()
+        groups, trainable, info = await self.collect(stats)
+        self._check_errors(stats, "training")
+        episodes = [e for g in groups for e in g.episodes]
+        t1 = time.perf_counter()
+        trained, detail = self.train_on(groups, trainable)
+        t2 = time.perf_counter()
+        self.step_no += 1
+        n_tok = [e.num_action_tokens for e in episodes]
+        m = {
+            "reward": sum(e.reward for e in episodes) / len(episodes),
+            "success": sum(e.success for e in episodes) / len(episodes),
+            "response_len": sum(n_tok) / len(n_tok),
+            "truncated": sum(any(t.truncated for t in e.turns) for e in episodes) / len(episodes),
+            "groups": len(groups) if trainable else 0,
+            "env_calls": stats.env_calls,
+            "env_seconds": stats.env_seconds,
+            "env_errors": stats.env_errors,
+            "gen_seconds": stats.gen_seconds,
+            "update_seconds": t2 - t1,
+            "step_seconds": t2 - t0,
+            **reward_parts(episodes),
+            **info,
+        }
+        if c.rollout.max_turns > 1:
+            m["turns"] = sum(len(e.turns) for e in episodes) / len(episodes)
+            for t in range(1, c.rollout.max_turns + 1):
+                m[f"acc@{t}"] = sum((e.first_success_turn or 99) <= t for e in episodes) / len(episodes)
+            decided = stats.groups_expanded + stats.groups_pruned
+            m["groups_expanded_share"] = stats.groups_expanded / decided if decided else 0.0
+            m["episodes_pruned"] = stats.episodes_pruned
+        if stats.cf_env_calls:
+            m["cf_env_calls"] = stats.cf_env_calls
+            m["cf_overhead_calls"] = (stats.env_calls + stats.cf_env_calls) / stats.env_calls
+            m["cf_overhead_seconds"] = stats.wall_seconds / max(stats.wall_seconds - stats.cf_seconds, 1e-9)
+        m = {**self.ranks.reduce(m, weight=len(episodes)), **trained}
+        self.log.log(self.step_no, m)
+        self._check_finite(m)
+        if c.run.log_samples:
+            adv = detail["turn_adv"] or [[] for _ in episodes]
+            rows = [_sample_row(e, a) for e, a in zip(episodes, adv)][: c.run.log_samples]
+            self.log.samples(self.step_no, rows)
+        return StepResult(self.step_no, m, groups)
+
+    def _check_finite(self, m: dict[str, float]) -> None:
+        """An optimizer step whose gradient was NaN or inf was skipped; stop after a few in a row."""
+        if not m.get("nonfinite_updates"):
+            self._nonfinite_streak = 0
+            return
+        self._nonfinite_streak += 1
+        limit = self.cfg.run.max_nonfinite_steps
+        warn(f"step {self.step_no}: the loss or gradient was not finite; the update was skipped")
+        if self._nonfinite_streak >= limit:
+            raise UserError(
+                f"the loss or gradient was not finite in {limit} steps in a row (run.max_nonfinite_steps); the "
+                f"weights are those of the last finite update. Lower optim.lr or loss.max_grad_norm, or check the "
+                f"rewards and teachers of this run ({self.cfg.run.out_dir}/metrics.jsonl)"
+            )
+
+    def _check_errors(self, stats: RolloutStats, phase: str) -> None:
+        """Show the first environment error of each kind; stop when their share passes task.max_error_rate
+        (errors in user code are not the policy's fault, and a run that learns nothing must not pass)."""
+        for err in stats.errors:
+            key = (err.kind, err.where)
+            if key not in self._errors_seen:
+                self._errors_seen.add(key)
+                warn(f"an environment raised during {phase} (step {self.step_no + 1}): {err.describe()}")
+        calls = stats.env_calls + stats.cf_env_calls
+        share = len(stats.errors) / max(calls, 1)
+        if share > self.cfg.task.max_error_rate:
+            first = stats.errors[0]
+            raise UserError(
+                f"{len(stats.errors)} of {calls} environment calls raised during {phase} (share {share:.2f} > "
+                f"task.max_error_rate={self.cfg.task.max_error_rate}); the first: {first.describe()}. Fix the "
+                "environment or reward function, or raise task.max_error_rate to train through rare errors"
+            )
+
+    async def evaluate(self, size: int | None = None) -> dict[str, float]:
+        """Held-out metrics (rank 0 evaluates; every rank gets its numbers)."""
+        out = None
+        if self.ranks.is_main:
+            tasks = self.heldout_tasks[:size] if size else self.heldout_tasks
+            opts = replace(self.opts, max_turns=self.cfg.run.eval_max_turns or self.opts.max_turns)
+            stats = RolloutStats()
+            m = await evaluate(self.sampler, self.fmt, self.family, tasks, opts, k=self.cfg.run.eval_k, stats=stats)
+            self._check_errors(stats, "evaluation")
+            out = {f"eval/{k}": v for k, v in m.items()} | {"eval/n": len(tasks)}
+        return self.ranks.share(out)
+
+    # ---- the loop ----------------------------------------------------------------------------
+    @property
+    def finished(self) -> bool:
+        """The run reached `run.steps` and exported its final model (a resume has nothing to do)."""
+        return self.step_no >= self.cfg.run.steps and (Path(self.cfg.run.out_dir) / "final" / "config.json").is_file()
+
+    async def run(self) -> dict[str, Any]:
+        """Train to `run.steps` (evaluating and checkpointing on schedule), export, plot. A finished run
+        says so and returns its start and final evaluations from its metrics."""
+        try:
+            if self.finished:
+                if self.ranks.is_main:
+                    warn(
+                        f"{self.cfg.run.out_dir} is finished (step {self.step_no} of {self.cfg.run.steps}); nothing to do"
+                    )
+                return self.ranks.share(self._history() if self.ranks.is_main else None)
+            return await self._run()
+        finally:
+            self.family.close()
+
+    def _history(self) -> dict[str, Any]:
+        rows = [r for r in self.log.read_metrics() if "eval/pass@1" in r]
+        out = {"final": {k: v for k, v in rows[-1].items() if k != "step"}} if rows else {}
+        if rows and rows[0]["step"] == 0:
+            out["start"] = {k: v for k, v in rows[0].items() if k != "step"}
+        return out
+
+    async def _run(self) -> dict[str, Any]:
+        c = self.cfg.run
+        history: dict[str, Any] = {}
+        report = Reporter(
+            c.steps,
+            self.method.name,
+            start=self.step_no,
+            log_every=c.log_every,
+            bar=c.progress,
+            objective=next(iter(self.method.plots), None),
+            quiet=not self.ranks.is_main,
+        )
+        report.summary(self.summary())
+        if self.step_no == 0:
+            first = await self.evaluate()  # the whole held-out set, as the final evaluation
+            self.log.log(0, first)
+            history["start"] = first
+            report.evaluation(0, first, len(self.heldout_tasks), "start evaluation")
+        with report:
+            while self.step_no < c.steps:
+                m = (await self.step()).metrics
+                report.step(self.step_no, m)
+                if c.eval_every and self.step_no % c.eval_every == 0 and self.step_no < c.steps:
+                    ev = await self.evaluate(c.eval_size)
+                    self.log.log(self.step_no, ev)
+                    report.evaluation(self.step_no, ev, int(ev["eval/n"]))
+                    self.log.plot()
+                if c.checkpoint_every and self.step_no % c.checkpoint_every == 0:
+                    self.save()
+                    self.log.plot()
+        final = await self.evaluate()
+        self.log.log(self.step_no, final)
+        report.evaluation(self.step_no, final, len(self.heldout_tasks), "final evaluation")
+        history["final"] = final
+        self.save()
+        self.export(Path(c.out_dir) / "final")
+        self.log.plot()
+        self.log.close()
+        return history
+
+    def summary(self) -> dict[str, str]:
+        """What the run is, printed when it starts."""
+        c = self.cfg
+        total, trained = count_parameters(self.model)
+        device = next(self.model.parameters()).device
+        ranks = f" x {self.ranks.size} ranks" if self.ranks.size > 1 else ""
+        return {
+            "model": f"{c.model.name} ({human(total)} parameters, {human(trained)} trained, {c.model.dtype})",
+            "device": f"{device}{ranks}",
+            "task": f"{self.family.name or c.task.family}: {len(self.train_tasks)} train / "
+            f"{len(self.heldout_tasks)} held-out prompts",
+            "steps": f"{c.run.steps} x {c.rollout.prompts_per_step} prompts x {c.rollout.group_size} samples",
+            "run folder": str(c.run.out_dir)
+            + (f" (resuming from step {self.resume_step})" if self.resume_step is not None else ""),
+        }
+
+
+def training_batch(batch: TrainBatch, scores: Scores, credit: Credit) -> TrainBatch:
+    """The batch the update trains on: credit's advantages, extras and mask, the reference's log-probs,
+    and the rollout correction (the trainer's log-probs as behaviour, weights on the advantages)."""
+    adv = credit.adv_BT
+    mask = credit.mask_BT if credit.mask_BT is not None else batch.mask_BT
+    old = None
+    if scores.correction_BT is not None:
+        assert scores.correction_mask_BT is not None
+        adv = adv * scores.correction_BT
+        mask = mask * scores.correction_mask_BT
+        old = scores.behaviour_logp_BT
+    return replace(
+        batch, adv_BT=adv * mask, mask_BT=mask, extra=credit.extra, ref_logp_BT=scores.ref_logp_BT, old_logp_BT=old
+    )
+
+
+def prepare_run_dir(out: Path, resume: bool, overwrite: bool) -> None:
+    """A new run never mixes with another: a folder that holds a run (its config.yaml) is refused, since
+    its metrics, checkpoints and final model would be mixed with the new run's, unless `overwrite`
+    removes it. Other files in the folder are left alone."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"run.out_dir={out} is a file; give a folder for the run")
+    if resume or not (out / "config.yaml").is_file():
+        return
+    if not overwrite:
+        raise UserError(
+            f"run.out_dir={out} already holds a run; continue it with --resume {out}, replace it with "
+            "--overwrite, or choose another run.out_dir"
+        )
+    shutil.rmtree(out)
+
+
+def check_parallel(cfg, size: int, strategy: str, resume: bool) -> None:
+    """What a data-parallel run cannot do, before any work starts."""
+    if size == 1:
+        return
+    n = cfg.rollout.prompts_per_step
+    if n % size:
+        fits = [k for k in range(1, n + 1) if n % k == 0]
+        raise UserError(
+            f"rollout.prompts_per_step={n} does not split over {size} ranks; make it a multiple of "
+            f"{size}, or start a number of processes that divides it ({', '.join(map(str, fits))})"
+        )
+    if strategy == "fsdp2" and resume:
+        raise UserError(
+            "--resume is supported with --strategy ddp; an fsdp2 checkpoint keeps full model weights but "
+            "not the sharded optimizer state: start a new run from checkpoints/step_N/model"
+        )
+
+
+def _sample_row(e: Episode, turn_adv: list[float]) -> dict[str, Any]:
+    return {
+        "task": e.task.id,
+        "prompt": e.prompt,
+        "turns": [
+            {
+                "text": t.info.get("text", ""),
+                "score": t.score,
+                "status": t.status,
+                "feedback": t.feedback,
+                "advantage": turn_adv[k] if k < len(turn_adv) else 0.0,
+            }
+            for k, t in enumerate(e.turns)
+        ],
+        "reward": e.reward,
+        "stop_reason": e.stop_reason,
+    }

@@ -1,0 +1,192 @@
+"""The scoring stage, between rollout and credit: the one place where rewards are formed.
+
+`Scores` holds what is known about a batch once it is scored: the verifier's per-turn scores (from the
+episodes), each shaping term by name (kept apart, summed into `turns.shaping_NGK`, and logged), the
+reference policy's log-probs, the teachers' views of the student's tokens, and the rollout correction.
+A scorer is a function `(groups, batch, scores) -> scores` that returns a new record with its part
+added; scorers never change episodes or the batch. Every change to a reward shows in `metrics`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+import torch
+
+from tempering.algos.correction import rollout_correction
+from tempering.algos.credit import TurnTensors, turn_tensors
+from tempering.algos.losses import kl_estimate
+from tempering.algos.shaping import overlong_penalty
+from tempering.models.chat import ChatFormat
+from tempering.teachers.base import Teacher, TeacherScores
+from tempering.teachers.prompts import PromptBuilder, score_episodes
+from tempering.train.batch import TrainBatch
+from tempering.train.update import batch_logprobs
+from tempering.types import Group, Task
+
+
+@dataclass(frozen=True)
+class Scores:
+    """Everything the scoring stage computed for one batch (rows follow `TrainBatch`)."""
+
+    turns: TurnTensors
+    """Verifier scores per (group, episode, turn), outcome rewards, and the summed shaping terms."""
+    task_ids: tuple[str, ...] = ()
+    """The task of each episode, in batch order (groups flattened)."""
+    terms: dict[str, torch.Tensor] = field(default_factory=dict)
+    """Each shaping term by name, per (group, episode, turn); already summed into `turns.shaping_NGK`."""
+    ref_logp_BT: torch.Tensor | None = None
+    """The reference policy's log-probs of the sampled tokens (KL loss or KL-in-reward)."""
+    teachers: dict[str, TeacherScores] = field(default_factory=dict)
+    """Teachers' views of the student's tokens, aligned with the batch."""
+    behaviour_logp_BT: torch.Tensor | None = None
+    """The trainer's log-probs of the sampled tokens, when the sampler is not the trainer (rollout correction)."""
+    correction_BT: torch.Tensor | None = None
+    """Per-token weights of the rollout correction (0 where a sequence is masked)."""
+    correction_mask_BT: torch.Tensor | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, groups: list[Group]) -> Scores:
+        """The verifier's scores, as the episodes carry them."""
+        return cls(turns=turn_tensors(groups), task_ids=tuple(e.task.id for g in groups for e in g.episodes))
+
+    def with_term(self, name: str, term_NGK: torch.Tensor) -> Scores:
+        """A shaping term added to the turns it belongs to (and logged as its mean per episode)."""
+        t = self.turns
+        term = term_NGK.float() * t.valid_NGK
+        turns = replace(t, shaping_NGK=t.shaping + term)
+        per_episode = float(term.sum(-1).mean())
+        return replace(
+            self,
+            turns=turns,
+            terms={**self.terms, name: term},
+            metrics={**self.metrics, f"shaping/{name}": per_episode},
+        )
+
+    def with_metrics(self, **m: float) -> Scores:
+        return replace(self, metrics={**self.metrics, **m})
+
+
+class Scorer(Protocol):
+    def __call__(self, groups: list[Group], batch: TrainBatch, scores: Scores) -> Scores: ...
+
+
+def score(groups: list[Group], batch: TrainBatch, scorers: Sequence[Scorer]) -> Scores:
+    """Run the scorers in order over the verifier's scores."""
+    s = Scores.of(groups)
+    for scorer in scorers:
+        s = scorer(groups, batch, s)
+    return s
+
+
+def per_turn(values_BT: torch.Tensor, batch: TrainBatch, shape_NGK: torch.Size) -> torch.Tensor:
+    """Sum of per-token values over each (episode, turn)'s policy tokens, as an (N, G, K) tensor."""
+    N, G, K = shape_NGK
+    out = torch.zeros(N * G * K)
+    assert batch.episode_B is not None
+    m = batch.mask_BT > 0
+    rows = batch.episode_B[:, None].expand_as(batch.turn_BT)
+    idx = rows * K + batch.turn_BT.clamp(min=0)
+    out.index_add_(0, idx[m], values_BT[m].float())
+    return out.view(N, G, K)
+
+
+@dataclass
+class OverlongPenalty:
+    """DAPO's soft overlong punishment, per answer: each turn's own length against the answer limit
+    (`rollout.max_new_tokens`), 0 up to max - cache, then linear down to -1 at the limit."""
+
+    max_new_tokens: int
+    cache: int
+
+    def __call__(self, groups: list[Group], batch: TrainBatch, scores: Scores) -> Scores:
+        t = scores.turns
+        return scores.with_term("overlong", overlong_penalty(t.tokens_NGK, self.max_new_tokens, self.cache))
+
+
+@dataclass
+class ReferenceLogprobs:
+    """The reference policy's log-probs of the sampled tokens."""
+
+    model: torch.nn.Module
+    micro_batch_size: int
+    temperature: float = 1.0
+
+    def __call__(self, groups: list[Group], batch: TrainBatch, scores: Scores) -> Scores:
+        ref = batch_logprobs(self.model, batch, self.micro_batch_size, self.temperature)
+        return replace(scores, ref_logp_BT=ref)
+
+
+@dataclass
+class KLPenalty:
+    """KL to the reference in the reward: each turn's summed k1 estimate times -beta (needs
+    `ReferenceLogprobs` first)."""
+
+    coef: float
+
+    def __call__(self, groups: list[Group], batch: TrainBatch, scores: Scores) -> Scores:
+        if scores.ref_logp_BT is None:
+            raise ValueError("KLPenalty needs the reference log-probs: put ReferenceLogprobs before it")
+        k1 = kl_estimate(batch.sample_logp_BT, scores.ref_logp_BT, "k1") * batch.mask_BT
+        kl_NGK = per_turn(k1, batch, scores.turns.scores_NGK.shape)
+        out = scores.with_term("kl", -self.coef * kl_NGK)
+        return out.with_metrics(kl_ref_in_reward=float(kl_NGK.sum(-1).mean()))
+
+
+@dataclass
+class TeacherLogprobs:
+    """One teacher's view of the student's own tokens, aligned with the batch (`Scores.teachers[name]`).
+
+    `build` makes the teacher's prompt from the raw example (`raw[task.id]`, before the student's own
+    prompt was applied), so the teacher may see privileged context the student never does.
+    """
+
+    name: str
+    teacher: Teacher
+    fmt: ChatFormat
+    build: PromptBuilder | None = None
+    raw: dict[str, Task] | None = None
+    top_k: int = 0
+    full: bool = False
+    candidates: Callable[[Scores], torch.Tensor] | None = None
+    """Ids to score at every position, from the scores so far (e.g. the student's own top-k)."""
+
+    def __call__(self, groups: list[Group], batch: TrainBatch, scores: Scores) -> Scores:
+        episodes = [e for g in groups for e in g.episodes]
+        if batch.size != len(episodes):
+            raise ValueError(
+                "teachers score one row per episode; set rollout.drop_old_turns=false for multi-turn tasks"
+            )
+        cand = self.candidates(scores) if self.candidates is not None else None
+        s = score_episodes(
+            self.teacher,
+            episodes,
+            self.fmt,
+            batch.input_ids_BT.shape[1],
+            build=self.build,
+            raw=self.raw,
+            candidates_BTK=cand,
+            top_k=self.top_k,
+            full=self.full,
+        )
+        return replace(scores, teachers={**scores.teachers, self.name: s})
+
+
+@dataclass
+class RolloutCorrection:
+    """The trainer's own log-probs of the sampled tokens and the correction weights (tis or mask)."""
+
+    model: torch.nn.Module
+    mode: str
+    cap: float
+    micro_batch_size: int
+    temperature: float = 1.0
+
+    def __call__(self, groups: list[Group], batch: TrainBatch, scores: Scores) -> Scores:
+        trainer = batch_logprobs(self.model, batch, self.micro_batch_size, self.temperature)
+        w, mask, stats = rollout_correction(trainer, batch.sample_logp_BT, batch.mask_BT, self.mode, self.cap)
+        out = replace(scores, behaviour_logp_BT=trainer, correction_BT=w, correction_mask_BT=mask)
+        return out.with_metrics(**{f"rollout/{k}": v for k, v in stats.items()})
