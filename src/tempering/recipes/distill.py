@@ -41,15 +41,7 @@ def trainer(
     return Trainer(cfg, method, family, resume, world, strategy, overwrite)
 
 
-def distill(
-    cfg: DistillConfig | dict,
-    family: TaskFamily | None = None,
-    resume: bool = False,
-    teacher: Teacher | None = None,
-    teacher_prompt: PromptBuilder | None = None,
-    world: World | None = None,
-    strategy: str = "ddp",
-    overwrite: bool = False,
-) -> dict[str, Any]:
-    """Run OPD from Python; `teacher` and `teacher_prompt` override the config's (any `Teacher`, any `Task -> str`)."""
-    return asyncio.run(trainer(cfg, family, resume, teacher, teacher_prompt, world, strategy, overwrite).run())
+def distill(cfg: DistillConfig | dict, **kwargs: Any) -> dict[str, Any]:
+    """Run OPD from Python (the arguments of `trainer`: `teacher` and `teacher_prompt` override the
+    config's, any `Teacher` and any `Task -> str`); returns the start and final held-out metrics."""
+    return asyncio.run(trainer(cfg, **kwargs).run())

@@ -47,14 +47,6 @@ def trainer(
     return Trainer(cfg, method or rl.build, family, resume, world, strategy, overwrite)
 
 
-def train(
-    cfg: TrainConfig | dict,
-    family: TaskFamily | None = None,
-    resume: bool = False,
-    world: World | None = None,
-    strategy: str = "ddp",
-    method: MethodBuilder | None = None,
-    overwrite: bool = False,
-) -> dict[str, Any]:
-    """Run the RL recipe from Python (see `trainer`); returns the start and final held-out metrics."""
-    return asyncio.run(trainer(cfg, family, resume, world, strategy, method, overwrite).run())
+def train(cfg: TrainConfig | dict, **kwargs: Any) -> dict[str, Any]:
+    """Run the RL recipe from Python (the arguments of `trainer`); returns the start and final held-out metrics."""
+    return asyncio.run(trainer(cfg, **kwargs).run())

@@ -40,14 +40,6 @@ def trainer(
     return Trainer(cfg, builder, family, resume, world, strategy, overwrite)
 
 
-def tu_opd(
-    cfg: TUOPDConfig | dict,
-    family: TaskFamily | None = None,
-    resume: bool = False,
-    teachers: dict[str, Teacher] | None = None,
-    world: World | None = None,
-    strategy: str = "ddp",
-    overwrite: bool = False,
-) -> dict[str, Any]:
-    """Run TU-OPD from Python (see `trainer`)."""
-    return asyncio.run(trainer(cfg, family, resume, teachers, world, strategy, overwrite).run())
+def tu_opd(cfg: TUOPDConfig | dict, **kwargs: Any) -> dict[str, Any]:
+    """Run TU-OPD from Python (the arguments of `trainer`); returns the start and final held-out metrics."""
+    return asyncio.run(trainer(cfg, **kwargs).run())
