@@ -1,6 +1,7 @@
 """The pieces behind the four containment fixes, each on its own: the status channel's authentication,
 the keyring filter, the rules for read-only folders, and the descriptors a job inherits."""
 
+import asyncio
 import json
 import os
 import struct
@@ -80,21 +81,56 @@ def test_isolated_job_inherits_no_descriptor_above_2(isolated):
     assert res.peak_memory_mb > 2  # GNU time still reported
 
 
-def test_attacks_json_counts_what_a_backend_does_not_guarantee(monkeypatch, capsys):
-    cheap = attacks.Attack("echo", "print", "print('x')\n", lambda r, c: "", guaranteed_by=attacks.ALL)
-    isolated_only = attacks.Attack("isolated_only", "never run here", "raise SystemExit(1)\n", lambda r, c: "bad")
-    monkeypatch.setattr(attacks, "ATTACKS", [cheap, isolated_only])
-    assert cli(["sandbox", "attacks", "--json", "subprocess"]) == 0
+def test_attacks_json_counts_every_attack_on_the_isolating_backends_only(monkeypatch, capsys):
+    """What benchmarks/faults.py reads: {backend: {total, contained, ...}} for each isolating backend;
+    an attack a backend cannot contain on this machine is not run and not counted as contained."""
+    if not attacks.isolated_backends():
+        pytest.skip("no isolating backend here")
+    fakes = [
+        attacks.Attack("held", "contained", "", lambda r, c: ""),
+        attacks.Attack("escaped", "got out", "", lambda r, c: "it got out"),
+        attacks.Attack("gap", "needs what this machine lacks", "", lambda r, c: "", needs="storage"),
+    ]
+    attacked = []
+
+    async def fake_run_attack(sandbox, attack):  # records where it would run; runs nothing
+        attacked.append((sandbox.backend, attack.name))
+        return attack.check(None, None)
+
+    class GappySandbox(Sandbox):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self.not_contained.append("storage: not capped in this test")
+
+    monkeypatch.setattr(attacks, "ATTACKS", fakes)
+    monkeypatch.setattr(attacks, "run_attack", fake_run_attack)
+    monkeypatch.setattr(attacks, "Sandbox", GappySandbox)
+    assert cli(["sandbox", "attacks", "--json"]) == 1  # an attack got out
     out = json.loads(capsys.readouterr().out)
-    assert out == {
-        "subprocess": {
-            "total": 2,
+    assert sorted(out) == sorted(attacks.isolated_backends()) and "subprocess" not in out
+    for summary in out.values():
+        assert summary == {
+            "total": 3,
             "contained": 1,
-            "guaranteed": 1,
-            "failed": {},
-            "not_guaranteed": ["isolated_only"],
+            "failed": {"escaped": "it got out"},
+            "not_run": {"gap": "storage: not capped in this test"},
         }
-    }
+    assert {b for b, _ in attacked} == set(out) and "gap" not in {name for _, name in attacked}
+
+
+def test_attacks_never_run_on_the_host(tmp_path, capsys, monkeypatch):
+    trace = tmp_path / "ran"
+    attack = attacks.Attack("trace", "leaves a file", f"open({str(trace)!r}, 'w').write('x')\n", lambda r, c: "")
+    with pytest.raises(UserError, match="does not isolate"):
+        asyncio.run(attacks.run_attack(Sandbox(backend="subprocess"), attack))
+    with pytest.raises(UserError, match="does not isolate"):
+        asyncio.run(attacks.run_suite("subprocess"))
+    assert not trace.exists()
+    assert cli(["sandbox", "attacks", "--json", "subprocess"]) == 2
+    assert "does not isolate" in capsys.readouterr().err
+    monkeypatch.setattr(attacks, "isolated_backends", lambda: [])
+    assert cli(["sandbox", "attacks", "--json"]) == 2
+    assert "no isolating backend works here" in capsys.readouterr().err
 
 
 def test_subprocess_backend_says_what_it_does_not_contain(capsys):

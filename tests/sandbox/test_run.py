@@ -41,6 +41,24 @@ def test_nonzero_exit_and_crash_by_signal(backend):
     assert (res.status, res.exit_code, res.signal) == ("killed", None, signal.SIGSEGV)
 
 
+@pytest.mark.parametrize(
+    "code, limits, status",
+    [
+        ("import time; time.sleep(30)", Limits(wall_s=1.0), "timeout"),
+        ("print('y' * 10000)", Limits(output_bytes=4096), "output_limit"),
+        ("b = bytearray(400 << 20)", Limits(memory_mb=128), "memory_exceeded"),
+        ("open('big', 'wb').write(b'x' * (12 << 20))", Limits(fsize_mb=8), "output_limit"),
+    ],
+    ids=["wall", "output", "memory", "file_size"],
+)
+def test_limits_end_a_job(backend, code, limits, status):
+    """The limits every backend keeps, the host's plain `subprocess` one included (the adversarial suite
+    tries them harder, in the isolating backends only)."""
+    res = run(backend, cmd=["python3", "-c", code], limits=limits)
+    assert res.status == status, (res.status, res.message, res.stderr[-300:])
+    assert len(res.stdout) <= limits.output_bytes
+
+
 @pytest.mark.slow  # imports torch
 def test_stdin_env_and_project_interpreter(backend):
     res = run(

@@ -2,8 +2,8 @@
 
 Each attack is a small Python program run as a job, plus a check that looks at the `Result` *and*
 at the host afterwards (files that must not exist, processes that must be gone, a server that must
-not have been reached). `guaranteed_by` says which backends promise to contain it: the plain
-`subprocess` backend only promises its rlimits, a scrubbed environment and safe output reading.
+not have been reached). Attacks run only in the isolating backends (bwrap, unshare): the plain
+`subprocess` backend runs jobs as the caller on the host, where an attack would do its damage.
 
     python -m tempering.sandbox.attacks [backend ...]     # prints the table for this machine
 """
@@ -21,11 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tempering.errors import UserError
+from tempering.sandbox.backends import ISOLATED
 from tempering.sandbox.job import Job, Limits, Result
 from tempering.sandbox.sandbox import Sandbox
-
-ISOLATED = ("bwrap", "unshare")
-ALL = ("bwrap", "unshare", "subprocess")
 
 
 @dataclass
@@ -66,8 +65,6 @@ class Attack:
     check: Callable[[Result, Context], str]
     """Empty string when the attack was contained, else what went wrong."""
     limits: Limits = field(default_factory=lambda: Limits(wall_s=5.0, cpu_s=5.0))
-    guaranteed_by: tuple[str, ...] = ISOLATED
-    """Backends that promise to contain it."""
     needs_victim: bool = False
     """Run next to another job whose workdir is the target."""
     readonly_files: dict[str, str] = field(default_factory=dict)
@@ -267,7 +264,6 @@ ATTACKS = [
         "while True:\n    pass\n",
         _status("timeout"),
         Limits(wall_s=1.0, cpu_s=30.0),
-        ALL,
     ),
     Attack(
         "cpu_limit",
@@ -275,7 +271,6 @@ ATTACKS = [
         "while True:\n    pass\n",
         _status("timeout"),
         Limits(wall_s=30.0, cpu_s=1.0),
-        ALL,
     ),
     Attack(
         "fork_bomb",
@@ -290,7 +285,6 @@ ATTACKS = [
         "blocks = []\nwhile True:\n    blocks.append(bytearray(100 << 20))\n",
         _status("memory_exceeded"),
         Limits(wall_s=10.0, memory_mb=512),
-        ALL,
     ),
     Attack(
         "big_file",
@@ -298,7 +292,6 @@ ATTACKS = [
         "with open('big', 'wb') as f:\n    while True:\n        f.write(b'x' * (1 << 20))\n",
         _status("output_limit"),
         Limits(wall_s=10.0, fsize_mb=8),
-        ALL,
     ),
     Attack(
         "disk_fill",
@@ -306,7 +299,6 @@ ATTACKS = [
         "i = 0\nwhile True:\n    with open(f'f{{i}}', 'wb') as f:\n        f.write(b'x' * (4 << 20))\n    i += 1\n",
         _status("output_limit"),
         Limits(wall_s=20.0, fsize_mb=8, disk_mb=32),
-        ALL,
     ),
     Attack(
         "output_flood",
@@ -317,7 +309,6 @@ ATTACKS = [
             lambda r, c: "" if r.stdout_truncated and len(r.stdout) == 4096 else "stdout not capped at 4096",
         ),
         Limits(wall_s=10.0, output_bytes=4096),
-        ALL,
     ),
     Attack(
         "network",
@@ -331,7 +322,6 @@ ATTACKS = [
         "read a secret from the host's environment",
         "import os\nprint(dict(os.environ))\n",
         _all(_status("ok"), _not_in_output(lambda c: c.secret)),
-        guaranteed_by=ALL,
     ),
     Attack(
         "proc_environ",
@@ -390,7 +380,6 @@ ATTACKS = [
         "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True:\n    time.sleep(1)\n",
         _status("timeout"),
         Limits(wall_s=1.0),
-        ALL,
     ),
     Attack(
         "raise_rlimits",
@@ -439,13 +428,24 @@ ATTACKS = [
         "declare an output that is a symlink to a host secret",
         "import os\nos.symlink('/etc/shadow', 'result.json')\n",
         lambda r, c: "the host followed the link" if r.outputs else "",
-        guaranteed_by=ALL,
     ),
 ]
 
 
+def why_not_run(sandbox: Sandbox, attack: Attack) -> str:
+    """Why `attack` must not run in `sandbox` on this machine ('' if it may): outside an isolating
+    backend it would reach the host, and a gap the backend reports here would let it out."""
+    if not sandbox.isolated:
+        return f"the {sandbox.backend} backend does not isolate; attacks run only in {' or '.join(ISOLATED)}"
+    return next((g for g in sandbox.not_contained if attack.needs and g.startswith(attack.needs + ":")), "")
+
+
 async def run_attack(sandbox: Sandbox, attack: Attack) -> str:
-    """Run one attack; empty string if it was contained, else what went wrong."""
+    """Run one attack; empty string if it was contained, else what went wrong. Refuses (UserError) a
+    sandbox that cannot contain it, before anything runs."""
+    why = why_not_run(sandbox, attack)
+    if why:
+        raise UserError(f"attack {attack.name} not run: {why}.")
     ctx = Context()
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
@@ -509,35 +509,52 @@ async def _start_victim(sandbox: Sandbox, ctx: Context) -> tuple[asyncio.Task, s
     raise RuntimeError("the victim job did not start")
 
 
-async def run_suite(backend: str) -> list[tuple[Attack, str]]:
-    """Every attack that `backend` guarantees to contain, with its verdict."""
+def isolated_backends() -> list[str]:
+    """The isolating backends that work on this machine: the only ones the suite attacks."""
+    return [b for b in Sandbox.available_backends() if b in ISOLATED]
+
+
+async def run_suite(backend: str) -> dict:
+    """The suite on one isolating backend: {total, contained, failed: {attack: verdict}, not_run:
+    {attack: why}}. `total` counts every attack; one the backend cannot contain on this machine (a gap
+    in `Sandbox.not_contained`) is not run and not counted as contained."""
+    if backend not in ISOLATED:
+        raise UserError(f"the {backend} backend does not isolate; the adversarial suite attacks only {ISOLATED}.")
     sandbox = Sandbox(backend=backend, concurrency=2)
-    return [(a, await run_attack(sandbox, a)) for a in ATTACKS if backend in a.guaranteed_by]
+    failed, not_run = {}, {}
+    for attack in ATTACKS:
+        why = why_not_run(sandbox, attack)
+        if why:
+            not_run[attack.name] = why
+        else:
+            verdict = await run_attack(sandbox, attack)
+            if verdict:
+                failed[attack.name] = verdict
+    contained = len(ATTACKS) - len(failed) - len(not_run)
+    return {"total": len(ATTACKS), "contained": contained, "failed": failed, "not_run": not_run}
 
 
 def main(argv: list[str] | None = None, as_json: bool = False) -> int:
-    """Run the suite on `argv`'s backends (default: every one that works here); exit status 1 if an
-    attack that a backend guarantees to contain got out. `as_json`: print {backend: {total, contained,
-    guaranteed, failed: {attack: verdict}, not_guaranteed: [attack]}} instead of a table; `total`
-    counts every attack, so an attack a backend does not guarantee counts as not contained."""
-    names = (sys.argv[1:] if argv is None else argv) or Sandbox.available_backends()
+    """Run the suite on `argv`'s backends (default: every isolating one that works here); exit status 1
+    if an attack got out. `as_json`: print {backend: run_suite's summary} instead of a table."""
+    names = (sys.argv[1:] if argv is None else argv) or isolated_backends()
+    if not names:
+        raise UserError(
+            f"no isolating backend works here ({', '.join(ISOLATED)}), and the suite never attacks the host; "
+            "`tempering sandbox backends` says why each is unavailable."
+        )
     summary = {}
     for backend in names:
-        verdicts = asyncio.run(run_suite(backend))
-        failed = {a.name: v for a, v in verdicts if v}
-        skipped = [a.name for a in ATTACKS if backend not in a.guaranteed_by]
-        summary[backend] = {
-            "total": len(ATTACKS),
-            "contained": len(verdicts) - len(failed),
-            "guaranteed": len(verdicts),
-            "failed": failed,
-            "not_guaranteed": skipped,
-        }
+        summary[backend] = asyncio.run(run_suite(backend))
         if not as_json:
-            for attack, verdict in verdicts:
-                print(f"{backend:<11} {attack.name:<20} {'CONTAINED' if not verdict else 'FAILED: ' + verdict}")
-            for name in skipped:
-                print(f"{backend:<11} {name:<20} NOT CONTAINED (this backend does not isolate against it; not run)")
+            s = summary[backend]
+            for attack in ATTACKS:
+                if attack.name in s["not_run"]:
+                    verdict = "NOT CONTAINED here (not run): " + s["not_run"][attack.name]
+                else:
+                    verdict = "FAILED: " + s["failed"][attack.name] if attack.name in s["failed"] else "CONTAINED"
+                print(f"{backend:<11} {attack.name:<20} {verdict}")
+            print(f"{backend:<11} {s['contained']}/{s['total']} contained")
     if as_json:
         print(json.dumps(summary, indent=2))
     return 1 if any(s["failed"] for s in summary.values()) else 0

@@ -2,7 +2,9 @@
 
 tempering sandbox backends                  # the backends that work here, and what each does not contain
 tempering sandbox attacks [BACKEND ...]     # the adversarial suite (exit 1 if any attack got out)
-tempering sandbox attacks --json            # the same as {backend: {total, contained, ...}}
+tempering sandbox attacks --json            # the same as {backend: {total, contained, failed, not_run}}
+
+The suite attacks only the isolating backends (bwrap, unshare), never the host's `subprocess` backend.
 
 Code-problem files are checked by `tempering code check`.
 """
@@ -19,8 +21,8 @@ def main(argv: list[str]) -> int:
     sub = ap.add_subparsers(dest="what", required=True)
     sub.add_parser("backends", help="list the backends that work here")
     att = sub.add_parser("attacks", help="run the adversarial suite")
-    att.add_argument("backend", nargs="*", help="backends to attack (default: every one that works here)")
-    att.add_argument("--json", action="store_true", help="print {backend: {total, contained, ...}} as JSON")
+    att.add_argument("backend", nargs="*", help="isolating backends to attack (default: every one that works here)")
+    att.add_argument("--json", action="store_true", help="print {backend: {total, contained, failed, not_run}}")
     args = ap.parse_args(argv)
 
     from tempering.sandbox import Sandbox, backends
@@ -39,7 +41,12 @@ def main(argv: list[str]) -> int:
         return 0
     from tempering.sandbox import attacks
 
+    if "subprocess" in args.backend:
+        raise UserError(
+            "the subprocess backend does not isolate: attacks there would run on this machine; "
+            f"attack an isolating backend ({', '.join(attacks.ISOLATED)})."
+        )
     unknown = set(args.backend) - set(Sandbox.available_backends())
     if unknown:
-        raise UserError(f"backend(s) {sorted(unknown)} do not work here; working: {Sandbox.available_backends()}.")
+        raise UserError(f"backend(s) {sorted(unknown)} do not work here; working: {attacks.isolated_backends()}.")
     return attacks.main(args.backend, as_json=args.json)
