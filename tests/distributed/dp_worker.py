@@ -9,12 +9,12 @@ import sys
 import torch
 
 from tempering.algos.losses import LossNorm
-from tempering.train.parallel import DataParallel, wrap_model
-from tempering.train.world import init_world
 from tempering.models import tiny_model
 from tempering.models.io import full_state_dict
 from tempering.train.batch import collate
+from tempering.train.parallel import DataParallel, wrap_model
 from tempering.train.update import UpdateSettings, policy_update
+from tempering.train.world import init_world
 from tempering.types import Episode, Task, Turn
 
 SPLIT = 5

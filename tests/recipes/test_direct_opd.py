@@ -71,6 +71,7 @@ def _anchor(t):
     return next(s.teacher for s in t.scorers if getattr(s, "name", "") == "anchor")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("order", ["before_update", "after_update"])
 def test_alpha_follows_the_hand_computed_schedule_and_resumes(pretrained_dir, fresh_dir, tmp_path, order):
     cfg = _cfg(pretrained_dir, [(pretrained_dir, fresh_dir)], tmp_path, steps=4, alpha=1.0, alpha_order=order)
@@ -106,6 +107,7 @@ def test_alpha_follows_the_hand_computed_schedule_and_resumes(pretrained_dir, fr
     assert not torch.equal(anchor, next(iter(again.model.parameters())))
 
 
+@pytest.mark.slow
 def test_pairs_compose_one_after_another(pretrained_dir, fresh_dir, tmp_path):
     direct_opd(_cfg(pretrained_dir, [(pretrained_dir, fresh_dir), (fresh_dir, pretrained_dir)], tmp_path, steps=1))
     import yaml

@@ -59,6 +59,7 @@ def test_weighted_pool_repeats_by_weight():
     assert pool.count("a") == 0 and pool.count("b") == 1 and pool.count("c") == 2 and pool.count("d") in (1, 2)
 
 
+@pytest.mark.slow
 def test_rgrpo_rounds_train_on_what_earlier_rounds_miss(pretrained_dir, tmp_path):
     cfg = build(RGRPOConfig, _with(pretrained_dir, tmp_path, rgrpo={"rounds": 2, "pass_samples": 2, "kappa": 0.5}))
     res = rgrpo(cfg)

@@ -42,6 +42,7 @@ def _cfg(model, out, **run):
     }
 
 
+@pytest.mark.slow
 def test_grpo_run_writes_a_complete_run_folder(pretrained_dir, tmp_path):
     hist = train(_cfg(pretrained_dir, tmp_path / "run"))
     run = tmp_path / "run"
@@ -129,6 +130,7 @@ def test_resume_after_sigkill_reproduces_the_uninterrupted_run(pretrained_dir, t
             assert a[step][k] == pytest.approx(b[step][k], rel=1e-6, abs=1e-9), (step, k)
 
 
+@pytest.mark.slow
 def test_cli_bad_input_gives_a_clear_error_and_nonzero_exit(tmp_path):
     r = _cli("train", "rollout.group_sise=3")
     assert r.returncode == 2 and "unknown key 'rollout.group_sise'" in r.stderr and "Traceback" not in r.stderr
@@ -140,6 +142,7 @@ def test_cli_bad_input_gives_a_clear_error_and_nonzero_exit(tmp_path):
     assert r.returncode == 2
 
 
+@pytest.mark.slow
 def test_eval_prints_a_table(pretrained_dir):
     r = _cli(
         "eval",
@@ -161,6 +164,7 @@ def test_eval_prints_a_table(pretrained_dir):
     assert "pass@1" in r.stdout and "pass@2" in r.stdout
 
 
+@pytest.mark.slow
 def test_lora_trains_adapters_only_and_exports_merged_and_adapter(pretrained_dir, tmp_path):
     pytest.importorskip("peft")
     cfg = _cfg(pretrained_dir, tmp_path / "lora", steps=2, checkpoint_every=1)
