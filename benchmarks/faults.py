@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tempering.experiments import machine, write_results
@@ -167,8 +168,18 @@ def damage(path: Path, how: str) -> None:
         path.write_bytes(bytes(data))
 
 
-def corruption_trials(model: str, work: Path) -> list[dict]:
-    out = []
+def corruption_trial(model: str, work: Path, k: int, kind: str, how: str) -> dict:
+    run = work / f"corrupt_{k}_{how}"
+    r = cli("train", *overrides(model), f"run.out_dir={run}", f"run.steps={STEPS // 2}")
+    assert r.returncode == 0, r.stderr
+    newest = sorted((run / "checkpoints").glob("step_*"), key=lambda q: int(q.name[5:]))[-1]
+    damage(newest / kind, how)
+    r = cli("train", "--resume", str(run), f"run.steps={STEPS}")
+    named = newest.name in r.stderr and "damaged checkpoint" in r.stderr
+    return {"file": kind, "damage": how, "recovered": r.returncode == 0 and named and same_run(run, work / "reference")}
+
+
+def corruption_trials(model: str, work: Path, jobs: int) -> list[dict]:
     kinds = [
         "model/model.safetensors",
         "model/config.json",
@@ -176,23 +187,9 @@ def corruption_trials(model: str, work: Path) -> list[dict]:
         "trainer_state.pt",
         "manifest.json",
     ]
-    for k, kind in enumerate(kinds):
-        for how in ("truncate", "flip"):
-            run = work / f"corrupt_{k}_{how}"
-            r = cli("train", *overrides(model), f"run.out_dir={run}", f"run.steps={STEPS // 2}")
-            assert r.returncode == 0, r.stderr
-            newest = sorted((run / "checkpoints").glob("step_*"), key=lambda q: int(q.name[5:]))[-1]
-            damage(newest / kind, how)
-            r = cli("train", "--resume", str(run), f"run.steps={STEPS}")
-            named = newest.name in r.stderr and "damaged checkpoint" in r.stderr
-            out.append(
-                {
-                    "file": kind,
-                    "damage": how,
-                    "recovered": r.returncode == 0 and named and same_run(run, work / "reference"),
-                }
-            )
-    return out
+    trials = [(k, kind, how) for k, kind in enumerate(kinds) for how in ("truncate", "flip")]
+    with ThreadPoolExecutor(jobs) as pool:
+        return list(pool.map(lambda t: corruption_trial(model, work, *t), trials))
 
 
 def disk_full(model: str, work: Path) -> dict:
@@ -331,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Reliability under faults.")
     p.add_argument("--kills", type=int, default=50)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=2, help="trials run at once")
     p.add_argument("--results", default=str(ROOT / "docs" / "results"))
     p.add_argument("--work", default=None, help="working folder (default: a temporary one)")
     p.add_argument("--no-sandbox", action="store_true", help="skip the adversarial suite")
@@ -346,16 +344,20 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     load = Path("/proc/loadavg").read_text().split()[:3]
     work = Path(a.work or tempfile.mkdtemp(prefix="faults_"))
-    rng = random.Random(a.seed)
     model = warm_start(work)
     start = time.time()
     r = cli("train", *overrides(model), f"run.out_dir={work / 'reference'}")
     assert r.returncode == 0, r.stderr
     duration = time.time() - start
-    kills = [kill_trial(i, model, work, duration, rng) for i in range(a.kills)]
+    with ThreadPoolExecutor(a.jobs) as pool:  # trials are independent runs in their own folders
+        kills = list(
+            pool.map(
+                lambda i: kill_trial(i, model, work, duration, random.Random(a.seed * 100_003 + i)), range(a.kills)
+            )
+        )
     for k in kills:
         print("kill", k["trial"], k["moment"], k["checkpoints_at_kill"][-1:], k["resumed_exactly"], flush=True)
-    corrupt = corruption_trials(model, work)
+    corrupt = corruption_trials(model, work, a.jobs)
     full = disk_full(model, work)
     bad, written = bad_inputs(model, work)
     attacks = {} if a.no_sandbox else sandbox_attacks()
