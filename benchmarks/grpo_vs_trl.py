@@ -38,7 +38,8 @@ def prepare_model(out: Path, seed: int) -> str:
     from tempering.recipes.demo import PRETRAIN
     from tempering.recipes.pretrain import PretrainConfig, pretrain
 
-    cfg = build(PretrainConfig, {**PRETRAIN, "seed": seed, "out_dir": str(out), "progress": False})
+    run = {**PRETRAIN["run"], "seed": seed, "out_dir": str(out), "progress": False}
+    cfg = build(PretrainConfig, {**PRETRAIN, "run": run})
     return pretrain(cfg)["model"]
 
 

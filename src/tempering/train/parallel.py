@@ -76,7 +76,10 @@ class DataParallel:
             max_len = float(longest)
         w = self.world.size
         return LossNorm(
-            tokens=max(float(counts[0]), 1.0) / w, seqs=max(float(counts[1]), 1.0) / w, max_len=float(max_len)
+            tokens=max(float(counts[0]), 1.0) / w,
+            seqs=max(float(counts[1]), 1.0) / w,
+            max_len=float(max_len),
+            world=float(w),
         )
 
     def even_out(self, batch: TrainBatch) -> TrainBatch:
