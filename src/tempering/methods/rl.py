@@ -10,19 +10,21 @@ Loss: PPO-clip. LEAP's pruning and TCPO's counterfactual resampling are rollout 
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from typing import Any, Literal
 
 import torch
 from pydantic import Field, model_validator
 
-from tempering.algos.credit import CREDIT, credit_params, resolve_credit
+from tempering.algos.credit import CREDIT, credit_params, leap_tournament, resolve_credit
 from tempering.algos.leap import dcp_expand
 from tempering.algos.losses import KL_ALIASES, KL_ESTIMATORS
 from tempering.config import ignored_unless
 from tempering.rollout.engine import CounterfactualOptions
+from tempering.train.batch import TrainBatch
 from tempering.train.config import RolloutSection, UpdateSection
-from tempering.train.method import Context, Method, turn_credit
-from tempering.train.scoring import KLPenalty, OverlongPenalty, ReferenceLogprobs
+from tempering.train.method import Context, Credit, CreditFn, Method, turn_credit
+from tempering.train.scoring import KLPenalty, OverlongPenalty, ReferenceLogprobs, Scores
 from tempering.train.update import UpdateSettings
 from tempering.types import Group
 
@@ -151,6 +153,20 @@ def check(cfg) -> None:
         )
 
 
+def with_tournament(credit: CreditFn, token_efficiency: bool) -> CreditFn:
+    """LEAP's credit, with each episode's tournament score kept for its sample row and two metrics: the
+    share of groups the tournament ranks at all (some score != 0) and the mean |score|."""
+
+    def logged(scores: Scores, batch: TrainBatch, state) -> Credit:
+        s_NG = leap_tournament(scores.turns, token_efficiency)
+        ranked = (s_NG != 0).any(-1).float()
+        metrics = {"leap/groups_ranked": float(ranked.mean()), "leap/rank_score_abs": float(s_NG.abs().mean())}
+        out = credit(scores, batch, state)
+        return replace(out, metrics={**out.metrics, **metrics}, per_episode={"rank_score": s_NG.flatten()})
+
+    return logged
+
+
 def build(ctx: Context) -> Method:
     c = ctx.cfg
     loss: RLLossSection = c.loss
@@ -182,9 +198,13 @@ def build(ctx: Context) -> Method:
         plots.append("shaping/overlong")
     if r.max_turns > 1:
         plots += ["turns", "acc@1"]
+    credit = turn_credit(resolve_credit(loss.advantage, loss.credit_args))
+    if loss.advantage == "leap":
+        credit = with_tournament(credit, loss.credit_args.get("token_efficiency", False))
+        plots += ["leap/groups_ranked"]
     return Method(
         name=loss.advantage,
-        credit=turn_credit(resolve_credit(loss.advantage, loss.credit_args)),
+        credit=credit,
         scorers=scorers,
         rollout=rollout,
         resample_rounds=loss.max_resample_rounds if loss.dynamic_sampling else None,

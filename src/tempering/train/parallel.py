@@ -25,7 +25,16 @@ from tempering.train.batch import TrainBatch
 from tempering.train.world import World
 
 STRATEGIES = ("ddp", "fsdp2")
-SUMMED_METRICS = ("env_calls", "env_errors", "user_errors", "cf_env_calls", "episodes_pruned", "groups")
+SUMMED_METRICS = (
+    "env_calls",
+    "env_errors",
+    "user_errors",
+    "cf_env_calls",
+    "episodes_pruned",
+    "groups",
+    "groups_expanded",
+    "groups_pruned",
+)
 """Metrics that count events: summed over ranks. The others are means, weighted by each rank's share.
 (Loss terms such as `policy_loss` are shares of the global loss divided by the world size, so their
 mean over ranks is the global value.)"""
