@@ -38,3 +38,45 @@ def test_readme_python_example_runs(pretrained_dir, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     exec(compile(code, "README.md", "exec"), {})
     assert (tmp_path / "custom" / "final" / "config.json").is_file()
+
+
+def _commands() -> list[tuple[str, str]]:
+    """Every command line in the README's and docs' shell blocks (continuations joined)."""
+    out = []
+    for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for block in re.findall(r"```(?:bash|sh|console)?\n(.*?)```", p.read_text(), re.S):
+            for ln in re.sub(r"\\\n\s*", " ", block).splitlines():
+                if re.match(r"^\s*(tempering |torchrun |python -m tempering)", ln):
+                    out.append((p.name, ln.strip()))
+    return out
+
+
+@pytest.mark.parametrize("where,line", _commands(), ids=lambda x: x if len(x) < 40 else x[:40])
+def test_documented_commands_parse(where, line):
+    """The documented commands, verbatim: the verb exists, the flags parse (overrides anywhere), the config
+    (file + overrides) validates."""
+    import shlex
+
+    from tempering.distributed.__main__ import command
+    from tempering.recipes.common import parse, parser
+    from tempering.recipes.verbs import VERBS
+
+    argv = [a for a in shlex.split(line, comments=True) if a != "..."]
+    if "tempering.distributed" in argv:
+        verb, a = command(argv[argv.index("tempering.distributed") + 1 :])
+    else:
+        assert argv[0] == "tempering", line
+        verb, rest = argv[1], argv[2:]
+        if verb == "launch":
+            at = next(i for i, x in enumerate(rest) if x in VERBS)
+            verb, a = command(rest[at:])
+        else:
+            assert verb in VERBS, f"{where}: unknown verb in {line!r}"
+            if verb not in configured():
+                return
+            a = parse(parser(verb, ""), rest)
+    if a.resume:
+        return
+    config = a.config if a.config and (ROOT / a.config).is_file() else None
+    assert a.config in (None, config, "CONFIG"), f"{where}: {a.config} does not exist"
+    load_config(schema(verb), ROOT / config if config else None, a.overrides)

@@ -20,10 +20,23 @@ def ray_module() -> Any:
 
 
 def join_ray(address: str | None = None) -> Any:
-    """The `ray` module, joined to the cluster at `address` (None: a running one, else a local one)."""
+    """The `ray` module, joined to the cluster at `address` (None: a running one, else a local one).
+
+    Under torchrun with no address, rank 0 starts one local instance and the other ranks join it, so the
+    ranks' workers share one view of the machine's CPUs instead of each assuming all of them."""
     ray = ray_module()
-    if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    if ray.is_initialized():
+        return ray
+    import torch.distributed as dist
+
+    if address is None and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        if dist.get_rank() == 0:
+            ray.init(include_dashboard=False, log_to_driver=False)
+        dist.barrier()
+        if dist.get_rank() != 0:
+            ray.init(address="auto", include_dashboard=False, log_to_driver=False)
+        return ray
+    ray.init(address=address, include_dashboard=False, log_to_driver=False)
     return ray
 
 

@@ -75,7 +75,7 @@ def format_errors(schema: type[BaseModel], err: ValidationError) -> str:
             lines.append(str(e["msg"]).removeprefix("Value error, "))
         else:
             lines.append(f"{key}: {e['msg']} (got {e.get('input')!r})")
-    return "invalid config:\n  " + "\n  ".join(lines)
+    return "invalid config: " + "; ".join(lines)
 
 
 def build(schema: type[S], data: dict) -> S:

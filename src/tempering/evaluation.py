@@ -7,7 +7,7 @@ from dataclasses import replace
 from tempering.envs.base import TaskFamily
 from tempering.metrics import group_metrics
 from tempering.models.chat import ChatFormat
-from tempering.rollout.engine import RolloutOptions, rollout
+from tempering.rollout.engine import RolloutOptions, RolloutStats, rollout
 from tempering.types import Task
 
 
@@ -19,16 +19,24 @@ async def evaluate(
     opts: RolloutOptions,
     k: int = 8,
     sampled: bool = True,
+    stats: RolloutStats | None = None,
 ) -> dict[str, float]:
-    """`pass@1` is greedy; `pass@1_sampled` and `pass@k` use k samples at the rollout temperature."""
+    """`pass@1` is greedy; `pass@1_sampled` and `pass@k` use k samples at the rollout temperature.
+    `stats` collects the rollouts' counts and environment errors."""
     greedy = replace(
         opts, sampling=replace(opts.sampling, temperature=0.0), continue_after_turn1=None, counterfactual=None
     )
-    groups = await rollout(sampler, fmt, tasks, family.make_env, 1, greedy)
+    groups = await rollout(sampler, fmt, tasks, family.make_env, 1, greedy, stats)
     out = group_metrics(groups, 1, opts.max_turns)
     if sampled and k > 1:
         sg = await rollout(
-            sampler, fmt, tasks, family.make_env, k, replace(opts, continue_after_turn1=None, counterfactual=None)
+            sampler,
+            fmt,
+            tasks,
+            family.make_env,
+            k,
+            replace(opts, continue_after_turn1=None, counterfactual=None),
+            stats,
         )
         m = group_metrics(sg, k, opts.max_turns)
         out["pass@1_sampled"] = m["pass@1"]

@@ -10,7 +10,7 @@ import yaml
 from safetensors.torch import load_file
 
 from tempering.config import build
-from tempering.distributed import init_world
+from tempering.train.world import init_world
 from tempering.errors import UserError
 from tempering.recipes.train import TrainConfig
 from tempering.train.loop import check_parallel
@@ -126,3 +126,26 @@ def test_a_batch_that_does_not_split_over_the_ranks_is_refused(tmp_path):
         check_parallel(cfg, 4, "ddp", resume=False)
     with pytest.raises(UserError, match="--resume is supported with --strategy ddp"):
         check_parallel(build(TrainConfig, {"rollout": {"prompts_per_step": 8}}), 4, "fsdp2", resume=True)
+
+
+@pytest.mark.slow
+def test_the_launcher_prints_a_ranks_tempering_error_last_with_its_exit_code(tmp_path):
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tempering.cli",
+            "launch",
+            "--standalone",
+            "--nproc-per-node=2",
+            "train",
+            "rollout.prompts_per_step=3",
+            f"run.out_dir={tmp_path / 'r'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    last = res.stderr.strip().splitlines()[-1]
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert last.startswith("tempering train: error: rollout.prompts_per_step=3 does not split over 2 ranks")

@@ -55,14 +55,18 @@ def _cfg(student, pairs, out, steps=2, **d):
 
 
 def _credit_rows(run):
-    return [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "direct_opd/rbar" in r]
+    return [
+        r
+        for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
+        if "delta_opd/weighted_reward_mean" in r
+    ]
 
 
 def test_a_pair_without_shift_gives_no_signal(pretrained_dir, tmp_path):
     t = trainer(_cfg(pretrained_dir, [(pretrained_dir, pretrained_dir)], tmp_path))
     m = asyncio.run(t.step()).metrics
     row = _credit_rows(tmp_path)[0]
-    assert row["direct_opd/rbar"] == 0.0 and row["direct_opd/shift_abs"] == 0.0
+    assert row["delta_opd/weighted_reward_mean"] == 0.0 and row["direct_opd/shift_abs"] == 0.0
     assert m["policy_loss"] == 0.0 and m["kl_start"] == pytest.approx(
         0.0, abs=1e-6
     )  # the student is still at its start
@@ -101,12 +105,18 @@ def test_alpha_follows_the_hand_computed_schedule_and_resumes(pretrained_dir, fr
     for _ in range(3):
         asyncio.run(t.step())
     rows = _credit_rows(tmp_path)
-    assert len(rows) == 3 and any(r["direct_opd/rbar"] != 0 for r in rows)
+    assert len(rows) == 3 and any(r["delta_opd/weighted_reward_mean"] != 0 for r in rows)
     # official order: this step's rbar moves alpha before this step's update; after_update lags one step
     moved, used = 1.0, []
     for r in rows:
         prev = moved
-        moved *= 1.01 if r["direct_opd/rbar"] > 0 else 0.99 if r["direct_opd/rbar"] < 0 else 1.0
+        moved *= (
+            1.01
+            if r["delta_opd/weighted_reward_mean"] > 0
+            else 0.99
+            if r["delta_opd/weighted_reward_mean"] < 0
+            else 1.0
+        )
         used.append(moved if order == "before_update" else prev)
     assert [r["state/alpha"] for r in rows] == pytest.approx(used)
     t.save()
@@ -114,7 +124,7 @@ def test_alpha_follows_the_hand_computed_schedule_and_resumes(pretrained_dir, fr
     assert again.step_no == 3 and again.state == pytest.approx(t.state)
     asyncio.run(again.step())
     r4 = _credit_rows(tmp_path)[-1]
-    want = adaptive_alpha(moved, r4["direct_opd/rbar"], 0.01, 0.5, 2.5)
+    want = adaptive_alpha(moved, r4["delta_opd/weighted_reward_mean"], 0.01, 0.5, 2.5)
     assert r4["state/alpha"] == pytest.approx(want if order == "before_update" else moved)
     # the KL anchor is the student's start, not the resumed weights
     start, _ = load_policy(str(pretrained_dir))
@@ -130,7 +140,9 @@ def test_pairs_compose_one_after_another(pretrained_dir, fresh_dir, tmp_path):
     second = yaml.safe_load((tmp_path / "pair_2" / "config.yaml").read_text())
     assert second["model"]["name"] == str(tmp_path / "pair_1" / "final")  # starts (and anchors) at stage 1's end
     first = _credit_rows(tmp_path / "pair_2")[0]  # alpha restarts from direct_opd.alpha = 2.5
-    assert first["state/alpha"] == pytest.approx(adaptive_alpha(2.5, first["direct_opd/rbar"], 0.01, 0.5, 2.5))
+    assert first["state/alpha"] == pytest.approx(
+        adaptive_alpha(2.5, first["delta_opd/weighted_reward_mean"], 0.01, 0.5, 2.5)
+    )
     assert (tmp_path / "pair_2" / "final" / "model.safetensors").is_file()
 
 

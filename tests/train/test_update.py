@@ -122,3 +122,29 @@ def test_bias_corrected_kl_is_k3_weighted_by_the_current_old_ratio(tiny):
     weighted = float(ppo_loss(model, b, norm, s)[0].detach())
     assert weighted == pytest.approx(float((k3 * ratio * m).sum() / m.sum()), rel=1e-4)
     assert abs(weighted - plain) > 1e-3
+
+
+def test_micro_batch_normalisation_is_each_micro_batchs_mean_weighted_by_its_rows(tiny):
+    """verl's form: sum over micro-batches of (token mean within the micro-batch) x (its rows / the step's).
+    With one on-policy epoch the PPO loss is -A * ratio (ratio 1), so the gradient is that of
+    -sum_mb rows_mb/rows * mean_mb(A * log pi)."""
+    model, _ = tiny
+    batch = collate(_episodes(), pad_id=0)
+    batch.adv_BT = torch.linspace(-1, 1, batch.size)[:, None] * batch.mask_BT
+    s = UpdateSettings(micro_batch_size=3, max_grad_norm=1e9, max_response_len=12, norm_scope="micro_batch")
+    got = _grads(copy.deepcopy(model), batch, s)
+    ref = copy.deepcopy(model)
+    total = 0.0
+    for i in range(0, batch.size, 3):
+        mb = batch.select(slice(i, i + 3))
+        logp, _ = token_logprobs(ref, mb)
+        m = mb.mask_BT
+        total = total - (mb.adv_BT * logp * m).sum() / m.sum() * (mb.size / batch.size)
+    total.backward()
+    for a, p in zip(got, ref.parameters()):
+        torch.testing.assert_close(a, p.grad, atol=1e-6, rtol=1e-4)
+    # and it is not the step-wide normaliser (micro-batches hold different numbers of tokens)
+    step = _grads(
+        copy.deepcopy(model), batch, UpdateSettings(micro_batch_size=3, max_grad_norm=1e9, max_response_len=12)
+    )
+    assert max(float((a - b).abs().max()) for a, b in zip(got, step)) > 1e-5

@@ -16,7 +16,8 @@ from tempering.train.parallel import STRATEGIES
 from tempering.train.world import close_world, init_world
 
 
-def main(argv: list[str]) -> int:
+def command(argv: list[str]):
+    """(verb, parsed arguments) of `-m tempering.distributed [VERB] CONFIG [key=value ...] [flags]`."""
     verb = argv[0] if argv and argv[0] in VERBS else "train"
     rest = argv[1:] if argv and argv[0] in VERBS else argv
     if verb not in parallel():
@@ -33,20 +34,27 @@ def main(argv: list[str]) -> int:
         "--backend", default="auto", help="process-group backend: auto (nccl with GPUs, else gloo), nccl, gloo"
     )
     p.add_argument("--world-size", type=int, help="the number of processes this run expects (checked against torchrun)")
-    a = parse(p, rest)
+    return verb, parse(p, rest)
+
+
+def main(argv: list[str]) -> int:
+    verb, a = command(argv)
+    spec = VERBS[verb]
     assert spec.schema is not None and spec.run is not None
-    out_key = "run.out_dir"
-    cfg = resolve(load(spec.schema), a, out_key)
+    if a.resume and a.overwrite:
+        raise UserError("--resume continues a run and --overwrite replaces it; give one of them")
+    cfg = resolve(load(spec.schema), a)
     world = init_world(a.backend, expected_size=a.world_size)
     try:
-        hist = load(spec.run)(cfg, resume=bool(a.resume), world=world, strategy=a.strategy)
+        run = load(spec.run)
+        hist = run(cfg, resume=bool(a.resume), overwrite=a.overwrite, world=world, strategy=a.strategy)
         if world.is_main:
             from tempering.progress import print_eval_table
 
             tables = {
                 k: v
                 for k, v in hist.items()
-                if isinstance(v, dict) and v and all(isinstance(x, float) for x in v.values())
+                if isinstance(v, dict) and v and all(isinstance(x, (int, float)) for x in v.values())
             }
             print_eval_table(tables, title=f"held-out results ({verb}, {world.size} ranks, {a.strategy})")
     finally:
@@ -58,5 +66,8 @@ if __name__ == "__main__":
     try:
         sys.exit(main(sys.argv[1:]))
     except UserError as e:
+        from tempering.distributed.launch import record_error
+
+        record_error(str(e))
         print(f"tempering.distributed: error: {e}", file=sys.stderr)
         sys.exit(2)

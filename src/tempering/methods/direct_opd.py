@@ -17,7 +17,7 @@ from typing import Literal
 import torch
 from pydantic import Field, model_validator
 
-from tempering.algos.direct_opd import adaptive_alpha, direct_opd_advantage, mean_shift, topk_ppo_loss
+from tempering.algos.direct_opd import adaptive_alpha, direct_opd_advantage, mean_shift, topk_ppo_loss, topk_weights
 from tempering.algos.losses import aggregate, kl_estimate
 from tempering.config import Schema
 from tempering.errors import UserError
@@ -67,7 +67,7 @@ class DirectOPDSection(Schema):
 def next_alpha(d: DirectOPDSection, state: Mapping[str, float], metrics: Mapping[str, float]) -> dict[str, float]:
     """The alpha of this step's update. `before_update`: moved by this step's rbar; `after_update`:
     the previous step's move (state keeps the pending value)."""
-    rbar = metrics["direct_opd/rbar"]
+    rbar = metrics["delta_opd/weighted_reward_mean"]
     moved = adaptive_alpha(state["pending"], rbar, d.alpha_rate, d.alpha_min, d.alpha_max)
     if d.alpha_order == "before_update":
         return {"alpha": moved, "pending": moved}
@@ -110,8 +110,12 @@ def build(ctx: Context, pair: int = 0) -> Method:
         adv_BTK, r_BTK = direct_opd_advantage(mine.top_logp_BCK, t.cand_logp_BCK, tr.cand_logp_BCK, m)
         n = m.sum().clamp(min=1)
         found = (t.cand_found_BCK * tr.cand_found_BCK * m[..., None]).sum() / (n * mine.top_ids_BCK.shape[-1])
+        pbar = topk_weights(mine.top_logp_BCK)
         metrics = {
-            "direct_opd/rbar": mean_shift(adv_BTK, m),
+            # the official implementation's names: the weighted reward mean drives alpha
+            "delta_opd/weighted_reward_mean": mean_shift(adv_BTK, m),
+            "delta_opd/student_weighted_teacher_logprob": float(((pbar * t.cand_logp_BCK).sum(-1) * m).sum() / n),
+            "delta_opd/student_weighted_teacher_ref_logprob": float(((pbar * tr.cand_logp_BCK).sum(-1) * m).sum() / n),
             "direct_opd/shift_sampled": float(((t.token_logp_BC - tr.token_logp_BC) * m).sum() / n),
             "direct_opd/shift_abs": float((r_BTK.abs().mean(-1) * m).sum() / n),
             "direct_opd/candidates_exact": float(found),
@@ -152,5 +156,5 @@ def build(ctx: Context, pair: int = 0) -> Method:
         next_state=lambda state, metrics: next_alpha(d, state, metrics),
         student_prompt=load_builder(d.student_prompt),
         corrects=False,
-        plots=("direct_opd/rbar", "state/alpha", "kl_start", "direct_opd/shift_sampled"),
+        plots=("delta_opd/weighted_reward_mean", "state/alpha", "kl_start", "direct_opd/shift_sampled"),
     )

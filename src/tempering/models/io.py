@@ -44,8 +44,10 @@ def load_policy(
         dtype = DTYPES[dtype]
     device = resolve_device(device) if isinstance(device, str) else device
     if name_or_path in TINY_SIZES:
-        return tiny_model(name_or_path, seed=seed).to(device=device, dtype=dtype), char_tokenizer()
-    path = Path(name_or_path).expanduser()
+        model = tiny_model(name_or_path, seed=seed).to(device=device, dtype=dtype)
+        model.config._name_or_path = name_or_path  # what a LoRA adapter names as its base
+        return model, char_tokenizer()
+    path = Path(name_or_path).expanduser().resolve()  # an adapter records its base by absolute path
     if not (path / "config.json").is_file():
         raise UserError(
             f"model {name_or_path!r} is neither a built-in size ({', '.join(TINY_SIZES)}) nor a folder "

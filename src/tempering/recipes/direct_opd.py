@@ -15,7 +15,7 @@ from pydantic import Field
 
 from tempering.envs.base import TaskFamily
 from tempering.methods import direct_opd as method
-from tempering.recipes.common import as_config, cli_main
+from tempering.recipes.common import as_config, begin_pipeline, stage_start
 from tempering.train.config import LoopConfig
 from tempering.train.loop import Trainer
 from tempering.train.world import World
@@ -34,10 +34,11 @@ def trainer(
     resume: bool = False,
     world: World | None = None,
     strategy: str = "ddp",
+    overwrite: bool = False,
 ) -> Trainer:
     """The trainer of one stage (teacher pair `pair`)."""
     cfg = as_config(DirectOPDConfig, cfg)
-    return Trainer(cfg, partial(method.build, pair=pair), family, resume=resume, world=world, strategy=strategy)
+    return Trainer(cfg, partial(method.build, pair=pair), family, resume, world, strategy, overwrite)
 
 
 def direct_opd(
@@ -46,31 +47,25 @@ def direct_opd(
     resume: bool = False,
     world: World | None = None,
     strategy: str = "ddp",
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Run every teacher pair in turn; with several pairs, stage i writes to OUT_DIR/pair_i."""
     cfg = as_config(DirectOPDConfig, cfg)
     pairs = cfg.direct_opd.pairs
     root = Path(cfg.run.out_dir)
+    if len(pairs) == 1:
+        return asyncio.run(trainer(cfg, 0, family, resume, world, strategy, overwrite).run())
+    begin_pipeline(root, cfg, resume, overwrite, world)
     history: dict[str, Any] = {}
     start = cfg.model.name
     for i in range(len(pairs)):
-        out = root if len(pairs) == 1 else root / f"pair_{i + 1}"
+        out = root / f"pair_{i + 1}"
         stage = cfg.model_copy(deep=True)
         stage.model.name, stage.run.out_dir = start, str(out)
-        again = resume and any((out / "checkpoints").glob("step_*"))  # a finished stage only re-evaluates
-        h = asyncio.run(trainer(stage, i, family, resume=again, world=world, strategy=strategy).run())
+        again, fresh = stage_start(out, resume)  # a finished stage only reports
+        h = asyncio.run(trainer(stage, i, family, again, world, strategy, fresh).run())
         if i == 0 and "start" in h:
             history["start"] = h["start"]
-        history[f"after pair {i + 1}" if len(pairs) > 1 else "final"] = h["final"]
+        history[f"after pair {i + 1}"] = h["final"]
         start = str(out / "final")
     return history
-
-
-def main(argv: list[str]) -> int:
-    return cli_main(
-        argv,
-        "direct-opd",
-        "Direct-OPD: transfer a teacher pair's RL shift to a student (weak-to-strong).",
-        DirectOPDConfig,
-        lambda cfg, resume: direct_opd(cfg, resume=resume),
-    )

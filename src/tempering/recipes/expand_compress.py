@@ -13,16 +13,14 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import Field, model_validator
 
 from tempering.config import Schema
 from tempering.envs.base import TaskFamily
 from tempering.methods import tu_opd as method
-from tempering.recipes.common import as_config, cli_main
+from tempering.recipes.common import as_config, begin_pipeline, stage_start
 from tempering.recipes.rgrpo import RGRPOConfig, rgrpo
 from tempering.recipes.tu_opd import TUOPDConfig
-from tempering.runlog import atomic_write_text
 from tempering.teachers import TeacherSection
 from tempering.train.config import ModelSection, RunSection, TaskSection
 from tempering.train.loop import Trainer
@@ -85,31 +83,22 @@ def expand_compress(
     resume: bool = False,
     world: World | None = None,
     strategy: str = "ddp",
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     cfg = as_config(ExpandCompressConfig, cfg)
     root = Path(cfg.run.out_dir)
-    if world is None or world.is_main:
-        root.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(root / "config.yaml", yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+    begin_pipeline(root, cfg, resume, overwrite, world)
     ex = cfg.expand.model_copy(deep=True)
     ex.run.out_dir = str(root / "expand")
-    expanded = rgrpo(ex, family=family, resume=resume, world=world, strategy=strategy)
+    expanded = rgrpo(
+        ex, family, resume=resume and (root / "expand" / "config.yaml").is_file(), world=world, strategy=strategy
+    )
     c = compress_config(cfg, expanded["teachers"], expanded["pass_rates"])
-    again = resume and any((Path(c.run.out_dir) / "checkpoints").glob("step_*"))
-    hist = asyncio.run(Trainer(c, method.build, family=family, resume=again, world=world, strategy=strategy).run())
+    again, fresh = stage_start(Path(c.run.out_dir), resume)
+    hist = asyncio.run(Trainer(c, method.build, family, again, world, strategy, fresh).run())
     return {
         **{f"teacher {n}": expanded[n] for n in expanded["teachers"]},
         "student start": hist.get("start"),
         "student final": hist["final"],
         "coverage": expanded["coverage"],
     }
-
-
-def main(argv: list[str]) -> int:
-    return cli_main(
-        argv,
-        "expand-compress",
-        "Expand then compress: RGRPO teachers distilled into one student with TU-OPD.",
-        ExpandCompressConfig,
-        lambda cfg, resume: expand_compress(cfg, resume=resume),
-    )

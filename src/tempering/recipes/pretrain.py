@@ -6,8 +6,8 @@ target, which leaves room for RL to show what it adds.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import json
 import random
 import time
 from pathlib import Path
@@ -15,21 +15,27 @@ from typing import Any
 
 import torch
 from pydantic import Field
+from safetensors.torch import load_file
 
-from tempering.config import Schema, load_config
+from tempering.config import Schema
 from tempering.envs.base import StepResult
 from tempering.envs.registry import make_family
 from tempering.errors import UserError
 from tempering.evaluation import evaluate
 from tempering.models import load_policy, save_policy
 from tempering.models.chat import ChatFormat
-from tempering.progress import progress_bar
+from tempering.progress import Reporter, count_parameters, human, warn
 from tempering.rollout.engine import RolloutOptions, format_feedback
 from tempering.rollout.sampler import HFSampler, SamplingParams
-from tempering.runlog import RunLog
+from tempering.runlog import RunLog, atomic_write_text
+from tempering.train.checkpoint import latest_checkpoint, load_trainer_state, rng_state, save_checkpoint, set_rng_state
 from tempering.train.config import ModelSection, RolloutSection, RunBase, TaskSection
 from tempering.train.cursor import PromptCursor
+from tempering.train.loop import prepare_run_dir
 from tempering.train.optim import make_optimizer, make_scheduler
+
+RESULT = "result.json"
+"""Written when the run stops: what `pretrain()` returns (a resume of a finished run reads it)."""
 
 
 class PretrainSection(Schema):
@@ -60,6 +66,8 @@ class PretrainRun(RunBase):
     out_dir: str = Field("runs/pretrain", description="Run folder; the model is saved to OUT_DIR/model.")
     eval_every: int = Field(100, ge=1, description="Greedy held-out pass@1 every N steps.")
     eval_size: int | None = Field(200, ge=1, description="Held-out prompts per periodic check (default: all).")
+    checkpoint_every: int = Field(250, ge=0, description="Checkpoint every N steps (0 = only when the run stops).")
+    keep_checkpoints: int = Field(2, ge=1, description="Complete checkpoints kept on disk.")
 
 
 class PretrainConfig(Schema):
@@ -108,7 +116,14 @@ def _repair_examples(fmt: ChatFormat, family, tasks, eos_id: int, seed: int) -> 
     return out
 
 
-def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
+def pretrain(cfg: PretrainConfig, resume: bool = False, overwrite: bool = False) -> dict[str, Any]:
+    """Supervised warm start; checkpoints like `train` (model, optimizer, scheduler, data cursor, RNGs and
+    the stopping rule's count), so `resume=True` continues exactly and a finished run only reports."""
+    out = Path(cfg.run.out_dir)
+    prepare_run_dir(out, resume, overwrite)
+    if resume and (out / RESULT).is_file():
+        warn(f"{out} is finished; nothing to do")
+        return json.loads((out / RESULT).read_text())
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
     t_start = time.perf_counter()
@@ -134,12 +149,56 @@ def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
     opt = make_optimizer(model, t.lr, t.weight_decay, (0.9, 0.999))
     sched = make_scheduler(opt, t.warmup_steps, cfg.run.steps, "constant")
     cursor = PromptCursor(len(examples), cfg.run.seed)
-    log = RunLog(cfg.run.out_dir, cfg.model_dump(mode="json"), tensorboard=cfg.run.tensorboard)
+    start, spent = 0, 0.0
+    gens = {"sampler": sampler.generator}
+    if resume:
+        ckpt = latest_checkpoint(out, warn=warn)
+        model.load_state_dict(load_file(ckpt / "model" / "model.safetensors"), strict=False)
+        s = load_trainer_state(ckpt)
+        opt.load_state_dict(s["optimizer"])
+        sched.load_state_dict(s["scheduler"])
+        cursor.load_state_dict(s["cursor"])
+        set_rng_state(s["rng"], gens)
+        start, hits, spent = s["step"], s["hits"], s["seconds"]
+    log = RunLog(
+        out,
+        cfg.model_dump(mode="json"),
+        resume_step=start if resume else None,
+        tensorboard=cfg.run.tensorboard,
+        wandb=cfg.run.wandb,
+        title=f"{out.name} · pretrain · {cfg.model.name}",
+        plots=["loss", "heldout_pass@1", "grad_norm", "lr"],
+    )
+
+    def save(step: int) -> None:
+        state = {
+            "step": step,
+            "optimizer": opt.state_dict(),
+            "scheduler": sched.state_dict(),
+            "cursor": cursor.state_dict(),
+            "rng": rng_state(gens),
+            "hits": hits,
+            "seconds": spent + time.perf_counter() - t_start,
+        }
+        save_checkpoint(out, step, model, tok, state, cfg.run.keep_checkpoints)
+
     pad = tok.pad_token_id
     best = {"heldout_pass@1": 0.0}
-    step = 0
-    with progress_bar(cfg.run.steps, "pretrain", enabled=cfg.run.progress) as bar:
-        for step in range(1, cfg.run.steps + 1):
+    step = start
+    report = Reporter(cfg.run.steps, "pretrain", log_every=cfg.run.log_every, bar=cfg.run.progress, start=start)
+    total, _ = count_parameters(model)
+    report.summary(
+        {
+            "model": f"{cfg.model.name} ({human(total)} parameters, {cfg.model.dtype})",
+            "device": str(model.device),
+            "task": f"{cfg.task.family}: {len(examples)} examples / {len(heldout)} held-out prompts",
+            "steps": f"up to {cfg.run.steps} x {t.batch_size} examples",
+            "run folder": str(out),
+            **({"resuming from step": str(start)} if resume else {}),
+        }
+    )
+    with report:
+        for step in range(start + 1, cfg.run.steps + 1):
             rows = [examples[i] for i in cursor.next(t.batch_size)]
             T = max(len(p) + len(a) for p, a in rows)
             ids = torch.full((len(rows), T), pad, dtype=torch.long)
@@ -155,50 +214,49 @@ def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
             loss = model(input_ids=ids.to(dev), attention_mask=attn.to(dev), labels=labels.to(dev)).loss
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             sched.step()
-            live = {"loss": loss.item()}
-            metrics: dict[str, float] = {"loss": live["loss"]}
-            stop = t.max_seconds is not None and time.perf_counter() - t_start > t.max_seconds
+            metrics: dict[str, float] = {"loss": loss.item(), "grad_norm": float(gnorm), "lr": sched.get_last_lr()[0]}
+            stop = t.max_seconds is not None and spent + time.perf_counter() - t_start > t.max_seconds
             if step % cfg.run.eval_every == 0 or step == cfg.run.steps or stop:
-                ev = asyncio.run(evaluate(sampler, fmt, family, heldout[: cfg.run.eval_size], opts, k=1, sampled=False))
-                metrics["heldout_pass@1"] = live["heldout"] = ev["pass@1"]
+                checked = heldout[: cfg.run.eval_size]
+                ev = asyncio.run(evaluate(sampler, fmt, family, checked, opts, k=1, sampled=False))
+                metrics["heldout_pass@1"] = ev["pass@1"]
                 if t.stop_at_pass is not None:
                     hits = hits + 1 if ev["pass@1"] >= t.stop_at_pass else 0
                     stop = stop or hits >= t.stop_checks
             log.log(step, metrics)
-            bar.update(live)
+            report.step(step, metrics)
+            if "heldout_pass@1" in metrics:
+                report.evaluation(step, {"greedy pass@1": metrics["heldout_pass@1"]}, len(checked))
+                log.plot()
             if stop:
                 break
+            if cfg.run.checkpoint_every and step % cfg.run.checkpoint_every == 0:
+                save(step)
+    save(step)
     final = asyncio.run(evaluate(sampler, fmt, family, heldout, opts, k=1, sampled=False))
-    model_dir = save_policy(model, tok, Path(cfg.run.out_dir) / "model")
-    log.plot(["loss", "heldout_pass@1"])
+    report.evaluation(step, {"greedy pass@1": final["pass@1"]}, len(heldout), "final evaluation")
+    model_dir = save_policy(model, tok, out / "model")
+    log.plot()
     log.close()
     best.update(
         {
             "heldout_pass@1": final["pass@1"],
             "steps": step,
-            "seconds": time.perf_counter() - t_start,
+            "seconds": spent + time.perf_counter() - t_start,
             "model": str(model_dir),
         }
     )
+    atomic_write_text(out / RESULT, json.dumps(best, indent=1) + "\n")
     return best
 
 
-def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(
-        prog="tempering pretrain", description="Supervised warm start on a built-in task family."
-    )
-    p.add_argument("config", nargs="?", help="YAML config (omit for the defaults)")
-    p.add_argument("overrides", nargs="*", help="key.sub=value overrides")
-    a = p.parse_args(argv)
-    config, overrides = a.config, list(a.overrides)
-    if config and "=" in config and not config.endswith((".yaml", ".yml")):
-        config, overrides = None, [config] + overrides
-    cfg = load_config(PretrainConfig, config, overrides)
-    res = pretrain(cfg)
+def run(cfg: PretrainConfig, resume: bool = False, overwrite: bool = False) -> dict[str, Any]:
+    """`tempering pretrain`: pre-train, say where the model went, and hand the CLI its held-out table."""
+    res = pretrain(cfg, resume=resume, overwrite=overwrite)
     print(
         f"saved {res['model']}: held-out pass@1 {res['heldout_pass@1']:.3f} after {res['steps']} steps ({res['seconds']:.0f}s)"
     )
-    return 0
+    return {"final": {"heldout_pass@1": res["heldout_pass@1"]}}

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-import yaml
 from pydantic import Field, model_validator
 
 from tempering.algos.expand_compress import coverage_report, residual_weights
@@ -25,7 +24,7 @@ from tempering.envs.pool import PoolFamily, weighted_pool
 from tempering.envs.registry import make_family
 from tempering.evaluation import pass_rates
 from tempering.methods import rl
-from tempering.recipes.common import as_config, cli_main
+from tempering.recipes.common import as_config, begin_pipeline, stage_start
 from tempering.recipes.train import TrainConfig
 from tempering.runlog import atomic_write_text
 from tempering.train.loop import Trainer
@@ -101,6 +100,7 @@ def rgrpo(
     resume: bool = False,
     world: World | None = None,
     strategy: str = "ddp",
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Train the rounds in turn; a finished round (its pass rates saved) is skipped when resuming."""
     cfg = as_config(RGRPOConfig, cfg)
@@ -108,9 +108,8 @@ def rgrpo(
     base = family or make_family(cfg.task.family, **cfg.task.args)
     pool = base.tasks("train", cfg.task.train_size, seed=cfg.task.data_seed)
     root = Path(cfg.run.out_dir)
-    if world is None or world.is_main:
-        root.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(root / "config.yaml", yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+    begin_pipeline(root, cfg, resume, overwrite, world)
+    main_rank = world is None or world.is_main
     saved_path = root / "pass_rates.json"
     saved = (
         json.loads(saved_path.read_text())
@@ -134,9 +133,9 @@ def rgrpo(
         stage = cfg.model_copy(deep=True)
         stage.run.out_dir = str(root / name)
         stage.run.seed = cfg.run.seed + r - 1
-        again = resume and any((root / name / "checkpoints").glob("step_*"))
+        again, fresh = stage_start(root / name, resume)
         fam = PoolFamily(base, weighted_pool(pool, weights, stage.run.seed))
-        trainer = Trainer(stage, rl.build, family=fam, resume=again, world=world, strategy=strategy)
+        trainer = Trainer(stage, rl.build, fam, again, world, strategy, fresh)
         hist = asyncio.run(trainer.run())
         p = trainer.ranks.once(
             lambda: asyncio.run(
@@ -150,11 +149,13 @@ def rgrpo(
         for t, v in zip(pool, p):
             saved["tasks"].setdefault(t.id, {})[name] = v
         saved.setdefault("train_examples", {})[name] = int((weights > 0).sum())
-        atomic_write_text(saved_path, json.dumps(saved, indent=1) + "\n")
         rep = coverage_tables(names, torch.stack(rows), pool, g.kappa)
-        atomic_write_text(root / "coverage.json", json.dumps(rep, indent=2) + "\n")
-        atomic_write_text(root / "coverage.md", coverage_markdown(rep))
-    atomic_write_text(saved_path, json.dumps(saved, indent=1) + "\n")
+        if main_rank:
+            atomic_write_text(saved_path, json.dumps(saved, indent=1) + "\n")
+            atomic_write_text(root / "coverage.json", json.dumps(rep, indent=2) + "\n")
+            atomic_write_text(root / "coverage.md", coverage_markdown(rep))
+    if main_rank:
+        atomic_write_text(saved_path, json.dumps(saved, indent=1) + "\n")
     rep = coverage_tables(names, torch.stack(rows), pool, g.kappa)
     return {
         "teachers": {n: saved["teachers"][n] for n in names},
@@ -162,13 +163,3 @@ def rgrpo(
         "pass_rates": str(saved_path),
         **{n: saved["heldout"][n] for n in names},
     }
-
-
-def main(argv: list[str]) -> int:
-    return cli_main(
-        argv,
-        "rgrpo",
-        "Residual GRPO: a sequence of complementary GRPO teachers from one initialisation.",
-        RGRPOConfig,
-        lambda cfg, resume: rgrpo(cfg, resume=resume),
-    )

@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 from tempering.envs.base import TaskFamily
 from tempering.methods import tu_opd as method
 from tempering.methods.opd import check_sampling
-from tempering.recipes.common import as_config, cli_main
+from tempering.recipes.common import as_config
 from tempering.teachers import Teacher
 from tempering.train.config import LoopConfig
 from tempering.train.loop import Trainer
@@ -38,30 +38,14 @@ def trainer(
     teachers: dict[str, Teacher] | None = None,
     world: World | None = None,
     strategy: str = "ddp",
+    overwrite: bool = False,
 ) -> Trainer:
     """The trainer of a TU-OPD run; `teachers` (name -> Teacher) overrides the config's."""
     cfg = as_config(TUOPDConfig, cfg)
     builder = partial(method.build, teachers=teachers)
-    return Trainer(cfg, builder, family=family, resume=resume, world=world, strategy=strategy)
+    return Trainer(cfg, builder, family, resume, world, strategy, overwrite)
 
 
-def tu_opd(
-    cfg: TUOPDConfig | dict,
-    family: TaskFamily | None = None,
-    resume: bool = False,
-    teachers: dict[str, Teacher] | None = None,
-    world: World | None = None,
-    strategy: str = "ddp",
-) -> dict[str, Any]:
-    """Run TU-OPD from Python (see `trainer`)."""
-    return asyncio.run(trainer(cfg, family, resume, teachers, world, strategy).run())
-
-
-def main(argv: list[str]) -> int:
-    return cli_main(
-        argv,
-        "tu-opd",
-        "Teacher-Union OPD: distil several teachers, gated and weighted by their pass rates.",
-        TUOPDConfig,
-        lambda cfg, resume: tu_opd(cfg, resume=resume),
-    )
+def tu_opd(cfg: TUOPDConfig | dict, **kwargs: Any) -> dict[str, Any]:
+    """Run TU-OPD from Python (the arguments of `trainer`); returns the start and final held-out metrics."""
+    return asyncio.run(trainer(cfg, **kwargs).run())

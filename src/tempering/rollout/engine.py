@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
+import os
 import random
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -62,6 +65,8 @@ class RolloutOptions:
     """Required range of verifier scores (TCPO needs [0, 1]); None: any."""
     clamp_scores: bool = False
     """Clamp out-of-range scores instead of failing."""
+    truncate_prompts: bool = False
+    """A first observation longer than the context budget keeps its last tokens (otherwise: an error)."""
     counterfactual: CounterfactualOptions | None = None
 
 
@@ -72,6 +77,8 @@ class RolloutStats:
     gen_seconds: float = 0.0
     env_errors: int = 0
     tokens: int = 0
+    errors: list[EnvError] = field(default_factory=list)
+    """The exceptions environments raised (one per `env_error` episode)."""
     groups_expanded: int = 0
     """Groups with a turn-1 failure whose failed episodes got more turns."""
     groups_pruned: int = 0
@@ -93,15 +100,68 @@ def format_feedback(templates: dict[str, str], res: StepResult) -> str:
     return template.format_map(_Defaults(res.info, feedback=res.feedback))
 
 
-async def _step(env: Env, text: str) -> tuple[StepResult, float]:
+@dataclass
+class EnvError:
+    """An exception an environment (or user code it calls, such as a reward function) raised in `step`."""
+
+    kind: str
+    """The exception's type (the cause's, when it wraps one)."""
+    message: str
+    where: str
+    """The innermost frame outside tempering: the user's code that raised."""
+    task_id: str
+
+    def describe(self) -> str:
+        return f"{self.message} (task {self.task_id!r}; raised at {self.where})"
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _user_frame(e: BaseException) -> str:
+    """`file:line in function` of the innermost frame outside tempering and the standard library, over
+    the exception and its causes (a reward function's error is wrapped by the family that called it)."""
+    chain: list[BaseException] = []
+    cur: BaseException | None = e
+    while cur is not None and cur not in chain:
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    for exc in reversed(chain):  # the original cause first
+        for f in reversed(traceback.extract_tb(exc.__traceback__)):
+            path = os.path.abspath(f.filename)
+            if not path.startswith(_PACKAGE) and "asyncio" not in path and "concurrent" not in path:
+                return f"{f.filename}:{f.lineno} in {f.name}: {(f.line or '').strip()}"
+    frames = traceback.extract_tb(chain[-1].__traceback__)
+    return f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else "?"
+
+
+async def _step(env: Env, text: str) -> tuple[StepResult, float, EnvError | None]:
+    """Verify one answer. An exception ends the episode as `env_error` and is returned as a record: the
+    loop counts these, shows the first of each kind and stops a run whose error share is too high."""
     t0 = time.perf_counter()
     try:
-        res = await env.step(text)
-    except Exception as e:  # an environment bug must not kill the run: the episode ends as env_error
-        res = StepResult(
-            score=0.0, success=False, done=True, status="env_error", info={"error": f"{type(e).__name__}: {e}"}
-        )
-    return res, time.perf_counter() - t0
+        return await env.step(text), time.perf_counter() - t0, None
+    except Exception as e:
+        cause = e.__cause__ or e
+        err = EnvError(type(cause).__name__, f"{type(e).__name__}: {e}", _user_frame(e), env.task.id)
+        res = StepResult(score=0.0, success=False, done=True, status="env_error", info={"error": err.message})
+        return res, time.perf_counter() - t0, err
+
+
+def fit_prompt(ids: list[int], task_id: str, opts: RolloutOptions) -> list[int]:
+    """The prompt's tokens if an answer still fits the context after them; its last tokens with
+    `truncate_prompts`; otherwise an error naming the task."""
+    budget = opts.max_context_tokens - opts.sampling.max_new_tokens
+    if len(ids) <= budget:
+        return ids
+    if opts.truncate_prompts and budget > 0:
+        return ids[-budget:]
+    raise UserError(
+        f"the prompt of task {task_id!r} is {len(ids)} tokens, and with an answer of rollout.max_new_tokens="
+        f"{opts.sampling.max_new_tokens} it does not fit rollout.max_context_tokens={opts.max_context_tokens}: "
+        "raise max_context_tokens (up to the model's context), shorten the prompt, or set "
+        "rollout.truncate_prompts=true (keeps the prompt's last tokens)"
+    )
 
 
 async def _reset(env: Env) -> str:
@@ -117,6 +177,11 @@ async def _reset(env: Env) -> str:
 
 
 def _check_score(res: StepResult, env: Env, opts: RolloutOptions) -> float:
+    if not isinstance(res.score, (int, float)) or not math.isfinite(res.score):
+        raise UserError(
+            f"verifier {type(env).__name__} returned score {res.score!r} for task {env.task.id!r}; scores must be "
+            "finite numbers (a NaN or inf would reach the weights): fix the verifier or reward function"
+        )
     if opts.score_range is None:
         return res.score
     lo, hi = opts.score_range
@@ -188,7 +253,7 @@ async def rollout(
         if i % group_size == 0:
             groups.append(Group(task=task, episodes=[]))
         if obs not in encoded:  # the episodes of a group usually start from the same observation
-            encoded[obs] = fmt.prompt_ids(obs)
+            encoded[obs] = fit_prompt(fmt.prompt_ids(obs), task.id, opts)
         e = Episode(task=task, prompt_ids=list(encoded[obs]), prompt=obs)
         envs[id(e)], ctx[id(e)] = env, list(encoded[obs])
         groups[-1].episodes.append(e)
@@ -206,8 +271,10 @@ async def rollout(
             sampler, [ctx[id(e)] for e in live], [envs[id(e)] for e in live], opts.sampling, stats
         )
         stats.env_calls += len(live)
-        for e, s, text, (res, secs) in zip(live, samples, texts, results):
+        for e, s, text, (res, secs, err) in zip(live, samples, texts, results):
             stats.env_seconds += secs
+            if err is not None:
+                stats.errors.append(err)
             stats.tokens += len(s.ids)
             score = _check_score(res, envs[id(e)], opts)
             e.turns.append(
@@ -309,7 +376,10 @@ async def _counterfactual(
     inner = RolloutStats()
     samples, _, results = await _sample_and_verify(sampler, contexts, envs, opts.sampling, inner)
     scores: dict[tuple[int, int], list[float]] = {}
-    for (e, k), env, (res, _) in zip(owners, envs, results):
+    for (e, k), env, (res, _, err) in zip(owners, envs, results):
+        if err is not None:  # an alternative the verifier could not score: counted like any env error
+            stats.errors.append(err)
+            stats.env_errors += 1
         scores.setdefault((id(e), k), []).append(_check_score(res, env, opts))
     for e, k in chosen:
         e.turns[k].info["cf_scores"] = scores[(id(e), k)]

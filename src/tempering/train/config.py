@@ -54,6 +54,12 @@ class TaskSection(Schema):
     )
     heldout_size: int = Field(500, gt=0, description="Held-out prompts used for evaluation.")
     data_seed: int = Field(0, description="Seed of the train/held-out draws (independent of the run seed).")
+    max_error_rate: float = Field(
+        0.02,
+        ge=0,
+        le=1,
+        description="Share of a step's environment calls that may raise (user reward code, verifiers) before the run stops; the first error of each kind is shown.",
+    )
 
 
 class RolloutSection(Schema):
@@ -85,6 +91,10 @@ class RolloutSection(Schema):
     drop_old_turns: bool = Field(
         True, description="Drop the oldest turns when the context fills (false: stop with stop_reason=context)."
     )
+    truncate_prompts: bool = Field(
+        False,
+        description="A prompt too long for the context keeps its last tokens (false: the run refuses the task, naming it).",
+    )
     score_range: tuple[float, float] | None = Field(
         None, description="Required verifier score range, e.g. [0, 1] for TCPO (null = any)."
     )
@@ -113,6 +123,7 @@ class RolloutSection(Schema):
             feedback_templates=dict(self.feedback_templates),
             score_range=(self.score_range[0], self.score_range[1]) if self.score_range else None,
             clamp_scores=self.clamp_scores,
+            truncate_prompts=self.truncate_prompts,
         )
 
 
@@ -129,6 +140,10 @@ class UpdateSection(Schema):
     share_prefix: bool = Field(
         True,
         description="Run a prompt shared by a group's samples through the model once per micro-batch (same numbers, less compute).",
+    )
+    norm_scope: Literal["step", "micro_batch"] = Field(
+        "step",
+        description="Loss normaliser: over the whole optimizer step (ours, the better estimator), or each micro-batch's own mean weighted by its rows (verl's, to replicate verl-trained runs).",
     )
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     mask_truncated: bool = Field(False, description="Drop answers that hit the token limit from the loss (DAPO).")
@@ -161,6 +176,7 @@ class UpdateSection(Schema):
             temperature=temperature or 1.0,
             max_response_len=max_response_len,
             share_prefix=self.share_prefix,
+            norm_scope=self.norm_scope,
         )
 
 
@@ -190,7 +206,15 @@ class RunBase(Schema):
     eval_size: int | None = Field(None, ge=1, description="Held-out prompts per periodic evaluation (default: all).")
     threads: int = Field(0, ge=0, description="torch CPU threads (0 = torch's default).")
     tensorboard: bool = Field(True, description="Write TensorBoard event files.")
-    progress: bool = Field(True, description="Show a live progress bar.")
+    wandb: str | None = Field(
+        None, description="Also log to this Weights & Biases project (extra 'wandb'; WANDB_MODE=offline works offline)."
+    )
+    progress: bool = Field(True, description="Show a live progress bar on a terminal.")
+    log_every: int = Field(
+        10,
+        ge=0,
+        description="When stdout is a file or a pipe, print a plain progress line every N steps (0 = none).",
+    )
 
     @model_validator(mode="after")
     def _check(self):
@@ -208,6 +232,11 @@ class RunSection(RunBase):
     checkpoint_every: int = Field(50, ge=0, description="Checkpoint every N steps (0 = only at the end).")
     keep_checkpoints: int = Field(2, ge=1, description="Complete checkpoints kept on disk.")
     log_samples: int = Field(4, ge=0, description="Episodes written to samples.jsonl per step.")
+    max_nonfinite_steps: int = Field(
+        3,
+        ge=1,
+        description="Stop after this many steps in a row whose loss or gradient was NaN or inf (each is skipped).",
+    )
 
 
 class LoopConfig(Schema):

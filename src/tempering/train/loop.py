@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import shutil
 import time
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -24,9 +25,10 @@ from tempering.envs.base import TaskFamily
 from tempering.envs.registry import make_family
 from tempering.errors import UserError
 from tempering.evaluation import evaluate
+from tempering.metrics import reward_parts
 from tempering.models import load_policy, save_policy
 from tempering.models.chat import ChatFormat
-from tempering.progress import progress_bar
+from tempering.progress import Reporter, count_parameters, human, warn
 from tempering.rollout.engine import RolloutStats, rollout
 from tempering.rollout.sampler import HFSampler
 from tempering.runlog import RunLog
@@ -41,7 +43,17 @@ from tempering.train.update import policy_update
 from tempering.train.world import World
 from tempering.types import Episode, Group
 
-COMMON_PLOTS = ("reward", "eval/pass@1", "eval/pass@1_sampled", "entropy", "response_len", "grad_norm", "step_seconds")
+COMMON_PLOTS = (
+    "reward",
+    "reward/*",
+    "eval/pass@*",
+    "entropy",
+    "response_len",
+    "frac_zero_std_groups",
+    "grad_norm",
+    "step_seconds",
+)
+"""Panels of every run's curves.png (shell-style patterns; the method adds its own `Method.plots`)."""
 
 
 class RankCursor:
@@ -99,6 +111,7 @@ class Trainer:
     cfg: a verb's config (model, task, rollout, loss, optim, run sections). method: a builder
     `(Context) -> Method`. family: overrides `cfg.task` (e.g. a DatasetFamily with your reward).
     world: this process's place in a torchrun launch (None: one process); strategy: ddp or fsdp2.
+    A new run refuses a `run.out_dir` that holds a run unless `overwrite` (which removes it first).
     """
 
     def __init__(
@@ -109,10 +122,14 @@ class Trainer:
         resume: bool = False,
         world: World | None = None,
         strategy: str = "ddp",
+        overwrite: bool = False,
     ):
         self.cfg = cfg
         self.ranks: Solo | DataParallel = Solo() if world is None else DataParallel(world)
         check_parallel(cfg, self.ranks.size, strategy, resume)
+        if self.ranks.is_main:
+            prepare_run_dir(Path(cfg.run.out_dir), resume, overwrite)
+        self._family_given = family is not None
         if cfg.run.threads:
             torch.set_num_threads(cfg.run.threads)
         torch.manual_seed(cfg.run.seed)
@@ -156,6 +173,7 @@ class Trainer:
             train_tasks = [replace(t, prompt=build(t)) for t in train_tasks]
             heldout_tasks = [replace(t, prompt=build(t)) for t in heldout_tasks]
         self.train_tasks, self.heldout_tasks = train_tasks, heldout_tasks
+        self._check_context()
         self.scorers = list(self.method.scorers)
         loss_cfg = cfg.loss
         if loss_cfg.rollout_correction != "none":
@@ -174,6 +192,8 @@ class Trainer:
                 )
             )
         self.state: dict[str, float] = dict(self.method.state)
+        self._errors_seen: set[tuple[str, str]] = set()
+        self._nonfinite_streak = 0
         self.train_model: torch.nn.Module = self.model
         """The module the update runs on: `model` itself, or its DDP/FSDP form in data-parallel training."""
         self.optimizer = make_optimizer(self.model, cfg.optim.lr, cfg.optim.weight_decay, cfg.optim.betas)
@@ -187,15 +207,21 @@ class Trainer:
         self._rank_rngs: list[Any] | None = None
         if isinstance(self.ranks, DataParallel):
             self._go_parallel(strategy)
-        resume_step = None
+        self.resume_step: int | None = None
         if resume:
-            resume_step = self._load(latest_checkpoint(Path(cfg.run.out_dir)))
+            self.resume_step = self._load(latest_checkpoint(Path(cfg.run.out_dir), warn=warn))
             if hasattr(self.sampler, "sync_weights"):  # the sampler's own copy still has the starting weights
                 self.sampler.sync_weights(self.train_model)
         self.log: RunLog | _NoLog = _NoLog()
         if self.ranks.is_main:
             self.log = RunLog(
-                cfg.run.out_dir, cfg.model_dump(mode="json"), resume_step=resume_step, tensorboard=cfg.run.tensorboard
+                cfg.run.out_dir,
+                cfg.model_dump(mode="json"),
+                resume_step=self.resume_step,
+                tensorboard=cfg.run.tensorboard,
+                wandb=cfg.run.wandb,
+                title=f"{Path(cfg.run.out_dir).name} · {self.method.name} · {cfg.model.name}",
+                plots=[*COMMON_PLOTS, *self.method.plots],
             )
         self.ranks.barrier()  # rank 0 has prepared the run folder
 
@@ -208,6 +234,31 @@ class Trainer:
 
             model = add_lora(model, c.lora_rank, c.lora_alpha, target_modules=c.lora_targets)
         return model, tok
+
+    def _check_context(self) -> None:
+        """Every task's prompt leaves room for an answer, within the model's own context (checked when
+        the tasks are loaded; observations that only `reset()` knows are checked when they arrive)."""
+        r = self.cfg.rollout
+        limit = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
+        if limit is not None and r.max_context_tokens > limit:
+            raise UserError(
+                f"rollout.max_context_tokens={r.max_context_tokens} is beyond the model's context ({limit} "
+                f"positions, {self.cfg.model.name}); set rollout.max_context_tokens <= {limit}"
+            )
+        if r.truncate_prompts:
+            return
+        budget = r.max_context_tokens - r.max_new_tokens
+        long = [
+            t.id
+            for t in self.train_tasks + self.heldout_tasks
+            if t.prompt and len(self.fmt.prompt_ids(t.prompt)) > budget
+        ]
+        if long:
+            raise UserError(
+                f"{len(long)} task prompt(s) leave no room for an answer of rollout.max_new_tokens={r.max_new_tokens} "
+                f"within rollout.max_context_tokens={r.max_context_tokens} (e.g. {', '.join(long[:5])}); raise "
+                "max_context_tokens, shorten the prompts, or set rollout.truncate_prompts=true"
+            )
 
     def _make_sampler(self):
         c = self.cfg
@@ -249,6 +300,9 @@ class Trainer:
             self.optimizer = make_optimizer(self.train_model, o.lr, o.weight_decay, o.betas)
             self.scheduler = self._make_scheduler()
             self.sampler = FullCopySync(self.sampler, self.model)
+            # every forward of a sharded model is a collective: ranks must run the same forwards, and a
+            # shared-prompt forward (two passes) on one rank beside a plain one elsewhere would deadlock
+            self.settings.share_prefix = False
         self.settings.data_parallel = dp
 
     # ---- state -------------------------------------------------------------------------------
@@ -269,6 +323,7 @@ class Trainer:
                 "rank_sampler_rng": rngs,
                 "method": self.method.name,
                 "method_state": dict(self.state),
+                "task_family": self._family_record(),
             }
             path = save_checkpoint(
                 Path(self.cfg.run.out_dir),
@@ -291,6 +346,7 @@ class Trainer:
         else:
             self.model.load_state_dict(load_file(ckpt / "model" / "model.safetensors"), strict=False)
         s = load_trainer_state(ckpt)
+        self._check_family(s.get("task_family"))
         self.optimizer.load_state_dict(s["optimizer"])
         self.scheduler.load_state_dict(s["scheduler"])
         self.cursor.load_state_dict(s["cursor"])
@@ -306,6 +362,26 @@ class Trainer:
         self.state = {**self.state, **s.get("method_state", {})}
         self.step_no = s["step"]
         return self.step_no
+
+    def _family_record(self) -> dict[str, Any]:
+        cls = type(self.family)
+        return {"class": f"{cls.__module__}.{cls.__qualname__}", "from_config": not self._family_given}
+
+    def _check_family(self, saved: dict[str, Any] | None) -> None:
+        """A resume trains on what the run trained on, or refuses."""
+        if saved is None:
+            return
+        here = self._family_record()
+        if not saved["from_config"] and not self._family_given:
+            raise UserError(
+                f"this run trained on a task family given from Python ({saved['class']}), which its config cannot "
+                "rebuild; resume it from Python with the same family: trainer(cfg, family=..., resume=True)"
+            )
+        if saved["class"] != here["class"]:
+            raise UserError(
+                f"this run trained on {saved['class']} and the resume would train on {here['class']}; resume with "
+                "the run's own task family"
+            )
 
     def export(self, path: Path) -> Path:
         """The trained policy as a plain Hugging Face folder (LoRA: merged, and the adapter in `adapter/`)."""
@@ -345,6 +421,7 @@ class Trainer:
         if rounds is not None:
             need = len(groups)
             kept = self.with_signal(groups)
+            info["frac_zero_adv_groups"] = 1 - len(kept) / need  # before refilling: what was dropped
             done = 0
             while len(kept) < need and done < rounds:
                 done += 1
@@ -390,8 +467,9 @@ class Trainer:
         zero = zero_signal_groups(trained.adv_BT, trained, G)
         shape = scores.turns.scores_NGK.shape
         adv_NGK = per_turn(trained.adv_BT, trained, shape) / per_turn(trained.mask_BT, trained, shape).clamp(min=1)
+        signal = {} if self.method.resample_rounds is not None else {"frac_zero_adv_groups": float(zero.float().mean())}
         m = {
-            **self.ranks.reduce({**scores.metrics, "frac_zero_adv_groups": float(zero.float().mean())}, len(episodes)),
+            **self.ranks.reduce({**scores.metrics, **signal}, len(episodes)),
             **reduced,
             **{f"state/{k}": v for k, v in self.state.items()},
             **self.ranks.reduce(upd),
@@ -404,6 +482,7 @@ class Trainer:
         t0 = time.perf_counter()
         stats = RolloutStats()
         groups, trainable, info = await self.collect(stats)
+        self._check_errors(stats, "training")
         episodes = [e for g in groups for e in g.episodes]
         t1 = time.perf_counter()
         trained, detail = self.train_on(groups, trainable)
@@ -422,6 +501,7 @@ class Trainer:
             "gen_seconds": stats.gen_seconds,
             "update_seconds": t2 - t1,
             "step_seconds": t2 - t0,
+            **reward_parts(episodes),
             **info,
         }
         if c.rollout.max_turns > 1:
@@ -438,9 +518,43 @@ class Trainer:
             m["cf_overhead_seconds"] = stats.wall_seconds / max(stats.wall_seconds - stats.cf_seconds, 1e-9)
         m = {**self.ranks.reduce(m, weight=len(episodes)), **trained}
         self.log.log(self.step_no, m)
+        self._check_finite(m)
         if c.run.log_samples:
             self.log.samples(self.step_no, _sample_rows(groups, detail)[: c.run.log_samples])
         return StepResult(self.step_no, m, groups)
+
+    def _check_finite(self, m: dict[str, float]) -> None:
+        """An optimizer step whose gradient was NaN or inf was skipped; stop after a few in a row."""
+        if not m.get("nonfinite_updates"):
+            self._nonfinite_streak = 0
+            return
+        self._nonfinite_streak += 1
+        limit = self.cfg.run.max_nonfinite_steps
+        warn(f"step {self.step_no}: the loss or gradient was not finite; the update was skipped")
+        if self._nonfinite_streak >= limit:
+            raise UserError(
+                f"the loss or gradient was not finite in {limit} steps in a row (run.max_nonfinite_steps); the "
+                f"weights are those of the last finite update. Lower optim.lr or loss.max_grad_norm, or check the "
+                f"rewards and teachers of this run ({self.cfg.run.out_dir}/metrics.jsonl)"
+            )
+
+    def _check_errors(self, stats: RolloutStats, phase: str) -> None:
+        """Show the first environment error of each kind; stop when their share passes task.max_error_rate
+        (errors in user code are not the policy's fault, and a run that learns nothing must not pass)."""
+        for err in stats.errors:
+            key = (err.kind, err.where)
+            if key not in self._errors_seen:
+                self._errors_seen.add(key)
+                warn(f"an environment raised during {phase} (step {self.step_no + 1}): {err.describe()}")
+        calls = stats.env_calls + stats.cf_env_calls
+        share = len(stats.errors) / max(calls, 1)
+        if share > self.cfg.task.max_error_rate:
+            first = stats.errors[0]
+            raise UserError(
+                f"{len(stats.errors)} of {calls} environment calls raised during {phase} (share {share:.2f} > "
+                f"task.max_error_rate={self.cfg.task.max_error_rate}); the first: {first.describe()}. Fix the "
+                "environment or reward function, or raise task.max_error_rate to train through rare errors"
+            )
 
     async def evaluate(self, size: int | None = None) -> dict[str, float]:
         """Held-out metrics (rank 0 evaluates; every rank gets its numbers)."""
@@ -448,46 +562,94 @@ class Trainer:
         if self.ranks.is_main:
             tasks = self.heldout_tasks[:size] if size else self.heldout_tasks
             opts = replace(self.opts, max_turns=self.cfg.run.eval_max_turns or self.opts.max_turns)
-            m = await evaluate(self.sampler, self.fmt, self.family, tasks, opts, k=self.cfg.run.eval_k)
-            out = {f"eval/{k}": v for k, v in m.items()}
+            stats = RolloutStats()
+            m = await evaluate(self.sampler, self.fmt, self.family, tasks, opts, k=self.cfg.run.eval_k, stats=stats)
+            self._check_errors(stats, "evaluation")
+            out = {f"eval/{k}": v for k, v in m.items()} | {"eval/n": len(tasks)}
         return self.ranks.share(out)
 
     # ---- the loop ----------------------------------------------------------------------------
+    @property
+    def finished(self) -> bool:
+        """The run reached `run.steps` and exported its final model (a resume has nothing to do)."""
+        return self.step_no >= self.cfg.run.steps and (Path(self.cfg.run.out_dir) / "final" / "config.json").is_file()
+
     async def run(self) -> dict[str, Any]:
-        """Train to `run.steps` (evaluating and checkpointing on schedule), export, plot."""
+        """Train to `run.steps` (evaluating and checkpointing on schedule), export, plot. A finished run
+        says so and returns its start and final evaluations from its metrics."""
         try:
+            if self.finished:
+                if self.ranks.is_main:
+                    warn(
+                        f"{self.cfg.run.out_dir} is finished (step {self.step_no} of {self.cfg.run.steps}); nothing to do"
+                    )
+                return self.ranks.share(self._history() if self.ranks.is_main else None)
             return await self._run()
         finally:
             self.family.close()
 
+    def _history(self) -> dict[str, Any]:
+        rows = [r for r in self.log.read_metrics() if "eval/pass@1" in r]
+        out = {"final": {k: v for k, v in rows[-1].items() if k != "step"}} if rows else {}
+        if rows and rows[0]["step"] == 0:
+            out["start"] = {k: v for k, v in rows[0].items() if k != "step"}
+        return out
+
     async def _run(self) -> dict[str, Any]:
         c = self.cfg.run
         history: dict[str, Any] = {}
+        report = Reporter(
+            c.steps,
+            self.method.name,
+            start=self.step_no,
+            log_every=c.log_every,
+            bar=c.progress,
+            objective=next(iter(self.method.plots), None),
+            quiet=not self.ranks.is_main,
+        )
+        report.summary(self.summary())
         if self.step_no == 0:
             first = await self.evaluate()  # the whole held-out set, as the final evaluation
             self.log.log(0, first)
             history["start"] = first
-        with progress_bar(
-            c.steps, self.method.name, enabled=c.progress and self.ranks.is_main, start=self.step_no
-        ) as bar:
+            report.evaluation(0, first, len(self.heldout_tasks), "start evaluation")
+        with report:
             while self.step_no < c.steps:
                 m = (await self.step()).metrics
-                live = {"reward": m["reward"], "success": m["success"]}
+                report.step(self.step_no, m)
                 if c.eval_every and self.step_no % c.eval_every == 0 and self.step_no < c.steps:
                     ev = await self.evaluate(c.eval_size)
                     self.log.log(self.step_no, ev)
-                    live["heldout"] = ev["eval/pass@1"]
+                    report.evaluation(self.step_no, ev, int(ev["eval/n"]))
+                    self.log.plot()
                 if c.checkpoint_every and self.step_no % c.checkpoint_every == 0:
                     self.save()
-                bar.update(live)
+                    self.log.plot()
         final = await self.evaluate()
         self.log.log(self.step_no, final)
+        report.evaluation(self.step_no, final, len(self.heldout_tasks), "final evaluation")
         history["final"] = final
         self.save()
         self.export(Path(c.out_dir) / "final")
-        self.log.plot([*COMMON_PLOTS, *self.method.plots])
+        self.log.plot()
         self.log.close()
         return history
+
+    def summary(self) -> dict[str, str]:
+        """What the run is, printed when it starts."""
+        c = self.cfg
+        total, trained = count_parameters(self.model)
+        device = next(self.model.parameters()).device
+        ranks = f" x {self.ranks.size} ranks" if self.ranks.size > 1 else ""
+        return {
+            "model": f"{c.model.name} ({human(total)} parameters, {human(trained)} trained, {c.model.dtype})",
+            "device": f"{device}{ranks}",
+            "task": f"{self.family.name or c.task.family}: {len(self.train_tasks)} train / "
+            f"{len(self.heldout_tasks)} held-out prompts",
+            "steps": f"{c.run.steps} x {c.rollout.prompts_per_step} prompts x {c.rollout.group_size} samples",
+            "run folder": str(c.run.out_dir)
+            + (f" (resuming from step {self.resume_step})" if self.resume_step is not None else ""),
+        }
 
 
 def training_batch(batch: TrainBatch, scores: Scores, credit: Credit) -> TrainBatch:
@@ -504,6 +666,22 @@ def training_batch(batch: TrainBatch, scores: Scores, credit: Credit) -> TrainBa
     return replace(
         batch, adv_BT=adv * mask, mask_BT=mask, extra=credit.extra, ref_logp_BT=scores.ref_logp_BT, old_logp_BT=old
     )
+
+
+def prepare_run_dir(out: Path, resume: bool, overwrite: bool) -> None:
+    """A new run never mixes with another: a folder that holds a run (its config.yaml) is refused, since
+    its metrics, checkpoints and final model would be mixed with the new run's, unless `overwrite`
+    removes it. Other files in the folder are left alone."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"run.out_dir={out} is a file; give a folder for the run")
+    if resume or not (out / "config.yaml").is_file():
+        return
+    if not overwrite:
+        raise UserError(
+            f"run.out_dir={out} already holds a run; continue it with --resume {out}, replace it with "
+            "--overwrite, or choose another run.out_dir"
+        )
+    shutil.rmtree(out)
 
 
 def check_parallel(cfg, size: int, strategy: str, resume: bool) -> None:

@@ -6,6 +6,7 @@ optimizer steps, each accumulated over micro-batches with a loss normaliser fixe
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -39,8 +40,11 @@ class UpdateSettings:
     max_response_len: int | None = None
     share_prefix: bool = True
     """Compute a prompt shared by several rows once (`tempering.train.prefix`); same numbers, less compute."""
+    norm_scope: str = "step"
+    """`step`: one loss normaliser over the whole optimizer step; `micro_batch`: each micro-batch's own
+    mean, weighted by its share of the step's rows (verl's aggregation)."""
     data_parallel: Any = None
-    """Data-parallel training (`tempering.distributed.DataParallel`): the loss normaliser is counted over
+    """Data-parallel training (`tempering.train.parallel.DataParallel`): the loss normaliser is counted over
     all ranks, and every rank runs the same micro-batches so that their collectives stay in step.
     None: one process."""
 
@@ -151,7 +155,7 @@ def policy_update(
     model.train()
     device = next(model.parameters()).device
     sums: dict[str, float] = defaultdict(float)
-    n = 0
+    n = skipped = 0
     for _ in range(s.ppo_epochs):
         order = torch.randperm(batch.size, generator=generator) if s.mini_batches > 1 else torch.arange(batch.size)
         for chunk in order.chunk(s.mini_batches):
@@ -162,22 +166,33 @@ def policy_update(
                 mb = on_device(step_batch.select(slice(i, i + s.micro_batch_size)), device)
                 if mb.mask_BT.sum() == 0 and dp is None:
                     continue
-                loss, stats = loss_fn(model, mb, norm, s)
+                scale = 1.0
+                if s.norm_scope == "micro_batch":  # verl: each micro-batch's own mean, weighted by its rows
+                    loss, stats = loss_fn(model, mb, LossNorm.of(mb.mask_BT, s.max_response_len), s)
+                    scale = mb.size / step_batch.size
+                    loss = loss * scale
+                else:
+                    loss, stats = loss_fn(model, mb, norm, s)
                 loss.backward()
                 # means are weighted by token share; with data parallelism norm.tokens is the global count
                 # over the world size, so the ranks' average of these sums is the global token mean
                 w = float(mb.mask_BT.sum()) / norm.tokens
                 for k, v in stats.items():
                     # loss terms are already shares of the step's loss: they add up
-                    sums[k] += float(v) * (1.0 if k in STEP_TOTALS else w)
+                    sums[k] += float(v) * (scale if k in STEP_TOTALS else w)
             gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), s.max_grad_norm)
+            if not torch.isfinite(gnorm):  # a NaN or inf must not reach the weights: skip this optimizer step
+                optimizer.zero_grad(set_to_none=True)
+                skipped += 1
+                continue
             optimizer.step()
             if scheduler is not None:
                 scheduler.step()
             sums["grad_norm"] += float(gnorm)
             n += 1
-    out = {k: v / max(n, 1) for k, v in sums.items()}
+    out = {k: v / max(n, 1) for k, v in sums.items() if math.isfinite(v)}
     out["lr"] = optimizer.param_groups[0]["lr"]
+    out["nonfinite_updates"] = float(skipped)
     return out
 
 

@@ -1,0 +1,170 @@
+"""Fail loudly and lose nothing: reward errors, non-finite values, prompts too long, run folders and
+damaged checkpoints."""
+
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tempering.envs.dataset import DatasetFamily
+from tempering.errors import UserError
+from tempering.recipes.train import trainer
+from tempering.train.checkpoint import list_checkpoints
+
+ROWS = [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a in range(10) for b in range(10)]
+
+
+def cfg(out, **over):
+    c = {
+        "model": {"name": "tiny-xs"},
+        "rollout": {"group_size": 2, "prompts_per_step": 2, "max_new_tokens": 3},
+        "task": {"train_size": 40, "heldout_size": 4},
+        "run": {"steps": 2, "out_dir": str(out), "eval_every": 0, "eval_k": 1, "progress": False, "tensorboard": False},
+    }
+    for k, v in over.items():
+        c[k] = {**c.get(k, {}), **v}
+    return c
+
+
+def family(reward):
+    return DatasetFamily(ROWS, reward=reward, heldout_share=0.2)
+
+
+def broken(prompts, completions, answer, **kw):
+    return [1.0 / (len(c) - len(c)) for c in completions]  # ZeroDivisionError in user code
+
+
+def test_a_reward_function_that_raises_stops_the_run_naming_the_users_frame(tmp_path):
+    t = trainer(cfg(tmp_path / "r"), family=family(broken))
+    with pytest.raises(UserError) as e:
+        asyncio.run(t.step())
+    msg = str(e.value)
+    assert "task.max_error_rate" in msg and "ZeroDivisionError" in msg
+    assert "tests/train/test_failures.py:" in msg  # the user's own frame, not tempering's
+
+
+def test_errors_under_the_threshold_are_shown_and_counted(tmp_path, capsys):
+    calls = []
+
+    def flaky(prompts, completions, answer, **kw):
+        calls.append(1)
+        if len(calls) == 1:
+            raise ValueError("flaky reward service")
+        return [0.0 for _ in completions]
+
+    t = trainer(cfg(tmp_path / "r", task={"max_error_rate": 1.0}), family=family(flaky))
+    r = asyncio.run(t.step())
+    assert r.metrics["env_errors"] == r.metrics["env_calls"] > 0  # the batched call failed every episode in it
+    assert "flaky reward service" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_non_finite_reward_is_refused_with_the_task(tmp_path, bad):
+    t = trainer(cfg(tmp_path / "r"), family=family(lambda prompts, completions, **kw: [bad] * len(completions)))
+    with pytest.raises(UserError, match=r"non-finite|must be\s+finite|scores must be finite"):
+        asyncio.run(t.step())
+
+
+def test_a_non_finite_gradient_skips_the_update_and_the_run_stops_after_a_few(tmp_path):
+    t = trainer(cfg(tmp_path / "r", run={"steps": 5, "max_nonfinite_steps": 2}))
+    before = {k: v.clone() for k, v in t.model.state_dict().items()}
+    orig = t.method.credit
+
+    def poisoned(scores, batch, state):
+        c = orig(scores, batch, state)
+        return type(c)(c.adv_BT + float("nan"), c.extra, c.mask_BT, c.metrics)
+
+    object.__setattr__(t.method, "credit", poisoned)
+    r = asyncio.run(t.step())
+    assert r.metrics["nonfinite_updates"] == 1
+    assert all(torch.equal(before[k], v) for k, v in t.model.state_dict().items())  # no NaN reached the weights
+    with pytest.raises(UserError, match="not finite in 2 steps in a row"):
+        asyncio.run(t.step())
+    for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines():
+        json.loads(line)  # valid JSON, NaN written as null
+
+
+def test_a_prompt_longer_than_the_context_is_refused_or_truncated_on_request(tmp_path):
+    long = DatasetFamily([{"prompt": "x" * 60 + str(i), "answer": "1"} for i in range(20)], heldout_share=0.2)
+    over = {"rollout": {"max_context_tokens": 40}}
+    with pytest.raises(UserError, match=r"leave no room.*dataset:"):
+        trainer(cfg(tmp_path / "a", **over), family=long)
+    t = trainer(cfg(tmp_path / "b", rollout={"max_context_tokens": 40, "truncate_prompts": True}), family=long)
+    r = asyncio.run(t.step())
+    assert all(len(e.prompt_ids) <= 40 - 3 for g in r.groups for e in g.episodes)
+    with pytest.raises(UserError, match="beyond the model's context"):
+        trainer(cfg(tmp_path / "c", rollout={"max_context_tokens": 4096}))
+
+
+def test_a_folder_that_holds_a_run_is_refused_without_resume_or_overwrite(tmp_path):
+    out = tmp_path / "r"
+    asyncio.run(trainer(cfg(out)).run())
+    with pytest.raises(UserError, match="already holds a run.*--resume.*--overwrite"):
+        trainer(cfg(out))
+    t = trainer(cfg(out), overwrite=True)
+    assert not (out / "metrics.jsonl").exists() and t.step_no == 0
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(UserError, match="is a file"):
+        trainer(cfg(tmp_path / "file"))
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    trainer(cfg(tmp_path / "mine"), overwrite=True)  # a folder without a run: used as it is, nothing removed
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "tempering.cli", *args], capture_output=True, text=True)
+
+
+def test_resuming_a_finished_run_says_so_and_adds_nothing(tmp_path):
+    out = tmp_path / "r"
+    asyncio.run(trainer(cfg(out)).run())
+    rows = (out / "metrics.jsonl").read_text()
+    r = _cli("train", "--resume", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "is finished" in r.stderr
+    assert (out / "metrics.jsonl").read_text() == rows
+
+
+def test_a_run_on_a_family_from_python_refuses_a_resume_that_cannot_rebuild_it(tmp_path):
+    out = tmp_path / "r"
+    t = trainer(cfg(out), family=family("exact"))
+    asyncio.run(t.step())
+    t.save()
+    r = _cli("train", "--resume", str(out))
+    assert r.returncode == 2 and "given from Python" in r.stderr and "Traceback" not in r.stderr
+    again = trainer(cfg(out), family=family("exact"), resume=True)  # from Python, with the family: fine
+    assert again.step_no == 1
+
+
+@pytest.mark.parametrize("victim", ["model/model.safetensors", "trainer_state.pt", "manifest.json"])
+def test_a_damaged_checkpoint_falls_back_to_the_newest_intact_one(tmp_path, capsys, victim):
+    out = tmp_path / "r"
+    asyncio.run(trainer(cfg(out, run={"steps": 2, "checkpoint_every": 1, "keep_checkpoints": 2})).run())
+    assert [p.name for p in list_checkpoints(out)] == ["step_1", "step_2"]
+    bad = out / "checkpoints" / "step_2" / victim
+    bad.write_bytes(bad.read_bytes()[:-7])  # truncated
+    t = trainer(cfg(out, run={"steps": 3}), resume=True)
+    assert t.step_no == 1
+    err = capsys.readouterr().err
+    assert "damaged checkpoint" in err and "step_2" in err
+    shutil.rmtree(out / "checkpoints" / "step_1")
+    with pytest.raises(UserError, match="every checkpoint .* is damaged"):
+        trainer(cfg(out, run={"steps": 3}), resume=True)
+
+
+def test_a_metrics_line_cut_short_by_a_kill_is_dropped_on_resume(tmp_path):
+    from tempering.runlog import RunLog
+
+    log = RunLog(tmp_path, {"a": 1}, tensorboard=False)
+    log.log(1, {"reward": 0.5})
+    log.log(2, {"reward": 0.7})
+    with (tmp_path / "metrics.jsonl").open("a") as f:
+        f.write('{"step": 3, "rew')  # the kill came mid-line
+    RunLog(tmp_path, {"a": 1}, resume_step=2, tensorboard=False)
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
