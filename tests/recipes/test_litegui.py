@@ -157,6 +157,8 @@ def test_experiment_script_smoke(tmp_path):
             str(out),
             "--work",
             str(tmp_path / "runs"),
+            "--plan",
+            "stage1_steps=2",
         ],
         capture_output=True,
         text=True,
@@ -173,11 +175,18 @@ def test_experiment_script_smoke(tmp_path):
         "opd_multi_gt",
         "opd_most_matched",
         "opd_most_matched+grpo_dual",
+        "primed",
+        "primed_grpo_dual",
+        "primed_opd_most_matched_large",
+        "primed_opd_most_matched_large+grpo_dual",
     }
     for arm in data["arms"].values():
         for m in ("step_success", "task_success", "format_rate"):
             s = arm[m]
             assert len(s["values"]) == 2 and 0.0 <= s["min"] <= s["mean"] <= s["max"] <= 1.0 and s["std"] >= 0.0
-    assert data["arms"]["sft"]["step_success"]["std"] == 0.0  # one shared warm start, evaluated greedily
+    for warm in ("sft", "primed"):  # shared warm starts, evaluated greedily
+        assert data["arms"][warm]["step_success"]["std"] == 0.0
+    assert data["plan"]["stage1_steps"] == 2  # --plan changed it, and the table says so
     md = out.with_suffix(".md").read_text()
     assert "| `opd_most_matched` |" in md and "--smoke" in md
+    assert "| `primed_opd_most_matched_large` |" in md and "stage1_steps 2 (committed plan: 40)" in md
