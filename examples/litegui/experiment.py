@@ -541,6 +541,10 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.render:
         r = json.loads(Path(a.out).with_suffix(".json").read_text())
+        if missing := [arm for arm in ARMS if arm not in r["arms"]] + [
+            k for k in ("out", "teacher_large") if k not in r
+        ]:
+            raise SystemExit(f"--render: {a.out}.json has no {', '.join(missing)} (an older run); rerun the experiment")
         r["claims"] = claims(r["arms"])
         write_results(r, Path(a.out))
         return 0
