@@ -2,7 +2,7 @@
 and the sandbox's adversarial suite.
 
     python benchmarks/faults.py                     # docs/results/reliability.{md,json}
-    python benchmarks/faults.py --kills 6 --quick   # a short check
+    python benchmarks/faults.py --kills 2 --results /tmp/faults   # a short check
 
 1. Kill trials: an RL run (tiny-xs warm start, 8 steps, a checkpoint every step) is SIGKILLed at a random
    moment, a third of the time while a checkpoint is being written, then resumed (or, killed before its
@@ -13,7 +13,8 @@ and the sandbox's adversarial suite.
 3. A disk that fills during a checkpoint (a small tmpfs, root only): a clear error, the previous
    checkpoint intact, and the run resumable once there is space.
 4. Bad input: each a one-line error (exit 2, no traceback), nothing written.
-5. The sandbox's adversarial suite per backend (`tempering sandbox attacks --json`).
+5. The sandbox's adversarial suite per backend (`tempering sandbox attacks --json`); `--sandbox-only`
+   reruns just this part into an existing reliability.json (after a change to the sandbox).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tempering.experiments import machine, write_results
@@ -166,8 +168,18 @@ def damage(path: Path, how: str) -> None:
         path.write_bytes(bytes(data))
 
 
-def corruption_trials(model: str, work: Path) -> list[dict]:
-    out = []
+def corruption_trial(model: str, work: Path, k: int, kind: str, how: str) -> dict:
+    run = work / f"corrupt_{k}_{how}"
+    r = cli("train", *overrides(model), f"run.out_dir={run}", f"run.steps={STEPS // 2}")
+    assert r.returncode == 0, r.stderr
+    newest = sorted((run / "checkpoints").glob("step_*"), key=lambda q: int(q.name[5:]))[-1]
+    damage(newest / kind, how)
+    r = cli("train", "--resume", str(run), f"run.steps={STEPS}")
+    named = newest.name in r.stderr and "damaged checkpoint" in r.stderr
+    return {"file": kind, "damage": how, "recovered": r.returncode == 0 and named and same_run(run, work / "reference")}
+
+
+def corruption_trials(model: str, work: Path, jobs: int) -> list[dict]:
     kinds = [
         "model/model.safetensors",
         "model/config.json",
@@ -175,23 +187,9 @@ def corruption_trials(model: str, work: Path) -> list[dict]:
         "trainer_state.pt",
         "manifest.json",
     ]
-    for k, kind in enumerate(kinds):
-        for how in ("truncate", "flip"):
-            run = work / f"corrupt_{k}_{how}"
-            r = cli("train", *overrides(model), f"run.out_dir={run}", f"run.steps={STEPS // 2}")
-            assert r.returncode == 0, r.stderr
-            newest = sorted((run / "checkpoints").glob("step_*"), key=lambda q: int(q.name[5:]))[-1]
-            damage(newest / kind, how)
-            r = cli("train", "--resume", str(run), f"run.steps={STEPS}")
-            named = newest.name in r.stderr and "damaged checkpoint" in r.stderr
-            out.append(
-                {
-                    "file": kind,
-                    "damage": how,
-                    "recovered": r.returncode == 0 and named and same_run(run, work / "reference"),
-                }
-            )
-    return out
+    trials = [(k, kind, how) for k, kind in enumerate(kinds) for how in ("truncate", "flip")]
+    with ThreadPoolExecutor(jobs) as pool:
+        return list(pool.map(lambda t: corruption_trial(model, work, *t), trials))
 
 
 def disk_full(model: str, work: Path) -> dict:
@@ -292,27 +290,74 @@ def sandbox_attacks() -> dict:
     return json.loads(r.stdout)
 
 
+def render(data: dict) -> str:
+    md = [
+        "# Reliability under faults",
+        "",
+        f"Command: `{data['command']}`\\",
+        f"Machine: {data['machine']}; load average at start {' '.join(data['load_at_start'])}; {data['seconds']:.0f} s.",
+        "",
+        "| check | result |",
+        "| --- | --- |",
+        f"| SIGKILL at a random moment, then resume: same metrics and weights as an uninterrupted run | {data['kill_resumed_exactly']} / {data['kill_trials']} ({data['kills_during_checkpoint_write']} during a checkpoint write) |",
+        f"| a checkpoint file truncated or corrupted: fall back to the newest intact one, finish exactly | {data['corruption_recovered']} / {data['corruption_trials']} |",
+        f"| the disk fills during a checkpoint: clear error, previous checkpoint intact, resumable | {data['disk_full_recovered']} |",
+        f"| bad input: one-line error, exit 2, no traceback, nothing written | {data['bad_inputs_clear']} / {data['bad_inputs_total']} |",
+        f"| data lost | {data['data_lost']} |",
+        "",
+        "## Sandbox adversarial suite",
+        "",
+        "| backend | attacks | contained |",
+        "| --- | --- | --- |",
+    ]
+    md += [
+        f"| {b} | {v.get('total')} | {v.get('contained')} |"
+        for b, v in data["sandbox_attacks"].items()
+        if isinstance(v, dict)
+    ]
+    md += ["", "## Bad inputs", "", "| command | exit | error |", "| --- | --- | --- |"]
+    md += [f"| `tempering {b['argv']}` | {b['exit']} | {b['error'].replace('|', '/')} |" for b in data["bad_inputs"]]
+    md += ["", "## Corruption", "", "| file | damage | recovered |", "| --- | --- | --- |"]
+    md += [f"| {c['file']} | {c['damage']} | {c['recovered']} |" for c in data["corruption"]]
+    if "sandbox_command" in data:
+        md.insert(md.index("## Sandbox adversarial suite") + 2, f"Command: `{data['sandbox_command']}`\n")
+    return "\n".join(md) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Reliability under faults.")
     p.add_argument("--kills", type=int, default=50)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=int, default=2, help="trials run at once")
     p.add_argument("--results", default=str(ROOT / "docs" / "results"))
     p.add_argument("--work", default=None, help="working folder (default: a temporary one)")
     p.add_argument("--no-sandbox", action="store_true", help="skip the adversarial suite")
+    p.add_argument("--sandbox-only", action="store_true", help="rerun only the adversarial suite into reliability.json")
     a = p.parse_args(argv)
+    if a.sandbox_only:
+        data = json.loads((Path(a.results) / "reliability.json").read_text())
+        data["sandbox_attacks"] = sandbox_attacks()
+        data["sandbox_command"] = "python benchmarks/faults.py --sandbox-only"
+        write_results(a.results, "reliability", render(data), data)
+        print(json.dumps(data["sandbox_attacks"], indent=1))
+        return 0
     t0 = time.time()
     load = Path("/proc/loadavg").read_text().split()[:3]
     work = Path(a.work or tempfile.mkdtemp(prefix="faults_"))
-    rng = random.Random(a.seed)
     model = warm_start(work)
     start = time.time()
     r = cli("train", *overrides(model), f"run.out_dir={work / 'reference'}")
     assert r.returncode == 0, r.stderr
     duration = time.time() - start
-    kills = [kill_trial(i, model, work, duration, rng) for i in range(a.kills)]
+    with ThreadPoolExecutor(a.jobs) as pool:  # trials are independent runs in their own folders
+        kills = list(
+            pool.map(
+                lambda i: kill_trial(i, model, work, duration, random.Random(a.seed * 100_003 + i)), range(a.kills)
+            )
+        )
     for k in kills:
         print("kill", k["trial"], k["moment"], k["checkpoints_at_kill"][-1:], k["resumed_exactly"], flush=True)
-    corrupt = corruption_trials(model, work)
+    corrupt = corruption_trials(model, work, a.jobs)
     full = disk_full(model, work)
     bad, written = bad_inputs(model, work)
     attacks = {} if a.no_sandbox else sandbox_attacks()
@@ -333,37 +378,15 @@ def main(argv: list[str] | None = None) -> int:
         "disk_full": full,
         "bad_inputs": bad,
         "written_by_bad_inputs": written,
-        "command": "python benchmarks/faults.py" + (f" --kills {a.kills}" if a.kills != 50 else ""),
+        "command": "python benchmarks/faults.py"
+        + (f" --kills {a.kills}" if a.kills != 50 else "")
+        + (" --no-sandbox" if a.no_sandbox else ""),
         "machine": machine(),
         "load_at_start": load,
         "seconds": time.time() - t0,
         "reference_run_seconds": duration,
     }
-    md = [
-        "# Reliability under faults",
-        "",
-        f"Command: `{data['command']}`\\",
-        f"Machine: {data['machine']}; load average at start {' '.join(load)}; {data['seconds']:.0f} s.",
-        "",
-        "| check | result |",
-        "| --- | --- |",
-        f"| SIGKILL at a random moment, then resume: same metrics and weights as an uninterrupted run | {data['kill_resumed_exactly']} / {data['kill_trials']} ({data['kills_during_checkpoint_write']} during a checkpoint write) |",
-        f"| a checkpoint file truncated or corrupted: fall back to the newest intact one, finish exactly | {data['corruption_recovered']} / {data['corruption_trials']} |",
-        f"| the disk fills during a checkpoint: clear error, previous checkpoint intact, resumable | {data['disk_full_recovered']} |",
-        f"| bad input: one-line error, exit 2, no traceback, nothing written | {data['bad_inputs_clear']} / {data['bad_inputs_total']} |",
-        f"| data lost | {data['data_lost']} |",
-        "",
-        "## Sandbox adversarial suite",
-        "",
-        "| backend | attacks | contained |",
-        "| --- | --- | --- |",
-    ]
-    md += [f"| {b} | {v.get('total')} | {v.get('contained')} |" for b, v in attacks.items() if isinstance(v, dict)]
-    md += ["", "## Bad inputs", "", "| command | exit | error |", "| --- | --- | --- |"]
-    md += [f"| `tempering {b['argv']}` | {b['exit']} | {b['error'].replace('|', '/')} |" for b in bad]
-    md += ["", "## Corruption", "", "| file | damage | recovered |", "| --- | --- | --- |"]
-    md += [f"| {c['file']} | {c['damage']} | {c['recovered']} |" for c in corrupt]
-    write_results(a.results, "reliability", "\n".join(md) + "\n", data)
+    write_results(a.results, "reliability", render(data), data)
     print(json.dumps({k: v for k, v in data.items() if not isinstance(v, (list, dict))}, indent=1))
     return 0
 

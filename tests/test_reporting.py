@@ -90,6 +90,7 @@ def test_runlog_plots_its_own_keys_with_its_title(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "metrics.jsonl").read_text()) == {"step": 1, "reward": 1.0}
 
 
+@pytest.mark.slow
 def test_wandb_offline_logs_each_row_and_a_resumed_run_continues_the_same_run(tmp_path, monkeypatch):
     wandb = pytest.importorskip("wandb")
     monkeypatch.setenv("WANDB_MODE", "offline")

@@ -15,7 +15,13 @@ Pipeline (CPU, one thread, character-level tiny models, difficulty-0 apps, compa
      teacher reading the guidance; the student never sees it;
    - opd_most_matched+grpo_dual: stage 2, dual-level GRPO from the opd_most_matched checkpoint.
    GRPO arms get as many steps as the two stages together, so the full pipeline has no step advantage.
-3. Every model is evaluated greedily on held-out apps: step success and format rate on their recorded
+3. The paper's setting, beside them: a `primed` student, SFT'd only for the few steps a tiny model
+   needs to emit the output format (`primed_sft_steps`), and a larger guided teacher (`large_teacher`,
+   SFT'd from scratch on prompts that carry the hint, so its edge is the guidance plus its size):
+   - primed_grpo_dual: dual-level GRPO from the primed student (the SFT-free RL baseline);
+   - primed_opd_most_matched_large: guided OPD (Most-Matched-GT) from the primed student, large teacher;
+   - primed_opd_most_matched_large+grpo_dual: stage 2 from it.
+4. Every model is evaluated greedily on held-out apps: step success and format rate on their recorded
    states (teacher-forced, each state once), step success on held-out multi-solution states, and
    task success (plus the episodes' own step success and format rate) by playing the apps, one
    observation per step.
@@ -57,11 +63,18 @@ ARMS = [
     "opd_multi_gt",
     "opd_most_matched",
     "opd_most_matched+grpo_dual",
+    "primed",
+    "primed_grpo_dual",
+    "primed_opd_most_matched_large",
+    "primed_opd_most_matched_large+grpo_dual",
 ]
+WARM_STARTS = ("sft", "primed")
+"""Arms that are a shared warm start, evaluated once (no spread over seeds)."""
 GUIDANCE = {
     "opd_single_gt": "tempering.envs.gui.states:single_gt_prompt",
     "opd_multi_gt": "tempering.envs.gui.states:multi_gt_prompt",
     "opd_most_matched": "tempering.envs.gui.states:most_matched_prompt",
+    "primed_opd_most_matched_large": "tempering.envs.gui.states:most_matched_prompt",
 }
 REWARDS = {
     "grpo_single_gt": {"reference": "demonstrated", "weights": {"format": 0.0, "action": 1.0, "plan": 0.0}},
@@ -89,6 +102,13 @@ class Plan:
     """Student warm start: SFT steps on recorded states without hints."""
     teacher_sft_steps: int = 300
     """Teacher: further SFT steps from the student's warm start, on prompts with hints."""
+    primed_sft_steps: int = 40
+    """Primed student (the paper's setting): SFT steps on recorded states without hints, only enough
+    for the output format; its held-out format rate and step success are the `primed` row."""
+    large_teacher: str = "tiny-s"
+    """Size of the larger guided teacher (the same character tokenizer as the student)."""
+    large_teacher_sft_steps: int = 300
+    """Larger teacher: SFT steps from scratch on prompts with hints (one valid action or all)."""
     sft_batch: int = 32
     sft_lr: float = 3e-3
     train_states: int = 2000
@@ -116,6 +136,8 @@ def smoke_plan() -> Plan:
         student_sft_steps=3,
         sft_batch=8,
         train_states=40,
+        primed_sft_steps=2,
+        large_teacher_sft_steps=3,
         stage1_steps=1,
         stage2_steps=1,
         prompts_per_step=2,
@@ -281,6 +303,26 @@ CLAIMS = [
     ("the multi-solution dual reward beats the single-GT reward in GRPO", "grpo_dual", "grpo_single_gt"),
     ("dual-level GRPO after guided OPD adds to it", "opd_most_matched+grpo_dual", "opd_most_matched"),
     ("the full pipeline beats single-GT GRPO", "opd_most_matched+grpo_dual", "grpo_single_gt"),
+    (
+        "paper setting: guided OPD (larger teacher) improves on the primed student",
+        "primed_opd_most_matched_large",
+        "primed",
+    ),
+    (
+        "paper setting: the full pipeline improves on the primed student",
+        "primed_opd_most_matched_large+grpo_dual",
+        "primed",
+    ),
+    (
+        "paper setting: guided OPD (larger teacher) beats dual-level GRPO",
+        "primed_opd_most_matched_large",
+        "primed_grpo_dual",
+    ),
+    (
+        "paper setting: the full pipeline beats dual-level GRPO",
+        "primed_opd_most_matched_large+grpo_dual",
+        "primed_grpo_dual",
+    ),
 ]
 
 
@@ -317,19 +359,26 @@ def run(plan: Plan, out: Path, work: Path, command: str) -> dict:
     ex = Experiment(plan, work)
     student = ex.warm_start("student", plan.student, "none", plan.student_sft_steps)
     teacher = ex.warm_start("teacher", student, "mixed", plan.teacher_sft_steps)
+    primed = ex.warm_start("primed", plan.student, "none", plan.primed_sft_steps)
+    large = ex.warm_start("teacher_large", plan.large_teacher, "mixed", plan.large_teacher_sft_steps)
     per_arm: dict[str, list[dict]] = {a: [] for a in ARMS}
-    sft = ex.evaluate(student)  # greedy and deterministic: the same for every seed
+    warm = {"sft": ex.evaluate(student), "primed": ex.evaluate(primed)}  # greedy: the same for every seed
     both = plan.stage1_steps + plan.stage2_steps
     for seed in plan.seeds:
-        per_arm["sft"].append(sft)
+        for name in WARM_STARTS:
+            per_arm[name].append(warm[name])
         for name, reward in REWARDS.items():
             per_arm[name].append(ex.evaluate(ex.grpo(name, seed, student, both, reward)))
+        per_arm["primed_grpo_dual"].append(
+            ex.evaluate(ex.grpo("primed_grpo_dual", seed, primed, both, REWARDS["grpo_dual"]))
+        )
         for name in GUIDANCE:
-            stage1 = ex.opd(name, seed, student, plan.stage1_steps, teacher)
+            init, guide = (primed, large) if name.startswith("primed") else (student, teacher)
+            stage1 = ex.opd(name, seed, init, plan.stage1_steps, guide)
             per_arm[name].append(ex.evaluate(stage1))
-            if name == "opd_most_matched":
-                stage2 = ex.grpo("opd_most_matched+grpo_dual", seed, stage1, plan.stage2_steps, REWARDS["grpo_dual"])
-                per_arm["opd_most_matched+grpo_dual"].append(ex.evaluate(stage2))
+            if "most_matched" in name:
+                stage2 = ex.grpo(f"{name}+grpo_dual", seed, stage1, plan.stage2_steps, REWARDS["grpo_dual"])
+                per_arm[f"{name}+grpo_dual"].append(ex.evaluate(stage2))
         print(f"seed {seed} done after {time.time() - t0:.0f}s", file=sys.stderr, flush=True)
     result = {
         "command": command,
@@ -344,6 +393,7 @@ def run(plan: Plan, out: Path, work: Path, command: str) -> dict:
         "wall_seconds": time.time() - t0,
         "cpu_seconds": time.process_time() - c0,
         "teacher": ex.teacher_check(teacher),
+        "teacher_large": ex.teacher_check(large),
         "eval": {
             "states": len(ex.held_out()),
             "multi_solution_states": len(ex.held_out(multi_only=True)),
@@ -353,6 +403,7 @@ def run(plan: Plan, out: Path, work: Path, command: str) -> dict:
         "arms": {a: {m: spread([r[m] for r in rows]) for m in METRICS} for a, rows in per_arm.items()},
     }
     result["claims"] = claims(result["arms"])
+    result["out"] = out.as_posix()
     write_results(result, out)
     return result
 
@@ -374,14 +425,15 @@ def _millions(size: str) -> str:
 
 
 def markdown(r: dict) -> str:
-    p, e, t = r["plan"], r["eval"], r["teacher"]
+    p, e, t, tl = r["plan"], r["eval"], r["teacher"], r["teacher_large"]
     fmt = lambda s: f"{s['mean']:.3f} ± {s['std']:.3f}"
     rows = [f"| `{a}` | " + " | ".join(fmt(m[k]) for k in METRICS) + " |" for a, m in r["arms"].items()]
     diff = lambda d: f"{d['mean']:+.3f} ± {d['std']:.3f} ({d['verdict']})"
     claim_rows = [f"| {c['claim']} | " + " | ".join(diff(c[k]) for k in CLAIM_METRICS) + " |" for c in r["claims"]]
-    arms, trained = r["arms"], [a for a in r["arms"] if a != "sft"]
+    arms, trained = r["arms"], [a for a in r["arms"] if a not in WARM_STARTS]
     best = {m: max(trained, key=lambda a: arms[a][m]["mean"]) for m in CLAIM_METRICS}
-    above = [f"`{a}`" for a in trained if arms[a]["step_success"]["mean"] > arms["sft"]["step_success"]["mean"]]
+    start = lambda a: "primed" if a.startswith("primed") else "sft"
+    above = [f"`{a}`" for a in trained if arms[a]["step_success"]["mean"] > arms[start(a)]["step_success"]["mean"]]
     return f"""# LiteGUI: guided OPD and dual-level GRPO on the embedded default
 
 Every model answers greedily on held-out apps (difficulty 0, never seen in training). Step success
@@ -389,7 +441,8 @@ and format rate: over {e["states"]} recorded states of oracle episodes on held-o
 once (teacher-forced); multi-solution: over {e["multi_solution_states"]} held-out states with several valid
 actions; task success: playing {e["apps"]} held-out apps, one observation per step (the episodes' own
 step success and format rate count every step taken, so an episode stuck on one screen weighs
-more). Mean ± standard deviation over seeds {p["seeds"]} (the `sft` warm start is shared: no spread).
+more). Mean ± standard deviation over seeds {p["seeds"]} (the `sft` and `primed` warm starts are shared:
+no spread).
 
 | arm | step success | task success | format rate | step success, multi-solution | episode step success | episode format rate |
 | --- | --- | --- | --- | --- | --- | --- |
@@ -404,7 +457,8 @@ Per-seed differences (first arm minus second; same seeds, states and apps), mean
 | --- | --- | --- | --- |
 {chr(10).join(claim_rows)}
 
-- Trained arms whose mean step success exceeds the warm start's: {", ".join(above) or "none"}.
+- Trained arms whose mean step success exceeds their warm start's (`sft`, or `primed` for the `primed_*`
+  arms): {", ".join(above) or "none"}.
 - Best trained arm by mean: step success `{best["step_success"]}`, multi-solution step success
   `{best["multi_solution_step_success"]}`, task success `{best["task_success"]}`.
 
@@ -415,14 +469,21 @@ Per-seed differences (first arm minus second; same seeds, states and apps), mean
 - Teacher: the student's warm start trained {p["teacher_sft_steps"]} more steps on the same states with a hint in
   the prompt (one valid action or all of them). Held-out step success {t["step_success_with_hint"]:.3f} with a
   Single-GT hint, {t["step_success_without_hint"]:.3f} without: its edge is the privileged guidance, not its size.
+- The paper's setting (`primed*` arms): the student is `{p["student"]}` SFT'd for only {p["primed_sft_steps"]} steps on
+  the same states, the format priming a character-level tiny model needs to emit `<plan>` / `<action>` at all
+  (held-out format rate and step success: the `primed` row); GUI actions are otherwise learned by RL or
+  distillation. Its teacher is a larger `{p["large_teacher"]}` ({_millions(p["large_teacher"])}M parameters) SFT'd from scratch for
+  {p["large_teacher_sft_steps"]} steps on prompts with the hint (one valid action or all), and reads the Most-Matched-GT
+  guidance during OPD: held-out step success {tl["step_success_with_hint"]:.3f} with a Single-GT hint,
+  {tl["step_success_without_hint"]:.3f} without.
 - Arms train on the same {p["train_states"]} states. Stage 1 (guided OPD, sampled-token reverse KL): {p["stage1_steps"]} steps;
   stage 2 (dual-level GRPO, equal weights, rule-based plan judge): {p["stage2_steps"]} steps; GRPO-only arms:
   {p["stage1_steps"] + p["stage2_steps"]} steps. {p["prompts_per_step"]} states x {p["group_size"]} samples per step, temperature 1, lr {p["lr"]}.
 - Machine: {r["machine"]["processor"]}, {r["machine"]["cpus"]} CPUs (shared), torch {r["machine"]["torch"]}, one thread;
   {r["cpu_seconds"] / 60:.1f} CPU-minutes, {r["wall_seconds"] / 60:.1f} minutes wall-clock.
-- Command: `{r["command"]}`
+- Command: `{r["command"]}`{scale_note(p)}
 
-Numbers: `docs/results/litegui.json` (per arm and metric: mean, std, min, max, per-seed values).
+Numbers: `{r["out"]}.json` (per arm and metric: mean, std, min, max, per-seed values).
 
 ## How far this goes
 
@@ -441,6 +502,29 @@ Numbers: `docs/results/litegui.json` (per arm and metric: mean, std, min, max, p
 """
 
 
+def scale_note(p: dict) -> str:
+    """Which sizes differ from the committed plan's (a shorter run on a busy machine says so)."""
+    full = asdict(Plan())
+    changed = [f"{k} {p[k]} (committed plan: {full[k]})" for k in full if p.get(k) != full[k]]
+    return (
+        "\n- Sizes that differ from the committed plan (a shorter run): " + "; ".join(changed) + "." if changed else ""
+    )
+
+
+def override(plan: Plan, items: list[str]) -> Plan:
+    """`--plan KEY=VALUE ...`: values are JSON (`seeds=[0,1,2]`, `stage1_steps=20`) or plain strings."""
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or key not in asdict(plan):
+            raise SystemExit(f"--plan {item!r}: use KEY=VALUE with KEY one of {', '.join(asdict(plan))}")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        setattr(plan, key, value)
+    return plan
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="docs/results/litegui", help="output prefix: writes PREFIX.md and PREFIX.json")
@@ -453,13 +537,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="no training: recompute the claims and PREFIX.md from the per-seed values in PREFIX.json",
     )
+    ap.add_argument("--plan", nargs="+", default=[], metavar="KEY=VALUE", help="change sizes of the plan (see Plan)")
     a = ap.parse_args(argv)
     if a.render:
         r = json.loads(Path(a.out).with_suffix(".json").read_text())
+        if missing := [arm for arm in ARMS if arm not in r["arms"]] + [
+            k for k in ("out", "teacher_large") if k not in r
+        ]:
+            raise SystemExit(f"--render: {a.out}.json has no {', '.join(missing)} (an older run); rerun the experiment")
         r["claims"] = claims(r["arms"])
         write_results(r, Path(a.out))
         return 0
-    plan = smoke_plan() if a.smoke else Plan()
+    plan = override(smoke_plan() if a.smoke else Plan(), a.plan)
     run(
         plan,
         Path(a.out),

@@ -82,6 +82,7 @@ def test_two_rank_runs_with_ddp_and_fsdp2(pretrained_dir, tmp_path):
         assert len(state["rank_sampler_rng"]) == 2
 
 
+@pytest.mark.slow
 def test_a_launch_outside_torchrun_says_how_to_launch(monkeypatch):
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
         monkeypatch.delenv(k, raising=False)

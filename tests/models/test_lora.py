@@ -56,6 +56,7 @@ def test_only_adapters_train_and_the_base_stays_fixed():
     assert any(float(p.detach().abs().sum()) > 0 for n, p in model.named_parameters() if "lora_B" in n)
 
 
+@pytest.mark.slow
 def test_merged_model_gives_the_adapted_outputs():
     model = _trained_lora().eval()
     with torch.no_grad():

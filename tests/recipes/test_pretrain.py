@@ -35,6 +35,7 @@ def config(tmp_path, steps=40, **train):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop_checks,want_steps", [(1, 4), (2, 10)])
 def test_stops_after_enough_consecutive_checks(tmp_path, monkeypatch, stop_checks, want_steps):
     # checks at steps 2, 4, 6, 8, 10: a spike at step 4, then two in a row from step 8
@@ -43,6 +44,7 @@ def test_stops_after_enough_consecutive_checks(tmp_path, monkeypatch, stop_check
     assert res["steps"] == want_steps
 
 
+@pytest.mark.slow
 def test_runs_all_steps_without_a_target(tmp_path, monkeypatch):
     scripted_checks(monkeypatch, [1.0])
     res = pretrain_mod.pretrain(config(tmp_path, stop_at_pass=None, steps=6))

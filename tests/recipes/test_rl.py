@@ -1,3 +1,4 @@
+import asyncio
 import json
 import os
 import signal
@@ -42,6 +43,7 @@ def _cfg(model, out, **run):
     }
 
 
+@pytest.mark.slow
 def test_grpo_run_writes_a_complete_run_folder(pretrained_dir, tmp_path):
     hist = train(_cfg(pretrained_dir, tmp_path / "run"))
     run = tmp_path / "run"
@@ -129,6 +131,7 @@ def test_resume_after_sigkill_reproduces_the_uninterrupted_run(pretrained_dir, t
             assert a[step][k] == pytest.approx(b[step][k], rel=1e-6, abs=1e-9), (step, k)
 
 
+@pytest.mark.slow
 def test_cli_bad_input_gives_a_clear_error_and_nonzero_exit(tmp_path):
     r = _cli("train", "rollout.group_sise=3")
     assert r.returncode == 2 and "unknown key 'rollout.group_sise'" in r.stderr and "Traceback" not in r.stderr
@@ -140,6 +143,7 @@ def test_cli_bad_input_gives_a_clear_error_and_nonzero_exit(tmp_path):
     assert r.returncode == 2
 
 
+@pytest.mark.slow
 def test_eval_prints_a_table(pretrained_dir):
     r = _cli(
         "eval",
@@ -161,6 +165,7 @@ def test_eval_prints_a_table(pretrained_dir):
     assert "pass@1" in r.stdout and "pass@2" in r.stdout
 
 
+@pytest.mark.slow
 def test_lora_trains_adapters_only_and_exports_merged_and_adapter(pretrained_dir, tmp_path):
     pytest.importorskip("peft")
     cfg = _cfg(pretrained_dir, tmp_path / "lora", steps=2, checkpoint_every=1)
@@ -179,3 +184,41 @@ def test_lora_trains_adapters_only_and_exports_merged_and_adapter(pretrained_dir
     assert not any("lora" in n for n, _ in merged.named_parameters())
     resumed = trainer(build(TrainConfig, {**cfg, "run": {**cfg["run"], "steps": 3}}), resume=True)
     assert resumed.step_no == 2
+
+
+def test_leap_logs_each_groups_pruning_decision_and_tournament(pretrained_dir, tmp_path):
+    """Every sample row carries its group's DCP decision and the rank tournament, recomputed here by hand
+    from the logged episodes; the step's metrics count the same decisions."""
+    cfg = _cfg(str(pretrained_dir), tmp_path, steps=1, log_samples=32, tensorboard=False)
+    cfg["rollout"].update(max_turns=3, prune="dcp")
+    cfg["loss"] = {"advantage": "leap"}
+    m = asyncio.run(trainer(build(TrainConfig, cfg)).step()).metrics
+    rows = [json.loads(x) for x in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    assert len(rows) == 32
+    groups = {}
+    for r in rows:
+        groups.setdefault(r["group"]["index"], []).append(r)
+    assert len(groups) == 8
+    for members in groups.values():
+        g = members[0]["group"]
+        fails = sum(len(r["turns"]) > 1 or r["stop_reason"] != "success" for r in members)
+        assert g["turn1_failures"] == fails
+        assert g["expanded"] == (2 <= fails <= 3)  # ceil(0.5 x 4) <= failures <= G - 1
+        assert all(
+            (r["stop_reason"] == "pruned") == (fails > 0 and not g["expanded"])
+            for r in members
+            if len(r["turns"]) == 1 and r["stop_reason"] != "success"
+        )
+        key = [
+            (r["stop_reason"] == "success", -len(r["turns"]) if r["stop_reason"] == "success" else 0) for r in members
+        ]
+        sign = lambda a, b: (a > b) - (a < b)
+        want = [sum(sign(key[i], key[j]) for j in range(4) if j != i) / 3 for i in range(4)]
+        assert [r["rank_score"] for r in members] == pytest.approx(want)
+        assert g["rank_scores"] == pytest.approx(want)
+    decided = [ms[0]["group"] for ms in groups.values() if ms[0]["group"]["turn1_failures"] > 0]
+    assert m["groups_expanded"] == sum(g["expanded"] for g in decided)
+    assert m["groups_pruned"] == len(decided) - m["groups_expanded"]
+    assert m["leap/groups_ranked"] == pytest.approx(
+        sum(any(ms[0]["group"]["rank_scores"]) for ms in groups.values()) / 8
+    )

@@ -146,6 +146,7 @@ def test_the_recipe_trains_through_the_server_with_rollout_correction(server, tm
     assert r.metrics["rollout/mismatch_kl"] > 0.05 and 0 < r.metrics["rollout/tis_mean_weight"] <= 2.0
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")
 def test_vllm_backend_on_a_machine_without_gpu_is_refused(tmp_path):
     res = subprocess.run(

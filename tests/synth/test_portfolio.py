@@ -119,6 +119,7 @@ def _random_instance(rng: random.Random):
     return cands, n, coverage, PortfolioConfig(xi_max=xi_max)
 
 
+@pytest.mark.slow
 def test_highs_equals_enumeration_on_random_instances():
     rng = random.Random(7)
     solved = infeasible = 0

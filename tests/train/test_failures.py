@@ -120,6 +120,7 @@ def _cli(*args):
     return subprocess.run([sys.executable, "-m", "tempering.cli", *args], capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_resuming_a_finished_run_says_so_and_adds_nothing(tmp_path):
     out = tmp_path / "r"
     asyncio.run(trainer(cfg(out)).run())
@@ -130,6 +131,7 @@ def test_resuming_a_finished_run_says_so_and_adds_nothing(tmp_path):
     assert (out / "metrics.jsonl").read_text() == rows
 
 
+@pytest.mark.slow
 def test_a_run_on_a_family_from_python_refuses_a_resume_that_cannot_rebuild_it(tmp_path):
     out = tmp_path / "r"
     t = trainer(cfg(out), family=family("exact"))
@@ -141,6 +143,7 @@ def test_a_run_on_a_family_from_python_refuses_a_resume_that_cannot_rebuild_it(t
     assert again.step_no == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("victim", ["model/model.safetensors", "trainer_state.pt", "manifest.json"])
 def test_a_damaged_checkpoint_falls_back_to_the_newest_intact_one(tmp_path, capsys, victim):
     out = tmp_path / "r"

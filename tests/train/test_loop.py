@@ -64,6 +64,7 @@ class ScreenFamily(ArithmeticFamily):
         ScreenFamily.closed += 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("own", [None, "|{feedback}|"])
 def test_a_family_template_applies_unless_the_config_names_one_and_the_family_is_closed(tmp_path, own):
     cfg = {

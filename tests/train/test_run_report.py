@@ -27,6 +27,7 @@ CFG = {
 }
 
 
+@pytest.mark.slow
 def test_a_run_prints_a_summary_steps_and_evaluations_and_redraws_its_curves(tmp_path, capsys, monkeypatch):
     drawn = []
     real_plot = RunLog.plot

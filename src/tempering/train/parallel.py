@@ -32,6 +32,8 @@ SUMMED_METRICS = (
     "cf_env_calls",
     "episodes_pruned",
     "groups",
+    "groups_expanded",
+    "groups_pruned",
     "loss_tokens",
 )
 """Metrics that count events: summed over ranks. The others are means, weighted by each rank's share.
@@ -84,7 +86,10 @@ class DataParallel:
             max_len = float(longest)
         w = self.world.size
         return LossNorm(
-            tokens=max(float(counts[0]), 1.0) / w, seqs=max(float(counts[1]), 1.0) / w, max_len=float(max_len)
+            tokens=max(float(counts[0]), 1.0) / w,
+            seqs=max(float(counts[1]), 1.0) / w,
+            max_len=float(max_len),
+            world=float(w),
         )
 
     def even_out(self, batch: TrainBatch) -> TrainBatch:
