@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import torch
 from pydantic import Field, model_validator
@@ -28,7 +28,8 @@ from tempering.train.scoring import KLPenalty, OverlongPenalty, ReferenceLogprob
 from tempering.train.update import UpdateSettings
 from tempering.types import Group
 
-KLEstimator = Literal[(*KL_ESTIMATORS, *KL_ALIASES)]  # type: ignore[valid-type]
+KLEstimator = Literal["k1", "k2", "k3", "abs", "kl", "mse", "low_var_kl"]
+assert set(get_args(KLEstimator)) == {*KL_ESTIMATORS, *KL_ALIASES}, "KLEstimator lists every estimator and alias"
 
 
 class RLRolloutSection(RolloutSection):
