@@ -32,7 +32,15 @@ def test_every_verb_help_is_printed_before_torch_is_imported():
 
 def test_unknown_verb_suggests_the_nearest(capsys):
     assert main(["trian"]) == 2
-    assert "Did you mean 'train'?" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "Did you mean 'train'?" in err and err.count("\n") == 1  # one line
+
+
+def test_a_config_file_that_is_not_yaml_is_a_one_line_error(capsys, tmp_path):
+    (tmp_path / "bad.yaml").write_text("a: [1\n")
+    assert main(["train", str(tmp_path / "bad.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not valid YAML at line 2, column 1" in err, err
 
 
 def test_config_verbs_print_their_config_and_resume_only_a_run_folder(capsys, tmp_path):

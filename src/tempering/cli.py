@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     if verb not in VERBS:
         near = difflib.get_close_matches(verb, list(VERBS), n=1)
         hint = f" Did you mean {near[0]!r}?" if near else ""
-        print(f"tempering: unknown command {verb!r}.{hint}\n\n{_usage()}", file=sys.stderr)
+        print(f"tempering: error: unknown command {verb!r}.{hint} `tempering --help` lists them.", file=sys.stderr)
         return 2
     spec = VERBS[verb]
     try:

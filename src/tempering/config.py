@@ -94,7 +94,10 @@ def load_config(schema: type[S], path: str | Path | None = None, overrides: list
         try:
             data = yaml.safe_load(p.read_text()) or {}
         except yaml.YAMLError as e:
-            raise ConfigError(f"config file {p} is not valid YAML: {e}") from None
+            mark = getattr(e, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            what = getattr(e, "problem", None) or str(e).splitlines()[0]
+            raise ConfigError(f"config file {p} is not valid YAML{where}: {what}; fix the file") from None
         if not isinstance(data, dict):
             raise ConfigError(f"config file {p} must hold a mapping at the top level")
     return build(schema, apply_overrides(data, overrides or []))

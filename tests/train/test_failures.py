@@ -171,3 +171,29 @@ def test_a_metrics_line_cut_short_by_a_kill_is_dropped_on_resume(tmp_path):
     RunLog(tmp_path, {"a": 1}, resume_step=2, tensorboard=False)
     rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        OSError(28, "No space left on device"),
+        RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 9 vs 7"),
+    ],
+    ids=["os_error", "torch_short_write"],
+)
+def test_a_checkpoint_that_cannot_be_written_is_a_clear_error_and_the_last_one_stays(tmp_path, monkeypatch, failure):
+    from tempering.models import char_tokenizer, tiny_model
+    from tempering.train import checkpoint
+
+    model, tok = tiny_model("tiny-xs"), char_tokenizer()
+    checkpoint.save_checkpoint(tmp_path, 1, model, tok, {"x": torch.zeros(3)})
+
+    def full_disk(obj, path):
+        raise failure
+
+    monkeypatch.setattr(checkpoint.torch, "save", full_disk)
+    with pytest.raises(
+        UserError, match="writing checkpoint step_2 failed .*the last complete one is .*step_1.*--resume"
+    ):
+        checkpoint.save_checkpoint(tmp_path, 2, model, tok, {"x": torch.zeros(3)})
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step_1"]  # no half-written folder

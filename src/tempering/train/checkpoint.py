@@ -8,6 +8,7 @@ checkpoint when one was damaged afterwards.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -43,6 +44,18 @@ def set_rng_state(state: dict[str, Any], generators: dict[str, torch.Generator])
         g.set_state(state["generators"][k])
 
 
+def _torch_save(obj: Any, path: Path) -> None:
+    """torch.save, with a short write (a full disk) raised as the OSError it is: torch's zip writer
+    reports it as a RuntimeError 'unexpected pos'."""
+    try:
+        torch.save(obj, path)
+    except RuntimeError as e:
+        if "unexpected pos" not in str(e):
+            raise
+        free = shutil.disk_usage(path.parent).free
+        raise OSError(errno.ENOSPC, f"{path.name} was cut short, {free} bytes free on its disk") from e
+
+
 def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer_state: dict[str, Any], keep: int = 2) -> Path:
     ckpt_root = Path(run_dir) / "checkpoints"
     ckpt_root.mkdir(parents=True, exist_ok=True)
@@ -51,7 +64,7 @@ def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer_state: d
     try:
         model.save_pretrained(tmp / "model", safe_serialization=True)
         tokenizer.save_pretrained(tmp / "model")
-        torch.save(trainer_state, tmp / "trainer_state.pt")
+        _torch_save(trainer_state, tmp / "trainer_state.pt")
         write_manifest(tmp)
         if final.exists():
             shutil.rmtree(final)
