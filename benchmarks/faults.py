@@ -295,7 +295,8 @@ def render(data: dict) -> str:
         "# Reliability under faults",
         "",
         f"Command: `{data['command']}`\\",
-        f"Machine: {data['machine']}; load average at start {' '.join(data['load_at_start'])}; {data['seconds']:.0f} s.",
+        f"Machine: {data['machine']}; load average at start {' '.join(data['load_at_start'])}; {data['seconds']:.0f} s;"
+        f" code at commit {data.get('commit', '?')}.",
         "",
         "| check | result |",
         "| --- | --- |",
@@ -382,6 +383,9 @@ def main(argv: list[str] | None = None) -> int:
         + (f" --kills {a.kills}" if a.kills != 50 else "")
         + (" --no-sandbox" if a.no_sandbox else ""),
         "machine": machine(),
+        "commit": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip(),
         "load_at_start": load,
         "seconds": time.time() - t0,
         "reference_run_seconds": duration,
