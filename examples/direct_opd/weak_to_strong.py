@@ -71,16 +71,18 @@ def warm_start(size: str, out: Path, seed: int, stop: float) -> dict:
         {
             "model": {"name": size},
             "task": TASK,
-            "seed": seed,
-            "out_dir": str(out),
-            "progress": False,
-            "threads": 1,
-            "train": {
+            "run": {
                 "steps": 3000,
-                "lr": 1e-3,
-                "batch_size": 64,
                 "eval_every": 25,
                 "eval_size": 200,
+                "seed": seed,
+                "out_dir": str(out),
+                "progress": False,
+                "threads": 1,
+            },
+            "train": {
+                "lr": 1e-3,
+                "batch_size": 64,
                 "stop_at_pass": stop,
                 "max_new_tokens": 4,
             },

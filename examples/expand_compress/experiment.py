@@ -62,7 +62,6 @@ def _run(out: Path, steps: int, seed: int) -> dict:
         "out_dir": str(out),
         "eval_every": 0,
         "eval_k": 2,
-        "eval_size": 50,
         "checkpoint_every": 0,
         "log_samples": 0,
         "tensorboard": False,
