@@ -116,9 +116,40 @@ def test_expand_compress_experiment_configs_validate(tmp_path, monkeypatch):
     monkeypatch.setattr(mod, "pretrain", pretrained(tmp_path))
     monkeypatch.setattr(mod, "per_family", lambda model: {"add": 0.1, "rev": 0.2, "sort": 0.3, "all": 0.2})
     a = argparse.Namespace(
-        seeds=[0], steps=100, rounds=3, kappa=0.5, rho=0.5, lr=1e-4, stop=0.3, results=str(tmp_path), notes=None
+        seeds=[0],
+        steps=100,
+        rounds=3,
+        kappa=0.5,
+        rho=0.5,
+        lr=1e-4,
+        stop=0.3,
+        arms=list(mod.STUDENTS),
+        results=str(tmp_path),
+        notes=None,
     )
     rows = [mod.one_seed(tmp_path / "seed0", 0, a)]
     assert [len(v.seen) for v in verbs.values()] == [1, 3, 1]
     mod.write_results(rows, a, "python experiment.py")
     assert (tmp_path / "expand_compress.md").is_file()
+
+
+def test_expand_compress_experiment_runs_a_subset_of_students(tmp_path, monkeypatch):
+    mod = load("expand_compress/experiment.py")
+    seen = []
+
+    def expand(cfg):
+        root = Path(cfg["run"]["out_dir"])
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "pass_rates.json").write_text(json.dumps({"tasks": {"t0": {"r1": 0.5}}}))
+        (root / "coverage.json").write_text(json.dumps({"all": {"union": [0.3]}}))
+        return {"teachers": {"r1": str(root / "r1" / "final")}, "pass_rates": str(root / "pass_rates.json")}
+
+    monkeypatch.setattr(mod, "rgrpo", expand)
+    monkeypatch.setattr(mod, "tu_opd", lambda cfg: seen.append(cfg["tu_opd"]))
+    monkeypatch.setattr(mod, "distill", lambda cfg: seen.append("distill"))
+    monkeypatch.setattr(mod, "pretrain", pretrained(tmp_path))
+    monkeypatch.setattr(mod, "per_family", lambda model: {"all": 0.2})
+    a = argparse.Namespace(steps=100, rounds=3, kappa=0.5, rho=0.5, lr=1e-4, stop=0.3, arms=["tu_opd_crd"])
+    row = mod.one_seed(tmp_path / "seed0", 0, a)
+    assert list(row["students"]) == ["tu_opd_crd"]
+    assert [s["residual"] for s in seen] == [True]
