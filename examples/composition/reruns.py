@@ -43,9 +43,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 SEEDS = (0, 1, 2)
 """The committed tables' seeds; a rerun uses some of them."""
-LEAP_ARMS = ("grpo", "mt_grpo", "leap")
-TCPO_ARMS = ("mt_grpo", "tcpo_turn_reward", "tcpo_full")
-DOPD_ARMS = ("opd", "direct_opd_self")
+LEAP_ARMS = ("leap",)
+TCPO_ARMS = ("tcpo_full",)
+DOPD_ARMS = ("direct_opd_self",)
 EC_ARMS = ("tu_opd",)
 
 
@@ -93,29 +93,9 @@ EXPERIMENTS = {
             ),
         ),
         Experiment(
-            "expand_compress",
-            f"students {', '.join(EC_ARMS)} (not tu_opd_crd, uniform_opd, best_teacher_opd); the warm start, "
-            "3 RGRPO rounds of 100 steps and 100 student steps as committed",
-            lambda w, s, first: Job(
-                f"expand_compress_s{s}",
-                [PY, "examples/expand_compress/experiment.py", "--seeds", str(s), "--arms", *EC_ARMS]
-                + ["--out", str(w / "expand_compress")],
-                w / "expand_compress" / f"seed{s}" / EC_ARMS[-1] / "summary.json",
-            ),
-        ),
-        Experiment(
-            "direct_opd",
-            f"arms {', '.join(DOPD_ARMS)} (not grpo, direct_opd); every stage at its committed length",
-            lambda w, s, first: Job(
-                f"direct_opd_s{s}",
-                [PY, "examples/direct_opd/weak_to_strong.py", "--seeds", str(s), "--arms", *DOPD_ARMS]
-                + ["--out", str(w / "direct_opd")],
-                w / "direct_opd" / f"seed{s}" / DOPD_ARMS[-1] / "summary.json",
-            ),
-        ),
-        Experiment(
             "leap",
-            f"family strings only (not arithmetic); arms {', '.join(LEAP_ARMS)} (not kevin, trloo); all 60 steps",
+            f"family strings only (not arithmetic); arms {', '.join(LEAP_ARMS)} (of grpo, mt_grpo, leap, kevin, trloo); "
+            "all 60 steps",
             _seeded(
                 "leap",
                 "examples/leap/run_leap.py",
@@ -125,12 +105,34 @@ EXPERIMENTS = {
         ),
         Experiment(
             "tcpo",
-            f"family strings only (not arithmetic); arms {', '.join(TCPO_ARMS)} (of 9); all 60 steps",
+            f"family strings only (not arithmetic); arms {', '.join(TCPO_ARMS)} (of 9 arms); all 60 steps",
             _seeded(
                 "tcpo",
                 "examples/tcpo/run_tcpo.py",
                 ["--steps", "60", "--families", "strings", "--arms", *TCPO_ARMS],
                 "tcpo.json",
+            ),
+        ),
+        Experiment(
+            "direct_opd",
+            f"arms {', '.join(DOPD_ARMS)} (of grpo, opd, direct_opd, direct_opd_self), after the teacher's warm start "
+            "and RL; every stage at its committed length",
+            lambda w, s, first: Job(
+                f"direct_opd_s{s}",
+                [PY, "examples/direct_opd/weak_to_strong.py", "--seeds", str(s), "--arms", *DOPD_ARMS]
+                + ["--out", str(w / "direct_opd")],
+                w / "direct_opd" / f"seed{s}" / DOPD_ARMS[-1] / "summary.json",
+            ),
+        ),
+        Experiment(
+            "expand_compress",
+            f"students {', '.join(EC_ARMS)} (not tu_opd_crd, uniform_opd, best_teacher_opd); the warm start, "
+            "3 RGRPO rounds of 100 steps and 100 student steps as committed",
+            lambda w, s, first: Job(
+                f"expand_compress_s{s}",
+                [PY, "examples/expand_compress/experiment.py", "--seeds", str(s), "--arms", *EC_ARMS]
+                + ["--out", str(w / "expand_compress")],
+                w / "expand_compress" / f"seed{s}" / EC_ARMS[-1] / "summary.json",
             ),
         ),
     )
@@ -574,8 +576,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     exps = [e for e in EXPERIMENTS.values() if a.only is None or e.name in a.only]
     jobs = [e.job(w, s, a.seeds[0]) for s in a.seeds for e in exps]
-    if a.old:  # after the first seed of every experiment
-        jobs[len(exps) : len(exps)] = same_steps_jobs(w, Path(a.old).resolve(), a.cases)
+    if a.old:  # the cheapest check with the most to say: after the first experiment's first seed
+        jobs[1:1] = same_steps_jobs(w, Path(a.old).resolve(), a.cases)
     w.mkdir(parents=True, exist_ok=True)
     with open(w / "invocations.jsonl", "a") as f:
         f.write(json.dumps({"argv": sys.argv[1:], "started": time.strftime("%Y-%m-%d %H:%M:%S"), "load": loadavg()}))
