@@ -5,6 +5,7 @@ made-up result (a script left on an older schema fails here, not hours into a re
 import argparse
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ HISTORY = {"final": {"eval/pass@1": 0.5, "eval/pass@1_sampled": 0.25}}
 def load(rel: str):
     spec = importlib.util.spec_from_file_location(Path(rel).stem, EXAMPLES / rel)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up
     spec.loader.exec_module(mod)
     return mod
 
@@ -153,3 +155,28 @@ def test_expand_compress_experiment_runs_a_subset_of_students(tmp_path, monkeypa
     row = mod.one_seed(tmp_path / "seed0", 0, a)
     assert list(row["students"]) == ["tu_opd_crd"]
     assert [s["residual"] for s in seen] == [True]
+
+
+def test_reruns_compare_at_two_standard_errors():
+    mod = load("composition/reruns.py")
+    committed = {0: 0.5, 1: 0.6, 2: 0.7}  # mean 0.6, sd 0.1
+    # one rerun seed borrows the committed sd: se = sqrt(0.01 / 3 + 0.01 / 1) = 0.1155, threshold 0.231
+    row = mod.compare("arm", "m", committed, {0: 0.5})
+    assert row["se"] == pytest.approx(0.11547, abs=1e-5)
+    assert row["agree"] and row["same_seed_equal"] and row["in_committed_range"]
+    row = mod.compare("arm", "m", committed, {1: 0.85})
+    assert not row["agree"] and not row["same_seed_equal"] and not row["in_committed_range"]
+    assert mod.compare("arm", "m", committed, {1: 0.82})["agree"]
+
+
+def test_reruns_read_a_seed_of_the_leap_table(tmp_path):
+    """A rerun of seed 1 that repeats the committed run exactly agrees on every metric, at the same value."""
+    mod = load("composition/reruns.py")
+    committed = json.loads((EXAMPLES.parent / "docs" / "results" / "leap.json").read_text())
+    run = committed["families"]["strings"]["leap"]["per_seed"][1]
+    (tmp_path / "leap" / "s1").mkdir(parents=True)
+    table = {"families": {"strings": {"leap": {"per_seed": [run]}, "env_calls_ratio_leap_vs_mt_grpo": 1.0}}}
+    (tmp_path / "leap" / "s1" / "leap.json").write_text(json.dumps(table))
+    rows = mod.per_seed_rows(committed, mod._seeds_done(tmp_path, "leap/s{s}/leap.json"), "strings", mod.LEAP_METRICS)
+    assert len(rows) == len(mod.LEAP_METRICS)
+    assert all(r["agree"] and r["same_seed_equal"] and r["rerun_seeds"] == [1] for r in rows)

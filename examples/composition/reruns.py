@@ -235,15 +235,18 @@ def spread(xs: list[float]) -> dict:
     }
 
 
-def compare(arm: str, metric: str, committed: list[float], rerun: list[float]) -> dict:
-    c, r = spread(committed), spread(rerun)
+def compare(arm: str, metric: str, committed: dict[int, float], rerun: dict[int, float]) -> dict:
+    """One metric of one arm; values by seed. `same_seed_equal`: the rerun repeats the committed value of each
+    of its seeds exactly (the committed runs used 1 torch thread too, except the quickstart)."""
+    c, r = spread(list(committed.values())), spread(list(rerun.values()))
     sd_r = r["sd"] if r["n"] > 1 else c["sd"]
     se = math.sqrt(c["sd"] ** 2 / c["n"] + sd_r**2 / r["n"])
     diff = r["mean"] - c["mean"]
     agree = abs(diff) <= 2 * se if se > 0 else diff == 0
     inside = c["min"] <= r["mean"] <= c["max"]
-    row = {"arm": arm, "metric": metric, "committed": c, "rerun": r, "diff": diff, "se": se}
-    return row | {"agree": agree, "in_committed_range": inside}
+    same = all(committed.get(s) == v for s, v in rerun.items())
+    row = {"arm": arm, "metric": metric, "committed": c, "rerun": r, "rerun_seeds": list(rerun), "diff": diff}
+    return row | {"se": se, "agree": agree, "in_committed_range": inside, "same_seed_equal": same}
 
 
 def _json(path: Path) -> dict | None:
@@ -266,7 +269,8 @@ def quickstart_rows(committed: dict, w: Path) -> tuple[list[dict], dict]:
         "pass@1 after GRPO (greedy)": lambda r: r["pass_at_1_after"],
         "gain (points)": gain,
     }
-    rows = [compare("demo", k, [f(r) for r in committed["runs"]], [f(r) for r in reruns]) for k, f in metrics.items()]
+    by_seed = lambda runs, f: {r["seed"]: f(r) for r in runs}
+    rows = [compare("demo", k, by_seed(committed["runs"], f), by_seed(reruns, f)) for k, f in metrics.items()]
     extra = {
         "gain_per_seed": {r["seed"]: gain(r) for r in reruns},
         "every_seed_gains_20_points": all(gain(r) >= 20 for r in reruns),
@@ -285,9 +289,10 @@ def per_seed_rows(committed: dict, reruns: dict[int, dict], family: str, metrics
     arms = [a for a, d in next(iter(reruns.values()))["families"][family].items() if isinstance(d, dict)]
     rows = []
     for arm in arms:
-        c = committed["families"][family][arm]["per_seed"]
-        r = [run for d in reruns.values() for run in d["families"][family][arm]["per_seed"]]
-        rows += [compare(arm, label, [x[k] for x in c], [x[k] for x in r]) for k, label in metrics.items()]
+        c = dict(zip(committed["seeds"], committed["families"][family][arm]["per_seed"], strict=True))
+        r = {s: d["families"][family][arm]["per_seed"][0] for s, d in reruns.items()}
+        for k, label in metrics.items():
+            rows.append(compare(arm, label, {s: x[k] for s, x in c.items()}, {s: x[k] for s, x in r.items()}))
     return rows
 
 
@@ -314,8 +319,8 @@ def direct_opd_rows(committed: dict, w: Path) -> tuple[list[dict], dict]:
         reruns = _seeds_done(w, f"direct_opd/seed{{s}}/{k}/summary.json")
         if not reruns:
             continue
-        c = [r[k]["pass@1"] for r in committed["runs"]]
-        rows.append(compare(k, "held-out pass@1 (greedy)", c, [r["pass@1"] for r in reruns.values()]))
+        c = {r["seed"]: r[k]["pass@1"] for r in committed["runs"]}
+        rows.append(compare(k, "held-out pass@1 (greedy)", c, {s: r["pass@1"] for s, r in reruns.items()}))
         if "steps" in committed["runs"][0][k]:  # a warm start runs until it reaches a pass@1
             c_steps = {r["seed"]: r[k]["steps"] for r in committed["runs"]}
             steps[k] = {"committed": c_steps, "rerun": {s: r["steps"] for s, r in reruns.items()}}
@@ -324,26 +329,20 @@ def direct_opd_rows(committed: dict, w: Path) -> tuple[list[dict], dict]:
 
 def expand_compress_rows(committed: dict, w: Path) -> tuple[list[dict], dict]:
     """Held-out greedy pass@1 over the mixture: the warm start, each RGRPO round's teacher, the students."""
-    c_runs = committed["runs"]
-    stages: dict[str, tuple[list[float], str]] = {
-        "init": ([r["init"]["heldout"]["all"] for r in c_runs], "expand_compress/seed{s}/init/eval/summary.json")
-    }
-    for n in c_runs[0]["teachers"]:
-        stages[f"teacher {n}"] = (
-            [r["teachers"][n]["heldout"]["all"] for r in c_runs],
-            f"expand_compress/seed{{s}}/expand/{n}/eval/summary.json",
-        )
-    for n in c_runs[0]["students"]:
-        stages[n] = (
-            [r["students"][n]["heldout"]["all"] for r in c_runs],
-            f"expand_compress/seed{{s}}/{n}/summary.json",
-        )
+    runs = committed["runs"]
+    stages = {"init": (lambda r: r["init"]["heldout"], "init/eval/summary.json")}
+    for n in runs[0]["teachers"]:
+        stages[f"teacher {n}"] = (lambda r, n=n: r["teachers"][n]["heldout"], f"expand/{n}/eval/summary.json")
+    for n in runs[0]["students"]:
+        stages[n] = (lambda r, n=n: r["students"][n]["heldout"], f"{n}/summary.json")
     rows = []
-    for k, (c, pattern) in stages.items():
-        reruns = _seeds_done(w, pattern)
+    for k, (heldout, path) in stages.items():
+        reruns = _seeds_done(w, "expand_compress/seed{s}/" + path)
         if reruns:
-            r = [d.get("heldout", d)["all"] for d in reruns.values()]
-            rows.append(compare(k, "held-out pass@1 (greedy)", c, r))
+            c = {r["seed"]: heldout(r)["all"] for r in runs}
+            rows.append(
+                compare(k, "held-out pass@1 (greedy)", c, {s: d.get("heldout", d)["all"] for s, d in reruns.items()})
+            )
     return rows, {}
 
 
@@ -417,7 +416,7 @@ COMMITTED = {
 """Experiment -> (its committed docs/results/<name>.json, (committed table, WORK) -> (rows, extra facts))."""
 
 
-def report(w: Path, results: Path) -> None:
+def report(w: Path, results: Path, notes: Path | None) -> None:
     jobs_log = [json.loads(x) for x in (w / "jobs.jsonl").read_text().splitlines()]
     invocations = [json.loads(x) for x in (w / "invocations.jsonl").read_text().splitlines()]
     out: dict = {
@@ -428,7 +427,7 @@ def report(w: Path, results: Path) -> None:
         "commands": [
             "python examples/composition/reruns.py " + " ".join(i["argv"]).replace(str(w), "WORK") for i in invocations
         ]
-        + ["python examples/composition/reruns.py --report"],
+        + ["python examples/composition/reruns.py --report --notes examples/composition/reruns_notes.md"],
         "invocations": invocations,
         "work": str(w.relative_to(ROOT) if w.is_relative_to(ROOT) else w),
         "experiments": {},
@@ -464,7 +463,8 @@ def report(w: Path, results: Path) -> None:
         "jobs": [r for r in jobs_log if r["job"].startswith("same_")],
     }
     atomic_write_text(results / "composition_reruns.json", json.dumps(out, indent=2) + "\n")
-    atomic_write_text(results / "composition_reruns.md", markdown(out) + "\n")
+    md = markdown(out) + ("\n\n" + notes.read_text().strip() if notes else "")
+    atomic_write_text(results / "composition_reruns.md", md + "\n")
 
 
 def markdown(out: dict) -> str:
@@ -502,12 +502,13 @@ def markdown(out: dict) -> str:
             lines += ["Not rerun (no finished results).", ""]
             continue
         lines += [
-            "| arm | metric | committed | rerun | diff | agree | rerun mean in committed range |",
-            "| --- | --- | --- | --- | --- | --- | --- |",
+            "| arm | metric | committed | rerun | diff | agree | in committed range | same seed, same value |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         lines += [
             f"| {r['arm']} | {r['metric']} | {fmt_spread(r['committed'])} | {fmt_spread(r['rerun'])} | "
-            f"{r['diff']:+.3f} | {'yes' if r['agree'] else '**no**'} | {'yes' if r['in_committed_range'] else 'no'} |"
+            f"{r['diff']:+.3f} | {'yes' if r['agree'] else '**no**'} | {'yes' if r['in_committed_range'] else 'no'} | "
+            f"{'yes' if r['same_seed_equal'] else 'no'} |"
             for r in e["rows"]
         ]
         lines.append("")
@@ -569,10 +570,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--old", help="a checkout of the code before the one loop: run same_steps.py on it and on this one")
     p.add_argument("--cases", nargs="+", default=list(SAME_STEPS_CASES), choices=SAME_STEPS_CASES)
     p.add_argument("--report", action="store_true", help="run nothing: compare what has finished, write the results")
+    p.add_argument("--notes", help="with --report: a markdown file appended to the results page (the reading)")
     a = p.parse_args(argv)
     w = Path(a.work).resolve()
     if a.report:
-        report(w, Path(a.results))
+        report(w, Path(a.results), Path(a.notes) if a.notes else None)
         return 0
     exps = [e for e in EXPERIMENTS.values() if a.only is None or e.name in a.only]
     jobs = [e.job(w, s, a.seeds[0]) for s in a.seeds for e in exps]
