@@ -430,6 +430,7 @@ def report(w: Path, results: Path, notes: Path | None) -> None:
         + ["python examples/composition/reruns.py --report --notes examples/composition/reruns_notes.md"],
         "invocations": invocations,
         "work": str(w.relative_to(ROOT) if w.is_relative_to(ROOT) else w),
+        "work_abs": str(w),
         "experiments": {},
     }
     for name, e in EXPERIMENTS.items():
@@ -442,7 +443,7 @@ def report(w: Path, results: Path, notes: Path | None) -> None:
             "committed_command": committed.get("command"),
             "shortened": e.shortened,
             "seeds": sorted(int(r["job"].rsplit("_s", 1)[1]) for r in ran),
-            "commands": [r["command"].replace(PY, "python").replace(str(w), "WORK") for r in ran],
+            "commands": [r["command"] for r in ran] or [" ".join(e.job(w, SEEDS[0], SEEDS[0]).argv)],
             "jobs": ran,
             "rows": rows,
             "comparisons": len(rows),
@@ -489,14 +490,16 @@ def markdown(out: dict) -> str:
         "## 1. The committed experiments rerun",
         "",
         f"Committed numbers are read from the committed JSON. Each cell: mean ± sd [min, max] over seeds. "
-        f"Criterion: {out['criterion']}. A rerun is a fresh draw (1 torch thread; a changed order of float "
-        "operations changes a run), so with this many comparisons one or two may fall outside by chance.",
+        f"Criterion: {out['criterion']}. Where the committed run used one torch thread too, a rerun of one of its "
+        "seeds is expected to repeat it (last column); otherwise it is a fresh draw, and with many comparisons one "
+        "or two may fall outside by chance.",
         "",
     ]
     for name, e in out["experiments"].items():
         lines += [f"### {name}", "", f"Committed: `{e['committed_command']}` ({e['committed_file']})  "]
-        lines += [f"Shortened: {e['shortened']}; rerun seeds {e['seeds']}  ", "Rerun jobs:", ""]
-        lines += [f"    {c}" for c in e["commands"]]
+        lines += [f"Shortened: {e['shortened']}; rerun seeds {e['seeds']}  "]
+        lines += ["Rerun jobs:" if e["seeds"] else "Its job for seed 0 (not finished here):", ""]
+        lines += [f"    {c.replace(PY, 'python').replace(out['work_abs'], 'WORK')}" for c in e["commands"]]
         lines.append("")
         if not e["rows"]:
             lines += ["Not rerun (no finished results).", ""]
