@@ -470,6 +470,7 @@ def report(w: Path, results: Path, notes: Path | None) -> None:
 
 def markdown(out: dict) -> str:
     same = out["same_steps"]
+    intended = [r["case"] for r in same["rows"] if not r["weights_equal"] and "intended_change" in r]
     lines = [
         "# Reruns of the committed experiments on the one training loop",
         "",
@@ -484,6 +485,7 @@ def markdown(out: dict) -> str:
         f"{out['comparisons_total']} comparisons agree** with the committed tables.",
         f"2. **The same steps on the code before and after** (`same_steps.py`): {same['weights_bit_identical']} of "
         f"{same['cases_run']} cases trained bit-identical weights"
+        + (f"; differing by an intended change: {', '.join(intended)}" if intended else "")
         + (f"; failed: {', '.join(same['failed'])}" if same["failed"] else "")
         + ".",
         "",
