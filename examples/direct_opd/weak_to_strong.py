@@ -35,6 +35,15 @@ from tempering.runlog import atomic_write_text
 TASK = {"family": "arithmetic", "args": {"min_value": 10, "max_value": 99}, "train_size": 5000, "heldout_size": 500}
 ROLLOUT = {"group_size": 8, "prompts_per_step": 16, "max_new_tokens": 4, "temperature": 1.0}
 ARMS = ("grpo", "opd", "direct_opd", "direct_opd_self")
+LABELS = {
+    "teacher_pre": "teacher before RL (tiny-xs)",
+    "teacher_rl": "teacher after RL (tiny-xs)",
+    "student_pre": "student start (tiny-s)",
+    "grpo": "student: direct GRPO",
+    "opd": "student: OPD from the post-RL teacher",
+    "direct_opd": "student: Direct-OPD (teacher pair)",
+    "direct_opd_self": "control: Direct-OPD into the teacher's own pre-RL model (tiny-xs)",
+}
 
 
 def _run(out: Path, steps: int, seed: int) -> dict:
@@ -71,16 +80,18 @@ def warm_start(size: str, out: Path, seed: int, stop: float) -> dict:
         {
             "model": {"name": size},
             "task": TASK,
-            "seed": seed,
-            "out_dir": str(out),
-            "progress": False,
-            "threads": 1,
-            "train": {
+            "run": {
                 "steps": 3000,
-                "lr": 1e-3,
-                "batch_size": 64,
                 "eval_every": 25,
                 "eval_size": 200,
+                "seed": seed,
+                "out_dir": str(out),
+                "progress": False,
+                "threads": 1,
+            },
+            "train": {
+                "lr": 1e-3,
+                "batch_size": 64,
                 "stop_at_pass": stop,
                 "max_new_tokens": 4,
             },
@@ -114,8 +125,10 @@ def one_seed(root: Path, seed: int, a) -> dict:
             ),
         },
     )
-    student = cached(root / "student_pre", lambda: warm_start("tiny-s", root / "student_pre", seed + 100, a.stop))
-    common = {"model": {"name": student["model"]}, "task": TASK, "rollout": ROLLOUT, "optim": {"lr": a.lr}}
+    student = {}
+    if set(a.arms) - {"direct_opd_self"}:  # the student arms start from the student's warm start
+        student = cached(root / "student_pre", lambda: warm_start("tiny-s", root / "student_pre", seed + 100, a.stop))
+    common = {"model": {"name": student.get("model")}, "task": TASK, "rollout": ROLLOUT, "optim": {"lr": a.lr}}
     arms = {
         "grpo": lambda out: final(train({**common, "run": _run(out, a.steps, seed)})),
         "opd": lambda out: final(
@@ -150,8 +163,14 @@ def one_seed(root: Path, seed: int, a) -> dict:
             }
         )
     )
-    res = {name: cached(root / name, lambda name=name: fn(root / name)) for name, fn in arms.items()}
-    return {"seed": seed, "teacher_pre": tref, "teacher_rl": teacher, "student_pre": student, **res}
+    res = {name: cached(root / name, lambda name=name: arms[name](root / name)) for name in a.arms}
+    return {
+        "seed": seed,
+        "teacher_pre": tref,
+        "teacher_rl": teacher,
+        **({"student_pre": student} if student else {}),
+        **res,
+    }
 
 
 def spread(vals: list[float]) -> dict:
@@ -161,18 +180,8 @@ def spread(vals: list[float]) -> dict:
 def write_results(rows: list[dict], a, command: str) -> None:
     out = Path(a.results)
     out.mkdir(parents=True, exist_ok=True)
-    table = {
-        "teacher before RL (tiny-xs)": spread([r["teacher_pre"]["pass@1"] for r in rows]),
-        "teacher after RL (tiny-xs)": spread([r["teacher_rl"]["pass@1"] for r in rows]),
-        "student start (tiny-s)": spread([r["student_pre"]["pass@1"] for r in rows]),
-        "student: direct GRPO": spread([r["grpo"]["pass@1"] for r in rows]),
-        "student: OPD from the post-RL teacher": spread([r["opd"]["pass@1"] for r in rows]),
-        "student: Direct-OPD (teacher pair)": spread([r["direct_opd"]["pass@1"] for r in rows]),
-        "control: Direct-OPD into the teacher's own pre-RL model (tiny-xs)": spread(
-            [r["direct_opd_self"]["pass@1"] for r in rows]
-        ),
-    }
-    seconds = {arm: spread([r[arm]["seconds"] for r in rows]) for arm in ARMS}
+    table = {label: spread([r[key]["pass@1"] for r in rows]) for key, label in LABELS.items() if key in rows[0]}
+    seconds = {arm: spread([r[arm]["seconds"] for r in rows]) for arm in a.arms}
     machine = f"{platform.machine()}, {platform.processor() or 'cpu'}, 1 torch thread per process, python {platform.python_version()}, torch {torch.__version__}"
     doc = {
         "command": command,
@@ -189,7 +198,7 @@ def write_results(rows: list[dict], a, command: str) -> None:
             for k, v in table.items()
         },
         "arm_seconds": {k: {"mean": v["mean"], "std": v["std"]} for k, v in seconds.items()},
-        "sampled_pass@1": {arm: spread([r[arm]["pass@1_sampled"] for r in rows]) for arm in ARMS},
+        "sampled_pass@1": {arm: spread([r[arm]["pass@1_sampled"] for r in rows]) for arm in a.arms},
         "runs": rows,
     }
     n = len(rows)
@@ -229,6 +238,8 @@ def write_results(rows: list[dict], a, command: str) -> None:
         ("direct_opd", "student_pre"),
         ("direct_opd_self", "teacher_pre"),
     ):
+        if x not in rows[0] or y not in rows[0]:
+            continue
         d = [100 * (r[x]["pass@1"] - r[y]["pass@1"]) for r in rows]
         doc.setdefault("paired_points", {})[f"{x} - {y}"] = spread(d)
         lines.append(
@@ -247,6 +258,7 @@ def main() -> None:
     p.add_argument("--teacher-steps", type=int, default=150, help="GRPO steps of the small teacher")
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--stop", type=float, default=0.35, help="warm starts stop at this greedy held-out pass@1")
+    p.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS, help="the arms to run (default: all)")
     p.add_argument("--out", default="runs/direct_opd")
     p.add_argument("--results", help="write direct_opd.md / .json into this folder")
     p.add_argument("--notes", help="a markdown file appended to the results page (the reading of the numbers)")
@@ -254,7 +266,7 @@ def main() -> None:
     torch.set_num_threads(1)
     rows = [one_seed(Path(a.out) / f"seed{s}", s, a) for s in a.seeds]
     for r in rows:
-        print(r["seed"], {k: r[k]["pass@1"] for k in ("teacher_pre", "teacher_rl", "student_pre", *ARMS)}, flush=True)
+        print(r["seed"], {k: r[k]["pass@1"] for k in LABELS if k in r}, flush=True)
     if a.results:
         write_results(rows, a, "python " + " ".join(sys.argv))
 

@@ -62,7 +62,6 @@ def _run(out: Path, steps: int, seed: int) -> dict:
         "out_dir": str(out),
         "eval_every": 0,
         "eval_k": 2,
-        "eval_size": 50,
         "checkpoint_every": 0,
         "log_samples": 0,
         "tensorboard": False,
@@ -169,7 +168,11 @@ def one_seed(root: Path, seed: int, a) -> dict:
             {**common, "teacher": specs[best_pool], "run": _run(out, a.steps, seed)}
         ),
     }
-    students = {name: cached(root / name, lambda fn=fn, out=root / name: trained(fn, out)) for name, fn in arms.items()}
+    students = {
+        name: cached(root / name, lambda fn=fn, out=root / name: trained(fn, out))
+        for name, fn in arms.items()
+        if name in a.arms
+    }
     cov = json.loads((root / "expand" / "coverage.json").read_text())
     return {
         "seed": seed,
@@ -286,10 +289,13 @@ def main() -> None:
     p.add_argument("--rho", type=float, default=0.5)
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--stop", type=float, default=0.3, help="the warm start stops at this greedy held-out pass@1")
+    p.add_argument("--arms", nargs="+", default=list(STUDENTS), choices=STUDENTS, help="the students to train")
     p.add_argument("--out", default="runs/expand_compress")
     p.add_argument("--results", help="write expand_compress.md / .json into this folder")
     p.add_argument("--notes", help="a markdown file appended to the results page (the reading of the numbers)")
     a = p.parse_args()
+    if a.results and set(a.arms) != set(STUDENTS):
+        p.error("--results compares every student: leave out --arms")
     torch.set_num_threads(1)
     rows = [one_seed(Path(a.out) / f"seed{s}", s, a) for s in a.seeds]
     for r in rows:

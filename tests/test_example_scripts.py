@@ -1,0 +1,182 @@
+"""The experiment scripts under examples/ build configs that today's schemas accept, for every stage and
+arm, without training: each verb is replaced by a stand-in that validates its config and returns a
+made-up result (a script left on an older schema fails here, not hours into a rerun)."""
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tempering.config import build
+from tempering.recipes.direct_opd import DirectOPDConfig
+from tempering.recipes.distill import DistillConfig
+from tempering.recipes.rgrpo import RGRPOConfig
+from tempering.recipes.train import TrainConfig
+from tempering.recipes.tu_opd import TUOPDConfig
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+HISTORY = {"final": {"eval/pass@1": 0.5, "eval/pass@1_sampled": 0.25}}
+
+
+def load(rel: str):
+    spec = importlib.util.spec_from_file_location(Path(rel).stem, EXAMPLES / rel)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def validating(schema, result):
+    """A stand-in for a verb: validates the config it is given (a dict) and returns `result`."""
+    seen = []
+
+    def verb(cfg, *args, **kw):
+        seen.append(build(schema, cfg))
+        return result(cfg) if callable(result) else result
+
+    verb.seen = seen
+    return verb
+
+
+def pretrained(tmp_path):
+    """A stand-in for pretrain (its config was already validated by `build` in the script)."""
+    return lambda cfg, *a, **k: {"model": str(tmp_path / "model"), "heldout_pass@1": 0.4, "steps": 1}
+
+
+@pytest.mark.parametrize("rel", ["leap/run_leap.py", "tcpo/run_tcpo.py"])
+def test_leap_and_tcpo_configs_validate(rel, tmp_path, monkeypatch):
+    mod = load(rel)
+    monkeypatch.setattr(mod, "pretrain", pretrained(tmp_path))
+    for name, spec in mod.FAMILIES.items():
+        model = mod.warm_start(name, spec, tmp_path, 0.2)
+        for arm in spec.get("arms", mod.ARMS):
+            cfg = build(TrainConfig, mod.arm_config(model, spec, mod.ARMS[arm], 0, 60, tmp_path / arm))
+            assert cfg.run.steps == spec.get("steps", 60)
+
+
+def test_direct_opd_experiment_configs_validate(tmp_path, monkeypatch):
+    mod = load("direct_opd/weak_to_strong.py")
+    verbs = {
+        "train": validating(TrainConfig, HISTORY),
+        "distill": validating(DistillConfig, HISTORY),
+        "direct_opd": validating(DirectOPDConfig, HISTORY),
+    }
+    for name, fn in verbs.items():
+        monkeypatch.setattr(mod, name, fn)
+    monkeypatch.setattr(mod, "pretrain", pretrained(tmp_path))
+    a = argparse.Namespace(
+        seeds=[0],
+        steps=100,
+        teacher_steps=150,
+        lr=1e-4,
+        stop=0.35,
+        arms=list(mod.ARMS),
+        results=str(tmp_path),
+        notes=None,
+    )
+    rows = [mod.one_seed(tmp_path / "seed0", 0, a)]
+    assert [len(v.seen) for v in verbs.values()] == [2, 1, 2]  # teacher RL + student GRPO; OPD; transfer + control
+    mod.write_results(rows, a, "python weak_to_strong.py")
+    assert set(json.loads((tmp_path / "direct_opd.json").read_text())["arms"]) == set(mod.LABELS.values())
+
+
+def test_direct_opd_experiment_runs_a_subset_of_arms(tmp_path, monkeypatch):
+    mod = load("direct_opd/weak_to_strong.py")
+    for name, schema in (("train", TrainConfig), ("distill", DistillConfig), ("direct_opd", DirectOPDConfig)):
+        monkeypatch.setattr(mod, name, validating(schema, HISTORY))
+    monkeypatch.setattr(mod, "pretrain", pretrained(tmp_path))
+    a = argparse.Namespace(seeds=[0], steps=100, teacher_steps=150, lr=1e-4, stop=0.35, arms=["direct_opd_self"])
+    a.results, a.notes = str(tmp_path), None
+    row = mod.one_seed(tmp_path / "seed0", 0, a)
+    assert set(row) == {"seed", "teacher_pre", "teacher_rl", "direct_opd_self"}  # no student warm start
+    mod.write_results([row], a, "python weak_to_strong.py --arms direct_opd_self")
+    doc = json.loads((tmp_path / "direct_opd.json").read_text())
+    assert list(doc["paired_points"]) == ["direct_opd_self - teacher_pre"]
+
+
+def test_expand_compress_experiment_configs_validate(tmp_path, monkeypatch):
+    mod = load("expand_compress/experiment.py")
+    names = ["round_1", "round_2", "round_3"]
+
+    def expand(cfg):
+        root = Path(cfg["run"]["out_dir"])
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "pass_rates.json").write_text(json.dumps({"tasks": {"t0": dict.fromkeys(names, 0.5)}}))
+        (root / "coverage.json").write_text(json.dumps({"all": {"union": [0.3, 0.4, 0.5]}}))
+        return {"teachers": {n: str(root / n / "final") for n in names}, "pass_rates": str(root / "pass_rates.json")}
+
+    verbs = {
+        "rgrpo": validating(RGRPOConfig, expand),
+        "tu_opd": validating(TUOPDConfig, HISTORY),
+        "distill": validating(DistillConfig, HISTORY),
+    }
+    for name, fn in verbs.items():
+        monkeypatch.setattr(mod, name, fn)
+    monkeypatch.setattr(mod, "pretrain", pretrained(tmp_path))
+    monkeypatch.setattr(mod, "per_family", lambda model: {"add": 0.1, "rev": 0.2, "sort": 0.3, "all": 0.2})
+    a = argparse.Namespace(
+        seeds=[0],
+        steps=100,
+        rounds=3,
+        kappa=0.5,
+        rho=0.5,
+        lr=1e-4,
+        stop=0.3,
+        arms=list(mod.STUDENTS),
+        results=str(tmp_path),
+        notes=None,
+    )
+    rows = [mod.one_seed(tmp_path / "seed0", 0, a)]
+    assert [len(v.seen) for v in verbs.values()] == [1, 3, 1]
+    mod.write_results(rows, a, "python experiment.py")
+    assert (tmp_path / "expand_compress.md").is_file()
+
+
+def test_expand_compress_experiment_runs_a_subset_of_students(tmp_path, monkeypatch):
+    mod = load("expand_compress/experiment.py")
+    seen = []
+
+    def expand(cfg):
+        root = Path(cfg["run"]["out_dir"])
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "pass_rates.json").write_text(json.dumps({"tasks": {"t0": {"r1": 0.5}}}))
+        (root / "coverage.json").write_text(json.dumps({"all": {"union": [0.3]}}))
+        return {"teachers": {"r1": str(root / "r1" / "final")}, "pass_rates": str(root / "pass_rates.json")}
+
+    monkeypatch.setattr(mod, "rgrpo", expand)
+    monkeypatch.setattr(mod, "tu_opd", lambda cfg: seen.append(cfg["tu_opd"]))
+    monkeypatch.setattr(mod, "distill", lambda cfg: seen.append("distill"))
+    monkeypatch.setattr(mod, "pretrain", pretrained(tmp_path))
+    monkeypatch.setattr(mod, "per_family", lambda model: {"all": 0.2})
+    a = argparse.Namespace(steps=100, rounds=3, kappa=0.5, rho=0.5, lr=1e-4, stop=0.3, arms=["tu_opd_crd"])
+    row = mod.one_seed(tmp_path / "seed0", 0, a)
+    assert list(row["students"]) == ["tu_opd_crd"]
+    assert [s["residual"] for s in seen] == [True]
+
+
+def test_reruns_compare_at_two_standard_errors():
+    mod = load("composition/reruns.py")
+    committed = {0: 0.5, 1: 0.6, 2: 0.7}  # mean 0.6, sd 0.1
+    # one rerun seed borrows the committed sd: se = sqrt(0.01 / 3 + 0.01 / 1) = 0.1155, threshold 0.231
+    row = mod.compare("arm", "m", committed, {0: 0.5})
+    assert row["se"] == pytest.approx(0.11547, abs=1e-5)
+    assert row["agree"] and row["same_seed_equal"] and row["in_committed_range"]
+    row = mod.compare("arm", "m", committed, {1: 0.85})
+    assert not row["agree"] and not row["same_seed_equal"] and not row["in_committed_range"]
+    assert mod.compare("arm", "m", committed, {1: 0.82})["agree"]
+
+
+def test_reruns_read_a_seed_of_the_leap_table(tmp_path):
+    """A rerun of seed 1 that repeats the committed run exactly agrees on every metric, at the same value."""
+    mod = load("composition/reruns.py")
+    committed = json.loads((EXAMPLES.parent / "docs" / "results" / "leap.json").read_text())
+    run = committed["families"]["strings"]["leap"]["per_seed"][1]
+    (tmp_path / "leap" / "s1").mkdir(parents=True)
+    table = {"families": {"strings": {"leap": {"per_seed": [run]}, "env_calls_ratio_leap_vs_mt_grpo": 1.0}}}
+    (tmp_path / "leap" / "s1" / "leap.json").write_text(json.dumps(table))
+    rows = mod.per_seed_rows(committed, mod._seeds_done(tmp_path, "leap/s{s}/leap.json"), "strings", mod.LEAP_METRICS)
+    assert len(rows) == len(mod.LEAP_METRICS)
+    assert all(r["agree"] and r["same_seed_equal"] and r["rerun_seeds"] == [1] for r in rows)
