@@ -23,7 +23,9 @@ LossAgg = Literal[AGG_MODES]  # type: ignore[valid-type]
 
 
 class ModelSection(Schema):
-    name: str = Field("tiny-s", description="Built-in tiny size (tiny-xs/s/m/l) or a local Hugging Face model folder.")
+    name: str = Field(
+        "tiny-s", description="Built-in tiny size (tiny-xs/s/m/l/xl) or a local Hugging Face model folder."
+    )
     use_chat_template: bool | None = Field(
         None, description="Apply the tokenizer's chat template (default: when it has one)."
     )
@@ -45,7 +47,9 @@ class ModelSection(Schema):
 
 
 class TaskSection(Schema):
-    family: str = Field("arithmetic", description="Task family: arithmetic, strings, dataset, code, kernels, gui, ...")
+    family: str = Field(
+        "arithmetic", description="Task family: arithmetic, strings, chain, dataset, code, kernels, gui, ..."
+    )
     args: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments of the family (difficulty knobs, paths)."
     )
