@@ -66,6 +66,12 @@ def test_chain_family_worked_answers_are_long_and_only_the_result_counts():
     assert _step(env, f"{a}+{b}={a + b + c + 1}").status == "incorrect"
     longest = max(len(x.answer) for x in fam.tasks("train", 500))
     assert 90 <= longest <= 120  # up to ~110 answer tokens at the defaults
+    partial = ChainFamily(min_terms=3, max_terms=3, partial_credit=True)
+    env = partial.make_env(t)
+    half = _step(env, f"{a}+{b}={a + b};{a + b}+{c}={a + b + c + 1}")
+    assert half.score == 0.5 and not half.success  # one of two steps right
+    assert _step(env, f"{a}+{b}={a + b};1+1=2;2+2=5").score == pytest.approx(1 / 3)  # extra steps count against
+    assert _step(env, t.answer).score == 1.0
     with pytest.raises(UserError, match="min_terms"):
         ChainFamily(min_terms=1)
 

@@ -2,7 +2,8 @@
 
 The long-completion task: a worked answer is about 11 tokens per term (up to ~110 at the defaults), so
 generation dominates a training step, as it does when real models reason at length. The verifier reads
-only the result, after the last `=`; the worked steps are how a small model gets there.
+only the result, after the last `=` (with `partial_credit`, a wrong result scores the share of steps
+worked right); the worked steps are how a small model gets there.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ class ChainFamily(SyntheticFamily):
     """Smallest term."""
     max_value: int = 99
     """Largest term."""
+    partial_credit: bool = False
+    """Score a wrong result by the share of worked steps that match the reference, position by position
+    (success still needs the right result)."""
     heldout_share: float = 0.1
     name: str = "chain"
 
@@ -59,4 +63,8 @@ class ChainFamily(SyntheticFamily):
             return 1.0, True, "correct", "correct"
         if not result.isdigit():
             return 0.0, False, "no result after the last '='", "parse_error"
-        return 0.0, False, "wrong result", "incorrect"
+        score = 0.0
+        if self.partial_credit:
+            want, got = task.answer.split(";"), answer.split(";")
+            score = sum(a == b for a, b in zip(want, got)) / max(len(want), len(got))
+        return score, False, "wrong result", "incorrect"
