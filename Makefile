@@ -3,8 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 PY := $(VENV)/bin/python
-# the test suite also exercises the optional GUI (MiniWoB++), Ray, peft and datasets integrations
-TEST_EXTRAS := dev,gui,data
+# the test suite also exercises the optional GUI (MiniWoB++), Ray, peft, datasets, math-verify and W&B integrations
+TEST_EXTRAS := dev,gui,data,math,wandb
 
 .PHONY: install install-test demo test test-fast lint format clean
 
@@ -30,7 +30,8 @@ demo: install
 	$(VENV)/bin/tempering demo
 
 test: install-test
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q --durations=25 --cov=tempering --cov-report=
+	@echo "coverage of src/tempering (this process's lines): $$($(PY) -m coverage report --format=total)%"
 
 test-fast: install-test
 	$(PY) -m pytest -q -m "not slow" --durations=10
@@ -45,4 +46,4 @@ format: install-test
 	$(VENV)/bin/ruff format src tests benchmarks examples
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache .tempering-cache .coverage

@@ -36,9 +36,13 @@ def main(argv: list[str] | None = None) -> int:
         hint = f" Did you mean {near[0]!r}?" if near else ""
         print(f"tempering: unknown command {verb!r}.{hint}\n\n{_usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(VERBS[verb].module)
+    spec = VERBS[verb]
     try:
-        return int(module.main(rest) or 0)
+        if spec.run is not None:  # a config verb: its arguments are parsed before its module is imported
+            from tempering.recipes.common import cli_main
+
+            return cli_main(rest, verb)
+        return int(importlib.import_module(spec.module).main(rest) or 0)
     except UserError as e:
         print(f"tempering {verb}: error: {e}", file=sys.stderr)
         return 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from math import comb
 
-from tempering.types import Group
+from tempering.types import Episode, Group
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -40,3 +40,14 @@ def group_metrics(groups: list[Group], k: int, max_turns: int = 1) -> dict[str, 
             out["turns_per_pass"] = sum(e.first_success_turn for e in passed) / len(passed)
             out["tokens_per_pass"] = sum(e.num_action_tokens for e in passed) / len(passed)
     return out
+
+
+def reward_parts(episodes: list[Episode]) -> dict[str, float]:
+    """`reward/NAME`: the mean of each named part of the reward (a verifier's `info["rewards"]`, e.g.
+    one value per reward function of a dataset) on the turn that gave each episode its reward."""
+    sums: dict[str, list[float]] = {}
+    for e in episodes:
+        parts = e.turns[-1].info.get("rewards", {}) if e.turns else {}
+        for name, v in parts.items():
+            sums.setdefault(name, []).append(float(v))
+    return {f"reward/{name}": sum(vs) / len(vs) for name, vs in sums.items()}

@@ -50,10 +50,174 @@ def print_eval_table(history: dict[str, dict[str, float]], title: str = "results
     for ph in phases:
         t.add_column(ph, justify="right")
     for k in keys:
-        t.add_row(k, *(f"{history[ph][k]:.3f}" if k in history[ph] else "" for ph in phases))
+        t.add_row(k, *(_cell(history[ph][k]) if k in history[ph] else "" for ph in phases))
     Console().print(t)
 
 
 def warn(message: str) -> None:
     """A warning on stderr (above a live progress bar, which shares this console)."""
     console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _cell(v: Any) -> str:
+    return str(v) if isinstance(v, int) else f"{v:.3f}"
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3f}" if abs(v) < 1000 else f"{v:.4g}"
+    return str(v)
+
+
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    h, rem = divmod(s, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+def count_parameters(model: Any) -> tuple[int, int]:
+    """(all, trainable) parameter counts of a torch module."""
+    params = list(model.parameters())
+    return sum(p.numel() for p in params), sum(p.numel() for p in params if p.requires_grad)
+
+
+def human(n: float) -> str:
+    """1234567 -> '1.23M'."""
+    for div, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= div:
+            return f"{n / div:.3g}{unit}"
+    return str(int(n))
+
+
+LINE_KEYS = ("reward", "success", "loss", "entropy", "kl_ref", "grad_norm")
+"""What a plain progress line shows when a step logged it (besides the method's own objective)."""
+
+
+class Watch:
+    """Flags a run that has stopped learning: `patience` steps in a row where every group's advantages
+    were zero (all samples of each prompt scored alike) or the gradient norm was zero. Each kind of
+    warning is given once."""
+
+    def __init__(self, patience: int = 5):
+        self.patience = patience
+        self.streak = {"zero_adv": 0, "zero_grad": 0}
+        self.warned: set[str] = set()
+
+    def check(self, m: dict[str, Any]) -> list[str]:
+        zero_adv = m.get("frac_zero_adv_groups") == 1.0 or m.get("update_skipped") == 1.0
+        hits = {"zero_adv": zero_adv, "zero_grad": m.get("grad_norm") == 0.0 and not zero_adv}
+        out = []
+        for kind, hit in hits.items():
+            self.streak[kind] = self.streak[kind] + 1 if hit else 0
+            if self.streak[kind] >= self.patience and kind not in self.warned:
+                self.warned.add(kind)
+                out.append(self._message(kind, m))
+        return out
+
+    def _message(self, kind: str, m: dict[str, Any]) -> str:
+        n = self.patience
+        if kind == "zero_grad":
+            return f"the gradient norm has been 0 for {n} steps: the policy is not changing"
+        reward = m.get("reward")
+        why = (
+            "every sample fails: the task is too hard for this policy (warm-start it with `tempering pretrain`, "
+            "or use an easier task or a larger rollout.group_size)"
+            if m.get("success") == 0.0
+            else "every sample succeeds: the task is too easy for this policy"
+            if m.get("success") == 1.0
+            else "all samples of each prompt get the same reward"
+        )
+        got = f" (reward {reward:.3f})" if isinstance(reward, float) else ""
+        return f"no learning signal for {n} steps: every group's advantages are zero{got}; {why}"
+
+
+class Reporter:
+    """What a run shows the person watching it.
+
+    On a terminal, a live bar (stderr) with the step's headline numbers. When stdout is a file or a
+    pipe (nohup, Slurm, `| tee`), one plain flushed line every `log_every` steps instead: step, the
+    `LINE_KEYS` and `objective` the step logged, seconds per step and the time left. Either way: a
+    start-up summary, a line per evaluation, and warnings (`Watch`) for a run that stopped learning.
+    """
+
+    def __init__(
+        self,
+        total: int,
+        label: str,
+        start: int = 0,
+        log_every: int = 10,
+        bar: bool = True,
+        objective: str | None = None,
+        lines: bool | None = None,
+        out: Any = None,
+        quiet: bool = False,
+    ):
+        import sys
+        import time
+
+        self.total, self.label, self.start, self.step_no = total, label, start, start
+        self.log_every, self.objective = log_every, objective
+        self.out = out if out is not None else sys.stdout
+        self.lines = (not _isatty(self.out)) if lines is None else lines
+        self.bar_on = bar and console.is_terminal and not quiet
+        self.quiet = quiet
+        """Say nothing (ranks other than 0 of a data-parallel run)."""
+        self.watch = Watch()
+        self.t0 = time.perf_counter()
+        self._clock = time.perf_counter
+        self._stack = contextlib.ExitStack()
+        self._bar = _Bar(None, None)
+
+    def __enter__(self) -> Reporter:
+        self.t0 = self._clock()  # steps are timed from here (a start-up evaluation is not a step)
+        if self.bar_on:
+            self._bar = self._stack.enter_context(progress_bar(self.total, self.label, True, self.start))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+    def say(self, text: str) -> None:
+        """One line for the person watching: above the live bar, or on stdout."""
+        if self.quiet:
+            return
+        if self._bar.progress is not None and not self.lines:
+            self._bar.progress.console.print(text, markup=False, highlight=False)
+        else:
+            print(text, file=self.out, flush=True)
+
+    def summary(self, rows: dict[str, Any]) -> None:
+        """The start-up summary: `key value` pairs on one line each, under the run's label."""
+        width = max(map(len, rows), default=0)
+        self.say("\n".join([f"{self.label}:"] + [f"  {k:<{width}}  {v}" for k, v in rows.items()]))
+
+    def step(self, step: int, m: dict[str, Any]) -> None:
+        self.step_no = step
+        keys = [k for k in (*LINE_KEYS, self.objective) if k and isinstance(m.get(k), (int, float))]
+        live = [k for k in (self.objective, "reward", "success") if k and isinstance(m.get(k), (int, float))]
+        self._bar.update({k: m[k] for k in live or keys[:2]})
+        if self.lines and self.log_every and (step % self.log_every == 0 or step == self.total):
+            done = step - self.start
+            per = (self._clock() - self.t0) / max(done, 1)
+            fields = "  ".join(f"{k} {_fmt(m[k])}" for k in dict.fromkeys(keys))
+            self.say(
+                f"step {step}/{self.total}  {fields}  {per:.2f} s/step  ETA {_duration(per * (self.total - step))}"
+            )
+        for w in self.watch.check(m):
+            self.warn(w)
+
+    def evaluation(self, step: int, m: dict[str, Any], n: int | None = None, what: str = "eval") -> None:
+        shown = "  ".join(f"{k.removeprefix('eval/')} {_fmt(v)}" for k, v in m.items() if k != "eval/n")
+        size = f" ({n} prompts)" if n else ""
+        self.say(f"{what} at step {step}{size}: {shown}")
+
+    def warn(self, text: str) -> None:
+        self.say(f"warning: {text}")
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False

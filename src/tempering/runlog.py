@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tempering.errors import UserError
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -22,9 +26,18 @@ class RunLog:
     """Writes one run folder. Metrics of steps after `resume_step` are dropped when resuming."""
 
     def __init__(
-        self, out_dir: str | Path, config: dict[str, Any], resume_step: int | None = None, tensorboard: bool = True
+        self,
+        out_dir: str | Path,
+        config: dict[str, Any],
+        resume_step: int | None = None,
+        tensorboard: bool = True,
+        wandb: str | None = None,
+        title: str = "",
+        plots: tuple[str, ...] | list[str] = (),
     ):
         self.dir = Path(out_dir)
+        self.title, self.plots = title, list(plots)
+        """What `plot()` draws: its title and metric keys (shell-style patterns allowed, e.g. `reward/*`)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = self.dir / "metrics.jsonl"
         self.samples_path = self.dir / "samples.jsonl"
@@ -45,6 +58,7 @@ class RunLog:
                 )
             except ImportError:
                 self.tb = None
+        self.wandb = _wandb_run(wandb, self.dir, config, resume_step) if wandb else None
 
     @staticmethod
     def _truncate(path: Path, step: int) -> None:
@@ -67,6 +81,8 @@ class RunLog:
             for k, v in row.items():
                 if k != "step" and isinstance(v, (int, float)) and math.isfinite(v):
                     self.tb.add_scalar(k, v, step)
+        if self.wandb is not None:
+            self.wandb.log({k: v for k, v in row.items() if k != "step" and isinstance(v, (int, float))}, step=step)
 
     def samples(self, step: int, rows: list[dict[str, Any]]) -> None:
         with self.samples_path.open("a") as f:
@@ -78,39 +94,108 @@ class RunLog:
             return []
         return [json.loads(ln) for ln in self.metrics_path.read_text().splitlines() if ln.strip()]
 
-    def plot(self, keys: list[str], name: str = "curves.png") -> Path | None:
-        """One panel per metric key that was logged; saved as PNG in the run folder."""
-        rows = self.read_metrics()
-        keys = [k for k in keys if any(k in r for r in rows)]
-        if not keys:
-            return None
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        cols = min(3, len(keys))
-        nrows = math.ceil(len(keys) / cols)
-        fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.0 * nrows), squeeze=False)
-        for ax, k in zip(axes.flat, keys):
-            pts = [(r["step"], r[k]) for r in rows if isinstance(r.get(k), (int, float))]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="." if len(pts) < 30 else None)
-            ax.set_title(k)
-            ax.set_xlabel("step")
-            ax.grid(alpha=0.3)
-        for ax in list(axes.flat)[len(keys) :]:
-            ax.axis("off")
-        fig.tight_layout()
-        out = self.dir / name
-        tmp = out.with_name(f".{out.name}.tmp.png")
-        fig.savefig(tmp, dpi=100)
-        plt.close(fig)
-        os.replace(tmp, out)
-        return out
+    def plot(self, keys: list[str] | None = None, name: str = "curves.png") -> Path | None:
+        """Redraw the run's curves (`plot_curves`) as a PNG in the run folder; `keys` default to the run's."""
+        return plot_curves(self.read_metrics(), keys or self.plots, self.dir / name, self.title)
 
     def close(self) -> None:
         if self.tb is not None:
             self.tb.close()
+        if self.wandb is not None:
+            self.wandb.finish()
+
+
+def _wandb_run(project: str, run_dir: Path, config: dict[str, Any], resume_step: int | None):
+    """A Weights & Biases run named after the run folder; a resumed run continues the same one (its id
+    is kept in the folder). WANDB_MODE=offline works without an account."""
+    try:
+        import wandb
+    except ImportError as e:
+        raise UserError(f"run.wandb={project} needs `pip install 'tempering[wandb]'` (or leave run.wandb unset)") from e
+    id_file = run_dir / "wandb_id"
+    if resume_step is not None and id_file.is_file():
+        run_id = id_file.read_text().strip()
+    else:
+        run_id = secrets.token_hex(4)
+        atomic_write_text(id_file, run_id + "\n")
+    return wandb.init(
+        project=project, name=run_dir.name, id=run_id, resume="allow", dir=str(run_dir), config=config, reinit=True
+    )
+
+
+def _numeric(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def panels(rows: list[dict[str, Any]], keys: list[str]) -> list[str]:
+    """The panels worth drawing: each key (or every key a `*` pattern matches, in order of first
+    appearance) that was logged, less those whose value never changed; the reward and evaluation
+    panels are kept even when flat (no progress is news)."""
+    logged = list(dict.fromkeys(k for r in rows for k in r if k != "step"))
+    out: list[str] = []
+    for key in keys:
+        for k in fnmatch.filter(logged, key) if any(c in key for c in "*?[") else [key]:
+            values = {r[k] for r in rows if _numeric(r.get(k))}
+            if not values or k in out:
+                continue
+            n = sum(_numeric(r.get(k)) for r in rows)
+            if n > 1 and len(values) == 1 and not (k == "reward" or k.startswith("eval/")):
+                continue
+            out.append(k)
+    return out
+
+
+def series(rows: list[dict[str, Any]], key: str) -> dict[int | None, list[tuple[int, float]]]:
+    """A metric's (step, value) points, one series per evaluation size (`eval/n`; None for metrics of
+    steps), smallest first."""
+    out: dict[int | None, list[tuple[int, float]]] = {}
+    for r in rows:
+        if _numeric(r.get(key)):
+            n = r.get("eval/n")
+            out.setdefault(int(n) if n is not None else None, []).append((r["step"], r[key]))
+    return dict(sorted(out.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)))
+
+
+def plot_curves(rows: list[dict[str, Any]], keys: list[str], out: Path, title: str = "") -> Path | None:
+    """One panel per metric worth drawing (`panels`), written atomically as a PNG. Evaluations carry
+    their number of prompts (`eval/n`): each size is its own series, so a periodic check on a few
+    prompts is never joined to the full held-out evaluations."""
+    keys = panels(rows, keys)
+    if not keys:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = min(3, len(keys))
+    nrows = math.ceil(len(keys) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.0 * nrows + (0.4 if title else 0)), squeeze=False)
+    for ax, k in zip(axes.flat, keys):
+        lines = series(rows, k)
+        for i, (n, pts) in enumerate(lines.items()):
+            xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+            last = i == len(lines) - 1  # the largest set: the full held-out evaluations
+            style = {"marker": "o" if last else "x", "linestyle": "-" if last else ":"}
+            if not k.startswith("eval/"):
+                style = {"marker": "." if len(xs) < 30 else None, "linestyle": "-"}
+            ax.plot(xs, ys, label=f"{n} prompts" if n is not None else None, **style)
+        if len(lines) > 1:
+            ax.legend(fontsize=7)
+        ax.set_title(k)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(keys) :]:
+        ax.axis("off")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    out = Path(out)
+    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    os.replace(tmp, out)
+    return out
 
 
 def _plain(v: Any) -> Any:

@@ -47,18 +47,18 @@ def test_a_reward_function_that_raises_stops_the_run_naming_the_users_frame(tmp_
     assert "tests/train/test_failures.py:" in msg  # the user's own frame, not tempering's
 
 
-def test_rare_errors_under_the_threshold_are_shown_and_counted(tmp_path, capsys):
+def test_errors_under_the_threshold_are_shown_and_counted(tmp_path, capsys):
     calls = []
 
     def flaky(prompts, completions, answer, **kw):
         calls.append(1)
-        if len(calls) == 2:
+        if len(calls) == 1:
             raise ValueError("flaky reward service")
         return [0.0 for _ in completions]
 
-    t = trainer(cfg(tmp_path / "r", task={"max_error_rate": 0.5}), family=family(flaky))
+    t = trainer(cfg(tmp_path / "r", task={"max_error_rate": 1.0}), family=family(flaky))
     r = asyncio.run(t.step())
-    assert r.metrics["env_errors"] == 1
+    assert r.metrics["env_errors"] == r.metrics["env_calls"] > 0  # the batched call failed every episode in it
     assert "flaky reward service" in capsys.readouterr().err
 
 
@@ -103,7 +103,7 @@ def test_a_prompt_longer_than_the_context_is_refused_or_truncated_on_request(tmp
 def test_a_folder_that_holds_a_run_is_refused_without_resume_or_overwrite(tmp_path):
     out = tmp_path / "r"
     asyncio.run(trainer(cfg(out)).run())
-    with pytest.raises(UserError, match="already holds files.*--resume.*--overwrite"):
+    with pytest.raises(UserError, match="already holds a run.*--resume.*--overwrite"):
         trainer(cfg(out))
     t = trainer(cfg(out), overwrite=True)
     assert not (out / "metrics.jsonl").exists() and t.step_no == 0
@@ -112,8 +112,7 @@ def test_a_folder_that_holds_a_run_is_refused_without_resume_or_overwrite(tmp_pa
         trainer(cfg(tmp_path / "file"))
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
-    with pytest.raises(UserError, match="holds no run"):
-        trainer(cfg(tmp_path / "mine"), overwrite=True)
+    trainer(cfg(tmp_path / "mine"), overwrite=True)  # a folder without a run: used as it is, nothing removed
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
 
 

@@ -54,7 +54,7 @@ def main(argv: list[str]) -> int:
             tables = {
                 k: v
                 for k, v in hist.items()
-                if isinstance(v, dict) and v and all(isinstance(x, float) for x in v.values())
+                if isinstance(v, dict) and v and all(isinstance(x, (int, float)) for x in v.values())
             }
             print_eval_table(tables, title=f"held-out results ({verb}, {world.size} ranks, {a.strategy})")
     finally:

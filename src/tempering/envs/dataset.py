@@ -1,7 +1,9 @@
 """User datasets as a task family: rows from JSONL or a Hugging Face `datasets` dataset.
 
-Each row needs a prompt column; every other column reaches the reward function as a keyword
-argument (TRL's convention). The held-out split is a separate file or a hash-based share of the rows.
+Each row needs a prompt column; every other column reaches the reward functions as a keyword
+argument (TRL's convention). Several reward functions may be given with weights (TRL's `reward_funcs`
+and `reward_weights`); each is called once per batch of answers, and its values are logged on their own
+(`reward/NAME`). The held-out split is a separate file or a hash-based share of the rows.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tempering.envs.base import Env, StepResult, TaskFamily
-from tempering.envs.rewards import RewardFn, call_reward, resolve_reward
+from tempering.envs.rewards import RewardBatcher, RewardFn, resolve_rewards, total
 from tempering.envs.synthetic import in_heldout
 from tempering.errors import UserError
 from tempering.types import Task
@@ -56,36 +58,49 @@ def load_rows(source: Any) -> list[dict[str, Any]]:
 
 
 class RewardEnv(Env):
-    def __init__(self, task: Task, reward: RewardFn, threshold: float):
+    """Scores an answer with the dataset's reward functions: the weighted sum is the score, each
+    function's value goes to `info["rewards"]`."""
+
+    def __init__(self, task: Task, batcher: RewardBatcher, threshold: float):
         super().__init__(task)
-        self.reward, self.threshold = reward, threshold
+        self.batcher, self.threshold = batcher, threshold
 
     async def step(self, action: str) -> StepResult:
-        columns = {k: [v] for k, v in self.task.meta.items()}
-        (r,) = call_reward(self.reward, [self.task.prompt], [action], columns)
+        parts = await self.batcher.score(self.task.prompt, action, self.task.meta)
+        r = total(self.batcher.rewards, parts)
         ok = r >= self.threshold
-        return StepResult(score=r, success=ok, done=ok, status="correct" if ok else "incorrect")
+        return StepResult(
+            score=r, success=ok, done=ok, status="correct" if ok else "incorrect", info={"rewards": parts}
+        )
 
 
 class DatasetFamily(TaskFamily):
-    """Tasks from rows; rewards from a TRL-style function."""
+    """Tasks from rows; rewards from TRL-style functions.
+
+    reward: a built-in name (`exact`, `numeric`, `regex`, `math`, `boxed`), `package.module:function`,
+    a callable, or a list of these; reward_weights: one weight each (default 1). An answer succeeds
+    when its weighted reward reaches `success_threshold`.
+    """
 
     def __init__(
         self,
         train: Any,
-        reward: str | RewardFn = "exact",
+        reward: str | RewardFn | list = "exact",
         heldout: Any = None,
         prompt_column: str = "prompt",
         heldout_share: float = 0.1,
         success_threshold: float = 1.0,
         name: str = "dataset",
+        reward_weights: list[float] | None = None,
     ):
         self.name = name
-        self.reward = resolve_reward(reward)
+        self.rewards = resolve_rewards(reward, reward_weights)
+        self.batcher = RewardBatcher(self.rewards)
         self.success_threshold = success_threshold
         rows = load_rows(train)
         if not rows:
-            raise UserError(f"dataset {name!r} is empty")
+            where = train if isinstance(train, (str, Path)) else type(train).__name__
+            raise UserError(f"dataset {name!r} has no rows ({where}); give a file with one JSON object per line")
         for i, row in enumerate(rows):
             if prompt_column not in row:
                 raise UserError(
@@ -120,4 +135,4 @@ class DatasetFamily(TaskFamily):
         return random.Random(seed).sample(pool, n)
 
     def make_env(self, task: Task) -> Env:
-        return RewardEnv(task, self.reward, self.success_threshold)
+        return RewardEnv(task, self.batcher, self.success_threshold)

@@ -1,12 +1,13 @@
-"""What the training verbs share on the command line: CONFIG [key=value ...] [--resume RUN] [--print-config].
+"""What the config verbs share on the command line: CONFIG [key=value ...] [--resume RUN] [--overwrite]
+[--print-config].
 
-Overrides may come anywhere, before or after the flags.
+Overrides may come anywhere, before or after the flags. The arguments are parsed before the verb's
+module (and torch) is imported, so `--help` is instant.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,10 @@ def stage_start(out: Path, resume: bool) -> tuple[bool, bool]:
 
 
 def parser(verb: str, description: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"tempering {verb}", description=description)
+    p = argparse.ArgumentParser(
+        prog=f"tempering {verb}",
+        description=f"{description} Keys: `tempering config {verb.split()[0]}`.",
+    )
     p.add_argument("config", nargs="?", help="YAML config (see examples/); omit for the defaults")
     p.add_argument("overrides", nargs="*", help="key.sub=value overrides, e.g. run.steps=50")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run exactly from its latest checkpoint")
@@ -58,6 +62,8 @@ def parse(p: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
     if a.config and "=" in a.config and not a.config.endswith((".yaml", ".yml")):
         a.config, overrides = None, [a.config, *overrides]
     a.overrides = overrides
+    if a.resume and a.overwrite:
+        raise UserError("--resume continues a run and --overwrite replaces it; give one of them")
     return a
 
 
@@ -73,25 +79,20 @@ def resolve(schema: type[Schema], a: argparse.Namespace, out_key: str = "run.out
     return load_config(schema, a.config, a.overrides)
 
 
-def cli_main(
-    argv: list[str],
-    verb: str,
-    description: str,
-    schema: type[Schema],
-    run: Callable[..., dict],
-    out_key: str = "run.out_dir",
-) -> int:
-    """Parse, resolve the config, run it, print the held-out table."""
-    a = parse(parser(verb, description), argv)
-    cfg = resolve(schema, a, out_key)
+def cli_main(argv: list[str], verb: str) -> int:
+    """A config verb of the registry: parse, resolve its config, run it, print the held-out table."""
+    from tempering.recipes.verbs import VERBS, load
+
+    spec = VERBS[verb]
+    assert spec.schema is not None and spec.run is not None
+    a = parse(parser(verb, spec.help), argv)
+    cfg = resolve(load(spec.schema), a)
     if a.print_config:
         import yaml
 
         print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
         return 0
-    if a.resume and a.overwrite:
-        raise UserError("--resume continues a run and --overwrite replaces it; give one of them")
-    hist = run(cfg, resume=bool(a.resume), overwrite=a.overwrite)
+    hist = load(spec.run)(cfg, resume=bool(a.resume), overwrite=a.overwrite)
     from tempering.progress import print_eval_table
 
     tables = {
@@ -99,5 +100,6 @@ def cli_main(
         for k, v in hist.items()
         if isinstance(v, dict) and v and all(isinstance(x, (int, float)) for x in v.values())
     }
-    print_eval_table(tables, title=f"held-out results ({verb})")
+    if tables:
+        print_eval_table(tables, title=f"held-out results ({verb})")
     return 0

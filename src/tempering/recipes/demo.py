@@ -13,13 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 from tempering.config import apply_overrides, build
 from tempering.progress import print_eval_table
 from tempering.recipes.common import stage_start
-from tempering.recipes.pretrain import PretrainConfig, pretrain
-from tempering.recipes.train import TrainConfig, train
 from tempering.runlog import atomic_write_text
 
 TASK = {"family": "arithmetic", "args": {"min_value": 10, "max_value": 999}, "train_size": 20000, "heldout_size": 500}
@@ -41,6 +37,11 @@ GRPO = {
 
 
 def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) -> dict:
+    import torch
+
+    from tempering.recipes.pretrain import PretrainConfig, pretrain
+    from tempering.recipes.train import TrainConfig, train
+
     t0 = time.perf_counter()
     pre_over = [o[len("pretrain.") :] for o in overrides if o.startswith("pretrain.")]
     rl_over = [o[len("train.") :] for o in overrides if o.startswith("train.")]
@@ -86,6 +87,8 @@ def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) 
 def write_results(results_dir: Path, rows: list[dict], command: str) -> None:
     """quickstart.md and quickstart.json with the same numbers (the first seed is the headline)."""
     import statistics as st
+
+    import torch
 
     head = dict(rows[0])
     if len(rows) > 1:

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from tempering.envs.base import TaskFamily
 from tempering.methods import direct_opd as method
-from tempering.recipes.common import as_config, begin_pipeline, cli_main, stage_start
+from tempering.recipes.common import as_config, begin_pipeline, stage_start
 from tempering.train.config import LoopConfig
 from tempering.train.loop import Trainer
 from tempering.train.world import World
@@ -69,13 +69,3 @@ def direct_opd(
         history[f"after pair {i + 1}"] = h["final"]
         start = str(out / "final")
     return history
-
-
-def main(argv: list[str]) -> int:
-    return cli_main(
-        argv,
-        "direct-opd",
-        "Direct-OPD: transfer a teacher pair's RL shift to a student (weak-to-strong).",
-        DirectOPDConfig,
-        direct_opd,
-    )

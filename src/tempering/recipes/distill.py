@@ -10,7 +10,7 @@ from pydantic import Field
 
 from tempering.envs.base import TaskFamily
 from tempering.methods import opd
-from tempering.recipes.common import as_config, cli_main
+from tempering.recipes.common import as_config
 from tempering.teachers import Teacher, TeacherSection
 from tempering.teachers.prompts import PromptBuilder
 from tempering.train.config import LoopConfig
@@ -41,25 +41,7 @@ def trainer(
     return Trainer(cfg, method, family, resume, world, strategy, overwrite)
 
 
-def distill(
-    cfg: DistillConfig | dict,
-    family: TaskFamily | None = None,
-    resume: bool = False,
-    teacher: Teacher | None = None,
-    teacher_prompt: PromptBuilder | None = None,
-    world: World | None = None,
-    strategy: str = "ddp",
-    overwrite: bool = False,
-) -> dict[str, Any]:
-    """Run OPD from Python; `teacher` and `teacher_prompt` override the config's (any `Teacher`, any `Task -> str`)."""
-    return asyncio.run(trainer(cfg, family, resume, teacher, teacher_prompt, world, strategy, overwrite).run())
-
-
-def main(argv: list[str]) -> int:
-    return cli_main(
-        argv,
-        "distill",
-        "On-policy distillation from one teacher (reverse KL, top-k or full JSD).",
-        DistillConfig,
-        distill,
-    )
+def distill(cfg: DistillConfig | dict, **kwargs: Any) -> dict[str, Any]:
+    """Run OPD from Python (the arguments of `trainer`: `teacher` and `teacher_prompt` override the
+    config's, any `Teacher` and any `Task -> str`); returns the start and final held-out metrics."""
+    return asyncio.run(trainer(cfg, **kwargs).run())

@@ -18,7 +18,7 @@ from pydantic import Field, model_validator
 from tempering.config import Schema
 from tempering.envs.base import TaskFamily
 from tempering.methods import tu_opd as method
-from tempering.recipes.common import as_config, begin_pipeline, cli_main, stage_start
+from tempering.recipes.common import as_config, begin_pipeline, stage_start
 from tempering.recipes.rgrpo import RGRPOConfig, rgrpo
 from tempering.recipes.tu_opd import TUOPDConfig
 from tempering.teachers import TeacherSection
@@ -102,13 +102,3 @@ def expand_compress(
         "student final": hist["final"],
         "coverage": expanded["coverage"],
     }
-
-
-def main(argv: list[str]) -> int:
-    return cli_main(
-        argv,
-        "expand-compress",
-        "Expand then compress: RGRPO teachers distilled into one student with TU-OPD.",
-        ExpandCompressConfig,
-        expand_compress,
-    )

@@ -24,8 +24,7 @@ from tempering.errors import UserError
 from tempering.evaluation import evaluate
 from tempering.models import load_policy, save_policy
 from tempering.models.chat import ChatFormat
-from tempering.progress import progress_bar, warn
-from tempering.recipes.common import parse, parser, resolve
+from tempering.progress import Reporter, count_parameters, human, warn
 from tempering.rollout.engine import RolloutOptions, format_feedback
 from tempering.rollout.sampler import HFSampler, SamplingParams
 from tempering.runlog import RunLog, atomic_write_text
@@ -162,7 +161,13 @@ def pretrain(cfg: PretrainConfig, resume: bool = False, overwrite: bool = False)
         set_rng_state(s["rng"], gens)
         start, hits, spent = s["step"], s["hits"], s["seconds"]
     log = RunLog(
-        out, cfg.model_dump(mode="json"), resume_step=start if resume else None, tensorboard=cfg.run.tensorboard
+        out,
+        cfg.model_dump(mode="json"),
+        resume_step=start if resume else None,
+        tensorboard=cfg.run.tensorboard,
+        wandb=cfg.run.wandb,
+        title=f"{out.name} · pretrain · {cfg.model.name}",
+        plots=["loss", "heldout_pass@1", "grad_norm", "lr"],
     )
 
     def save(step: int) -> None:
@@ -180,7 +185,19 @@ def pretrain(cfg: PretrainConfig, resume: bool = False, overwrite: bool = False)
     pad = tok.pad_token_id
     best = {"heldout_pass@1": 0.0}
     step = start
-    with progress_bar(cfg.run.steps, "pretrain", enabled=cfg.run.progress, start=start) as bar:
+    report = Reporter(cfg.run.steps, "pretrain", log_every=cfg.run.log_every, bar=cfg.run.progress, start=start)
+    total, _ = count_parameters(model)
+    report.summary(
+        {
+            "model": f"{cfg.model.name} ({human(total)} parameters, {cfg.model.dtype})",
+            "device": str(model.device),
+            "task": f"{cfg.task.family}: {len(examples)} examples / {len(heldout)} held-out prompts",
+            "steps": f"up to {cfg.run.steps} x {t.batch_size} examples",
+            "run folder": str(out),
+            **({"resuming from step": str(start)} if resume else {}),
+        }
+    )
+    with report:
         for step in range(start + 1, cfg.run.steps + 1):
             rows = [examples[i] for i in cursor.next(t.batch_size)]
             T = max(len(p) + len(a) for p, a in rows)
@@ -197,28 +214,32 @@ def pretrain(cfg: PretrainConfig, resume: bool = False, overwrite: bool = False)
             loss = model(input_ids=ids.to(dev), attention_mask=attn.to(dev), labels=labels.to(dev)).loss
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             sched.step()
-            live = {"loss": loss.item()}
-            metrics: dict[str, float] = {"loss": live["loss"]}
+            metrics: dict[str, float] = {"loss": loss.item(), "grad_norm": float(gnorm), "lr": sched.get_last_lr()[0]}
             stop = t.max_seconds is not None and spent + time.perf_counter() - t_start > t.max_seconds
             if step % cfg.run.eval_every == 0 or step == cfg.run.steps or stop:
-                ev = asyncio.run(evaluate(sampler, fmt, family, heldout[: cfg.run.eval_size], opts, k=1, sampled=False))
-                metrics["heldout_pass@1"] = live["heldout"] = ev["pass@1"]
+                checked = heldout[: cfg.run.eval_size]
+                ev = asyncio.run(evaluate(sampler, fmt, family, checked, opts, k=1, sampled=False))
+                metrics["heldout_pass@1"] = ev["pass@1"]
                 if t.stop_at_pass is not None:
                     hits = hits + 1 if ev["pass@1"] >= t.stop_at_pass else 0
                     stop = stop or hits >= t.stop_checks
             log.log(step, metrics)
-            bar.update(live)
+            report.step(step, metrics)
+            if "heldout_pass@1" in metrics:
+                report.evaluation(step, {"greedy pass@1": metrics["heldout_pass@1"]}, len(checked))
+                log.plot()
             if stop:
                 break
             if cfg.run.checkpoint_every and step % cfg.run.checkpoint_every == 0:
                 save(step)
     save(step)
     final = asyncio.run(evaluate(sampler, fmt, family, heldout, opts, k=1, sampled=False))
+    report.evaluation(step, {"greedy pass@1": final["pass@1"]}, len(heldout), "final evaluation")
     model_dir = save_policy(model, tok, out / "model")
-    log.plot(["loss", "heldout_pass@1"])
+    log.plot()
     log.close()
     best.update(
         {
@@ -232,18 +253,10 @@ def pretrain(cfg: PretrainConfig, resume: bool = False, overwrite: bool = False)
     return best
 
 
-def main(argv: list[str]) -> int:
-    a = parse(parser("pretrain", "Supervised warm start on a task family's (prompt, answer) pairs."), argv)
-    if a.resume and a.overwrite:
-        raise UserError("--resume continues a run and --overwrite replaces it; give one of them")
-    cfg = resolve(PretrainConfig, a)
-    if a.print_config:
-        import yaml
-
-        print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
-        return 0
-    res = pretrain(cfg, resume=bool(a.resume), overwrite=a.overwrite)
+def run(cfg: PretrainConfig, resume: bool = False, overwrite: bool = False) -> dict[str, Any]:
+    """`tempering pretrain`: pre-train, say where the model went, and hand the CLI its held-out table."""
+    res = pretrain(cfg, resume=resume, overwrite=overwrite)
     print(
         f"saved {res['model']}: held-out pass@1 {res['heldout_pass@1']:.3f} after {res['steps']} steps ({res['seconds']:.0f}s)"
     )
-    return 0
+    return {"final": {"heldout_pass@1": res["heldout_pass@1"]}}

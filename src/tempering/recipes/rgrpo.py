@@ -24,7 +24,7 @@ from tempering.envs.pool import PoolFamily, weighted_pool
 from tempering.envs.registry import make_family
 from tempering.evaluation import pass_rates
 from tempering.methods import rl
-from tempering.recipes.common import as_config, begin_pipeline, cli_main, stage_start
+from tempering.recipes.common import as_config, begin_pipeline, stage_start
 from tempering.recipes.train import TrainConfig
 from tempering.runlog import atomic_write_text
 from tempering.train.loop import Trainer
@@ -163,13 +163,3 @@ def rgrpo(
         "pass_rates": str(saved_path),
         **{n: saved["heldout"][n] for n in names},
     }
-
-
-def main(argv: list[str]) -> int:
-    return cli_main(
-        argv,
-        "rgrpo",
-        "Residual GRPO: a sequence of complementary GRPO teachers from one initialisation.",
-        RGRPOConfig,
-        rgrpo,
-    )

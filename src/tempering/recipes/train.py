@@ -13,7 +13,7 @@ from pydantic import Field, model_validator
 
 from tempering.envs.base import TaskFamily
 from tempering.methods import rl
-from tempering.recipes.common import as_config, cli_main
+from tempering.recipes.common import as_config
 from tempering.train.config import LoopConfig
 from tempering.train.loop import Trainer
 from tempering.train.method import MethodBuilder
@@ -47,24 +47,6 @@ def trainer(
     return Trainer(cfg, method or rl.build, family, resume, world, strategy, overwrite)
 
 
-def train(
-    cfg: TrainConfig | dict,
-    family: TaskFamily | None = None,
-    resume: bool = False,
-    world: World | None = None,
-    strategy: str = "ddp",
-    method: MethodBuilder | None = None,
-    overwrite: bool = False,
-) -> dict[str, Any]:
-    """Run the RL recipe from Python (see `trainer`); returns the start and final held-out metrics."""
-    return asyncio.run(trainer(cfg, family, resume, world, strategy, method, overwrite).run())
-
-
-def main(argv: list[str]) -> int:
-    return cli_main(
-        argv,
-        "train",
-        "RL with verifiable rewards (GRPO family, LEAP, TCPO, multi-turn).",
-        TrainConfig,
-        train,
-    )
+def train(cfg: TrainConfig | dict, **kwargs: Any) -> dict[str, Any]:
+    """Run the RL recipe from Python (the arguments of `trainer`); returns the start and final held-out metrics."""
+    return asyncio.run(trainer(cfg, **kwargs).run())

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from tempering.envs.base import TaskFamily
 from tempering.methods import tu_opd as method
-from tempering.recipes.common import as_config, cli_main
+from tempering.recipes.common import as_config
 from tempering.teachers import Teacher
 from tempering.train.config import LoopConfig
 from tempering.train.loop import Trainer
@@ -40,24 +40,6 @@ def trainer(
     return Trainer(cfg, builder, family, resume, world, strategy, overwrite)
 
 
-def tu_opd(
-    cfg: TUOPDConfig | dict,
-    family: TaskFamily | None = None,
-    resume: bool = False,
-    teachers: dict[str, Teacher] | None = None,
-    world: World | None = None,
-    strategy: str = "ddp",
-    overwrite: bool = False,
-) -> dict[str, Any]:
-    """Run TU-OPD from Python (see `trainer`)."""
-    return asyncio.run(trainer(cfg, family, resume, teachers, world, strategy, overwrite).run())
-
-
-def main(argv: list[str]) -> int:
-    return cli_main(
-        argv,
-        "tu-opd",
-        "Teacher-Union OPD: distil several teachers, gated and weighted by their pass rates.",
-        TUOPDConfig,
-        tu_opd,
-    )
+def tu_opd(cfg: TUOPDConfig | dict, **kwargs: Any) -> dict[str, Any]:
+    """Run TU-OPD from Python (the arguments of `trainer`); returns the start and final held-out metrics."""
+    return asyncio.run(trainer(cfg, **kwargs).run())

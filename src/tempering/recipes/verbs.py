@@ -1,6 +1,7 @@
 """The one verb registry: the CLI, `tempering config VERB`, docs/config.md, torchrun launches and the
-docs tests all read it. Modules are named, not imported, so `tempering --help` stays instant and one
-verb's optional extras never break another verb."""
+docs tests all read it. Modules are named, not imported, so `tempering --help` and every verb's
+`--help` stay instant (nothing imports torch before the arguments are parsed) and one verb's optional
+extras never break another verb."""
 
 from __future__ import annotations
 
@@ -11,13 +12,17 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Verb:
     module: str
-    """Module with `main(argv) -> int`."""
+    """The verb's module; without `run`, it has `main(argv) -> int` and imports nothing heavy at import
+    time (its `--help` must not wait for torch)."""
     help: str
     schema: str | None = None
     """`module:Class` of its config (None: flags only)."""
     run: str | None = None
-    """`module:function` that runs a config, `(cfg, resume=..., world=...)`: the verb runs data-parallel
-    under `torchrun -m tempering.distributed VERB ...`."""
+    """`module:function` that runs a config: the CLI parses `CONFIG [key=value ...]` itself
+    (`recipes/common.py: cli_main`) and imports it only then."""
+    loop: bool = True
+    """`run` is a training verb on the one loop, `(cfg, resume=..., world=..., strategy=...)`: it
+    resumes with `--resume` and runs data-parallel under `torchrun -m tempering.distributed VERB ...`."""
 
 
 VERBS: dict[str, Verb] = {
@@ -28,6 +33,8 @@ VERBS: dict[str, Verb] = {
         "tempering.recipes.pretrain",
         "Supervised warm start of a model on a built-in task family.",
         "tempering.recipes.pretrain:PretrainConfig",
+        "tempering.recipes.pretrain:run",
+        loop=False,
     ),
     "train": Verb(
         "tempering.recipes.train",
@@ -72,6 +79,10 @@ VERBS: dict[str, Verb] = {
     "eval": Verb(
         "tempering.recipes.eval", "Evaluate a checkpoint on a task family's held-out split (or a whole file)."
     ),
+    "view": Verb(
+        "tempering.recipes.view",
+        "Write one HTML page of a run: curves, evaluations, samples filterable by step, status and score.",
+    ),
     "config": Verb("tempering.recipes.reference", "Print the config reference of a verb."),
     "kernels": Verb(
         "tempering.envs.kernels.cli", "Kernel environment: list problems, eval submissions, synth problems."
@@ -110,4 +121,4 @@ def configured() -> list[str]:
 
 def parallel() -> list[str]:
     """Verbs that run data-parallel under torchrun."""
-    return sorted(v for v, spec in VERBS.items() if spec.run)
+    return sorted(v for v, spec in VERBS.items() if spec.run and spec.loop)

@@ -27,7 +27,6 @@ from tempering.synth.checks import check_bundle
 from tempering.synth.families import builtin_seeds
 from tempering.synth.generators import ChatConfig, LLMGenerator, MutatorGenerator
 from tempering.synth.loop import METHODS, BundleChecker, Report, SynthConfig, synthesize
-from tempering.synth.measure import PolicyMeasure
 from tempering.synth.seeds import load_pass_rates, load_seeds
 from tempering.synth.task_seeds import TaskFamilySeed, TaskSeedChecker, load_task_seeds
 from tempering.synth.verify import make_verifier
@@ -135,6 +134,8 @@ def run(argv: list[str]) -> int:
         )
     measure = None
     if args.policy:
+        from tempering.synth.measure import PolicyMeasure  # torch: only when a policy is measured
+
         measure = PolicyMeasure.from_model_dir(
             args.policy,
             rollouts=cfg.rollouts,

@@ -222,7 +222,15 @@ class RunBase(Schema):
     eval_size: int | None = Field(None, ge=1, description="Held-out prompts per periodic evaluation (default: all).")
     threads: int = Field(0, ge=0, description="torch CPU threads (0 = torch's default).")
     tensorboard: bool = Field(True, description="Write TensorBoard event files.")
-    progress: bool = Field(True, description="Show a live progress bar.")
+    wandb: str | None = Field(
+        None, description="Also log to this Weights & Biases project (extra 'wandb'; WANDB_MODE=offline works offline)."
+    )
+    progress: bool = Field(True, description="Show a live progress bar on a terminal.")
+    log_every: int = Field(
+        10,
+        ge=0,
+        description="When stdout is a file or a pipe, print a plain progress line every N steps (0 = none).",
+    )
 
     @model_validator(mode="after")
     def _check(self):

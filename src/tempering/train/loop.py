@@ -26,9 +26,10 @@ from tempering.envs.base import TaskFamily
 from tempering.envs.registry import make_family
 from tempering.errors import UserError
 from tempering.evaluation import evaluate
+from tempering.metrics import reward_parts
 from tempering.models import load_policy, save_policy
 from tempering.models.chat import ChatFormat
-from tempering.progress import progress_bar, warn
+from tempering.progress import Reporter, count_parameters, human, warn
 from tempering.rollout.engine import RolloutStats, rollout
 from tempering.rollout.sampler import HFSampler
 from tempering.runlog import RunLog
@@ -44,7 +45,17 @@ from tempering.train.update import policy_update
 from tempering.train.world import World
 from tempering.types import Episode, Group
 
-COMMON_PLOTS = ("reward", "eval/pass@1", "eval/pass@1_sampled", "entropy", "response_len", "grad_norm", "step_seconds")
+COMMON_PLOTS = (
+    "reward",
+    "reward/*",
+    "eval/pass@*",
+    "entropy",
+    "response_len",
+    "frac_zero_std_groups",
+    "grad_norm",
+    "step_seconds",
+)
+"""Panels of every run's curves.png (shell-style patterns; the method adds its own `Method.plots`)."""
 
 
 class RankCursor:
@@ -203,9 +214,9 @@ class Trainer:
         self.rollout_sampler = self._make_rollout_sampler()
         """What the rollout stage samples with: `sampler`, or (asynchronous rollouts in this process) a
         sampler with a copy of the weights of its own."""
-        resume_step = None
+        self.resume_step: int | None = None
         if resume:
-            resume_step = self._load(latest_checkpoint(Path(cfg.run.out_dir), warn=warn))
+            self.resume_step = self._load(latest_checkpoint(Path(cfg.run.out_dir), warn=warn))
             if hasattr(self.sampler, "sync_weights"):  # the sampler's own copy still has the starting weights
                 self.sampler.sync_weights(self.train_model)
         self.pipeline: RolloutPipeline | None = None
@@ -217,7 +228,13 @@ class Trainer:
         self.log: RunLog | _NoLog = _NoLog()
         if self.ranks.is_main:
             self.log = RunLog(
-                cfg.run.out_dir, cfg.model_dump(mode="json"), resume_step=resume_step, tensorboard=cfg.run.tensorboard
+                cfg.run.out_dir,
+                cfg.model_dump(mode="json"),
+                resume_step=self.resume_step,
+                tensorboard=cfg.run.tensorboard,
+                wandb=cfg.run.wandb,
+                title=f"{Path(cfg.run.out_dir).name} · {self.method.name} · {cfg.model.name}",
+                plots=[*COMMON_PLOTS, *self.method.plots],
             )
         self.ranks.barrier()  # rank 0 has prepared the run folder
 
@@ -565,6 +582,7 @@ class Trainer:
             "gen_seconds": stats.gen_seconds,
             "update_seconds": t2 - t1,
             "step_seconds": t2 - t0,
+            **reward_parts(episodes),
             **info,
         }
         if c.rollout.max_turns > 1:
@@ -636,7 +654,7 @@ class Trainer:
             stats = RolloutStats()
             m = await evaluate(self.sampler, self.fmt, self.family, tasks, opts, k=self.cfg.run.eval_k, stats=stats)
             self._check_errors(stats, "evaluation")
-            out = {f"eval/{k}": v for k, v in m.items()}
+            out = {f"eval/{k}": v for k, v in m.items()} | {"eval/n": len(tasks)}
         return self.ranks.share(out)
 
     # ---- the loop ----------------------------------------------------------------------------
@@ -675,31 +693,58 @@ class Trainer:
     async def _run(self) -> dict[str, Any]:
         c = self.cfg.run
         history: dict[str, Any] = {}
+        report = Reporter(
+            c.steps,
+            self.method.name,
+            start=self.step_no,
+            log_every=c.log_every,
+            bar=c.progress,
+            objective=next(iter(self.method.plots), None),
+            quiet=not self.ranks.is_main,
+        )
+        report.summary(self.summary())
         if self.step_no == 0:
             first = await self.evaluate()  # the whole held-out set, as the final evaluation
             self.log.log(0, first)
             history["start"] = first
-        with progress_bar(
-            c.steps, self.method.name, enabled=c.progress and self.ranks.is_main, start=self.step_no
-        ) as bar:
+            report.evaluation(0, first, len(self.heldout_tasks), "start evaluation")
+        with report:
             while self.step_no < c.steps:
                 m = (await self.step()).metrics
-                live = {"reward": m["reward"], "success": m["success"]}
+                report.step(self.step_no, m)
                 if c.eval_every and self.step_no % c.eval_every == 0 and self.step_no < c.steps:
                     ev = await self.evaluate(c.eval_size)
                     self.log.log(self.step_no, ev)
-                    live["heldout"] = ev["eval/pass@1"]
+                    report.evaluation(self.step_no, ev, int(ev["eval/n"]))
+                    self.log.plot()
                 if c.checkpoint_every and self.step_no % c.checkpoint_every == 0:
                     self.save()
-                bar.update(live)
+                    self.log.plot()
         final = await self.evaluate()
         self.log.log(self.step_no, final)
+        report.evaluation(self.step_no, final, len(self.heldout_tasks), "final evaluation")
         history["final"] = final
         self.save()
         self.export(Path(c.out_dir) / "final")
-        self.log.plot([*COMMON_PLOTS, *self.method.plots])
+        self.log.plot()
         self.log.close()
         return history
+
+    def summary(self) -> dict[str, str]:
+        """What the run is, printed when it starts."""
+        c = self.cfg
+        total, trained = count_parameters(self.model)
+        device = next(self.model.parameters()).device
+        ranks = f" x {self.ranks.size} ranks" if self.ranks.size > 1 else ""
+        return {
+            "model": f"{c.model.name} ({human(total)} parameters, {human(trained)} trained, {c.model.dtype})",
+            "device": f"{device}{ranks}",
+            "task": f"{self.family.name or c.task.family}: {len(self.train_tasks)} train / "
+            f"{len(self.heldout_tasks)} held-out prompts",
+            "steps": f"{c.run.steps} x {c.rollout.prompts_per_step} prompts x {c.rollout.group_size} samples",
+            "run folder": str(c.run.out_dir)
+            + (f" (resuming from step {self.resume_step})" if self.resume_step is not None else ""),
+        }
 
 
 def training_batch(batch: TrainBatch, scores: Scores, credit: Credit) -> TrainBatch:
@@ -737,20 +782,17 @@ def check_async(cfg, method) -> None:
 
 
 def prepare_run_dir(out: Path, resume: bool, overwrite: bool) -> None:
-    """A new run gets an empty folder: one that holds a run is refused (its metrics, checkpoints and
-    final model would be mixed with the new run's) unless `overwrite` removes it."""
+    """A new run never mixes with another: a folder that holds a run (its config.yaml) is refused, since
+    its metrics, checkpoints and final model would be mixed with the new run's, unless `overwrite`
+    removes it. Other files in the folder are left alone."""
     if out.exists() and not out.is_dir():
         raise UserError(f"run.out_dir={out} is a file; give a folder for the run")
-    if resume or not out.is_dir() or not any(out.iterdir()):
+    if resume or not (out / "config.yaml").is_file():
         return
     if not overwrite:
         raise UserError(
-            f"run.out_dir={out} already holds files; continue that run with --resume {out}, replace it with "
+            f"run.out_dir={out} already holds a run; continue it with --resume {out}, replace it with "
             "--overwrite, or choose another run.out_dir"
-        )
-    if not (out / "config.yaml").is_file():
-        raise UserError(
-            f"--overwrite removes only a run folder, and {out} holds no run (no config.yaml); empty it yourself"
         )
     shutil.rmtree(out)
 

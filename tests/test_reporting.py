@@ -1,0 +1,115 @@
+"""What a run shows while it goes: plain lines off a terminal, evaluation lines, warnings, curves."""
+
+import io
+import json
+
+import pytest
+
+from tempering.errors import UserError
+from tempering.progress import Reporter, Watch
+from tempering.runlog import RunLog, panels, plot_curves, series
+
+STEP = {"reward": 0.5, "success": 0.25, "entropy": 1.25, "grad_norm": 0.5, "distill/reverse_kl": 0.125}
+
+
+def test_plain_lines_every_log_every_steps_with_the_method_objective():
+    out = io.StringIO()
+    with Reporter(5, "distill", log_every=2, bar=False, objective="distill/reverse_kl", lines=True, out=out) as r:
+        for s in range(1, 6):
+            r.step(s, STEP)
+        r.evaluation(5, {"eval/pass@1": 0.75, "eval/n": 4}, 4, "final evaluation")
+    lines = out.getvalue().splitlines()
+    assert [ln.split()[1] for ln in lines[:3]] == ["2/5", "4/5", "5/5"]  # every 2 steps, and the last
+    assert "reward 0.500  success 0.250  entropy 1.250  grad_norm 0.500  distill/reverse_kl 0.125" in lines[0]
+    assert "s/step  ETA " in lines[0]
+    assert lines[3] == "final evaluation at step 5 (4 prompts): pass@1 0.750"
+
+
+def test_no_plain_lines_on_a_terminal_or_when_log_every_is_zero():
+    out = io.StringIO()
+    for r in (
+        Reporter(3, "x", log_every=1, bar=False, lines=False, out=out),
+        Reporter(3, "x", log_every=0, bar=False, lines=True, out=out),
+    ):
+        r.step(1, STEP)
+    assert out.getvalue() == ""
+
+
+def test_a_run_without_learning_signal_is_flagged_once():
+    w = Watch(patience=3)
+    flat = {"reward": 0.0, "success": 0.0, "frac_zero_adv_groups": 1.0, "grad_norm": 0.0}
+    assert w.check(flat) == [] and w.check(flat) == []
+    (msg,) = w.check(flat)
+    assert "no learning signal for 3 steps" in msg and "too hard" in msg
+    assert w.check(flat) == []  # once
+    w2 = Watch(patience=2)
+    w2.check({"frac_zero_adv_groups": 1.0})
+    assert w2.check({"frac_zero_adv_groups": 0.5}) == []  # the streak is broken
+    assert w2.check({"frac_zero_adv_groups": 1.0}) == []
+    moving = {"frac_zero_adv_groups": 0.0, "grad_norm": 0.0}
+    w3 = Watch(patience=2)
+    assert w3.check(moving) == [] and "gradient norm has been 0" in w3.check(moving)[0]
+
+
+ROWS = [
+    {"step": 0, "eval/pass@1": 0.1, "eval/n": 8},
+    {"step": 1, "reward": 0.2, "approx_kl": 0.0, "reward/math": 0.5, "reward/format": 1.0},
+    {"step": 2, "reward": 0.4, "approx_kl": 0.0, "reward/math": 0.7, "reward/format": 1.0},
+    {"step": 2, "eval/pass@1": 0.3, "eval/n": 2},
+    {"step": 4, "eval/pass@1": 0.2, "eval/n": 8},
+]
+
+
+def test_panels_expand_patterns_and_drop_flat_ones_except_reward_and_evaluations():
+    assert panels(ROWS, ["reward", "reward/*", "eval/pass@*", "approx_kl", "missing"]) == [
+        "reward",
+        "reward/math",
+        "eval/pass@1",
+    ]
+    flat = [{"step": 1, "reward": 0.0, "eval/pass@1": 0.0}, {"step": 2, "reward": 0.0, "eval/pass@1": 0.0}]
+    assert panels(flat, ["reward", "eval/pass@1"]) == ["reward", "eval/pass@1"]
+
+
+def test_evaluations_on_different_set_sizes_are_separate_series(tmp_path):
+    assert series(ROWS, "eval/pass@1") == {2: [(2, 0.3)], 8: [(0, 0.1), (4, 0.2)]}
+    assert series(ROWS, "reward") == {None: [(1, 0.2), (2, 0.4)]}
+    out = plot_curves(ROWS, ["reward", "eval/pass@1"], tmp_path / "c.png", "run · grpo · tiny-xs")
+    assert out is not None and out.read_bytes()[:4] == b"\x89PNG"
+    assert plot_curves(ROWS, ["missing"], tmp_path / "none.png") is None
+
+
+def test_runlog_plots_its_own_keys_with_its_title(tmp_path, monkeypatch):
+    seen = {}
+    monkeypatch.setattr(
+        "tempering.runlog.plot_curves", lambda rows, keys, out, title: seen.update(keys=keys, title=title)
+    )
+    log = RunLog(tmp_path, {}, tensorboard=False, title="r · m · x", plots=["reward"])
+    log.log(1, {"reward": 1.0})
+    log.plot()
+    assert seen == {"keys": ["reward"], "title": "r · m · x"}
+    assert json.loads((tmp_path / "metrics.jsonl").read_text()) == {"step": 1, "reward": 1.0}
+
+
+def test_wandb_offline_logs_each_row_and_a_resumed_run_continues_the_same_run(tmp_path, monkeypatch):
+    wandb = pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    log = RunLog(tmp_path, {"run": {"steps": 2}}, tensorboard=False, wandb="tempering-tests")
+    log.log(1, {"reward": 0.5, "note": "text is not logged"})
+    run_id = (tmp_path / "wandb_id").read_text().strip()
+    assert log.wandb.id == run_id and log.wandb.project == "tempering-tests"
+    log.close()
+    runs = list((tmp_path / "wandb").glob(f"offline-run-*-{run_id}"))
+    assert len(runs) == 1 and list(runs[0].glob("*.wandb"))
+    again = RunLog(tmp_path, {}, resume_step=1, tensorboard=False, wandb="tempering-tests")
+    assert again.wandb.id == run_id
+    again.close()
+    assert wandb.run is None
+
+
+def test_wandb_without_the_package_says_how_to_install_it(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "wandb", None)
+    with pytest.raises(UserError, match=r"tempering\[wandb\]"):
+        RunLog(tmp_path, {}, tensorboard=False, wandb="p")
