@@ -9,7 +9,8 @@ import sys
 import torch
 
 from tempering.algos.losses import LossNorm
-from tempering.distributed import DataParallel, init_world, wrap_model
+from tempering.train.parallel import DataParallel, wrap_model
+from tempering.train.world import init_world
 from tempering.models import tiny_model
 from tempering.models.io import full_state_dict
 from tempering.train.batch import collate

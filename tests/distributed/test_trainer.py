@@ -10,7 +10,7 @@ import yaml
 from safetensors.torch import load_file
 
 from tempering.config import build
-from tempering.distributed import init_world
+from tempering.train.world import init_world
 from tempering.errors import UserError
 from tempering.recipes.train import TrainConfig
 from tempering.train.loop import check_parallel

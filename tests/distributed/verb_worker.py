@@ -110,7 +110,7 @@ def main() -> None:
     a = p.parse_args()
     world = None
     if a.strategy:
-        from tempering.distributed import close_world, init_world
+        from tempering.train.world import close_world, init_world
 
         world = init_world("gloo", expected_size=2)
     res = run(a.groups, a.model, a.fresh, Path(a.out).parent, world, a.strategy or "ddp")

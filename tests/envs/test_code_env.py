@@ -158,8 +158,13 @@ def test_program_cheats_do_not_pass(sb, cheat):
 
 def test_judge_never_shows_expected_values_to_the_candidate(sb):
     # the candidate hunts for the expected value 1000000000001 (of add_two(10**12, 1)) wherever it can
+    # it reads its own folder first, then the rest of the file system for at most 2 s (a backend without
+    # isolation shows the whole host, too big to walk within the job's time limit)
     spy = (
-        "import os\nfound = []\nfor root, _, files in os.walk('/'):\n"
+        "import os, time\nfound = []\nend = time.time() + 2\n"
+        "walks = [os.walk(os.getcwd()), os.walk('/')]\n"
+        "for root, _, files in (w for walk in walks for w in walk):\n"
+        "    if time.time() > end:\n        break\n"
         "    if root.startswith(('/proc', '/sys', '/usr', '/lib', '/dev', '/etc', '/root', '/work')):\n"
         "        continue\n    for f in files:\n"
         "        try:\n            found.append(open(os.path.join(root, f)).read())\n        except (OSError, ValueError):\n"

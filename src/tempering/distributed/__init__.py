@@ -3,10 +3,6 @@
     torchrun --nproc-per-node 2 -m tempering.distributed train examples/grpo_arithmetic.yaml --strategy ddp
 
 Every training verb runs on the one loop (`tempering.train.loop`), which is data-parallel when given the
-`World` that `init_world` joins. See docs/scaling.md.
+`World` that `tempering.train.world.init_world` joins. Nothing is imported here, so that
+`tempering launch --help` does not load torch. See docs/scaling.md.
 """
-
-from tempering.train.parallel import STRATEGIES, DataParallel, wrap_model
-from tempering.train.world import World, close_world, init_world
-
-__all__ = ["STRATEGIES", "DataParallel", "World", "close_world", "init_world", "wrap_model"]

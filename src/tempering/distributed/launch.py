@@ -22,7 +22,8 @@ ERROR_DIR = "TEMPERING_ERROR_DIR"
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__.strip().splitlines()[0] + "\n\nverbs: " + ", ".join(parallel()))
+        print("usage: tempering launch [torchrun options] VERB CONFIG [key=value ...]\n")
+        print(__doc__.strip().split("\n\n", 1)[1] + "\n\nverbs: " + ", ".join(parallel()))
         return 0
     at = next((i for i, a in enumerate(argv) if a in parallel()), None)
     if at is None:

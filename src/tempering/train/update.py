@@ -41,7 +41,7 @@ class UpdateSettings:
     """`step`: one loss normaliser over the whole optimizer step; `micro_batch`: each micro-batch's own
     mean, weighted by its share of the step's rows (verl's aggregation)."""
     data_parallel: Any = None
-    """Data-parallel training (`tempering.distributed.DataParallel`): the loss normaliser is counted over
+    """Data-parallel training (`tempering.train.parallel.DataParallel`): the loss normaliser is counted over
     all ranks, and every rank runs the same micro-batches so that their collectives stay in step.
     None: one process."""
 
