@@ -2,7 +2,7 @@
 and the sandbox's adversarial suite.
 
     python benchmarks/faults.py                     # docs/results/reliability.{md,json}
-    python benchmarks/faults.py --kills 6 --quick   # a short check
+    python benchmarks/faults.py --kills 2 --results /tmp/faults   # a short check
 
 1. Kill trials: an RL run (tiny-xs warm start, 8 steps, a checkpoint every step) is SIGKILLed at a random
    moment, a third of the time while a checkpoint is being written, then resumed (or, killed before its
@@ -13,7 +13,8 @@ and the sandbox's adversarial suite.
 3. A disk that fills during a checkpoint (a small tmpfs, root only): a clear error, the previous
    checkpoint intact, and the run resumable once there is space.
 4. Bad input: each a one-line error (exit 2, no traceback), nothing written.
-5. The sandbox's adversarial suite per backend (`tempering sandbox attacks --json`).
+5. The sandbox's adversarial suite per backend (`tempering sandbox attacks --json`); `--sandbox-only`
+   reruns just this part into an existing reliability.json (after a change to the sandbox).
 """
 
 from __future__ import annotations
@@ -292,6 +293,40 @@ def sandbox_attacks() -> dict:
     return json.loads(r.stdout)
 
 
+def render(data: dict) -> str:
+    md = [
+        "# Reliability under faults",
+        "",
+        f"Command: `{data['command']}`\\",
+        f"Machine: {data['machine']}; load average at start {' '.join(data['load_at_start'])}; {data['seconds']:.0f} s.",
+        "",
+        "| check | result |",
+        "| --- | --- |",
+        f"| SIGKILL at a random moment, then resume: same metrics and weights as an uninterrupted run | {data['kill_resumed_exactly']} / {data['kill_trials']} ({data['kills_during_checkpoint_write']} during a checkpoint write) |",
+        f"| a checkpoint file truncated or corrupted: fall back to the newest intact one, finish exactly | {data['corruption_recovered']} / {data['corruption_trials']} |",
+        f"| the disk fills during a checkpoint: clear error, previous checkpoint intact, resumable | {data['disk_full_recovered']} |",
+        f"| bad input: one-line error, exit 2, no traceback, nothing written | {data['bad_inputs_clear']} / {data['bad_inputs_total']} |",
+        f"| data lost | {data['data_lost']} |",
+        "",
+        "## Sandbox adversarial suite",
+        "",
+        "| backend | attacks | contained |",
+        "| --- | --- | --- |",
+    ]
+    md += [
+        f"| {b} | {v.get('total')} | {v.get('contained')} |"
+        for b, v in data["sandbox_attacks"].items()
+        if isinstance(v, dict)
+    ]
+    md += ["", "## Bad inputs", "", "| command | exit | error |", "| --- | --- | --- |"]
+    md += [f"| `tempering {b['argv']}` | {b['exit']} | {b['error'].replace('|', '/')} |" for b in data["bad_inputs"]]
+    md += ["", "## Corruption", "", "| file | damage | recovered |", "| --- | --- | --- |"]
+    md += [f"| {c['file']} | {c['damage']} | {c['recovered']} |" for c in data["corruption"]]
+    if "sandbox_command" in data:
+        md.insert(md.index("## Sandbox adversarial suite") + 2, f"Command: `{data['sandbox_command']}`\n")
+    return "\n".join(md) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Reliability under faults.")
     p.add_argument("--kills", type=int, default=50)
@@ -299,7 +334,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results", default=str(ROOT / "docs" / "results"))
     p.add_argument("--work", default=None, help="working folder (default: a temporary one)")
     p.add_argument("--no-sandbox", action="store_true", help="skip the adversarial suite")
+    p.add_argument("--sandbox-only", action="store_true", help="rerun only the adversarial suite into reliability.json")
     a = p.parse_args(argv)
+    if a.sandbox_only:
+        data = json.loads((Path(a.results) / "reliability.json").read_text())
+        data["sandbox_attacks"] = sandbox_attacks()
+        data["sandbox_command"] = "python benchmarks/faults.py --sandbox-only"
+        write_results(a.results, "reliability", render(data), data)
+        print(json.dumps(data["sandbox_attacks"], indent=1))
+        return 0
     t0 = time.time()
     load = Path("/proc/loadavg").read_text().split()[:3]
     work = Path(a.work or tempfile.mkdtemp(prefix="faults_"))
@@ -333,37 +376,15 @@ def main(argv: list[str] | None = None) -> int:
         "disk_full": full,
         "bad_inputs": bad,
         "written_by_bad_inputs": written,
-        "command": "python benchmarks/faults.py" + (f" --kills {a.kills}" if a.kills != 50 else ""),
+        "command": "python benchmarks/faults.py"
+        + (f" --kills {a.kills}" if a.kills != 50 else "")
+        + (" --no-sandbox" if a.no_sandbox else ""),
         "machine": machine(),
         "load_at_start": load,
         "seconds": time.time() - t0,
         "reference_run_seconds": duration,
     }
-    md = [
-        "# Reliability under faults",
-        "",
-        f"Command: `{data['command']}`\\",
-        f"Machine: {data['machine']}; load average at start {' '.join(load)}; {data['seconds']:.0f} s.",
-        "",
-        "| check | result |",
-        "| --- | --- |",
-        f"| SIGKILL at a random moment, then resume: same metrics and weights as an uninterrupted run | {data['kill_resumed_exactly']} / {data['kill_trials']} ({data['kills_during_checkpoint_write']} during a checkpoint write) |",
-        f"| a checkpoint file truncated or corrupted: fall back to the newest intact one, finish exactly | {data['corruption_recovered']} / {data['corruption_trials']} |",
-        f"| the disk fills during a checkpoint: clear error, previous checkpoint intact, resumable | {data['disk_full_recovered']} |",
-        f"| bad input: one-line error, exit 2, no traceback, nothing written | {data['bad_inputs_clear']} / {data['bad_inputs_total']} |",
-        f"| data lost | {data['data_lost']} |",
-        "",
-        "## Sandbox adversarial suite",
-        "",
-        "| backend | attacks | contained |",
-        "| --- | --- | --- |",
-    ]
-    md += [f"| {b} | {v.get('total')} | {v.get('contained')} |" for b, v in attacks.items() if isinstance(v, dict)]
-    md += ["", "## Bad inputs", "", "| command | exit | error |", "| --- | --- | --- |"]
-    md += [f"| `tempering {b['argv']}` | {b['exit']} | {b['error'].replace('|', '/')} |" for b in bad]
-    md += ["", "## Corruption", "", "| file | damage | recovered |", "| --- | --- | --- |"]
-    md += [f"| {c['file']} | {c['damage']} | {c['recovered']} |" for c in corrupt]
-    write_results(a.results, "reliability", "\n".join(md) + "\n", data)
+    write_results(a.results, "reliability", render(data), data)
     print(json.dumps({k: v for k, v in data.items() if not isinstance(v, (list, dict))}, indent=1))
     return 0
 

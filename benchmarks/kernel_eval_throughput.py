@@ -1,13 +1,17 @@
 """Kernel environment benchmark: reference eval table, verification throughput, PCH effect, hacks.
 
-    python benchmarks/kernel_eval_throughput.py              # full run (~30-60 min on 2 cores)
-    python benchmarks/kernel_eval_throughput.py --quick      # smoke run, writes to /tmp
+    python benchmarks/kernel_eval_throughput.py                        # full run (~30-60 min on 2 cores)
+    python benchmarks/kernel_eval_throughput.py --quick                # smoke run, writes to /tmp
+    python benchmarks/kernel_eval_throughput.py --update-throughput    # re-measure sections 2 and 4 only
 
 Writes docs/results/kernels.md and docs/results/kernels.json (same numbers). Measures, in one run:
 1. the built-in reference submissions verified and profiled (eager and torch.compile timed in the
    same process, interleaved), as a KernelBench-style table;
-2. verified submissions per minute for the `c` backend, cold (empty build cache) and warm, and for
-   `torch_ext` (KernelBench-native load_inline), cold and warm;
+2. verified submissions per minute for the `c` backend: warm workers (torch imported once per
+   worker, a forked process per candidate) with a cold (empty) and a warm build cache, one sandbox
+   job per candidate with a warm cache, and warm workers with timing on; `torch_ext`
+   (KernelBench-native load_inline), cold and warm; and the torch.compile baseline cache (an eval
+   run twice: the second times no baseline);
 3. the compile time of one load_inline extension with and without torch's precompiled header;
 4. the reward-hack suite (hacks caught / total) and the bad-input suite;
 5. the reward spread of random kernel sketches.
@@ -21,6 +25,7 @@ import json
 import os
 import platform
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -36,6 +41,7 @@ from tempering.envs.kernels.hacks import BAD_INPUTS, HACKS, run_hack
 from tempering.envs.kernels.problems import builtin_problems, find_problem, module_constants
 from tempering.envs.kernels.sketch import DEFAULTS, VALUES, lower, orders, parse_sketch, spec_for, submission
 from tempering.envs.kernels.verifier import KernelVerifier, VerifyConfig
+from tempering.envs.kernels.workers import workers_for
 from tempering.sandbox import BuildCache, Sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -186,6 +192,113 @@ async def sketch_spread(verifier: KernelVerifier, n: int, seed: int) -> list[dic
     return rows
 
 
+def c_throughput(problems, pool: Sandbox, cfg: VerifyConfig, work: Path) -> list[dict]:
+    """Verified submissions per minute, `c` backend: warm workers with an empty then a warm build cache,
+    one sandbox job per candidate (the path before warm workers), and warm workers with timing."""
+    runs = [
+        ("cold", True, "verify"),
+        ("warm", True, "verify"),
+        ("warm", False, "verify"),
+        ("warm", True, "profile"),
+    ]
+    rows = []
+    for cache, warm_workers, mode in runs:
+        v = KernelVerifier(
+            replace(cfg, warm_workers=warm_workers),
+            sandbox=pool,
+            cache=BuildCache(root=work / "tp-cache" / "builds"),
+        )
+        load_start = os.getloadavg()[0]
+        host_start = resource.getrusage(resource.RUSAGE_SELF)
+
+        async def go(v=v, mode=mode):
+            t0 = time.perf_counter()
+            results = await asyncio.gather(*(v.verify(p, p.solution, mode=mode) for p in problems))
+            seconds = time.perf_counter() - t0
+            if not v.config.warm_workers:
+                return results, seconds, sum(r.run_cpu_s for r in results)
+            workers = workers_for(pool, v.config.memory_mb, v._job_env(), v._harness_files_for_job)
+            while workers.running:  # they end after a short idle time; then their CPU is known
+                await asyncio.sleep(0.1)
+            return results, seconds, workers.cpu_s
+
+        results, seconds, jobs_cpu = asyncio.run(go())
+        host = resource.getrusage(resource.RUSAGE_SELF)
+        host_cpu = host.ru_utime + host.ru_stime - host_start.ru_utime - host_start.ru_stime
+        minutes = seconds / 60
+        verified = sum(r.correct for r in results)
+        cpu = jobs_cpu + host_cpu
+        rows.append(
+            {
+                "backend": "c",
+                "cache": cache,
+                "path": "warm workers" if warm_workers else "one job per candidate",
+                "checks": "correctness" if mode == "verify" else "correctness + timing",
+                "submissions": len(problems),
+                "verified": verified,
+                "minutes": minutes,
+                "per_minute": verified / minutes,
+                # CPU of the verification jobs (workers with their imports, or one job each) and of this
+                # process; build jobs are not counted, so only for a warm build cache
+                "cpu_s": cpu if cache == "warm" else None,
+                "per_minute_on_idle_cores": verified / (cpu / os.cpu_count()) * 60 if cache == "warm" else None,
+                "cached_builds": sum(r.build_cached for r in results),
+                "statuses": sorted({r.status for r in results}),
+                "load_average_start": load_start,
+                "load_average_end": os.getloadavg()[0],
+            }
+        )
+        print(rows[-1], flush=True)
+    return rows
+
+
+def baseline_cache(problems, pool: Sandbox, cfg: VerifyConfig, work: Path) -> dict:
+    """`tempering kernels eval`'s cost with the torch.compile baselines kept on disk: the same eval
+    twice on a fresh cache (the first run times each problem's baseline, the second reads it)."""
+    out = {"problems": [p.name for p in problems], "runs": []}
+    for _ in range(2):
+        v = KernelVerifier(replace(cfg, compile_baseline="cached", cache_dir=str(work / "bl-cache")), sandbox=pool)
+        before = len(list(v.baseline_dir.glob("*.json"))) if v.baseline_dir.exists() else 0
+        t0 = time.perf_counter()
+        results = asyncio.run(evaluate(v, [(p, p.solution) for p in problems]))
+        out["runs"].append(
+            {
+                "seconds": time.perf_counter() - t0,
+                "baselines_timed": len(list(v.baseline_dir.glob("*.json"))) - before,
+                "with_compile_time": sum(r.t_compile_ms is not None for r in results),
+                "load_average_end": os.getloadavg()[0],
+            }
+        )
+        print(out["runs"][-1], flush=True)
+    return out
+
+
+def hack_suites(pool: Sandbox, cfg: VerifyConfig) -> dict:
+    hv = KernelVerifier(replace(cfg, seeds=2), sandbox=pool)
+
+    async def hacks(cases):
+        return await asyncio.gather(*(run_hack(hv, h) for h in cases))
+
+    data = {}
+    for key, cases in (("hacks", HACKS), ("bad_inputs", BAD_INPUTS)):
+        outcomes = asyncio.run(hacks(cases))
+        data[key] = [
+            {
+                "name": h.name,
+                "static_checks": h.static_checks,
+                "status": r.status,
+                "caught": c,
+                "message": r.message[:300],
+            }
+            for h, (r, c) in zip(cases, outcomes)
+        ]
+    data["hacks_caught"] = sum(h["caught"] for h in data["hacks"])
+    data["hacks_total"] = len(data["hacks"])
+    data["bad_inputs_handled"] = sum(h["caught"] for h in data["bad_inputs"])
+    data["bad_inputs_total"] = len(data["bad_inputs"])
+    return data
+
+
 def fmt(x, spec=".2f"):
     return "-" if x is None else format(x, spec)
 
@@ -198,6 +311,11 @@ def write_markdown(path: Path, data: dict, command: str) -> None:
         "",
         f"Command: `{command}`"
         + (f"; sketch section: `{data['command_sketches']}`" if data.get("command_sketches") else "")
+        + (
+            f"; throughput, baseline cache and hack sections: `{data['command_throughput']}`"
+            if data.get("command_throughput")
+            else ""
+        )
         + "  ",
         f"Machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']}, {m['gcc']}; load average at start "
         f"{m['load_average_start'][0]:.1f}, at end {m['load_average_end'][0]:.1f} (a shared machine: timings are "
@@ -217,6 +335,10 @@ def write_markdown(path: Path, data: dict, command: str) -> None:
         "reference_pass_rate",
         "verified_per_minute_cold",
         "verified_per_minute_warm",
+        "verified_per_minute_warm_load",
+        "verified_per_minute_warm_on_idle_cores",
+        "verified_per_minute_warm_one_job_each",
+        "profiled_per_minute_warm",
         "torch_ext_verified_per_minute_cold",
         "torch_ext_verified_per_minute_warm",
         "hacks_caught",
@@ -225,7 +347,10 @@ def write_markdown(path: Path, data: dict, command: str) -> None:
         "bad_inputs_total",
     ):
         v = data.get(k)
-        lines.append(f"| {k} | {fmt(v) if isinstance(v, float) else v} |")
+        if isinstance(v, list):
+            v = "-".join(fmt(x, ".1f") for x in v)
+        if v is not None:
+            lines.append(f"| {k} | {fmt(v) if isinstance(v, float) else v} |")
     rows_ok = [r for r in ev["rows"] if r["correct"] and r["speedup_eager"]]
     slower = [r["problem"] for r in rows_ok if r["speedup_eager"] < 1.0]
     lines += [
@@ -254,17 +379,55 @@ def write_markdown(path: Path, data: dict, command: str) -> None:
     tp = data["throughput"]
     lines += [
         "",
-        "## Verification throughput (correctness only, sandbox pool of "
-        f"{tp['concurrency']}, each candidate in a fresh process)",
+        f"## Verification throughput (sandbox pool of {tp['concurrency']}, each candidate in a fresh process)",
         "",
-        "| backend | cache | submissions | verified | minutes | verified / minute |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "The built-in reference submissions, all submitted at once, default checks (5 seeds, 2 signed "
+        "trials; with timing: 3 warm-up and 20 timed rounds). Warm workers: sandbox jobs that import torch "
+        "once and verify one candidate after another, each in a process forked from them and cleaned up "
+        "after (docs/kernels.md); one job per candidate: the path before them. Every check of the harness "
+        "runs on both paths (the hack suite below runs through warm workers). Load: the machine's 1-minute "
+        "load average at the start and end of each row (other people share these cores, so verified / minute "
+        "is what was left to us). CPU s: CPU seconds of the verification jobs as GNU time measured them "
+        "(warm workers: the workers, their torch imports included; otherwise every job) plus this process's "
+        "own; verified / minute on idle cores: the rate those CPU seconds give on this machine's "
+        f"{data['machine']['cores']} cores alone (warm build cache rows only: build jobs are not counted).",
+        "",
+        "| backend | build cache | path | checks | submissions | verified | minutes | verified / minute | load "
+        "| CPU s | verified / minute on idle cores |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in tp["rows"]:
-        lines.append(
-            f"| {row['backend']} | {row['cache']} | {row['submissions']} | {row['verified']} | "
-            f"{row['minutes']:.2f} | {row['per_minute']:.1f} |"
+        load = (
+            f"{row['load_average_start']:.1f}-{row['load_average_end']:.1f}"
+            if "load_average_start" in row
+            else "(full run)"
         )
+        lines.append(
+            f"| {row['backend']} | {row['cache']} | {row.get('path', 'one job per candidate')} | "
+            f"{row.get('checks', 'correctness + timing')} | {row['submissions']} | {row['verified']} | "
+            f"{row['minutes']:.2f} | {row['per_minute']:.1f} | {load} | {fmt(row.get('cpu_s'), '.0f')} | "
+            f"{fmt(row.get('per_minute_on_idle_cores'), '.1f')} |"
+        )
+    if tp.get("note"):
+        lines += ["", tp["note"]]
+    bc = data.get("baseline_cache")
+    if bc:
+        lines += [
+            "",
+            "## torch.compile baselines kept on disk",
+            "",
+            f'`compile_baseline="cached"` (the default): an eval of {len(bc["problems"])} problems '
+            f"({', '.join(bc['problems'])}), twice on a fresh cache folder. Reward 3 compares with the "
+            "measured torch.compile median of the cached baseline job.",
+            "",
+            "| run | seconds | baselines timed | results with a torch.compile time | load at end |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for k, run in enumerate(bc["runs"], 1):
+            lines.append(
+                f"| {k} | {run['seconds']:.1f} | {run['baselines_timed']} | {run['with_compile_time']} | "
+                f"{run['load_average_end']:.1f} |"
+            )
     pch = data.get("pch")
     if pch:
         lines += [
@@ -339,6 +502,21 @@ def write_markdown(path: Path, data: dict, command: str) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+def data_command(args) -> str:
+    return "python " + " ".join([os.path.relpath(__file__, ROOT)] + sys.argv[1:])
+
+
+def _c_headline(data: dict, rows: list[dict]) -> None:
+    by = {(r["cache"], r["path"], r["checks"]): r for r in rows}
+    warm = by[("warm", "warm workers", "correctness")]
+    data["verified_per_minute_cold"] = by[("cold", "warm workers", "correctness")]["per_minute"]
+    data["verified_per_minute_warm"] = warm["per_minute"]
+    data["verified_per_minute_warm_load"] = [warm["load_average_start"], warm["load_average_end"]]
+    data["verified_per_minute_warm_on_idle_cores"] = warm["per_minute_on_idle_cores"]
+    data["verified_per_minute_warm_one_job_each"] = by[("warm", "one job per candidate", "correctness")]["per_minute"]
+    data["profiled_per_minute_warm"] = by[("warm", "warm workers", "correctness + timing")]["per_minute"]
+
+
 def atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
@@ -369,6 +547,12 @@ def main() -> None:
     )
     ap.add_argument("--render", default=None, help="only rewrite kernels.md from this kernels.json (no measuring)")
     ap.add_argument(
+        "--update-throughput",
+        action="store_true",
+        help="re-measure only the c throughput rows, the baseline cache and the hack suites of the existing "
+        "kernels.json in --out",
+    )
+    ap.add_argument(
         "--update-sketches",
         action="store_true",
         help="re-measure only the sketch section of the existing kernels.json in --out",
@@ -378,6 +562,33 @@ def main() -> None:
     if args.render:
         data = json.loads(Path(args.render).read_text())
         write_markdown(out / "kernels.md", data, data["command"])
+        return
+    if args.update_throughput:  # re-measure the `c` throughput rows, the baseline cache and the hacks
+        data = json.loads((out / "kernels.json").read_text())
+        work = Path(tempfile.mkdtemp(prefix="kernels-bench-"))
+        pool = Sandbox(concurrency=args.concurrency)
+        cfg = VerifyConfig(threads=args.threads, compile_baseline="off", cache_dir=str(work / "tp-cache"))
+        problems = builtin_problems()
+        load = os.getloadavg()
+        rows = c_throughput(problems, pool, cfg, work)
+        _c_headline(data, rows)
+        kept = [r for r in data["throughput"]["rows"] if r["backend"] != "c"]
+        data["throughput"] = {
+            "concurrency": args.concurrency,
+            "rows": rows + kept,
+            "load_average_start": load,
+            "load_average_end": os.getloadavg(),
+            "note": "The torch_ext rows are from the full run (see its command and load above); the c rows "
+            f"and the sections below them from `{data_command(args)}`.",
+        }
+        data["baseline_cache"] = baseline_cache(
+            problems[:3], pool, VerifyConfig(threads=args.threads, cache_dir=str(work / "bl")), work
+        )
+        data.update(hack_suites(pool, cfg))
+        data["command_throughput"] = data_command(args)
+        atomic_write(out / "kernels.json", json.dumps(data, indent=2, default=str))
+        write_markdown(out / "kernels.md", data, data["command"])
+        shutil.rmtree(work, ignore_errors=True)
         return
     if args.update_sketches:  # re-measure only the sketch section of an existing run
         data = json.loads((out / "kernels.json").read_text())
@@ -422,31 +633,11 @@ def main() -> None:
     print(format_table(summary), flush=True)
     atomic_write(out / "kernels.partial.json", json.dumps(data, default=str))
 
-    # 2. throughput, c backend: empty cache, then warm
+    # 2. throughput, c backend
     pool = Sandbox(concurrency=args.concurrency)
     vcfg = replace(cfg, compile_baseline="off", cache_dir=str(work / "tp-cache"))
-    rows = []
-    for label in ("cold", "warm"):
-        v = KernelVerifier(vcfg, sandbox=pool, cache=BuildCache(root=work / "tp-cache" / "builds"))
-        pairs = [(p, p.solution) for p in problems]
-        t0 = time.perf_counter()
-        results = asyncio.run(evaluate(v, pairs))
-        minutes = (time.perf_counter() - t0) / 60
-        verified = sum(r.correct for r in results)
-        rows.append(
-            {
-                "backend": "c",
-                "cache": label,
-                "submissions": len(pairs),
-                "verified": verified,
-                "minutes": minutes,
-                "per_minute": verified / minutes,
-                "cached_builds": sum(r.build_cached for r in results),
-            }
-        )
-        print(rows[-1], flush=True)
-    data["verified_per_minute_cold"], data["verified_per_minute_warm"] = rows[0]["per_minute"], rows[1]["per_minute"]
-
+    rows = c_throughput(problems, pool, vcfg, work)
+    _c_headline(data, rows)
     # torch_ext: the same few element-wise problems as load_inline extensions
     cases = list(TORCH_EXT_CASES.items())[: 1 if args.quick else None]
     for label in ("cold", "warm"):
@@ -463,6 +654,8 @@ def main() -> None:
             {
                 "backend": "torch_ext",
                 "cache": label,
+                "path": "warm workers",
+                "checks": "correctness + timing",
                 "submissions": len(pairs),
                 "verified": verified,
                 "minutes": minutes,
@@ -473,9 +666,10 @@ def main() -> None:
             }
         )
         print(rows[-1], flush=True)
-    data["torch_ext_verified_per_minute_cold"] = rows[2]["per_minute"]
-    data["torch_ext_verified_per_minute_warm"] = rows[3]["per_minute"]
+    data["torch_ext_verified_per_minute_cold"] = rows[-2]["per_minute"]
+    data["torch_ext_verified_per_minute_warm"] = rows[-1]["per_minute"]
     data["throughput"] = {"concurrency": args.concurrency, "rows": rows}
+    data["baseline_cache"] = baseline_cache(problems[: 2 if args.quick else 3], pool, cfg, work)
     atomic_write(out / "kernels.partial.json", json.dumps(data, default=str))
 
     # 3. precompiled header (host, trusted one-line extension)
@@ -484,27 +678,7 @@ def main() -> None:
         print(data["pch"], flush=True)
 
     # 4. hacks and bad input
-    hv = KernelVerifier(replace(vcfg, seeds=2), sandbox=pool)
-
-    async def hacks(cases):
-        return await asyncio.gather(*(run_hack(hv, h) for h in cases))
-
-    for key, cases in (("hacks", HACKS), ("bad_inputs", BAD_INPUTS)):
-        outcomes = asyncio.run(hacks(cases))
-        data[key] = [
-            {
-                "name": h.name,
-                "static_checks": h.static_checks,
-                "status": r.status,
-                "caught": c,
-                "message": r.message[:300],
-            }
-            for h, (r, c) in zip(cases, outcomes)
-        ]
-    data["hacks_caught"] = sum(h["caught"] for h in data["hacks"])
-    data["hacks_total"] = len(data["hacks"])
-    data["bad_inputs_handled"] = sum(h["caught"] for h in data["bad_inputs"])
-    data["bad_inputs_total"] = len(data["bad_inputs"])
+    data.update(hack_suites(pool, vcfg))
 
     # 5. sketch spread (the sketch family's checks)
     scfg = replace(vcfg, seeds=3, signed_trials=1, timed_runs=10)  # SketchFamily's checks

@@ -26,3 +26,24 @@ def test_bad_value_is_named():
         load_config(TrainConfig, None, ["loss.loss_agg=sum"])
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(TrainConfig, "/nonexistent.yaml")
+
+
+def test_verl_and_trl_kl_options():
+    cfg = load_config(
+        TrainConfig, None, ["loss.kl_coef=0.1", "loss.kl_estimator=low_var_kl", "loss.kl_bias_correction=true"]
+    )
+    s = cfg.loss.update_settings(1.0, 16)
+    assert (s.kl_estimator, s.kl_bias_correction, s.kl_coef) == ("low_var_kl", True, 0.1)
+    # without a KL loss term both would do nothing: refused, naming the key and the way out
+    for key in ("loss.kl_estimator=abs", "loss.kl_bias_correction=true"):
+        with pytest.raises(ConfigError, match=key.split("=")[0] + ".*loss.kl_coef > 0"):
+            load_config(TrainConfig, None, [key])
+    with pytest.raises(ConfigError, match="loss.kl_bias_correction"):
+        load_config(TrainConfig, None, ["loss.kl_coef=0.1", "loss.kl_in_reward=true", "loss.kl_bias_correction=true"])
+
+
+def test_group_size_one_warns_that_group_relative_advantages_vanish():
+    with pytest.warns(UserWarning, match="group_size=1.*loss.advantage=grpo gives no update a signal"):
+        load_config(TrainConfig, None, ["rollout.group_size=1"])
+    with pytest.warns(UserWarning, match="only the within-episode part of loss.advantage=kevin"):
+        load_config(TrainConfig, None, ["rollout.group_size=1", "loss.advantage=kevin"])

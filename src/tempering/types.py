@@ -125,6 +125,9 @@ class Group:
 
     task: Task
     episodes: list[Episode]
+    info: dict[str, Any] = field(default_factory=dict)
+    """What the rollout decided for the whole group: after turn 1 of a multi-turn rollout,
+    `turn1_failures` and `expanded` (whether its failed episodes got more turns; LEAP's pruning)."""
 
     @property
     def rewards(self) -> list[float]:

@@ -68,9 +68,11 @@ def test_ppo_clip_loss_uses_verls_global_token_count():
     weights = torch.tensor([[2.0, 0.5, 1.0, 1.0]])
     loss_w, _ = ppo_clip_policy_loss(logp, logp, adv, mask, "token-mean", cfg, rollout_is_weights=weights)
     assert float(loss_w) == pytest.approx(-(2.0 + 1.0 - 1.0) / 6.0)
-    assert "actor/tempering_clip_frac_high" in stats
+    assert "actor/tempering_clip_frac_high" in stats and "actor/tempering_dual_clip_frac" in stats
+    # token-sum: this rank's sum, doubled so that verl's average over its 2 dp ranks is the global sum
+    assert float(ppo_clip_policy_loss(logp, logp, adv, mask, "token-sum", cfg)[0]) == pytest.approx(-2.0 * 2)
     with pytest.raises(ValueError, match="supports loss_agg_mode"):
-        ppo_clip_policy_loss(logp, logp, adv, mask, "token-sum", cfg)
+        ppo_clip_policy_loss(logp, logp, adv, mask, "token-sum-norm", cfg)
 
 
 @pytest.mark.slow

@@ -6,9 +6,15 @@ import torch
 
 from tempering import cli
 from tempering.algos.direct_opd import adaptive_alpha
+from tempering.algos.losses import LossNorm, aggregate
 from tempering.config import build
 from tempering.models import char_tokenizer, load_policy, save_policy, tiny_model
 from tempering.recipes.direct_opd import DirectOPDConfig, direct_opd, trainer
+from tempering.rollout.engine import RolloutStats
+from tempering.train.batch import collate
+from tempering.train.loop import training_batch
+from tempering.train.scoring import score
+from tempering.train.update import token_logprobs
 
 TASK = {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 200, "heldout_size": 10}
 
@@ -65,6 +71,27 @@ def test_a_pair_without_shift_gives_no_signal(pretrained_dir, tmp_path):
         0.0, abs=1e-6
     )  # the student is still at its start
     assert t.state["alpha"] == 2.5  # sign(0) = 0
+
+
+def test_first_on_policy_ratio_is_one_when_sampling_tempered_and_filtered(pretrained_dir, fresh_dir, tmp_path):
+    """Every log-prob of Direct-OPD is of the untempered policy, the old ones included: sampling at T = 0.6
+    with top-k does not move the first ratio off 1, so the PPO loss is -sum_k A_k exactly."""
+    cfg = _cfg(pretrained_dir, [(pretrained_dir, fresh_dir)], tmp_path)
+    cfg.rollout.temperature, cfg.rollout.top_k = 0.6, 5
+    t = trainer(cfg)
+    groups, _, _ = asyncio.run(t.collect(RolloutStats()))
+    batch = collate([e for g in groups for e in g.episodes], t.sampler.pad_id)
+    scores = score(groups, batch, t.scorers)
+    mb = training_batch(batch, scores, t.method.credit(scores, batch, t.state))
+    m = mb.mask_BT.bool()
+    untempered, _ = token_logprobs(t.model, mb)
+    assert (batch.sample_logp_BT - untempered.detach())[m].abs().max() > 0.1  # the sampler's are another distribution
+    norm = LossNorm.of(mb.mask_BT)
+    _, stats = t.method.loss(t.model, mb, norm, t.settings, state=t.state)
+    want = aggregate(-mb.extra["cand_adv"].sum(-1), mb.mask_BT, "token-mean", norm)
+    assert float(want) != 0.0
+    assert float(stats["policy_loss"]) == pytest.approx(float(want), rel=1e-4, abs=1e-7)
+    assert float(stats["clip_frac_low"]) == float(stats["clip_frac_high"]) == 0.0
 
 
 def _anchor(t):

@@ -5,8 +5,10 @@ import pytest
 
 from tempering import cli
 from tempering.config import build
+from tempering.errors import ConfigError
 from tempering.models import char_tokenizer, load_policy, save_policy, tiny_model
 from tempering.recipes.distill import DistillConfig, trainer
+from tempering.recipes.tu_opd import TUOPDConfig
 from tempering.teachers import HFTeacher
 
 TASK = {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 200, "heldout_size": 10}
@@ -118,3 +120,13 @@ def test_bad_input_is_refused_with_a_clear_message(pretrained_dir, tmp_path, cap
     other.add_tokens(["<extra>"])
     save_policy(tiny_model("tiny-xs"), other, tmp_path / "odd")
     _fails(base + [f"teacher.path={tmp_path / 'odd'}"], capsys, "'<extra>' only in teacher 'teacher'")
+
+
+@pytest.mark.parametrize("key, value", [("temperature", 0.7), ("temperature", 0.0), ("top_k", 5), ("top_p", 0.9)])
+def test_sampling_another_distribution_than_the_teacher_scores_is_refused(tmp_path, key, value):
+    """The teacher scores at temperature 1 over the whole vocabulary; a tempered or truncated student would
+    make the reverse-KL advantage compare two different distributions."""
+    for schema, extra in ((DistillConfig, {"teacher": {"path": str(tmp_path)}}), (TUOPDConfig, {})):
+        with pytest.raises(ConfigError, match=rf"rollout.{key}={value}: .*sample with rollout.temperature=1"):
+            build(schema, {**extra, "rollout": {key: value}})
+        build(schema, {**extra, "rollout": {key: {"temperature": 1.0, "top_k": 0, "top_p": 1.0}[key]}})

@@ -12,6 +12,9 @@ from tempering.models import char_tokenizer, save_policy, tiny_model
 from tempering.recipes.expand_compress import expand_compress
 from tempering.recipes.rgrpo import RGRPOConfig, rgrpo
 from tempering.recipes.tu_opd import TUOPDConfig, trainer
+from tempering.rollout.engine import RolloutStats
+from tempering.train.batch import collate
+from tempering.train.scoring import score
 
 TASK = {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 24, "heldout_size": 8}
 SMALL = {
@@ -119,9 +122,38 @@ def test_expand_compress_refuses_values_it_derives(tmp_path):
             build(ExpandCompressConfig, {"compress": compress})
 
 
+def test_consensus_residual_credit_keeps_the_winners_excess(pretrained_dir, fresh_dir, tmp_path):
+    """tu_opd.residual=true: the target is the reliable consensus plus the winner's excess over it; the
+    credit of one step, recomputed by hand from the teachers' log-probs, and different from plain TU-OPD."""
+    tasks = build(TUOPDConfig, _with(pretrained_dir, tmp_path)).task
+    ids = [t.id for t in make_family(tasks.family, **tasks.args).tasks("train", tasks.train_size, seed=tasks.data_seed)]
+    (tmp_path / "p.json").write_text(json.dumps({"tasks": {i: {"a": 0.9, "b": 0.6} for i in ids}}))
+    teachers = {"a": {"path": str(pretrained_dir)}, "b": {"path": str(fresh_dir)}}
+    adv = {}
+    for residual in (True, False):
+        tu = {"teachers": teachers, "pass_rates": str(tmp_path / "p.json"), "residual": residual}
+        t = trainer(build(TUOPDConfig, _with(pretrained_dir, tmp_path / str(residual), tu_opd=tu)))
+        t.sampler.generator.manual_seed(0)
+        groups, _, _ = asyncio.run(t.collect(RolloutStats()))
+        batch = collate([e for g in groups for e in g.episodes], t.sampler.pad_id)
+        scores = score(groups, batch, t.scorers)
+        adv[residual] = t.method.credit(scores, batch, t.state).adv_BT
+    la, lb = scores.teachers["a"].token_logp_BC, scores.teachers["b"].token_logp_BC
+    consensus = 0.6 * la + 0.4 * lb  # weights 0.9 / 1.5 and 0.6 / 1.5; a is the winner
+    m = batch.mask_BT
+    torch.testing.assert_close(adv[True], (consensus + (la - consensus).clamp(min=0) - batch.sample_logp_BT) * m)
+    torch.testing.assert_close(adv[False], (consensus - batch.sample_logp_BT) * m)
+    assert bool(((la > lb) & (m > 0)).any()) and not torch.allclose(adv[True], adv[False])
+
+
 @pytest.mark.slow
 def test_expand_then_compress_end_to_end(pretrained_dir, tmp_path):
+    """The compress stage distils the expand stage's rounds, gated by the pass rates the expand stage
+    measured: on every step, the share of episodes whose task no round reaches rho on falls back to GRPO,
+    and the count of reliable teachers per episode is the one pass_rates.json gives."""
     stage = json.loads(json.dumps(SMALL))
+    compress = json.loads(json.dumps(SMALL))
+    compress["run"].update(steps=2, log_samples=8)  # every episode of a step (4 prompts x 2) in samples.jsonl
     res = expand_compress(
         {
             "run": {"out_dir": str(tmp_path)},
@@ -131,12 +163,22 @@ def test_expand_then_compress_end_to_end(pretrained_dir, tmp_path):
                 **stage,
                 "rgrpo": {"rounds": 2, "pass_samples": 2, "kappa": 0.5},
             },
-            "compress": {**stage, "tu_opd": {"rho": 0.5, "residual": True, "empty": "grpo"}},
+            "compress": {**compress, "tu_opd": {"rho": 0.5, "residual": True, "empty": "grpo"}},
         }
     )
     assert {"teacher round_1", "teacher round_2", "student final"} <= set(res)
     c = json.loads(json.dumps(__import__("yaml").safe_load((tmp_path / "compress" / "config.yaml").read_text())))
     assert c["tu_opd"]["pass_rates"] == str(tmp_path / "expand" / "pass_rates.json")
     assert set(c["tu_opd"]["teachers"]) == {"round_1", "round_2"} and c["model"]["name"] == str(pretrained_dir)
+    assert c["tu_opd"]["residual"] is True
+    rates = json.loads((tmp_path / "expand" / "pass_rates.json").read_text())["tasks"]
+    reliable = {tid: sum(p >= 0.5 for p in row.values()) for tid, row in rates.items()}
+    samples = [json.loads(x) for x in (tmp_path / "compress" / "samples.jsonl").read_text().splitlines()]
     rows = [json.loads(x) for x in (tmp_path / "compress" / "metrics.jsonl").read_text().splitlines()]
-    assert any("tu_opd/reliable_teachers" in r for r in rows)
+    steps = [r for r in rows if "tu_opd/reliable_teachers" in r]
+    assert [r["step"] for r in steps] == [1, 2]
+    for r in steps:
+        n = [reliable[x["task"]] for x in samples if x["step"] == r["step"]]
+        assert len(n) == 8
+        assert r["tu_opd/reliable_teachers"] == pytest.approx(sum(n) / 8)
+        assert r["tu_opd/grpo_fallback"] == pytest.approx(sum(k == 0 for k in n) / 8)

@@ -8,13 +8,18 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
+from tempering.algos.advantages import grpo_advantage
 from tempering.config import build
-from tempering.envs.gui.states import GuiStateFamily, most_matched_prompt
+from tempering.envs.gui.action import Action, format_output
+from tempering.envs.gui.states import GuiStateFamily, most_matched_prompt, sample_of
 from tempering.models import char_tokenizer
 from tempering.models.chat import ChatFormat
 from tempering.recipes.distill import DistillConfig, trainer
-from tempering.recipes.train import train
+from tempering.recipes.train import TrainConfig
+from tempering.recipes.train import trainer as rl_trainer
+from tempering.rollout.sampler import Sample
 from tempering.teachers import HFTeacher
 from tempering.teachers.prompts import requests, sees_sample
 from tempering.types import Episode, Task, Turn
@@ -87,15 +92,57 @@ def test_guided_opd_teacher_reads_most_matched_guidance_for_each_sample(tiny, tm
     assert any("distill/reverse_kl" in r for r in rows)
 
 
+class ScriptedOutputs:
+    """A sampler that answers each recorded state with fixed outputs, one per episode of its group."""
+
+    def __init__(self, sampler, outputs):
+        self.inner, self.outputs, self.seen = sampler, outputs, {}
+
+    def sample(self, prompts, params):
+        out = []
+        for p in prompts:
+            text = self.inner.tokenizer.decode(p)
+            k = self.seen[text] = self.seen.get(text, -1) + 1
+            ids = self.inner.tokenizer.encode(self.outputs(text)[k], add_special_tokens=False)
+            out.append(Sample(ids + [self.inner.tokenizer.eos_token_id], [-1.0] * (len(ids) + 1), False))
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
 @pytest.mark.slow
 def test_dual_level_grpo_trains_on_recorded_states(tmp_path):
-    cfg = _run(tmp_path / "grpo", steps=2)
-    cfg["task"]["args"] = {"weights": {"format": 0.5, "action": 0.5, "plan": 0.0}, "reference": "all"}
-    hist = train(cfg)
-    rows = [json.loads(x) for x in (tmp_path / "grpo" / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows if "reward" in r] == [1, 2]
-    assert all(0.0 <= r["reward"] <= 1.0 for r in rows if "reward" in r)
-    assert "eval/pass@1" in hist["final"] and (tmp_path / "grpo" / "final" / "config.json").is_file()
+    """Per group: the demonstrated action, another valid one, a well-formed invalid one, and garbage. The
+    dual reward (format 0.5 + action 0.5, over all valid actions) gives 1, 1, 0.5, 0, where the single-GT
+    reward gives the second one only its format half; GRPO turns these into the update's advantages."""
+    fam_args = {"weights": {"format": 0.5, "action": 0.5, "plan": 0.0}, "multi_only": True}
+    rewards = {}
+    for reference in ("all", "demonstrated"):
+        fam = GuiStateFamily(**fam_args, reference=reference)
+        by_prompt = {t.prompt: sample_of(t) for t in fam.tasks("train", 12)}
+
+        def outputs(prompt):
+            s = by_prompt[prompt]
+            other = next(a for a in s.valid if a != s.demonstrated)
+            return [s.target, format_output(other, []), format_output(Action("click", "99"), []), "not json"]
+
+        cfg = build(
+            TrainConfig, {**_run(tmp_path / reference), "rollout": {**_run(tmp_path)["rollout"], "group_size": 4}}
+        )
+        t = rl_trainer(cfg, family=fam)
+        t.sampler = ScriptedOutputs(t.sampler, outputs)
+        before = [p.detach().clone() for p in t.model.parameters()]
+        step = asyncio.run(t.step())
+        rewards[reference] = [[e.reward for e in g.episodes] for g in step.groups]
+        if reference == "all":
+            assert rewards["all"] == [[1.0, 1.0, 0.5, 0.0]] * 2
+            rows = [json.loads(x) for x in (tmp_path / reference / "samples.jsonl").read_text().splitlines()]
+            want = grpo_advantage(torch.tensor([[1.0, 1.0, 0.5, 0.0]]))[0].tolist()
+            assert [r["turns"][0]["advantage"] for r in rows[:4]] == pytest.approx(want, rel=1e-5)
+            assert any(not torch.equal(a, p) for a, p in zip(before, t.model.parameters()))
+    assert all(r[1] < 1.0 for r in rewards["demonstrated"])  # single-GT: the other valid action misses
+    assert [[r[0], r[2], r[3]] for r in rewards["demonstrated"]] == [[1.0, 0.5, 0.0]] * 2
 
 
 @pytest.mark.slow

@@ -1,3 +1,4 @@
+import asyncio
 import json
 import os
 import signal
@@ -188,3 +189,41 @@ def test_lora_trains_adapters_only_and_exports_merged_and_adapter(pretrained_dir
     assert not any("lora" in n for n, _ in merged.named_parameters())
     resumed = trainer(build(TrainConfig, {**cfg, "run": {**cfg["run"], "steps": 3}}), resume=True)
     assert resumed.step_no == 2
+
+
+def test_leap_logs_each_groups_pruning_decision_and_tournament(pretrained_dir, tmp_path):
+    """Every sample row carries its group's DCP decision and the rank tournament, recomputed here by hand
+    from the logged episodes; the step's metrics count the same decisions."""
+    cfg = _cfg(str(pretrained_dir), tmp_path, steps=1, log_samples=32, tensorboard=False)
+    cfg["rollout"].update(max_turns=3, prune="dcp")
+    cfg["loss"] = {"advantage": "leap"}
+    m = asyncio.run(trainer(build(TrainConfig, cfg)).step()).metrics
+    rows = [json.loads(x) for x in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    assert len(rows) == 32
+    groups = {}
+    for r in rows:
+        groups.setdefault(r["group"]["index"], []).append(r)
+    assert len(groups) == 8
+    for members in groups.values():
+        g = members[0]["group"]
+        fails = sum(len(r["turns"]) > 1 or r["stop_reason"] != "success" for r in members)
+        assert g["turn1_failures"] == fails
+        assert g["expanded"] == (2 <= fails <= 3)  # ceil(0.5 x 4) <= failures <= G - 1
+        assert all(
+            (r["stop_reason"] == "pruned") == (fails > 0 and not g["expanded"])
+            for r in members
+            if len(r["turns"]) == 1 and r["stop_reason"] != "success"
+        )
+        key = [
+            (r["stop_reason"] == "success", -len(r["turns"]) if r["stop_reason"] == "success" else 0) for r in members
+        ]
+        sign = lambda a, b: (a > b) - (a < b)
+        want = [sum(sign(key[i], key[j]) for j in range(4) if j != i) / 3 for i in range(4)]
+        assert [r["rank_score"] for r in members] == pytest.approx(want)
+        assert g["rank_scores"] == pytest.approx(want)
+    decided = [ms[0]["group"] for ms in groups.values() if ms[0]["group"]["turn1_failures"] > 0]
+    assert m["groups_expanded"] == sum(g["expanded"] for g in decided)
+    assert m["groups_pruned"] == len(decided) - m["groups_expanded"]
+    assert m["leap/groups_ranked"] == pytest.approx(
+        sum(any(ms[0]["group"]["rank_scores"]) for ms in groups.values()) / 8
+    )

@@ -13,8 +13,14 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src"
+REACH = (  # the job has the same uid as GNU time here: it must still reach neither its descriptors nor itself
+    "import os\nfds = [f for f in os.listdir('/proc/self/fd') if int(f) > 3]\nreached = []\n"
+    "for p in ('/proc/1/fd/3', '/proc/1/environ'):\n    try:\n        os.close(os.open(p, os.O_RDONLY))\n"
+    "        reached.append(p)\n    except OSError:\n        pass\nprint(fds, reached)"
+)
 SCRIPT = """
 import json, os, sys
+REACH = {reach!r}
 sys.path.insert(0, {src!r})
 from tempering.sandbox import Job, Limits, Sandbox
 out = {{}}
@@ -26,7 +32,9 @@ for b in Sandbox.available_backends():
                          outputs=["out.txt"]))
     loop = sb.run_sync(Job(cmd=["sh", "-c", "while :; do :; done"], limits=Limits(wall_s=1)))
     net = sb.run_sync(Job(cmd=["sh", "-c", "cat /proc/net/dev | wc -l"]))
-    out[b] = [ok.status, ok.stdout, ok.outputs.get("out.txt", b"").decode(), loop.status, net.stdout.strip()]
+    reach = sb.run_sync(Job(cmd=["python3", "-c", REACH]))
+    out[b] = [ok.status, ok.stdout, ok.outputs.get("out.txt", b"").decode(), loop.status, net.stdout.strip(),
+              reach.stdout.strip()]
 print(json.dumps(out))
 """
 
@@ -52,7 +60,7 @@ def test_isolated_backends_work_for_an_unprivileged_host_user():
     root = tempfile.mkdtemp(prefix="tempering-nonroot-")  # pytest's tmp_path is private to root
     os.chmod(root, 0o777)
     try:
-        res = _as_nobody(["/usr/bin/python3", "-c", SCRIPT.format(src=str(SRC), root=root)], timeout=120)
+        res = _as_nobody(["/usr/bin/python3", "-c", SCRIPT.format(src=str(SRC), root=root, reach=REACH)], timeout=120)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     assert res.returncode == 0, res.stderr[-2000:]
@@ -61,6 +69,7 @@ def test_isolated_backends_work_for_an_unprivileged_host_user():
     out = json.loads(res.stdout.strip().splitlines()[-1])
     if not out:
         pytest.skip("no isolating backend works for an unprivileged user here")
-    for backend, (status, stdout, written, loop, net_lines) in out.items():
+    for backend, (status, stdout, written, loop, net_lines, reach) in out.items():
         assert (status, stdout, written, loop) == ("ok", "ro\n/job\n", "x\n", "timeout"), backend
         assert int(net_lines) <= 3, backend  # header lines + loopback only: no host interfaces
+        assert reach == "[] []", (backend, reach)

@@ -41,6 +41,24 @@ def test_nonzero_exit_and_crash_by_signal(backend):
     assert (res.status, res.exit_code, res.signal) == ("killed", None, signal.SIGSEGV)
 
 
+@pytest.mark.parametrize(
+    "code, limits, status",
+    [
+        ("import time; time.sleep(30)", Limits(wall_s=1.0), "timeout"),
+        ("print('y' * 10000)", Limits(output_bytes=4096), "output_limit"),
+        ("b = bytearray(400 << 20)", Limits(memory_mb=128), "memory_exceeded"),
+        ("open('big', 'wb').write(b'x' * (12 << 20))", Limits(fsize_mb=8), "output_limit"),
+    ],
+    ids=["wall", "output", "memory", "file_size"],
+)
+def test_limits_end_a_job(backend, code, limits, status):
+    """The limits every backend keeps, the host's plain `subprocess` one included (the adversarial suite
+    tries them harder, in the isolating backends only)."""
+    res = run(backend, cmd=["python3", "-c", code], limits=limits)
+    assert res.status == status, (res.status, res.message, res.stderr[-300:])
+    assert len(res.stdout) <= limits.output_bytes
+
+
 @pytest.mark.slow  # imports torch
 def test_stdin_env_and_project_interpreter(backend):
     res = run(
@@ -108,8 +126,8 @@ def test_isolated_job_sees_only_its_workdir_and_no_host_tmp(isolated, tmp_path):
 def test_setup_failure_is_a_sandbox_error(isolated, monkeypatch):
     real = backends.bwrap_argv if isolated == "bwrap" else backends.unshare_argv
 
-    def broken(lay, cmd, fd):
-        argv = real(lay, cmd, fd)
+    def broken(lay, cmd):
+        argv = real(lay, cmd)
         return argv[:1] + ["--no-such-option"] + argv[1:]
 
     monkeypatch.setattr(backends, f"{isolated}_argv", broken)
@@ -162,7 +180,7 @@ def test_cancelled_run_kills_the_job_and_cleans_up(backend, tmp_path):
 
     asyncio.run(main())
     root = next(tmp_path.iterdir())
-    assert list(root.iterdir()) == []  # the job folder is gone
+    assert [p for p in root.iterdir() if p.name.startswith("job-")] == []  # the job folder is gone
 
 
 def test_devices_are_passed_through_only_when_asked(isolated):
@@ -180,6 +198,39 @@ def test_devices_must_be_device_nodes():
     for bad in ("/etc/passwd", "/dev/no-such-device", "relative"):
         with pytest.raises(UserError, match="Job.devices"):
             Job(cmd=["true"], devices=[bad]).validate()
+
+
+def test_a_job_can_be_fed_and_read_while_it_runs(backend):
+    """A warm worker's channel: stdin fed as the job runs, stdout handed over as it comes."""
+    sb = Sandbox(backend=backend)
+    code = "import sys\nfor line in sys.stdin:\n    print('got', line.strip(), flush=True)\n"
+
+    async def main():
+        to_send, seen = asyncio.Queue(), []
+
+        async def feed():
+            while (chunk := await to_send.get()) is not None:
+                yield chunk
+
+        def on_stdout(chunk):
+            seen.append(chunk)
+            to_send.put_nowait(b"two\n" if len(seen) == 1 else None)  # answer, then end its stdin
+
+        to_send.put_nowait(b"one\n")
+        res = await asyncio.wait_for(sb.run(Job(cmd=["python3", "-c", code]), feed=feed(), on_stdout=on_stdout), 60)
+        return res, b"".join(seen)
+
+    res, seen = asyncio.run(main())
+    assert res.status == "ok" and res.stdout == "" and seen == b"got one\ngot two\n"
+    from tempering.errors import UserError
+
+    with pytest.raises(UserError, match="feed"):
+        asyncio.run(sb.run(Job(cmd=["true"], stdin="x"), feed=_empty()))
+
+
+async def _empty():
+    return
+    yield
 
 
 def test_mounts_show_workdir_folders_at_fixed_paths(isolated):

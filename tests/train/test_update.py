@@ -3,8 +3,9 @@ import copy
 import pytest
 import torch
 
+from tempering.algos.losses import AGG_MODES, LossNorm
 from tempering.train.batch import broadcast_turn_adv, collate
-from tempering.train.update import UpdateSettings, policy_update, token_logprobs
+from tempering.train.update import UpdateSettings, policy_update, ppo_loss, token_logprobs
 from tempering.types import Episode, Task, Turn
 
 
@@ -27,7 +28,7 @@ def _grads(model, batch, settings):
     return [p.grad.clone() for p in model.parameters()]
 
 
-@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
+@pytest.mark.parametrize("agg", AGG_MODES)
 def test_accumulating_four_micro_batches_gives_the_big_batch_gradient(tiny, agg):
     model, _ = tiny
     batch = collate(_episodes(), pad_id=0)
@@ -98,6 +99,29 @@ def test_logged_loss_and_entropy_do_not_depend_on_micro_batching(tiny, agg):
         )
     for k in ("policy_loss", "entropy", "approx_kl"):
         assert stats[0][k] == pytest.approx(stats[1][k], rel=1e-5, abs=1e-7), k
+
+
+def test_bias_corrected_kl_is_k3_weighted_by_the_current_old_ratio(tiny):
+    """TRL's use_bias_correction_kl: the KL term of each token is k3 times pi/pi_old, by hand."""
+    model, _ = tiny
+    b = collate(_episodes()[:3], pad_id=0)
+    b.adv_BT = torch.zeros_like(b.mask_BT)  # no policy-gradient term: the loss is the KL term alone
+    logp, _ = token_logprobs(model, b)
+    logp = logp.detach()
+    g = torch.Generator().manual_seed(1)
+    b.old_logp_BT = logp + 0.3 * torch.randn(logp.shape, generator=g)
+    b.ref_logp_BT = logp + 0.5 * torch.randn(logp.shape, generator=g)
+    m, norm = b.mask_BT, LossNorm.of(b.mask_BT)
+    d = b.ref_logp_BT - logp
+    k3 = d.exp() - d - 1
+    ratio = (logp - b.old_logp_BT).exp()
+    s = UpdateSettings(kl_coef=1.0, share_prefix=False, dual_clip=None)
+    plain = float(ppo_loss(model, b, norm, s)[0].detach())
+    assert plain == pytest.approx(float((k3 * m).sum() / m.sum()), rel=1e-4)
+    s.kl_bias_correction = True
+    weighted = float(ppo_loss(model, b, norm, s)[0].detach())
+    assert weighted == pytest.approx(float((k3 * ratio * m).sum() / m.sum()), rel=1e-4)
+    assert abs(weighted - plain) > 1e-3
 
 
 def test_micro_batch_normalisation_is_each_micro_batchs_mean_weighted_by_its_rows(tiny):

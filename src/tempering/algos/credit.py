@@ -96,11 +96,16 @@ def _outcome(estimator: Callable[[torch.Tensor], torch.Tensor]) -> Callable[...,
     return credit
 
 
+def leap_tournament(t: TurnTensors, token_efficiency: bool = False) -> torch.Tensor:
+    """(N, G) tournament scores of LEAP's rank reward (logged per episode beside the credit)."""
+    return rank_scores(t.success_NG, t.first_success_NG, t.tokens_NGK.sum(-1), token_efficiency)
+
+
 def leap_credit(t: TurnTensors, gamma: float = 0.5, token_efficiency: bool = False) -> torch.Tensor:
     """LEAP's rank tournament over (success, first-success turn, tokens), passed back to earlier turns."""
     if t.shaping_NGK is not None and bool(t.shaping_NGK.any()):
         raise ValueError("LEAP ranks episodes by (success, turn, tokens) and has no use for reward shaping")
-    s = rank_scores(t.success_NG, t.first_success_NG, t.tokens_NGK.sum(-1), token_efficiency)
+    s = leap_tournament(t, token_efficiency)
     return rank_turn_credit(s, t.valid_NGK.sum(-1), t.valid_NGK.shape[-1], gamma)
 
 

@@ -2,6 +2,13 @@
 
 Aggregation divides by a normaliser fixed for the whole optimizer step (`LossNorm`), so gradient
 accumulation over micro-batches (and data-parallel ranks) gives the same gradient as one big batch.
+The modes are verl's (`actor.loss_agg_mode`), over the whole step:
+- `token-mean`: every token weighs the same (DAPO; TRL's `loss_type=dapo`);
+- `token-sum`: the plain sum over tokens (no normalisation: the gradient grows with the batch);
+- `seq-mean-token-mean`: mean per sequence, then over sequences (GRPO's original; TRL's `grpo`);
+- `seq-mean-token-sum`: sum per sequence, then the mean over sequences;
+- `seq-mean-token-sum-norm`: sum per sequence divided by a constant (the maximum response length),
+  then the mean over sequences (Dr. GRPO; TRL's `dr_grpo`).
 """
 
 from __future__ import annotations
@@ -10,8 +17,10 @@ from dataclasses import dataclass
 
 import torch
 
-AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
-KL_ESTIMATORS = ("k1", "k2", "k3")
+AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+KL_ESTIMATORS = ("k1", "k2", "k3", "abs")
+KL_ALIASES = {"kl": "k1", "mse": "k2", "low_var_kl": "k3"}
+"""verl's names (`kl_loss_type`) for the same estimators."""
 
 
 @dataclass
@@ -24,6 +33,9 @@ class LossNorm:
     """Number of sequences with at least one loss token in the step."""
     max_len: float = 1.0
     """The constant of `seq-mean-token-sum-norm` (Dr. GRPO): the maximum response length."""
+    world: float = 1.0
+    """Data-parallel ranks whose gradients are averaged: `token-sum` multiplies by it, so the average
+    of the ranks' sums is the sum over the whole step (the counts above are already divided by it)."""
 
     @classmethod
     def of(cls, mask_BT: torch.Tensor, max_len: float | None = None) -> LossNorm:
@@ -38,9 +50,13 @@ def aggregate(loss_BT: torch.Tensor, mask_BT: torch.Tensor, mode: str, norm: Los
     norm = norm or LossNorm.of(mask_BT)
     if mode == "token-mean":
         return (loss_BT * mask).sum() / norm.tokens
+    if mode == "token-sum":
+        return (loss_BT * mask).sum() * norm.world
     if mode == "seq-mean-token-mean":
         per_seq = (loss_BT * mask).sum(-1) / mask.sum(-1).clamp(min=1)
         return per_seq.sum() / norm.seqs
+    if mode == "seq-mean-token-sum":
+        return (loss_BT * mask).sum() / norm.seqs
     if mode == "seq-mean-token-sum-norm":
         return ((loss_BT * mask).sum(-1) / norm.max_len).sum() / norm.seqs
     raise ValueError(f"unknown loss aggregation {mode!r}; use one of {AGG_MODES}")
@@ -57,14 +73,16 @@ def ppo_clip_loss(
     agg: str = "token-mean",
     norm: LossNorm | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Clipped surrogate with asymmetric clip (DAPO clip-higher) and dual clip for negative advantages."""
+    """Clipped surrogate with asymmetric clip (DAPO clip-higher) and dual clip for negative advantages.
+
+    Statistics (token shares): `clip_frac_low` / `clip_frac_high` where the ratio left the clip range on
+    the side that stops the gradient, `dual_clip_frac` where the dual clip capped a negative advantage's
+    loss at c * |A| (verl's `pg_clipfrac_lower`), and `approx_kl`."""
     log_ratio = (logp_BT - old_logp_BT).clamp(-20.0, 20.0)
     ratio = log_ratio.exp()
     unclipped = -adv_BT * ratio
     clipped = -adv_BT * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
     loss = torch.maximum(unclipped, clipped)
-    if dual_clip is not None:
-        loss = torch.where(adv_BT < 0, torch.minimum(loss, -dual_clip * adv_BT), loss)
     m = mask_BT.bool()
     with torch.no_grad():
         n = m.sum().clamp(min=1)
@@ -73,11 +91,20 @@ def ppo_clip_loss(
             "clip_frac_high": ((ratio > 1.0 + clip_high) & (adv_BT > 0) & m).sum() / n,
             "approx_kl": ((ratio - 1.0 - log_ratio) * m).sum() / n,  # k3 estimate of KL(old || new)
         }
+    if dual_clip is not None:
+        cap = -dual_clip * adv_BT
+        with torch.no_grad():
+            stats["dual_clip_frac"] = ((adv_BT < 0) & (loss > cap) & m).sum() / n
+        loss = torch.where(adv_BT < 0, torch.minimum(loss, cap), loss)
     return aggregate(loss, mask_BT, agg, norm), stats
 
 
 def kl_estimate(logp_BT: torch.Tensor, ref_logp_BT: torch.Tensor, kind: str = "k3") -> torch.Tensor:
-    """Per-token estimate of KL(pi || ref) on the sampled token; d = log ref - log pi."""
+    """Per-token estimate of KL(pi || ref) on the sampled token; d = log ref - log pi.
+
+    k1 = -d (unbiased), k2 = d^2 / 2 (verl's `mse`), k3 = e^d - d - 1 (unbiased and >= 0; verl's
+    `low_var_kl`, clamped to [-10, 10] as there), abs = |d| (verl's `abs`)."""
+    kind = KL_ALIASES.get(kind, kind)
     d = ref_logp_BT - logp_BT
     if kind == "k1":
         return -d
@@ -85,7 +112,9 @@ def kl_estimate(logp_BT: torch.Tensor, ref_logp_BT: torch.Tensor, kind: str = "k
         return 0.5 * d * d
     if kind == "k3":
         return (d.clamp(-20.0, 20.0).exp() - d - 1.0).clamp(-10.0, 10.0)
-    raise ValueError(f"unknown KL estimator {kind!r}; use one of {KL_ESTIMATORS}")
+    if kind == "abs":
+        return d.abs()
+    raise ValueError(f"unknown KL estimator {kind!r}; use one of {KL_ESTIMATORS} or {sorted(KL_ALIASES)}")
 
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:

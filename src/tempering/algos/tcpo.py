@@ -80,6 +80,9 @@ def zscore(c_NGK: torch.Tensor, valid_NGK: torch.Tensor, over: str = "turn", eps
 
 
 LADDER = ("trajectory", "turn_reward", "score_diff", "retrospective", "hindsight", "full")
+TURN_DECAY = 0.8
+"""Earlier turns get more turn credit than later ones (the paper rewards fast repair): turn k's
+normalised credit is weighted turn_decay^(k-1); 1.0 treats every turn alike."""
 
 
 def tcpo_advantage(
@@ -93,12 +96,16 @@ def tcpo_advantage(
     w_s: float = 0.1,
     traj_score: str = "final",
     norm: str = "turn",
-    turn_decay: float = 1.0,
+    turn_decay: float = TURN_DECAY,
     cf_mean_NGK: torch.Tensor | None = None,
     cf_mask_NGK: torch.Tensor | None = None,
     traj_shaping_NG: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """A_{i,k} = A_traj_i + lam * turn_decay^(k-1) * z(c_{i,k}).
+    """A_{i,k} = A_traj_i + lam * turn_decay^(k-1) * z(c_{i,k}); turn_decay < 1 favours earlier turns.
+
+    z normalises within each (prompt, turn index) cell (`norm=turn`): it keeps a turn's standing among its
+    peers, not the size of its credit, so a cell of two episodes always becomes +-1/sqrt(2) = +-0.707 (a
+    counterfactual credit of 0.05 and one of 0.9 weigh the same); `norm=group` pools a prompt's turns.
 
     `traj_shaping_NG` (reward shaping summed over the episode) is added to the trajectory score before
     its group normalisation; the turn components see verifier scores only.

@@ -142,6 +142,7 @@ def verl_loss_norm(response_mask: torch.Tensor, config) -> LossNorm:
         tokens=float(tokens) / dp if tokens is not None else local.tokens,
         seqs=float(seqs) / dp if seqs is not None else local.seqs,
         max_len=float(info.get("loss_scale_factor") or response_mask.shape[-1]),
+        world=dp,
     )
 
 

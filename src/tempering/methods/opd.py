@@ -5,7 +5,8 @@ student never sees). Credit / loss:
 - `reverse_kl`: A_t = log pi_T(y_t) - log pi_S(y_t) as a per-token advantage in the PPO loss;
 - `jsd_topk` / `jsd_full`: the generalised JSD (beta = 0 forward KL, 1 reverse KL) on the teacher's
   top-k plus one bucket for the rest of the vocabulary, or on the whole vocabulary, as a direct loss.
-The task reward is only logged.
+The task reward is only logged. Sampling is plain (temperature 1, no top-k / top-p; `check_sampling`), so
+the student's sampling log-probs and the teacher's refer to the same distribution.
 """
 
 from __future__ import annotations
@@ -45,6 +46,28 @@ class DistillSection(Schema):
         ignored_unless(self, "distill", ["beta"], self.loss != "reverse_kl", "distill.loss=jsd_topk|jsd_full")
         ignored_unless(self, "distill", ["top_k"], self.loss == "jsd_topk", "distill.loss=jsd_topk")
         return self
+
+
+def check_sampling(rollout) -> None:
+    """The reverse-KL advantage (and TU-OPD's) subtracts the student's sampling log-probs from the
+    teacher's, and teachers score at temperature 1 over the whole vocabulary (a server's top-N cannot be
+    re-tempered or re-filtered): sampling from a tempered or truncated student would compare two different
+    distributions. Raises ValueError (inside a validator) naming the keys."""
+    off = [
+        f"rollout.{key}={value}"
+        for key, value, plain in (
+            ("temperature", rollout.temperature, 1.0),
+            ("top_k", rollout.top_k, 0),
+            ("top_p", rollout.top_p, 1.0),
+        )
+        if value != plain
+    ]
+    if off:
+        raise ValueError(
+            f"{', '.join(off)}: on-policy distillation compares the student's sampling log-probs with the "
+            "teacher's at temperature 1 over the whole vocabulary, so both must be the same distribution; "
+            "sample with rollout.temperature=1, rollout.top_k=0, rollout.top_p=1"
+        )
 
 
 def teachers_of(ctx: Context, specs: dict[str, TeacherSection], given: dict[str, Teacher] | None = None):

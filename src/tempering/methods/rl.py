@@ -9,20 +9,26 @@ Loss: PPO-clip. LEAP's pruning and TCPO's counterfactual resampling are rollout 
 
 from __future__ import annotations
 
+import warnings
+from dataclasses import replace
 from typing import Any, Literal
 
 import torch
 from pydantic import Field, model_validator
 
-from tempering.algos.credit import CREDIT, credit_params, resolve_credit
+from tempering.algos.credit import CREDIT, credit_params, leap_tournament, resolve_credit
 from tempering.algos.leap import dcp_expand
+from tempering.algos.losses import KL_ALIASES, KL_ESTIMATORS
 from tempering.config import ignored_unless
 from tempering.rollout.engine import CounterfactualOptions
+from tempering.train.batch import TrainBatch
 from tempering.train.config import RolloutSection, UpdateSection
-from tempering.train.method import Context, Method, turn_credit
-from tempering.train.scoring import KLPenalty, OverlongPenalty, ReferenceLogprobs
+from tempering.train.method import Context, Credit, CreditFn, Method, turn_credit
+from tempering.train.scoring import KLPenalty, OverlongPenalty, ReferenceLogprobs, Scores
 from tempering.train.update import UpdateSettings
 from tempering.types import Group
+
+KLEstimator = Literal[(*KL_ESTIMATORS, *KL_ALIASES)]  # type: ignore[valid-type]
 
 
 class RLRolloutSection(RolloutSection):
@@ -70,7 +76,14 @@ class RLLossSection(UpdateSection):
         default_factory=dict, description="Keyword arguments of the credit function (e.g. gamma, mode)."
     )
     kl_coef: float = Field(0.0, ge=0, description="KL-to-reference coefficient beta (0: no reference model is loaded).")
-    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="KL estimator of the loss term.")
+    kl_estimator: KLEstimator = Field(
+        "k3",
+        description="KL estimator of the loss term: k1, k2, k3, abs, or verl's names kl (k1), mse (k2), low_var_kl (k3).",
+    )
+    kl_bias_correction: bool = Field(
+        False,
+        description="Weight the KL term of each token by the current/old policy ratio (TRL's use_bias_correction_kl).",
+    )
     kl_in_reward: bool = Field(
         False, description="Subtract beta * each turn's summed k1 KL from its reward instead of adding a loss term."
     )
@@ -97,7 +110,7 @@ class RLLossSection(UpdateSection):
         ignored_unless(
             self,
             "loss",
-            ["kl_estimator"],
+            ["kl_estimator", "kl_bias_correction"],
             self.kl_coef > 0 and not self.kl_in_reward,
             "loss.kl_coef > 0 (as a loss term)",
         )
@@ -114,18 +127,44 @@ class RLLossSection(UpdateSection):
     def update_settings(self, temperature: float, max_response_len: int) -> UpdateSettings:
         s = super().update_settings(temperature, max_response_len)
         if not self.kl_in_reward:
-            s.kl_coef, s.kl_estimator = self.kl_coef, self.kl_estimator
+            s.kl_coef, s.kl_estimator, s.kl_bias_correction = self.kl_coef, self.kl_estimator, self.kl_bias_correction
         return s
 
 
 def check(cfg) -> None:
     """Checks across sections of an RL config (raise ValueError inside a validator)."""
     r, loss = cfg.rollout, cfg.loss
+    if r.group_size == 1:
+        within = loss.advantage == "kevin" or (loss.advantage == "tcpo" and loss.credit_args.get("norm") == "group")
+        warnings.warn(
+            "rollout.group_size=1: every group-relative advantage is 0 with one episode per prompt, so "
+            + (
+                f"only the within-episode part of loss.advantage={loss.advantage} trains"
+                if within
+                else f"loss.advantage={loss.advantage} gives no update a signal"
+            )
+            + "; use rollout.group_size >= 2",
+            stacklevel=2,
+        )
     if r.counterfactual_turns > 0 and loss.advantage != "tcpo":
         raise ValueError(
             f"rollout.counterfactual_turns={r.counterfactual_turns} resamples turns for TCPO's counterfactual credit, "
             f"which loss.advantage={loss.advantage} never reads; set loss.advantage=tcpo or rollout.counterfactual_turns=0"
         )
+
+
+def with_tournament(credit: CreditFn, token_efficiency: bool) -> CreditFn:
+    """LEAP's credit, with each episode's tournament score kept for its sample row and two metrics: the
+    share of groups the tournament ranks at all (some score != 0) and the mean |score|."""
+
+    def logged(scores: Scores, batch: TrainBatch, state) -> Credit:
+        s_NG = leap_tournament(scores.turns, token_efficiency)
+        ranked = (s_NG != 0).any(-1).float()
+        metrics = {"leap/groups_ranked": float(ranked.mean()), "leap/rank_score_abs": float(s_NG.abs().mean())}
+        out = credit(scores, batch, state)
+        return replace(out, metrics={**out.metrics, **metrics}, per_episode={"rank_score": s_NG.flatten()})
+
+    return logged
 
 
 def build(ctx: Context) -> Method:
@@ -159,9 +198,13 @@ def build(ctx: Context) -> Method:
         plots.append("shaping/overlong")
     if r.max_turns > 1:
         plots += ["turns", "acc@1"]
+    credit = turn_credit(resolve_credit(loss.advantage, loss.credit_args))
+    if loss.advantage == "leap":
+        credit = with_tournament(credit, loss.credit_args.get("token_efficiency", False))
+        plots += ["leap/groups_ranked"]
     return Method(
         name=loss.advantage,
-        credit=turn_credit(resolve_credit(loss.advantage, loss.credit_args)),
+        credit=credit,
         scorers=scorers,
         rollout=rollout,
         resample_rounds=loss.max_resample_rounds if loss.dynamic_sampling else None,

@@ -6,7 +6,7 @@ import asyncio
 from functools import partial
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from tempering.envs.base import TaskFamily
 from tempering.methods import opd
@@ -23,6 +23,11 @@ class DistillConfig(LoopConfig):
 
     teacher: TeacherSection = Field(..., description="The teacher (in-process path or vLLM server) and its prompt.")
     distill: opd.DistillSection = Field(default_factory=opd.DistillSection, description="Distillation loss.")
+
+    @model_validator(mode="after")
+    def _check(self):
+        opd.check_sampling(self.rollout)
+        return self
 
 
 def trainer(

@@ -6,10 +6,11 @@ import asyncio
 from functools import partial
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from tempering.envs.base import TaskFamily
 from tempering.methods import tu_opd as method
+from tempering.methods.opd import check_sampling
 from tempering.recipes.common import as_config
 from tempering.teachers import Teacher
 from tempering.train.config import LoopConfig
@@ -23,6 +24,11 @@ class TUOPDConfig(LoopConfig):
     tu_opd: method.TUOPDSection = Field(
         default_factory=method.TUOPDSection, description="Teachers, pass rates, gating and weighting."
     )
+
+    @model_validator(mode="after")
+    def _check(self):
+        check_sampling(self.rollout)
+        return self
 
 
 def trainer(

@@ -308,6 +308,7 @@ async def rollout(
                 cut = [e for e, ok in zip(g.episodes, keep) if not e.stop_reason and not ok]
                 for e in cut:
                     e.stop_reason = "pruned"
+                g.info.update(turn1_failures=len(failed), expanded=bool(failed) and len(cut) < len(failed))
                 if failed:
                     stats.groups_expanded += len(cut) < len(failed)
                     stats.groups_pruned += len(cut) == len(failed)

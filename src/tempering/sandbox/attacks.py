@@ -2,8 +2,8 @@
 
 Each attack is a small Python program run as a job, plus a check that looks at the `Result` *and*
 at the host afterwards (files that must not exist, processes that must be gone, a server that must
-not have been reached). `guaranteed_by` says which backends promise to contain it: the plain
-`subprocess` backend only promises its rlimits, a scrubbed environment and safe output reading.
+not have been reached). Attacks run only in the isolating backends (bwrap, unshare): the plain
+`subprocess` backend runs jobs as the caller on the host, where an attack would do its damage.
 
     python -m tempering.sandbox.attacks [backend ...]     # prints the table for this machine
 """
@@ -11,6 +11,7 @@ not have been reached). `guaranteed_by` says which backends promise to contain i
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 import socket
@@ -20,11 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tempering.errors import UserError
+from tempering.sandbox.backends import ISOLATED
 from tempering.sandbox.job import Job, Limits, Result
 from tempering.sandbox.sandbox import Sandbox
-
-ISOLATED = ("bwrap", "unshare")
-ALL = ("bwrap", "unshare", "subprocess")
 
 
 @dataclass
@@ -65,10 +65,14 @@ class Attack:
     check: Callable[[Result, Context], str]
     """Empty string when the attack was contained, else what went wrong."""
     limits: Limits = field(default_factory=lambda: Limits(wall_s=5.0, cpu_s=5.0))
-    guaranteed_by: tuple[str, ...] = ISOLATED
-    """Backends that promise to contain it."""
     needs_victim: bool = False
     """Run next to another job whose workdir is the target."""
+    readonly_files: dict[str, str] = field(default_factory=dict)
+    """Read-only files of the job."""
+    runs: int = 1
+    """Times the job runs, one after the other (the same slot, so the same uid); the check sees the last."""
+    needs: str = ""
+    """What the machine must offer for the backend to contain it (a `Sandbox.not_contained` topic)."""
 
 
 def _leftovers(ctx: Context) -> list[int]:
@@ -126,6 +130,133 @@ def _no_connection(res: Result, ctx: Context) -> str:
     return "the host server accepted a connection" if ctx.connections or "CONNECTED" in res.stdout else ""
 
 
+def _words(*words: str) -> Callable[[Result, Context], str]:
+    """The job printed none of `words` (each marks a step of the attack that worked)."""
+
+    def check(res: Result, ctx: Context) -> str:
+        found = [w for w in words if w in res.stdout]
+        return f"the job reported {', '.join(found)}: {res.stdout[-300:]!r}" if found else ""
+
+    return check
+
+
+def _measured(res: Result, ctx: Context) -> str:
+    # a Python interpreter holds several MiB: a smaller peak is a forged usage line
+    return "" if res.peak_memory_mb > 2 else f"forged usage: peak {res.peak_memory_mb:g} MiB"
+
+
+def _held_at_most(res: Result, ctx: Context) -> str:
+    cap = STORAGE_LIMITS.memory_mb + STORAGE_LIMITS.disk_mb
+    held = [int(line.split()[1]) for line in res.stdout.splitlines() if line.startswith("held ")]
+    if res.status == "ok" or (held and held[-1] > cap):
+        return f"the job held {held[-1] if held else '?'} MiB beyond its limits (status {res.status})"
+    return ""
+
+
+def _key_not_in_host_keyrings(res: Result, ctx: Context) -> str:
+    try:
+        with open("/proc/keys") as f:
+            return "the job's key reached a keyring of the host" if ctx.token in f.read() else ""
+    except OSError:
+        return ""
+
+
+STORAGE_LIMITS = Limits(wall_s=30.0, cpu_s=30.0, memory_mb=128, disk_mb=32, fsize_mb=16)
+
+_STATUS_CHANNEL = """import os
+junk = b"x" * 5000 + b"\\n" + b"1 0.00 0.00\\n" * 100 + b"started\\n"
+open_fds = [fd for fd in range(3, 1024) if not os.path.isdir(f"/proc/self/fd/{{fd}}") and os.path.exists(f"/proc/self/fd/{{fd}}")]
+print("FDS", open_fds)
+for fd in open_fds:
+    try:
+        os.write(fd, junk)
+        print("WROTE fd", fd)
+    except OSError as e:
+        print("denied fd", fd, e)
+for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
+    try:
+        env = open(f"/proc/{{pid}}/environ", "rb").read()
+        if b"TIME=" in env:
+            print("READ_NONCE of", pid)
+    except OSError:
+        pass
+    try:
+        fds = os.listdir(f"/proc/{{pid}}/fd")
+    except OSError:
+        continue
+    for fd in fds:
+        try:
+            if not os.readlink(f"/proc/{{pid}}/fd/{{fd}}").startswith("pipe:"):
+                continue
+            w = os.open(f"/proc/{{pid}}/fd/{{fd}}", os.O_WRONLY | os.O_NONBLOCK)
+            os.write(w, junk[:4096])
+            print("WROTE_OTHER", pid, fd)
+        except OSError:
+            pass
+"""
+
+_HIDDEN_STORAGE = """import os
+held, fds, chunk = 0, [], b"x" * (4 << 20)
+def hidden(i):
+    kind = i % 4
+    if kind == 0:
+        return os.memfd_create(f"m{{i}}")
+    path = {{1: f"d{{i}}", 2: f"/tmp/d{{i}}", 3: f"/dev/shm/d{{i}}"}}[kind]
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    except OSError:
+        return os.memfd_create(f"m{{i}}")
+    os.unlink(path)
+    return fd
+for i in range(1000):
+    fd = hidden(i)
+    fds.append(fd)
+    for _ in range(3):
+        os.write(fd, chunk)
+        held += 4
+    print("held", held, flush=True)
+    if held >= 512:
+        break
+print("HELD", held)
+"""
+
+_KEYRING = """import ctypes, platform
+add_key, request_key, keyctl = {{"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}}[platform.machine()]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+desc, payload = b"tempering-attack-{token}", b"{secret}"
+buf = ctypes.create_string_buffer(256)
+for ring in (-3, -4, -5):  # session, user, user-session keyrings
+    kid = libc.syscall(keyctl, 10, ring, b"user", desc, 0)  # KEYCTL_SEARCH
+    if kid > 0 and libc.syscall(keyctl, 11, kid, buf, 256) > 0:  # KEYCTL_READ
+        print("FOUND", ring, buf.value)
+for ring in (-3, -4, -5):
+    if libc.syscall(add_key, b"user", desc, payload, len(payload), ring) > 0:
+        print("stored", ring)
+    else:
+        print("denied", ring, ctypes.get_errno())
+"""
+
+_READONLY_PARENT = """import os
+for old, new in (("tests", "tests-old"), ("tests/unit", "tests/unit-old")):
+    try:
+        os.rename(old, new)
+        print("RENAMED", old)
+    except OSError as e:
+        print("denied rename", old, e)
+for path in ("tests/unit/check.txt", "tests/unit/extra.txt", "tests/extra.txt"):
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".new", "w") as f:
+            f.write("planted")
+        os.replace(path + ".new", path)
+        print("PLANTED", path)
+    except OSError as e:
+        print("denied plant", path, e)
+print("READ", open("tests/unit/check.txt").read())
+"""
+
+
 ATTACKS = [
     Attack(
         "infinite_loop",
@@ -133,7 +264,6 @@ ATTACKS = [
         "while True:\n    pass\n",
         _status("timeout"),
         Limits(wall_s=1.0, cpu_s=30.0),
-        ALL,
     ),
     Attack(
         "cpu_limit",
@@ -141,7 +271,6 @@ ATTACKS = [
         "while True:\n    pass\n",
         _status("timeout"),
         Limits(wall_s=30.0, cpu_s=1.0),
-        ALL,
     ),
     Attack(
         "fork_bomb",
@@ -156,7 +285,6 @@ ATTACKS = [
         "blocks = []\nwhile True:\n    blocks.append(bytearray(100 << 20))\n",
         _status("memory_exceeded"),
         Limits(wall_s=10.0, memory_mb=512),
-        ALL,
     ),
     Attack(
         "big_file",
@@ -164,7 +292,6 @@ ATTACKS = [
         "with open('big', 'wb') as f:\n    while True:\n        f.write(b'x' * (1 << 20))\n",
         _status("output_limit"),
         Limits(wall_s=10.0, fsize_mb=8),
-        ALL,
     ),
     Attack(
         "disk_fill",
@@ -172,7 +299,6 @@ ATTACKS = [
         "i = 0\nwhile True:\n    with open(f'f{{i}}', 'wb') as f:\n        f.write(b'x' * (4 << 20))\n    i += 1\n",
         _status("output_limit"),
         Limits(wall_s=20.0, fsize_mb=8, disk_mb=32),
-        ALL,
     ),
     Attack(
         "output_flood",
@@ -183,7 +309,6 @@ ATTACKS = [
             lambda r, c: "" if r.stdout_truncated and len(r.stdout) == 4096 else "stdout not capped at 4096",
         ),
         Limits(wall_s=10.0, output_bytes=4096),
-        ALL,
     ),
     Attack(
         "network",
@@ -197,7 +322,6 @@ ATTACKS = [
         "read a secret from the host's environment",
         "import os\nprint(dict(os.environ))\n",
         _all(_status("ok"), _not_in_output(lambda c: c.secret)),
-        guaranteed_by=ALL,
     ),
     Attack(
         "proc_environ",
@@ -256,7 +380,6 @@ ATTACKS = [
         "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True:\n    time.sleep(1)\n",
         _status("timeout"),
         Limits(wall_s=1.0),
-        ALL,
     ),
     Attack(
         "raise_rlimits",
@@ -267,17 +390,62 @@ ATTACKS = [
         _all(_status("ok"), lambda r, c: "a hard limit was raised" if "RAISED" in r.stdout else ""),
     ),
     Attack(
+        "status_channel",
+        "write forged usage lines and junk to every inherited descriptor and to other processes' status pipes",
+        _STATUS_CHANNEL,
+        _all(
+            _status("ok"),
+            _measured,
+            _words("WROTE", "READ_NONCE"),
+            lambda r, c: "" if "FDS []" in r.stdout else "a descriptor above 2 was inherited",
+        ),
+    ),
+    Attack(
+        "hidden_storage",
+        "hold 512 MiB in memfds and deleted-but-open files under a 128 MiB memory and 32 MiB disk limit",
+        _HIDDEN_STORAGE,
+        _all(_held_at_most, _words("HELD")),
+        STORAGE_LIMITS,
+        needs="storage",
+    ),
+    Attack(
+        "keyring",
+        "store a key in the session, user and user-session keyrings; the next job in the slot looks for it",
+        _KEYRING,
+        _all(_status("ok"), _words("FOUND"), _key_not_in_host_keyrings),
+        runs=2,
+        needs="kernel keyring",
+    ),
+    Attack(
+        "readonly_parent",
+        "rename the folders above a nested read-only file and plant its own file in their place",
+        _READONLY_PARENT,
+        _all(_words("RENAMED", "PLANTED"), lambda r, c: "" if "READ original" in r.stdout else "the file was replaced"),
+        readonly_files={"tests/unit/check.txt": "original"},
+    ),
+    Attack(
         "output_symlink",
         "declare an output that is a symlink to a host secret",
         "import os\nos.symlink('/etc/shadow', 'result.json')\n",
         lambda r, c: "the host followed the link" if r.outputs else "",
-        guaranteed_by=ALL,
     ),
 ]
 
 
+def why_not_run(sandbox: Sandbox, attack: Attack) -> str:
+    """Why `attack` must not run in `sandbox` on this machine ('' if it may): outside an isolating
+    backend it would reach the host, and a gap the backend reports here would let it out."""
+    if not sandbox.isolated:
+        return f"the {sandbox.backend} backend does not isolate; attacks run only in {' or '.join(ISOLATED)}"
+    return next((g for g in sandbox.not_contained if attack.needs and g.startswith(attack.needs + ":")), "")
+
+
 async def run_attack(sandbox: Sandbox, attack: Attack) -> str:
-    """Run one attack; empty string if it was contained, else what went wrong."""
+    """Run one attack; empty string if it was contained, else what went wrong. Refuses (UserError) a
+    sandbox that cannot contain it, before anything runs."""
+    why = why_not_run(sandbox, attack)
+    if why:
+        raise UserError(f"attack {attack.name} not run: {why}.")
     ctx = Context()
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
@@ -301,11 +469,17 @@ async def run_attack(sandbox: Sandbox, attack: Attack) -> str:
         if attack.needs_victim:
             victim, ctx.victim_dir = await _start_victim(sandbox, ctx)
         code = attack.code.format(
-            **{k: getattr(ctx, k) for k in ("token", "port", "project_dir", "victim_dir", "sleep_s")}
+            **{k: getattr(ctx, k) for k in ("token", "port", "project_dir", "victim_dir", "sleep_s", "secret")}
         )
-        res = await sandbox.run(
-            Job(cmd=["python3", "attack.py"], files={"attack.py": code}, limits=attack.limits, outputs=["result.json"])
+        job = Job(
+            cmd=["python3", "attack.py"],
+            files={"attack.py": code},
+            readonly_files=dict(attack.readonly_files),
+            limits=attack.limits,
+            outputs=["result.json"],
         )
+        for _ in range(attack.runs):
+            res = await sandbox.run(job)
         verdict = attack.check(res, ctx)
         after = await sandbox.run(Job(cmd=["python3", "-c", "print('fine')"]))
         if after.stdout.strip() != "fine":
@@ -335,20 +509,55 @@ async def _start_victim(sandbox: Sandbox, ctx: Context) -> tuple[asyncio.Task, s
     raise RuntimeError("the victim job did not start")
 
 
-async def run_suite(backend: str) -> list[tuple[Attack, str]]:
-    """Every attack that `backend` guarantees to contain, with its verdict."""
+def isolated_backends() -> list[str]:
+    """The isolating backends that work on this machine: the only ones the suite attacks."""
+    return [b for b in Sandbox.available_backends() if b in ISOLATED]
+
+
+async def run_suite(backend: str) -> dict:
+    """The suite on one isolating backend: {total, contained, failed: {attack: verdict}, not_run:
+    {attack: why}}. `total` counts every attack; one the backend cannot contain on this machine (a gap
+    in `Sandbox.not_contained`) is not run and not counted as contained."""
+    if backend not in ISOLATED:
+        raise UserError(f"the {backend} backend does not isolate; the adversarial suite attacks only {ISOLATED}.")
     sandbox = Sandbox(backend=backend, concurrency=2)
-    return [(a, await run_attack(sandbox, a)) for a in ATTACKS if backend in a.guaranteed_by]
+    failed, not_run = {}, {}
+    for attack in ATTACKS:
+        why = why_not_run(sandbox, attack)
+        if why:
+            not_run[attack.name] = why
+        else:
+            verdict = await run_attack(sandbox, attack)
+            if verdict:
+                failed[attack.name] = verdict
+    contained = len(ATTACKS) - len(failed) - len(not_run)
+    return {"total": len(ATTACKS), "contained": contained, "failed": failed, "not_run": not_run}
 
 
-def main(argv: list[str] | None = None) -> int:
-    names = (sys.argv[1:] if argv is None else argv) or Sandbox.available_backends()
-    failed = 0
+def main(argv: list[str] | None = None, as_json: bool = False) -> int:
+    """Run the suite on `argv`'s backends (default: every isolating one that works here); exit status 1
+    if an attack got out. `as_json`: print {backend: run_suite's summary} instead of a table."""
+    names = (sys.argv[1:] if argv is None else argv) or isolated_backends()
+    if not names:
+        raise UserError(
+            f"no isolating backend works here ({', '.join(ISOLATED)}), and the suite never attacks the host; "
+            "`tempering sandbox backends` says why each is unavailable."
+        )
+    summary = {}
     for backend in names:
-        for attack, verdict in asyncio.run(run_suite(backend)):
-            failed += bool(verdict)
-            print(f"{backend:<11} {attack.name:<20} {'CONTAINED' if not verdict else 'FAILED: ' + verdict}")
-    return 1 if failed else 0
+        summary[backend] = asyncio.run(run_suite(backend))
+        if not as_json:
+            s = summary[backend]
+            for attack in ATTACKS:
+                if attack.name in s["not_run"]:
+                    verdict = "NOT CONTAINED here (not run): " + s["not_run"][attack.name]
+                else:
+                    verdict = "FAILED: " + s["failed"][attack.name] if attack.name in s["failed"] else "CONTAINED"
+                print(f"{backend:<11} {attack.name:<20} {verdict}")
+            print(f"{backend:<11} {s['contained']}/{s['total']} contained")
+    if as_json:
+        print(json.dumps(summary, indent=2))
+    return 1 if any(s["failed"] for s in summary.values()) else 0
 
 
 if __name__ == "__main__":

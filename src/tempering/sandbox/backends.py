@@ -12,8 +12,15 @@ size, open files, no core dumps) are set as hard limits that the job cannot rais
 - `subprocess` (opt-in): rlimits and a scrubbed environment only. No isolation: the job sees the host
   file system and network with the caller's rights.
 
-In both isolated backends the job's command runs as a child of the namespace's first process, so when
-it exits every process it left behind is killed by the kernel.
+In both isolated backends the job's command runs as a child of the namespace's first process (GNU
+time, which measures it), so when it exits every process it left behind is killed by the kernel.
+Between time and the job's command one last set-up step reports `started` on the status fd, closes
+every descriptor above 2 and removes the TIME variable (time's format, carrying the job's nonce), and
+a seccomp filter takes the kernel keyring away (`seccomp.py`): bwrap loads it itself, the unshare
+backend through a few lines of Python. GNU time runs from an execute-only copy, so that a job with the
+same uid (a non-root host) cannot read its memory, environment or descriptors (/proc refuses a process
+that is not dumpable). Read-only files sit on read-only bind mounts, and so does the top folder inside
+the workdir of a nested one: the job can neither replace a read-only file nor rename a folder above it.
 """
 
 from __future__ import annotations
@@ -27,12 +34,26 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
+from tempering.sandbox import seccomp
 from tempering.sandbox.job import Limits
 from tempering.sandbox.process import STATUS_FD, usage_argv
 
 ISOLATED = ("bwrap", "unshare")
 INNER_WORKDIR = "/job"
 """Where the workdir appears inside an isolated job (it is also the job's HOME)."""
+INNER_TIME = "/.tempering/time"
+"""Where the execute-only copy of GNU time appears inside an isolated job."""
+SECCOMP_FD = 4
+"""The fd on which bwrap reads the seccomp filter."""
+_CLOSER = [
+    "/bin/sh",
+    "-c",
+    f'echo "${{TIME%% *}} started" >&{STATUS_FD} && exec {" ".join(f"{fd}>&-" for fd in range(3, 10))} && '
+    'unset TIME && exec "$@"',
+    "sandbox",
+]
+"""The last set-up step when the backend loads the seccomp filter itself (the host passes no descriptor
+above 9: dash closes single-digit ones only)."""
 _SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 _DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 _CHROOT = shutil.which("chroot", path="/usr/sbin:/sbin:/usr/bin:/bin") or "chroot"
@@ -60,23 +81,31 @@ class Layout:
     tmpdir: str
     """Host folder bound as the job's /tmp (so that the disk limit counts it)."""
     ro_files: list[tuple[str, str]] = field(default_factory=list)
-    """(host file, path relative to the workdir) made read-only inside the workdir."""
+    """(host file or folder, path relative to the workdir) made read-only inside the workdir."""
     ro_binds: list[str] = field(default_factory=list)
     """Extra host paths visible read-only at the same path."""
     devices: list[str] = field(default_factory=list)
     """Host device nodes usable at the same path."""
     mounts: list[tuple[str, str]] = field(default_factory=list)
-    """(path inside the sandbox, workdir-relative folder) shown read-write at that path."""
+    """(path inside the sandbox, workdir-relative folder) shown at that path (see `mount_sources`)."""
     uid: int | None = None
     """Unprivileged uid the job runs as (when the host is root), else None."""
+    time_binary: str | None = None
+    """Host path of the execute-only copy of GNU time (None: no usage report)."""
+    seccomp_filter: bytes | None = None
+    """The keyring filter (`seccomp.keyring_filter()`), None where this machine has none."""
 
-    def mounted_ro_files(self) -> list[tuple[str, str]]:
-        """(host file, absolute path inside) of read-only files that also appear under a mount."""
+    def mount_sources(self) -> list[tuple[str, str, bool]]:
+        """(host folder, path inside, read-only) of each mount: the workdir folder, read-write; or,
+        inside a folder of read-only files, its read-only copy (a job cannot write there either)."""
+        ro_folders = {rel: src for src, rel in self.ro_files if os.path.isdir(src)}
         out = []
-        for src, rel in self.ro_files:
-            for inner, folder in self.mounts:
-                if rel.startswith(folder.rstrip("/") + "/"):
-                    out.append((src, inner + rel[len(folder.rstrip("/")) :]))
+        for inner, folder in self.mounts:
+            top, _, below = folder.partition("/")
+            if top in ro_folders:
+                out.append((os.path.join(ro_folders[top], below) if below else ro_folders[top], inner, True))
+            else:
+                out.append((os.path.join(self.workdir, folder), inner, False))
         return out
 
 
@@ -118,20 +147,13 @@ def prlimit_argv(limits: Limits) -> list[str]:
     ]
 
 
-def _setpriv_argv(uid: int) -> list[str]:
-    return [
-        "setpriv",
-        f"--reuid={uid}",
-        f"--regid={uid}",
-        "--clear-groups",
-        "--no-new-privs",
-        "--bounding-set=-all",
-        "--inh-caps=-all",
-        "--",
-    ]
+def _setpriv_argv(uid: int | None) -> list[str]:
+    """Drop every capability (and, given a uid, become it); also for a root mapped in a user namespace."""
+    ids = [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"] if uid is not None else []
+    return ["setpriv", *ids, "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all", "--"]
 
 
-def bwrap_argv(lay: Layout, cmd: list[str], status_fd: int) -> list[str]:
+def bwrap_argv(lay: Layout, cmd: list[str]) -> list[str]:
     binds, links = _ro_paths(lay.ro_binds)
     argv = [
         shutil.which("bwrap") or "bwrap",
@@ -143,7 +165,7 @@ def bwrap_argv(lay: Layout, cmd: list[str], status_fd: int) -> list[str]:
         "--die-with-parent",
         "--new-session",
     ]
-    if usage_argv():
+    if lay.time_binary:
         # GNU time is the namespace's first process: it reaps orphans and, when it exits, the kernel
         # kills whatever the job left; bwrap's own init would be one more process per job
         argv += ["--as-pid-1"]
@@ -171,28 +193,24 @@ def bwrap_argv(lay: Layout, cmd: list[str], status_fd: int) -> list[str]:
     for p in binds:
         argv += dirs_for(p) + ["--ro-bind", p, p]
         made.add(p)
-    for inner, folder in lay.mounts:
-        argv += dirs_for(inner) + ["--bind", os.path.join(lay.workdir, folder), inner]
+    if lay.time_binary:
+        argv += dirs_for(INNER_TIME) + ["--ro-bind", lay.time_binary, INNER_TIME]
+    for src, inner, read_only in lay.mount_sources():
+        argv += dirs_for(inner) + ["--ro-bind" if read_only else "--bind", src, inner]
         made.add(inner)
     for src, rel in lay.ro_files:
         argv += ["--ro-bind", src, f"{INNER_WORKDIR}/{rel}"]
-    for src, dest in lay.mounted_ro_files():
-        argv += ["--ro-bind", src, dest]
     argv += ["--chdir", INNER_WORKDIR]
+    if lay.seccomp_filter:
+        argv += ["--seccomp", str(SECCOMP_FD)]
     if lay.uid is not None:
         argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
     argv += ["--"]
-    if not usage_argv():  # GNU time's report doubles as the sign that set-up succeeded; without it, say so
-        argv += ["/bin/sh", "-c", f'echo started >&{status_fd}; exec "$@"', "sandbox"]
-    return argv + _job_argv(lay, cmd)
+    uid_drop = _setpriv_argv(lay.uid) if lay.uid is not None else []  # bwrap itself drops caps otherwise
+    return argv + usage_argv(INNER_TIME if lay.time_binary else None) + _CLOSER + uid_drop + list(cmd)
 
 
-def _job_argv(lay: Layout, cmd: list[str]) -> list[str]:
-    """Inside the namespaces: measure the job (GNU time), drop to the job's uid, run its command."""
-    return usage_argv() + (_setpriv_argv(lay.uid) if lay.uid is not None else []) + list(cmd)
-
-
-def unshare_argv(lay: Layout, cmd: list[str], status_fd: int) -> list[str]:
+def unshare_argv(lay: Layout, cmd: list[str]) -> list[str]:
     binds, links = _ro_paths(lay.ro_binds)
     q = shlex.quote
     root = os.path.join(lay.jobroot, "root")
@@ -212,8 +230,11 @@ def unshare_argv(lay: Layout, cmd: list[str], status_fd: int) -> list[str]:
         'ln -s /proc/self/fd/1 "$R/dev/stdout"; ln -s /proc/self/fd/2 "$R/dev/stderr"',
     ]
     lines += [f'mount --bind {q(lay.tmpdir)} "$R/tmp"', f'mount --bind {q(lay.workdir)} "$R/job"']
-    for src, rel in lay.ro_files:
-        dest = f'"$R/job/"{q(rel)}'
+    ro = [(src, f'"$R/job/"{q(rel)}') for src, rel in lay.ro_files]
+    if lay.time_binary:
+        lines.append(f'mkdir -p "$R"{q(os.path.dirname(INNER_TIME))}; : > "$R"{q(INNER_TIME)}')
+        ro.append((lay.time_binary, f'"$R"{q(INNER_TIME)}'))
+    for src, dest in ro:
         lines += [f"mount --bind {q(src)} {dest}", f"mount -o remount,bind,ro {dest}"]
     for p in binds:  # after /tmp, so that a path below /tmp is not hidden by the job's own /tmp
         if os.path.isdir(p):
@@ -221,13 +242,17 @@ def unshare_argv(lay: Layout, cmd: list[str], status_fd: int) -> list[str]:
         else:
             make = f'mkdir -p "$R"{q(os.path.dirname(p))}; : > "$R"{q(p)}'
         lines += [make, f'mount --rbind {q(p)} "$R"{q(p)}', f'mount -o remount,bind,ro "$R"{q(p)}']
-    for inner, folder in lay.mounts:
-        lines += [f'mkdir -p "$R"{q(inner)}', f'mount --bind {q(os.path.join(lay.workdir, folder))} "$R"{q(inner)}']
-    for src, dest in lay.mounted_ro_files():
-        lines += [f'mount --bind {q(src)} "$R"{q(dest)}', f'mount -o remount,bind,ro "$R"{q(dest)}']
-    lines.append(f"echo started >&{status_fd}")
-    run = _job_argv(lay, cmd)
-    lines += ["set +e", f'{q(_CHROOT)} "$R" /bin/sh -c \'cd /job && exec "$@"\' job {" ".join(map(q, run))}', "exit $?"]
+    for src, inner, read_only in lay.mount_sources():
+        lines += [f'mkdir -p "$R"{q(inner)}', f'mount --bind {q(src)} "$R"{q(inner)}']
+        if read_only:
+            lines.append(f'mount -o remount,bind,ro "$R"{q(inner)}')
+    if lay.seccomp_filter:
+        closer = [sys.executable, "-I", "-S", "-c", seccomp.LOADER, lay.seccomp_filter.hex()]
+    else:
+        closer = _CLOSER
+    run = usage_argv(INNER_TIME if lay.time_binary else None) + closer + _setpriv_argv(lay.uid) + list(cmd)
+    # exec: GNU time becomes the namespace's first process, and no shell of ours keeps the status fd
+    lines.append(f'exec {q(_CHROOT)} "$R" /bin/sh -c \'cd /job && exec "$@"\' job {" ".join(map(q, run))}')
     argv = [
         shutil.which("unshare") or "unshare",
         "--mount",
@@ -253,7 +278,8 @@ def probe(backend: str) -> str:
     exe = {"bwrap": "bwrap", "unshare": "unshare"}.get(backend)
     if exe is None:
         return f"unknown backend {backend!r}"
-    missing = [b for b in (exe, "prlimit") + (("setpriv",) if os.geteuid() == 0 else ()) if not shutil.which(b)]
+    needs_setpriv = os.geteuid() == 0 or backend == "unshare"
+    missing = [b for b in (exe, "prlimit") + (("setpriv",) if needs_setpriv else ()) if not shutil.which(b)]
     if missing:
         return f"{', '.join(missing)} not found on PATH"
     import tempfile
@@ -264,17 +290,21 @@ def probe(backend: str) -> str:
             workdir=os.path.join(d, "work"),
             tmpdir=os.path.join(d, "tmp"),
             uid=65534 if os.geteuid() == 0 else None,
+            seccomp_filter=seccomp.keyring_filter(),
         )
         os.makedirs(lay.workdir)
         os.makedirs(lay.tmpdir)
         if lay.uid is not None:
             os.chmod(d, 0o755)
         build = bwrap_argv if backend == "bwrap" else unshare_argv
-        argv = ["/bin/sh", "-c", f'exec {STATUS_FD}>/dev/null; exec "$@"', "probe"] + build(
-            lay, ["/bin/true"], STATUS_FD
-        )
+        filt = os.path.join(d, "seccomp")
+        with open(filt, "wb") as f:
+            f.write(lay.seccomp_filter or b"")
+        fds = f"exec {STATUS_FD}>/dev/null {SECCOMP_FD}<{shlex.quote(filt)}"
+        argv = ["/bin/sh", "-c", f'{fds}; exec "$@"', "probe"] + build(lay, ["/bin/true"])
         try:
-            proc = subprocess.run(argv, capture_output=True, timeout=30, env={"PATH": job_path()})
+            env = {"PATH": job_path(), "TIME": "probe %M %U %S"}
+            proc = subprocess.run(argv, capture_output=True, timeout=30, env=env)
         except (OSError, subprocess.TimeoutExpired) as e:
             return f"{exe} failed to start: {e}"
         if proc.returncode != 0:

@@ -1,7 +1,10 @@
 """`tempering sandbox ...`: what works on this machine, and proof that it contains hostile code.
 
-tempering sandbox backends                  # the backends that work here, most isolating first
+tempering sandbox backends                  # the backends that work here, and what each does not contain
 tempering sandbox attacks [BACKEND ...]     # the adversarial suite (exit 1 if any attack got out)
+tempering sandbox attacks --json            # the same as {backend: {total, contained, failed, not_run}}
+
+The suite attacks only the isolating backends (bwrap, unshare), never the host's `subprocess` backend.
 
 Code-problem files are checked by `tempering code check`.
 """
@@ -18,7 +21,8 @@ def main(argv: list[str]) -> int:
     sub = ap.add_subparsers(dest="what", required=True)
     sub.add_parser("backends", help="list the backends that work here")
     att = sub.add_parser("attacks", help="run the adversarial suite")
-    att.add_argument("backend", nargs="*", help="backends to attack (default: every one that works here)")
+    att.add_argument("backend", nargs="*", help="isolating backends to attack (default: every one that works here)")
+    att.add_argument("--json", action="store_true", help="print {backend: {total, contained, failed, not_run}}")
     args = ap.parse_args(argv)
 
     from tempering.sandbox import Sandbox, backends
@@ -26,11 +30,23 @@ def main(argv: list[str]) -> int:
     if args.what == "backends":
         for name in ("bwrap", "unshare", "subprocess"):
             why = backends.probe(name)
-            print(f"{name:<11} {'works' if not why else 'unavailable: ' + why}")
+            if why:
+                print(f"{name:<11} unavailable: {why}")
+                continue
+            gaps = Sandbox(backend=name).not_contained
+            head = "no isolation; it does NOT contain:" if name == "subprocess" else "does NOT contain here:"
+            print(f"{name:<11} works" + (f"; {head}" if gaps else ""))
+            for gap in gaps:
+                print(f"{'':<13}- {gap}")
         return 0
     from tempering.sandbox import attacks
 
+    if "subprocess" in args.backend:
+        raise UserError(
+            "the subprocess backend does not isolate: attacks there would run on this machine; "
+            f"attack an isolating backend ({', '.join(attacks.ISOLATED)})."
+        )
     unknown = set(args.backend) - set(Sandbox.available_backends())
     if unknown:
-        raise UserError(f"backend(s) {sorted(unknown)} do not work here; working: {Sandbox.available_backends()}.")
-    return attacks.main(args.backend)
+        raise UserError(f"backend(s) {sorted(unknown)} do not work here; working: {attacks.isolated_backends()}.")
+    return attacks.main(args.backend, as_json=args.json)

@@ -68,9 +68,11 @@ class Job:
     files: dict[str, str | bytes] = field(default_factory=dict)
     """Files written into the workdir before the run (relative paths); the job may change them."""
     readonly_files: dict[str, str | bytes] = field(default_factory=dict)
-    """Files the job can read but not change or replace (test harness, reference solution)."""
+    """Files the job can read but not change or replace (test harness, reference solution). The top
+    folder of a nested one (`tests/` of `tests/a/b.py`) is read-only as a whole: it holds no job files."""
     env: dict[str, str] = field(default_factory=dict)
-    """The only environment variables the job sees, besides PATH, HOME, LANG and TMPDIR."""
+    """The only environment variables the job sees, besides PATH, HOME, LANG and TMPDIR (TIME is the
+    sandbox's own)."""
     limits: Limits = field(default_factory=Limits)
     """Resource limits."""
     outputs: list[str] = field(default_factory=list)
@@ -83,8 +85,8 @@ class Job:
     """Host device nodes made usable at the same path, e.g. `gpu_devices()` for CUDA jobs."""
     mounts: dict[str, str] = field(default_factory=dict)
     """{absolute path inside the sandbox: workdir folder}: the folder (made if missing) also appears,
-    read-write, at that path, e.g. {"/app": "app"} for tools that expect fixed paths. Read-only files
-    under the folder stay read-only there. Isolated backends only."""
+    read-write, at that path, e.g. {"/app": "app"} for tools that expect fixed paths; a folder of
+    read-only files (see `readonly_files`) appears read-only. Isolated backends only."""
 
     def validate(self) -> None:
         """Raise UserError for anything that cannot run; called before any file is written."""
@@ -107,11 +109,20 @@ class Job:
                 if parent in seen:
                     raise UserError(f"{what} path {norm!r} lies inside {parent!r}, which is a file: rename one.")
                 parent = posixpath.dirname(parent)
-        for path in self.outputs:
-            check_relpath(path, "Job.outputs path")
+        ro_folders = {n.split("/", 1)[0] for n, what in seen.items() if what == "Job.readonly_files" and "/" in n}
+        writable = [(n, "Job.files") for n, what in seen.items() if what == "Job.files"]
+        writable += [(check_relpath(p, "Job.outputs path"), "Job.outputs") for p in self.outputs]
+        for norm, what in writable:
+            if norm.split("/", 1)[0] in ro_folders:
+                raise UserError(
+                    f"{what} path {norm!r} lies in {norm.split('/', 1)[0]!r}, a folder of read-only files that "
+                    "the job cannot write to: move it out of that folder."
+                )
         for key, val in self.env.items():
             if not isinstance(key, str) or not key or "=" in key or "\0" in key or not isinstance(val, str):
                 raise UserError(f"Job.env entry {key!r}={val!r} is not a valid variable: use str -> str.")
+            if key == "TIME":
+                raise UserError("Job.env['TIME'] is reserved (the sandbox's GNU time reads it): use another name.")
         for path in self.ro_binds:
             if not isinstance(path, str) or not os.path.isabs(path) or not os.path.exists(path):
                 raise UserError(f"Job.ro_binds entry {path!r} must be an existing absolute host path.")

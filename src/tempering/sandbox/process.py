@@ -6,31 +6,45 @@ backends place just above the job's command and which reports on the status fd: 
 cannot measure them, because `posix_spawn` borrows this process's memory until the exec (the kernel
 would count our resident set as the child's peak) and bubblewrap does not reap its namespace's first
 process. Limits are enforced by killing what runs below `time`, so that it still reports.
+
+The status fd is the host's to trust, so the job must not be able to write to it: no descriptor
+above 2 reaches the job (this process's inheritable ones are closed at spawn, the sandbox's own just
+before the job's command), the processes that hold it are out of the job's reach (another uid, or not
+dumpable), and every line the host accepts starts with a nonce the job never sees.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import shutil
 import signal
 import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from tempering.sandbox.job import Limits
 
 STATUS_FD = 3
-"""The child's fd on which the isolation layer reports that set-up succeeded."""
+"""The child's fd on which the isolation layer reports that set-up succeeded, and GNU time the usage."""
 _CHUNK = 1 << 16
+_STATUS_CAP = 1 << 16
 _DISK_POLL_S = 0.2
-_TIME = shutil.which("time", path="/usr/bin:/bin")
+TIME = shutil.which("time", path="/usr/bin:/bin")
+"""GNU time, if installed."""
 
 
-def usage_argv() -> list[str]:
-    """Prefix that makes GNU time report "peak-KiB user-s system-s" on the status fd (if installed).
+def usage_format(nonce: str) -> str:
+    """GNU time's format (given in its TIME variable, which the job cannot read): "nonce peak-KiB user-s sys-s"."""
+    return f"{nonce} %M %U %S"
+
+
+def usage_argv(time_path: str | None = TIME) -> list[str]:
+    """Prefix that makes GNU time at `time_path` report its TIME format on the status fd (if installed).
 
     It reports a child killed by signal N as exit code 128 + N, like a shell."""
-    return [_TIME, "-q", "-f", "%M %U %S", "-o", f"/dev/fd/{STATUS_FD}", "--"] if _TIME else []
+    return [time_path, "-q", "-o", f"/dev/fd/{STATUS_FD}", "--"] if time_path else []
 
 
 @dataclass
@@ -56,16 +70,16 @@ class Exit:
     peak_memory_mb: float
     """Largest resident set in the tree, MiB (GNU time's report, else wait4's)."""
     started: bool
-    """The isolation layer got as far as the job's command (see `_parse_status`)."""
+    """The isolation layer got as far as the job's command (see `parse_status`)."""
     kill_reason: str = ""
     """Why we killed it: `timeout`, `output`, `disk`, or empty."""
 
 
 class _Stream:
-    """Keeps the first `cap` bytes of a pipe, drops (and counts) the rest."""
+    """Keeps the first `cap` bytes of a pipe, drops (and counts) the rest; or hands every chunk to `sink`."""
 
-    def __init__(self, fd: int, cap: int):
-        self.fd, self.cap = fd, cap
+    def __init__(self, fd: int, cap: int, sink: Callable[[bytes], None] | None = None):
+        self.fd, self.cap, self.sink = fd, cap, sink
         self.chunks: list[bytes] = []
         self.kept = 0
         self.truncated = False
@@ -81,6 +95,23 @@ class _Stream:
             if not self.eof.done():
                 self.eof.set_result(None)
             return False
+        return self._keep(data)
+
+    def drain(self) -> None:
+        """Read until the pipe is empty, at its end, or past the cap."""
+        while not self.truncated:
+            try:
+                data = os.read(self.fd, _CHUNK)
+            except BlockingIOError:
+                return
+            if not data:
+                return
+            self._keep(data)
+
+    def _keep(self, data: bytes) -> bool:
+        if self.sink is not None:
+            self.sink(data)
+            return False
         room = self.cap - self.kept
         if room > 0:
             self.chunks.append(data[:room])
@@ -92,6 +123,21 @@ class _Stream:
     @property
     def data(self) -> bytes:
         return b"".join(self.chunks)
+
+
+async def _pump(feed: AsyncIterator[bytes], fd: int) -> None:
+    """Write what `feed` yields into the pipe `fd` as the reader takes it; close it at the end."""
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, os.fdopen(fd, "wb", 0))
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    try:
+        async for chunk in feed:
+            writer.write(chunk)
+            await writer.drain()
+    except (BrokenPipeError, ConnectionResetError):  # the child is gone: nothing more to say to it
+        pass
+    finally:
+        writer.close()
 
 
 def _disk_bytes(path: str) -> int:
@@ -129,52 +175,84 @@ def _below_time(pid: int) -> list[int]:
     return []
 
 
-def _parse_status(text: str) -> tuple[bool, tuple[float, float] | None]:
+def parse_status(text: str, nonce: str) -> tuple[bool, tuple[float, float] | None]:
     """(set-up finished, (cpu seconds, peak MiB) if GNU time reported) from the status fd's text.
 
-    Set-up finished if the isolation layer said `started` or GNU time, which runs after set-up and
-    before the job's command (so the job cannot fake its absence), reported."""
-    lines = text.split("\n")
-    usage = None
-    for line in reversed(lines):
+    Only lines that start with the job's nonce count: `nonce started`, written by the last set-up
+    step just before the job's command, and GNU time's `nonce peak user sys`."""
+    started, usage = False, None
+    for line in text.split("\n"):
         parts = line.split()
-        if len(parts) == 3:
+        if len(parts) < 2 or parts[0] != nonce:
+            continue
+        if parts[1:] == ["started"]:
+            started = True
+        elif len(parts) == 4 and usage is None:
             try:
-                usage = (float(parts[1]) + float(parts[2]), int(parts[0]) / 1024)
-                break
+                usage = (float(parts[2]) + float(parts[3]), int(parts[1]) / 1024)
             except ValueError:
                 pass
-    return lines[0] == "started" or usage is not None, usage
+    return started, usage
+
+
+def _inheritable_fds() -> list[int]:
+    """This process's descriptors above 2 that a child would inherit (a library's, or our caller's)."""
+    out = []
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        try:
+            if fd > 2 and os.get_inheritable(fd):
+                out.append(fd)
+        except OSError:  # the listing's own descriptor, or closed meanwhile
+            pass
+    return out
 
 
 async def run_tree(
-    argv: list[str], env: dict[str, str], limits: Limits, stdin_path: str | None, watch_dir: str
+    argv: list[str],
+    env: dict[str, str],
+    limits: Limits,
+    stdin_path: str | None,
+    watch_dir: str,
+    nonce: str,
+    pass_fds: dict[int, int] | None = None,
+    feed: AsyncIterator[bytes] | None = None,
+    on_stdout: Callable[[bytes], None] | None = None,
 ) -> Exit:
-    """Run `argv` (an absolute program path first) to completion under `limits`' wall, output and disk caps."""
+    """Run `argv` (an absolute program path first) to completion under `limits`' wall, output and disk caps.
+
+    `pass_fds`: {fd in the child: our fd} besides stdin/stdout/stderr and the status fd; no other
+    descriptor of ours reaches the child. `feed`: the child's stdin is a pipe that gets these chunks
+    as they come (closed when it ends). `on_stdout`: gets the child's stdout as it comes (then it is
+    neither kept nor capped)."""
     loop = asyncio.get_running_loop()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     st_r, st_w = os.pipe()
-    in_fd = os.open(stdin_path or os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    feed_w = None
+    if feed is not None:
+        in_fd, feed_w = os.pipe()
+    else:
+        in_fd = os.open(stdin_path or os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     for fd in (out_r, err_r, st_r):
         os.set_blocking(fd, False)
-    if st_w == STATUS_FD:  # dup2 onto itself would keep close-on-exec
-        os.set_inheritable(st_w, True)
-    actions = [
-        (os.POSIX_SPAWN_DUP2, in_fd, 0),
-        (os.POSIX_SPAWN_DUP2, out_w, 1),
-        (os.POSIX_SPAWN_DUP2, err_w, 2),
-        (os.POSIX_SPAWN_DUP2, st_w, STATUS_FD),
-    ]
+    targets = {0: in_fd, 1: out_w, 2: err_w, STATUS_FD: st_w, **(pass_fds or {})}
+    staged = {}
+    for target, fd in targets.items():  # out of the way of every target, so no dup2 clobbers a source
+        staged[target] = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, max(targets) + 1)
+    actions = [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inheritable_fds()]
+    actions += [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in staged.items()]
     t0 = time.monotonic()
     try:
         pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
     finally:
-        for fd in (out_w, err_w, st_w, in_fd):
+        for fd in (out_w, err_w, st_w, in_fd, *staged.values()):
             os.close(fd)
     pidfd = os.pidfd_open(pid)
     exited = loop.create_future()
-    out, err = _Stream(out_r, limits.output_bytes), _Stream(err_r, limits.output_bytes)
+    out, err = _Stream(out_r, limits.output_bytes, on_stdout), _Stream(err_r, limits.output_bytes)
+    pump = asyncio.ensure_future(_pump(feed, feed_w)) if feed is not None else None
+    status = _Stream(st_r, _STATUS_CAP)
     reason = ""
 
     def kill(why: str) -> None:
@@ -206,6 +284,7 @@ async def run_tree(
     loop.add_reader(pidfd, lambda: exited.done() or exited.set_result(None))
     loop.add_reader(out_r, on_output, out)
     loop.add_reader(err_r, on_output, err)
+    loop.add_reader(st_r, status.read)  # read as it comes: a full pipe would block the writer
     timer = loop.call_later(limits.wall_s, kill, "timeout")
 
     async def watch_disk() -> None:
@@ -230,24 +309,23 @@ async def run_tree(
         timer.cancel()
         if watcher:
             watcher.cancel()
-        for fd in (pidfd, out_r, err_r):
+        if pump is not None:
+            pump.cancel()
+        for fd in (pidfd, out_r, err_r, st_r):
             loop.remove_reader(fd)
         if reaped is None:  # cancelled: do not leave the tree running or a zombie behind
             kill("cancelled")
             os.waitpid(pid, 0)
-        try:
-            status_text = os.read(st_r, 4096).decode(errors="replace")
-        except BlockingIOError:
-            status_text = ""
+        status.drain()
         for fd in (pidfd, out_r, err_r, st_r):
             os.close(fd)
-    _, status, usage = reaped
-    started, measured = _parse_status(status_text)
+    _, wait_status, usage = reaped
+    started, measured = parse_status(status.data.decode(errors="replace"), nonce)
     # without a report (no GNU time, or the tree was killed whole) wait4's numbers are all there is
     cpu_s, peak_mb = measured or (usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
     return Exit(
-        exit_code=os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-        term_signal=os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+        exit_code=os.WEXITSTATUS(wait_status) if os.WIFEXITED(wait_status) else None,
+        term_signal=os.WTERMSIG(wait_status) if os.WIFSIGNALED(wait_status) else None,
         stdout=out.data,
         stderr=err.data,
         stdout_truncated=out.truncated,

@@ -8,20 +8,36 @@ never pile up unbounded work. Each job gets a fresh directory that is removed af
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
+import secrets
 import shutil
 import signal
 import stat
 import tempfile
 import threading
 import weakref
+from collections.abc import AsyncIterator, Callable
 
 from tempering.errors import UserError
-from tempering.sandbox import backends, process
+from tempering.sandbox import backends, process, seccomp
+from tempering.sandbox.cgroup import MemoryCgroups
 from tempering.sandbox.job import Job, Result, check_relpath
-from tempering.sandbox.process import STATUS_FD, Exit, run_tree
+from tempering.sandbox.process import Exit, run_tree
 
 BACKENDS = ("bwrap", "unshare", "subprocess")
+SUBPROCESS_DOES_NOT_CONTAIN = (
+    "network: the job uses the host's network",
+    "file system: the job reads and writes the host's files with the caller's rights",
+    "other jobs: their workdirs are readable and writable",
+    "processes: a setsid daemon outlives the job, and the job can signal the caller's processes",
+    "status channel: the job can write to GNU time's report stream, forging its usage or status",
+    "storage: deleted-but-open files and memfds are not counted against disk_mb or memory_mb",
+    "kernel keyring: shared with the host and with every other job",
+    "read-only files: the job can rename the folder of a nested one and plant its own file",
+    "limits: a job running as root can raise its own rlimits, and RLIMIT_NPROC does not apply to root",
+)
+"""What the plain `subprocess` backend leaves open (the isolated backends contain all of it)."""
 _MEMORY_SIGNS = (
     "MemoryError",
     "std::bad_alloc",
@@ -72,6 +88,11 @@ class _UidSlots:
 _SLOTS = _UidSlots()
 
 
+@functools.cache
+def _memory_cgroups() -> MemoryCgroups | str:
+    return MemoryCgroups.find()
+
+
 class Sandbox:
     """Runs `Job`s under one isolation backend with a bounded pool."""
 
@@ -117,6 +138,15 @@ class Sandbox:
         self._root: str | None = None
         self._gates: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._as_root = os.geteuid() == 0 and backend in backends.ISOLATED
+        cgroups = _memory_cgroups() if backend in backends.ISOLATED else None
+        self._cgroups = cgroups if isinstance(cgroups, MemoryCgroups) else None
+        self._seccomp = seccomp.keyring_filter() if backend in backends.ISOLATED else None
+        self.not_contained: list[str] = list(SUBPROCESS_DOES_NOT_CONTAIN) if backend == "subprocess" else []
+        """What this sandbox does not contain on this machine (empty: everything the isolated backends promise)."""
+        if isinstance(cgroups, str):
+            self.not_contained.append(f"storage: deleted-but-open files and memfds are not capped ({cgroups})")
+        if backend in backends.ISOLATED and self._seccomp is None:
+            self.not_contained.append("kernel keyring: not isolated (no seccomp filter for this machine's ABI)")
         self.running = 0
         """Jobs running now."""
         self.waiting = 0
@@ -141,9 +171,20 @@ class Sandbox:
             )
         return self._gates[loop]
 
-    async def run(self, job: Job) -> Result:
-        """Run one job; waits while the pool and its queue are full. Raises UserError for a bad job."""
+    async def run(
+        self,
+        job: Job,
+        feed: AsyncIterator[bytes] | None = None,
+        on_stdout: Callable[[bytes], None] | None = None,
+    ) -> Result:
+        """Run one job; waits while the pool and its queue are full. Raises UserError for a bad job.
+
+        For a job that serves requests as it runs (a warm worker): `feed` makes its stdin a pipe that
+        gets these chunks as they come, and `on_stdout` gets its output as it comes (then
+        `Result.stdout` stays empty and `output_bytes` caps only stderr)."""
         job.validate()
+        if feed is not None and job.stdin is not None:
+            raise UserError("Job.stdin and a feed were both given: pass the stdin through one of them.")
         self._check_command(job)
         if job.mounts and not self.isolated:
             raise UserError(
@@ -159,7 +200,7 @@ class Sandbox:
                 self.waiting -= 1
             self.running += 1
             try:
-                return await self._run_now(job)
+                return await self._run_now(job, feed, on_stdout)
             finally:
                 self.running -= 1
                 running.release()
@@ -186,40 +227,67 @@ class Sandbox:
             self._root = tempfile.mkdtemp(prefix="tempering-sandbox-", dir=self._root_parent or default_root_parent())
             os.chmod(self._root, 0o711)  # unprivileged job users may pass through, never list
             weakref.finalize(self, shutil.rmtree, self._root, ignore_errors=True)
+            if self.isolated and process.TIME:
+                # execute-only: a process running it is not dumpable, so a job cannot open its /proc files
+                shutil.copyfile(process.TIME, os.path.join(self._root, "time"))
+                os.chmod(os.path.join(self._root, "time"), 0o111)
         return self._root
 
-    async def _run_now(self, job: Job) -> Result:
+    async def _run_now(self, job: Job, feed=None, on_stdout=None) -> Result:
         slot = _SLOTS.take() if self._as_root else None
         jobroot = tempfile.mkdtemp(prefix="job-", dir=self._root_dir())
+        cgroup = None
+        pass_fds = {}
         try:
             uid = _UidSlots.uid(slot) if slot is not None else None
             lay, stdin_path = self._prepare(job, jobroot, uid)
+            nonce = secrets.token_hex(16)
             env = {
                 "PATH": backends.job_path(),
                 "LANG": "C.UTF-8",
                 "HOME": backends.INNER_WORKDIR if self.isolated else lay.workdir,
                 "TMPDIR": "/tmp" if self.isolated else lay.tmpdir,
                 **job.env,
+                "TIME": process.usage_format(nonce),  # read by GNU time and the last set-up step only
             }
             limits = backends.prlimit_argv(job.limits)
             if self.backend == "bwrap":
-                argv = limits + backends.bwrap_argv(lay, job.cmd, STATUS_FD)
+                argv = limits + backends.bwrap_argv(lay, job.cmd)
+                if lay.seccomp_filter:
+                    pass_fds[backends.SECCOMP_FD] = _pipe_with(lay.seccomp_filter)
             elif self.backend == "unshare":
-                argv = limits + backends.unshare_argv(lay, job.cmd, STATUS_FD)
+                argv = limits + backends.unshare_argv(lay, job.cmd)
             else:
-                argv = process.usage_argv() + limits + [shutil.which("env") or "/usr/bin/env", "-C", lay.workdir, "--"]
-                argv += list(job.cmd)
-            ex = await run_tree(argv, env, job.limits, stdin_path, watch_dir=jobroot)
-            result = self._classify(job, ex)
+                env_cmd = [shutil.which("env") or "/usr/bin/env", "-u", "TIME", "-C", lay.workdir, "--"]
+                argv = process.usage_argv() + limits + env_cmd + list(job.cmd)
+            if self._cgroups is not None:
+                cgroup = self._cgroups.make((job.limits.memory_mb + job.limits.disk_mb) * 1024 * 1024)
+                # the tree's first process joins the cgroup before it runs anything else
+                argv = ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', self._cgroups.join_file(cgroup), *argv]
+            ex = await run_tree(argv, env, job.limits, stdin_path, jobroot, nonce, pass_fds, feed, on_stdout)
+            oom = cgroup is not None and self._cgroups.oom_killed(cgroup)
+            result = self._classify(job, ex, oom)
             result.outputs = _read_outputs(lay.workdir, job.outputs, job.limits.fsize_mb * 1024 * 1024)
             return result
         finally:
+            for fd in pass_fds.values():
+                os.close(fd)
+            if cgroup is not None:
+                await self._remove_cgroup(cgroup)
             _remove_tree(jobroot)
             if slot is not None:
                 _SLOTS.give(slot)
 
+    async def _remove_cgroup(self, path: str) -> None:
+        for _ in range(100):  # the namespace's last processes may take a moment to be reaped
+            if self._cgroups.remove(path):
+                return
+            await asyncio.sleep(0.01)
+        raise RuntimeError(f"the job's cgroup {path} stays busy after its processes were killed")
+
     def _prepare(self, job: Job, jobroot: str, uid: int | None) -> tuple[backends.Layout, str | None]:
         """Write the job's files; make the workdir the job user's own."""
+        time_copy = os.path.join(self._root_dir(), "time")
         lay = backends.Layout(
             jobroot=jobroot,
             workdir=os.path.join(jobroot, "work"),
@@ -228,21 +296,34 @@ class Sandbox:
             devices=list(job.devices),
             mounts=sorted(job.mounts.items()),
             uid=uid,
+            time_binary=time_copy if self.isolated and os.path.exists(time_copy) else None,
+            seccomp_filter=self._seccomp,
         )
         os.mkdir(lay.workdir, 0o755)
         os.mkdir(lay.tmpdir, 0o1777 if uid is not None else 0o700)
-        for folder in job.mounts.values():
-            os.makedirs(os.path.join(lay.workdir, check_relpath(folder, "Job.mounts folder")), 0o755, exist_ok=True)
         for path, data in job.files.items():
             _write(lay.workdir, check_relpath(path, "Job.files path"), data, 0o644)
+        folders = set()
         for path, data in job.readonly_files.items():
             rel = check_relpath(path, "Job.readonly_files path")
-            if self.isolated:  # the real file lives outside the workdir; a read-only bind shows it inside
-                src = _write(os.path.join(jobroot, "ro"), rel, data, 0o444)
+            if not self.isolated:
+                _write(lay.workdir, rel, data, 0o444)
+                continue
+            # the real file lives outside the workdir; a read-only bind shows it inside, or the whole
+            # top folder holding it (so that no folder above it can be renamed and replaced either)
+            src = _write(os.path.join(jobroot, "ro"), rel, data, 0o444)
+            if "/" in rel:
+                folders.add(rel.split("/", 1)[0])
+            else:
                 _write(lay.workdir, rel, b"", 0o444)  # mount point
                 lay.ro_files.append((src, rel))
-            else:
-                _write(lay.workdir, rel, data, 0o444)
+        for top in sorted(folders):
+            os.makedirs(os.path.join(lay.workdir, top), 0o755, exist_ok=True)  # mount point
+            lay.ro_files.append((os.path.join(jobroot, "ro", top), top))
+        for folder in job.mounts.values():  # made if missing; inside a read-only folder, read-only too
+            folder = check_relpath(folder, "Job.mounts folder")
+            base = os.path.join(jobroot, "ro") if folder.split("/", 1)[0] in folders else lay.workdir
+            os.makedirs(os.path.join(base, folder), 0o755, exist_ok=True)
         if uid is not None:
             for d in (lay.workdir, lay.tmpdir):
                 for root, dirs, files in os.walk(d):
@@ -254,7 +335,7 @@ class Sandbox:
             stdin_path = _write(jobroot, "stdin", job.stdin, 0o600)
         return lay, stdin_path
 
-    def _classify(self, job: Job, ex: Exit) -> Result:
+    def _classify(self, job: Job, ex: Exit, oom: bool = False) -> Result:
         lim = job.limits
         res = Result(
             status="ok",
@@ -268,7 +349,7 @@ class Sandbox:
             cpu_s=ex.cpu_s,
             peak_memory_mb=ex.peak_memory_mb,
         )
-        if res.exit_code is not None and res.exit_code > 128 and (self.isolated or process.usage_argv()):
+        if res.exit_code is not None and res.exit_code > 128 and (self.isolated or process.TIME):
             # GNU time and the namespaces' first process report a signal death as 128 + signal, like a shell
             res.signal, res.exit_code = res.exit_code - 128, None
         if ex.kill_reason == "timeout":
@@ -277,6 +358,12 @@ class Sandbox:
             res.status, res.message = "output_limit", f"workdir and /tmp passed disk_mb={lim.disk_mb}; job killed"
         elif ex.stdout_truncated or ex.stderr_truncated:
             res.status, res.message = "output_limit", f"output passed output_bytes={lim.output_bytes}; job killed"
+        elif oom:
+            res.status = "memory_exceeded"
+            res.message = (
+                f"the job's memory and files (deleted ones included) passed memory_mb + disk_mb = "
+                f"{lim.memory_mb + lim.disk_mb} MiB; the kernel killed it"
+            )
         elif self.isolated and not ex.started:
             res.status = "sandbox_error"
             res.message = f"{self.backend} could not set up the sandbox: {res.stderr.strip()[-500:]}"
@@ -292,6 +379,16 @@ class Sandbox:
         elif res.exit_code:
             res.status, res.message = "nonzero_exit", f"exit code {res.exit_code}"
         return res
+
+
+def _pipe_with(data: bytes) -> int:
+    """The read end of a pipe that holds `data` (small: it must fit the pipe's buffer) and then ends."""
+    r, w = os.pipe()
+    try:
+        os.write(w, data)
+    finally:
+        os.close(w)
+    return r
 
 
 def _write(base: str, rel: str, data: str | bytes, mode: int) -> str:

@@ -494,7 +494,8 @@ class Trainer:
         return (kept, True, info) if kept else (groups[:1], False, info)
 
     def train_on(self, groups: list[Group], trainable: bool = True) -> tuple[dict[str, float], dict[str, Any]]:
-        """Score, credit and update on this rank's groups: (metrics, per-episode turn advantages).
+        """Score, credit and update on this rank's groups: (metrics, per-episode turn advantages and the
+        credit's per-episode values).
         `trainable=False`: the groups only keep this rank's collectives in step (empty loss mask). When no
         rank has anything to train on, the update is skipped (an optimizer step on zero gradients would
         still move the weights)."""
@@ -508,7 +509,7 @@ class Trainer:
         tokens = float(batch.mask_BT.sum())
         reduced = self.ranks.reduce(credit.metrics, weight=tokens)
         if total == 0:
-            return {"update_skipped": 1.0, **reduced}, {"turn_adv": []}
+            return {"update_skipped": 1.0, **reduced}, {"turn_adv": [], "per_episode": {}}
         if self.method.next_state is not None:
             self.state = self.method.next_state(self.state, reduced)
         trained = training_batch(batch, scores, credit)
@@ -531,7 +532,8 @@ class Trainer:
             **{f"state/{k}": v for k, v in self.state.items()},
             **self.ranks.reduce(upd),
         }
-        return m, {"turn_adv": adv_NGK.reshape(-1, shape[-1]).tolist()}
+        per_episode = {k: v.tolist() for k, v in credit.per_episode.items()} if trainable else {}
+        return m, {"turn_adv": adv_NGK.reshape(-1, shape[-1]).tolist(), "per_episode": per_episode}
 
     def _sync_sampler(self) -> None:
         """After an update, a sampler with weights of its own gets them (vLLM, Ray; FSDP2's full copy).
@@ -591,6 +593,7 @@ class Trainer:
                 m[f"acc@{t}"] = sum((e.first_success_turn or 99) <= t for e in episodes) / len(episodes)
             decided = stats.groups_expanded + stats.groups_pruned
             m["groups_expanded_share"] = stats.groups_expanded / decided if decided else 0.0
+            m["groups_expanded"], m["groups_pruned"] = stats.groups_expanded, stats.groups_pruned
             m["episodes_pruned"] = stats.episodes_pruned
         if stats.cf_env_calls:
             m["cf_env_calls"] = stats.cf_env_calls
@@ -600,9 +603,7 @@ class Trainer:
         self.log.log(self.step_no, m)
         self._check_finite(m)
         if c.run.log_samples:
-            adv = detail["turn_adv"] or [[] for _ in episodes]
-            rows = [_sample_row(e, a) for e, a in zip(episodes, adv)][: c.run.log_samples]
-            self.log.samples(self.step_no, rows)
+            self.log.samples(self.step_no, _sample_rows(groups, detail)[: c.run.log_samples])
         return StepResult(self.step_no, m, groups)
 
     def _check_finite(self, m: dict[str, float]) -> None:
@@ -813,6 +814,21 @@ def check_parallel(cfg, size: int, strategy: str, resume: bool) -> None:
             "--resume is supported with --strategy ddp; an fsdp2 checkpoint keeps full model weights but "
             "not the sharded optimizer state: start a new run from checkpoints/step_N/model"
         )
+
+
+def _sample_rows(groups: list[Group], detail: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per episode, with its turns' advantages, its group's rollout decisions (`Group.info`) and
+    the credit's per-episode values (each episode's own, and its group's as a list)."""
+    rows, j = [], 0
+    per = detail["per_episode"]
+    for n, g in enumerate(groups):
+        own = {k: v[j : j + len(g.episodes)] for k, v in per.items()}
+        group = {"index": n, **g.info, **{f"{k}s": v for k, v in own.items()}}
+        for i, e in enumerate(g.episodes):
+            adv = detail["turn_adv"][j + i] if detail["turn_adv"] else []
+            rows.append({**_sample_row(e, adv), **{k: v[i] for k, v in own.items()}, "group": group})
+        j += len(g.episodes)
+    return rows
 
 
 def _sample_row(e: Episode, turn_adv: list[float]) -> dict[str, Any]:

@@ -44,6 +44,9 @@ class Credit:
     """A narrower loss mask (e.g. rows with nothing to learn from); None keeps the batch's."""
     metrics: dict[str, float] = field(default_factory=dict)
     """Token means over this batch (reduced over ranks by loss tokens)."""
+    per_episode: dict[str, torch.Tensor] = field(default_factory=dict)
+    """One value per episode of the batch, in its order (e.g. LEAP's tournament score): written into
+    each episode's sample row, with its group's values as a list."""
 
 
 CreditFn = Callable[[Scores, TrainBatch, State], Credit]

@@ -25,7 +25,16 @@ from tempering.train.batch import TrainBatch
 from tempering.train.world import World
 
 STRATEGIES = ("ddp", "fsdp2")
-SUMMED_METRICS = ("env_calls", "env_errors", "user_errors", "cf_env_calls", "episodes_pruned", "groups")
+SUMMED_METRICS = (
+    "env_calls",
+    "env_errors",
+    "user_errors",
+    "cf_env_calls",
+    "episodes_pruned",
+    "groups",
+    "groups_expanded",
+    "groups_pruned",
+)
 """Metrics that count events: summed over ranks. The others are means, weighted by each rank's share.
 (Loss terms such as `policy_loss` are shares of the global loss divided by the world size, so their
 mean over ranks is the global value.)"""
@@ -76,7 +85,10 @@ class DataParallel:
             max_len = float(longest)
         w = self.world.size
         return LossNorm(
-            tokens=max(float(counts[0]), 1.0) / w, seqs=max(float(counts[1]), 1.0) / w, max_len=float(max_len)
+            tokens=max(float(counts[0]), 1.0) / w,
+            seqs=max(float(counts[1]), 1.0) / w,
+            max_len=float(max_len),
+            world=float(w),
         )
 
     def even_out(self, batch: TrainBatch) -> TrainBatch:

@@ -32,6 +32,9 @@ class UpdateSettings:
     loss_agg: str = "token-mean"
     kl_coef: float = 0.0
     kl_estimator: str = "k3"
+    kl_bias_correction: bool = False
+    """Weight each token's KL estimate by the current/old policy ratio (TRL's `use_bias_correction_kl`):
+    the tokens were sampled from the old policy, the KL is of the current one."""
     max_grad_norm: float = 1.0
     temperature: float = 1.0
     max_response_len: int | None = None
@@ -91,7 +94,10 @@ def ppo_loss(model, mb: TrainBatch, norm: LossNorm, s: UpdateSettings) -> tuple[
     if s.kl_coef > 0:
         if mb.ref_logp_BT is None:
             raise ValueError("a KL-to-reference loss (kl_coef > 0) needs the reference's log-probs in the batch")
-        kl = aggregate(kl_estimate(logp, mb.ref_logp_BT, s.kl_estimator), m, s.loss_agg, norm)
+        kl_BT = kl_estimate(logp, mb.ref_logp_BT, s.kl_estimator)
+        if s.kl_bias_correction:
+            kl_BT = kl_BT * (logp - old).clamp(-20.0, 20.0).exp()
+        kl = aggregate(kl_BT, m, s.loss_agg, norm)
         stats["kl_ref"] = kl.detach()
         loss = loss + s.kl_coef * kl
     # how far the sampler's log-probs are from the trainer's (non-zero with another inference engine)

@@ -64,6 +64,15 @@ def test_compile_baseline_once_scales_eager_time_by_the_per_problem_ratio(kernel
     assert res.correct and res.compile_estimated
     assert res.t_compile_ms == pytest.approx(res.t_eager_ms * 0.25)
     assert res.speedup_compile == pytest.approx(res.t_compile_ms / res.t_ms)
+    measured = KernelVerifier(
+        replace(kernel_verifier.config, compile_baseline="cached"),
+        sandbox=kernel_verifier.sandbox,
+        cache=kernel_verifier.cache,
+    )
+    measured.remember_baseline(problem, eager_ms=2.0, compile_ms=0.5)
+    res = asyncio.run(measured.verify(problem, sub))
+    assert res.correct and not res.compile_estimated  # the cached baseline's measured median, as is
+    assert res.t_compile_ms == 0.5 and res.speedup_compile == pytest.approx(0.5 / res.t_ms)
 
 
 def test_sketch_env_scores_correct_sketches_and_rejects_bad_ones(kernel_verifier):
@@ -252,3 +261,136 @@ def test_agent_mode_tools_and_submit(kernel_verifier):
     assert wrote.status == "tool:write_file" and compiled.status == "compiled"
     assert submitted.done and submitted.status == "correct" and submitted.info["tool"] == "submit"
     assert submitted.score == submitted.info["rewards"]["score"] > 0
+
+
+TRANSPOSE_PROBLEM = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x.t().contiguous()
+
+
+def get_inputs():
+    return [torch.randn(48, 40)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+CUDA_TRANSPOSE = '''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CUDA = """
+__global__ void transpose_kernel(const float* x, float* y, int rows, int cols) {
+    int i = blockIdx.y * blockDim.y + threadIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < rows && j < cols) y[j * rows + i] = x[i * cols + j];
+}
+"""
+ext = load_inline(name="transpose_cuda", cpp_sources="torch::Tensor transpose(torch::Tensor x);",
+                  cuda_sources=CUDA, functions=["transpose"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.transpose(x)
+'''
+
+# What the build job's extension looks like to the harness: a module whose function does its work
+# out of sight of the torch modes, as compiled code does.
+FAKE_EXTENSION = """import torch
+from torch.utils._python_dispatch import _disable_current_modes
+
+
+def transpose(x):
+    with torch._C.DisableTorchFunction(), _disable_current_modes():
+        return x.t().contiguous()
+"""
+
+
+def test_cuda_extension_is_swapped_and_counted_so_a_decoy_is_caught(kernel_verifier, tmp_path):
+    """The GPU path's harness logic on a CPU: a `cuda` submission's load_inline returns the prebuilt
+    extension and its calls are counted; a forward that computes the answer with views alone and
+    never launches the kernel is `kernel_not_called`."""
+    from tempering.envs.kernels.submission import parse_submission
+
+    ext = tmp_path / "transpose_ext.py"
+    ext.write_text(FAKE_EXTENSION)
+    ext.chmod(0o644)
+    problem = Problem(name="transpose", source=TRANSPOSE_PROBLEM)
+
+    def job(text):
+        sub = parse_submission(text)
+        assert sub.backend == "cuda" and not sub.errors
+        return asyncio.run(kernel_verifier._job(problem, sub, str(ext), "verify", time_compile=False, backend="cuda"))
+
+    honest = job(CUDA_TRANSPOSE)
+    assert honest["status"] == "correct" and honest["kernel_calls"] > 0, honest.get("message")
+    decoy = job(CUDA_TRANSPOSE.replace("return ext.transpose(x)", "return x.t().contiguous()"))
+    assert decoy["status"] == "kernel_not_called", decoy.get("message")
+
+
+SCALE_PROBLEM = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.scale = nn.Parameter(torch.randn(dim))
+
+    def forward(self, x):
+        return x * self.scale
+
+
+rows = 16
+dim = 64
+
+
+def get_inputs():
+    return [torch.randn(rows, dim)]
+
+
+def get_init_inputs():
+    return [dim]
+"""
+
+SCALE_RENAMED = '''import torch
+import torch.nn as nn
+from ckernel import load_c
+
+C_SOURCE = r"""
+void scale(const float* x, const float* s, float* y, long rows, long dim) {
+    for (long i = 0; i < rows; i++)
+        for (long j = 0; j < dim; j++) y[i * dim + j] = x[i * dim + j] * s[j];
+}
+"""
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.gain = nn.Parameter(torch.randn(dim))
+        self.lib = load_c()
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        self.lib.scale(x, self.gain, y, x.shape[0], x.shape[1])
+        return y
+'''
+
+
+def test_parameters_under_other_names_rely_on_the_seeded_initialisation(kernel_verifier):
+    problem = Problem(name="scale", source=SCALE_PROBLEM)
+    renamed = asyncio.run(kernel_verifier.verify(problem, SCALE_RENAMED, mode="verify"))
+    assert renamed.correct, renamed.message  # same seed, same creation: the same values, as in KernelBench
+    other_init = SCALE_RENAMED.replace("nn.Parameter(torch.randn(dim))", "nn.Parameter(torch.rand(dim))")
+    wrong = asyncio.run(kernel_verifier.verify(problem, other_init, mode="verify"))
+    assert wrong.status == "incorrect"
+    assert "ModelNew's gain matched no tensor of Model by name and shape (Model has scale)" in wrong.message
+    same_name = SCALE_RENAMED.replace("gain", "scale").replace("torch.randn(dim)", "torch.rand(dim)")
+    loaded = asyncio.run(kernel_verifier.verify(problem, same_name, mode="verify"))
+    assert loaded.correct, loaded.message  # a shared name takes the reference's values, whatever the init

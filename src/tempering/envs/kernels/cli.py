@@ -55,8 +55,8 @@ def _verify_config(args):
             values[key] = json.loads(val)  # numbers, true/false, lists
         except ValueError:
             values[key] = val
-    if values.get("compile_baseline", "once") not in ("every", "once", "off"):
-        raise UserError("--compile-baseline must be every, once or off")
+    if values.get("compile_baseline", "cached") not in ("cached", "every", "once", "off"):
+        raise UserError("--compile-baseline must be cached, every, once or off")
     return VerifyConfig(**values)
 
 
@@ -151,7 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", default=None, help="write the summary here")
     p.add_argument("--scale", type=float, default=1.0, help="size override for the problems (e.g. 0.25)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for candidate and baselines")
-    p.add_argument("--compile-baseline", dest="compile_baseline", default=None, help="every | once | off")
+    p.add_argument(
+        "--compile-baseline", dest="compile_baseline", default=None, help="cached (default) | every | once | off"
+    )
     p.add_argument("--seeds", type=int, default=None, help="correctness trials with get_inputs()")
     p.add_argument("--timed-runs", dest="timed_runs", type=int, default=None, help="timed runs per model")
     p.add_argument("--backend", default=None, help="force a backend (c, torch_ext, cuda, triton)")

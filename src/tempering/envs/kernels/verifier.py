@@ -6,28 +6,38 @@
 Steps: parse and static-check the answer (no code runs on the host); compile in a sandbox job through
 the content-addressed `BuildCache` (gcc for `c`, `load_inline` for `torch_ext`, nvcc to a cubin for
 `cuda`); then run the read-only harness (`harness/verify.py`) in a fresh sandboxed process that
-verifies and times the candidate against eager PyTorch (and torch.compile). The harness's
-`result.json` must carry a nonce given on stdin: a process that exits early or writes its own result
-fails.
+verifies and times the candidate against eager PyTorch (and torch.compile): a process forked from a
+warm worker (`harness/worker.py`, torch imported once per worker), or a sandbox job of its own. The
+harness's `result.json` must carry a nonce given on stdin: a process that exits early or writes its
+own result fails. torch.compile baselines are measured once per problem and machine and kept on disk.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import functools
+import hashlib
 import json
 import os
+import platform
 import re
 import secrets
 import shutil
+import signal
 import sys
+import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from importlib import resources
+from pathlib import Path
 
 from tempering.envs.kernels import rewards
 from tempering.envs.kernels.problems import Problem
 from tempering.envs.kernels.submission import Submission, parse_submission, static_check
+from tempering.envs.kernels.workers import workers_for
 
-HARNESS_FILES = ("verify.py", "ckernel.py")
+HARNESS_FILES = ("verify.py", "ckernel.py", "worker.py")
 C_FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c11")
 CUDA_ARCH = "sm_90"
 
@@ -50,9 +60,12 @@ class VerifyConfig:
     """Timed runs of each model, interleaved candidate / eager / compile; medians are reported."""
     threads: int = 1
     """Fixed CPU thread count for torch and OpenMP (candidate and baselines alike)."""
-    compile_baseline: str = "once"
-    """torch.compile baseline: `every` (timed in each job; ~20 s cold compile on a CPU), `once` (timed
-    once per problem beside eager, then t_compile = t_eager(now) * that ratio), or `off`."""
+    compile_baseline: str = "cached"
+    """torch.compile baseline behind reward 3: `cached` (measured: one baseline job per problem, sizes,
+    torch version, machine and thread count times eager and torch.compile interleaved; its compile
+    median is kept on disk under `cache_dir` and used as is), `once` (estimated from the same cached
+    job: t_compile = t_eager(this job) * its compile/eager ratio; `compile_estimated` is set), `every`
+    (timed in each job beside the candidate; a cold compile is ~20 s on a CPU) or `off`."""
     device: str = "cpu"
     """`cpu`, or `cuda` on a GPU machine."""
     backend: str | None = None
@@ -73,6 +86,10 @@ class VerifyConfig:
     memory_mb: int = 8192
     """Address-space limit of one verification job (torch reserves a lot of virtual memory; keep
     concurrency x memory_mb below the machine's memory)."""
+    warm_workers: bool = True
+    """Verify in warm workers: sandbox jobs that import torch once and run each candidate in a fresh
+    process forked from them, cleaned up after (see harness/worker.py), as many as the sandbox pool
+    has slots. False: one sandbox job per candidate (each pays the sandbox start and the import)."""
     build_wall_s: float = 300.0
     """Wall-clock limit of one compile job (torch_ext builds take tens of seconds)."""
     use_pch: bool = False
@@ -139,7 +156,10 @@ class KernelResult:
     build_s: float = 0.0
     """Seconds spent compiling (0 on a cache hit)."""
     run_s: float = 0.0
-    """Seconds of the verification job."""
+    """Seconds of the verification job (in a warm worker: of the candidate's own process)."""
+    run_cpu_s: float = 0.0
+    """CPU seconds of the same (a job of its own includes its start and torch import; a worker's
+    candidate does not, the worker pays those once)."""
 
     def reward(self, kind: str) -> float:
         """The reward named `kind` (`cuda_agent`, `log_speedup`, `correct`)."""
@@ -255,10 +275,11 @@ class KernelVerifier:
         self.config = config or VerifyConfig()
         self.sandbox = sandbox or Sandbox()
         root = self.config.cache_dir or os.path.join(os.path.expanduser("~"), ".cache", "tempering", "kernels")
+        self._cache_root = root
         self.cache = cache or BuildCache(root=os.path.join(root, "builds"))
         self._baselines: dict[str, dict] = {}
         self._baseline_locks: dict[str, asyncio.Lock] = {}
-        self._harness = _harness_files()
+        self._harness_files_for_job = _harness_files()
 
     # -- public ------------------------------------------------------------------------------------
     async def verify(self, problem: Problem, text: str, mode: str = "profile") -> KernelResult:
@@ -292,24 +313,52 @@ class KernelVerifier:
         return res
 
     async def baseline(self, problem: Problem) -> dict:
-        """Eager and torch.compile medians of the reference, one job per problem (memoised)."""
-        key = problem.digest
+        """Eager and torch.compile medians of the reference, timed interleaved in one job of their own.
+
+        Kept on disk (`<cache_dir>/baselines/`), keyed by the problem's source (sizes included), the
+        torch version, the machine, the device and the timing settings: measured once per machine,
+        not once per run. A failed baseline is not kept."""
+        key = self._baseline_key(problem)
         lock = self._baseline_locks.setdefault(key, asyncio.Lock())
         async with lock:
-            if key not in self._baselines:
-                out = await self._job(problem, None, None, "baseline", time_compile=True, backend="reference")
-                timing = out.get("timing", {})
-                self._baselines[key] = {
-                    "eager_ms": timing.get("eager", {}).get("median_ms"),
-                    "compile_ms": timing.get("compile", {}).get("median_ms"),
-                    "status": out.get("status"),
-                    "message": out.get("message", "") or out.get("compile_error", ""),
-                }
-            return self._baselines[key]
+            if key in self._baselines:
+                return self._baselines[key]
+            path = self.baseline_dir / f"{key}.json"
+            try:
+                self._baselines[key] = json.loads(path.read_text())
+                return self._baselines[key]
+            except (OSError, ValueError):
+                pass
+            out = await self._job(problem, None, None, "baseline", time_compile=True, backend="reference")
+            timing = out.get("timing", {})
+            base = {
+                "problem": problem.name,
+                "eager_ms": timing.get("eager", {}).get("median_ms"),
+                "compile_ms": timing.get("compile", {}).get("median_ms"),
+                "status": out.get("status"),
+                "message": out.get("message", "") or out.get("compile_error", ""),
+                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "load_average": os.getloadavg(),
+                "machine": _machine(),
+            }
+            if base["status"] == "baseline" and base["eager_ms"] and base["compile_ms"]:
+                _atomic_write(path, json.dumps(base, indent=1))
+            self._baselines[key] = base
+            return base
+
+    @property
+    def baseline_dir(self) -> Path:
+        return Path(self._cache_root) / "baselines"
+
+    def _baseline_key(self, problem: Problem) -> str:
+        cfg = self.config
+        what = [problem.source, _machine(), cfg.device, cfg.threads, cfg.warmup, cfg.timed_runs, cfg.flush_mb]
+        return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:32]
 
     def remember_baseline(self, problem: Problem, eager_ms: float, compile_ms: float) -> None:
         """Use baseline medians measured elsewhere (a previous run's results) instead of a baseline job."""
-        self._baselines[problem.digest] = {
+        self._baselines[self._baseline_key(problem)] = {
+            "problem": problem.name,
             "eager_ms": eager_ms,
             "compile_ms": compile_ms,
             "status": "baseline",
@@ -407,8 +456,9 @@ class KernelVerifier:
     async def _run(self, problem: Problem, sub: Submission, artifact: str | None, res: KernelResult, mode: str) -> None:
         cfg = self.config
         every = cfg.compile_baseline == "every"
-        out = await self._job(problem, sub, artifact, mode, time_compile=every, backend=sub.backend)
+        out = await self._harness(problem, sub, artifact, mode, time_compile=every, backend=sub.backend)
         res.run_s = out.pop("_wall_s", 0.0)
+        res.run_cpu_s = out.pop("_cpu_s", 0.0)
         res.status = out.get("status", "sandbox_error")
         res.message = out.get("message", "")
         res.mismatch = out.get("mismatch")
@@ -426,6 +476,8 @@ class KernelVerifier:
         res.t_eager_ms = res.timing.get("eager", {}).get("median_ms")
         if every:
             res.t_compile_ms = res.timing.get("compile", {}).get("median_ms")
+        elif cfg.compile_baseline == "cached":
+            res.t_compile_ms = (await self.baseline(problem)).get("compile_ms")
         elif cfg.compile_baseline == "once":
             base = await self.baseline(problem)
             if base.get("eager_ms") and base.get("compile_ms") and res.t_eager_ms:
@@ -439,7 +491,7 @@ class KernelVerifier:
         res.score = rewards.score(True, res.speedup_eager)
         res.flagged = bool(res.speedup_eager and res.speedup_eager > cfg.flag_speedup)
 
-    async def _job(
+    def _request(
         self,
         problem: Problem,
         sub: Submission | None,
@@ -447,12 +499,8 @@ class KernelVerifier:
         mode: str,
         time_compile: bool,
         backend: str,
-    ) -> dict:
-        """Run the harness once in a fresh sandboxed process; its result dict (or a failure status)."""
-        from tempering.sandbox import Job, Limits
-
+    ) -> _Request:
         cfg = self.config
-        nonce = secrets.token_hex(16)
         config = {
             "mode": mode,
             "problem": "model.py",
@@ -470,32 +518,95 @@ class KernelVerifier:
             "allow_ops": list(cfg.allow_ops),
             "flush_mb": cfg.flush_mb,
         }
-        ro = dict(self._harness)
-        ro["model.py"] = problem.source
-        env = {
-            "OMP_NUM_THREADS": str(cfg.threads),
-            "MKL_NUM_THREADS": str(cfg.threads),
+        env = {}
+        if sub is not None and backend == "triton" and cfg.device != "cuda":
+            env["TRITON_INTERPRET"] = "1"
+        return _Request(
+            problem=problem,
+            config=config,
+            nonce=secrets.token_hex(16),
+            submission=sub.code if sub else None,
+            artifact=artifact if sub is not None else None,
+            backend=backend,
+            env=env,
+        )
+
+    def _job_env(self) -> dict[str, str]:
+        threads = str(self.config.threads)
+        return {
+            "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads,
             "OMP_WAIT_POLICY": "PASSIVE",  # idle OpenMP threads must not spin against the other model
             "TORCHINDUCTOR_CACHE_DIR": "/tmp/inductor",
             "TRITON_CACHE_DIR": "/tmp/triton",
         }
+
+    async def _harness(
+        self,
+        problem: Problem,
+        sub: Submission | None,
+        artifact: str | None,
+        mode: str,
+        time_compile: bool,
+        backend: str,
+    ) -> dict:
+        """Run the harness for one candidate: in a warm worker, or in a sandbox job of its own."""
+        from tempering.sandbox import Sandbox
+
+        req = self._request(problem, sub, artifact, mode, time_compile, backend)
+        if not self.config.warm_workers or sub is None or not isinstance(self.sandbox, Sandbox):
+            return await self._one(req)
+        pool = workers_for(self.sandbox, self.config.memory_mb, self._job_env(), self._harness_files_for_job)
+        answer = await pool.submit(self._worker_request(req), self.config.wall_s)
+        if answer.reply is not None:
+            return _read_result(answer.reply["result"], req.nonce, _candidate_exit(answer.reply))
+        if answer.worker is None:
+            return {"status": "timeout", "message": "the candidate ran past its time limit (its worker was killed)"}
+        ran = answer.worker
+        out = {"status": _failure_status(ran), "message": _failure_message(ran), "_wall_s": ran.wall_s}
+        if ran.status in ("ok", "nonzero_exit", "killed"):
+            out["status"] = "crashed"
+            out["message"] = (
+                "the verification worker died while this candidate ran (the candidate killed it or broke "
+                f"its process tree): {_failure_message(ran)}"
+            )
+        return out
+
+    async def _job(
+        self,
+        problem: Problem,
+        sub: Submission | None,
+        artifact: str | None,
+        mode: str,
+        time_compile: bool,
+        backend: str,
+    ) -> dict:
+        """Run the harness once in a fresh sandboxed process; its result dict (or a failure status)."""
+        return await self._one(self._request(problem, sub, artifact, mode, time_compile, backend))
+
+    async def _one(self, req: _Request) -> dict:
+        from tempering.sandbox import Job, Limits
+
+        cfg = self.config
+        config = dict(req.config)
+        ro = dict(self._harness_files_for_job)
+        ro["model.py"] = req.problem.source
+        env = {**self._job_env(), **req.env}
         binds = []
-        if sub is not None:
-            ro["model_new.py"] = sub.code
-            if artifact and backend == "c":
-                env["CKERNEL_LIBRARY"] = artifact
-                binds.append(artifact)
-            elif artifact:
-                config["extension"] = artifact
-                binds.append(artifact)
-            if backend == "triton" and cfg.device != "cuda":
-                env["TRITON_INTERPRET"] = "1"
+        if req.submission is not None:
+            ro["model_new.py"] = req.submission
+            if req.artifact and req.backend == "c":
+                env["CKERNEL_LIBRARY"] = req.artifact
+                binds.append(req.artifact)
+            elif req.artifact:
+                config["extension"] = req.artifact
+                binds.append(req.artifact)
         job = Job(
             cmd=[sys.executable, "verify.py"],
             files={"config.json": json.dumps(config)},
             readonly_files=ro,
             env=env,
-            stdin=nonce + "\n",
+            stdin=req.nonce + "\n",
             outputs=["result.json"],
             ro_binds=binds,
             limits=Limits(
@@ -509,22 +620,90 @@ class KernelVerifier:
         )
         ran = await self.sandbox.run(job)
         raw = ran.outputs.get("result.json")
-        if raw is None:
-            return {"status": _failure_status(ran), "message": _failure_message(ran), "_wall_s": ran.wall_s}
-        try:
-            out = json.loads(raw)
-        except ValueError:
-            return {"status": "tampering", "message": "result.json is not the harness's JSON", "_wall_s": ran.wall_s}
-        if out.get("nonce") != nonce:
-            return {
-                "status": "tampering",
-                "message": "result.json was not written by the harness (nonce mismatch)",
-                "_wall_s": ran.wall_s,
+        return _read_result(raw.decode(errors="replace") if raw is not None else None, req.nonce, ran)
+
+    # -- warm workers --------------------------------------------------------------------------------
+    def _worker_request(self, req: _Request) -> str:
+        """The candidate's line for harness/worker.py: its files (problem, code, kernel), config, nonce."""
+        files = {"model.py": req.problem.source.encode(), "model_new.py": req.submission.encode()}
+        env = dict(req.env)
+        config = dict(req.config, problem="model.py")
+        if req.artifact and req.backend == "c":
+            files["kernel.so"] = Path(req.artifact).read_bytes()
+            env["CKERNEL_LIBRARY"] = "kernel.so"
+        elif req.artifact:
+            files["ext.so"] = Path(req.artifact).read_bytes()
+            config["extension"] = "ext.so"
+        cfg = self.config
+        return json.dumps(
+            {
+                "nonce": req.nonce,
+                "config": config,
+                "files": {name: base64.b64encode(data).decode() for name, data in files.items()},
+                "env": env,
+                "wall_s": cfg.wall_s,
+                "cpu_s": cfg.wall_s * max(1, cfg.threads) * 2,
             }
-        if not ran.ok and out.get("status") == "correct":
-            out.update(status=_failure_status(ran), message=_failure_message(ran))
-        out["_wall_s"] = ran.wall_s
-        return out
+        )
+
+
+@dataclass
+class _Request:
+    """One run of the harness: what it checks, against what, with which nonce."""
+
+    problem: Problem
+    config: dict
+    nonce: str
+    submission: str | None
+    artifact: str | None
+    backend: str
+    env: dict
+
+
+def _candidate_exit(entry: dict):
+    """A worker's report on one candidate's process, as the sandbox `Result` of a job of its own."""
+    from tempering.sandbox import Result
+
+    sig, stderr = entry.get("signal"), entry.get("stderr") or ""
+    if entry.get("timeout") or sig == signal.SIGXCPU:
+        status, message = "timeout", "the candidate ran past its time limit"
+    elif (sig or entry.get("exit_code")) and any(m in stderr for m in ("MemoryError", "Cannot allocate memory")):
+        status, message = "memory_exceeded", "an allocation failed under memory_mb"
+    elif sig:
+        status, message = "killed", f"ended by signal {signal.Signals(sig).name}"
+    elif entry.get("exit_code"):
+        status, message = "nonzero_exit", f"exit code {entry['exit_code']}"
+    else:
+        status, message = "ok", ""
+    return Result(
+        status=status,
+        exit_code=entry.get("exit_code"),
+        signal=sig,
+        stderr=stderr,
+        wall_s=float(entry.get("wall_s") or 0.0),
+        cpu_s=float(entry.get("cpu_s") or 0.0),
+        message=message,
+    )
+
+
+def _read_result(raw: str | None, nonce: str, ran) -> dict:
+    """The harness's result, checked for its nonce; or a failure status from how the process ended."""
+    if raw is None:
+        return {"status": _failure_status(ran), "message": _failure_message(ran), "_wall_s": ran.wall_s}
+    try:
+        out = json.loads(raw)
+    except ValueError:
+        return {"status": "tampering", "message": "result.json is not the harness's JSON", "_wall_s": ran.wall_s}
+    if not isinstance(out, dict) or out.get("nonce") != nonce:
+        return {
+            "status": "tampering",
+            "message": "result.json was not written by the harness (nonce mismatch)",
+            "_wall_s": ran.wall_s,
+        }
+    if not ran.ok and out.get("status") == "correct":
+        out.update(status=_failure_status(ran), message=_failure_message(ran))
+    out["_wall_s"], out["_cpu_s"] = ran.wall_s, ran.cpu_s
+    return out
 
 
 def _failure_status(ran) -> str:
@@ -545,6 +724,36 @@ def _failure_message(ran) -> str:
         return f"the job ran out of memory ({ran.message})"
     sig = f" (signal {ran.signal})" if ran.signal else ""
     return f"the process died{sig}, exit code {ran.exit_code}: {ran.message}\n{tail}".strip()
+
+
+@functools.cache
+def _machine() -> dict:
+    """What a timing depends on besides the problem: CPU (or GPU), cores, torch and Python versions."""
+    import torch
+
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "arch": platform.machine(),
+        "gpu": gpu,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
 
 
 def run_sync(verifier: KernelVerifier, problem: Problem, text: str, mode: str = "profile") -> KernelResult:

@@ -47,12 +47,12 @@ DEFAULT_TIMEOUT_S = 600.0
 
 _RESTORE = """import os, tarfile
 os.makedirs("app", exist_ok=True)
-with tarfile.open(".ws/state.tar") as t:
+with tarfile.open(".ws-state.tar") as t:
     t.extractall("app", filter="tar")
-os.remove(".ws/state.tar")
+os.remove(".ws-state.tar")
 """
 _SNAPSHOT = """import os, tarfile
-with tarfile.open(".ws/state.tar", "w") as t:
+with tarfile.open(".ws-state.tar", "w") as t:
     for name in sorted(os.listdir("app")):
         t.add(os.path.join("app", name), arcname=name)
 """
@@ -363,7 +363,7 @@ class Workspace:
                     mounts[inner] = top
         job = Job(
             cmd=["bash", ".ws/run.sh"],
-            files={".ws/state.tar": self.state},
+            files={".ws-state.tar": self.state},
             readonly_files=ro,
             env={**self.env, **(env or {})},
             limits=Limits(
@@ -373,22 +373,22 @@ class Workspace:
                 nproc=128,
                 disk_mb=self.disk_mb,
             ),
-            outputs=[".ws/state.tar", *(outputs or [])],
+            outputs=[".ws-state.tar", *(outputs or [])],
             mounts=mounts,
         )
         t0 = time.monotonic()
         res = await self.sandbox.run(job)
         code = res.exit_code
-        if code in (97, 98) or ".ws/state.tar" not in res.outputs:
+        if code in (97, 98) or ".ws-state.tar" not in res.outputs:
             code = None  # the state could not be restored or saved: keep the previous one
         else:
-            self.state = res.outputs[".ws/state.tar"]
+            self.state = res.outputs[".ws-state.tar"]
         out = res.stdout + (("\n" if res.stdout and res.stderr else "") + res.stderr if res.stderr else "")
         if res.stdout_truncated or res.stderr_truncated:
             out += "\n[output truncated]"
         if res.status in ("memory_exceeded", "output_limit", "sandbox_error", "killed") and res.message:
             out += f"\n[{res.status}: {res.message}]"
-        kept = {k: v for k, v in res.outputs.items() if k != ".ws/state.tar"}
+        kept = {k: v for k, v in res.outputs.items() if k != ".ws-state.tar"}
         return Run(code, out, res.status, kept, time.monotonic() - t0)
 
     async def run_tests(self, step: Step) -> tuple[Rewards, Run]:

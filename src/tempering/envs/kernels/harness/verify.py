@@ -5,7 +5,8 @@ carrying the nonce, and nothing else decides success: a process that exits befor
 
 Order of work, as KernelBench and CUDA Agent check it, plus the known reward hacks:
   1. import the problem, then the candidate (its import may not exit, raise, start threads or patch us);
-  2. build the reference, load its state_dict into the candidate;
+  2. build the reference and the candidate under the same seed (KernelBench's rule), then load into
+     the candidate the reference's tensors whose names and shapes it shares;
   3. correctness trials: fresh inputs per seed plus signed inputs; each model gets its own clone;
      the candidate runs before the reference and again after it; inputs must come back unchanged;
      outputs must be plain, materialised tensors, close to the reference, neither near-constant nor
@@ -153,6 +154,12 @@ ALLOWED_OPS = {
 }
 
 
+EXTENSION_BACKENDS = ("torch_ext", "cuda")
+"""Backends whose `load_inline` returns the extension the build job compiled, its calls counted."""
+COUNTED_BACKENDS = ("c", "torch_ext", "cuda", "triton")
+"""Backends whose forward must call the compiled kernel (a defined but unlaunched kernel is a decoy)."""
+
+
 class Verdict(Exception):
     """Ends verification with a status (not `correct`) and a message for the feedback."""
 
@@ -244,7 +251,7 @@ def _load_module(name, path):
 
 
 def _install_extension_loader(cfg, counter):
-    """torch_ext: `load_inline` returns the extension the build job compiled (cached by content)."""
+    """torch_ext, cuda: `load_inline` returns the extension the build job compiled (cached by content)."""
     import torch.utils.cpp_extension as cpp_extension
 
     prebuilt = cfg.get("extension")
@@ -314,13 +321,32 @@ def _check_plain(out, device, who):
             raise Verdict("bad_output", f"{who} output {k} is not a materialised {device} tensor")
 
 
+# The tensor functions the comparisons below use, taken before any candidate code runs: a candidate
+# that patches one of them later cannot change what the harness computes with it.
+_isclose, _aminmax = torch.isclose, torch.aminmax
+_sub, _std = torch.Tensor.__sub__, torch.Tensor.std
+
+
+def _surely_close(got, want, atol):
+    """max |got - want| if it is surely within tolerance, else None (the exact check decides).
+
+    Two passes (a difference and its extremes) where torch.isclose takes several times longer:
+    max |got - want| <= atol, with a margin for rounding, implies isclose's |got - want| <= atol +
+    rtol |want|. A NaN or inf, or an error near or above atol that rtol may still excuse, gives None."""
+    if not got.is_floating_point() or got.numel() == 0:
+        return None
+    low, high = _aminmax(_sub(got, want))
+    gap = max(-float(low), float(high))
+    return gap if gap <= atol * (1 - 1e-6) else None
+
+
 def _mismatch(got, want, atol, rtol):
     """None if close, else a report: shapes/dtypes, max abs and rel error and where."""
     if got.shape != want.shape:
         return {"reason": f"shape {tuple(got.shape)} != expected {tuple(want.shape)}"}
     if got.dtype != want.dtype:
         return {"reason": f"dtype {got.dtype} != expected {want.dtype}"}
-    close = torch.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    close = _isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
     if bool(close.all()):
         return None
     g, w = got.detach().double().cpu(), want.detach().double().cpu()
@@ -345,15 +371,31 @@ def _mismatch(got, want, atol, rtol):
     }
 
 
-def _degenerate(got, want):
-    """Near-constant or near-zero candidate output where the reference's is not."""
-    g, w = got.detach().float(), want.detach().float()
-    if w.numel() < 2:
+def _spread(t):
+    """(largest magnitude, standard deviation) of a tensor, the two numbers `_degenerate` compares."""
+    t = t.detach().float()
+    low, high = _aminmax(t)
+    return max(abs(float(low)), abs(float(high))), float(_std(t))
+
+
+def _degenerate(got, want_spread, numel, gap=None):
+    """Near-constant or near-zero candidate output where the reference's (`want_spread`) is not.
+
+    `gap`, a bound on |got - want| everywhere, can settle it without a pass over `got`: max|got| >=
+    max|want| - gap, and std(got) >= std(want) - std(got - want) >= std(want) - gap * sqrt(n / (n - 1));
+    only when those bounds (with a wide margin for rounding) do not rule it out is `got` measured."""
+    if numel < 2:
         return None
-    w_scale, g_scale = float(w.abs().max()), float(g.abs().max())
+    w_scale, w_std = want_spread
+    if gap is not None:
+        slack = 1.01 * gap * math.sqrt(numel / (numel - 1))
+        if (w_scale <= 1e-4 or 0.99 * w_scale - slack > 1e-3 * w_scale) and (
+            w_std <= 1e-4 or 0.99 * w_std - slack > 1e-3 * w_std
+        ):
+            return None
+    g_scale, g_std = _spread(got)
     if w_scale > 1e-4 and g_scale <= 1e-3 * w_scale:
         return "near-zero output where the reference's is not"
-    w_std, g_std = float(w.std()), float(g.std())
     if w_std > 1e-4 and g_std <= 1e-3 * w_std:
         return "near-constant output where the reference's varies"
     return None
@@ -368,7 +410,7 @@ class Harness:
         self.guard = Guard(ALLOWED_OPS | extra, ALLOWED_CALLS | extra)
         # aten-level checks only where compiled code can call ATen itself (entering a dispatch mode
         # imports torch._dynamo: seconds per job)
-        self.aten_guard = cfg.get("backend") in ("torch_ext", "cuda")
+        self.aten_guard = cfg.get("backend") in EXTENSION_BACKENDS
         self.counter = KernelCounter()
         self.result = {"trials": [], "timing": {}}
 
@@ -402,7 +444,7 @@ class Harness:
             raise Verdict("forbidden_op", self.guard.violations[0] + " (caught and swallowed by the candidate)")
         if threading.active_count() > before_threads:
             raise Verdict("forbidden_op", "the candidate's forward left a thread running (work after return)")
-        if self.cfg.get("backend") in ("c", "torch_ext", "triton") and self.counter.count() == before_calls:
+        if self.cfg.get("backend") in COUNTED_BACKENDS and self.counter.count() == before_calls:
             raise Verdict(
                 "kernel_not_called",
                 "the forward never called the compiled kernel "
@@ -425,7 +467,7 @@ class Harness:
             if not hasattr(problem, attr):
                 raise Verdict("bad_problem", f"the problem file defines no {attr}")
         self.problem = problem
-        if cfg.get("backend") == "torch_ext":
+        if cfg.get("backend") in EXTENSION_BACKENDS:
             _install_extension_loader(cfg, self.counter)
         if cfg.get("backend") == "triton":
             _install_triton_hook(self.counter)
@@ -451,15 +493,23 @@ class Harness:
         self.check_untouched("importing the submission")
 
     def build(self):
+        """Both models from the same seed, as KernelBench builds them: a ModelNew that creates the same
+        parameters in the same order starts with the same values, whatever it names them. Tensors
+        that ModelNew shares with Model by name and shape are then copied from the reference, so a
+        different creation order does not matter where the names agree."""
         init = self.problem.get_init_inputs()
         torch.manual_seed(self.cfg.get("init_seed", 42))
         self.ref = self.problem.Model(*init).to(self.device).eval()
+        self.unmatched = []
         if self.candidate_cls is None:
             return
         torch.manual_seed(self.cfg.get("init_seed", 42))
         try:
             self.cand = self.candidate_cls(*init)
-            missing = self.cand.load_state_dict(self.ref.state_dict(), strict=False)
+            mine = self.cand.state_dict()
+            ref_state = self.ref.state_dict()
+            shared = {k: v for k, v in ref_state.items() if k in mine and tuple(mine[k].shape) == tuple(v.shape)}
+            self.cand.load_state_dict(shared, strict=False)
             self.cand = self.cand.to(self.device).eval()
         except SystemExit:
             raise Verdict("early_exit", "ModelNew() tried to exit the process")
@@ -469,13 +519,19 @@ class Harness:
                 f"ModelNew(*get_init_inputs()) raised {type(e).__name__}: {e}",
                 traceback=traceback.format_exc(limit=-3),
             )
-        if missing.missing_keys:
-            raise Verdict(
-                "bad_submission",
-                "ModelNew lacks parameters of the reference: "
-                + ", ".join(missing.missing_keys[:5])
-                + " (use the same names as Model)",
-            )
+        self.unmatched = [k for k in mine if k not in shared]
+        self.ref_unmatched = [k for k in ref_state if k not in shared]
+
+    def init_note(self):
+        """For a wrong answer: which of ModelNew's tensors kept their seeded values instead of the reference's."""
+        if not self.unmatched:
+            return ""
+        return (
+            f" Note: ModelNew's {', '.join(self.unmatched[:5])} matched no tensor of Model by name and shape "
+            f"(Model has {', '.join(self.ref_unmatched[:5]) or 'none left'}), so they keep the values the "
+            "seeded initialisation gave them: the same as Model's only if created in the same order, with "
+            "the same shapes and initialisers."
+        )
 
     def trial_inputs(self):
         """(kind, seed, inputs): seeded get_inputs() trials, then signed variants."""
@@ -500,32 +556,38 @@ class Harness:
         for kind, seed, inputs in self.trial_inputs():
             trial = {"kind": kind, "seed": seed}
             self.result["trials"].append(trial)
+            # each run gets tensors of its own: the generated ones (moved to the device), a copy for the
+            # reference, and the pristine copy for the second run once it has served the mutation check
             pristine = _clone(inputs, self.device)
-            mine = _clone(inputs, self.device)
+            mine = [x.detach().to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
             first = self.call_candidate(self.cand, mine)  # before the reference: no freed output to recycle
             for a, b in zip(mine, pristine):
                 if isinstance(a, torch.Tensor) and not torch.equal(a, b):
                     raise Verdict("mutated_inputs", "the candidate modified its input tensors in place")
             with torch.no_grad():
-                want = self.ref(*_clone(inputs, self.device))
+                want = self.ref(*_clone(pristine, self.device))
             if kind == "signed" and not all(bool(torch.isfinite(w).all()) for w in _outputs(want)):
                 trial["skipped"] = "reference output not finite on signed inputs"
                 continue
-            after = self.call_candidate(self.cand, _clone(inputs, self.device))
+            after = self.call_candidate(self.cand, pristine)
+            spreads = {}  # the reference's, computed once for both runs
             for label, got in (("before", first), ("after", after)):
                 _check_plain(got, self.device, "the candidate's")
                 gots, wants = _outputs(got), _outputs(want)
                 if len(gots) != len(wants):
                     raise Verdict("incorrect", f"returned {len(gots)} outputs, expected {len(wants)}")
                 for k, (g, w) in enumerate(zip(gots, wants)):
-                    report = _mismatch(g, w, self.atol, self.rtol)
-                    if report is None:
-                        report = _degenerate(g, w)
+                    gap = _surely_close(g, w, self.atol) if g.shape == w.shape and g.dtype == w.dtype else None
+                    report = None if gap is not None else _mismatch(g, w, self.atol, self.rtol)
+                    if report is None and w.numel() >= 2:
+                        if k not in spreads:
+                            spreads[k] = _spread(w)
+                        report = _degenerate(g, spreads[k], w.numel(), gap)
                         report = report and {"reason": report}
                     if report is not None:
                         report.update(output=k, run=label, kind=kind, seed=seed)
                         trial["ok"] = False
-                        raise Verdict("incorrect", _describe(report), mismatch=report)
+                        raise Verdict("incorrect", _describe(report) + self.init_note(), mismatch=report)
             trial["ok"] = True
         self.check_untouched("the correctness trials")
 
@@ -570,7 +632,12 @@ class Harness:
         if last is not None:  # the timed output must still be right (lazy or background work)
             want = self.ref(*_clone(inputs, self.device))
             for g, w in zip(_outputs(last), _outputs(want)):
-                report = _mismatch(g, w, self.atol, self.rtol)
+                same_kind = g.shape == w.shape and g.dtype == w.dtype
+                report = (
+                    None
+                    if same_kind and _surely_close(g, w, self.atol) is not None
+                    else _mismatch(g, w, self.atol, self.rtol)
+                )
                 if report is not None:
                     report.update(run="timed", kind="timing", seed=cfg.get("timing_seed", 7))
                     raise Verdict("incorrect", "output of a timed run is wrong: " + _describe(report), mismatch=report)

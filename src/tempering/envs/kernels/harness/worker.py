@@ -1,0 +1,193 @@
+"""A warm verification worker: torch is imported once, and each candidate runs the harness (verify.py,
+unchanged) in a fresh process forked from this one, so it pays neither the import nor a sandbox's
+start (read-only; started by the verifier as a sandbox job).
+
+stdin: a line {"isolated": bool}, then one line per candidate, {"nonce", "config", "files": {name:
+base64}, "env", "wall_s", "cpu_s"}, each sent after the answer to the previous one; the worker ends
+at the end of its stdin. stdout: one line per candidate, {"result" (the harness's result.json, or
+null), "exit_code", "signal", "timeout", "wall_s", "cpu_s", "stderr"}.
+
+Candidates stay apart: each runs in a private folder that holds only its own files (written just
+before its turn); afterwards everything it may have left is gone before the next one starts: its
+processes (in the job's PID namespace nothing else can be signalled), files in /tmp and in the
+workdir, and the System V IPC objects of the job's IPC namespace. This process is not dumpable, so a
+candidate (same uid) can neither trace it nor open its memory or descriptors; a candidate that kills
+it is charged with it, and the verifier starts another worker for the rest.
+"""
+
+import base64
+import ctypes
+import json
+import os
+import select
+import shutil
+import signal
+import stat
+import sys
+import tempfile
+import time
+import traceback
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0, before anything else
+
+import ckernel  # noqa: E402,F401
+import torch  # noqa: E402,F401  (the import every candidate shares)
+import verify  # noqa: E402  (the harness: captures the functions it guards before any candidate runs)
+
+RESULT_CAP = 1 << 20
+TAIL = 1500
+
+
+def _read_capped(path, cap):
+    """A regular file's first `cap` bytes, not following links; None if absent or not a file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, cap)
+    finally:
+        os.close(fd)
+
+
+def _child(item, folder, nonce_fd):
+    """In the forked process: the harness as if it had been started for this candidate alone."""
+    code = 1
+    try:
+        os.setpgid(0, 0)
+        os.chdir(folder)
+        out = os.open("stdout.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        err = os.open("stderr.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        for src, dst in ((nonce_fd, 0), (out, 1), (err, 2)):
+            os.dup2(src, dst)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        sys.stdin = open(0, closefd=False)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        import resource
+
+        hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+        cpu = max(1, int(item["cpu_s"]))
+        if hard != resource.RLIM_INFINITY:
+            cpu = min(cpu, hard - 1)
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        os.environ.update(item["env"])
+        verify.main()
+        code = 0
+    except SystemExit as e:  # the candidate's own exit, as a process of its own would have had it
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(code)
+
+
+def _run(item, isolated, workdir):
+    folder = tempfile.mkdtemp(prefix="candidate-")
+    for name, data in item["files"].items():
+        path = os.path.join(folder, name)
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(data))
+        os.chmod(path, 0o755 if name.endswith(".so") else 0o644)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(item["config"], f)
+    nonce_r, nonce_w = os.pipe()
+    os.write(nonce_w, (item["nonce"] + "\n").encode())
+    os.close(nonce_w)
+    t0 = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        _child(item, folder, nonce_r)
+    os.close(nonce_r)
+    pidfd = os.pidfd_open(pid)
+    timed_out = not select.select([pidfd], [], [], item["wall_s"])[0]
+    if timed_out:
+        os.kill(pid, signal.SIGKILL)
+    _, status, usage = os.wait4(pid, 0)
+    wall = time.monotonic() - t0
+    os.close(pidfd)
+    _kill_leftovers(pid, isolated)
+    result = _read_capped(os.path.join(folder, "result.json"), RESULT_CAP)
+    stderr = _read_capped(os.path.join(folder, "stderr.txt"), 1 << 20) or b""
+    shutil.rmtree(folder, ignore_errors=True)
+    return {
+        "result": result.decode(errors="replace") if result is not None else None,
+        "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+        "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+        "timeout": timed_out,
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "stderr": stderr.decode(errors="replace")[-TAIL:],
+    }
+
+
+def _kill_leftovers(pid, isolated):
+    """Every process the candidate left behind. Isolated, kill(-1) reaches exactly them: the namespace's
+    first process is exempt and belongs to another uid or is not signalled by kill(-1); otherwise (the
+    plain subprocess backend) only the candidate's process group can be targeted."""
+    for _ in range(100):
+        try:
+            if isolated:
+                os.kill(-1, signal.SIGKILL)
+            else:
+                os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.001)
+
+
+def _remove_ipc():
+    """System V shared memory, semaphores and message queues left in the job's IPC namespace."""
+    for kind in ("shm", "sem", "msg"):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                ids = [int(line.split()[1]) for line in f.readlines()[1:] if line.strip()]
+        except OSError:
+            continue
+        for ipc_id in ids:  # IPC_RMID = 0
+            if kind == "sem":
+                _libc.semctl(ipc_id, 0, 0, 0)
+            else:
+                getattr(_libc, f"{kind}ctl")(ipc_id, 0, None)
+
+
+def _clean(workdir, known, tmp, isolated):
+    for folder, keep in ((workdir, known), (tmp, set())):
+        for name in os.listdir(folder):
+            if name in keep:
+                continue
+            path = os.path.join(folder, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+    if isolated:
+        _remove_ipc()
+
+
+def main():
+    stdin = sys.stdin.buffer
+    isolated = bool(json.loads(stdin.readline())["isolated"])
+    workdir, tmp = os.getcwd(), tempfile.gettempdir()
+    known = set(os.listdir(workdir))
+    for line in stdin:  # one candidate per line, until the verifier closes our stdin
+        item = json.loads(line)
+        reply = _run(item, isolated, workdir)
+        _clean(workdir, known, tmp, isolated)
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
