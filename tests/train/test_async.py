@@ -135,3 +135,24 @@ def test_an_error_in_the_producer_thread_stops_the_run_with_its_message(tmp_path
     with pytest.raises(UserError, match="the environment server went away"):
         asyncio.run(t.step())
     t.close()
+
+
+def test_a_finished_batch_is_handed_over_when_the_producer_fails_on_the_next():
+    calls = []
+
+    async def collect(sampler, state, stats):
+        calls.append(len(calls) + 1)
+        if len(calls) == 2:
+            raise UserError("batch 2 failed")
+        return [], True, {}
+
+    sampler = type("Sampler", (), {"load_weights": lambda self, w: None})()
+    p = RolloutPipeline(collect, sampler, 1, lambda n: False)
+    p.publish(0, lambda: {}, {})  # batches 1 and 2 are both sampled by version 0
+    with p._cond:
+        while p._error is None:  # the producer failed on batch 2 before the trainer asked for batch 1
+            p._cond.wait()
+    assert p.get(1).version == 0
+    with pytest.raises(UserError, match="batch 2 failed"):
+        p.get(2)
+    p.close()

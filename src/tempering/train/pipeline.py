@@ -98,14 +98,16 @@ class RolloutPipeline:
         self._start()
 
     def get(self, step: int) -> Rollouts:
-        """Batch `step` (blocking until the producer has it); raises what the producer raised."""
+        """Batch `step` (blocking until the producer has it); raises what the producer raised before it
+        had the batch (a batch it finished is still handed over when a later one failed)."""
         self._start()
         with self._cond:
             while step not in self._ready and self._error is None:
                 self._cond.wait()
-            if self._error is not None:
-                raise self._error
-            return self._ready.pop(step)
+            if step in self._ready:
+                return self._ready.pop(step)
+            assert self._error is not None
+            raise self._error
 
     def hold(self, version: int, weights: Callable[[], dict[str, torch.Tensor]]) -> None:
         """Load the weights of `version` into the sampler now (the trainer's own use of a shared sampler,
