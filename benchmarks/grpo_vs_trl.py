@@ -566,7 +566,9 @@ optimizer and sampling value explicitly in both arms, checks that both arms saw 
 held-out pass@1 {head["heldout_start"]:.3f}.
 
 Goal: at least 2x TRL's steps/s with an equal learning curve. Measured: {head["throughput_ratio"]:.2f}x, so the
-throughput goal is {"met" if head["throughput_ratio"] >= 2 else "not met"}.
+throughput goal is {"met" if head["throughput_ratio"] >= 2 else "not met"} at this load. With the 1-minute load average at a median
+{head["load_1min_median"]:.1f} on 2 cores, each run had a fraction of a core, and how much an arm slows down under
+such contention depends on how it uses its threads: the ratio describes this load, not an idle machine.
 """
 
 
@@ -638,6 +640,7 @@ def curve_note(head: dict) -> str:
         f"{', '.join(f'{d:+.1f}' for d in diffs)} points (tempering ahead in {ahead} of {len(diffs)}): mean "
         f"{mean:+.1f} ± {se:.1f} points (standard error over pairs; one pass@1 measurement alone has a binomial "
         f"standard error of about {one:.1f} points), so the two curves {verdict}."
+        + (f" {len(diffs)} pair(s) are fewer than the 5 a difference of a few points needs." if len(diffs) < 5 else "")
     )
 
 
