@@ -370,12 +370,20 @@ def render(head: dict) -> str:
         runs = " | ".join(f(head[f"{a}_steps_per_s_runs"]) for a in arms)
         share = lambda a, k: f"{100 * head[f'{a}_{k}_share']:.0f}%"
         wait = 100 * head["long_tempering_async_wait_share"]
+        g = head["long_tempering_generation_share"]
+        bound = 1 / max(g, 1 - g)
+        beyond = (
+            "; the measured speedup is beyond that: under this load, two single-threaded sides (sampler, update) ran "
+            "faster than the same work on two threads, one side after the other"
+            if head["async_speedup_long"] > bound
+            else ""
+        )
         out.append(f"""## The long-completion regime
 
 Workload: `{LONG["model"]}` (14M parameters) at its seeded random initialisation on `chain` (sums worked step by
 step), {LONG["prompts_per_step"]} prompts x {LONG["group_size"]} completions per step, at most {LONG["max_new_tokens"]} new tokens, temperature 1,
 lr {LONG["lr"]} constant, the clip, loss and optimizer settings above, {head["long_steps"]} steps of which the first
-{WARMUP_STEPS} is not timed, the same prompt order in every arm, {head["long_pairs"]} pairs (seeds {head["seed"]}..{head["seed"] + head["long_pairs"] - 1}), run after the short regime. It measures
+{WARMUP_STEPS} is not timed, the same prompt order in every arm, {head["long_pairs"]} pairs (seeds {head["seed"]}..{head["seed"] + head["long_pairs"] - 1}), run before the short regime's pairs. It measures
 throughput: an untrained model writes until EOS or the limit, so completions are long and their length is the
 model's, the same distribution in every arm (mean tokens per completion below); the reward stays near 0 and
 no arm learns in so few steps. Per pair the arms run in the order tempering, tempering asynchronous
@@ -393,7 +401,8 @@ Prompts are {head["long_model_prompt_len"]:.0f} tokens on average.
 - tempering / TRL: {head["throughput_ratio_long"]:.2f}x (paired ratios {f(head["throughput_ratios_long"])}); goal 2x:
   {"met" if head["throughput_ratio_long"] >= 2 else "not met"}.
 - asynchronous / synchronous: {head["async_speedup_long"]:.2f}x (paired {f(head["async_speedups_long"])}); mean staleness
-  {head["long_tempering_async_staleness"]:.2f} updates.
+  {head["long_tempering_async_staleness"]:.2f} updates. Hiding generation ({share("long_tempering", "generation")} of a synchronous step) behind the
+  update could give at most {bound:.2f}x{beyond}.
 - Where the time goes (median share of the timed steps): synchronous: generation
   {share("long_tempering", "generation")}, update {share("long_tempering", "update")}; asynchronous: generation (in the
   producer, overlapping the update) {share("long_tempering_async", "generation")}, update

@@ -578,6 +578,9 @@ def async_section(head: dict) -> str:
     pct = lambda k: f"{100 * head[k]:.0f}%"
     g = head["tempering_generation_share"]
     bound = 1 / max(g, 1 - g)  # perfect overlap of generation with the rest, each on cores of its own
+    step_sync = 1 / head["tempering_steps_per_s"]
+    upd_sync = head["tempering_update_share"] * step_sync
+    upd_async = head["tempering_async_update_share"] / head["tempering_async_steps_per_s"]
     d, mean, se = head["async_pass_at_1_diffs"], head["async_pass_at_1_diff"], head["async_pass_at_1_diff_se"]
     return f"""## Asynchronous rollouts
 
@@ -599,9 +602,9 @@ with the 2 torch threads split, 1 for the update and 1 for the sampler; it drain
 - held-out pass@1, asynchronous minus synchronous, per pair: {", ".join(f"{x:+.1f}" for x in d)} points; mean
   {mean:+.1f} ± {se:.1f}: {noise_verdict(mean, se)}.
 - What bounds it: with generation at {100 * g:.0f}% of a synchronous step, hiding it entirely behind the rest of the
-  step gives at most {bound:.2f}x, and only if the two sides had cores of their own; here the sampler and the update
-  share the same 2 cores (and the machine's other load), so the overlap fills only the time one side leaves the
-  cores idle (Python overhead, small matmuls).
+  step gives at most {bound:.2f}x, and only if the two sides had cores of their own. Here they split 2 cores: the
+  update, on 1 thread, takes {upd_async:.2f} s of each asynchronous step, against {upd_sync:.2f} s on 2 threads in a whole
+  synchronous step of {step_sync:.2f} s, so the update alone {"is longer than" if upd_async > step_sync else "fits in"} a synchronous step.
 """
 
 
