@@ -5,7 +5,9 @@ order (checked: each run records a hash of its prompt sequence), and use the sam
 completion length, sampling (temperature 1, no top-k / top-p), reward (exact match of the completion's
 first line), group-normalised advantages (unbiased std), clip range 0.2 / 0.28, token-mean loss over the
 whole batch, beta = 0, one on-policy optimizer step per batch, AdamW (lr 3e-4 constant, betas 0.9 / 0.999,
-eps 1e-8, no weight decay), gradient clipping at norm 1, and number of steps. Each arm runs in its own
+eps 1e-8, no weight decay), gradient clipping at norm 1, and number of steps; TRL runs without its default
+gradient checkpointing (it recomputes the forward to save memory this model does not need). A third arm,
+tempering with asynchronous rollouts (`rollout.async_steps=1`), runs in the same pairs. Each arm runs in its own
 subprocess (so peak RSS is its own), in pairs that alternate the arms; a pair shares its seed and prompt
 order. Held-out pass@1 (greedy, 500 prompts) is measured every `EVAL_EVERY` steps, outside the timed steps.
 
@@ -14,6 +16,11 @@ order. Held-out pass@1 (greedy, 500 prompts) is measured every `EVAL_EVERY` step
 Extending it: an arm is a function `(model_dir, steps, seed) -> dict` registered in `ARMS` (it returns
 `step_seconds`, `rewards`, `heldout` {step: pass@1} and `prompt_sha`); the regime (task, batch, lengths)
 is `REGIME`. Tables compare every arm with `BASELINE`.
+
+After the pairs, the long-completion regime (a 14M-parameter model writing up to 128 tokens) runs tempering,
+tempering asynchronous and TRL again, and every arm's model FLOP/s is set against this machine's matmul peak,
+measured in the same run: see `grpo_perf.py` (`--long-pairs 0` skips it). The tables are written after every
+pair, so a run cut short leaves the pairs it finished.
 
 Needs the `bench` extra (`pip install -e '.[bench]'`).
 """
@@ -31,7 +38,10 @@ import statistics as st
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
+
+import grpo_perf  # the long-completion regime and the distance to the matmul peak
 
 REGIME = {
     "task": {
@@ -49,7 +59,7 @@ TASK = REGIME["task"]
 PROMPTS, GROUP, MAX_NEW, LR = REGIME["prompts_per_step"], REGIME["group_size"], REGIME["max_new_tokens"], REGIME["lr"]
 SHARE_PREFIX = True  # tempering's default; the prompt shared by a group runs through the model once
 WARMUP_STEPS = 2  # excluded from the timed window in both arms
-EVAL_EVERY = 25  # held-out pass@1 every this many steps (and at the end)
+EVAL_EVERY = 50  # held-out pass@1 every this many steps (and at the end)
 BASELINE = "trl"
 
 
@@ -100,68 +110,75 @@ def eval_due(step: int, steps: int) -> bool:
     return step % EVAL_EVERY == 0 or step == steps
 
 
-def arm_tempering(model_dir: str, steps: int, seed: int) -> dict:
+def arm_tempering(model_dir: str, steps: int, seed: int, async_steps: int = 0) -> dict:
+    """tempering's GRPO; `async_steps=1` generates the next batch during this one's update (one-step
+    off-policy, corrected by truncated importance sampling), with the torch threads split between the
+    update and the sampler."""
+    import torch
+
     from tempering.config import build
     from tempering.recipes.train import TrainConfig, trainer
 
     fam, order = train_order(steps, seed)
+    rollout = {"group_size": GROUP, "prompts_per_step": PROMPTS, "max_new_tokens": MAX_NEW, "temperature": 1.0}
+    loss = {
+        "advantage": "grpo",
+        "clip_low": 0.2,
+        "clip_high": 0.28,
+        "loss_agg": "token-mean",
+        "micro_batch_size": PROMPTS * GROUP,
+        "share_prefix": SHARE_PREFIX,
+        "max_grad_norm": 1.0,
+    }
+    threads = torch.get_num_threads()
+    if async_steps:
+        threads = max(1, threads // 2)
+        rollout.update(async_steps=async_steps, async_threads=max(1, torch.get_num_threads() - threads))
+        loss["rollout_correction"] = "tis"
     cfg = build(
         TrainConfig,
         {
             "model": {"name": model_dir},
             "task": TASK,
-            "rollout": {
-                "group_size": GROUP,
-                "prompts_per_step": PROMPTS,
-                "max_new_tokens": MAX_NEW,
-                "temperature": 1.0,
-            },
-            "loss": {
-                "advantage": "grpo",
-                "clip_low": 0.2,
-                "clip_high": 0.28,
-                "loss_agg": "token-mean",
-                "micro_batch_size": PROMPTS * GROUP,
-                "share_prefix": SHARE_PREFIX,
-                "max_grad_norm": 1.0,
-            },
+            "rollout": rollout,
+            "loss": loss,
             "optim": {"lr": LR, "betas": [0.9, 0.999], "weight_decay": 0.0, "schedule": "constant"},
             "run": {
                 "steps": steps,
                 "seed": seed,
                 "out_dir": f"/tmp/bench_tempering_{os.getpid()}",
-                "eval_every": 0,
+                # the steps are driven here, so this sets only where asynchronous rollouts drain: before each
+                # held-out evaluation, which then never overlaps generation
+                "eval_every": EVAL_EVERY,
                 "checkpoint_every": 0,
                 "log_samples": 0,
                 "tensorboard": False,
                 "progress": False,
+                "threads": threads,
             },
         },
     )
-    tr = trainer(cfg, family=fam)
+    tr = trainer(cfg, family=fam, overwrite=True)
     # feed the shared prompt order
     index = {t.id: i for i, t in enumerate(tr.train_tasks)}
     it2 = iter(order)
     tr.cursor.next = lambda n: [index[t.id] for t in next(it2)]  # type: ignore[method-assign]
-    times, rewards, gen, upd, seen, heldout = [], [], [], [], [], {}
+    keys = ("reward", "response_len", "gen_seconds", "update_seconds", "async/wait_seconds", "async/staleness")
+    out: dict = {"step_seconds": [], **{k: [] for k in keys}}
+    seen, heldout = [], {}
     for step in range(1, steps + 1):
         t0 = time.perf_counter()
         r = asyncio.run(tr.step())
-        times.append(time.perf_counter() - t0)
-        rewards.append(r.metrics["reward"])
-        gen.append(r.metrics["gen_seconds"])
-        upd.append(r.metrics["update_seconds"])
+        out["step_seconds"].append(time.perf_counter() - t0)
+        for k in keys:
+            out[k].append(r.metrics.get(k, 0.0))
         seen.append([g.task.prompt for g in r.groups])
         if eval_due(step, steps):
             heldout[step] = heldout_pass(tr.model, tr.tokenizer)
-    return {
-        "step_seconds": times,
-        "rewards": rewards,
-        "gen_seconds": gen,
-        "update_seconds": upd,
-        "heldout": heldout,
-        "prompt_sha": prompt_sha(seen),
-    }
+    tr.close()
+    out["rewards"], out["completion_len"] = out.pop("reward"), out.pop("response_len")
+    out["wait_seconds"], out["staleness"] = out.pop("async/wait_seconds"), out.pop("async/staleness")
+    return {**out, "heldout": heldout, "prompt_sha": prompt_sha(seen)}
 
 
 def arm_trl(model_dir: str, steps: int, seed: int) -> dict:
@@ -220,6 +237,7 @@ def arm_trl(model_dir: str, steps: int, seed: int) -> dict:
         save_strategy="no",
         report_to="none",
         use_cpu=True,
+        gradient_checkpointing=False,  # GRPOConfig turns it on by default; it recomputes the forward
         bf16=False,
         seed=seed,
         shuffle_dataset=False,
@@ -238,10 +256,11 @@ def arm_trl(model_dir: str, steps: int, seed: int) -> dict:
     t0 = time.perf_counter()
     trainer.train()
     starts = [t0] + resumes[:-1]
-    rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
+    logs = [h for h in trainer.state.log_history if "reward" in h]
     return {
         "step_seconds": [b - a for a, b in zip(starts, ends)],
-        "rewards": rewards,
+        "rewards": [h["reward"] for h in logs],
+        "completion_len": [h["completions/mean_length"] for h in logs],  # EOS counted, as tempering counts it
         "heldout": heldout,
         "prompt_sha": prompt_sha(seen),
         "torch_threads": torch.get_num_threads(),
@@ -254,7 +273,9 @@ def check_equivalence(model_dir: str, steps: int, seed: int) -> dict:
     update (with and without the shared prefix) against `GRPOTrainer._compute_loss` on the same tensors and
     advantages, (3) the optimizer each builds, and (4) the first answer token's sampling distribution of
     each arm against the model's exact softmax (mean over the step's prompts), beside an ideal sampler's
-    distance at the same number of draws."""
+    distance at the same number of draws, and (5) every token's sampling log-prob against the model's
+    log-prob of it, teacher-forced on the whole sequence (a sampler that conditions on the wrong context,
+    positions or cache differs here at any token, not only the first)."""
     import copy
 
     import torch
@@ -279,6 +300,20 @@ def check_equivalence(model_dir: str, steps: int, seed: int) -> dict:
     fmt, sampler = ChatFormat(tok), HFSampler(model, tok, seed=seed)
     prompts = [fmt.prompt_ids(t.prompt) for t in tasks for _ in range(GROUP)]
     samples = sampler.sample(prompts, SamplingParams(MAX_NEW, 1.0))
+    with torch.no_grad():  # (5) each sampled token's recorded log-prob against the model's, teacher-forced
+        logprob_gap = max(
+            float(
+                (
+                    model(torch.tensor([p + x.ids]))
+                    .logits[0, len(p) - 1 : -1]
+                    .log_softmax(-1)[range(len(x.ids)), x.ids]
+                    - torch.tensor(x.logprobs)
+                )
+                .abs()
+                .max()
+            )
+            for p, x in zip(prompts, samples)
+        )
     texts = [tok.decode(x.ids, skip_special_tokens=True) for x in samples]
     owners = [t for t in tasks for _ in range(GROUP)]
     rewards = torch.tensor([float(c.split("\n", 1)[0].strip() == t.answer) for c, t in zip(texts, owners)])
@@ -321,6 +356,7 @@ def check_equivalence(model_dir: str, steps: int, seed: int) -> dict:
         top_p=1.0,
         weight_decay=0.0,
         use_cpu=True,
+        gradient_checkpointing=False,  # GRPOConfig turns it on by default; it recomputes the forward
         report_to="none",
         bf16=False,
     )
@@ -348,7 +384,7 @@ def check_equivalence(model_dir: str, steps: int, seed: int) -> dict:
     keys = ("lr", "betas", "eps", "weight_decay")
     mine = make_optimizer(model, LR, 0.0, (0.9, 0.999))
     # the first answer token of each of the step's prompts, 1000 draws from each sampler
-    n = 1000
+    n = 300
     gen = torch.Generator().manual_seed(seed)
     trl.model.eval()
     tvs: dict[str, list[float]] = {"tempering": [], "trl": [], "ideal": []}
@@ -366,6 +402,7 @@ def check_equivalence(model_dir: str, steps: int, seed: int) -> dict:
         tvs["tempering"].append(tv(torch.tensor([x.ids[0] for x in ours_first])))
     return {
         "advantage_max_abs_diff": float((ours - theirs).abs().max()),
+        "sampler_logprob_max_abs_diff": logprob_gap,
         "grad_rel_diff": float(rel[False]),
         "grad_rel_diff_share_prefix": float(rel[True]),
         "grad_norm": norm(ref),
@@ -389,7 +426,7 @@ def check_equivalence(model_dir: str, steps: int, seed: int) -> dict:
     }
 
 
-ARMS = {"tempering": arm_tempering, "trl": arm_trl}
+ARMS = {"tempering": arm_tempering, "trl": arm_trl, "tempering-async": partial(arm_tempering, async_steps=1)}
 """Arm name -> function run in its own process; the pairs run them in this order."""
 
 
@@ -471,7 +508,8 @@ Workload (both arms): warm-started `tiny-s` (0.54M parameters, character tokeniz
 (betas 0.9 / 0.999, eps 1e-8, no weight decay), gradient norm clipped at 1, beta = 0, one on-policy update per batch,
 clip 0.2 / 0.28, token-mean loss, reward = exact match of the completion's first line, {head["steps"]} steps, the same
 prompt order (every pair's two runs recorded the same prompt-sequence hash: {head["prompt_order_identical"]}).
-Each arm runs in its own process; runs alternate tempering, TRL, tempering, TRL ({head["pairs"]} pairs, seeds
+TRL runs without its default gradient checkpointing. Each arm runs in its own process; runs alternate tempering, TRL,
+tempering asynchronous ({head["pairs"]} pairs, seeds
 {head["seed"]}..{head["seed"] + head["pairs"] - 1}). The first {WARMUP_STEPS} steps of each run are excluded from timing,
 and held-out evaluations (every {EVAL_EVERY} steps) are outside the timed steps.
 
@@ -499,6 +537,7 @@ Held-out pass@1 (mean over runs) and tempering minus TRL in points (mean ± stan
 
 {curve_note(head)}
 
+{async_section(head)}
 ## What changed since the previous table
 
 The previous table (30 steps, 3 pairs) had tempering behind TRL on held-out pass@1 in every pair (-3.4, -3.0, -4.2
@@ -515,7 +554,8 @@ warm start (the first step's prompts, sampled by tempering, scored by the shared
 - sampling: TRL generates with {e["trl_generation"]}; over {e["first_token_tv"]["draws"]} draws of the first answer token
   of each of the step's {e["first_token_tv"]["prompts"]} prompts, the mean total variation to the model's exact softmax is
   {e["first_token_tv"]["tempering"]:.3f} for tempering and {e["first_token_tv"]["trl"]:.3f} for TRL, where an ideal sampler gets
-  {e["first_token_tv"]["ideal"]:.3f};
+  {e["first_token_tv"]["ideal"]:.3f}; every token tempering sampled on that step has a recorded log-prob within
+  {e["sampler_logprob_max_abs_diff"]:.1e} of the model's, teacher-forced on the whole sequence;
 - reward: the same exact match of the first line (tempering's arithmetic verifier also reads only the first line);
   evaluation: the same greedy held-out pass@1 function on both arms' models.
 
@@ -526,8 +566,54 @@ optimizer and sampling value explicitly in both arms, checks that both arms saw 
 held-out pass@1 {head["heldout_start"]:.3f}.
 
 Goal: at least 2x TRL's steps/s with an equal learning curve. Measured: {head["throughput_ratio"]:.2f}x, so the
-throughput goal is {"met" if head["throughput_ratio"] >= 2 else "not met"}.
+throughput goal is {"met" if head["throughput_ratio"] >= 2 else "not met"} at this load. With the 1-minute load average at a median
+{head["load_1min_median"]:.1f} on 2 cores, each run had a fraction of a core, and how much an arm slows down under
+such contention depends on how it uses its threads: the ratio describes this load, not an idle machine.
 """
+
+
+def async_section(head: dict) -> str:
+    """The asynchronous arm against the synchronous one, from the same pairs."""
+    f = lambda xs: ", ".join(f"{x:.3f}" for x in xs)
+    pct = lambda k: f"{100 * head[k]:.0f}%"
+    g = head["tempering_generation_share"]
+    bound = 1 / max(g, 1 - g)  # perfect overlap of generation with the rest, each on cores of its own
+    step_sync = 1 / head["tempering_steps_per_s"]
+    upd_sync = head["tempering_update_share"] * step_sync
+    upd_async = head["tempering_async_update_share"] / head["tempering_async_steps_per_s"]
+    d, mean, se = head["async_pass_at_1_diffs"], head["async_pass_at_1_diff"], head["async_pass_at_1_diff_se"]
+    return f"""## Asynchronous rollouts
+
+The third arm of each pair is tempering with `rollout.async_steps=1`: a producer thread generates the next batch
+while the trainer updates on this one (each batch sampled by weights one update old, `loss.rollout_correction=tis`),
+with the 2 torch threads split, 1 for the update and 1 for the sampler; it drains before each held-out evaluation.
+
+| | tempering | tempering async (k = 1) |
+| --- | --- | --- |
+| steps/s (median) | {head["tempering_steps_per_s"]:.3f} | {head["tempering_async_steps_per_s"]:.3f} |
+| held-out pass@1 after the run (per run) | {f(head["tempering_heldout_pass_at_1"])} | {f(head["tempering_async_heldout_pass_at_1"])} |
+| mean reward, last 10 steps (per run) | {f(head["tempering_reward_last10"])} | {f(head["tempering_async_reward_last10"])} |
+| generation, share of the step time | {pct("tempering_generation_share")} | {pct("tempering_async_generation_share")} (in the producer, overlapping) |
+| update, share of the step time | {pct("tempering_update_share")} | {pct("tempering_async_update_share")} |
+| the trainer waiting for its batch | | {pct("tempering_async_wait_share")} |
+
+- asynchronous / synchronous: {head["async_speedup"]:.2f}x (paired {f(head["async_speedups"])}); goal 1.3x:
+  {"met" if head["async_speedup"] >= 1.3 else "not met"}. Mean staleness {head["tempering_async_staleness"]:.2f} updates.
+- held-out pass@1, asynchronous minus synchronous, per pair: {", ".join(f"{x:+.1f}" for x in d)} points; mean
+  {mean:+.1f} ± {se:.1f}: {noise_verdict(mean, se)}.
+- What bounds it: with generation at {100 * g:.0f}% of a synchronous step, hiding it entirely behind the rest of the
+  step gives at most {bound:.2f}x, and only if the two sides had cores of their own. Here they split 2 cores: the
+  update, on 1 thread, takes {upd_async:.2f} s of each asynchronous step, against {upd_sync:.2f} s on 2 threads in a whole
+  synchronous step of {step_sync:.2f} s, so the update alone {"is longer than" if upd_async > step_sync else "fits in"} a synchronous step.
+"""
+
+
+def noise_verdict(mean: float, se: float) -> str:
+    if se != se:  # one pair: no standard error
+        return "cannot be compared (one pair has no standard error)"
+    if abs(mean) <= 2 * se:
+        return "within noise (|mean| <= 2 standard errors)"
+    return "a difference (|mean| > 2 standard errors)"
 
 
 def share_note(head: dict) -> str:
@@ -557,6 +643,7 @@ def curve_note(head: dict) -> str:
         f"{', '.join(f'{d:+.1f}' for d in diffs)} points (tempering ahead in {ahead} of {len(diffs)}): mean "
         f"{mean:+.1f} ± {se:.1f} points (standard error over pairs; one pass@1 measurement alone has a binomial "
         f"standard error of about {one:.1f} points), so the two curves {verdict}."
+        + (f" {len(diffs)} pair(s) are fewer than the 5 a difference of a few points needs." if len(diffs) < 5 else "")
     )
 
 
@@ -571,6 +658,9 @@ def main() -> None:
     p.add_argument("--arm", choices=[*ARMS, "check"], help=argparse.SUPPRESS)
     p.add_argument("--arm-out", help=argparse.SUPPRESS)
     p.add_argument("--render", metavar="JSON", help="rewrite the table from an earlier run's JSON (no runs)")
+    p.add_argument("--equivalence", metavar="JSON", help="reuse an earlier run's equivalence check (same model, seed)")
+    p.add_argument("--long-steps", type=int, default=4, help="steps of each long-regime run")
+    p.add_argument("--long-pairs", type=int, default=3, help="pairs of the long regime (0: skip it)")
     a = p.parse_args()
     if a.render:
         write(Path(a.out), json.loads(Path(a.render).read_text()))
@@ -585,8 +675,22 @@ def main() -> None:
         Path(a.arm_out).write_text(json.dumps(res))
         return
     model_dir = a.model or prepare_model(Path("/tmp/bench_grpo_model"), a.seed)
-    check = run_arm("check", model_dir, a.steps, a.seed, a.threads)
+    peak = grpo_perf.peak_matmul_flops(a.threads)  # again after each pair; the largest counts
+    if a.equivalence:  # an earlier run's check of the same model and seed (the check is slow on a busy machine)
+        check = json.loads(Path(a.equivalence).read_text())
+    else:
+        check = run_arm("check", model_dir, a.steps, a.seed, a.threads)
     print("equivalence", json.dumps(check), flush=True)
+    from tempering.models import load_policy
+
+    start = heldout_pass(*load_policy(model_dir))
+    long_head: dict = {}
+    flops_arms: list = []
+    if a.long_pairs:  # first: it is short, and the pairs below are written as they finish
+        long_model = grpo_perf.long_model(Path("/tmp/bench_grpo_long_model"), a.seed)
+        long_head = grpo_perf.measure_long(long_model, a.long_steps, a.long_pairs, a.seed, a.threads)
+        flops_arms = grpo_perf.long_flops_arms(long_head, long_model)
+    p_len = grpo_perf.prompt_len(model_dir, train_order(1, a.seed)[0])
     runs: dict[str, list[dict]] = {arm: [] for arm in ARMS}
     raw: dict[str, list[dict]] = {arm: [] for arm in ARMS}
     for i in range(a.pairs):
@@ -595,12 +699,18 @@ def main() -> None:
             raw[arm].append(res)
             runs[arm].append(summarize(res))
             print(arm, i, {k: round(v, 3) for k, v in runs[arm][-1].items()}, res["load_1min"], flush=True)
-    head = summary(runs, raw, a)
-    head["equivalence"] = check
-    from tempering.models import load_policy
-
-    head["heldout_start"] = heldout_pass(*load_policy(model_dir))
-    write(Path(a.out), head)
+        head = {**summary(runs, raw, a), **long_head, "equivalence": check, "heldout_start": start}
+        peak = max(peak, grpo_perf.peak_matmul_flops(a.threads))
+        short = [(arm, model_dir, PROMPTS, GROUP, p_len, WARMUP_STEPS, raw[arm]) for arm in ARMS]
+        grpo_perf.add_flops(head, peak, short + flops_arms)
+        loads = [
+            x
+            for runs_ in [*head["load_1min"].values(), *long_head.get("long_load_1min", {}).values()]
+            for r in runs_
+            for x in r
+        ]
+        head["load_1min_median"], head["load_1min_range"] = st.median(loads), [min(loads), max(loads)]
+        write(Path(a.out), head)  # after every pair: the tables stand with the pairs done if the run is cut short
 
 
 def summary(runs: dict[str, list[dict]], raw: dict[str, list[dict]], a) -> dict:
@@ -608,20 +718,26 @@ def summary(runs: dict[str, list[dict]], raw: dict[str, list[dict]], a) -> dict:
     med = lambda arm, k: st.median(r[k] for r in runs[arm])
     head: dict = {}
     for arm in ARMS:
+        key = arm.replace("-", "_")
         for k in ("steps_per_s", "completions_per_s", "peak_rss_mb"):
-            head[f"{arm}_{k}"] = med(arm, k)
-        head[f"{arm}_reward_last10"] = [r["reward_last10"] for r in runs[arm]]
-        head[f"{arm}_heldout_pass_at_1"] = [r["heldout_pass_at_1"] for r in runs[arm]]
-        head[f"{arm}_heldout_curve_mean"] = {
+            head[f"{key}_{k}"] = med(arm, k)
+        head[f"{key}_reward_last10"] = [r["reward_last10"] for r in runs[arm]]
+        head[f"{key}_heldout_pass_at_1"] = [r["heldout_pass_at_1"] for r in runs[arm]]
+        head[f"{key}_heldout_curve_mean"] = {
             str(s): st.mean(r["heldout"][s] for r in raw[arm]) for s in sorted(raw[arm][0]["heldout"])
         }
-    head["tempering_generation_share"] = st.median(
-        safe_div(sum(r["gen_seconds"][WARMUP_STEPS:]), sum(r["step_seconds"][WARMUP_STEPS:])) for r in raw["tempering"]
-    )
-    head["tempering_update_share"] = st.median(
-        safe_div(sum(r["update_seconds"][WARMUP_STEPS:]), sum(r["step_seconds"][WARMUP_STEPS:]))
-        for r in raw["tempering"]
-    )
+        head[f"{key}_completion_len"] = st.median(st.mean(r["completion_len"]) for r in raw[arm])
+    share = lambda r, k: safe_div(sum(r[k][WARMUP_STEPS:]), sum(r["step_seconds"][WARMUP_STEPS:]))
+    for arm in ("tempering", "tempering_async"):
+        head[f"{arm}_generation_share"] = st.median(share(r, "gen_seconds") for r in raw[arm.replace("_", "-")])
+        head[f"{arm}_update_share"] = st.median(share(r, "update_seconds") for r in raw[arm.replace("_", "-")])
+    asy = raw["tempering-async"]
+    head["tempering_async_wait_share"] = st.median(share(r, "wait_seconds") for r in asy)
+    head["tempering_async_staleness"] = st.mean(x for r in asy for x in r["staleness"][1:])
+    speedups = [a["steps_per_s"] / s["steps_per_s"] for a, s in zip(runs["tempering-async"], runs["tempering"])]
+    head["async_speedup"], head["async_speedups"] = st.median(speedups), speedups
+    diffs, mean, se = paired_diff(head["tempering_async_heldout_pass_at_1"], head["tempering_heldout_pass_at_1"])
+    head.update(async_pass_at_1_diffs=diffs, async_pass_at_1_diff=mean, async_pass_at_1_diff_se=se)
     ratios = [t["steps_per_s"] / r["steps_per_s"] for t, r in zip(runs["tempering"], runs[BASELINE])]
     head["throughput_ratio"], head["throughput_ratios"] = st.median(ratios), ratios
     diffs, mean, se = paired_diff(head["tempering_heldout_pass_at_1"], head[f"{BASELINE}_heldout_pass_at_1"])
@@ -641,7 +757,7 @@ def summary(runs: dict[str, list[dict]], raw: dict[str, list[dict]], a) -> dict:
     head["load_1min_median"], head["load_1min_range"] = st.median(loads), [min(loads), max(loads)]
     head.update(
         steps=a.steps,
-        pairs=a.pairs,
+        pairs=len(raw[BASELINE]),
         threads=a.threads,
         seed=a.seed,
         tempering_share_prefix=SHARE_PREFIX,
@@ -667,7 +783,7 @@ def write(out: Path, head: dict) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "grpo_vs_trl.json", json.dumps(head, indent=2) + "\n")
-    md = render(head)
+    md = render(head) + "\n" + grpo_perf.render(head)
     atomic_write_text(out / "grpo_vs_trl.md", md)
     print(md)
 

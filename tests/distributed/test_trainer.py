@@ -83,6 +83,28 @@ def test_two_rank_runs_with_ddp_and_fsdp2(pretrained_dir, tmp_path):
 
 
 @pytest.mark.slow
+def test_two_rank_runs_with_async_rollouts(pretrained_dir, tmp_path):
+    """Each rank's pipeline generates its share ahead of the update; checkpoints where they all drain."""
+    runs = {s: tmp_path / f"async-{s}" for s in ("ddp", "fsdp2")}
+    procs = {}
+    for s, run in runs.items():
+        cfg = _cfg(pretrained_dir, run, 3)
+        cfg["rollout"].update(async_steps=1, async_threads=1)
+        cfg["loss"]["rollout_correction"] = "tis"
+        cfg["run"].update(checkpoint_every=2, threads=1)
+        procs[s] = _launch(tmp_path, f"async-{s}", cfg, "--strategy", s, "--world-size", "2")
+    for s, p in procs.items():
+        out, err = p.communicate(timeout=400)
+        assert p.returncode == 0, f"{s}: {err[-3000:]}"
+    for run in runs.values():
+        steps = [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "reward" in r]
+        assert [r["async/staleness"] for r in steps] == [0, 1, 0]  # step 2 checkpoints: batch 3 waits for it
+        assert all(r["env_calls"] == 16 and "rollout/tis_mean_weight" in r for r in steps)
+        state = torch.load(run / "checkpoints" / "step_2" / "trainer_state.pt", weights_only=False)
+        assert len(state["rank_rollout_rng"]) == 2
+
+
+@pytest.mark.slow
 def test_a_launch_outside_torchrun_says_how_to_launch(monkeypatch):
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
         monkeypatch.delenv(k, raising=False)

@@ -4,6 +4,7 @@ import json
 import pytest
 
 from tempering.envs.arithmetic import ArithmeticFamily, digit_accuracy, digit_hint
+from tempering.envs.chain import ChainFamily
 from tempering.envs.dataset import DatasetFamily
 from tempering.envs.registry import make_family
 from tempering.envs.rewards import call_reward, numeric_match, regex_match, resolve_reward
@@ -51,6 +52,28 @@ def test_strings_family():
     assert _step(fam.make_env(t), t.answer).success
     with pytest.raises(UserError, match="unknown ops"):
         StringsFamily(ops=("explode",))
+
+
+def test_chain_family_worked_answers_are_long_and_only_the_result_counts():
+    fam = make_family("chain", min_terms=3, max_terms=10)
+    t = ChainFamily(min_terms=3, max_terms=3).tasks("train", 1)[0]
+    a, b, c = map(int, t.prompt[:-1].split("+"))
+    assert t.answer == f"{a}+{b}={a + b};{a + b}+{c}={a + b + c}" and t.difficulty == 3
+    env = fam.make_env(t)
+    assert _step(env, t.answer).success
+    assert _step(env, f"1+1=5;{a + b + c}").status == "parse_error"  # the result follows the last '='
+    assert _step(env, f"x={a + b + c}\nignored").success  # the steps are not checked, the result is
+    assert _step(env, f"{a}+{b}={a + b + c + 1}").status == "incorrect"
+    longest = max(len(x.answer) for x in fam.tasks("train", 500))
+    assert 90 <= longest <= 120  # up to ~110 answer tokens at the defaults
+    partial = ChainFamily(min_terms=3, max_terms=3, partial_credit=True)
+    env = partial.make_env(t)
+    half = _step(env, f"{a}+{b}={a + b};{a + b}+{c}={a + b + c + 1}")
+    assert half.score == 0.5 and not half.success  # one of two steps right
+    assert _step(env, f"{a}+{b}={a + b};1+1=2;2+2=5").score == pytest.approx(1 / 3)  # extra steps count against
+    assert _step(env, t.answer).score == 1.0
+    with pytest.raises(UserError, match="min_terms"):
+        ChainFamily(min_terms=1)
 
 
 def test_dataset_family_with_a_trl_style_reward(tmp_path):

@@ -130,6 +130,42 @@ def test_the_recipe_drives_ray_rollout_workers(cluster, pretrained_dir, tmp_path
     t.sampler.shutdown()
 
 
+def test_async_rollouts_on_ray_workers(cluster, pretrained_dir, tmp_path):
+    """The pipeline's thread drives the workers and loads each batch's weights; the trainer evaluates on
+    the current weights where the pipeline drains."""
+    from tempering.recipes.train import trainer
+
+    cfg = {
+        "model": {"name": str(pretrained_dir)},
+        "task": {
+            "family": "arithmetic",
+            "args": {"min_value": 0, "max_value": 30},
+            "train_size": 40,
+            "heldout_size": 4,
+        },
+        "rollout": {
+            "group_size": 4,
+            "prompts_per_step": 4,
+            "max_new_tokens": 4,
+            "backend": "ray",
+            "ray": {"num_workers": 2, "num_cpus_per_worker": 0.5},
+            "async_steps": 1,
+        },
+        "loss": {"rollout_correction": "tis"},
+        "optim": {"lr": 1e-3},
+        "run": {"steps": 3, "eval_every": 0, "eval_k": 1, "out_dir": str(tmp_path), "progress": False},
+    }
+    t = trainer(cfg)
+    m = [asyncio.run(t.step()).metrics for _ in range(3)]
+    assert [r["async/staleness"] for r in m] == [0, 1, 1] and all(r["env_calls"] == 16 for r in m)
+    assert t.sampler.syncs == 2 and t.pipeline.held == 1  # update 0 (batches 1, 2), update 1 (batch 3)
+    asyncio.run(t.evaluate(4))  # the last step drains: the workers get the current weights
+    want = HFSampler(t.model, t.tokenizer).sample(PROMPTS, GREEDY)
+    assert [s.ids for s in t.sampler.sample(PROMPTS, GREEDY)] == [s.ids for s in want]
+    t.close()
+    t.sampler.shutdown()
+
+
 def test_bad_input(cluster, monkeypatch):
     from tempering.rollout import ray_workers
 

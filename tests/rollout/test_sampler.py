@@ -1,3 +1,5 @@
+import copy
+
 import torch
 
 from tempering.rollout.sampler import HFSampler, SamplingParams, _filter_logits
@@ -55,3 +57,39 @@ def test_top_k_and_top_p_filtering_by_hand():
     assert torch.isinf(_filter_logits(logits, 2, 1.0)[0, 2:]).all()
     kept = ~torch.isinf(_filter_logits(logits, 0, 0.75)[0])
     assert kept.tolist() == [True, True, False, False]  # 0.5 < 0.75, 0.5+0.3 >= 0.75 -> stop after the second
+
+
+def _forward_logprobs(model, prompt, ids):
+    with torch.no_grad():
+        lp = model(torch.tensor([prompt + ids])).logits[0].log_softmax(-1)
+    return [float(lp[len(prompt) - 1 + i, t]) for i, t in enumerate(ids)]
+
+
+def test_shared_prompts_and_rows_that_finish_early_keep_each_rows_own_distribution(tiny):
+    """Groups share one prefill and finished rows leave the batch: every row's log-probs still match an
+    unpadded forward of that row alone."""
+    model, tok = tiny
+    prompts = [p for p in _prompts(tok) for _ in range(4)]  # 3 groups of 4
+    s = HFSampler(model, tok, seed=3)
+    s.eos_ids = list(range(20, 45))  # a quarter of the vocabulary ends a row: rows finish at many lengths
+    out = s.sample(prompts, SamplingParams(max_new_tokens=12))
+    lengths = {len(o.ids) for o in out}
+    assert len(lengths) >= 4 and min(lengths) < 6  # some rows left the batch long before others
+    for pr, o in zip(prompts, out):
+        assert torch.allclose(torch.tensor(o.logprobs), torch.tensor(_forward_logprobs(model, pr, o.ids)), atol=1e-4)
+        assert o.truncated == (o.ids[-1] not in s.eos_ids)
+
+
+def test_greedy_rows_of_a_shared_batch_match_greedy_rows_alone(tiny):
+    model, tok = copy.deepcopy(tiny[0]), tiny[1]
+    torch.manual_seed(0)
+    with torch.no_grad():  # a fresh tiny model says the same token everywhere: make its answers differ
+        for w in model.parameters():
+            w.add_(torch.randn_like(w) * 0.5)
+    prompts = [p for p in _prompts(tok) for _ in range(2)]
+    s = HFSampler(model, tok)
+    s.eos_ids = [64, 13, 29]  # the 1st, 3rd and 4th greedy tokens of the three prompts
+    p = SamplingParams(max_new_tokens=8, temperature=0)
+    together = [o.ids for o in s.sample(prompts, p)]
+    alone = [s.sample([pr], p)[0].ids for pr in prompts]
+    assert together == alone and sorted({len(x) for x in together}) == [1, 3, 4]

@@ -146,6 +146,43 @@ def test_the_recipe_trains_through_the_server_with_rollout_correction(server, tm
     assert r.metrics["rollout/mismatch_kl"] > 0.05 and 0 < r.metrics["rollout/tis_mean_weight"] <= 2.0
 
 
+def test_async_rollouts_load_each_batchs_weights_into_the_server_and_evaluate_on_current_ones(server, tmp_path):
+    import asyncio
+
+    from tempering.recipes.train import trainer
+
+    cfg = {
+        "model": {"name": "tiny-xs"},
+        "task": {
+            "family": "arithmetic",
+            "args": {"min_value": 0, "max_value": 30},
+            "train_size": 20,
+            "heldout_size": 2,
+        },
+        "rollout": {
+            "group_size": 2,
+            "prompts_per_step": 2,
+            "max_new_tokens": 4,
+            "backend": "vllm",
+            "vllm": {"mode": "server", "url": server, "sync_dir": str(tmp_path / "sync")},
+            "async_steps": 1,
+        },
+        "loss": {"rollout_correction": "tis"},
+        "run": {"steps": 3, "eval_every": 0, "eval_k": 1, "out_dir": str(tmp_path / "run"), "progress": False},
+    }
+    t = trainer(cfg)
+    assert t.rollout_sampler is t.sampler and t.sampler.syncs == 1  # one engine, shared; the starting weights
+    metrics = [asyncio.run(t.step()).metrics for _ in range(3)]
+    assert [m["async/staleness"] for m in metrics] == [0, 1, 1]
+    # the trainer never pushed weights during the run: the pipeline loaded update 0 (batches 1, 2) and 1 (batch 3)
+    assert t.sampler.syncs == 3 and t.pipeline.held == 1
+    rpc = [c for c in FakeVLLM.calls if c[0] == "/collective_rpc"]
+    assert len(rpc) == 3
+    asyncio.run(t.evaluate(2))  # step 3 is the last: a drain point, so the engine gets the current weights
+    assert t.sampler.syncs == 4 and t.pipeline.held == 3
+    t.close()
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without a GPU")
 def test_vllm_backend_on_a_machine_without_gpu_is_refused(tmp_path):

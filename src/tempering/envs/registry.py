@@ -11,6 +11,7 @@ from tempering.errors import UserError
 FAMILIES: dict[str, str] = {
     "arithmetic": "tempering.envs.arithmetic:ArithmeticFamily",
     "strings": "tempering.envs.strings:StringsFamily",
+    "chain": "tempering.envs.chain:ChainFamily",
     "dataset": "tempering.envs.dataset:DatasetFamily",
     "mixture": "tempering.envs.mixture:MixtureFamily",
     "terminal": "tempering.envs.terminal:TerminalFamily",

@@ -18,6 +18,7 @@ TINY_SIZES: dict[str, tuple[int, int, int, int]] = {
     "tiny-s": (128, 2, 4, 512),
     "tiny-m": (192, 4, 6, 768),
     "tiny-l": (256, 6, 8, 1024),
+    "tiny-xl": (384, 6, 6, 1536),  # 14M parameters: the long-completion regime, where generation dominates
 }
 
 

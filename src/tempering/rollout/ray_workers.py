@@ -93,11 +93,15 @@ class RaySampler:
         return [s for chunk in ray.get(futures) for s in chunk]
 
     def sync_weights(self, train_model: torch.nn.Module) -> None:
-        """Send the trainer's weights to every worker (one object in Ray's store, read by all)."""
+        """Send the trainer's weights to every worker."""
         from tempering.rollout.vllm_sampler import policy_weights
 
+        self.load_weights(policy_weights(train_model))
+
+    def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        """Weights under Hugging Face names to every worker (one object in Ray's store, read by all)."""
         ray = ray_module()
-        ref = ray.put({k: v.detach().to("cpu") for k, v in policy_weights(train_model).items()})
+        ref = ray.put({k: v.detach().to("cpu") for k, v in weights.items()})
         ray.get([w.load_weights.remote(ref) for w in self.workers])
         self.syncs += 1
 

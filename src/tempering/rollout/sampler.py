@@ -1,17 +1,19 @@
 """Batched sampling with a KV cache, returning token ids and their sampling log-probs.
 
-`HFSampler` drives any Hugging Face causal LM directly (prefill once, then one token per step for the
-whole batch) instead of `generate()`: the loop is short, keeps the log-probs it sampled with, and stops
-as soon as every sequence has finished.
+`HFSampler` drives any Hugging Face causal LM directly instead of `generate()`: each distinct prompt is
+prefilled once (a group's samples share its KV cache), then one token per step for the rows still
+running (finished rows leave the batch), into a KV cache that grows in place. The loop is short, keeps
+the log-probs it sampled with, and stops as soon as every sequence has finished.
 """
 
 from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
-from transformers import DynamicCache
+from transformers.cache_utils import Cache, DynamicLayer
 
 
 @dataclass
@@ -53,14 +55,18 @@ def _filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tens
 
 
 class HFSampler:
-    """Samples from a Hugging Face causal LM in one process (CPU or one GPU)."""
+    """Samples from a Hugging Face causal LM in one process (CPU or one GPU).
 
-    def __init__(self, model, tokenizer, seed: int = 0, max_batch: int = 512):
+    threads: torch CPU threads of the thread that samples (0: leave as they are), so that a sampler
+    beside the trainer (asynchronous rollouts) does not take the trainer's cores."""
+
+    def __init__(self, model, tokenizer, seed: int = 0, max_batch: int = 512, threads: int = 0):
         self.model = model
         self.tokenizer = tokenizer
         self.eos_ids = _eos_ids(model, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
         self.max_batch = max_batch
+        self.threads = threads
         self.generator = torch.Generator(device="cpu").manual_seed(seed)
         params = inspect.signature(model.forward).parameters
         # transformers >= 5.2x names the KV cache `cache`; older releases `past_key_values`
@@ -71,77 +77,124 @@ class HFSampler:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
+    def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        """Replace the model's weights (a sampler with a copy of its own, e.g. beside the trainer)."""
+        self.model.load_state_dict(weights)
+
     def sample(self, prompts: list[list[int]], params: SamplingParams) -> list[Sample]:
+        if self.threads:
+            torch.set_num_threads(self.threads)  # per calling thread (OpenMP)
         out: list[Sample] = []
         for i in range(0, len(prompts), self.max_batch):
             out += self._sample_batch(prompts[i : i + self.max_batch], params)
         return out
 
+    def _forward(self, ids, attn, pos, cache) -> torch.Tensor:
+        out = self.model(
+            input_ids=ids,
+            attention_mask=attn,
+            position_ids=pos,
+            use_cache=True,
+            **{self._cache_kw: cache},
+            **self._keep_kw,
+        )
+        return out.logits[:, -1, :].float()
+
     @torch.inference_mode()
     def _sample_batch(self, prompts: list[list[int]], p: SamplingParams) -> list[Sample]:
+        """Prefill each distinct prompt once (a group's samples share it) and gather its KV cache to the
+        rows; then one token per step for the live rows, dropping finished rows from the batch once a
+        quarter of it has finished."""
         B, dev = len(prompts), self.device
         if B == 0:
             return []
         was_training = self.model.training
         self.model.eval()
-        lens = torch.tensor([len(x) for x in prompts])
-        P = int(lens.max())
-        ids = torch.full((B, P), self.pad_id, dtype=torch.long)
-        attn = torch.zeros((B, P), dtype=torch.long)
-        for b, x in enumerate(prompts):  # left padding keeps every sequence's last token aligned
-            ids[b, P - len(x) :] = torch.tensor(x, dtype=torch.long)
-            attn[b, P - len(x) :] = 1
+        distinct: dict[tuple[int, ...], int] = {}
+        owner = torch.tensor([distinct.setdefault(tuple(x), len(distinct)) for x in prompts], device=dev)
+        P = max(len(x) for x in distinct)
+        ids = torch.full((len(distinct), P), self.pad_id, dtype=torch.long)
+        attn = torch.zeros((len(distinct), P), dtype=torch.long)
+        for u, x in enumerate(distinct):  # left padding keeps every prompt's last token aligned
+            ids[u, P - len(x) :] = torch.tensor(x, dtype=torch.long)
+            attn[u, P - len(x) :] = 1
         ids, attn = ids.to(dev), attn.to(dev)
-        pos = (attn.cumsum(-1) - 1).clamp(min=0)
-        cache = DynamicCache()
+        cache = _decode_cache(P + p.max_new_tokens)
+        logits = self._forward(ids, attn, (attn.cumsum(-1) - 1).clamp(min=0), cache)[owner]
+        if len(distinct) < B:
+            cache.batch_select_indices(owner)
+        attn, pos = attn[owner], attn.sum(-1)[owner][:, None]  # the next token's position
         eos = torch.tensor(self.eos_ids, device=dev)
-        out_ids = torch.empty((B, p.max_new_tokens), dtype=torch.long, device=dev)
+        out_ids = torch.full((B, p.max_new_tokens), self.pad_id, dtype=torch.long, device=dev)
         out_lp = torch.zeros((B, p.max_new_tokens), device=dev)
-        done = torch.zeros(B, dtype=torch.bool, device=dev)
         n_gen = torch.zeros(B, dtype=torch.long, device=dev)
         stopped = torch.zeros(B, dtype=torch.bool, device=dev)
         texts = [""] * B if p.stop else None
-        step_ids, step_pos = ids, pos
+        rows = torch.arange(B, device=dev)  # the prompt index of each row still in the batch
+        done = torch.zeros(B, dtype=torch.bool, device=dev)  # finished, not yet dropped
         for t in range(p.max_new_tokens):
-            logits = (
-                self.model(
-                    input_ids=step_ids,
-                    attention_mask=attn,
-                    position_ids=step_pos,
-                    use_cache=True,
-                    **{self._cache_kw: cache},
-                    **self._keep_kw,
-                )
-                .logits[:, -1, :]
-                .float()
-            )
             if p.temperature <= 0:
                 tok = logits.argmax(-1)
-                lp = torch.zeros(B, device=dev)
+                lp = torch.zeros(len(rows), device=dev)
             else:
                 logp = _filter_logits(logits / p.temperature, p.top_k, p.top_p).log_softmax(-1)
                 tok = torch.multinomial(logp.exp().cpu(), 1, generator=self.generator).squeeze(-1).to(dev)
                 lp = logp.gather(-1, tok[:, None]).squeeze(-1)
-            tok = torch.where(done, torch.full_like(tok, self.pad_id), tok)
-            out_ids[:, t], out_lp[:, t] = tok, lp
-            n_gen += (~done).long()
+            live = rows[~done]
+            out_ids[live, t], out_lp[live, t] = tok[~done], lp[~done]
+            n_gen[live] += 1
             hit = torch.isin(tok, eos) & ~done
             if texts is not None:
-                for b in (~done).nonzero().flatten().tolist():
-                    texts[b] += self.tokenizer.decode([int(tok[b])])
+                for i in (~done).nonzero().flatten().tolist():
+                    b = int(rows[i])
+                    texts[b] += self.tokenizer.decode([int(tok[i])])
                     if any(s in texts[b] for s in p.stop):
-                        hit[b] = True
-            stopped |= hit
+                        hit[i] = True
+            stopped[rows[hit]] = True
             done |= hit
-            if bool(done.all()):
+            if bool(done.all()) or t == p.max_new_tokens - 1:
                 break
-            step_ids = tok[:, None]
-            step_pos = step_pos[:, -1:] + 1
-            attn = torch.cat([attn, torch.ones((B, 1), dtype=attn.dtype, device=dev)], dim=1)
+            if 4 * int(done.sum()) >= len(rows):  # drop the finished rows (their cache too)
+                keep = (~done).nonzero().flatten()
+                cache.batch_select_indices(keep)
+                rows, tok, attn, pos, done = rows[keep], tok[keep], attn[keep], pos[keep], done[keep]
+            attn = torch.cat([attn, torch.ones((len(rows), 1), dtype=attn.dtype, device=dev)], dim=1)
+            logits = self._forward(tok[:, None], attn, pos, cache)
+            pos = pos + 1
         self.model.train(was_training)
-        n_gen, stopped = n_gen.tolist(), stopped.tolist()
+        n_gen_l, stopped_l = n_gen.tolist(), stopped.tolist()
         ids_l, lp_l = out_ids.tolist(), out_lp.tolist()
-        return [Sample(ids_l[b][: n_gen[b]], lp_l[b][: n_gen[b]], not stopped[b]) for b in range(B)]
+        return [Sample(ids_l[b][: n_gen_l[b]], lp_l[b][: n_gen_l[b]], not stopped_l[b]) for b in range(B)]
+
+
+def _decode_cache(capacity: int):
+    """A KV cache whose layers write each new token into a buffer of `capacity` positions, instead of
+    concatenating the whole cache at every step (transformers' DynamicCache)."""
+    return Cache(layer_class_to_replicate=partial(_BufferLayer, capacity))
+
+
+class _BufferLayer(DynamicLayer):
+    def __init__(self, capacity: int):
+        super().__init__()
+        self.capacity, self.length = capacity, 0
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+            B, H, _, D = key_states.shape
+            self._k = key_states.new_empty((B, H, self.capacity, D))
+            self._v = value_states.new_empty((B, H, self.capacity, value_states.shape[-1]))
+        n = self.length + key_states.shape[-2]
+        self._k[:, :, self.length : n] = key_states
+        self._v[:, :, self.length : n] = value_states
+        self.length = n
+        self.keys, self.values = self._k[:, :, :n], self._v[:, :, :n]
+        return self.keys, self.values
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        if self.length:
+            self._k, self._v = self._k[indices], self._v[indices]
+            self.keys, self.values = self._k[:, :, : self.length], self._v[:, :, : self.length]
 
 
 def _eos_ids(model, tokenizer) -> list[int]:

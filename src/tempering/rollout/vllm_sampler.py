@@ -134,7 +134,11 @@ class VLLMSampler:
 
     def sync_weights(self, train_model: torch.nn.Module) -> None:
         """Load the trainer's current weights into the engine (after every update)."""
-        self.engine.load(policy_weights(train_model))
+        self.load_weights(policy_weights(train_model))
+
+    def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
+        """Load weights under Hugging Face names (a snapshot, e.g. from asynchronous rollouts)."""
+        self.engine.load(weights)
         self.syncs += 1
 
 

@@ -23,7 +23,9 @@ LossAgg = Literal[AGG_MODES]  # type: ignore[valid-type]
 
 
 class ModelSection(Schema):
-    name: str = Field("tiny-s", description="Built-in tiny size (tiny-xs/s/m/l) or a local Hugging Face model folder.")
+    name: str = Field(
+        "tiny-s", description="Built-in tiny size (tiny-xs/s/m/l/xl) or a local Hugging Face model folder."
+    )
     use_chat_template: bool | None = Field(
         None, description="Apply the tokenizer's chat template (default: when it has one)."
     )
@@ -45,7 +47,9 @@ class ModelSection(Schema):
 
 
 class TaskSection(Schema):
-    family: str = Field("arithmetic", description="Task family: arithmetic, strings, dataset, code, kernels, gui, ...")
+    family: str = Field(
+        "arithmetic", description="Task family: arithmetic, strings, chain, dataset, code, kernels, gui, ..."
+    )
     args: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments of the family (difficulty knobs, paths)."
     )
@@ -102,12 +106,24 @@ class RolloutSection(Schema):
     on_env_error: Literal["train", "drop"] = Field(
         "train", description="A group with an env_error episode is still trained on, or dropped."
     )
+    async_steps: int = Field(
+        0,
+        ge=0,
+        description="Asynchronous rollouts: the next batches are generated during the update, by weights up to this many updates old (0 = synchronous; 1 = one-step off-policy). Needs loss.rollout_correction; drains at evaluations and checkpoints.",
+    )
+    async_threads: int = Field(
+        0,
+        ge=0,
+        description="Asynchronous rollouts with backend=hf: torch CPU threads of the sampling thread (0 = torch's default); with run.threads, split the cores.",
+    )
 
     @model_validator(mode="after")
     def _check_rollout(self):
         ignored_unless(self, "rollout", ["vllm"], self.backend == "vllm", "rollout.backend=vllm")
         ignored_unless(self, "rollout", ["ray"], self.backend == "ray", "rollout.backend=ray")
         ignored_unless(self, "rollout", ["clamp_scores"], self.score_range is not None, "rollout.score_range")
+        hf_async = self.async_steps > 0 and self.backend == "hf"
+        ignored_unless(self, "rollout", ["async_threads"], hf_async, "rollout.async_steps > 0 with rollout.backend=hf")
         return self
 
     def sampling(self) -> SamplingParams:

@@ -11,6 +11,7 @@ writes the run folder.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import inspect
 import shutil
@@ -39,6 +40,7 @@ from tempering.train.cursor import PromptCursor
 from tempering.train.method import Context, Credit, MethodBuilder, Trainable, group_stats, zero_signal_groups
 from tempering.train.optim import make_optimizer, make_scheduler
 from tempering.train.parallel import DataParallel, Solo, wrap_model
+from tempering.train.pipeline import RolloutPipeline, Rollouts
 from tempering.train.scoring import RolloutCorrection, Scores, per_turn, score
 from tempering.train.update import policy_update
 from tempering.train.world import World
@@ -76,16 +78,17 @@ class RankCursor:
 
 class FullCopySync:
     """Under FSDP2 the trainer keeps a full copy of the sharded policy (sampled from, evaluated, saved);
-    after every update this refreshes the copy, then passes it on to a sampler with weights of its own."""
+    after every update this refreshes the copy, then passes it on to a sampler with weights of its own
+    (unless `pass_on` is off: asynchronous rollouts load each batch's weights themselves)."""
 
-    def __init__(self, sampler, full_model: torch.nn.Module):
-        self.sampler, self.full_model = sampler, full_model
+    def __init__(self, sampler, full_model: torch.nn.Module, pass_on: bool = True):
+        self.sampler, self.full_model, self.pass_on = sampler, full_model, pass_on
 
     def sync_weights(self, train_model: torch.nn.Module) -> None:
         from tempering.models.io import full_state_dict
 
         self.full_model.load_state_dict(full_state_dict(train_model))
-        if hasattr(self.sampler, "sync_weights"):
+        if self.pass_on and hasattr(self.sampler, "sync_weights"):
             self.sampler.sync_weights(self.full_model)
 
     def __getattr__(self, name: str):
@@ -188,6 +191,7 @@ class Trainer:
         self._check_context()
         self.scorers = list(self.method.scorers)
         loss_cfg = cfg.loss
+        check_async(cfg, self.method)
         if loss_cfg.rollout_correction != "none":
             if not self.method.corrects:
                 raise UserError(
@@ -229,11 +233,20 @@ class Trainer:
         self._rank_rngs: list[Any] | None = None
         if isinstance(self.ranks, DataParallel):
             self._go_parallel(strategy)
+        self.rollout_sampler = self._make_rollout_sampler()
+        """What the rollout stage samples with: `sampler`, or (asynchronous rollouts in this process) a
+        sampler with a copy of the weights of its own."""
         self.resume_step: int | None = None
         if resume:
             self.resume_step = self._load(latest_checkpoint(Path(cfg.run.out_dir), warn=warn))
             if hasattr(self.sampler, "sync_weights"):  # the sampler's own copy still has the starting weights
                 self.sampler.sync_weights(self.train_model)
+        self.pipeline: RolloutPipeline | None = None
+        if cfg.rollout.async_steps:
+            collect = lambda sampler, state, stats: self.collect(stats, sampler, state)
+            self.pipeline = RolloutPipeline(
+                collect, self.rollout_sampler, cfg.rollout.async_steps, self._drains_after, start=self.step_no
+            )
         self.log: RunLog | _NoLog = _NoLog()
         if self.ranks.is_main:
             self.log = RunLog(
@@ -301,7 +314,29 @@ class Trainer:
                 r.num_gpus_per_worker,
                 address=r.address,
             )
-        return HFSampler(self.model, self.tokenizer, seed=c.run.seed)
+        return HFSampler(self.model, self.tokenizer, seed=c.run.seed, threads=c.run.threads)
+
+    def _make_rollout_sampler(self):
+        """Asynchronous rollouts with the in-process sampler: a sampler of their own, on a frozen copy of
+        the policy, with its own torch threads, continuing the sampling stream the trainer's had."""
+        inner = self.sampler.sampler if isinstance(self.sampler, FullCopySync) else self.sampler
+        if not self.cfg.rollout.async_steps or not isinstance(inner, HFSampler):
+            return self.sampler
+        if self.cfg.model.lora_rank:
+            from tempering.models.lora import merged_copy
+
+            copy_ = merged_copy(self.model)
+        else:
+            copy_ = copy.deepcopy(self.model)
+        own = HFSampler(copy_.eval().requires_grad_(False), self.tokenizer, threads=self.cfg.rollout.async_threads)
+        own.generator.set_state(inner.generator.get_state())
+        return own
+
+    def _drains_after(self, step: int) -> bool:
+        """Steps after which asynchronous rollouts have nothing in flight: evaluations, checkpoints, the end."""
+        r = self.cfg.run
+        every = [n for n in (r.eval_every, r.checkpoint_every) if n]
+        return step >= r.steps or any(step % n == 0 for n in every)
 
     def _make_scheduler(self):
         o = self.cfg.optim
@@ -321,7 +356,7 @@ class Trainer:
             o = self.cfg.optim
             self.optimizer = make_optimizer(self.train_model, o.lr, o.weight_decay, o.betas)
             self.scheduler = self._make_scheduler()
-            self.sampler = FullCopySync(self.sampler, self.model)
+            self.sampler = FullCopySync(self.sampler, self.model, pass_on=not self.cfg.rollout.async_steps)
             # every forward of a sharded model is a collective: ranks must run the same forwards, and a
             # shared-prompt forward (two passes) on one rank beside a plain one elsewhere would deadlock
             self.settings.share_prefix = False
@@ -331,15 +366,26 @@ class Trainer:
 
     # ---- state -------------------------------------------------------------------------------
     def _generators(self) -> dict[str, torch.Generator]:
-        return {
+        gens = {
             "sampler": self.sampler.generator,
             "update": self.update_gen,
             **{f"owned/{name}": own.generator for name, own in self.owned.items()},
         }
+        if self.rollout_sampler is not self.sampler:
+            gens["rollout_sampler"] = self.rollout_sampler.generator
+        return gens
 
     def save(self) -> Path | None:
-        """An atomic checkpoint of everything needed to resume exactly (rank 0 writes it)."""
+        """An atomic checkpoint of everything needed to resume exactly (rank 0 writes it). With
+        asynchronous rollouts only where the pipeline drains (nothing in flight)."""
+        if self.pipeline is not None and not self.pipeline.drained_at(self.step_no):
+            raise UserError(
+                f"a checkpoint at step {self.step_no} would miss the batches generated ahead of it "
+                f"(rollout.async_steps={self.cfg.rollout.async_steps}); checkpoint at steps where the pipeline "
+                "drains: multiples of run.checkpoint_every or run.eval_every, and the last step"
+            )
         rngs = self.ranks.gather(self.sampler.generator.get_state())
+        rollout_rngs = self.ranks.gather(self.rollout_sampler.generator.get_state())
         path = None
         if self.ranks.is_main:
             state = {
@@ -349,6 +395,7 @@ class Trainer:
                 "cursor": self.cursor.state_dict(),
                 "rng": rng_state(self._generators()),
                 "rank_sampler_rng": rngs,
+                "rank_rollout_rng": rollout_rngs,
                 "method": self.method.name,
                 "method_state": dict(self.state),
                 "owned": {
@@ -391,6 +438,8 @@ class Trainer:
                     f"resume with --nproc-per-node (x nodes) = {len(rngs)}"
                 )
             self.sampler.generator.set_state(rngs[self.ranks.rank])
+            if self.rollout_sampler is not self.sampler:
+                self.rollout_sampler.generator.set_state(s["rank_rollout_rng"][self.ranks.rank])
         self.state = {**self.state, **s.get("method_state", {})}
         saved = s.get("owned", {})
         if set(saved) != set(self.owned):
@@ -440,35 +489,45 @@ class Trainer:
         return path
 
     # ---- one step ----------------------------------------------------------------------------
-    async def rollout(self, stats: RolloutStats) -> list[Group]:
+    async def rollout(self, stats: RolloutStats, sampler=None) -> list[Group]:
         tasks = [self.train_tasks[i] for i in self.cursor.next(self.cfg.rollout.prompts_per_step)]
         return await rollout(
-            self.sampler, self.fmt, tasks, self.family.make_env, self.cfg.rollout.group_size, self.opts, stats
+            sampler or self.sampler,
+            self.fmt,
+            tasks,
+            self.family.make_env,
+            self.cfg.rollout.group_size,
+            self.opts,
+            stats,
         )
 
-    def with_signal(self, groups: list[Group]) -> list[Group]:
-        """The groups whose advantages are not all zero under this method's credit."""
+    def with_signal(self, groups: list[Group], state: dict[str, float] | None = None) -> list[Group]:
+        """The groups whose advantages are not all zero under this method's credit (in `state`)."""
         batch = collate([e for g in groups for e in g.episodes], self.sampler.pad_id)
-        credit = self.method.credit(score(groups, batch, self.method.scorers), batch, self.state)
+        state = self.state if state is None else state
+        credit = self.method.credit(score(groups, batch, self.method.scorers), batch, state)
         zero = zero_signal_groups(credit.adv_BT, batch, self.cfg.rollout.group_size)
         return [g for g, z in zip(groups, zero.tolist()) if not z]
 
-    async def collect(self, stats: RolloutStats) -> tuple[list[Group], bool, dict[str, float]]:
+    async def collect(
+        self, stats: RolloutStats, sampler=None, state: dict[str, float] | None = None
+    ) -> tuple[list[Group], bool, dict[str, float]]:
         """This rank's groups for one step (dynamic sampling when the method asks for it, groups with an
         env_error dropped when `rollout.on_env_error=drop`), and whether they are to be trained on: a rank
-        left with none keeps one group with an empty loss mask, so its collectives stay in step."""
-        groups = await self.rollout(stats)
+        left with none keeps one group with an empty loss mask, so its collectives stay in step.
+        `sampler` and `state`: the rollout pipeline's (default: the trainer's)."""
+        groups = await self.rollout(stats, sampler)
         info = group_stats(Scores.of(groups))
         kept = groups
         rounds = self.method.resample_rounds
         if rounds is not None:
             need = len(groups)
-            kept = self.with_signal(groups)
+            kept = self.with_signal(groups, state)
             info["frac_zero_adv_groups"] = 1 - len(kept) / need  # before refilling: what was dropped
             done = 0
             while len(kept) < need and done < rounds:
                 done += 1
-                kept += self.with_signal(await self.rollout(stats))
+                kept += self.with_signal(await self.rollout(stats, sampler), state)
             info["resample_rounds"] = done
             kept = kept[:need]
         if self.cfg.rollout.on_env_error == "drop":
@@ -515,8 +574,7 @@ class Trainer:
                 self.update_gen,
                 loss_fn=loss_fn,
             )
-            if hasattr(self.sampler, "sync_weights"):  # a sampler with its own copy of the weights (vLLM, Ray, FSDP)
-                self.sampler.sync_weights(self.train_model)
+            self._sync_sampler()
         upd["policy_frozen"] = float(frozen)
         for name, own in self.owned.items():
             stats = own.trainable.update(own.train_module, own.optimizer, trained, self.settings, own.generator)
@@ -537,11 +595,36 @@ class Trainer:
         per_episode = {k: v.tolist() for k, v in credit.per_episode.items()} if trainable else {}
         return m, {"turn_adv": adv_NGK.reshape(-1, shape[-1]).tolist(), "per_episode": per_episode}
 
+    def _sync_sampler(self) -> None:
+        """After an update, a sampler with weights of its own gets them (vLLM, Ray; FSDP2's full copy).
+        Asynchronous rollouts load each batch's weights through the pipeline instead."""
+        if isinstance(self.sampler, FullCopySync) or (self.pipeline is None and hasattr(self.sampler, "sync_weights")):
+            self.sampler.sync_weights(self.train_model)
+
+    def _policy_snapshot(self) -> dict[str, torch.Tensor]:
+        """The current weights under Hugging Face names, copied (the next update changes the originals)."""
+        from tempering.rollout.vllm_sampler import policy_weights
+
+        return {k: v.detach().clone() for k, v in policy_weights(self.model).items()}
+
+    async def next_rollouts(self) -> Rollouts:
+        """This step's groups: collected now, or taken from the pipeline once it has the weights of the
+        last update (for the batches it samples next)."""
+        if self.pipeline is None:
+            stats = RolloutStats()
+            groups, trainable, info = await self.collect(stats)
+            return Rollouts(groups, trainable, info, stats, self.step_no)
+        self.pipeline.publish(self.step_no, self._policy_snapshot, self.state)
+        t0 = time.perf_counter()
+        r = await asyncio.to_thread(self.pipeline.get, self.step_no + 1)
+        r.info.update({"async/staleness": self.step_no - r.version, "async/wait_seconds": time.perf_counter() - t0})
+        return r
+
     async def step(self) -> StepResult:
         c = self.cfg
         t0 = time.perf_counter()
-        stats = RolloutStats()
-        groups, trainable, info = await self.collect(stats)
+        r = await self.next_rollouts()
+        groups, trainable, info, stats = r.groups, r.trainable, r.info, r.stats
         self._check_errors(stats, "training")
         episodes = [e for g in groups for e in g.episodes]
         t1 = time.perf_counter()
@@ -620,6 +703,13 @@ class Trainer:
         """Held-out metrics (rank 0 evaluates; every rank gets its numbers)."""
         out = None
         if self.ranks.is_main:
+            if self.pipeline is not None and self.rollout_sampler is self.sampler:  # shared with the pipeline
+                if not self.pipeline.drained_at(self.step_no):
+                    raise UserError(
+                        f"evaluating at step {self.step_no} would share the sampler with the rollouts generated "
+                        "ahead of it; evaluate where the pipeline drains (run.eval_every, run.checkpoint_every)"
+                    )
+                self.pipeline.hold(self.step_no, self._policy_snapshot)
             tasks = self.heldout_tasks[:size] if size else self.heldout_tasks
             opts = replace(self.opts, max_turns=self.cfg.run.eval_max_turns or self.opts.max_turns)
             stats = RolloutStats()
@@ -646,7 +736,13 @@ class Trainer:
                 return self.ranks.share(self._history() if self.ranks.is_main else None)
             return await self._run()
         finally:
-            self.family.close()
+            self.close()
+
+    def close(self) -> None:
+        """Stop the rollout pipeline and release what the task family holds (`run()` does this)."""
+        if self.pipeline is not None:
+            self.pipeline.close()
+        self.family.close()
 
     def _history(self) -> dict[str, Any]:
         rows = [r for r in self.log.read_metrics() if "eval/pass@1" in r]
@@ -726,6 +822,24 @@ def training_batch(batch: TrainBatch, scores: Scores, credit: Credit) -> TrainBa
     return replace(
         batch, adv_BT=adv * mask, mask_BT=mask, extra=credit.extra, ref_logp_BT=scores.ref_logp_BT, old_logp_BT=old
     )
+
+
+def check_async(cfg, method) -> None:
+    """Asynchronous rollouts train on samples of older weights; the rollout correction reweights them,
+    which only a loss linear in its advantages allows."""
+    k = cfg.rollout.async_steps
+    if not k:
+        return
+    if not method.corrects:
+        raise UserError(
+            f"rollout.async_steps={k} trains on samples of weights up to {k} update(s) old, which the rollout "
+            f"correction reweights, and the {method.name} loss is not linear in its advantages; set rollout.async_steps=0"
+        )
+    if cfg.loss.rollout_correction == "none":
+        raise UserError(
+            f"rollout.async_steps={k} trains on samples of weights up to {k} update(s) old; correct for them with "
+            "loss.rollout_correction=tis (truncated importance weights) or mask"
+        )
 
 
 def prepare_run_dir(out: Path, resume: bool, overwrite: bool) -> None:
