@@ -31,8 +31,6 @@ from tempering.rollout.engine import RolloutStats
 from tempering.types import Group
 
 ROOT = Path(__file__).resolve().parents[2]
-VERBS = {"train": "train", "train+dynamic_sampling": "train", "train+kl": "train", "rgrpo": "rgrpo"}
-"""Worker case -> verb (cases not listed are named after their verb)."""
 
 
 def _load(name: str, path: Path):
@@ -89,7 +87,7 @@ def parallel_equivalence(work: Path) -> dict:
             state_same = all(
                 abs(two[case]["state"][k] - v) <= 1e-6 * max(1.0, abs(v)) for k, v in one[case]["state"].items()
             )
-            row = out.setdefault(case, {"verb": VERBS.get(case, case)})
+            row = out.setdefault(case, {"verb": case.split("+")[0]})  # "train+kl" is a case of train
             row[strategy] = {"max_abs_grad_diff": diff, "max_abs_grad": scale, "state_equal": state_same}
     return out
 
