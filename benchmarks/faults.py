@@ -379,9 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         "disk_full": full,
         "bad_inputs": bad,
         "written_by_bad_inputs": written,
-        "command": "python benchmarks/faults.py"
-        + (f" --kills {a.kills}" if a.kills != 50 else "")
-        + (" --no-sandbox" if a.no_sandbox else ""),
+        "command": " ".join(["python benchmarks/faults.py", *(sys.argv[1:] if argv is None else argv)]),
         "machine": machine(),
         "commit": subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
