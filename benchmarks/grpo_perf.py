@@ -187,11 +187,51 @@ def arm_long_tempering(model_dir: str, steps: int, seed: int, threads: int, asyn
     return out
 
 
+def trl_config(output_dir: str, prompts: int, group: int, max_new: int, lr: float, steps: int, seed: int):
+    """TRL's GRPOConfig with every value tempering's arm uses set explicitly (both regimes)."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=output_dir,
+        per_device_train_batch_size=prompts * group,
+        gradient_accumulation_steps=1,
+        num_generations=group,
+        max_completion_length=max_new,
+        learning_rate=lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        adam_beta1=0.9,
+        adam_beta2=0.999,
+        adam_epsilon=1e-8,
+        beta=0.0,
+        num_iterations=1,
+        epsilon=0.2,
+        epsilon_high=0.28,
+        loss_type="dapo",
+        scale_rewards="group",
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+        max_steps=steps,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        gradient_checkpointing=False,  # GRPOConfig turns it on by default; it recomputes the forward
+        bf16=False,
+        seed=seed,
+        shuffle_dataset=False,
+        dataloader_num_workers=0,
+        max_grad_norm=1.0,
+        weight_decay=0.0,
+    )
+
+
 def arm_long_trl(model_dir: str, steps: int, seed: int, threads: int) -> dict:
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from tempering.envs.synthetic import answer_text
 
@@ -211,34 +251,14 @@ def arm_long_trl(model_dir: str, steps: int, seed: int, threads: int) -> dict:
         def on_step_end(self, args, state, control, **kw):
             ends.append(time.perf_counter())
 
-    args = GRPOConfig(
-        output_dir=f"/tmp/bench_long_trl_{os.getpid()}",
-        per_device_train_batch_size=LONG["prompts_per_step"] * LONG["group_size"],
-        gradient_accumulation_steps=1,
-        num_generations=LONG["group_size"],
-        max_completion_length=LONG["max_new_tokens"],
-        learning_rate=LONG["lr"],
-        lr_scheduler_type="constant",
-        warmup_steps=0,
-        beta=0.0,
-        num_iterations=1,
-        epsilon=0.2,
-        epsilon_high=0.28,
-        loss_type="dapo",
-        scale_rewards="group",
-        temperature=1.0,
-        max_steps=steps,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        use_cpu=True,
-        gradient_checkpointing=False,  # GRPOConfig turns it on by default; it recomputes the forward
-        bf16=False,
-        seed=seed,
-        shuffle_dataset=False,
-        dataloader_num_workers=0,
-        max_grad_norm=1.0,
-        weight_decay=0.0,
+    args = trl_config(
+        f"/tmp/bench_long_trl_{os.getpid()}",
+        LONG["prompts_per_step"],
+        LONG["group_size"],
+        LONG["max_new_tokens"],
+        LONG["lr"],
+        steps,
+        seed,
     )
     trainer = GRPOTrainer(
         model=model,

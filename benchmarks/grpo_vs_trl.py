@@ -185,7 +185,7 @@ def arm_trl(model_dir: str, steps: int, seed: int) -> dict:
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     _, order = train_order(steps, seed)
     rows = [{"prompt": t.prompt, "answer": t.answer} for step in order for t in step]
@@ -211,40 +211,7 @@ def arm_trl(model_dir: str, steps: int, seed: int) -> dict:
                 heldout[state.global_step] = heldout_pass(kw["model"], tok)
             resumes.append(time.perf_counter())
 
-    args = GRPOConfig(
-        output_dir=f"/tmp/bench_trl_{os.getpid()}",
-        per_device_train_batch_size=PROMPTS * GROUP,
-        gradient_accumulation_steps=1,
-        num_generations=GROUP,
-        max_completion_length=MAX_NEW,
-        learning_rate=LR,
-        lr_scheduler_type="constant",
-        warmup_steps=0,
-        adam_beta1=0.9,
-        adam_beta2=0.999,
-        adam_epsilon=1e-8,
-        beta=0.0,
-        num_iterations=1,
-        epsilon=0.2,
-        epsilon_high=0.28,
-        loss_type="dapo",
-        scale_rewards="group",
-        temperature=1.0,
-        top_k=0,
-        top_p=1.0,
-        max_steps=steps,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        use_cpu=True,
-        gradient_checkpointing=False,  # GRPOConfig turns it on by default; it recomputes the forward
-        bf16=False,
-        seed=seed,
-        shuffle_dataset=False,
-        dataloader_num_workers=0,
-        max_grad_norm=1.0,
-        weight_decay=0.0,
-    )
+    args = grpo_perf.trl_config(f"/tmp/bench_trl_{os.getpid()}", PROMPTS, GROUP, MAX_NEW, LR, steps, seed)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=exact,
