@@ -85,7 +85,8 @@ def warm_start(name: str, spec: dict, out: Path, pass_target: float) -> str:
     return pretrain(cfg)["model"]
 
 
-def arm_config(model: str, spec: dict, arm: dict, seed: int, steps: int, out: Path) -> dict:
+def arm_config(model: str, spec: dict, arm: dict, seed: int, steps: int, out: Path, first: bool = True) -> dict:
+    """One arm's run; only a family's `first` run evaluates the shared warm start before its first step."""
     return {
         "model": {"name": model},
         "task": {"family": spec["family"], "args": spec["args"], "train_size": 20000, "heldout_size": 300},
@@ -104,6 +105,7 @@ def arm_config(model: str, spec: dict, arm: dict, seed: int, steps: int, out: Pa
             "seed": seed,
             "out_dir": str(out),
             "eval_every": 0,
+            "eval_on_start": first,
             "eval_k": 8,
             "checkpoint_every": 0,
             "log_samples": 0,
@@ -174,7 +176,8 @@ def main() -> None:
         model = warm_start(fam, spec, work, a.pass_target)
         for arm in a.arms:
             for seed in a.seeds:
-                r = run_arm(arm_config(model, spec, ARMS[arm], seed, a.steps, work / fam / f"{arm}_s{seed}"))
+                first = arm == a.arms[0] and seed == a.seeds[0]
+                r = run_arm(arm_config(model, spec, ARMS[arm], seed, a.steps, work / fam / f"{arm}_s{seed}", first))
                 results.setdefault(fam, {}).setdefault(arm, []).append(r)
                 print(
                     fam,

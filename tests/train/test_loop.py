@@ -1,6 +1,7 @@
 """The one loop runs any method given as data, including one defined outside the package."""
 
 import asyncio
+import json
 
 import pytest
 import torch
@@ -81,3 +82,13 @@ def test_a_family_template_applies_unless_the_config_names_one_and_the_family_is
     assert yaml.safe_load((tmp_path / "config.yaml").read_text())["rollout"]["feedback_template"] == want
     asyncio.run(t.run())
     assert ScreenFamily.closed == 1
+
+
+@pytest.mark.parametrize("on_start", [True, False])
+def test_eval_on_start_decides_the_step_0_evaluation(tmp_path, on_start):
+    run = {**CFG["run"], "steps": 1, "out_dir": str(tmp_path), "eval_on_start": on_start}
+    hist = asyncio.run(trainer({**CFG, "run": run}).run())
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    evals = [r["step"] for r in rows if "eval/pass@1" in r]
+    assert evals == ([0, 1] if on_start else [1])
+    assert ("start" in hist) is on_start and "final" in hist

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from tempering.config import apply_overrides, build
+from tempering.errors import UserError
 from tempering.progress import print_eval_table
 from tempering.recipes.common import stage_start
 from tempering.runlog import atomic_write_text
@@ -62,6 +63,8 @@ def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) 
     rl.setdefault("model", {})["name"] = pre["model"]
     rl["run"].update(seed=seed, out_dir=str(out / "grpo"), progress=progress)
     cfg = build(TrainConfig, rl)
+    if not cfg.run.eval_on_start:
+        raise UserError("the demo compares pass@1 before and after RL; leave train.run.eval_on_start true")
     hist = train(cfg, **dict(zip(("resume", "overwrite"), stage_start(Path(cfg.run.out_dir), resume=True))))
     t2 = time.perf_counter()
     return {

@@ -240,6 +240,11 @@ class RunBase(Schema):
 
 class RunSection(RunBase):
     eval_k: int = Field(8, ge=1, description="Samples per held-out prompt for pass@k.")
+    eval_on_start: bool = Field(
+        True,
+        description="Evaluate the whole held-out set before the first step (off: runs that share a warm start "
+        "evaluate it once; the run's history then has no start row).",
+    )
     eval_max_turns: int | None = Field(
         None,
         ge=1,

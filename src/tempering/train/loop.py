@@ -764,7 +764,7 @@ class Trainer:
             quiet=not self.ranks.is_main,
         )
         report.summary(self.summary())
-        if self.step_no == 0:
+        if self.step_no == 0 and c.eval_on_start:
             first = await self.evaluate()  # the whole held-out set, as the final evaluation
             self.log.log(0, first)
             history["start"] = first
