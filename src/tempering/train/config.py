@@ -217,7 +217,9 @@ class RunBase(Schema):
     seed: int = Field(0, description="Run seed (model init, sampling, data order).")
     out_dir: str = Field("runs/train", description="Run folder (config, metrics, samples, plots, checkpoints).")
     eval_every: int = Field(
-        25, ge=0, description="Evaluate on the held-out split every N steps (0 = only at the end, and at the start with run.eval_on_start)."
+        25,
+        ge=0,
+        description="Evaluate on the held-out split every N steps (0 = only at the end, and at the start with run.eval_on_start).",
     )
     eval_size: int | None = Field(None, ge=1, description="Held-out prompts per periodic evaluation (default: all).")
     threads: int = Field(0, ge=0, description="torch CPU threads (0 = torch's default).")
