@@ -211,7 +211,10 @@ def main() -> None:
         "What changed since the previous table: TCPO's `turn_decay` now defaults to "
         f"{TURN_DECAY} (it was 1.0), so earlier turns get more turn credit, as the paper's fast-repair preference "
         "asks; every TCPO arm except `tcpo_trajectory` (which has no turn credit) was rerun with it, and "
-        "`tcpo_full_no_decay` is the old default beside it. The other arms were rerun unchanged.",
+        "`tcpo_full_no_decay` is the old default beside it. Every arm was rerun on today's code, whose pre-training, "
+        "sampler and evaluation changed since that table (the warm starts were trained again), so compare arms within "
+        "this table rather than with the previous one. Only each family's first run evaluates the shared warm start "
+        "before its first step (`run.eval_on_start`).",
         "",
     ]
     overheads = []
