@@ -609,9 +609,29 @@ def curve_note(head: dict) -> str:
         f"After {head['steps']} steps, tempering minus TRL held-out pass@1 per pair is "
         f"{', '.join(f'{d:+.1f}' for d in diffs)} points (tempering ahead in {ahead} of {len(diffs)}): mean "
         f"{mean:+.1f} ± {se:.1f} points (standard error over pairs; one pass@1 measurement alone has a binomial "
-        f"standard error of about {one:.1f} points), so the two curves {verdict}."
+        f"standard error of about {one:.1f} points), so at the end of the run the two arms {verdict}."
         + (f" {len(diffs)} pair(s) are fewer than the 5 a difference of a few points needs." if len(diffs) < 5 else "")
+        + early_note(head)
     )
+
+
+def early_note(head: dict) -> str:
+    """The evaluations before the last step whose paired difference is beyond 2 standard errors."""
+    out = ""
+    curves = head["heldout_curves"]
+    for step in head["heldout_steps"][:-1]:
+        pick = lambda arm: [r[str(step)] for r in curves[arm]]
+        d, mean, se = paired_diff(pick("tempering"), pick(BASELINE))
+        if len(d) > 1 and abs(mean) > 2 * se:
+            side = "behind" if mean < 0 else "ahead"
+            out += (
+                f" Earlier in the run they do not agree: at step {step} tempering is {side} in "
+                f"{sum((x < 0) if mean < 0 else (x > 0) for x in d)} of {len(d)} pairs "
+                f"({', '.join(f'{x:+.1f}' for x in d)} points; mean {mean:+.1f} ± {se:.1f}, beyond 2 standard errors)."
+            )
+    if out:
+        out += " The one-step comparison below finds no setting that differs: the cause of this early gap is not found."
+    return out
 
 
 def main() -> None:
