@@ -85,8 +85,9 @@ def warm_start(name: str, spec: dict, out: Path, pass_target: float) -> str:
     return pretrain(cfg)["model"]
 
 
-def arm_config(model: str, spec: dict, arm: dict, seed: int, steps: int, out: Path, first: bool = True) -> dict:
-    """One arm's run; only a family's `first` run evaluates the shared warm start before its first step."""
+def arm_config(model: str, spec: dict, arm: dict, seed: int, steps: int, out: Path) -> dict:
+    """One arm's run. None evaluates before its first step: an evaluation draws from the sampler's random
+    stream, so it would change that run's training; the warm start is evaluated once, by a run of 0 steps."""
     return {
         "model": {"name": model},
         "task": {"family": spec["family"], "args": spec["args"], "train_size": 20000, "heldout_size": 300},
@@ -105,7 +106,7 @@ def arm_config(model: str, spec: dict, arm: dict, seed: int, steps: int, out: Pa
             "seed": seed,
             "out_dir": str(out),
             "eval_every": 0,
-            "eval_on_start": first,
+            "eval_on_start": False,
             "eval_k": 8,
             "checkpoint_every": 0,
             "log_samples": 0,
@@ -171,13 +172,14 @@ def main() -> None:
     torch.set_num_threads(1)
     work = Path(a.work)
     results: dict = {}
+    starts: dict = {}  # family -> the warm start's evaluation (a run of 0 steps)
     for fam in a.families:
         spec = FAMILIES[fam]
         model = warm_start(fam, spec, work, a.pass_target)
+        starts[fam] = run_arm(arm_config(model, spec, ARMS["mt_grpo"], a.seeds[0], 0, work / fam / "warm_start"))
         for arm in a.arms:
             for seed in a.seeds:
-                first = arm == a.arms[0] and seed == a.seeds[0]
-                r = run_arm(arm_config(model, spec, ARMS[arm], seed, a.steps, work / fam / f"{arm}_s{seed}", first))
+                r = run_arm(arm_config(model, spec, ARMS[arm], seed, a.steps, work / fam / f"{arm}_s{seed}"))
                 results.setdefault(fam, {}).setdefault(arm, []).append(r)
                 print(
                     fam,
@@ -213,8 +215,8 @@ def main() -> None:
         "asks; every TCPO arm except `tcpo_trajectory` (which has no turn credit) was rerun with it, and "
         "`tcpo_full_no_decay` is the old default beside it. Every arm was rerun on today's code, whose pre-training, "
         "sampler and evaluation changed since that table (the warm starts were trained again), so compare arms within "
-        "this table rather than with the previous one. Only each family's first run evaluates the shared warm start "
-        "before its first step (`run.eval_on_start`).",
+        "this table rather than with the previous one. The warm start is evaluated once per family, by a run of 0 "
+        "steps, and no arm evaluates before its first step (`run.eval_on_start=false`).",
         "",
     ]
     overheads = []
@@ -253,7 +255,7 @@ def main() -> None:
                 f"{fmt(col('improve_rate_sampled'))} | {fmt(col('regress_rate_sampled'))} | {fmt(col('total_env_calls'), 0)} | "
                 + (f"{mean_sd(oc)[0]:.2f}x / {mean_sd(osec)[0]:.2f}x |" if has_cf else "- |")
             )
-        start = arms[next(iter(arms))][0]["start"]
+        start = starts[fam]
         lines += [
             "",
             f"Warm start (before RL): best-turn pass@1 {start.get('pass@1_sampled', 0):.3f}, pass@8 {start.get('pass@8', 0):.3f}.",
@@ -261,6 +263,7 @@ def main() -> None:
         ]
         lines += findings(fam_data, start.get("pass@1_sampled", 0.0))
         data["families"][fam] = fam_data
+        data.setdefault("warm_start", {})[fam] = {k: v for k, v in start.items() if k in ("pass@1_sampled", "pass@8")}
     if overheads:
         data["counterfactual_overhead_ratio"] = sum(overheads) / len(overheads)
     write_results(a.out, "tcpo", "\n".join(lines) + "\n", data)
