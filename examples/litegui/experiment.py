@@ -434,6 +434,16 @@ def markdown(r: dict) -> str:
     best = {m: max(trained, key=lambda a: arms[a][m]["mean"]) for m in CLAIM_METRICS}
     start = lambda a: "primed" if a.startswith("primed") else "sft"
     above = [f"`{a}`" for a in trained if arms[a]["step_success"]["mean"] > arms[start(a)]["step_success"]["mean"]]
+    primed_note = ""
+    if arms["primed"]["format_rate"]["max"] == 0:  # no reward, no distillation signal past the format: nothing learned
+        primed_note = (
+            f"\n- The primed student never writes the output format after {p['primed_sft_steps']} SFT steps (format rate "
+            "0.000): every reward of its GRPO runs is 0, guided OPD does not teach the format in "
+            f"{p['stage1_steps']} steps either, and every primed arm scores 0, so the paper-setting claims cannot be "
+            "judged from this run. Priming needs more steps (`--plan primed_sft_steps=N`), short of the "
+            f"{p['student_sft_steps']} of the full warm start, which already reaches step success "
+            f"{arms['sft']['step_success']['mean']:.3f}."
+        )
     return f"""# LiteGUI: guided OPD and dual-level GRPO on the embedded default
 
 Every model answers greedily on held-out apps (difficulty 0, never seen in training). Step success
@@ -460,7 +470,7 @@ Per-seed differences (first arm minus second; same seeds, states and apps), mean
 - Trained arms whose mean step success exceeds their warm start's (`sft`, or `primed` for the `primed_*`
   arms): {", ".join(above) or "none"}.
 - Best trained arm by mean: step success `{best["step_success"]}`, multi-solution step success
-  `{best["multi_solution_step_success"]}`, task success `{best["task_success"]}`.
+  `{best["multi_solution_step_success"]}`, task success `{best["task_success"]}`.{primed_note}
 
 ## Set-up
 
