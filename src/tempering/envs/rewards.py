@@ -9,6 +9,7 @@ final answer with math-verify) and `boxed` (a format reward).
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import inspect
 import re
@@ -62,14 +63,23 @@ def final_answer(text: str) -> str:
     return text.rsplit("####", 1)[1].split("\n", 1)[0] if "####" in text else text
 
 
-def math_answer(prompts: list, completions: list[str], **columns) -> list[float]:
-    """1 if the completion's final answer equals the answer, numerically or symbolically (`math-verify`:
-    `\\boxed{}` first, then the last number or expression; `####` answers as in GSM8K; 1/2 = 0.5 =
-    \\frac{2}{4}). Needs the `math` extra."""
+@functools.cache
+def _math_verify():
+    """math-verify's parse and verify, run once without a time limit: the first call builds its grammars
+    (about 30x a later one), which on a busy machine could spend the limit meant for a completion."""
     try:
         from math_verify import parse, verify
     except ImportError as e:
         raise UserError("the math reward needs `pip install 'tempering[math]'` (math-verify)") from e
+    verify(parse("$1$", parsing_timeout=None), parse("$1$", parsing_timeout=None), timeout_seconds=None)
+    return parse, verify
+
+
+def math_answer(prompts: list, completions: list[str], **columns) -> list[float]:
+    """1 if the completion's final answer equals the answer, numerically or symbolically (`math-verify`:
+    `\\boxed{}` first, then the last number or expression; `####` answers as in GSM8K; 1/2 = 0.5 =
+    \\frac{2}{4}). Needs the `math` extra."""
+    parse, verify = _math_verify()
     # math-verify's time limits use SIGALRM, which only the main thread may set
     limit = 5 if threading.current_thread() is threading.main_thread() else None
     out = []
