@@ -42,3 +42,12 @@ def test_demo_runs_end_to_end_and_writes_results(tmp_path):
         assert k in head
     assert head["pass_at_1_after"] == summary["pass_at_1_after"] and head["heldout_prompts"] == 40
     assert "| 0 |" in (tmp_path / "results" / "quickstart.md").read_text()
+
+
+def test_demo_refuses_no_start_evaluation_before_pretraining(tmp_path):
+    from tempering.errors import UserError
+    from tempering.recipes.demo import run_demo
+
+    with pytest.raises(UserError, match="eval_on_start"):
+        run_demo(tmp_path, 0, ["train.run.eval_on_start=false"], progress=False)
+    assert not (tmp_path / "pretrain").exists()  # refused before any work

@@ -56,15 +56,16 @@ def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) 
             pre_over,
         ),
     )
+    rl = apply_overrides(json.loads(json.dumps(GRPO)), rl_over)
+    rl.setdefault("model", {})["name"] = str(Path(pcfg.run.out_dir) / "model")  # where pretrain saves it
+    rl["run"].update(seed=seed, out_dir=str(out / "grpo"), progress=progress)
+    cfg = build(TrainConfig, rl)  # before pre-training: a bad override fails in a second, not after it
+    if not cfg.run.eval_on_start:
+        raise UserError("the demo compares pass@1 before and after RL; leave train.run.eval_on_start true")
     # a demo run again continues (or only reports) its stages; a stage that never checkpointed starts over
     pre = pretrain(pcfg, *stage_start(Path(pcfg.run.out_dir), resume=True))
     t1 = time.perf_counter()
-    rl = apply_overrides(json.loads(json.dumps(GRPO)), rl_over)
-    rl.setdefault("model", {})["name"] = pre["model"]
-    rl["run"].update(seed=seed, out_dir=str(out / "grpo"), progress=progress)
-    cfg = build(TrainConfig, rl)
-    if not cfg.run.eval_on_start:
-        raise UserError("the demo compares pass@1 before and after RL; leave train.run.eval_on_start true")
+    cfg.model.name = pre["model"]
     hist = train(cfg, **dict(zip(("resume", "overwrite"), stage_start(Path(cfg.run.out_dir), resume=True))))
     t2 = time.perf_counter()
     return {
