@@ -244,8 +244,9 @@ class RunSection(RunBase):
     eval_k: int = Field(8, ge=1, description="Samples per held-out prompt for pass@k.")
     eval_on_start: bool = Field(
         True,
-        description="Evaluate the whole held-out set before the first step (off: runs that share a warm start "
-        "evaluate it once; the run's history then has no start row).",
+        description="Evaluate the whole held-out set before the first step (off: for runs that share a warm start "
+        "evaluated once elsewhere; the history then has no start row, and since evaluation samples from the run's "
+        "random stream, the run samples differently).",
     )
     eval_max_turns: int | None = Field(
         None,
