@@ -124,25 +124,45 @@ def prompt_len(model_dir: str, family, n: int = 2000) -> float:
     return st.mean(len(fmt.prompt_ids(t.prompt)) for t in family.tasks("train", n, seed=0))
 
 
-def arm_long_tempering(model_dir: str, steps: int, seed: int, threads: int, async_steps: int) -> dict:
+def tempering_arm(
+    model_dir: str,
+    fam,
+    order: list,
+    regime: dict,
+    *,
+    steps: int,
+    seed: int,
+    threads: int,
+    async_steps: int,
+    name: str,
+    rollout: dict | None = None,
+    loss: dict | None = None,
+    eval_every: int = 0,
+    after_step=None,
+) -> dict:
+    """tempering's GRPO arm on `regime` with the prompt order `order` fed in, timed step by step.
+    `async_steps=1` generates the next batch during this one's update (one-step off-policy, corrected by
+    truncated importance sampling), with the torch threads split between the update and the sampler.
+    `after_step(step, trainer)` runs outside the timed step (held-out evaluations)."""
     from tempering.config import build
     from tempering.recipes.train import TrainConfig, trainer
 
-    fam, order = long_order(steps, seed)
+    group, prompts = regime["group_size"], regime["prompts_per_step"]
     rollout = {
-        "group_size": LONG["group_size"],
-        "prompts_per_step": LONG["prompts_per_step"],
-        "max_new_tokens": LONG["max_new_tokens"],
-        "max_context_tokens": 256,
+        "group_size": group,
+        "prompts_per_step": prompts,
+        "max_new_tokens": regime["max_new_tokens"],
         "temperature": 1.0,
+        **(rollout or {}),
     }
     loss = {
         "advantage": "grpo",
         "clip_low": 0.2,
         "clip_high": 0.28,
         "loss_agg": "token-mean",
-        "micro_batch_size": LONG["prompts_per_step"] * LONG["group_size"],
+        "micro_batch_size": prompts * group,
         "max_grad_norm": 1.0,
+        **(loss or {}),
     }
     run_threads = threads
     if async_steps:  # the update and the sampler run at once: split the cores between them
@@ -153,15 +173,16 @@ def arm_long_tempering(model_dir: str, steps: int, seed: int, threads: int, asyn
         TrainConfig,
         {
             "model": {"name": model_dir},
-            "task": LONG["task"],
+            "task": regime["task"],
             "rollout": rollout,
             "loss": loss,
-            "optim": {"lr": LONG["lr"], "betas": [0.9, 0.999], "weight_decay": 0.0, "schedule": "constant"},
+            "optim": {"lr": regime["lr"], "betas": [0.9, 0.999], "weight_decay": 0.0, "schedule": "constant"},
             "run": {
                 "steps": steps,
                 "seed": seed,
-                "out_dir": f"/tmp/bench_long_tempering_{os.getpid()}",
-                "eval_every": 0,
+                "out_dir": f"/tmp/bench_{name}_{os.getpid()}",
+                # the steps are driven here, so this sets only where asynchronous rollouts drain
+                "eval_every": eval_every,
                 "checkpoint_every": 0,
                 "log_samples": 0,
                 "tensorboard": False,
@@ -176,15 +197,34 @@ def arm_long_tempering(model_dir: str, steps: int, seed: int, threads: int, asyn
     tr.cursor.next = lambda n: [index[t.id] for t in next(it)]  # type: ignore[method-assign]
     keys = ("reward", "response_len", "gen_seconds", "update_seconds", "async/wait_seconds", "async/staleness")
     out: dict = {"step_seconds": [], **{k: [] for k in keys}}
-    for _ in range(steps):
+    for step in range(1, steps + 1):
         t0 = time.perf_counter()
-        m = asyncio.run(tr.step()).metrics
+        r = asyncio.run(tr.step())
         out["step_seconds"].append(time.perf_counter() - t0)
         for k in keys:
-            out[k].append(m.get(k, 0.0))
+            out[k].append(r.metrics.get(k, 0.0))
+        if after_step:
+            after_step(step, tr, r)
     tr.close()
     out["rewards"], out["completion_len"] = out.pop("reward"), out.pop("response_len")
+    out["wait_seconds"], out["staleness"] = out.pop("async/wait_seconds"), out.pop("async/staleness")
     return out
+
+
+def arm_long_tempering(model_dir: str, steps: int, seed: int, threads: int, async_steps: int) -> dict:
+    fam, order = long_order(steps, seed)
+    return tempering_arm(
+        model_dir,
+        fam,
+        order,
+        LONG,
+        steps=steps,
+        seed=seed,
+        threads=threads,
+        async_steps=async_steps,
+        name="long_tempering",
+        rollout={"max_context_tokens": 256},
+    )
 
 
 def trl_config(output_dir: str, prompts: int, group: int, max_new: int, lr: float, steps: int, seed: int):
@@ -350,8 +390,8 @@ def measure_long(model_dir: str, steps: int, pairs: int, seed: int, threads: int
     for arm, runs in (("long_tempering", sync), ("long_tempering_async", asy)):
         head[f"{arm}_generation_share"] = st.median(share(r, "gen_seconds") for r in runs)
         head[f"{arm}_update_share"] = st.median(share(r, "update_seconds") for r in runs)
-    head["long_tempering_async_wait_share"] = st.median(share(r, "async/wait_seconds") for r in asy)
-    head["long_tempering_async_staleness"] = st.mean(x for r in asy for x in r["async/staleness"][1:])
+    head["long_tempering_async_wait_share"] = st.median(share(r, "wait_seconds") for r in asy)
+    head["long_tempering_async_staleness"] = st.mean(x for r in asy for x in r["staleness"][1:])
     head["long_curves"] = {arm: [r["rewards"] for r in raw[arm]] for arm in LONG_ARMS}
     head["long_load_1min"] = {arm: [r["load_1min"] for r in raw[arm]] for arm in LONG_ARMS}
     head["_long_raw"] = raw  # for the FLOP/s fractions; dropped before writing

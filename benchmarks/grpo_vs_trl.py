@@ -111,73 +111,32 @@ def eval_due(step: int, steps: int) -> bool:
 
 
 def arm_tempering(model_dir: str, steps: int, seed: int, async_steps: int = 0) -> dict:
-    """tempering's GRPO; `async_steps=1` generates the next batch during this one's update (one-step
-    off-policy, corrected by truncated importance sampling), with the torch threads split between the
-    update and the sampler."""
+    """tempering's GRPO (`grpo_perf.tempering_arm`), evaluated on the held-out prompts every `EVAL_EVERY` steps;
+    asynchronous rollouts drain before each evaluation, which then never overlaps generation."""
     import torch
 
-    from tempering.config import build
-    from tempering.recipes.train import TrainConfig, trainer
-
     fam, order = train_order(steps, seed)
-    rollout = {"group_size": GROUP, "prompts_per_step": PROMPTS, "max_new_tokens": MAX_NEW, "temperature": 1.0}
-    loss = {
-        "advantage": "grpo",
-        "clip_low": 0.2,
-        "clip_high": 0.28,
-        "loss_agg": "token-mean",
-        "micro_batch_size": PROMPTS * GROUP,
-        "share_prefix": SHARE_PREFIX,
-        "max_grad_norm": 1.0,
-    }
-    threads = torch.get_num_threads()
-    if async_steps:
-        threads = max(1, threads // 2)
-        rollout.update(async_steps=async_steps, async_threads=max(1, torch.get_num_threads() - threads))
-        loss["rollout_correction"] = "tis"
-    cfg = build(
-        TrainConfig,
-        {
-            "model": {"name": model_dir},
-            "task": TASK,
-            "rollout": rollout,
-            "loss": loss,
-            "optim": {"lr": LR, "betas": [0.9, 0.999], "weight_decay": 0.0, "schedule": "constant"},
-            "run": {
-                "steps": steps,
-                "seed": seed,
-                "out_dir": f"/tmp/bench_tempering_{os.getpid()}",
-                # the steps are driven here, so this sets only where asynchronous rollouts drain: before each
-                # held-out evaluation, which then never overlaps generation
-                "eval_every": EVAL_EVERY,
-                "checkpoint_every": 0,
-                "log_samples": 0,
-                "tensorboard": False,
-                "progress": False,
-                "threads": threads,
-            },
-        },
-    )
-    tr = trainer(cfg, family=fam, overwrite=True)
-    # feed the shared prompt order
-    index = {t.id: i for i, t in enumerate(tr.train_tasks)}
-    it2 = iter(order)
-    tr.cursor.next = lambda n: [index[t.id] for t in next(it2)]  # type: ignore[method-assign]
-    keys = ("reward", "response_len", "gen_seconds", "update_seconds", "async/wait_seconds", "async/staleness")
-    out: dict = {"step_seconds": [], **{k: [] for k in keys}}
     seen, heldout = [], {}
-    for step in range(1, steps + 1):
-        t0 = time.perf_counter()
-        r = asyncio.run(tr.step())
-        out["step_seconds"].append(time.perf_counter() - t0)
-        for k in keys:
-            out[k].append(r.metrics.get(k, 0.0))
+
+    def after_step(step, tr, r):
         seen.append([g.task.prompt for g in r.groups])
         if eval_due(step, steps):
             heldout[step] = heldout_pass(tr.model, tr.tokenizer)
-    tr.close()
-    out["rewards"], out["completion_len"] = out.pop("reward"), out.pop("response_len")
-    out["wait_seconds"], out["staleness"] = out.pop("async/wait_seconds"), out.pop("async/staleness")
+
+    out = grpo_perf.tempering_arm(
+        model_dir,
+        fam,
+        order,
+        REGIME,
+        steps=steps,
+        seed=seed,
+        threads=torch.get_num_threads(),
+        async_steps=async_steps,
+        name="tempering",
+        loss={"share_prefix": SHARE_PREFIX},
+        eval_every=EVAL_EVERY,
+        after_step=after_step,
+    )
     return {**out, "heldout": heldout, "prompt_sha": prompt_sha(seen)}
 
 
