@@ -445,6 +445,22 @@ def markdown(r: dict) -> str:
             f"{p['student_sft_steps']} of the full warm start, which already reaches step success "
             f"{arms['sft']['step_success']['mean']:.3f}."
         )
+    fr = lambda a: arms[a]["format_rate"]["mean"]
+    opd, full = "primed_opd_most_matched_large", "primed_opd_most_matched_large+grpo_dual"
+    if arms["primed"]["format_rate"]["max"] > 0 and fr(opd) < fr("primed"):
+        primed_note += (
+            f"\n- Guided OPD moves the primed student away from the output format (format rate {fr('primed'):.3f} -> "
+            f"{fr(opd):.3f}, step success {arms['primed']['step_success']['mean']:.3f} -> "
+            f"{arms[opd]['step_success']['mean']:.3f})"
+            + (
+                f"; the dual-level GRPO stage after it brings the format back ({fr(full):.3f})"
+                if fr(full) > fr(opd)
+                else ""
+            )
+            + ". A likely reason, not measured here: sampled-token reverse KL scores only the tokens the student "
+            "wrote, so a student whose outputs the teacher finds unlikely gets negative credit on most of them and "
+            "nothing that points to the teacher's own tokens."
+        )
     return f"""# LiteGUI: guided OPD and dual-level GRPO on the embedded default
 
 Every model answers greedily on held-out apps (difficulty 0, never seen in training). Step success
