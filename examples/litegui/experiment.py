@@ -104,8 +104,10 @@ class Plan:
     """Teacher: further SFT steps from the student's warm start, on prompts with hints."""
     primed_sft_steps: int = 150
     """Primed student (the paper's setting): SFT steps on recorded states without hints, only enough
-    for the output format; its held-out format rate and step success are the `primed` row. 40 and 80
-    steps leave a format rate of 0.000 and 0.018 on held-out states (no GRPO reward, nothing learned)."""
+    for the output format; its held-out format rate and step success are the `primed` row."""
+    priming_probe: list[int] = field(default_factory=lambda: [40, 80])
+    """Fewer priming steps, each SFT'd and scored on the held-out states beside the run, to show how many
+    the format needs (a student that never writes it gets no GRPO reward)."""
     large_teacher: str = "tiny-s"
     """Size of the larger guided teacher (the same character tokenizer as the student)."""
     large_teacher_sft_steps: int = 300
@@ -138,6 +140,7 @@ def smoke_plan() -> Plan:
         sft_batch=8,
         train_states=40,
         primed_sft_steps=2,
+        priming_probe=[1],
         large_teacher_sft_steps=3,
         stage1_steps=1,
         stage2_steps=1,
@@ -361,6 +364,10 @@ def run(plan: Plan, out: Path, work: Path, command: str) -> dict:
     student = ex.warm_start("student", plan.student, "none", plan.student_sft_steps)
     teacher = ex.warm_start("teacher", student, "mixed", plan.teacher_sft_steps)
     primed = ex.warm_start("primed", plan.student, "none", plan.primed_sft_steps)
+    priming = {
+        str(n): ex.score_states(ex.greedy(ex.warm_start(f"primed_{n}", plan.student, "none", n)), ex.held_out())
+        for n in plan.priming_probe
+    }
     large = ex.warm_start("teacher_large", plan.large_teacher, "mixed", plan.large_teacher_sft_steps)
     per_arm: dict[str, list[dict]] = {a: [] for a in ARMS}
     warm = {"sft": ex.evaluate(student), "primed": ex.evaluate(primed)}  # greedy: the same for every seed
@@ -395,6 +402,7 @@ def run(plan: Plan, out: Path, work: Path, command: str) -> dict:
         "cpu_seconds": time.process_time() - c0,
         "teacher": ex.teacher_check(teacher),
         "teacher_large": ex.teacher_check(large),
+        "priming": priming,
         "eval": {
             "states": len(ex.held_out()),
             "multi_solution_states": len(ex.held_out(multi_only=True)),
@@ -461,6 +469,11 @@ def markdown(r: dict) -> str:
             "wrote, so a student whose outputs the teacher finds unlikely gets negative credit on most of them and "
             "nothing that points to the teacher's own tokens."
         )
+    probe = "; ".join(
+        f"after {n} steps: format rate {v['format']:.3f}, step success {v['success']:.3f}"
+        for n, v in sorted(r["priming"].items(), key=lambda kv: int(kv[0]))
+    )
+    probe = f"held-out, with fewer priming steps: {probe}" if probe else "no shorter priming was measured"
     return f"""# LiteGUI: guided OPD and dual-level GRPO on the embedded default
 
 Every model answers greedily on held-out apps (difficulty 0, never seen in training). Step success
@@ -498,7 +511,7 @@ Per-seed differences (first arm minus second; same seeds, states and apps), mean
   Single-GT hint, {t["step_success_without_hint"]:.3f} without: its edge is the privileged guidance, not its size.
 - The paper's setting (`primed*` arms): the student is `{p["student"]}` SFT'd for only {p["primed_sft_steps"]} steps on
   the same states, the format priming a character-level tiny model needs to emit `<plan>` / `<action>` at all
-  (40 and 80 steps leave a held-out format rate of 0.000 and 0.018); priming teaches some actions too
+  ({probe}); priming teaches some actions too
   (held-out format rate and step success: the `primed` row), the rest is left to RL or distillation. Its teacher is a larger `{p["large_teacher"]}` ({_millions(p["large_teacher"])}M parameters) SFT'd from scratch for
   {p["large_teacher_sft_steps"]} steps on prompts with the hint (one valid action or all), and reads the Most-Matched-GT
   guidance during OPD: held-out step success {tl["step_success_with_hint"]:.3f} with a Single-GT hint,
@@ -569,7 +582,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.render:
         r = json.loads(Path(a.out).with_suffix(".json").read_text())
         if missing := [arm for arm in ARMS if arm not in r["arms"]] + [
-            k for k in ("out", "teacher_large") if k not in r
+            k for k in ("out", "teacher_large", "priming") if k not in r
         ]:
             raise SystemExit(f"--render: {a.out}.json has no {', '.join(missing)} (an older run); rerun the experiment")
         r["claims"] = claims(r["arms"])

@@ -187,6 +187,8 @@ def test_experiment_script_smoke(tmp_path):
     for warm in ("sft", "primed"):  # shared warm starts, evaluated greedily
         assert data["arms"][warm]["step_success"]["std"] == 0.0
     assert data["plan"]["stage1_steps"] == 2  # --plan changed it, and the table says so
+    assert set(data["priming"]) == {"1"} and set(data["priming"]["1"]) == {"success", "format"}
     md = out.with_suffix(".md").read_text()
     assert "| `opd_most_matched` |" in md and "--smoke" in md
     assert "| `primed_opd_most_matched_large` |" in md and "stage1_steps 2 (committed plan: 40)" in md
+    assert f"after 1 steps: format rate {data['priming']['1']['format']:.3f}" in md
