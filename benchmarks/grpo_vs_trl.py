@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import math
 import os
 import platform
 import resource
@@ -350,6 +351,144 @@ def check_equivalence(model_dir: str, steps: int, seed: int) -> dict:
         "trl_generation": {
             k: getattr(trl.generation_config, k) for k in ("do_sample", "temperature", "top_k", "top_p")
         },
+        "replay": check_replay(model_dir, seed),
+    }
+
+
+REPLAY_STEPS = 20
+SAMPLER_DRAWS = 48  # batches of the replayed steps' prompts x GROUP drawn from each sampler, per policy
+
+
+def check_replay(model_dir: str, seed: int, steps: int = REPLAY_STEPS) -> dict:
+    """What one step cannot show: (1) the update over many steps. tempering trains `steps` steps; then TRL's
+    own training loop (`GRPOTrainer.train`: its rewards, advantages, loss, accumulation, clipping, fused AdamW
+    and schedule) trains a copy of the warm start on the completions tempering sampled, its generation
+    replaced by them, and the two sets of weights are compared after every step. (2) Each arm's sampler at
+    a fixed policy, the warm start and TRL's replayed weights after `steps` steps: its success rate against
+    the model's exact expected reward, and the share of groups whose rewards are all equal (no signal)
+    against independent draws; a sampler that drew a group's samples dependently would show here, not in
+    the success rate."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOTrainer
+
+    fam, order = train_order(steps, seed)
+    sampled: list[list[list[int]]] = []
+    weights: list[dict[str, torch.Tensor]] = []
+
+    def record(step, tr, r):
+        sampled.append([list(e.turns[0].action_ids) for g in r.groups for e in g.episodes])
+        weights.append({k: v.detach().clone() for k, v in tr.model.named_parameters()})
+
+    ours = grpo_perf.tempering_arm(
+        model_dir,
+        fam,
+        order,
+        REGIME,
+        steps=steps,
+        seed=seed,
+        threads=torch.get_num_threads(),
+        async_steps=0,
+        name="replay",
+        loss={"share_prefix": SHARE_PREFIX},
+        after_step=record,
+    )
+    rows = [{"prompt": t.prompt, "answer": t.answer} for step in order for t in step]
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    tok.padding_side = "left"
+    start = {k: v.detach().clone() for k, v in model.named_parameters()}
+    rel_diffs: list[float] = []
+    norm = lambda d: sum(float(v.norm() ** 2) for v in d.values()) ** 0.5
+
+    class Compare(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kw):
+            ref = weights[state.global_step - 1]
+            gap = {k: p.detach() - ref[k] for k, p in model.named_parameters()}
+            rel_diffs.append(norm(gap) / norm(ref))
+
+    def exact(prompts, completions, answer, **_):
+        return [float(c.split("\n", 1)[0].strip() == a) for c, a in zip(completions, answer)]
+
+    trl = GRPOTrainer(
+        model=model,
+        reward_funcs=exact,
+        args=grpo_perf.trl_config(f"/tmp/bench_replay_{os.getpid()}", PROMPTS, GROUP, MAX_NEW, LR, steps, seed),
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tok,
+        callbacks=[Compare()],
+    )
+    calls = iter(sampled)
+
+    def replayed(prompt_ids, *_, **__):
+        completions = next(calls)
+        assert len(completions) == len(prompt_ids), "TRL asked for a batch of another size"
+        return completions, None
+
+    trl._generate_single_turn = replayed  # type: ignore[method-assign]
+    tasks = [t for step in order[:3] for t in step]
+    samplers = {"warm_start": sampler_check(model, tok, trl.generation_config, tasks, seed)}
+    trl.train()
+    theirs = [h["reward"] for h in trl.state.log_history if "reward" in h]
+    samplers[f"after_{steps}_steps"] = sampler_check(model, tok, trl.generation_config, tasks, seed)
+    moved = {k: weights[-1][k] - start[k] for k in start}
+    return {
+        "steps": steps,
+        "param_rel_diffs": rel_diffs,
+        "moved_rel": norm(moved) / norm(start),
+        "reward_max_abs_diff": max(abs(a - b) for a, b in zip(ours["rewards"], theirs)),
+        "samplers": samplers,
+    }
+
+
+def sampler_check(model, tok, generation_config, tasks, seed: int, draws: int = SAMPLER_DRAWS) -> dict:
+    """Each arm's sampler on `tasks` x GROUP, `draws` times, against the model: the success rate beside the exact
+    expected reward (the probability of the answer followed by a newline or EOS; completions with spaces around
+    the answer also score, so it is exact up to those), and the share of all-equal groups beside
+    mean(p^G + (1 - p)^G) of independent draws at each prompt's exact p."""
+    import torch
+
+    from tempering.models.chat import ChatFormat
+    from tempering.rollout.sampler import HFSampler, SamplingParams
+
+    fmt = ChatFormat(tok)
+    ends = [tok.encode("\n", add_special_tokens=False)[0], tok.eos_token_id]
+    was = model.training
+    model.eval()
+    exact = []
+    with torch.no_grad():
+        for t in tasks:
+            p, a = fmt.prompt_ids(t.prompt), tok.encode(t.answer, add_special_tokens=False)
+            logp = model(torch.tensor([p + a])).logits[0].float().log_softmax(-1)
+            answer = sum(float(logp[len(p) - 1 + i, x]) for i, x in enumerate(a))
+            exact.append(math.exp(answer) * float(logp[len(p) + len(a) - 1, ends].exp().sum()))
+    prompts = [fmt.prompt_ids(t.prompt) for t in tasks for _ in range(GROUP)]
+    owners = [t for t in tasks for _ in range(GROUP)]
+    width = max(map(len, prompts))
+    ids = torch.tensor([[tok.pad_token_id] * (width - len(x)) + x for x in prompts])
+    mask = (torch.arange(width) >= width - torch.tensor([len(x) for x in prompts])[:, None]).long()
+    ours = HFSampler(model, tok, seed=seed)
+    torch.manual_seed(seed)
+    rewards: dict[str, list[float]] = {"tempering": [], "trl": []}
+    score = lambda texts: [float(c.split("\n", 1)[0].strip() == t.answer) for c, t in zip(texts, owners)]
+    with torch.no_grad():
+        for _ in range(draws):
+            out = ours.sample(prompts, SamplingParams(MAX_NEW, 1.0))
+            rewards["tempering"] += score([tok.decode(x.ids, skip_special_tokens=True) for x in out])
+            gen = model.generate(input_ids=ids, attention_mask=mask, generation_config=generation_config)
+            rewards["trl"] += score(tok.batch_decode(gen[:, width:], skip_special_tokens=True))
+    model.train(was)
+    all_equal = lambda r: st.mean(
+        float(min(r[i : i + GROUP]) == max(r[i : i + GROUP])) for i in range(0, len(r), GROUP)
+    )
+    return {
+        "samples": len(rewards["trl"]),
+        "exact_reward": st.mean(exact),
+        "all_equal_groups_independent": st.mean(p**GROUP + (1 - p) ** GROUP for p in exact),
+        **{f"{arm}_reward": st.mean(r) for arm, r in rewards.items()},
+        **{f"{arm}_reward_se": (st.mean(r) * (1 - st.mean(r)) / len(r)) ** 0.5 for arm, r in rewards.items()},
+        **{f"{arm}_all_equal_groups": all_equal(r) for arm, r in rewards.items()},
     }
 
 
@@ -466,15 +605,14 @@ Held-out pass@1 (mean over runs) and tempering minus TRL in points (mean ± stan
 {curve_note(head)}
 
 {async_section(head)}
-## What changed since the previous tables
+## Is anything different between the arms?
 
-Earlier tables had tempering behind TRL early in the run: after 30 steps in 3 of 3 pairs (-3.4, -3.0, -4.2 points),
-and at step 50 of 100 in 5 of 5 pairs (mean -7.6 ± 2.2 points, evaluated at steps 50 and 100 only), while step 100
-agreed within noise. The last of them had a throughput ratio of 3.18x, measured at a median 1-minute load of 4.6
-on 2 cores, where each run gets a fraction of a core and TRL's step slowed down far more than tempering's (the
-ratio above is this run's, at its load). Every setting of the two arms was compared, and the benchmark measures
-the comparison itself on the warm start (the first step's prompts, sampled by tempering, scored by the shared
-reward):
+Earlier tables had tempering behind TRL early in the run: after 30 steps in 3 of 3 pairs (-3.4, -3.0, -4.2 points;
+a rerun on another machine gave -3.4, -3.2, -4.2, but with the same seeds, so it repeated the same three draws
+rather than adding three), and at step 50 of 100 in 5 of 5 pairs (mean -7.6 ± 2.2 points, evaluated at steps 50 and
+100 only), while step 100 agreed within noise. Every setting of the two arms was compared, and the benchmark
+measures the comparison itself, first on one step of the warm start (the first step's prompts, sampled by
+tempering, scored by the shared reward):
 
 - update: tempering's gradient against `GRPOTrainer._compute_loss`'s on the same completions and advantages,
   relative difference
@@ -491,21 +629,72 @@ reward):
 - reward: the same exact match of the first line (tempering's arithmetic verifier also reads only the first line);
   evaluation: the same greedy held-out pass@1 function on both arms' models.
 
-Nothing differed beyond float rounding, so nothing in tempering was changed. The benchmark sets every
-optimizer and sampling value explicitly in both arms, checks that both arms saw the same prompts, runs
-{head["steps"]} steps over {head["pairs"]} pairs, and reports the paired difference with its standard error
-(`heldout_diff_mean_points`, `heldout_diff_se_points`, `heldout_diffs_points` in the JSON). It now evaluates every
-{EVAL_EVERY} steps instead of every 50: a greedy evaluation of one run moves by several points from one evaluation to
-the next in both arms (above), so two snapshots per run could not tell a gap from noise, and the curves are also
-compared on their average over all evaluations (`heldout_avg_diff_mean_points`, `heldout_avg_diff_se_points`) and on
-the training reward averaged over the run, the sampled success both arms optimise: tempering minus TRL
-{head["reward_avg_diff_mean_points"]:+.1f} ± {head["reward_avg_diff_se_points"]:.1f} points per pair,
+{replay_note(head)}
+
+The benchmark sets every optimizer and sampling value explicitly in both arms, checks that both arms saw the same
+prompts, runs {head["steps"]} steps over {head["pairs"]} pairs, and reports the paired difference with its standard error
+(`heldout_diff_mean_points`, `heldout_diff_se_points`, `heldout_diffs_points` in the JSON). It evaluates every
+{EVAL_EVERY} steps instead of every 50 as before: a greedy evaluation of one run moves by several points from one
+evaluation to the next in both arms (above), so two snapshots per run could not tell a gap from noise, and the
+curves are also compared on their average over all evaluations (`heldout_avg_diff_mean_points`,
+`heldout_avg_diff_se_points`) and on the training reward averaged over the run, the sampled success both arms
+optimise: tempering minus TRL {head["reward_avg_diff_mean_points"]:+.1f} ± {head["reward_avg_diff_se_points"]:.1f} points per pair,
 {noise_verdict(head["reward_avg_diff_mean_points"], head["reward_avg_diff_se_points"])}. Warm start (before RL):
 held-out pass@1 {head["heldout_start"]:.3f}.
 
 Goal: at least 2x TRL's steps/s with an equal learning curve. Measured: {head["throughput_ratio"]:.2f}x, so the
 throughput goal is {"met" if head["throughput_ratio"] >= 2 else "not met"} at this load. {load_note(head)}
 """
+
+
+def replay_note(head: dict) -> str:
+    """What one step cannot show, measured over many: the update of each arm on the same samples, and each
+    arm's sampler on the whole completion at a fixed policy."""
+    r = head["equivalence"]["replay"]
+    rows = "\n".join(
+        f"| {name.replace('_', ' ')} | {c['exact_reward']:.4f} | {c['tempering_reward']:.4f} ± {c['tempering_reward_se']:.4f} | "
+        f"{c['trl_reward']:.4f} ± {c['trl_reward_se']:.4f} | {c['all_equal_groups_independent']:.3f} | "
+        f"{c['tempering_all_equal_groups']:.3f} | {c['trl_all_equal_groups']:.3f} |"
+        for name, c in r["samplers"].items()
+    )
+    n = next(iter(r["samplers"].values()))["samples"]
+    return f"""One step cannot show what drifts over many, so the check also runs {r["steps"]} steps:
+
+- update over many steps: tempering trains {r["steps"]} steps; then TRL's own training loop (`GRPOTrainer.train`: its
+  rewards, advantages, loss, clipping, fused AdamW and schedule) trains a copy of the warm start on the completions
+  tempering sampled, its generation replaced by them. After every step the two sets of weights are within
+  {max(r["param_rel_diffs"]):.1e} of each other (relative; {r["param_rel_diffs"][0]:.1e} after the first step, the rounding of Adam's
+  first normalised step), while tempering's moved {r["moved_rel"]:.1e} from the warm start; the two reward functions
+  agree on every completion (largest per-step mean difference {r["reward_max_abs_diff"]:.1e}).
+- sampling over the whole completion: at the warm start and at TRL's weights after those {r["steps"]} steps, {n}
+  completions from each arm's sampler for the first steps' prompts x {GROUP}, against the model's exact expected reward
+  (the probability of the answer followed by a newline or EOS; completions with spaces around the answer also
+  score, so it is exact up to those), and the share of groups whose {GROUP} rewards are all equal (no signal) against
+  independent draws at each prompt's exact probability (a sampler whose draws within a group depended on each
+  other would show there):
+
+| policy | exact reward | tempering sampler | TRL generation | all-equal groups, independent | tempering | TRL |
+| --- | --- | --- | --- | --- | --- | --- |
+{rows}
+
+{sampling_verdict(r)}"""
+
+
+def sampling_verdict(r: dict) -> str:
+    """Whether both samplers' success rates agree with the exact expected reward (within 3 standard errors)."""
+    off = [
+        f"{arm} at {name.replace('_', ' ')}"
+        for name, c in r["samplers"].items()
+        for arm in ("tempering", "trl")
+        if abs(c[f"{arm}_reward"] - c["exact_reward"]) > 3 * c[f"{arm}_reward_se"]
+    ]
+    if off:
+        return "A sampler's success rate is more than 3 standard errors from the exact reward: " + ", ".join(off) + "."
+    return (
+        "Both samplers' success rates are within 3 standard errors of the exact reward at both policies, and given "
+        "the same samples the two updates reach the same weights: the arms differ only in their random draws, "
+        "so nothing in tempering was changed."
+    )
 
 
 def load_note(head: dict) -> str:
