@@ -183,3 +183,19 @@ def test_a_failing_reset_closes_every_environment_it_made():
     with pytest.raises(RuntimeError, match="browser did not start"):
         _run(ScriptedSampler(lambda ctx, n: "no"), RolloutOptions(), tasks=[Task("t0", ""), Task("t1", "")], env=Flaky)
     assert sorted(closed) == ["t0", "t0", "t1", "t1"]
+
+
+def test_an_in_process_sampler_runs_on_the_rollout_thread_and_others_off_it():
+    """Torch work of the sampler stays on the thread of the update (a second OpenMP team slows both)."""
+    import threading
+
+    class Where(ScriptedSampler):
+        def sample(self, contexts, params):
+            self.threads.add(threading.get_ident())
+            return super().sample(contexts, params)
+
+    for in_process, expect_here in ((True, True), (False, False)):
+        sampler = Where(lambda ctx, n: "ok")
+        sampler.threads, sampler.in_process = set(), in_process
+        _run(sampler, RolloutOptions())
+        assert (sampler.threads == {threading.get_ident()}) is expect_here

@@ -60,6 +60,9 @@ class HFSampler:
     threads: torch CPU threads of the thread that samples (0: leave as they are), so that a sampler
     beside the trainer (asynchronous rollouts) does not take the trainer's cores."""
 
+    in_process = True
+    """Sampling is torch work on this process's cores: the rollout engine calls it on its own thread."""
+
     def __init__(self, model, tokenizer, seed: int = 0, max_batch: int = 512, threads: int = 0):
         self.model = model
         self.tokenizer = tokenizer
