@@ -63,6 +63,8 @@ WARMUP_STEPS = 2  # excluded from the timed window in both arms
 EVAL_EVERY = 10  # held-out pass@1 every this many steps (and at the end): one greedy evaluation swings by points
 # between evaluations a few steps apart, so the curves are compared at every evaluation and on their average
 BASELINE = "trl"
+PREVIOUS = {"ratio": 3.18, "long_ratio": 4.19, "load": 4.6, "trl_steps_per_s": 0.397, "tempering_steps_per_s": 1.333}
+"""The table this one replaces (commit c35b5c2), measured on a loaded machine."""
 
 
 def peak_rss_mb() -> float:
@@ -352,6 +354,36 @@ def check_equivalence(model_dir: str, steps: int, seed: int) -> dict:
             k: getattr(trl.generation_config, k) for k in ("do_sample", "temperature", "top_k", "top_p")
         },
         "replay": check_replay(model_dir, seed),
+        # last: it starts torch work on a second thread, which slows this process's torch work from then on
+        "sampler_thread": sampler_thread_cost(model, tok, prompts),
+    }
+
+
+def sampler_thread_cost(model, tok, prompts: list[list[int]], reps: int = 6) -> dict:
+    """Why tempering samples on the update's thread: the seconds of one sampling call of the step's prompts
+    on the calling thread, then in a worker thread beside it (as `asyncio.to_thread` would), then on the
+    calling thread again (the worker's OpenMP team still exists). Medians over `reps` calls."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tempering.rollout.sampler import HFSampler, SamplingParams
+
+    sampler, params = HFSampler(model, tok, seed=0), SamplingParams(MAX_NEW, 1.0)
+
+    def seconds(call) -> float:
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - t0)
+        return st.median(times)
+
+    here = seconds(lambda: sampler.sample(prompts, params))
+    with ThreadPoolExecutor(1) as pool:
+        worker = seconds(lambda: pool.submit(sampler.sample, prompts, params).result())
+    return {
+        "same_thread_s": here,
+        "worker_thread_s": worker,
+        "same_thread_after_s": seconds(lambda: sampler.sample(prompts, params)),
     }
 
 
@@ -567,8 +599,8 @@ def render(head: dict) -> str:
 
 Command: `{head["command"]}`\\
 Machine: {head["machine"]}; torch threads per run: {head["threads"]}; TRL {head["trl_version"]}, transformers {head["transformers_version"]}.\\
-Load: the machine is shared; 1-minute load average around each run: median {head["load_1min_median"]:.1f}, range
-{head["load_1min_range"][0]:.1f} to {head["load_1min_range"][1]:.1f} (2 cores). Timings are relative to that load.
+Load: 1-minute load average around each run: median {head["load_1min_median"]:.1f}, range
+{head["load_1min_range"][0]:.1f} to {head["load_1min_range"][1]:.1f} ({os.cpu_count()} cores). Timings are relative to that load.
 
 Workload (both arms): warm-started `tiny-s` (0.54M parameters, character tokenizer), arithmetic `a+b=` (10..999),
 {PROMPTS} prompts x {GROUP} completions per step, at most {MAX_NEW} new tokens, temperature 1, lr {LR} constant, AdamW
@@ -590,6 +622,8 @@ and held-out evaluations (every {EVAL_EVERY} steps) are outside the timed steps.
 
 Where tempering's step time goes (median share over runs): generation {100 * head["tempering_generation_share"]:.0f}%, policy update
 {100 * head["tempering_update_share"]:.0f}%, the rest (verification, collation, logging) {100 * (1 - head["tempering_generation_share"] - head["tempering_update_share"]):.0f}%.
+
+{thread_note(head)}
 
 Both arms run the same Hugging Face model, and at this size its forward and backward are most of a step.
 Most of each sequence is the prompt, shared by a group's {GROUP} samples: {share_note(head)}
@@ -643,7 +677,11 @@ optimise: tempering minus TRL {head["reward_avg_diff_mean_points"]:+.1f} ± {hea
 held-out pass@1 {head["heldout_start"]:.3f}.
 
 Goal: at least 2x TRL's steps/s with an equal learning curve. Measured: {head["throughput_ratio"]:.2f}x, so the
-throughput goal is {"met" if head["throughput_ratio"] >= 2 else "not met"} at this load. {load_note(head)}
+throughput goal is {"met" if head["throughput_ratio"] >= 2 else "not met"} at this load. {load_note(head)} The previous
+table's {PREVIOUS["ratio"]}x (and {PREVIOUS["long_ratio"]}x in the long regime) was measured at a median 1-minute load of {PREVIOUS["load"]} on 2
+cores, beside other experiments: TRL ran {PREVIOUS["trl_steps_per_s"]} steps/s there, {head["trl_steps_per_s"] / PREVIOUS["trl_steps_per_s"]:.1f}x slower than here, and
+tempering {PREVIOUS["tempering_steps_per_s"]}, {head["tempering_steps_per_s"] / PREVIOUS["tempering_steps_per_s"]:.1f}x slower than here (with the sampler on its own
+thread since), so those ratios described the contention more than the two implementations.
 """
 
 
@@ -694,6 +732,21 @@ def sampling_verdict(r: dict) -> str:
         "Both samplers' success rates are within 3 standard errors of the exact reward at both policies, and given "
         "the same samples the two updates reach the same weights: the arms differ only in their random draws, "
         "so nothing in tempering was changed."
+    )
+
+
+def thread_note(head: dict) -> str:
+    """The measured cost of sampling on another thread than the update's (the reason tempering does not)."""
+    t = head["equivalence"].get("sampler_thread")
+    if t is None:
+        return ""
+    return (
+        f"tempering samples on the thread its update runs on (`HFSampler.in_process`). Measured in this run on the "
+        f"warm start, one sampling call of a step's {PROMPTS} x {GROUP} completions takes {t['same_thread_s']:.3f} s "
+        f"there and {t['worker_thread_s']:.3f} s in a worker thread beside it, as `asyncio.to_thread` ran it before, and "
+        f"{t['same_thread_after_s']:.3f} s on the first thread again once the worker's OpenMP thread team exists: with "
+        "more OpenMP threads than cores, every team waits less efficiently. The previous tables sampled in such a "
+        "worker thread, beside the update's thread team."
     )
 
 
