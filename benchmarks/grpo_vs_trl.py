@@ -680,7 +680,7 @@ Goal: at least 2x TRL's steps/s with an equal learning curve. Measured: {head["t
 throughput goal is {"met" if head["throughput_ratio"] >= 2 else "not met"} at this load. {load_note(head)} The previous
 table's {PREVIOUS["ratio"]}x (and {PREVIOUS["long_ratio"]}x in the long regime) was measured at a median 1-minute load of {PREVIOUS["load"]} on 2
 cores, beside other experiments: TRL ran {PREVIOUS["trl_steps_per_s"]} steps/s there, {head["trl_steps_per_s"] / PREVIOUS["trl_steps_per_s"]:.1f}x slower than here, and
-tempering {PREVIOUS["tempering_steps_per_s"]}, {head["tempering_steps_per_s"] / PREVIOUS["tempering_steps_per_s"]:.1f}x slower than here (with the sampler on its own
+tempering {PREVIOUS["tempering_steps_per_s"]}, {head["tempering_steps_per_s"] / PREVIOUS["tempering_steps_per_s"]:.1f}x slower than here (its sampler has moved to the update's
 thread since), so those ratios described the contention more than the two implementations.
 """
 
@@ -793,7 +793,10 @@ with the 2 torch threads split, 1 for the update and 1 for the sampler; it drain
 - asynchronous / synchronous: {head["async_speedup"]:.2f}x (paired {f(head["async_speedups"])}); goal 1.3x:
   {"met" if head["async_speedup"] >= 1.3 else "not met"}. Mean staleness {head["tempering_async_staleness"]:.2f} updates.
 - held-out pass@1, asynchronous minus synchronous, per pair: {", ".join(f"{x:+.1f}" for x in d)} points; mean
-  {mean:+.1f} ± {se:.1f}: {noise_verdict(mean, se)}.
+  {mean:+.1f} ± {se:.1f}: {noise_verdict(mean, se)}. Averaged over the whole curve (every {EVAL_EVERY} steps):
+  {", ".join(f"{x:+.1f}" for x in head["async_curve_avg_diffs"])} points; mean {head["async_curve_avg_diff"]:+.1f} ± {head["async_curve_avg_diff_se"]:.1f}
+  ({sum(x > 0 for x in head["async_curve_avg_diffs"])} of {len(head["async_curve_avg_diffs"])} pairs ahead): {noise_verdict(head["async_curve_avg_diff"], head["async_curve_avg_diff_se"])}. The comparison is at the same
+  number of updates, and each asynchronous update learns from samples one update old.
 - What bounds it: with generation at {100 * g:.0f}% of a synchronous step, hiding it entirely behind the rest of the
   step gives at most {bound:.2f}x, and only if the two sides had cores of their own. Here they split 2 cores: the
   update, on 1 thread, takes {upd_async:.2f} s of each asynchronous step, against {upd_sync:.2f} s on 2 threads in a whole
@@ -1012,9 +1015,17 @@ def summary(runs: dict[str, list[dict]], raw: dict[str, list[dict]], a) -> dict:
     return head
 
 
+def derived(head: dict) -> dict:
+    """Comparisons computed from the JSON's own per-run numbers (so `--render` adds them to an earlier run's)."""
+    avg = lambda arm: [st.mean(r.values()) for r in head["heldout_curves"][arm]]
+    d, mean, se = paired_diff(avg("tempering-async"), avg("tempering"))
+    return {"async_curve_avg_diffs": d, "async_curve_avg_diff": mean, "async_curve_avg_diff_se": se}
+
+
 def write(out: Path, head: dict) -> None:
     from tempering.runlog import atomic_write_text
 
+    head.update(derived(head))
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "grpo_vs_trl.json", json.dumps(head, indent=2) + "\n")
     md = render(head) + "\n" + grpo_perf.render(head)
