@@ -110,6 +110,11 @@ def heldout_pass(model, tok) -> float:
     return m["pass@1"]
 
 
+def first_line_match(completion: str, answer: str) -> float:
+    """Both arms' reward: the completion's first line, stripped, is the answer."""
+    return float(completion.split("\n", 1)[0].strip() == answer)
+
+
 def eval_due(step: int, steps: int) -> bool:
     return step % EVAL_EVERY == 0 or step == steps
 
@@ -159,7 +164,7 @@ def arm_trl(model_dir: str, steps: int, seed: int) -> dict:
 
     def exact(prompts, completions, answer, **_):
         seen.append(list(dict.fromkeys(prompts)))  # the step's prompts, each once, in order
-        return [float(c.split("\n", 1)[0].strip() == a) for c, a in zip(completions, answer)]
+        return [first_line_match(c, a) for c, a in zip(completions, answer)]
 
     ends: list[float] = []
     resumes: list[float] = []
@@ -246,7 +251,7 @@ def check_equivalence(model_dir: str, steps: int, seed: int) -> dict:
         )
     texts = [tok.decode(x.ids, skip_special_tokens=True) for x in samples]
     owners = [t for t in tasks for _ in range(GROUP)]
-    rewards = torch.tensor([float(c.split("\n", 1)[0].strip() == t.answer) for c, t in zip(texts, owners)])
+    rewards = torch.tensor([first_line_match(c, t.answer) for c, t in zip(texts, owners)])
     rewards = rewards.view(len(tasks), GROUP)
     ours = grpo_advantage(rewards)
     theirs = (rewards - rewards.mean(1, keepdim=True)) / (rewards.std(1, keepdim=True) + 1e-4)  # TRL's
@@ -441,7 +446,7 @@ def check_replay(model_dir: str, seed: int, steps: int = REPLAY_STEPS) -> dict:
             rel_diffs.append(norm(gap) / norm(ref))
 
     def exact(prompts, completions, answer, **_):
-        return [float(c.split("\n", 1)[0].strip() == a) for c, a in zip(completions, answer)]
+        return [first_line_match(c, a) for c, a in zip(completions, answer)]
 
     trl = GRPOTrainer(
         model=model,
@@ -503,7 +508,7 @@ def sampler_check(model, tok, generation_config, tasks, seed: int, draws: int = 
     ours = HFSampler(model, tok, seed=seed)
     torch.manual_seed(seed)
     rewards: dict[str, list[float]] = {"tempering": [], "trl": []}
-    score = lambda texts: [float(c.split("\n", 1)[0].strip() == t.answer) for c, t in zip(texts, owners)]
+    score = lambda texts: [first_line_match(c, t.answer) for c, t in zip(texts, owners)]
     with torch.no_grad():
         for _ in range(draws):
             out = ours.sample(prompts, SamplingParams(MAX_NEW, 1.0))
