@@ -968,6 +968,9 @@ def summary(runs: dict[str, list[dict]], raw: dict[str, list[dict]], a) -> dict:
     head["async_speedup"], head["async_speedups"] = st.median(speedups), speedups
     diffs, mean, se = paired_diff(head["tempering_async_heldout_pass_at_1"], head["tempering_heldout_pass_at_1"])
     head.update(async_pass_at_1_diffs=diffs, async_pass_at_1_diff=mean, async_pass_at_1_diff_se=se)
+    curve_avg = lambda arm: [r["heldout_curve_avg"] for r in runs[arm]]
+    diffs, mean, se = paired_diff(curve_avg("tempering-async"), curve_avg("tempering"))
+    head.update(async_curve_avg_diffs=diffs, async_curve_avg_diff=mean, async_curve_avg_diff_se=se)
     ratios = [t["steps_per_s"] / r["steps_per_s"] for t, r in zip(runs["tempering"], runs[BASELINE])]
     head["throughput_ratio"], head["throughput_ratios"] = st.median(ratios), ratios
     diffs, mean, se = paired_diff(head["tempering_heldout_pass_at_1"], head[f"{BASELINE}_heldout_pass_at_1"])
@@ -1020,17 +1023,9 @@ def summary(runs: dict[str, list[dict]], raw: dict[str, list[dict]], a) -> dict:
     return head
 
 
-def derived(head: dict) -> dict:
-    """Comparisons computed from the JSON's own per-run numbers (so `--render` adds them to an earlier run's)."""
-    avg = lambda arm: [st.mean(r.values()) for r in head["heldout_curves"][arm]]
-    d, mean, se = paired_diff(avg("tempering-async"), avg("tempering"))
-    return {"async_curve_avg_diffs": d, "async_curve_avg_diff": mean, "async_curve_avg_diff_se": se}
-
-
 def write(out: Path, head: dict) -> None:
     from tempering.runlog import atomic_write_text
 
-    head.update(derived(head))
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "grpo_vs_trl.json", json.dumps(head, indent=2) + "\n")
     md = render(head) + "\n" + grpo_perf.render(head)
