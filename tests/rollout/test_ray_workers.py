@@ -77,6 +77,44 @@ def test_weight_sync_reaches_every_worker(pool, warm):
     pool.sync_weights(warm)  # back, for the other tests
 
 
+def test_a_worker_that_missed_a_sync_stops_the_run_naming_both_versions(pool, warm, monkeypatch):
+    pool.sync_weights(warm, version=3)
+    verified = pool.sync_check.verified
+    real = type(pool)._push
+
+    def skip_worker_2(self, ref):  # the second worker never gets the new weights, and nothing says so
+        workers, self.workers = self.workers, self.workers[:1]
+        try:
+            real(self, ref)
+        finally:
+            self.workers = workers
+
+    monkeypatch.setattr(type(pool), "_push", skip_worker_2)
+    with pytest.raises(UserError) as e:
+        pool.sync_weights(tiny_model("tiny-xs", seed=7), version=4)
+    msg = str(e.value)
+    assert "weight sync to the 2 Ray rollout worker(s) (replica 2 of 2) failed silently" in msg
+    assert "it holds the weights of update 3" in msg and "not the trainer's update 4" in msg
+    assert pool.sync_check.verified == verified
+    monkeypatch.undo()
+    pool.sync_weights(warm)  # back, for the other tests
+
+
+def test_a_worker_killed_mid_batch_stops_the_run_naming_it(cluster, warm):
+    import os
+    import signal
+
+    from tempering.rollout.ray_workers import RaySampler
+
+    s = RaySampler(copy.deepcopy(warm), char_tokenizer(), num_workers=2, seed=0, num_cpus_per_worker=0.5)
+    try:
+        os.kill(ray.get(s.workers[1].pid.remote()), signal.SIGKILL)
+        with pytest.raises(UserError, match=r"Ray rollout worker 2 of 2 died mid-batch .*resume with --resume"):
+            s.sample(PROMPTS, GREEDY)
+    finally:
+        s.shutdown()
+
+
 def test_teacher_workers_score_like_the_local_teacher(cluster):
     from tempering.teachers.hf import HFTeacher
     from tempering.teachers.ray import RayTeacher
@@ -124,6 +162,7 @@ def test_the_recipe_drives_ray_rollout_workers(cluster, pretrained_dir, tmp_path
     t = trainer(cfg)
     r = asyncio.run(t.step())
     assert r.metrics["env_calls"] == 16 and t.sampler.calls == [1, 1] and t.sampler.syncs == 1
+    assert r.metrics["sync/verified"] == 1.0  # the sync after the update was checked
     # the workers now hold the updated policy: greedy answers match the trainer's own model
     want = HFSampler(t.model, t.tokenizer).sample(PROMPTS, GREEDY)
     assert [s.ids for s in t.sampler.sample(PROMPTS, GREEDY)] == [s.ids for s in want]

@@ -15,17 +15,22 @@ from safetensors.torch import load_file
 from tempering.errors import UserError
 from tempering.models import char_tokenizer, tiny_model
 from tempering.rollout.sampler import SamplingParams
+from tempering.rollout.sync import SyncError, probe_logprobs
 from tempering.rollout.vllm_sampler import VLLMSampler, VLLMSection
 
 
 # ---- server mode against a scripted server ------------------------------------------------------
 class FakeVLLM(BaseHTTPRequestHandler):
-    """Answers /v1/models, /v1/completions (each prompt gets `answer` with log-prob -0.5 per token),
-    /collective_rpc (loads the weight file it is pointed at) and /reset_prefix_cache."""
+    """Answers /v1/models, /v1/completions (each prompt gets `answer` with log-prob -0.5 per token; a
+    request for prompt log-probs, the weight-sync probe, is answered by a tiny-xs model holding the weights
+    last loaded), /collective_rpc (loads the weight file it is pointed at, unless `skip_loads`: a sync
+    that fails silently) and /reset_prefix_cache."""
 
     answer: list[int] = []
     calls: list = []
     dev_mode = True
+    skip_loads = False
+    model = None
 
     def _reply(self, code, body):
         data = json.dumps(body).encode()
@@ -41,7 +46,12 @@ class FakeVLLM(BaseHTTPRequestHandler):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
         self.calls.append((self.path, body))
-        if self.path == "/v1/completions":
+        if self.path == "/v1/completions" and "prompt_logprobs" in body:
+            ids = body["prompt"][0]
+            lps = probe_logprobs(FakeVLLM.model, ids)
+            entries = [None] + [{str(t): {"logprob": lp, "rank": 1}} for t, lp in zip(ids[1:], lps)]
+            self._reply(200, {"choices": [{"index": 0, "prompt_logprobs": entries}]})
+        elif self.path == "/v1/completions":
             n = body["max_tokens"]
             toks = self.answer[:n]
             choices = [
@@ -56,7 +66,12 @@ class FakeVLLM(BaseHTTPRequestHandler):
         elif not self.dev_mode:
             self._reply(404, {"detail": "Not Found"})
         elif self.path == "/collective_rpc":
-            self.calls[-1] = (self.path, body, load_file(body["args"][0]))
+            weights = load_file(body["args"][0])
+            self.calls[-1] = (self.path, body, weights)
+            if FakeVLLM.model is None:
+                FakeVLLM.model = tiny_model("tiny-xs")
+            if not FakeVLLM.skip_loads:
+                FakeVLLM.model.load_state_dict(weights)
             self._reply(200, {"results": [1]})
         else:
             self._reply(200, {})
@@ -67,7 +82,7 @@ class FakeVLLM(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server():
-    FakeVLLM.calls, FakeVLLM.dev_mode = [], True
+    FakeVLLM.calls, FakeVLLM.dev_mode, FakeVLLM.skip_loads, FakeVLLM.model = [], True, False, None
     tok = char_tokenizer()
     FakeVLLM.answer = tok.encode("42", add_special_tokens=False) + [tok.eos_token_id]
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), FakeVLLM)
@@ -92,9 +107,10 @@ def test_server_mode_samples_token_ids_with_logprobs(server, tmp_path):
 def test_server_mode_weight_sync_writes_and_loads_the_weights(server, tmp_path):
     s = VLLMSampler("policy", char_tokenizer(), options=VLLMSection(mode="server", url=server, sync_dir=str(tmp_path)))
     model = tiny_model("tiny-xs", seed=3)
-    s.sync_weights(model)
-    (p1, b1, weights), (p2, _) = FakeVLLM.calls[-2:]
+    s.sync_weights(model, version=4)
+    (p1, b1, weights), (p2, _), (p3, probe) = FakeVLLM.calls[-3:]
     assert p1 == "/collective_rpc" and b1["method"] == "tempering_load_file" and p2 == "/reset_prefix_cache"
+    assert p3 == "/v1/completions" and probe["prompt"] == [s.probe] and s.sync_check.verified == 1  # checked
     want = model.state_dict()
     assert set(weights) == set(want)
     assert all(torch.equal(weights[k], want[k]) for k in want)
@@ -102,6 +118,46 @@ def test_server_mode_weight_sync_writes_and_loads_the_weights(server, tmp_path):
     FakeVLLM.dev_mode = False
     with pytest.raises(UserError, match="VLLM_SERVER_DEV_MODE=1"):
         s.sync_weights(model)
+
+
+def test_a_sync_the_server_silently_skipped_stops_naming_both_versions(server, tmp_path):
+    s = VLLMSampler("policy", char_tokenizer(), options=VLLMSection(mode="server", url=server, sync_dir=str(tmp_path)))
+    start, trained = tiny_model("tiny-xs", seed=3), tiny_model("tiny-xs", seed=4)
+    s.sync_weights(start, version=0)
+    FakeVLLM.skip_loads = True  # the server answers the load and keeps what it had
+    with pytest.raises(SyncError) as e:
+        s.sync_weights(trained, version=1)
+    msg = str(e.value)
+    assert "weight sync to the vLLM server at http://127.0.0.1" in msg and "\n" not in msg
+    assert "it holds the weights of update 0" in msg and "not the trainer's update 1" in msg and "--resume" in msg
+    assert s.sync_check.verified == 1
+
+
+def test_a_server_that_dies_or_hangs_mid_request_is_a_clear_error(tmp_path):
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+    def serve(hang, done):  # accept one request, then hang up (a killed server) or never answer
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        if hang:
+            done.wait()
+        conn.close()
+
+    for hang, want in [(False, "cannot reach the vLLM server"), (True, "did not answer /v1/models within")]:
+        done = threading.Event()
+        t = threading.Thread(target=serve, args=(hang, done), daemon=True)
+        t.start()
+        with pytest.raises(UserError, match=want) as e:
+            VLLMSampler("policy", char_tokenizer(), options=VLLMSection(mode="server", url=url, timeout_s=1))
+        assert "--resume" in str(e.value)
+        done.set()
+        t.join()
+    listener.close()
 
 
 def test_unreachable_server_says_what_to_do(tmp_path):

@@ -146,7 +146,7 @@ def test_a_finished_batch_is_handed_over_when_the_producer_fails_on_the_next():
             raise UserError("batch 2 failed")
         return [], True, {}
 
-    sampler = type("Sampler", (), {"load_weights": lambda self, w: None})()
+    sampler = type("Sampler", (), {"load_weights": lambda self, w, **kw: None})()
     p = RolloutPipeline(collect, sampler, 1, lambda n: False)
     p.publish(0, lambda: {}, {})  # batches 1 and 2 are both sampled by version 0
     with p._cond:

@@ -2,7 +2,8 @@
 
 The options before VERB are torchrun's (`--nproc-per-node`, `--nnodes`, `--rdzv-endpoint`, ...); the rest
 is what `python -m tempering.distributed` takes. A rank that fails with a tempering error writes it down;
-after torchrun's own report, that one-line error is printed last and its exit code returned.
+after torchrun's own report, that one-line error is printed last and its exit code returned. A rank that
+dies without one (killed, out of memory) is named in one line last, exit code 1.
 """
 
 from __future__ import annotations
@@ -36,12 +37,19 @@ def main(argv: list[str]) -> int:
     try:
         torchrun([*argv[:at], "-m", "tempering.distributed", *argv[at:]])
         return 0
-    except ChildFailedError:
+    except ChildFailedError as e:
         found = sorted(errors.glob("rank*.txt"))
-        if not found:
-            raise  # not a tempering error: torchrun's report is the whole story
-        code, _, message = found[0].read_text().partition("\n")
         sys.stderr.flush()
+        if not found:  # a rank died (killed, out of memory, a crash): name the first to go
+            rank, failure = e.get_first_failure()
+            how = f"killed by {failure.signal_name()}" if failure.exitcode < 0 else f"exit code {failure.exitcode}"
+            print(
+                f"tempering {argv[at]}: error: rank {rank} (pid {failure.pid}) died ({how}) and torchrun stopped "
+                "the other ranks; the last checkpoint is intact: relaunch the same way with --resume",
+                file=sys.stderr,
+            )
+            return 1
+        code, _, message = found[0].read_text().partition("\n")
         print(f"tempering {argv[at]}: error: {message.strip()}", file=sys.stderr)
         return int(code)
     finally:

@@ -13,6 +13,7 @@ local one is started.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
@@ -23,6 +24,7 @@ from tempering.config import Schema
 from tempering.errors import UserError
 from tempering.models.io import load_frozen
 from tempering.rollout.sampler import HFSampler, Sample, SamplingParams
+from tempering.rollout.sync import SyncCheck, dtypes_of, module_digest, weights_digest
 
 
 class RaySection(Schema):
@@ -48,6 +50,16 @@ class _RolloutWorker:
     def load_weights(self, weights: dict[str, torch.Tensor]) -> int:
         self.sampler.model.load_state_dict(weights)
         return len(weights)
+
+    def digest(self, names: list[str]) -> str:
+        """What this worker holds (`rollout/sync.py`)."""
+        return module_digest(self.sampler.model, names)
+
+    def dtypes(self) -> dict[str, torch.dtype]:
+        return dtypes_of(self.sampler.model)
+
+    def pid(self) -> int:
+        return os.getpid()
 
 
 class RaySampler:
@@ -81,29 +93,62 @@ class RaySampler:
         ]
         self.calls = [0] * num_workers
         """Sampling calls each worker served."""
+        self.sync_check = SyncCheck(f"the {num_workers} Ray rollout worker(s)")
+        self._dtypes: dict[str, torch.dtype] | None = None
+        if not isinstance(model, (str, Path)):
+            self.sync_check.expect(0, weights_digest(model.state_dict()))  # the starting weights
 
     def sample(self, prompts: list[list[int]], params: SamplingParams) -> list[Sample]:
-        ray = ray_module()
         parts = split_rows(len(prompts), len(self.workers))
         seeds = torch.randint(0, 2**62, (len(self.workers),), generator=self.generator).tolist()
         futures = []
         for i, part in enumerate(parts):
             futures.append(self.workers[i].sample.remote(prompts[part], params, seeds[i]))
             self.calls[i] += 1
-        return [s for chunk in ray.get(futures) for s in chunk]
+        return [s for chunk in self._get(futures, "mid-batch") for s in chunk]
 
-    def sync_weights(self, train_model: torch.nn.Module) -> None:
+    def _get(self, futures: list, when: str) -> list:
+        """`ray.get` of one call per worker; a dead worker stops the run, naming it (no retry: its copy of
+        the policy and its place in the batch's sampling stream are gone with it)."""
+        ray = ray_module()
+        try:
+            return ray.get(futures)
+        except ray.exceptions.RayActorError as e:
+            dead = []
+            for i, f in enumerate(futures):
+                try:
+                    ray.get(f, timeout=0)
+                except ray.exceptions.RayActorError:
+                    dead.append(str(i + 1))
+                except Exception:  # still running, or failed otherwise: not a dead one
+                    pass
+            cause = (str(e).strip().splitlines() or ["actor died"])[0][:200]
+            raise UserError(
+                f"Ray rollout worker {', '.join(dead) or '?'} of {len(self.workers)} died {when} ({cause}); the run "
+                "stops. The last checkpoint is intact: resume with --resume (workers start anew)"
+            ) from None
+
+    def sync_weights(self, train_model: torch.nn.Module, version: int | None = None) -> None:
         """Send the trainer's weights to every worker."""
         from tempering.rollout.vllm_sampler import policy_weights
 
-        self.load_weights(policy_weights(train_model))
+        self.load_weights(policy_weights(train_model), version)
 
-    def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
-        """Weights under Hugging Face names to every worker (one object in Ray's store, read by all)."""
+    def load_weights(self, weights: dict[str, torch.Tensor], version: int | None = None, reference=None) -> None:
+        """Weights under Hugging Face names to every worker (one object in Ray's store, read by all), then
+        a check that every worker holds them (`reference`: unused, the digest is of `weights`)."""
         ray = ray_module()
         ref = ray.put({k: v.detach().to("cpu") for k, v in weights.items()})
-        ray.get([w.load_weights.remote(ref) for w in self.workers])
+        self._push(ref)
         self.syncs += 1
+        if self._dtypes is None:
+            self._dtypes = self._get([self.workers[0].dtypes.remote()], "at a weight sync")[0]
+        names = list(weights)
+        held = self._get([w.digest.remote(names) for w in self.workers], "at a weight sync")
+        self.sync_check.check(version, weights_digest(weights, self._dtypes), held)
+
+    def _push(self, ref) -> None:
+        self._get([w.load_weights.remote(ref) for w in self.workers], "at a weight sync")
 
     def shutdown(self) -> None:
         ray = ray_module()

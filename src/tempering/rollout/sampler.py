@@ -15,6 +15,8 @@ from functools import partial
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
+from tempering.rollout.sync import SyncCheck, dtypes_of, module_digest, weights_digest
+
 
 @dataclass
 class SamplingParams:
@@ -71,6 +73,8 @@ class HFSampler:
         self.max_batch = max_batch
         self.threads = threads
         self.generator = torch.Generator(device="cpu").manual_seed(seed)
+        self.sync_check: SyncCheck | None = None
+        """Checks of the weights loaded into a copy of its own (`load_weights`); None until the first."""
         params = inspect.signature(model.forward).parameters
         # transformers >= 5.2x names the KV cache `cache`; older releases `past_key_values`
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
@@ -80,9 +84,14 @@ class HFSampler:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
-        """Replace the model's weights (a sampler with a copy of its own, e.g. beside the trainer)."""
+    def load_weights(self, weights: dict[str, torch.Tensor], version: int | None = None, reference=None) -> None:
+        """Replace the model's weights (a sampler with a copy of its own, e.g. beside the trainer), then
+        check that it holds them (`rollout/sync.py`; `reference`: unused, the digest is of `weights`)."""
         self.model.load_state_dict(weights)
+        if self.sync_check is None:
+            self.sync_check = SyncCheck("the asynchronous producer's sampler")
+        expected = weights_digest(weights, dtypes_of(self.model))
+        self.sync_check.check(version, expected, [module_digest(self.model, list(weights))])
 
     def sample(self, prompts: list[list[int]], params: SamplingParams) -> list[Sample]:
         if self.threads:

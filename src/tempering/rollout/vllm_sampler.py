@@ -20,6 +20,7 @@ Needs the `vllm` extra and a CUDA GPU: `pip install 'tempering[vllm]'`.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import tempfile
@@ -35,6 +36,7 @@ from pydantic import Field
 from tempering.config import Schema
 from tempering.errors import UserError
 from tempering.rollout.sampler import Sample, SamplingParams
+from tempering.rollout.sync import SyncCheck, probe_ids, probe_logprobs
 
 
 class VLLMSection(Schema):
@@ -59,6 +61,12 @@ class VLLMSection(Schema):
         False, description="Colocated mode: no CUDA graphs (slower, starts faster, less memory)."
     )
     timeout_s: float = Field(600.0, gt=0, description="Server mode: seconds to wait for one request.")
+    sync_tolerance: float = Field(
+        0.05,
+        ge=0,
+        description="After each weight sync, the engine's log-probs of a fixed probe must be within this mean "
+        "distance (nats per token) of the trainer's, or the run stops (precision alone differs a little).",
+    )
 
 
 # ---- the sampler ------------------------------------------------------------------------------
@@ -125,6 +133,13 @@ class VLLMSampler:
             self.engine: _Engine = _Colocated(str(model_dir), self.options)
         else:
             self.engine = _Server(str(model_dir), self.options)
+        where = (
+            "the colocated vLLM engine"
+            if self.options.mode == "colocated"
+            else f"the vLLM server at {self.options.url}"
+        )
+        self.sync_check = SyncCheck(where, tolerance=self.options.sync_tolerance)
+        self.probe = probe_ids(tokenizer)
 
     def sample(self, prompts: list[list[int]], params: SamplingParams) -> list[Sample]:
         if not prompts:
@@ -132,14 +147,23 @@ class VLLMSampler:
         seeds = torch.randint(0, 2**31 - 1, (len(prompts),), generator=self.generator).tolist()
         return self.engine.generate(prompts, params, seeds)
 
-    def sync_weights(self, train_model: torch.nn.Module) -> None:
-        """Load the trainer's current weights into the engine (after every update)."""
-        self.load_weights(policy_weights(train_model))
+    def sync_weights(self, train_model: torch.nn.Module, version: int | None = None) -> None:
+        """Load the trainer's current weights into the engine (after every update), and check them."""
+        self.load_weights(policy_weights(train_model), version, self.sync_reference(train_model))
 
-    def load_weights(self, weights: dict[str, torch.Tensor]) -> None:
-        """Load weights under Hugging Face names (a snapshot, e.g. from asynchronous rollouts)."""
+    def sync_reference(self, train_model: torch.nn.Module) -> list[float]:
+        """What the engine should report after a sync of `train_model`'s weights: the probe's log-probs."""
+        return probe_logprobs(train_model, self.probe)
+
+    def load_weights(
+        self, weights: dict[str, torch.Tensor], version: int | None = None, reference: list[float] | None = None
+    ) -> None:
+        """Load weights under Hugging Face names (a snapshot, e.g. from asynchronous rollouts); with the
+        trainer's `reference` (`sync_reference`), check that the engine holds them."""
         self.engine.load(weights)
         self.syncs += 1
+        if reference is not None:
+            self.sync_check.check(version, reference, [self.engine.probe(self.probe)])
 
 
 class _Engine:
@@ -147,6 +171,10 @@ class _Engine:
         raise NotImplementedError
 
     def load(self, weights: dict[str, torch.Tensor]) -> None:
+        raise NotImplementedError
+
+    def probe(self, ids: list[int]) -> list[float]:
+        """log p(token t | tokens before t) of `ids` under the engine's weights."""
         raise NotImplementedError
 
 
@@ -176,6 +204,11 @@ class _Colocated(_Engine):
     def load(self, weights):
         self.llm.collective_rpc("tempering_load_weights", args=(list(weights.items()),))
         self.llm.reset_prefix_cache()  # cached prefixes were computed with the old weights
+
+    def probe(self, ids):
+        sp = self.vllm.SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=1)
+        out = self.llm.generate([{"prompt_token_ids": ids}], sp, use_tqdm=False)[0]
+        return [float(at[t].logprob) for t, at in zip(ids[1:], out.prompt_logprobs[1:])]
 
 
 def _sampling_kwargs(p: SamplingParams) -> dict[str, Any]:
@@ -226,11 +259,22 @@ class _Server(_Engine):
                 else ""
             )
             raise UserError(f"vLLM server {self.url}{path} answered {e.code}: {e.read()[:300]!r}{hint}") from e
-        except (urllib.error.URLError, OSError) as e:
+        except TimeoutError:
             raise UserError(
-                f"cannot reach the vLLM server at {self.url} ({e}); start it (see docs/scaling.md) or set vllm.url"
-            ) from e
-        return json.loads(raw) if raw.strip() else {}
+                f"the vLLM server at {self.url} did not answer {path} within vllm.timeout_s={self.o.timeout_s:g} s "
+                "(hung or overloaded); the run stops. The last checkpoint is intact: restart the server, resume "
+                "with --resume"
+            ) from None
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
+            raise UserError(
+                f"cannot reach the vLLM server at {self.url} ({getattr(e, 'reason', None) or e!r}); start it (see "
+                "docs/scaling.md) or set vllm.url; a run that was going stops with its last checkpoint intact: "
+                "resume it with --resume"
+            ) from None
+        try:
+            return json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError:
+            raise UserError(f"the vLLM server at {self.url} answered {path} with no JSON: {raw[:200]!r}") from None
 
     def generate(self, prompts, params, seeds):
         kw = _sampling_kwargs(params)
@@ -267,6 +311,17 @@ class _Server(_Engine):
         self._call("POST", "/collective_rpc", {"method": "tempering_load_file", "args": [str(path)]})
         self._call("POST", "/reset_prefix_cache")
 
+    def probe(self, ids):
+        body = {"model": self.model, "prompt": [ids], "max_tokens": 1, "temperature": 1.0, "prompt_logprobs": 1}
+        choices = self._call("POST", "/v1/completions", body).get("choices") or [{}]
+        entries = choices[0].get("prompt_logprobs")
+        if not entries or len(entries) != len(ids):
+            raise UserError(
+                f"the vLLM server at {self.url} returned no prompt log-probs for the weight-sync probe; it must be "
+                "vLLM's OpenAI-compatible server"
+            )
+        return [float(at[str(t)]["logprob"]) for t, at in zip(ids[1:], entries[1:])]
+
 
 def _sample_from_choice(c: dict) -> Sample:
     """One /v1/completions choice (tokens as `token_id:N`) -> Sample."""
@@ -292,5 +347,7 @@ def make_vllm_sampler(
     init = save_policy(getattr(model, "module", model), tokenizer, Path(out_dir) / "vllm_init")
     sampler = VLLMSampler(init, tokenizer, seed=seed, options=options)
     if options.mode == "server":
-        sampler.sync_weights(model)
+        sampler.sync_weights(model, version=0)
+    else:
+        sampler.sync_check.expect(0, sampler.sync_reference(model))  # the engine started from these
     return sampler

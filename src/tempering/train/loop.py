@@ -84,12 +84,12 @@ class FullCopySync:
     def __init__(self, sampler, full_model: torch.nn.Module, pass_on: bool = True):
         self.sampler, self.full_model, self.pass_on = sampler, full_model, pass_on
 
-    def sync_weights(self, train_model: torch.nn.Module) -> None:
+    def sync_weights(self, train_model: torch.nn.Module, version: int | None = None) -> None:
         from tempering.models.io import full_state_dict
 
         self.full_model.load_state_dict(full_state_dict(train_model))
         if self.pass_on and hasattr(self.sampler, "sync_weights"):
-            self.sampler.sync_weights(self.full_model)
+            self.sampler.sync_weights(self.full_model, version)
 
     def __getattr__(self, name: str):
         return getattr(self.sampler, name)
@@ -240,7 +240,7 @@ class Trainer:
         if resume:
             self.resume_step = self._load(latest_checkpoint(Path(cfg.run.out_dir), warn=warn))
             if hasattr(self.sampler, "sync_weights"):  # the sampler's own copy still has the starting weights
-                self.sampler.sync_weights(self.train_model)
+                self.sampler.sync_weights(self.train_model, version=self.step_no)
         self.pipeline: RolloutPipeline | None = None
         if cfg.rollout.async_steps:
             collect = lambda sampler, state, stats: self.collect(stats, sampler, state)
@@ -575,6 +575,8 @@ class Trainer:
                 loss_fn=loss_fn,
             )
             self._sync_sampler()
+            if self.pipeline is None and getattr(self.sampler, "sync_check", None) is not None:
+                upd["sync/verified"] = 1.0  # the sync after this update was checked (a mismatch raised)
         upd["policy_frozen"] = float(frozen)
         for name, own in self.owned.items():
             stats = own.trainable.update(own.train_module, own.optimizer, trained, self.settings, own.generator)
@@ -596,10 +598,17 @@ class Trainer:
         return m, {"turn_adv": adv_NGK.reshape(-1, shape[-1]).tolist(), "per_episode": per_episode}
 
     def _sync_sampler(self) -> None:
-        """After an update, a sampler with weights of its own gets them (vLLM, Ray; FSDP2's full copy).
-        Asynchronous rollouts load each batch's weights through the pipeline instead."""
+        """After an update, a sampler with weights of its own gets them (vLLM, Ray; FSDP2's full copy) and
+        is checked to hold them (`rollout/sync.py`: a mismatch stops the run). Asynchronous rollouts load
+        each batch's weights through the pipeline instead, with the same check."""
         if isinstance(self.sampler, FullCopySync) or (self.pipeline is None and hasattr(self.sampler, "sync_weights")):
-            self.sampler.sync_weights(self.train_model)
+            self.sampler.sync_weights(self.train_model, version=self.step_no + 1)
+
+    def _sync_reference(self) -> Any:
+        """What the pipeline's sampler should report after loading the current weights (a vLLM engine's
+        probe log-probs; None: the sampler digests the weights it is given)."""
+        ref = getattr(self.rollout_sampler, "sync_reference", None)
+        return ref(self.model) if ref is not None else None
 
     def _policy_snapshot(self) -> dict[str, torch.Tensor]:
         """The current weights under Hugging Face names, copied (the next update changes the originals)."""
@@ -614,7 +623,7 @@ class Trainer:
             stats = RolloutStats()
             groups, trainable, info = await self.collect(stats)
             return Rollouts(groups, trainable, info, stats, self.step_no)
-        self.pipeline.publish(self.step_no, self._policy_snapshot, self.state)
+        self.pipeline.publish(self.step_no, self._policy_snapshot, self.state, self._sync_reference)
         t0 = time.perf_counter()
         r = await asyncio.to_thread(self.pipeline.get, self.step_no + 1)
         r.info.update({"async/staleness": self.step_no - r.version, "async/wait_seconds": time.perf_counter() - t0})
@@ -709,7 +718,7 @@ class Trainer:
                         f"evaluating at step {self.step_no} would share the sampler with the rollouts generated "
                         "ahead of it; evaluate where the pipeline drains (run.eval_every, run.checkpoint_every)"
                     )
-                self.pipeline.hold(self.step_no, self._policy_snapshot)
+                self.pipeline.hold(self.step_no, self._policy_snapshot, self._sync_reference)
             tasks = self.heldout_tasks[:size] if size else self.heldout_tasks
             opts = replace(self.opts, max_turns=self.cfg.run.eval_max_turns or self.opts.max_turns)
             stats = RolloutStats()

@@ -62,7 +62,7 @@ class RolloutPipeline:
         """The next batch the producer generates."""
         self.held: int | None = None
         """The version of the weights in the sampler."""
-        self._published: dict[int, tuple[dict[str, torch.Tensor] | None, dict[str, float]]] = {}
+        self._published: dict[int, tuple[dict[str, torch.Tensor] | None, dict[str, float], Any]] = {}
         self._ready: dict[int, Rollouts] = {}
         self._error: BaseException | None = None
         self._busy = False
@@ -87,13 +87,26 @@ class RolloutPipeline:
             return at_drain and self.next_step == step + 1 and not self._busy
 
     # ---- the trainer's side ----------------------------------------------------------------------
-    def publish(self, version: int, weights: Callable[[], dict[str, torch.Tensor]], state: dict[str, float]) -> None:
+    def publish(
+        self,
+        version: int,
+        weights: Callable[[], dict[str, torch.Tensor]],
+        state: dict[str, float],
+        reference: Callable[[], Any] | None = None,
+    ) -> None:
         """The weights after update `version`, if a batch will be sampled by them: `weights()` makes a
-        snapshot the trainer will not change (not taken when the sampler holds them already)."""
+        snapshot the trainer will not change (not taken when the sampler holds them already), and
+        `reference()` what the sampler should report once it holds them (checked after each load;
+        `rollout/sync.py`)."""
         with self._cond:
             used = any(self.version_for(n) == version for n in range(version + 1, version + self.k + 2))
             if version not in self._published and used:
-                self._published[version] = (None if self.held == version else weights(), dict(state))
+                fresh = self.held != version
+                self._published[version] = (
+                    weights() if fresh else None,
+                    dict(state),
+                    reference() if fresh and reference is not None else None,
+                )
                 self._cond.notify_all()
         self._start()
 
@@ -109,11 +122,16 @@ class RolloutPipeline:
             assert self._error is not None
             raise self._error
 
-    def hold(self, version: int, weights: Callable[[], dict[str, torch.Tensor]]) -> None:
+    def hold(
+        self,
+        version: int,
+        weights: Callable[[], dict[str, torch.Tensor]],
+        reference: Callable[[], Any] | None = None,
+    ) -> None:
         """Load the weights of `version` into the sampler now (the trainer's own use of a shared sampler,
-        e.g. evaluation on a vLLM engine at a drain point)."""
+        e.g. evaluation on a vLLM engine at a drain point), checked like the producer's loads."""
         if self.held != version:
-            self.sampler.load_weights(weights())
+            self.sampler.load_weights(weights(), version=version, reference=reference() if reference else None)
             self.held = version
 
     def close(self) -> None:
@@ -140,18 +158,26 @@ class RolloutPipeline:
                         self._cond.wait()
                     if self._stop:
                         return
-                    weights, state = self._published[version]
+                    weights, state, reference = self._published[version]
                     for old in [v for v in self._published if v < version]:
                         del self._published[old]
                     self._busy = True
+                verified = 0.0
                 if self.held != version:
                     assert weights is not None
-                    self.sampler.load_weights(weights)
+                    try:
+                        self.sampler.load_weights(weights, version=version, reference=reference)
+                    except BaseException:
+                        self.held = None  # in doubt
+                        raise
                     self.held = version
+                    verified = 1.0
                 stats = RolloutStats()
                 t0 = time.perf_counter()
                 groups, trainable, info = loop.run_until_complete(self.collect(self.sampler, state, stats))
                 info = {**info, "async/batch_seconds": time.perf_counter() - t0}
+                if getattr(self.sampler, "sync_check", None) is not None:  # a load that was not checked raised
+                    info["sync/verified"] = verified
                 with self._cond:
                     self._ready[step] = Rollouts(groups, trainable, info, stats, version)
                     self.next_step, self._busy = step + 1, False

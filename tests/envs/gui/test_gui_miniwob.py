@@ -5,13 +5,25 @@ import asyncio
 import importlib.util
 import os
 import re
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from tempering.envs.gui.action import Action, format_output
-from tempering.envs.gui.browser import BrowserPool, chromium_paths
-from tempering.envs.gui.miniwob import MiniWoBEnv, MiniWoBFamily, check_browser, page_screen
+from tempering.envs.gui.browser import BrowserPool, Window, chromium_paths
+from tempering.envs.gui.miniwob import (
+    DEFAULT_TASKS,
+    SUPPORTED_TASKS,
+    UNSUPPORTED_TASKS,
+    MiniWoBEnv,
+    MiniWoBFamily,
+    check_browser,
+    page_screen,
+)
 from tempering.envs.gui.miniwob_oracle import ORACLE_TASKS, answer, read_line, solve
 from tempering.envs.gui.screen import Element
 from tempering.errors import UserError
@@ -105,9 +117,52 @@ def test_family_splits_are_disjoint_and_bad_settings_are_named():
             MiniWoBFamily(names=("click-everything",))
 
 
+def test_every_page_is_supported_or_refused_by_name_with_its_reason():
+    assert set(SUPPORTED_TASKS) == set(ORACLE_TASKS) and set(DEFAULT_TASKS) <= set(SUPPORTED_TASKS)
+    assert not set(SUPPORTED_TASKS) & set(UNSUPPORTED_TASKS)
+    if HAVE_EXTRA:
+        import miniwob
+
+        pages = {p.stem for p in (Path(miniwob.__file__).parent / "html" / "miniwob").glob("*.html")}
+        assert pages == set(SUPPORTED_TASKS) | set(UNSUPPORTED_TASKS)
+    for name, why in [
+        ("click-color", "does not show colours"),
+        ("click-shape", "shapes drawn on a canvas or SVG"),
+        ("drag-box", "the actions have no drag"),
+        ("email-inbox", "unchecked"),
+    ]:
+        with pytest.raises(UserError, match=f"task '{name}' is not supported: .*{why}.*Supported tasks: click-test"):
+            MiniWoBFamily(names=("click-test", name))
+
+
+class FakeBrowser:
+    """A browser that died: it never answers, and counts how often it is closed."""
+
+    def __init__(self):
+        self.died, self.windows, self.closed = None, 0, 0
+
+    def alive(self):
+        return False
+
+    def close(self):
+        self.closed += 1
+
+
+def test_every_dead_window_of_one_browser_comes_back_without_error():
+    pool = BrowserPool(1)
+    dead = FakeBrowser()
+    windows = [Window(dead, str(i)) for i in range(3)]
+    pool.browsers, pool.free = [dead], windows[2:]
+    for w in windows[:2]:  # two episodes of the dead browser end: the second used to raise ValueError
+        pool.release(w, healthy=False)
+    assert pool.browsers == [] and pool.free == [] and dead.closed == 2
+    pool.release(windows[2], healthy=True)  # a window of a browser no longer in the pool is forgotten
+    assert pool.free == []
+
+
 @pytest.fixture(scope="module")
 def family():
-    fam = MiniWoBFamily(names=ORACLE_TASKS, browsers=1, max_steps=10)
+    fam = MiniWoBFamily(names=SUPPORTED_TASKS, browsers=1, max_steps=10)
     yield fam
     fam.close()
 
@@ -123,8 +178,9 @@ def target(obs: str, pattern: str) -> str:
 
 @pytest.mark.slow
 @browser
-def test_a_text_only_oracle_solves_every_covered_task_through_the_rollout_engine(family, text_rollout):
-    tasks = family.tasks("train", len(ORACLE_TASKS), seed=3)
+def test_a_text_only_oracle_solves_every_supported_task_through_the_rollout_engine(family, text_rollout):
+    tasks = family.tasks("train", len(SUPPORTED_TASKS), seed=3)
+    assert [t.meta["name"] for t in tasks] == list(SUPPORTED_TASKS)  # one episode of each
     groups, sampler = text_rollout(answer, tasks, family.make_env, max_turns=10)
     episodes = [g.episodes[0] for g in groups]
     failed = {
@@ -135,7 +191,7 @@ def test_a_text_only_oracle_solves_every_covered_task_through_the_rollout_engine
     for e in episodes:  # the first prompt is the page's task and screen, not the empty task.prompt
         assert e.task.prompt == "" and e.prompt.startswith("Task: ") and re.search(r"^#\d+ ", e.prompt, re.M)
     assert set(sampler.contexts) >= {e.prompt for e in episodes}
-    assert len(ORACLE_TASKS) >= 12 and family.pool.started == 1
+    assert len(SUPPORTED_TASKS) >= 12 and family.pool.started == 1
 
 
 @pytest.mark.slow
@@ -261,3 +317,98 @@ def test_a_browser_that_fails_to_start_is_a_clear_error(tmp_path):
     env = MiniWoBEnv(MiniWoBFamily().tasks("train", 1)[0], BrowserPool(0, chromium=str(fake)))
     with pytest.raises(UserError, match=f"Chromium \\({fake}\\) failed to start"):
         asyncio.run(env.reset())
+
+
+def live_in_group(pgid: int) -> list[int]:
+    """Processes of process group `pgid` still running (zombies are dead: only their exit status is left)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] not in "ZX":
+            out.append(int(stat.parent.name))
+    return out
+
+
+def wait_until_gone(pgid: int, seconds: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while (left := live_in_group(pgid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+@pytest.mark.slow
+@browser
+def test_a_browser_dying_under_several_windows_ends_those_episodes_and_leaves_no_process(text_rollout):
+    fam = MiniWoBFamily(names=("click-test", "click-button"), browsers=1, max_steps=3)
+    killed = []
+
+    def killer(context: str) -> str:  # the first policy call kills chromedriver under three live windows
+        if not killed:
+            b = fam.pool.browsers[0]
+            assert b.windows == 3 and len(live_in_group(b.pid)) > 3  # chromedriver, Chromium and its children
+            os.kill(b.pid, signal.SIGKILL)
+            killed.append(b)
+        return answer(context)
+
+    try:
+        groups, _ = text_rollout(killer, fam.tasks("train", 3), fam.make_env, max_turns=3)
+        episodes = [e for g in groups for e in g.episodes]
+        assert [e.stop_reason for e in episodes] == ["env_error"] * 3  # the rollout itself went through
+        for e in episodes:
+            error = e.turns[-1].info["error"]
+            assert error.startswith("BrowserDied: the browser serving this window died") and "\n" not in error
+            assert re.search(r"connection (refused|reset by peer)\)", error)  # the cause, not urllib3's retries
+            assert f"chromedriver pid {killed[0].pid}" in error
+        assert fam.pool.browsers == [] and fam.pool.free == []
+        assert wait_until_gone(killed[0].pid) == []  # nothing reparented to pid 1 lives on
+        groups, _ = text_rollout(answer, fam.tasks("train", 2, seed=1), fam.make_env, max_turns=3)
+        assert all(e.success for g in groups for e in g.episodes) and fam.pool.started == 2  # a new browser
+    finally:
+        fam.close()
+    assert all(wait_until_gone(b.pid) == [] for b in killed)
+
+
+@pytest.mark.slow
+@browser
+def test_a_dead_free_window_is_replaced_at_reset():
+    pool = BrowserPool(1)
+    task = MiniWoBFamily(names=("click-test",)).tasks("train", 1)[0]
+
+    async def run():
+        env = MiniWoBEnv(task, pool)
+        await env.reset()
+        await env.close()
+        dead = pool.browsers[0]
+        os.kill(dead.pid, signal.SIGKILL)  # dies while nobody uses it: its window waits in the pool
+        env = MiniWoBEnv(task, pool)
+        assert "Task: " in await env.reset()  # on a new browser
+        assert pool.started == 2 and dead not in pool.browsers
+        await env.close()
+        return dead
+
+    try:
+        dead = asyncio.run(run())
+    finally:
+        pool.close()
+    assert wait_until_gone(dead.pid) == []
+
+
+@pytest.mark.slow
+@browser
+def test_nothing_outlives_an_interpreter_whose_chromedriver_was_killed(tmp_path):
+    script = (
+        "import os, signal, sys\n"
+        "from tempering.envs.gui.browser import BrowserPool\n"
+        "pool = BrowserPool(2)\n"
+        "windows = [pool.acquire('about:blank') for _ in range(3)]\n"
+        "print(' '.join(str(b.pid) for b in pool.browsers), flush=True)\n"
+        "os.kill(pool.browsers[0].pid, signal.SIGKILL)\n"
+        "sys.exit(0)  # the pool is never closed: interpreter exit closes what is left\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    pids = [int(p) for p in out.stdout.split()]
+    assert len(pids) == 2 and all(wait_until_gone(p) == [] for p in pids)

@@ -13,12 +13,22 @@ window goes through `Window.run`, which holds the browser's lock and switches to
 in the least busy of at most `size` browsers. Size 0 is no pool: every window gets a private browser,
 quit when the window is returned. Browsers are closed with their pool, when one stops answering, and
 at interpreter exit.
+
+A browser that dies (Chromium or its chromedriver killed, out of memory) fails the command in flight with
+`BrowserDied`, one line naming the browser and the cause (e.g. `connection refused`): the engine counts
+it as an environment error of that episode, every other window of that browser fails the same way, and
+the pool drops the browser and starts a new one for later episodes. chromedriver starts in a session of
+its own, so Chromium and every process it forks share one process group: closing a browser (and
+interpreter exit) kills that whole group, so nothing is left running after its driver died.
 """
 
 from __future__ import annotations
 
 import atexit
+import logging
 import os
+import re
+import signal
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -46,6 +56,28 @@ CHROME_FLAGS = (
 
 _LIVE: set[Browser] = set()
 """Every browser not yet closed (closed at interpreter exit)."""
+
+
+class BrowserDied(RuntimeError):
+    """The Chromium process serving a window (or its chromedriver) stopped answering."""
+
+
+def _cause(e: BaseException) -> str:
+    """The first line of the innermost reason of a driver error (`connection refused`, `chrome not
+    reachable`), not the 100-line traceback of urllib3's retries."""
+    text = (getattr(e, "msg", None) or str(e)).strip()
+    os_error = re.findall(r"\[Errno -?\d+\] ([^'\")\]]+)|Error\(\d+, '([^']+)'\)", text)
+    if os_error:
+        return "".join(os_error[-1]).strip().lower()
+    return (text.splitlines() or [type(e).__name__])[0][:200]
+
+
+def _is_driver_error(e: BaseException) -> bool:
+    """An error of the connection to the browser (not of the page or of what its user asked)."""
+    from selenium.common.exceptions import WebDriverException
+    from urllib3.exceptions import HTTPError
+
+    return isinstance(e, (WebDriverException, HTTPError, OSError))
 
 
 def chromium_paths() -> tuple[str, str]:
@@ -85,13 +117,19 @@ class Browser:
         from selenium.webdriver.chrome.service import Service
 
         chromium, chromedriver = check_browser(chromium, chromedriver)
+        urllib3_log = logging.getLogger("urllib3.connectionpool")
+        if urllib3_log.level == logging.NOTSET:  # its retries to a dead driver: BrowserDied says it once
+            urllib3_log.setLevel(logging.ERROR)
         options = webdriver.ChromeOptions()
         options.binary_location = chromium
         for flag in CHROME_FLAGS:
             options.add_argument(flag)
+        # its own session: chromedriver, Chromium and all Chromium's children form one process group
+        service = Service(executable_path=chromedriver, popen_kw={"start_new_session": True})
         try:
-            self.driver = webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
+            self.driver = webdriver.Chrome(service=service, options=options)
         except WebDriverException as e:
+            _kill_group(service)
             msg = (e.msg or str(e)).strip().splitlines()[0]
             raise UserError(
                 f"Chromium ({chromium}) failed to start through {chromedriver}: {msg}; check that "
@@ -103,36 +141,69 @@ class Browser:
         """The window Chromium opened at start has not been lent yet."""
         self.windows = 0
         """Windows opened in this browser (lent or free)."""
+        self.pid = service.process.pid
+        """chromedriver's pid, also the process group of every Chromium process of this browser."""
+        self.died: str | None = None
+        """Why the browser stopped answering (None: it answers, as far as anyone knows)."""
         _LIVE.add(self)
 
-    def open(self) -> Window:
-        """A new window (the first one Chromium opened, while nobody has it)."""
-        with self.lock:
-            if not self.unused_first:
-                self.driver.switch_to.new_window("window")
-                self.current = self.driver.current_window_handle
-            self.unused_first = False
-            self.windows += 1
-            return Window(self, self.current)
+    def __repr__(self) -> str:
+        return f"Chromium (chromedriver pid {self.pid})"
 
-    def alive(self) -> bool:
-        """Whether the browser still answers (a round trip; any failure means it does not)."""
+    def _answers(self) -> bool:
         try:
-            with self.lock:
-                self.driver.window_handles  # noqa: B018
+            self.driver.window_handles  # noqa: B018
         except Exception:
             return False
         return True
 
+    def guarded(self, fn: Callable[[], T]) -> T:
+        """`fn()` (the caller holds the lock); a failure because the browser died is `BrowserDied`."""
+        if self.died is not None:
+            raise BrowserDied(self.died)
+        try:
+            return fn()
+        except Exception as e:
+            if not _is_driver_error(e) or self._answers():
+                raise
+            self.died = f"the browser serving this window died ({self!r}: {_cause(e)}); the pool starts a new one"
+            raise BrowserDied(self.died) from e
+
+    def open(self) -> Window:
+        """A new window (the first one Chromium opened, while nobody has it)."""
+
+        def new() -> str:
+            if not self.unused_first:
+                self.driver.switch_to.new_window("window")
+                self.current = self.driver.current_window_handle
+            return self.current
+
+        with self.lock:
+            handle = self.guarded(new)
+            self.unused_first = False
+            self.windows += 1
+            return Window(self, handle)
+
+    def alive(self) -> bool:
+        """Whether the browser still answers (a round trip; any failure means it does not)."""
+        if self.died is not None:
+            return False
+        with self.lock:
+            return self._answers()
+
     def close(self) -> None:
-        """Quit Chromium; a browser that no longer answers has its driver process stopped instead."""
+        """Quit Chromium, then kill what is left of its process group (everything, when its driver or
+        Chromium died: their children would otherwise live on, reparented to pid 1). Idempotent."""
         if self not in _LIVE:
             return
         _LIVE.discard(self)
         try:
-            self.driver.quit()
+            if self.died is None:
+                self.driver.quit()
         except Exception:  # it died already (that error was reported where it happened): stop what is left
-            self.driver.service.stop()
+            pass
+        finally:
+            _kill_group(self.driver.service)
 
 
 class Window:
@@ -148,11 +219,15 @@ class Window:
     def run(self, fn: Callable[[Any], T]) -> T:
         """`fn(driver)` with the driver switched to this window, holding the browser for the call."""
         b = self.browser
-        with b.lock:
+
+        def call() -> T:
             if b.current != self.handle:
                 b.driver.switch_to.window(self.handle)
                 b.current = self.handle
             return fn(b.driver)
+
+        with b.lock:
+            return b.guarded(call)
 
 
 class BrowserPool:
@@ -175,6 +250,13 @@ class BrowserPool:
                 self.started += 1
             return Browser(self.chromium, self.chromedriver).open()
         with self.lock:
+            dead = [b for b in self.browsers if b.died is not None]
+            if dead:  # known dead (a window's command failed): dropped before lending
+                self.browsers = [b for b in self.browsers if b.died is None]
+                self.free = [w for w in self.free if w.browser.died is None]
+        for b in dead:
+            b.close()
+        with self.lock:
             if self.free:
                 same = [w for w in self.free if w.page == page]
                 window = (same or self.free)[-1]
@@ -192,9 +274,10 @@ class BrowserPool:
         if self.size == 0:
             b.close()
             return
-        if not healthy and not b.alive():
-            with self.lock:
-                self.browsers.remove(b)
+        if b.died is not None or (not healthy and not b.alive()):
+            with self.lock:  # every window of a dead browser comes back unhealthy: the first one drops it
+                if b in self.browsers:
+                    self.browsers.remove(b)
                 self.free = [w for w in self.free if w.browser is not b]
             b.close()
             return
@@ -209,6 +292,21 @@ class BrowserPool:
             browsers, self.browsers, self.free = self.browsers, [], []
         for b in browsers:
             b.close()
+
+
+def _kill_group(service) -> None:
+    """SIGKILL chromedriver's process group (Chromium and its children) and reap chromedriver."""
+    process = getattr(service, "process", None)
+    if process is None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # the whole group is gone already
+    try:
+        process.wait(timeout=10)
+    except Exception:  # reaped elsewhere (selenium's own stop) or stuck in the kernel: nothing left to do
+        pass
 
 
 @atexit.register
