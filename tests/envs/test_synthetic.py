@@ -129,3 +129,18 @@ def test_dataset_family_from_hf_datasets(tmp_path):
     assert [t.prompt for t in fam.split["heldout"]] == [t.prompt for t in fam2.split["heldout"]]
     t = fam2.tasks("train", 1)[0]
     assert _step(fam2.make_env(t), f"it is {t.answer}").success
+
+
+def test_arithmetic_asked_in_words_reads_the_last_number_of_the_first_line():
+    fam = ArithmeticFamily(min_value=1, max_value=9, prompt_template="What is {a} {op} {b}?", read="last_number")
+    task = fam.tasks("train", 1, seed=0)[0]
+    a, b = task.id.removeprefix("arith:").split("+")
+    assert task.prompt == f"What is {a} + {b}?"
+    right = f"{a} + {b} = {task.answer}"
+    assert fam.check(task, right)[1] and not fam.check(task, f"{right}0")[1]
+    assert fam.check(task, "I do not know")[3] == "parse_error"
+    # the held-out split does not depend on the wording
+    plain = ArithmeticFamily(min_value=1, max_value=9)
+    assert [t.id for t in plain.tasks("heldout", 5, seed=1)] == [t.id for t in fam.tasks("heldout", 5, seed=1)]
+    with pytest.raises(UserError, match="prompt_template"):
+        ArithmeticFamily(prompt_template="What is {x}?")

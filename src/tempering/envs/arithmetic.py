@@ -7,7 +7,9 @@ first attempt; the score is exact match, or digit accuracy with `partial_credit`
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
+from typing import Literal
 
 from tempering.envs.synthetic import SyntheticFamily
 from tempering.errors import UserError
@@ -45,6 +47,11 @@ class ArithmeticFamily(SyntheticFamily):
     """Score by digit accuracy instead of exact match (success still needs the exact answer)."""
     heldout_share: float = 0.1
     """Share of all possible tasks reserved for the held-out split."""
+    prompt_template: str = "{a}{op}{b}="
+    """The prompt, with `{a}`, `{op}` and `{b}` filled in (a chat model: "What is {a} {op} {b}?")."""
+    read: Literal["exact", "last_number"] = "exact"
+    """How the answer is read from the first line: `exact` (the line is the number) or `last_number`
+    (its last integer, for models that answer in a sentence: "7 + 5 = 12")."""
     name: str = "arithmetic"
 
     def __post_init__(self):
@@ -53,6 +60,14 @@ class ArithmeticFamily(SyntheticFamily):
         bad = set(self.ops) - set(OPS)
         if not self.ops or bad:
             raise UserError(f"arithmetic: ops must be a non-empty string over '+-*', got {self.ops!r}")
+        try:
+            self.prompt_template.format(a=1, op="+", b=2)
+        except (KeyError, IndexError, ValueError) as e:
+            raise UserError(
+                f"arithmetic: prompt_template {self.prompt_template!r} is not a template over {{a}}, {{op}}, {{b}}: {e}"
+            ) from e
+        if self.read not in ("exact", "last_number"):
+            raise UserError(f"arithmetic: read must be exact or last_number, got {self.read!r}")
 
     @classmethod
     def at_difficulty(cls, level: int, **kw) -> ArithmeticFamily:
@@ -66,10 +81,14 @@ class ArithmeticFamily(SyntheticFamily):
         op = rng.choice(self.ops)
         key = f"{a}{op}{b}"
         digits = len(str(max(a, b)))
-        return Task(id=f"arith:{key}", prompt=f"{key}=", answer=str(OPS[op](a, b)), family=self.name, difficulty=digits)
+        prompt = self.prompt_template.format(a=a, op=op, b=b)
+        return Task(id=f"arith:{key}", prompt=prompt, answer=str(OPS[op](a, b)), family=self.name, difficulty=digits)
 
     def check(self, task: Task, answer: str) -> tuple[float, bool, str, str]:
         target = task.answer
+        if self.read == "last_number":
+            numbers = re.findall(r"-?\d+", answer)
+            answer = numbers[-1] if numbers else ""
         ok = answer == target
         if ok:
             return 1.0, True, "correct", "correct"

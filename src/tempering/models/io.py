@@ -13,6 +13,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from transformers.utils import logging as hf_logging
 
 from tempering.errors import UserError
+from tempering.models import gguf
 from tempering.models.tiny import TINY_SIZES, tiny_model
 from tempering.models.tokenizer import char_tokenizer
 
@@ -37,7 +38,9 @@ def resolve_device(name: str) -> torch.device:
 def load_policy(
     name_or_path: str, seed: int = 0, dtype: torch.dtype | str = torch.float32, device: str | torch.device = "cpu"
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """A model and its tokenizer: a built-in tiny size (fresh weights) or a local Hugging Face folder."""
+    """A model and its tokenizer: a built-in tiny size (fresh weights), a packaged model
+    (`smollm2-135m-instruct`), a `.gguf` file (both converted once, `models/gguf.py`) or a local
+    Hugging Face folder."""
     if isinstance(dtype, str):
         if dtype not in DTYPES:
             raise UserError(f"unknown dtype {dtype!r}; use one of {sorted(DTYPES)}")
@@ -47,11 +50,12 @@ def load_policy(
         model = tiny_model(name_or_path, seed=seed).to(device=device, dtype=dtype)
         model.config._name_or_path = name_or_path  # what a LoRA adapter names as its base
         return model, char_tokenizer()
-    path = Path(name_or_path).expanduser().resolve()  # an adapter records its base by absolute path
+    path = Path(gguf.resolve(name_or_path)).expanduser().resolve()  # an adapter records its base by absolute path
     if not (path / "config.json").is_file():
         raise UserError(
-            f"model {name_or_path!r} is neither a built-in size ({', '.join(TINY_SIZES)}) nor a folder "
-            "with config.json; give a local Hugging Face model folder (models are never downloaded)"
+            f"model {name_or_path!r} is neither a built-in model ({', '.join([*TINY_SIZES, *gguf.PACKAGED])}), "
+            "a .gguf file nor a folder with config.json; give a local Hugging Face model folder "
+            "(models are never downloaded)"
         )
     try:
         tok = AutoTokenizer.from_pretrained(path, local_files_only=True)

@@ -2,6 +2,8 @@
 
 Pre-trains the tiny model on arithmetic until it solves some held-out sums, runs GRPO, and prints
 held-out pass@1 before and after. With `--results DIR` it also writes quickstart.md / quickstart.json.
+With `--model smollm2-135m-instruct` it starts from that pretrained instruct model instead (no
+pre-training): GRPO on sums asked in words, through the model's chat template.
 """
 
 from __future__ import annotations
@@ -35,6 +37,66 @@ GRPO = {
     "optim": {"lr": 2e-4},
     "run": {"steps": 800, "eval_every": 50, "eval_size": 200, "eval_k": 8, "checkpoint_every": 100},
 }
+
+
+REAL_MODELS = ("smollm2-135m-instruct",)
+"""Pretrained models the demo knows a recipe for (`--model`)."""
+
+REAL_GRPO = {
+    # 1..30 sums asked in words: the instruct model knows most of them but answers in sentences that
+    # often end on another number, so greedy pass@1 starts near 25% and RL has something to fix
+    "task": {
+        "family": "arithmetic",
+        "args": {
+            "min_value": 1,
+            "max_value": 30,
+            "prompt_template": "What is {a} {op} {b}? Answer with just the number.",
+            "read": "last_number",
+            "heldout_share": 0.2,
+        },
+        "train_size": 700,
+        "heldout_size": 150,
+    },
+    "rollout": {"group_size": 8, "prompts_per_step": 8, "max_new_tokens": 12, "temperature": 1.0},
+    "loss": {"advantage": "grpo"},
+    "optim": {"lr": 1e-5},
+    "run": {"steps": 30, "eval_every": 10, "eval_k": 8, "checkpoint_every": 10},
+}
+
+
+def run_real_demo(model: str, out: Path, seed: int, overrides: list[str], progress: bool = True) -> dict:
+    """GRPO from a pretrained instruct model (no pre-training stage)."""
+    import torch
+
+    from tempering.recipes.train import TrainConfig, train
+
+    if any(o.startswith("pretrain.") for o in overrides):
+        raise UserError(f"--model {model} has no pre-training stage; drop the pretrain.* overrides")
+    t0 = time.perf_counter()
+    rl = apply_overrides(json.loads(json.dumps(REAL_GRPO)), [o.removeprefix("train.") for o in overrides])
+    rl.setdefault("model", {})["name"] = model
+    rl["run"].update(seed=seed, out_dir=str(out / "grpo"), progress=progress)
+    cfg = build(TrainConfig, rl)
+    if not cfg.run.eval_on_start:
+        raise UserError("the demo compares pass@1 before and after RL; leave train.run.eval_on_start true")
+    hist = train(cfg, **dict(zip(("resume", "overwrite"), stage_start(Path(cfg.run.out_dir), resume=True))))
+    return {
+        "model": model,
+        "pass_at_1_before": hist["start"]["eval/pass@1"],
+        "pass_at_1_after": hist["final"]["eval/pass@1"],
+        "pass_at_1_sampled_before": hist["start"]["eval/pass@1_sampled"],
+        "pass_at_1_sampled_after": hist["final"]["eval/pass@1_sampled"],
+        "k": cfg.run.eval_k,
+        "pass_at_k_before": hist["start"][f"eval/pass@{cfg.run.eval_k}"],
+        "pass_at_k_after": hist["final"][f"eval/pass@{cfg.run.eval_k}"],
+        "heldout_prompts": cfg.task.heldout_size,
+        "grpo_steps": cfg.run.steps,
+        "lora_rank": cfg.model.lora_rank,
+        "seconds_total": time.perf_counter() - t0,
+        "seed": seed,
+        "threads": torch.get_num_threads(),
+        "run_dir": str(out),
+    }
 
 
 def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) -> dict:
@@ -151,15 +213,28 @@ def main(argv: list[str]) -> int:
         prog="tempering demo", description="Pre-train a tiny model, GRPO on arithmetic, before/after table."
     )
     p.add_argument("overrides", nargs="*", help="pretrain.KEY=VALUE / train.KEY=VALUE overrides")
-    p.add_argument("--out", default="runs/demo", help="run folder (default runs/demo)")
+    p.add_argument("--out", default=None, help="run folder (default runs/demo, or runs/demo-MODEL)")
+    p.add_argument(
+        "--model",
+        choices=REAL_MODELS,
+        help="start from this pretrained model (GRPO through its chat template) instead of pre-training tiny-s",
+    )
     p.add_argument("--seed", type=int, nargs="+", default=[0], help="seed(s); several give a spread")
     p.add_argument("--results", metavar="DIR", help="write quickstart.md / quickstart.json into DIR")
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
+    if a.model and a.results:
+        raise UserError(
+            "--results writes the tiny quickstart's table; benchmarks/real_model.py writes the real model's"
+        )
+    base = Path(a.out or ("runs/demo" if not a.model else f"runs/demo-{a.model}"))
     rows = []
     for s in a.seed:
-        out = Path(a.out) if len(a.seed) == 1 else Path(a.out) / f"seed{s}"
-        r = run_demo(out, s, a.overrides, progress=not a.no_progress)
+        out = base if len(a.seed) == 1 else base / f"seed{s}"
+        if a.model:
+            r = run_real_demo(a.model, out, s, a.overrides, progress=not a.no_progress)
+        else:
+            r = run_demo(out, s, a.overrides, progress=not a.no_progress)
         rows.append(r)
         print_eval_table(
             {

