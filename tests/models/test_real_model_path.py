@@ -1,22 +1,9 @@
-"""A Qwen2 folder with a subword tokenizer and a chat template through every verb of the CLI."""
-
-import importlib.util
-from pathlib import Path
-
-import pytest
+"""A Qwen2 folder with a subword tokenizer and a chat template (every verb on a pretrained model:
+test_smollm2.py)."""
 
 from tempering.models import load_policy
 from tempering.models.chat import ChatFormat
 from tempering.models.toy_qwen import toy_qwen2
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("real_model", ROOT / "benchmarks" / "real_model.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_the_toy_qwen_folder_loads_like_a_real_one(tmp_path):
@@ -37,12 +24,3 @@ def test_the_toy_qwen_folder_loads_like_a_real_one(tmp_path):
         tok.decode(fmt.feedback_ids("wrong", "12+5="))
         == "\n<|im_start|>user\n\nwrong\n12+5=<|im_end|>\n<|im_start|>assistant\n"
     )
-
-
-@pytest.mark.slow
-def test_every_verb_runs_on_the_real_model_path(tmp_path):
-    pytest.importorskip("math_verify")
-    pytest.importorskip("peft")
-    out = _script().run_path(tmp_path)
-    assert (out["arch"], out["tokenizer"], out["chat_template"]) == ("Qwen2ForCausalLM", "bpe", True)
-    assert {"train", "train_multiturn", "distill", "eval", "resume", "lora"} <= set(out["verbs"])

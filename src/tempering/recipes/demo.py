@@ -60,7 +60,7 @@ REAL_GRPO = {
     "rollout": {"group_size": 8, "prompts_per_step": 8, "max_new_tokens": 12, "temperature": 1.0},
     "loss": {"advantage": "grpo"},
     "optim": {"lr": 1e-5},
-    "run": {"steps": 30, "eval_every": 10, "eval_k": 8, "checkpoint_every": 10},
+    "run": {"steps": 20, "eval_every": 10, "eval_k": 8, "checkpoint_every": 10},
 }
 
 

@@ -24,7 +24,8 @@ LossAgg = Literal[AGG_MODES]  # type: ignore[valid-type]
 
 class ModelSection(Schema):
     name: str = Field(
-        "tiny-s", description="Built-in tiny size (tiny-xs/s/m/l/xl) or a local Hugging Face model folder."
+        "tiny-s",
+        description="Built-in tiny size (tiny-xs/s/m/l/xl), a packaged model (smollm2-135m-instruct), a .gguf file or a local Hugging Face model folder.",
     )
     use_chat_template: bool | None = Field(
         None, description="Apply the tokenizer's chat template (default: when it has one)."
@@ -63,6 +64,11 @@ class TaskSection(Schema):
         ge=0,
         le=1,
         description="Share of a step's environment calls that may raise (user reward code, verifiers) before the run stops; the first error of each kind is shown.",
+    )
+    reward_timeout: float | None = Field(
+        300.0,
+        gt=0,
+        description="Seconds a user reward function may take on one batch of answers (task.family=dataset); a call that takes longer is an environment error naming the function (null = no limit).",
     )
 
 
