@@ -227,7 +227,7 @@ def parameters() -> int:
     from tempering.models import gguf
 
     with safe_open(str(Path(gguf.resolve(MODEL)) / "model.safetensors"), "pt") as f:
-        return sum(math.prod(f.get_slice(k).get_shape()) for k in f)
+        return sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())  # noqa: SIM118 - safe_open is not iterable
 
 
 def run_quickstart(work: Path, seeds: list[int]) -> dict[str, Any]:
