@@ -359,10 +359,7 @@ def main() -> int:
     a = ap.parse_args()
     import torch
 
-    old = Path(a.results) / "real_model.json"
-    out: dict[str, Any] = json.loads(old.read_text()) if a.only and old.is_file() else {}
-    out.setdefault("runs", {})
-    out["model"] = {"name": MODEL, "parameters": parameters()}
+    out: dict[str, Any] = {"runs": {}, "model": {"name": MODEL, "parameters": parameters()}}
     load0 = os.getloadavg()
     here = {
         "command": "python benchmarks/real_model.py " + " ".join(sys.argv[1:]),
@@ -377,6 +374,13 @@ def main() -> int:
     here["load"] = f"{load0[0]:.1f} / {os.getloadavg()[0]:.1f}"
     for part in ("verbs", "quickstart") if not a.only else (a.only,):
         out["runs"][part] = here  # each part's command, machine, matmul peak and load
+    old = Path(a.results) / "real_model.json"
+    if a.only and old.is_file():  # read now, not at the start: the other part may have finished meanwhile
+        prev = json.loads(old.read_text())
+        if prev.get("model") == out["model"]:
+            keep = ("verbs",) if a.only == "quickstart" else ("quickstart", "lora_vs_full")
+            out.update({k: prev[k] for k in keep if k in prev})
+            out["runs"] = {**prev.get("runs", {}), **out["runs"]}
     write(Path(a.results), out)
     print(json.dumps({"model": out["model"], "runs": out["runs"]}))
     return 0
