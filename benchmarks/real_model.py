@@ -327,17 +327,21 @@ def write(results: Path, out: dict[str, Any]) -> None:
             f"{lv['lora']['seconds_per_step']} s/step.",
             "",
         ]
-    lines += [
-        "## Every verb (2 prompts x 4 samples x 8 new tokens, sums of 1..6)",
-        "",
-        "Each verb in its own process: peak RSS is that process's; seconds per step is the loop's own "
-        "`step_seconds`, split into generation and update (the rest: scoring, i.e. reference and teacher "
-        "forwards, verification and logging).",
-        "",
-        "| verb | ran | steps | s / step | generation s | update s | process s | peak RSS MB |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for name, r in out["verbs"].items():
+    lines += (
+        []
+        if "verbs" not in out
+        else [
+            "## Every verb (2 prompts x 4 samples x 8 new tokens, sums of 1..6)",
+            "",
+            "Each verb in its own process: peak RSS is that process's; seconds per step is the loop's own "
+            "`step_seconds`, split into generation and update (the rest: scoring, i.e. reference and teacher "
+            "forwards, verification and logging).",
+            "",
+            "| verb | ran | steps | s / step | generation s | update s | process s | peak RSS MB |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+    )
+    for name, r in out.get("verbs", {}).items():
         lines.append(
             f"| {name} | {r['ran']} | {r.get('steps', '-')} | {r.get('seconds_per_step', '-')} | "
             f"{r.get('gen_seconds', '-')} | {r.get('update_seconds', '-')} | {r['seconds']} | {r['peak_rss_mb']} |"
