@@ -1,21 +1,39 @@
 """Reward functions for user datasets, all with TRL's signature
 `(prompts, completions, **columns) -> list[float]`, so TRL reward functions plug in unchanged:
-several per dataset with weights, called once per batch of answers, synchronous or async.
+several per dataset with weights, called once per batch of answers, synchronous or async, by keyword
+as TRL calls them (`prompts=`, `completions=`, one keyword per column).
+
+For a conversational dataset (TRL's format: the prompt is a list of `{"role", "content"}` messages)
+a user function gets TRL's conversational values: each prompt as its messages and each completion as
+`[{"role": "assistant", "content": text}]`. The built-in rewards compare completions as text.
 
 Built in: `exact`, `numeric` (last number), `regex`, `math` (numeric and symbolic equivalence of the
 final answer with math-verify) and `boxed` (a format reward).
+
+A user function runs in a thread of its own with a time limit (`task.reward_timeout`): a call that
+does not return in time is an environment error naming the function and where it was stuck, and the
+run goes on or stops by `task.max_error_rate`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import difflib
 import functools
+import hashlib
 import importlib
+import importlib.util
 import inspect
+import linecache
+import math
+import os
 import re
+import sys
 import threading
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tempering.errors import UserError
@@ -31,8 +49,25 @@ def _answers(columns: dict, n: int) -> list:
     return columns["answer"]
 
 
+def completion_text(completion: Any) -> str:
+    """A completion as text: a string as it is; TRL's conversational form (a list of messages, or one
+    message) as the content of its messages."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, dict):
+        return str(completion.get("content", ""))
+    if isinstance(completion, list):
+        return "".join(completion_text(m) for m in completion)
+    return str(completion)
+
+
+def _texts(completions: list) -> list[str]:
+    return [completion_text(c) for c in completions]
+
+
 def exact_match(prompts: list, completions: list[str], **columns) -> list[float]:
     """1 if the completion (stripped) equals the answer."""
+    completions = _texts(completions)
     return [float(c.strip() == str(a).strip()) for c, a in zip(completions, _answers(columns, len(completions)))]
 
 
@@ -43,6 +78,7 @@ def last_number(text: str) -> float | None:
 
 def numeric_match(prompts: list, completions: list[str], **columns) -> list[float]:
     """1 if the last number in the completion equals the answer (relative tolerance 1e-6)."""
+    completions = _texts(completions)
     out = []
     for c, a in zip(completions, _answers(columns, len(completions))):
         got, want = last_number(c), last_number(str(a))
@@ -52,6 +88,7 @@ def numeric_match(prompts: list, completions: list[str], **columns) -> list[floa
 
 def regex_match(prompts: list, completions: list[str], **columns) -> list[float]:
     """1 if the completion fully matches the `pattern` column (or, without one, the answer as a regex)."""
+    completions = _texts(completions)
     pats = columns.get("pattern") or _answers(columns, len(completions))
     return [float(re.fullmatch(str(p), c.strip(), flags=re.S) is not None) for c, p in zip(completions, pats)]
 
@@ -63,25 +100,45 @@ def final_answer(text: str) -> str:
     return text.rsplit("####", 1)[1].split("\n", 1)[0] if "####" in text else text
 
 
+_DEADLINE = threading.local()
+"""`active` is true in a thread that runs a reward function under `task.reward_timeout`."""
+
+
 @functools.cache
-def _math_verify():
-    """math-verify's parse and verify, run once without a time limit: the first call builds its grammars
-    (about 30x a later one), which on a busy machine could spend the limit meant for a completion."""
+def _math_verify(limit: int | None):
+    """math-verify's parse and verify, run once first with a generous limit: the first call builds its
+    grammars (about 30x a later one), which on a busy machine could spend the limit meant for a
+    completion."""
     try:
         from math_verify import parse, verify
     except ImportError as e:
         raise UserError("the math reward needs `pip install 'tempering[math]'` (math-verify)") from e
-    verify(parse("$1$", parsing_timeout=None), parse("$1$", parsing_timeout=None), timeout_seconds=None)
+    warm = None if limit is None else 60
+    verify(parse("$1$", parsing_timeout=warm), parse("$1$", parsing_timeout=warm), timeout_seconds=warm)
     return parse, verify
+
+
+def _math_limit() -> int | None:
+    """math-verify's own time limit (5 s a parse or a comparison). It uses SIGALRM, which only the main
+    thread may set; elsewhere none is possible and math-verify asks its caller to interrupt it instead.
+    Under `task.reward_timeout` the caller does, so math-verify is told its notice is not needed."""
+    if threading.current_thread() is threading.main_thread():
+        return 5
+    if getattr(_DEADLINE, "active", False):
+        import math_verify.grader
+        import math_verify.parser
+
+        math_verify.parser.TIMEOUT_WARNING_SHOWN = math_verify.grader.TIMEOUT_WARNING_SHOWN = True
+    return None
 
 
 def math_answer(prompts: list, completions: list[str], **columns) -> list[float]:
     """1 if the completion's final answer equals the answer, numerically or symbolically (`math-verify`:
     `\\boxed{}` first, then the last number or expression; `####` answers as in GSM8K; 1/2 = 0.5 =
     \\frac{2}{4}). Needs the `math` extra."""
-    parse, verify = _math_verify()
-    # math-verify's time limits use SIGALRM, which only the main thread may set
-    limit = 5 if threading.current_thread() is threading.main_thread() else None
+    completions = _texts(completions)
+    limit = _math_limit()
+    parse, verify = _math_verify(limit)
     out = []
     for c, a in zip(completions, _answers(columns, len(completions))):
         gold = parse(final_answer(str(a)), parsing_timeout=limit) or parse(
@@ -99,6 +156,7 @@ _BOXED = re.compile(r"\\boxed\{")
 
 def boxed_format(prompts: list, completions: list[str], **columns) -> list[float]:
     """1 if the completion puts an answer in `\\boxed{...}` (a format reward to pair with `math`)."""
+    completions = _texts(completions)
     return [float(_BOXED.search(c) is not None) for c in completions]
 
 
@@ -111,6 +169,21 @@ BUILTIN_REWARDS: dict[str, RewardFn] = {
 }
 
 
+BUILTIN_REWARDS: dict[str, RewardFn] = {
+    "exact": exact_match,
+    "numeric": numeric_match,
+    "regex": regex_match,
+    "math": math_answer,
+    "boxed": boxed_format,
+}
+
+_INLINE = {exact_match, numeric_match, regex_match, boxed_format}
+"""Built-ins that run on the event loop's thread (fast, no user code); `math` does too on the main
+thread, where math-verify can time itself."""
+
+DEFAULT_REWARD_TIMEOUT = 300.0
+
+
 @dataclass(frozen=True)
 class Reward:
     """One reward function of a dataset, its weight in the total, and the name it is logged under
@@ -120,20 +193,86 @@ class Reward:
     weight: float = 1.0
     name: str = ""
 
+    @property
+    def builtin(self) -> bool:
+        return self.fn in BUILTIN_REWARDS.values()
+
+
+def _import_file(path: Path, spec: str):
+    """The module a `./file.py:function` spec names, imported under its own name (so pickling its
+    functions works); its folder goes on the import path first, for the modules beside it."""
+    if not path.is_file():
+        raise UserError(f"reward {spec!r}: there is no file {path} (relative paths start at {os.getcwd()})")
+    digest = hashlib.blake2b(str(path.resolve()).encode(), digest_size=4).hexdigest()
+    name = f"_tempering_rewards_{path.stem}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    mod_spec = importlib.util.spec_from_file_location(name, path)
+    assert mod_spec is not None and mod_spec.loader is not None
+    mod = importlib.util.module_from_spec(mod_spec)
+    sys.modules[name] = mod
+    try:
+        mod_spec.loader.exec_module(mod)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return mod
+
+
+def _import_module(mod: str, spec: str):
+    """`package.module` of a spec, with the working directory on the import path (as `python -m` has
+    it), so `myrewards:fn` finds `./myrewards.py`."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.append(cwd)
+    try:
+        return importlib.import_module(mod)
+    except ModuleNotFoundError as e:
+        if e.name and mod.split(".")[0] == e.name.split(".")[0]:
+            raise UserError(
+                f"cannot import reward function {spec!r}: no module named {e.name!r} in the working directory "
+                f"({cwd}) or on the import path; give the file instead: reward=./path/to/{mod.replace('.', '/')}"
+                f".py:{spec.rpartition(':')[2]}"
+            ) from e
+        raise UserError(f"cannot import reward function {spec!r}: {e}") from e
+
 
 def resolve_reward(spec: str | RewardFn) -> RewardFn:
-    """A built-in name, `package.module:function`, or a callable."""
+    """A built-in name, `package.module:function` (the working directory is on the import path), a
+    file path `./myrewards.py:function`, or a callable."""
     if callable(spec):
         return spec
+    if not isinstance(spec, str):
+        raise UserError(
+            f"reward {spec!r} is a {type(spec).__name__}; give a name, 'module:function' or './file.py:function'"
+        )
     if spec in BUILTIN_REWARDS:
         return BUILTIN_REWARDS[spec]
     if ":" not in spec:
-        raise UserError(f"unknown reward {spec!r}; use one of {sorted(BUILTIN_REWARDS)} or 'package.module:function'")
-    mod, _, name = spec.partition(":")
+        raise UserError(
+            f"unknown reward {spec!r}; use one of {sorted(BUILTIN_REWARDS)}, 'package.module:function' or "
+            "'./file.py:function'"
+        )
+    mod, _, name = spec.rpartition(":")
     try:
-        fn = getattr(importlib.import_module(mod), name)
-    except (ImportError, AttributeError) as e:
-        raise UserError(f"cannot import reward function {spec!r}: {e}") from e
+        if mod.endswith(".py") or "/" in mod or os.sep in mod:
+            module = _import_file(Path(mod), spec)
+        else:
+            module = _import_module(mod, spec)
+    except UserError:
+        raise
+    except Exception as e:
+        where = "".join(traceback.format_exception_only(type(e), e)).strip()
+        raise UserError(f"cannot import reward function {spec!r}: importing {mod} raised {where}") from e
+    fn = getattr(module, name, None)
+    if fn is None:
+        have = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_"))
+        near = [k for k in have if k.lower() == name.lower()] or difflib.get_close_matches(name, have, 1)
+        hint = f"did you mean {near[0]!r}? " if near else ""
+        raise UserError(f"reward {spec!r}: {mod} has no {name!r}; {hint}its functions: {', '.join(have) or 'none'}")
     if not callable(fn):
         raise UserError(f"reward {spec!r} is not callable")
     return fn
@@ -161,59 +300,222 @@ def resolve_rewards(spec: str | RewardFn | list, weights: list[float] | None = N
 
 
 def _name(fn: RewardFn) -> str:
-    return getattr(fn, "__qualname__", repr(fn))
+    return getattr(fn, "__qualname__", None) or getattr(type(fn), "__qualname__", repr(fn))
 
 
-def _checked(fn: RewardFn, out, n: int) -> list[float | None]:
+def _short(x: Any, limit: int = 200) -> str:
+    r = repr(x)
+    return r if len(r) <= limit else r[: limit - 5] + "...'" if r[:1] in "'\"" else r[: limit - 3] + "..."
+
+
+def _sample(prompts: list, completions: list, i: int | None) -> str:
+    """The input of one completion, for an error message; `i` None: not known which of the batch."""
+    n = len(completions)
+    if i is None and n == 1:
+        i = 0
+    if i is None:
+        return f"on a batch of {n} completions; the first: prompt {_short(prompts[0])}, completion {_short(completions[0])}"
+    where = f"completion {i} of the batch of {n}: " if n > 1 else ""
+    return f"on {where}prompt {_short(prompts[i])}, completion {_short(completions[i])}"
+
+
+def _culprit(frames: list, completions: list) -> int | None:
+    """Which completion a batched call was working on: the innermost of `frames` whose locals hold one
+    of the completions (a loop variable of the function)."""
+    ids: dict[int, int] = {}
+    for i, c in enumerate(completions):
+        ids.setdefault(id(c), i)
+        if isinstance(c, list):  # TRL's conversational form: the message, and its text
+            for m in c:
+                ids.setdefault(id(m), i)
+                if isinstance(m, dict):
+                    ids.setdefault(id(m.get("content")), i)
+    for f in reversed(frames):
+        for v in f.f_locals.values():
+            if id(v) in ids:
+                return ids[id(v)]
+    return None
+
+
+def _tb_frames(e: BaseException) -> list:
+    return [f for f, _ in traceback.walk_tb(e.__traceback__)]
+
+
+def _stack_frames(thread: threading.Thread) -> list:
+    """A running thread's frames, outermost first."""
+    frame, out = sys._current_frames().get(thread.ident or -1), []
+    while frame is not None:
+        out.append(frame)
+        frame = frame.f_back
+    return out[::-1]
+
+
+def _checked(fn: RewardFn, out, prompts: list, completions: list) -> list[float | None]:
+    n = len(completions)
     out = list(out) if out is not None else []
     if len(out) != n:
         raise UserError(f"reward function {_name(fn)} returned {len(out)} values for {n} completions")
-    try:
-        return [None if x is None else float(x) for x in out]
-    except (TypeError, ValueError) as e:
-        raise UserError(f"reward function {_name(fn)} returned a non-number: {e}") from e
+    values: list[float | None] = []
+    for i, x in enumerate(out):
+        try:
+            v = None if x is None else float(x)
+        except (TypeError, ValueError) as e:
+            raise UserError(
+                f"reward function {_name(fn)} returned a non-number {_short(x)} {_sample(prompts, completions, i)}"
+            ) from e
+        if v is not None and not math.isfinite(v):
+            raise UserError(
+                f"reward function {_name(fn)} returned {v} {_sample(prompts, completions, i)}; rewards must be "
+                "finite numbers (None marks a completion the function does not judge)"
+            )
+        values.append(v)
+    return values
 
 
-def _raised(fn: RewardFn, e: Exception, prompts: list, completions: list[str]) -> UserError:
+def _raised(fn: RewardFn, e: BaseException, prompts: list, completions: list) -> UserError:
     return UserError(
-        f"reward function {_name(fn)} raised {type(e).__name__}: {e} (on prompt {prompts[0]!r}, "
-        f"completion {completions[0]!r})"
+        f"reward function {_name(fn)} raised {type(e).__name__}: {e} "
+        f"({_sample(prompts, completions, _culprit(_tb_frames(e), completions))})"
     )
 
 
-def call_reward(fn: RewardFn, prompts: list, completions: list[str], columns: dict[str, list]) -> list[float | None]:
-    """Call a (synchronous) reward and check what it returns; errors name the function and the first
-    sample. None marks a completion the function does not judge (as in TRL)."""
+class RewardTimeout(UserError):
+    """A reward function did not return within `task.reward_timeout`."""
+
+
+def _by_keyword(fn: RewardFn) -> bool:
+    """TRL calls reward functions by keyword (`prompts=`, `completions=`); a function whose parameters
+    have other names (`lambda p, c, **kw`) gets them by position."""
     try:
-        out = fn(prompts, completions, **columns)
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return "completions" in params and params["completions"].kind is not inspect.Parameter.POSITIONAL_ONLY
+
+
+def _invoke(fn: RewardFn, prompts: list, completions: list, columns: dict[str, list]):
+    if _by_keyword(fn):
+        return fn(**{**columns, "prompts": prompts, "completions": completions})
+    return fn(prompts, completions, **columns)
+
+
+def call_reward(fn: RewardFn, prompts: list, completions: list, columns: dict[str, list]) -> list[float | None]:
+    """Call a (synchronous) reward and check what it returns; errors name the function and the input
+    it failed on. None marks a completion the function does not judge (as in TRL)."""
+    try:
+        out = _invoke(fn, prompts, completions, columns)
     except Exception as e:
         raise _raised(fn, e, prompts, completions) from e
     if inspect.isawaitable(out):
         if inspect.iscoroutine(out):
             out.close()
         raise UserError(f"reward function {_name(fn)} is async; call it with call_reward_async")
-    return _checked(fn, out, len(completions))
+    return _checked(fn, out, prompts, completions)
+
+
+def _stuck_at(frames: list) -> str:
+    """Where a running call is: its innermost frame outside the standard library (the user's code)."""
+    lib = os.path.dirname(threading.__file__)
+    for f in reversed(frames):
+        if not os.path.abspath(f.f_code.co_filename).startswith(lib):
+            line = (linecache.getline(f.f_code.co_filename, f.f_lineno) or "").strip()
+            return f"; it is at {f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}: {line}"
+    return ""
+
+
+async def _in_thread(fn: RewardFn, prompts, completions, columns, timeout: float):
+    """Run a synchronous call in a daemon thread of its own and wait at most `timeout` seconds: a call
+    that hangs is left behind (a daemon thread never holds up the exit) and reported."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future = loop.create_future()
+
+    def settle(ok: bool, value) -> None:
+        if not fut.done():
+            (fut.set_result if ok else fut.set_exception)(value)
+
+    def run() -> None:
+        _DEADLINE.active = True
+        try:
+            result = (True, _invoke(fn, prompts, completions, columns))
+        except BaseException as e:  # handed to the awaiting side, which reports it
+            result = (False, e)
+        try:
+            loop.call_soon_threadsafe(settle, *result)
+        except RuntimeError:  # the loop is gone: the call had timed out already
+            pass
+
+    thread = threading.Thread(target=run, name=f"reward {_name(fn)}", daemon=True)
+    thread.start()
+    try:
+        return await asyncio.wait_for(asyncio.shield(fut), timeout)
+    except asyncio.TimeoutError:
+        fut.cancel()  # what the thread may still return goes nowhere
+        frames = _stack_frames(thread)
+        raise RewardTimeout(
+            f"reward function {_name(fn)} did not return within task.reward_timeout={timeout:g} s "
+            f"({_sample(prompts, completions, _culprit(frames, completions))}){_stuck_at(frames)}; fix "
+            "the function or raise task.reward_timeout"
+        ) from None
 
 
 async def call_reward_async(
-    fn: RewardFn, prompts: list, completions: list[str], columns: dict[str, list]
+    fn: RewardFn,
+    prompts: list,
+    completions: list,
+    columns: dict[str, list],
+    timeout: float | None = None,
 ) -> list[float | None]:
-    """`call_reward` for a synchronous or an async reward function."""
+    """`call_reward` for a synchronous or an async reward function. With a `timeout` (seconds) a
+    synchronous function runs in a thread of its own (so the event loop goes on meanwhile) and an async
+    one is cancelled; either way a late call raises `RewardTimeout`."""
+    inline = fn in _INLINE or (fn is math_answer and threading.current_thread() is threading.main_thread())
     try:
-        out = fn(prompts, completions, **columns)
+        if timeout is None or inline or inspect.iscoroutinefunction(fn):
+            out = _invoke(fn, prompts, completions, columns)
+        else:
+            out = await _in_thread(fn, prompts, completions, columns, timeout)
         if inspect.isawaitable(out):
-            out = await out
+            if timeout is None:
+                out = await out
+            else:
+                try:
+                    out = await asyncio.wait_for(out, timeout)
+                except asyncio.TimeoutError:
+                    raise RewardTimeout(
+                        f"reward function {_name(fn)} did not return within task.reward_timeout={timeout:g} s "
+                        f"({_sample(prompts, completions, None)}); fix the "
+                        "function or raise task.reward_timeout"
+                    ) from None
+    except RewardTimeout:
+        raise
     except Exception as e:
         raise _raised(fn, e, prompts, completions) from e
-    return _checked(fn, out, len(completions))
+    return _checked(fn, out, prompts, completions)
 
 
 async def score_batch(
-    rewards: list[Reward], prompts: list, completions: list[str], columns: dict[str, list]
+    rewards: list[Reward],
+    prompts: list,
+    completions: list,
+    columns: dict[str, list],
+    timeout: float | None = None,
+    texts: list[str] | None = None,
+    answers: list | None = None,
 ) -> list[dict[str, float]]:
     """Each reward function called once on the whole batch (async ones concurrently): per completion,
-    each function's value by name (None values left out)."""
-    values = await asyncio.gather(*(call_reward_async(r.fn, prompts, completions, columns) for r in rewards))
+    each function's value by name (None values left out). The built-ins get `texts` (the completions as
+    text) and, when the dataset has no `answer` column, `answers` as one."""
+    builtin_cols = columns
+    if answers is not None and "answer" not in columns:
+        builtin_cols = {**columns, "answer": answers}
+    texts = texts if texts is not None else _texts(completions)
+
+    def call(r: Reward):
+        if r.builtin:
+            return call_reward_async(r.fn, prompts, texts, builtin_cols, timeout)
+        return call_reward_async(r.fn, prompts, completions, columns, timeout)
+
+    values = await asyncio.gather(*(call(r) for r in rewards))
     return [{r.name: v[i] for r, v in zip(rewards, values) if v[i] is not None} for i in range(len(completions))]
 
 
@@ -222,23 +524,38 @@ def total(rewards: list[Reward], parts: dict[str, float]) -> float:
     return sum(r.weight * parts[r.name] for r in rewards if r.name in parts)
 
 
+@dataclass
+class _Pending:
+    prompt: Any
+    """The prompt as the reward functions see it: text, or a conversation's messages."""
+    completion: str
+    columns: dict[str, Any]
+    answer: Any
+    future: asyncio.Future
+
+
 class RewardBatcher:
     """Gathers the answers verified together (one turn of a rollout batch: the rollout engine starts
     every environment's `step` at once) into one call of each reward function, TRL's way: lists of
     prompts and completions, and each dataset column as a list."""
 
-    def __init__(self, rewards: list[Reward]):
+    def __init__(self, rewards: list[Reward], timeout: float | None = DEFAULT_REWARD_TIMEOUT):
         self.rewards = rewards
-        self.pending: list[tuple[str, str, dict[str, Any], asyncio.Future]] = []
+        self.timeout = timeout
+        """Seconds a user reward function may take on one batch (None: no limit)."""
+        self.pending: list[_Pending] = []
         self.loop: asyncio.AbstractEventLoop | None = None
         self.flushes: set[asyncio.Task] = set()
 
-    async def score(self, prompt: str, completion: str, columns: dict[str, Any]) -> dict[str, float]:
+    async def score(
+        self, prompt: Any, completion: str, columns: dict[str, Any], answer: Any = None
+    ) -> dict[str, float]:
+        """`prompt`: text, or a conversation (its `messages` are what the functions get)."""
         loop = asyncio.get_running_loop()
         if loop is not self.loop:  # a new event loop (each asyncio.run): nothing pending belongs to it
             self.loop, self.pending = loop, []
         fut = loop.create_future()
-        self.pending.append((prompt, completion, columns, fut))
+        self.pending.append(_Pending(getattr(prompt, "messages", prompt), completion, columns, answer, fut))
         if len(self.pending) == 1:
             task = loop.create_task(self._flush())
             self.flushes.add(task)
@@ -251,15 +568,23 @@ class RewardBatcher:
             n = len(self.pending)
             await asyncio.sleep(0)
         batch, self.pending = self.pending, []
-        keys = list(dict.fromkeys(k for _, _, cols, _ in batch for k in cols))
-        columns = {k: [cols.get(k) for _, _, cols, _ in batch] for k in keys}
+        keys = list(dict.fromkeys(k for b in batch for k in b.columns))
+        columns = {k: [b.columns.get(k) for b in batch] for k in keys}
+        prompts = [b.prompt for b in batch]
+        texts = [b.completion for b in batch]
+        # TRL's conversational form of a completion: one assistant message
+        completions = [
+            [{"role": "assistant", "content": b.completion}] if isinstance(b.prompt, list) else b.completion
+            for b in batch
+        ]
+        answers = [b.answer for b in batch]
         try:
-            parts = await score_batch(self.rewards, [b[0] for b in batch], [b[1] for b in batch], columns)
+            parts = await score_batch(self.rewards, prompts, completions, columns, self.timeout, texts, answers)
         except BaseException as e:  # every waiting step raises it
-            for *_, fut in batch:
-                if not fut.done():
-                    fut.set_exception(e)
+            for b in batch:
+                if not b.future.done():
+                    b.future.set_exception(e)
             return
-        for (*_, fut), p in zip(batch, parts):
-            if not fut.done():
-                fut.set_result(p)
+        for b, p in zip(batch, parts):
+            if not b.future.done():
+                b.future.set_result(p)

@@ -6,9 +6,33 @@ feedback message are encoded, and appended after what was sampled.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
+
+from tempering.errors import UserError
 
 _MARK = "\x00TEMPERING_ANSWER\x00"
+
+
+class Conversation(str):
+    """A chat prompt (TRL's conversational format): a list of `{"role", "content"}` messages. As text it
+    is their JSON (what logs and sample files show, and what makes two prompts equal), so it goes
+    wherever a prompt goes; `ChatFormat` renders its `messages` with the chat template."""
+
+    messages: list[dict[str, Any]]
+
+    def __new__(cls, messages: list[dict[str, Any]]):
+        s = super().__new__(cls, json.dumps(messages, ensure_ascii=False))
+        s.messages = messages
+        return s
+
+    def __getnewargs__(self):  # type: ignore[override]  # pickles and copies rebuild it from its messages
+        return (self.messages,)
+
+    @property
+    def last_user_text(self) -> str:
+        return next((str(m["content"]) for m in reversed(self.messages) if m["role"] == "user"), "")
 
 
 @dataclass
@@ -28,18 +52,37 @@ class ChatFormat:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def _messages(self, prompt: str) -> list[dict]:
-        sys = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return sys + [{"role": "user", "content": prompt}]
+        """The prompt's messages: a conversation's own (the system prompt first, unless it has its own
+        system message), or one user message."""
+        own = list(prompt.messages) if isinstance(prompt, Conversation) else [{"role": "user", "content": prompt}]
+        has_system = any(m["role"] == "system" for m in own)
+        sys = [{"role": "system", "content": self.system_prompt}] if self.system_prompt and not has_system else []
+        return sys + own
 
     def prompt_ids(self, prompt: str) -> list[int]:
+        if isinstance(prompt, Conversation) and not self.use_chat_template:
+            raise UserError(
+                "the prompts are chat messages (TRL's conversational format) and "
+                + (
+                    "model.use_chat_template is false"
+                    if getattr(self.tokenizer, "chat_template", None)
+                    else "the model's tokenizer has no chat template"
+                )
+                + ": use a model with a chat template (an instruct model), or give the prompts as text"
+            )
         if not self.use_chat_template:
             return self._encode(prompt)
-        text = self.tokenizer.apply_chat_template(self._messages(prompt), add_generation_prompt=True, tokenize=False)
+        msgs = self._messages(prompt)
+        if msgs[-1]["role"] == "assistant":  # a started answer (TRL: the model continues it)
+            text = self.tokenizer.apply_chat_template(msgs, continue_final_message=True, tokenize=False)
+        else:
+            text = self.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
         return self._encode(text)
 
     def feedback_ids(self, feedback: str, prompt: str) -> list[int]:
         """Tokens between the end of the policy's answer and the start of its next answer."""
-        message = self.feedback_template.format(feedback=feedback, prompt=prompt)
+        shown = prompt.last_user_text if isinstance(prompt, Conversation) else prompt
+        message = self.feedback_template.format(feedback=feedback, prompt=shown)
         if not self.use_chat_template:
             return self._encode(message)
         msgs = self._messages(prompt) + [{"role": "assistant", "content": _MARK}, {"role": "user", "content": message}]

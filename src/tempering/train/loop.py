@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from tempering.envs.base import TaskFamily
-from tempering.envs.registry import make_family
+from tempering.envs.registry import make_family, set_reward_timeout
 from tempering.errors import UserError
 from tempering.evaluation import evaluate
 from tempering.metrics import reward_parts
@@ -149,6 +149,7 @@ class Trainer:
             torch.set_num_threads(cfg.run.threads)
         torch.manual_seed(cfg.run.seed)
         self.family = family or make_family(cfg.task.family, **cfg.task.args)
+        set_reward_timeout(self.family, cfg.task.reward_timeout)
         train_tasks = self.family.tasks("train", cfg.task.train_size, seed=cfg.task.data_seed)
         heldout_tasks = self.family.tasks("heldout", cfg.task.heldout_size, seed=cfg.task.data_seed)
         if not train_tasks:
