@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -70,6 +71,8 @@ def overrides(model: str) -> list[str]:
 
 
 def warm_start(work: Path) -> str:
+    if (work / "pretrain" / "model" / "model.safetensors").is_file():  # kept in --work from an earlier run
+        return str(work / "pretrain" / "model")
     r = cli(
         "pretrain",
         "model.name=tiny-xs",
@@ -283,6 +286,598 @@ def bad_inputs(model: str, work: Path) -> list[dict]:
     return out, written
 
 
+# ---- faults across processes ---------------------------------------------------------------------
+FAULT_STEPS = 4
+"""Steps of a fault trial's run (a checkpoint after each; the fault strikes during step 3)."""
+BASE = [
+    "task.args.min_value=0",
+    "task.args.max_value=30",
+    "task.train_size=200",
+    "task.heldout_size=4",
+    "rollout.group_size=4",
+    "rollout.prompts_per_step=4",
+    "rollout.max_new_tokens=4",
+    "optim.lr=1e-3",
+    f"run.steps={FAULT_STEPS}",
+    "run.eval_every=0",
+    "run.eval_k=1",
+    "run.checkpoint_every=1",
+    "run.keep_checkpoints=5",
+    "run.progress=false",
+    "run.threads=1",
+    "run.tensorboard=false",
+]
+FAULT_KEYS = ("reward", "success", "policy_loss", "entropy", "grad_norm", "response_len")
+SERVERS = Path(__file__).with_name("fault_servers.py")
+
+
+def descendants(root: int) -> dict[int, str]:
+    """pid -> command line of every live process below `root` (zombies left out)."""
+    procs: dict[int, tuple[int, str]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, ppid = stat.read_text().rsplit(")", 1)[1].split()[:2]
+            cmd = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if state not in "ZX":
+            procs[int(stat.parent.name)] = (int(ppid), cmd)
+    out, frontier = {}, [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, cmd) in procs.items():
+            if ppid == parent and pid not in out:
+                out[pid] = cmd
+                frontier.append(pid)
+    return out
+
+
+def environ_has(pid: int, entry: str) -> bool:
+    try:
+        return entry.encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
+def fault_metrics(run: Path) -> dict[int, dict]:
+    if not (run / "metrics.jsonl").is_file():
+        return {}
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    return {r["step"]: r for r in rows if "reward" in r}
+
+
+def same_fault_run(run: Path, ref: Path) -> bool:
+    a, b = fault_metrics(ref), fault_metrics(run)
+    if sorted(b) != list(range(1, FAULT_STEPS + 1)) or sorted(a) != sorted(b):
+        return False
+    ok = all(abs(a[s][k] - b[s][k]) <= 1e-6 * max(1.0, abs(a[s][k])) for s in a for k in FAULT_KEYS if k in a[s])
+    return ok and weights_digest(run) == weights_digest(ref)
+
+
+def newest_intact(run: Path) -> str | None:
+    from tempering.train.checkpoint import damage as check
+
+    kept = sorted((run / "checkpoints").glob("step_*"), key=lambda q: int(q.name[5:]))
+    return kept[-1].name if kept and check(kept[-1]) is None else None
+
+
+class Server:
+    """A stand-in vLLM or teacher server (benchmarks/fault_servers.py) on a port of its own."""
+
+    def __init__(self, model: str, port: int, log: Path):
+        self.model, self.port, self.log = model, port, log
+        self.url = f"http://127.0.0.1:{port}"
+        self.p: subprocess.Popen | None = None
+
+    def start(self) -> Server:
+        self.log.write_text("")
+        self.p = subprocess.Popen(
+            [PY, str(SERVERS), self.model, str(self.port), str(self.log)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        import urllib.request
+
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(self.url + "/v1/models", timeout=1).read()
+                return self
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"the stand-in server on port {self.port} did not start")
+
+    def requests(self) -> int:
+        return sum(1 for ln in self.log.read_text().splitlines() if ln.endswith("/v1/completions"))
+
+    def stop(self) -> None:
+        if self.p is not None and self.p.poll() is None:
+            os.killpg(self.p.pid, signal.SIGKILL)
+            self.p.wait()
+
+
+def fault_kinds(model: str, work: Path) -> dict[str, dict]:
+    """Each fault: how a run is launched and resumed, what kills what, and the line that must name it."""
+    launch = [PY, "-m", "tempering.cli", "launch", "--standalone", "--nproc-per-node=2"]
+    train = [PY, "-m", "tempering.cli", "train"]
+    arith = [f"model.name={model}", *BASE]
+
+    def vllm(url: str, extra=()) -> list[str]:
+        return [
+            *arith,
+            "rollout.backend=vllm",
+            "rollout.vllm.mode=server",
+            f"rollout.vllm.url={url}",
+            "rollout.vllm.timeout_s=5",
+            *extra,
+        ]
+
+    def teacher(url: str) -> list[str]:
+        return [
+            *arith,
+            f"teacher.server={url}",
+            "teacher.served_model=teacher",
+            f"teacher.tokenizer={model}",
+            "teacher.top_n=4",
+            "teacher.timeout_s=5",
+        ]
+
+    miniwob = [
+        "model.name=tiny-xs",
+        "task.family=miniwob",
+        "task.args={names: [click-test, click-button], max_steps: 2}",
+        "task.train_size=20",
+        "task.heldout_size=2",
+        "rollout.group_size=2",
+        "rollout.prompts_per_step=2",
+        "rollout.max_new_tokens=8",
+        "rollout.max_turns=2",
+        "rollout.truncate_prompts=true",
+        "rollout.max_context_tokens=512",
+        *[x for x in BASE if x.startswith("run.")],
+    ]
+
+    def kill_rank(p, server):
+        rank1 = [
+            pid
+            for pid, cmd in descendants(p.pid).items()
+            if "tempering.distributed" in cmd and environ_has(pid, "RANK=1")
+        ]
+        os.kill(rank1[0], signal.SIGKILL)
+        return f"rank 1 (pid {rank1[0]})"
+
+    def kill_ray_worker(p, server):
+        deadline = time.time() + 60
+        while time.time() < deadline:  # the worker's process title while it samples a batch
+            busy = [pid for pid, cmd in descendants(p.pid).items() if cmd.startswith("ray::_RolloutWorker.sample")]
+            if busy:
+                os.kill(busy[0], signal.SIGKILL)
+                return f"Ray worker pid {busy[0]} mid-batch"
+            time.sleep(0.01)
+        raise RuntimeError("no Ray rollout worker was seen sampling")
+
+    def in_request(server, how):
+        seen = server.requests()
+        deadline = time.time() + 60
+        while server.requests() == seen and time.time() < deadline:
+            time.sleep(0.01)
+        os.killpg(server.p.pid, how)  # the request is in flight: the server answers after DELAY_S
+        return f"server pid {server.p.pid} ({signal.Signals(how).name} mid-request)"
+
+    def kill_server(p, server):
+        return in_request(server, signal.SIGKILL)
+
+    def hang_server(p, server):
+        return in_request(server, signal.SIGSTOP)
+
+    def kill_browser(p, server):
+        drivers = [pid for pid, cmd in descendants(p.pid).items() if "chromedriver" in cmd.split(" ")[0]]
+        os.kill(drivers[0], signal.SIGKILL)
+        return f"chromedriver pid {drivers[0]}"
+
+    return {
+        "torchrun_rank": {
+            "start": lambda out, url: [*launch, "train", *arith, f"run.out_dir={out}"],
+            "resume": lambda out, url: [*launch, "train", "--resume", str(out)],
+            "kill": kill_rank,
+            "names": r"error: rank 1 \(pid \d+\) died \(killed by SIGKILL\)",
+        },
+        "ray_worker": {
+            "start": lambda out, url: [
+                *train,
+                *arith,
+                "rollout.backend=ray",
+                "rollout.ray.num_workers=2",
+                "rollout.ray.num_cpus_per_worker=0.5",
+                f"run.out_dir={out}",
+            ],
+            "kill": kill_ray_worker,
+            "names": r"error: Ray rollout worker [12] of 2 died mid-batch",
+        },
+        "vllm_server_killed": {
+            "server": True,
+            "start": lambda out, url: [*train, *vllm(url), f"run.out_dir={out}"],
+            "kill": kill_server,
+            "names": r"error: cannot reach the vLLM server at http://127\.0\.0\.1:\d+",
+        },
+        "vllm_server_hung": {
+            "server": True,
+            "start": lambda out, url: [*train, *vllm(url), f"run.out_dir={out}"],
+            "kill": hang_server,
+            "names": r"error: the vLLM server at http://127\.0\.0\.1:\d+ did not answer /v1/completions within",
+        },
+        "async_producer_sampler": {
+            "server": True,
+            "start": lambda out, url: [
+                *train,
+                *vllm(url, ["rollout.async_steps=1", "loss.rollout_correction=tis"]),
+                f"run.out_dir={out}",
+            ],
+            "kill": kill_server,
+            "names": r"error: cannot reach the vLLM server at http://127\.0\.0\.1:\d+",
+        },
+        "teacher_server_killed": {
+            "server": True,
+            "start": lambda out, url: [PY, "-m", "tempering.cli", "distill", *teacher(url), f"run.out_dir={out}"],
+            "resume": lambda out, url: [PY, "-m", "tempering.cli", "distill", "--resume", str(out)],
+            "kill": kill_server,
+            "names": r"error: could not reach the teacher server at http://127\.0\.0\.1:\d+",
+        },
+        "teacher_server_hung": {
+            "server": True,
+            "start": lambda out, url: [PY, "-m", "tempering.cli", "distill", *teacher(url), f"run.out_dir={out}"],
+            "resume": lambda out, url: [PY, "-m", "tempering.cli", "distill", "--resume", str(out)],
+            "kill": hang_server,
+            "names": r"error: the teacher server at http://127\.0\.0\.1:\d+ did not answer within",
+        },
+        "browser_death": {
+            "start": lambda out, url: [*train, *miniwob, f"run.out_dir={out}"],
+            "kill": kill_browser,
+            "names": r"error: .*BrowserDied: the browser serving this window died \(Chromium \(chromedriver pid \d+\): "
+            r"connection (refused|reset by peer)\)",
+        },
+    }
+
+
+def run_fault(name: str, kind: dict, model: str, work: Path, trial: int, port: int) -> dict:
+    """One run of `kind` (trial < 0: the uninterrupted reference), killed by its fault during step 3, then
+    resumed; the stop must be one line naming the dead part, the newest checkpoint intact, the resumed run
+    equal to the reference."""
+    out = work / f"fault_{name}_{trial}" if trial >= 0 else work / f"fault_{name}_reference"
+    server = Server(model, port, work / f"server_{name}_{trial}.log") if kind.get("server") else None
+    url = server.start().url if server else ""
+    resume = kind.get("resume") or (lambda o, u: [*kind["start"](o, u)[:4], "--resume", str(o)])
+    try:
+        if trial < 0:
+            if (out / "final" / "model.safetensors").is_file():  # kept in --work from an earlier run
+                return {"seconds": 0}
+            r = subprocess.run(kind["start"](out, url), capture_output=True, text=True, timeout=900)
+            if r.returncode:
+                raise RuntimeError(f"{name}: the reference run failed: {r.stderr[-3000:]}")
+            return {"seconds": 0}
+        p = subprocess.Popen(
+            kind["start"](out, url),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        deadline = time.time() + 600
+        while not (out / "checkpoints" / "step_2").is_dir() and p.poll() is None and time.time() < deadline:
+            time.sleep(0.02)
+        what = kind["kill"](p, server) if p.poll() is None else "nothing: the run ended first"
+        try:
+            _, err = p.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            _, err = p.communicate()
+        lines = [ln for ln in err.strip().splitlines() if ln.strip() and not ln.startswith("warning:")]
+        last = lines[-1] if lines else ""
+        recovered = p.returncode == 0 and (out / "final" / "model.safetensors").is_file()
+        clear_stop = p.returncode != 0 and bool(re.search(kind["names"], last)) and last.startswith("tempering")
+        intact = newest_intact(out)
+        if server is not None:  # a fresh server for the resumed run, on the same address
+            server.stop()
+            server.start()
+        resumed = None
+        ref = work / f"fault_{name}_reference"
+        if clear_stop:
+            r = subprocess.run(resume(out, url), capture_output=True, text=True, timeout=900)
+            resumed = r.returncode == 0 and same_fault_run(out, ref)
+        elif recovered:  # it went on by itself (e.g. a new browser): it must still end as the reference did
+            resumed = same_fault_run(out, ref)
+        return {
+            "trial": trial,
+            "fault": what,
+            "exit": p.returncode,
+            "last_line": last.replace(str(work), "WORK")[:400],
+            "recovered": recovered,
+            "clear_stop": clear_stop,
+            "checkpoint_intact": intact,
+            "resumed_exactly": bool(resumed) if resumed is not None else None,
+        }
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def faults(model: str, work: Path, trials: int, jobs: int, only: list[str] | None = None) -> dict[str, dict]:
+    kinds = {k: v for k, v in fault_kinds(model, work).items() if not only or k in only}
+    out: dict[str, dict] = {}
+    for n, (name, kind) in enumerate(kinds.items()):
+        t0 = time.time()
+        run_fault(name, kind, model, work, -1, 18100 + 20 * n)
+        with ThreadPoolExecutor(jobs) as pool:
+            rows = list(pool.map(lambda i: run_fault(name, kind, model, work, i, 18101 + 20 * n + i), range(trials)))
+        out[name] = {
+            "trials": len(rows),
+            "clear_stop_or_recovered": sum(r["clear_stop"] or r["recovered"] for r in rows),
+            "resumed_exactly": sum(bool(r["resumed_exactly"]) for r in rows),
+            "checkpoint_intact": sum(r["checkpoint_intact"] is not None for r in rows),
+            "seconds": time.time() - t0,
+            "runs": rows,
+        }
+        print(name, {k: v for k, v in out[name].items() if k != "runs"}, flush=True)
+    return out
+
+
+def policy_versions(model: str, n: int) -> list[dict]:
+    """The warm-start weights and those after each of `n` small updates (AdamW, lr 1e-3, as in the runs)."""
+    import torch
+
+    from tempering.models import load_policy
+
+    m, tok = load_policy(model)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+    batch = torch.tensor([tok.encode(f"{a}+{b}={a + b}", add_special_tokens=False)[:6] for a, b in [(13, 4), (12, 9)]])
+    out = [{k: v.detach().clone() for k, v in m.state_dict().items()}]
+    for _ in range(n):
+        loss = m(input_ids=batch, labels=batch).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        out.append({k: v.detach().clone() for k, v in m.state_dict().items()})
+    return out
+
+
+def sync_checks(model: str, work: Path, trials: int) -> dict:
+    """Silent sync failures injected into each kind of separate sampler: the sampler acknowledges the sync
+    and keeps the weights of the version before (one update behind, the hardest case to see). Each must
+    be caught, naming both versions, and every sync that did happen must pass."""
+    import copy
+
+    from tempering.models import load_policy
+    from tempering.rollout.sampler import HFSampler
+    from tempering.rollout.sync import SyncError
+    from tempering.rollout.vllm_sampler import VLLMSampler, VLLMSection
+
+    versions = policy_versions(model, trials)
+    base, tok = load_policy(model)
+    rows = []
+
+    def trial(kind: str, sampler, sync, break_sync) -> None:
+        for v in range(1, trials + 1):
+            sync(sampler, v - 1)  # a sync that happens: it must pass
+            undo = break_sync(sampler)
+            try:
+                sync(sampler, v)
+                caught, message = False, ""
+            except SyncError as e:
+                caught, message = True, str(e)
+            finally:
+                undo()
+            named = f"update {v - 1}" in message and f"update {v}" in message
+            rows.append({"sampler": kind, "version": v, "caught": caught, "names_both": named, "error": message[:300]})
+
+    def model_at(v: int):
+        m = copy.deepcopy(base)
+        m.load_state_dict(versions[v])
+        return m
+
+    def skip(obj, attr: str, fake):
+        real = getattr(obj, attr)
+        setattr(obj, attr, fake)
+        return lambda: setattr(obj, attr, real)
+
+    # the asynchronous producer's own copy
+    trial(
+        "async_producer",
+        HFSampler(copy.deepcopy(base), tok),
+        lambda s, v: s.load_weights(versions[v], version=v),
+        lambda s: skip(s.model, "load_state_dict", lambda weights: None),
+    )
+    # a vLLM server (the stand-in: the engine's probe log-probs from a tiny model on the CPU)
+    server = Server(model, 18090, work / "server_sync.log").start()
+    try:
+        options = VLLMSection(mode="server", url=server.url, sync_dir=str(work / "sync_vllm"))
+        trial(
+            "vllm_server",
+            VLLMSampler(model, tok, options=options),
+            lambda s, v: s.sync_weights(model_at(v), version=v),
+            lambda s: skip(s.engine, "load", lambda weights: None),
+        )
+    finally:
+        server.stop()
+    # Ray rollout workers: the second of two misses the weights
+    import ray
+
+    from tempering.rollout.ray_workers import RaySampler
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        pool = RaySampler(copy.deepcopy(base), tok, num_workers=2, num_cpus_per_worker=0.5)
+
+        def first_only(s):
+            def push(ref):
+                ray.get(s.workers[0].load_weights.remote(ref))
+
+            return skip(s, "_push", push)
+
+        trial("ray_workers", pool, lambda s, v: s.sync_weights(model_at(v), version=v), first_only)
+        pool.shutdown()
+    finally:
+        ray.shutdown()
+    by = {k: [r for r in rows if r["sampler"] == k] for k in ("async_producer", "vllm_server", "ray_workers")}
+    return {
+        "injected_mismatches": len(rows),
+        "caught": sum(r["caught"] for r in rows),
+        "named_both_versions": sum(r["names_both"] for r in rows),
+        "clean_syncs_passed": len(rows),  # each trial's first sync raised nothing, or the trial would have failed
+        "per_sampler": {k: {"injected": len(v), "caught": sum(r["caught"] for r in v)} for k, v in by.items()},
+        "runs": rows,
+    }
+
+
+def kernel_worker(work: Path, trials: int) -> dict:
+    """The warm kernel verification worker SIGKILLed while a candidate runs in it: the verifier must charge
+    that candidate (crashed, naming the worker) and verify the next on a fresh worker (a recovery inside
+    the run: no training state is lost, so there is nothing to resume)."""
+    import asyncio
+    from dataclasses import replace
+
+    from tempering.envs.kernels import KernelVerifier, VerifyConfig
+    from tempering.envs.kernels.hacks import RELU_PROBLEM, _sub
+    from tempering.envs.kernels.problems import Problem
+    from tempering.sandbox import Sandbox
+
+    relu = _sub("        y = torch.empty_like(x)\n        self.lib.relu(x, y, x.numel())\n        return y")
+    slow = relu.replace("from ckernel import load_c\n", "from ckernel import load_c\nimport time\ntime.sleep(4)\n")
+    cfg = VerifyConfig(seeds=1, signed_trials=1, warmup=1, timed_runs=3, compile_baseline="off", memory_mb=8192)
+    v = KernelVerifier(replace(cfg, static_checks=False, cache_dir=str(work / "kernel-cache")), sandbox=Sandbox())
+    problem = Problem(name="rand_relu", source=RELU_PROBLEM)
+    me = os.getpid()
+
+    def workers() -> list[int]:
+        found = {pid: cmd for pid, cmd in descendants(me).items() if "worker.py" in cmd}
+        parents = {pid: int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) for pid in found}
+        return [pid for pid in found if parents[pid] not in found]  # the warm worker, not its candidate
+
+    async def killer() -> str:
+        for _ in range(600):
+            await asyncio.sleep(0.05)
+            if workers() and any("worker.py" in c for p, c in descendants(workers()[0]).items()):
+                pid = workers()[0]
+                os.kill(pid, signal.SIGKILL)
+                return f"warm worker pid {pid} mid-candidate"
+        return "no candidate was seen running"
+
+    rows = []
+    for i in range(trials):
+
+        async def go():
+            first = await v.verify(problem, relu, mode="verify")  # a warm worker is up
+            victim = asyncio.ensure_future(v.verify(problem, slow, mode="verify"))
+            what = await killer()
+            charged = await victim
+            after = await v.verify(problem, relu, mode="verify")
+            return first, what, charged, after
+
+        first, what, charged, after = asyncio.run(go())
+        named = charged.status == "crashed" and "worker died" in (charged.message or "")
+        rows.append(
+            {
+                "trial": i,
+                "fault": what,
+                "last_line": f"{charged.status}: {charged.message}"[:400],
+                "recovered": bool(first.correct and named and after.correct),
+                "clear_stop": False,
+                "checkpoint_intact": None,
+                "resumed_exactly": None,
+            }
+        )
+    return {
+        "trials": len(rows),
+        "clear_stop_or_recovered": sum(r["recovered"] for r in rows),
+        "resumed_exactly": None,
+        "checkpoint_intact": None,
+        "note": "recovered inside the run (the candidate charged, the next one on a fresh worker): nothing to resume",
+        "runs": rows,
+    }
+
+
+def reward_timeouts(work: Path, trials: int) -> dict | None:
+    """A reward function that hangs, under `task.reward_timeout` (None: this version has no such key)."""
+    r = cli("config", "train")
+    if "task.reward_timeout" not in r.stdout:
+        return None
+    folder = work / "reward_timeouts"
+    folder.mkdir(exist_ok=True)
+    (folder / "data.jsonl").write_text(
+        "".join(json.dumps({"prompt": f"{a}+{b}=", "answer": str(a + b)}) + "\n" for a in range(8) for b in range(5))
+    )
+    (folder / "hang.py").write_text(
+        "import time\n\n\n"
+        "def always(prompts, completions, **kw):\n    time.sleep(3600)\n\n\n"
+        "def on_sevens(prompts, completions, **kw):\n"
+        "    if any(p.startswith('7+') for p in prompts):\n        time.sleep(3600)\n"
+        "    return [0.0 for _ in completions]\n"
+    )
+    rows = []
+    for i in range(trials):  # even: every call hangs (the run stops); odd: a few hang (the run goes on)
+        fn = "always" if i % 2 == 0 else "on_sevens"
+        argv = [
+            "train",
+            "model.name=tiny-xs",
+            "task.family=dataset",
+            f"task.args.train={folder / 'data.jsonl'}",
+            f"task.args.reward={folder / 'hang.py'}:{fn}",
+            "task.reward_timeout=1",
+            f"task.max_error_rate={0.02 if fn == 'always' else 1.0}",
+            "task.train_size=40",
+            "task.heldout_size=4",
+            "rollout.group_size=2",
+            "rollout.prompts_per_step=4",
+            "rollout.max_new_tokens=3",
+            "run.steps=3",
+            "run.eval_every=0",
+            "run.checkpoint_every=0",
+            "run.progress=false",
+            "run.tensorboard=false",
+            "run.threads=1",
+            f"run.out_dir={folder / f'run_{i}'}",
+        ]
+        t0 = time.time()
+        r = cli(*argv, timeout=600)
+        lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip() and not ln.startswith("warning:")]
+        last = lines[-1] if lines else ""
+        named = fn in r.stderr and "reward_timeout" in r.stderr
+        if fn == "always":
+            handled = r.returncode == 2 and named and last.startswith("tempering") and "Traceback" not in r.stderr
+        else:
+            handled = r.returncode == 0 and named and (folder / f"run_{i}" / "final" / "model.safetensors").is_file()
+        rows.append(
+            {
+                "trial": i,
+                "reward": fn,
+                "exit": r.returncode,
+                "seconds": time.time() - t0,
+                "handled": handled,
+                "last_line": last.replace(str(work), "WORK")[:400],
+            }
+        )
+    return {"trials": len(rows), "handled": sum(r["handled"] for r in rows), "runs": rows}
+
+
+def processes(model: str, work: Path, a) -> dict:
+    """The faults across processes, the weight-sync checks (and reward timeouts, where the key exists)."""
+    load = [f"{x:.2f}" for x in os.getloadavg()]
+    only = [x for x in a.faults.split(",") if x] or None
+    out = {
+        "faults_load_at_start": load,
+        "faults": faults(model, work, a.fault_trials, a.jobs, only),
+    }
+    if not only or "kernel_worker" in only:
+        t0 = time.time()
+        out["faults"]["kernel_worker"] = kernel_worker(work, a.fault_trials) | {"seconds": time.time() - t0}
+    out |= {
+        "sync_checks": sync_checks(model, work, a.sync_trials),
+    }
+    timeouts = reward_timeouts(work, a.fault_trials)
+    if timeouts is not None:
+        out["reward_timeouts"] = timeouts
+    return out
+
+
 def sandbox_attacks() -> dict:
     r = cli("sandbox", "attacks", "--json", timeout=3600)
     if r.returncode not in (0, 1):
@@ -316,6 +911,60 @@ def render(data: dict) -> str:
         for b, v in data["sandbox_attacks"].items()
         if isinstance(v, dict)
     ]
+    if "faults" in data:
+        md += [
+            "",
+            "## Faults across processes",
+            "",
+            f"Command: `{data.get('faults_command', data['command'])}`; {data.get('faults_note', '')}",
+            "",
+            "Each trial kills (or freezes) one part during step 3 of a 4-step run that checkpoints every step; the"
+            " run must stop with one line naming the dead part (or recover), its newest checkpoint intact, and"
+            " `--resume` must then finish with the metrics and final weights of an uninterrupted run.",
+            "",
+            "| fault | trials | clear stop or recovered | checkpoint intact | resumed exactly | the stop, as printed (first trial) |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for name, f in data["faults"].items():
+            first = f["runs"][0]["last_line"].replace("|", "/") if f.get("runs") else ""
+            md.append(
+                f"| {name} | {f['trials']} | {f['clear_stop_or_recovered']} | {f.get('checkpoint_intact', '')} |"
+                f" {f['resumed_exactly']} | `{first}` |"
+            )
+    if "sync_checks" in data:
+        sc = data["sync_checks"]
+        md += [
+            "",
+            "## Weight-sync checks",
+            "",
+            "A sync that silently did nothing (the sampler kept the weights one update before) injected into each"
+            " kind of separate sampler; the check after the sync must stop the run naming both versions.",
+            "",
+            "| sampler | injected mismatches | caught |",
+            "| --- | --- | --- |",
+        ]
+        md += [f"| {k} | {v['injected']} | {v['caught']} |" for k, v in sc["per_sampler"].items()]
+        md.append(
+            f"| all | {sc['injected_mismatches']} | {sc['caught']} ({sc['named_both_versions']} naming both versions) |"
+        )
+    if "reward_timeouts" in data:
+        rt = data["reward_timeouts"]
+        md += [
+            "",
+            "## Reward functions that hang",
+            "",
+            "`task.reward_timeout=1`: a reward function that never returns (every call: the run must stop in one"
+            " line naming it; on a few prompts, with `task.max_error_rate=1`: the run must finish, naming it).",
+            "",
+            f"Handled: {rt['handled']} / {rt['trials']}",
+            "",
+            "| reward | exit | seconds | handled | last line |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        md += [
+            f"| {r['reward']} | {r['exit']} | {r['seconds']:.0f} | {r['handled']} | `{r['last_line'].replace('|', '/')}` |"
+            for r in rt["runs"]
+        ]
     md += ["", "## Bad inputs", "", "| command | exit | error |", "| --- | --- | --- |"]
     md += [f"| `tempering {b['argv']}` | {b['exit']} | {b['error'].replace('|', '/')} |" for b in data["bad_inputs"]]
     md += ["", "## Corruption", "", "| file | damage | recovered |", "| --- | --- | --- |"]
@@ -334,7 +983,37 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", default=None, help="working folder (default: a temporary one)")
     p.add_argument("--no-sandbox", action="store_true", help="skip the adversarial suite")
     p.add_argument("--sandbox-only", action="store_true", help="rerun only the adversarial suite into reliability.json")
+    p.add_argument(
+        "--processes-only",
+        action="store_true",
+        help="rerun only the faults across processes, the weight-sync checks and the adversarial suite into "
+        "reliability.json (keeping the single-process figures)",
+    )
+    p.add_argument("--fault-trials", type=int, default=5, help="trials per fault across processes")
+    p.add_argument("--sync-trials", type=int, default=5, help="injected sync failures per kind of sampler")
+    p.add_argument("--faults", default="", help="comma-separated faults to run (default: all)")
     a = p.parse_args(argv)
+    if a.processes_only:
+        t0 = time.time()
+        data = json.loads((Path(a.results) / "reliability.json").read_text())
+        work = Path(a.work or tempfile.mkdtemp(prefix="faults_"))
+        model = warm_start(work)
+        data |= processes(model, work, a)
+        data["faults_command"] = " ".join(["python benchmarks/faults.py", *(sys.argv[1:] if argv is None else argv)])
+        data["faults_seconds"] = time.time() - t0
+        data["faults_commit"] = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        data["faults_note"] = (
+            f"load average at start {' '.join(data['faults_load_at_start'])}; {data['faults_seconds']:.0f} s; "
+            f"code at commit {data['faults_commit']}"
+        )
+        if not a.no_sandbox:
+            data["sandbox_attacks"] = sandbox_attacks()
+            data["sandbox_command"] = data["faults_command"]
+        write_results(a.results, "reliability", render(data), data)
+        print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "runs"} for k, v in data["faults"].items()}))
+        return 0
     if a.sandbox_only:
         data = json.loads((Path(a.results) / "reliability.json").read_text())
         data["sandbox_attacks"] = sandbox_attacks()
@@ -361,6 +1040,7 @@ def main(argv: list[str] | None = None) -> int:
     corrupt = corruption_trials(model, work, a.jobs)
     full = disk_full(model, work)
     bad, written = bad_inputs(model, work)
+    data_processes = processes(model, work, a)
     attacks = {} if a.no_sandbox else sandbox_attacks()
     lost = sum(not k["resumed_exactly"] for k in kills) + sum(not c["recovered"] for c in corrupt)
     data = {
@@ -387,6 +1067,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_at_start": load,
         "seconds": time.time() - t0,
         "reference_run_seconds": duration,
+        **data_processes,
     }
     write_results(a.results, "reliability", render(data), data)
     print(json.dumps({k: v for k, v in data.items() if not isinstance(v, (list, dict))}, indent=1))

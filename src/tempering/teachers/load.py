@@ -30,6 +30,9 @@ class TeacherSection(Schema):
         description="Local folder with the served model's tokenizer (server teachers; checked against the student's).",
     )
     top_n: int = Field(20, ge=1, description="prompt_logprobs asked of a server teacher (its top-N per position).")
+    timeout_s: float = Field(
+        300.0, gt=0, description="Seconds a server teacher may take to answer one request (then the run stops)."
+    )
     prompt: str = Field(
         "{prompt}",
         description="The teacher's prompt: a template over the example ({prompt}, {answer}, {meta[key]}) or pkg.module:function.",
@@ -60,7 +63,7 @@ def load_teacher(spec: TeacherSection, name: str, device: str = "cpu", dtype: st
         tok = AutoTokenizer.from_pretrained(str(_tokenizer_dir(spec.tokenizer)), local_files_only=True)
     except (OSError, ValueError) as e:
         raise UserError(f"{name}: cannot load the tokenizer in {spec.tokenizer!r} ({e})") from None
-    return ServerTeacher(spec.server, spec.served_model, tok, name=name, top_n=spec.top_n)
+    return ServerTeacher(spec.server, spec.served_model, tok, name=name, top_n=spec.top_n, timeout_s=spec.timeout_s)
 
 
 def _tokenizer_dir(path: str) -> Path:

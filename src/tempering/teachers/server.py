@@ -11,6 +11,7 @@ Serve the teacher with e.g. `vllm serve TEACHER --max-logprobs 64`.
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -132,9 +133,16 @@ class ServerTeacher(Teacher):
         except urllib.error.HTTPError as e:
             detail = e.read()[:300].decode(errors="replace")
             raise UserError(f"teacher server {self.url} answered HTTP {e.code}: {detail}") from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
+        except TimeoutError:
             raise UserError(
-                f"could not reach the teacher server at {self.url} ({e}); start it (e.g. `vllm serve MODEL`) or fix teacher.server"
+                f"the teacher server at {self.url} did not answer within teacher.timeout_s={self.timeout_s:g} s (hung or "
+                "overloaded); the run stops with its last checkpoint intact: restart the server, resume with --resume"
+            ) from None
+        except (urllib.error.URLError, ConnectionError, http.client.HTTPException) as e:
+            raise UserError(
+                f"could not reach the teacher server at {self.url} ({getattr(e, 'reason', None) or e!r}); start it (e.g. "
+                "`vllm serve MODEL`) or fix teacher.server; a run that was going stops with its last checkpoint "
+                "intact: resume it with --resume"
             ) from None
         except json.JSONDecodeError:
             raise UserError(f"teacher server {self.url} did not answer with JSON") from None
