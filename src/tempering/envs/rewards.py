@@ -270,7 +270,7 @@ def resolve_reward(spec: str | RewardFn) -> RewardFn:
     fn = getattr(module, name, None)
     if fn is None:
         have = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_"))
-        near = [k for k in have if k.lower() == name.lower()] or difflib.get_close_matches(name, have, 1)
+        near = [k for k in have if k.lower() == name.lower()] or difflib.get_close_matches(name, have, 1, 0.5)
         hint = f"did you mean {near[0]!r}? " if near else ""
         raise UserError(f"reward {spec!r}: {mod} has no {name!r}; {hint}its functions: {', '.join(have) or 'none'}")
     if not callable(fn):
