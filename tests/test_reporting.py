@@ -25,6 +25,30 @@ def test_plain_lines_every_log_every_steps_with_the_method_objective():
     assert lines[3] == "final evaluation at step 5 (4 prompts): pass@1 0.750"
 
 
+def test_the_eta_counts_the_evaluations_still_due_from_the_first_step():
+    """4 steps, an evaluation of 10 prompts every 2 steps and a final one of 20: the start-up evaluation
+    (20 prompts in 10 s) prices them at 0.5 s a prompt before any periodic evaluation ran."""
+    now = [0.0]
+    r = Reporter(
+        4, "grpo", bar=False, lines=True, out=io.StringIO(), eval_every=2, eval_prompts=10, final_eval_prompts=20
+    )
+    r._clock = lambda: now[0]
+    now[0] = 10.0
+    r.evaluation(0, {"eval/pass@1": 0.5}, 20, "start evaluation", seconds=10.0)
+    with r:
+        now[0] = 13.0
+        r.step(1, STEP)
+        assert r.seconds_left(1) == pytest.approx(3 * 3 + 0.5 * (10 + 20))
+        now[0] = 16.0
+        r.step(2, STEP)
+        now[0] = 22.0  # a 6 s evaluation of 10 prompts: not counted as step time
+        r.evaluation(2, {"eval/pass@1": 0.5}, 10, seconds=6.0)
+        now[0] = 25.0
+        r.step(3, STEP)
+        assert r.seconds_per_step(3) == pytest.approx(3.0)
+        assert r.seconds_left(3) == pytest.approx(3.0 + 16 / 30 * 20)
+
+
 def test_no_plain_lines_on_a_terminal_or_when_log_every_is_zero():
     out = io.StringIO()
     for r in (

@@ -6,7 +6,7 @@ import contextlib
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 console = Console(stderr=True)
@@ -16,11 +16,11 @@ class _Bar:
     def __init__(self, progress: Progress | None, task_id: Any):
         self.progress, self.task_id = progress, task_id
 
-    def update(self, live: dict[str, float] | None = None, advance: int = 1) -> None:
+    def update(self, live: dict[str, float] | None = None, advance: int = 1, eta: str = "") -> None:
         if self.progress is None:
             return
         text = "  ".join(f"{k} {v:.3f}" for k, v in (live or {}).items())
-        self.progress.update(self.task_id, advance=advance, live=text)
+        self.progress.update(self.task_id, advance=advance, live=text, eta=eta)
 
 
 @contextlib.contextmanager
@@ -33,11 +33,11 @@ def progress_bar(total: int, label: str, enabled: bool = True, start: int = 0):
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        TimeRemainingColumn(),
+        TextColumn("{task.fields[eta]}"),  # the Reporter's estimate: steps and the evaluations still due
         TextColumn("{task.fields[live]}"),
     ]
     with Progress(*cols, console=console, transient=False) as p:
-        tid = p.add_task(label, total=total, completed=start, live="")
+        tid = p.add_task(label, total=total, completed=start, live="", eta="")
         yield _Bar(p, tid)
 
 
@@ -139,6 +139,9 @@ class Reporter:
     pipe (nohup, Slurm, `| tee`), one plain flushed line every `log_every` steps instead: step, the
     `LINE_KEYS` and `objective` the step logged, seconds per step and the time left. Either way: a
     start-up summary, a line per evaluation, and warnings (`Watch`) for a run that stopped learning.
+
+    The time left counts the steps and the evaluations still due (every `eval_every` steps and the
+    final one), each at its measured cost: a start-up evaluation prices them from the first step.
     """
 
     def __init__(
@@ -152,6 +155,9 @@ class Reporter:
         lines: bool | None = None,
         out: Any = None,
         quiet: bool = False,
+        eval_every: int = 0,
+        eval_prompts: int = 0,
+        final_eval_prompts: int = 0,
     ):
         import sys
         import time
@@ -164,6 +170,12 @@ class Reporter:
         self.quiet = quiet
         """Say nothing (ranks other than 0 of a data-parallel run)."""
         self.watch = Watch()
+        self.eval_every, self.eval_prompts, self.final_eval_prompts = eval_every, eval_prompts, final_eval_prompts
+        self.eval_cost: list[tuple[float, int]] = []
+        """(seconds, prompts) of each evaluation so far."""
+        self._stepping = False
+        self._eval_in_steps = 0.0
+        """Evaluation time since the steps' clock started (not a step's cost)."""
         self.t0 = time.perf_counter()
         self._clock = time.perf_counter
         self._stack = contextlib.ExitStack()
@@ -171,6 +183,7 @@ class Reporter:
 
     def __enter__(self) -> Reporter:
         self.t0 = self._clock()  # steps are timed from here (a start-up evaluation is not a step)
+        self._stepping = True
         if self.bar_on:
             self._bar = self._stack.enter_context(progress_bar(self.total, self.label, True, self.start))
         return self
@@ -192,22 +205,38 @@ class Reporter:
         width = max(map(len, rows), default=0)
         self.say("\n".join([f"{self.label}:"] + [f"  {k:<{width}}  {v}" for k, v in rows.items()]))
 
+    def seconds_per_step(self, step: int) -> float:
+        return (self._clock() - self.t0 - self._eval_in_steps) / max(step - self.start, 1)
+
+    def seconds_left(self, step: int) -> float:
+        """The remaining steps at this run's pace, plus the evaluations still due at the measured cost
+        per prompt."""
+        due = sum(1 for k in range(step + 1, self.total) if self.eval_every and k % self.eval_every == 0)
+        prompts = due * self.eval_prompts + self.final_eval_prompts
+        seconds, n = map(sum, zip(*self.eval_cost)) if self.eval_cost else (0.0, 0)
+        return self.seconds_per_step(step) * (self.total - step) + (seconds / n * prompts if n else 0.0)
+
     def step(self, step: int, m: dict[str, Any]) -> None:
         self.step_no = step
         keys = [k for k in (*LINE_KEYS, self.objective) if k and isinstance(m.get(k), (int, float))]
         live = [k for k in (self.objective, "reward", "success") if k and isinstance(m.get(k), (int, float))]
-        self._bar.update({k: m[k] for k in live or keys[:2]})
+        eta = _duration(self.seconds_left(step))
+        self._bar.update({k: m[k] for k in live or keys[:2]}, eta=f"ETA {eta}")
         if self.lines and self.log_every and (step % self.log_every == 0 or step == self.total):
-            done = step - self.start
-            per = (self._clock() - self.t0) / max(done, 1)
+            per = self.seconds_per_step(step)
             fields = "  ".join(f"{k} {_fmt(m[k])}" for k in dict.fromkeys(keys))
-            self.say(
-                f"step {step}/{self.total}  {fields}  {per:.2f} s/step  ETA {_duration(per * (self.total - step))}"
-            )
+            self.say(f"step {step}/{self.total}  {fields}  {per:.2f} s/step  ETA {eta}")
         for w in self.watch.check(m):
             self.warn(w)
 
-    def evaluation(self, step: int, m: dict[str, Any], n: int | None = None, what: str = "eval") -> None:
+    def evaluation(
+        self, step: int, m: dict[str, Any], n: int | None = None, what: str = "eval", seconds: float | None = None
+    ) -> None:
+        """One line per evaluation; `seconds` (its cost) prices the evaluations still due."""
+        if seconds is not None and n:
+            self.eval_cost.append((seconds, n))
+            if self._stepping:
+                self._eval_in_steps += seconds
         shown = "  ".join(f"{k.removeprefix('eval/')} {_fmt(v)}" for k, v in m.items() if k != "eval/n")
         size = f" ({n} prompts)" if n else ""
         self.say(f"{what} at step {step}{size}: {shown}")

@@ -772,21 +772,26 @@ class Trainer:
             bar=c.progress,
             objective=next(iter(self.method.plots), None),
             quiet=not self.ranks.is_main,
+            eval_every=c.eval_every,
+            eval_prompts=min(c.eval_size or len(self.heldout_tasks), len(self.heldout_tasks)),
+            final_eval_prompts=len(self.heldout_tasks),
         )
         report.summary(self.summary())
         if self.step_no == 0 and c.eval_on_start:
+            t0 = time.perf_counter()
             first = await self.evaluate()  # the whole held-out set, as the final evaluation
             self.log.log(0, first)
             history["start"] = first
-            report.evaluation(0, first, len(self.heldout_tasks), "start evaluation")
+            report.evaluation(0, first, len(self.heldout_tasks), "start evaluation", time.perf_counter() - t0)
         with report:
             while self.step_no < c.steps:
                 m = (await self.step()).metrics
                 report.step(self.step_no, m)
                 if c.eval_every and self.step_no % c.eval_every == 0 and self.step_no < c.steps:
+                    t0 = time.perf_counter()
                     ev = await self.evaluate(c.eval_size)
                     self.log.log(self.step_no, ev)
-                    report.evaluation(self.step_no, ev, int(ev["eval/n"]))
+                    report.evaluation(self.step_no, ev, int(ev["eval/n"]), seconds=time.perf_counter() - t0)
                     self.log.plot()
                 if c.checkpoint_every and self.step_no % c.checkpoint_every == 0:
                     self.save()
