@@ -7,6 +7,7 @@ import json
 import math
 import os
 import secrets
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,85 @@ def atomic_write_text(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+RUN_FILES = frozenset(
+    {
+        "config.yaml",
+        "metrics.jsonl",
+        "samples.jsonl",
+        "curves.png",
+        "view.html",
+        "wandb_id",
+        "report.json",
+        "stage.json",
+        "pass_rates.json",
+        "coverage.json",
+        "coverage.md",
+        "summary.json",
+        "result.json",
+    }
+)
+"""The files a run (or a pipeline verb) writes at the top of its folder."""
+RUN_DIRS = frozenset({"tb", "checkpoints", "final", "model", "wandb", "vllm_init"})
+"""The folders it writes there; a pipeline's stages are run folders of their own inside it."""
+
+
+def _is_runs(entry: Path) -> bool:
+    if entry.is_symlink():
+        return False
+    name = entry.name
+    if name.startswith(".") and ".tmp" in name:  # an atomic write cut short
+        return True
+    if entry.is_file():
+        return name in RUN_FILES
+    if entry.is_dir():
+        if name in RUN_DIRS:
+            return True
+        return ((entry / "config.yaml").is_file() or (entry / "stage.json").is_file()) and not foreign_entries(entry)
+    return False
+
+
+def foreign_entries(folder: Path) -> list[Path]:
+    """What a folder holds that no run writes (a user's own files), sorted."""
+    return sorted(e for e in Path(folder).iterdir() if not _is_runs(e))
+
+
+def prepare_run_dir(out: Path, resume: bool, overwrite: bool) -> None:
+    """A new run never mixes with anything: an empty or new folder is used; a folder that holds a run is
+    refused unless `overwrite`, which removes what the run wrote and nothing else (a folder that also
+    holds other files is refused, naming one); a folder of other files is refused."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"run.out_dir={out} is a file; give a folder for the run")
+    if resume or not out.is_dir() or not any(out.iterdir()):
+        return
+    foreign = foreign_entries(out)
+    entries = list(out.iterdir())
+    if not (out / "config.yaml").is_file() and len(foreign) == len(entries):
+        raise UserError(
+            f"run.out_dir={out} is not empty and holds no run ({foreign[0].name} is there); a run writes into an "
+            "empty or new folder: choose another run.out_dir"
+        )
+    if not overwrite:
+        started = any((out / "checkpoints").glob("step_*"))
+        how = (
+            f"continue it with --resume {out}, replace it"
+            if started
+            else "it stopped before its first checkpoint: start it again"
+        )
+        raise UserError(f"run.out_dir={out} already holds a run; {how} with --overwrite, or choose another run.out_dir")
+    if foreign:
+        more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+        raise UserError(
+            f"--overwrite removes only what a run wrote, and run.out_dir={out} also holds {foreign[0].name}{more}, "
+            "which no run writes: move it out of the folder, or choose another run.out_dir"
+        )
+    for e in entries:
+        if e.is_dir() and not e.is_symlink():
+            shutil.rmtree(e)
+        else:
+            e.unlink()
 
 
 class RunLog:

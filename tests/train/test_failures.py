@@ -112,8 +112,38 @@ def test_a_folder_that_holds_a_run_is_refused_without_resume_or_overwrite(tmp_pa
         trainer(cfg(tmp_path / "file"))
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
-    trainer(cfg(tmp_path / "mine"), overwrite=True)  # a folder without a run: used as it is, nothing removed
+    for over in (False, True):  # a folder of other files is never written into
+        with pytest.raises(UserError, match=r"not empty and holds no run \(notes.txt is there\)"):
+            trainer(cfg(tmp_path / "mine"), overwrite=over)
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+
+
+def test_overwrite_removes_only_what_a_run_wrote(tmp_path):
+    out = tmp_path / "r"
+    asyncio.run(trainer(cfg(out, run={"checkpoint_every": 1})).run())
+    (out / "important.txt").write_text("mine")
+    (out / "sub").mkdir()
+    (out / "sub" / "data.bin").write_bytes(b"\0")
+    with pytest.raises(
+        UserError, match=r"--overwrite removes only what a run wrote.*holds important.txt \(and 1 more\)"
+    ):
+        trainer(cfg(out), overwrite=True)
+    assert (out / "important.txt").read_text() == "mine" and (out / "sub" / "data.bin").read_bytes() == b"\0"
+    assert list_checkpoints(out)  # nothing of the run removed either
+    shutil.move(out / "important.txt", tmp_path / "important.txt")
+    shutil.move(out / "sub", tmp_path / "sub")
+    trainer(cfg(out), overwrite=True)
+    assert not list_checkpoints(out) and not (out / "final").exists()
+
+
+def test_a_run_stopped_before_its_first_checkpoint_restarts_on_resume(tmp_path, capsys):
+    out = tmp_path / "r"
+    t = trainer(cfg(out))
+    asyncio.run(t.step())  # config.yaml and metrics, no checkpoint
+    with pytest.raises(UserError, match="stopped before its first checkpoint: start it again with --overwrite"):
+        trainer(cfg(out))
+    t = trainer(cfg(out), resume=True)
+    assert t.step_no == 0 and "starting it again from step 0" in capsys.readouterr().err
 
 
 def _cli(*args):

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
-import shutil
 import time
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -33,9 +32,16 @@ from tempering.models.chat import ChatFormat
 from tempering.progress import Reporter, count_parameters, human, warn
 from tempering.rollout.engine import RolloutStats, rollout
 from tempering.rollout.sampler import HFSampler
-from tempering.runlog import RunLog
+from tempering.runlog import RunLog, prepare_run_dir
 from tempering.train.batch import TrainBatch, collate
-from tempering.train.checkpoint import latest_checkpoint, load_trainer_state, rng_state, save_checkpoint, set_rng_state
+from tempering.train.checkpoint import (
+    latest_checkpoint,
+    list_checkpoints,
+    load_trainer_state,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from tempering.train.cursor import PromptCursor
 from tempering.train.method import Context, Credit, MethodBuilder, Trainable, group_stats, zero_signal_groups
 from tempering.train.optim import make_optimizer, make_scheduler
@@ -142,6 +148,13 @@ class Trainer:
         self.cfg = cfg
         self.ranks: Solo | DataParallel = Solo() if world is None else DataParallel(world)
         check_parallel(cfg, self.ranks.size, strategy, resume)
+        if resume and (Path(cfg.run.out_dir) / "config.yaml").is_file() and not list_checkpoints(Path(cfg.run.out_dir)):
+            if self.ranks.is_main:
+                warn(
+                    f"{cfg.run.out_dir} has no complete checkpoint (the run stopped before its first, "
+                    f"run.checkpoint_every={cfg.run.checkpoint_every}): starting it again from step 0"
+                )
+            resume, overwrite = False, True
         if self.ranks.is_main:
             prepare_run_dir(Path(cfg.run.out_dir), resume, overwrite)
         self._family_given = family is not None
@@ -855,22 +868,6 @@ def check_async(cfg, method) -> None:
             f"rollout.async_steps={k} trains on samples of weights up to {k} update(s) old; correct for them with "
             "loss.rollout_correction=tis (truncated importance weights) or mask"
         )
-
-
-def prepare_run_dir(out: Path, resume: bool, overwrite: bool) -> None:
-    """A new run never mixes with another: a folder that holds a run (its config.yaml) is refused, since
-    its metrics, checkpoints and final model would be mixed with the new run's, unless `overwrite`
-    removes it. Other files in the folder are left alone."""
-    if out.exists() and not out.is_dir():
-        raise UserError(f"run.out_dir={out} is a file; give a folder for the run")
-    if resume or not (out / "config.yaml").is_file():
-        return
-    if not overwrite:
-        raise UserError(
-            f"run.out_dir={out} already holds a run; continue it with --resume {out}, replace it with "
-            "--overwrite, or choose another run.out_dir"
-        )
-    shutil.rmtree(out)
 
 
 def check_parallel(cfg, size: int, strategy: str, resume: bool) -> None:
