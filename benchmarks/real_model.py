@@ -230,18 +230,30 @@ def parameters() -> int:
         return sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())  # noqa: SIM118 - safe_open is not iterable
 
 
-def run_quickstart(work: Path, seeds: list[int]) -> dict[str, Any]:
-    from tempering.recipes.demo import run_real_demo
+def run_quickstart(work: Path, seeds: list[int], lanes: int) -> dict[str, Any]:
+    """`tempering demo --model ...` per seed (full fine-tuning) and LoRA on the first seed, `lanes` runs
+    at a time with the cores split between them (one torch thread each with 2 lanes on 2 cores)."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    rows = [run_real_demo(MODEL, work / f"full-seed{s}", s, [], progress=False) for s in seeds]
-    lora = run_real_demo(
-        MODEL, work / f"lora-seed{seeds[0]}", seeds[0], ["model.lora_rank=16", "optim.lr=2e-4"], progress=False
-    )
+    threads = max(1, (os.cpu_count() or 1) // lanes)
+    lora = ["train.model.lora_rank=16", "train.optim.lr=2e-4"]
+    jobs = [(f"full-seed{s}", s, []) for s in seeds] + [(f"lora-seed{seeds[0]}", seeds[0], lora)]
 
-    def per_step(r: dict) -> float:
-        steps = [m for m in metrics(Path(r["run_dir"]) / "grpo") if "step_seconds" in m]
-        return round(statistics.mean(m["step_seconds"] for m in steps), 2)
+    def demo(job: tuple[str, int, list[str]]) -> dict[str, Any]:
+        name, seed, over = job
+        out = work / name
+        argv = ["demo", "--model", MODEL, "--seed", str(seed), "--out", str(out), "--no-progress"]
+        argv += [*over, f"train.run.threads={threads}"]
+        done = subprocess.run([sys.executable, "-m", "tempering.cli", *argv], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise AssertionError(f"`tempering {' '.join(argv)}` exited {done.returncode}:\n{done.stderr[-3000:]}")
+        r = json.loads((out / "summary.json").read_text())
+        steps = [m for m in metrics(out / "grpo") if "step_seconds" in m]
+        r["seconds_per_step"] = round(statistics.mean(m["step_seconds"] for m in steps), 2)
+        return r
 
+    with ThreadPoolExecutor(lanes) as pool:
+        *rows, lora_row = list(pool.map(demo, jobs))
     full0 = rows[0]
     return {
         "quickstart": {
@@ -250,21 +262,23 @@ def run_quickstart(work: Path, seeds: list[int]) -> dict[str, Any]:
                     "pass_at_1_before": r["pass_at_1_before"],
                     "pass_at_1_after": r["pass_at_1_after"],
                     "seconds": round(r["seconds_total"]),
-                    "seconds_per_step": per_step(r),
+                    "seconds_per_step": r["seconds_per_step"],
                 }
                 for r in rows
             },
             "gain_points_min": round(min(100 * (r["pass_at_1_after"] - r["pass_at_1_before"]) for r in rows), 1),
             "heldout_prompts": full0["heldout_prompts"],
             "steps": full0["grpo_steps"],
+            "lanes": lanes,
+            "threads_per_run": threads,
         },
         "lora_vs_full": {
             "seed": seeds[0],
-            "full": {"pass_at_1_after": full0["pass_at_1_after"], "seconds_per_step": per_step(full0)},
+            "full": {"pass_at_1_after": full0["pass_at_1_after"], "seconds_per_step": full0["seconds_per_step"]},
             "lora": {
-                "rank": lora["lora_rank"],
-                "pass_at_1_after": lora["pass_at_1_after"],
-                "seconds_per_step": per_step(lora),
+                "rank": lora_row["lora_rank"],
+                "pass_at_1_after": lora_row["pass_at_1_after"],
+                "seconds_per_step": lora_row["seconds_per_step"],
             },
         },
     }
@@ -306,7 +320,9 @@ def write(results: Path, out: dict[str, Any]) -> None:
             "",
             f"GRPO (8 prompts x 8 samples, {q['steps']} steps, lr 1e-5, full fine-tuning) on sums of 1..30 asked as "
             '"What is a + b? Answer with just the number.", read as the last number of the first line. '
-            f"Greedy pass@1 on {q['heldout_prompts']} held-out prompts training never sees.",
+            f"Greedy pass@1 on {q['heldout_prompts']} held-out prompts training never sees. {q['lanes']} runs at a "
+            f"time, {q['threads_per_run']} torch thread(s) each: seconds per step are those of a run sharing the "
+            "machine with another.",
             "",
             "| seed | pass@1 before | pass@1 after | gain (points) | seconds | s / step |",
             "| --- | --- | --- | --- | --- | --- |",
@@ -355,6 +371,7 @@ def main() -> int:
     ap.add_argument("--work", default="runs/real_model", help="folder for the runs")
     ap.add_argument("--results", default=str(ROOT / "docs" / "results"), help="where real_model.json/.md go")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--lanes", type=int, default=2, help="quickstart runs at a time (the cores split between them)")
     ap.add_argument(
         "--only",
         choices=["verbs", "quickstart"],
@@ -374,7 +391,7 @@ def main() -> int:
     if a.only != "quickstart":
         out.update(run_verbs(Path(a.work) / "verbs"))
     if a.only != "verbs":
-        out.update(run_quickstart(Path(a.work) / "quickstart", a.seeds))
+        out.update(run_quickstart(Path(a.work) / "quickstart", a.seeds, a.lanes))
     here["load"] = f"{load0[0]:.1f} / {os.getloadavg()[0]:.1f}"
     for part in ("verbs", "quickstart") if not a.only else (a.only,):
         out["runs"][part] = here  # each part's command, machine, matmul peak and load
