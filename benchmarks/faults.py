@@ -528,7 +528,7 @@ def fault_kinds(model: str, work: Path) -> dict[str, dict]:
             "start": lambda out, url: [PY, "-m", "tempering.cli", "distill", *teacher(url), f"run.out_dir={out}"],
             "resume": lambda out, url: [PY, "-m", "tempering.cli", "distill", "--resume", str(out)],
             "kill": hang_server,
-            "names": r"error: the teacher server at http://127\.0\.0\.1:\d+ did not answer within",
+            "names": r"error: the teacher server at http://127\.0\.0\.1:\d+\S* did not answer within",
         },
         "browser_death": {
             "start": lambda out, url: [*train, *miniwob, f"run.out_dir={out}"],
@@ -602,22 +602,27 @@ def run_fault(name: str, kind: dict, model: str, work: Path, trial: int, port: i
 
 
 def faults(model: str, work: Path, trials: int, jobs: int, only: list[str] | None = None) -> dict[str, dict]:
+    """Every fault's reference run, then all trials of all faults, `jobs` at a time."""
     kinds = {k: v for k, v in fault_kinds(model, work).items() if not only or k in only}
+    ports = {name: 18100 + 20 * n for n, name in enumerate(fault_kinds(model, work))}
+    t0 = time.time()
+    for name, kind in kinds.items():
+        run_fault(name, kind, model, work, -1, ports[name])
+    todo = [(name, i) for i in range(trials) for name in kinds]
+    with ThreadPoolExecutor(jobs) as pool:
+        rows = list(pool.map(lambda t: run_fault(t[0], kinds[t[0]], model, work, t[1], ports[t[0]] + 1 + t[1]), todo))
     out: dict[str, dict] = {}
-    for n, (name, kind) in enumerate(kinds.items()):
-        t0 = time.time()
-        run_fault(name, kind, model, work, -1, 18100 + 20 * n)
-        with ThreadPoolExecutor(jobs) as pool:
-            rows = list(pool.map(lambda i: run_fault(name, kind, model, work, i, 18101 + 20 * n + i), range(trials)))
+    for name in kinds:
+        mine = [r for (n, _), r in zip(todo, rows) if n == name]
         out[name] = {
-            "trials": len(rows),
-            "clear_stop_or_recovered": sum(r["clear_stop"] or r["recovered"] for r in rows),
-            "resumed_exactly": sum(bool(r["resumed_exactly"]) for r in rows),
-            "checkpoint_intact": sum(r["checkpoint_intact"] is not None for r in rows),
-            "seconds": time.time() - t0,
-            "runs": rows,
+            "trials": len(mine),
+            "clear_stop_or_recovered": sum(r["clear_stop"] or r["recovered"] for r in mine),
+            "resumed_exactly": sum(bool(r["resumed_exactly"]) for r in mine),
+            "checkpoint_intact": sum(r["checkpoint_intact"] is not None for r in mine),
+            "runs": mine,
         }
         print(name, {k: v for k, v in out[name].items() if k != "runs"}, flush=True)
+    print(f"faults: {time.time() - t0:.0f} s", flush=True)
     return out
 
 
