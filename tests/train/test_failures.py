@@ -227,3 +227,31 @@ def test_a_checkpoint_that_cannot_be_written_is_a_clear_error_and_the_last_one_s
     ):
         checkpoint.save_checkpoint(tmp_path, 2, model, tok, {"x": torch.zeros(3)})
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step_1"]  # no half-written folder
+
+
+@pytest.mark.slow
+def test_ctrl_c_writes_a_checkpoint_at_the_step_end_and_the_run_resumes(tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "r"
+    args = ["train", "model.name=tiny-xs", "rollout.group_size=2", "rollout.prompts_per_step=2"]
+    args += ["rollout.max_new_tokens=3", "task.heldout_size=4", "run.eval_every=0", "run.progress=false"]
+    args += ["run.steps=400", "run.checkpoint_every=1000", "run.tensorboard=false", f"run.out_dir={out}"]
+    proc = subprocess.Popen([sys.executable, "-m", "tempering.cli", *args], stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (
+        (out / "metrics.jsonl").is_file() and len((out / "metrics.jsonl").read_text().splitlines()) >= 3
+    ):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "checkpoint written: continue with --resume" in err
+    (ckpt,) = list_checkpoints(out)
+    step = int(ckpt.name.removeprefix("step_"))
+    assert 0 < step < 400
+    import yaml
+
+    t = trainer(yaml.safe_load((out / "config.yaml").read_text()), resume=True)
+    assert t.step_no == step  # continues from the checkpoint the interrupt wrote

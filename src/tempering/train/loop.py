@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
+import signal
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -796,10 +798,18 @@ class Trainer:
             self.log.log(0, first)
             history["start"] = first
             report.evaluation(0, first, len(self.heldout_tasks), "start evaluation", time.perf_counter() - t0)
-        with report:
+        with report, StopAtStepEnd(enabled=self.ranks.size == 1) as stop:
             while self.step_no < c.steps:
                 m = (await self.step()).metrics
                 report.step(self.step_no, m)
+                if stop.requested and (self.pipeline is None or self.pipeline.drained_at(self.step_no)):
+                    self.save()
+                    self.log.plot()
+                    warn(
+                        f"stopped by {stop.requested} after step {self.step_no}, checkpoint written: continue "
+                        f"with --resume {c.out_dir}"
+                    )
+                    raise KeyboardInterrupt
                 if c.eval_every and self.step_no % c.eval_every == 0 and self.step_no < c.steps:
                     t0 = time.perf_counter()
                     ev = await self.evaluate(c.eval_size)
@@ -834,6 +844,37 @@ class Trainer:
             "run folder": str(c.run.out_dir)
             + (f" (resuming from step {self.resume_step})" if self.resume_step is not None else ""),
         }
+
+
+class StopAtStepEnd:
+    """Ctrl-C (SIGINT) or SIGTERM during training: the step in progress finishes, a checkpoint is
+    written, then the run stops (KeyboardInterrupt). A second signal stops at once (the previous
+    handlers are back after the first). Off the main thread, and with several ranks (which would have
+    to agree on the step), signals keep their usual meaning."""
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled and threading.current_thread() is threading.main_thread()
+        self.requested: str | None = None
+        self.previous: dict[int, Any] = {}
+
+    def _handle(self, signum, frame) -> None:
+        self.requested = signal.Signals(signum).name
+        self._restore()
+        warn(f"{self.requested}: stopping after this step with a checkpoint (again to stop at once)")
+
+    def _restore(self) -> None:
+        for sig, h in self.previous.items():
+            signal.signal(sig, h if h is not None else signal.SIG_DFL)
+        self.previous = {}
+
+    def __enter__(self) -> StopAtStepEnd:
+        if self.enabled:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._restore()
 
 
 def training_batch(batch: TrainBatch, scores: Scores, credit: Credit) -> TrainBatch:
