@@ -243,3 +243,16 @@ def test_math_verify_prints_no_timeout_notice():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["1.0", "1.0"] and "Timeout is disabled" not in r.stderr, r.stderr
+
+
+def test_a_hub_name_says_how_to_save_it_and_a_timeout_for_no_reward_is_refused(tmp_path, monkeypatch):
+    from tempering.envs.registry import make_family, set_reward_timeout
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match=r"openai/gsm8k does not exist; .*hub name.*save_to_disk\('data/gsm8k'\)"):
+        DatasetFamily("openai/gsm8k")
+    with pytest.raises(UserError, match=r"task.reward_timeout=5 has no effect: task family 'arithmetic'"):
+        set_reward_timeout(make_family("arithmetic"), 5)
+    fam = make_family("mixture", members={"d": {"family": "dataset", "args": {"train": ROWS}}})
+    set_reward_timeout(fam, 5)
+    assert fam.families["d"].reward_timeout == 5
