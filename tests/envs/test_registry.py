@@ -18,7 +18,9 @@ def test_unknown_family_and_bad_arguments_are_clear_errors():
         make_family("nope")
     with pytest.raises(UserError, match="unknown task family 'arithmatic'; did you mean 'arithmetic'"):
         make_family("arithmatic")
-    with pytest.raises(UserError, match=r"no argument 'digits' \(task.args.digits\); its arguments: min_value, max_value"):
+    with pytest.raises(
+        UserError, match=r"no argument 'digits' \(task.args.digits\); its arguments: min_value, max_value"
+    ):
         make_family("arithmetic", digits=3)
     with pytest.raises(UserError, match=r"no argument 'max_valu'.*did you mean 'max_value'\?"):
         make_family("arithmetic", max_valu=50)
