@@ -61,7 +61,9 @@ def test_random_hf_models_from_configs_load_as_policies(tmp_path, arch):
 
 
 def test_missing_model_path_is_a_clear_error(tmp_path):
-    with pytest.raises(UserError, match="neither a built-in model .*smollm2-135m-instruct.*, a .gguf file nor a folder"):
+    with pytest.raises(
+        UserError, match="neither a built-in model .*smollm2-135m-instruct.*, a .gguf file nor a folder"
+    ):
         load_policy(str(tmp_path / "nope"))
     assert "tiny-s" in TINY_SIZES
 
