@@ -19,6 +19,7 @@ $(VENV)/.installed-%: pyproject.toml | $(PY)
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
 	$(PY) -m pip install -q -e '.[$*]'
 	touch $@
+.PRECIOUS: $(VENV)/.installed-%  # a stamp built only as a prerequisite is kept, not deleted as intermediate
 
 install: $(VENV)/.installed-base
 install-test: $(VENV)/.installed-$(TEST_EXTRAS) $(VENV)/.installed-real-model
@@ -37,7 +38,7 @@ $(VENV)/.installed-base: pyproject.toml | $(PY)
 demo: install
 	$(VENV)/bin/tempering demo
 
-# the quickstart on a real pretrained model: GRPO from SmolLM2-135M-Instruct (CPU, about 15 min a seed)
+# the quickstart on a real pretrained model: GRPO from SmolLM2-135M-Instruct through its chat template (CPU)
 demo-real: $(VENV)/.installed-real-model
 	$(VENV)/bin/tempering demo --model smollm2-135m-instruct
 
