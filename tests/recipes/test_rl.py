@@ -147,7 +147,7 @@ def test_cli_bad_input_gives_a_clear_error_and_nonzero_exit(tmp_path):
     r = _cli("train", "--resume", str(tmp_path))
     assert r.returncode == 2 and "not a run folder" in r.stderr
     r = _cli("train", f"model.name={tmp_path / 'missing'}", "run.progress=false", f"run.out_dir={tmp_path / 'o'}")
-    assert r.returncode == 2 and "neither a built-in size" in r.stderr
+    assert r.returncode == 2 and "neither a built-in model" in r.stderr
     r = _cli("nonsense")
     assert r.returncode == 2
 

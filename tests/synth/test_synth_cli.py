@@ -146,7 +146,7 @@ def test_synth_on_configurations_measures_with_a_policy(tmp_path, capsys):
     "extra,message",
     [
         (["--policy", "tiny-xs", "--generator", "llm"], "configurations are synthesised by the built-in mutators"),
-        (["--policy", "no/such/model"], "neither a built-in size"),
+        (["--policy", "no/such/model"], "neither a built-in model"),
     ],
 )
 def test_bad_configuration_runs_write_nothing(tmp_path, capsys, extra, message):
