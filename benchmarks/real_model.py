@@ -71,7 +71,7 @@ def weights(folder: Path, names: int = 4) -> dict[str, Any]:
     """A few tensors of a saved model or adapter (enough to see that an update moved them)."""
     from safetensors.torch import load_file
 
-    files = sorted(folder.glob("*.safetensors"))
+    files = sorted(f for f in folder.glob("*.safetensors") if f.name != "critic.safetensors")
     assert files, f"no safetensors in {folder}"
     sd = load_file(str(files[0]))
     keys = sorted(sd)[:names] + [k for k in sorted(sd) if "layers.10." in k][:names]

@@ -87,7 +87,7 @@ def test_tu_opd_refuses_when_no_teacher_is_reliable_anywhere(pretrained_dir, fre
     with pytest.raises(UserError, match="nothing to distil"):
         trainer(cfg)
     cfg.tu_opd.empty = "grpo"  # falls back to GRPO on the task reward instead
-    t = trainer(cfg)
+    t = trainer(cfg, overwrite=True)  # the refused run left its folder, before any checkpoint
     asyncio.run(t.step())
     rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert any(r.get("tu_opd/grpo_fallback") == 1.0 for r in rows)
