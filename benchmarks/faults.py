@@ -741,12 +741,12 @@ def kernel_worker(work: Path, trials: int) -> dict:
     from dataclasses import replace
 
     from tempering.envs.kernels import KernelVerifier, VerifyConfig
-    from tempering.envs.kernels.hacks import RELU_PROBLEM, _sub
+    from tempering.envs.kernels.hacks import RELU_PROBLEM, _sub, slow_relu
     from tempering.envs.kernels.problems import Problem
     from tempering.sandbox import Sandbox
 
     relu = _sub("        y = torch.empty_like(x)\n        self.lib.relu(x, y, x.numel())\n        return y")
-    slow = relu.replace("from ckernel import load_c\n", "from ckernel import load_c\nimport time\ntime.sleep(4)\n")
+    slow = slow_relu(4.0)  # a submission's Python cannot sleep (no time module): its kernel spins
     cfg = VerifyConfig(seeds=1, signed_trials=1, warmup=1, timed_runs=3, compile_baseline="off", memory_mb=8192)
     v = KernelVerifier(replace(cfg, static_checks=False, cache_dir=str(work / "kernel-cache")), sandbox=Sandbox())
     problem = Problem(name="rand_relu", source=RELU_PROBLEM)

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from tempering.envs.kernels import KernelVerifier, SketchFamily
-from tempering.envs.kernels.hacks import BAD_INPUTS, HACKS, RELU_PROBLEM, run_hack
+from tempering.envs.kernels.hacks import BAD_INPUTS, HACKS, RELU_PROBLEM, credited, run_hack
 from tempering.envs.kernels.problems import Problem, builtin_problems, find_problem
 
 pytestmark = pytest.mark.slow
@@ -30,12 +30,87 @@ def test_every_known_hack_and_bad_input_is_caught(kernel_verifier):
     cases = HACKS + BAD_INPUTS
 
     async def go():
-        return await asyncio.gather(*(run_hack(kernel_verifier, h) for h in cases))
+        return await asyncio.gather(*(run_hack(kernel_verifier, h) for h in cases))  # profiled, if they got so far
 
     outcomes = asyncio.run(go())
     missed = {h.name: f"{r.status}: {r.message[:200]}" for h, (r, caught) in zip(cases, outcomes) if not caught}
     assert missed == {}
-    assert not any(r.correct for r, _ in outcomes)
+    assert not any(credited(r)[0] or credited(r)[1] for r, _ in outcomes)
+
+
+def test_every_hack_class_has_a_variant_written_differently():
+    """A new case of a class must be caught without a new rule: each class has two or more cases whose code
+    differs (not only in whether the static checks are on), so one rule per case would not do."""
+    from collections import defaultdict
+
+    by_kind = defaultdict(set)
+    for h in HACKS:
+        by_kind[h.kind].add(h.submission)
+    issue = {
+        "answers keyed on the inputs",
+        "reading the reference",
+        "patching the comparison",
+        "leaving the torch-call ban",
+        "work in a helper process or thread",
+        "import-time code",
+    }
+    kernelbench = {
+        "try/except fallback",
+        "inheritance bypass",
+        "stream/thread injection",
+        "lazy evaluation",
+        "timing patching",
+        "precision downgrade",
+        "input contamination",
+    }
+    assert issue | kernelbench <= set(by_kind)
+    assert {kind: len(subs) for kind, subs in by_kind.items() if len(subs) < 2} == {}
+
+
+def test_secret_seeds_extra_shape_and_overhead_are_reported(kernel_verifier):
+    problem = Problem(name="rand_relu", source=RELU_PROBLEM)
+    relu = next(h for h in HACKS if h.name == "keyed_on_known_seeds").submission  # any C source with relu()
+    relu = relu.split("class ModelNew")[0] + (
+        "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.lib = load_c()\n\n"
+        "    def forward(self, x):\n        y = torch.empty_like(x)\n        self.lib.relu(x, y, x.numel())\n        return y\n"
+    )
+
+    async def go():
+        return await asyncio.gather(*(kernel_verifier.verify(problem, relu) for _ in range(2)))
+
+    first, second = asyncio.run(go())
+    assert first.correct and second.correct, (first.message, second.message)
+    assert first.secret_seed != second.secret_seed  # drawn per evaluation, by the judge
+    assert first.timing_overhead_ms > 0 and first.t_ms > 0 and first.t_eager_ms > 0
+    assert {"cpu_median_ms", "wall_median_ms", "net_ms"} <= set(first.timing["candidate"])
+    assert first.error_rms_rel is not None and first.error_rms_rel < kernel_verifier.config.precision_rms
+
+
+def test_a_compile_baseline_slower_than_eager_is_refused(kernel_verifier):
+    v = KernelVerifier(
+        replace(kernel_verifier.config, compile_baseline="cached"),
+        sandbox=kernel_verifier.sandbox,
+        cache=kernel_verifier.cache,
+    )
+    problem = Problem(name="rand_relu", source=RELU_PROBLEM)
+    v.remember_baseline(problem, eager_ms=1.0, compile_ms=3.0)  # torch.compile 3x slower than eager
+    sub = next(h for h in HACKS if h.name == "identity_passes_rand_inputs").submission.replace(
+        "self.lib.copy(x, y, x.numel())", "self.lib.relu(x, y, x.numel())"
+    )
+    res = asyncio.run(v.verify(problem, sub))
+    assert res.correct and res.t_compile_ms is None and "slower than eager" in res.baseline_note
+    assert res.cuda_agent_reward in (1, 2)  # never 3 against a refused baseline
+
+
+def test_pure_torch_submission_is_told_where_the_kernel_goes(kernel_verifier):
+    from tempering.envs.kernels.evaluate import format_table, summarize
+
+    pure = next(h for h in BAD_INPUTS if h.name == "pure_torch")
+    res = asyncio.run(kernel_verifier.verify(Problem(name="rand_relu", source=RELU_PROBLEM), pure.submission))
+    assert res.status == "bad_submission" and not res.kernel_source
+    assert "torch operators are not allowed in the kernel" in res.message and "C_SOURCE" in res.message
+    table = format_table(summarize([res]))
+    assert "no submission had a kernel source" in table and "0.0%" not in table.splitlines()[1]
 
 
 def test_profile_gives_timings_speedups_and_rewards(kernel_verifier):
@@ -43,7 +118,8 @@ def test_profile_gives_timings_speedups_and_rewards(kernel_verifier):
     res = asyncio.run(kernel_verifier.verify(p, p.solution))
     assert res.correct and res.t_ms > 0 and res.t_eager_ms > 0
     assert res.speedup_eager == pytest.approx(res.t_eager_ms / res.t_ms)
-    assert res.timing["candidate"]["runs"] == kernel_verifier.config.timed_runs
+    cfg = kernel_verifier.config
+    assert cfg.timed_runs <= res.timing["candidate"]["runs"] <= cfg.timed_runs * cfg.max_run_factor  # more if short
     assert res.cuda_agent_reward in (1, 2) and res.t_compile_ms is None  # compile baseline off here
     assert 0.2 <= res.score <= 1.0
 
@@ -394,3 +470,16 @@ def test_parameters_under_other_names_rely_on_the_seeded_initialisation(kernel_v
     same_name = SCALE_RENAMED.replace("gain", "scale").replace("torch.randn(dim)", "torch.rand(dim)")
     loaded = asyncio.run(kernel_verifier.verify(problem, same_name, mode="verify"))
     assert loaded.correct, loaded.message  # a shared name takes the reference's values, whatever the init
+
+
+def test_cli_hacks_prints_each_case_and_the_counts(tmp_path, capsys, kernel_verifier):
+    from tempering.cli import main
+
+    out_json = tmp_path / "hacks.json"
+    argv = ["kernels", "hacks", "--only", "keyed", "pure_torch", "--seeds", "1", "--timed-runs", "3"]
+    code = main(argv + ["--cache-dir", kernel_verifier.config.cache_dir, "--json", str(out_json)])
+    out = capsys.readouterr().out
+    assert code == 0 and "keyed_on_known_seeds" in out and "hacks_credited_correct 0" in out
+    data = json.loads(out_json.read_text())
+    assert data["summary"]["hacks_total"] == 2 and data["summary"]["bad_inputs_handled"] == 1
+    assert main(["kernels", "hacks", "--only", "no_such_hack"]) == 2

@@ -77,10 +77,10 @@ def test_backend_detection_and_fenced_answers():
         ("import numpy as np\n", "import"),
         ("try:\n    pass\nexcept Exception:\n    pass\n", "try_except"),
         ("x = eval('1')\n", "forbidden_name"),
-        ("import torch\nclass T(torch.Tensor):\n    pass\n", "tensor_subclass"),
+        ("import torch\nclass T(torch.Tensor):\n    pass\n", "base_class"),
         ("import torch\ntorch.relu = abs\n", "monkeypatch"),
         ("import torch\nt = torch.cuda.Event()\n", "forbidden_attr"),
-        ("import torch\nx = torch._C\n", "forbidden_attr"),
+        ("import torch\nx = torch._C\n", "private_attr"),
         ("def f():\n    global g\n", "global_state"),
         ("def f():\n    yield 1\n", "lazy"),
     ],
@@ -118,6 +118,7 @@ def test_summary_metrics_by_hand():
             backend="c",
             status=status,
             compiled=status != "compile_error",
+            kernel_source=True,
             correct=status == "correct",
             speedup_eager=sp_e,
             speedup_compile=sp_c,
@@ -231,3 +232,91 @@ def test_sketch_tasks_carry_a_valid_warm_start_sketch_and_splits_are_disjoint():
         assert settings["tail"] == 1 and settings["threads"] == 1
         assert t.prompt.startswith("sketch ") and len(t.prompt) <= 80
     assert [t.answer for t in fam.tasks("train", 10, seed=3)] == [t.answer for t in train[:10]]
+
+
+@pytest.mark.parametrize(
+    "code, rule",
+    [
+        ("from torch.utils.cpp_extension import os, sys\n", "import"),  # X.Y is checked, not only X
+        ("import torch.utils.cpp_extension as ce\nx = ce.os.getcwd()\n", "module_attr"),
+        ("import torch\nx = torch.multiprocessing\n", "module_attr"),
+        ("from torch import multiprocessing\n", "import"),
+        ("from torch import _C\n", "import"),
+        ("import torch\n_T = torch.Tensor\n_T.add = print\n", "monkeypatch"),  # through an alias
+        ("import torch.nn as nn\nnn.Module.forward = print\n", "monkeypatch"),
+        ("import torch\nf = torch.compile\n", "module_attr"),
+        ("from ckernel import CALLS\n", "import"),
+        ("x = open('model.py')\n", "forbidden_name"),
+        ("x = type('T', (), {})\n", "forbidden_name"),
+        ("def f(g):\n    return g.__globals__\n", "private_attr"),
+        ("class S:\n    def __exit__(self, *a):\n        return True\n", "special_method"),
+        ("import torch.nn as nn\nclass ModelNew(nn.ReLU):\n    pass\n", "base_class"),
+        ("import torch\nx = torch.cuda.Stream()\n", "module_attr"),
+    ],
+)
+def test_static_allow_list(code, rule):
+    assert rule in [v.rule for v in static_check(code)]
+
+
+def test_static_allow_list_lets_a_plain_kernel_through():
+    code = (
+        "import math\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nfrom ckernel import load_c\n\n"
+        "class ModelNew(nn.Module):\n    def __init__(self, dim):\n        super().__init__()\n"
+        "        self.w = nn.Parameter(torch.randn(dim))\n        self._scale = math.sqrt(dim)\n        self.lib = load_c()\n\n"
+        "    def forward(self, x):\n        y = torch.empty_like(x)\n        self.lib.k(x.contiguous(), self.w, y, x.numel())\n"
+        "        return y.view(x.shape)\n"
+    )
+    assert static_check(code) == []
+
+
+def test_c_source_rules():
+    from tempering.envs.kernels.submission import c_source_check
+
+    found = c_source_check('#include <unistd.h>\n#include <math.h>\nvoid f(void) { __asm__("syscall"); }\n')
+    assert [v.rule for v in found] == ["c_include", "c_source", "c_source"]
+    assert c_source_check("#include <math.h>\n#include <omp.h>\nvoid f(float* y) { y[0] = expf(1.0f); }\n") == []
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_compiled_kernel_symbols_are_checked(tmp_path):
+    from tempering.envs.kernels.elf import check_c_library
+
+    def build(src):
+        (tmp_path / "k.c").write_text(src)
+        subprocess.run(
+            ["gcc", "-O2", "-fopenmp", "-fPIC", "-shared", "k.c", "-o", "k.so", "-lm"], cwd=tmp_path, check=True
+        )
+        return check_c_library((tmp_path / "k.so").read_bytes())
+
+    refusals, functions = build(
+        "#include <math.h>\n#include <string.h>\nvoid k(const float* x, float* y, long n) {\n"
+        "    #pragma omp parallel for\n    for (long i = 0; i < n; i++) y[i] = expf(x[i]);\n"
+        "    memcpy(y, y, 0);\n}\nstatic void helper(void) {}\n"
+    )
+    assert refusals == [] and functions == ["k"]
+    refusals, _ = build(
+        "extern int fork(void);\nextern int open(const char*, int);\nvoid k(void) { fork(); open(0, 0); }\n"
+    )
+    assert any("fork()" in r for r in refusals) and any("open()" in r for r in refusals)
+
+
+def test_tensors_cross_processes_in_memfds_and_outputs_must_be_sealed():
+    import torch
+
+    from tempering.envs.kernels.harness import wire
+
+    a, b = wire.pair()
+    sender, receiver = wire.Channel(a), wire.Channel(b)
+    x = torch.randn(3, 5)
+    views = sender.send({"op": "call"}, {"inputs": [x, 2.5, None]}, shared=True)
+    got = receiver.recv(("inputs",), writable=True)["inputs"]
+    assert torch.equal(got[0], x) and got[1:] == [2.5, None]
+    got[0][0, 0] = 7.0  # shared: the sender sees a write into its inputs at once
+    assert float(views[0][0, 0]) == 7.0 and float(x[0, 0]) != 7.0
+    sender.send({"op": "out"}, {"outputs": [x]})  # sealed copies
+    out = receiver.recv(("outputs",), sealed=True)["outputs"][0]
+    assert torch.equal(out, x)
+    sender.send({"op": "out"}, {"outputs": [x]}, shared=True)  # not sealed: refused as an output
+    with pytest.raises(ValueError, match="not sealed"):
+        receiver.recv(("outputs",), sealed=True)
+    assert wire.probe(x, [0, 16]) == wire.probe(x.clone(), [0, 1]) != wire.probe(x + 1, [0, 1])

@@ -1,4 +1,4 @@
-"""`tempering kernels list|eval|synth`: the kernel environment from the command line."""
+"""`tempering kernels list|eval|hacks|synth`: the kernel environment from the command line."""
 
 from __future__ import annotations
 
@@ -113,6 +113,65 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def cmd_hacks(args) -> int:
+    """Submit every known reward hack (and bad input); print how each ended; 1 if any got through."""
+    from tempering.envs.kernels.hacks import BAD_INPUTS, HACKS, credited, run_hack
+    from tempering.envs.kernels.verifier import KernelVerifier
+    from tempering.sandbox import Sandbox
+
+    cases = [h for h in HACKS + BAD_INPUTS if not args.only or any(word in h.name for word in args.only)]
+    if not cases:
+        raise UserError(f"--only {' '.join(args.only)} matches no hack: `tempering kernels hacks` lists them all")
+    verifier = KernelVerifier(_verify_config(args), sandbox=Sandbox(concurrency=args.concurrency))
+
+    async def go():
+        return await asyncio.gather(*(run_hack(verifier, h) for h in cases))
+
+    outcomes = asyncio.run(go())
+    rows = []
+    print(f"{'class':38} {'hack':50} {'static':6} {'status':17} caught")
+    for h, (res, caught) in zip(cases, outcomes):
+        correct, fast = credited(res)
+        rows.append(
+            {
+                "name": h.name,
+                "kind": h.kind or "bad input",
+                "source": h.source,
+                "static_checks": h.static_checks,
+                "status": res.status,
+                "caught": caught,
+                "credited_correct": correct,
+                "credited_fast": fast,
+                "message": res.message[:300],
+            }
+        )
+        mark = "yes" if caught and not correct else "NO"
+        print(
+            f"{rows[-1]['kind'][:38]:38} {h.name[:50]:50} {'on' if h.static_checks else 'off':6} {res.status:17} {mark}"
+        )
+    hacks = [r for r in rows if r["kind"] != "bad input"]
+    summary = {
+        "hacks_total": len(hacks),
+        "hacks_caught": sum(r["caught"] for r in hacks),
+        "hacks_credited_correct": sum(r["credited_correct"] for r in hacks),
+        "hacks_credited_fast": sum(r["credited_fast"] for r in hacks),
+        "bad_inputs_total": len(rows) - len(hacks),
+        "bad_inputs_handled": sum(r["caught"] for r in rows if r["kind"] == "bad input"),
+    }
+    print(", ".join(f"{k} {v}" for k, v in summary.items()))
+    if args.json:
+        path = Path(args.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        with os.fdopen(fd, "w") as f:
+            json.dump({"summary": summary, "cases": rows}, f, indent=2)
+        os.replace(tmp, path)
+    missed = [r["name"] for r in rows if not r["caught"] or r["credited_correct"]]
+    if missed:
+        print(f"not caught: {', '.join(missed)}", file=sys.stderr)
+    return 1 if missed else 0
+
+
 def cmd_synth(args) -> int:
     from tempering.envs.kernels.synth import SynthConfig, synthesize
 
@@ -163,6 +222,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", help="any VerifyConfig field, key=value")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(fn=cmd_eval)
+
+    p = sub.add_parser("hacks", help="submit every known reward hack; exit 1 if any is credited or missed")
+    p.add_argument("--only", nargs="*", default=None, help="hacks whose name contains one of these words")
+    p.add_argument("--json", default=None, help="write every case and the summary here")
+    p.add_argument("--concurrency", type=int, default=2, help="verification jobs at once")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for candidate and baselines")
+    p.add_argument("--seeds", type=int, default=None, help="correctness trials with get_inputs()")
+    p.add_argument("--timed-runs", dest="timed_runs", type=int, default=None, help="timed runs per model")
+    p.add_argument("--cache-dir", dest="cache_dir", default=None, help="build cache folder")
+    p.add_argument("--set", action="append", help="any VerifyConfig field, key=value")
+    p.set_defaults(fn=cmd_hacks, compile_baseline="off")
 
     p = sub.add_parser("synth", help="compose operators into fused problems and filter them (CUDA Agent)")
     p.add_argument("--out", required=True, help="output problem folder (with manifest.json)")

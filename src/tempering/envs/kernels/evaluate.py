@@ -1,7 +1,7 @@
 """KernelBench-style evaluation of a folder of submissions against a folder of problems.
 
 Metrics (over all problems; a missing or failing submission counts as not correct):
-compile rate, correctness rate, fast_p for p in (0, 1, 1.2) against eager and against torch.compile
+compile rate (over the submissions that had a kernel source to compile), correctness rate, fast_p for p in (0, 1, 1.2) against eager and against torch.compile
 (correct AND speedup > p), geometric-mean speedup over correct submissions and with failures counted
 as 1.0. Per-problem rows go to a JSONL file.
 """
@@ -31,11 +31,16 @@ def summarize(results: list[KernelResult]) -> dict:
     n = len(results)
     if n == 0:
         return {"problems": 0}
+    with_source = [r for r in results if r.kernel_source]
     out: dict = {
         "problems": n,
-        "compile_rate": sum(r.compiled for r in results) / n,
+        # over the submissions that had something to compile: a pure-torch answer, a missing file or
+        # one without ModelNew is not a compile failure, and is counted apart
+        "compile_rate": sum(r.compiled for r in with_source) / len(with_source) if with_source else None,
+        "nothing_to_compile": n - len(with_source),
         "correct_rate": sum(r.correct for r in results) / n,
         "flagged": sum(r.flagged for r in results),
+        "compile_baselines_refused": sum(bool(r.baseline_note) for r in results),
     }
     for base in ("eager", "compile"):
         sp = [getattr(r, f"speedup_{base}") if r.correct else None for r in results]
@@ -102,9 +107,19 @@ def format_table(summary: dict) -> str:
     def sp(x):
         return f"{x:.2f}x" if x else "-"
 
+    compiled = (
+        f"compile rate        {pct(summary['compile_rate'])}"
+        + (
+            f"  (of {summary['problems'] - summary['nothing_to_compile']} with a kernel source)"
+            if summary.get("nothing_to_compile")
+            else ""
+        )
+        if summary.get("compile_rate") is not None
+        else "compile rate        -  (no submission had a kernel source to compile)"
+    )
     lines = [
         f"problems            {summary['problems']}",
-        f"compile rate        {pct(summary['compile_rate'])}",
+        compiled,
         f"correctness rate    {pct(summary['correct_rate'])}",
         "",
         f"{'':20}{'vs eager':>12}{'vs compile':>12}",
@@ -122,5 +137,7 @@ def format_table(summary: dict) -> str:
         f"{'geomean (fail=1.0)':20}{sp(summary['geomean_eager_all']):>12}{sp(summary['geomean_compile_all']):>12}"
     )
     lines.append(f"flagged (> bound)   {summary['flagged']}")
+    if summary.get("compile_baselines_refused"):
+        lines.append(f"compile baselines   {summary['compile_baselines_refused']} refused (slower than eager)")
     lines.append("statuses            " + ", ".join(f"{k} {v}" for k, v in sorted(summary["statuses"].items())))
     return "\n".join(lines)

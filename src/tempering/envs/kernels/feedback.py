@@ -19,6 +19,7 @@ _HEADLINES = {
     "crashed": "Crashed:",
     "early_exit": "Exited early:",
     "tampering": "Harness tampering:",
+    "harness_error": "Harness error (not your fault):",
     "sandbox_error": "Sandbox error (not your fault):",
     "compiled_only": "Compiled (no GPU to run it):",
 }
@@ -54,7 +55,10 @@ def feedback(res: KernelResult) -> str:
             return "Correct (run through Triton's interpreter: no timing on this machine)."
         if res.t_ms is None:
             return "Correct."
-        text = "Correct. Timing (interleaved runs, same process):\n" + timing_table(res)
+        overhead = f", net of the harness's {res.timing_overhead_ms:.3f} ms per call" if res.timing_overhead_ms else ""
+        text = f"Correct. Timing (interleaved runs{overhead}):\n" + timing_table(res)
+        if res.baseline_note:
+            text += f"\n{res.baseline_note}"
         text += f"\nReward (CUDA Agent): {res.cuda_agent_reward}"
         if res.flagged:
             text += "\nSpeedup above the review bound: flagged for a manual check."

@@ -14,62 +14,31 @@ from dataclasses import dataclass, field
 
 BACKENDS = ("c", "torch_ext", "cuda", "triton")
 
-# Modules a submission may import. Everything else (os, sys, threading, time, ctypes, numpy, ...) is
-# rejected: kernels need none of them, and each is a known route to a reward hack.
-ALLOWED_IMPORTS = {
-    "torch",
-    "torch.nn",
-    "torch.nn.functional",
-    "torch.utils.cpp_extension",
-    "math",
-    "typing",
-    "__future__",
-    "ckernel",
-    "triton",
-    "triton.language",
-}
-# Names whose use is reserved to the harness (introspection, dynamic code, process control).
-FORBIDDEN_NAMES = {
-    "exec",
-    "eval",
-    "compile",
-    "__import__",
-    "globals",
-    "locals",
-    "vars",
-    "getattr",
-    "setattr",
-    "delattr",
-    "open",
-    "exit",
-    "quit",
-    "breakpoint",
-    "input",
-    "memoryview",
-}
-FORBIDDEN_ATTRS = {
-    "__torch_function__": "tensor subclass hooks",
-    "__torch_dispatch__": "tensor subclass hooks",
-    "_C": "torch internals",
-    "_python_dispatch": "torch internals",
-    "__dict__": "introspection",
-    "__class__": "introspection",
-    "__subclasses__": "introspection",
-    "__globals__": "introspection",
-    "__builtins__": "introspection",
-    "__code__": "introspection",
-    "__closure__": "introspection",
-    "f_back": "frame introspection",
-    "perf_counter": "timers",
-    "perf_counter_ns": "timers",
-    "process_time": "timers",
-    "monotonic": "timers",
-    "Event": "timers (CUDA events)",
-    "Stream": "work on another stream",
+STREAM_ATTRS = {
     "stream": "work on another stream",
-    "Thread": "threads",
-    "fork": "processes",
+    "Stream": "work on another stream",
+    "Event": "timers (CUDA events)",
+    "record_stream": "work on another stream",
+    "wait_stream": "work on another stream",
 }
+C_HEADERS = frozenset(
+    {
+        "math.h",
+        "stdint.h",
+        "stddef.h",
+        "stdbool.h",
+        "string.h",
+        "stdlib.h",
+        "float.h",
+        "limits.h",
+        "omp.h",
+        "immintrin.h",
+        "x86intrin.h",
+        "arm_neon.h",
+    }
+)
+"""Headers a `c` kernel may include: arithmetic, memory, OpenMP and SIMD intrinsics."""
+_C_TOKENS = re.compile(r"\b(asm|__asm__|__asm|syscall|constructor|destructor|init_priority)\b|##")
 _FENCE = re.compile(r"```([A-Za-z0-9_+]*)[^\n]*\n(.*?)```", re.S)
 
 
@@ -102,6 +71,12 @@ class Submission:
     alone, so a change to the Python glue reuses the cached extension); None: build by running the file."""
     errors: list[str] = field(default_factory=list)
     """Why this cannot be run at all (no ModelNew, syntax error, no source found)."""
+    no_kernel: bool = False
+    """There is nothing to compile: no C source, extension or Triton kernel (a pure-torch answer)."""
+    functions: list[str] = field(default_factory=list)
+    """`c`: the functions the compiled library exports (set after the build; what load_c() may call)."""
+    symbol_refusals: list[str] = field(default_factory=list)
+    """`c`: what the compiled library calls outside `elf.C_SYMBOLS` (set after the build)."""
 
 
 def extract_code(text: str) -> tuple[str, str | None]:
@@ -174,6 +149,27 @@ def _load_inline_calls(tree: ast.Module) -> list[ast.Call]:
     return calls
 
 
+def _torch_call(tree: ast.Module) -> str | None:
+    """The first call in ModelNew.forward that computes with torch (`torch.relu`, `F.gelu`, `x.clamp`)."""
+    from tempering.envs.kernels.harness.policy import ALLOWED_CALLS
+
+    for cls in tree.body:
+        if not (isinstance(cls, ast.ClassDef) and cls.name == "ModelNew"):
+            continue
+        for fn in cls.body:
+            if isinstance(fn, ast.FunctionDef) and fn.name == "forward":
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                        name = node.func.attr
+                        root = node.func.value
+                        if name in ALLOWED_CALLS or (isinstance(root, ast.Attribute) and root.attr == "lib"):
+                            continue
+                        if isinstance(root, ast.Name) and root.id == "self":
+                            continue
+                        return ast.unparse(node.func)
+    return None
+
+
 def parse_submission(text: str, backend: str | None = None) -> Submission:
     """Split an answer into code, backend and sources; problems are listed in `errors`."""
     code, fenced_c = extract_code(text)
@@ -213,10 +209,15 @@ def parse_submission(text: str, backend: str | None = None) -> Submission:
     if sub.backend not in BACKENDS:
         sub.errors.append(f"unknown backend {sub.backend!r}: use one of {', '.join(BACKENDS)}")
     elif sub.backend == "c" and sub.c_source is None and not sub.errors:
+        sub.no_kernel = True
+        used = _torch_call(tree)
         sub.errors.append(
-            'no C source: put the kernel in a module-level string C_SOURCE = r"""...""" '
-            "(a plain literal, so that it compiles before the Python runs) and call it via "
-            "ckernel.load_c()"
+            (f"torch operators are not allowed in the kernel (ModelNew.forward calls {used}), and " if used else "")
+            + "the submission has no kernel source: put the computation in a C function inside a module-level "
+            'string C_SOURCE = r"""...""" (a plain literal, compiled before the Python runs), load it with '
+            "`from ckernel import load_c` / `self.lib = load_c()` in __init__ and call `self.lib.fn(x, y, n)` in "
+            "forward, which may only allocate outputs, take views and call the kernel (a load_inline extension "
+            "or a Triton kernel works too)"
         )
     elif sub.backend == "cuda" and cuda is None:
         sub.errors.append(
@@ -230,86 +231,252 @@ def parse_submission(text: str, backend: str | None = None) -> Submission:
     return sub
 
 
+def _real_module(name: str):
+    """The module itself on this host, to resolve names against (None: not importable here)."""
+    import importlib
+
+    if name == "ckernel":
+        return None
+    try:
+        return importlib.import_module(name)
+    except Exception:
+        return None
+
+
+_MISSING = object()
+
+
+def _attribute(module: str, name: str):
+    real = _real_module(module)
+    return (getattr(real, name, _MISSING) if real is not None else _MISSING), real is not None
+
+
 def static_check(code: str) -> list[Violation]:
-    """Findings that reject a submission before it is compiled or run (empty list: clean)."""
+    """Findings that reject a submission before it is compiled or run (empty list: clean).
+
+    The rules follow `harness/policy.py`, which the candidate's process also enforces at run time:
+    every imported module and every imported name (`from X import Y` checks X.Y) is resolved against
+    the allowed modules; so is every attribute chain that starts at one (`torch.os`, `F.torch._C`);
+    no attribute starting with an underscore is reached except `self._x` and `super().__init__`; only
+    allowed builtins are used; attributes are assigned on `self` only, never on an imported object,
+    a class or an alias of either; classes subclass `nn.Module` (or the submission's own classes) and
+    define no special method but `__init__`; no try/except, global state, generators or lambdas."""
+    from tempering.envs.kernels.harness import policy
+
     try:
         tree = ast.parse(code)
     except SyntaxError as e:
         return [Violation("syntax", e.lineno or 0, f"syntax error: {e.msg}")]
     out: list[Violation] = []
-    modules: set[str] = set()
+
+    def flag(rule, node, message):
+        out.append(Violation(rule, getattr(node, "lineno", 0), message))
+
+    modules: dict[str, str] = {}  # local name -> allowed module it stands for
+    objects: dict[str, tuple[str, str]] = {}  # local name -> (module, name) imported from it
+    classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    bound: set[str] = set()
     for node in ast.walk(tree):
-        line = getattr(node, "lineno", 0)
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add(node.asname or node.name.split(".")[0])
+        elif (isinstance(node, ast.ExceptHandler) and node.name) or (
+            isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name
+        ):
+            bound.add(node.name)
+
+    # imports: the module and every name taken from it
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
             for alias in node.names:
-                modules.add(alias.asname or alias.name.split(".")[0])
-            for name in names:
-                if name not in ALLOWED_IMPORTS:
-                    out.append(
-                        Violation(
-                            "import",
-                            line,
-                            f"import of {name!r} is not allowed (allowed: {', '.join(sorted(ALLOWED_IMPORTS))})",
-                        )
-                    )
-        elif isinstance(node, ast.Try):
-            out.append(
-                Violation(
-                    "try_except",
-                    line,
-                    "try/except is not allowed: a fallback to the reference hides a failing kernel; let errors surface",
+                parts = alias.name.split(".")
+                bad = next(
+                    (
+                        ".".join(parts[:k])
+                        for k in range(1, len(parts) + 1)
+                        if ".".join(parts[:k]) not in policy.MODULES
+                    ),
+                    None,
                 )
+                if bad:
+                    flag(
+                        "import",
+                        node,
+                        f"import of {bad!r} is not allowed (allowed: {', '.join(sorted(policy.MODULES))})",
+                    )
+                    continue
+                modules[alias.asname or parts[0]] = alias.name if alias.asname else parts[0]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                flag("import", node, "relative imports are not allowed")
+                continue
+            if module not in policy.MODULES:
+                flag(
+                    "import",
+                    node,
+                    f"import from {module!r} is not allowed (allowed: {', '.join(sorted(policy.MODULES))})",
+                )
+                continue
+            for alias in node.names:
+                if alias.name == "*":
+                    flag("import", node, f"from {module} import * is not allowed: import the names you use")
+                    continue
+                value, known = _attribute(module, alias.name)
+                why = policy.refusal(module, alias.name, value, known=known and value is not _MISSING)
+                if why:
+                    flag("import", node, f"from {module} import {alias.name}: {why}")
+                    continue
+                local = alias.asname or alias.name
+                sub = policy.module_name(module, alias.name, value)
+                if sub:
+                    modules[local] = sub
+                else:
+                    objects[local] = (module, alias.name)
+
+    # names: only the submission's own, imported ones and the allowed builtins
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            if node.id not in bound and node.id not in policy.BUILTINS:
+                flag("forbidden_name", node, f"{node.id} is not available to a submission")
+
+    # attributes: chains from an allowed module, private names, streams, classes
+    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        attr = node.attr
+        if attr.startswith("_"):
+            on_self = isinstance(node.value, ast.Name) and node.value.id == "self" and not attr.startswith("__")
+            on_super = (
+                attr == "__init__"
+                and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Name)
+                and node.value.func.id == "super"
             )
-        elif isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES:
-            out.append(Violation("forbidden_name", line, f"{node.id}() is not allowed in a submission"))
-        elif isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_ATTRS:
-            out.append(Violation("forbidden_attr", line, f".{node.attr} is not allowed ({FORBIDDEN_ATTRS[node.attr]})"))
+            if not (on_self or on_super):
+                flag("private_attr", node, f".{attr} is not allowed (private and special attributes are out of reach)")
+        if attr in STREAM_ATTRS:
+            flag("forbidden_attr", node, f".{attr} is not allowed ({STREAM_ATTRS[attr]})")
+        if isinstance(node.value, ast.Name) and node.value.id in classes:
+            flag("class_attr", node, f"{node.value.id}.{attr}: reach attributes through an instance, not the class")
+        if id(node) in inner:
+            continue
+        chain, root = [], node
+        while isinstance(root, ast.Attribute):
+            chain.append(root.attr)
+            root = root.value
+        if not (isinstance(root, ast.Name) and root.id in modules):
+            continue
+        module = modules[root.id]
+        for name in reversed(chain):
+            value, known = _attribute(module, name)
+            why = policy.refusal(module, name, value, known=known and value is not _MISSING)
+            if why:
+                flag("module_attr", node, why)
+                break
+            sub = policy.module_name(module, name, value)
+            if sub is None:
+                break
+            module = sub
+
+    def is_module_class(base) -> bool:
+        if isinstance(base, ast.Name):
+            return base.id in classes or objects.get(base.id) == ("torch.nn", "Module")
+        chain, root = [], base
+        while isinstance(root, ast.Attribute):
+            chain.append(root.attr)
+            root = root.value
+        if not (isinstance(root, ast.Name) and root.id in modules) or not chain:
+            return False
+        full = ".".join([modules[root.id], *reversed(chain)])
+        return full == "torch.nn.Module"
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            flag(
+                "try_except",
+                node,
+                "try/except is not allowed: a fallback to the reference hides a failing kernel; let errors surface",
+            )
         elif isinstance(node, ast.ClassDef):
             for base in node.bases:
-                text = ast.unparse(base)
-                if (
-                    text.split(".")[-1] in ("Tensor", "Parameter")
-                    or "TorchFunctionMode" in text
-                    or "DispatchMode" in text
-                ):
-                    out.append(
-                        Violation(
-                            "tensor_subclass",
-                            line,
-                            f"class {node.name} subclasses {text}: tensor subclasses and torch modes are not allowed",
-                        )
+                if not is_module_class(base):
+                    flag(
+                        "base_class",
+                        node,
+                        f"class {node.name} subclasses {ast.unparse(base)}: a submission's classes subclass "
+                        "nn.Module (or its own classes) only (no tensor subclasses, torch modes or reference models)",
                     )
+            for kw in node.keywords:
+                flag("base_class", node, f"class {node.name}: class keywords ({kw.arg}=) are not allowed")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if node.name.startswith("__") and node.name.endswith("__") and node.name not in policy.SPECIAL_METHODS:
+                flag(
+                    "special_method",
+                    node,
+                    f"def {node.name}: special methods other than __init__ are not allowed (they run at moments "
+                    "the harness does not choose)",
+                )
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            out.append(
-                Violation(
-                    "global_state",
-                    line,
-                    "global/nonlocal state is not allowed (results must be computed from the inputs on every call)",
-                )
+            flag(
+                "global_state",
+                node,
+                "global/nonlocal state is not allowed (results must be computed from the inputs on every call)",
             )
-        elif isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await, ast.AsyncFunctionDef, ast.Lambda)):
-            out.append(
-                Violation("lazy", line, "generators, lambdas and async code are not allowed (no lazy evaluation)")
-            )
+        if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await, ast.AsyncFunctionDef, ast.Lambda)):
+            flag("lazy", node, "generators, lambdas and async code are not allowed (no lazy evaluation)")
+
+    # assignments: attributes of self only (no patching through any alias), and self is not rebound
     for node in ast.walk(tree):
-        targets = (
-            node.targets
-            if isinstance(node, ast.Assign)
-            else [node.target]
-            if isinstance(node, (ast.AugAssign, ast.AnnAssign))
-            else []
-        )
-        for t in targets:
-            root = t
-            while isinstance(root, (ast.Attribute, ast.Subscript)):
-                root = root.value
-            if isinstance(t, (ast.Attribute, ast.Subscript)) and isinstance(root, ast.Name) and root.id in modules:
-                out.append(
-                    Violation(
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, ast.Delete):
+            targets = node.targets
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            targets = [node.target]
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            targets = [node.optional_vars]
+        else:
+            continue
+        stack = list(targets)
+        while stack:
+            t = stack.pop()
+            if isinstance(t, (ast.Tuple, ast.List)):
+                stack.extend(t.elts)
+            elif isinstance(t, ast.Starred):
+                stack.append(t.value)
+            elif isinstance(t, ast.Attribute):
+                if not (isinstance(t.value, ast.Name) and t.value.id == "self" and not t.attr.startswith("__")):
+                    flag(
                         "monkeypatch",
-                        node.lineno,
-                        f"assigning to {ast.unparse(t)} patches a library or the harness; not allowed",
+                        t,
+                        f"assigning to {ast.unparse(t)} changes an object outside the submission's own model "
+                        "(only self.name = ... is allowed)",
                     )
-                )
+            elif isinstance(t, ast.Name) and t.id == "self":
+                flag("monkeypatch", t, "rebinding self is not allowed")
     return sorted(out, key=lambda v: v.line)
+
+
+def c_source_check(source: str) -> list[Violation]:
+    """Findings in a `c` kernel's source: headers outside `C_HEADERS`, inline assembly, token pasting,
+    load-time constructors. (What the compiled kernel calls is checked on the library: elf.py.)"""
+    out = []
+    for k, line in enumerate(source.splitlines(), 1):
+        m = re.match(r"\s*#\s*include\s*[<\"]([^>\"]+)[>\"]", line)
+        if m and m.group(1) not in C_HEADERS:
+            allowed = ", ".join(sorted(C_HEADERS))
+            out.append(Violation("c_include", k, f"#include <{m.group(1)}> is not allowed (allowed: {allowed})"))
+        elif not m and re.match(r"\s*#\s*include", line):
+            out.append(Violation("c_include", k, '#include must name a header in <...> or "..."'))
+        for m in _C_TOKENS.finditer(line):
+            out.append(Violation("c_source", k, f"{m.group(0)!r} is not allowed in a C kernel"))
+    return out

@@ -3,13 +3,16 @@
     verifier = KernelVerifier(VerifyConfig())
     result = await verifier.verify(problem, text)       # KernelResult: status, timings, rewards
 
-Steps: parse and static-check the answer (no code runs on the host); compile in a sandbox job through
-the content-addressed `BuildCache` (gcc for `c`, `load_inline` for `torch_ext`, nvcc to a cubin for
-`cuda`); then run the read-only harness (`harness/verify.py`) in a fresh sandboxed process that
-verifies and times the candidate against eager PyTorch (and torch.compile): a process forked from a
-warm worker (`harness/worker.py`, torch imported once per worker), or a sandbox job of its own. The
-harness's `result.json` must carry a nonce given on stdin: a process that exits early or writes its
-own result fails. torch.compile baselines are measured once per problem and machine and kept on disk.
+Steps: parse and static-check the answer (no code runs on the host): its Python against the policy
+of harness/policy.py, a `c` kernel's source for headers and inline assembly; compile in a sandbox job
+through the content-addressed `BuildCache` (gcc for `c`, `load_inline` for `torch_ext`, nvcc to a
+cubin for `cuda`); check what a compiled `c` kernel calls (elf.py); then run the judge
+(`harness/verify.py`) in a fresh sandboxed process tree: forked from a warm worker
+(`harness/worker.py`, torch imported once per worker), or a sandbox job of its own. The judge forks
+the candidate's process before it knows any secret, computes the reference and compares in its own
+process, and times the candidate with its own clock (docs/kernels.md). Its result line must carry a
+nonce given on stdin. torch.compile baselines are measured once per problem and machine and kept on
+disk.
 """
 
 from __future__ import annotations
@@ -28,18 +31,24 @@ import signal
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
 from tempering.envs.kernels import rewards
+from tempering.envs.kernels.elf import check_c_library, dynamic_symbols
 from tempering.envs.kernels.problems import Problem
-from tempering.envs.kernels.submission import Submission, parse_submission, static_check
+from tempering.envs.kernels.submission import Submission, c_source_check, parse_submission, static_check
 from tempering.envs.kernels.workers import workers_for
+from tempering.errors import UserError
 
-HARNESS_FILES = ("verify.py", "ckernel.py", "worker.py")
+HARNESS_FILES = ("verify.py", "runner.py", "policy.py", "wire.py", "ckernel.py", "worker.py", "cleanup.py")
+HARNESS_VERSION = 2
+"""Part of a cached baseline's key: timings of another harness are not comparable."""
 C_FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c11")
 CUDA_ARCH = "sm_90"
+RESULT_BYTES = 1 << 20
+"""Most bytes of the judge's result line read back."""
 
 
 @dataclass
@@ -47,9 +56,17 @@ class VerifyConfig:
     """How submissions are compiled, checked and timed."""
 
     seeds: int = 5
-    """Correctness trials with fresh `get_inputs()` (seeds 0..seeds-1)."""
+    """Correctness trials with fresh `get_inputs()`, each under a seed drawn in secret by the judge for
+    this evaluation, after the submission is loaded (nothing the submission can read holds it)."""
     signed_trials: int = 2
     """Extra trials with signed (randn) inputs: `torch.rand` inputs in [0, 1) let identity pass ReLU."""
+    extra_shapes: int = 1
+    """Extra trials on a smaller batch (a secret size below the problem's), where every input shares
+    its leading size and the reference accepts it: a kernel must not be keyed on the one shape."""
+    precision_rms: float = 1e-4
+    """float32 outputs: the largest RMS error, relative to the output's RMS, of a correct answer. float32
+    arithmetic stays orders of magnitude below; float16 gives ~3e-4, bfloat16 ~2e-3 (precision
+    downgrades that atol = rtol = 1e-2 would let through)."""
     atol: float = 1e-2
     """Absolute tolerance of the comparison."""
     rtol: float = 1e-2
@@ -57,9 +74,21 @@ class VerifyConfig:
     warmup: int = 3
     """Untimed runs of each model before timing."""
     timed_runs: int = 20
-    """Timed runs of each model, interleaved candidate / eager / compile; medians are reported."""
+    """Timed runs of each model, interleaved candidate / eager / compile / null; medians are reported.
+    Raised (up to `max_run_factor` x) when a model's calls are short, so that `min_timed_s` is timed."""
+    min_timed_s: float = 0.05
+    """Seconds of net eager time to time at least (small problems get more runs)."""
+    max_run_factor: int = 5
+    """At most this many times `timed_runs`."""
+    fetched_runs: int = 5
+    """Timed runs, chosen after they returned, whose outputs are fetched and checked in full."""
     threads: int = 1
     """Fixed CPU thread count for torch and OpenMP (candidate and baselines alike)."""
+    clock: str = "auto"
+    """What a timed call costs: `cpu` (the CPU time the kernel counted for the answering process, all
+    its threads: a loaded machine's scheduling delays do not inflate it), `wall` (the judge's clock
+    from request to answer), or `auto`: cpu on a CPU with one thread, else wall (several threads'
+    CPU time adds up, and GPU work is not CPU time). Both are always in `timing`."""
     compile_baseline: str = "cached"
     """torch.compile baseline behind reward 3: `cached` (measured: one baseline job per problem, sizes,
     torch version, machine and thread count times eager and torch.compile interleaved; its compile
@@ -120,11 +149,22 @@ class KernelResult:
     correct: bool = False
     """All correctness trials passed."""
     t_ms: float | None = None
-    """Median candidate time."""
+    """Median candidate time, the harness's fixed overhead (`timing_overhead_ms`) subtracted."""
     t_eager_ms: float | None = None
-    """Median eager PyTorch time, same process, interleaved."""
+    """Median eager PyTorch time, interleaved with the candidate's, overhead subtracted."""
     t_compile_ms: float | None = None
-    """Median torch.compile time (measured, or estimated from the per-problem ratio, see config)."""
+    """Median torch.compile time (measured, or estimated from the per-problem ratio, see config),
+    overhead subtracted; None when the baseline is refused (slower than eager, see `baseline_note`)."""
+    timing_overhead_ms: float | None = None
+    """The fixed cost of one timed call (a null model that returns a ready output, timed the same way)."""
+    baseline_note: str = ""
+    """Why the torch.compile baseline was not used (it was slower than eager), if it was not."""
+    kernel_source: bool = False
+    """The submission had something to compile (a C source, an extension or a Triton kernel)."""
+    error_rms_rel: float | None = None
+    """Largest RMS error of a float32 output relative to its RMS, over the correctness trials."""
+    secret_seed: int | None = None
+    """The seed the judge drew for this evaluation (told after it, to reproduce it)."""
     speedup_eager: float | None = None
     """t_eager / t."""
     speedup_compile: float | None = None
@@ -293,14 +333,22 @@ class KernelVerifier:
         if sub.errors:
             res.message = "; ".join(sub.errors)
             return res
+        res.kernel_source = True
         if cfg.static_checks:
-            res.violations = [asdict(v) for v in static_check(sub.code)]
+            found = static_check(sub.code)
+            if sub.backend == "c" and sub.c_source:
+                found += [replace(v, message="C_SOURCE " + v.message) for v in c_source_check(sub.c_source)]
+            res.violations = [asdict(v) for v in found]
             if res.violations:
                 res.status = "static_check"
                 res.message = "; ".join(f"line {v['line']}: {v['message']}" for v in res.violations[:5])
                 return res
         artifact = await self._compile(sub, res)
         if not res.compiled:
+            return res
+        if sub.symbol_refusals and cfg.static_checks:
+            res.status, res.message = "static_check", "; ".join(sub.symbol_refusals[:5])
+            res.violations = [{"rule": "c_symbol", "line": 0, "message": m} for m in sub.symbol_refusals]
             return res
         if mode == "compile":
             res.status, res.message = "compiled", res.compile_log or "compiled"
@@ -333,8 +381,9 @@ class KernelVerifier:
             timing = out.get("timing", {})
             base = {
                 "problem": problem.name,
-                "eager_ms": timing.get("eager", {}).get("median_ms"),
-                "compile_ms": timing.get("compile", {}).get("median_ms"),
+                "eager_ms": timing.get("eager", {}).get("net_ms"),
+                "compile_ms": timing.get("compile", {}).get("net_ms"),
+                "timing_overhead_ms": out.get("timing_overhead_ms"),
                 "status": out.get("status"),
                 "message": out.get("message", "") or out.get("compile_error", ""),
                 "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -353,6 +402,7 @@ class KernelVerifier:
     def _baseline_key(self, problem: Problem) -> str:
         cfg = self.config
         what = [problem.source, _machine(), cfg.device, cfg.threads, cfg.warmup, cfg.timed_runs, cfg.flush_mb]
+        what += [HARNESS_VERSION, self._clock()]
         return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:32]
 
     def remember_baseline(self, problem: Problem, eager_ms: float, compile_ms: float) -> None:
@@ -408,6 +458,13 @@ class KernelVerifier:
             res.compile_log = res.message
             return None
         res.compiled = True
+        if sub.backend == "c":  # what the library calls, and the functions load_c() may call
+            sub.symbol_refusals, sub.functions = check_c_library(Path(built.path).read_bytes())
+        elif sub.backend == "torch_ext" or (sub.backend == "cuda" and cfg.device == "cuda"):
+            # the module name the extension was built under (its PyInit_ function): the candidate's
+            # process opens it before the submission runs
+            _, exported = dynamic_symbols(Path(built.path).read_bytes())
+            sub.functions = [f[len("PyInit_") :] for f in exported if f.startswith("PyInit_")][:1]
         if sub.backend == "cuda" and cfg.device != "cuda":
             res.ptxas = parse_ptxas(log)
             res.compile_log = "\n".join(ln for ln in log.splitlines() if "ptxas" in ln)[:2000]
@@ -463,6 +520,9 @@ class KernelVerifier:
         res.message = out.get("message", "")
         res.mismatch = out.get("mismatch")
         res.timing = out.get("timing", {})
+        res.timing_overhead_ms = out.get("timing_overhead_ms")
+        res.error_rms_rel = out.get("error_rms_rel")
+        res.secret_seed = out.get("secret_seed")
         res.interpreted = sub.backend == "triton" and cfg.device != "cuda"
         res.correct = res.status == "correct"
         if out.get("traceback"):
@@ -472,17 +532,27 @@ class KernelVerifier:
             res.cuda_agent_reward = -1 if not res.correct else 1
             res.log_speedup = rewards.log_speedup_reward(res.correct, None if not res.correct else 1.0)
             return
-        res.t_ms = res.timing.get("candidate", {}).get("median_ms")
-        res.t_eager_ms = res.timing.get("eager", {}).get("median_ms")
+        res.t_ms = res.timing.get("candidate", {}).get("net_ms")
+        res.t_eager_ms = res.timing.get("eager", {}).get("net_ms")
+        base_eager = res.t_eager_ms
         if every:
-            res.t_compile_ms = res.timing.get("compile", {}).get("median_ms")
-        elif cfg.compile_baseline == "cached":
-            res.t_compile_ms = (await self.baseline(problem)).get("compile_ms")
-        elif cfg.compile_baseline == "once":
+            res.t_compile_ms = res.timing.get("compile", {}).get("net_ms")
+        elif cfg.compile_baseline in ("cached", "once"):
             base = await self.baseline(problem)
-            if base.get("eager_ms") and base.get("compile_ms") and res.t_eager_ms:
+            base_eager = base.get("eager_ms")
+            if cfg.compile_baseline == "cached":
+                res.t_compile_ms = base.get("compile_ms")
+            elif base.get("eager_ms") and base.get("compile_ms") and res.t_eager_ms:
                 res.t_compile_ms = res.t_eager_ms * base["compile_ms"] / base["eager_ms"]
                 res.compile_estimated = True
+        if res.t_compile_ms and base_eager and res.t_compile_ms > base_eager * (1 + cfg.margin):
+            # a torch.compile baseline slower than eager would credit "faster than compile" to anything
+            # faster than eager: it is refused, and reward 3 is out of reach for this problem
+            res.baseline_note = (
+                f"torch.compile baseline refused: {res.t_compile_ms:.3g} ms, slower than eager ({base_eager:.3g} ms) "
+                "in the same measurement"
+            )
+            res.t_compile_ms = None
         if res.t_ms:
             res.speedup_eager = res.t_eager_ms / res.t_ms if res.t_eager_ms else None
             res.speedup_compile = res.t_compile_ms / res.t_ms if res.t_compile_ms else None
@@ -506,8 +576,15 @@ class KernelVerifier:
             "problem": "model.py",
             "submission": "model_new.py" if sub else None,
             "backend": backend,
-            "seeds": list(range(cfg.seeds)),
+            "seeds": cfg.seeds,
             "signed_trials": cfg.signed_trials,
+            "extra_shapes": cfg.extra_shapes,
+            "precision_rms": cfg.precision_rms,
+            "min_timed_s": cfg.min_timed_s,
+            "max_run_factor": cfg.max_run_factor,
+            "fetched_runs": cfg.fetched_runs,
+            "clock": self._clock(),
+            "functions": list(sub.functions) if sub is not None else [],
             "atol": cfg.atol,
             "rtol": cfg.rtol,
             "warmup": cfg.warmup,
@@ -530,6 +607,14 @@ class KernelVerifier:
             backend=backend,
             env=env,
         )
+
+    def _clock(self) -> str:
+        cfg = self.config
+        if cfg.clock == "auto":
+            return "cpu" if cfg.device == "cpu" and cfg.threads == 1 else "wall"
+        if cfg.clock not in ("cpu", "wall"):
+            raise UserError(f"VerifyConfig.clock must be auto, cpu or wall, got {cfg.clock!r}")
+        return cfg.clock
 
     def _job_env(self) -> dict[str, str]:
         threads = str(self.config.threads)
@@ -559,7 +644,10 @@ class KernelVerifier:
         pool = workers_for(self.sandbox, self.config.memory_mb, self._job_env(), self._harness_files_for_job)
         answer = await pool.submit(self._worker_request(req), self.config.wall_s)
         if answer.reply is not None:
-            return _read_result(answer.reply["result"], req.nonce, _candidate_exit(answer.reply))
+            out = _read_result(answer.reply["result"], req.nonce, _candidate_exit(answer.reply))
+            if answer.reply.get("dirty"):  # what its worker could not remove after it (that worker ended)
+                out["_left_behind"] = answer.reply["dirty"]
+            return out
         if answer.worker is None:
             return {"status": "timeout", "message": "the candidate ran past its time limit (its worker was killed)"}
         ran = answer.worker
@@ -596,7 +684,7 @@ class KernelVerifier:
         if req.submission is not None:
             ro["model_new.py"] = req.submission
             if req.artifact and req.backend == "c":
-                env["CKERNEL_LIBRARY"] = req.artifact
+                config["library"] = req.artifact
                 binds.append(req.artifact)
             elif req.artifact:
                 config["extension"] = req.artifact
@@ -607,7 +695,6 @@ class KernelVerifier:
             readonly_files=ro,
             env=env,
             stdin=req.nonce + "\n",
-            outputs=["result.json"],
             ro_binds=binds,
             limits=Limits(
                 wall_s=cfg.wall_s,
@@ -616,11 +703,12 @@ class KernelVerifier:
                 nproc=256,
                 fsize_mb=256,
                 nofile=512,
+                output_bytes=RESULT_BYTES,
             ),
         )
         ran = await self.sandbox.run(job)
-        raw = ran.outputs.get("result.json")
-        return _read_result(raw.decode(errors="replace") if raw is not None else None, req.nonce, ran)
+        lines = (ran.stdout or "").strip().splitlines()  # the judge's one line (only the judge holds stdout)
+        return _read_result(lines[-1] if lines else None, req.nonce, ran)
 
     # -- warm workers --------------------------------------------------------------------------------
     def _worker_request(self, req: _Request) -> str:
@@ -630,7 +718,7 @@ class KernelVerifier:
         config = dict(req.config, problem="model.py")
         if req.artifact and req.backend == "c":
             files["kernel.so"] = Path(req.artifact).read_bytes()
-            env["CKERNEL_LIBRARY"] = "kernel.so"
+            config["library"] = "kernel.so"
         elif req.artifact:
             files["ext.so"] = Path(req.artifact).read_bytes()
             config["extension"] = "ext.so"
@@ -693,11 +781,11 @@ def _read_result(raw: str | None, nonce: str, ran) -> dict:
     try:
         out = json.loads(raw)
     except ValueError:
-        return {"status": "tampering", "message": "result.json is not the harness's JSON", "_wall_s": ran.wall_s}
+        return {"status": "tampering", "message": "the result is not the judge's JSON", "_wall_s": ran.wall_s}
     if not isinstance(out, dict) or out.get("nonce") != nonce:
         return {
             "status": "tampering",
-            "message": "result.json was not written by the harness (nonce mismatch)",
+            "message": "the result was not written by the judge (nonce mismatch)",
             "_wall_s": ran.wall_s,
         }
     if not ran.ok and out.get("status") == "correct":

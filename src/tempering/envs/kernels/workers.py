@@ -134,7 +134,7 @@ class Workers:
                     answer = Answer(worker=await _end(run))
                 if not req.future.done():
                     req.future.set_result(answer)
-                if answer.reply is None:
+                if answer.reply is None or answer.reply.get("dirty"):  # dirty: the worker ends, fail closed
                     return
         except BaseException as e:  # the caller waiting on this candidate hears of it
             if req is not None and not req.future.done():

@@ -1,18 +1,19 @@
 """Calls into the compiled C library of a `c` submission (read-only; provided by the harness).
 
-`load_c()` returns the library; `lib.fn(*args)` calls the C function `fn` with tensors passed as
-data pointers (contiguous, on the CPU), Python ints as `long` (int64) and floats as `float`.
-C functions return nothing: they write their results into output tensors the caller allocated.
-Every call is counted so that the harness can tell a kernel that is defined but never called.
+A submission imports `from ckernel import load_c`: `load_c()` returns the library, and `lib.fn(*args)`
+calls the C function `fn` with tensors passed as data pointers (contiguous, on the CPU), Python ints
+as `long` (int64) and floats as `float`. C functions return nothing: they write their results into
+output tensors the caller allocated.
+
+The harness opens the library before the submission runs (`open_library`) and hands the submission
+a `load_c` bound to it. Every call is counted in a counter that lives in the harness's closure, not
+in this module: there is nothing here for a submission to import, read or increment.
 """
 
 import ctypes
 import os
 
 import torch
-
-CALLS = [0]
-"""Number of calls into the library so far (read by the harness)."""
 
 
 def _arg(a):
@@ -27,28 +28,43 @@ def _arg(a):
     return ctypes.c_long(a) if isinstance(a, int) else ctypes.c_float(a)
 
 
-class CLibrary:
-    """The compiled submission; attribute access gives a counted caller of that C function."""
-
-    def __init__(self, path: str):
-        self._dll = ctypes.CDLL(os.path.abspath(path))
-
-    def __getattr__(self, name: str):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        try:
-            fn = getattr(self._dll, name)
-        except AttributeError:
-            raise AttributeError(f"ckernel: the compiled C source defines no function {name!r}") from None
+def open_library(path: str, functions, on_call):
+    """`load_c` for the library at `path`: its exported `functions` are resolved now (nothing is
+    looked up later), and `on_call()` runs before each call."""
+    dll = ctypes.CDLL(os.path.abspath(path))
+    resolved = {}
+    for name in functions:
+        fn = getattr(dll, name)
         fn.restype = None
+        resolved[name] = fn
+
+    def caller(name):
+        fn = resolved.get(name)
+        if fn is None:
+            raise AttributeError(f"ckernel: the compiled C source defines no function {name!r}")
 
         def call(*args):
-            CALLS[0] += 1
-            fn(*[_arg(a) for a in args])
+            on_call()
+            with torch._C.DisableTorchFunction():  # the harness's own conversions: not the submission's calls
+                converted = [_arg(a) for a in args]
+            fn(*converted)
 
         return call
 
+    class CLibrary:
+        """The compiled submission; attribute access gives a counted caller of that C function."""
 
-def load_c() -> CLibrary:
-    """The library compiled from the submission's `C_SOURCE`."""
-    return CLibrary(os.environ.get("CKERNEL_LIBRARY", "kernel.so"))
+        __slots__ = ()
+
+        def __getattr__(self, name):
+            if name.startswith("_"):
+                raise AttributeError(name)
+            return caller(name)
+
+    library = CLibrary()
+
+    def load_c():
+        """The library compiled from the submission's `C_SOURCE`."""
+        return library
+
+    return load_c

@@ -1,163 +1,54 @@
-"""Verify and time one candidate against its reference, inside a sandbox job (one fresh process each).
+"""The judge: verify and time one candidate against its reference (read-only; one sandboxed process tree).
 
-Reads `config.json` and a nonce line on stdin; writes `result.json` (status, mismatch report, timings)
-carrying the nonce, and nothing else decides success: a process that exits before writing it failed.
+Reads `config.json` and a nonce line on stdin; writes one line, the result (status, mismatch report,
+timings) carrying the nonce, on its standard output. No object the submission can reach decides it:
 
-Order of work, as KernelBench and CUDA Agent check it, plus the known reward hacks:
-  1. import the problem, then the candidate (its import may not exit, raise, start threads or patch us);
-  2. build the reference and the candidate under the same seed (KernelBench's rule), then load into
-     the candidate the reference's tensors whose names and shapes it shares;
-  3. correctness trials: fresh inputs per seed plus signed inputs; each model gets its own clone;
-     the candidate runs before the reference and again after it; inputs must come back unchanged;
-     outputs must be plain, materialised tensors, close to the reference, neither near-constant nor
-     near-zero where the reference is not;
-  4. during every candidate forward, torch operators other than allocation and views raise, and the
-     compiled kernel must actually be called;
-  5. timing: warm-up, then interleaved rounds (candidate, eager, torch.compile) with the cache flushed
-     before each run; medians; the last timed candidate output is checked again;
-  6. the harness's own functions and the timers must be unchanged at the end.
+  1. before the judge knows anything secret, or has even loaded the problem, it forks the candidate's
+     process (runner.py), which imports and builds the submission and answers the judge's requests,
+     and (to time the baselines) the reference process; the judge is not dumpable, so the candidate's
+     process cannot read its memory;
+  2. the judge loads the problem and builds the reference here, in a process the submission never ran
+     in, under the same seed as the candidate's model (KernelBench's rule);
+  3. only once the candidate is loaded and built does the judge draw a secret seed (`secrets`), from
+     which every correctness input and every timing input of this evaluation comes: get_inputs()
+     trials, signed inputs (KernelBench's torch.rand inputs are all in [0, 1), where returning the
+     input passes ReLU), and an extra shape (a smaller batch) where the reference accepts one;
+  4. inputs go to the candidate in shared memory; its outputs come back in sealed memfds and are
+     compared here with the reference's; inputs must come back unchanged;
+  5. timing: the candidate's process, and a reference process that runs eager PyTorch (and
+     torch.compile) and a null model, answer the same request; the judge's clock measures each call
+     from request to answer. Each timed call changes a few input values the judge picked after the
+     previous call, so no earlier result fits it; the answer carries the output's bytes at positions
+     the judge sends only once the call has returned, and a few calls chosen afterwards are fetched
+     whole and checked against those bytes and the reference, so work done after the call returned
+     shows. The null model's time is the fixed overhead: reported, and subtracted from both sides.
+     Each call is measured twice: wall-clock, and the CPU time the kernel counted for the answering
+     process (all its threads; /proc/PID/task/*/schedstat), which a loaded machine's scheduling delays
+     do not inflate; `clock` says which one the result uses;
+  6. the candidate's process reports what it saw itself (forbidden torch calls, kernel calls, a
+     replaced attribute): those checks are the second line, behind everything above.
 """
 
-import _thread
-import builtins
+import ctypes
 import importlib.util
 import json
 import math
 import os
+import random
+import secrets
+import signal
 import sys
-import threading
 import time
 import traceback
 
+import runner
 import torch
-from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+import wire
 
-# Captured before any candidate code runs; checked again at the end (monkeypatching the harness).
 _perf_counter = time.perf_counter
-_open = builtins.open
-_json_dumps = json.dumps
-_replace = os.replace
-_CRITICAL = {
-    "time.perf_counter": (time, "perf_counter"),
-    "time.perf_counter_ns": (time, "perf_counter_ns"),
-    "torch.testing.assert_close": (torch.testing, "assert_close"),
-    "torch.allclose": (torch, "allclose"),
-    "torch.equal": (torch, "equal"),
-    "torch.randn": (torch, "randn"),
-    "torch.rand": (torch, "rand"),
-    "torch.randn_like": (torch, "randn_like"),
-    "torch.Tensor.clone": (torch.Tensor, "clone"),
-    "torch.Tensor.sub": (torch.Tensor, "sub"),
-    "torch.Tensor.abs": (torch.Tensor, "abs"),
-    "torch.Tensor.__sub__": (torch.Tensor, "__sub__"),
-    "torch.nn.Module.__call__": (torch.nn.Module, "__call__"),
-    "torch.nn.Module.load_state_dict": (torch.nn.Module, "load_state_dict"),
-    "torch.cuda.synchronize": (torch.cuda, "synchronize"),
-    "json.dumps": (json, "dumps"),
-    "os.replace": (os, "replace"),
-    "builtins.open": (builtins, "open"),
-}
-_SNAPSHOT = {name: getattr(obj, attr) for name, (obj, attr) in _CRITICAL.items()}
-
-# What a candidate's forward may do with torch: allocate, look at metadata, take views and copies.
-# Checked by name on every torch function and Tensor method call (TorchFunctionMode); everything else
-# (arithmetic, torch.nn.functional, .numpy(), ...) raises.
-ALLOWED_CALLS = {
-    "empty",
-    "empty_like",
-    "empty_strided",
-    "new_empty",
-    "zeros",
-    "zeros_like",
-    "new_zeros",
-    "zero_",
-    "fill_",
-    "view",
-    "view_as",
-    "reshape",
-    "reshape_as",
-    "contiguous",
-    "t",
-    "transpose",
-    "permute",
-    "unsqueeze",
-    "squeeze",
-    "expand",
-    "expand_as",
-    "flatten",
-    "unflatten",
-    "detach",
-    "clone",
-    "copy_",
-    "to",
-    "cpu",
-    "cuda",
-    "select",
-    "narrow",
-    "split",
-    "chunk",
-    "unbind",
-    "__getitem__",
-    "__get__",
-    "__len__",
-    "data_ptr",
-    "numel",
-    "nelement",
-    "size",
-    "dim",
-    "ndimension",
-    "stride",
-    "is_contiguous",
-    "element_size",
-    "storage_offset",
-    "is_floating_point",
-    "get_device",
-    "__format__",
-    "__repr__",
-}
-# The same at the aten level, for compiled extensions that call into ATen from C++ (torch_ext, cuda).
-ALLOWED_OPS = {
-    "empty",
-    "empty_like",
-    "empty_strided",
-    "new_empty",
-    "new_empty_strided",
-    "zeros",
-    "zeros_like",
-    "zero_",
-    "fill_",
-    "view",
-    "_unsafe_view",
-    "reshape",
-    "as_strided",
-    "t",
-    "transpose",
-    "permute",
-    "unsqueeze",
-    "squeeze",
-    "expand",
-    "alias",
-    "detach",
-    "clone",
-    "copy_",
-    "contiguous",
-    "lift_fresh",
-    "select",
-    "slice",
-    "split",
-    "chunk",
-    "unbind",
-    "_to_copy",
-    "to",
-    "resize_",
-}
-
-
-EXTENSION_BACKENDS = ("torch_ext", "cuda")
-"""Backends whose `load_inline` returns the extension the build job compiled, its calls counted."""
-COUNTED_BACKENDS = ("c", "torch_ext", "cuda", "triton")
-"""Backends whose forward must call the compiled kernel (a defined but unlaunched kernel is a decoy)."""
+PROBES = 32
+"""Output elements whose bytes a timed call reports, at positions it learns only after returning."""
+MEMORY_SIGNS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "out of memory", "Could not allocate")
 
 
 class Verdict(Exception):
@@ -168,141 +59,12 @@ class Verdict(Exception):
         self.status, self.message, self.extra = status, message, extra
 
 
-class Guard:
-    """Records forbidden operations seen during candidate code, even if the candidate swallows them."""
-
-    def __init__(self, allowed, allowed_calls):
-        self.allowed, self.allowed_calls = allowed, allowed_calls
-        self.violations = []
-
-    def flag(self, what):
-        self.violations.append(what)
-        raise RuntimeError(f"forbidden in the candidate's forward: {what}")
-
-
-class _ThreadBan:
-    """Starting a thread or process-level worker inside the candidate's forward is a violation."""
-
-    def __init__(self):
-        self.guard = None
-        self._start, self._new = threading.Thread.start, _thread.start_new_thread
-        ban = self
-
-        def start(thread, *a, **k):
-            if ban.guard is not None:
-                ban.guard.flag("starting a thread (work the timer would not see)")
-            return ban._start(thread, *a, **k)
-
-        def start_new_thread(*a, **k):
-            if ban.guard is not None:
-                ban.guard.flag("starting a thread (work the timer would not see)")
-            return ban._new(*a, **k)
-
-        threading.Thread.start = start
-        _thread.start_new_thread = start_new_thread
-
-
-_THREADS = _ThreadBan()
-
-
-class _BanCalls(TorchFunctionMode):
-    def __init__(self, guard):
-        super().__init__()
-        self.guard = guard
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", str(func)).split(".")[0]  # aten overloads: `empty_like.default`
-        if name not in self.guard.allowed_calls:
-            self.guard.flag(f"torch call {name}")
-        return func(*args, **(kwargs or {}))
-
-
-class _BanOps(TorchDispatchMode):
-    def __init__(self, guard):
-        super().__init__()
-        self.guard = guard
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.overloadpacket.__name__ not in self.guard.allowed:
-            self.guard.flag(f"torch operator aten.{func.overloadpacket.__name__}")
-        return func(*args, **(kwargs or {}))
-
-
-class KernelCounter:
-    """Counts calls into the submission's compiled code (ctypes library, extension, Triton launch)."""
-
-    def __init__(self):
-        self.extra = [0]
-
-    def count(self):
-        n = self.extra[0]
-        mod = sys.modules.get("ckernel")
-        if mod is not None and hasattr(mod, "CALLS"):
-            n += mod.CALLS[0]
-        return n
-
-
 def _load_module(name, path):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
-
-
-def _install_extension_loader(cfg, counter):
-    """torch_ext, cuda: `load_inline` returns the extension the build job compiled (cached by content)."""
-    import torch.utils.cpp_extension as cpp_extension
-
-    prebuilt = cfg.get("extension")
-
-    def load_inline(name, *args, **kwargs):
-        if not prebuilt or not os.path.exists(prebuilt):
-            raise RuntimeError("no prebuilt extension was provided for load_inline")
-        spec = importlib.util.spec_from_file_location(name, prebuilt)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return _CountingModule(module, counter)
-
-    cpp_extension.load_inline = load_inline
-
-
-class _CountingModule:
-    """Wraps an extension module so that each call of one of its functions is counted."""
-
-    def __init__(self, module, counter):
-        self._module, self._counter = module, counter
-
-    def __getattr__(self, name):
-        fn = getattr(self._module, name)
-        if not callable(fn):
-            return fn
-
-        def call(*args, **kwargs):
-            self._counter.extra[0] += 1
-            return fn(*args, **kwargs)
-
-        return call
-
-
-def _install_triton_hook(counter):
-    """triton: count kernel launches; under the interpreter, let its own numpy copies through."""
-    try:
-        import triton.runtime.interpreter as interp
-        import triton.runtime.jit as jit
-    except Exception:
-        return
-    for cls in (getattr(interp, "InterpretedFunction", None), getattr(jit, "JITFunction", None)):
-        if cls is None or not hasattr(cls, "run"):
-            continue
-        original = cls.run
-
-        def run(self, *args, _original=original, **kwargs):
-            counter.extra[0] += 1
-            with torch._C.DisableTorchFunction(), _disable_current_modes():
-                return _original(self, *args, **kwargs)
-
-        cls.run = run
 
 
 def _clone(inputs, device):
@@ -313,31 +75,32 @@ def _outputs(out):
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
-def _check_plain(out, device, who):
-    for k, o in enumerate(_outputs(out)):
-        if type(o) is not torch.Tensor:
-            raise Verdict("bad_output", f"{who} output {k} is a {type(o).__name__}, not a plain torch.Tensor")
-        if o.layout != torch.strided or o.device.type != device or o.is_meta:
-            raise Verdict("bad_output", f"{who} output {k} is not a materialised {device} tensor")
+def _same_bytes(a, b):
+    """Bit for bit the same tensor (compared in 8-byte words where they fit: several times faster)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    x, y = wire._flat_bytes(a), wire._flat_bytes(b)
+    whole = x.numel() - x.numel() % 8
+    if whole and x.storage_offset() % 8 == 0 and y.storage_offset() % 8 == 0:
+        if not torch.equal(x[:whole].view(torch.int64), y[:whole].view(torch.int64)):
+            return False
+        x, y = x[whole:], y[whole:]
+    return torch.equal(x, y)
 
 
-# The tensor functions the comparisons below use, taken before any candidate code runs: a candidate
-# that patches one of them later cannot change what the harness computes with it.
-_isclose, _aminmax = torch.isclose, torch.aminmax
-_sub, _std = torch.Tensor.__sub__, torch.Tensor.std
+# -- comparison (in the judge only) -------------------------------------------------------------------
+def _difference(got, want, atol):
+    """(max |got - want| if surely within tolerance else None, RMS of got - want or None).
 
-
-def _surely_close(got, want, atol):
-    """max |got - want| if it is surely within tolerance, else None (the exact check decides).
-
-    Two passes (a difference and its extremes) where torch.isclose takes several times longer:
-    max |got - want| <= atol, with a margin for rounding, implies isclose's |got - want| <= atol +
-    rtol |want|. A NaN or inf, or an error near or above atol that rtol may still excuse, gives None."""
-    if not got.is_floating_point() or got.numel() == 0:
-        return None
-    low, high = _aminmax(_sub(got, want))
+    Two passes over the difference where torch.isclose takes several: max |got - want| <= atol, with
+    a margin for rounding, implies isclose's |got - want| <= atol + rtol |want|."""
+    if not got.is_floating_point() or got.numel() == 0 or got.shape != want.shape or got.dtype != want.dtype:
+        return None, None
+    diff = got - want
+    low, high = torch.aminmax(diff)
     gap = max(-float(low), float(high))
-    return gap if gap <= atol * (1 - 1e-6) else None
+    rms = float(torch.linalg.vector_norm(diff.float())) / math.sqrt(diff.numel())
+    return (gap if gap <= atol * (1 - 1e-6) else None), (rms if math.isfinite(rms) else None)
 
 
 def _mismatch(got, want, atol, rtol):
@@ -346,7 +109,7 @@ def _mismatch(got, want, atol, rtol):
         return {"reason": f"shape {tuple(got.shape)} != expected {tuple(want.shape)}"}
     if got.dtype != want.dtype:
         return {"reason": f"dtype {got.dtype} != expected {want.dtype}"}
-    close = _isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    close = torch.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
     if bool(close.all()):
         return None
     g, w = got.detach().double().cpu(), want.detach().double().cpu()
@@ -372,10 +135,14 @@ def _mismatch(got, want, atol, rtol):
 
 
 def _spread(t):
-    """(largest magnitude, standard deviation) of a tensor, the two numbers `_degenerate` compares."""
+    """(largest magnitude, standard deviation, RMS) of a tensor."""
     t = t.detach().float()
-    low, high = _aminmax(t)
-    return max(abs(float(low)), abs(float(high))), float(_std(t))
+    low, high = torch.aminmax(t)
+    return (
+        max(abs(float(low)), abs(float(high))),
+        float(t.std()),
+        float(torch.linalg.vector_norm(t)) / math.sqrt(max(1, t.numel())),
+    )
 
 
 def _degenerate(got, want_spread, numel, gap=None):
@@ -386,14 +153,14 @@ def _degenerate(got, want_spread, numel, gap=None):
     only when those bounds (with a wide margin for rounding) do not rule it out is `got` measured."""
     if numel < 2:
         return None
-    w_scale, w_std = want_spread
+    w_scale, w_std, _ = want_spread
     if gap is not None:
         slack = 1.01 * gap * math.sqrt(numel / (numel - 1))
         if (w_scale <= 1e-4 or 0.99 * w_scale - slack > 1e-3 * w_scale) and (
             w_std <= 1e-4 or 0.99 * w_std - slack > 1e-3 * w_std
         ):
             return None
-    g_scale, g_std = _spread(got)
+    g_scale, g_std, _ = _spread(got)
     if w_scale > 1e-4 and g_scale <= 1e-3 * w_scale:
         return "near-zero output where the reference's is not"
     if w_std > 1e-4 and g_std <= 1e-3 * w_std:
@@ -401,62 +168,169 @@ def _degenerate(got, want_spread, numel, gap=None):
     return None
 
 
-class Harness:
-    def __init__(self, cfg):
+def _describe(report):
+    where = f"{report.get('kind')} inputs{report.get('shape_note', '')}"
+    if report.get("reason") != "values differ":
+        return f"{report['reason']} (output {report.get('output', 0)}, {where})"
+    return (
+        f"output {report['output']} differs on {where}: {report['mismatched']}/{report['total']} elements "
+        f"outside tolerance; max abs err {report['max_abs']:.3g}, max rel err {report['max_rel']:.3g}; at "
+        f"{tuple(report['where'])} expected {report['expected']:.5g}, got {report['got']:.5g}"
+    )
+
+
+def _quantile(values, p):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+
+
+class Peer:
+    """A process the judge forked, and the channel to it."""
+
+    def __init__(self, who, pid, chan, err_file):
+        self.who, self.pid, self.chan, self.err_file = who, pid, chan, err_file
+        self.ended = None
+        self.sent = []  # tokens of the requests the answer may be to
+
+    def tell(self, msg, tensors=None, shared=False):
+        """Send a request whose answer comes with the next one's."""
+        token = secrets.token_hex(8)
+        self.sent.append(token)
+        try:
+            return self.chan.send({**msg, "token": token}, tensors, shared=shared)
+        except wire.PeerGone:
+            raise self.death() from None
+
+    def ask(self, msg, tensors=None, shared=False, keys=("outputs",)):
+        """Send a request, return the answer (its outputs decoded, sealed); a refusal or death is a Verdict.
+        The answer must name this request (a refusal may name an earlier one of the same exchange)."""
+        views = self.tell(msg, tensors, shared)
+        try:
+            reply = self.chan.recv(keys, sealed=True)
+        except wire.PeerGone:
+            raise self.death() from None
+        sent, self.sent = self.sent, []
+        if not reply.get("ok", False):
+            if reply.get("reply_to") not in sent:
+                raise Verdict("tampering", f"the {self.who} process answered a request it had not been sent")
+            raise _refusal(reply)
+        if reply.get("reply_to") != sent[-1]:
+            raise Verdict("tampering", f"the {self.who} process answered before its request arrived")
+        reply["_views"] = views
+        return reply
+
+    def death(self):
+        """The Verdict for a process that went away without answering."""
+        _, status = os.waitpid(self.pid, 0)
+        self.ended = status
+        tail = _tail(self.err_file)
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            if sig == signal.SIGXCPU:
+                return Verdict("timeout", f"the {self.who} process ran past its CPU time limit")
+            how = f"was killed by signal {signal.Signals(sig).name}"
+        else:
+            code = os.WEXITSTATUS(status)
+            if code == 0:
+                return Verdict("early_exit", f"the {self.who} process exited before it answered (early exit)")
+            how = f"exited with code {code}"
+        if any(m in tail for m in MEMORY_SIGNS):
+            return Verdict("memory_exceeded", f"the {self.who} process ran out of memory ({how})\n{tail[-800:]}")
+        return Verdict("crashed", f"the {self.who} process {how}\n{tail[-800:]}".strip())
+
+    def cpu_ns(self):
+        """CPU time the process has run, all its threads, as the kernel counts it (it cannot change it)."""
+        total = 0
+        base = f"/proc/{self.pid}/task"
+        for tid in os.listdir(base):
+            try:
+                with open(f"{base}/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass
+        return total
+
+    def end(self):
+        if self.ended is not None:
+            return
+        try:
+            self.chan.send({"op": "end"})
+        except Exception:
+            pass
+        for _ in range(200):
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.ended = status
+                return
+            time.sleep(0.005)
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _, self.ended = os.waitpid(self.pid, 0)
+
+
+REPORTED = frozenset(
+    {"forbidden_op", "runtime_error", "early_exit", "bad_output", "kernel_not_called", "tampering", "bad_submission"}
+)
+"""The failures a runner may report about itself; anything else it says is not believed."""
+
+
+def _refusal(reply):
+    """The Verdict for a runner's refusal: one of the failures it may report, never a success."""
+    status = reply.get("status")
+    message = str(reply.get("message", ""))[:4000]
+    if status not in REPORTED and status != "harness_error":
+        return Verdict(
+            "tampering", f"the candidate's process reported {str(status)[:40]!r}, not a failure it may report"
+        )
+    tb = reply.get("traceback")
+    return Verdict(status, message, **({"traceback": str(tb)[:4000]} if tb else {}))
+
+
+def _tail(path, n=4000):
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - n))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _fork(who, main, *args):
+    """A child process running `main(sock, *args)`; the judge keeps the other end."""
+    mine, theirs = wire.pair()
+    pid = os.fork()
+    if pid == 0:
+        mine.close()
+        main(theirs, *args)
+        os._exit(1)  # not reached: the mains end with os._exit
+    theirs.close()
+    return Peer(who, pid, wire.Channel(mine), f"{who}.err")
+
+
+def _shared_batch(inputs):
+    """The leading size every tensor input shares (a batch that can shrink), or None."""
+    sizes = {x.shape[0] for x in inputs if isinstance(x, torch.Tensor) and x.dim() >= 1}
+    tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+    if len(sizes) != 1 or not tensors or any(x.dim() == 0 for x in tensors):
+        return None
+    (size,) = sizes
+    return size if size >= 2 else None
+
+
+class Judge:
+    def __init__(self, cfg, candidate):
         self.cfg = cfg
         self.device = cfg.get("device", "cpu")
         self.atol, self.rtol = cfg.get("atol", 1e-2), cfg.get("rtol", 1e-2)
-        extra = set(cfg.get("allow_ops", []))
-        self.guard = Guard(ALLOWED_OPS | extra, ALLOWED_CALLS | extra)
-        # aten-level checks only where compiled code can call ATen itself (entering a dispatch mode
-        # imports torch._dynamo: seconds per job)
-        self.aten_guard = cfg.get("backend") in EXTENSION_BACKENDS
-        self.counter = KernelCounter()
-        self.result = {"trials": [], "timing": {}}
+        self.precision_rms = cfg.get("precision_rms", 1e-4)
+        self.candidate = candidate
+        self.reference = None
+        self.result = {"trials": [], "timing": {}, "kernel_calls": 0}
 
-    # -- candidate calls, always under the ban -------------------------------------------------
-    def call_candidate(self, model, inputs):
-        before_threads = threading.active_count()
-        before_calls = self.counter.count()
-        try:
-            _THREADS.guard = self.guard
-            with torch.no_grad(), _BanCalls(self.guard):
-                if self.aten_guard:
-                    with _BanOps(self.guard):
-                        out = model(*inputs)
-                else:
-                    out = model(*inputs)
-            self.sync()
-            _THREADS.guard = None
-        except SystemExit:
-            raise Verdict("early_exit", "the candidate's forward tried to exit the process")
-        except Exception as e:
-            _THREADS.guard = None
-            if self.guard.violations:
-                raise Verdict(
-                    "forbidden_op",
-                    self.guard.violations[0] + " (in forward, only allocate outputs, take views and call your kernel)",
-                )
-            raise Verdict(
-                "runtime_error", f"forward raised {type(e).__name__}: {e}", traceback=traceback.format_exc(limit=-3)
-            )
-        if self.guard.violations:
-            raise Verdict("forbidden_op", self.guard.violations[0] + " (caught and swallowed by the candidate)")
-        if threading.active_count() > before_threads:
-            raise Verdict("forbidden_op", "the candidate's forward left a thread running (work after return)")
-        if self.cfg.get("backend") in COUNTED_BACKENDS and self.counter.count() == before_calls:
-            raise Verdict(
-                "kernel_not_called",
-                "the forward never called the compiled kernel "
-                "(a kernel that is defined but not launched does not count)",
-            )
-        return out
-
-    def sync(self):
-        if self.device == "cuda":
-            torch.cuda.synchronize()
-
-    # -- the steps -----------------------------------------------------------------------------
+    # -- set-up ---------------------------------------------------------------------------------------
     def load(self):
         cfg = self.cfg
         try:
@@ -467,64 +341,31 @@ class Harness:
             if not hasattr(problem, attr):
                 raise Verdict("bad_problem", f"the problem file defines no {attr}")
         self.problem = problem
-        if cfg.get("backend") in EXTENSION_BACKENDS:
-            _install_extension_loader(cfg, self.counter)
-        if cfg.get("backend") == "triton":
-            _install_triton_hook(self.counter)
-        if cfg.get("submission") is None:  # baseline-only job
-            self.candidate_cls = None
+        init = problem.get_init_inputs()
+        torch.manual_seed(cfg.get("init_seed", 42))
+        self.ref = problem.Model(*init).to(self.device).eval()
+        if self.candidate is None:
             return
-        threads = threading.active_count()
-        try:
-            cand = _load_module("candidate_submission", cfg["submission"])
-        except SystemExit:
-            raise Verdict("early_exit", "the submission tried to exit the process while being imported")
-        except Exception as e:
-            raise Verdict(
-                "runtime_error",
-                f"the submission failed to import: {type(e).__name__}: {e}",
-                traceback=traceback.format_exc(limit=-3),
-            )
-        if threading.active_count() > threads:
-            raise Verdict("forbidden_op", "the submission started a thread while being imported")
-        if not hasattr(cand, "ModelNew"):
-            raise Verdict("bad_submission", "the submission defines no class ModelNew")
-        self.candidate_cls = cand.ModelNew
-        self.check_untouched("importing the submission")
+        self._imported()
+        state = {k: v.detach().cpu() for k, v in self.ref.state_dict().items()}
+        built = self.candidate.ask(
+            {"op": "init", "init_seed": cfg.get("init_seed", 42)}, {"init": list(init), "state": state}
+        )
+        shared = set(built["shared"])
+        self.unmatched = [k for k in built["names"] if k not in shared]
+        self.ref_unmatched = [k for k in state if k not in shared]
 
-    def build(self):
-        """Both models from the same seed, as KernelBench builds them: a ModelNew that creates the same
-        parameters in the same order starts with the same values, whatever it names them. Tensors
-        that ModelNew shares with Model by name and shape are then copied from the reference, so a
-        different creation order does not matter where the names agree."""
-        init = self.problem.get_init_inputs()
-        torch.manual_seed(self.cfg.get("init_seed", 42))
-        self.ref = self.problem.Model(*init).to(self.device).eval()
-        self.unmatched = []
-        if self.candidate_cls is None:
-            return
-        torch.manual_seed(self.cfg.get("init_seed", 42))
+    def _imported(self):
         try:
-            self.cand = self.candidate_cls(*init)
-            mine = self.cand.state_dict()
-            ref_state = self.ref.state_dict()
-            shared = {k: v for k, v in ref_state.items() if k in mine and tuple(mine[k].shape) == tuple(v.shape)}
-            self.cand.load_state_dict(shared, strict=False)
-            self.cand = self.cand.to(self.device).eval()
-        except SystemExit:
-            raise Verdict("early_exit", "ModelNew() tried to exit the process")
-        except Exception as e:
-            raise Verdict(
-                "runtime_error",
-                f"ModelNew(*get_init_inputs()) raised {type(e).__name__}: {e}",
-                traceback=traceback.format_exc(limit=-3),
-            )
-        self.unmatched = [k for k in mine if k not in shared]
-        self.ref_unmatched = [k for k in ref_state if k not in shared]
+            reply = self.candidate.chan.recv(sealed=True)
+        except wire.PeerGone:
+            raise self.candidate.death()
+        if not reply.get("ok"):
+            raise _refusal(reply)
 
     def init_note(self):
         """For a wrong answer: which of ModelNew's tensors kept their seeded values instead of the reference's."""
-        if not self.unmatched:
+        if not getattr(self, "unmatched", None):
             return ""
         return (
             f" Note: ModelNew's {', '.join(self.unmatched[:5])} matched no tensor of Model by name and shape "
@@ -533,184 +374,287 @@ class Harness:
             "the same shapes and initialisers."
         )
 
-    def trial_inputs(self):
-        """(kind, seed, inputs): seeded get_inputs() trials, then signed variants."""
-        seeds = self.cfg.get("seeds", [0, 1, 2, 3, 4])
-        for seed in seeds:
-            torch.manual_seed(seed)
-            yield "get_inputs", seed, self.problem.get_inputs()
-        for k in range(self.cfg.get("signed_trials", 2)):
-            seed = 1000 + k
-            torch.manual_seed(seed)
-            base = self.problem.get_inputs()
-            yield (
-                "signed",
-                seed,
-                [
-                    (torch.randn_like(x) * 2.0) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-                    for x in base
-                ],
-            )
+    # -- inputs ---------------------------------------------------------------------------------------
+    def draw(self, seed):
+        torch.manual_seed(seed)
+        return list(self.problem.get_inputs())
+
+    def trials(self):
+        """(kind, seed, inputs, note) for every correctness trial, from the secret seed."""
+        cfg, rng = self.cfg, self.rng
+        for _ in range(cfg.get("seeds", 5)):
+            seed = rng.randrange(1 << 62)
+            yield "get_inputs", seed, self.draw(seed), ""
+        for _ in range(cfg.get("signed_trials", 2)):
+            seed = rng.randrange(1 << 62)
+            base = self.draw(seed)
+            signed = [
+                (torch.randn_like(x) * 2.0) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                for x in base
+            ]
+            yield "signed", seed, signed, ""
+        for _ in range(cfg.get("extra_shapes", 1)):
+            seed = rng.randrange(1 << 62)
+            base = self.draw(seed)
+            size = _shared_batch(base)
+            if size is None:
+                self.result["trials"].append({"kind": "extra_shape", "skipped": "the inputs share no batch dimension"})
+                continue
+            new = rng.randrange(1, size)
+            inputs = [x[:new].contiguous() if isinstance(x, torch.Tensor) else x for x in base]
+            yield "extra_shape", seed, inputs, f" (batch {new} instead of {size})"
+
+    # -- correctness -----------------------------------------------------------------------------------
+    def compare(self, gots, wants, kind, note, spreads):
+        if len(gots) != len(wants):
+            raise Verdict("incorrect", f"returned {len(gots)} outputs, expected {len(wants)}")
+        worst = 0.0
+        for k, (g, w) in enumerate(zip(gots, wants)):
+            g = g.to(self.device)
+            gap, rms = _difference(g, w, self.atol)
+            report = None if gap is not None else _mismatch(g, w, self.atol, self.rtol)
+            if report is None and w.numel() >= 2:
+                if k not in spreads:
+                    spreads[k] = _spread(w)
+                reason = _degenerate(g, spreads[k], w.numel(), gap)
+                report = reason and {"reason": reason}
+            if report is None and rms is not None and w.dtype == torch.float32 and w.numel() >= 16:
+                scale = spreads[k][2] if k in spreads else _spread(w)[2]
+                rel = rms / scale if scale > 1e-6 else 0.0
+                worst = max(worst, rel)
+                if rel > self.precision_rms:
+                    report = {
+                        "reason": f"errors look like lower-precision arithmetic: RMS error {rel:.2e} of the "
+                        f"output's RMS, above {self.precision_rms:g} (float32 arithmetic stays far below it; "
+                        "float16 gives about 3e-4, bfloat16 about 2e-3)"
+                    }
+            if report is not None:
+                report.update(output=k, kind=kind, shape_note=note)
+                raise Verdict("incorrect", _describe(report) + self.init_note(), mismatch=report)
+        return worst
 
     def verify(self):
-        for kind, seed, inputs in self.trial_inputs():
+        worst = 0.0
+        for kind, seed, inputs, note in self.trials():
             trial = {"kind": kind, "seed": seed}
+            if note:
+                trial["shape"] = note.strip(" ()")
             self.result["trials"].append(trial)
-            # each run gets tensors of its own: the generated ones (moved to the device), a copy for the
-            # reference, and the pristine copy for the second run once it has served the mutation check
-            pristine = _clone(inputs, self.device)
-            mine = [x.detach().to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
-            first = self.call_candidate(self.cand, mine)  # before the reference: no freed output to recycle
-            for a, b in zip(mine, pristine):
-                if isinstance(a, torch.Tensor) and not torch.equal(a, b):
-                    raise Verdict("mutated_inputs", "the candidate modified its input tensors in place")
-            with torch.no_grad():
-                want = self.ref(*_clone(pristine, self.device))
-            if kind == "signed" and not all(bool(torch.isfinite(w).all()) for w in _outputs(want)):
+            try:
+                with torch.no_grad():
+                    wants = _outputs(self.ref(*_clone(inputs, self.device)))
+            except Exception as e:
+                if kind != "extra_shape":
+                    raise
+                trial["skipped"] = f"the reference refuses this shape ({type(e).__name__})"
+                continue
+            if kind == "signed" and not all(bool(torch.isfinite(w).all()) for w in wants):
                 trial["skipped"] = "reference output not finite on signed inputs"
                 continue
-            after = self.call_candidate(self.cand, pristine)
-            spreads = {}  # the reference's, computed once for both runs
-            for label, got in (("before", first), ("after", after)):
-                _check_plain(got, self.device, "the candidate's")
-                gots, wants = _outputs(got), _outputs(want)
-                if len(gots) != len(wants):
-                    raise Verdict("incorrect", f"returned {len(gots)} outputs, expected {len(wants)}")
-                for k, (g, w) in enumerate(zip(gots, wants)):
-                    gap = _surely_close(g, w, self.atol) if g.shape == w.shape and g.dtype == w.dtype else None
-                    report = None if gap is not None else _mismatch(g, w, self.atol, self.rtol)
-                    if report is None and w.numel() >= 2:
-                        if k not in spreads:
-                            spreads[k] = _spread(w)
-                        report = _degenerate(g, spreads[k], w.numel(), gap)
-                        report = report and {"reason": report}
-                    if report is not None:
-                        report.update(output=k, run=label, kind=kind, seed=seed)
-                        trial["ok"] = False
-                        raise Verdict("incorrect", _describe(report) + self.init_note(), mismatch=report)
+            cpu_inputs = [x.detach().cpu() if isinstance(x, torch.Tensor) else x for x in inputs]
+            try:
+                reply = self.candidate.ask({"op": "call"}, {"inputs": cpu_inputs}, shared=True)
+            except Verdict as v:
+                if note and v.status in ("runtime_error", "crashed"):
+                    v.message = f"on an extra shape{note}: {v.message}"
+                raise
+            self.result["kernel_calls"] += int(reply.get("calls", 0))
+            views = iter(reply["_views"])
+            for x in cpu_inputs:
+                if isinstance(x, torch.Tensor) and not _same_bytes(next(views), x):
+                    raise Verdict("mutated_inputs", "the candidate modified its input tensors in place")
+            worst = max(worst, self.compare(reply["outputs"], wants, kind, note, {}))
             trial["ok"] = True
-        self.check_untouched("the correctness trials")
+        self.result["error_rms_rel"] = worst
+
+    # -- timing -----------------------------------------------------------------------------------------
+    def mods(self, base, scales):
+        """A few positions per floating input and values for them, drawn after the previous call."""
+        out = []
+        for k, x in enumerate(base):
+            if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() == 0:
+                continue
+            flat = x.reshape(-1)
+            positions = self.rng.sample(range(flat.numel()), min(8, flat.numel()))
+            values = []
+            for p in positions:
+                v = float(flat[p])
+                values.append(v + math.copysign(scales[k], v if v != 0 else 1.0))
+            out.append([k, positions, values])
+        return out
+
+    def modified(self, base, mods):
+        inputs = _clone(base, "cpu")
+        runner.restore_and_modify(inputs, [], mods)
+        return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
 
     def time_all(self):
         cfg = self.cfg
-        torch.manual_seed(cfg.get("timing_seed", 7))
-        inputs = self.problem.get_inputs()
-        runners = {}
-        if self.candidate_cls is not None:
-            cand_in = _clone(inputs, self.device)
-            runners["candidate"] = lambda: self.call_candidate(self.cand, cand_in)
-        eager_in = _clone(inputs, self.device)
-        runners["eager"] = lambda: self.ref(*eager_in)
-        if cfg.get("time_compile", False):
-            try:
-                compiled = torch.compile(self.ref)
-                comp_in = _clone(inputs, self.device)
-                with torch.no_grad():
-                    compiled(*comp_in)
-                runners["compile"] = lambda: compiled(*comp_in)
-            except Exception as e:
-                self.result["compile_error"] = f"{type(e).__name__}: {str(e)[:300]}"
-        flush = torch.empty(int(cfg.get("flush_mb", 32) * 2**20) // 4, device=self.device)
-        times = {name: [] for name in runners}
-        names = list(runners)
+        seed = self.rng.randrange(1 << 62)
+        base = [x.detach().cpu() if isinstance(x, torch.Tensor) else x for x in self.draw(seed)]
+        self.result["timing_seed"] = seed
+        scales = {
+            k: 3.0 * float(x.float().std()) + 1e-3 if x.numel() > 1 else 1.0
+            for k, x in enumerate(base)
+            if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel()
+        }
         with torch.no_grad():
-            for _ in range(cfg.get("warmup", 3)):
-                for name in names:
-                    runners[name]()
-            last = None
-            for r in range(cfg.get("timed_runs", 20)):
-                order = names[r % len(names) :] + names[: r % len(names)]  # interleaved, rotated
-                for name in order:
-                    flush.fill_(float(r))
-                    self.sync()
-                    t0 = _perf_counter()
-                    out = runners[name]()
-                    self.sync()
-                    times[name].append(_perf_counter() - t0)
-                    if name == "candidate":
-                        last = out
-        if last is not None:  # the timed output must still be right (lazy or background work)
-            want = self.ref(*_clone(inputs, self.device))
-            for g, w in zip(_outputs(last), _outputs(want)):
-                same_kind = g.shape == w.shape and g.dtype == w.dtype
-                report = (
-                    None
-                    if same_kind and _surely_close(g, w, self.atol) is not None
-                    else _mismatch(g, w, self.atol, self.rtol)
+            null_out = _outputs(self.ref(*_clone(base, self.device)))
+        sizes = [o.numel() for o in null_out]
+        if self.reference is None:
+            raise Verdict("harness_error", "no reference process to time the baselines in")
+        flush_mb = cfg.get("flush_mb", 32)
+        state = {k: v.detach().cpu() for k, v in self.ref.state_dict().items()}
+        ready = self.reference.ask(
+            {"op": "time_setup", "flush_mb": flush_mb, "compile": bool(cfg.get("time_compile", False))},
+            {"inputs": base, "state": state},
+            shared=True,
+        )
+        models = {"eager", "null"} | ({"compile"} if cfg.get("time_compile", False) else set())
+        if ready.get("compile_error"):
+            self.result["compile_error"] = ready["compile_error"]
+            models.discard("compile")
+        setup = {"op": "time_setup", "flush_mb": flush_mb}
+        names = (["candidate"] if self.candidate else []) + [m for m in ("eager", "compile") if m in models] + ["null"]
+        if self.candidate:
+            self.candidate.ask(setup, {"inputs": base}, shared=True)
+        warmup, runs = cfg.get("warmup", 3), cfg.get("timed_runs", 20)
+        clock = cfg.get("clock", "wall")
+        wall = {name: [] for name in names}
+        times = {name: [] for name in names}
+        cpu = {name: [] for name in names}
+        warm = {name: [] for name in names}
+        r, fetch = 0, set()
+        while r < warmup + runs:
+            order = names[r % len(names) :] + names[: r % len(names)]  # interleaved, rotated
+            for name in order:
+                peer = self.candidate if name == "candidate" else self.reference
+                peer.ask({"op": "flush", "r": r})
+                mods = self.mods(base, scales)
+                positions = [self.rng.sample(range(max(1, n)), min(PROBES, max(1, n))) for n in sizes]
+                c0 = peer.cpu_ns()
+                t0 = _perf_counter()
+                peer.tell({"op": "go", "model": name, "mods": mods})
+                reply = peer.ask({"op": "probe", "positions": positions})  # read once the call returned
+                elapsed = _perf_counter() - t0
+                used = 1e-9 * (peer.cpu_ns() - c0)
+                (times if r >= warmup else warm)[name].append(used if clock == "cpu" else elapsed)
+                if r >= warmup:
+                    cpu[name].append(used)
+                    wall[name].append(elapsed)
+                if name == "candidate":
+                    self.result["kernel_calls"] += int(reply.get("calls", 0))
+                    if r in fetch:
+                        self.check_timed(base, mods, positions, reply, r - warmup)
+            r += 1
+            if r == warmup:  # small problems: more runs, so that the medians settle
+                net = _quantile(warm["eager"], 0.5) - _quantile(warm["null"], 0.5) if warmup else 1.0
+                target = cfg.get("min_timed_s", 0.05)
+                if net > 0 and net * runs < target:
+                    runs = min(runs * cfg.get("max_run_factor", 5), max(runs, math.ceil(target / net)))
+                if self.candidate:
+                    fetch = set(self.rng.sample(range(warmup, warmup + runs), min(cfg.get("fetched_runs", 5), runs)))
+        self.result["clock"] = clock
+        overheads = {kind: _quantile(series["null"], 0.5) for kind, series in (("wall", wall), ("cpu", cpu))}
+        self.result["timing_overhead_ms"] = 1e3 * overheads[clock]
+        self.result["timing_overhead_wall_ms"] = 1e3 * overheads["wall"]
+        for name in names:
+            entry = {"runs": len(times[name])}
+            for kind, series in (("wall", wall), ("cpu", cpu)):
+                ts = series[name]
+                med = _quantile(ts, 0.5)
+                entry.update(
+                    {
+                        f"{kind}_median_ms": 1e3 * med,
+                        f"{kind}_p25_ms": 1e3 * _quantile(ts, 0.25),
+                        f"{kind}_p75_ms": 1e3 * _quantile(ts, 0.75),
+                        f"{kind}_net_ms": 1e3 * max(med - overheads[kind], 0.05 * med),
+                    }
                 )
-                if report is not None:
-                    report.update(run="timed", kind="timing", seed=cfg.get("timing_seed", 7))
-                    raise Verdict("incorrect", "output of a timed run is wrong: " + _describe(report), mismatch=report)
-        for name, ts in times.items():
-            self.result["timing"][name] = {
-                "median_ms": 1e3 * _quantile(ts, 0.5),
-                "p25_ms": 1e3 * _quantile(ts, 0.25),
-                "p75_ms": 1e3 * _quantile(ts, 0.75),
-                "runs": len(ts),
-            }
-        self.check_untouched("timing")
+            for key in ("median_ms", "p25_ms", "p75_ms", "net_ms"):  # the clock the result uses
+                entry[key] = entry[f"{clock}_{key}"]
+            self.result["timing"][name] = entry
+        if self.candidate:
+            self.candidate.ask({"op": "finish"})
 
-    def check_untouched(self, when):
-        for name, (obj, attr) in _CRITICAL.items():
-            if getattr(obj, attr, None) is not _SNAPSHOT[name]:
-                raise Verdict("tampering", f"{name} was replaced during {when}")
-
-
-def _quantile(values, p):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
-
-
-def _describe(report):
-    if report.get("reason") != "values differ":
-        return f"{report['reason']} (output {report.get('output', 0)}, {report.get('kind')} inputs, seed {report.get('seed')})"
-    return (
-        f"output {report['output']} differs on {report['kind']} inputs (seed {report['seed']}, candidate run "
-        f"{report['run']} the reference): {report['mismatched']}/{report['total']} elements outside "
-        f"tolerance; max abs err {report['max_abs']:.3g}, max rel err {report['max_rel']:.3g}; at "
-        f"{tuple(report['where'])} expected {report['expected']:.5g}, got {report['got']:.5g}"
-    )
+    def check_timed(self, base, mods, positions, reply, run):
+        """A timed call's output, fetched after it returned: unchanged since then, and right."""
+        fetched = self.candidate.ask({"op": "fetch"})["outputs"]
+        probes = reply.get("probes", [])
+        if len(probes) != len(fetched) or any(
+            wire.probe(o, positions[k] if k < len(positions) else []) != p
+            for k, (o, p) in enumerate(zip(fetched, probes))
+        ):
+            raise Verdict(
+                "incorrect",
+                f"the output of timed run {run} changed after the call returned (work done after the timer stopped)",
+            )
+        with torch.no_grad():
+            wants = _outputs(self.ref(*self.modified(base, mods)))
+        if not all(bool(torch.isfinite(w).all()) for w in wants):
+            return
+        try:
+            self.compare(fetched, wants, "timing", f" (timed run {run})", {})
+        except Verdict as v:
+            v.message = "output of a timed run is wrong: " + v.message
+            raise
 
 
-def run(cfg):
+def run(cfg, candidate, reference=None):
     torch.set_num_threads(int(cfg.get("threads", 1)))
-    h = Harness(cfg)
+    judge = Judge(cfg, candidate)
+    judge.reference = reference
     mode = cfg.get("mode", "profile")
     try:
-        h.load()
-        h.build()
-        if h.candidate_cls is not None:
-            h.verify()
+        judge.load()
+        judge.secret = secrets.randbits(62)  # after the candidate is loaded and built
+        judge.rng = random.Random(judge.secret)
+        if candidate is not None:
+            judge.verify()
         if mode in ("profile", "baseline"):
-            h.time_all()
-        h.result["status"] = "correct" if h.candidate_cls is not None else "baseline"
-        h.result["message"] = ""
+            judge.time_all()
+        judge.result["status"] = "correct" if candidate is not None else "baseline"
+        judge.result["message"] = ""
     except Verdict as v:
-        h.result.update(status=v.status, message=v.message, **v.extra)
-    h.result["kernel_calls"] = h.counter.count()
-    return h.result
+        judge.result.update(status=v.status, message=v.message, **v.extra)
+    except Exception as e:
+        judge.result.update(
+            status="harness_error", message=f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=-4)
+        )
+    finally:
+        for peer in (candidate, judge.reference):
+            if peer is not None:
+                peer.end()
+    if hasattr(judge, "secret"):
+        judge.result["secret_seed"] = judge.secret  # told only now, for reproducing this evaluation
+    return judge.result
 
 
 def main():
-    nonce = sys.stdin.readline().strip()
-    with _open("config.json") as f:
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0: no process of this job reads our memory
+    result_fd = os.dup(1)
+    os.dup2(2, 1)  # stray output of torch or the problem goes to stderr, not into the result
+    with open("config.json") as f:
         cfg = json.load(f)
+    candidate = None
+    if cfg.get("submission") is not None:  # forked before anything secret exists in this process
+        candidate = _fork("candidate", runner.candidate_main, cfg)
+    reference = None
+    if cfg.get("mode", "profile") in ("profile", "baseline"):  # forked before any torch work here
+        reference = _fork("reference", runner.reference_main, cfg)
+    nonce = sys.stdin.readline().strip()
     t0 = _perf_counter()
-    result = run(cfg)
+    result = run(cfg, candidate, reference)
     result["harness_s"] = _perf_counter() - t0
     result["nonce"] = nonce
-    # Final check with the references captured at start, then an atomic write.
-    for name, (obj, attr) in _CRITICAL.items():
-        if getattr(obj, attr, None) is not _SNAPSHOT[name]:
-            result.update(status="tampering", message=f"{name} was replaced by the candidate")
     text = (
-        _json_dumps(result, default=str, allow_nan=False)
+        json.dumps(result, default=str, allow_nan=False)
         if _finite(result)
-        else _json_dumps({"status": "harness_error", "message": "non-finite number in the result", "nonce": nonce})
+        else json.dumps({"status": "harness_error", "message": "non-finite number in the result", "nonce": nonce})
     )
-    with _open("result.json.tmp", "w") as f:
-        f.write(text)
-    _replace("result.json.tmp", "result.json")
+    data = (text + "\n").encode()
+    while data:
+        data = data[os.write(result_fd, data) :]
 
 
 def _finite(obj):

@@ -4,15 +4,21 @@ start (read-only; started by the verifier as a sandbox job).
 
 stdin: a line {"isolated": bool}, then one line per candidate, {"nonce", "config", "files": {name:
 base64}, "env", "wall_s", "cpu_s"}, each sent after the answer to the previous one; the worker ends
-at the end of its stdin. stdout: one line per candidate, {"result" (the harness's result.json, or
-null), "exit_code", "signal", "timeout", "wall_s", "cpu_s", "stderr"}.
+at the end of its stdin. stdout: one line per candidate, {"result" (the judge's result line, or null),
+"exit_code", "signal", "timeout", "wall_s", "cpu_s", "stderr", "dirty"}.
 
 Candidates stay apart: each runs in a private folder that holds only its own files (written just
-before its turn); afterwards everything it may have left is gone before the next one starts: its
-processes (in the job's PID namespace nothing else can be signalled), files in /tmp and in the
-workdir, and the System V IPC objects of the job's IPC namespace. This process is not dumpable, so a
-candidate (same uid) can neither trace it nor open its memory or descriptors; a candidate that kills
-it is charged with it, and the verifier starts another worker for the rest.
+before its turn); the judge's result comes back on a pipe only the judge holds (the candidate's own
+process closes it before the submission runs). No process of a candidate can create a POSIX message
+queue (RLIMIT_MSGQUEUE is 0 for all of them, a hard limit): those queues outlive their creator and
+the worker could not list them to remove them. After each candidate, everything it may have left is
+gone before the next one starts: its processes (in the job's PID namespace nothing else can be
+signalled), files in /tmp and in the workdir (folders it made unreadable included, and no link
+followed), and the System V IPC objects of the job's IPC namespace. The worker then checks that /tmp
+and the workdir hold nothing the candidate made; if anything is left, it answers for this candidate
+with `dirty` set and ends, so the next candidate starts in a fresh worker. This process is not
+dumpable, so a candidate (same uid) can neither trace it nor open its memory or descriptors; a
+candidate that kills it is charged with it, and the verifier starts another worker for the rest.
 """
 
 import base64
@@ -20,7 +26,6 @@ import ctypes
 import json
 import os
 import select
-import shutil
 import signal
 import stat
 import sys
@@ -32,8 +37,12 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0, before anything else
 
 import ckernel  # noqa: E402,F401
+import cleanup  # noqa: E402
+import runner  # noqa: E402
 import torch  # noqa: E402,F401  (the import every candidate shares)
-import verify  # noqa: E402  (the harness: captures the functions it guards before any candidate runs)
+import verify  # noqa: E402  (the judge)
+
+runner.warm_imports()  # what a candidate's process would otherwise import (seconds) on first use
 
 RESULT_CAP = 1 << 20
 TAIL = 1500
@@ -53,22 +62,22 @@ def _read_capped(path, cap):
         os.close(fd)
 
 
-def _child(item, folder, nonce_fd):
-    """In the forked process: the harness as if it had been started for this candidate alone."""
+def _child(item, folder, nonce_fd, result_fd):
+    """In the forked process: the judge as if it had been started for this candidate alone."""
     code = 1
     try:
         os.setpgid(0, 0)
         os.chdir(folder)
-        out = os.open("stdout.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))  # for every process of this candidate
         err = os.open("stderr.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        for src, dst in ((nonce_fd, 0), (out, 1), (err, 2)):
+        for src, dst in ((nonce_fd, 0), (result_fd, 1), (err, 2)):
             os.dup2(src, dst)
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))
         sys.stdin = open(0, closefd=False)
         sys.stdout = open(1, "w", buffering=1, closefd=False)
         sys.stderr = open(2, "w", buffering=1, closefd=False)
-        import resource
-
         hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
         cpu = max(1, int(item["cpu_s"]))
         if hard != resource.RLIM_INFINITY:
@@ -77,7 +86,7 @@ def _child(item, folder, nonce_fd):
         os.environ.update(item["env"])
         verify.main()
         code = 0
-    except SystemExit as e:  # the candidate's own exit, as a process of its own would have had it
+    except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException:
         traceback.print_exc()
@@ -102,24 +111,44 @@ def _run(item, isolated, workdir):
     nonce_r, nonce_w = os.pipe()
     os.write(nonce_w, (item["nonce"] + "\n").encode())
     os.close(nonce_w)
+    result_r, result_w = os.pipe()
     t0 = time.monotonic()
     pid = os.fork()
     if pid == 0:
-        _child(item, folder, nonce_r)
+        os.close(result_r)
+        _child(item, folder, nonce_r, result_w)
     os.close(nonce_r)
+    os.close(result_w)
     pidfd = os.pidfd_open(pid)
-    timed_out = not select.select([pidfd], [], [], item["wall_s"])[0]
-    if timed_out:
-        os.kill(pid, signal.SIGKILL)
+    result, timed_out, done = bytearray(), False, False
+    deadline = t0 + item["wall_s"]
+    open_fds = [result_r, pidfd]
+    while not done:
+        left = deadline - time.monotonic()
+        ready = select.select(open_fds, [], [], max(0.0, left))[0] if left > 0 else []
+        if not ready:
+            timed_out = True
+            os.kill(pid, signal.SIGKILL)
+            break
+        if result_r in ready:
+            chunk = os.read(result_r, 1 << 16)
+            if chunk and len(result) < RESULT_CAP:
+                result.extend(chunk[: RESULT_CAP - len(result)])
+            elif not chunk:
+                open_fds.remove(result_r)
+        if pidfd in ready and result_r not in open_fds:
+            done = True
+        elif pidfd in ready:
+            open_fds = [result_r]  # exited: read what is left of the pipe, then stop
     _, status, usage = os.wait4(pid, 0)
     wall = time.monotonic() - t0
     os.close(pidfd)
+    os.close(result_r)
     _kill_leftovers(pid, isolated)
-    result = _read_capped(os.path.join(folder, "result.json"), RESULT_CAP)
     stderr = _read_capped(os.path.join(folder, "stderr.txt"), 1 << 20) or b""
-    shutil.rmtree(folder, ignore_errors=True)
+    line = bytes(result).strip().splitlines()[-1:] if result.strip() else []
     return {
-        "result": result.decode(errors="replace") if result is not None else None,
+        "result": line[0].decode(errors="replace") if line else None,
         "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
         "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
         "timeout": timed_out,
@@ -144,38 +173,6 @@ def _kill_leftovers(pid, isolated):
         time.sleep(0.001)
 
 
-def _remove_ipc():
-    """System V shared memory, semaphores and message queues left in the job's IPC namespace."""
-    for kind in ("shm", "sem", "msg"):
-        try:
-            with open(f"/proc/sysvipc/{kind}") as f:
-                ids = [int(line.split()[1]) for line in f.readlines()[1:] if line.strip()]
-        except OSError:
-            continue
-        for ipc_id in ids:  # IPC_RMID = 0
-            if kind == "sem":
-                _libc.semctl(ipc_id, 0, 0, 0)
-            else:
-                getattr(_libc, f"{kind}ctl")(ipc_id, 0, None)
-
-
-def _clean(workdir, known, tmp, isolated):
-    for folder, keep in ((workdir, known), (tmp, set())):
-        for name in os.listdir(folder):
-            if name in keep:
-                continue
-            path = os.path.join(folder, name)
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
-    if isolated:
-        _remove_ipc()
-
-
 def main():
     stdin = sys.stdin.buffer
     isolated = bool(json.loads(stdin.readline())["isolated"])
@@ -184,9 +181,13 @@ def main():
     for line in stdin:  # one candidate per line, until the verifier closes our stdin
         item = json.loads(line)
         reply = _run(item, isolated, workdir)
-        _clean(workdir, known, tmp, isolated)
+        left = cleanup.clean(workdir, known, tmp, isolated)
+        if left:  # fail closed: the next candidate gets a fresh worker
+            reply["dirty"] = left[:5]
         sys.stdout.write(json.dumps(reply) + "\n")
         sys.stdout.flush()
+        if left:
+            return
 
 
 if __name__ == "__main__":

@@ -1,0 +1,357 @@
+"""A kernel reward that cannot be hacked (issue 34): the hack suite, the legitimate kernels, the timing
+overhead and the verification throughput, in one run.
+
+    python benchmarks/kernel_reward.py --kernelbench /tmp/kb0/KernelBench     # ~15-30 min on 2 cores
+    python benchmarks/kernel_reward.py --quick                               # 3 problems, writes to /tmp
+
+`--kernelbench` is KernelBench v0's `KernelBench/` folder (commit bb27f27, the first release:
+`git -C KernelBench archive bb27f27 KernelBench | tar -x`); its level-1 and level-2 problems that have
+a C submission in benchmarks/kernelbench_c/ are verified at `--scale` (0.25, the CPU setting of
+docs/kernels.md). Writes docs/results/kernel_reward.md and kernel_reward.json (same numbers):
+
+1. every case of the hack suite (`tempering kernels hacks`: hacks.HACKS and hacks.BAD_INPUTS), each
+   profiled, so a case that got past the checks would be timed: credited correct, credited fast;
+2. every legitimate C kernel: the built-in suite's reference submissions (full size) and the
+   KernelBench ones, verified and timed, one job at a time (so that timings do not share the CPU);
+3. the fixed cost of a timed call (the null model's time in every profiled legitimate run);
+4. verified submissions per minute, warm (the built-in reference submissions, a warm build cache,
+   warm workers, correctness checks, a pool of 2: the row `verified_per_minute_warm` of
+   docs/results/kernels.md), with the machine's load average and a single-thread matmul peak
+   (GFLOP/s) measured before and after, so that a loaded machine shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from tempering.envs.kernels.evaluate import evaluate, find_submission
+from tempering.envs.kernels.hacks import BAD_INPUTS, HACKS, credited, run_hack
+from tempering.envs.kernels.problems import builtin_problems, load_problems
+from tempering.envs.kernels.verifier import KernelVerifier, VerifyConfig
+from tempering.sandbox import BuildCache, Sandbox
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELBENCH_C = ROOT / "benchmarks" / "kernelbench_c"
+
+
+def matmul_peak_gflops(n: int = 512, runs: int = 7) -> float:
+    """Single-thread float32 matmul speed of this machine now (the median of `runs`)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        a @ b
+        times = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            a @ b
+            times.append(time.perf_counter() - t0)
+        return 2 * n**3 / statistics.median(times) / 1e9
+    finally:
+        torch.set_num_threads(threads)
+
+
+def conditions() -> dict:
+    return {"load_average": list(os.getloadavg()), "matmul_gflops_1_thread": matmul_peak_gflops()}
+
+
+def machine() -> dict:
+    cpu = ""
+    try:
+        cpu = next(ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    gcc = subprocess.run(["gcc", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "gcc": gcc,
+    }
+
+
+def hack_suite(cfg: VerifyConfig, pool: Sandbox) -> list[dict]:
+    verifier = KernelVerifier(cfg, sandbox=pool)
+
+    async def go():
+        return await asyncio.gather(*(run_hack(verifier, h) for h in HACKS + BAD_INPUTS))
+
+    rows = []
+    for h, (res, caught) in zip(HACKS + BAD_INPUTS, asyncio.run(go())):
+        correct, fast = credited(res)
+        rows.append(
+            {
+                "name": h.name,
+                "kind": h.kind or "bad input",
+                "source": h.source,
+                "static_checks": h.static_checks,
+                "status": res.status,
+                "expected": list(h.caught),
+                "caught": caught,
+                "credited_correct": correct,
+                "credited_fast": fast,
+                "message": res.message[:240],
+            }
+        )
+    return rows
+
+
+def legit(cfg: VerifyConfig, pool: Sandbox, kernelbench: Path | None, scale: float, quick: bool) -> list[dict]:
+    pairs = [(p, p.solution) for p in builtin_problems()]
+    if quick:
+        pairs = pairs[:3]
+    if kernelbench is not None:
+        for level in ("level1", "level2"):
+            problems, _ = load_problems(kernelbench / level, scale=scale)
+            for p in problems:
+                path = find_submission(p, KERNELBENCH_C)
+                if path is not None:
+                    pairs.append((p, path.read_text()))
+    verifier = KernelVerifier(cfg, sandbox=pool)
+    results = asyncio.run(evaluate(verifier, pairs))
+    rows = []
+    for (p, _), r in zip(pairs, results):
+        timing = r.timing
+        rows.append(
+            {
+                "problem": p.name,
+                "suite": "built-in" if p.level == "builtin" else f"KernelBench v0 {p.level} (scale {scale:g})",
+                "status": r.status,
+                "correct": r.correct,
+                "message": r.message[:240],
+                "t_ms": r.t_ms,
+                "t_eager_ms": r.t_eager_ms,
+                "speedup_eager": r.speedup_eager,
+                "raw_speedup_eager": (
+                    timing["eager"]["median_ms"] / timing["candidate"]["median_ms"]
+                    if timing.get("candidate") and timing.get("eager")
+                    else None
+                ),
+                "timing_overhead_ms": r.timing_overhead_ms,
+                "error_rms_rel": r.error_rms_rel,
+                "cuda_agent_reward": r.cuda_agent_reward,
+                "runs": timing.get("candidate", {}).get("runs"),
+            }
+        )
+    return rows
+
+
+def throughput(cfg: VerifyConfig, pool: Sandbox, work: Path, quick: bool) -> list[dict]:
+    """Verified per minute: the built-in reference submissions, correctness checks, warm workers; a cold
+    build cache first (which fills it), then the same with it warm (the headline, as in kernels.md)."""
+    problems = builtin_problems()[: 3 if quick else None]
+    cache = BuildCache(root=work / "tp-cache" / "builds")
+    rows = []
+    for label in ("cold", "warm"):
+        v = KernelVerifier(cfg, sandbox=pool, cache=cache)
+        before = conditions()
+        t0 = time.perf_counter()
+
+        async def go(v=v):
+            return await asyncio.gather(*(v.verify(p, p.solution, mode="verify") for p in problems))
+
+        results = asyncio.run(go())
+        minutes = (time.perf_counter() - t0) / 60
+        after = conditions()
+        verified = sum(r.correct for r in results)
+        rows.append(
+            {
+                "cache": label,
+                "submissions": len(problems),
+                "verified": verified,
+                "minutes": minutes,
+                "per_minute": verified / minutes,
+                "load_average_start": before["load_average"][0],
+                "load_average_end": after["load_average"][0],
+                "matmul_gflops_start": before["matmul_gflops_1_thread"],
+                "matmul_gflops_end": after["matmul_gflops_1_thread"],
+                "statuses": sorted({r.status for r in results}),
+            }
+        )
+        print(rows[-1], flush=True)
+    return rows
+
+
+def summary(data: dict) -> dict:
+    hacks = [r for r in data["hacks"] if r["kind"] != "bad input"]
+    bad = [r for r in data["hacks"] if r["kind"] == "bad input"]
+    timed = [r for r in data["legit"] if r["correct"] and r["timing_overhead_ms"] is not None]
+    overheads = sorted(r["timing_overhead_ms"] for r in timed)
+    warm = next(r for r in data["throughput"] if r["cache"] == "warm")
+    return {
+        "hacks_total": len(hacks),
+        "hacks_caught": sum(r["caught"] for r in hacks),
+        "hacks_credited_correct": sum(r["credited_correct"] for r in hacks),
+        "hacks_credited_fast": sum(r["credited_fast"] for r in hacks),
+        "hack_classes": len({r["kind"] for r in hacks}),
+        "bad_inputs_total": len(bad),
+        "bad_inputs_handled": sum(r["caught"] for r in bad),
+        "legit_total": len(data["legit"]),
+        "legit_correct": sum(r["correct"] for r in data["legit"]),
+        "timing_overhead_ms": statistics.median(overheads) if overheads else None,
+        "timing_overhead_ms_range": [overheads[0], overheads[-1]] if overheads else None,
+        "verified_per_minute": warm["per_minute"],
+        "verified_per_minute_load": [warm["load_average_start"], warm["load_average_end"]],
+        "verified_per_minute_matmul_gflops": [warm["matmul_gflops_start"], warm["matmul_gflops_end"]],
+    }
+
+
+def fmt(x, spec=".2f"):
+    return "-" if x is None else format(x, spec)
+
+
+def write_markdown(path: Path, data: dict) -> None:
+    s = data["summary"]
+    cfg = data["config"]
+    lines = [
+        "# Kernel reward: hacks, legitimate kernels, timing overhead, throughput",
+        "",
+        f"Command: `{data['command']}`  ",
+        f"Machine: {data['machine']['cpu']}, {data['machine']['cores']} cores, torch {data['machine']['torch']}, "
+        f"{data['machine']['gcc']}; load average at start {data['conditions_start']['load_average'][0]:.1f}, at end "
+        f"{data['conditions_end']['load_average'][0]:.1f}; single-thread matmul "
+        f"{data['conditions_start']['matmul_gflops_1_thread']:.1f} GFLOP/s at start, "
+        f"{data['conditions_end']['matmul_gflops_1_thread']:.1f} at end (other people share these cores: "
+        "a lower number is a busier machine).  ",
+        f"Checks: {cfg['seeds']} get_inputs() trials, {cfg['signed_trials']} signed, {cfg['extra_shapes']} extra shape, "
+        f"each from a seed the judge drew after loading the submission; {cfg['warmup']} warm-up and "
+        f"{cfg['timed_runs']} timed rounds (more for short calls), clock `{cfg['clock']}`, {cfg['threads']} thread; "
+        f"sandbox pool of {cfg['concurrency']} for the hacks and the throughput, 1 for the legitimate kernels.",
+        "",
+        "## Headline",
+        "",
+        "| key | value |",
+        "| --- | --- |",
+    ]
+    for key, value in s.items():
+        if isinstance(value, float):
+            value = f"{value:.3f}" if value < 10 else f"{value:.1f}"
+        elif isinstance(value, list):
+            value = " - ".join(f"{v:.3g}" for v in value)
+        lines.append(f"| {key} | {value} |")
+    lines += [
+        "",
+        "`hacks_credited_correct` and `hacks_credited_fast` count the cases of the suite that were scored "
+        "correct, or correct and faster than eager; both must be 0. `timing_overhead_ms` is the median, over "
+        "the profiled legitimate kernels, of what a timed call costs with nothing to compute (a null model "
+        "that returns a ready output, timed the same way); it is subtracted from the candidate's and the "
+        "baselines' medians. `verified_per_minute` is the warm row below.",
+        "",
+        "## The hack suite (`tempering kernels hacks`)",
+        "",
+        "Static checks `off`: the same submission with the static check disabled, to show the run-time guard "
+        "that stops it on its own.",
+        "",
+        "| class | case | static checks | status | caught | credited correct | credited fast |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in data["hacks"]:
+        lines.append(
+            f"| {r['kind']} | {r['name']} | {'on' if r['static_checks'] else 'off'} | {r['status']} | "
+            f"{'yes' if r['caught'] else 'NO'} | {'YES' if r['credited_correct'] else 'no'} | "
+            f"{'YES' if r['credited_fast'] else 'no'} |"
+        )
+    lines += [
+        "",
+        "## Legitimate kernels",
+        "",
+        "Net times (the fixed overhead subtracted); `raw` is the ratio of the medians before subtraction.",
+        "",
+        "| suite | problem | status | candidate ms | eager ms | vs eager | raw vs eager | overhead ms | RMS error | runs |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in data["legit"]:
+        lines.append(
+            f"| {r['suite']} | {r['problem']} | {r['status']} | {fmt(r['t_ms'], '.3f')} | {fmt(r['t_eager_ms'], '.3f')} | "
+            f"{fmt(r['speedup_eager'])} | {fmt(r['raw_speedup_eager'])} | {fmt(r['timing_overhead_ms'], '.3f')} | "
+            f"{fmt(r['error_rms_rel'], '.1e')} | {r['runs'] or '-'} |"
+        )
+    lines += [
+        "",
+        "## Verification throughput",
+        "",
+        "The built-in reference submissions, all submitted at once, correctness checks, warm workers.",
+        "",
+        "| build cache | submissions | verified | minutes | verified / minute | load | matmul GFLOP/s |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in data["throughput"]:
+        lines.append(
+            f"| {r['cache']} | {r['submissions']} | {r['verified']} | {r['minutes']:.2f} | {r['per_minute']:.1f} | "
+            f"{r['load_average_start']:.1f}-{r['load_average_end']:.1f} | "
+            f"{r['matmul_gflops_start']:.1f}-{r['matmul_gflops_end']:.1f} |"
+        )
+    path.write_text("\n".join(lines) + "\n")
+
+
+def atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kernelbench", default=None, help="KernelBench v0's KernelBench/ folder (level1, level2)")
+    ap.add_argument("--scale", type=float, default=0.25, help="size scale of the KernelBench problems")
+    ap.add_argument("--concurrency", type=int, default=2)
+    ap.add_argument("--quick", action="store_true", help="a few cases only, results to /tmp")
+    ap.add_argument("--out", default=None, help="results folder (default docs/results)")
+    args = ap.parse_args()
+    out = Path(args.out or ("/tmp/kernel-reward" if args.quick else ROOT / "docs" / "results"))
+    work = Path(tempfile.mkdtemp(prefix="kernel-reward-"))
+    pool = Sandbox(concurrency=args.concurrency)
+    cfg = VerifyConfig(compile_baseline="off", cache_dir=str(work / "cache"))
+    data: dict = {
+        "command": "python " + " ".join([os.path.relpath(__file__, ROOT)] + sys.argv[1:]),
+        "machine": machine(),
+        "conditions_start": conditions(),
+        "config": {
+            "seeds": cfg.seeds,
+            "signed_trials": cfg.signed_trials,
+            "extra_shapes": cfg.extra_shapes,
+            "warmup": cfg.warmup,
+            "timed_runs": cfg.timed_runs,
+            "threads": cfg.threads,
+            "clock": "cpu" if cfg.clock == "auto" and cfg.threads == 1 else cfg.clock,
+            "concurrency": args.concurrency,
+            "kernelbench_scale": args.scale,
+        },
+    }
+    data["throughput"] = throughput(replace(cfg, cache_dir=str(work / "tp")), pool, work, args.quick)
+    data["hacks"] = hack_suite(cfg, pool)
+    print(f"hacks: {sum(r['caught'] for r in data['hacks'])}/{len(data['hacks'])} caught", flush=True)
+    # one job at a time: timings that do not share the CPU with another candidate (the suite's own rule)
+    serial = Sandbox(concurrency=1)
+    data["legit"] = legit(cfg, serial, Path(args.kernelbench) if args.kernelbench else None, args.scale, args.quick)
+    print(f"legit: {sum(r['correct'] for r in data['legit'])}/{len(data['legit'])} correct", flush=True)
+    data["conditions_end"] = conditions()
+    data["summary"] = summary(data)
+    print(json.dumps(data["summary"], indent=1))
+    atomic_write(out / "kernel_reward.json", json.dumps(data, indent=2, default=str))
+    md = out / "kernel_reward.md"
+    write_markdown(md.with_suffix(".tmp"), data)
+    os.replace(md.with_suffix(".tmp"), md)
+    shutil.rmtree(work, ignore_errors=True)
+    print(f"wrote {out / 'kernel_reward.md'} and {out / 'kernel_reward.json'}")
+
+
+if __name__ == "__main__":
+    main()

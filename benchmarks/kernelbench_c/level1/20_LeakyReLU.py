@@ -1,0 +1,24 @@
+"""KernelBench v0 level1/20_LeakyReLU: LeakyReLU(0.01). C kernel (a legitimate submission: benchmarks/kernel_reward.py)."""
+
+import torch
+import torch.nn as nn
+from ckernel import load_c
+
+C_SOURCE = r"""
+#include <math.h>
+void kernel(const float* in, float* out, long n) {
+    #pragma omp parallel for simd
+    for (long i = 0; i < n; i++) { float x = in[i]; out[i] = x > 0.0f ? x : 0.01f * x; }
+}
+"""
+
+
+class ModelNew(nn.Module):
+    def __init__(self, negative_slope: float = 0.01):
+        super().__init__()
+        self.lib = load_c()
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        self.lib.kernel(x.contiguous(), y, x.numel())
+        return y

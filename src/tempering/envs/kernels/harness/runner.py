@@ -1,0 +1,694 @@
+"""The candidate's process and the reference runner (read-only; provided by the harness).
+
+`candidate_main` runs in a process that the judge (verify.py) forks before it has drawn any secret or
+loaded the problem: the submission is imported, built and called here, and nowhere else. What this
+process reports is evidence, not the verdict: the judge computes the reference in its own process,
+compares the outputs that come back as sealed copies, and times every call with its own clock.
+
+Before the first line of the submission runs, this process:
+- keeps only its channel to the judge (every other descriptor is closed; stdin is /dev/null; stdout
+  and stderr go to files of its own);
+- starts the thread teams it is allowed, then can start no process or thread at all (RLIMIT_NPROC 0)
+  and create no POSIX message queue;
+- only then opens the compiled kernel itself (the submission's `load_c` is a closure over it; the call
+  counter is another closure, out of the submission's reach);
+- gives the submission's module its own builtins (`policy.BUILTINS`; the rest are stubs that refuse)
+  and an `__import__` that applies `policy.MODULES` to the module and to every imported name, handing
+  out proxies that give allowed names only;
+- runs an audit hook that refuses, while submission code runs, opening files, starting processes,
+  walking the garbage collector or frames, and loading or probing native code;
+- snapshots torch's, the harness's and builtins' attribute tables, compared after every phase.
+The import runs under the same torch-call ban as `forward`: a TorchFunctionMode that lets through
+allocation, metadata, views and copies only, and (in the correctness trials) a TorchDispatchMode
+that checks the ATen operators that compiled code calls. `__init__` may use torch (weights), with
+every other restriction in place.
+"""
+
+import builtins
+import ctypes
+import math
+import os
+import resource
+import sys
+import traceback
+import types
+
+import ckernel
+import policy
+import torch
+import wire
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+ALLOWED_CALLS, ALLOWED_OPS = policy.ALLOWED_CALLS, policy.ALLOWED_OPS
+EXTENSION_BACKENDS = ("torch_ext", "cuda")
+COUNTED_BACKENDS = ("c", "torch_ext", "cuda", "triton")
+BLOCKED_EVENTS = (
+    "open",
+    "os.",
+    "subprocess.",
+    "pty.",
+    "socket.",
+    "ctypes.dlopen",
+    "ctypes.dlsym",
+    "ctypes.addressof",
+    "ctypes.string_at",
+    "ctypes.wstring_at",
+    "ctypes.cdata",
+    "gc.",
+    "sys._getframe",
+    "sys._current_frames",
+    "sys.settrace",
+    "sys.setprofile",
+    "sys.addaudithook",
+    "object.__getattr__",
+    "object.__setattr__",
+    "object.__delattr__",
+    "function.__new__",
+    "code.__new__",
+    "mmap.",
+    "resource.",
+    "signal.",
+    "shutil.",
+    "tempfile.",
+)
+"""Audit events refused while submission code runs (prefixes). Reading the Python installation's own
+files is let through (`open` for reading under sys.prefix: torch imports some of its modules on first
+use); a submission's own imports go through its checked `__import__` instead."""
+_INSTALL = tuple(
+    {
+        os.path.realpath(p) + os.sep
+        for p in (sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(torch.__file__)))
+    }
+)
+
+
+def _importing():
+    """Whether an import is running: a module of the installation loading on first use (a submission's
+    own imports only reach allowed modules, all imported before it runs)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib._bootstrap"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _lazy_read(event, args):
+    """An `open` of a file of the Python installation for reading (a lazy import inside torch)."""
+    if event != "open" or not args or not isinstance(args[0], str):
+        return False
+    mode, flags = (args[1] if len(args) > 1 else "r"), (args[2] if len(args) > 2 else 0)
+    writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (flags or 0) & (os.O_WRONLY | os.O_RDWR)
+    return not writing and os.path.realpath(args[0]).startswith(_INSTALL)
+
+
+def warm_imports():
+    """Import now what a candidate's process would import on first use: the dispatch mode's machinery
+    (torch._dynamo, seconds) and the allowed modules. A warm worker calls this once for all its
+    candidates; a candidate's process calls it before the submission runs."""
+    import importlib
+
+    with _BanCalls(None), _BanOps(None):
+        torch.empty(1).fill_(0.0)
+    for name in policy.MODULES:
+        if name != "ckernel":
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                pass
+
+
+class Refused(Exception):
+    """A report to the judge: this candidate ends with `status`."""
+
+    def __init__(self, status, message, **extra):
+        super().__init__(message)
+        self.status, self.message, self.extra = status, message, extra
+
+
+class Guard:
+    """Records forbidden operations seen during candidate code, even if the candidate swallows them."""
+
+    def __init__(self, allowed_ops, allowed_calls):
+        self.allowed_ops, self.allowed_calls = allowed_ops, allowed_calls
+        self.violations = []
+
+    def flag(self, what):
+        self.violations.append(what)
+        raise RuntimeError(f"not allowed in a submission: {what}")
+
+
+_NAMES: dict = {}
+
+
+class _BanCalls(TorchFunctionMode):
+    def __init__(self, guard):
+        super().__init__()
+        self.guard = guard
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if self.guard is not None:
+            name = _NAMES.get(func)
+            if name is None:  # aten overloads: `empty_like.default`
+                name = _NAMES[func] = getattr(func, "__name__", str(func)).split(".")[0]
+            if name not in self.guard.allowed_calls:
+                self.guard.flag(f"torch call {name}")
+        return func(*args, **(kwargs or {}))
+
+
+class _BanOps(TorchDispatchMode):
+    def __init__(self, guard):
+        super().__init__()
+        self.guard = guard
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.guard is not None and func.overloadpacket.__name__ not in self.guard.allowed_ops:
+            self.guard.flag(f"torch operator aten.{func.overloadpacket.__name__}")
+        return func(*args, **(kwargs or {}))
+
+
+def _isolate(sock_fd: int, prefix: str) -> None:
+    """Only the channel stays open; stdin is /dev/null, stdout and stderr files of our own."""
+    devnull = os.open("/dev/null", os.O_RDONLY)
+    out = os.open(f"{prefix}.out", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    err = os.open(f"{prefix}.err", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    for src, dst in ((devnull, 0), (out, 1), (err, 2)):
+        os.dup2(src, dst)
+    top = os.sysconf("SC_OPEN_MAX")
+    os.closerange(3, sock_fd)
+    os.closerange(sock_fd + 1, top)
+    sys.stdin = open(0, closefd=False)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
+
+
+def _snapshot(objects):
+    return {name: {k: id(v) for k, v in vars(obj).items()} for name, obj in objects.items()}
+
+
+def _changed(before, objects):
+    for name, obj in objects.items():
+        now = {k: id(v) for k, v in vars(obj).items()}
+        if now != before[name]:
+            keys = sorted(set(now) ^ set(before[name]) | {k for k in now if before[name].get(k) != now[k]})
+            return f"{name}.{keys[0] if keys else '?'}"
+    return None
+
+
+def _omp_warm(threads: int) -> None:
+    """Start the OpenMP team a C kernel may use (libgomp keeps it), before threads are refused."""
+    try:
+        gomp = ctypes.CDLL("libgomp.so.1")
+    except OSError:
+        return
+    body = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda _data: None)
+    gomp.GOMP_parallel(body, None, ctypes.c_uint(threads), ctypes.c_uint(0))
+
+
+class _Candidate:
+    """Everything the candidate's process does, in order; each step answers the judge."""
+
+    def __init__(self, chan, cfg):
+        self.chan, self.cfg = chan, cfg
+        self.device = cfg.get("device", "cpu")
+        self.backend = cfg.get("backend")
+        extra = set(cfg.get("allow_ops", []))
+        self.guard = Guard(ALLOWED_OPS | extra, ALLOWED_CALLS | extra)
+        self.calls = [0]
+        self.active = [False]
+        self.model = None
+        self.last = None
+        self.timing_inputs = None
+        self.restore = []
+
+    # -- set-up, before any candidate code ---------------------------------------------------------
+    def prepare(self):
+        cfg = self.cfg
+        threads = int(cfg.get("threads", 1))
+        torch.set_num_threads(threads)
+        torch.ones(1 << 18).mul_(2.0)  # torch's own thread pool, started now
+        calls = self.calls
+
+        def count():
+            calls[0] += 1
+
+        if self.backend == "c" and threads > 1:
+            _omp_warm(threads)
+        warm_imports()
+        # from here on no process or thread can start (Triton on a GPU runs its assembler as a process)
+        limits = [resource.RLIMIT_MSGQUEUE]
+        if not (self.backend == "triton" and self.device == "cuda"):
+            limits.append(resource.RLIMIT_NPROC)
+        for limit in limits:
+            resource.setrlimit(limit, (0, 0))
+        self.load_c = None  # native code is loaded after that: its load-time code is held to it too
+        if self.backend == "c" and cfg.get("library"):
+            self.load_c = ckernel.open_library(cfg["library"], cfg.get("functions", []), count)
+        self.load_inline = self._extension_loader(count)
+        if self.backend == "triton":
+            self._triton_hook(count)
+        self.builtins = self._builtins()
+        self.proxies = {}
+        self.guarded = {
+            "torch": torch,
+            "torch.Tensor": torch.Tensor,
+            "torch.nn.Module": torch.nn.Module,
+            "torch.nn.functional": torch.nn.functional,
+            "torch.nn.init": torch.nn.init,
+            "builtins": builtins,
+            "math": math,
+            "ckernel": ckernel,
+            "policy": policy,
+            "wire": wire,
+            "runner": sys.modules[__name__],
+        }
+        self.snapshot = _snapshot(self.guarded)
+        self._audit()
+
+    def _extension_loader(self, count):
+        """torch_ext, cuda: `load_inline` returns the extension the build job compiled, its calls counted."""
+        prebuilt = self.cfg.get("extension")
+        module = None
+        if self.backend in EXTENSION_BACKENDS and prebuilt and os.path.exists(prebuilt):
+            import importlib.util
+
+            names = self.cfg.get("functions") or ["candidate_extension"]  # the module it was built as
+            spec = importlib.util.spec_from_file_location(names[0], prebuilt)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+
+        def load_inline(name, *args, **kwargs):
+            if module is None:
+                raise RuntimeError("no prebuilt extension was provided for load_inline")
+
+            class Extension:
+                __slots__ = ()
+
+                def __getattr__(self, attr):
+                    if attr.startswith("_"):
+                        raise AttributeError(attr)
+                    fn = getattr(module, attr)
+                    if not callable(fn):
+                        return fn
+
+                    def call(*a, **k):
+                        count()
+                        return fn(*a, **k)
+
+                    return call
+
+            return Extension()
+
+        return load_inline
+
+    def _triton_hook(self, count):
+        """triton: count kernel launches; under the interpreter, let its own numpy copies through."""
+        try:
+            import triton.runtime.interpreter as interp
+            import triton.runtime.jit as jit
+        except Exception:
+            return
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        for cls in (getattr(interp, "InterpretedFunction", None), getattr(jit, "JITFunction", None)):
+            if cls is None or not hasattr(cls, "run"):
+                continue
+            original = cls.run
+
+            def run(self, *args, _original=original, **kwargs):
+                count()
+                with torch._C.DisableTorchFunction(), _disable_current_modes():
+                    return _original(self, *args, **kwargs)
+
+            cls.run = run
+
+    def _builtins(self):
+        guard = self.guard
+        table = {name: getattr(builtins, name) for name in policy.BUILTINS}
+        for name in dir(builtins):
+            if name in table or name.startswith("__"):
+                continue
+
+            def refuse(*args, _name=name, **kwargs):
+                guard.violations.append(f"the builtin {_name}")
+                raise RuntimeError(f"{_name} is not available to a submission")
+
+            table[name] = refuse
+        table["__build_class__"] = builtins.__build_class__
+        table["__import__"] = self._import
+        table["__name__"] = "builtins"
+        return table
+
+    def _proxy(self, modname):
+        if modname in self.proxies:
+            return self.proxies[modname]
+        guard = self.guard
+        overrides = {}
+        if modname == "ckernel":
+            real = None
+            overrides["load_c"] = self.load_c or _no_library
+        elif modname == "torch.utils.cpp_extension":
+            import torch.utils.cpp_extension as real
+
+            overrides["load_inline"] = self.load_inline
+        else:
+            import importlib
+
+            real = importlib.import_module(modname)
+        proxy_of = self._proxy
+
+        def getattr_(self_, name):
+            if name in overrides:
+                return overrides[name]
+            missing = object()
+            value = getattr(real, name, missing) if real is not None else missing
+            why = policy.refusal(modname, name, value, known=value is not missing)
+            if why:
+                guard.violations.append(why)
+                raise AttributeError(why)
+            if value is missing:
+                raise AttributeError(f"module {modname} has no attribute {name!r}")
+            sub = policy.module_name(modname, name, value)
+            return proxy_of(sub) if sub else value
+
+        def setattr_(self_, name, value):
+            guard.violations.append(f"assigning {modname}.{name}")
+            raise AttributeError(f"{modname}.{name} cannot be assigned from a submission")
+
+        cls = type(modname, (), {"__slots__": (), "__getattr__": getattr_, "__setattr__": setattr_})
+        self.proxies[modname] = proxy = cls()
+        return proxy
+
+    def _import(self, name, globals=None, locals=None, fromlist=(), level=0):
+        guard = self.guard
+        if level != 0:
+            guard.violations.append(f"a relative import ({name})")
+            raise ImportError("relative imports are not allowed in a submission")
+        parts = name.split(".")
+        for k in range(1, len(parts) + 1):
+            prefix = ".".join(parts[:k])
+            if prefix not in policy.MODULES:
+                why = f"import of {prefix!r} is not allowed (allowed: {', '.join(sorted(policy.MODULES))})"
+                guard.violations.append(why)
+                raise ImportError(why)
+        for item in fromlist or ():
+            if item == "*":
+                guard.violations.append(f"from {name} import *")
+                raise ImportError("star imports are not allowed in a submission")
+        return self._proxy(name if fromlist else parts[0])
+
+    def _audit(self):
+        active, guard = self.active, self.guard
+
+        def hook(event, args):
+            if active[0] and event.startswith(BLOCKED_EVENTS) and not _lazy_read(event, args):
+                active[0] = False  # what follows must not re-enter
+                try:
+                    if _importing():  # torch importing one of its modules on first use
+                        return
+                    guard.violations.append(f"{event} (audit event)")
+                finally:
+                    active[0] = True
+                raise RuntimeError(f"{event} is not allowed in a submission")
+
+        sys.addaudithook(hook)
+
+    def _tampered(self, when):
+        what = _changed(self.snapshot, self.guarded)
+        if what:
+            raise Refused("tampering", f"{what} was replaced or added during {when}")
+
+    def _violated(self, when):
+        if self.guard.violations:
+            raise Refused("forbidden_op", f"{self.guard.violations[0]} ({when})")
+
+    # -- candidate code ---------------------------------------------------------------------------
+    def _run_candidate(self, fn, ban, aten, when):
+        """fn() as candidate code: audit hook on, and the torch ban if `ban`."""
+        self.active[0] = True
+        try:
+            if ban:
+                with torch.no_grad(), _BanCalls(self.guard):
+                    if aten:
+                        with _BanOps(self.guard):
+                            return fn()
+                    return fn()
+            return fn()
+        except SystemExit:
+            self.active[0] = False
+            raise Refused("early_exit", f"the submission tried to exit the process ({when})") from None
+        except Refused:
+            raise
+        except BaseException as e:
+            self.active[0] = False
+            if self.guard.violations:
+                raise Refused("forbidden_op", f"{self.guard.violations[0]} ({when})") from None
+            raise Refused(
+                "runtime_error", f"{when} raised {type(e).__name__}: {e}", traceback=traceback.format_exc(limit=-3)
+            ) from None
+        finally:
+            self.active[0] = False
+
+    def load(self):
+        with open(self.cfg["submission"]) as f:
+            source = f.read()
+        module = types.ModuleType("candidate_submission")
+        module.__dict__["__builtins__"] = self.builtins
+        module.__dict__["__file__"] = "model_new.py"
+        try:
+            code = compile(source, "model_new.py", "exec")
+        except SyntaxError as e:
+            raise Refused("bad_submission", f"syntax error on line {e.lineno}: {e.msg}") from None
+        self._run_candidate(lambda: exec(code, module.__dict__), True, False, "while the submission was imported")
+        self._violated("while the submission was imported")
+        self._tampered("the import of the submission")
+        cls = module.__dict__.get("ModelNew")
+        if not isinstance(cls, type):
+            raise Refused("bad_submission", "the submission defines no class ModelNew")
+        self.cls = cls
+
+    def build(self, init, state, init_seed):
+        def make():
+            model = self.cls(*init)
+            mine = model.state_dict()
+            shared = {k: v for k, v in state.items() if k in mine and tuple(mine[k].shape) == tuple(v.shape)}
+            model.load_state_dict(shared, strict=False)
+            return model.to(self.device).eval(), sorted(mine), sorted(shared)
+
+        torch.manual_seed(init_seed)  # the reference's seed (here: its state before any candidate code)
+        model, names, shared = self._run_candidate(make, False, False, "ModelNew(*get_init_inputs())")
+        self._violated("in ModelNew()")
+        self._tampered("ModelNew()")
+        self.model = model
+        return {"names": names, "shared": shared}
+
+    def call(self, inputs, ban_aten):
+        before = self.calls[0]
+        inputs = [x.to(self.device) if isinstance(x, torch.Tensor) and self.device != "cpu" else x for x in inputs]
+        out = self._run_candidate(lambda: self.model(*inputs), True, ban_aten, "the forward")
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        self._violated("in the forward; only allocate outputs, take views and call your kernel")
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        for k, o in enumerate(outs):
+            if type(o) is not torch.Tensor:
+                raise Refused("bad_output", f"output {k} is a {type(o).__name__}, not a plain torch.Tensor")
+            if o.layout != torch.strided or o.device.type != self.device or o.is_meta:
+                raise Refused("bad_output", f"output {k} is not a materialised {self.device} tensor")
+        if self.backend in COUNTED_BACKENDS and self.calls[0] == before:
+            raise Refused(
+                "kernel_not_called",
+                "the forward never called the compiled kernel (a kernel that is defined but not launched does not count)",
+            )
+        return outs, self.calls[0] - before
+
+    # -- the judge's requests ------------------------------------------------------------------------
+    def serve(self):
+        chan = self.chan
+        try:
+            self.load()
+            chan.send({"op": "imported", "ok": True})
+            while True:
+                msg = chan.recv(("init", "state", "inputs"), writable=True)
+                op = msg.get("op")
+                if op == "init":
+                    chan.send({"op": "built", "ok": True, **self.build(msg["init"], msg["state"], msg["init_seed"])})
+                elif op == "call":
+                    outs, calls = self.call(msg["inputs"], ban_aten=True)
+                    chan.send({"op": "called", "ok": True, "calls": calls}, {"outputs": outs})
+                elif op == "time_setup":
+                    self.timing_inputs = msg["inputs"]
+                    self.flush = torch.empty(int(msg["flush_mb"] * 2**20) // 4)
+                    chan.send({"op": "ready", "ok": True})
+                elif op == "flush":
+                    self.flush.fill_(float(msg.get("r", 0)))
+                    chan.send({"op": "flushed", "ok": True})
+                elif op == "go":
+                    restore_and_modify(self.timing_inputs, self.restore, msg["mods"])
+                    outs, calls = self.call(self.timing_inputs, ban_aten=False)
+                    self.last = outs
+                    chan.send({"op": "done", "ok": True, "probes": _probes(chan, outs), "calls": calls})
+                elif op == "fetch":
+                    chan.send({"op": "fetched", "ok": True}, {"outputs": self.last})
+                elif op == "finish":
+                    self._tampered("the run")
+                    chan.send({"op": "finished", "ok": True})
+                elif op == "end":
+                    return 0
+                else:
+                    raise Refused("harness_error", f"unknown request {op!r}")
+        except Refused as r:
+            _report(chan, r.status, r.message, **r.extra)
+        except wire.PeerGone:
+            pass
+        return 0
+
+
+def _no_library():
+    raise RuntimeError("no compiled C library for this submission")
+
+
+def restore_and_modify(inputs, restore, mods):
+    """Undo the previous run's changes to the timing inputs, then make this run's (positions -> values).
+
+    The judge picks a few positions and values per timed run, after the run before it: a result kept
+    from an earlier call, or keyed on the inputs' identity, is wrong for this one."""
+    for flat, idx, old in restore:
+        flat[idx] = old
+    restore.clear()
+    for k, positions, values in mods:
+        x = inputs[k]
+        try:
+            flat = x.detach().view(-1).numpy()  # the same memory, without a torch call per element
+        except (TypeError, RuntimeError):  # dtypes numpy lacks (bfloat16), or a device tensor
+            flat = x.detach().view(-1)
+            idx = torch.tensor(positions, dtype=torch.long)
+            restore.append((flat, idx, flat[idx].clone()))
+            flat[idx] = torch.tensor(values, dtype=flat.dtype, device=flat.device)
+            continue
+        restore.append((flat, positions, flat[positions].copy()))
+        flat[positions] = values
+
+
+def _probes(chan, outs):
+    """The output's bytes at the positions the judge sends once the call has returned: the call could
+    not know them, so an output finished after the timer stopped does not match them."""
+    positions = chan.recv().get("positions", [])
+    return [wire.probe(o, positions[k] if k < len(positions) else []) for k, o in enumerate(outs)]
+
+
+def _report(chan, status, message, **extra):
+    try:
+        chan.send({"op": "refused", "ok": False, "status": status, "message": message, **extra})
+    except Exception:
+        pass
+
+
+def candidate_main(sock, cfg) -> None:
+    """In the forked candidate process: never returns."""
+    code = 0
+    try:
+        _isolate(sock.fileno(), "candidate")
+        chan = wire.Channel(sock)
+        runner = _Candidate(chan, cfg)
+        try:
+            runner.prepare()
+        except Exception as e:
+            _report(chan, "harness_error", f"the candidate's process could not be prepared: {type(e).__name__}: {e}")
+            raise
+        code = runner.serve()
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+# -- the reference runner (trusted: the problem's models only) ---------------------------------------
+class NullModel:
+    """Returns tensors shaped like the reference's outputs, computed once: the harness's own cost."""
+
+    def __init__(self, outputs):
+        self.outputs = [o.clone() for o in outputs]
+
+    def __call__(self, *inputs):
+        return self.outputs[0] if len(self.outputs) == 1 else tuple(self.outputs)
+
+
+def _reference_models(cfg, state, base, compile_too):
+    """The problem's Model with the judge's weights, a null model shaped like its outputs, torch.compile."""
+    import importlib.util
+
+    device = cfg.get("device", "cpu")
+    spec = importlib.util.spec_from_file_location("reference_problem", cfg["problem"])
+    problem = importlib.util.module_from_spec(spec)
+    sys.modules["reference_problem"] = problem
+    spec.loader.exec_module(problem)
+    torch.manual_seed(cfg.get("init_seed", 42))
+    model = problem.Model(*problem.get_init_inputs())
+    model.load_state_dict(state)
+    model = model.to(device).eval()
+    with torch.no_grad():
+        out = model(*base)
+    models = {"eager": model, "null": NullModel(list(out) if isinstance(out, (tuple, list)) else [out])}
+    if compile_too:
+        models["compile"] = torch.compile(model)
+    return models
+
+
+def reference_main(sock, cfg) -> None:
+    """In the reference process: time the trusted models with the candidate's protocol. The judge forks
+    it before it has computed anything (a process forked after an OpenMP team ran can hang in its next
+    parallel region), so it builds the models itself, with the weights the judge sends."""
+    code = 0
+    device = cfg.get("device", "cpu")
+    try:
+        _isolate(sock.fileno(), "reference")
+        torch.set_num_threads(int(cfg.get("threads", 1)))
+        chan = wire.Channel(sock)
+        inputs, restore, flush, last, models = None, [], None, None, {}
+        while True:
+            msg = chan.recv(("inputs", "state"), writable=True)
+            op = msg.get("op")
+            if op == "time_setup":
+                inputs = [x.to(device) if isinstance(x, torch.Tensor) and device != "cpu" else x for x in msg["inputs"]]
+                flush = torch.empty(int(msg["flush_mb"] * 2**20) // 4)
+                models = _reference_models(cfg, msg["state"], inputs, msg.get("compile", False))
+                reply = {"op": "ready", "ok": True}
+                if "compile" in models:
+                    try:
+                        with torch.no_grad():
+                            models["compile"](*inputs)
+                    except Exception as e:
+                        models.pop("compile")
+                        reply["compile_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+                chan.send(reply)
+            elif op == "flush":
+                flush.fill_(float(msg.get("r", 0)))
+                chan.send({"op": "flushed", "ok": True})
+            elif op == "go":
+                restore_and_modify(inputs, restore, msg["mods"])
+                model = models[msg["model"]]
+                with torch.no_grad(), _BanCalls(None):  # the same mode entry as the candidate's call
+                    out = model(*inputs)
+                if device == "cuda":
+                    torch.cuda.synchronize()
+                outs = list(out) if isinstance(out, (tuple, list)) else [out]
+                last = outs
+                chan.send({"op": "done", "ok": True, "probes": _probes(chan, outs), "calls": 0})
+            elif op == "fetch":
+                chan.send({"op": "fetched", "ok": True}, {"outputs": last})
+            elif op == "end":
+                break
+    except wire.PeerGone:
+        pass
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        os._exit(code)

@@ -1,0 +1,181 @@
+"""Messages and tensors between the harness's processes (read-only; provided by the harness).
+
+A message is one JSON object on a SOCK_SEQPACKET socket; the tensors it carries travel as memfds
+passed with it (SCM_RIGHTS), one per tensor, so nothing is copied through the socket:
+- inputs (judge -> runner) are shared and writable: the runner's tensors are the memfd's pages, and
+  the judge, which keeps its own pristine copy, sees directly whether the candidate wrote into them;
+- outputs (runner -> judge) are copied once into a memfd that the sender seals against writing,
+  shrinking and growing before it goes: the judge maps it read-only and checks the seals, so the
+  bytes it compares cannot change under it.
+Values that are not tensors (ints, floats, None, strings, nested lists/tuples) travel in the JSON.
+"""
+
+import fcntl
+import json
+import mmap
+import os
+import socket
+import warnings
+
+import torch
+
+MAX_FDS = 64
+MAX_MESSAGE = 1 << 20
+_SEALED = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+_FIXED = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+
+warnings.filterwarnings("ignore", message="The given buffer is not writable")
+
+
+class PeerGone(Exception):
+    """The other process closed its end (it exited or was killed)."""
+
+
+def pair():
+    """Two connected ends (judge side, runner side)."""
+    return socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+
+
+def _memfd(nbytes: int, name: str) -> int:
+    fd = os.memfd_create(name, os.MFD_ALLOW_SEALING | os.MFD_CLOEXEC)
+    os.ftruncate(fd, nbytes)
+    return fd
+
+
+def _flat_bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().contiguous().reshape(-1).view(torch.uint8)
+
+
+def _encode(obj, fds: list, shared: bool, views: list):
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        nbytes = t.numel() * t.element_size()
+        entry = {"t": len(fds), "dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape)}
+        fd = _memfd(nbytes, "tensor")
+        fds.append(fd)
+        if nbytes and shared:  # the sender keeps its own view of the shared pages
+            mm = mmap.mmap(fd, nbytes)
+            view = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes)
+            view.copy_(_flat_bytes(t))
+            views.append(view.view(t.dtype).view(t.shape))
+        elif nbytes:
+            with mmap.mmap(fd, nbytes) as mm:
+                view = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes)
+                view.copy_(_flat_bytes(t))
+                del view
+        elif shared:
+            views.append(torch.empty(t.shape, dtype=t.dtype))
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, (_FIXED if shared else _SEALED) | fcntl.F_SEAL_SEAL)
+        return entry
+    if isinstance(obj, (list, tuple)):
+        return {"list" if isinstance(obj, list) else "tuple": [_encode(x, fds, shared, views) for x in obj]}
+    if isinstance(obj, dict):
+        return {"dict": {str(k): _encode(v, fds, shared, views) for k, v in obj.items()}}
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return {"v": obj}
+    if isinstance(obj, torch.dtype):
+        return {"dtype_value": str(obj).replace("torch.", "")}
+    raise TypeError(f"cannot pass a {type(obj).__name__} between the harness's processes")
+
+
+def _decode(entry, fds: list, writable: bool, expect_sealed: bool):
+    if "t" in entry:
+        k = entry["t"]
+        if not isinstance(k, int) or not 0 <= k < len(fds):
+            raise ValueError("tensor entry names no descriptor")
+        dtype = getattr(torch, str(entry["dtype"]), None)
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"unknown dtype {entry['dtype']!r}")
+        shape = [int(s) for s in entry["shape"]]
+        numel = 1
+        for s in shape:
+            if s < 0:
+                raise ValueError("negative size")
+            numel *= s
+        nbytes = numel * torch.empty((), dtype=dtype).element_size()
+        fd = fds[k]
+        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+        if expect_sealed and (seals & _SEALED) != _SEALED:
+            raise ValueError("an output arrived in a memfd that is not sealed against writing")
+        if os.fstat(fd).st_size != nbytes:
+            raise ValueError(f"tensor of {nbytes} bytes arrived in {os.fstat(fd).st_size} bytes")
+        if nbytes == 0:
+            return torch.empty(shape, dtype=dtype)
+        prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
+        flags = mmap.MAP_PRIVATE if writable and seals & fcntl.F_SEAL_WRITE else mmap.MAP_SHARED  # a private copy
+        mm = mmap.mmap(fd, nbytes, flags=flags, prot=prot)
+        return torch.frombuffer(mm, dtype=torch.uint8, count=nbytes).view(dtype).view(shape)
+    if "list" in entry:
+        return [_decode(x, fds, writable, expect_sealed) for x in entry["list"]]
+    if "tuple" in entry:
+        return tuple(_decode(x, fds, writable, expect_sealed) for x in entry["tuple"])
+    if "dict" in entry:
+        return {k: _decode(v, fds, writable, expect_sealed) for k, v in entry["dict"].items()}
+    if "dtype_value" in entry:
+        return getattr(torch, entry["dtype_value"])
+    return entry["v"]
+
+
+class Channel:
+    """One end of a judge <-> runner connection. Every message answers the last one received: it carries
+    that one's `token` as `reply_to`, so an answer sent before its request arrived cannot pass for it."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.last_token = None
+
+    def send(self, msg: dict, tensors: dict | None = None, shared: bool = False) -> list:
+        """`msg` with `tensors` ({key: value with tensors}) encoded into it as memfds. Shared: the
+        receiver may write into them, and the sender's views of the same pages come back (in order)."""
+        fds: list[int] = []
+        views: list = []
+        try:
+            body = dict(msg)
+            if self.last_token is not None and "reply_to" not in body:
+                body["reply_to"] = self.last_token
+            for key, value in (tensors or {}).items():
+                body[key] = _encode(value, fds, shared, views)
+            data = json.dumps(body).encode()
+            if len(data) > MAX_MESSAGE or len(fds) > MAX_FDS:
+                raise ValueError("message too large for the harness's channel")
+            try:
+                socket.send_fds(self.sock, [data], fds) if fds else self.sock.send(data)
+            except (BrokenPipeError, ConnectionResetError) as e:
+                raise PeerGone(str(e)) from None
+            return views
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def recv(self, tensor_keys=(), writable: bool = False, sealed: bool = False) -> dict:
+        """The next message, with the entries named in `tensor_keys` decoded into tensors."""
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(self.sock, MAX_MESSAGE, MAX_FDS)
+        except (ConnectionResetError, BrokenPipeError) as e:
+            raise PeerGone(str(e)) from None
+        try:
+            if not data:
+                raise PeerGone("the other process closed the channel")
+            msg = json.loads(data)
+            if not isinstance(msg, dict):
+                raise ValueError("a message is a JSON object")
+            self.last_token = msg.get("token")
+            for key in tensor_keys:
+                if key in msg:
+                    msg[key] = _decode(msg[key], fds, writable, sealed)
+            return msg
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+
+def probe(t: torch.Tensor, positions) -> str:
+    """The bytes of the elements of `t` at flat `positions` (taken modulo its size), as hex."""
+    n = t.numel()
+    if n == 0 or not positions:
+        return ""
+    size = t.element_size()
+    raw = memoryview(_flat_bytes(t).numpy())
+    return b"".join(raw[(p % n) * size : (p % n + 1) * size] for p in map(int, positions)).hex()
