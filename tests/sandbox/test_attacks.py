@@ -49,3 +49,23 @@ def test_every_attack_the_issue_names_is_in_the_suite():
         "keyring",
         "readonly_parent",
     } <= names
+
+
+SECOND_RED_TEAM = {  # each class the second red team found, at least twice, written differently
+    "a binary planted on the job's path": ("plant_bind_parent", "plant_on_path"),
+    "usage that hides from the host": ("usage_grandchild", "usage_outlives"),
+    "a forged limit status": ("forged_exit_code", "forged_signal_xcpu", "forged_signal_xfsz"),
+    "a channel between concurrent jobs": ("lock_channel", "flock_channel"),
+    "cache poisoning": ("cache_limit_poison", "cache_flaky_poison"),
+    "an inode flood and a host stalled by its removal": ("inode_flood", "inode_flood_links", "deep_tree"),
+    "cleanup that follows a job's link": ("cleanup_symlink", "cleanup_symlink_dirs"),
+    "nested user namespaces": ("nested_userns", "nested_userns_tools"),
+}
+
+
+def test_every_class_the_second_red_team_found_has_two_attacks_written_differently():
+    by_name = {a.name: a for a in ATTACKS}
+    for what, names in SECOND_RED_TEAM.items():
+        assert set(names) <= set(by_name), what
+        programs = {by_name[n].code + "".join(by_name[n].files.values()) + repr(by_name[n].drive) for n in names}
+        assert len(programs) == len(names) >= 2, what

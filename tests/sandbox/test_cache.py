@@ -1,4 +1,4 @@
-"""The build cache compiles each distinct build once, keeps failures, and stays within its size."""
+"""The build cache compiles each distinct build once, keeps only successes, and stays within its size."""
 
 import asyncio
 import os
@@ -7,7 +7,8 @@ import shutil
 import pytest
 
 from tempering.errors import UserError
-from tempering.sandbox import BuildCache, Job, Sandbox
+from tempering.sandbox import BuildCache, Job, Limits, Sandbox
+from tempering.sandbox.cache import BUILD_LIMITS
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 SRC = '#include <stdio.h>\nint main(void) { printf("%d\\n", VALUE); return 0; }\n'
@@ -34,7 +35,7 @@ def test_second_build_is_a_hit_and_the_artifact_runs(sb, tmp_path):
     assert ran.stdout == "7\n"
 
 
-def test_key_covers_sources_flags_and_environment(tmp_path):
+def test_key_covers_sources_flags_environment_and_limits(tmp_path):
     cache = BuildCache(tmp_path)
     base = cache.key({"main.c": SRC}, CMD)
     assert base == cache.key({"main.c": SRC}, list(CMD))
@@ -43,6 +44,8 @@ def test_key_covers_sources_flags_and_environment(tmp_path):
     assert base != cache.key({"main.c": SRC}, CMD[:1] + ["-O2"] + CMD[2:])
     assert base != cache.key({"main.c": SRC}, CMD, env={"CFLAGS": "-g"})
     assert base != cache.key({"main.c": SRC}, CMD, ro_binds=["/opt/toolkit"])
+    assert base == cache.key({"main.c": SRC}, CMD, limits=BUILD_LIMITS)  # the default build limits
+    assert base != cache.key({"main.c": SRC}, CMD, limits=Limits(wall_s=1.0))
 
 
 def test_build_sees_its_ro_binds(sb, tmp_path):
@@ -63,7 +66,8 @@ def test_build_sees_its_ro_binds(sb, tmp_path):
     assert ran.stdout == "11\n"
 
 
-def test_failed_build_is_cached_with_its_compiler_message(sb, tmp_path):
+def test_a_failed_build_is_never_kept(sb, tmp_path):
+    """A failure may be the moment's (a loaded machine, a missing input): the next caller builds again."""
     cache = BuildCache(tmp_path)
 
     async def main():
@@ -71,7 +75,36 @@ def test_failed_build_is_cached_with_its_compiler_message(sb, tmp_path):
 
     first, second = asyncio.run(main())
     assert first.path is None and first.result.status == "nonzero_exit" and "error" in first.result.stderr
-    assert second.cached and second.path is None and second.result.stderr == first.result.stderr
+    assert not second.cached and second.result.stderr == first.result.stderr
+    assert os.listdir(tmp_path / "objects") == []
+
+
+def test_a_timed_out_build_is_built_again_and_other_limits_are_another_entry(sb, tmp_path):
+    cache = BuildCache(tmp_path)
+    cmd = ["sh", "-c", "sleep 1.5; echo built > out"]
+
+    async def main():
+        tight = [await cache.build(sb, {"x": "1"}, cmd, "out", limits=Limits(wall_s=0.5)) for _ in range(2)]
+        roomy = [await cache.build(sb, {"x": "1"}, cmd, "out", limits=Limits(wall_s=20)) for _ in range(2)]
+        return tight, roomy
+
+    tight, roomy = asyncio.run(main())
+    assert [(b.result.status, b.cached) for b in tight] == [("timeout", False), ("timeout", False)]
+    assert [(b.result.status, b.cached) for b in roomy] == [("ok", False), ("ok", True)]
+
+
+def test_concurrent_callers_share_one_failed_build(sb, tmp_path):
+    cache = BuildCache(tmp_path)
+
+    async def main():
+        return await asyncio.gather(
+            *[cache.build(sb, {"main.c": "int main( {"}, CMD, artifact="main") for _ in range(3)]
+        )
+
+    builds = asyncio.run(main())
+    assert sorted(b.cached for b in builds) == [False, True, True]  # one compiler run
+    assert {b.result.status for b in builds} == {"nonzero_exit"}
+    assert os.listdir(tmp_path / "objects") == []
 
 
 def test_concurrent_builds_of_one_key_compile_once(sb, tmp_path):

@@ -1,60 +1,112 @@
-"""The pieces behind the four containment fixes, each on its own: the status channel's authentication,
-the keyring filter, the rules for read-only folders, and the descriptors a job inherits."""
+"""The pieces behind the containment fixes, each on its own: the status channel's authentication, the
+seccomp filter, the rules for read-only folders, the descriptors a job inherits."""
 
 import asyncio
 import json
 import os
+import shutil
+import signal
 import struct
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from tempering.cli import main as cli
 from tempering.errors import UserError
-from tempering.sandbox import Job, Sandbox, attacks
+from tempering.sandbox import Job, Limits, Sandbox, attacks
 from tempering.sandbox.process import parse_status
-from tempering.sandbox.seccomp import keyring_filter
+from tempering.sandbox.seccomp import job_filter
 
 
 def test_status_lines_count_only_with_the_nonce():
-    text = "started\n1 0.00 0.00\nabc 2048 0.50 0.25\nabc started\nxyz 1 0.0 0.0\n"
-    assert parse_status(text, "abc") == (True, (0.75, 2.0))
-    assert parse_status("started\n1 0.00 0.00\n", "abc") == (False, None)  # a job's forgery, no nonce
-    assert parse_status("x" * 5000 + "\nabc started\n", "abc") == (True, None)  # junk first does not hide it
+    text = "started\n1 0.00 0.00 0\nabc 2048 0.50 0.25 3\nabc started\nxyz 1 0.0 0.0 0\n"
+    rep = parse_status(text, "abc")
+    assert (rep.started, rep.measured, rep.cpu_s, rep.peak_mb, rep.exit_code, rep.term_signal) == (
+        True,
+        True,
+        0.75,
+        2.0,
+        3,
+        None,
+    )
+    forged = parse_status("started\n1 0.00 0.00 0\n", "abc")  # a job's forgery, no nonce
+    assert not forged.started and not forged.measured
+    junk = parse_status("x" * 5000 + "\nabc started\n", "abc")  # junk first does not hide it
+    assert junk.started and not junk.measured
 
 
-def _bpf(prog: bytes, arch: int, nr: int) -> int:
-    """Run a classic-BPF seccomp program (only the instructions keyring_filter uses) on one syscall."""
+def test_a_signal_is_what_gnu_time_says_not_an_exit_code_past_128():
+    signalled = parse_status("Command terminated by signal 24\nabc 2048 1.0 0.0 0\n", "abc")
+    assert (signalled.exit_code, signalled.term_signal) == (None, 24)
+    exited = parse_status("Command exited with non-zero status 152\nabc 2048 0.0 0.0 152\n", "abc")
+    assert (exited.exit_code, exited.term_signal) == (152, None)
+
+
+_CLONE_NEWUSER = 0x10000000
+
+
+def _bpf(prog: bytes, arch: int, nr: int, args: tuple[int, ...] = ()) -> int:
+    """Run a classic-BPF seccomp program (only the instructions job_filter uses) on one syscall."""
     insns = [struct.unpack("=HBBI", prog[i : i + 8]) for i in range(0, len(prog), 8)]
-    data = {0: nr, 4: arch}
+    data = {0: nr, 4: arch} | {16 + 8 * i: a for i, a in enumerate(args)}
     acc, pc = 0, 0
     while True:
         code, jt, jf, k = insns[pc]
         if code == 0x20:  # ld [k]
-            acc, pc = data[k], pc + 1
+            acc, pc = data.get(k, 0), pc + 1
         elif code == 0x15:  # jeq #k
             pc += 1 + (jt if acc == k else jf)
+        elif code == 0x45:  # jset #k
+            pc += 1 + (jt if acc & k else jf)
+        elif code == 0x54:  # and #k
+            acc, pc = acc & k, pc + 1
         elif code == 0x06:  # ret #k
             return k
         else:
             raise AssertionError(f"unexpected instruction {code:#x}")
 
 
+EPERM, ENOSYS, EINVAL, FAKE_OK, ALLOW = 0x50001, 0x50000 | 38, 0x50000 | 22, 0x50000, 0x7FFF0000
+X32 = 0x40000000
+
+
 @pytest.mark.parametrize(
-    "machine, arch, blocked, allowed",
+    "machine, arch, keyring, clone, unshare, fcntl, flock, inotify, allowed",
     [
-        ("x86_64", 0xC000003E, [248, 249, 250, 0x40000000 | 250], [0, 1, 59, 251, 0x40000000 | 1]),
-        ("x86_64", 0x40000003, [286, 287, 288], [1, 3, 285, 289]),  # i386 compat
-        ("aarch64", 0xC00000B7, [217, 218, 219], [63, 64, 220, 221]),
-        ("aarch64", 0x40000028, [309, 310, 311], [3, 4, 312]),  # arm compat
+        (
+            "x86_64",
+            0xC000003E,
+            [248, 249, 250, X32 | 250],
+            [56, X32 | 56],
+            272,
+            [72, X32 | 72],
+            73,
+            [253, 294],
+            [0, 1, 59, 251, X32 | 1],
+        ),
+        ("x86_64", 0x40000003, [286, 287, 288], [120], 310, [55, 221], 143, [291, 332], [1, 3, 285, 289]),  # i386
+        ("aarch64", 0xC00000B7, [217, 218, 219], [220], 97, [25], 32, [26], [63, 64, 221]),
+        ("aarch64", 0x40000028, [309, 310, 311], [120], 337, [55, 221], 143, [316, 360], [3, 4, 312]),  # arm
     ],
 )
-def test_keyring_filter_denies_the_keyring_calls_only(machine, arch, blocked, allowed):
-    prog = keyring_filter(machine)
-    eperm, allow = 0x00050000 | 1, 0x7FFF0000
-    assert [_bpf(prog, arch, nr) for nr in blocked] == [eperm] * len(blocked)
-    assert [_bpf(prog, arch, nr) for nr in allowed] == [allow] * len(allowed)
-    assert _bpf(prog, 0x12345678, 1) == 0x00050000 | 38  # an ABI it does not know: ENOSYS
-    assert keyring_filter("sparc") is None
+def test_job_filter(machine, arch, keyring, clone, unshare, fcntl, flock, inotify, allowed):
+    prog = job_filter(machine)
+    run = lambda nr, *args: _bpf(prog, arch, nr, args)
+    assert [run(nr) for nr in keyring] == [EPERM] * len(keyring)
+    for nr in clone + [unshare]:  # a nested user namespace is refused, a plain fork or thread is not
+        assert run(nr, _CLONE_NEWUSER | 17) == EPERM
+        assert run(nr, 0x3D0F00) == ALLOW and run(nr, 17) == ALLOW
+    assert run(435) == ENOSYS  # clone3: its flags are out of a filter's reach; libc falls back to clone
+    for nr in fcntl:  # locks and leases succeed without locking; reading locks, F_GETFL... run
+        assert [run(nr, 3, cmd) for cmd in (6, 7, 13, 14, 37, 38, 1024)] == [FAKE_OK] * 7
+        assert run(nr, 3, 1026) == EINVAL  # F_NOTIFY
+        assert [run(nr, 3, cmd) for cmd in (0, 1, 2, 3, 4, 5, 36, 1025, 1030)] == [ALLOW] * 9
+    assert run(flock, 3, 2) == FAKE_OK
+    assert [run(nr) for nr in inotify] == [ENOSYS] * len(inotify)
+    assert [run(nr) for nr in allowed] == [ALLOW] * len(allowed)
+    assert _bpf(prog, 0x12345678, 1) == ENOSYS  # an ABI it does not know
+    assert job_filter("sparc") is None
 
 
 def test_folders_of_read_only_files_take_no_job_files_and_time_is_reserved():
@@ -138,5 +190,99 @@ def test_subprocess_backend_says_what_it_does_not_contain(capsys):
     out = capsys.readouterr().out
     sub = out[out.index("subprocess") :]
     assert "does NOT contain" in sub
-    for topic in ("network", "status channel", "storage", "kernel keyring", "read-only files"):
+    for topic in (
+        "network",
+        "status channel",
+        "storage",
+        "usage",
+        "kernel keyring",
+        "user namespaces",
+        "shared files",
+        "read-only files",
+    ):
         assert f"- {topic}:" in sub
+
+
+def _exit(**kw):
+    from tempering.sandbox.process import Exit, Report
+
+    report = kw.pop("report", Report(started=True, measured=True, exit_code=0))
+    base = dict(exit_code=0, term_signal=None, stdout=b"", stderr=b"", stdout_truncated=False, stderr_truncated=False)
+    return Exit(**(base | dict(wall_s=0.1, tree_cpu_s=0.0, report=report) | kw))
+
+
+def test_limit_statuses_rest_on_the_hosts_evidence_only():
+    from tempering.sandbox.process import Report
+
+    sb = Sandbox(backend=Sandbox.available_backends()[0])
+    job = Job(cmd=["true"], limits=Limits(cpu_s=2.0, fsize_mb=8))
+    classify = lambda **kw: sb._classify(
+        job, _exit(**{k: v for k, v in kw.items() if k not in ("oom", "cpu")}), kw.get("oom", False), kw.get("cpu")
+    )
+    rep = lambda **kw: Report(started=True, measured=True, **kw)
+    # the job's words and exit codes: never a limit
+    forged = classify(report=rep(exit_code=152), stderr=b"MemoryError\nFile too large\n", exit_code=152)
+    assert (forged.status, forged.exit_code, forged.signal) == ("nonzero_exit", 152, None)
+    assert "failed allocation" in forged.message  # a hint, in words
+    assert classify(report=rep(term_signal=signal.SIGXCPU), cpu=0.1).status == "killed"
+    assert classify(report=rep(term_signal=signal.SIGXFSZ)).status == "killed"
+    # the host's evidence: the CPU it measured, its timer, its byte and file counts, the cgroup's OOM kill
+    assert classify(report=rep(term_signal=signal.SIGXCPU), cpu=2.0).status == "timeout"
+    assert classify(report=rep(term_signal=signal.SIGKILL), cpu=3.1).status == "timeout"
+    assert classify(kill_reason="timeout").status == "timeout"
+    assert classify(kill_reason="inodes").status == "output_limit"
+    assert classify(stdout_truncated=True).status == "output_limit"
+    assert classify(report=rep(term_signal=signal.SIGKILL), oom=True).status == "memory_exceeded"
+    # without GNU time's report an exit code of 128 + N stays an exit code
+    bare = classify(report=Report(started=True), exit_code=152, cpu=5.0)
+    assert (bare.status, bare.exit_code, bare.signal) == ("nonzero_exit", 152, None)
+
+
+def test_removal_follows_no_link_and_goes_any_depth(tmp_path):
+    from tempering.sandbox.sandbox import _remove_tree
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("host")
+    victim.chmod(0o600)
+    root = tmp_path / "job"
+    (root / "locked").mkdir(parents=True)
+    (root / "locked" / "link").symlink_to(victim)
+    (root / "dirlink").symlink_to(tmp_path)
+    deep = os.open(root, os.O_RDONLY)
+    for _ in range(3000):  # deeper than rmtree's recursion and than a path can name
+        os.mkdir("d", dir_fd=deep)
+        nxt = os.open("d", os.O_RDONLY, dir_fd=deep)
+        os.close(deep)
+        deep = nxt
+    os.close(deep)
+    (root / "locked").chmod(0)
+    _remove_tree(str(root))
+    assert not root.exists()
+    assert victim.read_text() == "host" and (victim.stat().st_mode & 0o777) == 0o600
+
+
+def test_bwrap_root_is_read_only_and_binds_below_tmp_sit_in_a_read_only_skeleton(tmp_path):
+    from tempering.sandbox import backends
+
+    tool = Path(tempfile.mkdtemp(prefix="tempering-test-", dir="/tmp"))
+    try:
+        (tool / "bin").mkdir()
+        lay = backends.Layout(
+            jobroot=str(tmp_path),
+            workdir=str(tmp_path / "work"),
+            tmpdir=str(tmp_path / "tmp"),
+            ro_binds=[str(tool / "bin")],
+        )
+        argv = backends.bwrap_argv(lay, ["true"])
+        argv = argv[: argv.index("--")]
+        mounts = [i for i, a in enumerate(argv) if a in ("--bind", "--ro-bind", "--dev-bind", "--dir", "--symlink")]
+        assert argv[max(mounts) + 3 :].count("--remount-ro") == 1 and argv[argv.index("--remount-ro") + 1] == "/"
+        # the folder just below /tmp is a read-only mount of host-made folders; the real bind goes in after it
+        skeleton = argv.index(str(tool))
+        assert argv[skeleton - 2] == "--ro-bind" and (Path(argv[skeleton - 1]) / "bin").is_dir()
+        assert argv.index(str(tool / "bin")) > skeleton
+        assert ["--dir", str(tool)] not in [argv[i : i + 2] for i in range(len(argv))]  # not made in the job's /tmp
+        if backends.bwrap_disables_userns():
+            assert "--disable-userns" in argv  # this layout has no uid: bwrap makes the user namespace
+    finally:
+        shutil.rmtree(tool)

@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -46,10 +47,14 @@ def test_nonzero_exit_and_crash_by_signal(backend):
     [
         ("import time; time.sleep(30)", Limits(wall_s=1.0), "timeout"),
         ("print('y' * 10000)", Limits(output_bytes=4096), "output_limit"),
-        ("b = bytearray(400 << 20)", Limits(memory_mb=128), "memory_exceeded"),
         ("open('big', 'wb').write(b'x' * (12 << 20))", Limits(fsize_mb=8), "output_limit"),
+        (
+            "import os\nfor i in range(200):\n    open(f'f{i}', 'w').close()\nimport time; time.sleep(5)",
+            Limits(inodes=100),
+            "output_limit",
+        ),
     ],
-    ids=["wall", "output", "memory", "file_size"],
+    ids=["wall", "output", "file_size", "inodes"],
 )
 def test_limits_end_a_job(backend, code, limits, status):
     """The limits every backend keeps, the host's plain `subprocess` one included (the adversarial suite
@@ -57,6 +62,72 @@ def test_limits_end_a_job(backend, code, limits, status):
     res = run(backend, cmd=["python3", "-c", code], limits=limits)
     assert res.status == status, (res.status, res.message, res.stderr[-300:])
     assert len(res.stdout) <= limits.output_bytes
+
+
+def test_an_allocation_past_memory_mb_fails_inside_the_job(backend):
+    """RLIMIT_AS makes the allocation fail; what the job does then is its own (here: MemoryError, exit 1).
+    Its stderr is not the host's evidence, so the status stays the job's, with a hint in the message."""
+    res = run(backend, cmd=["python3", "-c", "b = bytearray(400 << 20)"], limits=Limits(memory_mb=128))
+    assert (res.status, res.exit_code) == ("nonzero_exit", 1), (res.status, res.message)
+    assert "memory_mb=128" in res.message and "MemoryError" in res.stderr
+
+
+def test_memory_past_the_cgroup_is_memory_exceeded(isolated):
+    sb = Sandbox(backend=isolated)
+    if any(g.startswith("storage:") for g in sb.not_contained):
+        pytest.skip("no memory cgroup here")
+    code = "import os\nfds = [os.memfd_create('m') for _ in range(8)]\nfor fd in fds:\n    os.write(fd, b'x' * (32 << 20))\n"
+    res = sb.run_sync(Job(cmd=["python3", "-c", code], limits=Limits(memory_mb=128, disk_mb=32)))
+    assert res.status == "memory_exceeded", (res.status, res.message)
+
+
+def test_a_held_up_loop_does_not_turn_a_finished_job_into_a_timeout(backend):
+    """The host's timer counts only if the tree still ran when it fired: here the event loop is held up
+    past both the job's end and its wall-clock limit, and both are due when it runs again."""
+    sb = Sandbox(backend=backend)
+
+    async def main():
+        task = asyncio.ensure_future(sb.run(Job(cmd=["sleep", "0.2"], limits=Limits(wall_s=1.0))))
+        await asyncio.sleep(0.1)
+        time.sleep(2.0)
+        return await task
+
+    res = asyncio.run(main())
+    assert res.status == "ok", (res.status, res.message)
+
+
+def test_job_folders_are_removed_off_the_event_loop(backend, monkeypatch):
+    from tempering.sandbox import sandbox as sandbox_module
+
+    real = sandbox_module._remove_tree
+
+    def slow(path):  # as a hundred thousand files take
+        time.sleep(1.5)
+        real(path)
+
+    monkeypatch.setattr(sandbox_module, "_remove_tree", slow)
+    sb = Sandbox(backend=backend)
+    gaps = []
+
+    async def main():
+        stop = asyncio.Event()
+
+        async def tick():
+            last = time.monotonic()
+            while not stop.is_set():
+                await asyncio.sleep(0.01)
+                gaps.append(time.monotonic() - last)
+                last = time.monotonic()
+
+        ticker = asyncio.ensure_future(tick())
+        many = "for i in range(1500):\n    open(f'f{i}', 'w').close()\n"  # more than the loop removes itself
+        res = await sb.run(Job(cmd=["python3", "-c", many]))
+        stop.set()
+        await ticker
+        return res
+
+    assert asyncio.run(main()).ok
+    assert max(gaps) < 0.5, max(gaps)
 
 
 @pytest.mark.slow  # imports torch

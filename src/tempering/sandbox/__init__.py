@@ -4,9 +4,9 @@
     res = await sb.run(Job(cmd=["python3", "main.py"], files={"main.py": src}))
     res.status, res.stdout, res.outputs
 
-`BuildCache` compiles each distinct (sources, command, compiler) once. `tempering.sandbox.ray` has
-`RaySandbox`, the same API over Ray actors (extra `ray`). See docs/sandbox.md for what each backend
-guarantees.
+`BuildCache` compiles each distinct (sources, command, limits, compiler) once and keeps only successful
+builds. `tempering.sandbox.ray` has `RaySandbox`, the same API over Ray actors (extra `ray`). See
+docs/sandbox.md for what each backend guarantees.
 """
 
 from tempering.sandbox.cache import BuildCache, BuildResult

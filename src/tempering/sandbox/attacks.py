@@ -14,15 +14,21 @@ import asyncio
 import json
 import os
 import secrets
+import shutil
+import signal
 import socket
+import stat
 import sys
+import tempfile
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tempering.errors import UserError
 from tempering.sandbox.backends import ISOLATED
+from tempering.sandbox.cache import BuildCache
 from tempering.sandbox.job import Job, Limits, Result
 from tempering.sandbox.sandbox import Sandbox
 
@@ -41,6 +47,12 @@ class Context:
     """Connections the server accepted (must stay empty)."""
     victim_dir: str = ""
     """Host path of another job's workdir (running at the same time)."""
+    host_dir: str = ""
+    """A fresh host folder under the host's /tmp for this attack's host-side files (removed after)."""
+    venv_parent: str = os.path.dirname(sys.prefix)
+    """The folder that holds the project's venv (a job must not be able to rename it)."""
+    sandbox_root: str = ""
+    """Host folder of the sandbox's job folders."""
 
     @property
     def secret(self) -> str:
@@ -73,6 +85,21 @@ class Attack:
     """Times the job runs, one after the other (the same slot, so the same uid); the check sees the last."""
     needs: str = ""
     """What the machine must offer for the backend to contain it (a `Sandbox.not_contained` topic)."""
+    cmd: list[str] = field(default_factory=lambda: ["python3", "attack.py"])
+    """The job's command (filled from the Context like `code`), e.g. a later step after the attack."""
+    files: dict[str, str] = field(default_factory=dict)
+    """More files of the job (filled from the Context), e.g. a shell script."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment of the job (filled from the Context)."""
+    ro_binds: list[str] = field(default_factory=list)
+    """Host paths bound read-only (filled from the Context; `setup` makes them)."""
+    setup: Callable[[Context], None] | None = None
+    """Host-side preparation in `Context.host_dir` before the job runs."""
+    partner: str = ""
+    """Python program of a job started first and running beside the attack, with the secret in its
+    workdir's secret.txt (the other end of a channel between jobs); it writes `ready` when set."""
+    drive: Callable[[Sandbox, Attack, Context], Awaitable[str]] | None = None
+    """Runs the attack itself instead of one job (a flow of several calls); returns the verdict."""
 
 
 def _leftovers(ctx: Context) -> list[int]:
@@ -257,6 +284,426 @@ print("READ", open("tests/unit/check.txt").read())
 """
 
 
+# -- the second red team's classes, each at least twice, written differently
+
+
+def _genuine_check(ctx: Context) -> None:
+    """A host tool the job's later step runs, below the job's /tmp (as a venv or a cache artifact can be)."""
+    for rel, text in (("tool/check", "GENUINE"), ("venv/bin/python3", "GENUINE")):
+        path = os.path.join(ctx.host_dir, rel)
+        os.makedirs(os.path.dirname(path), 0o755, exist_ok=True)
+        with open(path, "w") as f:
+            f.write(f"#!/bin/sh\necho {text}\n")
+        os.chmod(path, 0o755)
+    for root, dirs, _ in os.walk(ctx.host_dir):
+        for d in [root] + [os.path.join(root, n) for n in dirs]:
+            os.chmod(d, 0o755)
+
+
+def _genuine_ran(res: Result, ctx: Context) -> str:
+    if "FAKE" in res.stdout or "GENUINE" not in res.stdout:
+        return f"the later step ran the job's planted program: {res.stdout[-300:]!r}"
+    return ""
+
+
+_PLANT_BIND_PARENT = """import os
+top = "{host_dir}"
+for old in (top, top + "/tool"):
+    try:
+        os.rename(old, old + "-old")
+        print("RENAMED", old)
+    except OSError as e:
+        print("denied rename", old, e)
+try:
+    os.makedirs(top + "/tool", exist_ok=True)
+    with open(top + "/tool/check.new", "w") as f:
+        f.write("#!/bin/sh\\necho FAKE\\n")
+    os.chmod(top + "/tool/check.new", 0o755)
+    os.replace(top + "/tool/check.new", top + "/tool/check")
+    print("PLANTED")
+except OSError as e:
+    print("denied plant", e)
+"""
+
+_PLANT_ON_PATH = """# move each folder above python3 on PATH (and the root's own links and folders) aside; link ours in
+mkdir -p /tmp/mine/bin && printf '#!/bin/sh\\necho FAKE\\n' > /tmp/mine/bin/python3 && chmod +x /tmp/mine/bin/python3
+for d in {host_dir} {host_dir}/venv {host_dir}/venv/bin {venv_parent} /bin /usr/local; do
+    if mv "$d" "$d.old" 2>/dev/null || rm "$d" 2>/dev/null; then
+        echo "MOVED $d"
+        ln -s /tmp/mine "$d" 2>/dev/null && echo "LINKED $d"
+    fi
+done
+ln -sf /tmp/mine/bin/python3 {host_dir}/venv/bin/python3 2>/dev/null && echo "LINKED python3"
+echo tried
+"""
+
+_USAGE_GRANDCHILD = """import os, time
+r, w = os.pipe()
+if os.fork() == 0:
+    if os.fork() == 0:  # the grandchild: its parent exits, it is reaped by the namespace's first process
+        block = bytearray(100 << 20)
+        for i in range(0, len(block), 4096):
+            block[i] = 1
+        t = time.process_time()
+        while time.process_time() - t < 1.0:
+            pass
+        print("burned", time.process_time(), flush=True)
+        os.write(w, b"x")
+        os._exit(0)
+    os._exit(0)
+os.close(w)
+os.read(r, 1)  # the grandchild is done
+time.sleep(0.2)
+print("main done")
+"""
+
+_USAGE_OUTLIVES = """# a background process that outlives the job's command (killed when the job ends) burns CPU and memory
+python3 -c '
+import time
+block = bytearray(100 << 20)
+for i in range(0, len(block), 4096):
+    block[i] = 1
+t = time.process_time()
+while True:
+    if time.process_time() - t > 0.05:
+        t = time.process_time()
+        print("burned", t, flush=True)
+' &
+sleep 1.5
+echo main done
+"""
+
+
+def _usage_covered(res: Result, ctx: Context) -> str:
+    burned = [float(line.split()[1]) for line in res.stdout.splitlines() if line.startswith("burned ")]
+    if not burned:
+        return f"the attack did not run: {res.status} {res.stdout[-200:]!r} {res.stderr[-200:]!r}"
+    problems = []
+    if res.cpu_s < 0.9 * burned[-1]:
+        problems.append(f"cpu_s {res.cpu_s:.2f} hides the {burned[-1]:.2f} s a process of the job used")
+    if res.peak_memory_mb < 90:
+        problems.append(f"peak_memory_mb {res.peak_memory_mb:.0f} hides the 100 MiB a process of the job held")
+    return "; ".join(problems)
+
+
+def _exactly(status: str, **fields) -> Callable[[Result, Context], str]:
+    def check(res: Result, ctx: Context) -> str:
+        got = {"status": res.status, **{k: getattr(res, k) for k in fields}}
+        want = {"status": status, **fields}
+        return "" if got == want else f"forged: {got} ({res.message}), wanted {want}"
+
+    return check
+
+
+_FORGED_EXIT_CODE = """import sys
+sys.stderr.write("MemoryError\\nstd::bad_alloc\\nFile too large\\nKilled\\n")
+sys.exit(152)  # 128 + SIGXCPU
+"""
+
+_FORGED_SIGNAL_XCPU = """echo "MemoryError" >&2
+echo "Cannot allocate memory" >&2
+kill -XCPU $$
+"""
+
+_FORGED_SIGNAL_XFSZ = """import os, signal
+print("File too large", flush=True)
+signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it by default
+os.kill(os.getpid(), signal.SIGXFSZ)
+"""
+
+_LOCK_SENDER = """import fcntl, os, struct, time
+secret = open("secret.txt", "rb").read()
+f = open("/etc/passwd", "rb")
+for i in range(len(secret) * 8):
+    if secret[i // 8] >> (i % 8) & 1:  # one read lock on byte i for each bit that is 1
+        fcntl.fcntl(f, fcntl.F_SETLK, struct.pack("hhqqi", fcntl.F_RDLCK, 0, i, 1, 0))
+open("ready", "w").write("x")
+time.sleep(6)
+"""
+
+_LOCK_RECEIVER = """import fcntl, struct
+f = open("/etc/passwd", "rb")
+bits = []
+for i in range(len("{secret}") * 8):
+    got = fcntl.fcntl(f, fcntl.F_GETLK, struct.pack("hhqqi", fcntl.F_WRLCK, 0, i, 1, 0))
+    bits.append(struct.unpack("hhqqi", got)[0] != fcntl.F_UNLCK)
+data = bytes(sum(bits[8 * j + k] << k for k in range(8)) for j in range(len(bits) // 8))
+print("locked bits", sum(bits))
+print("GOT", data.decode("latin-1"))
+"""
+
+_DISTINCT_FILES = """inodes = {{{{}}}}
+for name in sorted(os.listdir("/usr/bin")):  # one name per file (a hard link would lock its twin)
+    st = os.stat("/usr/bin/" + name)
+    if os.path.isfile("/usr/bin/" + name) and st.st_ino not in inodes:
+        inodes[st.st_ino] = name
+names = list(inodes.values())[:{n}]
+"""
+
+_FLOCK_SENDER = (
+    """import ctypes, fcntl, os, time
+secret = open("secret.txt", "rb").read()
+"""
+    + _DISTINCT_FILES.format(n="len(secret) * 8")
+    + """
+held = []
+for i, name in enumerate(names):
+    if secret[i // 8] >> (i % 8) & 1:  # a whole-file lock on one shared file per bit that is 1
+        fd = os.open("/usr/bin/" + name, os.O_RDONLY)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        held.append(fd)
+        try:  # and an open-file-description lock on byte i of /dev/null
+            fcntl.fcntl(fd, 37, __import__("struct").pack("hhqqi", fcntl.F_RDLCK, 0, 0, 1, 0))
+        except OSError:
+            pass
+open("ready", "w").write("x")
+end = time.time() + 6
+while time.time() < end:  # and a notification channel: open the files of the 1 bits again and again
+    for i, name in enumerate(names):
+        if secret[i // 8] >> (i % 8) & 1:
+            os.close(os.open("/usr/bin/" + name, os.O_RDONLY))
+    time.sleep(0.01)
+"""
+)
+
+_FLOCK_RECEIVER = (
+    """import ctypes, fcntl, os, struct, time
+n = len("{secret}") * 8
+"""
+    + _DISTINCT_FILES.format(n="n")
+    + """
+bits = []
+for name in names:
+    fd = os.open("/usr/bin/" + name, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        bits.append(0)
+    except BlockingIOError:
+        bits.append(1)
+    finally:
+        os.close(fd)
+print("flock", bytes(sum(bits[8 * j + k] << k for k in range(8)) for j in range(n // 8)).decode("latin-1"))
+libc = ctypes.CDLL(None, use_errno=True)
+ino = libc.inotify_init1(0)
+if ino < 0:
+    print("no inotify", os.strerror(ctypes.get_errno()))
+else:
+    wds = {{libc.inotify_add_watch(ino, ("/usr/bin/" + name).encode(), 0x20): i for i, name in enumerate(names)}}
+    os.set_blocking(ino, False)
+    seen = set()
+    end = time.time() + 1.0
+    while time.time() < end:
+        try:
+            buf = os.read(ino, 65536)
+        except BlockingIOError:
+            time.sleep(0.01)
+            continue
+        off = 0
+        while off < len(buf):
+            wd, mask, cookie, length = struct.unpack_from("iIII", buf, off)
+            seen.add(wds.get(wd))
+            off += 16 + length
+    bits = [int(i in seen) for i in range(n)]
+    print("inotify", bytes(sum(bits[8 * j + k] << k for k in range(8)) for j in range(n // 8)).decode("latin-1"))
+"""
+)
+
+_INODE_FLOOD = """import os
+i = 0
+while True:
+    os.close(os.open(f"e{{i}}", os.O_CREAT | os.O_WRONLY, 0o644))  # empty: no blocks, one inode each
+    i += 1
+    if i % 10000 == 0:
+        print("made", i, flush=True)
+"""
+
+_INODE_FLOOD_LINKS = """import os
+os.makedirs("/tmp/f", exist_ok=True)
+open("/tmp/f/one", "w").close()
+i = 0
+while True:  # names without blocks: hard links to one inode, symlinks, empty folders, spread over folders
+    d = f"/tmp/f/d{{i // 1000}}"
+    if i % 1000 == 0:
+        os.mkdir(d)
+    kind = i % 3
+    if kind == 0:
+        os.link("/tmp/f/one", f"{{d}}/h{{i}}")
+    elif kind == 1:
+        os.symlink("/etc/passwd", f"{{d}}/s{{i}}")
+    else:
+        os.mkdir(f"{{d}}/m{{i}}")
+    i += 1
+"""
+
+_DEEP_TREE = """import os, time
+for i in range(5000):  # deeper than any path can name (PATH_MAX) and than a recursive walk goes
+    os.mkdir("d")
+    os.chdir("d")
+open("bottom", "w").write("x" * 4096)
+print("deep", flush=True)
+time.sleep(30)
+"""
+
+
+def _no_leftover_folders_in(root: str) -> str:
+    left = [p.name for p in Path(root).iterdir() if p.name.startswith("job-")]
+    return f"job folders {left} were not removed" if left else ""
+
+
+async def _flood_beside_a_neighbour(sandbox: Sandbox, attack: Attack, ctx: Context) -> str:
+    """The flood runs next to a short job; the event loop's longest pause is measured meanwhile."""
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def tick() -> None:
+        last = time.monotonic()
+        while not done.is_set():
+            await asyncio.sleep(0.01)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    ticker = asyncio.ensure_future(tick())
+    flood = asyncio.ensure_future(sandbox.run(_job_of(attack, ctx)))
+    neighbour = await sandbox.run(Job(cmd=["sleep", "1.5"], limits=Limits(wall_s=4.0)))
+    res = await flood
+    done.set()
+    await ticker
+    problems = [attack.check(res, ctx)]
+    if not neighbour.ok:
+        problems.append(f"the neighbour job ended {neighbour.status} ({neighbour.message})")
+    if max(gaps) > 1.0:
+        problems.append(f"the host's event loop stalled {max(gaps):.1f} s")
+    problems.append(_no_leftover_folders_in(ctx.sandbox_root))
+    return "; ".join(p for p in problems if p)
+
+
+def _victim_file(ctx: Context) -> None:
+    """Host files a job's link may point at, with modes that must not change."""
+    with open(os.path.join(ctx.host_dir, "victim.txt"), "w") as f:
+        f.write("host data")
+    os.chmod(os.path.join(ctx.host_dir, "victim.txt"), 0o600)
+    os.mkdir(os.path.join(ctx.host_dir, "victim-dir"), 0o711)
+    os.chmod(os.path.join(ctx.host_dir, "victim-dir"), 0o711)
+
+
+def _victim_modes_kept(res: Result, ctx: Context) -> str:
+    got = {
+        name: stat.S_IMODE(os.lstat(os.path.join(ctx.host_dir, name)).st_mode) for name in ("victim.txt", "victim-dir")
+    }
+    return "" if got == {"victim.txt": 0o600, "victim-dir": 0o711} else f"the host's files changed mode: {got}"
+
+
+_CLEANUP_SYMLINK = """import os
+os.makedirs("locked/inner")
+os.symlink("{host_dir}/victim.txt", "locked/inner/link")
+os.symlink("{host_dir}/victim.txt", "locked/link")
+os.symlink("{host_dir}/victim.txt", "/tmp/link")
+os.mkdir("readonly")
+os.symlink("{host_dir}/victim.txt", "readonly/link")
+os.chmod("locked/inner", 0)
+os.chmod("locked", 0)  # the host cannot list or empty it without changing its mode
+os.chmod("readonly", 0o500)  # nor remove the link in it
+print("locked")
+"""
+
+_CLEANUP_SYMLINK_DIRS = """mkdir -p a/b /tmp/c
+ln -s {host_dir}/victim-dir a/b/x
+ln -s {host_dir}/victim-dir /tmp/c/x
+ln -s {host_dir}/victim.txt a/y
+chmod 000 a/b /tmp/c
+chmod 500 a
+chmod 000 /tmp
+echo locked
+"""
+
+_NESTED_USERNS = """import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+CLONE_NEWUSER, SIGCHLD = 0x10000000, 17
+clone, clone3 = {{"x86_64": (56, 435), "aarch64": (220, 435)}}[os.uname().machine]
+if libc.unshare(CLONE_NEWUSER) == 0:
+    print("NESTED unshare", open("/proc/self/uid_map").read().strip())
+else:
+    print("denied unshare", os.strerror(ctypes.get_errno()))
+pid = libc.syscall(clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0)
+if pid == 0:
+    os._exit(0)
+if pid > 0:
+    os.waitpid(pid, 0)
+    print("NESTED clone")
+else:
+    print("denied clone", os.strerror(ctypes.get_errno()))
+class CloneArgs(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in ("flags", "pidfd", "child_tid", "parent_tid", "exit_signal",
+                                                "stack", "stack_size", "tls")]
+args = CloneArgs(flags=CLONE_NEWUSER, exit_signal=SIGCHLD)
+pid = libc.syscall(clone3, ctypes.byref(args), ctypes.sizeof(args))
+if pid == 0:
+    os._exit(0)
+if pid > 0:
+    os.waitpid(pid, 0)
+    print("NESTED clone3")
+else:
+    print("denied clone3", os.strerror(ctypes.get_errno()))
+"""
+
+_NESTED_USERNS_TOOLS = """unshare --user --map-root-user id -u 2>&1 && echo "NESTED by unshare"
+if command -v bwrap >/dev/null; then
+    bwrap --unshare-user --uid 0 --ro-bind / / id -u 2>&1 && echo "NESTED by bwrap"
+fi
+python3 -c 'import os; os.unshare(os.CLONE_NEWUSER); print("NESTED by os.unshare")' 2>&1 | tail -1
+echo tried
+"""
+
+
+async def _cache_keeps_no_limit_failure(sandbox: Sandbox, attack: Attack, ctx: Context) -> str:
+    """A build that times out under tight limits is never served from the cache, and generous limits
+    make another entry."""
+    cache = BuildCache(os.path.join(ctx.host_dir, "cache"))
+    cmd = ["sh", "-c", f"sleep 2; echo built-{ctx.token} > out"]
+    tight, roomy = Limits(wall_s=1.0, cpu_s=5.0), Limits(wall_s=20.0, cpu_s=20.0)
+    first = await cache.build(sandbox, {"in.txt": ctx.token}, cmd, "out", limits=tight)
+    again = await cache.build(sandbox, {"in.txt": ctx.token}, cmd, "out", limits=tight)
+    roomy_build = await cache.build(sandbox, {"in.txt": ctx.token}, cmd, "out", limits=roomy)
+    problems = []
+    if first.result.status != "timeout":
+        problems.append(f"the tight build ended {first.result.status}, not timeout")
+    if again.cached:
+        problems.append(f"the cache served a {again.result.status} it kept from a failed build")
+    if not roomy_build.result.ok or roomy_build.cached or roomy_build.path is None:
+        problems.append(f"the roomy build was {roomy_build.result.status} (cached: {roomy_build.cached})")
+    elif roomy_build.path.read_text().strip() != f"built-{ctx.token}":
+        problems.append("the artifact is not the build's")
+    if cache.key({"in.txt": ctx.token}, cmd, limits=tight) == cache.key({"in.txt": ctx.token}, cmd, limits=roomy):
+        problems.append("the cache key ignores the limits")
+    return "; ".join(problems)
+
+
+async def _cache_keeps_no_flaky_failure(sandbox: Sandbox, attack: Attack, ctx: Context) -> str:
+    """A build that fails once (an input it reads is not there yet) is built again by the next caller."""
+    cache = BuildCache(os.path.join(ctx.host_dir, "cache"))
+    inputs = os.path.join(ctx.host_dir, "inputs")
+    os.mkdir(inputs, 0o755)
+    os.chmod(inputs, 0o755)
+    cmd = ["sh", "-c", f"cat {inputs}/part > out || exit 3"]
+    args = ({"in.txt": ctx.token}, cmd, "out")
+    first = await cache.build(sandbox, *args, ro_binds=[inputs])
+    with open(os.path.join(inputs, "part"), "w") as f:
+        f.write(f"part-{ctx.token}\n")
+    os.chmod(os.path.join(inputs, "part"), 0o644)
+    second = await cache.build(sandbox, *args, ro_binds=[inputs])
+    third = await cache.build(sandbox, *args, ro_binds=[inputs])
+    problems = []
+    if first.result.status != "nonzero_exit":
+        problems.append(f"the first build ended {first.result.status} ({first.result.stderr[-200:]!r})")
+    if second.cached or not second.result.ok:
+        problems.append(f"the second build was {second.result.status} (cached: {second.cached}): the failure was kept")
+    if not third.cached or third.path is None or third.path.read_text().strip() != f"part-{ctx.token}":
+        problems.append("the successful build was not served from the cache")
+    return "; ".join(problems)
+
+
 ATTACKS = [
     Attack(
         "infinite_loop",
@@ -283,7 +730,9 @@ ATTACKS = [
         "memory_bomb",
         "allocate 100 MiB blocks until something gives",
         "blocks = []\nwhile True:\n    blocks.append(bytearray(100 << 20))\n",
-        _status("memory_exceeded"),
+        _status(
+            "memory_exceeded", "nonzero_exit"
+        ),  # the job sees its allocation fail (RLIMIT_AS), or the cgroup kills it
         Limits(wall_s=10.0, memory_mb=512),
     ),
     Attack(
@@ -429,6 +878,157 @@ ATTACKS = [
         "import os\nos.symlink('/etc/shadow', 'result.json')\n",
         lambda r, c: "the host followed the link" if r.outputs else "",
     ),
+    Attack(
+        "plant_bind_parent",
+        "rename the folder in its /tmp above a read-only bind (a tool the next step runs) and plant its own",
+        _PLANT_BIND_PARENT,
+        _all(_words("RENAMED", "PLANTED"), _genuine_ran),
+        cmd=["sh", "-c", "python3 attack.py; {host_dir}/tool/check"],
+        ro_binds=["{host_dir}/tool"],
+        setup=_genuine_check,
+    ),
+    Attack(
+        "plant_on_path",
+        "move aside or replace with links the folders above the python3 on its PATH, the venv's and the root's",
+        "",
+        _all(_words("MOVED", "LINKED"), _genuine_ran),
+        cmd=["sh", "-c", "sh attack.sh; python3 -c pass"],
+        files={"attack.sh": _PLANT_ON_PATH},
+        env={"PATH": "{host_dir}/venv/bin:/usr/bin:/bin"},
+        ro_binds=["{host_dir}/venv"],
+        setup=_genuine_check,
+    ),
+    Attack(
+        "usage_grandchild",
+        "a double-forked grandchild burns 1 s of CPU and holds 100 MiB while the job's command waits",
+        _USAGE_GRANDCHILD,
+        _all(_status("ok"), _usage_covered),
+        Limits(wall_s=30.0, cpu_s=30.0),
+        needs="usage",
+    ),
+    Attack(
+        "usage_outlives",
+        "a background process burns CPU and holds 100 MiB until the job's command ends and it is killed",
+        "",
+        _all(_status("ok"), _usage_covered),
+        Limits(wall_s=30.0, cpu_s=30.0),
+        cmd=["sh", "attack.sh"],
+        files={"attack.sh": _USAGE_OUTLIVES},
+        needs="usage",
+    ),
+    Attack(
+        "forged_exit_code",
+        "exit with 152 (128 + SIGXCPU) after writing MemoryError and 'File too large' to stderr",
+        _FORGED_EXIT_CODE,
+        _exactly("nonzero_exit", exit_code=152, signal=None),
+    ),
+    Attack(
+        "forged_signal_xcpu",
+        "a shell that writes allocation failures to stderr and kills itself with SIGXCPU, CPU unused",
+        "",
+        _exactly("killed", signal=int(signal.SIGXCPU)),
+        cmd=["sh", "attack.sh"],
+        files={"attack.sh": _FORGED_SIGNAL_XCPU},
+    ),
+    Attack(
+        "forged_signal_xfsz",
+        "kill itself with SIGXFSZ without writing any big file",
+        _FORGED_SIGNAL_XFSZ,
+        _exactly("killed", signal=int(signal.SIGXFSZ)),
+    ),
+    Attack(
+        "lock_channel",
+        "a concurrent job holds byte-range locks on /etc/passwd that spell a secret; this job reads them",
+        _LOCK_RECEIVER,
+        _all(
+            _status("ok"),
+            _not_in_output(lambda c: c.secret),
+            lambda r, c: "" if "locked bits 0" in r.stdout else r.stdout,
+        ),
+        partner=_LOCK_SENDER,
+        needs="shared files",
+    ),
+    Attack(
+        "flock_channel",
+        "a concurrent job spells a secret in whole-file and OFD locks on /usr/bin's files and in opening them (inotify)",
+        _FLOCK_RECEIVER,
+        _all(_status("ok"), _not_in_output(lambda c: c.secret), _not_in_output(lambda c: c.secret[:12])),
+        partner=_FLOCK_SENDER,
+        needs="shared files",
+    ),
+    Attack(
+        "cache_limit_poison",
+        "a build that times out under tight limits, asked again: the cache must not serve the timeout",
+        "",
+        lambda r, c: "",
+        drive=_cache_keeps_no_limit_failure,
+    ),
+    Attack(
+        "cache_flaky_poison",
+        "a build that fails once (an input is not there yet), asked again once it is: built, then cached",
+        "",
+        lambda r, c: "",
+        drive=_cache_keeps_no_flaky_failure,
+    ),
+    Attack(
+        "inode_flood",
+        "make empty files (no bytes, one inode each) without end, beside a short job",
+        _INODE_FLOOD,
+        _all(
+            _status("output_limit"), lambda r, c: "" if "inodes=" in r.message else f"not the inode limit: {r.message}"
+        ),
+        Limits(wall_s=60.0, cpu_s=60.0),
+        drive=_flood_beside_a_neighbour,
+    ),
+    Attack(
+        "inode_flood_links",
+        "make hard links, symlinks and empty folders in /tmp without end, beside a short job",
+        _INODE_FLOOD_LINKS,
+        _all(
+            _status("output_limit"), lambda r, c: "" if "inodes=" in r.message else f"not the inode limit: {r.message}"
+        ),
+        Limits(wall_s=60.0, cpu_s=60.0),
+        drive=_flood_beside_a_neighbour,
+    ),
+    Attack(
+        "deep_tree",
+        "nest 5000 folders, deeper than a path can name, and wait",
+        _DEEP_TREE,
+        _all(_status("output_limit"), lambda r, c: _no_leftover_folders_in(c.sandbox_root)),
+        Limits(wall_s=20.0, cpu_s=20.0),
+    ),
+    Attack(
+        "cleanup_symlink",
+        "leave links to a host file in folders it made unreadable (mode 000) for the host to clean up",
+        _CLEANUP_SYMLINK,
+        _all(_status("ok"), _victim_modes_kept, lambda r, c: _no_leftover_folders_in(c.sandbox_root)),
+        setup=_victim_file,
+    ),
+    Attack(
+        "cleanup_symlink_dirs",
+        "a shell leaves links to a host folder and file below folders it made unwritable, its /tmp too",
+        "",
+        _all(_status("ok"), _victim_modes_kept, lambda r, c: _no_leftover_folders_in(c.sandbox_root)),
+        cmd=["sh", "attack.sh"],
+        files={"attack.sh": _CLEANUP_SYMLINK_DIRS},
+        setup=_victim_file,
+    ),
+    Attack(
+        "nested_userns",
+        "make a nested user namespace with unshare, clone and clone3",
+        _NESTED_USERNS,
+        _all(_status("ok"), _words("NESTED")),
+        needs="user namespaces",
+    ),
+    Attack(
+        "nested_userns_tools",
+        "make a nested user namespace with the unshare and bwrap commands and os.unshare",
+        "",
+        _all(_status("ok"), _words("NESTED by")),
+        cmd=["sh", "attack.sh"],
+        files={"attack.sh": _NESTED_USERNS_TOOLS},
+        needs="user namespaces",
+    ),
 ]
 
 
@@ -440,13 +1040,33 @@ def why_not_run(sandbox: Sandbox, attack: Attack) -> str:
     return next((g for g in sandbox.not_contained if attack.needs and g.startswith(attack.needs + ":")), "")
 
 
+_FIELDS = ("token", "port", "project_dir", "victim_dir", "sleep_s", "secret", "host_dir", "venv_parent")
+
+
+def _fill(text: str, ctx: Context) -> str:
+    return text.format(**{k: getattr(ctx, k) for k in _FIELDS})
+
+
+def _job_of(attack: Attack, ctx: Context) -> Job:
+    files = {"attack.py": _fill(attack.code, ctx)} if attack.code else {}
+    return Job(
+        cmd=[_fill(a, ctx) for a in attack.cmd],
+        files=files | {name: _fill(text, ctx) for name, text in attack.files.items()},
+        readonly_files=dict(attack.readonly_files),
+        env={k: _fill(v, ctx) for k, v in attack.env.items()},
+        limits=attack.limits,
+        outputs=["result.json"],
+        ro_binds=[_fill(p, ctx) for p in attack.ro_binds],
+    )
+
+
 async def run_attack(sandbox: Sandbox, attack: Attack) -> str:
     """Run one attack; empty string if it was contained, else what went wrong. Refuses (UserError) a
     sandbox that cannot contain it, before anything runs."""
     why = why_not_run(sandbox, attack)
     if why:
         raise UserError(f"attack {attack.name} not run: {why}.")
-    ctx = Context()
+    ctx = Context(sandbox_root=sandbox._root_dir())
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen()
@@ -464,49 +1084,53 @@ async def run_attack(sandbox: Sandbox, attack: Attack) -> str:
     listener = threading.Thread(target=accept, daemon=True)
     listener.start()
     os.environ["TEMPERING_ATTACK_SECRET"] = ctx.secret
-    victim = None
+    ctx.host_dir = tempfile.mkdtemp(prefix="tempering-attack-", dir="/tmp")  # the job's /tmp is its own
+    os.chmod(ctx.host_dir, 0o755)
+    beside = None
     try:
+        if attack.setup is not None:
+            attack.setup(ctx)
         if attack.needs_victim:
-            victim, ctx.victim_dir = await _start_victim(sandbox, ctx)
-        code = attack.code.format(
-            **{k: getattr(ctx, k) for k in ("token", "port", "project_dir", "victim_dir", "sleep_s", "secret")}
-        )
-        job = Job(
-            cmd=["python3", "attack.py"],
-            files={"attack.py": code},
-            readonly_files=dict(attack.readonly_files),
-            limits=attack.limits,
-            outputs=["result.json"],
-        )
-        for _ in range(attack.runs):
-            res = await sandbox.run(job)
-        verdict = attack.check(res, ctx)
+            files = {"secret.txt": ctx.secret}
+            beside, ctx.victim_dir = await _start_beside(sandbox, Job(cmd=["sleep", "3"], files=files), "secret.txt")
+        if attack.partner:
+            files = {"partner.py": _fill(attack.partner, ctx), "secret.txt": ctx.secret}
+            partner = Job(cmd=["python3", "partner.py"], files=files, limits=Limits(wall_s=20.0))
+            beside, _ = await _start_beside(sandbox, partner, "ready")
+        if attack.drive is not None:
+            verdict = await attack.drive(sandbox, attack, ctx)
+        else:
+            job = _job_of(attack, ctx)
+            for _ in range(attack.runs):
+                res = await sandbox.run(job)
+            verdict = attack.check(res, ctx)
         after = await sandbox.run(Job(cmd=["python3", "-c", "print('fine')"]))
         if after.stdout.strip() != "fine":
             verdict += f"; the next job failed: {after.status} {after.message}"
         return verdict
     finally:
-        if victim is not None:
-            await victim
+        if beside is not None:
+            await beside
         stop.set()
         listener.join()
         server.close()
         del os.environ["TEMPERING_ATTACK_SECRET"]
+        shutil.rmtree(ctx.host_dir)
 
 
-async def _start_victim(sandbox: Sandbox, ctx: Context) -> tuple[asyncio.Task, str]:
-    """Start a job that holds a secret in its workdir for a few seconds; return it and its host workdir."""
+async def _start_beside(sandbox: Sandbox, job: Job, marker: str) -> tuple[asyncio.Task, str]:
+    """Start `job`; once `marker` appears in its workdir, return it and its host workdir."""
     root = Path(sandbox._root_dir())
     before = set(root.iterdir())
-    task = asyncio.ensure_future(
-        sandbox.run(Job(cmd=["python3", "-c", "import time; time.sleep(3)"], files={"secret.txt": ctx.secret}))
-    )
-    for _ in range(200):
-        new = [p for p in root.iterdir() if p not in before and (p / "work" / "secret.txt").exists()]
+    task = asyncio.ensure_future(sandbox.run(job))
+    for _ in range(1000):
+        new = [p for p in root.iterdir() if p not in before and (p / "work" / marker).exists()]
         if new:
             return task, str(new[0] / "work")
+        if task.done():
+            raise RuntimeError(f"the job beside the attack ended before it was ready: {task.result()}")
         await asyncio.sleep(0.01)
-    raise RuntimeError("the victim job did not start")
+    raise RuntimeError("the job beside the attack did not start")
 
 
 def isolated_backends() -> list[str]:

@@ -13,14 +13,23 @@ size, open files, no core dumps) are set as hard limits that the job cannot rais
   file system and network with the caller's rights.
 
 In both isolated backends the job's command runs as a child of the namespace's first process (GNU
-time, which measures it), so when it exits every process it left behind is killed by the kernel.
-Between time and the job's command one last set-up step reports `started` on the status fd, closes
-every descriptor above 2 and removes the TIME variable (time's format, carrying the job's nonce), and
-a seccomp filter takes the kernel keyring away (`seccomp.py`): bwrap loads it itself, the unshare
-backend through a few lines of Python. GNU time runs from an execute-only copy, so that a job with the
+time, which reports how the command ended), so when it exits every process it left behind is killed
+by the kernel. Between time and the job's command one last set-up step reports `started` on the status
+fd, closes every descriptor above 2 and removes the TIME variable (time's format, carrying the job's
+nonce), and a seccomp filter takes the kernel keyring, nested user namespaces and file locks away
+(`seccomp.py`): bwrap loads it itself (and adds --disable-userns where it has a user namespace), the
+unshare backend through a few lines of Python. GNU time runs from an execute-only copy, so that a job with the
 same uid (a non-root host) cannot read its memory, environment or descriptors (/proc refuses a process
-that is not dumpable). Read-only files sit on read-only bind mounts, and so does the top folder inside
-the workdir of a nested one: the job can neither replace a read-only file nor rename a folder above it.
+that is not dumpable).
+
+What the host trusts never sits in a folder the job can rename. Read-only files sit on read-only bind
+mounts, and so does the top folder inside the workdir of a nested one. The root the backend builds
+(the folders that hold /usr, the Python installation, /.tempering/time, mount points) is made read-only
+once built: on a non-root host its folders belong to the job's user-namespace uid, which could otherwise
+rename `/work` above a venv in `/work/app/.venv` or replace the `/bin` link. A read-only bind below a
+folder the job writes (a venv or a build-cache artifact under /tmp, which is the job's own) gets a
+read-only skeleton: the folder just below the writable one is a read-only mount of host-made folders
+that hold only the mount points, so no folder between the job's /tmp and the bound path can be renamed.
 """
 
 from __future__ import annotations
@@ -93,7 +102,7 @@ class Layout:
     time_binary: str | None = None
     """Host path of the execute-only copy of GNU time (None: no usage report)."""
     seccomp_filter: bytes | None = None
-    """The keyring filter (`seccomp.keyring_filter()`), None where this machine has none."""
+    """The job's seccomp filter (`seccomp.job_filter()`), None where this machine has none."""
 
     def mount_sources(self) -> list[tuple[str, str, bool]]:
         """(host folder, path inside, read-only) of each mount: the workdir folder, read-write; or,
@@ -125,6 +134,58 @@ def _ro_paths(extra: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
     # a bound path below a symlinked one (e.g. /lib64/x) is already visible through its target
     kept = [p for p in kept if not any(p.startswith(lp + "/") for _, lp in links)]
     return kept, links
+
+
+def _writable_roots(lay: Layout) -> list[str]:
+    """Folders inside the sandbox that the job may write to (and so rename what they hold)."""
+    return ["/tmp", INNER_WORKDIR] + [inner for _, inner, read_only in lay.mount_sources() if not read_only]
+
+
+def _skeletons(lay: Layout, binds: list[str]) -> list[tuple[str, str]]:
+    """(host folder, path inside) of the read-only skeletons that hold the mount points of `binds`
+    lying deeper than one level below a folder the job writes to, made here under the job's folder.
+
+    Without one, the folders between (e.g. /tmp/x of a venv bound at /tmp/x/venv) would be made in the
+    job's own /tmp, where it could rename /tmp/x and plant its own /tmp/x/venv/bin/python3."""
+    tops: dict[str, list[str]] = {}
+    for p in binds:
+        for w in _writable_roots(lay):
+            first, _, below = p[len(w) + 1 :].partition("/") if p.startswith(w + "/") else ("", "", "")
+            if below:
+                tops.setdefault(f"{w}/{first}", []).append(below)
+    out = []
+    for i, (top, belows) in enumerate(sorted(tops.items())):
+        host = os.path.join(lay.jobroot, "skel", str(i))
+        os.makedirs(host, 0o755, exist_ok=True)
+        for below in belows:
+            point = os.path.join(host, below)
+            os.makedirs(os.path.dirname(point), 0o755, exist_ok=True)
+            if os.path.isdir(f"{top}/{below}"):  # binds are shown at their own host path
+                os.makedirs(point, 0o755, exist_ok=True)
+            else:
+                os.close(os.open(point, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
+        for root, dirs, _ in os.walk(host):  # makedirs' mode is masked by the umask
+            for d in [root] + [os.path.join(root, n) for n in dirs]:
+                os.chmod(d, 0o755)
+        out.append((host, top))
+    return out
+
+
+def _under_skeleton(p: str, skeletons: list[tuple[str, str]]) -> bool:
+    return any(p.startswith(top + "/") for _, top in skeletons)
+
+
+@functools.cache
+def bwrap_disables_userns() -> bool:
+    """This bubblewrap has --disable-userns (0.8.0 and later)."""
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return False
+    try:
+        out = subprocess.run([exe, "--help"], capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return b"--disable-userns" in out.stdout + out.stderr
 
 
 def _ancestors(path: str) -> list[str]:
@@ -171,6 +232,8 @@ def bwrap_argv(lay: Layout, cmd: list[str]) -> list[str]:
         argv += ["--as-pid-1"]
     if lay.uid is None:
         argv += ["--unshare-user"]
+        if bwrap_disables_userns():  # the seccomp filter refuses them too; this covers a machine without one
+            argv += ["--disable-userns"]
     made: set[str] = set()
 
     def dirs_for(dest: str) -> list[str]:
@@ -190,8 +253,12 @@ def bwrap_argv(lay: Layout, cmd: list[str]) -> list[str]:
         argv += dirs_for(dev) + ["--dev-bind", dev, dev]
     argv += ["--bind", lay.tmpdir, "/tmp", "--bind", lay.workdir, INNER_WORKDIR]
     made.update({"/tmp", INNER_WORKDIR})
+    skeletons = _skeletons(lay, binds)
+    for host, top in skeletons:
+        argv += ["--ro-bind", host, top]
+        made.add(top)
     for p in binds:
-        argv += dirs_for(p) + ["--ro-bind", p, p]
+        argv += ([] if _under_skeleton(p, skeletons) else dirs_for(p)) + ["--ro-bind", p, p]
         made.add(p)
     if lay.time_binary:
         argv += dirs_for(INNER_TIME) + ["--ro-bind", lay.time_binary, INNER_TIME]
@@ -200,7 +267,7 @@ def bwrap_argv(lay: Layout, cmd: list[str]) -> list[str]:
         made.add(inner)
     for src, rel in lay.ro_files:
         argv += ["--ro-bind", src, f"{INNER_WORKDIR}/{rel}"]
-    argv += ["--chdir", INNER_WORKDIR]
+    argv += ["--remount-ro", "/", "--chdir", INNER_WORKDIR]  # the last mount step: nothing is made after it
     if lay.seccomp_filter:
         argv += ["--seccomp", str(SECCOMP_FD)]
     if lay.uid is not None:
@@ -236,16 +303,26 @@ def unshare_argv(lay: Layout, cmd: list[str]) -> list[str]:
         ro.append((lay.time_binary, f'"$R"{q(INNER_TIME)}'))
     for src, dest in ro:
         lines += [f"mount --bind {q(src)} {dest}", f"mount -o remount,bind,ro {dest}"]
+    skeletons = _skeletons(lay, binds)
+    for host, top in skeletons:
+        lines += [
+            f'mkdir -p "$R"{q(top)}',
+            f'mount --bind {q(host)} "$R"{q(top)}',
+            f'mount -o remount,bind,ro "$R"{q(top)}',
+        ]
     for p in binds:  # after /tmp, so that a path below /tmp is not hidden by the job's own /tmp
-        if os.path.isdir(p):
-            make = f'mkdir -p "$R"{q(p)}'
+        if _under_skeleton(p, skeletons):
+            make = []  # the mount point is in the read-only skeleton
+        elif os.path.isdir(p):
+            make = [f'mkdir -p "$R"{q(p)}']
         else:
-            make = f'mkdir -p "$R"{q(os.path.dirname(p))}; : > "$R"{q(p)}'
-        lines += [make, f'mount --rbind {q(p)} "$R"{q(p)}', f'mount -o remount,bind,ro "$R"{q(p)}']
+            make = [f'mkdir -p "$R"{q(os.path.dirname(p))}; : > "$R"{q(p)}']
+        lines += make + [f'mount --rbind {q(p)} "$R"{q(p)}', f'mount -o remount,bind,ro "$R"{q(p)}']
     for src, inner, read_only in lay.mount_sources():
         lines += [f'mkdir -p "$R"{q(inner)}', f'mount --bind {q(src)} "$R"{q(inner)}']
         if read_only:
             lines.append(f'mount -o remount,bind,ro "$R"{q(inner)}')
+    lines.append('mount -o remount,bind,ro "$R"')  # the last mount step: nothing is made after it
     if lay.seccomp_filter:
         closer = [sys.executable, "-I", "-S", "-c", seccomp.LOADER, lay.seccomp_filter.hex()]
     else:
@@ -290,7 +367,7 @@ def probe(backend: str) -> str:
             workdir=os.path.join(d, "work"),
             tmpdir=os.path.join(d, "tmp"),
             uid=65534 if os.geteuid() == 0 else None,
-            seccomp_filter=seccomp.keyring_filter(),
+            seccomp_filter=seccomp.job_filter(),
         )
         os.makedirs(lay.workdir)
         os.makedirs(lay.tmpdir)

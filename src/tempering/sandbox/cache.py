@@ -1,11 +1,13 @@
-"""A content-addressed build cache: the same sources, command and compiler compile once.
+"""A content-addressed build cache: the same sources, command, limits and compiler compile once.
 
-An entry is a folder named by the SHA-256 of (sources, command, environment, compiler identity),
-holding the artifact (when the build succeeded) and the build's `Result` (so a failing source also
-fails from the cache, with its compiler message). Entries are published with one atomic rename, so
-readers never see a half-written entry and two processes racing on one key both end up with a valid
-one. Size is bounded: the least recently used entries are removed past `max_bytes` (never one used in
-the last `grace_s` seconds, so a path just handed out stays valid while a job starts with it).
+An entry is a folder named by the SHA-256 of (sources, command, environment, host folders read, limits,
+compiler identity), holding the artifact and the build's `Result`. Only successful builds are kept: a
+failure may come from the moment (a machine so loaded that the build timed out, an input not there
+yet), so the next caller builds again; callers that ask for the same build at the same time share one
+run, whatever its outcome. Entries are published with one atomic rename, so readers never see a
+half-written entry and two processes racing on one key both end up with a valid one. Size is bounded:
+the least recently used entries are removed past `max_bytes` (never one used in the last `grace_s`
+seconds, so a path just handed out stays valid while a job starts with it).
 
 Compiling runs in the sandbox like any other job: compilers have bugs, and headers can be hostile.
 """
@@ -68,7 +70,7 @@ class BuildCache:
         for d in (self.root, self.root / "objects", self.root / "tmp"):
             d.mkdir(parents=True, exist_ok=True)
             d.chmod(0o755)  # jobs run as other users and must read artifacts
-        self._locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._running: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def key(
         self,
@@ -76,8 +78,10 @@ class BuildCache:
         cmd: list[str],
         env: dict[str, str] | None = None,
         ro_binds: list[str] | None = None,
+        limits: Limits | None = None,
     ) -> str:
-        """The entry name for a build; every input that can change the artifact is in it."""
+        """The entry name for a build; every input that can change the artifact is in it, the limits too
+        (the artifact is read back up to fsize_mb, and a build may depend on what it is allowed)."""
         h = hashlib.sha256()
 
         def put(b: bytes) -> None:
@@ -88,16 +92,13 @@ class BuildCache:
             data = files[name]
             put(name.encode())
             put(data.encode() if isinstance(data, str) else data)
-        put(json.dumps([list(cmd), sorted((env or {}).items()), sorted(ro_binds or [])]).encode())
+        lim = sorted(dataclasses.asdict(limits or BUILD_LIMITS).items())
+        put(json.dumps([list(cmd), sorted((env or {}).items()), sorted(ro_binds or []), lim]).encode())
         exe = shutil.which(cmd[0], path=(env or {}).get("PATH", backends.job_path())) if cmd else None
         if exe:
             put(exe.encode())
             put(_compiler_identity(exe, os.stat(exe).st_mtime_ns).encode())
         return h.hexdigest()
-
-    def _lock(self, key: str) -> asyncio.Lock:
-        locks = self._locks.setdefault(asyncio.get_running_loop(), {})
-        return locks.setdefault(key, asyncio.Lock())
 
     async def build(
         self,
@@ -113,11 +114,22 @@ class BuildCache:
 
         `ro_binds`: host folders the compiler needs (e.g. a CUDA toolkit outside /usr); part of the key."""
         rel = check_relpath(artifact, "BuildCache artifact")
-        key = self.key(files, cmd, env, ro_binds)
-        async with self._lock(key):
-            hit = self._lookup(key, rel)
-            if hit is not None:
-                return hit
+        key = self.key(files, cmd, env, ro_binds, limits)
+        running = self._running.setdefault(asyncio.get_running_loop(), {})
+        while key in running:  # the same build is under way: share its outcome
+            under_way = running[key]
+            try:
+                res = await asyncio.shield(under_way)
+            except asyncio.CancelledError:
+                if under_way.cancelled():  # its caller gave up, not this one: build it here
+                    continue
+                raise
+            return self._lookup(key, rel) or BuildResult(path=None, result=res, cached=True)
+        hit = self._lookup(key, rel)
+        if hit is not None:
+            return hit
+        run = running[key] = asyncio.get_running_loop().create_future()
+        try:
             res = await sandbox.run(
                 Job(
                     cmd=list(cmd),
@@ -128,7 +140,18 @@ class BuildCache:
                     ro_binds=list(ro_binds or []),
                 )
             )
-            return self._store(key, rel, res)
+            built = self._store(key, rel, res)
+            run.set_result(built.result)
+            return built
+        except asyncio.CancelledError:
+            run.cancel()
+            raise
+        except BaseException as e:
+            run.set_exception(e)
+            run.exception()  # retrieved: no "never retrieved" warning when nobody else waits
+            raise
+        finally:
+            del running[key]
 
     def _lookup(self, key: str, rel: str) -> BuildResult | None:
         entry = self.root / "objects" / key
@@ -136,28 +159,30 @@ class BuildCache:
             meta = json.loads((entry / "result.json").read_text())
         except (OSError, ValueError):
             return None
-        os.utime(entry)  # most recently used
         path = entry / "artifact" / rel
         res = Result(**meta)
-        return BuildResult(path=path if res.ok and path.is_file() else None, result=res, cached=True)
+        if not res.ok or not path.is_file():  # an entry of an older version, which kept failures
+            return None
+        os.utime(entry)  # most recently used
+        return BuildResult(path=path, result=res, cached=True)
 
     def _store(self, key: str, rel: str, res: Result) -> BuildResult:
+        """Publish a successful build; a failed one is only returned."""
         data = res.outputs.get(rel) if res.ok else None
         if res.ok and data is None:
             res = dataclasses.replace(
                 res, status="nonzero_exit", message=f"the build exited 0 but left no {rel!r} in its workdir"
             )
-        if res.status == "sandbox_error":  # not a property of the sources: never cached
+        if data is None:
             return BuildResult(path=None, result=res, cached=False)
         tmp = Path(tempfile.mkdtemp(dir=self.root / "tmp"))
         tmp.chmod(0o755)
         meta = dataclasses.asdict(res)
         meta["outputs"] = {}
-        if data is not None:
-            out = tmp / "artifact" / rel
-            out.parent.mkdir(parents=True, mode=0o755)
-            out.write_bytes(data)
-            out.chmod(0o755)
+        out = tmp / "artifact" / rel
+        out.parent.mkdir(parents=True, mode=0o755)
+        out.write_bytes(data)
+        out.chmod(0o755)
         (tmp / "result.json").write_text(json.dumps(meta))
         entry = self.root / "objects" / key
         try:

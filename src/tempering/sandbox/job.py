@@ -26,9 +26,11 @@ class Limits:
     wall_s: float = 10.0
     """Wall-clock seconds before the whole process tree is killed (status `timeout`)."""
     cpu_s: float = 10.0
-    """CPU seconds per process (RLIMIT_CPU); exceeding it is reported as `timeout`."""
+    """CPU seconds per process (RLIMIT_CPU); a job that dies of it, having used at least that much CPU
+    (as the host measured), is reported as `timeout`."""
     memory_mb: int = 2048
-    """Address space per process in MiB (RLIMIT_AS); allocation failures are `memory_exceeded`."""
+    """Address space per process in MiB (RLIMIT_AS: an allocation past it fails inside the job); with
+    disk_mb, the cap of the job's memory cgroup, whose kill is `memory_exceeded`."""
     nproc: int = 64
     """Processes/threads the job's user may have at once (RLIMIT_NPROC): stops fork bombs."""
     fsize_mb: int = 64
@@ -39,6 +41,9 @@ class Limits:
     """Bytes of stdout and of stderr kept; more output ends the job with status `output_limit`."""
     disk_mb: int = 512
     """Total bytes the job may leave in its workdir and /tmp, in MiB (checked while it runs)."""
+    inodes: int = 100_000
+    """Files, folders and links the job may have in its workdir and /tmp together (counted while it
+    runs, like disk_mb: an empty file takes no bytes but an inode); more is `output_limit`."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -126,6 +131,12 @@ class Job:
         for path in self.ro_binds:
             if not isinstance(path, str) or not os.path.isabs(path) or not os.path.exists(path):
                 raise UserError(f"Job.ro_binds entry {path!r} must be an existing absolute host path.")
+            norm = posixpath.normpath(path)
+            for own in ("/tmp", "/job", "/proc", "/dev"):
+                if own == norm or own.startswith(norm.rstrip("/") + "/"):
+                    raise UserError(
+                        f"Job.ro_binds entry {path!r} would cover the sandbox's own {own}: bind a folder inside it."
+                    )
         for path in self.devices:
             try:
                 mode = os.stat(path).st_mode
@@ -196,9 +207,14 @@ class Result:
     wall_s: float = 0.0
     """Wall-clock seconds from start to the end of the process tree, sandbox set-up included."""
     cpu_s: float = 0.0
-    """User + system CPU seconds of the whole process tree."""
+    """User + system CPU seconds of the whole process tree, every process it ever had included (the
+    job's cgroup; without one, the processes reaped before the job ended)."""
     peak_memory_mb: float = 0.0
-    """Largest resident set of any process of the job, in MiB."""
+    """Peak memory of the whole process tree together, in MiB: the peak of the job's memory cgroup (its
+    processes, the files it held in RAM, as its workdir and /tmp are on a RAM disk, and the file pages it
+    read in first), or the largest resident set of the job's command and of the processes it waited for
+    if that is more (pages other processes loaded first are not charged to the job). Without a cgroup,
+    the latter alone."""
     outputs: dict[str, bytes] = field(default_factory=dict)
     """The declared output files that the job left as regular files in its workdir."""
     message: str = ""

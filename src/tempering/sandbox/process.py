@@ -1,11 +1,15 @@
 """Start one process tree and watch it on the event loop: output caps, wall clock, disk, exit.
 
 `posix_spawn` starts the tree in its own session (so that one signal reaches the whole group) and a
-pidfd tells the loop when it exits. The CPU time and peak memory come from GNU `time`, which the
-backends place just above the job's command and which reports on the status fd: our own `wait4`
-cannot measure them, because `posix_spawn` borrows this process's memory until the exec (the kernel
-would count our resident set as the child's peak) and bubblewrap does not reap its namespace's first
-process. Limits are enforced by killing what runs below `time`, so that it still reports.
+pidfd tells the loop when it exits. GNU `time`, which the backends place just above the job's command,
+reports on the status fd how that command ended (its exit code, or the signal that ended it: an exit
+code of 128 + N is not a signal) and its own usage. The host does not take the job's word for any
+limit: a limit status needs the host's own evidence (its timer fired while the tree ran, it counted
+the bytes or the files, the kernel's counters in the job's cgroup), see `Sandbox._classify`. Usage is
+measured by the job's cgroups where there are some (`cgroup.py`), else by `wait4` on the tree (CPU)
+and GNU time (peak memory of the job's command): our own `wait4` cannot give the peak, because
+`posix_spawn` borrows this process's memory until the exec (the kernel would count our resident set as
+the child's peak). Limits are enforced by killing what runs below `time`, so that it still reports.
 
 The status fd is the host's to trust, so the job must not be able to write to it: no descriptor
 above 2 reaches the job (this process's inheritable ones are closed at spawn, the sandbox's own just
@@ -16,6 +20,7 @@ dumpable), and every line the host accepts starts with a nonce the job never see
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
 import os
 import shutil
@@ -36,15 +41,35 @@ TIME = shutil.which("time", path="/usr/bin:/bin")
 
 
 def usage_format(nonce: str) -> str:
-    """GNU time's format (given in its TIME variable, which the job cannot read): "nonce peak-KiB user-s sys-s"."""
-    return f"{nonce} %M %U %S"
+    """GNU time's format (given in its TIME variable, which the job cannot read):
+    "nonce peak-KiB user-s sys-s exit-code"."""
+    return f"{nonce} %M %U %S %x"
 
 
 def usage_argv(time_path: str | None = TIME) -> list[str]:
     """Prefix that makes GNU time at `time_path` report its TIME format on the status fd (if installed).
 
-    It reports a child killed by signal N as exit code 128 + N, like a shell."""
-    return [time_path, "-q", "-o", f"/dev/fd/{STATUS_FD}", "--"] if time_path else []
+    Before the format line it writes "Command terminated by signal N" for a command a signal ended
+    (its own exit status, 128 + N like a shell's, cannot tell that from an exit code)."""
+    return [time_path, "-o", f"/dev/fd/{STATUS_FD}", "--"] if time_path else []
+
+
+@dataclass
+class Report:
+    """What the status fd said (see `parse_status`)."""
+
+    started: bool = False
+    """The isolation layer got as far as the job's command."""
+    measured: bool = False
+    """GNU time reported (the fields below are its)."""
+    exit_code: int | None = None
+    """Exit code of the job's command (None when a signal ended it)."""
+    term_signal: int | None = None
+    """Signal that ended the job's command."""
+    cpu_s: float = 0.0
+    """CPU seconds of the job's command and of the processes it waited for."""
+    peak_mb: float = 0.0
+    """Largest resident set of the job's command and of the processes it waited for, MiB."""
 
 
 @dataclass
@@ -65,14 +90,14 @@ class Exit:
     """Standard error passed the cap."""
     wall_s: float
     """Seconds from spawn to exit."""
-    cpu_s: float
-    """CPU seconds of the tree (GNU time's report, else wait4's)."""
-    peak_memory_mb: float
-    """Largest resident set in the tree, MiB (GNU time's report, else wait4's)."""
-    started: bool
-    """The isolation layer got as far as the job's command (see `parse_status`)."""
+    tree_cpu_s: float
+    """CPU seconds of the processes of the tree that were reaped inside it (`wait4`); the kernel adds
+    nothing for those it killed when a PID namespace ended."""
+    report: Report
+    """What GNU time and the set-up steps reported on the status fd."""
     kill_reason: str = ""
-    """Why we killed it: `timeout`, `output`, `disk`, or empty."""
+    """Why we killed it: `timeout`, `output`, `disk`, `inodes`, or empty; a limit is named only if the
+    tree was still running when the host saw it passed."""
 
 
 class _Stream:
@@ -140,15 +165,78 @@ async def _pump(feed: AsyncIterator[bytes], fd: int) -> None:
         writer.close()
 
 
-def _disk_bytes(path: str) -> int:
+def disk_usage(path: str, max_entries: int) -> tuple[int, int]:
+    """(bytes allocated, names) below `path`, never following a link. Past `max_entries` names (an empty
+    file takes no blocks, but it takes an inode and a name) it stops, without the bytes: names are
+    counted first, from the folder listings alone, so a flood of them is seen at the cost of listing
+    them. A folder nested too deep to name counts as past the limit: no job needs one, and its files
+    could not be counted."""
+    entries, sized, stack = 0, [], [path]
+    while stack:
+        try:
+            it = os.scandir(stack.pop())
+        except OSError as e:
+            if e.errno == errno.ENAMETOOLONG:
+                return 0, max_entries + 1
+            continue
+        with it:
+            for entry in it:
+                entries += 1
+                if entries > max_entries:
+                    return 0, entries
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                        sized.append(entry)
+                    elif entry.is_file(follow_symlinks=False):
+                        sized.append(entry)
+                except OSError:
+                    pass
     total = 0
-    for root, dirs, files in os.walk(path, onerror=lambda e: None):
-        for name in files + dirs:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_blocks * 512
-            except OSError:
-                pass
-    return total
+    for entry in sized:
+        try:
+            total += entry.stat(follow_symlinks=False).st_blocks * 512
+        except OSError:
+            pass
+    return total, entries
+
+
+def few_names(path: str, cap: int) -> bool:
+    """At most `cap` names below `path` (counted from folder listings alone, links not followed)."""
+    seen, stack = 0, [path]
+    while stack:
+        try:
+            it = os.scandir(stack.pop())
+        except OSError:
+            return False
+        with it:
+            for entry in it:
+                seen += 1
+                if seen > cap:
+                    return False
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+    return True
+
+
+def largest_file(paths: list[str], at_least: int) -> bool:
+    """Some regular file below `paths` (links not followed) holds at least `at_least` bytes."""
+    stack = list(paths)
+    while stack:
+        try:
+            it = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with it:
+            for entry in it:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_size >= at_least:
+                        return True
+                except OSError:
+                    pass
+    return False
 
 
 def _children(pid: int) -> list[int]:
@@ -175,24 +263,30 @@ def _below_time(pid: int) -> list[int]:
     return []
 
 
-def parse_status(text: str, nonce: str) -> tuple[bool, tuple[float, float] | None]:
-    """(set-up finished, (cpu seconds, peak MiB) if GNU time reported) from the status fd's text.
+def parse_status(text: str, nonce: str) -> Report:
+    """What the status fd's text says.
 
     Only lines that start with the job's nonce count: `nonce started`, written by the last set-up
-    step just before the job's command, and GNU time's `nonce peak user sys`."""
-    started, usage = False, None
-    for line in text.split("\n"):
+    step just before the job's command, and GNU time's `nonce peak user sys exit`, with the line GNU
+    time writes just before it for a command a signal ended."""
+    rep = Report()
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
         parts = line.split()
         if len(parts) < 2 or parts[0] != nonce:
             continue
         if parts[1:] == ["started"]:
-            started = True
-        elif len(parts) == 4 and usage is None:
+            rep.started = True
+        elif len(parts) == 5 and not rep.measured:
             try:
-                usage = (float(parts[2]) + float(parts[3]), int(parts[1]) / 1024)
+                peak, user, sys_s, code = int(parts[1]), float(parts[2]), float(parts[3]), int(parts[4])
             except ValueError:
-                pass
-    return started, usage
+                continue
+            rep.measured, rep.cpu_s, rep.peak_mb, rep.exit_code = True, user + sys_s, peak / 1024, code
+            before = lines[i - 1].split() if i else []
+            if before[:-1] == ["Command", "terminated", "by", "signal"] and before[-1].isdigit():
+                rep.term_signal, rep.exit_code = int(before[-1]), None
+    return rep
 
 
 def _inheritable_fds() -> list[int]:
@@ -255,12 +349,21 @@ async def run_tree(
     status = _Stream(st_r, _STATUS_CAP)
     reason = ""
 
+    def running() -> bool:
+        """The tree has not exited (asked of the kernel: the loop may not have seen the exit yet, if
+        something held it up)."""
+        return not exited.done() and os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+
     def kill(why: str) -> None:
-        """Kill the job below `time` (so that `time` still reports), or the whole group."""
+        """Kill the job below `time` (so that `time` still reports), or the whole group. A limit is
+        recorded as the reason only while the tree still runs: one that has exited passed none."""
         nonlocal reason
+        alive = running()
+        if not alive and why != "cancelled":
+            return
         if not reason:
             reason = why
-        below = _below_time(pid) if not exited.done() else []
+        below = _below_time(pid) if alive else []
         for child in below:
             try:
                 os.kill(child, signal.SIGKILL)
@@ -291,8 +394,9 @@ async def run_tree(
         cap = limits.disk_mb * 1024 * 1024
         while True:
             await asyncio.sleep(_DISK_POLL_S)
-            if await loop.run_in_executor(None, _disk_bytes, watch_dir) > cap:
-                kill("disk")
+            used, names = await loop.run_in_executor(None, disk_usage, watch_dir, limits.inodes)
+            if used > cap or names > limits.inodes:
+                kill("disk" if used > cap else "inodes")
                 return
 
     watcher = asyncio.ensure_future(watch_disk()) if watch_dir else None
@@ -320,9 +424,6 @@ async def run_tree(
         for fd in (pidfd, out_r, err_r, st_r):
             os.close(fd)
     _, wait_status, usage = reaped
-    started, measured = parse_status(status.data.decode(errors="replace"), nonce)
-    # without a report (no GNU time, or the tree was killed whole) wait4's numbers are all there is
-    cpu_s, peak_mb = measured or (usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
     return Exit(
         exit_code=os.WEXITSTATUS(wait_status) if os.WIFEXITED(wait_status) else None,
         term_signal=os.WTERMSIG(wait_status) if os.WIFSIGNALED(wait_status) else None,
@@ -331,8 +432,7 @@ async def run_tree(
         stdout_truncated=out.truncated,
         stderr_truncated=err.truncated,
         wall_s=wall,
-        cpu_s=cpu_s,
-        peak_memory_mb=peak_mb,
-        started=started,
+        tree_cpu_s=usage.ru_utime + usage.ru_stime,
+        report=parse_status(status.data.decode(errors="replace"), nonce),
         kill_reason=reason,
     )

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import stat
+import subprocess
 import tempfile
 import threading
 import weakref
@@ -21,9 +24,9 @@ from collections.abc import AsyncIterator, Callable
 
 from tempering.errors import UserError
 from tempering.sandbox import backends, process, seccomp
-from tempering.sandbox.cgroup import MemoryCgroups
+from tempering.sandbox.cgroup import JobCgroups
 from tempering.sandbox.job import Job, Result, check_relpath
-from tempering.sandbox.process import Exit, run_tree
+from tempering.sandbox.process import Exit, largest_file, run_tree
 
 BACKENDS = ("bwrap", "unshare", "subprocess")
 SUBPROCESS_DOES_NOT_CONTAIN = (
@@ -33,7 +36,10 @@ SUBPROCESS_DOES_NOT_CONTAIN = (
     "processes: a setsid daemon outlives the job, and the job can signal the caller's processes",
     "status channel: the job can write to GNU time's report stream, forging its usage or status",
     "storage: deleted-but-open files and memfds are not counted against disk_mb or memory_mb",
+    "usage: cpu_s and peak_memory_mb count only the job's command and the processes it waited for",
     "kernel keyring: shared with the host and with every other job",
+    "user namespaces: the job can make nested ones, with full capabilities inside",
+    "shared files: file locks and change notifications on the host's files reach every other process",
     "read-only files: the job can rename the folder of a nested one and plant its own file",
     "limits: a job running as root can raise its own rlimits, and RLIMIT_NPROC does not apply to root",
 )
@@ -46,6 +52,10 @@ _MEMORY_SIGNS = (
     "failed to map segment",
     "Could not allocate",
 )
+"""Words in a failed job's stderr that name a failed allocation: a hint in `Result.message`, never a
+status (the job writes its stderr)."""
+_SMALL_TREE = 1000
+"""Names in a job's folder that the event loop may walk and remove itself (a few milliseconds at most)."""
 _UID_BASE = 100_000
 _SLOTS_PER_PROCESS = 256
 
@@ -89,8 +99,8 @@ _SLOTS = _UidSlots()
 
 
 @functools.cache
-def _memory_cgroups() -> MemoryCgroups | str:
-    return MemoryCgroups.find()
+def _job_cgroups() -> JobCgroups | str:
+    return JobCgroups.find()
 
 
 class Sandbox:
@@ -138,15 +148,21 @@ class Sandbox:
         self._root: str | None = None
         self._gates: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._as_root = os.geteuid() == 0 and backend in backends.ISOLATED
-        cgroups = _memory_cgroups() if backend in backends.ISOLATED else None
-        self._cgroups = cgroups if isinstance(cgroups, MemoryCgroups) else None
-        self._seccomp = seccomp.keyring_filter() if backend in backends.ISOLATED else None
+        cgroups = _job_cgroups() if backend in backends.ISOLATED else None
+        self._cgroups = cgroups if isinstance(cgroups, JobCgroups) else None
+        self._seccomp = seccomp.job_filter() if backend in backends.ISOLATED else None
         self.not_contained: list[str] = list(SUBPROCESS_DOES_NOT_CONTAIN) if backend == "subprocess" else []
         """What this sandbox does not contain on this machine (empty: everything the isolated backends promise)."""
         if isinstance(cgroups, str):
             self.not_contained.append(f"storage: deleted-but-open files and memfds are not capped ({cgroups})")
+        if backend in backends.ISOLATED and (self._cgroups is None or self._cgroups.cpu is None):
+            self.not_contained.append(
+                "usage: no cgroup counts the job's CPU time here: cpu_s misses processes still running when "
+                "the job's command ends" + ("" if self._cgroups else ", peak_memory_mb counts the command's own tree")
+            )
         if backend in backends.ISOLATED and self._seccomp is None:
-            self.not_contained.append("kernel keyring: not isolated (no seccomp filter for this machine's ABI)")
+            for topic in ("kernel keyring", "user namespaces", "shared files"):
+                self.not_contained.append(f"{topic}: not isolated (no seccomp filter for this machine's ABI)")
         self.running = 0
         """Jobs running now."""
         self.waiting = 0
@@ -262,28 +278,46 @@ class Sandbox:
                 argv = process.usage_argv() + limits + env_cmd + list(job.cmd)
             if self._cgroups is not None:
                 cgroup = self._cgroups.make((job.limits.memory_mb + job.limits.disk_mb) * 1024 * 1024)
-                # the tree's first process joins the cgroup before it runs anything else
-                argv = ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', self._cgroups.join_file(cgroup), *argv]
+                # the tree's first process joins the cgroups before it runs anything else
+                join = " && ".join(f"echo 0 > {shlex.quote(f)}" for f in self._cgroups.join_files(cgroup))
+                argv = ["/bin/sh", "-c", f'{join} && exec "$@"', "sandbox", *argv]
             ex = await run_tree(argv, env, job.limits, stdin_path, jobroot, nonce, pass_fds, feed, on_stdout)
-            oom = cgroup is not None and self._cgroups.oom_killed(cgroup)
-            result = self._classify(job, ex, oom)
+            oom = cpu_s = peak_mb = None
+            if cgroup is not None:
+                oom = self._cgroups.oom_killed(cgroup)
+                cpu_s, peak_mb = self._cgroups.usage(cgroup)
+            result = self._classify(job, ex, bool(oom), cpu_s, peak_mb)
+            # a walk of what the job left runs here when it is small (a thread costs a wake-up on a
+            # loaded machine), else in a thread: a job can leave a hundred thousand files
+            small = process.few_names(jobroot, _SMALL_TREE)
+            if result.status in ("nonzero_exit", "killed"):  # a file that reached fsize_mb is the host's evidence
+                look = (lay.workdir, lay.tmpdir), job.limits.fsize_mb * 1024 * 1024
+                if largest_file(*look) if small else await asyncio.to_thread(largest_file, *look):
+                    result.status, result.message = "output_limit", f"a file reached fsize_mb={job.limits.fsize_mb}"
             result.outputs = _read_outputs(lay.workdir, job.outputs, job.limits.fsize_mb * 1024 * 1024)
             return result
         finally:
             for fd in pass_fds.values():
                 os.close(fd)
-            if cgroup is not None:
-                await self._remove_cgroup(cgroup)
-            _remove_tree(jobroot)
-            if slot is not None:
-                _SLOTS.give(slot)
+            try:
+                if cgroup is not None:
+                    await self._remove_cgroup(cgroup)
+                # a large tree off the event loop: removing a hundred thousand files takes seconds that the
+                # other jobs' timers and pipes must not wait for
+                if process.few_names(jobroot, _SMALL_TREE):
+                    _remove_tree(jobroot)
+                else:
+                    await asyncio.shield(asyncio.to_thread(_remove_tree, jobroot))
+            finally:
+                if slot is not None:
+                    _SLOTS.give(slot)
 
-    async def _remove_cgroup(self, path: str) -> None:
+    async def _remove_cgroup(self, cgroup) -> None:
         for _ in range(100):  # the namespace's last processes may take a moment to be reaped
-            if self._cgroups.remove(path):
+            if self._cgroups.remove(cgroup):
                 return
             await asyncio.sleep(0.01)
-        raise RuntimeError(f"the job's cgroup {path} stays busy after its processes were killed")
+        raise RuntimeError(f"the job's cgroup {cgroup.memory} stays busy after its processes were killed")
 
     def _prepare(self, job: Job, jobroot: str, uid: int | None) -> tuple[backends.Layout, str | None]:
         """Write the job's files; make the workdir the job user's own."""
@@ -335,27 +369,43 @@ class Sandbox:
             stdin_path = _write(jobroot, "stdin", job.stdin, 0o600)
         return lay, stdin_path
 
-    def _classify(self, job: Job, ex: Exit, oom: bool = False) -> Result:
+    def _classify(
+        self, job: Job, ex: Exit, oom: bool = False, cpu_s: float | None = None, peak_mb: float | None = None
+    ) -> Result:
+        """The job's `Result`. A limit status rests on the host's own evidence only: its timer fired
+        while the tree ran, it counted the output bytes, the disk bytes or the files, the kernel's
+        OOM kill in the job's cgroup, the CPU time it measured. An exit code (152 is not SIGXCPU) or
+        words on stderr ("MemoryError") are the job's to choose, so they never make one."""
         lim = job.limits
+        rep = ex.report
+        if rep.measured:  # GNU time, just above the job's command, saw how it ended
+            exit_code, sig = rep.exit_code, rep.term_signal
+        else:  # the top process's own status: for the isolated backends an exit code of 128 + N stays one
+            exit_code, sig = ex.exit_code, ex.term_signal
+        if cpu_s is None:
+            cpu_s = ex.tree_cpu_s if self.isolated else (rep.cpu_s if rep.measured else ex.tree_cpu_s)
+        # the tree's memory cgroup counts what the job charged (not pages other processes loaded first),
+        # GNU time the command's own resident set; 0 without either: wait4's would be the caller's
+        peak_mb = max(peak_mb or 0.0, rep.peak_mb)
         res = Result(
             status="ok",
-            exit_code=ex.exit_code,
-            signal=ex.term_signal,
+            exit_code=exit_code,
+            signal=sig,
             stdout=ex.stdout.decode("utf-8", "replace"),
             stderr=ex.stderr.decode("utf-8", "replace"),
             stdout_truncated=ex.stdout_truncated,
             stderr_truncated=ex.stderr_truncated,
             wall_s=ex.wall_s,
-            cpu_s=ex.cpu_s,
-            peak_memory_mb=ex.peak_memory_mb,
+            cpu_s=cpu_s,
+            peak_memory_mb=peak_mb,
         )
-        if res.exit_code is not None and res.exit_code > 128 and (self.isolated or process.TIME):
-            # GNU time and the namespaces' first process report a signal death as 128 + signal, like a shell
-            res.signal, res.exit_code = res.exit_code - 128, None
+        cpu_cap = max(1, math.ceil(lim.cpu_s))  # what prlimit set
         if ex.kill_reason == "timeout":
             res.status, res.message = "timeout", f"wall-clock limit of {lim.wall_s:g} s reached; process tree killed"
         elif ex.kill_reason == "disk":
             res.status, res.message = "output_limit", f"workdir and /tmp passed disk_mb={lim.disk_mb}; job killed"
+        elif ex.kill_reason == "inodes":
+            res.status, res.message = "output_limit", f"workdir and /tmp passed inodes={lim.inodes} files; job killed"
         elif ex.stdout_truncated or ex.stderr_truncated:
             res.status, res.message = "output_limit", f"output passed output_bytes={lim.output_bytes}; job killed"
         elif oom:
@@ -364,20 +414,21 @@ class Sandbox:
                 f"the job's memory and files (deleted ones included) passed memory_mb + disk_mb = "
                 f"{lim.memory_mb + lim.disk_mb} MiB; the kernel killed it"
             )
-        elif self.isolated and not ex.started:
+        elif self.isolated and not rep.started:
             res.status = "sandbox_error"
             res.message = f"{self.backend} could not set up the sandbox: {res.stderr.strip()[-500:]}"
-        elif res.signal == signal.SIGXCPU or (res.signal == signal.SIGKILL and res.cpu_s >= lim.cpu_s):
+        elif sig in (signal.SIGXCPU, signal.SIGKILL) and cpu_s >= 0.9 * cpu_cap:  # tick-grained accounting
             res.status, res.message = "timeout", f"CPU limit of {lim.cpu_s:g} s reached"
-        elif res.signal == signal.SIGXFSZ or (res.exit_code and "File too large" in res.stderr):
-            # C programs die of SIGXFSZ; Python ignores it and fails the write with EFBIG instead
-            res.status, res.message = "output_limit", f"a file passed fsize_mb={lim.fsize_mb}"
-        elif (res.signal or res.exit_code) and any(s in res.stderr for s in _MEMORY_SIGNS):
-            res.status, res.message = "memory_exceeded", f"an allocation failed under memory_mb={lim.memory_mb}"
-        elif res.signal:
-            res.status, res.message = "killed", f"ended by signal {signal.Signals(res.signal).name}"
-        elif res.exit_code:
-            res.status, res.message = "nonzero_exit", f"exit code {res.exit_code}"
+        elif sig:
+            res.status, res.message = "killed", f"ended by signal {signal.Signals(sig).name}"
+            if sig == signal.SIGXCPU:
+                res.message += f" (its processes used {cpu_s:.2f} CPU s, under cpu_s={lim.cpu_s:g})"
+        elif exit_code:
+            res.status, res.message = "nonzero_exit", f"exit code {exit_code}"
+        if res.status in ("killed", "nonzero_exit") and any(w in res.stderr for w in _MEMORY_SIGNS):
+            res.message += (
+                f" (its stderr names a failed allocation: memory_mb={lim.memory_mb} caps each process's address space)"
+            )
         return res
 
 
@@ -426,18 +477,25 @@ def _read_outputs(workdir: str, names: list[str], cap: int) -> dict[str, bytes]:
     return outputs
 
 
+_CHMOD = shutil.which("chmod", path="/usr/bin:/bin") or "chmod"
+_RM = shutil.which("rm", path="/usr/bin:/bin") or "rm"
+
+
 def _remove_tree(path: str) -> None:
-    """Remove a job directory even if the job made parts of it unreadable."""
+    """Remove a job directory, never following a link the job made in it.
 
-    def fix(func, p, _exc):
-        try:
-            os.chmod(os.path.dirname(p), 0o700)
-            os.chmod(p, 0o700)
-        except OSError:
-            pass
-        try:
-            func(p)
-        except OSError:
-            pass
-
-    shutil.rmtree(path, onerror=fix)
+    `shutil.rmtree` walks by descriptors and follows no link. Where it cannot finish (a non-root host,
+    whose job left folders without permissions; a tree nested too deep for its recursion), coreutils
+    takes over: `chmod -R` opens the folders up and `rm -rf` removes them, at any depth, both ignoring
+    the links they meet (a link the job planted is never followed to a host file)."""
+    try:
+        shutil.rmtree(path)
+        return
+    except FileNotFoundError:
+        return
+    except (OSError, RecursionError):
+        pass
+    subprocess.run([_CHMOD, "-R", "u+rwx", "--", path], capture_output=True, stdin=subprocess.DEVNULL)
+    rm = subprocess.run([_RM, "-rf", "--one-file-system", "--", path], capture_output=True, stdin=subprocess.DEVNULL)
+    if os.path.lexists(path):
+        raise RuntimeError(f"could not remove the job folder {path}: {rm.stderr.decode(errors='replace')[-300:]}")
