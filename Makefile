@@ -42,8 +42,9 @@ demo: install
 demo-real: $(VENV)/.installed-real-model
 	$(VENV)/bin/tempering demo --model smollm2-135m-instruct
 
+# two workers, one per core of a 2-core machine (each test runs torch on one thread: tests/conftest.py)
 test: install-test
-	$(PY) -m pytest -q --durations=25 --cov=tempering --cov-report=
+	$(PY) -m pytest -q -n 2 --durations=25 --cov=tempering --cov-report=
 	@echo "coverage of src/tempering (this process's lines): $$($(PY) -m coverage report --format=total)%"
 
 test-fast: install-test

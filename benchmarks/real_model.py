@@ -5,9 +5,10 @@
 Two parts, both on `smollm2-135m-instruct`:
 - verbs: train (full and LoRA), ppo (value head), rft, distill (teacher: the RL-trained copy),
   direct-opd (teacher pair: the model before and after RL), tu-opd, eval, view, --resume after
-  SIGKILL and `tempering launch` with 2 ranks, each with a tiny budget (2 prompts x 2 samples x 8 new
-  tokens; 4 samples at temperature 0.7 so that a group's rewards differ), each in its own process so its peak RSS is its own; what must change is checked (weights
-  move, metrics finite, resume exact, eval equals the run's final figure).
+  SIGKILL and `tempering launch` with 2 ranks, each with a tiny budget (2 prompts x 4 samples at
+  temperature 0.7, so that a group's rewards differ, x 8 new tokens; 2 held-out prompts at the end),
+  each in its own process so that its peak RSS is its own; what must change is checked (weights move,
+  metrics finite, resume exact, eval equals the run's final figure).
 - quickstart: `tempering demo --model smollm2-135m-instruct` per seed (full fine-tuning), and the same
   with LoRA on the first seed.
 Writes docs/results/real_model.{md,json}. tests/models/test_smollm2.py runs the verbs part.
@@ -38,7 +39,7 @@ TASK = [
     "task.args.read=last_number",
     "task.args.heldout_share=0.25",
     "task.train_size=16",
-    "task.heldout_size=4",
+    "task.heldout_size=2",
 ]
 TINY = [
     f"model.name={MODEL}",
@@ -49,12 +50,14 @@ TINY = [
     "rollout.max_new_tokens=8",
     "optim.lr=1e-5",
     "run.eval_every=0",
-    "run.eval_k=2",
-    "run.checkpoint_every=1",
+    "run.eval_on_start=false",
+    "run.eval_k=1",
     "run.progress=false",
     "run.tensorboard=false",
     "run.log_every=1",
 ]
+# on-policy distillation compares log-probs at temperature 1 (tempering refuses a tempered student)
+OPD = [*TINY, "rollout.temperature=1"]
 # a wrapper that reports the verb's own peak RSS (ru_maxrss is in KiB on Linux)
 WRAP = (
     "import json, resource, sys; from tempering.cli import main; rc = main(sys.argv[2:]); "
@@ -126,7 +129,8 @@ def run_verbs(work: Path) -> dict[str, Any]:
     v = Verbs(work)
     w0 = weights(base)
 
-    train = v.run("train", ["train", *TINY, "run.steps=2", f"run.out_dir={work / 'train'}"], work / "train")
+    ckpt = [*TINY, "run.checkpoint_every=1", "run.steps=2"]  # the run resumed after SIGKILL restarts at step 1
+    train = v.run("train", ["train", *ckpt, f"run.out_dir={work / 'train'}"], work / "train")
     assert moved(w0, weights(train / "final")), "train: the weights did not move"
     final = [r for r in metrics(train) if "eval/pass@1" in r][-1]
 
@@ -134,7 +138,7 @@ def run_verbs(work: Path) -> dict[str, Any]:
     assert json.loads((work / "eval.json").read_text())["pass@1"] == final["eval/pass@1"], "eval != the run's final"
 
     killed = work / "killed"
-    argv = v._argv("resume", ["train", *TINY, "run.steps=2", f"run.out_dir={killed}"])
+    argv = v._argv("resume", ["train", *ckpt, f"run.out_dir={killed}"])
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 600
     while time.time() < deadline and not list((killed / "checkpoints").glob("step_1*")) and proc.poll() is None:
@@ -151,7 +155,7 @@ def run_verbs(work: Path) -> dict[str, Any]:
 
     lora = v.run(
         "train_lora",
-        ["train", *TINY, "model.lora_rank=8", "run.steps=2", f"run.out_dir={work / 'lora'}"],
+        ["train", *TINY, "model.lora_rank=8", "run.steps=1", f"run.out_dir={work / 'lora'}"],
         work / "lora",
     )
     adapter = weights(lora / "final" / "adapter", names=64)
@@ -170,7 +174,7 @@ def run_verbs(work: Path) -> dict[str, Any]:
 
     distill = v.run(
         "distill",
-        ["distill", *TINY, f"teacher.path={train}", "run.steps=1", f"run.out_dir={work / 'distill'}"],
+        ["distill", *OPD, f"teacher.path={train}", "run.steps=1", f"run.out_dir={work / 'distill'}"],
         work / "distill",
     )
     assert moved(w0, weights(distill / "final")), "distill: the weights did not move"
@@ -186,7 +190,7 @@ def run_verbs(work: Path) -> dict[str, Any]:
         "tu-opd",
         [
             "tu-opd",
-            *TINY,
+            *OPD,
             teachers,
             "tu_opd.pass_samples=2",
             "tu_opd.empty=grpo",
