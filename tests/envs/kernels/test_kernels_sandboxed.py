@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import re
 import shutil
 from dataclasses import replace
 
@@ -303,6 +304,11 @@ def test_cli_eval_table_jsonl_and_bad_input(tmp_path, capsys, kernel_verifier):
     )
     out = capsys.readouterr().out
     assert code == 0 and "correctness rate     50.0%" in out and "fast_1" in out
+    # not a terminal: one plain line per problem as it finishes (the missing one at once), before the table
+    progress = [ln for ln in out.splitlines() if ln.startswith("[")]
+    assert progress[0] == "[1/2] 26_matmul: missing (no submission file) (0.0 s)"
+    assert re.fullmatch(r"\[2/2\] 01_relu: correct, \d+\.\d\dx eager \(\d+\.\d s\)", progress[1]), progress
+    assert out.index(progress[1]) < out.index("correctness rate")
     lines = [json.loads(x) for x in rows.read_text().splitlines()]
     assert {r["problem"]: r["status"] for r in lines} == {"01_relu": "correct", "26_matmul": "missing"}
     assert main(["kernels", "eval", "--problems", str(tmp_path / "nope")]) == 2

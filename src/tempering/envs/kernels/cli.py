@@ -60,6 +60,14 @@ def _verify_config(args):
     return VerifyConfig(**values)
 
 
+def result_line(r) -> str:
+    """One finished problem in words: `01_relu: correct, 1.83x eager`, or its status and why."""
+    if r.correct:
+        return f"{r.problem}: {r.status}" + (f", {r.speedup_eager:.2f}x eager" if r.speedup_eager else "")
+    why = r.message.strip().splitlines()[0] if r.message.strip() else ""
+    return f"{r.problem}: {r.status}" + (f" ({why[:120]})" if why else "")
+
+
 def cmd_eval(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -93,11 +101,20 @@ def cmd_eval(args) -> int:
         TimeElapsedColumn(),
         TextColumn("{task.fields[last]}"),
     ]
-    with Progress(*cols, disable=args.no_progress, transient=False) as bar:
+    lines = args.no_progress or not sys.stdout.isatty()  # a file or a pipe gets plain lines, not a bar
+    done = 0
+
+    def report(r, seconds: float) -> None:
+        nonlocal done
+        done += 1
+        if lines:
+            print(f"[{done}/{len(pairs)}] {result_line(r)} ({seconds:.1f} s)", flush=True)
+        else:
+            bar.update(task, advance=1, last=f"{r.problem}: {r.status}")
+
+    with Progress(*cols, disable=lines, transient=False) as bar:
         task = bar.add_task("eval", total=len(pairs), last="")
-        results = asyncio.run(
-            evaluate(verifier, pairs, progress=lambda r: bar.update(task, advance=1, last=f"{r.problem}: {r.status}"))
-        )
+        results = asyncio.run(evaluate(verifier, pairs, progress=report))
     summary = summarize(results)
     print(format_table(summary))
     if args.jsonl:

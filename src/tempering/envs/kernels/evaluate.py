@@ -13,6 +13,7 @@ import json
 import math
 import os
 import tempfile
+import time
 from pathlib import Path
 
 from tempering.envs.kernels.problems import Problem
@@ -68,9 +69,11 @@ def find_submission(problem: Problem, folder: Path) -> Path | None:
 async def evaluate(
     verifier: KernelVerifier, pairs: list[tuple[Problem, str | None]], progress=None
 ) -> list[KernelResult]:
-    """Verify every (problem, submission text) pair concurrently (the sandbox pool bounds it)."""
+    """Verify every (problem, submission text) pair concurrently (the sandbox pool bounds it);
+    `progress(result, seconds)` is called as each one finishes."""
 
     async def one(problem: Problem, text: str | None) -> KernelResult:
+        t0 = time.perf_counter()
         if text is None:
             res = KernelResult(problem=problem.name, backend="", status="missing", message="no submission file")
         else:
@@ -81,7 +84,7 @@ async def evaluate(
                     problem=problem.name, backend="", status="sandbox_error", message=f"{type(e).__name__}: {e}"
                 )
         if progress is not None:
-            progress(res)
+            progress(res, time.perf_counter() - t0)
         return res
 
     return list(await asyncio.gather(*(one(p, t) for p, t in pairs)))
