@@ -122,8 +122,9 @@ class RunLog:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = self.dir / "metrics.jsonl"
         self.samples_path = self.dir / "samples.jsonl"
+        # a resume rewrites it too: what the continued run uses (e.g. a longer run.steps) is what the next reads
+        atomic_write_text(self.dir / "config.yaml", yaml.safe_dump(config, sort_keys=False))
         if resume_step is None:
-            atomic_write_text(self.dir / "config.yaml", yaml.safe_dump(config, sort_keys=False))
             for p in (self.metrics_path, self.samples_path):
                 p.unlink(missing_ok=True)
         else:

@@ -3,6 +3,7 @@
 import pytest
 
 from tempering.config import build
+from tempering.errors import UserError
 from tempering.recipes import pretrain as pretrain_mod
 from tempering.recipes.pretrain import PretrainConfig
 
@@ -49,3 +50,12 @@ def test_runs_all_steps_without_a_target(tmp_path, monkeypatch):
     scripted_checks(monkeypatch, [1.0])
     res = pretrain_mod.pretrain(config(tmp_path, stop_at_pass=None, steps=6))
     assert res["steps"] == 6 and (tmp_path / "model" / "config.json").is_file()
+
+
+@pytest.mark.slow
+def test_a_finished_warm_start_only_reports_and_refuses_more_steps(tmp_path, monkeypatch):
+    scripted_checks(monkeypatch, [0.0, 0.25])
+    assert pretrain_mod.pretrain(config(tmp_path, stop_checks=1))["steps"] == 4  # stopped early, of 40
+    assert pretrain_mod.pretrain(config(tmp_path, stop_checks=1), resume=True)["steps"] == 4
+    with pytest.raises(UserError, match=r"finished warm start \(run.steps=40\), and one is not extended"):
+        pretrain_mod.pretrain(config(tmp_path, steps=80, stop_checks=1), resume=True)

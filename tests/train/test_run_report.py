@@ -104,11 +104,17 @@ def test_eval_of_a_run_reproduces_its_final_evaluation(pretrained_dir, tmp_path,
             "out_dir": str(out),
         },
     }
+    cfg["run"]["seed"] = 3  # the evaluation's sampling follows the run's seed
     final = train(cfg)["final"]
     assert final["eval/pass@1"] > 0
     assert cli(["eval", str(out), "--json", str(tmp_path / "m.json")]) == 0
     got = json.loads((tmp_path / "m.json").read_text())
-    assert got["pass@1"] == final["eval/pass@1"]  # greedy: same tasks, same settings, same number
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    last = [r for r in rows if "eval/pass@1" in r][-1]
+    assert last["step"] == 1 and last["eval/n"] == 30
+    # greedy and sampled: same tasks, same settings, same sampling stream, same numbers
+    assert {k: last[f"eval/{k}"] for k in got} == got
+    assert {"pass@1", "pass@1_sampled", "pass@2"} <= set(got)
     assert "settings of" in capsys.readouterr().out
     assert cli(["eval", str(out), "--max-new-tokens", "1", "--json", str(tmp_path / "short.json")]) == 0
     assert json.loads((tmp_path / "short.json").read_text())["pass@1"] < got["pass@1"]

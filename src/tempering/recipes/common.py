@@ -8,11 +8,26 @@ module (and torch) is imported, so `--help` is instant.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
 from tempering.config import Schema, build, load_config
 from tempering.errors import UserError
+
+RESUMABLE = (
+    "run.steps",
+    "run.eval_every",
+    "run.eval_size",
+    "run.checkpoint_every",
+    "run.keep_checkpoints",
+    "run.log_every",
+    "run.log_samples",
+    "run.progress",
+    "run.tensorboard",
+)
+"""The keys a resume may change: the run's length and what it reports and keeps, never what it trains
+on or how (evaluations sample from a stream of their own, so their cadence leaves training's alone)."""
 
 
 def as_config(schema: type[Schema], cfg: Schema | dict) -> Any:
@@ -49,7 +64,12 @@ def parser(verb: str, description: str) -> argparse.ArgumentParser:
     )
     p.add_argument("config", nargs="?", help="YAML config (see examples/); omit for the defaults")
     p.add_argument("overrides", nargs="*", help="key.sub=value overrides, e.g. run.steps=50")
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run exactly from its latest checkpoint")
+    p.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue a run exactly from its latest checkpoint, with its own config.yaml; overrides may change "
+        f"only {', '.join(RESUMABLE)} (e.g. run.steps=N to train a finished run further)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace a run that RUN_DIR (run.out_dir) already holds")
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     return p
@@ -62,6 +82,7 @@ def parse(p: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
     if a.config and "=" in a.config and not a.config.endswith((".yaml", ".yml")):
         a.config, overrides = None, [a.config, *overrides]
     a.overrides = overrides
+    a.command = p.prog
     if a.resume and a.overwrite:
         raise UserError("--resume continues a run and --overwrite replaces it; give one of them")
     return a
@@ -75,8 +96,31 @@ def resolve(schema: type[Schema], a: argparse.Namespace, out_key: str = "run.out
             raise UserError(f"{run_dir} is not a run folder (no config.yaml); give the folder a run wrote")
         if a.config:
             raise UserError(f"--resume reads {run_dir / 'config.yaml'}; give no CONFIG file with it")
-        return load_config(schema, run_dir / "config.yaml", [*a.overrides, f"{out_key}={run_dir}"])
+        saved = load_config(schema, run_dir / "config.yaml", [f"{out_key}={run_dir}"])
+        cfg = load_config(schema, run_dir / "config.yaml", [*a.overrides, f"{out_key}={run_dir}"])
+        before, after = _leaves(saved.model_dump(mode="json")), _leaves(cfg.model_dump(mode="json"))
+        for key in sorted(before.keys() | after.keys()):
+            if before.get(key) != after.get(key) and key not in RESUMABLE:
+                value = after.get(key)
+                value = value if isinstance(value, str) else json.dumps(value)
+                raise UserError(
+                    f"{key} cannot change when resuming {run_dir} (only {', '.join(RESUMABLE)} can): start a "
+                    f"new run instead: {getattr(a, 'command', 'tempering VERB')} {run_dir / 'config.yaml'} "
+                    f"{key}={value} {out_key}=NEW_DIR"
+                )
+        return cfg
     return load_config(schema, a.config, a.overrides)
+
+
+def _leaves(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """`a.b.c` -> value, for every value that is not a mapping."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out |= _leaves(v, f"{prefix}{k}.")
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
 
 
 def cli_main(argv: list[str], verb: str) -> int:

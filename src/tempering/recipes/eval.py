@@ -93,13 +93,22 @@ def run_defaults(cfg: dict[str, Any]) -> dict[str, Any]:
         "feedback_template": roll.get("feedback_template"),
         "feedback_templates": roll.get("feedback_templates"),
         "k": run.get("eval_k"),
+        "seed": run.get("seed"),
         "chat_template": model.get("use_chat_template"),
         "system_prompt": model.get("system_prompt"),
     }
     return {k: v for k, v in out.items() if v is not None}
 
 
-FALLBACK = {"task": "arithmetic", "max_new_tokens": 16, "max_turns": 1, "temperature": 1.0, "k": 8, "data_seed": 0}
+FALLBACK = {
+    "task": "arithmetic",
+    "max_new_tokens": 16,
+    "max_turns": 1,
+    "temperature": 1.0,
+    "k": 8,
+    "data_seed": 0,
+    "seed": 0,
+}
 """Defaults for a bare model folder (no run config to read)."""
 
 
@@ -138,7 +147,11 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--no-chat-template", dest="chat_template", action="store_false", help="(default: the run's)")
     p.add_argument("--system-prompt", help="system message for chat-template models (default: the run's)")
     p.add_argument("--data-seed", type=int, help="seed of the split's draw (default: the run's, else 0)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--seed",
+        type=int,
+        help="seed of the sampled evaluation (default: the run's run.seed, as its own evaluations, else 0)",
+    )
     p.add_argument("--json", metavar="FILE", help="also write the metrics as JSON")
     return p
 
@@ -162,6 +175,7 @@ def settings(a: argparse.Namespace) -> tuple[dict[str, Any], str]:
             "chat_template",
             "system_prompt",
             "data_seed",
+            "seed",
         )
     }
     out = {**FALLBACK, **run, **{k: v for k, v in flags.items() if v is not None}}
@@ -193,8 +207,8 @@ def main(argv: list[str]) -> int:
     if a.n is None and n is not None and size is not None:
         n = min(n, size)  # the run's held-out size, capped as the run's own draw was
     tasks = eval_tasks(family, a.split, n, s["data_seed"])
-    model, tok = load_policy(resolve_model_dir(a.checkpoint), seed=a.seed)
-    sampler = HFSampler(model, tok, seed=a.seed)
+    model, tok = load_policy(resolve_model_dir(a.checkpoint), seed=s["seed"])
+    sampler = HFSampler(model, tok, seed=s["seed"])
     sampling = SamplingParams(
         s["max_new_tokens"], s["temperature"], s.get("top_p", 1.0), s.get("top_k", 0), list(s.get("stop", []))
     )

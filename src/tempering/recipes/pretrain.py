@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 from pydantic import Field
 from safetensors.torch import load_file
 
@@ -125,6 +126,12 @@ def pretrain(
     out = Path(cfg.run.out_dir)
     prepare_run_dir(out, resume, overwrite)
     if resume and (out / RESULT).is_file():
+        done = yaml.safe_load((out / "config.yaml").read_text())["run"]["steps"]
+        if cfg.run.steps != done:  # its stopping rule may have ended it early: more steps would not continue it
+            raise UserError(
+                f"{out} is a finished warm start (run.steps={done}), and one is not extended: start a new run "
+                f"from its model instead: tempering pretrain model.name={out / 'model'} run.out_dir=NEW_DIR"
+            )
         warn(f"{out} is finished; nothing to do")
         return json.loads((out / RESULT).read_text())
     if cfg.run.threads:

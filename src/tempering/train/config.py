@@ -251,8 +251,7 @@ class RunSection(RunBase):
     eval_on_start: bool = Field(
         True,
         description="Evaluate the whole held-out set before the first step (off: for runs that share a warm start "
-        "evaluated once elsewhere; the history then has no start row, and since evaluation samples from the run's "
-        "random stream, the run samples differently).",
+        "evaluated once elsewhere; the history then has no start row).",
     )
     eval_max_turns: int | None = Field(
         None,

@@ -255,6 +255,11 @@ class Trainer:
         self.resume_step: int | None = None
         if resume:
             self.resume_step = self._load(latest_checkpoint(Path(cfg.run.out_dir), warn=warn))
+            if cfg.run.steps < self.step_no:
+                raise UserError(
+                    f"run.steps={cfg.run.steps} is below the step {cfg.run.out_dir} has reached ({self.step_no}); "
+                    f"resume with run.steps >= {self.step_no}"
+                )
             if hasattr(self.sampler, "sync_weights"):  # the sampler's own copy still has the starting weights
                 self.sampler.sync_weights(self.train_model, version=self.step_no)
         self.pipeline: RolloutPipeline | None = None
@@ -738,7 +743,15 @@ class Trainer:
             tasks = self.heldout_tasks[:size] if size else self.heldout_tasks
             opts = replace(self.opts, max_turns=self.cfg.run.eval_max_turns or self.opts.max_turns)
             stats = RolloutStats()
-            m = await evaluate(self.sampler, self.fmt, self.family, tasks, opts, k=self.cfg.run.eval_k, stats=stats)
+            # a stream of its own, seeded by run.seed: every evaluation samples alike, training's stream is
+            # left as it was, and `tempering eval RUN` (seeded the same) reproduces the figures
+            gen = self.sampler.generator
+            training_stream = gen.get_state()
+            gen.manual_seed(self.cfg.run.seed)
+            try:
+                m = await evaluate(self.sampler, self.fmt, self.family, tasks, opts, k=self.cfg.run.eval_k, stats=stats)
+            finally:
+                gen.set_state(training_stream)
             self._check_errors(stats, "evaluation")
             out = {f"eval/{k}": v for k, v in m.items()} | {"eval/n": len(tasks)}
         return self.ranks.share(out)
@@ -755,8 +768,10 @@ class Trainer:
         try:
             if self.finished:
                 if self.ranks.is_main:
+                    out = self.cfg.run.out_dir
                     warn(
-                        f"{self.cfg.run.out_dir} is finished (step {self.step_no} of {self.cfg.run.steps}); nothing to do"
+                        f"{out} is finished (step {self.step_no} of {self.cfg.run.steps}); to train further: "
+                        f"--resume {out} run.steps=N (N > {self.step_no})"
                     )
                 return self.ranks.share(self._history() if self.ranks.is_main else None)
             return await self._run()
@@ -770,10 +785,13 @@ class Trainer:
         self.family.close()
 
     def _history(self) -> dict[str, Any]:
+        """The start (step 0) and final evaluations in metrics.jsonl, in that order (the table's columns)."""
         rows = [r for r in self.log.read_metrics() if "eval/pass@1" in r]
-        out = {"final": {k: v for k, v in rows[-1].items() if k != "step"}} if rows else {}
+        out = {}
         if rows and rows[0]["step"] == 0:
             out["start"] = {k: v for k, v in rows[0].items() if k != "step"}
+        if rows:
+            out["final"] = {k: v for k, v in rows[-1].items() if k != "step"}
         return out
 
     async def _run(self) -> dict[str, Any]:
@@ -792,6 +810,8 @@ class Trainer:
             final_eval_prompts=len(self.heldout_tasks),
         )
         report.summary(self.summary())
+        if self.step_no > 0 and "start" in (earlier := self._history() if self.ranks.is_main else {}):
+            history["start"] = earlier["start"]  # a resumed run's table starts where the run did
         if self.step_no == 0 and c.eval_on_start:
             t0 = time.perf_counter()
             first = await self.evaluate()  # the whole held-out set, as the final evaluation
