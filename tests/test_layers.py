@@ -18,7 +18,8 @@ LAYERS: list[tuple[str, ...]] = [
         "runlog",
         "progress",
         "cluster",
-    ),  # the data model, typed configs, the run folder, progress bars
+        "trl_names",
+    ),  # the data model, typed configs (and TRL's names for their keys), the run folder, progress bars
     ("algos", "metrics"),  # pure functions
     ("models",),
     ("sandbox",),

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from tempering import trl_names
 from tempering.errors import ConfigError
 
 
@@ -61,6 +62,11 @@ def _section(schema: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
     return cls
 
 
+def _has(schema: type[BaseModel], key: str) -> bool:
+    sec = _section(schema, tuple(key.split(".")))
+    return sec is not None and key.rsplit(".", 1)[-1] in sec.model_fields
+
+
 def format_errors(schema: type[BaseModel], err: ValidationError) -> str:
     lines = []
     for e in err.errors():
@@ -69,7 +75,8 @@ def format_errors(schema: type[BaseModel], err: ValidationError) -> str:
             sec = _section(schema, e["loc"])
             names = list(sec.model_fields) if sec is not None else []
             near = difflib.get_close_matches(str(e["loc"][-1]), names, n=1)
-            hint = f"did you mean {near[0]!r}? " if near else ""
+            trl = trl_names.hint(str(e["loc"][-1]), e.get("input"), lambda k: _has(schema, k))
+            hint = f"{trl}; " if trl else f"did you mean {near[0]!r}? " if near else ""
             lines.append(f"unknown key {key!r}; {hint}allowed here: {', '.join(names) or '?'}")
         elif e["type"] == "value_error":  # our validators name the keys themselves
             lines.append(str(e["msg"]).removeprefix("Value error, "))

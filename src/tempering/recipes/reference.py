@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
-from tempering.config import describe
+import yaml
+
+from tempering.config import build, describe
+from tempering.errors import UserError
 from tempering.recipes.verbs import configured, schema
+from tempering.trl_names import from_trl
 
 
 def markdown(verb: str) -> str:
@@ -25,6 +31,48 @@ def document() -> str:
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="tempering config", description="Print the config reference of a verb.")
     p.add_argument("verb", nargs="?", choices=configured(), help="verb (default: all, as docs/config.md)")
+    p.add_argument(
+        "--from-trl", metavar="FILE", help="print the `tempering train` YAML of a TRL GRPOConfig (YAML or JSON)"
+    )
     a = p.parse_args(argv)
+    if a.from_trl:
+        if a.verb not in (None, "train"):
+            raise UserError(f"--from-trl converts to `tempering train`, not {a.verb!r}; drop the verb")
+        print(trl_yaml(Path(a.from_trl)), end="")
+        return 0
     print(markdown(a.verb) if a.verb else document(), end="")
     return 0
+
+
+def trl_yaml(path: Path) -> str:
+    """The `tempering train` YAML of a TRL GRPOConfig file; the mapping report goes to stderr."""
+    try:
+        trl = yaml.safe_load(path.read_text())  # JSON is YAML
+    except FileNotFoundError:
+        raise UserError(f"{path} does not exist; give a TRL GRPOConfig as YAML or JSON") from None
+    except yaml.YAMLError as e:
+        raise UserError(f"{path} is neither YAML nor JSON ({str(e).splitlines()[0]}); fix the file") from None
+    if not isinstance(trl, dict):
+        raise UserError(f"{path} must hold a mapping of GRPOConfig fields at the top level")
+    try:
+        keys, mapped, missing, inert = from_trl(trl)
+    except KeyError as e:
+        raise UserError(f"{path}: not GRPOConfig fields: {e.args[0]}; fix or remove them") from None
+    except ValueError as e:
+        raise UserError(f"{path}: {e}; fix the file") from None
+    data: dict = {}
+    for key, value in keys.items():
+        *sections, leaf = key.split(".")
+        node = data
+        for s in sections:
+            node = node.setdefault(s, {})
+        node[leaf] = value
+    build(schema("train"), data)  # what tempering would refuse is refused here, naming the key
+    gaps = "; ".join(f"{', '.join(names)} ({why})" for why, names in missing.items()) or "none"
+    given = [k for k in mapped if k in trl]
+    defaults = [k for k in mapped if k not in trl]
+    report = f"mapped {len(given)} keys ({', '.join(given) or 'none'})"
+    report += f", and TRL's defaults of {', '.join(defaults)}" if defaults else ""
+    report += f"; not mapped: {gaps}"
+    print(report + (f"; keys that change nothing here: {inert}" if inert else ""), file=sys.stderr)
+    return yaml.safe_dump(data, sort_keys=False)

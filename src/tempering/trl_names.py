@@ -1,0 +1,351 @@
+"""TRL's `GRPOConfig` names and the tempering keys that mean the same (`tempering train`): the hint of an
+unknown key and `tempering config --from-trl`. docs/from_trl.md is the table in prose."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+SAME: dict[str, str] = {
+    "num_generations": "rollout.group_size",
+    "max_completion_length": "rollout.max_new_tokens",
+    "temperature": "rollout.temperature",
+    "top_p": "rollout.top_p",
+    "top_k": "rollout.top_k",
+    "use_vllm": "rollout.backend",
+    "vllm_mode": "rollout.vllm.mode",
+    "vllm_gpu_memory_utilization": "rollout.vllm.gpu_memory_utilization",
+    "beta": "loss.kl_coef",
+    "epsilon": "loss.clip_low",
+    "epsilon_high": "loss.clip_high",
+    "delta": "loss.dual_clip",
+    "num_iterations": "loss.ppo_epochs",
+    "loss_type": "loss.loss_agg",
+    "scale_rewards": "loss.advantage",
+    "mask_truncated_completions": "loss.mask_truncated",
+    "use_bias_correction_kl": "loss.kl_bias_correction",
+    "max_grad_norm": "loss.max_grad_norm",
+    "learning_rate": "optim.lr",
+    "lr_scheduler_type": "optim.schedule",
+    "warmup_steps": "optim.warmup_steps",
+    "weight_decay": "optim.weight_decay",
+    "adam_beta1": "optim.betas",
+    "adam_beta2": "optim.betas",
+    "max_steps": "run.steps",
+    "seed": "run.seed",
+    "output_dir": "run.out_dir",
+    "save_steps": "run.checkpoint_every",
+    "save_total_limit": "run.keep_checkpoints",
+}
+"""TRL name -> the tempering key with the same meaning (values translated by `VALUES` and `_convert`)."""
+
+DEFAULTS: dict[str, Any] = {
+    "max_completion_length": 512,
+    "epsilon_high": None,
+    "delta": None,
+    "learning_rate": 1e-6,
+    "lr_scheduler_type": "linear",
+    "max_steps": -1,
+    "seed": 42,
+    "save_steps": 500,
+    "use_bias_correction_kl": True,
+}
+"""GRPOConfig's defaults where they differ from tempering's (the other mapped keys' agree): a TRL config
+that leaves them out means these."""
+
+VALUES: dict[str, dict[Any, Any]] = {
+    "use_vllm": {True: "vllm", False: "hf"},
+    "vllm_mode": {"colocate": "colocated", "server": "server"},
+    "loss_type": {"dapo": "token-mean", "grpo": "seq-mean-token-mean", "dr_grpo": "seq-mean-token-sum-norm"},
+    "scale_rewards": {"group": "grpo", True: "grpo", "none": "dr_grpo", False: "dr_grpo"},
+    "lr_scheduler_type": {"constant": "constant", "constant_with_warmup": "constant", "cosine": "cosine"},
+}
+"""TRL values spelt differently here; a value not listed has no equivalent."""
+
+ANY = object()
+"""`NONE[name][1]`: the key never changes what is trained."""
+
+BATCH = (
+    "a step here is rollout.prompts_per_step prompts x rollout.group_size answers, one optimizer step (TRL's "
+    "is per_device_train_batch_size x gradient_accumulation_steps x processes answers); set rollout.prompts_per_step"
+)
+NONE: dict[str, tuple[str, Any]] = {
+    "per_device_train_batch_size": (BATCH, ()),
+    "gradient_accumulation_steps": (BATCH, ()),
+    "generation_batch_size": (BATCH, (None,)),
+    "steps_per_generation": (BATCH + " and loss.mini_batches", (None,)),
+    "num_train_epochs": ("tempering counts steps over a cycled task pool: set run.steps", ()),
+    "lr_scheduler_kwargs": ("the schedule is optim.schedule with optim.min_lr_ratio", (None, {})),
+    "optim": ("the optimizer is AdamW", ("adamw_torch", "adamw_torch_fused")),
+    "optim_args": ("the optimizer is AdamW (optim.*)", (None, "")),
+    "optim_target_modules": ("the optimizer is AdamW over every trained parameter", (None,)),
+    "adam_epsilon": ("AdamW's eps is torch's default", (1e-8,)),
+    "label_smoothing_factor": ("no label smoothing in a policy loss", (0.0,)),
+    "bf16": ("mixed precision has no switch: model.dtype is the parameter dtype", (False,)),
+    "fp16": ("mixed precision has no switch: model.dtype is the parameter dtype", (False,)),
+    "neftune_noise_alpha": ("no embedding noise", (None,)),
+    "data_seed": ("run.seed orders the tasks (task.data_seed draws them)", (None,)),
+    "model_init_kwargs": ("the model loads from model.name with model.dtype and model.device", (None, {})),
+    "trust_remote_code": ("models load without remote code", (False,)),
+    "router_aux_loss_coef": ("no MoE auxiliary loss", (None,)),
+    "disable_dropout": ("no switch for dropout", (False,)),
+    "cast_lm_head_to_fp32": ("no switch: model.dtype covers every layer", (False,)),
+    "num_generations_eval": ("evaluation samples run.eval_k answers per held-out prompt", (None,)),
+    "shuffle_dataset": ("tasks are always drawn in a seeded order", (True,)),
+    "min_p": ("sampling has temperature, top_p and top_k only", (None, 0.0)),
+    "repetition_penalty": ("sampling has temperature, top_p and top_k only", (1.0,)),
+    "generation_kwargs": ("sampling has temperature, top_p and top_k only", (None, {})),
+    "chat_template_kwargs": ("the chat template is applied as is (model.use_chat_template)", (None, {})),
+    "vllm_structured_outputs_regex": ("no structured outputs", (None,)),
+    "importance_sampling_level": ("importance ratios are per token (no GSPO)", ("token",)),
+    "reward_weights": ("rewards are your Python function's: weigh inside it", (None,)),
+    "multi_objective_aggregation": ("one reward function per task family: combine inside it", ANY),
+    "sapo_temperature_neg": ("only read with loss_type=sapo", ANY),
+    "sapo_temperature_pos": ("only read with loss_type=sapo", ANY),
+    "vespo_k_pos": ("only read with loss_type=vespo", ANY),
+    "vespo_lambda_pos": ("only read with loss_type=vespo", ANY),
+    "vespo_k_neg": ("only read with loss_type=vespo", ANY),
+    "vespo_lambda_neg": ("only read with loss_type=vespo", ANY),
+    "sync_ref_model": ("the reference is the starting model throughout", (False,)),
+    "ref_model_mixup_alpha": ("only read with sync_ref_model", ANY),
+    "ref_model_sync_steps": ("only read with sync_ref_model", ANY),
+    "top_entropy_quantile": ("every answer token is in the loss", (1.0,)),
+    "entropy_coef": ("no entropy bonus", (0.0,)),
+    "use_adaptive_entropy": ("no entropy bonus", (False,)),
+    "entropy_coef_min": ("only read with use_adaptive_entropy", ANY),
+    "entropy_coef_max": ("only read with use_adaptive_entropy", ANY),
+    "entropy_coef_delta": ("only read with use_adaptive_entropy", ANY),
+    "entropy_target": ("only read with use_adaptive_entropy", ANY),
+    "max_tool_calling_iterations": ("multi-turn episodes come from an environment: rollout.max_turns", (None,)),
+    "vllm_importance_sampling_correction": (
+        "loss.rollout_correction=tis|mask with loss.rollout_correction_cap",
+        (False,),
+    ),
+    "vllm_importance_sampling_mode": ("only read with vllm_importance_sampling_correction", ANY),
+    "vllm_importance_sampling_clip_max": ("only read with vllm_importance_sampling_correction", ANY),
+    "vllm_importance_sampling_clip_min": ("only read with vllm_importance_sampling_correction", ANY),
+    "vllm_importance_sampling_cap": ("only read with vllm_importance_sampling_correction", ANY),
+    "off_policy_mask_threshold": ("no off-policy sequence masking", (None,)),
+    "logging_steps": ("every step's metrics go to metrics.jsonl (run.log_every is the console line)", ANY),
+    "report_to": ("TensorBoard is always written (run.tensorboard); run.wandb=PROJECT mirrors to W&B", ANY),
+    "eval_strategy": ("evaluation is on the task's held-out split: run.eval_every, run.eval_size", ANY),
+    "eval_steps": ("evaluation is on the task's held-out split: run.eval_every, run.eval_size", ANY),
+    "save_strategy": ("checkpoints: run.checkpoint_every", ANY),
+}
+"""TRL names with no tempering equivalent: (why, the values at which TRL trains as tempering does, or ANY
+for keys that never change training)."""
+
+NEEDS: dict[str, Callable[[dict], bool]] = {
+    "vllm_mode": lambda c: c.get("use_vllm") is True,
+    "vllm_gpu_memory_utilization": lambda c: c.get("use_vllm") is True,
+    "vllm_structured_outputs_regex": lambda c: c.get("use_vllm") is True,
+    "vllm_importance_sampling_correction": lambda c: c.get("use_vllm") is True,
+    "use_bias_correction_kl": lambda c: bool(c.get("beta")),
+    "num_train_epochs": lambda c: c.get("max_steps", -1) <= 0,
+    "save_steps": lambda c: c.get("save_strategy", "steps") == "steps",
+    "save_total_limit": lambda c: c.get("save_total_limit") is not None,
+    "output_dir": lambda c: c.get("output_dir") is not None,
+}
+"""Keys TRL reads only when another holds a value: otherwise they change nothing, there as here."""
+
+MACHINERY = frozenset(
+    [
+        "average_tokens_across_devices",
+        "bf16_full_eval",
+        "fp16_full_eval",
+        "tf32",
+        "activation_checkpointing",
+        "activation_checkpointing_kwargs",
+        "gradient_checkpointing",
+        "gradient_checkpointing_kwargs",
+        "torch_compile",
+        "torch_compile_backend",
+        "torch_compile_mode",
+        "use_liger_kernel",
+        "liger_kernel_config",
+        "use_cache",
+        "torch_empty_cache_steps",
+        "auto_find_batch_size",
+        "logging_strategy",
+        "logging_first_step",
+        "log_on_each_node",
+        "logging_nan_inf_filter",
+        "include_num_input_tokens_seen",
+        "log_level",
+        "log_level_replica",
+        "disable_tqdm",
+        "run_name",
+        "project",
+        "trackio_space_id",
+        "trackio_bucket_id",
+        "trackio_static_space_id",
+        "eval_delay",
+        "per_device_eval_batch_size",
+        "prediction_loss_only",
+        "eval_on_start",
+        "eval_do_concat_batches",
+        "eval_use_gather_object",
+        "eval_accumulation_steps",
+        "include_for_metrics",
+        "batch_eval_metrics",
+        "save_only_model",
+        "save_on_each_node",
+        "enable_jit_checkpoint",
+        "push_to_hub",
+        "hub_token",
+        "hub_private_repo",
+        "hub_model_id",
+        "hub_strategy",
+        "hub_always_push",
+        "hub_revision",
+        "load_best_model_at_end",
+        "metric_for_best_model",
+        "greater_is_better",
+        "ignore_data_skip",
+        "restore_callback_states_from_checkpoint",
+        "full_determinism",
+        "use_cpu",
+        "accelerator_config",
+        "parallelism_config",
+        "dataloader_drop_last",
+        "dataloader_num_workers",
+        "dataloader_pin_memory",
+        "dataloader_persistent_workers",
+        "dataloader_prefetch_factor",
+        "dataloader_multiprocessing_context",
+        "dataloader_in_order",
+        "remove_unused_columns",
+        "label_names",
+        "train_sampling_strategy",
+        "length_column_name",
+        "ddp_find_unused_parameters",
+        "ddp_bucket_cap_mb",
+        "ddp_broadcast_buffers",
+        "ddp_static_graph",
+        "ddp_backend",
+        "ddp_timeout",
+        "fsdp",
+        "fsdp_config",
+        "deepspeed",
+        "debug",
+        "skip_memory_metrics",
+        "do_train",
+        "do_eval",
+        "do_predict",
+        "resume_from_checkpoint",
+        "local_rank",
+        "ds3_gather_for_generation",
+        "pad_to_multiple_of",
+        "cache_implementation",
+        "vllm_model_impl",
+        "vllm_enable_sleep_mode",
+        "vllm_server_base_url",
+        "vllm_server_host",
+        "vllm_server_port",
+        "vllm_server_timeout",
+        "vllm_group_port",
+        "vllm_max_model_length",
+        "vllm_tensor_parallel_size",
+        "log_completions",
+        "log_multimodal",
+        "num_completions_to_print",
+        "log_unique_prompts",
+        "log_completions_hub_repo",
+        "use_transformers_continuous_batching",
+        "transformers_continuous_batching_config",
+        "use_transformers_paged",
+    ]
+)
+"""The rest of GRPOConfig: Hub, logging backends, devices, memory savers, dataloaders, DDP/FSDP/DeepSpeed,
+evaluation datasets, vLLM server plumbing; none changes what is trained."""
+
+NAMES = frozenset(SAME) | frozenset(NONE) | MACHINERY
+"""Every GRPOConfig field this table knows (TRL 1.x)."""
+
+
+def hint(name: str, value: Any, has: Callable[[str], bool]) -> str | None:
+    """What to write instead of a TRL name given as a tempering key (`has`: the schema has this key), or None."""
+    if name in SAME and has(SAME[name]):
+        if name in ("adam_beta1", "adam_beta2", "epsilon_high", "max_steps", "warmup_steps"):
+            return f"{name!r} is TRL's name for {SAME[name]} (docs/from_trl.md)"
+        try:
+            keys = _convert(name, value, {name: value})
+        except _NoEquivalent as e:
+            return f"{name!r} is TRL's name for {SAME[name]}, but {name}={value!r} has none: {e}"
+        return f"{name!r} is TRL's name: write " + " ".join(f"{k}={_text(v)}" for k, v in keys.items())
+    if name in NONE:
+        return f"{name!r} is TRL's, with no equivalent here: {NONE[name][0]}"
+    if name in MACHINERY:
+        return f"{name!r} is an option of TRL's Trainer, with no equivalent here"
+    return None
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+class _NoEquivalent(Exception):
+    pass
+
+
+def _lookup(name: str, value: Any) -> Any:
+    """VALUES[name][value], telling TRL's True from 1."""
+    for k, v in VALUES[name].items():
+        if k == value and type(k) is type(value):  # True == 1, but 1 is not TRL's True
+            return v
+    raise _NoEquivalent("no equivalent value")
+
+
+def _convert(name: str, value: Any, trl: dict[str, Any]) -> dict[str, Any]:
+    """The tempering keys and values of one TRL key, or _NoEquivalent(why)."""
+    key = SAME[name]
+    if name in VALUES:
+        value = _lookup(name, value)
+        if name == "lr_scheduler_type" and value == "cosine":
+            return {key: value, "optim.min_lr_ratio": 0.0}  # Trainer's cosine decays to 0
+    elif name == "epsilon_high" and value is None:
+        value = trl.get("epsilon", 0.2)  # TRL: the same as epsilon
+    elif name in ("max_steps", "warmup_steps") and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise ValueError(f"{name}={value!r} is not a number")
+    elif name == "max_steps" and value <= 0:
+        raise _NoEquivalent("TRL then counts epochs; set run.steps")
+    elif name == "warmup_steps" and 0 < value < 1:  # Trainer: a share of the training steps
+        if trl.get("max_steps", -1) <= 0:
+            raise _NoEquivalent("a share of the steps, and max_steps is not set")
+        value = math.ceil(trl["max_steps"] * value)
+    elif name in ("adam_beta1", "adam_beta2"):
+        value = [trl.get("adam_beta1", 0.9), trl.get("adam_beta2", 0.999)]
+    return {key: value}
+
+
+def from_trl(trl: dict[str, Any]) -> tuple[dict[str, Any], list[str], dict[str, list[str]], int]:
+    """(tempering `key.sub` -> value, the mapped TRL names, why -> the TRL `name=value`s tempering cannot do,
+    how many keys change nothing), TRL's defaults filled in; KeyError naming the keys GRPOConfig lacks,
+    ValueError for a value of the wrong type."""
+    unknown = sorted(k for k in trl if k not in NAMES)
+    if unknown:
+        raise KeyError(", ".join(unknown))
+    trl = trl | {k: v for k, v in DEFAULTS.items() if k not in trl}
+    out: dict[str, Any] = {}
+    mapped: list[str] = []
+    missing: dict[str, list[str]] = {}
+    inert = 0
+    for name, value in trl.items():
+        why = None
+        if name in NEEDS and not NEEDS[name](trl):
+            inert += 1
+        elif name in SAME:
+            try:
+                out |= _convert(name, value, trl)
+                mapped.append(name)
+            except _NoEquivalent as e:
+                why = str(e)
+        elif name in NONE and NONE[name][1] is not ANY and value not in NONE[name][1]:
+            why = NONE[name][0]
+        else:
+            inert += 1
+        if why is not None:
+            missing.setdefault(why, []).append(f"{name}={value!r}")
+    return out, mapped, missing, inert

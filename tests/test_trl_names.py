@@ -1,0 +1,185 @@
+"""TRL's GRPOConfig names: the table matches TRL's own fields and defaults, `--from-trl` converts
+hand-written configs, and a TRL name given as a key is an error naming tempering's."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tempering.cli import main
+from tempering.config import ConfigError, load_config
+from tempering.recipes.train import TrainConfig
+from tempering.trl_names import ANY, DEFAULTS, NAMES, NONE, SAME, from_trl
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def convert(tmp_path, capsys, trl: dict, suffix=".yaml") -> tuple[int, dict, str, str]:
+    path = tmp_path / f"grpo{suffix}"
+    path.write_text(json.dumps(trl) if suffix == ".json" else yaml.safe_dump(trl, sort_keys=False))
+    rc = main(["config", "--from-trl", str(path)])
+    out, err = capsys.readouterr()
+    return rc, (yaml.safe_load(out) if rc == 0 else {}), out, err
+
+
+def test_hand_written_config(tmp_path, capsys):
+    trl = {
+        "output_dir": "out/grpo",
+        "num_generations": 4,
+        "learning_rate": 2e-6,
+        "beta": 0.04,
+        "epsilon": 0.2,
+        "epsilon_high": 0.28,
+        "max_completion_length": 64,
+        "loss_type": "dr_grpo",
+        "scale_rewards": False,
+        "max_steps": 200,
+        "warmup_steps": 0.1,
+        "lr_scheduler_type": "cosine",
+        "per_device_train_batch_size": 8,
+        "entropy_coef": 0.0,
+        "logging_steps": 5,
+    }
+    rc, cfg, _, err = convert(tmp_path, capsys, trl)
+    assert rc == 0
+    assert cfg["rollout"] == {"group_size": 4, "max_new_tokens": 64}
+    assert cfg["loss"] == {
+        "clip_low": 0.2,
+        "clip_high": 0.28,
+        "dual_clip": None,  # TRL's delta unset: no dual clip
+        "kl_coef": 0.04,
+        "kl_bias_correction": True,  # TRL's default, read since beta > 0
+        "loss_agg": "seq-mean-token-sum-norm",
+        "advantage": "dr_grpo",
+    }
+    assert cfg["optim"] == {"lr": 2e-6, "warmup_steps": 20, "schedule": "cosine", "min_lr_ratio": 0.0}
+    assert cfg["run"] == {"out_dir": "out/grpo", "steps": 200, "seed": 42, "checkpoint_every": 500}
+    assert len(err.strip().splitlines()) == 1
+    assert err.startswith("mapped 12 keys (output_dir, num_generations, learning_rate, beta, epsilon,")
+    assert "TRL's defaults of delta, seed, save_steps, use_bias_correction_kl" in err
+    assert "not mapped: per_device_train_batch_size=8 (a step here is rollout.prompts_per_step" in err
+    assert err.strip().endswith("keys that change nothing here: 2")  # entropy_coef=0 and logging_steps
+    load_config(TrainConfig, None, [f"{k}.{kk}={json.dumps(v)}" for k, s in cfg.items() for kk, v in s.items()])
+
+
+def test_defaults_when_left_out_and_values_without_equivalent(tmp_path, capsys):
+    rc, cfg, _, err = convert(tmp_path, capsys, {"epsilon": 0.3, "loss_type": "cispo", "top_k": 5}, ".json")
+    assert rc == 0
+    assert cfg["loss"] == {"clip_low": 0.3, "clip_high": 0.3, "dual_clip": None}  # epsilon_high defaults to epsilon
+    assert cfg["rollout"] == {"top_k": 5, "max_new_tokens": 512}
+    assert cfg["optim"] == {"lr": 1e-6}
+    assert "loss_type='cispo', lr_scheduler_type='linear' (no equivalent value)" in err
+    assert "max_steps=-1 (TRL then counts epochs; set run.steps)" in err
+
+
+def test_switches_read_only_with_another(tmp_path, capsys):
+    """TRL reads use_bias_correction_kl only with beta > 0 and the vLLM keys only with use_vllm."""
+    off = {"beta": 0.0, "use_bias_correction_kl": True, "use_vllm": False, "vllm_mode": "server"}
+    rc, cfg, _, err = convert(tmp_path, capsys, off)
+    assert rc == 0 and "kl_bias_correction" not in cfg["loss"] and cfg["rollout"]["backend"] == "hf"
+    on = {"beta": 0.1, "use_bias_correction_kl": True, "use_vllm": True, "vllm_mode": "colocate"}
+    rc, cfg, _, err = convert(tmp_path, capsys, on)
+    assert rc == 0 and cfg["loss"]["kl_bias_correction"] is True
+    assert cfg["rollout"]["backend"] == "vllm" and cfg["rollout"]["vllm"] == {"mode": "colocated"}
+
+
+def test_refuses_keys_trl_does_not_have(tmp_path, capsys):
+    rc, _, out, err = convert(tmp_path, capsys, {"num_generations": 8, "warmup_ratio": 0.1, "lr": 1e-6})
+    assert rc == 2 and out == ""
+    assert err.strip().endswith("not GRPOConfig fields: lr, warmup_ratio; fix or remove them")
+
+
+def test_refuses_values_of_the_wrong_type(tmp_path, capsys):
+    rc, _, out, err = convert(tmp_path, capsys, {"max_steps": "many"})
+    assert rc == 2 and out == "" and err.strip().endswith("max_steps='many' is not a number; fix the file")
+
+
+def test_refuses_what_tempering_refuses(tmp_path, capsys):
+    rc, _, out, err = convert(tmp_path, capsys, {"num_generations": 0})
+    assert rc == 2 and out == "" and "rollout.group_size" in err
+
+
+@pytest.mark.parametrize(
+    "override,hint",
+    [
+        ("num_generations=8", "'num_generations' is TRL's name: write rollout.group_size=8"),
+        ("learning_rate=0.000001", "'learning_rate' is TRL's name: write optim.lr=1e-06"),
+        ("loss_type=grpo", "write loss.loss_agg=seq-mean-token-mean"),
+        ("scale_rewards=false", "write loss.advantage=dr_grpo"),
+        ("loss_type=cispo", "'loss_type' is TRL's name for loss.loss_agg, but loss_type='cispo' has none"),
+        ("rollout.epsilon=0.1", "'epsilon' is TRL's name: write loss.clip_low=0.1"),
+        ("max_steps=abc", "'max_steps' is TRL's name for run.steps"),
+        ("per_device_train_batch_size=4", "no equivalent here: a step here is rollout.prompts_per_step prompts"),
+    ],
+)
+def test_unknown_key_names_tempering_key(override, hint):
+    with pytest.raises(ConfigError, match="unknown key") as e:
+        load_config(TrainConfig, None, [override])
+    assert hint in str(e.value)
+
+
+def test_hint_only_for_keys_the_verb_has():
+    from tempering.recipes.pretrain import PretrainConfig
+
+    with pytest.raises(ConfigError) as e:
+        load_config(PretrainConfig, None, ["num_generations=8"])
+    assert "TRL" not in str(e.value)
+
+
+def test_docs_name_every_key():
+    """Every mapped name, and every one that can change training, is in docs/from_trl.md."""
+    doc = (ROOT / "docs" / "from_trl.md").read_text()
+    for name in [*SAME, *(k for k, (_, inactive) in NONE.items() if inactive is not ANY)]:
+        assert f"`{name}" in doc, name
+
+
+# against TRL itself
+
+
+@pytest.fixture
+def grpo():
+    return pytest.importorskip("trl").GRPOConfig
+
+
+def fields(grpo) -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(grpo)}
+
+
+def test_every_name_is_a_grpo_config_field(grpo):
+    assert sorted(NAMES - set(fields(grpo))) == []
+
+
+def test_every_grpo_config_field_is_known(grpo):
+    assert sorted(set(fields(grpo)) - NAMES) == []
+
+
+def test_defaults_are_trls(grpo):
+    f = fields(grpo)
+    assert {k: f[k].default for k in DEFAULTS} == DEFAULTS
+
+
+def test_other_mapped_defaults_agree_with_temperings(grpo):
+    """Where DEFAULTS says nothing, TRL's default converts to tempering's own default."""
+    f, ours = fields(grpo), TrainConfig()
+    for name in set(SAME) - set(DEFAULTS) - {"output_dir", "save_total_limit"}:
+        keys, _, _, _ = from_trl({name: f[name].default, "use_vllm": True})  # use_vllm: the vllm_* keys count
+        section, *rest = SAME[name].split(".")
+        here = getattr(ours, section)
+        for part in rest:
+            here = getattr(here, part)
+        value = keys[SAME[name]]
+        assert here == (tuple(value) if isinstance(value, list) else value) or name == "use_vllm", name
+
+
+def test_trls_own_defaults_convert(grpo, tmp_path, capsys):
+    """A whole GRPOConfig as asdict dumps it: every key known, the result a valid tempering config."""
+    full = json.loads(json.dumps(dataclasses.asdict(grpo(output_dir=str(tmp_path), use_cpu=True)), default=str))
+    keys, mapped, missing, inert = from_trl(full)
+    assert len(mapped) + sum(map(len, missing.values())) + inert == len(full)
+    assert keys["rollout.group_size"] == 8 and keys["optim.lr"] == 1e-6 and keys["loss.clip_high"] == 0.2
+    rc, cfg, _, err = convert(tmp_path, capsys, full, ".json")
+    assert rc == 0, err
+    assert cfg["run"]["out_dir"] == str(tmp_path)
+    assert "lr_scheduler_type='linear'" in err and "per_device_train_batch_size=8" in err
