@@ -7,6 +7,7 @@ The method is `tempering.methods.rl` (credit from `loss.advantage`) on the one t
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import Field, model_validator
@@ -47,6 +48,7 @@ def trainer(
     return Trainer(cfg, method or rl.build, family, resume, world, strategy, overwrite)
 
 
-def train(cfg: TrainConfig | dict, **kwargs: Any) -> dict[str, Any]:
-    """Run the RL recipe from Python (the arguments of `trainer`); returns the start and final held-out metrics."""
-    return asyncio.run(trainer(cfg, **kwargs).run())
+def train(cfg: TrainConfig | dict, callbacks: Sequence[Any] = (), **kwargs: Any) -> dict[str, Any]:
+    """Run the RL recipe from Python (the arguments of `trainer`); returns the start and final held-out metrics.
+    `callbacks` see every step's and evaluation's metrics and may stop the run (`Trainer.run`)."""
+    return asyncio.run(trainer(cfg, **kwargs).run(callbacks))

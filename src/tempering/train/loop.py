@@ -17,6 +17,7 @@ import inspect
 import signal
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -762,10 +763,19 @@ class Trainer:
         """The run reached `run.steps` and exported its final model (a resume has nothing to do)."""
         return self.step_no >= self.cfg.run.steps and (Path(self.cfg.run.out_dir) / "final" / "config.json").is_file()
 
-    async def run(self) -> dict[str, Any]:
+    async def run(self, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
         """Train to `run.steps` (evaluating and checkpointing on schedule), export, plot. A finished run
-        says so and returns its start and final evaluations from its metrics."""
+        says so and returns its start and final evaluations from its metrics.
+
+        `callbacks`: objects with `on_step_end(step, metrics)` and/or `on_evaluation(step, metrics)`; a true
+        return stops the run after that step with a checkpoint (`--resume` continues it), and the history
+        then has `stopped_at` instead of `final`."""
         try:
+            for cb in callbacks:
+                if not (hasattr(cb, "on_step_end") or hasattr(cb, "on_evaluation")):
+                    raise UserError(
+                        f"callback {cb!r} has neither on_step_end(step, metrics) nor on_evaluation(step, metrics)"
+                    )
             if self.finished:
                 if self.ranks.is_main:
                     out = self.cfg.run.out_dir
@@ -774,7 +784,7 @@ class Trainer:
                         f"--resume {out} run.steps=N (N > {self.step_no})"
                     )
                 return self.ranks.share(self._history() if self.ranks.is_main else None)
-            return await self._run()
+            return await self._run(list(callbacks))
         finally:
             self.close()
 
@@ -794,7 +804,13 @@ class Trainer:
             out["final"] = {k: v for k, v in rows[-1].items() if k != "step"}
         return out
 
-    async def _run(self) -> dict[str, Any]:
+    def _tell(self, callbacks: list[Any], hook: str, metrics: dict[str, Any]) -> bool:
+        """Every callback's `hook(step, metrics)`, each with its own copy; True when one asks to stop
+        (rank 0's callbacks decide for all ranks)."""
+        asked = [bool(getattr(cb, hook)(self.step_no, dict(metrics))) for cb in callbacks if hasattr(cb, hook)]
+        return bool(self.ranks.share(any(asked)))
+
+    async def _run(self, callbacks: list[Any]) -> dict[str, Any]:
         c = self.cfg.run
         history: dict[str, Any] = {}
         report = Reporter(
@@ -810,6 +826,7 @@ class Trainer:
             final_eval_prompts=len(self.heldout_tasks),
         )
         report.summary(self.summary())
+        asked = False  # by a callback, to stop after this step
         if self.step_no > 0 and "start" in (earlier := self._history() if self.ranks.is_main else {}):
             history["start"] = earlier["start"]  # a resumed run's table starts where the run did
         if self.step_no == 0 and c.eval_on_start:
@@ -818,10 +835,18 @@ class Trainer:
             self.log.log(0, first)
             history["start"] = first
             report.evaluation(0, first, len(self.heldout_tasks), "start evaluation", time.perf_counter() - t0)
+            asked = self._tell(callbacks, "on_evaluation", first)
         with report, StopAtStepEnd(enabled=self.ranks.size == 1) as stop:
             while self.step_no < c.steps:
+                drained = self.pipeline is None or self.pipeline.drained_at(self.step_no)
+                if asked and drained:
+                    self.save()
+                    self.log.plot()
+                    self.log.close()
+                    return history | {"stopped_at": self.step_no}
                 m = (await self.step()).metrics
                 report.step(self.step_no, m)
+                asked = self._tell(callbacks, "on_step_end", m) or asked
                 if stop.requested and (self.pipeline is None or self.pipeline.drained_at(self.step_no)):
                     self.save()
                     self.log.plot()
@@ -836,6 +861,7 @@ class Trainer:
                     self.log.log(self.step_no, ev)
                     report.evaluation(self.step_no, ev, int(ev["eval/n"]), seconds=time.perf_counter() - t0)
                     self.log.plot()
+                    asked = self._tell(callbacks, "on_evaluation", ev) or asked
                 if c.checkpoint_every and self.step_no % c.checkpoint_every == 0:
                     self.save()
                     self.log.plot()
@@ -843,6 +869,7 @@ class Trainer:
         self.log.log(self.step_no, final)
         report.evaluation(self.step_no, final, len(self.heldout_tasks), "final evaluation")
         history["final"] = final
+        self._tell(callbacks, "on_evaluation", final)
         self.save()
         self.export(Path(c.out_dir) / "final")
         self.log.plot()
