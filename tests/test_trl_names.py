@@ -11,7 +11,7 @@ import yaml
 from tempering.cli import main
 from tempering.config import ConfigError, load_config
 from tempering.recipes.train import TrainConfig
-from tempering.trl_names import ANY, DEFAULTS, NAMES, NONE, SAME, from_trl
+from tempering.trl_names import ANY, DEFAULTS, NAMES, NONE, RETIRED, SAME, from_trl
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,7 +88,10 @@ def test_switches_read_only_with_another(tmp_path, capsys):
 def test_refuses_keys_trl_does_not_have(tmp_path, capsys):
     rc, _, out, err = convert(tmp_path, capsys, {"num_generations": 8, "warmup_ratio": 0.1, "lr": 1e-6})
     assert rc == 2 and out == ""
-    assert err.strip().endswith("not GRPOConfig fields: lr, warmup_ratio; fix or remove them")
+    assert err.strip().endswith(
+        "not GRPOConfig fields: lr, warmup_ratio (warmup_ratio is older TRL's; today's warmup_steps below 1 is the "
+        "ratio, optim.warmup_steps here counts steps); fix or remove them"
+    )
 
 
 def test_refuses_values_of_the_wrong_type(tmp_path, capsys):
@@ -111,6 +114,7 @@ def test_refuses_what_tempering_refuses(tmp_path, capsys):
         ("loss_type=cispo", "'loss_type' is TRL's name for loss.loss_agg, but loss_type='cispo' has none"),
         ("rollout.epsilon=0.1", "'epsilon' is TRL's name: write loss.clip_low=0.1"),
         ("max_steps=abc", "'max_steps' is TRL's name for run.steps"),
+        ("warmup_ratio=0.1", "'warmup_ratio' is older TRL's; today's warmup_steps below 1 is the ratio"),
         ("per_device_train_batch_size=4", "no equivalent here: a step here is rollout.prompts_per_step prompts"),
     ],
 )
@@ -149,6 +153,10 @@ def fields(grpo) -> dict[str, dataclasses.Field]:
 
 def test_every_name_is_a_grpo_config_field(grpo):
     assert sorted(NAMES - set(fields(grpo))) == []
+
+
+def test_retired_names_are_not_fields(grpo):
+    assert sorted(set(RETIRED) & set(fields(grpo))) == []
 
 
 def test_every_grpo_config_field_is_known(grpo):

@@ -264,6 +264,11 @@ evaluation datasets, vLLM server plumbing; none changes what is trained."""
 NAMES = frozenset(SAME) | frozenset(NONE) | MACHINERY
 """Every GRPOConfig field this table knows (TRL 1.x)."""
 
+RETIRED = {
+    "warmup_ratio": "older TRL's; today's warmup_steps below 1 is the ratio, optim.warmup_steps here counts steps"
+}
+"""Names GRPOConfig no longer has, which TRL users still write."""
+
 
 def hint(name: str, value: Any, has: Callable[[str], bool]) -> str | None:
     """What to write instead of a TRL name given as a tempering key (`has`: the schema has this key), or None."""
@@ -279,6 +284,8 @@ def hint(name: str, value: Any, has: Callable[[str], bool]) -> str | None:
         return f"{name!r} is TRL's, with no equivalent here: {NONE[name][0]}"
     if name in MACHINERY:
         return f"{name!r} is an option of TRL's Trainer, with no equivalent here"
+    if name in RETIRED:
+        return f"{name!r} is {RETIRED[name]}"
     return None
 
 

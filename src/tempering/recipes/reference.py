@@ -11,7 +11,7 @@ import yaml
 from tempering.config import build, describe
 from tempering.errors import UserError
 from tempering.recipes.verbs import configured, schema
-from tempering.trl_names import from_trl
+from tempering.trl_names import RETIRED, from_trl
 
 
 def markdown(verb: str) -> str:
@@ -57,7 +57,8 @@ def trl_yaml(path: Path) -> str:
     try:
         keys, mapped, missing, inert = from_trl(trl)
     except KeyError as e:
-        raise UserError(f"{path}: not GRPOConfig fields: {e.args[0]}; fix or remove them") from None
+        retired = "".join(f" ({k} is {why})" for k, why in RETIRED.items() if k in trl)
+        raise UserError(f"{path}: not GRPOConfig fields: {e.args[0]}{retired}; fix or remove them") from None
     except ValueError as e:
         raise UserError(f"{path}: {e}; fix the file") from None
     data: dict = {}
