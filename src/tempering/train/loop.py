@@ -769,7 +769,8 @@ class Trainer:
 
         `callbacks`: objects with `on_step_end(step, metrics)` and/or `on_evaluation(step, metrics)`; a true
         return stops the run after that step with a checkpoint (`--resume` continues it), and the history
-        then has `stopped_at` instead of `final`."""
+        then has `stopped_at` instead of `final`; with asynchronous rollouts, at the first step after it where
+        the pipeline drains (nothing in flight: evaluation and checkpoint steps)."""
         try:
             for cb in callbacks:
                 if not (hasattr(cb, "on_step_end") or hasattr(cb, "on_evaluation")):
