@@ -809,7 +809,7 @@ class Trainer:
         """Every callback's `hook(step, metrics)`, each with its own copy; True when one asks to stop
         (rank 0's callbacks decide for all ranks)."""
         asked = [bool(getattr(cb, hook)(self.step_no, dict(metrics))) for cb in callbacks if hasattr(cb, hook)]
-        return bool(self.ranks.share(any(asked)))
+        return bool(self.ranks.share(any(asked))) if callbacks else False  # no broadcast per step without any
 
     async def _run(self, callbacks: list[Any]) -> dict[str, Any]:
         c = self.cfg.run
