@@ -239,7 +239,7 @@ def _real_module(name: str):
         return None
     try:
         return importlib.import_module(name)
-    except Exception:
+    except ImportError:
         return None
 
 

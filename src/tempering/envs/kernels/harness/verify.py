@@ -255,7 +255,7 @@ class Peer:
             return
         try:
             self.chan.send({"op": "end"})
-        except Exception:
+        except wire.PeerGone:  # it already ended; it is reaped below
             pass
         for _ in range(200):
             pid, status = os.waitpid(self.pid, os.WNOHANG)
