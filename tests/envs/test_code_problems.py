@@ -6,13 +6,20 @@ import gzip
 import json
 import pickle
 import zlib
+from pathlib import Path
 
 import pytest
 
 from tempering.envs.code import load_problems
 from tempering.envs.code.formats import LCB_PRELUDE
-from tempering.envs.code.problems import SAMPLES
+from tempering.envs.code.problems import SAMPLES, Skipped
 from tempering.errors import UserError
+
+MBPP_SHAPES = Path(__file__).with_name("data") / "mbpp_shapes.jsonl"
+"""Records written for these tests in the shapes of real MBPP records that once failed (the original
+file ships in no package the tests can install): a solution that defines a builtin's name (as MBPP
+126 defines `sum`), setup code that builds trees of the solution's `Node` class (MBPP 367 and 927),
+CRLF line ends and tabs (as MBPP's code has), and a record whose test calls only builtins."""
 
 GOOD = {"id": "p", "prompt": 'def f(x):\n    """Double x.\n    >>> f(2)\n    4\n    """\n', "entry_point": "f"}
 GOOD["tests"] = ["assert f(2) == 4", "assert f(-1) == -2"]
@@ -69,6 +76,25 @@ def test_mbpp_sample_keeps_setup_code_and_shows_the_first_test():
     assert tree.tests[1].text not in tree.prompt
     assert problems["9001"].entry_point == "shared_elements"  # `set(...)` around the call is a builtin
     assert problems["9005"].prompt.count("Fibonacci") == 1  # the sanitized release's `prompt` field
+
+
+def test_mbpp_records_shaped_like_the_real_files_odd_ones(capsys):
+    skipped = []
+    problems = {p.id: p for p in load_problems(MBPP_SHAPES, skipped=skipped)}
+    assert sorted(problems) == ["8126", "8367"]
+    assert problems["8126"].entry_point == "sum"  # the solution's own `sum`, though a builtin's name
+    tree = problems["8367"]
+    assert tree.entry_point == "count_leaves" and tree.setup.startswith("root = Node(1)")
+    # a record no test of which calls a function of the solution is left out, by id and reason, loudly
+    why = "the first test 'assert len([1, 2]) == 2' calls no function of the solution."
+    assert skipped == [Skipped(f"{MBPP_SHAPES}:3", "8999", why)]
+    assert f"skipped 1 of 3 records that cannot be judged (8999: {why})" in capsys.readouterr().err
+
+
+def test_a_file_with_no_judgeable_record_is_an_error(tmp_path):
+    record = json.loads(MBPP_SHAPES.read_text().splitlines()[2])
+    with pytest.raises(UserError, match=r"none of its 2 records can be judged \(.*p.jsonl:1: the first test"):
+        load_problems(write(tmp_path, record, {**record, "task_id": 2}))
 
 
 def test_livecodebench_sample_public_and_private_tests():

@@ -7,7 +7,8 @@ FILE is the built-in set when left out, else a local HumanEval, MBPP, LiveCodeBe
 (JSONL, JSON array, or gzipped). Completions are HumanEval's sample format, one JSON object per line
 with `task_id` and `completion`; each completion is assembled the way the problem's benchmark does
 (HumanEval: prompt + completion). pass@k uses HumanEval's unbiased estimator, for each k that every
-scored problem has at least k completions for.
+scored problem has at least k completions for (a note names each k left out). Records that cannot
+be judged are skipped with a warning naming them (see tempering.envs.code.problems).
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import argparse
 import asyncio
 import json
 from collections import Counter
+from collections.abc import Collection
 from pathlib import Path
 
 from tempering.envs.code.env import Grade, grade
-from tempering.envs.code.problems import BUILTIN, FORMATS, CodeProblem, load_problems
+from tempering.envs.code.problems import BUILTIN, FORMATS, CodeProblem, Skipped, load_problems
 from tempering.errors import UserError
 from tempering.metrics import pass_at_k
 from tempering.progress import progress_bar
@@ -41,13 +43,14 @@ async def grade_all(sandbox: Sandbox, jobs: list[tuple[CodeProblem, str]], label
         return list(await asyncio.gather(*(one(p, a) for p, a in jobs)))
 
 
-def read_completions(path: Path, problems: dict[str, CodeProblem]) -> list[dict]:
-    """The rows of a completions file; UserError naming the line of a bad or unknown row."""
+def read_completions(path: Path, problems: dict[str, CodeProblem], skipped: Collection[str] = ()) -> list[dict]:
+    """The rows of a completions file; UserError naming the line of a bad or unknown row. Rows for
+    problems the loader skipped (they cannot be judged) are left out, and counted in a note."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"cannot read completions from {path}: {e}") from e
-    rows = []
+    rows, dropped = [], 0
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -57,9 +60,14 @@ def read_completions(path: Path, problems: dict[str, CodeProblem]) -> list[dict]
             raise UserError(f"{path}:{n}: not valid JSON ({e.msg} at column {e.colno}).") from None
         if not isinstance(row, dict) or not isinstance(row.get("completion"), str) or "task_id" not in row:
             raise UserError(f"{path}:{n}: expected an object with 'task_id' and 'completion' (a string).")
+        if str(row["task_id"]) in skipped:
+            dropped += 1
+            continue
         if str(row["task_id"]) not in problems:
             raise UserError(f"{path}:{n}: task_id {row['task_id']!r} is not a problem of the problem file.")
         rows.append(row)
+    if dropped:
+        print(f"note: {dropped} completions are for problems skipped as unjudgeable, and are not scored.")
     if not rows:
         raise UserError(f"{path} holds no completions: one JSON object per line, with task_id and completion.")
     return rows
@@ -80,9 +88,11 @@ def summarise(rows: list[dict], ks: list[int]) -> dict:
 
 
 def cmd_check(args) -> int:
-    problems = load_problems(args.file or BUILTIN, args.format)
+    skipped: list[Skipped] = []
+    problems = load_problems(args.file or BUILTIN, args.format, skipped=skipped)
     formats = Counter(p.format for p in problems)
-    print(f"{len(problems)} problems ({', '.join(f'{n} {f}' for f, n in formats.items())})")
+    left_out = f"; {len(skipped)} records skipped, they cannot be judged (see the warning)" if skipped else ""
+    print(f"{len(problems)} problems ({', '.join(f'{n} {f}' for f, n in formats.items())}){left_out}")
     with_ref = [p for p in problems if p.solution]
     sandbox = Sandbox(backend=args.backend, concurrency=args.concurrency)
     grades = asyncio.run(grade_all(sandbox, [(p, p.solution) for p in with_ref], "references", public=True))
@@ -108,9 +118,12 @@ def cmd_check(args) -> int:
 
 
 def cmd_score(args) -> int:
-    problems = {p.id: p for p in load_problems(args.file, args.format, args.test_timeout, args.time_budget)}
+    skipped: list[Skipped] = []
+    loaded = load_problems(args.file, args.format, args.test_timeout, args.time_budget, skipped=skipped)
+    problems = {p.id: p for p in loaded}
+    left_out = {s.id for s in skipped}
     path = Path(args.completions)
-    rows = read_completions(path, problems)
+    rows = read_completions(path, problems, left_out)
     try:
         ks = sorted({int(k) for k in args.k.split(",")})
     except ValueError:
@@ -137,6 +150,13 @@ def cmd_score(args) -> int:
     missing = len(problems) - summary["problems"]
     for key, value in summary.items():
         print(f"{key:<12} {value:.4f}" if isinstance(value, float) else f"{key:<12} {value}")
+    unreported = [k for k in ks if f"pass@{k}" not in summary]
+    if unreported:
+        least = min(Counter(str(v["task_id"]) for v in verdicts).values())
+        print(
+            f"note: pass@{', pass@'.join(map(str, unreported))} not reported: some problem has only {least} "
+            "completion(s), and pass@k needs at least k for every problem."
+        )
     if missing:
         print(f"note: {missing} of the file's {len(problems)} problems have no completion and are not scored.")
     print(f"verdicts: {out}")

@@ -4,9 +4,17 @@
   prompt, as HumanEval's harness does; the reward test is the benchmark's `check(candidate)` as
   written (its loops, tolerances and helpers included). Public tests: the prompt's `>>>` examples.
 - MBPP (`task_id, text | prompt, code, test_list, test_setup_code`, the sanitized release's
-  `test_imports`): the answer alone is the program, `test_setup_code` and the imports run before
-  the tests, each line of `test_list` is one reward test. The prompt shows the first test (as
-  EvalPlus does), which is also the public test. `challenge_test_list` is kept but not run.
+  `test_imports`): the answer alone is the program; as in MBPP's own harness, `test_setup_code` and
+  the imports run after it, in its namespace (MBPP 367 and 927 build trees of the answer's `Node`
+  class there), then each line of `test_list` is one reward test. The entry point is the first
+  function the first test calls that the reference solution defines, a builtin's name included
+  (MBPP 126 defines `sum`); without a reference, the first call of a name that is not a builtin.
+  The prompt shows the first test (as EvalPlus does), which is also the public test.
+  `challenge_test_list` is kept but not run.
+
+A record whose fields are well formed but that cannot be judged (a test that calls no function,
+an entry point its prompt does not define, no test cases) raises Unjudgeable: the loader skips it
+with a warning. A field of the wrong type or a missing one is an error (the file is not in that format).
 - LiveCodeBench (`question_id, question_content, starter_code, public_test_cases,
   private_test_cases, metadata, difficulty`): stdin tests make a program problem (output compared
   line by line, numbers as decimals); functional (LeetCode) tests call `Solution().<func_name>`.
@@ -33,6 +41,7 @@ from tempering.envs.code.problems import (
     defines,
     doctest_tests,
 )
+from tempering.errors import UserError
 
 MBPP_INSTRUCTION = "Write a Python function for the task below. Reply with the code in a ```python code block.\n\n"
 PROGRAM_INSTRUCTION = (
@@ -56,11 +65,11 @@ def parse_humaneval(data: object, where: str) -> CodeProblem:
     r = Record(data, where, ("task_id", "prompt", "entry_point", "test"))
     pid, prompt, entry, test = (r.get(k, str) for k in ("task_id", "prompt", "entry_point", "test"))
     if not entry.isidentifier():
-        raise r.fail(f"field 'entry_point' {entry!r} is not a Python name.")
+        raise r.unjudgeable(f"field 'entry_point' {entry!r} is not a Python name.")
     if not defines(prompt, entry):
-        raise r.fail(f"field 'prompt' does not define `def {entry}(...)` (the entry_point).")
+        raise r.unjudgeable(f"field 'prompt' does not define `def {entry}(...)` (the entry_point).")
     if not defines(test, "check"):
-        raise r.fail("field 'test' does not define `def check(candidate)`.")
+        raise r.unjudgeable("field 'test' does not define `def check(candidate)`.")
     return CodeProblem(
         id=pid,
         prompt=FUNCTION_INSTRUCTION + prompt,
@@ -75,12 +84,40 @@ def parse_humaneval(data: object, where: str) -> CodeProblem:
     )
 
 
-def _called_function(test: str) -> str:
-    """The first function a test line calls that is not a builtin: MBPP's entry point."""
-    for node in ast.walk(ast.parse(test)):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not hasattr(builtins, node.func.id):
-            return node.func.id
-    return ""
+def _bound_names(code: str) -> set[str]:
+    """The names a program binds at module level (def, class, assignment, import, also under
+    if / try / with / for); empty when it does not parse."""
+    try:
+        todo: list[ast.AST] = list(ast.parse(code).body)
+    except (SyntaxError, ValueError):
+        return set()
+    names: set[str] = set()
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        else:
+            for name in ("body", "orelse", "finalbody", "handlers"):
+                todo.extend(x for x in getattr(node, name, []) if isinstance(x, ast.AST))
+    return names
+
+
+def _called_function(test: str, solution: str) -> str:
+    """MBPP's entry point: the first name the test calls (in reading order) that the solution
+    defines, builtins' names included; without such a name, the first that is not a builtin."""
+    calls = [
+        (n.lineno, n.col_offset, n.func.id)
+        for n in ast.walk(ast.parse(test))
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    ]
+    names = [name for _, _, name in sorted(calls)]
+    defined = _bound_names(solution)
+    return next((n for n in names if n in defined), "") or next((n for n in names if not hasattr(builtins, n)), "")
 
 
 def parse_mbpp(data: object, where: str) -> CodeProblem:
@@ -90,15 +127,21 @@ def parse_mbpp(data: object, where: str) -> CodeProblem:
     if not text:
         raise r.fail("missing field 'text' (the original release) or 'prompt' (the sanitized one).")
     tests = r.get("test_list", list)
-    if not tests or not all(isinstance(t, str) for t in tests):
-        raise r.fail("field 'test_list' must be a non-empty list of assert lines.")
+    if not all(isinstance(t, str) for t in tests):
+        raise r.fail("field 'test_list' must be a list of assert lines (strings).")
+    if not tests:
+        raise r.unjudgeable("field 'test_list' is empty: there is nothing to judge.")
     for i, t in enumerate(tests):
-        check_statements(t, f"{where}: field 'test_list'[{i}]")
+        try:
+            check_statements(t, f"field 'test_list'[{i}]")
+        except UserError as e:
+            raise r.unjudgeable(str(e)) from None
     imports = r.get("test_imports", list, [])
     setup = "\n".join([r.get("test_setup_code", str, ""), *map(str, imports)]).strip()
-    entry = _called_function(tests[0])
+    solution = r.get("code", str, "")
+    entry = _called_function(tests[0], solution)
     if not entry:
-        raise r.fail(f"the first test {tests[0]!r} calls no function of the solution.")
+        raise r.unjudgeable(f"the first test {tests[0]!r} calls no function of the solution.")
     cases = tuple(Test(text=t.strip(), source=t.strip()) for t in tests)
     return CodeProblem(
         id=str(pid),
@@ -107,7 +150,7 @@ def parse_mbpp(data: object, where: str) -> CodeProblem:
         public_tests=cases[:1],
         entry_point=entry,
         setup=setup + "\n" if setup else "",
-        solution=r.get("code", str, ""),
+        solution=solution,
         difficulty=3,
         test_timeout_s=3.0,
         extra=r.extra(),
@@ -148,10 +191,10 @@ def parse_livecodebench(data: object, where: str) -> CodeProblem:
     starter = r.get("starter_code", str, "")
     public, private = _lcb_cases(r, "public_test_cases"), _lcb_cases(r, "private_test_cases")
     if not public + private:
-        raise r.fail("has no test cases (public_test_cases and private_test_cases are empty).")
+        raise r.unjudgeable("has no test cases (public_test_cases and private_test_cases are empty).")
     kinds = {c.get("testtype", "stdin") for c in public + private}
     if len(kinds) != 1 or not kinds <= {"stdin", "functional"}:
-        raise r.fail(f"test cases must all be 'stdin' or all 'functional', got {sorted(map(str, kinds))}.")
+        raise r.unjudgeable(f"test cases must all be 'stdin' or all 'functional', got {sorted(map(str, kinds))}.")
     metadata = r.get("metadata", (str, dict), {})
     if isinstance(metadata, str):
         try:
@@ -182,14 +225,14 @@ def parse_livecodebench(data: object, where: str) -> CodeProblem:
         )
     func = metadata.get("func_name") if isinstance(metadata, dict) else None
     if not isinstance(func, str) or not func.isidentifier():
-        raise r.fail("functional test cases need metadata.func_name, the method of `Solution` under test.")
+        raise r.unjudgeable("functional test cases need metadata.func_name, the method of `Solution` under test.")
     cases = []
     for c in public + private:
         try:
             args = [json.loads(line) for line in c["input"].split("\n") if line.strip()]
             expected = json.loads(c["output"])
         except json.JSONDecodeError:
-            raise r.fail("a functional test case's input lines and output must each be JSON.") from None
+            raise r.unjudgeable("a functional test case's input lines and output must each be JSON.") from None
         call = f"Solution().{func}({', '.join(map(repr, args))})"
         # LiveCodeBench compares with ==, after turning a returned tuple into a list
         source = f"assert (lambda r: list(r) if isinstance(r, tuple) else r)({call}) == {expected!r}"

@@ -6,9 +6,10 @@ forged report. So the candidate runs in a child process, and the tests run here,
 
 - the judge reads the tests from stdin (they are never on disk where the candidate could read them)
   and makes itself non-dumpable (a process of the same user cannot read its memory or its fds);
-- function problems: the child loads solution.py; the tests run in the judge as the benchmark wrote
-  them (HumanEval's `check(candidate)`, MBPP's asserts) against stand-ins (`Remote`) for the
-  solution's names, each call going to the child. Arguments go down pickled; results come back as
+- function problems: the child loads solution.py, then runs the problem's setup code in the same
+  namespace (as MBPP's harness does: it may build objects of the solution's classes); the tests run
+  in the judge as the benchmark wrote them (HumanEval's `check(candidate)`, MBPP's asserts) against
+  stand-ins (`Remote`) for the names of that namespace, each call going to the child. Arguments go down pickled; results come back as
   data (numbers, strings, containers, Counter, defaultdict, Fraction, Decimal, ...) rebuilt here
   from JSON, so no object of the candidate's ever reaches the judge and `==` is Python's own. Any
   other object stays in the child and is a handle here (calls and attributes still go through);
@@ -136,13 +137,15 @@ def _remote(target):  # the judge pickles its handles on the solution's objects 
 
 
 setup = json.loads(requests.readline())["setup"]
+stage = "solution"
 try:
     exec(compile(open("solution.py").read(), "solution.py", "exec"), ns)
+    stage = "setup"
     exec(compile(setup, "<setup>", "exec"), ns)
     names = {k: "module " + v.__name__ if isinstance(v, types.ModuleType) else "value"
              for k, v in list(ns.items()) if not k.startswith("__")}
 except BaseException:
-    send({"load_error": failure()})
+    send({"load_error": failure(), "stage": stage})
     raise SystemExit(0)
 send({"names": names})
 for line in requests:
@@ -307,7 +310,10 @@ class Solution:
         reply = self._exchange({"setup": self.setup})
         if "load_error" in reply:
             err = reply["load_error"] if isinstance(reply["load_error"], dict) else {}
-            raise SolutionFailed("runtime_error", str(err.get("error", "the solution did not load")))
+            text = str(err.get("error", "the solution did not load"))
+            if reply.get("stage") == "setup":
+                text = f"the problem's setup code, which runs after your code, failed:\n{text}"
+            raise SolutionFailed("runtime_error", text)
         names = reply.get("names")
         if not isinstance(names, dict):
             raise self._broken("the solution's process broke the judge's protocol")
@@ -484,7 +490,11 @@ class Judge:
                 module = types.ModuleType("__task__")
                 sys.modules["__task__"] = module
                 self.ns = module.__dict__
-                exec(compile(self.spec["prefix"] + "\n" + self.spec["setup"], "<problem>", "exec"), self.ns)
+                # the setup runs in the solution's namespace; only its imports run here too, so that
+                # the modules the tests use are the judge's own
+                imports = [n for n in ast.parse(self.spec["setup"]).body if isinstance(n, (ast.Import, ast.ImportFrom))]
+                exec(compile(self.spec["prefix"], "<problem>", "exec"), self.ns)
+                exec(compile(ast.Module(imports, []), "<setup>", "exec"), self.ns)
         except Exception as e:
             return self._load_failed(report, "problem_error", f"the problem's own code failed: {type(e).__name__}: {e}")
         try:

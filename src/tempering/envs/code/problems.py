@@ -15,6 +15,11 @@ statements; they decide the reward and are never shown to the policy). Optional:
 (1 easiest .. 5), `solution` (a reference, never shown), `float_tol` (`assert a == b` tests match
 floats within it, default 1e-6), `test_timeout_s` (per test, default 2), `time_budget_s` (the
 whole problem, default 60). A malformed file is an error naming the line and the field.
+
+A benchmark record that is well formed but cannot be judged (its test calls no function, its
+entry point is not defined, it has no tests; see formats.py) is skipped with a warning naming its
+id and the reason, so that one such record never blocks the rest of its file; a file none of whose
+records can be judged is an error.
 """
 
 from __future__ import annotations
@@ -83,7 +88,8 @@ class CodeProblem:
     prefix: str = ""
     """Code placed before the answer, as the benchmark's harness does (HumanEval: the prompt)."""
     setup: str = ""
-    """Code run after the answer and before the tests, in both processes (MBPP's test_setup_code)."""
+    """Code run after the answer and before the tests, in the answer's namespace (MBPP's test_setup_code:
+    it may build objects of the answer's classes); the tests see the names it defines."""
     solution: str = ""
     """Reference answer, assembled like any answer (for checking the problem set; never shown)."""
     difficulty: int = 1
@@ -144,6 +150,21 @@ def check_statements(text: str, what: str) -> None:
         raise UserError(f"{what} {text!r} has no assert, so it can never fail: write it as `assert ...`.")
 
 
+class Unjudgeable(UserError):
+    """A well-formed benchmark record that cannot be judged: skipped with a warning, never blocking its file."""
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A record left out of a problem file, and why."""
+
+    where: str
+    """The file and line (or array index)."""
+    id: str
+    """The record's id, as the benchmark spells it ("" when it has none)."""
+    reason: str
+
+
 class Record:
     """One record of a problem file, with field checks that name the place and the field."""
 
@@ -164,6 +185,9 @@ class Record:
 
     def fail(self, message: str) -> UserError:
         return UserError(f"{self.where}: {message}")
+
+    def unjudgeable(self, message: str) -> Unjudgeable:
+        return Unjudgeable(f"{self.where}: {message}")
 
     def extra(self) -> dict:
         return {k: v for k, v in self.data.items() if k not in self.used}
@@ -269,9 +293,12 @@ def load_problems(
     format: str = "auto",
     test_timeout_s: float | None = None,
     time_budget_s: float | None = None,
+    skipped: list[Skipped] | None = None,
 ) -> list[CodeProblem]:
     """Every problem of a local file (`format` auto: told by the first record's fields). The time
-    limits, when given, replace each problem's own. UserError naming the place and the field."""
+    limits, when given, replace each problem's own. UserError naming the place and the field.
+    Records that cannot be judged are left out with one warning line naming them (appended to
+    `skipped` when given); UserError when no record is left."""
     if format not in FORMATS:
         raise UserError(f"unknown code problem format {format!r}: use one of {', '.join(FORMATS)}.")
     for name, value in (("test_timeout_s", test_timeout_s), ("time_budget_s", time_budget_s)):
@@ -284,12 +311,38 @@ def load_problems(
     if format == "auto":
         format = detect(records[0][1], records[0][0])
     parse = parsers()[format]
-    problems, seen = [], {}
+    problems: list[CodeProblem] = []
+    seen: dict[str, str] = {}
+    left_out: list[Skipped] = []
     for where, record in records:
-        problem = parse(record, where)
+        try:
+            problem = parse(record, where)
+        except Unjudgeable as e:
+            rid = (
+                record.get("task_id", record.get("question_id", record.get("id", "")))
+                if isinstance(record, dict)
+                else ""
+            )
+            left_out.append(Skipped(where, str(rid), str(e).removeprefix(f"{where}: ")))
+            continue
         if problem.id in seen:
             raise UserError(f"{where}: problem id {problem.id!r} is also used at {seen[problem.id]}.")
         seen[problem.id] = where
         limits = {"test_timeout_s": test_timeout_s, "time_budget_s": time_budget_s}
         problems.append(replace(problem, format=format, **{k: v for k, v in limits.items() if v is not None}))
+    if skipped is not None:
+        skipped.extend(left_out)
+    if left_out and not problems:
+        reasons = "; ".join(f"{s.where}: {s.reason}" for s in left_out[:5])
+        raise UserError(f"{path}: none of its {len(records)} records can be judged ({reasons}).")
+    if left_out:
+        from tempering.progress import warn
+
+        warn(f"{path}: {describe_skipped(left_out, len(records))}")
     return problems
+
+
+def describe_skipped(left_out: list[Skipped], records: int) -> str:
+    """One line: how many records were left out, each id and why."""
+    each = "; ".join(f"{s.id or s.where}: {s.reason}" for s in left_out)
+    return f"skipped {len(left_out)} of {records} records that cannot be judged ({each})"
