@@ -118,13 +118,14 @@ def test_family_leaves_out_what_cannot_run_here_and_says_why(tmp_path):
 
     shutil.copytree(SAMPLES / "csv-revenue", tmp_path / "good")
     shutil.copytree(SAMPLES / "csv-revenue", tmp_path / "apt")
-    (tmp_path / "apt" / "environment" / "Dockerfile").write_text("FROM ubuntu:24.04\nRUN apt-get install -y jq\n")
+    apt = "FROM ubuntu:24.04\nRUN apt-get install -y tempering-absent-tool\nWORKDIR /app\n"
+    (tmp_path / "apt" / "environment" / "Dockerfile").write_text(apt)
     shutil.copytree(SAMPLES / "csv-revenue", tmp_path / "broken")
     (tmp_path / "broken" / "task.toml").write_text("[environment]\nmemory = '4G'\nmemory_mb = 2048\n")
     with pytest.warns(UserWarning, match="left out 2 bundle"):
         fam = TerminalFamily(str(tmp_path))
     assert [b.name for b in fam.bundles] == ["good"]
-    assert "needs Docker: Dockerfile line 1: base image 'ubuntu:24.04'" in fam.skipped["apt"]
+    assert "needs Docker: Dockerfile line 2: `RUN apt-get install -y tempering-absent-tool`" in fam.skipped["apt"]
     assert fam.skipped["broken"].startswith("invalid task.toml") and "conflicting memory" in fam.skipped["broken"]
 
 

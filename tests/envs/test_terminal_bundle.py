@@ -133,7 +133,7 @@ def test_other_files_are_kept(tmp_path):
         ("FROM docker.io/library/python:3.11\nWORKDIR /app\n", True),
         ("FROM --platform=linux/amd64 python:3.12 AS base\nWORKDIR /srv/task\nCOPY sales.csv data/\n", True),
         ("FROM python:3.12-slim\n", False),  # no working folder
-        ("FROM python:3.12-slim\nWORKDIR /app\nRUN pip install pandas\n", False),
+        ("FROM python:3.12-slim\nWORKDIR /app\nRUN pip install tempering-no-such-package\n", False),
         ("FROM ghcr.io/acme/python:3.12\nWORKDIR /app\n", False),
     ],
 )

@@ -90,7 +90,7 @@ def test_gold_verification_rejects_broken_bundles_at_the_right_stage(sandbox, se
     crash = good.files | {"solution/solve.sh": b"exit 3\n"}
     silent = good.files | {"tests/test.sh": b'python3 "$TESTS_DIR/test_outputs.py"\n'}
     lax = good.files | {"tests/test_outputs.py": b"pass\n"}
-    needs_docker = good.files | {"environment/Dockerfile": b"FROM ubuntu:24.04\nRUN apt-get install -y jq\n"}
+    needs_docker = good.files | {"environment/Dockerfile": b"FROM alpine:3.20\nRUN apk add jq\n"}
     cases = [wrong, crash, silent, lax, needs_docker]
     bundles = [type(good)(good.name, good.instruction, good.config, files) for files in cases]
     verdicts = _verify(sandbox, bundles)
@@ -99,7 +99,7 @@ def test_gold_verification_rejects_broken_bundles_at_the_right_stage(sandbox, se
     assert "exited with 3" in verdicts[1].summary
     assert "wrote no reward" in verdicts[2].summary
     assert "already pass" in verdicts[3].summary
-    assert "base image 'ubuntu:24.04'" in verdicts[4].summary
+    assert "base image 'alpine:3.20'" in verdicts[4].summary
 
 
 def test_local_image_follows_copy_and_env(seeds):

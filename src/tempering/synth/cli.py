@@ -21,15 +21,13 @@ import yaml
 
 from tempering.config import load_config
 from tempering.envs.terminal.bundle import Bundle, is_task_folder, load_bundles, write_bundle
-from tempering.envs.terminal.workspace import NeedsDocker, local_image
 from tempering.errors import UserError
-from tempering.synth.checks import check_bundle
 from tempering.synth.families import builtin_seeds
 from tempering.synth.generators import ChatConfig, LLMGenerator, MutatorGenerator
 from tempering.synth.loop import METHODS, BundleChecker, Report, SynthConfig, synthesize
 from tempering.synth.seeds import load_pass_rates, load_seeds
 from tempering.synth.task_seeds import TaskFamilySeed, TaskSeedChecker, load_task_seeds
-from tempering.synth.verify import make_verifier
+from tempering.synth.verify import check_one, make_verifier, short_reason
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -254,29 +252,24 @@ def check(argv: list[str]) -> int:
 
 async def _check_all(bundles: list[Bundle], verifier, backend: str) -> list[tuple[str, str, str]]:
     async def one(b: Bundle) -> tuple[str, str, str]:
-        problems = check_bundle(b)
-        if problems:
-            return b.name, "rejected (static)", "\n".join(map(str, problems))
-        if backend == "sandbox":
-            try:
-                local_image(b)
-            except NeedsDocker as e:
-                return b.name, "needs docker", str(e)
-        v = await verifier.verify(b)
-        return b.name, f"{'accepted' if v.accepted else 'rejected'} ({v.stage}, {v.backend})", v.summary
+        verdict, stage, why = await check_one(b, verifier, backend)
+        if verdict in ("accepted", "rejected"):
+            verdict += f" ({stage})" if stage == "static" else f" ({stage}, {verifier.backend})"
+        return b.name, verdict, why
 
     return list(await asyncio.gather(*(one(b) for b in bundles)))
 
 
 def _print_check_table(rows: list[tuple[str, str, str]], where: str) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     t = Table(title=f"tempering synth check {where}")
     for col in ("bundle", "verdict", "why"):
         t.add_column(col, overflow="fold")
-    for name, verdict, why in sorted(rows):
-        t.add_row(name, verdict, why.splitlines()[0][:200] if why else "")
+    for name, verdict, why in sorted(rows):  # the reason's first line, then the output's last lines: the cause
+        t.add_row(escape(name), escape(verdict), escape(short_reason(why)))
     Console().print(t)
 
 

@@ -4,20 +4,32 @@ Both backends run the same steps (`gold_steps`), for each step of the task in or
 the state before the step's solution and must write a reward below 1 (they write a reward on failure,
 and the step is not already solved); then the step's solution/solve.sh runs; then the tests must write
 reward 1. The sandbox backend emulates the environment locally (`Workspace`, Harbor's paths on the
-isolated backends); the Docker backend builds environment/Dockerfile (or pulls docker_image) and runs
+isolated backends) and runs the solution and the tests after it in one job (`Workspace.solve_then_test`),
+so that a service the solution starts in the background still answers the tests, as in Harbor's
+container; the Docker backend builds environment/Dockerfile (or pulls docker_image) and runs
 the same steps in containers (`DockerWorkspace`).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from tempering.envs.terminal.bundle import Bundle
 from tempering.envs.terminal.docker import BuildFailed, DockerWorkspace, docker_unreachable
-from tempering.envs.terminal.workspace import NeedsDocker, Workspace
+from tempering.envs.terminal.workspace import NeedsDocker, NeedsNetwork, Workspace, local_image
 from tempering.errors import UserError
 
-__all__ = ["DockerVerifier", "SandboxVerifier", "Verdict", "docker_unreachable", "gold_steps", "make_verifier"]
+__all__ = [
+    "DockerVerifier",
+    "SandboxVerifier",
+    "Verdict",
+    "check_one",
+    "docker_unreachable",
+    "gold_steps",
+    "make_verifier",
+    "short_reason",
+]
 
 
 @dataclass
@@ -42,6 +54,47 @@ def _tail(text: str, n: int = 1500) -> str:
     return text if len(text) <= n else "..." + text[-n:]
 
 
+_REFUSED = re.compile(
+    r"connection refused|ConnectionRefusedError|Errno 111|curl: \(7\)|Failed to connect to|ECONNREFUSED", re.I
+)
+
+
+def refused_connection(output: str) -> str:
+    """The verdict's hint when the tests failed on a refused connection (else "")."""
+    return " (connection refused: was a service expected to still run?)" if _REFUSED.search(output) else ""
+
+
+def short_reason(summary: str, tail_lines: int = 3, width: int = 400) -> str:
+    """A verdict's reason for one table cell: its first line and, when it carries the tests' or the
+    solution's output, the last lines of that output (the cause: an assertion, a refused connection)."""
+    if not summary:
+        return ""
+    head, _, rest = summary.partition("\n")
+    lines = [ln.strip() for ln in rest.splitlines() if ln.strip() and not ln.startswith("(the subprocess")]
+    out = head if not lines else f"{head} ... " + " / ".join(lines[-tail_lines:])
+    return out if len(out) <= width else out[: width - 3] + "..."
+
+
+async def check_one(bundle: Bundle, verifier, backend: str = "sandbox") -> tuple[str, str, str]:
+    """What `tempering synth check` and examples/harbor/run.py say of one bundle: (verdict, stage, why).
+    Static checks first (`rejected`, stage `static`), then, on the sandbox, whether it runs here
+    (`needs docker` / `needs network`, stage `environment`), then gold verification (`accepted` or
+    `rejected`, with the verdict's stage)."""
+    from tempering.synth.checks import check_bundle
+
+    if problems := check_bundle(bundle):
+        return "rejected", "static", "\n".join(map(str, problems))
+    if backend == "sandbox":
+        try:
+            local_image(bundle)
+        except NeedsNetwork as e:
+            return "needs network", "environment", str(e)
+        except NeedsDocker as e:
+            return "needs docker", "environment", str(e)
+    v = await verifier.verify(bundle)
+    return ("accepted" if v.accepted else "rejected"), v.stage, v.summary
+
+
 async def gold_steps(ws, bundle: Bundle, check_unsolved: bool = True, backend: str = "sandbox") -> Verdict:
     """The verification steps, on a `Workspace` or a `DockerWorkspace` (anything with `run_tests` and `solve`)."""
     wall = 0.0
@@ -63,18 +116,27 @@ async def gold_steps(ws, bundle: Bundle, check_unsolved: bool = True, backend: s
                 return Verdict(False, "unsolved", msg, rewards.score, backend, wall)
         if not step.solution.get("solve.sh", b"").strip():
             return Verdict(False, "solution", f"{at}no solution/solve.sh to verify with", None, backend, wall)
-        run = await ws.solve(step)
+        together = getattr(ws, "solve_then_test", None)
+        if together is not None:  # one job: what the solution leaves running answers the tests
+            run, rewards, test_run = await together(step)
+        else:
+            run = await ws.solve(step)
         wall += run.wall_s
         if run.exit_code != 0:
             why = "timed out" if run.exit_code == 124 else f"exited with {run.exit_code} ({run.status})"
             msg = f"{at}solution/solve.sh {why}. Output:\n{_tail(run.output)}{hint}"
             return Verdict(False, "solution", msg, None, backend, wall)
-        rewards, run = await ws.run_tests(step)
+        if together is None:
+            rewards, test_run = await ws.run_tests(step)
+        run = test_run
         wall += run.wall_s
         score = rewards.score
         if score is None or score < 1:
             got = rewards.error if score is None else f"the tests wrote reward {score:g} ({rewards.values})"
-            msg = f"{at}after the oracle solution ran, {got}. Test output:\n{_tail(run.output)}{hint}"
+            refused = refused_connection(run.output)
+            if refused and not getattr(ws, "keeps_services", False):
+                refused += " (here the solution's processes end before the tests run: use bwrap or unshare)"
+            msg = f"{at}after the oracle solution ran, {got}{refused}. Test output:\n{_tail(run.output)}{hint}"
             return Verdict(False, "tests", msg, score, backend, wall)
     return Verdict(True, "ok", "", score, backend, wall)
 
@@ -99,8 +161,9 @@ class SandboxVerifier:
             return Verdict(
                 False,
                 "environment",
-                f"the local sandbox cannot provide this environment: {e}; keep the Dockerfile to FROM python:3.12-slim, "
-                "WORKDIR /app, COPY and ENV, or verify with the Docker backend",
+                f"the local sandbox cannot provide this environment: {e}; keep the Dockerfile to FROM python:3.12-slim "
+                "(or ubuntu:24.04), WORKDIR /app, COPY and ENV, and the tests to what is installed, or verify with "
+                "the Docker backend",
             )
         return await gold_steps(ws, bundle, self.check_unsolved, self.backend)
 

@@ -2,7 +2,9 @@
 (or Docker) with Harbor's paths, and the multi-turn environment over them.
 
     bundle.py     the task format: `Bundle`, `TaskConfig` (task.toml), read/write, Terminal-Bench 1 folders
-    workspace.py  the working folder carried between sandbox jobs; the local Dockerfile subset; rewards
+    workspace.py  the working folder carried between sandbox jobs; the local Dockerfile subset; downloads
+                  at run time; rewards; the solution and its tests in one job (`solve_then_test`)
+    landlock.py   the Landlock domain that job runs the solution in, away from the tests and the reward
     docker.py     the same workspace in Docker, for environments the sandbox cannot emulate
     env.py        `TerminalEnv` / `TerminalFamily`: the policy types commands, the tests decide the reward
 """
@@ -19,13 +21,23 @@ from tempering.envs.terminal.bundle import (
     write_bundle,
 )
 from tempering.envs.terminal.env import SAMPLES, TerminalEnv, TerminalFamily, bundle_task, local_problem, parse_command
-from tempering.envs.terminal.workspace import NeedsDocker, Rewards, Workspace, local_image
+from tempering.envs.terminal.workspace import (
+    Download,
+    NeedsDocker,
+    NeedsNetwork,
+    Rewards,
+    Workspace,
+    downloads,
+    local_image,
+)
 
 __all__ = [
     "SAMPLES",
     "Bundle",
     "BundleError",
+    "Download",
     "NeedsDocker",
+    "NeedsNetwork",
     "Problem",
     "Rewards",
     "Step",
@@ -34,6 +46,7 @@ __all__ = [
     "TerminalFamily",
     "Workspace",
     "bundle_task",
+    "downloads",
     "harbor_problems",
     "load_bundles",
     "local_image",

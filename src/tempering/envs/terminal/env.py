@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tempering.envs.base import Env, StepResult, TaskFamily
 from tempering.envs.terminal.bundle import Bundle, load_bundles
-from tempering.envs.terminal.workspace import NeedsDocker, Workspace
+from tempering.envs.terminal.workspace import NeedsDocker, NeedsNetwork, Workspace
 from tempering.errors import UserError
 from tempering.types import Task
 
@@ -55,6 +55,8 @@ def local_problem(bundle: Bundle) -> str | None:
     """Why the bundle cannot run in the local sandbox, or None."""
     try:
         Workspace.for_bundle(None, bundle)
+    except NeedsNetwork as e:
+        return f"needs network: {e}"
     except NeedsDocker as e:
         return f"needs Docker: {e}"
     except UserError as e:

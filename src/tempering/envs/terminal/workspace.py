@@ -1,9 +1,13 @@
 """A task's working folder carried from one sandbox job to the next, in Harbor's layout.
 
 Locally a bundle's environment is emulated on the sandbox's base (the system's tools and the project's
-Python): `local_image` reads the Dockerfile subset `FROM python...`, `WORKDIR`, `COPY`, `ENV`,
-`RUN mkdir -p`, and the no-ops `LABEL`, `EXPOSE`, `CMD`, `ENTRYPOINT`; anything else raises
-`NeedsDocker` naming the line.
+Python): `local_image` reads the Dockerfile subset `FROM` a python image (Docker's official one, or
+Terminal-Bench's `ghcr.io/laude-institute/t-bench/python-3-13`) or a plain system image (ubuntu,
+debian, Terminal-Bench's ubuntu-24-04), `WORKDIR`, `COPY`, `ENV`, `RUN mkdir -p`, `RUN` package
+installs (apt-get, pip) of what the sandbox's base already has, and the no-ops `LABEL`, `EXPOSE`, `CMD`,
+`ENTRYPOINT`; anything else raises `NeedsDocker` naming the line that forces Docker (`.line`). Tests or
+solutions that download tools when they run (`curl ... | sh`, `apt-get install`, `pip install`,
+`uv pip install`) raise `NeedsNetwork` naming each download: the sandbox has no network.
 
 Each `Workspace.run` is one sandbox job: it unpacks the working folder's state (a tar, so folders,
 modes and empty folders survive), runs one shell script under a time limit and packs the state again.
@@ -16,24 +20,31 @@ TEST_DIR and REWARD_FILE (set in both layouts) run there.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
 import os
 import re
+import secrets
 import shlex
 import tarfile
 import time
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from tempering.envs.terminal.bundle import Bundle, Step, rewards_score
 from tempering.errors import UserError
 from tempering.sandbox.job import check_mount
 
-_PYTHON_BASE = re.compile(
-    r"^(?:(?:docker\.io|index\.docker\.io)/)?(?:library/)?python(?::[\w.-]+)?(?:@sha256:[0-9a-f]{64})?$"
-)
+_TAG = r"(?::[\w.-]+)?(?:@sha256:[0-9a-f]{64})?$"
+_DOCKER_HUB = r"^(?:(?:docker\.io|index\.docker\.io|registry-1\.docker\.io)/)?(?:library/)?"
+_TBENCH = r"^ghcr\.io/laude-institute/t-bench/"
+_PYTHON_BASE = re.compile(rf"(?:{_DOCKER_HUB}python|{_TBENCH}python-3-\d+){_TAG}")
+"""Python images by name: Docker's official `python` (any tag, digest, registry spelling) and
+Terminal-Bench's own `ghcr.io/laude-institute/t-bench/python-3-13` (a python image, Debian-based)."""
+_SYSTEM_BASE = re.compile(rf"(?:{_DOCKER_HUB}(?:ubuntu|debian)|{_TBENCH}ubuntu-\d+-\d+){_TAG}")
+"""Plain system images whose shell tools the sandbox's base provides (it has more: python3 among them)."""
 _OWN_BASE = re.compile(r"^tempering/base(?::[\w.-]+)?$")
 _LINE_CMD = re.compile(r"^\s*(\w+)\s*(.*)$")
 _NO_OPS = {"LABEL", "EXPOSE", "CMD", "ENTRYPOINT", "MAINTAINER", "STOPSIGNAL", "HEALTHCHECK"}
@@ -61,6 +72,192 @@ with tarfile.open(".ws-state.tar", "w") as t:
 class NeedsDocker(Exception):
     """The bundle's environment is outside what the local sandbox can provide (message says why)."""
 
+    def __init__(self, message: str, line: str | None = None):
+        super().__init__(message)
+        self.line = line
+        """The Dockerfile line (as written, continuations joined) that forces Docker; None for a
+        task.toml key or a missing file."""
+
+
+class NeedsNetwork(NeedsDocker):
+    """The tests (or the solution) download tools when they run; the sandbox has no network."""
+
+    def __init__(self, downloads: list[Download]):
+        self.downloads = downloads
+        super().__init__("downloads at run time, and the sandbox has no network: " + "; ".join(map(str, downloads)))
+
+    @property
+    def names(self) -> list[str]:
+        return [d.name for d in self.downloads]
+
+
+@dataclass(frozen=True)
+class Download:
+    """One tool or package a script fetches from the network when it runs."""
+
+    name: str
+    """What it fetches: `uv`, `pytest==8.4.1`, `curl`, ..."""
+    how: str
+    """`curl | sh`, `apt-get install`, `pip install`, `uv pip install`, ..."""
+    where: str
+    """`tests/test.sh line 3`."""
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.how}, {self.where})"
+
+
+_PIPE_TO_SHELL = re.compile(r"\b(curl|wget)\b[^|]*?(https?://\S+)[^|]*\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b")
+_APT_INSTALL = re.compile(r"\bapt(?:-get)?\s+(?:-\S+\s+)*install\b((?:\s+[^;&|]+)?)")
+_PIP_INSTALL = re.compile(r"\b(uv\s+pip|pip3?|python3?\s+-m\s+pip|pipx)\s+install\b((?:\s+[^;&|]+)?)")
+_UV_TOOL = re.compile(r"\b(uvx|uv\s+tool\s+install|uv\s+add|npm\s+install|npx)\s+((?:\s*[^;&|\s]+)+)")
+_KNOWN_INSTALLERS = {"astral.sh/uv": "uv", "get.docker.com": "docker", "sh.rustup.rs": "rustup", "deno.land": "deno"}
+
+
+def _words(text: str) -> list[str]:
+    try:
+        return shlex.split(text, comments=True)
+    except ValueError:
+        return text.split()
+
+
+def _packages(args: str) -> list[str]:
+    """The package names of an install command's arguments (options and `-r file` left out)."""
+    out, skip = [], False
+    for w in _words(args):
+        if skip:
+            skip = False
+        elif w in ("-r", "--requirement", "-c", "--constraint", "-e", "--index-url", "-i", "--target", "-t"):
+            skip = True
+        elif not w.startswith("-") and not w.startswith("$") and w not in ("\\",):
+            out.append(w)
+    return out
+
+
+def downloads(bundle: Bundle) -> list[Download]:
+    """What the tests and the solutions fetch from the network when they run (a scan of their shell
+    scripts: pipes of curl/wget into a shell, apt-get, pip, uv and npm installs)."""
+    found: list[Download] = []
+    scripts = {f"tests/{p}": b for s in bundle.steps for p, b in s.tests.items()}
+    scripts |= {
+        f"solution/{p}" if not s.name else f"steps/{s.name}/solution/{p}": b
+        for s in bundle.steps
+        for p, b in s.solution.items()
+    }
+    for path, data in sorted(scripts.items()):
+        if not path.endswith(".sh"):
+            continue
+        text = data.decode("utf-8", errors="replace").replace("\\\n", " ")
+        for n, line in enumerate(text.splitlines(), 1):
+            code = line.split("#", 1)[0] if not line.lstrip().startswith("#!") else ""
+            where = f"{path} line {n}"
+            for m in _PIPE_TO_SHELL.finditer(code):
+                url = m.group(2).strip("'\"")
+                host = url.split("://", 1)[1]
+                name = next((v for k, v in _KNOWN_INSTALLERS.items() if host.startswith(k)), host.split("/", 1)[0])
+                found.append(Download(name, f"{m.group(1)} | sh", where))
+            for m in _APT_INSTALL.finditer(code):
+                found += [Download(p, "apt-get install", where) for p in _packages(m.group(1))]
+            for m in _PIP_INSTALL.finditer(code):
+                how = " ".join(m.group(1).split()) + " install"
+                found += [Download(p, how, where) for p in _packages(m.group(2))]
+            for m in _UV_TOOL.finditer(code):
+                how = " ".join(m.group(1).split())
+                pkgs = _packages(m.group(2))[:1] if how in ("uvx", "npx") else _packages(m.group(2))
+                found += [Download(p, how, where) for p in pkgs]
+    return found
+
+
+_APT_NOOPS = (("apt-get", "update"), ("apt", "update"), ("apt-get", "clean"), ("apt-get", "autoremove"))
+_APT_COMMANDS = {
+    "procps": "ps",
+    "python3-pip": "pip3",
+    "python3-venv": "python3",
+    "python-is-python3": "python",
+    "build-essential": "gcc",
+    "iproute2": "ip",
+    "iputils-ping": "ping",
+    "net-tools": "netstat",
+    "sqlite3": "sqlite3",
+    "coreutils": "ls",
+    "ca-certificates": "update-ca-certificates",
+    "xz-utils": "xz",
+    "bsdmainutils": "column",
+    "openssh-client": "ssh",
+    "dnsutils": "dig",
+}
+"""apt packages whose command is not their name (otherwise the command is the package's name)."""
+
+
+def _apt_present(pkg: str) -> bool:
+    import shutil
+
+    from tempering.sandbox.backends import job_path
+
+    name = pkg.split("=", 1)[0].split(":", 1)[0]
+    return shutil.which(_APT_COMMANDS.get(name, name), path=job_path()) is not None
+
+
+def _pip_present(req: str) -> bool:
+    from importlib import metadata
+
+    name = re.split(r"[<>=!~\[; ]", req, maxsplit=1)[0]
+    try:
+        metadata.distribution(name)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def _run_reproducible(img: LocalImage, rest: str, n: int, line: str) -> None:
+    """A RUN line the sandbox's base already satisfies (mkdir -p under the working folder, apt-get / pip
+    installs of what is there, apt's cache cleaning), or NeedsDocker naming what it lacks."""
+    for part in re.split(r"\s*(?:&&|;)\s*", rest.strip()):
+        words = _words(part)
+        while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", words[0]):  # DEBIAN_FRONTEND=noninteractive ...
+            words = words[1:]
+        if not words:
+            continue
+        if words[:2] == ["mkdir", "-p"] and not re.search(r"[$`|]", part):
+            for d in words[2:]:
+                img.dirs.add(_inside(img, d, n, line))
+            continue
+        if tuple(words[:2]) in _APT_NOOPS or (
+            words[:2] == ["rm", "-rf"]
+            and all(w.startswith(("/var/lib/apt/lists", "/var/cache/apt", "/tmp/", "/root/.cache")) for w in words[2:])
+        ):
+            continue
+        if words[0] in ("apt-get", "apt") and "install" in words:
+            missing = [p for p in _packages(" ".join(words[words.index("install") + 1 :])) if not _apt_present(p)]
+            if missing:
+                raise NeedsDocker(
+                    f"Dockerfile line {n}: `{line.strip()}` installs {', '.join(missing)}, which the sandbox's base lacks",
+                    line.strip(),
+                )
+            continue
+        pip = next(
+            (
+                i
+                for i in range(len(words))
+                if words[i] in ("pip", "pip3")
+                or words[i : i + 3] in (["python", "-m", "pip"], ["python3", "-m", "pip"])
+            ),
+            None,
+        )
+        if pip is not None and "install" in words[pip:]:
+            missing = [p for p in _packages(" ".join(words[words.index("install", pip) + 1 :])) if not _pip_present(p)]
+            if missing:
+                raise NeedsDocker(
+                    f"Dockerfile line {n}: `{line.strip()}` installs {', '.join(missing)}, which the project's "
+                    "Python lacks",
+                    line.strip(),
+                )
+            continue
+        raise NeedsDocker(
+            f"Dockerfile line {n}: `{line.strip()}` is outside the local subset (RUN mkdir -p, and apt-get / pip "
+            "installs of what the sandbox's base has)",
+            line.strip(),
+        )
+
 
 @dataclass
 class LocalImage:
@@ -74,6 +271,8 @@ class LocalImage:
     """Empty folders made by `RUN mkdir -p`, relative to the working folder."""
     env: dict[str, str] = field(default_factory=dict)
     """Variables set by ENV lines."""
+    base: str = "python"
+    """`python` (a python image) or `system` (ubuntu, debian: the sandbox's base has more tools)."""
 
 
 def local_image(bundle: Bundle) -> LocalImage:
@@ -92,22 +291,29 @@ def local_image(bundle: Bundle) -> LocalImage:
             raise NeedsDocker(f"{p}: step set-up folders are not emulated locally")
     if "environment/Dockerfile" not in bundle.files:
         raise NeedsDocker(f"no environment/Dockerfile (prebuilt image {env_cfg.docker_image!r})")
-    text = bundle.text("environment/Dockerfile").replace("\\\n", " ")
     img = LocalImage(workdir="")
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
+    for n, line in _dockerfile_lines(bundle.text("environment/Dockerfile")):
         m = _LINE_CMD.match(line)
         instr, rest = (m.group(1).upper(), m.group(2).strip()) if m else (line.strip(), "")
         if instr == "FROM":
             args = [a for a in rest.split() if not a.startswith("--")]
             image = args[0] if args else ""
-            if not (_PYTHON_BASE.match(image) or _OWN_BASE.match(image)):
-                raise NeedsDocker(f"Dockerfile line {n}: base image {image!r} is not a python image")
+            if _PYTHON_BASE.match(image) or _OWN_BASE.match(image):
+                img.base = "python"
+            elif _SYSTEM_BASE.match(image):
+                img.base = "system"
+            else:
+                raise NeedsDocker(
+                    f"Dockerfile line {n}: base image {image!r} is neither a python image nor a plain system image "
+                    "(ubuntu, debian) the sandbox's base stands in for",
+                    line.strip(),
+                )
         elif instr == "WORKDIR":
             path = rest if rest.startswith("/") else str(PurePosixPath(img.workdir or "/") / rest)
             if img.workdir and path != img.workdir and (img.files or img.dirs):
-                raise NeedsDocker(f"Dockerfile line {n}: a second WORKDIR {rest} (one working folder locally)")
+                raise NeedsDocker(
+                    f"Dockerfile line {n}: a second WORKDIR {rest} (one working folder locally)", line.strip()
+                )
             img.workdir = os.path.normpath(path)
         elif instr == "ENV":
             if "=" in rest.split(" ", 1)[0]:
@@ -120,18 +326,19 @@ def local_image(bundle: Bundle) -> LocalImage:
         elif instr in ("COPY", "ADD"):
             args = [a for a in shlex.split(rest) if not a.startswith("--")]
             if instr == "ADD" and any("://" in a or a.endswith((".tar", ".gz", ".tgz", ".xz")) for a in args):
-                raise NeedsDocker(f"Dockerfile line {n}: ADD of an archive or URL")
+                raise NeedsDocker(f"Dockerfile line {n}: ADD of an archive or URL", line.strip())
             if len(args) < 2:
-                raise NeedsDocker(f"Dockerfile line {n}: {instr} needs a source and a destination")
+                raise NeedsDocker(f"Dockerfile line {n}: {instr} needs a source and a destination", line.strip())
             *srcs, dest = args
             for src in srcs:
-                _copy(bundle, img, src, dest, len(srcs) > 1, n)
-        elif instr == "RUN" and re.fullmatch(r"mkdir\s+-p\s+[^;&|$`]+", rest):
-            for d in rest.split()[2:]:
-                img.dirs.add(_inside(img, d, n))
+                _copy(bundle, img, src, dest, len(srcs) > 1, n, line)
+        elif instr == "RUN":
+            _run_reproducible(img, rest, n, line)
         elif instr not in _NO_OPS:
             raise NeedsDocker(
-                f"Dockerfile line {n}: {instr} is outside the local subset (FROM python, WORKDIR, COPY, ENV)"
+                f"Dockerfile line {n}: {instr} is outside the local subset (FROM, WORKDIR, COPY, ENV, RUN installs "
+                "of what the sandbox's base has)",
+                line.strip(),
             )
     img.workdir = env_cfg.workdir or img.workdir
     if not img.workdir:
@@ -142,26 +349,49 @@ def local_image(bundle: Bundle) -> LocalImage:
         check_mount(img.workdir)
     except UserError:
         raise NeedsDocker(f"working folder {img.workdir} is a system folder of the sandbox") from None
+    if found := downloads(bundle):
+        raise NeedsNetwork(found)
     return img
 
 
-def _inside(img: LocalImage, dest: str, n: int) -> str:
+def _dockerfile_lines(text: str) -> list[tuple[int, str]]:
+    """(number of the first line, instruction with its continuation lines joined), comments left out."""
+    out, cur, start = [], "", 0
+    for n, raw in enumerate(text.splitlines(), 1):
+        if not cur and (not raw.strip() or raw.lstrip().startswith("#")):
+            continue
+        if cur and raw.lstrip().startswith("#"):
+            continue  # a comment inside a continued instruction
+        start = start or n
+        if raw.rstrip().endswith("\\"):
+            cur += raw.rstrip()[:-1] + " "
+            continue
+        out.append((start, " ".join((cur + raw).split())))
+        cur, start = "", 0
+    if cur.strip():
+        out.append((start, " ".join(cur.split())))
+    return out
+
+
+def _inside(img: LocalImage, dest: str, n: int, line: str = "") -> str:
     """`dest` relative to the working folder; NeedsDocker when it lies elsewhere."""
     if not dest.startswith("/") and not img.workdir:
-        raise NeedsDocker(f"Dockerfile line {n}: relative destination {dest} before any WORKDIR")
+        raise NeedsDocker(f"Dockerfile line {n}: relative destination {dest} before any WORKDIR", line or None)
     rel = os.path.relpath(os.path.normpath(os.path.join(img.workdir or "/app", dest)), img.workdir or "/app")
     if rel == ".":
         return ""
     if rel.startswith(".."):
-        raise NeedsDocker(f"Dockerfile line {n}: {dest} is outside the working folder {img.workdir or '/app'}")
+        raise NeedsDocker(
+            f"Dockerfile line {n}: {dest} is outside the working folder {img.workdir or '/app'}", line or None
+        )
     return rel
 
 
-def _copy(bundle: Bundle, img: LocalImage, src: str, dest: str, many: bool, n: int) -> None:
+def _copy(bundle: Bundle, img: LocalImage, src: str, dest: str, many: bool, n: int, line: str = "") -> None:
     src = src.strip("/") if src not in (".", "./") else ""
     src = src[2:] if src.startswith("./") else src
     into_dir = dest.endswith("/") or many or dest in (".", "./")
-    dest = _inside(img, dest, n)
+    dest = _inside(img, dest, n, line)
     base = f"environment/{src}".rstrip("/")
     matched = {
         p: b
@@ -169,7 +399,7 @@ def _copy(bundle: Bundle, img: LocalImage, src: str, dest: str, many: bool, n: i
         if (p == base or p.startswith(base + "/")) and p not in ("environment/Dockerfile",)
     }
     if not matched:
-        raise NeedsDocker(f"Dockerfile line {n}: COPY source {src!r} is not in environment/")
+        raise NeedsDocker(f"Dockerfile line {n}: COPY source {src!r} is not in environment/", line or None)
     for p, data in matched.items():
         if p == base:  # a single file
             target = f"{dest}/{src.rsplit('/', 1)[-1]}" if (into_dir or not dest) else dest
@@ -291,6 +521,9 @@ class Workspace:
         self.disk_mb = disk_mb
         self.harbor_paths = bool(getattr(sandbox, "isolated", False))
         """Jobs see /app, /tests, /solution, /logs/verifier (isolated backends); else folders in the job's."""
+        self.home = harbor_home(self.workdir) if self.harbor_paths else None
+        """HOME inside the jobs: Harbor's /root (fresh for each job), or None where /root cannot be
+        shown (`harbor_home`): then the job's own folder, the sandbox's default."""
 
     @classmethod
     def for_bundle(cls, sandbox, bundle: Bundle) -> Workspace:
@@ -308,6 +541,14 @@ class Workspace:
         other.env = dict(self.env)
         return other
 
+    @property
+    def keeps_services(self) -> bool:
+        """`solve_then_test` runs the solution and the tests in one job, so that the solution's
+        background services still answer the tests: needs Harbor's paths and Landlock, which keeps the
+        solution's processes away from the tests and the reward (else two jobs, as `solve` then
+        `run_tests`)."""
+        return self.harbor_paths and landlock_abi() >= 1
+
     def _paths(self) -> dict[str, str]:
         if self.harbor_paths:
             return {
@@ -323,6 +564,75 @@ class Workspace:
             "LOGS": "$ROOT/logs/verifier",
         }
 
+    def _prologue(self) -> str:
+        p = self._paths()
+        q = lambda v: v if v.startswith("$ROOT") else shlex.quote(v)
+        return (
+            'ROOT="$PWD"\n'
+            f"export APP_DIR={q(p['APP_DIR'])} TESTS_DIR={q(p['TESTS_DIR'])} TEST_DIR={q(p['TESTS_DIR'])}\n"
+            f"export SOLUTION_DIR={q(p['SOLUTION_DIR'])}\n"
+            f"export REWARD_FILE={q(p['LOGS'])}/reward.txt\n"
+            + (f"export HOME={shlex.quote(self.home)}\n" if self.home else "")
+            + "mkdir -p logs/verifier .ws-out && python3 .ws/restore.py || exit 97\n"
+            'cd "$APP_DIR" || exit 97\n'
+        )
+
+    def _mounts(self, ro: dict[str, bytes | str], verifier: bool) -> dict[str, str]:
+        if not self.harbor_paths:
+            return {}
+        mounts = {self.workdir: "app"}
+        if self.home and self.home != self.workdir:
+            mounts[self.home] = "home"
+        if verifier:  # the verifier's folder exists only for the tests, fresh each time
+            mounts["/logs/verifier"] = "logs/verifier"
+        for top, inner in (("tests", "/tests"), ("solution", "/solution")):
+            if any(k.startswith(top + "/") for k in ro):
+                mounts[inner] = top
+        return mounts
+
+    def _job(self, wrapper: str, timeout_s: float, ro: dict, env: dict, outputs: list[str], verifier: bool):
+        from tempering.sandbox import Job, Limits
+
+        ro = {**ro, ".ws/restore.py": _RESTORE, ".ws/snapshot.py": _SNAPSHOT, ".ws/run.sh": wrapper}
+        return Job(
+            cmd=["bash", ".ws/run.sh"],
+            files={".ws-state.tar": self.state},
+            readonly_files=ro,
+            env={**self.env, **env},
+            limits=Limits(
+                wall_s=timeout_s + 30,
+                cpu_s=timeout_s + 30,
+                memory_mb=self.memory_mb,
+                nproc=128,
+                disk_mb=self.disk_mb,
+            ),
+            outputs=[".ws-state.tar", *outputs],
+            mounts=self._mounts(ro, verifier),
+        )
+
+    async def _submit(self, job, mark: str | None = None) -> tuple[int | None, list[str], str, dict[str, bytes], float]:
+        """Run the job; keep its state unless it could not be restored or saved. (code, output (split at
+        the line `mark` when given: what came before it, then after), status, other outputs, seconds)."""
+        t0 = time.monotonic()
+        res = await self.sandbox.run(job)
+        code = res.exit_code
+        if code in (97, 98) or ".ws-state.tar" not in res.outputs:
+            code = None  # the state could not be restored or saved: keep the previous one
+        else:
+            self.state = res.outputs[".ws-state.tar"]
+        both = lambda o, e: o + (("\n" if o and e else "") + e if e else "")
+        if mark:
+            (o1, _, o2), (e1, _, e2) = res.stdout.partition(mark + "\n"), res.stderr.partition(mark + "\n")
+            parts = [both(o1, e1), both(o2, e2)]
+        else:
+            parts = [both(res.stdout, res.stderr)]
+        if res.stdout_truncated or res.stderr_truncated:
+            parts[-1] += "\n[output truncated]"
+        if res.status in ("memory_exceeded", "output_limit", "sandbox_error", "killed") and res.message:
+            parts[-1] += f"\n[{res.status}: {res.message}]"
+        kept = {k: v for k, v in res.outputs.items() if k != ".ws-state.tar"}
+        return code, parts, res.status, kept, time.monotonic() - t0
+
     async def run(
         self,
         script: str,
@@ -333,63 +643,16 @@ class Workspace:
     ) -> Run:
         """Run `script` with bash in the working folder; keeps the resulting state unless the job failed.
         `readonly` files go under tests/ or solution/ (shown at /tests, /solution); `outputs` under logs/."""
-        from tempering.sandbox import Job, Limits
-
-        p = self._paths()
-        q = lambda v: v if v.startswith("$ROOT") else shlex.quote(v)
         wrapper = (
-            'ROOT="$PWD"\n'
-            f"export APP_DIR={q(p['APP_DIR'])} TESTS_DIR={q(p['TESTS_DIR'])} TEST_DIR={q(p['TESTS_DIR'])}\n"
-            f"export SOLUTION_DIR={q(p['SOLUTION_DIR'])}\n"
-            f"export REWARD_FILE={q(p['LOGS'])}/reward.txt\n"
-            "mkdir -p logs/verifier && python3 .ws/restore.py || exit 97\n"
-            'cd "$APP_DIR" || exit 97\n'
-            f'timeout -k 2 {max(1, math.ceil(timeout_s))} bash "$ROOT/.ws/cmd.sh"\n'
+            self._prologue() + f'timeout -k 2 {max(1, math.ceil(timeout_s))} bash "$ROOT/.ws/cmd.sh"\n'
             "status=$?\n"
             'cd "$ROOT" && python3 .ws/snapshot.py || exit 98\n'
             "exit $status\n"
         )
-        ro = dict(readonly or {})
-        ro.update(
-            {".ws/restore.py": _RESTORE, ".ws/snapshot.py": _SNAPSHOT, ".ws/cmd.sh": script, ".ws/run.sh": wrapper}
-        )
-        mounts = {}
-        if self.harbor_paths:
-            mounts = {self.workdir: "app"}
-            if outputs:  # the verifier's folder exists only for the tests, fresh each time
-                mounts["/logs/verifier"] = "logs/verifier"
-            for top, inner in (("tests", "/tests"), ("solution", "/solution")):
-                if any(k.startswith(top + "/") for k in ro):
-                    mounts[inner] = top
-        job = Job(
-            cmd=["bash", ".ws/run.sh"],
-            files={".ws-state.tar": self.state},
-            readonly_files=ro,
-            env={**self.env, **(env or {})},
-            limits=Limits(
-                wall_s=timeout_s + 30,
-                cpu_s=timeout_s + 30,
-                memory_mb=self.memory_mb,
-                nproc=128,
-                disk_mb=self.disk_mb,
-            ),
-            outputs=[".ws-state.tar", *(outputs or [])],
-            mounts=mounts,
-        )
-        t0 = time.monotonic()
-        res = await self.sandbox.run(job)
-        code = res.exit_code
-        if code in (97, 98) or ".ws-state.tar" not in res.outputs:
-            code = None  # the state could not be restored or saved: keep the previous one
-        else:
-            self.state = res.outputs[".ws-state.tar"]
-        out = res.stdout + (("\n" if res.stdout and res.stderr else "") + res.stderr if res.stderr else "")
-        if res.stdout_truncated or res.stderr_truncated:
-            out += "\n[output truncated]"
-        if res.status in ("memory_exceeded", "output_limit", "sandbox_error", "killed") and res.message:
-            out += f"\n[{res.status}: {res.message}]"
-        kept = {k: v for k, v in res.outputs.items() if k != ".ws-state.tar"}
-        return Run(code, out, res.status, kept, time.monotonic() - t0)
+        ro = {**(readonly or {}), ".ws/cmd.sh": script}
+        job = self._job(wrapper, timeout_s, ro, env or {}, outputs or [], bool(outputs))
+        code, (out,), status, kept, wall = await self._submit(job)
+        return Run(code, out, status, kept, wall)
 
     async def run_tests(self, step: Step) -> tuple[Rewards, Run]:
         """Run the step's test.sh against the current state (which it does not change); Harbor runs
@@ -403,14 +666,9 @@ class Workspace:
             step.verifier_timeout_s,
             readonly=tests,
             env=resolve_env(step.verifier_env, f"{self.name}: [verifier] env"),
-            outputs=["logs/verifier/reward.txt", "logs/verifier/reward.json"],
+            outputs=list(REWARD_OUTPUTS),
         )
-        rewards = read_rewards(
-            run.outputs.get("logs/verifier/reward.txt"), run.outputs.get("logs/verifier/reward.json")
-        )
-        if rewards.values is None and (run.status == "timeout" or run.exit_code == 124):
-            rewards.error += f" (test.sh hit its {step.verifier_timeout_s:g} s limit)"
-        return rewards, run
+        return _rewards_of(run, step), run
 
     async def solve(self, step: Step) -> Run:
         """Run the step's oracle, `bash /solution/solve.sh`, keeping what it changes."""
@@ -422,5 +680,120 @@ class Workspace:
             env=self.solution_env,
         )
 
+    async def solve_then_test(self, step: Step) -> tuple[Run, Rewards | None, Run | None]:
+        """The step's oracle, then (if it exited 0) its tests, in one job: what the solution leaves
+        running (a web server on a local port) still runs when the tests query it, as in Harbor's
+        container. The solution and everything it starts run in a Landlock domain (`landlock.py`) that
+        can neither read /tests nor write /logs/verifier or the job's own folder, nor trace or signal
+        the tests; the tests get a TMPDIR of their own, outside the domain's reach. Keeps the state the
+        solution left (packed before the tests run). Where `keeps_services` is False: `solve`, then
+        `run_tests`, in two jobs (services die in between). (solution's run, rewards or None when the
+        tests did not run, tests' run or None)."""
+        if not self.keeps_services:
+            run = await self.solve(step)
+            if run.exit_code != 0:
+                return run, None, None
+            rewards, tests = await self.run_tests(step)
+            return run, rewards, tests
+        solve_s = step.agent_timeout_s or DEFAULT_TIMEOUT_S
+        test_s = step.verifier_timeout_s
+        mark = secrets.token_hex(8)
+        solve_env = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in self.solution_env.items())
+        test_env = resolve_env(step.verifier_env, f"{self.name}: [verifier] env")
+        test_env = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in test_env.items())
+        home = [self.home] if self.home else []
+        deny = ":".join(["/tests", "/logs", backends_inner_workdir()])
+        allow = ":".join([self.workdir, *home])
+        wrapper = (
+            self._prologue()
+            + f'( {solve_env}exec timeout -k 2 {max(1, math.ceil(solve_s))} python3 "$ROOT/.ws/landlock.py" '
+            f'{shlex.quote(deny)} {shlex.quote(allow)} -- bash "$SOLUTION_DIR/solve.sh" ) </dev/null\n'
+            "status=$?\n"
+            'echo "$status" > "$ROOT/.ws-out/solve.status"\n'
+            'cd "$ROOT" && python3 .ws/snapshot.py || exit 98\n'
+            '[ "$status" = 0 ] || exit 0\n'
+            f"echo {mark}; echo {mark} >&2\n"
+            'mkdir -p "$ROOT/.ws-out/tmp" && cd "$APP_DIR" || exit 99\n'
+            f'( {test_env}export TMPDIR="$ROOT/.ws-out/tmp"; exec timeout -k 2 {max(1, math.ceil(test_s))} '
+            'bash "$TESTS_DIR/test.sh" ) </dev/null\n'
+            'echo "$?" > "$ROOT/.ws-out/tests.status"\n'
+        )
+        ro = {f"solution/{p}": b for p, b in step.solution.items()}
+        ro |= {f"tests/{p}": b for p, b in step.tests.items()}
+        ro[".ws/landlock.py"] = _LANDLOCK.read_text()
+        outputs = [*REWARD_OUTPUTS, ".ws-out/solve.status", ".ws-out/tests.status"]
+        job = self._job(wrapper, solve_s + test_s, ro, {}, outputs, True)
+        code, parts, status, kept, wall = await self._submit(job, mark)
+        solve_out, test_out = (parts + [""])[:2]
+        solve_code = _status_file(kept.get(".ws-out/solve.status"))
+        if code is None or solve_code is None:  # the job failed before the solution's status was known
+            return Run(None, "\n".join(parts), status, {}, wall), None, None
+        solve_run = Run(solve_code, solve_out, "ok" if solve_code == 0 else status, {}, wall)
+        if solve_code != 0:
+            if solve_code == 124:
+                solve_run.status = "timeout"
+            return solve_run, None, None
+        test_code = _status_file(kept.get(".ws-out/tests.status"))
+        tests = {k: v for k, v in kept.items() if k in REWARD_OUTPUTS}
+        test_run = Run(
+            test_code,
+            test_out,
+            status if test_code is None else ("ok" if test_code == 0 else "nonzero_exit"),
+            tests,
+            0.0,
+        )
+        return solve_run, _rewards_of(test_run, step), test_run
+
     async def close(self) -> None:
         """Nothing to release: the state lives in memory."""
+
+
+REWARD_OUTPUTS = ("logs/verifier/reward.txt", "logs/verifier/reward.json")
+_LANDLOCK = Path(__file__).with_name("landlock.py")
+
+
+def _status_file(raw: bytes | None) -> int | None:
+    try:
+        return int(raw.decode().strip()) if raw is not None else None
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def _rewards_of(run: Run, step: Step) -> Rewards:
+    rewards = read_rewards(run.outputs.get("logs/verifier/reward.txt"), run.outputs.get("logs/verifier/reward.json"))
+    if rewards.values is None and (run.status == "timeout" or run.exit_code == 124):
+        rewards.error += f" (test.sh hit its {step.verifier_timeout_s:g} s limit)"
+    return rewards
+
+
+def backends_inner_workdir() -> str:
+    from tempering.sandbox.backends import INNER_WORKDIR
+
+    return INNER_WORKDIR
+
+
+@functools.cache
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI (0: none). Jobs run on the host's kernel, so the host's answer holds."""
+    from tempering.envs.terminal.landlock import abi
+
+    try:
+        return abi()
+    except (OSError, AttributeError):
+        return 0
+
+
+def harbor_home(workdir: str) -> str | None:
+    """Harbor's HOME, /root, when the sandbox can show a folder there: not on a host whose Python lives
+    below /root (pyenv as root, for one: the sandbox shows that installation at its own path, and a
+    folder at /root would hide it), nor when the working folder lies below /root. A working folder at
+    /root is HOME itself."""
+    if workdir == "/root":
+        return "/root"
+    if workdir.startswith("/root/"):
+        return None
+    try:
+        check_mount("/root")
+    except UserError:
+        return None
+    return "/root"

@@ -1,0 +1,2 @@
+#!/bin/bash
+asciinema rec -c 'ls /app' /app/session.cast

@@ -1,0 +1,186 @@
+"""Tasks in the shapes of public Terminal-Bench tasks (tests/envs/data/harbor_public): a solution that
+leaves a web server running for the tests (one job, the solution in a Landlock domain that cannot touch
+the tests or the reward), ubuntu and t-bench base images, Dockerfile lines that force Docker, tests that
+download tools at run time, HOME, and the reasons `tempering synth check` shows."""
+
+import asyncio
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tempering.envs.terminal import NeedsDocker, NeedsNetwork, downloads, local_image, read_bundle
+from tempering.envs.terminal import workspace as ws_mod
+from tempering.sandbox import Sandbox
+from tempering.synth.verify import SandboxVerifier, short_reason
+
+PUBLIC = Path(__file__).parent / "data" / "harbor_public"
+ISOLATED = [b for b in ("bwrap", "unshare") if b in Sandbox.available_backends()]
+needs_isolation = pytest.mark.skipif(not ISOLATED, reason="Harbor's paths need an isolating sandbox backend")
+needs_landlock = pytest.mark.skipif(ws_mod.landlock_abi() < 1, reason="this kernel has no Landlock")
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    return Sandbox(backend=ISOLATED[0], concurrency=2) if ISOLATED else None
+
+
+def verify(sandbox, bundle):
+    return asyncio.run(SandboxVerifier(sandbox).verify(bundle))
+
+
+def service_bundle(tmp_path, solve: str):
+    root = shutil.copytree(PUBLIC / "http-service", tmp_path / "t")
+    (root / "solution" / "solve.sh").write_text(solve)
+    return read_bundle(root)
+
+
+@needs_isolation
+@needs_landlock
+def test_a_service_the_solution_leaves_running_answers_the_tests(sandbox):
+    v = verify(sandbox, read_bundle(PUBLIC / "http-service"))
+    assert (v.accepted, v.stage, v.reward) == (True, "ok", 1.0), v.summary
+
+
+@needs_isolation
+def test_without_one_job_the_verdict_names_the_refused_connection(sandbox, monkeypatch):
+    monkeypatch.setattr(ws_mod.Workspace, "keeps_services", property(lambda self: False))
+    v = verify(sandbox, read_bundle(PUBLIC / "http-service"))
+    assert (v.accepted, v.stage) == (False, "tests")
+    assert "connection refused: was a service expected to still run?" in v.summary.splitlines()[0]
+
+
+@needs_isolation
+@needs_landlock
+def test_what_the_solution_leaves_running_cannot_touch_the_tests_or_the_reward(sandbox, tmp_path):
+    # no server; instead processes that try, while the tests run, to plant a passing reward (at both of
+    # its paths), to read and replace the tests, to write into the tests' TMPDIR and to kill them
+    solve = """#!/bin/bash
+( while true; do
+    mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; echo 1 > /job/logs/verifier/reward.txt
+    echo '{"reward": 1}' > /logs/verifier/reward.json
+    cp /tests/test_server.py /app/stolen.py; echo 'print(1)' > /tests/test_server.py
+    touch /job/.ws-out/tmp/planted; pkill -f test_server.py; pkill -f test.sh
+    sleep 0.02
+  done ) > /dev/null 2>&1 &
+mkdir -p /logs/verifier 2>/dev/null; echo 1 > /logs/verifier/reward.txt 2>/dev/null
+ls /tests > /app/tests-listing.txt 2>&1
+exit 0
+"""
+    v = verify(sandbox, service_bundle(tmp_path, solve))
+    assert (v.accepted, v.stage, v.reward) == (False, "tests", 0.0), v.summary
+    assert "connection refused" in v.summary
+
+
+@needs_isolation
+@needs_landlock
+def test_the_solution_sees_harbors_paths_and_its_state_is_kept(sandbox, tmp_path):
+    solve = """#!/bin/bash
+{ echo "home=$HOME"; pwd; ls /tests 2>&1; cat /job/.ws/run.sh 2>&1 | head -1; } > /app/seen.txt
+exit 0
+"""
+    bundle = service_bundle(tmp_path, solve)
+    ws = ws_mod.Workspace.for_bundle(sandbox, bundle)
+    run, rewards, tests = asyncio.run(ws.solve_then_test(bundle.steps[0]))
+    assert run.exit_code == 0 and rewards.values == {"reward": 0.0} and tests.exit_code == 0
+    seen = asyncio.run(ws.run("cat seen.txt\n", 10)).output.splitlines()
+    assert seen[0] == f"home={ws.home or '/job'}" and seen[1] == "/app"
+    assert "Permission denied" in seen[2] and "Permission denied" in seen[3]  # neither the tests nor the job's script
+
+
+def test_harbor_home_is_root_where_the_sandbox_can_show_it(monkeypatch):
+    assert ws_mod.harbor_home("/root") == "/root" and ws_mod.harbor_home("/root/task") is None
+    monkeypatch.setattr(ws_mod, "check_mount", lambda p: None)
+    assert ws_mod.harbor_home("/app") == "/root"
+
+    def refuse(p):
+        raise ws_mod.UserError("the Python installation lies below /root")
+
+    monkeypatch.setattr(ws_mod, "check_mount", refuse)
+    assert ws_mod.harbor_home("/app") is None
+
+
+@pytest.mark.parametrize(
+    "base",
+    [
+        "ghcr.io/laude-institute/t-bench/python-3-13:20250620",
+        "ghcr.io/laude-institute/t-bench/python-3-13@sha256:" + "b" * 64,
+        "ubuntu:24.04",
+        "docker.io/library/ubuntu:24.04",
+        "ghcr.io/laude-institute/t-bench/ubuntu-24-04:latest",
+        "python:3.13-slim-bookworm",
+    ],
+)
+def test_python_and_plain_system_images_are_recognised(base):
+    b = read_bundle(PUBLIC / "ubuntu-log-report")
+    b.files["environment/Dockerfile"] = f"FROM {base}\nWORKDIR /app\nCOPY access.log /app/access.log\n".encode()
+    assert local_image(b).files == {"access.log": b.files["environment/access.log"]}
+
+
+@pytest.mark.parametrize(
+    "dockerfile,n,line",
+    [
+        ("FROM alpine:3.20\nWORKDIR /app\n", 1, "FROM alpine:3.20"),
+        ("FROM ghcr.io/acme/python:3.12\nWORKDIR /app\n", 1, "FROM ghcr.io/acme/python:3.12"),
+        (
+            "FROM ubuntu:24.04\n# tools\nRUN apt-get update && \\\n    apt-get install -y tempering-absent-tool\nWORKDIR /app\n",
+            3,
+            "RUN apt-get update && apt-get install -y tempering-absent-tool",
+        ),
+        (
+            "FROM python:3.13\nRUN pip install tempering-no-such-package==1.0\nWORKDIR /app\n",
+            2,
+            "RUN pip install tempering-no-such-package==1.0",
+        ),
+        ("FROM python:3.13\nWORKDIR /app\nRUN make build\n", 3, "RUN make build"),
+    ],
+)
+def test_the_line_that_forces_docker_is_named(dockerfile, n, line):
+    b = read_bundle(PUBLIC / "ubuntu-log-report")
+    b.files["environment/Dockerfile"] = dockerfile.encode()
+    with pytest.raises(NeedsDocker) as e:
+        local_image(b)
+    assert e.value.line == line and str(e.value).startswith(f"Dockerfile line {n}: ")
+
+
+def test_installs_of_what_the_sandbox_has_are_reproduced():
+    b = read_bundle(PUBLIC / "tbench-python-stats")
+    assert local_image(b).base == "python"  # RUN pip install pytest: the project's Python has it
+    b.files["environment/Dockerfile"] = b"FROM ubuntu:24.04\nRUN apt-get update && apt-get install -y bash coreutils\n"
+    b.files["environment/Dockerfile"] += b"RUN rm -rf /var/lib/apt/lists/* && mkdir -p /app/out\nWORKDIR /app\n"
+    img = local_image(b)
+    assert img.base == "system" and "out" in img.dirs
+
+
+def test_downloads_at_run_time_are_named():
+    b = read_bundle(PUBLIC / "uv-pytest-tests")
+    with pytest.raises(NeedsNetwork) as e:
+        local_image(b)
+    assert e.value.names == ["curl", "uv", "pytest==8.4.1"]
+    assert "uv (curl | sh, tests/test.sh line 5)" in str(e.value)
+    b.files["tests/test.sh"] = b"#!/bin/bash\n# pip install nothing here\nuvx ruff check . && npm install left-pad\n"
+    assert [d.name for d in downloads(b)] == ["ruff", "left-pad"]
+    assert downloads(read_bundle(PUBLIC / "http-service")) == []
+
+
+def test_check_table_shows_the_cause():
+    summary = (
+        "after the oracle solution ran, the tests wrote reward 0 ({'reward': 0.0}). Test output:\n"
+        'Traceback (most recent call last):\n  File "/tests/t.py", line 3\n'
+        "AssertionError: GET /total answered {'total': 99}\n"
+    )
+    cell = short_reason(summary)
+    assert cell.startswith("after the oracle solution ran") and cell.endswith("answered {'total': 99}")
+
+
+def test_check_table_escapes_markup_and_shows_the_cause(tmp_path, capsys):
+    from tempering.cli import main
+
+    for name in ("ubuntu-log-report", "uv-pytest-tests"):
+        shutil.copytree(PUBLIC / name, tmp_path / name)
+    lax = tmp_path / "ubuntu-log-report" / "tests" / "test.sh"
+    lax.write_text("#!/bin/bash\nmkdir -p /logs/verifier\necho 1 > /logs/verifier/reward.txt\n")
+    assert main(["synth", "check", str(tmp_path)]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "[reward]" in out  # the check's code, not eaten as markup
+    assert "uv (curl | sh, tests/test.sh line 5)" in out.replace("│ ", "").replace(" │", "")
