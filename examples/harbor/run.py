@@ -5,9 +5,12 @@
 Over the built-in samples (src/tempering/envs/terminal/samples), examples/harbor/bundles (tasks that
 need Docker, and three that are wrong on purpose) and any folder of tasks given: each task is loaded
 (Harbor's rules; Terminal-Bench 1 folders converted), written and read again (the round trip must give
-the same task), and gold-verified in the sandbox when its environment can be emulated (tests before the
-oracle must fail, the oracle runs, tests after it must pass). Writes docs/results/harbor.json and
-harbor.md with the same numbers.
+the same task), and checked as `tempering synth check` checks it: static checks, then whether the sandbox
+can emulate its environment (else the Dockerfile line that forces Docker, or what its scripts download
+when they run), then gold verification (tests before the oracle must fail, the oracle runs, tests after
+it must pass). The `public_tasks` section does the same over tests/envs/data/harbor_public, tasks in
+the shapes of public Terminal-Bench tasks. Writes docs/results/harbor.json and harbor.md with the same
+numbers.
 """
 
 from __future__ import annotations
@@ -23,12 +26,23 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from tempering.envs.terminal import SAMPLES, load_bundles, local_problem, read_bundle, write_bundle
+from tempering.envs.terminal import (
+    SAMPLES,
+    Bundle,
+    NeedsDocker,
+    NeedsNetwork,
+    load_bundles,
+    local_image,
+    read_bundle,
+    write_bundle,
+)
 from tempering.runlog import atomic_write_text
 from tempering.sandbox import Sandbox
-from tempering.synth.verify import SandboxVerifier
+from tempering.synth.verify import SandboxVerifier, check_one, short_reason
 
 HERE = Path(__file__).resolve().parent
+PUBLIC = HERE.parents[1] / "tests" / "envs" / "data" / "harbor_public"
+"""Tasks written in the shapes of public Terminal-Bench tasks (the `public_tasks` section)."""
 
 
 def round_trip_identical(bundle, tmp: Path) -> bool:
@@ -40,43 +54,76 @@ def round_trip_identical(bundle, tmp: Path) -> bool:
     )
 
 
-async def survey(folders: list[Path], sandbox: Sandbox) -> tuple[dict, list[dict]]:
-    rows, rejected = [], Counter()
-    verifier = SandboxVerifier(sandbox)
-    loaded_all = []
-    for folder in folders:
-        loaded, refused = load_bundles(folder)
-        for name, why in sorted(refused.items()):
-            rejected[why.split(":", 1)[0]] += 1
-            rows.append({"folder": str(folder), "bundle": name, "result": "not loaded", "why": why})
-        loaded_all += [(folder, b) for b in loaded]
-    with tempfile.TemporaryDirectory() as tmp:
-        identical = [round_trip_identical(b, Path(tmp) / str(i)) for i, (_, b) in enumerate(loaded_all)]
-    local = [(f, b) for f, b in loaded_all if not local_problem(b)]
-    verdicts = await asyncio.gather(*(verifier.verify(b) for _, b in local))
-    by_name = {b.name: v for (_, b), v in zip(local, verdicts)}
-    needs_docker = 0
-    for folder, b in loaded_all:
-        if b.name not in by_name:
-            needs_docker += 1
-            rows.append({"folder": str(folder), "bundle": b.name, "result": "needs docker", "why": local_problem(b)})
-            continue
-        v = by_name[b.name]
-        if not v.accepted:
-            rejected[f"gold: {v.stage}"] += 1
-        why = v.summary.splitlines()[0] if v.summary else ""
+async def assess(folder: Path, verifier) -> tuple[list[dict], list[Bundle]]:
+    """One row per task folder, with the steps and words of `tempering synth check` (`check_one`)."""
+    rows = []
+    loaded, refused = load_bundles(folder)
+    for name, why in sorted(refused.items()):
         rows.append(
-            {"folder": str(folder), "bundle": b.name, "result": "verified" if v.accepted else "rejected", "why": why}
+            {"folder": str(folder), "bundle": name, "result": "not loaded", "stage": why.split(":", 1)[0], "why": why}
         )
+    checked = await asyncio.gather(*(check_one(b, verifier) for b in loaded))
+    for b, (verdict, stage, why) in zip(loaded, checked):
+        result = {"accepted": "verified"}.get(verdict, verdict)
+        if stage == "static":  # the first failed check's code: `[reward] tests/test.sh never writes 0 ...`
+            stage = "static: " + why[1 : why.index("]")] if why.startswith("[") else "static"
+        row = {"folder": str(folder), "bundle": b.name, "result": result, "stage": stage, "why": short_reason(why)}
+        try:
+            local_image(b)
+        except NeedsNetwork as e:
+            row["downloads"] = e.names
+        except NeedsDocker as e:
+            row["forcing_line"] = e.line or str(e)
+        rows.append(row)
+    return rows, loaded
+
+
+async def survey(folders: list[Path], sandbox: Sandbox) -> tuple[dict, list[dict]]:
+    verifier = SandboxVerifier(sandbox)
+    rows, loaded_all = [], []
+    for folder in folders:
+        got, loaded = await assess(folder, verifier)
+        rows += got
+        loaded_all += loaded
+    with tempfile.TemporaryDirectory() as tmp:
+        identical = [round_trip_identical(b, Path(tmp) / str(i)) for i, b in enumerate(loaded_all)]
+    rejected = Counter(
+        r["stage"] if r["result"] in ("not loaded",) or r["stage"].startswith("static") else f"gold: {r['stage']}"
+        for r in rows
+        if r["result"] in ("not loaded", "rejected")
+    )
+    count = lambda result: sum(r["result"] == result for r in rows)
     summary = {
         "bundles_total": len(rows),
         "loaded": len(loaded_all),
-        "verified_locally": sum(v.accepted for v in verdicts),
-        "needs_docker": needs_docker,
+        "verified_locally": count("verified"),
+        "needs_docker": count("needs docker"),
+        "needs_network": count("needs network"),
         "rejected": dict(sorted(rejected.items())),
         "roundtrip_identical": all(identical),
     }
     return summary, rows
+
+
+async def public_tasks(folder: Path, sandbox: Sandbox) -> dict:
+    """Tasks in the shapes of public Terminal-Bench tasks (the project's test data): which load, which
+    verify in the sandbox, which need Docker (the Dockerfile line that forces it) or the network (what
+    their scripts download), and whether the task whose solution leaves a web server running verified."""
+    rows, loaded = await assess(folder, SandboxVerifier(sandbox))
+    service = [b.name for b in loaded if "background-service" in b.metadata.get("tags", [])]
+    verified = sorted(r["bundle"] for r in rows if r["result"] == "verified")
+    return {
+        "loaded": sorted(b.name for b in loaded),
+        "verified_locally": verified,
+        "needs_docker": {r["bundle"]: r["forcing_line"] for r in rows if r["result"] == "needs docker"},
+        "needs_network": {r["bundle"]: r["downloads"] for r in rows if r["result"] == "needs network"},
+        "rejected": {
+            r["bundle"]: f"{r['stage']}: {r['why']}" for r in rows if r["result"] in ("rejected", "not loaded")
+        },
+        "background_service_tasks": service,
+        "background_service_verified": bool(service) and all(n in verified for n in service),
+        "tasks": [{k: v for k, v in r.items() if k != "folder"} for r in sorted(rows, key=lambda r: r["bundle"])],
+    }
 
 
 def main() -> None:
@@ -89,6 +136,7 @@ def main() -> None:
     sandbox = Sandbox(backend=args.sandbox, concurrency=2)
     t0 = time.time()
     summary, rows = asyncio.run(survey(folders, sandbox))
+    public = asyncio.run(public_tasks(PUBLIC, sandbox))
     root = Path(__file__).resolve().parents[2]
     shown = [str(f.resolve().relative_to(root)) if f.resolve().is_relative_to(root) else str(f) for f in folders]
     for r in rows:
@@ -103,7 +151,11 @@ def main() -> None:
         "load_avg_1m": round(os.getloadavg()[0], 2),
         "wall_s": round(time.time() - t0, 1),
         "bundles": sorted(rows, key=lambda r: (r["folder"], r["bundle"])),
+        "public_tasks": {"folder": str(PUBLIC.relative_to(root)), **public},
     }
+    public_rows = out["public_tasks"]["tasks"]
+    for r in public_rows:
+        r["why"] = r["why"].replace(str(root) + "/", "")
     res = Path(args.results)
     res.mkdir(parents=True, exist_ok=True)
     atomic_write_text(res / "harbor.json", json.dumps(out, indent=1) + "\n")
@@ -115,21 +167,48 @@ def main() -> None:
         + ", ".join(f"`{f}`" for f in shown)
         + ".",
         "",
-        "| bundles | loaded | verified locally | need Docker | rejected | round trip identical |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| bundles | loaded | verified locally | need Docker | need network | rejected | round trip identical |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
         f"| {out['bundles_total']} | {out['loaded']} | {out['verified_locally']} | {out['needs_docker']} | "
+        f"{out['needs_network']} | "
         + (", ".join(f"{k}: {v}" for k, v in out["rejected"].items()) or "0")
         + f" | {out['roundtrip_identical']} |",
         "",
-        "| folder | bundle | result | why |",
-        "| --- | --- | --- | --- |",
+        "| folder | bundle | result | stage | why |",
+        "| --- | --- | --- | --- | --- |",
     ]
+    cell = lambda text: text.replace("|", "\\|").replace("\n", " ")
     lines += [
-        f"| {r['folder']} | {r['bundle']} | {r['result']} | {r['why'].replace('|', '/')[:160]} |"
-        for r in out["bundles"]
+        f"| {r['folder']} | {r['bundle']} | {r['result']} | {r['stage']} | {cell(r['why'])} |" for r in out["bundles"]
     ]
+    pub = out["public_tasks"]
+    lines += [
+        "",
+        "## Tasks in the shapes of public Terminal-Bench tasks",
+        "",
+        f"Written into the project's test data (`{pub['folder']}`; nothing is fetched): a solution that leaves a "
+        "web server running for the tests, an `ubuntu:24.04` task, a t-bench `python-3-13` task, a "
+        "t-bench `ubuntu-24-04` task that installs packages, a test.sh that installs uv from the network.",
+        "",
+        "| loaded | verified locally | need Docker | need network | background service verified |",
+        "| --- | --- | --- | --- | --- |",
+        f"| {len(pub['loaded'])} | {len(pub['verified_locally'])} | {len(pub['needs_docker'])} | "
+        f"{len(pub['needs_network'])} | {pub['background_service_verified']} |",
+        "",
+        "| task | result | the line that forces Docker, or what the scripts download |",
+        "| --- | --- | --- |",
+    ]
+    for name in pub["loaded"]:
+        row = next(r for r in public_rows if r["bundle"] == name)
+        what = f"`{pub['needs_docker'][name]}`" if name in pub["needs_docker"] else row["why"]
+        lines.append(f"| {name} | {row['result']} | {cell(what)} |")
     atomic_write_text(res / "harbor.md", "\n".join(lines) + "\n")
-    print("\n".join(lines[6:9]))
+    print("\n".join(lines[4:7]))
+    print(
+        f"public task shapes: {len(pub['loaded'])} loaded, {len(pub['verified_locally'])} verified locally, "
+        f"{len(pub['needs_docker'])} need Docker, {len(pub['needs_network'])} need network, "
+        f"background service verified: {pub['background_service_verified']}"
+    )
 
 
 if __name__ == "__main__":

@@ -184,3 +184,42 @@ def test_check_table_escapes_markup_and_shows_the_cause(tmp_path, capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "[reward]" in out  # the check's code, not eaten as markup
     assert "uv (curl | sh, tests/test.sh line 5)" in out.replace("│ ", "").replace(" │", "")
+
+
+def _survey_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("harbor_run", ROOT / "examples" / "harbor" / "run.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_results_say_what_synth_check_says_of_lax_tests():
+    import json
+
+    from tempering.synth.verify import check_one
+
+    verdict, stage, why = asyncio.run(check_one(read_bundle(ROOT / "examples/harbor/bundles/lax-tests"), None))
+    assert (verdict, stage) == ("rejected", "static") and why.startswith("[reward]")
+    results = json.loads((ROOT / "docs" / "results" / "harbor.json").read_text())
+    (row,) = [r for r in results["bundles"] if r["bundle"] == "lax-tests"]
+    assert (row["result"], row["stage"]) == ("rejected", "static: reward") and row["why"].startswith("[reward]")
+    assert "| lax-tests | rejected | static: reward |" in (ROOT / "docs" / "results" / "harbor.md").read_text()
+    pub = results["public_tasks"]
+    assert {"loaded", "verified_locally", "needs_docker", "needs_network", "background_service_verified"} <= set(pub)
+
+
+@needs_isolation
+@needs_landlock
+def test_public_task_shapes_section(sandbox):
+    pub = asyncio.run(_survey_module().public_tasks(PUBLIC, sandbox))
+    assert pub["loaded"] == sorted(p.name for p in PUBLIC.iterdir())
+    assert {"http-service", "ubuntu-log-report", "tbench-python-stats"} <= set(pub["verified_locally"])
+    assert pub["needs_network"] == {"uv-pytest-tests": ["curl", "uv", "pytest==8.4.1"]}
+    if shutil.which("asciinema") is None:
+        assert pub["needs_docker"]["ubuntu-apt-tools"].startswith("RUN apt-get update && apt-get install")
+    assert pub["background_service_tasks"] == ["http-service"] and pub["background_service_verified"] is True
