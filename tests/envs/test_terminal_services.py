@@ -223,3 +223,56 @@ def test_public_task_shapes_section(sandbox):
     if shutil.which("asciinema") is None:
         assert pub["needs_docker"]["ubuntu-apt-tools"].startswith("RUN apt-get update && apt-get install")
     assert pub["background_service_tasks"] == ["http-service"] and pub["background_service_verified"] is True
+
+
+def episode(sandbox, bundle, answers, **kw):
+    from tempering.envs.terminal import TerminalEnv, bundle_task
+
+    env = TerminalEnv(bundle_task(bundle), sandbox, keep_services=True, **kw)
+
+    async def go():
+        try:
+            return [await env.step(a) for a in answers]
+        finally:
+            await env.close()
+
+    return asyncio.run(go())
+
+
+@needs_isolation
+@needs_landlock
+def test_a_server_the_agent_starts_answers_its_next_commands_and_the_tests(sandbox):
+    bundle = read_bundle(PUBLIC / "http-service")
+    start, probe, final = episode(
+        sandbox,
+        bundle,
+        [bundle.text("solution/solve.sh"), "curl -s http://127.0.0.1:8123/total; ls /tests", "submit"],
+    )
+    assert start.feedback == "[exit 0]"
+    assert probe.feedback.startswith('{"total": 100}') and "Permission denied" in probe.feedback
+    assert final.done and final.success and final.score == 1.0
+
+
+@needs_isolation
+@needs_landlock
+def test_what_the_agent_leaves_running_cannot_plant_a_reward(sandbox):
+    plant = (
+        "( while true; do echo 1 > /logs/verifier/reward.txt; echo 1 > /job/logs/verifier/reward.txt; "
+        "sleep 0.02; done ) > /dev/null 2>&1 &\n"
+        """echo '{"reward": 1}' > /logs/verifier/reward.json 2>/dev/null\necho started"""
+    )
+    started, final = episode(sandbox, read_bundle(PUBLIC / "http-service"), [plant, "submit"])
+    assert started.feedback.endswith("started\n[exit 0]")
+    assert final.done and final.score == 0.0
+
+
+@needs_isolation
+@needs_landlock
+def test_sessions_go_step_by_step_and_keep_the_state(sandbox):
+    from tempering.envs.terminal import SAMPLES
+
+    bundle = read_bundle(SAMPLES / "notes-steps")
+    s1, s2 = (bundle.text(f"steps/{n}/solution/solve.sh") for n in ("01-collect", "02-sort"))
+    r = episode(sandbox, bundle, [s1, "submit", s2, "sleep 5", "submit"], command_timeout_s=1)
+    assert r[1].status == "next_step" and r[3].status == "timeout"
+    assert r[4].done and r[4].score == 1.0 and r[4].info["steps_run"] == 2

@@ -5,6 +5,7 @@
     workspace.py  the working folder carried between sandbox jobs; the local Dockerfile subset; downloads
                   at run time; rewards; the solution and its tests in one job (`solve_then_test`)
     landlock.py   the Landlock domain that job runs the solution in, away from the tests and the reward
+    session.py    one job for a step's commands and its tests (`TerminalEnv(keep_services=True)`)
     docker.py     the same workspace in Docker, for environments the sandbox cannot emulate
     env.py        `TerminalEnv` / `TerminalFamily`: the policy types commands, the tests decide the reward
 """

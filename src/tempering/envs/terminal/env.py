@@ -8,6 +8,11 @@ score. State (files, folders, modes) carries over between commands; a command th
 is stopped and its changes up to then are kept. A multi-step task goes on with the next step's
 instruction after each step's tests (unless the step's `min_reward` is missed); the episode's score is
 the mean of the steps' scores, or the last one's (`multi_step_reward_strategy = "final"`).
+
+Each command is one sandbox job, so what it starts in the background ends with it. `keep_services=True`
+runs a step's commands and its tests in one job instead (`session.Session`): a server the agent starts
+still answers the next commands and the tests, as in Harbor's container (needs bwrap or unshare and
+Landlock; the tests' folder then exists, unreadable, during the commands).
 """
 
 from __future__ import annotations
@@ -77,7 +82,14 @@ class TerminalEnv(Env):
     """One episode of one bundle."""
 
     def __init__(
-        self, task: Task, sandbox, max_commands: int = 10, command_timeout_s: float = 30.0, feedback_chars: int = 2000
+        self,
+        task: Task,
+        sandbox,
+        max_commands: int = 10,
+        command_timeout_s: float = 30.0,
+        feedback_chars: int = 2000,
+        keep_services: bool = False,
+        session_wall_s: float = 3600.0,
     ):
         super().__init__(task)
         self.bundle: Bundle = task.meta["bundle"]
@@ -95,6 +107,15 @@ class TerminalEnv(Env):
         """Commands in the current step."""
         self.step_scores: list[float] = []
         self.step_rewards: list[dict[str, float] | None] = []
+        if keep_services and not self.ws.keeps_services:
+            raise UserError(
+                f"bundle {self.bundle.name}: keep_services needs an isolating sandbox backend (bwrap, unshare) "
+                "and a kernel with Landlock"
+            )
+        self.keep_services = keep_services
+        self.session_wall_s = session_wall_s
+        self.session = None
+        """The step's sandbox job while commands run in one (keep_services)."""
 
     async def step(self, action: str) -> StepResult:
         cmd = parse_command(action)
@@ -109,7 +130,14 @@ class TerminalEnv(Env):
         if cmd.lower() == "submit":
             return await self._finish_step()
         self.commands += 1
-        run = await self.ws.run(cmd + "\n", self.command_timeout_s)
+        if self.keep_services:
+            if self.session is None:
+                from tempering.envs.terminal.session import Session
+
+                self.session = Session(self.ws, self.steps[self.current], self.session_wall_s)
+            run = await self.session.run(cmd + "\n", self.command_timeout_s)
+        else:
+            run = await self.ws.run(cmd + "\n", self.command_timeout_s)
         out = run.output
         if len(out) > self.feedback_chars:
             out = out[: self.feedback_chars // 2] + "\n[...]\n" + out[-self.feedback_chars // 2 :]
@@ -128,7 +156,11 @@ class TerminalEnv(Env):
 
     async def _finish_step(self) -> StepResult:
         step = self.steps[self.current]
-        rewards, _ = await self.ws.run_tests(step)
+        if self.session is not None:
+            session, self.session = self.session, None
+            rewards, _ = await session.finish()
+        else:
+            rewards, _ = await self.ws.run_tests(step)
         score = 0.0 if rewards.score is None else max(0.0, min(1.0, rewards.score))
         self.step_scores.append(score)
         self.step_rewards.append(rewards.values)
@@ -143,6 +175,11 @@ class TerminalEnv(Env):
         status = "correct" if total >= 1 else ("env_error" if rewards.values is None else "incorrect")
         info = {"rewards": self.step_rewards, "steps_run": self.current, "reward_error": rewards.error}
         return StepResult(total, total >= 1, True, "", status, info)
+
+    async def close(self) -> None:
+        if self.session is not None:
+            session, self.session = self.session, None
+            await session.close()
 
 
 class TerminalFamily(TaskFamily):
@@ -160,6 +197,7 @@ class TerminalFamily(TaskFamily):
         max_commands: int = 10,
         command_timeout_s: float = 30.0,
         sandbox_backend: str = "auto",
+        keep_services: bool = False,
     ):
         if isinstance(bundles, list):
             candidates, skipped = bundles, {}
@@ -186,6 +224,7 @@ class TerminalFamily(TaskFamily):
         self.max_commands = max_commands
         self.command_timeout_s = command_timeout_s
         self.sandbox_backend = sandbox_backend
+        self.keep_services = keep_services
         self._sandbox = None
 
     def _heldout(self, b: Bundle) -> bool:
@@ -205,4 +244,6 @@ class TerminalFamily(TaskFamily):
             from tempering.sandbox import Sandbox
 
             self._sandbox = Sandbox(backend=self.sandbox_backend)
-        return TerminalEnv(task, self._sandbox, self.max_commands, self.command_timeout_s)
+        return TerminalEnv(
+            task, self._sandbox, self.max_commands, self.command_timeout_s, keep_services=self.keep_services
+        )
