@@ -13,7 +13,10 @@ method's state and the update's metrics.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
+import os
+import sys
 from pathlib import Path
 
 import torch
@@ -134,6 +137,7 @@ def run(groups_path: str, model: str, fresh: str, out: Path, world=None, strateg
 
 
 def main() -> None:
+    faulthandler.enable()  # a C++ abort in a rank prints every thread's Python stack
     p = argparse.ArgumentParser()
     for a in ("groups", "model", "fresh", "out"):
         p.add_argument(a)
@@ -150,6 +154,11 @@ def main() -> None:
         torch.save(res, a.out)
     if world is not None:
         close_world()
+        # the results are saved and the group is closed: skip interpreter teardown, where gloo's and
+        # FSDP2's C++ threads have aborted a rank ("terminate called without an active exception")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":

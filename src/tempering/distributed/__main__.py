@@ -7,6 +7,7 @@ exits with its code.
 
 from __future__ import annotations
 
+import faulthandler
 import sys
 
 from tempering.errors import UserError
@@ -63,6 +64,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    faulthandler.enable()  # a C++ abort in a rank (gloo, NCCL) prints every thread's Python stack before it dies
     try:
         sys.exit(main(sys.argv[1:]))
     except UserError as e:
