@@ -2,8 +2,9 @@
 
     nice .venv/bin/python examples/harbor/run.py [FOLDER ...] --results docs/results
 
-Over the built-in samples (src/tempering/envs/terminal/samples), examples/harbor/bundles (tasks that
-need Docker, and three that are wrong on purpose) and any folder of tasks given: each task is loaded
+Over the built-in samples (src/tempering/envs/terminal/samples), examples/harbor/bundles (tasks
+written for Docker: an ubuntu image with a package install, a prebuilt image; and three that are wrong
+on purpose) and any folder of tasks given: each task is loaded
 (Harbor's rules; Terminal-Bench 1 folders converted), written and read again (the round trip must give
 the same task), and checked as `tempering synth check` checks it: static checks, then whether the sandbox
 can emulate its environment (else the Dockerfile line that forces Docker, or what its scripts download

@@ -160,6 +160,12 @@ def test_downloads_at_run_time_are_named():
     assert "uv (curl | sh, tests/test.sh line 5)" in str(e.value)
     b.files["tests/test.sh"] = b"#!/bin/bash\n# pip install nothing here\nuvx ruff check . && npm install left-pad\n"
     assert [d.name for d in downloads(b)] == ["ruff", "left-pad"]
+    b.files["tests/test.sh"] = b"pip install pytest tempering-no-such-package\npip install -U pytest -r req.txt\n"
+    assert [str(d) for d in downloads(b)] == [
+        "tempering-no-such-package (pip install, tests/test.sh line 1)",  # pytest is there: satisfied offline
+        "pytest (pip install, tests/test.sh line 2)",
+        "the packages of req.txt (pip install -r, tests/test.sh line 2)",
+    ]
     assert downloads(read_bundle(PUBLIC / "http-service")) == []
 
 

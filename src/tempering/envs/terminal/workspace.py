@@ -135,7 +135,8 @@ def _packages(args: str) -> list[str]:
 
 def downloads(bundle: Bundle) -> list[Download]:
     """What the tests and the solutions fetch from the network when they run (a scan of their shell
-    scripts: pipes of curl/wget into a shell, apt-get, pip, uv and npm installs)."""
+    scripts: pipes of curl/wget into a shell, apt-get, pip, uv and npm installs; a plain `pip install`
+    of a distribution the project's Python has is no download: pip finds it satisfied, offline)."""
     found: list[Download] = []
     scripts = {f"tests/{p}": b for s in bundle.steps for p, b in s.tests.items()}
     scripts |= {
@@ -159,7 +160,13 @@ def downloads(bundle: Bundle) -> list[Download]:
                 found += [Download(p, "apt-get install", where) for p in _packages(m.group(1))]
             for m in _PIP_INSTALL.finditer(code):
                 how = " ".join(m.group(1).split()) + " install"
-                found += [Download(p, how, where) for p in _packages(m.group(2))]
+                # pip itself answers "Requirement already satisfied" offline for what the project's Python has
+                offline = how in ("pip install", "pip3 install", "python -m pip install", "python3 -m pip install")
+                offline = offline and not re.search(r"(?:^|\s)(?:-U|--upgrade|--force-reinstall)\b", m.group(2))
+                pkgs = [p for p in _packages(m.group(2)) if not (offline and _pip_present(p))]
+                found += [Download(p, how, where) for p in pkgs]
+                for req in re.findall(r"(?:^|\s)(?:-r|--requirement)[\s=]+(\S+)", m.group(2)):
+                    found.append(Download(f"the packages of {req}", how + " -r", where))
             for m in _UV_TOOL.finditer(code):
                 how = " ".join(m.group(1).split())
                 pkgs = _packages(m.group(2))[:1] if how in ("uvx", "npx") else _packages(m.group(2))
@@ -689,7 +696,7 @@ class Workspace:
         solution left (packed before the tests run). Where `keeps_services` is False: `solve`, then
         `run_tests`, in two jobs (services die in between). (solution's run, rewards or None when the
         tests did not run, tests' run or None)."""
-        if not self.keeps_services:
+        if not self.keeps_services or "test.sh" not in step.tests:
             run = await self.solve(step)
             if run.exit_code != 0:
                 return run, None, None
