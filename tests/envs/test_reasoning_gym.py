@@ -37,7 +37,8 @@ def _candidates(tasks, rng):
     """Per task: answers to score, the right one from the entry and wrong ones made from it or other entries."""
     right = [_right(t.meta["entry"]) for t in tasks]
     for t, a in zip(tasks, right):
-        yield t, [a, rng.choice(right), f"{a} {a}", f"x {a}", a[:-1] or "0", a[::-1], ""]
+        made = [a, rng.choice(right), f"{a} {a}", f"x {a}", a[:-1] or "0", a[::-1], ""]
+        yield t, [c.strip() for c in made]  # the tag's text is read stripped
 
 
 @pytest.mark.parametrize("name", [*GENERATORS, "composite"])
@@ -112,6 +113,8 @@ def test_bad_arguments_are_user_errors_with_the_way_out():
         make_family("reasoning_gym", name="chain_sum", config={"no_such_arg": 3})
     with pytest.raises(UserError, match=r"\{generator: \{arg: value\}\}"):
         make_family("reasoning_gym", name=COMPOSITE, config={"min_terms": 2})
+    with pytest.raises(UserError, match="mapping"):
+        make_family("reasoning_gym", name="composite")
     with pytest.raises(UserError, match="positive"):
         make_family("reasoning_gym", name={"chain_sum": 0})
     tiny = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}  # about 200 distinct questions

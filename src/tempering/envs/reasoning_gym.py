@@ -80,6 +80,11 @@ def _weights(name: Any) -> dict[str, float]:
         raise UserError("reasoning_gym: task.args.name is empty; give at least one generator")
     known = generator_names()
     for n in weights:
+        if n == "composite":
+            raise UserError(
+                "reasoning_gym: 'composite' is built from task.args.name itself; give a mapping {generator: weight}, "
+                "e.g. name: {chain_sum: 2, spell_backward: 1}"
+            )
         if n not in known:
             near = difflib.get_close_matches(n, known, n=5, cutoff=0.5)
             hint = f"nearest: {', '.join(near)}" if near else f"available: {', '.join(known)}"
