@@ -1,0 +1,189 @@
+"""The README's commands, run as written, in order, from a fresh folder; and how fast `tempering config` answers.
+
+    python benchmarks/ux.py [--out docs/results/ux]
+
+Each line of the README's command-line block runs in a scratch folder holding a copy of `examples/`,
+so one command's output (runs/pt, runs/train, ...) feeds the next as it would for a user. To keep the
+run short, arguments that shrink the work are appended (later overrides win): a few steps, small
+held-out sets, small evaluations. A command counts as ran when it exits 0. Bad-input figures are the
+ones benchmarks/faults.py measured (docs/results/reliability.json). Writes ux.md and ux.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+TRAIN_SHRINK = [
+    "run.steps=2",
+    "run.eval_every=0",
+    "run.progress=false",
+    "run.tensorboard=false",
+    "task.heldout_size=8",
+    "task.train_size=64",
+    "rollout.prompts_per_step=2",
+    "rollout.group_size=2",
+]
+SHRINK = {
+    "pretrain": ["run.steps=20", "run.eval_every=20", "run.eval_size=8", "task.heldout_size=8", "run.progress=false"],
+    "train": TRAIN_SHRINK,
+    "distill": TRAIN_SHRINK,
+    "resume": ["run.steps=3", "run.progress=false"],
+    "eval": ["--n", "8", "--k", "2"],
+    "kernels eval": [
+        "--scale",
+        "0.25",
+        "--seeds",
+        "1",
+        "--timed-runs",
+        "1",
+        "--compile-baseline",
+        "off",
+        "--no-progress",
+    ],
+    "synth": ["--target", "2", "--no-progress"],
+}
+
+
+SLOW = {
+    "tempering kernels eval": "every built-in problem compiled and timed (minutes); "
+    "tests/envs/kernels/test_kernels_sandboxed.py runs the reference submissions",
+    "tempering sandbox attacks": "the whole adversarial suite; tests/sandbox/ runs it",
+    "tempering synth": "measures the policy on every built-in configuration; tests/synth/ runs the loop",
+}
+"""Lines the test suite leaves to this benchmark (`skip_slow`), each with where the suite covers it."""
+
+
+def readme_commands(readme: Path = ROOT / "README.md") -> list[str]:
+    """The lines of the bash block under the README's `## Command line`, comments removed."""
+    text = readme.read_text()
+    block = text.split("## Command line", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    return [ln.split("  #", 1)[0].strip() for ln in block.splitlines() if ln.strip()]
+
+
+def shrunk(argv: list[str]) -> list[str]:
+    """argv (after `tempering`) with the arguments that keep the run small appended."""
+    verb = argv[0]
+    if verb == "launch":  # the launched verb's own shrink
+        i = next(i for i, a in enumerate(argv) if a in SHRINK)
+        return [*argv, *SHRINK[argv[i]]]
+    if verb == "train" and "--resume" in argv:
+        return [*argv, *SHRINK["resume"]]
+    key = " ".join(argv[:2]) if " ".join(argv[:2]) in SHRINK else verb
+    return [*argv, *SHRINK.get(key, [])]
+
+
+def run_readme(work: Path, timeout: float = 900, skip_slow: bool = False) -> list[dict]:
+    shutil.copytree(ROOT / "examples", work / "examples")
+    rows = []
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for line in readme_commands():
+        if skip_slow and any(line.startswith(k + " ") for k in SLOW):
+            continue
+        argv = shlex.split(line)
+        assert argv[0] == "tempering", line
+        cmd = shrunk(argv[1:])
+        t0 = time.perf_counter()
+        r = subprocess.run(
+            [PY, "-m", "tempering.cli", *cmd], cwd=work, capture_output=True, text=True, timeout=timeout, env=env
+        )
+        tail = [ln for ln in r.stderr.strip().splitlines() if ln.strip()][-3:]
+        rows.append(
+            {
+                "command": line,
+                "ran_as": "tempering " + shlex.join(cmd),
+                "exit": r.returncode,
+                "seconds": round(time.perf_counter() - t0, 1),
+                "stderr_tail": tail if r.returncode else [],
+            }
+        )
+        print(f"{r.returncode:>3} {rows[-1]['seconds']:>6.1f}s  {line}", file=sys.stderr)
+    return rows
+
+
+def config_seconds(repeats: int = 3) -> float:
+    """Median wall time of `tempering config train` (the import chain, mostly)."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        subprocess.run([PY, "-m", "tempering.cli", "config", "train"], capture_output=True, check=True)
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
+def matmul_gflops() -> float:
+    import torch
+
+    torch.set_num_threads(2)
+    a = torch.randn(1024, 1024)
+    a @ a
+    t0 = time.perf_counter()
+    for _ in range(10):
+        a @ a
+    return 10 * 2 * 1024**3 / (time.perf_counter() - t0) / 1e9
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(ROOT / "docs" / "results" / "ux"))
+    args = ap.parse_args()
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    gflops = matmul_gflops()
+    with tempfile.TemporaryDirectory(prefix="readme_") as d:
+        rows = run_readme(Path(d))
+    reliability = json.loads((ROOT / "docs" / "results" / "reliability.json").read_text())
+    report = {
+        "command": "python benchmarks/ux.py",
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "matmul_gflops_2_threads": gflops},
+        "load_before": load,
+        "load_after": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+        "readme_commands": {"total": len(rows), "ran": sum(r["exit"] == 0 for r in rows), "rows": rows},
+        "config_seconds": config_seconds(),
+        "bad_inputs_total": reliability["bad_inputs_total"],
+        "bad_inputs_clear": reliability["bad_inputs_clear"],
+    }
+    out = Path(args.out)
+    from tempering.runlog import atomic_write_text
+
+    atomic_write_text(out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
+    rc = report["readme_commands"]
+    md = [
+        "# The README's commands, as a user runs them",
+        "",
+        f"Command: `{report['command']}`. Machine: {report['machine']['platform']}, {report['machine']['cpus']} CPUs, "
+        f"1024^3 float32 matmul {gflops:.0f} GFLOP/s on 2 threads, load average {load} before, "
+        f"{report['load_after']} after.",
+        "",
+        f"{rc['ran']} of {rc['total']} commands of the README's command-line block ran (exit 0), in order, from a "
+        "fresh folder holding `examples/`, each with arguments appended that shrink the work (shown).",
+        "",
+        "| exit | seconds | README line | ran as |",
+        "|---|---|---|---|",
+        *[f"| {r['exit']} | {r['seconds']} | `{r['command']}` | `{r['ran_as']}` |" for r in rows],
+        "",
+        f"`tempering config train` answers in {report['config_seconds']:.2f} s (median of 3).",
+        f"Bad inputs (benchmarks/faults.py): {report['bad_inputs_clear']} of {report['bad_inputs_total']} give a "
+        "one-line error, exit 2, and write nothing.",
+        "",
+    ]
+    for r in rows:
+        if r["exit"]:
+            md += [f"- `{r['command']}` failed: " + " / ".join(r["stderr_tail"])]
+    atomic_write_text(out.with_suffix(".md"), "\n".join(md) + "\n")
+    if rc["ran"] != rc["total"]:
+        raise SystemExit(f"{rc['total'] - rc['ran']} README command(s) failed; see {out.with_suffix('.md')}")
+
+
+if __name__ == "__main__":
+    main()
