@@ -446,6 +446,9 @@ def fault_kinds(model: str, work: Path) -> dict[str, dict]:
         os.kill(rank1[0], signal.SIGKILL)
         return f"rank 1 (pid {rank1[0]})"
 
+    # batches long enough to be caught mid-sample by a poll of /proc (a 4-token batch lasts a few ms)
+    slow_batches = [a for a in arith if not a.startswith("rollout.max_new_tokens=")] + ["rollout.max_new_tokens=48"]
+
     def kill_ray_worker(p, server):
         deadline = time.time() + 60
         while time.time() < deadline:  # the worker's process title while it samples a batch
@@ -485,7 +488,7 @@ def fault_kinds(model: str, work: Path) -> dict[str, dict]:
         "ray_worker": {
             "start": lambda out, url: [
                 *train,
-                *arith,
+                *slow_batches,
                 "rollout.backend=ray",
                 "rollout.ray.num_workers=2",
                 "rollout.ray.num_cpus_per_worker=0.5",
