@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
         "--policy",
         metavar="MODEL_DIR",
         help="measure pass rates of seeds and accepted results with this "
-        "policy (a model, checkpoint or run folder, or a tiny size), `rollouts` samples per task",
+        "policy (a model folder, a finished run's folder or a tiny size), `rollouts` samples per task",
     )
     ap.add_argument("--max-new-tokens", type=int, default=16, help="answer token limit when measuring configurations")
     ap.add_argument("--target", type=int, default=None, help="accepted bundles wanted")
@@ -132,11 +132,11 @@ def run(argv: list[str]) -> int:
         )
     measure = None
     if args.policy:
-        from tempering.recipes.eval import resolve_model_dir
         from tempering.synth.measure import PolicyMeasure  # torch: only when a policy is measured
 
+        final = Path(args.policy) / "final"  # a finished run's folder stands for its trained model
         measure = PolicyMeasure.from_model_dir(
-            resolve_model_dir(args.policy),  # a model, checkpoint or run folder, as for `tempering eval`
+            str(final) if (final / "config.json").is_file() else args.policy,
             rollouts=cfg.rollouts,
             tasks=cfg.measure_tasks,
             max_new_tokens=args.max_new_tokens,
