@@ -98,7 +98,7 @@ def run_readme(work: Path, timeout: float = 900, skip_slow: bool = False) -> lis
         r = subprocess.run(
             [PY, "-m", "tempering.cli", *cmd], cwd=work, capture_output=True, text=True, timeout=timeout, env=env
         )
-        tail = [ln for ln in r.stderr.strip().splitlines() if ln.strip()][-3:]
+        tail = [ln for ln in (r.stderr.strip() or r.stdout.strip()).splitlines() if ln.strip()][-3:]
         rows.append(
             {
                 "command": line,
