@@ -4,10 +4,11 @@ completions), so that a run resumed after a server died goes on exactly like an 
 
     python benchmarks/fault_servers.py MODEL_DIR PORT LOG
 
-- POST /v1/completions: with `prompt_logprobs` (a teacher's scoring, the weight-sync probe) the log-prob
+- POST /v1/completions: with `prompt_logprobs` (a teacher's scoring) the log-prob
   of every prompt token and the model's top-N at each position; otherwise a greedy completion of each
   prompt (token ids, their log-probs) up to `max_tokens` or the end-of-sequence token.
-- POST /collective_rpc (`tempering_load_file`): loads the weight file the trainer wrote.
+- POST /collective_rpc: `tempering_load_file` (loads the weight file the trainer wrote) and
+  `tempering_fingerprint` (the sums of the weights it holds), through tempering's own worker extension.
 - GET /v1/models, POST /reset_prefix_cache.
 
 Every request is noted in LOG (one line) before it is answered, so that a trial can kill the server
@@ -28,15 +29,27 @@ DELAY_S = 0.3
 
 
 def serve(model_dir: str, port: int, log: str) -> None:
-    from safetensors.torch import load_file
+    from types import SimpleNamespace
 
     from tempering.models import load_policy
     from tempering.rollout.sampler import HFSampler, SamplingParams
+    from tempering.rollout.vllm_sampler import WeightSync
 
     torch.set_num_threads(1)
     model, tok = load_policy(model_dir)
     model.eval()
     lock = threading.Lock()
+
+    class Engine(torch.nn.Module):  # vLLM's `load_weights(weights=...)` on the Hugging Face model
+        def __init__(self):
+            super().__init__()
+            self.hf = model
+
+        def load_weights(self, weights):
+            model.load_state_dict(dict(weights))
+
+    worker = WeightSync()
+    worker.model_runner = SimpleNamespace(model=Engine())
 
     def prompt_logprobs(ids: list[int], top: int) -> list:
         with torch.no_grad():
@@ -72,8 +85,7 @@ def serve(model_dir: str, port: int, log: str) -> None:
             time.sleep(DELAY_S)
             with lock:
                 if self.path == "/collective_rpc":
-                    model.load_state_dict(load_file(body["args"][0]))
-                    return self._reply({"results": [1]})
+                    return self._reply({"results": [getattr(worker, body["method"])(*body.get("args", []))]})
                 if self.path != "/v1/completions":
                     return self._reply({})
                 if body.get("prompt_logprobs") is not None:

@@ -1,4 +1,5 @@
-"""Weight-sync checks (`rollout/sync.py`): digests and probes tell weights apart, and an injected silent
+"""Weight-sync checks (`rollout/sync.py`): digests and weight sums tell weights apart (the sums whatever
+layout an engine gives its tensors), and an injected silent
 sync failure of the asynchronous producer's sampler stops the run naming both versions. The vLLM server
 and the Ray workers are checked in test_vllm.py and test_ray_workers.py."""
 
@@ -12,7 +13,16 @@ from tempering.algos.advantages import dr_grpo_advantage
 from tempering.models import char_tokenizer, tiny_model
 from tempering.recipes.train import trainer
 from tempering.rollout.sampler import HFSampler
-from tempering.rollout.sync import SyncCheck, SyncError, probe_ids, probe_logprobs, weights_digest
+from tempering.errors import UserError
+from tempering.rollout.sync import (
+    SyncCheck,
+    SyncError,
+    combine_reports,
+    engine_report,
+    tensor_sums,
+    weight_sums,
+    weights_digest,
+)
 from tempering.train.method import Context, Method, turn_credit
 from tempering.train.scoring import Scores, per_turn
 
@@ -49,15 +59,62 @@ def test_digests_see_any_changed_tensor_and_the_receiving_dtype():
     assert weights_digest(a, dtypes) == weights_digest(half) != weights_digest(a)
 
 
-def test_the_probe_tells_trained_weights_from_the_start_within_the_tolerance():
-    tok = char_tokenizer()
-    ids = probe_ids(tok)
-    start, trained = tiny_model("tiny-xs", seed=0), tiny_model("tiny-xs", seed=1)
-    check = SyncCheck("an engine", tolerance=0.05)
-    check.check(0, probe_logprobs(start, ids), [probe_logprobs(copy.deepcopy(start), ids)])
+def test_tensor_sums_by_hand():
+    assert tensor_sums(torch.tensor([1.0, -2.0, 0.0, 3.0])) == [3, 2.0, 6.0, 14.0]
+    # cast first: 1 + 2^-8 is no bfloat16 (rounds to 1), -3 is
+    assert tensor_sums(torch.tensor([1.00390625, 0.0, -3.0]), torch.bfloat16) == [2, -2.0, 4.0, 10.0]
+
+
+def engine_layout(weights: dict, dtype: torch.dtype, workers: int = 2) -> list[dict]:
+    """Reports of `workers` tensor-parallel workers holding `weights` as a vLLM engine does: q/k/v and
+    gate/up fused, the vocabulary padded with zero rows (the tied head listed under its own name too),
+    linear layers split over the workers, norms replicated on each, all in `dtype`."""
+    fused: dict[str, torch.Tensor] = {}
+    for name, t in weights.items():
+        for parts, into in ((("q_proj", "k_proj", "v_proj"), "qkv_proj"), (("gate_proj", "up_proj"), "gate_up_proj")):
+            if name.split(".")[-2] in parts:
+                key = name.replace(name.split(".")[-2], into)
+                fused[key] = torch.cat([fused[key], t]) if key in fused else t
+                break
+        else:
+            fused[name] = torch.cat([t, torch.zeros(64 - t.shape[0] % 64, *t.shape[1:])]) if "embed" in name else t
+    fused["lm_head.weight"] = fused["model.embed_tokens.weight"]
+    shards = []
+    for w in range(workers):
+        mine = {}
+        for name, t in fused.items():
+            t = t.to(dtype)
+            mine[name] = t if "norm" in name else t.chunk(workers)[w]
+        shards.append(engine_report(mine.items()))
+    return shards
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_weight_sums_do_not_depend_on_the_engines_layout_and_see_one_small_update(dtype):
+    model = tiny_model("tiny-xs", seed=0)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    held = combine_reports(engine_layout(before, getattr(torch, dtype)), "an engine")
+    assert held.matches(weight_sums(before, dtype))
+    # one AdamW step at lr 1e-3, the update a log-prob probe within 0.05 nats did not see
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.tensor([[3, 4, 5, 6, 7, 8]])
+    model(input_ids=x, labels=x).loss.backward()
+    opt.step()
+    after = model.state_dict()
+    check = SyncCheck("an engine")
+    check.check(0, weight_sums(before, dtype), [held])
     with pytest.raises(SyncError, match="it holds the weights of update 0 .* not the trainer's update 1"):
-        check.check(1, probe_logprobs(trained, ids), [probe_logprobs(start, ids)])
+        check.check(1, weight_sums(after, dtype), [held])
     assert check.verified == 1
+    check.check(1, weight_sums(after, dtype), [combine_reports(engine_layout(after, getattr(torch, dtype)), "x")])
+
+
+def test_a_worker_without_the_extension_or_with_mixed_dtypes_is_named():
+    with pytest.raises(UserError, match="--worker-extension-cls tempering.rollout.vllm_sampler.WeightSync"):
+        combine_reports([], "the vLLM server at http://h:1")
+    mixed = engine_report([("a", torch.ones(2)), ("b", torch.ones(2, dtype=torch.bfloat16))])
+    with pytest.raises(UserError, match=r"several dtypes \(bfloat16, float32\).*--dtype"):
+        combine_reports([mixed], "the vLLM server at http://h:1")
 
 
 def test_a_copy_that_did_not_take_the_weights_is_caught():

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import threading
+from types import SimpleNamespace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -15,16 +16,16 @@ from safetensors.torch import load_file
 from tempering.errors import UserError
 from tempering.models import char_tokenizer, tiny_model
 from tempering.rollout.sampler import SamplingParams
-from tempering.rollout.sync import SyncError, probe_logprobs
-from tempering.rollout.vllm_sampler import VLLMSampler, VLLMSection
+from tempering.rollout.sync import SyncError
+from tempering.rollout.vllm_sampler import VLLMSampler, VLLMSection, WeightSync
 
 
 # ---- server mode against a scripted server ------------------------------------------------------
 class FakeVLLM(BaseHTTPRequestHandler):
-    """Answers /v1/models, /v1/completions (each prompt gets `answer` with log-prob -0.5 per token; a
-    request for prompt log-probs, the weight-sync probe, is answered by a tiny-xs model holding the weights
-    last loaded), /collective_rpc (loads the weight file it is pointed at, unless `skip_loads`: a sync
-    that fails silently) and /reset_prefix_cache."""
+    """Answers /v1/models, /v1/completions (each prompt gets `answer` with log-prob -0.5 per token),
+    /collective_rpc through the package's own worker extension (`WeightSync`) on a tiny-xs model:
+    `tempering_load_file` loads the weight file it is pointed at, unless `skip_loads` (a sync that fails
+    silently), `tempering_fingerprint` reports the sums of what it holds; and /reset_prefix_cache."""
 
     answer: list[int] = []
     calls: list = []
@@ -46,12 +47,7 @@ class FakeVLLM(BaseHTTPRequestHandler):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
         self.calls.append((self.path, body))
-        if self.path == "/v1/completions" and "prompt_logprobs" in body:
-            ids = body["prompt"][0]
-            lps = probe_logprobs(FakeVLLM.model, ids)
-            entries = [None] + [{str(t): {"logprob": lp, "rank": 1}} for t, lp in zip(ids[1:], lps)]
-            self._reply(200, {"choices": [{"index": 0, "prompt_logprobs": entries}]})
-        elif self.path == "/v1/completions":
+        if self.path == "/v1/completions":
             n = body["max_tokens"]
             toks = self.answer[:n]
             choices = [
@@ -66,18 +62,35 @@ class FakeVLLM(BaseHTTPRequestHandler):
         elif not self.dev_mode:
             self._reply(404, {"detail": "Not Found"})
         elif self.path == "/collective_rpc":
-            weights = load_file(body["args"][0])
-            self.calls[-1] = (self.path, body, weights)
             if FakeVLLM.model is None:
                 FakeVLLM.model = tiny_model("tiny-xs")
-            if not FakeVLLM.skip_loads:
-                FakeVLLM.model.load_state_dict(weights)
-            self._reply(200, {"results": [1]})
+            worker = WeightSync()
+            worker.model_runner = SimpleNamespace(model=EngineModel(FakeVLLM.model))
+            if body["method"] == "tempering_fingerprint":
+                return self._reply(200, {"results": [worker.tempering_fingerprint()]})
+            self.calls[-1] = (self.path, body, load_file(body["args"][0]))
+            loaded = 0 if FakeVLLM.skip_loads else worker.tempering_load_file(*body["args"])
+            self._reply(200, {"results": [loaded]})
         else:
             self._reply(200, {})
 
     def log_message(self, *a):
         pass
+
+
+class EngineModel(torch.nn.Module):
+    """A Hugging Face model behind vLLM's `load_weights(weights=...)`, under names of its own."""
+
+    def __init__(self, hf):
+        super().__init__()
+        self.inner = hf
+
+    def load_weights(self, weights):
+        self.inner.load_state_dict(dict(weights))
+
+
+def rpcs(method):
+    return [c for c in FakeVLLM.calls if c[0] == "/collective_rpc" and c[1]["method"] == method]
 
 
 @pytest.fixture
@@ -108,9 +121,9 @@ def test_server_mode_weight_sync_writes_and_loads_the_weights(server, tmp_path):
     s = VLLMSampler("policy", char_tokenizer(), options=VLLMSection(mode="server", url=server, sync_dir=str(tmp_path)))
     model = tiny_model("tiny-xs", seed=3)
     s.sync_weights(model, version=4)
-    (p1, b1, weights), (p2, _), (p3, probe) = FakeVLLM.calls[-3:]
+    (p1, b1, weights), (p2, _), (p3, b3) = FakeVLLM.calls[-3:]
     assert p1 == "/collective_rpc" and b1["method"] == "tempering_load_file" and p2 == "/reset_prefix_cache"
-    assert p3 == "/v1/completions" and probe["prompt"] == [s.probe] and s.sync_check.verified == 1  # checked
+    assert p3 == "/collective_rpc" and b3["method"] == "tempering_fingerprint" and s.sync_check.verified == 1
     want = model.state_dict()
     assert set(weights) == set(want)
     assert all(torch.equal(weights[k], want[k]) for k in want)
@@ -232,8 +245,7 @@ def test_async_rollouts_load_each_batchs_weights_into_the_server_and_evaluate_on
     assert [m["async/staleness"] for m in metrics] == [0, 1, 1]
     # the trainer never pushed weights during the run: the pipeline loaded update 0 (batches 1, 2) and 1 (batch 3)
     assert t.sampler.syncs == 3 and t.pipeline.held == 1
-    rpc = [c for c in FakeVLLM.calls if c[0] == "/collective_rpc"]
-    assert len(rpc) == 3
+    assert len(rpcs("tempering_load_file")) == len(rpcs("tempering_fingerprint")) == 3
     asyncio.run(t.evaluate(2))  # step 3 is the last: a drain point, so the engine gets the current weights
     assert t.sampler.syncs == 4 and t.pipeline.held == 3
     t.close()

@@ -10,6 +10,10 @@ Two modes:
       VLLM_SERVER_DEV_MODE=1 vllm serve MODEL_DIR --worker-extension-cls tempering.rollout.vllm_sampler.WeightSync \
           --logprobs-mode processed_logprobs
 
+After every load the workers report sums over the parameters they hold (`WeightSync.tempering_fingerprint`,
+the same /collective_rpc), which must equal the trainer's over what it sent (`rollout/sync.py`): a sync
+that left the engine on other weights stops the run naming both versions.
+
 Log-probs are those of the distribution tokens were sampled from (after temperature and top-k/top-p,
 vLLM's `processed_logprobs`), as `HFSampler` records them. They still differ a little from the
 trainer's (other kernels, other precision); `loss.rollout_correction` (algos/correction.py) reweights or masks for that,
@@ -36,7 +40,7 @@ from pydantic import Field
 from tempering.config import Schema
 from tempering.errors import UserError
 from tempering.rollout.sampler import Sample, SamplingParams
-from tempering.rollout.sync import SyncCheck, probe_ids, probe_logprobs
+from tempering.rollout.sync import SyncCheck, WeightSums, combine_reports, engine_report, weight_sums
 
 
 class VLLMSection(Schema):
@@ -61,12 +65,6 @@ class VLLMSection(Schema):
         False, description="Colocated mode: no CUDA graphs (slower, starts faster, less memory)."
     )
     timeout_s: float = Field(600.0, gt=0, description="Server mode: seconds to wait for one request.")
-    sync_tolerance: float = Field(
-        0.05,
-        ge=0,
-        description="After each weight sync, the engine's log-probs of a fixed probe must be within this mean "
-        "distance (nats per token) of the trainer's, or the run stops (precision alone differs a little).",
-    )
 
 
 # ---- the sampler ------------------------------------------------------------------------------
@@ -97,6 +95,11 @@ class WeightSync:
         from safetensors.torch import load_file
 
         return self.tempering_load_weights(load_file(path, device="cpu").items())
+
+    def tempering_fingerprint(self) -> dict:
+        """Sums over this worker's parameters as it holds them after loading (`rollout/sync.py`), for the
+        trainer to compare with what it sent."""
+        return engine_report(self.model_runner.model.named_parameters(remove_duplicate=False))
 
 
 def policy_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -138,8 +141,7 @@ class VLLMSampler:
             if self.options.mode == "colocated"
             else f"the vLLM server at {self.options.url}"
         )
-        self.sync_check = SyncCheck(where, tolerance=self.options.sync_tolerance)
-        self.probe = probe_ids(tokenizer)
+        self.sync_check = SyncCheck(where)
 
     def sample(self, prompts: list[list[int]], params: SamplingParams) -> list[Sample]:
         if not prompts:
@@ -149,21 +151,20 @@ class VLLMSampler:
 
     def sync_weights(self, train_model: torch.nn.Module, version: int | None = None) -> None:
         """Load the trainer's current weights into the engine (after every update), and check them."""
-        self.load_weights(policy_weights(train_model), version, self.sync_reference(train_model))
+        self.load_weights(policy_weights(train_model), version)
 
-    def sync_reference(self, train_model: torch.nn.Module) -> list[float]:
-        """What the engine should report after a sync of `train_model`'s weights: the probe's log-probs."""
-        return probe_logprobs(train_model, self.probe)
-
-    def load_weights(
-        self, weights: dict[str, torch.Tensor], version: int | None = None, reference: list[float] | None = None
-    ) -> None:
-        """Load weights under Hugging Face names (a snapshot, e.g. from asynchronous rollouts); with the
-        trainer's `reference` (`sync_reference`), check that the engine holds them."""
+    def load_weights(self, weights: dict[str, torch.Tensor], version: int | None = None, reference=None) -> None:
+        """Load weights under Hugging Face names (a snapshot, e.g. from asynchronous rollouts), then check
+        that the engine holds them (`reference`: unused, the sums are of `weights`)."""
         self.engine.load(weights)
         self.syncs += 1
-        if reference is not None:
-            self.sync_check.check(version, reference, [self.engine.probe(self.probe)])
+        self.verify(weights, version)
+
+    def verify(self, weights: dict[str, torch.Tensor], version: int | None = None) -> WeightSums:
+        """Compare the engine's weight sums with those of `weights`; a mismatch raises `SyncError`."""
+        held = combine_reports(self.engine.fingerprint(), self.sync_check.what)
+        self.sync_check.check(version, weight_sums(weights, held.dtype), [held])
+        return held
 
 
 class _Engine:
@@ -173,8 +174,8 @@ class _Engine:
     def load(self, weights: dict[str, torch.Tensor]) -> None:
         raise NotImplementedError
 
-    def probe(self, ids: list[int]) -> list[float]:
-        """log p(token t | tokens before t) of `ids` under the engine's weights."""
+    def fingerprint(self) -> list[dict]:
+        """Every worker's `WeightSync.tempering_fingerprint`."""
         raise NotImplementedError
 
 
@@ -205,10 +206,8 @@ class _Colocated(_Engine):
         self.llm.collective_rpc("tempering_load_weights", args=(list(weights.items()),))
         self.llm.reset_prefix_cache()  # cached prefixes were computed with the old weights
 
-    def probe(self, ids):
-        sp = self.vllm.SamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=1)
-        out = self.llm.generate([{"prompt_token_ids": ids}], sp, use_tqdm=False)[0]
-        return [float(at[t].logprob) for t, at in zip(ids[1:], out.prompt_logprobs[1:])]
+    def fingerprint(self):
+        return list(self.llm.collective_rpc("tempering_fingerprint"))
 
 
 def _sampling_kwargs(p: SamplingParams) -> dict[str, Any]:
@@ -254,7 +253,8 @@ class _Server(_Engine):
                 raw = r.read()
         except urllib.error.HTTPError as e:
             hint = (
-                " (weight sync needs VLLM_SERVER_DEV_MODE=1 on the server)"
+                " (weight sync needs VLLM_SERVER_DEV_MODE=1 and --worker-extension-cls "
+                "tempering.rollout.vllm_sampler.WeightSync on the server)"
                 if path in ("/collective_rpc", "/reset_prefix_cache")
                 else ""
             )
@@ -311,16 +311,9 @@ class _Server(_Engine):
         self._call("POST", "/collective_rpc", {"method": "tempering_load_file", "args": [str(path)]})
         self._call("POST", "/reset_prefix_cache")
 
-    def probe(self, ids):
-        body = {"model": self.model, "prompt": [ids], "max_tokens": 1, "temperature": 1.0, "prompt_logprobs": 1}
-        choices = self._call("POST", "/v1/completions", body).get("choices") or [{}]
-        entries = choices[0].get("prompt_logprobs")
-        if not entries or len(entries) != len(ids):
-            raise UserError(
-                f"the vLLM server at {self.url} returned no prompt log-probs for the weight-sync probe; it must be "
-                "vLLM's OpenAI-compatible server"
-            )
-        return [float(at[str(t)]["logprob"]) for t, at in zip(ids[1:], entries[1:])]
+    def fingerprint(self):
+        out = self._call("POST", "/collective_rpc", {"method": "tempering_fingerprint", "args": []})
+        return out.get("results") or []
 
 
 def _sample_from_choice(c: dict) -> Sample:
@@ -349,5 +342,5 @@ def make_vllm_sampler(
     if options.mode == "server":
         sampler.sync_weights(model, version=0)
     else:
-        sampler.sync_check.expect(0, sampler.sync_reference(model))  # the engine started from these
+        sampler.verify(policy_weights(model), version=0)  # the engine started from these
     return sampler
