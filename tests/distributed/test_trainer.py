@@ -99,7 +99,7 @@ def test_two_rank_runs_with_async_rollouts(pretrained_dir, tmp_path):
     for run in runs.values():
         steps = [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if "reward" in r]
         assert [r["async/staleness"] for r in steps] == [0, 1, 0]  # step 2 checkpoints: batch 3 waits for it
-        assert all(r["env_calls"] == 16 and "rollout/tis_mean_weight" in r for r in steps)
+        assert all(r["env_calls"] == 16 and "rollout/mean_weight" in r for r in steps)
         state = torch.load(run / "checkpoints" / "step_2" / "trainer_state.pt", weights_only=False)
         assert len(state["rank_rollout_rng"]) == 2
 

@@ -132,7 +132,7 @@ def test_resume_after_sigkill_reproduces_the_uninterrupted_run(pretrained_dir, t
     assert r.returncode == 0, r.stderr
     a, b = _metrics(full), _metrics(cut)
     assert sorted(b) == list(range(1, steps + 1))
-    keys = DETERMINISTIC + (["async/staleness", "rollout/tis_mean_weight"] if extra else [])
+    keys = DETERMINISTIC + (["async/staleness", "rollout/mean_weight"] if extra else [])
     for step in range(done[-1] + 1, steps + 1):
         for k in keys:
             assert a[step][k] == pytest.approx(b[step][k], rel=1e-6, abs=1e-9), (step, k)

@@ -212,7 +212,7 @@ def test_the_recipe_trains_through_the_server_with_rollout_correction(server, tm
     r = asyncio.run(t.step())
     assert t.sampler.syncs == 2  # ... and the updated ones
     # the scripted server's log-probs (-0.5) are not the tiny model's: a large, measured mismatch
-    assert r.metrics["rollout/mismatch_kl"] > 0.05 and 0 < r.metrics["rollout/tis_mean_weight"] <= 2.0
+    assert r.metrics["rollout/mismatch_kl"] > 0.05 and 0 < r.metrics["rollout/mean_weight"] <= 2.0
 
 
 def test_async_rollouts_load_each_batchs_weights_into_the_server_and_evaluate_on_current_ones(server, tmp_path):

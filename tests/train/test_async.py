@@ -73,17 +73,17 @@ def test_an_async_run_trains_on_stale_batches_with_importance_weights(tmp_path):
     assert t.pipeline.held == 2 and any(not torch.equal(held[k], start[k]) for k in start)  # it got update 2 ...
     assert any(not torch.equal(held[k], now[k]) for k in now)  # ... and not update 4
     assert [r["async/staleness"] for r in m] == [0, 1, 1, 1]  # batch n sampled after update n - 2
-    assert m[0]["rollout/mismatch_kl"] < 1e-8 and m[0]["rollout/tis_mean_weight"] == pytest.approx(1.0, abs=1e-4)
+    assert m[0]["rollout/mismatch_kl"] < 1e-8 and m[0]["rollout/mean_weight"] == pytest.approx(1.0, abs=1e-4)
     for r in m[1:]:  # the sampler's weights are one update old: a measured gap, corrected per token
-        assert r["rollout/mismatch_kl"] > 1e-7 and r["rollout/tis_mean_weight"] != pytest.approx(1.0, abs=1e-6)
-        assert 0 < r["rollout/tis_mean_weight"] <= 2.0 and r["grad_norm"] > 0
+        assert r["rollout/mismatch_kl"] > 1e-7 and r["rollout/mean_weight"] != pytest.approx(1.0, abs=1e-6)
+        assert 0 < r["rollout/mean_weight"] <= 2.0 and r["grad_norm"] > 0
 
 
 def test_async_runs_are_reproducible_and_start_where_the_synchronous_run_does(tmp_path):
     a = _steps(trainer(_cfg(tmp_path, "a"), method=build_odd), 3)
     b = _steps(trainer(_cfg(tmp_path, "b"), method=build_odd), 3)
     sync = _steps(trainer(_cfg(tmp_path, "s", async_steps=0), method=build_odd), 3)
-    for k in ("reward", "policy_loss", "grad_norm", "rollout/tis_mean_weight"):
+    for k in ("reward", "policy_loss", "grad_norm", "rollout/mean_weight"):
         assert [r[k] for r in a] == [r[k] for r in b], k
     # the first batch is the same (same weights, the sampler's stream continued); later ones are stale
     assert a[0]["shaping/odd"] == sync[0]["shaping/odd"] and a[0]["policy_loss"] == pytest.approx(
@@ -111,7 +111,10 @@ def test_a_loss_that_refuses_rollout_correction_refuses_async(tmp_path):
         trainer(_cfg(tmp_path), method=lambda ctx: Method(name="x", credit=build_odd(ctx).credit, corrects=False))
     cfg = _cfg(tmp_path, "b")
     cfg["loss"] = {"rollout_correction": "none"}
-    with pytest.raises(UserError, match="loss.rollout_correction=tis"):
+    with pytest.raises(UserError, match="loss.rollout_correction=none does not weight them .*: tis, sequence_truncate"):
+        trainer(cfg, method=build_odd)
+    cfg["loss"] = {"rollout_correction": "seq_mean_k1"}  # rejection alone leaves the stale samples unweighted
+    with pytest.raises(UserError, match="loss.rollout_correction=seq_mean_k1 does not weight them"):
         trainer(cfg, method=build_odd)
     cfg = _cfg(tmp_path, "c", async_steps=0, async_threads=1)
     with pytest.raises(UserError, match="rollout.async_threads=1 has no effect unless rollout.async_steps > 0"):

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from tempering.algos.correction import MODES, RENAMED, bounds
 from tempering.algos.losses import AGG_MODES
 from tempering.config import Schema, ignored_unless
 from tempering.rollout.engine import FEEDBACK_TEMPLATES, RolloutOptions
@@ -169,20 +170,52 @@ class UpdateSection(Schema):
     )
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     mask_truncated: bool = Field(False, description="Drop answers that hit the token limit from the loss (DAPO).")
-    rollout_correction: Literal["none", "tis", "mask"] = Field(
+    rollout_correction: Literal[
         "none",
-        description="Sampler/trainer mismatch: truncated importance weights (tis) or masking sequences (mask).",
+        "tis",
+        "sequence_truncate",
+        "token_mask",
+        "sequence_mask",
+        "icepop",
+        "seq_sum_k1",
+        "seq_mean_k1",
+        "decoupled",
+    ] = Field(
+        "none",
+        description="Behaviour (sampler) / proximal (trainer) mismatch, weights rho = pi_prox / pi_behav on the advantages: "
+        "tis (token rho truncated), sequence_truncate, token_mask / sequence_mask (rho, 0 outside the band; TRL), "
+        "icepop (two-sided token mask; verl), seq_sum_k1 / seq_mean_k1 (verl's rejection of episodes by product / "
+        "geometric mean), decoupled (AReaL: rho, 0 above the cap if set). See docs/performance.md.",
     )
-    rollout_correction_cap: float = Field(
-        2.0,
+    rollout_correction_cap: float | None = Field(
+        None,
         gt=1,
-        description="C of the rollout correction: weights min(ratio, C); sequences kept while ratio is in [1/C, C].",
+        description="Upper bound of the band (default: the mode's anchor: tis and sequence_truncate 2, token_mask and "
+        "sequence_mask 3, icepop 5, seq_sum_k1 2, seq_mean_k1 1.001, decoupled none).",
     )
+    rollout_correction_floor: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="Lower bound of the band (default: the mode's anchor: icepop 0.5, seq_sum_k1 0.5, seq_mean_k1 0.999, "
+        "the others none).",
+    )
+
+    @field_validator("rollout_correction", mode="before")
+    @classmethod
+    def _renamed_correction(cls, v):
+        if v in RENAMED:
+            raise ValueError(RENAMED[v])
+        return v
 
     @model_validator(mode="after")
     def _check_update(self):
         on = self.rollout_correction != "none"
-        ignored_unless(self, "loss", ["rollout_correction_cap"], on, "loss.rollout_correction=tis|mask")
+        ignored_unless(self, "loss", ["rollout_correction_cap"], on, "loss.rollout_correction=" + "|".join(MODES))
+        banded = [m for m in MODES if m != "decoupled"]  # AReaL's weight has no lower bound
+        floored = self.rollout_correction in banded
+        ignored_unless(self, "loss", ["rollout_correction_floor"], floored, "loss.rollout_correction=" + "|".join(banded))
+        bounds(self.rollout_correction, self.rollout_correction_cap, self.rollout_correction_floor)
         return self
 
     def update_settings(self, temperature: float, max_response_len: int) -> UpdateSettings:
@@ -277,3 +310,17 @@ class LoopConfig(Schema):
     loss: UpdateSection = Field(default_factory=UpdateSection, description="The policy update.")
     optim: OptimSection = Field(default_factory=OptimSection, description="Optimizer and schedule.")
     run: RunSection = Field(default_factory=RunSection, description="Length, logging, evaluation, checkpoints.")
+
+    @model_validator(mode="after")
+    def _check_correction_sampling(self):
+        """The sampler's log-probs come from the top-k / top-p filtered distribution and the trainer's from the
+        whole one, so rho < 1 on every kept token even at staleness 0: the correction would be biased."""
+        r = self.rollout
+        off = [f"rollout.{k}={v}" for k, v, plain in (("top_k", r.top_k, 0), ("top_p", r.top_p, 1.0)) if v != plain]
+        if off and self.loss.rollout_correction != "none":
+            raise ValueError(
+                f"loss.rollout_correction={self.loss.rollout_correction} with {', '.join(off)}: the sampler's log-probs "
+                "are of the filtered distribution and the trainer's of the whole one, which biases the correction; "
+                "set rollout.top_k=0 and rollout.top_p=1, or loss.rollout_correction=none"
+            )
+        return self

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from tempering.algos.correction import MODES
 from tempering.envs.base import TaskFamily
 from tempering.envs.registry import make_family, set_reward_timeout
 from tempering.errors import UserError
@@ -222,6 +223,7 @@ class Trainer:
                     loss_cfg.rollout_correction_cap,
                     loss_cfg.micro_batch_size,
                     cfg.rollout.temperature or 1.0,
+                    loss_cfg.rollout_correction_floor,
                 )
             )
         self.state: dict[str, float] = dict(self.method.state)
@@ -927,7 +929,8 @@ class StopAtStepEnd:
 
 def training_batch(batch: TrainBatch, scores: Scores, credit: Credit) -> TrainBatch:
     """The batch the update trains on: credit's advantages, extras and mask, the reference's log-probs,
-    and the rollout correction (the trainer's log-probs as behaviour, weights on the advantages)."""
+    and the rollout correction (the proximal policy's log-probs as the PPO ratio's old ones, weights on the
+    advantages)."""
     adv = credit.adv_BT
     mask = credit.mask_BT if credit.mask_BT is not None else batch.mask_BT
     old = None
@@ -935,7 +938,7 @@ def training_batch(batch: TrainBatch, scores: Scores, credit: Credit) -> TrainBa
         assert scores.correction_mask_BT is not None
         adv = adv * scores.correction_BT
         mask = mask * scores.correction_mask_BT
-        old = scores.behaviour_logp_BT
+        old = scores.proximal_logp_BT
     return replace(
         batch, adv_BT=adv * mask, mask_BT=mask, extra=credit.extra, ref_logp_BT=scores.ref_logp_BT, old_logp_BT=old
     )
@@ -952,10 +955,12 @@ def check_async(cfg, method) -> None:
             f"rollout.async_steps={k} trains on samples of weights up to {k} update(s) old, which the rollout "
             f"correction reweights, and the {method.name} loss is not linear in its advantages; set rollout.async_steps=0"
         )
-    if cfg.loss.rollout_correction == "none":
+    mode = cfg.loss.rollout_correction
+    if mode == "none" or not MODES[mode].reweights:
         raise UserError(
-            f"rollout.async_steps={k} trains on samples of weights up to {k} update(s) old; correct for them with "
-            "loss.rollout_correction=tis (truncated importance weights) or mask"
+            f"rollout.async_steps={k} trains on samples of weights up to {k} update(s) old, and "
+            f"loss.rollout_correction={mode} does not weight them by pi_proximal / pi_behaviour; set it to one that "
+            f"does: {', '.join(m for m, spec in MODES.items() if spec.reweights)}"
         )
 
 

@@ -41,11 +41,13 @@ class Scores:
     """The reference policy's log-probs of the sampled tokens (KL loss or KL-in-reward)."""
     teachers: dict[str, TeacherScores] = field(default_factory=dict)
     """Teachers' views of the student's tokens, aligned with the batch."""
-    behaviour_logp_BT: torch.Tensor | None = None
-    """The trainer's log-probs of the sampled tokens, when the sampler is not the trainer (rollout correction)."""
+    proximal_logp_BT: torch.Tensor | None = None
+    """The proximal policy's log-probs of the sampled tokens: the trainer's own, recomputed before the update
+    when the sampler (the behaviour policy) is not the trainer (rollout correction)."""
     correction_BT: torch.Tensor | None = None
-    """Per-token weights of the rollout correction (0 where a sequence is masked)."""
+    """Per-token weights of the rollout correction on the advantages (0 where a token or episode is masked)."""
     correction_mask_BT: torch.Tensor | None = None
+    """The loss mask after the correction (smaller only for the rejection modes)."""
     values_BT: torch.Tensor | None = None
     """A critic's value of each token's prefix (`Values`; PPO's GAE reads it)."""
     keep_NG: torch.Tensor | None = None
@@ -210,16 +212,20 @@ class TeacherLogprobs:
 
 @dataclass
 class RolloutCorrection:
-    """The trainer's own log-probs of the sampled tokens and the correction weights (tis or mask)."""
+    """The proximal policy's log-probs (the trainer's own, before the update) and the correction's weights
+    against the behaviour policy's (the sampler's, `batch.sample_logp_BT`); `algos/correction.py`."""
 
     model: torch.nn.Module
     mode: str
-    cap: float
+    cap: float | None
     micro_batch_size: int
     temperature: float = 1.0
+    floor: float | None = None
 
     def __call__(self, groups: list[Group], batch: TrainBatch, scores: Scores) -> Scores:
-        trainer = batch_logprobs(self.model, batch, self.micro_batch_size, self.temperature)
-        w, mask, stats = rollout_correction(trainer, batch.sample_logp_BT, batch.mask_BT, self.mode, self.cap)
-        out = replace(scores, behaviour_logp_BT=trainer, correction_BT=w, correction_mask_BT=mask)
+        prox = batch_logprobs(self.model, batch, self.micro_batch_size, self.temperature)
+        w, mask, stats = rollout_correction(
+            prox, batch.sample_logp_BT, batch.mask_BT, self.mode, self.cap, self.floor, batch.episode_B
+        )
+        out = replace(scores, proximal_logp_BT=prox, correction_BT=w, correction_mask_BT=mask)
         return out.with_metrics(**{f"rollout/{k}": v for k, v in stats.items()})
