@@ -87,9 +87,9 @@ def test_rejection_by_product_and_by_geometric_mean():
 
 
 def test_decoupled_weights_by_the_behaviour_ratio():
-    w, mask, _ = run("decoupled")  # AReaL's default: no cap
+    w, mask, _ = run("decoupled")  # AReaL's default cap 5 keeps every ratio, as its weight
     close(w, [[2.0, 1.0, 3.0, 0.0], [0.5, 1.0, 0.0, 0.0]])
-    w, mask, stats = run("decoupled", cap=2.5)  # behav_imp_weight_cap: tokens above it get weight 0
+    w, mask, stats = run("decoupled", cap=2.5)  # tokens above the cap get weight 0
     close(w, [[2.0, 1.0, 0.0, 0.0], [0.5, 1.0, 0.0, 0.0]])
     assert mask is MASK and stats["masked_token_share"] == pytest.approx(1 / 5)
 

@@ -17,7 +17,7 @@ rejection modes, into a smaller loss mask. Scaling a token's advantage by w >= 0
 | `icepop` | verl `rollout_is=token` with a `lower_upper` threshold | rho_t inside [floor, cap], else 0 |
 | `seq_sum_k1` | verl `rollout_rs=seq_sum_k1` | 1, and the episode leaves the mask unless sum_t k1 is inside [log floor, log cap] |
 | `seq_mean_k1` | verl `rollout_rs=seq_mean_k1` (geo_rs) | 1, the same with the mean of k1 (a geometric mean) |
-| `decoupled` | AReaL's decoupled PPO | rho_t, 0 above cap when a cap is set |
+| `decoupled` | AReaL's decoupled PPO (`rejection_sampling`: token, mask, ratio) | rho_t inside [floor, cap], else 0 |
 
 rho_seq = prod_t rho_t over every row of an episode (an episode split into rows is one sequence), and
 verl's k1 = log pi_behav - log pi_prox. The weighting modes keep a zero-weight token in the loss
@@ -58,7 +58,7 @@ MODES: dict[str, Mode] = {
     "icepop": Mode("token", "mask", 5.0, 0.5, True),  # verl's decoupled_token_icepop
     "seq_sum_k1": Mode("sequence", "reject", 2.0, 0.5, False),  # verl's decoupled_seq_is_rs
     "seq_mean_k1": Mode("mean", "reject", 1.001, 0.999, False),  # verl's decoupled_geo_rs
-    "decoupled": Mode("token", "mask", None, None, True),  # AReaL's behav_imp_weight_cap: off
+    "decoupled": Mode("token", "mask", 5.0, None, True),  # AReaL's RejectionSamplingConfig: token, mask, 5
 }
 CORRECTIONS = ("none", *MODES)
 RENAMED = {

@@ -185,13 +185,13 @@ class UpdateSection(Schema):
         description="Behaviour (sampler) / proximal (trainer) mismatch, weights rho = pi_prox / pi_behav on the advantages: "
         "tis (token rho truncated), sequence_truncate, token_mask / sequence_mask (rho, 0 outside the band; TRL), "
         "icepop (two-sided token mask; verl), seq_sum_k1 / seq_mean_k1 (verl's rejection of episodes by product / "
-        "geometric mean), decoupled (AReaL: rho, 0 above the cap if set). See docs/performance.md.",
+        "geometric mean), decoupled (AReaL: rho, 0 outside the band). See docs/performance.md.",
     )
     rollout_correction_cap: float | None = Field(
         None,
         gt=1,
         description="Upper bound of the band (default: the mode's anchor: tis and sequence_truncate 2, token_mask and "
-        "sequence_mask 3, icepop 5, seq_sum_k1 2, seq_mean_k1 1.001, decoupled none).",
+        "sequence_mask 3, icepop 5, seq_sum_k1 2, seq_mean_k1 1.001, decoupled 5).",
     )
     rollout_correction_floor: float | None = Field(
         None,
@@ -212,9 +212,7 @@ class UpdateSection(Schema):
     def _check_update(self):
         on = self.rollout_correction != "none"
         ignored_unless(self, "loss", ["rollout_correction_cap"], on, "loss.rollout_correction=" + "|".join(MODES))
-        banded = [m for m in MODES if m != "decoupled"]  # AReaL's weight has no lower bound
-        floored = self.rollout_correction in banded
-        ignored_unless(self, "loss", ["rollout_correction_floor"], floored, "loss.rollout_correction=" + "|".join(banded))
+        ignored_unless(self, "loss", ["rollout_correction_floor"], on, "loss.rollout_correction=" + "|".join(MODES))
         bounds(self.rollout_correction, self.rollout_correction_cap, self.rollout_correction_floor)
         return self
 
