@@ -15,6 +15,10 @@ and the sandbox's adversarial suite.
 4. Bad input: each a one-line error (exit 2, no traceback), nothing written.
 5. The sandbox's adversarial suite per backend (`tempering sandbox attacks --json`); `--sandbox-only`
    reruns just this part into an existing reliability.json (after a change to the sandbox).
+6. Faults across processes and weight-sync checks (`--processes-only`; `--sync-only` reruns just the
+   sync checks into an existing reliability.json).
+Each part records the load average and a matmul peak (`tempering.experiments.conditions`) at its start
+and end, so that its timings can be read against how busy the machine was.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tempering.experiments import machine, write_results
+from tempering.experiments import conditions, conditions_text, machine, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -726,12 +730,17 @@ def sync_checks(model: str, work: Path, trials: int) -> dict:
     finally:
         ray.shutdown()
     by = {k: [r for r in rows if r["sampler"] == k] for k in ("async_producer", "vllm_server", "ray_workers")}
+    from tempering.rollout.sync import SUM_RTOL, weight_sums
+
+    sums = [weight_sums(w, "float32") for w in versions]  # the stand-in server holds float32 weights
+    margins = [abs(a.sq_total - b.sq_total) / (SUM_RTOL * (a.sq_total + b.sq_total)) for a, b in zip(sums, sums[1:])]
     return {
         "injected_mismatches": len(rows),
         "caught": sum(r["caught"] for r in rows),
         "named_both_versions": sum(r["names_both"] for r in rows),
         "clean_syncs_passed": len(rows),  # each trial's first sync raised nothing, or the trial would have failed
         "per_sampler": {k: {"injected": len(v), "caught": sum(r["caught"] for r in v)} for k, v in by.items()},
+        "vllm_sum_of_squares_change_over_tolerance_min": min(margins),
         "runs": rows,
     }
 
@@ -898,8 +907,13 @@ def render(data: dict) -> str:
         "# Reliability under faults",
         "",
         f"Command: `{data['command']}`\\",
-        f"Machine: {data['machine']}; load average at start {' '.join(data['load_at_start'])}; {data['seconds']:.0f} s;"
-        f" code at commit {data.get('commit', '?')}.",
+        f"Machine: {data['machine']}; "
+        + (
+            conditions_text(data["conditions_start"], data["conditions_end"])
+            if "conditions_start" in data
+            else f"load average at start {' '.join(data['load_at_start'])} (no matmul peak recorded: that run predates it)"
+        )
+        + f"; {data['seconds']:.0f} s; code at commit {data.get('commit', '?')}.",
         "",
         "| check | result |",
         "| --- | --- |",
@@ -945,9 +959,13 @@ def render(data: dict) -> str:
             "",
             "## Weight-sync checks",
             "",
-            "A sync that silently did nothing (the sampler kept the weights one update before) injected into each"
-            " kind of separate sampler; the check after the sync must stop the run naming both versions.",
+            "A sync that silently did nothing (the sampler kept the weights one update before, one AdamW step at"
+            " lr 1e-3) injected into each kind of separate sampler; the check after the sync must stop the run"
+            " naming both versions. The vLLM server compares the engine's weight sums with the trainer's; the"
+            f" smallest change of the sum of squares between two versions was {sc.get('vllm_sum_of_squares_change_over_tolerance_min', float('nan')):.3g}"
+            " times its tolerance.",
             "",
+            *([f"Command: `{data['sync_command']}`; {data['sync_note']}", ""] if "sync_command" in data else []),
             "| sampler | injected mismatches | caught |",
             "| --- | --- | --- |",
         ]
@@ -999,21 +1017,42 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--fault-trials", type=int, default=5, help="trials per fault across processes")
     p.add_argument("--sync-trials", type=int, default=5, help="injected sync failures per kind of sampler")
+    p.add_argument(
+        "--sync-only", action="store_true", help="rerun only the weight-sync checks into reliability.json"
+    )
     p.add_argument("--faults", default="", help="comma-separated faults to run (default: all)")
     a = p.parse_args(argv)
+    if a.sync_only:
+        start, t0 = conditions(), time.time()
+        data = json.loads((Path(a.results) / "reliability.json").read_text())
+        work = Path(a.work or tempfile.mkdtemp(prefix="faults_"))
+        data["sync_checks"] = sync_checks(warm_start(work), work, a.sync_trials)
+        data["sync_command"] = " ".join(["python benchmarks/faults.py", *(sys.argv[1:] if argv is None else argv)])
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        data["sync_conditions"] = [start, conditions()]
+        data["sync_note"] = (
+            f"{machine()}; {conditions_text(*data['sync_conditions'])}; {time.time() - t0:.0f} s; code at commit "
+            f"{commit.stdout.strip()}"
+        )
+        write_results(a.results, "reliability", render(data), data)
+        print(json.dumps({k: v for k, v in data["sync_checks"].items() if k != "runs"}, indent=1))
+        return 0
     if a.processes_only:
-        t0 = time.time()
+        start, t0 = conditions(), time.time()
         data = json.loads((Path(a.results) / "reliability.json").read_text())
         work = Path(a.work or tempfile.mkdtemp(prefix="faults_"))
         model = warm_start(work)
         data |= processes(model, work, a)
+        for k in ("sync_command", "sync_note", "sync_conditions"):  # measured again just now
+            data.pop(k, None)
         data["faults_command"] = " ".join(["python benchmarks/faults.py", *(sys.argv[1:] if argv is None else argv)])
         data["faults_seconds"] = time.time() - t0
         data["faults_commit"] = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
         ).stdout.strip()
+        data["faults_conditions"] = [start, conditions()]
         data["faults_note"] = (
-            f"load average at start {' '.join(data['faults_load_at_start'])}; {data['faults_seconds']:.0f} s; "
+            f"{conditions_text(*data['faults_conditions'])}; {data['faults_seconds']:.0f} s; "
             f"code at commit {data['faults_commit']}"
         )
         if not a.no_sandbox:
@@ -1029,7 +1068,7 @@ def main(argv: list[str] | None = None) -> int:
         write_results(a.results, "reliability", render(data), data)
         print(json.dumps(data["sandbox_attacks"], indent=1))
         return 0
-    t0 = time.time()
+    start, t0 = conditions(), time.time()
     load = Path("/proc/loadavg").read_text().split()[:3]
     work = Path(a.work or tempfile.mkdtemp(prefix="faults_"))
     model = warm_start(work)
@@ -1073,6 +1112,8 @@ def main(argv: list[str] | None = None) -> int:
             ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
         ).stdout.strip(),
         "load_at_start": load,
+        "conditions_start": start,
+        "conditions_end": conditions(),
         "seconds": time.time() - t0,
         "reference_run_seconds": duration,
         **data_processes,

@@ -236,7 +236,8 @@ class _Server(_Engine):
     def __init__(self, model_dir: str, o: VLLMSection):
         self.o = o
         self.url = o.url.rstrip("/")
-        self.sync_dir = Path(o.sync_dir) if o.sync_dir else Path(tempfile.mkdtemp(prefix="tempering-vllm-sync-"))
+        self.sync_dir = Path(o.sync_dir) if o.sync_dir else None
+        """Made at the first load when not given: a server that cannot be reached leaves no folder behind."""
         models = self._call("GET", "/v1/models")
         names = [m["id"] for m in models.get("data", [])]
         if not names:
@@ -301,6 +302,8 @@ class _Server(_Engine):
     def load(self, weights):
         from safetensors.torch import save_file
 
+        if self.sync_dir is None:
+            self.sync_dir = Path(tempfile.mkdtemp(prefix="tempering-vllm-sync-"))
         self.sync_dir.mkdir(parents=True, exist_ok=True)
         path = self.sync_dir / "policy.safetensors"
         tmp = self.sync_dir / f".policy.{os.getpid()}.tmp"
