@@ -68,26 +68,59 @@ def main() -> None:
 
     def add(mode, cap, floor, anchor, source, call, w, m, **extra):
         cases.append(
-            {"mode": mode, "cap": cap, "floor": floor, "anchor": anchor, "source": source, "call": call,
-             "weights": w.tolist(), "loss_mask": m.tolist(), **extra}
+            {
+                "mode": mode,
+                "cap": cap,
+                "floor": floor,
+                "anchor": anchor,
+                "source": source,
+                "call": call,
+                "weights": w.tolist(),
+                "loss_mask": m.tolist(),
+                **extra,
+            }
         )
 
     for level, mode in (("token", "tis"), ("sequence", "sequence_truncate")):
         w, _ = compute_rollout_correction_weights(log_ratio, mask, rollout_is=level, rollout_is_threshold=2.0)
-        add(mode, 2.0, None, f"verl {version('verl')}", "called",
-            f"compute_rollout_correction_weights(rollout_is={level!r}, rollout_is_threshold=2.0)", w, mask)
+        add(
+            mode,
+            2.0,
+            None,
+            f"verl {version('verl')}",
+            "called",
+            f"compute_rollout_correction_weights(rollout_is={level!r}, rollout_is_threshold=2.0)",
+            w,
+            mask,
+        )
     for spec, cap, floor in (("0.5_5.0", 5.0, 0.5), ("0.7_1.5", 1.5, 0.7)):
         w, _ = compute_rollout_correction_weights(log_ratio, mask, rollout_is="token", rollout_is_threshold=spec)
-        add("icepop", cap, floor, f"verl {version('verl')}", "called",
-            f"compute_rollout_correction_weights(rollout_is='token', rollout_is_threshold={spec!r})", w, mask)
+        add(
+            "icepop",
+            cap,
+            floor,
+            f"verl {version('verl')}",
+            "called",
+            f"compute_rollout_correction_weights(rollout_is='token', rollout_is_threshold={spec!r})",
+            w,
+            mask,
+        )
     for option, spec, cap, floor, mode in (
         ("seq_sum_k1", "0.5_2.0", 2.0, 0.5, "seq_sum_k1"),
         ("seq_mean_k1", "0.999_1.001", 1.001, 0.999, "seq_mean_k1"),
         ("seq_mean_k1", "0.8_1.25", 1.25, 0.8, "seq_mean_k1"),
     ):
         m, _ = compute_rollout_rejection_mask(log_ratio, mask, rollout_rs=option, rollout_rs_threshold=spec)
-        add(mode, cap, floor, f"verl {version('verl')}", "called",
-            f"compute_rollout_rejection_mask(rollout_rs={option!r}, rollout_rs_threshold={spec!r})", m, m)
+        add(
+            mode,
+            cap,
+            floor,
+            f"verl {version('verl')}",
+            "called",
+            f"compute_rollout_rejection_mask(rollout_rs={option!r}, rollout_rs_threshold={spec!r})",
+            m,
+            m,
+        )
     for trl_mode, ours, cap, floor in (
         ("token_truncate", "tis", 3.0, None),
         ("token_truncate", "tis", 3.0, 0.5),
@@ -97,21 +130,40 @@ def main() -> None:
         ("sequence_mask", "sequence_mask", 3.0, 0.5),
     ):
         w, m = trl_formula(prox, behav, mask, trl_mode, cap, floor)
-        add(ours, cap, floor, f"trl {version('trl')}", "formula",
-            f"vllm_importance_sampling_mode={trl_mode!r}, clip_max={cap}, clip_min={floor}", w, m)
+        add(
+            ours,
+            cap,
+            floor,
+            f"trl {version('trl')}",
+            "formula",
+            f"vllm_importance_sampling_mode={trl_mode!r}, clip_max={cap}, clip_min={floor}",
+            w,
+            m,
+        )
     g = torch.Generator().manual_seed(1)
     current = prox + torch.randn(prox.shape, generator=g) * 0.2 * mask  # the policy being updated
     adv = torch.randn(len(LENGTHS), 1, generator=g).expand_as(mask) * mask
     for cap, floor in ((5.0, None), (2.0, 0.5)):
         rs = RejectionSamplingConfig(level="token", action="mask", metric="ratio", upper=cap, lower=floor)
         r = apply_rejection_sampling(prox, behav, mask.bool(), None, rs)
-        loss, _ = ppo_actor_loss_fn(current, prox, behav, adv, 0.2, mask.bool(), eps_clip_higher=0.28,
-                                    c_clip=3.0, rejection_sampling=rs)
+        loss, _ = ppo_actor_loss_fn(
+            current, prox, behav, adv, 0.2, mask.bool(), eps_clip_higher=0.28, c_clip=3.0, rejection_sampling=rs
+        )
         # AReaL shrinks its loss mask but divides by the original token count (loss_mask_count)
-        add("decoupled", cap, floor, f"areal {version('areal')}", "called",
+        add(
+            "decoupled",
+            cap,
+            floor,
+            f"areal {version('areal')}",
+            "called",
             f"apply_rejection_sampling(RejectionSamplingConfig(level='token', action='mask', metric='ratio', "
             f"upper={cap}, lower={floor})); ppo_actor_loss_fn(eps_clip=0.2, eps_clip_higher=0.28, c_clip=3.0)",
-            r.behave_imp_weight, mask, loss=float(loss), current=current.tolist(), advantages=adv.tolist())
+            r.behave_imp_weight,
+            mask,
+            loss=float(loss),
+            current=current.tolist(),
+            advantages=adv.tolist(),
+        )
     data = {
         "command": " ".join(["/tmp/anchors/bin/python", *sys.argv]),
         "versions": {k: version(k) for k in ("trl", "verl", "areal", "torch")},

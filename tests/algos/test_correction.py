@@ -8,8 +8,10 @@ import pytest
 import torch
 
 from tempering.algos.correction import CORRECTIONS, MODES, mismatch_kl, rollout_correction
+from tempering.config import build
+from tempering.errors import ConfigError
 from tempering.train.batch import TrainBatch
-from tempering.train.config import UpdateSection
+from tempering.train.config import LoopConfig, UpdateSection
 from tempering.train.loop import training_batch
 from tempering.train.method import Credit
 from tempering.train.scoring import Scores
@@ -150,3 +152,21 @@ def test_correction_applies_to_a_batch():
     out = training_batch(b, replace(scores, correction_BT=w, correction_mask_BT=mask), Credit(b.adv_BT))
     torch.testing.assert_close(out.mask_BT, torch.tensor([[0.0, 0, 0, 0], [1, 1, 0, 0]]))
 
+
+@pytest.mark.parametrize(
+    "over,message",
+    [
+        (
+            {"loss": {"rollout_correction": "tis"}, "rollout": {"top_p": 0.9}},
+            "rollout_correction=tis with rollout.top_p=0.9",
+        ),
+        ({"loss": {"rollout_correction": "icepop"}, "rollout": {"top_k": 5}}, "icepop with rollout.top_k=5: .* biases"),
+        ({"loss": {"rollout_correction": "mask"}}, "rollout_correction=mask dropped sequences .* seq_sum_k1"),
+        ({"loss": {"rollout_correction_floor": 0.5}}, "rollout_correction_floor=0.5 has no effect unless"),
+        ({"loss": {"rollout_correction": "tis", "rollout_correction_floor": 1.5}}, "rollout_correction_floor"),
+    ],
+)
+def test_the_config_refuses_a_biased_or_meaningless_correction(over, message):
+    with pytest.raises(ConfigError, match=message):
+        build(LoopConfig, over)
+    build(LoopConfig, {"loss": {"rollout_correction": "seq_mean_k1", "rollout_correction_cap": 1.01}})
