@@ -120,7 +120,8 @@ NONE: dict[str, tuple[str, Any]] = {
     "entropy_target": ("only read with use_adaptive_entropy", ANY),
     "max_tool_calling_iterations": ("multi-turn episodes come from an environment: rollout.max_turns", (None,)),
     "vllm_importance_sampling_correction": (
-        "loss.rollout_correction=tis|mask with loss.rollout_correction_cap",
+        "loss.rollout_correction=tis|sequence_truncate|token_mask|sequence_mask (TRL's modes) with "
+        "loss.rollout_correction_cap and loss.rollout_correction_floor",
         (False,),
     ),
     "vllm_importance_sampling_mode": ("only read with vllm_importance_sampling_correction", ANY),

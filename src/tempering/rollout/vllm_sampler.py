@@ -17,7 +17,8 @@ that left the engine on other weights stops the run naming both versions.
 Log-probs are those of the distribution tokens were sampled from (after temperature and top-k/top-p,
 vLLM's `processed_logprobs`), as `HFSampler` records them. They still differ a little from the
 trainer's (other kernels, other precision); `loss.rollout_correction` (algos/correction.py) reweights or masks for that,
-as the GRPO note describes, and `mismatch_kl` measures it.
+as the GRPO note describes, and `mismatch_kl` measures it. The trainer's cover the whole vocabulary, so a
+correction with top-k/top-p sampling is refused when the config is read.
 
 Needs the `vllm` extra and a CUDA GPU: `pip install 'tempering[vllm]'`.
 """
