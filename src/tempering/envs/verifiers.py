@@ -1,0 +1,394 @@
+"""Tasksets of the `verifiers` package (0.4.0, `verifiers.v1`) as a task family (`pip install 'tempering[ecosystem]'`).
+
+`env` names a module. One with a `load_environment(**args)` function gets `args` and returns a
+`vf.Env` (its taskset is used) or a `vf.Taskset`; any other module is a taskset package as the
+package loads one (`vf.load_taskset`: its `__all__` exports a `Taskset` subclass, `args` are its
+config fields). The working directory is on the import path, so `env=my_env` finds `./my_env.py`.
+
+Tasks: the taskset's tasks (`load()`, capped by `max_tasks`, which an infinite taskset needs). The
+prompt is the task's `prompt` (text, or messages through the chat template) with its
+`system_prompt` as a system message. Held-out split: the tasks whose `Task.key` (the package's
+stable identity) hashes into `heldout_share`, or, with `heldout_args`, the taskset loaded with
+those arguments (its tasks are then left out of training, by key).
+
+Score: the package's `@vf.reward` functions of the task (and rewards plugged through the task
+config), each called as the package calls it, with `task` (the task data) and `trace` (a
+`vf.Trace` of the conversation: the prompt, then the policy's answers and the feedback between
+them); a function returning a mapping gives one reward per key. The score is the weighted sum
+`sum(weight * value)`, equal to the package's own `Task.score(trace)` then `trace.reward`; each
+value is logged as `reward/NAME`. An answer succeeds at `success_threshold`; with
+`rollout.max_turns > 1` a failed answer gets its score as feedback and the next answer is scored
+on the whole conversation.
+
+Not covered: rewards that need a runtime (a sandbox or container), LLM judges, tasks with tool
+servers (`toolsets`), and environments with their own `Env.run` (multi-agent or user-simulated
+episodes drive a model client of their own): each is refused with a line saying so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+import os
+import random
+import sys
+import traceback
+from collections.abc import Mapping
+from typing import Any
+
+from tempering.envs.base import Env, StepResult, TaskFamily
+from tempering.envs.rewards import DEFAULT_REWARD_TIMEOUT
+from tempering.envs.synthetic import SPLITS, in_heldout
+from tempering.errors import UserError
+from tempering.models.chat import Conversation
+from tempering.types import Task
+
+MISSING = "task.family=verifiers needs the verifiers package: pip install 'tempering[ecosystem]'"
+
+
+def _package():
+    try:
+        import verifiers.v1 as vf
+    except ImportError as e:
+        raise UserError(MISSING) from e
+    return vf
+
+
+def _import(name: str):
+    """The module `name`, with the working directory on the import path (as `python -m` has it)."""
+    if not isinstance(name, str) or not name or name.endswith(".py") or "/" in name:
+        raise UserError(
+            f"verifiers: task.args.env is {name!r}; give a module name (env=my_env for ./my_env.py, or an installed "
+            "taskset package)"
+        )
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.append(cwd)
+    try:
+        import importlib
+
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name and name.split(".")[0] == e.name.split(".")[0]:
+            raise UserError(
+                f"verifiers: no module named {e.name!r} in the working directory ({cwd}) or on the import path; "
+                "give task.args.env as an importable module with load_environment(), or an installed taskset package"
+            ) from e
+        raise
+
+
+def _frame(e: BaseException) -> str:
+    """`file:line in function: code` of the innermost frame of `e` outside tempering and asyncio
+    (the user's reward function, or the library it called)."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if not os.path.abspath(f.filename).startswith(here)]
+    frames = [f for f in frames if "asyncio" not in f.filename] or frames
+    if not frames:
+        return "?"
+    f = frames[-1]
+    return f"{f.filename}:{f.lineno} in {f.name}: {(f.line or '').strip()}"
+
+
+def _short(text: str, limit: int = 120) -> str:
+    r = repr(text)
+    return r if len(r) <= limit else r[: limit - 4] + "...'"
+
+
+def _needs_runtime(fn) -> bool:
+    p = inspect.signature(fn).parameters.get("runtime")
+    return p is not None and p.default is inspect.Parameter.empty
+
+
+class VerifiersEnv(Env):
+    """One episode of one taskset task: each answer is scored by the task's reward functions on the
+    conversation so far."""
+
+    def __init__(self, task: Task, family: VerifiersFamily):
+        super().__init__(task)
+        self.family = family
+        self.vf_task = family.vf_tasks[task.id]
+        self.messages = list(family.messages(self.vf_task))
+
+    async def step(self, action: str) -> StepResult:
+        self.messages.append({"role": "assistant", "content": action})
+        trace = self.family.trace(self.vf_task, self.messages)
+        parts, weights = await self.family.score(self.vf_task, trace, action)
+        total = sum(weights[k] * v for k, v in parts.items())
+        ok = total >= self.family.success_threshold
+        feedback = f"score {total:g}" + ("" if ok else f" (needs {self.family.success_threshold:g}); try again")
+        self.messages.append({"role": "user", "content": feedback})
+        return StepResult(
+            score=total,
+            success=ok,
+            done=ok,
+            feedback=feedback,
+            status="correct" if ok else "incorrect",
+            info={"rewards": dict(parts)},
+        )
+
+
+class VerifiersFamily(TaskFamily):
+    """The tasks of a verifiers taskset, scored by its reward functions.
+
+    env: a module with `load_environment(**args)`, or a taskset package; args: its arguments.
+    heldout_share: share of tasks (by `Task.key`) held out (default 0.1); heldout_args: load the
+    held-out split as its own taskset instead. max_tasks: the first N tasks only (needed for an
+    infinite taskset). success_threshold: the weighted reward an answer needs to succeed.
+    reward_timeout: seconds one reward function may take on one answer (`task.reward_timeout`).
+    """
+
+    def __init__(
+        self,
+        env: str,
+        args: dict[str, Any] | None = None,
+        heldout_args: dict[str, Any] | None = None,
+        heldout_share: float | None = None,
+        max_tasks: int | None = None,
+        success_threshold: float = 1.0,
+        reward_timeout: float | None = DEFAULT_REWARD_TIMEOUT,
+        family_name: str = "verifiers",
+    ):
+        self.name = family_name
+        self.vf = _package()
+        self.env_name = env
+        if heldout_args is not None and heldout_share is not None:
+            raise UserError(
+                "verifiers: task.args.heldout_share has no effect with task.args.heldout_args (the held-out split is "
+                "that taskset): remove one"
+            )
+        share = 0.1 if heldout_share is None else heldout_share
+        if heldout_args is None and not 0 < share < 1:
+            raise UserError(f"verifiers: heldout_share={share} must be in (0, 1)")
+        if max_tasks is not None and max_tasks < 1:
+            raise UserError(f"verifiers: max_tasks={max_tasks} must be at least 1")
+        self.success_threshold = float(success_threshold)
+        self.reward_timeout = reward_timeout
+        self.vf_tasks: dict[str, Any] = {}
+        train = self._load(args or {}, max_tasks, "args")
+        if heldout_args is None:
+            held = [t for t in train if in_heldout(t.key, share)]
+            train = [t for t in train if not in_heldout(t.key, share)]
+        else:
+            held = self._load(heldout_args, max_tasks, "heldout_args")
+            keys = {t.key for t in held}
+            train = [t for t in train if t.key not in keys]
+        if not train or not held:
+            raise UserError(
+                f"verifiers: {env} gives {len(train)} train and {len(held)} held-out tasks; each split needs at least "
+                "one (load more tasks, or change heldout_share / heldout_args)"
+            )
+        self.split = {"train": [self._task(t) for t in train], "heldout": [self._task(t) for t in held]}
+
+    def _load(self, args: dict[str, Any], max_tasks: int | None, key: str) -> list[Any]:
+        vf = self.vf
+        if not isinstance(args, dict):
+            raise UserError(f"verifiers: task.args.{key} is {args!r}; give a mapping of arguments")
+        module = _import(self.env_name)
+        load = getattr(module, "load_environment", None)
+        if callable(load):
+            try:
+                made = load(**args)
+            except TypeError as e:
+                if e.__traceback__ is not None and e.__traceback__.tb_next is None:  # the call itself
+                    raise UserError(
+                        f"verifiers: {self.env_name}.load_environment{inspect.signature(load)} does not take "
+                        f"task.args.{key}={args}: {e}"
+                    ) from e
+                raise
+            if isinstance(made, vf.Env):
+                if not isinstance(made, vf.SingleAgentEnv):
+                    raise UserError(self._own_run(type(made)))
+                taskset = made.taskset
+            elif isinstance(made, vf.Taskset):
+                taskset = made
+            else:
+                raise UserError(
+                    f"verifiers: {self.env_name}.load_environment() returned {type(made).__name__}; it must return a "
+                    "vf.Env or a vf.Taskset"
+                )
+        else:
+            taskset = self._package_taskset(args)
+        self._check_tools(taskset)
+        if max_tasks is not None:
+            taskset = taskset.take(max_tasks)
+        elif not taskset.bounded:
+            raise UserError(
+                f"verifiers: the taskset of {self.env_name} is infinite; give task.args.max_tasks (how many to load)"
+            )
+        tasks = list(taskset)
+        if not tasks:
+            raise UserError(f"verifiers: the taskset of {self.env_name} ({key}={args}) has no tasks")
+        for t in tasks[:1]:
+            self._check_task(t)
+        return tasks
+
+    def _package_taskset(self, args: dict[str, Any]):
+        vf = self.vf
+        from pydantic import ValidationError
+
+        try:
+            env_cls = vf.environment_class(self.env_name)
+            config_type = vf.taskset_config_type(self.env_name)
+        except (AttributeError, TypeError, ValueError) as e:
+            raise UserError(
+                f"verifiers: {self.env_name} has no load_environment() and is not a taskset package ({e})"
+            ) from e
+        if env_cls is not vf.SingleAgentEnv:
+            raise UserError(self._own_run(env_cls))
+        try:
+            config = config_type.model_validate({**args, "id": self.env_name})
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(x) for x in first.get("loc", ()))
+            raise UserError(
+                f"verifiers: the taskset {self.env_name} rejects its arguments {args}: {where}: {first.get('msg')} "
+                f"(its config: {config_type.__name__}, fields {', '.join(config_type.model_fields)})"
+            ) from e
+        return vf.load_taskset(config)
+
+    def _own_run(self, cls: type) -> str:
+        return (
+            f"verifiers: {self.env_name} runs its episodes with its own Env.run ({cls.__name__}), which drives a model "
+            "client of its own; task.family=verifiers trains on single-agent tasksets (vf.SingleAgentEnv)"
+        )
+
+    def _check_tools(self, taskset) -> None:
+        task_cls = type(taskset).task_type()
+        if type(taskset).toolsets(taskset.config) or task_cls.toolsets(taskset.config.task):
+            raise UserError(
+                f"verifiers: the taskset of {self.env_name} serves tools (toolsets); tool-calling tasks are not "
+                "supported by task.family=verifiers"
+            )
+
+    def _check_task(self, t) -> None:
+        vf = self.vf
+        name = type(t).__name__
+        if t.config.judges:
+            raise UserError(
+                f"verifiers: task {name} scores with judges ({', '.join(j.id for j in t.config.judges)}), which call a "
+                "model client; task.family=verifiers scores with the task's reward functions only"
+            )
+        need = [fn.__name__ for fn in t.hooks("reward") if _needs_runtime(fn)]
+        if need or type(t).setup is not vf.Task.setup:
+            what = f"reward functions {', '.join(need)} need" if need else "its setup() needs"
+            raise UserError(
+                f"verifiers: task {name}: {what} a runtime (a sandbox or container), which task.family=verifiers "
+                "does not provide"
+            )
+        if not t.hooks("reward"):
+            raise UserError(f"verifiers: task {name} has no @vf.reward functions to score answers with")
+
+    def messages(self, t) -> list[dict[str, str]]:
+        """The conversation the policy answers: the system prompt, then the prompt's messages."""
+        from verifiers.v1.types import content_text
+
+        out = []
+        if t.data.system_prompt is not None:
+            out.append({"role": "system", "content": t.data.system_prompt})
+        if isinstance(t.data.prompt, str):
+            out.append({"role": "user", "content": t.data.prompt})
+        else:
+            out += [{"role": m.role, "content": content_text(m.content)} for m in t.data.prompt or []]
+        if not out:
+            raise UserError(f"verifiers: task {t.data.idx} of {self.env_name} has no prompt; the policy needs one")
+        return out
+
+    def trace(self, t, messages: list[dict[str, str]]):
+        """The package's `Trace` of a conversation: one node per message, the policy's answers sampled."""
+        vf = self.vf
+        from verifiers.v1.graph import MessageNode
+        from verifiers.v1.trace import AgentInfo, TraceTask
+        from verifiers.v1.types import AssistantMessage, SystemMessage, UserMessage
+
+        kinds = {"system": SystemMessage, "user": UserMessage, "assistant": AssistantMessage}
+        first_answer = len(self.messages(t))
+        nodes = [
+            MessageNode(
+                parent=i - 1 if i else None,
+                message=kinds[m["role"]](content=m["content"]),
+                sampled=i >= first_answer and m["role"] == "assistant",
+            )
+            for i, m in enumerate(messages)
+        ]
+        return vf.Trace(
+            task=TraceTask(type=type(t).__name__, data=t.data, key=t.key, hash=t.hash),
+            agent=AgentInfo(config=vf.AgentConfig(), name="tempering"),
+            nodes=nodes,
+        )
+
+    async def score(self, t, trace, answer: str) -> tuple[dict[str, float], dict[str, float]]:
+        """Each reward's value and weight by name, in the order the package records them."""
+        from verifiers.v1.utils.decorators import invoke
+
+        fns = t.hooks("reward")
+        available = {"task": t.data, "trace": trace}
+
+        async def call(fn):
+            try:
+                out = invoke(fn, available)
+                if inspect.isawaitable(out):
+                    out = await (out if self.reward_timeout is None else asyncio.wait_for(out, self.reward_timeout))
+                return out
+            except asyncio.TimeoutError:
+                raise UserError(
+                    f"verifiers reward {type(t).__name__}.{fn.__name__} did not return within task.reward_timeout="
+                    f"{self.reward_timeout:g} s (task {t.key[:12]}, answer {_short(answer)}); fix the function or "
+                    "raise task.reward_timeout"
+                ) from None
+            except Exception as e:
+                raise UserError(
+                    f"verifiers reward {type(t).__name__}.{fn.__name__} raised {type(e).__name__}: {e} at {_frame(e)} "
+                    f"(task {t.key[:12]}, answer {_short(answer)})"
+                ) from e
+
+        results = await asyncio.gather(*(call(fn) for fn in fns))
+        parts: dict[str, float | None] = {fn.__name__: None for fn in fns}
+        weights: dict[str, float] = {}
+        for fn, result in zip(fns, results):
+            weight = float(getattr(fn, "_vf_weight", 1.0))
+            if isinstance(result, Mapping):
+                if parts.get(fn.__name__) is None:
+                    parts.pop(fn.__name__, None)
+                items = list(result.items())
+            else:
+                items = [(fn.__name__, result)]
+            for key, value in items:
+                try:
+                    v = float(value)
+                except (TypeError, ValueError) as e:
+                    raise UserError(
+                        f"verifiers reward {type(t).__name__}.{fn.__name__} returned {value!r} for {key!r}; rewards are "
+                        "numbers"
+                    ) from e
+                if not math.isfinite(v):
+                    raise UserError(
+                        f"verifiers reward {type(t).__name__}.{fn.__name__} returned {v} for {key!r} (answer "
+                        f"{_short(answer)}); rewards must be finite"
+                    )
+                parts[key], weights[key] = v, weight
+        return {k: v for k, v in parts.items() if v is not None}, weights
+
+    def _task(self, t) -> Task:
+        msgs = self.messages(t)
+        plain = len(msgs) == 1 and msgs[0]["role"] == "user"
+        tid = f"{self.name}:{self.env_name}:{t.key[:16]}"
+        self.vf_tasks[tid] = t
+        return Task(
+            id=tid,
+            prompt=msgs[0]["content"] if plain else Conversation(msgs),
+            family=self.name,
+            meta={"idx": t.data.idx, "key": t.key},
+        )
+
+    def tasks(self, split: str, n: int, seed: int = 0) -> list[Task]:
+        if split not in SPLITS:
+            raise UserError(f"unknown split {split!r}; use one of {SPLITS}")
+        pool = self.split[split]
+        return list(pool) if n >= len(pool) else random.Random(seed).sample(pool, n)
+
+    def split_size(self, split: str) -> int | None:
+        return len(self.split[split]) if split in self.split else None
+
+    def make_env(self, task: Task) -> Env:
+        return VerifiersEnv(task, self)

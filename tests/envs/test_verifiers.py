@@ -1,0 +1,262 @@
+"""task.family=verifiers against the verifiers package itself: a taskset written in its own form,
+scored by the package's own `Task.score`."""
+
+import asyncio
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("verifiers.v1")
+
+import verifiers.v1 as vf
+from verifiers.v1.graph import MessageNode
+from verifiers.v1.trace import AgentInfo, TraceTask
+from verifiers.v1.types import AssistantMessage, SystemMessage, UserMessage
+
+from tempering.envs.registry import make_family
+from tempering.errors import UserError
+
+TASKSET = '''
+"""Sums in verifiers' own form: typed task data, weighted @vf.reward methods, a taskset."""
+import verifiers.v1 as vf
+
+
+class SumData(vf.TaskData):
+    answer: str
+
+
+class SumTask(vf.Task[SumData]):
+    @vf.reward(weight=1.0)
+    async def correct(self, task, trace) -> float:
+        return float(trace.last_reply == task.answer)
+
+    @vf.reward(weight=0.5)
+    async def digits(self, task, trace) -> float:
+        """Partial credit: the share of the answer's digits in the right place."""
+        got = trace.last_reply
+        return sum(a == b for a, b in zip(got, task.answer)) / max(len(got), len(task.answer), 1)
+
+    @vf.reward(weight=-0.1, priority=1)
+    async def style(self, trace):
+        """Keyed scores: one reward per key, each with this function's weight."""
+        reply = trace.last_reply
+        return {"length": min(len(reply), 10) / 10, "spaces": float(" " in reply)}
+
+
+class SumConfig(vf.TasksetConfig):
+    n: int = 60
+    start: int = 10
+    system: str | None = None
+
+
+class SumTaskset(vf.Taskset[SumTask, SumConfig]):
+    def load(self):
+        for i in range(self.config.n):
+            a, b = self.config.start + i % 9, 3 + i // 9
+            yield SumTask(SumData(prompt=f"{a}+{b}=", answer=str(a + b), system_prompt=self.config.system), self.config.task)
+
+
+__all__ = ["SumTaskset"]
+'''
+
+LOADER = '''
+import verifiers.v1 as vf
+
+
+def load_environment(n: int = 60, start: int = 10):
+    """verifiers' own loader: the taskset package named by id, as its eval command builds it."""
+    return vf.load_environment(vf.resolve_env_config({"taskset": {"id": "sum_taskset", "n": n, "start": start}}))
+'''
+
+
+@pytest.fixture
+def envdir(tmp_path, monkeypatch):
+    (tmp_path / "sum_taskset.py").write_text(TASKSET)
+    (tmp_path / "sum_env.py").write_text(LOADER)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    for m in [m for m in sys.modules if m.startswith(("sum_", "bad_", "tool_", "judge_", "multi_", "rt_"))]:
+        del sys.modules[m]
+
+
+def _package_reward(vf_task, messages):
+    """The package's own scoring of a conversation: its Trace, `Task.score`, `trace.reward`."""
+    kinds = {"system": SystemMessage, "user": UserMessage, "assistant": AssistantMessage}
+    nodes = [
+        MessageNode(
+            parent=i - 1 if i else None,
+            message=kinds[m["role"]](content=m["content"]),
+            sampled=m["role"] == "assistant",
+        )
+        for i, m in enumerate(messages)
+    ]
+    trace = vf.Trace(
+        task=TraceTask(type=type(vf_task).__name__, data=vf_task.data, key=vf_task.key, hash=vf_task.hash),
+        agent=AgentInfo(config=vf.AgentConfig()),
+        nodes=nodes,
+    )
+    asyncio.run(vf_task.score(trace))
+    return trace
+
+
+def _answers(right):
+    return [right, f" {right} ", right + "0", right[:-1], right[::-1], "7", f"{right} {right}", "", "x" * 12]
+
+
+@pytest.mark.parametrize("env", ["sum_env", "sum_taskset"])
+def test_scores_equal_the_packages_task_score(envdir, env):
+    fam = make_family("verifiers", env=env, args={"n": 30})
+    n = partial = 0
+    for t in fam.split["train"] + fam.split["heldout"]:
+        vf_task = fam.vf_tasks[t.id]
+        for a in _answers(vf_task.data.answer):
+            res = asyncio.run(fam.make_env(t).step(a))
+            trace = _package_reward(
+                vf_task, [{"role": "user", "content": t.prompt}, {"role": "assistant", "content": a}]
+            )
+            assert res.score == trace.reward, (t.id, a)
+            assert res.info["rewards"] == {k: r.score for k, r in trace.rewards.items()}
+            assert res.success == (res.score >= 1.0)
+            n += 1
+            partial += 0 < res.info["rewards"]["digits"] < 1
+    assert n >= 200 and partial > 0
+    assert set(res.info["rewards"]) == {"correct", "digits", "length", "spaces"}
+
+
+def test_second_turn_is_scored_on_the_whole_conversation(envdir):
+    fam = make_family("verifiers", env="sum_taskset", args={"n": 40, "system": "Answer with the sum only."})
+    t = fam.split["train"][0]
+    vf_task = fam.vf_tasks[t.id]
+    assert [m["role"] for m in t.prompt.messages] == ["system", "user"]  # a chat prompt
+    env = fam.make_env(t)
+    first = asyncio.run(env.step("1"))
+    assert not first.success and first.status == "incorrect" and "needs 1" in first.feedback
+    second = asyncio.run(env.step(vf_task.data.answer))
+    msgs = [*t.prompt.messages, {"role": "assistant", "content": "1"}, {"role": "user", "content": first.feedback}]
+    msgs.append({"role": "assistant", "content": vf_task.data.answer})
+    assert second.success and second.score == _package_reward(vf_task, msgs).reward
+
+
+def test_heldout_split_never_reaches_training(envdir):
+    fam = make_family("verifiers", env="sum_taskset", args={"n": 200})
+    train = {fam.vf_tasks[t.id].key for t in fam.split["train"]}
+    held = {fam.vf_tasks[t.id].key for t in fam.split["heldout"]}
+    assert len(train) + len(held) == 200 and held and not train & held
+    assert fam.split_size("heldout") == len(held) and 5 < len(held) < 40
+    own = make_family("verifiers", env="sum_taskset", args={"n": 30}, heldout_args={"n": 5})  # the first 5 overlap
+    assert own.split_size("heldout") == 5 and own.split_size("train") == 25
+    assert {t.prompt for t in own.tasks("train", 25)}.isdisjoint(t.prompt for t in own.tasks("heldout", 5))
+
+
+def test_a_raising_reward_names_the_function_and_the_users_line(envdir):
+    (envdir / "bad_taskset.py").write_text(
+        TASKSET.replace("SumTaskset", "BadTaskset").replace(
+            "        return float(trace.last_reply == task.answer)",
+            "        return float(trace.last_reply == task.answer) / len(trace.last_reply)",
+        )
+    )
+    fam = make_family("verifiers", env="bad_taskset", args={"n": 40})
+    t = fam.split["train"][0]
+    assert asyncio.run(fam.make_env(t).step("12")).status in ("correct", "incorrect")
+    with pytest.raises(UserError) as err:
+        asyncio.run(fam.make_env(t).step(""))
+    msg = str(err.value)
+    assert "verifiers reward SumTask.correct raised ZeroDivisionError" in msg
+    assert "bad_taskset.py:" in msg and "in correct: return float(trace.last_reply == task.answer) / len(" in msg
+
+
+def test_what_the_family_cannot_run_is_refused_with_the_reason(envdir):
+    (envdir / "multi_env.py").write_text(
+        TASKSET
+        + textwrap.dedent(
+            """
+            class Debate(vf.Env[vf.SingleAgentEnvConfig]):
+                async def run(self, task, agents):
+                    pass
+
+            __all__ = ["SumTaskset", "Debate"]
+            """
+        )
+    )
+    with pytest.raises(UserError, match="its own Env.run .Debate.*single-agent tasksets"):
+        make_family("verifiers", env="multi_env")
+    (envdir / "rt_taskset.py").write_text(
+        TASKSET.replace("async def correct(self, task, trace)", "async def correct(self, task, trace, runtime)")
+    )
+    with pytest.raises(UserError, match="reward functions correct need a runtime"):
+        make_family("verifiers", env="rt_taskset")
+    with pytest.raises(UserError, match="no module named 'no_such_env'"):
+        make_family("verifiers", env="no_such_env")
+    with pytest.raises(UserError, match=r"rejects its arguments \{'m': 3\}"):
+        make_family("verifiers", env="sum_taskset", args={"m": 3})
+    with pytest.raises(UserError, match=r"load_environment\(n: int = 60, start: int = 10\) does not take"):
+        make_family("verifiers", env="sum_env", args={"m": 3})
+    with pytest.raises(UserError, match="heldout_share has no effect"):
+        make_family("verifiers", env="sum_env", heldout_args={"n": 3}, heldout_share=0.2)
+
+
+def test_an_infinite_taskset_needs_max_tasks(envdir):
+    (envdir / "sum_stream.py").write_text(
+        TASKSET.replace(
+            "class SumTaskset(vf.Taskset[SumTask, SumConfig]):",
+            "class SumTaskset(vf.Taskset[SumTask, SumConfig]):\n    INFINITE = True",
+        ).replace("for i in range(self.config.n):", "import itertools\n        for i in itertools.count():")
+    )
+    with pytest.raises(UserError, match="infinite; give task.args.max_tasks"):
+        make_family("verifiers", env="sum_stream")
+    fam = make_family("verifiers", env="sum_stream", max_tasks=50)
+    assert fam.split_size("train") + fam.split_size("heldout") == 50
+
+
+def test_missing_package_says_how_to_install(monkeypatch):
+    import tempering.envs.verifiers as mod
+
+    monkeypatch.setitem(sys.modules, "verifiers.v1", None)
+    with pytest.raises(UserError, match=r"pip install 'tempering\[ecosystem\]'"):
+        mod._package()
+
+
+@pytest.mark.slow
+def test_train_verb_runs_a_few_steps_and_logs_each_reward(envdir):
+    out = envdir / "run"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tempering.cli",
+            "train",
+            "model.name=tiny-xs",
+            "task.family=verifiers",
+            "task.args.env=sum_env",
+            "task.args.args.n=40",
+            "task.train_size=16",
+            "task.heldout_size=4",
+            "rollout.group_size=2",
+            "rollout.prompts_per_step=2",
+            "rollout.max_new_tokens=4",
+            "rollout.max_turns=2",
+            "run.steps=2",
+            f"run.out_dir={out}",
+            "run.eval_every=0",
+            "run.checkpoint_every=0",
+            "run.progress=false",
+            "run.threads=1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=envdir,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [x for x in rows if "reward" in x]
+    assert [x["step"] for x in steps] == [1, 2]
+    assert all({"reward/correct", "reward/digits", "reward/length", "reward/spaces"} <= set(x) for x in steps)
+    samples = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
+    assert all(x["task"].startswith("verifiers:sum_env:") for x in samples)
+    two = [x for x in samples if len(x["turns"]) == 2]
+    assert two and all(x["turns"][0]["feedback"].startswith("score ") for x in two)
