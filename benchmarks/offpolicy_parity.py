@@ -1,5 +1,6 @@
 """The anchors' rollout-correction outputs on fixed inputs, stored once in tests/data/offpolicy_parity.json
-for tests/algos/test_correction_parity.py. Runs in a throwaway environment with the anchors installed, never
+for tests/algos/test_correction_parity.py, and verl's outcome advantages of groups of one in
+tests/data/verl_singleton_group.json for tests/algos/test_advantages.py. Runs in a throwaway environment with the anchors installed, never
 in tempering's (nothing of theirs is imported by the package or its tests):
 
     python3 -m venv /tmp/anchors
@@ -25,6 +26,7 @@ from pathlib import Path
 import torch
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "offpolicy_parity.json"
+SINGLETON_OUT = OUT.with_name("verl_singleton_group.json")
 LENGTHS = [8, 5, 3, 8, 1, 6, 0]
 T = 8
 
@@ -172,6 +174,36 @@ def main() -> None:
     }
     OUT.write_text(json.dumps(data, indent=1) + "\n")
     print(f"{len(cases)} cases -> {OUT}")
+    singleton_groups()
+
+
+def singleton_groups() -> None:
+    """verl's GRPO (with and without the std), and RLOO, where every prompt has one response."""
+    import numpy as np
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage, compute_rloo_outcome_advantage
+
+    scores = torch.tensor([0.7, -1.5, 0.0, 2.25, 1.0])
+    rewards = torch.zeros(len(scores), 3)
+    rewards[:, -1] = scores  # the outcome reward sits on the last token
+    mask = torch.ones_like(rewards)
+    index = np.array([f"p{i}" for i in range(len(scores))])  # one response per prompt
+    out = {}
+    for name, fn in (
+        ("grpo", lambda: compute_grpo_outcome_advantage(rewards, mask, index, norm_adv_by_std_in_grpo=True)),
+        ("dr_grpo", lambda: compute_grpo_outcome_advantage(rewards, mask, index, norm_adv_by_std_in_grpo=False)),
+        ("rloo", lambda: compute_rloo_outcome_advantage(rewards, mask, index)),
+    ):
+        adv, _ = fn()
+        out[name] = adv[:, 0].tolist()  # every token of a response carries its advantage
+    data = {
+        "command": " ".join(["/tmp/anchors/bin/python", *sys.argv]),
+        "versions": {"verl": version("verl")},
+        "call": "verl.trainer.ppo.core_algos.compute_{grpo,rloo}_outcome_advantage, index = one prompt per response",
+        "scores": scores.tolist(),
+        "advantages": out,
+    }
+    SINGLETON_OUT.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"singleton groups -> {SINGLETON_OUT}")
 
 
 if __name__ == "__main__":

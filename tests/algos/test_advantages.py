@@ -1,9 +1,13 @@
+import json
 import math
+from pathlib import Path
 
+import pytest
 import torch
 
 from tempering.algos.advantages import dr_grpo_advantage, grpo_advantage, rloo_advantage, zero_std_groups
-from tempering.algos.credit import CREDIT, turn_tensors
+from tempering.algos.credit import CREDIT, resolve_credit, turn_tensors
+from tempering.errors import ConfigError
 from tempering.types import Episode, Group, Task, Turn
 
 R = torch.tensor([[1.0, 0.0, 0.0, 1.0], [2.0, 2.0, 2.0, 2.0]])
@@ -28,6 +32,36 @@ def test_group_of_one_has_zero_advantage():
     for fn in (grpo_advantage, rloo_advantage):
         assert torch.equal(fn(one), torch.zeros_like(one))
     assert not math.isnan(float(grpo_advantage(one).sum()))
+
+
+def test_group_of_one_gets_its_raw_score_in_verls_convention():
+    one = torch.tensor([[0.7], [-1.5]])
+    # verl: mean 0 and std 1 for a group of one, so GRPO gives r / (1 + eps), Dr. GRPO and RLOO give r
+    assert torch.allclose(grpo_advantage(one, singleton="raw"), one / (1 + 1e-6), atol=0, rtol=1e-7)
+    assert torch.equal(dr_grpo_advantage(one, singleton="raw"), one)
+    assert torch.equal(rloo_advantage(one, singleton="raw"), one)
+    assert torch.equal(grpo_advantage(R, singleton="raw"), grpo_advantage(R))  # groups of G > 1 are unchanged
+    with pytest.raises(ValueError, match="singleton='mean' is unknown"):
+        rloo_advantage(one, singleton="mean")
+
+
+def test_group_of_one_matches_verl():
+    """verl's own numbers (tests/data/verl_singleton_group.json, from benchmarks/offpolicy_parity.py)."""
+    data = json.loads((Path(__file__).parents[1] / "data" / "verl_singleton_group.json").read_text())
+    scores = torch.tensor(data["scores"])[:, None]
+    for name, fn in (("grpo", grpo_advantage), ("dr_grpo", dr_grpo_advantage), ("rloo", rloo_advantage)):
+        ours = fn(scores, singleton="raw")[:, 0]
+        assert (ours - torch.tensor(data["advantages"][name])).abs().max() <= 1e-6, name
+        assert torch.equal(fn(scores)[:, 0], torch.zeros(len(scores)))  # ours: no baseline, no signal
+
+
+def test_the_singleton_convention_reaches_the_credit():
+    g = Group(Task("t", "p"), [_ep([0.0, 1.0], 1.0)])
+    tt = turn_tensors([g])
+    assert resolve_credit("rloo", {}, "raw")(tt).tolist() == [[[1.0, 1.0]]]
+    assert resolve_credit("rloo", {})(tt).tolist() == [[[0.0, 0.0]]]
+    with pytest.raises(ConfigError, match="loss.singleton_group=raw is read by the outcome credits only"):
+        resolve_credit("kevin", {}, "raw")
 
 
 def test_zero_std_groups():

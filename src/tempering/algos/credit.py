@@ -15,6 +15,7 @@ kept apart from the verifier's scores, and each credit says how it uses them:
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -92,7 +93,8 @@ def _outcome(estimator: Callable[[torch.Tensor], torch.Tensor]) -> Callable[...,
     def credit(t: TurnTensors) -> torch.Tensor:
         return estimator(t.rewards_NG + t.shaping.sum(-1))[:, :, None] * t.valid_NGK
 
-    credit.__doc__ = f"{estimator.__name__} on the episode's (shaped) reward, for every turn of the episode."
+    name = getattr(estimator, "func", estimator).__name__  # a functools.partial names its function
+    credit.__doc__ = f"{name} on the episode's (shaped) reward, for every turn of the episode."
     return credit
 
 
@@ -153,11 +155,19 @@ def credit_params(name: str) -> list[str]:
     return [p for p in inspect.signature(CREDIT[name]).parameters if p != "t"]
 
 
-def resolve_credit(name: str, args: dict) -> Callable[[TurnTensors], torch.Tensor]:
-    """The credit function `name` with its keyword arguments checked against its signature."""
+def resolve_credit(name: str, args: dict, singleton_group: str = "zero") -> Callable[[TurnTensors], torch.Tensor]:
+    """The credit function `name` with its keyword arguments checked against its signature;
+    `singleton_group` is the outcome estimators' convention for a group of one (`algos/advantages.py`)."""
     if name not in CREDIT:
         raise ConfigError(f"loss.advantage={name!r} is unknown; choose one of {sorted(CREDIT)}")
     fn = CREDIT[name]
+    if singleton_group != "zero":
+        if name not in OUTCOME_ESTIMATORS:
+            raise ConfigError(
+                f"loss.singleton_group={singleton_group} is read by the outcome credits only; "
+                f"use loss.advantage={'|'.join(OUTCOME_ESTIMATORS)}, or loss.singleton_group=zero"
+            )
+        fn = _outcome(functools.partial(OUTCOME_ESTIMATORS[name], singleton=singleton_group))
     params = credit_params(name)
     bad = sorted(set(args) - set(params))
     if bad:

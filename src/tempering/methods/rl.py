@@ -16,6 +16,7 @@ from typing import Any, Literal, get_args
 import torch
 from pydantic import Field, model_validator
 
+from tempering.algos.advantages import OUTCOME_ESTIMATORS
 from tempering.algos.credit import CREDIT, credit_params, leap_tournament, resolve_credit
 from tempering.algos.leap import dcp_expand
 from tempering.algos.losses import KL_ALIASES, KL_ESTIMATORS
@@ -76,6 +77,11 @@ class RLLossSection(UpdateSection):
     credit_args: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments of the credit function (e.g. gamma, mode)."
     )
+    singleton_group: Literal["zero", "raw"] = Field(
+        "zero",
+        description="grpo, dr_grpo, rloo with rollout.group_size=1: a group of one gets 0 (ours) or its raw score "
+        "(verl's, to reproduce its runs).",
+    )
     kl_coef: float = Field(0.0, ge=0, description="KL-to-reference coefficient beta (0: no reference model is loaded).")
     kl_estimator: KLEstimator = Field(
         "k3",
@@ -116,6 +122,8 @@ class RLLossSection(UpdateSection):
             "loss.kl_coef > 0 (as a loss term)",
         )
         ignored_unless(self, "loss", ["max_resample_rounds"], self.dynamic_sampling, "loss.dynamic_sampling=true")
+        outcome = self.advantage in OUTCOME_ESTIMATORS
+        ignored_unless(self, "loss", ["singleton_group"], outcome, "loss.advantage=" + "|".join(OUTCOME_ESTIMATORS))
         if self.advantage == "leap":
             for key, on in (("overlong_cache", self.overlong_cache > 0), ("kl_in_reward", self.kl_in_reward)):
                 if on:
@@ -135,7 +143,12 @@ class RLLossSection(UpdateSection):
 def check(cfg) -> None:
     """Checks across sections of an RL config (raise ValueError inside a validator)."""
     r, loss = cfg.rollout, cfg.loss
-    if r.group_size == 1:
+    if loss.singleton_group != "zero" and r.group_size != 1:
+        raise ValueError(
+            f"loss.singleton_group={loss.singleton_group} has no effect unless rollout.group_size=1; "
+            "remove it, or set rollout.group_size=1"
+        )
+    if r.group_size == 1 and loss.singleton_group == "zero":
         within = loss.advantage == "kevin" or (loss.advantage == "tcpo" and loss.credit_args.get("norm") == "group")
         warnings.warn(
             "rollout.group_size=1: every group-relative advantage is 0 with one episode per prompt, so "
@@ -199,7 +212,7 @@ def build(ctx: Context) -> Method:
         plots.append("shaping/overlong")
     if r.max_turns > 1:
         plots += ["turns", "acc@1"]
-    credit = turn_credit(resolve_credit(loss.advantage, loss.credit_args))
+    credit = turn_credit(resolve_credit(loss.advantage, loss.credit_args, loss.singleton_group))
     if loss.advantage == "leap":
         credit = with_tournament(credit, loss.credit_args.get("token_efficiency", False))
         plots += ["leap/groups_ranked"]
