@@ -44,10 +44,28 @@ def group_metrics(groups: list[Group], k: int, max_turns: int = 1) -> dict[str, 
 
 def reward_parts(episodes: list[Episode]) -> dict[str, float]:
     """`reward/NAME`: the mean of each named part of the reward (a verifier's `info["rewards"]`, e.g.
-    one value per reward function of a dataset) on the turn that gave each episode its reward."""
+    one value per reward function of a dataset) on the turn that gave each episode its reward; and,
+    for tool-calling episodes, `tool_counts`."""
     sums: dict[str, list[float]] = {}
     for e in episodes:
         parts = e.turns[-1].info.get("rewards", {}) if e.turns else {}
         for name, v in parts.items():
             sums.setdefault(name, []).append(float(v))
-    return {f"reward/{name}": sum(vs) / len(vs) for name, vs in sums.items()}
+    return {**{f"reward/{name}": sum(vs) / len(vs) for name, vs in sums.items()}, **tool_counts(episodes)}
+
+
+TOOL_COUNTS = ("calls", "malformed")
+"""Per-turn counters of tool environments (`info["tool_calls"]`, `info["tool_malformed"]`): calls run,
+and calls refused as malformed (unreadable JSON, an unknown tool, bad arguments)."""
+
+
+def tool_counts(episodes: list[Episode]) -> dict[str, float]:
+    """`tools/calls`, `tools/malformed`: per episode, summed over its turns (mean over
+    episodes), and `tools/episodes_with_calls`; empty when no episode was a tool episode."""
+    tool_eps = [e for e in episodes if any("tool_calls" in t.info for t in e.turns)]
+    if not tool_eps:
+        return {}
+    n = len(episodes)
+    out = {f"tools/{k}": sum(t.info.get(f"tool_{k}", 0) for e in tool_eps for t in e.turns) / n for k in TOOL_COUNTS}
+    out["tools/episodes_with_calls"] = sum(any(t.info.get("tool_calls", 0) for t in e.turns) for e in tool_eps) / n
+    return out

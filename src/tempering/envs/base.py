@@ -32,6 +32,9 @@ class StepResult:
     status: str = ""
     """Short machine-readable status: correct, incorrect, parse_error, compile_error, runtime_error, ..."""
     info: dict[str, Any] = field(default_factory=dict)
+    messages: list[dict[str, Any]] | None = None
+    """Chat messages that answer the policy (tool results as `tool` messages): the chat template renders
+    them after the answer, in place of `feedback` through the feedback template."""
 
 
 class Env(abc.ABC):

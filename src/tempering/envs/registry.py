@@ -27,6 +27,7 @@ FAMILIES: dict[str, str] = {
     "gui_states": "tempering.envs.gui.states:GuiStateFamily",
     "miniwob": "tempering.envs.gui.miniwob:MiniWoBFamily",
     "reasoning_gym": "tempering.envs.reasoning_gym:ReasoningGymFamily",
+    "tools": "tempering.envs.tools:ToolFamily",
     "verifiers": "tempering.envs.verifiers:VerifiersFamily",
     "openenv": "tempering.envs.openenv:OpenEnvFamily",
 }

@@ -269,6 +269,8 @@ async def rollout(
 
     live = list(eps)
     pending_context: dict[int, list[int]] = {}
+    replies: dict[int, list[dict] | None] = {}
+    """Each live episode's last tool messages (None: the feedback template answers)."""
     budget = opts.max_context_tokens - opts.sampling.max_new_tokens
     for k in range(1, opts.max_turns + 1):
         if not live:
@@ -284,6 +286,7 @@ async def rollout(
             if err is not None:
                 stats.errors.append(err)
             stats.tokens += len(s.ids)
+            replies[id(e)] = res.messages
             score = _check_score(res, envs[id(e)], opts)
             e.turns.append(
                 Turn(
@@ -326,7 +329,13 @@ async def rollout(
             if e.stop_reason:
                 continue
             last = e.turns[-1]
-            last.feedback_ids = fmt.feedback_ids(format_feedback(opts.feedback_templates, _as_result(last)), e.prompt)
+            reply = replies.get(id(e))
+            if reply is not None:
+                last.feedback_ids = fmt.reply_ids(reply, e.prompt, answer_closed=not last.truncated)
+            else:
+                last.feedback_ids = fmt.feedback_ids(
+                    format_feedback(opts.feedback_templates, _as_result(last)), e.prompt
+                )
             grown = ctx[id(e)] + last.action_ids + last.feedback_ids
             if len(grown) <= budget:
                 ctx[id(e)] = grown
