@@ -79,7 +79,9 @@ def test_our_parser_agrees_with_transformers_and_trls_qwen_parser(qwen_tok):
     from trl.chat_template_utils import add_response_schema
 
     add_response_schema(qwen_tok)
-    prefix = qwen_tok.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False)
+    prefix = qwen_tok.apply_chat_template(
+        [{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False
+    )
     texts = [
         call("add", n=2),
         "Sure.\n" + call("add", n=2) + "\n" + call("read"),
@@ -233,7 +235,7 @@ def test_code_tools_run_in_the_sandbox():
     tok = char_tokenizer()
     rows = [{"prompt": "Print 6*7 from Python.", "answer": "42"}]
     fam = ToolFamily(Python, rows, "tool_envs:printed", heldout_share=0.0)
-    code = "import os\nprint(6 * 7 if not os.path.exists(%r) else 'host')" % str(DATA / "tool_envs.py")
+    code = f"import os\nprint(6 * 7 if not os.path.exists({str(DATA / 'tool_envs.py')!r}) else 'host')"
     sampler = Script(tok, [CALL.format(name="python", args=json.dumps({"code": code}))])
     fmt = ChatFormat(tok, use_chat_template=False)
     (g,) = asyncio.run(rollout(sampler, fmt, fam.tasks("train", 1), fam.make_env, 1, RolloutOptions(max_turns=2)))

@@ -128,7 +128,7 @@ def _fits(value: Any, schema: dict[str, Any]) -> str | None:
         types = _JSON_TYPES.get(k, (object,))
         if isinstance(value, types) and not (isinstance(value, bool) and k in ("integer", "number")):
             if k == "array" and "items" in schema:
-                for n, item in enumerate(value):
+                for n, item in enumerate(value if isinstance(value, list) else []):
                     if (why := _fits(item, schema["items"])) is not None:
                         return f"item {n} {why}"
             return None
@@ -249,7 +249,7 @@ class ToolEnv(Env):
         self.obj = family.env_class()
         self.tools = tool_methods(self.obj)
 
-    async def reset(self) -> str:  # type: ignore[override]
+    async def reset(self) -> str:
         prompt = self.task.prompt
         reset = getattr(self.obj, "reset", None)
         if reset is None:
@@ -382,7 +382,9 @@ class ToolFamily(TaskFamily):
         self.data.reward_timeout = seconds
 
     def _with_tools(self, t: Task) -> Task:
-        msgs = list(t.prompt.messages) if isinstance(t.prompt, Conversation) else [{"role": "user", "content": t.prompt}]
+        msgs = (
+            list(t.prompt.messages) if isinstance(t.prompt, Conversation) else [{"role": "user", "content": t.prompt}]
+        )
         return Task(t.id, Conversation(msgs, self.schemas), t.answer, t.family, t.difficulty, dict(t.meta))
 
     def tasks(self, split: str, n: int, seed: int = 0) -> list[Task]:

@@ -32,8 +32,13 @@ class RFTSection(Schema):
         description="A turn with one of these verifier statuses (invalid tool call, schema error) rejects its episode.",
     )
     reject_loops: bool = Field(True, description="Reject episodes that repeat an action in consecutive turns.")
-    reject_truncated: bool = Field(True, description="Reject episodes with an answer cut off at the token limit.")
-    dedupe: bool = Field(True, description="Keep one copy of identical episodes (same task, same actions) per batch.")
+    reject_truncated: bool = Field(
+        True, description="Reject episodes with an answer cut off at the token limit (ours; not in CUDA Agent's filter)."
+    )
+    dedupe: bool = Field(
+        True,
+        description="Keep one copy of identical episodes (same task, same actions) per batch (ours; not in CUDA Agent's filter).",
+    )
 
 
 def rejection(e: Episode, r: RFTSection) -> str | None:

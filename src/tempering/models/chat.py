@@ -16,7 +16,7 @@ _MARK = "\x00TEMPERING_ANSWER\x00"
 
 
 PLAIN_TOOLS = (
-    "Tools (JSON schemas):\n{tools}\nCall one as <tool_call>{{\"name\": NAME, \"arguments\": {{...}}}}</tool_call>; "
+    'Tools (JSON schemas):\n{tools}\nCall one as <tool_call>{{"name": NAME, "arguments": {{...}}}}</tool_call>; '
     "its result comes back in <tool_response></tool_response>.\n"
 )
 """How a prompt offers its tools to a model without a chat template (the Hermes format, as text)."""
@@ -40,7 +40,7 @@ class Conversation(str):
         s.messages, s.tools = messages, tools
         return s
 
-    def __getnewargs__(self):  # type: ignore[override]  # pickles and copies rebuild it from its messages
+    def __getnewargs__(self):  # pickles and copies rebuild it from its messages
         return (self.messages, self.tools)
 
     @property
