@@ -33,7 +33,8 @@ class RFTSection(Schema):
     )
     reject_loops: bool = Field(True, description="Reject episodes that repeat an action in consecutive turns.")
     reject_truncated: bool = Field(
-        True, description="Reject episodes with an answer cut off at the token limit (ours; not in CUDA Agent's filter)."
+        True,
+        description="Reject episodes with an answer cut off at the token limit (ours; not in CUDA Agent's filter).",
     )
     dedupe: bool = Field(
         True,
