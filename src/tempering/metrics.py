@@ -45,13 +45,21 @@ def group_metrics(groups: list[Group], k: int, max_turns: int = 1) -> dict[str, 
 def reward_parts(episodes: list[Episode]) -> dict[str, float]:
     """`reward/NAME`: the mean of each named part of the reward (a verifier's `info["rewards"]`, e.g.
     one value per reward function of a dataset) on the turn that gave each episode its reward; and,
-    for tool-calling episodes, `tool_counts`."""
+    for tool-calling episodes, `tool_counts`; and `scorer_errors`, when a verifier raised on an answer."""
     sums: dict[str, list[float]] = {}
     for e in episodes:
         parts = e.turns[-1].info.get("rewards", {}) if e.turns else {}
         for name, v in parts.items():
             sums.setdefault(name, []).append(float(v))
-    return {**{f"reward/{name}": sum(vs) / len(vs) for name, vs in sums.items()}, **tool_counts(episodes)}
+    parts = {f"reward/{name}": sum(vs) / len(vs) for name, vs in sums.items()}
+    return {**parts, **tool_counts(episodes), **scorer_errors(episodes)}
+
+
+def scorer_errors(episodes: list[Episode]) -> dict[str, float]:
+    """`scorer_errors`: answers a verifier could not score because its own scorer raised (a turn's
+    `info["scorer_error"]`: the cause; such an answer scores 0 as unreadable); empty when none did."""
+    n = sum("scorer_error" in t.info for e in episodes for t in e.turns)
+    return {"scorer_errors": float(n)} if n else {}
 
 
 TOOL_COUNTS = ("calls", "malformed")

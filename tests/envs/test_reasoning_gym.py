@@ -122,6 +122,35 @@ def test_bad_arguments_are_user_errors_with_the_way_out():
         make_family("reasoning_gym", name="chain_sum", config=tiny).tasks("heldout", 100)
 
 
+def test_a_scorer_that_raises_is_counted_named_and_warned_once(capsys):
+    """The package's own prime_factorization scorer raises ValueError on an answer that is no product."""
+    from tempering.metrics import reward_parts
+    from tempering.types import Episode, Turn
+
+    fam = make_family("reasoning_gym", name="prime_factorization")
+    task = fam.tasks("train", 1, seed=0)[0]
+    with pytest.raises(ValueError):  # the package's behaviour this test rests on
+        fam.scorer.score_answer("((((", task.meta["entry"])
+    results = [_score(fam, task, "<answer>((((</answer>") for _ in range(2)]
+    res = results[0]
+    assert (res.score, res.success, res.status) == (0.0, False, "parse_error")
+    cause = res.info["scorer_error"]
+    assert cause.startswith("reasoning_gym generator 'prime_factorization': score_answer raised ValueError: ")
+    assert "invalid literal" in cause and "((((" in cause
+    assert fam.scorer_errors == {("prime_factorization", "ValueError"): 2}
+    err = capsys.readouterr().err
+    assert err.count("score_answer raised ValueError") == 1 and "scorer_errors" in err  # once per kind
+    right = _score(fam, task, f"<answer>{task.meta['entry']['answer']}</answer>")
+    assert right.success and "scorer_error" not in right.info
+
+    def episode(r):
+        turn = Turn(action_ids=[1], logprobs=[0.0], score=r.score, status=r.status, info=r.info)
+        return Episode(task=task, prompt_ids=[1], turns=[turn], prompt=task.prompt)
+
+    assert reward_parts([episode(r) for r in [*results, right]])["scorer_errors"] == 2.0
+    assert "scorer_errors" not in reward_parts([episode(right)])
+
+
 def test_missing_package_says_how_to_install(monkeypatch):
     import tempering.envs.reasoning_gym as rg
 

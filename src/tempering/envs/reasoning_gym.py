@@ -7,7 +7,10 @@ generator's config arguments (for several generators: `{generator: {arg: value}}
 The verifier is the package's: the completion's answer is the text inside its last
 `<answer>...</answer>` tag (the package's `extract_answer`, stripped; None when there is no complete
 tag), and `dataset.score_answer(answer, entry)` scores it. That score is the reward, partial credit
-included; an answer succeeds when it reaches `success_threshold`.
+included; an answer succeeds when it reaches `success_threshold`. A scorer that raises on an answer
+(`prime_factorization` on `((((`: ValueError) scores it 0 as unreadable, and says so: the turn's
+`info["scorer_error"]` names the generator and the exception, the step's `scorer_errors` counts them,
+and the first of each kind is a warning.
 
 Splits: the package makes item `idx` of a dataset seeded `s` from `Random(s + idx)`, so datasets with
 nearby seeds share almost all their items, and some generators draw from a fixed pool (ARC tasks,
@@ -27,6 +30,7 @@ from typing import Any
 from tempering.envs.base import Env, StepResult, TaskFamily
 from tempering.envs.synthetic import SPLITS, in_heldout
 from tempering.errors import UserError
+from tempering.progress import warn
 from tempering.types import Task
 
 SEED_STRIDE = 2**24
@@ -95,9 +99,11 @@ def _weights(name: Any) -> dict[str, float]:
 class ReasoningGymEnv(Env):
     """Scores one completion with the package's `score_answer` on the task's entry."""
 
-    def __init__(self, task: Task, dataset: Any, threshold: float):
+    def __init__(self, task: Task, dataset: Any, threshold: float, errors: dict[tuple[str, str], int] | None = None):
         super().__init__(task)
         self.dataset, self.threshold = dataset, threshold
+        self.errors = {} if errors is None else errors
+        """(generator, exception type) -> answers its scorer raised on; shared by the family's envs."""
 
     async def step(self, action: str) -> StepResult:
         entry = self.task.meta["entry"]
@@ -105,13 +111,19 @@ class ReasoningGymEnv(Env):
         try:
             score = float(self.dataset.score_answer(answer, entry))
         except Exception as e:  # the package's scorer failing on an odd answer: the answer is unreadable
+            generator = self.task.meta.get("generator", "?")
+            cause = f"reasoning_gym generator {generator!r}: score_answer raised {type(e).__name__}: {e}"[:500]
+            key = (generator, type(e).__name__)
+            self.errors[key] = self.errors.get(key, 0) + 1
+            if self.errors[key] == 1:
+                warn(f"{cause} (answer {str(answer)[:80]!r}); such answers score 0 as unreadable (scorer_errors)")
             return StepResult(
                 score=0.0,
                 success=False,
                 done=False,
                 feedback=f"the answer could not be scored ({type(e).__name__}); give it in the format the question asks",
                 status="parse_error",
-                info={"answer": answer},
+                info={"answer": answer, "scorer_error": cause},
             )
         ok = score >= self.threshold
         if ok:
@@ -163,6 +175,8 @@ class ReasoningGymFamily(TaskFamily):
         self.scorer = self._build(0, 1)  # bad config arguments fail here, not at the first draw
         """The dataset whose `score_answer` scores every task (scoring reads the entry, not the seed)."""
         self._datasets: dict[tuple[int, int], Any] = {}
+        self.scorer_errors: dict[tuple[str, str], int] = {}
+        """(generator, exception type) -> answers the package's scorer raised on (each kind warned once)."""
 
     def _configs(self, config: dict[str, Any]) -> dict[str, dict[str, Any]]:
         if not isinstance(config, dict):
@@ -255,4 +269,4 @@ class ReasoningGymFamily(TaskFamily):
         )
 
     def make_env(self, task: Task) -> Env:
-        return ReasoningGymEnv(task, self.scorer, self.success_threshold)
+        return ReasoningGymEnv(task, self.scorer, self.success_threshold, self.scorer_errors)

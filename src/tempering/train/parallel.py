@@ -28,6 +28,7 @@ STRATEGIES = ("ddp", "fsdp2")
 SUMMED_METRICS = (
     "env_calls",
     "env_errors",
+    "scorer_errors",
     "user_errors",
     "cf_env_calls",
     "episodes_pruned",
