@@ -27,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from tempering.experiments import conditions, conditions_text
 from tempering.sandbox import BuildCache, Job, Sandbox
 from tempering.sandbox.attacks import isolated_backends, run_suite
 from tempering.sandbox.sandbox import default_root_parent
@@ -152,7 +153,8 @@ def render(report: dict, command: str) -> str:
         f"Command: `{command}` (seed {report['seed']}, {report['n']} jobs per method, interleaved).",
         f"Machine: {m['platform']}, {m['cpus']} CPUs, Python {m['python']}, {m['bwrap'] or 'no bwrap'}, "
         f"gcc {m['gcc']}, running as {m['user']}. The machine is shared with other work (load average "
-        f"{report['load_before']} before, {report['load_after']} after, on {m['cpus']} CPUs): every process",
+        f"{report['load_before']} before, {report['load_after']} after, on {m['cpus']} CPUs; around the timings: "
+        f"{conditions_text(report['conditions_start'], report['conditions_after_timings'])}): every process",
         "start waits for a CPU, and a sandboxed job starts several processes, so under load the overhead grows.",
         "Methods are interleaved so that the load hits all of them alike; `min` is the best of the runs, the",
         "closest this machine came to idle.",
@@ -219,6 +221,7 @@ def main() -> None:
         "machine": machine(),
         "root": default_root_parent(),
         "load_before": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+        "conditions_start": conditions(),
     }
     py = ([sys.executable, "-c", "pass"], {})
     c = (C_CMD, {"main.c": C_SRC})
@@ -232,6 +235,7 @@ def main() -> None:
             )
     print("build cache", file=sys.stderr)
     report["cache"] = asyncio.run(cache_speedup(sandboxes[backends[0]], 5))
+    report["conditions_after_timings"] = conditions()
     report["attacks"] = {}
     if not args.skip_attacks:
         for b in isolated_backends():
