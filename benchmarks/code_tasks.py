@@ -39,6 +39,7 @@ from pathlib import Path
 from tempering.envs.code import CodeEnv, grade, load_problems, problem_task
 from tempering.envs.code.cheats import cheats, lookup_policy
 from tempering.envs.code.problems import BUILTIN, SAMPLES, CodeProblem, Skipped, read_records
+from tempering.experiments import conditions, conditions_text
 from tempering.runlog import atomic_write_text
 from tempering.sandbox import Sandbox
 
@@ -157,7 +158,7 @@ def render(report: dict, command: str) -> str:
             f"Command: `{command}` (no randomness: every answer is graded once).",
             f"Machine: {m['platform']}, {m['cpus']} CPUs, Python {m['python']}, {m['bwrap'] or 'no bubblewrap'}, "
             f"sandbox backend `{report['backend']}`, {report['concurrency']} answers graded at once. The machine is "
-            f"shared (load average {report['load_before']} before, {report['load_after']} after), so problems per "
+            f"shared ({conditions_text(report['conditions_start'], report['conditions_end'])}), so problems per "
             "second is a floor.",
             "",
             "Reference solutions are graded with all their tests; cheats are the answers of "
@@ -225,6 +226,7 @@ def main() -> None:
         "concurrency": args.concurrency,
         "lookup_turns": args.lookup_turns,
         "load_before": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+        "conditions_start": conditions(),
         "files": [],
     }
     for path in files:
@@ -237,6 +239,7 @@ def main() -> None:
                 print(f"grading every canonical solution of {path}", file=sys.stderr)
                 report["benchmarks"].append(asyncio.run(benchmark(sandbox, name, Path(path).resolve())))
     report["load_after"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    report["conditions_end"] = conditions()
     rows = report["files"]
     refs = sum(r["with_reference"] for r in rows)
     passed = sum(r["canonical_passed"] for r in rows)

@@ -37,6 +37,7 @@ from tempering.envs.terminal import (
     read_bundle,
     write_bundle,
 )
+from tempering.experiments import conditions, conditions_text
 from tempering.runlog import atomic_write_text
 from tempering.sandbox import Sandbox
 from tempering.synth.verify import SandboxVerifier, check_one, short_reason
@@ -135,7 +136,7 @@ def main() -> None:
     args = ap.parse_args()
     folders = [SAMPLES, HERE / "bundles", *map(Path, args.folders)]
     sandbox = Sandbox(backend=args.sandbox, concurrency=2)
-    t0 = time.time()
+    start, t0 = conditions(), time.time()
     summary, rows = asyncio.run(survey(folders, sandbox))
     public = asyncio.run(public_tasks(PUBLIC, sandbox))
     root = Path(__file__).resolve().parents[2]
@@ -151,6 +152,7 @@ def main() -> None:
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
         "load_avg_1m": round(os.getloadavg()[0], 2),
         "wall_s": round(time.time() - t0, 1),
+        "conditions": [start, conditions()],
         "bundles": sorted(rows, key=lambda r: (r["folder"], r["bundle"])),
         "public_tasks": {"folder": str(PUBLIC.relative_to(root)), **public},
     }
@@ -164,7 +166,7 @@ def main() -> None:
         "# Harbor tasks in tempering",
         "",
         f"Command: `{out['command']}` (sandbox `{out['sandbox_backend']}`; {out['machine']['platform']}, "
-        f"{out['machine']['cpus']} CPUs, load {out['load_avg_1m']}; {out['wall_s']} s). Folders: "
+        f"{out['machine']['cpus']} CPUs, {conditions_text(*out['conditions'])}; {out['wall_s']} s). Folders: "
         + ", ".join(f"`{f}`" for f in shown)
         + ".",
         "",
