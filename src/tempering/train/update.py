@@ -149,7 +149,7 @@ def policy_update(
     if dp is not None:
         batch = dp.even_out(batch)
     if s.ppo_epochs * s.mini_batches > 1 and batch.old_logp_BT is None:
-        # off-policy after the first optimizer step: freeze the behaviour log-probs now
+        # off-policy after the first optimizer step: freeze the proximal (old) log-probs now
         batch.old_logp_BT = batch_logprobs(model, batch, s.micro_batch_size, s.temperature, s.share_prefix)
     out = optimizer_steps(model, optimizer, scheduler, batch, s, generator, loss_fn)
     out["lr"] = optimizer.param_groups[0]["lr"]
