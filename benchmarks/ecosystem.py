@@ -1,8 +1,10 @@
-"""Ecosystem task families: reasoning-gym's generators as they ship, through task.family=reasoning_gym.
+"""Ecosystem task families through tempering: reasoning-gym's generators, a verifiers taskset and an
+OpenEnv environment, as the packages ship them.
 
-    python benchmarks/ecosystem.py [--train-tasks 10] [--heldout-tasks 3] [--steps 3]
+    python benchmarks/ecosystem.py [--only reasoning_gym,verifiers,openenv] [--train-tasks 10]
+                                   [--heldout-tasks 3] [--steps 3]
 
-For every generator the package registers (its `composite` combinator aside):
+reasoning_gym, for every generator the package registers (its `composite` combinator aside):
 - loaded: the family builds it with its default config and draws train and held-out tasks;
 - score agreement: for each drawn task, the right answer (the entry's, or the package's example for
   questions with many right answers), other tasks' answers, mutations of the right one and a
@@ -11,7 +13,18 @@ For every generator the package registers (its `composite` combinator aside):
   answers are stripped, as the tag's text is read stripped);
 - overlap: train questions that are also held-out questions (must be 0).
 Then `tempering train` runs a few steps on the tiny model for a single generator and a composite.
-Writes docs/results/ecosystem.md and ecosystem.json.
+
+verifiers: the taskset in benchmarks/ecosystem_envs/vf_sums.py (the package's own form: weighted
+`@vf.reward` methods, one returning keyed scores), loaded through its `load_environment` and as a
+taskset package, and the package's own tasksets (`verifiers.v1.tasksets`), which the family refuses
+or loads; agreement: each answer's score against the package's `Task.score` then `trace.reward`.
+openenv: the environment in benchmarks/ecosystem_envs/oe_guess.py (a Rubric, seeded resets), in
+process and behind the package's own server on 127.0.0.1; agreement: each step's observation,
+reward and done against the environment called directly and against the package's client.
+Each trains a few steps through `tempering train`.
+
+Writes docs/results/ecosystem.md and ecosystem.json; with --only, the other parts are kept from the
+JSON as an earlier run of this script wrote them, each with its own command and machine.
 """
 
 from __future__ import annotations
@@ -22,6 +35,7 @@ import json
 import os
 import platform
 import random
+import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +49,8 @@ from tempering.envs.registry import make_family
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "results"
+ENVS = Path(__file__).resolve().parent / "ecosystem_envs"
+PARTS = ("reasoning_gym", "verifiers", "openenv")
 TRAIN_RUNS = {"basic_arithmetic": "basic_arithmetic", "chain_sum+spell_backward": {"chain_sum": 2, "spell_backward": 1}}
 
 
@@ -110,6 +126,7 @@ def train_run(label: str, name, steps: int) -> dict:
             "tempering.cli",
             "train",
             "model.name=tiny-xs",
+            "optim.lr=3e-4",  # trained from scratch: the tiny model's rate, not the pretrained default
             "task.family=reasoning_gym",
             f"task.args.name={json.dumps(name)}",
             "task.train_size=32",
@@ -141,7 +158,268 @@ def train_run(label: str, name, steps: int) -> dict:
         }
 
 
-def render(report: dict, command: str) -> str:
+def cli_train(label: str, args: list[str], steps: int, env: dict | None = None) -> dict:
+    """A few steps of `tempering train` on the tiny model; the reward of each step."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "run"
+        cmd = [sys.executable, "-m", "tempering.cli", "train", "model.name=tiny-xs", *args, f"run.steps={steps}"]
+        cmd += [f"run.out_dir={out}", "run.eval_every=0", "run.checkpoint_every=0", "run.progress=false"]
+        t0 = time.perf_counter()
+        r = subprocess.run(cmd + ["run.threads=2"], capture_output=True, text=True, cwd=ENVS, env=env)
+        wall = round(time.perf_counter() - t0, 1)
+        if r.returncode != 0:
+            return {"run": label, "ok": False, "error": r.stderr[-600:], "seconds": wall}
+        rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+        rows = [x for x in rows if "reward" in x]
+        parts = sorted({k for x in rows for k in x if k.startswith("reward/")})
+        return {
+            "run": label,
+            "ok": len(rows) == steps,
+            "steps": len(rows),
+            "reward": [round(x["reward"], 4) for x in rows],
+            "logged": parts,
+            "env_errors": sum(x.get("env_errors", 0) for x in rows),
+            "seconds": wall,
+        }
+
+
+def _package_trace(vf, vf_task, messages: list[dict]):
+    """The package's own scoring of a conversation: its Trace, `Task.score`, then `trace.reward`."""
+    from verifiers.v1.graph import MessageNode
+    from verifiers.v1.trace import AgentInfo, TraceTask
+    from verifiers.v1.types import AssistantMessage, SystemMessage, UserMessage
+
+    kinds = {"system": SystemMessage, "user": UserMessage, "assistant": AssistantMessage}
+    nodes = [
+        MessageNode(
+            parent=i - 1 if i else None,
+            message=kinds[m["role"]](content=m["content"]),
+            sampled=m["role"] == "assistant",
+        )
+        for i, m in enumerate(messages)
+    ]
+    trace = vf.Trace(
+        task=TraceTask(type=type(vf_task).__name__, data=vf_task.data, key=vf_task.key, hash=vf_task.hash),
+        agent=AgentInfo(config=vf.AgentConfig()),
+        nodes=nodes,
+    )
+    asyncio.run(vf_task.score(trace))
+    return trace
+
+
+VF_ENVS = {
+    "vf_sums (load_environment)": {"env": "vf_sums", "args": {"n": 200}},
+    "vf_chat (taskset package, system prompt)": {"env": "vf_chat", "args": {"n": 100, "system": "Give the sum only."}},
+}
+
+
+def check_verifiers(steps: int) -> dict:
+    import importlib.metadata
+    import pkgutil
+
+    import verifiers.v1 as vf
+    import verifiers.v1.tasksets
+
+    if str(ENVS) not in sys.path:
+        sys.path.insert(0, str(ENVS))
+    tried = dict(VF_ENVS)
+    tried.update(
+        {
+            f"{m.name} (the package's own taskset)": {"env": m.name}
+            for m in pkgutil.iter_modules(verifiers.v1.tasksets.__path__)
+        }
+    )
+    envs, answers, equal, disagree = {}, 0, 0, []
+    for label, spec in tried.items():
+        try:
+            fam = make_family("verifiers", **spec)
+        except Exception as e:
+            envs[label] = {"loaded": False, "reason": f"{type(e).__name__}: {str(e)[:300]}"}
+            continue
+        n = same = 0
+        for t in fam.split["train"] + fam.split["heldout"]:
+            vf_task = fam.vf_tasks[t.id]
+            right = vf_task.data.answer
+            for a in [right, f" {right} ", right + "0", right[:-1], right[::-1], "7", f"{right} {right}", ""]:
+                res = asyncio.run(fam.make_env(t).step(a))
+                msgs = [*fam.messages(vf_task), {"role": "assistant", "content": a}]
+                want = _package_trace(vf, vf_task, msgs).reward
+                n += 1
+                same += res.score == want
+                if res.score != want and len(disagree) < 5:
+                    disagree.append({"env": label, "answer": a, "family": res.score, "package": want})
+        envs[label] = {
+            "loaded": True,
+            "train_tasks": fam.split_size("train"),
+            "heldout_tasks": fam.split_size("heldout"),
+            "answers": n,
+            "equal": same,
+        }
+        answers, equal = answers + n, equal + same
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ENVS), os.environ.get("PYTHONPATH", "")])}
+    run = cli_train(
+        "vf_sums, two turns",
+        ["task.family=verifiers", "task.args.env=vf_sums", "task.train_size=32", "task.heldout_size=4"]
+        + ["rollout.group_size=2", "rollout.prompts_per_step=4", "rollout.max_new_tokens=4", "rollout.max_turns=2"],
+        steps,
+        env,
+    )
+    return {
+        "package_version": importlib.metadata.version("verifiers"),
+        "summary": {
+            "loaded": sum(e["loaded"] for e in envs.values()),
+            "tried": len(envs),
+            "trained": [run["run"]] if run["ok"] else [],
+            "score_agreement": equal / answers if answers else 0.0,
+            "answers_scored": answers,
+        },
+        "envs": envs,
+        "disagreements": disagree,
+        "train": [run],
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+GUESSES = ["5", "0", "9", "x", "3", " 7 ", "12", "4", "8", "1", "2", "6"]
+
+
+def _episodes(fam, tasks, rotations: int, reference) -> tuple[int, int, list]:
+    """Steps of our episodes equal to the reference's (observation, reward, done), over answer orders."""
+    steps = same = 0
+    bad: list = []
+
+    async def ours(task, answers):
+        env = fam.make_env(task)
+        out = [(await env.reset(), None, False)]
+        for a in answers:
+            res = await env.step(a)
+            out.append((res.feedback, res.score, res.done))
+            if res.done:
+                break
+        await env.close()
+        return out, env.episode_id
+
+    for task in tasks:
+        for k in range(rotations):
+            answers = GUESSES[k:] + GUESSES[:k]
+            got, eid = asyncio.run(ours(task, answers))
+            want = reference(task.meta["seed"], eid, answers)
+            steps += len(got) - 1
+            same += sum(a == b for a, b in zip(got[1:], want[1:])) if got[0] == want[0] and len(got) == len(want) else 0
+            if got != want and len(bad) < 3:
+                bad.append({"seed": task.meta["seed"], "answers": answers, "family": got, "package": want})
+    return steps, same, bad
+
+
+def check_openenv(steps: int) -> dict:
+    import importlib.metadata
+
+    from openenv.core import GenericEnvClient
+
+    if str(ENVS) not in sys.path:
+        sys.path.insert(0, str(ENVS))
+    from oe_guess import GuessAction, GuessEnv
+
+    def direct(seed, episode_id, answers):
+        env = GuessEnv()
+        out = [(env.reset(seed=seed, episode_id=episode_id).message, None, False)]
+        for a in answers:
+            obs = env.step(GuessAction(guess=a.strip()))
+            out.append((obs.message, obs.reward, obs.done))
+            if obs.done:
+                break
+        return out
+
+    modes: dict = {}
+    fam = make_family("openenv", env="oe_guess:GuessEnv")
+    n, same, bad = _episodes(fam, fam.tasks("train", 20, seed=2), 6, direct)
+    modes["in process"] = {"loaded": True, "steps": n, "equal": same, "disagreements": bad}
+    port = _free_port()
+    with tempfile.TemporaryFile("w+") as log:
+        server = subprocess.Popen([sys.executable, "oe_guess.py", str(port)], cwd=ENVS, stdout=log, stderr=log)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.time() + 60
+            while True:
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=1):
+                        break
+                except OSError:
+                    if server.poll() is not None or time.time() > deadline:
+                        log.seek(0)
+                        raise RuntimeError(f"the OpenEnv server did not start: {log.read()[-1000:]}") from None
+                    time.sleep(0.2)
+
+            def client(seed, episode_id, answers):
+                with GenericEnvClient(base_url=url).sync() as c:
+                    r = c.reset(seed=seed, episode_id=episode_id)
+                    out = [(r.observation["message"], None, False)]
+                    for a in answers:
+                        r = c.step({"guess": a.strip()})
+                        out.append((r.observation["message"], r.reward, r.done))
+                        if r.done:
+                            break
+                return out
+
+            fam = make_family("openenv", url=url)
+            n, same, bad = _episodes(fam, fam.tasks("heldout", 20), 6, client)
+            modes["server (WebSocket, 127.0.0.1)"] = {"loaded": True, "steps": n, "equal": same, "disagreements": bad}
+            common = ["task.train_size=16", "task.heldout_size=4", "rollout.group_size=2", "rollout.prompts_per_step=4"]
+            common += ["rollout.max_new_tokens=2", "rollout.max_turns=3"]
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ENVS), os.environ.get("PYTHONPATH", "")])}
+            runs = [
+                cli_train(
+                    "oe_guess in process",
+                    ["task.family=openenv", "task.args.env=oe_guess:GuessEnv", *common],
+                    steps,
+                    env,
+                ),
+                cli_train(
+                    "oe_guess over the server", ["task.family=openenv", f"task.args.url={url}", *common], steps, env
+                ),
+            ]
+        finally:
+            server.kill()
+            server.wait(timeout=10)
+    total = sum(m["steps"] for m in modes.values())
+    return {
+        "package_version": importlib.metadata.version("openenv-core"),
+        "summary": {
+            "loaded": sum(m["loaded"] for m in modes.values()),
+            "tried": len(modes),
+            "trained": [r["run"] for r in runs if r["ok"]],
+            "score_agreement": sum(m["equal"] for m in modes.values()) / total if total else 0.0,
+            "steps_compared": total,
+        },
+        "modes": modes,
+        "train": runs,
+    }
+
+
+def _machine_line(m: dict) -> str:
+    return (
+        f"Machine: {m['platform']}, Python {m['python']}, {m['cpus']} CPUs, a 1024^3 float32 matmul at "
+        f"{m['matmul_gflops_2_threads']} GFLOP/s on 2 threads, load average {m['load_average']} at the start."
+    )
+
+
+def _train_table(runs: list[dict], first: str) -> list[str]:
+    rows = [f"| {first} | steps | reward per step | logged | env errors | seconds |", "|---|---|---|---|---|---|"]
+    for r in runs:
+        logged = ", ".join(r.get("logged", [])) or "-"
+        rows.append(
+            f"| {r.get('run', r.get('generator'))} | {r.get('steps', 0)} | {r.get('reward', r.get('error', '-'))} | "
+            f"{logged} | {r.get('env_errors', '-')} | {r['seconds']} |"
+        )
+    return rows
+
+
+def render_reasoning_gym(report: dict) -> list[str]:
     rg, m = report["reasoning_gym"], report["machine"]
     gens = report["generators"]
     failed = [f"- {n}: {g['error']}" for n, g in gens.items() if not g["loaded"]]
@@ -151,15 +429,12 @@ def render(report: dict, command: str) -> str:
         f"| {r['generator']} | {r.get('steps', 0)} | {r.get('reward', '-')} | {r['seconds']} |" for r in report["train"]
     ]
     slowest = sorted(((g["seconds"], n) for n, g in gens.items()), reverse=True)[:5]
-    lines = [
-        "# Ecosystem task families",
-        "",
-        f"Generated by `{command}`; numbers come from that run (docs/results/ecosystem.json).",
-        "",
-        f"Machine: {m['platform']}, Python {m['python']}, {m['cpus']} CPUs, a 1024^3 float32 matmul at "
-        f"{m['matmul_gflops_2_threads']} GFLOP/s on 2 threads, load average {m['load_average']} at the start.",
-        "",
+    return [
         f"## reasoning_gym (reasoning-gym {report['package_version']})",
+        "",
+        f"Generated by `{report['commands']['reasoning_gym']}`.",
+        "",
+        _machine_line(m),
         "",
         f"- generators loaded: {rg['generators_loaded']} of {rg['generators_total']} registered (the package's "
         "`composite` combinator aside; it is what `name: {generator: weight}` builds)",
@@ -179,49 +454,151 @@ def render(report: dict, command: str) -> str:
         "",
         *(disagree or ["- none"]),
         "",
-        "## Training through `tempering train` (tiny-xs, two turns, feedback from the verdict)",
+        "### Training through `tempering train` (tiny-xs, two turns, feedback from the verdict)",
         "",
         "| generator | steps | reward per step | seconds |",
         "|---|---|---|---|",
         *runs,
         "",
     ]
+
+
+def render_verifiers(v: dict) -> list[str]:
+    rows = [
+        "| environment | loaded | tasks (train / held-out) | answers | equal to the package | why not |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, e in v["envs"].items():
+        if e["loaded"]:
+            rows.append(
+                f"| {label} | yes | {e['train_tasks']} / {e['heldout_tasks']} | {e['answers']} | {e['equal']} | |"
+            )
+        else:
+            rows.append(f"| {label} | no | | | | {e['reason'].replace('|', '/')} |")
+    return [
+        f"## verifiers (verifiers {v['package_version']})",
+        "",
+        f"Generated by `{v['command']}`.",
+        "",
+        _machine_line(v["machine"]),
+        "",
+        f"- loaded: {v['loaded']} of {v['tried']} tasksets tried",
+        f"- score agreement: {v['score_agreement']:.4f} of {v['answers_scored']} answers, the family's score equal to "
+        "the package's `Task.score` then `trace.reward` (right answers, padded, mutated, other numbers, empty)",
+        f"- trained a few steps: {', '.join(v['trained']) or 'none'}",
+        f"- disagreements: {v['disagreements'] or 'none'}",
+        "",
+        *rows,
+        "",
+        "### Training through `tempering train` (tiny-xs, two turns, the score as feedback)",
+        "",
+        *_train_table(v["train"], "run"),
+        "",
+    ]
+
+
+def render_openenv(o: dict) -> list[str]:
+    rows = ["| mode | steps compared | equal to the package | first disagreements |", "|---|---|---|---|"]
+    for label, mode in o["modes"].items():
+        rows.append(f"| {label} | {mode['steps']} | {mode['equal']} | {mode['disagreements'] or 'none'} |")
+    return [
+        f"## openenv (openenv-core {o['package_version']})",
+        "",
+        f"Generated by `{o['command']}`.",
+        "",
+        _machine_line(o["machine"]),
+        "",
+        f"- loaded: {o['loaded']} of {o['tried']} ways of running the environment",
+        f"- score agreement: {o['score_agreement']:.4f} of {o['steps_compared']} steps, the family's observation, "
+        "reward and done equal to the environment's own (called directly in process; through the package's client "
+        "against its server), same seeds and episode ids",
+        f"- trained a few steps: {', '.join(o['trained']) or 'none'}",
+        "",
+        *rows,
+        "",
+        "### Training through `tempering train` (tiny-xs, up to three turns, the observation as feedback)",
+        "",
+        *_train_table(o["train"], "run"),
+        "",
+    ]
+
+
+def render(report: dict) -> str:
+    lines = [
+        "# Ecosystem task families",
+        "",
+        "Generated by `benchmarks/ecosystem.py`; numbers come from its runs (docs/results/ecosystem.json), each part "
+        "with the command and machine that produced it.",
+        "",
+        *render_reasoning_gym(report),
+    ]
+    for part, draw in (("verifiers", render_verifiers), ("openenv", render_openenv)):
+        if part in report:
+            lines += draw(report[part])
     return "\n".join(lines)
+
+
+def _earlier() -> dict:
+    """The report an earlier run wrote; a report from before each part recorded its command takes it from
+    the line the script wrote at the top of the .md."""
+    path = OUT / "ecosystem.json"
+    if not path.exists():
+        return {}
+    old = json.loads(path.read_text())
+    if "commands" not in old and "reasoning_gym" in old:
+        md = (OUT / "ecosystem.md").read_text()
+        old["commands"] = {"reasoning_gym": md.split("Generated by `", 1)[1].split("`", 1)[0]}
+    return old
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts to run: {', '.join(PARTS)}")
     p.add_argument("--train-tasks", type=int, default=10)
     p.add_argument("--heldout-tasks", type=int, default=3)
     p.add_argument("--steps", type=int, default=3)
     args = p.parse_args(argv)
+    only = [x for x in args.only.split(",") if x]
+    if not only or any(x not in PARTS for x in only):
+        p.error(f"--only {args.only!r}: give parts among {', '.join(PARTS)}")
     command = "python benchmarks/ecosystem.py" + "".join(f" {a}" for a in (argv or sys.argv[1:]))
     import importlib.metadata
 
-    report: dict = {"machine": machine(), "package_version": importlib.metadata.version("reasoning-gym")}
-    rng = random.Random(0)
-    names = generator_names()
-    gens = {}
-    for n in names:
-        gens[n] = check_generator(n, args.train_tasks, args.heldout_tasks, rng)
-        print(n, gens[n].get("equal"), "/", gens[n].get("answers"), gens[n].get("error", ""), flush=True)
-    report["generators"] = gens
-    report["train"] = [train_run(label, name, args.steps) for label, name in TRAIN_RUNS.items()]
-    loaded = [g for g in gens.values() if g["loaded"]]
-    answers = sum(g["answers"] for g in loaded)
-    report["reasoning_gym"] = {
-        "generators_loaded": len(loaded),
-        "generators_total": len(names),
-        "score_agreement": sum(g["equal"] for g in loaded) / answers if answers else 0.0,
-        "answers_scored": answers,
-        "full_marks": sum(g["full_marks"] for g in loaded),
-        "heldout_overlap": sum(g["heldout_overlap"] for g in loaded),
-        "trained": [r["generator"] for r in report["train"] if r["ok"]],
-    }
+    report = _earlier()
+    if "reasoning_gym" in only:
+        report.update(machine=machine(), package_version=importlib.metadata.version("reasoning-gym"))
+        rng = random.Random(0)
+        names = generator_names()
+        gens = {}
+        for n in names:
+            gens[n] = check_generator(n, args.train_tasks, args.heldout_tasks, rng)
+            print(n, gens[n].get("equal"), "/", gens[n].get("answers"), gens[n].get("error", ""), flush=True)
+        report["generators"] = gens
+        report["train"] = [train_run(label, name, args.steps) for label, name in TRAIN_RUNS.items()]
+        loaded = [g for g in gens.values() if g["loaded"]]
+        answers = sum(g["answers"] for g in loaded)
+        report["reasoning_gym"] = {
+            "generators_loaded": len(loaded),
+            "generators_total": len(names),
+            "score_agreement": sum(g["equal"] for g in loaded) / answers if answers else 0.0,
+            "answers_scored": answers,
+            "full_marks": sum(g["full_marks"] for g in loaded),
+            "heldout_overlap": sum(g["heldout_overlap"] for g in loaded),
+            "trained": [r["generator"] for r in report["train"] if r["ok"]],
+        }
+        report.setdefault("commands", {})["reasoning_gym"] = command
+        print(json.dumps(report["reasoning_gym"], indent=1))
+    elif "reasoning_gym" not in report:
+        p.error("there is no earlier reasoning_gym part to keep; run it too (leave out --only)")
+    for part, check in (("verifiers", check_verifiers), ("openenv", check_openenv)):
+        if part in only:
+            m = machine()
+            out = check(args.steps)
+            report[part] = {**out.pop("summary"), **out, "command": command, "machine": m}
+            print(part, json.dumps({k: report[part][k] for k in ("loaded", "tried", "trained", "score_agreement")}))
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "ecosystem.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
-    (OUT / "ecosystem.md").write_text(render(report, command))
-    print(json.dumps(report["reasoning_gym"], indent=1))
+    (OUT / "ecosystem.md").write_text(render(report))
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ import random
 import sys
 import traceback
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from tempering.envs.base import Env, StepResult, TaskFamily
@@ -184,8 +185,13 @@ class VerifiersFamily(TaskFamily):
         vf = self.vf
         if not isinstance(args, dict):
             raise UserError(f"verifiers: task.args.{key} is {args!r}; give a mapping of arguments")
-        module = _import(self.env_name)
-        load = getattr(module, "load_environment", None)
+        import importlib.util
+
+        own = importlib.util.find_spec("verifiers.v1.tasksets")
+        builtin = own is not None and any(
+            (Path(p) / self.env_name).is_dir() for p in own.submodule_search_locations or []
+        )  # one of the package's own tasksets, which its loader finds first
+        load = None if builtin else getattr(_import(self.env_name), "load_environment", None)
         if callable(load):
             try:
                 made = load(**args)
@@ -230,6 +236,11 @@ class VerifiersFamily(TaskFamily):
         try:
             env_cls = vf.environment_class(self.env_name)
             config_type = vf.taskset_config_type(self.env_name)
+        except ImportError as e:
+            raise UserError(
+                f"verifiers: the taskset {self.env_name} needs a module that is not installed: {e}; install what it "
+                "needs"
+            ) from e
         except (AttributeError, TypeError, ValueError) as e:
             raise UserError(
                 f"verifiers: {self.env_name} has no load_environment() and is not a taskset package ({e})"
@@ -248,9 +259,10 @@ class VerifiersFamily(TaskFamily):
         return vf.load_taskset(config)
 
     def _own_run(self, cls: type) -> str:
+        hint = "; OpenEnv environments train through task.family=openenv" if self.env_name == "openenv" else ""
         return (
             f"verifiers: {self.env_name} runs its episodes with its own Env.run ({cls.__name__}), which drives a model "
-            "client of its own; task.family=verifiers trains on single-agent tasksets (vf.SingleAgentEnv)"
+            f"client of its own; task.family=verifiers trains on single-agent tasksets (vf.SingleAgentEnv){hint}"
         )
 
     def _check_tools(self, taskset) -> None:
