@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -197,6 +198,29 @@ def test_what_the_family_cannot_run_is_refused_with_the_reason(envdir):
         make_family("verifiers", env="sum_env", args={"m": 3})
     with pytest.raises(UserError, match="heldout_share has no effect"):
         make_family("verifiers", env="sum_env", heldout_args={"n": 3}, heldout_share=0.2)
+
+
+def test_the_packages_own_tasksets_that_drive_a_model_are_refused():
+    with pytest.raises(
+        UserError, match="openenv runs its episodes with its own Env.run .OpenEnvEnv.*task.family=openenv"
+    ):
+        make_family("verifiers", env="openenv")
+    with pytest.raises(UserError, match="the taskset textarena needs a module that is not installed"):
+        make_family("verifiers", env="textarena")
+
+
+def test_a_reward_that_hangs_is_stopped_at_the_reward_timeout(envdir):
+    (envdir / "sum_slow.py").write_text(
+        TASKSET.replace(
+            "        return float(trace.last_reply == task.answer)",
+            "        import asyncio\n\n        await asyncio.sleep(30)",
+        )
+    )
+    fam = make_family("verifiers", env="sum_slow", args={"n": 40}, reward_timeout=0.5)
+    t0 = time.time()
+    with pytest.raises(UserError, match=r"SumTask.correct did not return within task.reward_timeout=0.5 s"):
+        asyncio.run(fam.make_env(fam.split["train"][0]).step("13"))
+    assert time.time() - t0 < 5
 
 
 def test_an_infinite_taskset_needs_max_tasks(envdir):
