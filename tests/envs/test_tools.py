@@ -57,6 +57,9 @@ def test_parses_one_and_several_calls_in_order():
     assert parse_tool_calls(text) == [ToolCall("add", {"n": 2}), ToolCall("read", {}), ToolCall("add", {"n": -1})]
     assert parse_tool_calls("The counter is 3.") == []
     assert parse_tool_calls('<tool_call>{"name": "read"}</tool_call>') == [ToolCall("read", {})]
+    # the closing tag inside an argument's string does not end the call
+    said = parse_tool_calls(call("say", text="end with </tool_call> now") + call("read"))
+    assert said == [ToolCall("say", {"text": "end with </tool_call> now"}), ToolCall("read", {})]
 
 
 @pytest.mark.parametrize(

@@ -86,6 +86,25 @@ def _decode(body: str) -> ToolCall | Malformed:
     return ToolCall(call["name"], args)
 
 
+_JSON = json.JSONDecoder()
+
+
+def _whole_object(text: str, start: int) -> tuple[Any, int] | None:
+    """The JSON object at `start` (after blanks) when `</tool_call>` follows it: an argument may hold
+    the closing tag itself inside a string."""
+    k = start
+    while k < len(text) and text[k].isspace():
+        k += 1
+    try:
+        value, end = _JSON.raw_decode(text, k)
+    except json.JSONDecodeError:
+        return None
+    rest = end
+    while rest < len(text) and text[rest].isspace():
+        rest += 1
+    return (value, rest) if text.startswith(CLOSE, rest) else None
+
+
 def parse_tool_calls(text: str) -> list[ToolCall | Malformed]:
     """The tool calls of an answer in the Hermes / Qwen format, in order: the JSON inside each
     `<tool_call>...</tool_call>`; a call opened and never closed is malformed. An answer without
@@ -93,6 +112,12 @@ def parse_tool_calls(text: str) -> list[ToolCall | Malformed]:
     out: list[ToolCall | Malformed] = []
     pos = 0
     while (i := text.find(OPEN, pos)) >= 0:
+        whole = _whole_object(text, i + len(OPEN))
+        if whole is not None:
+            end = whole[1]
+            out.append(_decode(text[i + len(OPEN) : end].strip()))
+            pos = end + len(CLOSE)
+            continue
         j = text.find(CLOSE, i + len(OPEN))
         if j < 0:
             out.append(Malformed(text[i:], f"a {OPEN} is never closed with {CLOSE}"))
