@@ -199,6 +199,19 @@ def test_token_in_token_out_through_a_tools_chat_template(qwen_tok):
     )
 
 
+def test_tool_messages_follow_the_answer_as_the_template_renders_them(qwen_tok):
+    from tempering.models.chat import Conversation
+
+    fmt = ChatFormat(qwen_tok)
+    prompt = Conversation([{"role": "user", "content": "hi"}], tools=tool_schemas(Counter()))
+    msgs = [{"role": "tool", "name": "add", "content": "2"}, {"role": "tool", "name": "read", "content": "2"}]
+    closed = qwen_tok.decode(fmt.reply_ids(msgs, prompt))
+    tail = "\n<|im_start|>user\n<tool_response>\n2\n</tool_response>\n<tool_response>\n2\n</tool_response><|im_end|>\n"
+    assert closed == tail + "<|im_start|>assistant\n"
+    # an answer cut at the token limit never sampled its <|im_end|>: the template's comes first
+    assert qwen_tok.decode(fmt.reply_ids(msgs, prompt, answer_closed=False)) == "<|im_end|>" + closed
+
+
 def test_a_malformed_call_is_the_policys_error_with_feedback_and_counted():
     tok = char_tokenizer()
     answers = ['<tool_call>{"name": "add", "arguments": {"n": 2}</tool_call>', call("mul", n=2), call("add", n=3)]
