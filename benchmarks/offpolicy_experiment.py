@@ -27,7 +27,7 @@ from tempering.experiments import conditions, conditions_text, machine, mean_sd,
 from tempering.recipes.pretrain import PretrainConfig, pretrain
 
 ROOT = Path(__file__).resolve().parents[1]
-TASK = {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 700, "heldout_size": 100}
+TASK = {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 700, "heldout_size": 80}
 STALENESS = (0, 1, 4)
 PRETRAIN_STEPS = 500
 LR = 3e-4
