@@ -100,7 +100,8 @@ def conditions_text(start: dict[str, Any], end: dict[str, Any] | None = None) ->
 
     def one(c: dict[str, Any]) -> str:
         load = " ".join(f"{x:.2f}" for x in c["load_average"])
-        return f"load average {load}, 1024^3 float32 matmul peak {c['matmul_gflops_2_threads']:.0f} GFLOP/s on 2 threads"
+        peak = c["matmul_gflops_2_threads"]
+        return f"load average {load}, 1024^3 float32 matmul peak {peak:.0f} GFLOP/s on 2 threads"
 
     return one(start) + (f" at the start; {one(end)} at the end" if end else "")
 

@@ -45,7 +45,6 @@ DEFAULTS: dict[str, Any] = {
     "max_completion_length": 512,
     "epsilon_high": None,
     "delta": None,
-    "learning_rate": 1e-6,
     "lr_scheduler_type": "linear",
     "max_steps": -1,
     "seed": 42,

@@ -122,7 +122,11 @@ class CudaAgentConfig(Schema):
         default_factory=ppo.PPOLossSection, description="The policy update (PPO clip 0.2 / 0.28) and GAE."
     )
     critic: ppo.CriticSection = Field(default_factory=ppo.CriticSection, description="PPO's critic.")
-    optim: OptimSection = Field(default_factory=OptimSection, description="Optimizer and schedule of every stage.")
+    optim: OptimSection = Field(
+        default_factory=lambda: OptimSection(lr=3e-4),
+        description="Optimizer and schedule of every stage (lr 3e-4: the embedded default trains the tiny-s its "
+        "pretrain stage builds; about 1e-6 for a pretrained model).",
+    )
     run: CudaAgentRun = Field(default_factory=CudaAgentRun, description="Seed, folder, evaluation, checkpoints.")
     pretrain: PretrainStage = Field(default_factory=PretrainStage, description="Supervised warm start (ours).")
     warmup: StageSection = Field(

@@ -234,7 +234,12 @@ class UpdateSection(Schema):
 
 
 class OptimSection(Schema):
-    lr: float = Field(3e-4, gt=0, description="Peak learning rate (AdamW).")
+    lr: float = Field(
+        1e-6,
+        gt=0,
+        description="Peak learning rate (AdamW). The default, TRL's and verl's, is safe for a pretrained model; a "
+        "tiny model trained from scratch takes about 3e-4.",
+    )
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
@@ -297,6 +302,26 @@ class RunSection(RunBase):
         ge=1,
         description="Stop after this many steps in a row whose loss or gradient was NaN or inf (each is skipped).",
     )
+    collapse_entropy: float = Field(
+        0.01,
+        ge=0,
+        description="Warn once (stderr, and `collapse/entropy` in metrics.jsonl) when the sampled answers' mean token "
+        "entropy stays below this many nats for run.collapse_patience steps in a row (0 = never).",
+    )
+    collapse_patience: int = Field(10, ge=1, description="Steps in a row for run.collapse_entropy.")
+    collapse_heldout: float = Field(
+        0.5,
+        ge=0,
+        lt=1,
+        description="Warn once (stderr, and `collapse/heldout` in metrics.jsonl) when an evaluation's held-out pass@1 "
+        "falls below this share of the start evaluation's, if the start solved at least 5 prompts (0 = never).",
+    )
+
+    @model_validator(mode="after")
+    def _check_collapse(self):
+        ignored_unless(self, "run", ["collapse_patience"], self.collapse_entropy > 0, "run.collapse_entropy > 0")
+        ignored_unless(self, "run", ["collapse_heldout"], self.eval_on_start, "run.eval_on_start=true")
+        return self
 
 
 class LoopConfig(Schema):

@@ -46,6 +46,7 @@ from tempering.train.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
+from tempering.train.collapse import CollapseRule, CollapseState, check_collapse
 from tempering.train.cursor import PromptCursor
 from tempering.train.method import Context, Credit, MethodBuilder, Trainable, group_stats, zero_signal_groups
 from tempering.train.optim import make_optimizer, make_scheduler
@@ -816,6 +817,7 @@ class Trainer:
     async def _run(self, callbacks: list[Any]) -> dict[str, Any]:
         c = self.cfg.run
         history: dict[str, Any] = {}
+        self.collapse = CollapseState()
         report = Reporter(
             c.steps,
             self.method.name,
@@ -849,6 +851,7 @@ class Trainer:
                     return history | {"stopped_at": self.step_no}
                 m = (await self.step()).metrics
                 report.step(self.step_no, m)
+                self._watch_collapse(history, entropy=m.get("entropy"))
                 asked = self._tell(callbacks, "on_step_end", m) or asked
                 if stop.requested and (self.pipeline is None or self.pipeline.drained_at(self.step_no)):
                     self.save()
@@ -861,6 +864,7 @@ class Trainer:
                 if c.eval_every and self.step_no % c.eval_every == 0 and self.step_no < c.steps:
                     t0 = time.perf_counter()
                     ev = await self.evaluate(c.eval_size)
+                    self._watch_collapse(history, heldout=ev)
                     self.log.log(self.step_no, ev)
                     report.evaluation(self.step_no, ev, int(ev["eval/n"]), seconds=time.perf_counter() - t0)
                     self.log.plot()
@@ -869,6 +873,7 @@ class Trainer:
                     self.save()
                     self.log.plot()
         final = await self.evaluate()
+        self._watch_collapse(history, heldout=final)
         self.log.log(self.step_no, final)
         report.evaluation(self.step_no, final, len(self.heldout_tasks), "final evaluation")
         history["final"] = final
@@ -878,6 +883,15 @@ class Trainer:
         self.log.plot()
         self.log.close()
         return history
+
+    def _watch_collapse(self, history: dict[str, Any], entropy=None, heldout=None) -> None:
+        """Warn once per sign of a collapsed policy (train/collapse.py), flagged in metrics.jsonl."""
+        c = self.cfg.run
+        rule = CollapseRule(c.collapse_entropy, c.collapse_patience, c.collapse_heldout)
+        self.collapse, found = check_collapse(self.collapse, rule, self.step_no, entropy, history.get("start"), heldout)
+        for sign in found if self.ranks.is_main else []:
+            warn(sign.message)
+            self.log.log(self.step_no, {f"collapse/{sign.sign}": 1.0})
 
     def summary(self) -> dict[str, str]:
         """What the run is, printed when it starts."""
