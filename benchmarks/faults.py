@@ -1017,9 +1017,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--fault-trials", type=int, default=5, help="trials per fault across processes")
     p.add_argument("--sync-trials", type=int, default=5, help="injected sync failures per kind of sampler")
-    p.add_argument(
-        "--sync-only", action="store_true", help="rerun only the weight-sync checks into reliability.json"
-    )
+    p.add_argument("--sync-only", action="store_true", help="rerun only the weight-sync checks into reliability.json")
     p.add_argument("--faults", default="", help="comma-separated faults to run (default: all)")
     a = p.parse_args(argv)
     if a.sync_only:
