@@ -259,26 +259,57 @@ def check_verifiers(steps: int) -> dict:
             "equal": same,
         }
         answers, equal = answers + n, equal + same
+    try:  # a multi-turn environment: its own run() plays the exchange, the policy in its seat
+        game = make_family("verifiers", env="vf_game")
+        envs["vf_game (multi-turn Env.run, one seat)"] = {
+            "loaded": True,
+            "train_tasks": game.split_size("train"),
+            "heldout_tasks": game.split_size("heldout"),
+            "answers": 0,
+            "equal": 0,
+        }
+    except Exception as e:
+        envs["vf_game (multi-turn Env.run, one seat)"] = {"loaded": False, "reason": f"{type(e).__name__}: {e}"}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ENVS), os.environ.get("PYTHONPATH", "")])}
-    run = cli_train(
-        "vf_sums, two turns",
-        ["task.family=verifiers", "task.args.env=vf_sums", "task.train_size=32", "task.heldout_size=4"]
-        + ["rollout.group_size=2", "rollout.prompts_per_step=4", "rollout.max_new_tokens=4", "rollout.max_turns=2"],
-        steps,
-        env,
-    )
+    common = ["task.train_size=32", "task.heldout_size=4", "rollout.group_size=2", "rollout.prompts_per_step=4"]
+    runs = [
+        cli_train(
+            "vf_sums, two turns",
+            [
+                "task.family=verifiers",
+                "task.args.env=vf_sums",
+                *common,
+                "rollout.max_new_tokens=4",
+                "rollout.max_turns=2",
+            ],
+            steps,
+            env,
+        ),
+        cli_train(
+            "vf_game, three turns",
+            [
+                "task.family=verifiers",
+                "task.args.env=vf_game",
+                *common,
+                "rollout.max_new_tokens=3",
+                "rollout.max_turns=3",
+            ],
+            steps,
+            env,
+        ),
+    ]
     return {
         "package_version": importlib.metadata.version("verifiers"),
         "summary": {
             "loaded": sum(e["loaded"] for e in envs.values()),
             "tried": len(envs),
-            "trained": [run["run"]] if run["ok"] else [],
+            "trained": [r["run"] for r in runs if r["ok"]],
             "score_agreement": equal / answers if answers else 0.0,
             "answers_scored": answers,
         },
         "envs": envs,
         "disagreements": disagree,
-        "train": [run],
+        "train": runs,
     }
 
 
@@ -487,13 +518,15 @@ def render_verifiers(v: dict) -> list[str]:
         "",
         f"- loaded: {v['loaded']} of {v['tried']} tasksets tried",
         f"- score agreement: {v['score_agreement']:.4f} of {v['answers_scored']} answers, the family's score equal to "
-        "the package's `Task.score` then `trace.reward` (right answers, padded, mutated, other numbers, empty)",
+        "the package's `Task.score` then `trace.reward` (right answers, padded, mutated, other numbers, empty; on the "
+        "single-turn tasksets: the multi-turn one's final score is the same task rewards plus what its run records, "
+        "checked on hand-computed games in tests/envs/test_verifiers.py)",
         f"- trained a few steps: {', '.join(v['trained']) or 'none'}",
         f"- disagreements: {v['disagreements'] or 'none'}",
         "",
         *rows,
         "",
-        "### Training through `tempering train` (tiny-xs, two turns, the score as feedback)",
+        "### Training through `tempering train` (tiny-xs; the score, or the game's hint, as feedback)",
         "",
         *_train_table(v["train"], "run"),
         "",

@@ -19,6 +19,7 @@ from verifiers.v1.types import AssistantMessage, SystemMessage, UserMessage
 
 from tempering.envs.registry import make_family
 from tempering.errors import UserError
+from tempering.rollout.engine import _step
 
 TASKSET = '''
 """Sums in verifiers' own form: typed task data, weighted @vf.reward methods, a taskset."""
@@ -170,12 +171,98 @@ def test_a_raising_reward_names_the_function_and_the_users_line(envdir):
     assert "bad_taskset.py:" in msg and "in correct: return float(trace.last_reply == task.answer) / len(" in msg
 
 
+GAME = '''
+class GuessConfig(vf.EnvConfig):
+    player: vf.AgentConfig = vf.AgentConfig()
+    tries: int = 3
+
+
+class GuessGame(vf.Env[GuessConfig]):
+    """A multi-turn environment in verifiers' form: its run() plays the exchange with the seat."""
+
+    async def run(self, task, agents):
+        target = int(task.data.answer)
+        async with agents.player.interaction(task) as it:
+            segment, tries = await it.turn(), 1
+            while not segment.terminated and segment.last_reply != task.data.answer and tries < self.config.tries:
+                try:
+                    hint = "higher" if int(segment.last_reply) < target else "lower"
+                except ValueError:
+                    hint = "a number, please"
+                segment, tries = await it.turn(hint), tries + 1
+        it.trace.record_reward("solved", float(segment.last_reply == task.data.answer), 2.0)
+        it.trace.record_reward("tries", tries / self.config.tries, -0.5)
+
+
+__all__ = ["SumTaskset", "GuessGame"]
+'''
+
+
+def _game(answers, task):
+    """The game's score by hand: solved (x2), the share of tries used (x-0.5) and, on the last reply, the
+    task's own rewards (correct x1, digits x0.5, length and spaces x-0.1)."""
+    last, want = answers[-1].strip(), task.data.answer
+    digits = sum(a == b for a, b in zip(last, want)) / max(len(last), len(want), 1)
+    own = float(last == want) + 0.5 * digits - 0.1 * (min(len(last), 10) / 10 + float(" " in last))
+    return 2.0 * float(last == want) - 0.5 * len(answers) / 3 + own
+
+
+def test_a_multi_turn_environment_runs_its_own_exchange_with_the_policy_in_its_seat(envdir):
+    (envdir / "sum_game.py").write_text(TASKSET + GAME)
+    fam = make_family("verifiers", env="sum_game", args={"n": 40})
+    assert fam.feedback_template == "\n{feedback}\n"
+    for t in fam.split["train"][:6]:
+        vf_task = fam.vf_tasks[t.id]
+        right = vf_task.data.answer
+        low, high = str(int(right) - 1), str(int(right) + 5)
+        for answers in ([right], [low, right], [high, "x", right], [low, high, low], ["x", "y", " " + right]):
+
+            async def play(answers=answers):
+                env = fam.make_env(t)
+                out = [await env.reset()]
+                for a in answers:
+                    out.append(await env.step(a))
+                await env.close()
+                return out
+
+            first, *results = asyncio.run(play())
+            assert first == t.prompt == vf_task.data.prompt
+            assert all(r.status == "step" and not r.done for r in results[:-1]) and results[-1].done
+            hints = ["higher" if a == low else "lower" if a == high else "a number, please" for a in answers[:-1]]
+            assert [r.feedback for r in results[:-1]] == hints
+            assert results[-1].score == pytest.approx(_game(answers, vf_task), abs=1e-12)
+            assert results[-1].success == (answers[-1].strip() == right)
+            assert set(results[-1].info["rewards"]) == {"solved", "tries", "correct", "digits", "length", "spaces"}
+
+
+def test_a_multi_turn_environment_that_raises_is_an_env_error_naming_the_line(envdir):
+    (envdir / "sum_crash.py").write_text(TASKSET + GAME.replace('hint = "a number, please"', 'hint = {}["no hint"]'))
+    fam = make_family("verifiers", env="sum_crash", args={"n": 40})
+    t = fam.split["train"][0]
+
+    async def play():
+        env = fam.make_env(t)
+        await env.reset()
+        try:
+            return await _step(env, "x")
+        finally:
+            await env.close()
+
+    res, _, err = asyncio.run(play())
+    assert res.status == "env_error" and err.kind == "KeyError"
+    assert "GuessGame.run() raised KeyError" in err.message and "sum_crash.py:" in err.where
+
+
 def test_what_the_family_cannot_run_is_refused_with_the_reason(envdir):
     (envdir / "multi_env.py").write_text(
         TASKSET
         + textwrap.dedent(
             """
-            class Debate(vf.Env[vf.SingleAgentEnvConfig]):
+            class DebateConfig(vf.EnvConfig):
+                pro: vf.AgentConfig = vf.AgentConfig()
+                con: vf.AgentConfig = vf.AgentConfig()
+
+            class Debate(vf.Env[DebateConfig]):
                 async def run(self, task, agents):
                     pass
 
@@ -183,7 +270,7 @@ def test_what_the_family_cannot_run_is_refused_with_the_reason(envdir):
             """
         )
     )
-    with pytest.raises(UserError, match="its own Env.run .Debate.*single-agent tasksets"):
+    with pytest.raises(UserError, match="Debate has 2 agent seats .pro, con.; the policy plays one"):
         make_family("verifiers", env="multi_env")
     (envdir / "rt_taskset.py").write_text(
         TASKSET.replace("async def correct(self, task, trace)", "async def correct(self, task, trace, runtime)")
@@ -200,11 +287,21 @@ def test_what_the_family_cannot_run_is_refused_with_the_reason(envdir):
         make_family("verifiers", env="sum_env", heldout_args={"n": 3}, heldout_share=0.2)
 
 
-def test_the_packages_own_tasksets_that_drive_a_model_are_refused():
-    with pytest.raises(
-        UserError, match="openenv runs its episodes with its own Env.run .OpenEnvEnv.*task.family=openenv"
-    ):
-        make_family("verifiers", env="openenv")
+def test_the_packages_own_openenv_taskset_surfaces_its_own_error_and_a_missing_module_says_so():
+    """The package's openenv taskset runs its own exchange; a server it cannot reach makes the episode's
+    first step an env_error with the package's cause."""
+    fam = make_family(
+        "verifiers", env="openenv", args={"base_url": "http://127.0.0.1:1", "resets": [{"seed": i} for i in range(40)]}
+    )
+    env = fam.make_env(fam.split["train"][0])
+
+    async def play():
+        await env.reset()
+        return await _step(env, "1")
+
+    res, _, err = asyncio.run(play())
+    assert res.status == "env_error" and "OpenEnvEnv.run() raised ConnectionError" in err.message
+    assert "openenv" in err.where
     with pytest.raises(UserError, match="the taskset textarena needs a module that is not installed"):
         make_family("verifiers", env="textarena")
 
@@ -284,3 +381,22 @@ def test_train_verb_runs_a_few_steps_and_logs_each_reward(envdir):
     assert all(x["task"].startswith("verifiers:sum_env:") for x in samples)
     two = [x for x in samples if len(x["turns"]) == 2]
     assert two and all(x["turns"][0]["feedback"].startswith("score ") for x in two)
+
+
+@pytest.mark.slow
+def test_train_verb_runs_a_multi_turn_environment(envdir):
+    (envdir / "sum_game.py").write_text(TASKSET + GAME)
+    out = envdir / "run"
+    args = ["model.name=tiny-xs", "task.family=verifiers", "task.args.env=sum_game", "task.args.args.n=40"]
+    args += ["task.train_size=16", "task.heldout_size=4", "rollout.group_size=2", "rollout.prompts_per_step=2"]
+    args += ["rollout.max_new_tokens=3", "rollout.max_turns=3", "run.steps=2", f"run.out_dir={out}"]
+    args += ["run.eval_every=0", "run.checkpoint_every=0", "run.progress=false", "run.threads=1"]
+    r = subprocess.run(
+        [sys.executable, "-m", "tempering.cli", "train", *args], capture_output=True, text=True, timeout=300, cwd=envdir
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    samples = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
+    three = [x for x in samples if len(x["turns"]) == 3]  # the game's hints came back as the next observations
+    assert three and all(x["turns"][0]["feedback"] in ("higher", "lower", "a number, please") for x in three)
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in rows if "reward" in x] == [1, 2]

@@ -357,7 +357,7 @@ class OpenEnvEpisode(Env):
             success=ok,
             done=done,
             feedback=self.family.codec.text(obs),
-            status="correct" if ok else "incorrect",
+            status="correct" if ok else ("incorrect" if done else "step"),  # a step's feedback is the observation
             info=info,
         )
 

@@ -1,33 +1,43 @@
-"""Tasksets of the `verifiers` package (0.4.0, `verifiers.v1`) as a task family (`pip install 'tempering[ecosystem]'`).
+"""Tasksets and environments of the `verifiers` package (0.4.0, `verifiers.v1`) as a task family
+(`pip install 'tempering[ecosystem]'`).
 
 `env` names a module. One with a `load_environment(**args)` function gets `args` and returns a
-`vf.Env` (its taskset is used) or a `vf.Taskset`; any other module is a taskset package as the
-package loads one (`vf.load_taskset`: its `__all__` exports a `Taskset` subclass, `args` are its
-config fields). The working directory is on the import path, so `env=my_env` finds `./my_env.py`.
+`vf.Env` or a `vf.Taskset`; any other module is a taskset package as the package loads one
+(`vf.load_taskset`: its `__all__` exports a `Taskset` subclass, `args` are its config fields; the
+package's own tasksets by name). The working directory is on the import path.
 
-Tasks: the taskset's tasks (`load()`, capped by `max_tasks`, which an infinite taskset needs). The
-prompt is the task's `prompt` (text, or messages through the chat template) with its
-`system_prompt` as a system message. Held-out split: the tasks whose `Task.key` (the package's
-stable identity) hashes into `heldout_share`, or, with `heldout_args`, the taskset loaded with
-those arguments (its tasks are then left out of training, by key).
+Tasks: the taskset's tasks (`load()`, capped by `max_tasks`, which an infinite taskset needs).
+Held-out split: the tasks whose `Task.key` (the package's stable identity) hashes into
+`heldout_share`, or, with `heldout_args`, the taskset loaded with those arguments (its tasks are then
+left out of training, by key).
 
-Score: the package's `@vf.reward` functions of the task (and rewards plugged through the task
-config), each called as the package calls it, with `task` (the task data) and `trace` (a
-`vf.Trace` of the conversation: the prompt, then the policy's answers and the feedback between
-them); a function returning a mapping gives one reward per key. The score is the weighted sum
-`sum(weight * value)`, equal to the package's own `Task.score(trace)` then `trace.reward`; each
-value is logged as `reward/NAME`. An answer succeeds at `success_threshold`; with
-`rollout.max_turns > 1` a failed answer gets its score as feedback and the next answer is scored
-on the whole conversation.
+Single-agent tasksets (`vf.SingleAgentEnv`): the prompt is the task's `prompt` (text, or messages
+through the chat template) with its `system_prompt` as a system message. The score is the task's
+`@vf.reward` functions (and rewards plugged through the task config), each called as the package
+calls it, with `task` (the task data) and `trace` (a `vf.Trace` of the conversation: the prompt,
+then the policy's answers and the feedback between them); a function returning a mapping gives one
+reward per key. The score is `sum(weight * value)`, equal to the package's own `Task.score(trace)`
+then `trace.reward`; each value is logged as `reward/NAME`. An answer succeeds at
+`success_threshold`; with `rollout.max_turns > 1` a failed answer gets its score as feedback and the
+next answer is scored on the whole conversation.
 
-Not covered: rewards that need a runtime (a sandbox or container), LLM judges, tasks with tool
-servers (`toolsets`), and environments with their own `Env.run` (multi-agent or user-simulated
-episodes drive a model client of their own): each is refused with a line saying so.
+Environments with their own `run()` and one agent seat (multi-turn games, the package's own tasksets
+that play an exchange): the policy plays the seat. The run goes on in the background; each
+`interaction.turn(message)` it makes is an observation the policy answers (the first one the
+prompt), and when the run ends the task's rewards are scored on the seat's trace, the environment's
+`finalize()` runs, and the trace's `reward` (with what the environment recorded) is the last turn's
+score. A run that raises, or that does not give the next turn within `task.reward_timeout`, is an
+environment error naming the line.
+
+Not covered, each refused with a line saying so: environments with several agent seats (the others
+would need a model of their own) or their own `start()`/`stop()`, rewards or a `setup()` that need a
+runtime (a sandbox or container), LLM judges, and tasks with tool servers (`toolsets`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import math
 import os
@@ -129,6 +139,183 @@ class VerifiersEnv(Env):
         )
 
 
+def _text(message) -> str:
+    """A turn's message (text, or messages) as the text the policy reads."""
+    if isinstance(message, str):
+        return message
+    from verifiers.v1.types import content_text
+
+    return "\n\n".join(content_text(m["content"] if isinstance(m, dict) else m.content) for m in message)
+
+
+class _Interaction:
+    """The policy in the environment's seat for one exchange (the package's `Interaction` surface that
+    environments call): each `turn` hands the message to the rollout and returns the policy's answer."""
+
+    def __init__(self, episode: VerifiersEpisode, task, trace):
+        self.episode, self.task, self.trace = episode, task, trace
+        self.started = False
+
+    def _add(self, role: str, content: str, sampled: bool = False) -> None:
+        from verifiers.v1.graph import MessageNode
+        from verifiers.v1.types import AssistantMessage, SystemMessage, UserMessage
+
+        kinds = {"system": SystemMessage, "user": UserMessage, "assistant": AssistantMessage}
+        parent = len(self.trace.nodes) - 1 if self.trace.nodes else None
+        self.trace.nodes.append(MessageNode(parent=parent, message=kinds[role](content=content), sampled=sampled))
+
+    async def turn(self, message=None):
+        from verifiers.v1.agent import Segment
+        from verifiers.v1.types import AssistantMessage
+
+        if self.trace.is_completed:
+            return Segment(messages=[], terminated=True)
+        prompted = not self.started and self.task.data.prompt is not None
+        if (message is None) != prompted:
+            raise ValueError(
+                "a prompted task opens its exchange with a bare turn(); later turns (and prompt-less tasks) send a message"
+            )
+        if message is None:
+            shown = self.episode.family.messages(self.task)
+            for m in shown:
+                self._add(m["role"], m["content"])
+            text = "\n\n".join(m["content"] for m in shown)
+        else:
+            text = _text(message)
+            self._add("user", text)
+        self.started = True
+        answer = await self.episode.ask(text)
+        self._add("assistant", answer, sampled=True)
+        return Segment(messages=[AssistantMessage(content=answer)])
+
+
+class _Seat:
+    """The environment's one agent seat, played by the policy."""
+
+    def __init__(self, episode: VerifiersEpisode, name: str):
+        self.episode, self.name, self.trainable = episode, name, True
+
+    @contextlib.asynccontextmanager
+    async def interaction(self, task, **_):
+        vf = self.episode.family.vf
+        from verifiers.v1.trace import AgentInfo, TraceTask
+
+        trace = vf.Trace(
+            task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash),
+            agent=AgentInfo(config=vf.AgentConfig(), name=self.name),
+        )
+        self.episode.traces.append((task, trace))
+        yield _Interaction(self.episode, task, trace)
+        trace.stop("user_closed")
+        parts, weights = await self.episode.family.score(task, trace, trace.last_reply)
+        for k, v in parts.items():  # the task's own rewards, scored as the rollout's close scores them
+            trace.record_reward(k, v, weights[k])
+
+    async def run(self, task, **_):
+        async with self.interaction(task) as it:
+            await it.turn(None if task.data.prompt is not None else "")
+
+
+class VerifiersEpisode(Env):
+    """One episode of an environment with its own `run()`: the run goes on in the background, each of its
+    turns for the seat is an observation the policy answers, and its end scores the episode."""
+
+    def __init__(self, task: Task, family: VerifiersFamily, env):
+        super().__init__(task)
+        self.family, self.env = family, env
+        self.vf_task = family.vf_tasks[task.id]
+        self.events: asyncio.Queue = asyncio.Queue()
+        self.answer: asyncio.Future | None = None
+        self.traces: list = []
+        self.runner: asyncio.Task | None = None
+        self.failed: BaseException | None = None
+
+    async def ask(self, text: str) -> str:
+        self.answer = asyncio.get_running_loop().create_future()
+        await self.events.put(("ask", text))
+        return await self.answer
+
+    async def _play(self) -> None:
+        vf, env, t = self.family.vf, self.env, self.vf_task
+        from verifiers.v1.episode import EnvInfo
+        from verifiers.v1.trace import TraceTask
+
+        try:
+            agents = vf.Agents(env.config, lambda name, spec: _Seat(self, name))
+            await env.setup(agents)
+            await env.run(t, agents)
+            episode = vf.Episode(
+                env=EnvInfo(id=env.config.env_id),
+                task=TraceTask(type=type(t).__name__, data=t.data, key=t.key, hash=t.hash),
+                traces=[trace for _, trace in self.traces],
+            )
+            await env.finalize(t, episode)
+        except Exception as e:  # handed to the rollout, which counts it as this episode's env_error
+            await self.events.put(("error", e))
+            return
+        await self.events.put(("done", None))
+
+    async def _next(self, what: str):
+        try:
+            return await asyncio.wait_for(self.events.get(), self.family.reward_timeout)
+        except asyncio.TimeoutError:
+            raise UserError(
+                f"verifiers: {type(self.env).__name__}.run() did not {what} within task.reward_timeout="
+                f"{self.family.reward_timeout:g} s (task {self.vf_task.key[:12]})"
+            ) from None
+
+    def _raised(self, e: BaseException) -> UserError:
+        where = _frame(e)
+        return UserError(
+            f"verifiers: {type(self.env).__name__}.run() raised {type(e).__name__}: {e} at {where} "
+            f"(task {self.vf_task.key[:12]})"
+        )
+
+    async def reset(self) -> str:
+        self.runner = asyncio.ensure_future(self._play())
+        try:
+            kind, value = await self._next("give the agent its first turn")
+        except UserError as e:  # raised again at the first step, where the rollout counts it
+            self.failed = e
+            return "(the environment did not start)"
+        if kind == "ask":
+            return value
+        if kind == "error":
+            self.failed = self._raised(value)
+            self.failed.__cause__ = value
+        else:
+            self.failed = UserError(f"verifiers: {type(self.env).__name__}.run() ended before the agent's first turn")
+        return "(the environment did not start)"
+
+    async def step(self, action: str) -> StepResult:
+        if self.failed is not None:
+            raise self.failed
+        assert self.answer is not None
+        self.answer.set_result(action)
+        kind, value = await self._next("answer")
+        if kind == "ask":  # the environment's next message: the exchange goes on
+            return StepResult(score=0.0, success=False, done=False, feedback=value, status="step")
+        if kind == "error":
+            raise self._raised(value) from value
+        (_, trace), *_ = self.traces
+        total = trace.reward
+        ok = total >= self.family.success_threshold
+        parts = {k: r.score for k, r in trace.rewards.items() if r is not None}
+        return StepResult(
+            score=total,
+            success=ok,
+            done=True,
+            feedback=f"score {total:g}",
+            status="correct" if ok else "incorrect",
+            info={"rewards": parts},
+        )
+
+    async def close(self) -> None:
+        if self.runner is not None and not self.runner.done():
+            self.runner.cancel()
+            await asyncio.gather(self.runner, return_exceptions=True)
+
+
 class VerifiersFamily(TaskFamily):
     """The tasks of a verifiers taskset, scored by its reward functions.
 
@@ -166,20 +353,22 @@ class VerifiersFamily(TaskFamily):
         self.success_threshold = float(success_threshold)
         self.reward_timeout = reward_timeout
         self.vf_tasks: dict[str, Any] = {}
+        self.vf_envs: dict[str, Any] = {}
+        """The environment whose own `run()` plays a task's episodes (tasks of single-agent tasksets have none)."""
         train = self._load(args or {}, max_tasks, "args")
         if heldout_args is None:
-            held = [t for t in train if in_heldout(t.key, share)]
-            train = [t for t in train if not in_heldout(t.key, share)]
+            held = [p for p in train if in_heldout(p[0].key, share)]
+            train = [p for p in train if not in_heldout(p[0].key, share)]
         else:
             held = self._load(heldout_args, max_tasks, "heldout_args")
-            keys = {t.key for t in held}
-            train = [t for t in train if t.key not in keys]
+            keys = {p[0].key for p in held}
+            train = [p for p in train if p[0].key not in keys]
         if not train or not held:
             raise UserError(
                 f"verifiers: {env} gives {len(train)} train and {len(held)} held-out tasks; each split needs at least "
                 "one (load more tasks, or change heldout_share / heldout_args)"
             )
-        self.split = {"train": [self._task(t) for t in train], "heldout": [self._task(t) for t in held]}
+        self.split = {"train": [self._task(*p) for p in train], "heldout": [self._task(*p) for p in held]}
 
     def _load(self, args: dict[str, Any], max_tasks: int | None, key: str) -> list[Any]:
         vf = self.vf
@@ -203,8 +392,7 @@ class VerifiersFamily(TaskFamily):
                     ) from e
                 raise
             if isinstance(made, vf.Env):
-                if not isinstance(made, vf.SingleAgentEnv):
-                    raise UserError(self._own_run(type(made)))
+                env = None if isinstance(made, vf.SingleAgentEnv) else self._adopt(made)
                 taskset = made.taskset
             elif isinstance(made, vf.Taskset):
                 taskset = made
@@ -214,7 +402,7 @@ class VerifiersFamily(TaskFamily):
                     "vf.Env or a vf.Taskset"
                 )
         else:
-            taskset = self._package_taskset(args)
+            taskset, env = self._package_taskset(args)
         self._check_tools(taskset)
         if max_tasks is not None:
             taskset = taskset.take(max_tasks)
@@ -222,12 +410,17 @@ class VerifiersFamily(TaskFamily):
             raise UserError(
                 f"verifiers: the taskset of {self.env_name} is infinite; give task.args.max_tasks (how many to load)"
             )
-        tasks = list(taskset)
+        try:
+            tasks = list(taskset)
+        except Exception as e:  # the taskset's own load(): one line naming where it failed
+            raise UserError(
+                f"verifiers: loading the tasks of {self.env_name} raised {type(e).__name__}: {e} (at {_frame(e)})"
+            ) from e
         if not tasks:
             raise UserError(f"verifiers: the taskset of {self.env_name} ({key}={args}) has no tasks")
         for t in tasks[:1]:
-            self._check_task(t)
-        return tasks
+            self._check_task(t, env is not None)
+        return [(t, env) for t in tasks]
 
     def _package_taskset(self, args: dict[str, Any]):
         vf = self.vf
@@ -245,10 +438,14 @@ class VerifiersFamily(TaskFamily):
             raise UserError(
                 f"verifiers: {self.env_name} has no load_environment() and is not a taskset package ({e})"
             ) from e
-        if env_cls is not vf.SingleAgentEnv:
-            raise UserError(self._own_run(env_cls))
         try:
             config = config_type.model_validate({**args, "id": self.env_name})
+            if env_cls is not vf.SingleAgentEnv:  # the environment's own episodes, with the policy in its seat
+                env = vf.load_environment(vf.resolve_env_config({"taskset": config.model_dump()}))
+                return env.taskset, self._adopt(env)
+            return vf.load_taskset(config), None
+        except (RuntimeError, ImportError) as e:  # what the taskset needs is missing (a CLI, a package)
+            raise UserError(f"verifiers: the taskset {self.env_name} cannot be built: {e}") from e
         except ValidationError as e:
             first = e.errors()[0]
             where = ".".join(str(x) for x in first.get("loc", ()))
@@ -256,14 +453,28 @@ class VerifiersFamily(TaskFamily):
                 f"verifiers: the taskset {self.env_name} rejects its arguments {args}: {where}: {first.get('msg')} "
                 f"(its config: {config_type.__name__}, fields {', '.join(config_type.model_fields)})"
             ) from e
-        return vf.load_taskset(config)
 
-    def _own_run(self, cls: type) -> str:
-        hint = "; OpenEnv environments train through task.family=openenv" if self.env_name == "openenv" else ""
-        return (
-            f"verifiers: {self.env_name} runs its episodes with its own Env.run ({cls.__name__}), which drives a model "
-            f"client of its own; task.family=verifiers trains on single-agent tasksets (vf.SingleAgentEnv){hint}"
-        )
+    def _adopt(self, env):
+        """An environment with its own `run()`: the policy plays its one agent seat."""
+        vf = self.vf
+        from verifiers.v1.configs.agent import agent_config_fields
+
+        seats = list(agent_config_fields(env.config))
+        name = type(env).__name__
+        if len(seats) != 1:
+            raise UserError(
+                f"verifiers: {self.env_name}'s {name} has {len(seats)} agent seats ({', '.join(seats)}); the policy "
+                "plays one, and the others would need a model of their own: task.family=verifiers runs environments "
+                "with one seat"
+            )
+        for hook in ("start", "stop"):
+            if getattr(type(env), hook) is not getattr(vf.Env, hook):
+                raise UserError(
+                    f"verifiers: {self.env_name}'s {name} has its own {hook}() (resources served to its episodes), "
+                    "which task.family=verifiers does not run"
+                )
+        self.feedback_template = "\n{feedback}\n"  # each message of the environment is shown alone
+        return env
 
     def _check_tools(self, taskset) -> None:
         task_cls = type(taskset).task_type()
@@ -273,7 +484,7 @@ class VerifiersFamily(TaskFamily):
                 "supported by task.family=verifiers"
             )
 
-    def _check_task(self, t) -> None:
+    def _check_task(self, t, own_run: bool) -> None:
         vf = self.vf
         name = type(t).__name__
         if t.config.judges:
@@ -288,7 +499,7 @@ class VerifiersFamily(TaskFamily):
                 f"verifiers: task {name}: {what} a runtime (a sandbox or container), which task.family=verifiers "
                 "does not provide"
             )
-        if not t.hooks("reward"):
+        if not t.hooks("reward") and not own_run:
             raise UserError(f"verifiers: task {name} has no @vf.reward functions to score answers with")
 
     def messages(self, t) -> list[dict[str, str]]:
@@ -381,17 +592,17 @@ class VerifiersFamily(TaskFamily):
                 parts[key], weights[key] = v, weight
         return {k: v for k, v in parts.items() if v is not None}, weights
 
-    def _task(self, t) -> Task:
-        msgs = self.messages(t)
-        plain = len(msgs) == 1 and msgs[0]["role"] == "user"
+    def _task(self, t, env) -> Task:
         tid = f"{self.name}:{self.env_name}:{t.key[:16]}"
         self.vf_tasks[tid] = t
-        return Task(
-            id=tid,
-            prompt=msgs[0]["content"] if plain else Conversation(msgs),
-            family=self.name,
-            meta={"idx": t.data.idx, "key": t.key},
-        )
+        if env is not None:  # the first observation is what the environment's run() says first
+            self.vf_envs[tid] = env
+            prompt: str = t.data.prompt_text or f"{self.env_name} task {t.data.name or t.data.idx}"
+        else:
+            msgs = self.messages(t)
+            plain = len(msgs) == 1 and msgs[0]["role"] == "user"
+            prompt = msgs[0]["content"] if plain else Conversation(msgs)
+        return Task(id=tid, prompt=prompt, family=self.name, meta={"idx": t.data.idx, "key": t.key})
 
     def tasks(self, split: str, n: int, seed: int = 0) -> list[Task]:
         if split not in SPLITS:
@@ -403,4 +614,6 @@ class VerifiersFamily(TaskFamily):
         return len(self.split[split]) if split in self.split else None
 
     def make_env(self, task: Task) -> Env:
+        if task.id in self.vf_envs:
+            return VerifiersEpisode(task, self, self.vf_envs[task.id])
         return VerifiersEnv(task, self)
