@@ -109,8 +109,17 @@ def _answers(right):
     return [right, f" {right} ", right + "0", right[:-1], right[::-1], "7", f"{right} {right}", "", "x" * 12]
 
 
-@pytest.mark.parametrize("env", ["sum_env", "sum_taskset"])
+TASKSET_LOADER = """
+
+def load_environment(n: int = 60):
+    \"\"\"A loader returning the taskset itself.\"\"\"
+    return SumTaskset(SumConfig(n=n))
+"""
+
+
+@pytest.mark.parametrize("env", ["sum_env", "sum_taskset", "sum_ts_loader"])
 def test_scores_equal_the_packages_task_score(envdir, env):
+    (envdir / "sum_ts_loader.py").write_text(TASKSET + TASKSET_LOADER)
     fam = make_family("verifiers", env=env, args={"n": 30})
     n = partial = 0
     for t in fam.split["train"] + fam.split["heldout"]:

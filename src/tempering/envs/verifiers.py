@@ -395,7 +395,7 @@ class VerifiersFamily(TaskFamily):
                 env = None if isinstance(made, vf.SingleAgentEnv) else self._adopt(made)
                 taskset = made.taskset
             elif isinstance(made, vf.Taskset):
-                taskset = made
+                taskset, env = made, None
             else:
                 raise UserError(
                     f"verifiers: {self.env_name}.load_environment() returned {type(made).__name__}; it must return a "
