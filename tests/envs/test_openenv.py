@@ -83,6 +83,11 @@ class GuessEnv(Environment[GuessAction, GuessObservation, State]):
         return self._state
 
 
+def make_guess(top: int = 9):
+    """A factory, as create_app takes one."""
+    return GuessEnv(top=top)
+
+
 class MoveAction(Action):
     dx: int
     dy: int
@@ -249,6 +254,14 @@ def test_seeds_splits_and_episode_ids(envdir):
         ids.add(env.session.env.state.episode_id)
         asyncio.run(env.close())
     assert len(ids) == 3 and all(i.startswith(f"{t.id}/") for i in ids)
+
+
+def test_a_factory_and_its_arguments_build_each_episodes_environment(envdir):
+    fam = make_family("openenv", env="guess_env:make_guess", env_args={"top": 3})
+    env = fam.make_env(fam.tasks("train", 1)[0])
+    assert asyncio.run(env.reset()) == "guess a number from 0 to 3" and env.session.env.top == 3
+    with pytest.raises(UserError, match="GuessObservation is not an openenv.core.Environment subclass"):
+        make_family("openenv", env="guess_env:GuessObservation")
 
 
 def test_an_answer_that_is_no_action_is_the_policys_error(envdir):
