@@ -54,6 +54,8 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "results"
 ENVS = Path(__file__).resolve().parent / "ecosystem_envs"
 PARTS = ("reasoning_gym", "verifiers", "openenv", "tools")
+RG_KEYS = ("machine", "package_version", "generators", "train", "reasoning_gym")
+"""The report's keys the reasoning_gym part writes (the others write one key each, their name)."""
 TRAIN_RUNS = {"basic_arithmetic": "basic_arithmetic", "chain_sum+spell_backward": {"chain_sum": 2, "spell_backward": 1}}
 
 
@@ -641,6 +643,12 @@ def main(argv: list[str] | None = None) -> None:
         m = machine()
         report["tools"] = {**tools_part.measure(), "command": command, "machine": m}
         print("tools", json.dumps({k: report["tools"][k] for k in ("calls_parsed", "malformed_handled")}))
+    # parts this run did not measure are taken as the file holds them now: a run of another part that
+    # ended meanwhile keeps its numbers
+    kept = _earlier()
+    mine = [k for k in RG_KEYS if "reasoning_gym" in only] + [p for p in PARTS[1:] if p in only]
+    commands = {**kept.get("commands", {}), **({"reasoning_gym": command} if "reasoning_gym" in only else {})}
+    report = {**kept, **{k: report[k] for k in mine}, "commands": commands}
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "ecosystem.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
     (OUT / "ecosystem.md").write_text(render(report))

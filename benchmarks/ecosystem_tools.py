@@ -292,12 +292,13 @@ def sampled(n: int, seed: int) -> dict:
     }
 
 
-def measure(n_rendered: int = 100, n_perturbed: int = 440, n_sampled: int = 64, seed: int = 0) -> dict:
+def measure(n_rendered: int = 100, n_perturbed: int = 440, n_sampled: int = 48, seed: int = 0) -> dict:
     rng = random.Random(seed)
     per_template, _ = rendered(n_rendered, rng)
     sample = sampled(n_sampled, seed)
     refused = sample.pop("_refused_answers")
-    fam = ToolFamily(Desk, [{"prompt": "Use the tools.", "target": 3}], desk_reward, heldout_share=0.0)
+    # a target no call reaches: a success would end the episode before the malformed call's answer counts
+    fam = ToolFamily(Desk, [{"prompt": "Use the tools.", "target": 10**9}], desk_reward, heldout_share=0.0)
     kinds: dict[str, dict] = {}
     failures = []
     for kind, text in perturbed(n_perturbed, rng):
