@@ -266,6 +266,8 @@ def test_bad_configuration_is_one_clear_error(tmp_path):
         make_family("tools", env=f"{DATA / 'tool_envs.py'}:Nope", train=ROWS, reward=reached)
     with pytest.raises(UserError, match="'package.module:Class'"):
         make_family("tools", env="tool_envs.Counter", train=ROWS, reward=reached)
+    with pytest.raises(UserError, match="heldout_share has no effect with task.args.heldout"):
+        make_family("tools", env=Counter, train=ROWS, heldout=ROWS[:2], heldout_share=0.2, reward=reached)
     with pytest.raises(UserError, match="max_calls_per_turn"):
         make_family("tools", env=Counter, train=ROWS, reward=reached, max_calls_per_turn=0)
 

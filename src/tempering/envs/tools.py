@@ -107,8 +107,9 @@ def _whole_object(text: str, start: int) -> tuple[Any, int] | None:
 
 def parse_tool_calls(text: str) -> list[ToolCall | Malformed]:
     """The tool calls of an answer in the Hermes / Qwen format, in order: the JSON inside each
-    `<tool_call>...</tool_call>`; a call opened and never closed is malformed. An answer without
-    `<tool_call>` has none (it is a final answer)."""
+    `<tool_call>...</tool_call>` (a whole JSON object first, so a string may hold the closing tag);
+    a call opened and never closed is malformed. An answer without `<tool_call>` has none (it is a
+    final answer)."""
     out: list[ToolCall | Malformed] = []
     pos = 0
     while (i := text.find(OPEN, pos)) >= 0:
@@ -351,10 +352,11 @@ class ToolFamily(TaskFamily):
 
     env: the class (`package.module:Class`, `./file.py:Class`); it is built with no arguments for
     every episode, `reset(**columns)` is called when it has one, and its public methods are the tools.
-    train, heldout, prompt_column, heldout_share: the prompts, as for `task.family=dataset`. reward,
-    reward_weights: TRL-style reward functions, which get `environments=` (each episode's object)
-    beside the dataset's columns and the answer as the completion. success_threshold: the score that
-    ends an episode as a success. max_calls_per_turn: calls run per answer (more are malformed).
+    train, heldout, prompt_column, heldout_share (default 0.1; not with `heldout`): the prompts, as for
+    `task.family=dataset`. reward, reward_weights: TRL-style reward functions, which get
+    `environments=` (each episode's object) beside the dataset's columns and the answer as the
+    completion. success_threshold: the score that ends an episode as a success. max_calls_per_turn:
+    calls run per answer (more are malformed).
     """
 
     def __init__(
@@ -364,7 +366,7 @@ class ToolFamily(TaskFamily):
         reward: str | RewardFn | list,
         heldout: Any = None,
         prompt_column: str = "prompt",
-        heldout_share: float = 0.1,
+        heldout_share: float | None = None,
         success_threshold: float = 1.0,
         reward_weights: list[float] | None = None,
         max_calls_per_turn: int = 8,
@@ -386,12 +388,17 @@ class ToolFamily(TaskFamily):
             ) from e
         self.schemas = tool_schemas(probe)
         self.by_name = {s["function"]["name"]: s for s in self.schemas}
+        if heldout is not None and heldout_share is not None:
+            raise UserError(
+                "tools: task.args.heldout_share has no effect with task.args.heldout (the held-out prompts are that "
+                "file's): remove one"
+            )
         self.data = DatasetFamily(
             train,
             reward=reward,
             heldout=heldout,
             prompt_column=prompt_column,
-            heldout_share=heldout_share,
+            heldout_share=0.1 if heldout_share is None else heldout_share,
             success_threshold=success_threshold,
             name=name,
             reward_weights=reward_weights,
