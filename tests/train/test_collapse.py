@@ -1,6 +1,10 @@
 """Collapse detection (`train/collapse.py`) on hand-made sequences of step and evaluation numbers."""
 
+import pytest
+from pydantic import ValidationError
+
 from tempering.train.collapse import CollapseRule, CollapseState, check_collapse
+from tempering.train.config import RunSection
 
 RULE = CollapseRule(entropy=0.05, patience=3, heldout=0.5)
 
@@ -50,3 +54,11 @@ def test_a_zero_threshold_turns_each_sign_off_and_both_can_fire_together():
     on = CollapseRule(entropy=0.1, patience=1, heldout=0.5)
     _, found = check_collapse(CollapseState(), on, 1, 0.0, start, {"eval/pass@1": 0.0})
     assert [c.sign for c in found] == ["entropy", "heldout"]
+
+
+def test_a_knob_that_would_do_nothing_is_refused():
+    with pytest.raises(ValidationError, match=r"run.collapse_patience=3 has no effect unless run.collapse_entropy > 0"):
+        RunSection(collapse_entropy=0, collapse_patience=3)
+    with pytest.raises(ValidationError, match=r"run.collapse_heldout=0.3 has no effect unless run.eval_on_start=true"):
+        RunSection(eval_on_start=False, collapse_heldout=0.3)
+    assert RunSection(eval_on_start=False).collapse_heldout == 0.5  # the default alone is no error
