@@ -240,6 +240,7 @@ def test_a_malformed_call_is_the_policys_error_with_feedback_and_counted():
     shown = tok.decode(e.turns[0].feedback_ids)
     assert "<tool_response>\nerror: the tool call is not valid JSON" in shown
     assert "there is no tool 'mul'" in tok.decode(e.turns[1].feedback_ids)
+    assert e.turns[1].feedback.startswith("mul: error: there is no tool 'mul'")
     assert reward_parts([e]) == {
         "reward/reached": 1.0,
         "tools/calls": 1.0,

@@ -342,7 +342,7 @@ class ToolEnv(Env):
             status = "incorrect"
         else:
             status = "tool_error" if bad else "tool_calls"
-        feedback = f"{ran} tool call(s) run, {bad} malformed" if calls else ""
+        feedback = "\n".join(f"{m['name'] or '?'}: {m['content']}" for m in messages)  # what samples show
         info = {"rewards": parts, "tool_calls": ran, "tool_malformed": bad}
         return StepResult(score, ok, ok or final, feedback, status, info, None if ok or final else messages)
 
