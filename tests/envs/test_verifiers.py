@@ -244,6 +244,39 @@ def test_a_multi_turn_environment_runs_its_own_exchange_with_the_policy_in_its_s
             assert set(results[-1].info["rewards"]) == {"solved", "tries", "correct", "digits", "length", "spaces"}
 
 
+def test_an_environment_whose_run_asks_its_seat_for_one_answer(envdir):
+    (envdir / "sum_once.py").write_text(
+        TASKSET
+        + textwrap.dedent(
+            """
+            class OnceConfig(vf.EnvConfig):
+                solver: vf.AgentConfig = vf.AgentConfig()
+
+            class Once(vf.Env[OnceConfig]):
+                async def run(self, task, agents):
+                    await agents.solver.run(task)
+
+            __all__ = ["SumTaskset", "Once"]
+            """
+        )
+    )
+    fam = make_family("verifiers", env="sum_once", args={"n": 40})
+    t = fam.split["train"][0]
+    vf_task = fam.vf_tasks[t.id]
+
+    async def play(answer):
+        env = fam.make_env(t)
+        assert await env.reset() == t.prompt
+        res = await env.step(answer)
+        await env.close()
+        return res
+
+    for a in (vf_task.data.answer, "1", " 12 "):
+        res = asyncio.run(play(a))
+        want = _package_reward(vf_task, [{"role": "user", "content": t.prompt}, {"role": "assistant", "content": a}])
+        assert res.done and res.score == want.reward and res.success == (a == vf_task.data.answer)
+
+
 def test_a_multi_turn_environment_that_raises_is_an_env_error_naming_the_line(envdir):
     (envdir / "sum_crash.py").write_text(TASKSET + GAME.replace('hint = "a number, please"', 'hint = {}["no hint"]'))
     fam = make_family("verifiers", env="sum_crash", args={"n": 40})

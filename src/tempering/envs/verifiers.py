@@ -212,8 +212,9 @@ class _Seat:
             trace.record_reward(k, v, weights[k])
 
     async def run(self, task, **_):
+        """One answer to a prompted task (the package's `Agent.run` for a tool-less seat)."""
         async with self.interaction(task) as it:
-            await it.turn(None if task.data.prompt is not None else "")
+            await it.turn()
 
 
 class VerifiersEpisode(Env):
