@@ -213,8 +213,12 @@ def main() -> None:
         "top_k_bias": top_k_bias(model, tok),
         "seconds": round(time.perf_counter() - t0, 1),
     }
-    write_results(ROOT / "docs" / "results", "offpolicy", markdown(data), data)
-    print(markdown(data))
+    md, old = markdown(data), ROOT / "docs" / "results" / "offpolicy.json"
+    if old.is_file() and "experiment" in (prev := json.loads(old.read_text())):  # offpolicy_experiment.py's part
+        data["experiment"] = prev["experiment"]
+        md = md.rstrip("\n") + "\n\n## Experiment" + (old.with_suffix(".md").read_text().split("\n## Experiment")[1])
+    write_results(ROOT / "docs" / "results", "offpolicy", md, data)
+    print(md)
 
 
 if __name__ == "__main__":
