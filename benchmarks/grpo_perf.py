@@ -145,7 +145,8 @@ def tempering_arm(
     truncated importance sampling), with the torch threads split between the update and the sampler.
     `after_step(step, trainer)` runs outside the timed step (held-out evaluations)."""
     from tempering.config import build
-    from tempering.recipes.train import TrainConfig, trainer
+    from tempering.methods.rl import TrainConfig
+    from tempering.recipes.runner import trainer
 
     group, prompts = regime["group_size"], regime["prompts_per_step"]
     rollout = {
@@ -191,7 +192,7 @@ def tempering_arm(
             },
         },
     )
-    tr = trainer(cfg, family=fam, overwrite=True)
+    tr = trainer("train", cfg, family=fam, overwrite=True)
     index = {t.id: i for i, t in enumerate(tr.train_tasks)}
     it = iter(order)
     tr.cursor.next = lambda n: [index[t.id] for t in next(it)]  # type: ignore[method-assign]

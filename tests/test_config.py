@@ -2,7 +2,7 @@ import pytest
 
 from tempering.config import load_config
 from tempering.errors import ConfigError
-from tempering.recipes.train import TrainConfig
+from tempering.methods.rl import TrainConfig
 
 
 def test_overrides_and_yaml(tmp_path):

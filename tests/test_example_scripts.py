@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from tempering.config import build
-from tempering.recipes.direct_opd import DirectOPDConfig
-from tempering.recipes.distill import DistillConfig
+from tempering.methods.direct_opd import DirectOPDConfig
+from tempering.methods.opd import DistillConfig
+from tempering.methods.rl import TrainConfig
+from tempering.methods.tu_opd import TUOPDConfig
 from tempering.recipes.rgrpo import RGRPOConfig
-from tempering.recipes.train import TrainConfig
-from tempering.recipes.tu_opd import TUOPDConfig
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 HISTORY = {"final": {"eval/pass@1": 0.5, "eval/pass@1_sampled": 0.25}}
@@ -41,6 +41,11 @@ def validating(schema, result):
     return verb
 
 
+def dispatching(verbs: dict):
+    """A stand-in for `tempering.recipes.runner.run`: each method's verb to its stand-in."""
+    return lambda verb, cfg, *a, **kw: verbs[verb](cfg, *a, **kw)
+
+
 def pretrained(tmp_path):
     """A stand-in for pretrain (its config was already validated by `build` in the script)."""
     return lambda cfg, *a, **k: {"model": str(tmp_path / "model"), "heldout_pass@1": 0.4, "steps": 1}
@@ -62,10 +67,9 @@ def test_direct_opd_experiment_configs_validate(tmp_path, monkeypatch):
     verbs = {
         "train": validating(TrainConfig, HISTORY),
         "distill": validating(DistillConfig, HISTORY),
-        "direct_opd": validating(DirectOPDConfig, HISTORY),
+        "direct-opd": validating(DirectOPDConfig, HISTORY),
     }
-    for name, fn in verbs.items():
-        monkeypatch.setattr(mod, name, fn)
+    monkeypatch.setattr(mod, "run", dispatching(verbs))
     monkeypatch.setattr(mod, "pretrain", pretrained(tmp_path))
     a = argparse.Namespace(
         seeds=[0],
@@ -85,8 +89,8 @@ def test_direct_opd_experiment_configs_validate(tmp_path, monkeypatch):
 
 def test_direct_opd_experiment_runs_a_subset_of_arms(tmp_path, monkeypatch):
     mod = load("direct_opd/weak_to_strong.py")
-    for name, schema in (("train", TrainConfig), ("distill", DistillConfig), ("direct_opd", DirectOPDConfig)):
-        monkeypatch.setattr(mod, name, validating(schema, HISTORY))
+    schemas = {"train": TrainConfig, "distill": DistillConfig, "direct-opd": DirectOPDConfig}
+    monkeypatch.setattr(mod, "run", dispatching({v: validating(c, HISTORY) for v, c in schemas.items()}))
     monkeypatch.setattr(mod, "pretrain", pretrained(tmp_path))
     a = argparse.Namespace(seeds=[0], steps=100, teacher_steps=150, lr=1e-4, stop=0.35, arms=["direct_opd_self"])
     a.results, a.notes = str(tmp_path), None
@@ -110,11 +114,11 @@ def test_expand_compress_experiment_configs_validate(tmp_path, monkeypatch):
 
     verbs = {
         "rgrpo": validating(RGRPOConfig, expand),
-        "tu_opd": validating(TUOPDConfig, HISTORY),
+        "tu-opd": validating(TUOPDConfig, HISTORY),
         "distill": validating(DistillConfig, HISTORY),
     }
-    for name, fn in verbs.items():
-        monkeypatch.setattr(mod, name, fn)
+    monkeypatch.setattr(mod, "rgrpo", verbs["rgrpo"])
+    monkeypatch.setattr(mod, "run", dispatching(verbs))
     monkeypatch.setattr(mod, "pretrain", pretrained(tmp_path))
     monkeypatch.setattr(mod, "per_family", lambda model: {"add": 0.1, "rev": 0.2, "sort": 0.3, "all": 0.2})
     a = argparse.Namespace(
@@ -147,8 +151,8 @@ def test_expand_compress_experiment_runs_a_subset_of_students(tmp_path, monkeypa
         return {"teachers": {"r1": str(root / "r1" / "final")}, "pass_rates": str(root / "pass_rates.json")}
 
     monkeypatch.setattr(mod, "rgrpo", expand)
-    monkeypatch.setattr(mod, "tu_opd", lambda cfg: seen.append(cfg["tu_opd"]))
-    monkeypatch.setattr(mod, "distill", lambda cfg: seen.append("distill"))
+    stand_ins = {"tu-opd": lambda cfg: seen.append(cfg["tu_opd"]), "distill": lambda cfg: seen.append("distill")}
+    monkeypatch.setattr(mod, "run", dispatching(stand_ins))
     monkeypatch.setattr(mod, "pretrain", pretrained(tmp_path))
     monkeypatch.setattr(mod, "per_family", lambda model: {"all": 0.2})
     a = argparse.Namespace(steps=100, rounds=3, kappa=0.5, rho=0.5, lr=1e-4, stop=0.3, arms=["tu_opd_crd"])

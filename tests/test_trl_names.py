@@ -60,7 +60,8 @@ def test_hand_written_config(tmp_path, capsys):
     assert err.startswith("mapped 12 keys (output_dir, num_generations, learning_rate, beta, epsilon,")
     assert "TRL's defaults of delta, seed, save_steps, use_bias_correction_kl" in err
     assert "not mapped: per_device_train_batch_size=8 (a step here is rollout.prompts_per_step" in err
-    assert err.strip().endswith("keys that change nothing here: 2")  # entropy_coef=0 and logging_steps
+    # entropy_coef=0, logging_steps, and TRL's default vllm_importance_sampling_correction=True without use_vllm
+    assert err.strip().endswith("keys that change nothing here: 3")
     load_config(TrainConfig, None, [f"{k}.{kk}={json.dumps(v)}" for k, s in cfg.items() for kk, v in s.items()])
 
 

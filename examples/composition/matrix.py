@@ -24,8 +24,8 @@ from tempering.algos.shaping import overlong_penalty
 from tempering.config import build
 from tempering.errors import ConfigError
 from tempering.methods import rl
+from tempering.methods.rl import TrainConfig
 from tempering.models import char_tokenizer, tiny_model
-from tempering.recipes.train import TrainConfig
 from tempering.train.batch import TrainBatch, broadcast_turn_adv, collate
 from tempering.train.method import Context, zero_signal_groups
 from tempering.train.scoring import per_turn, score

@@ -27,6 +27,7 @@ import torch
 from tempering.experiments import machine, write_results
 from tempering.models import char_tokenizer, save_policy, tiny_model
 from tempering.recipes.pretrain import PretrainConfig, pretrain
+from tempering.recipes.runner import trainer
 from tempering.rollout.engine import RolloutStats
 from tempering.types import Group
 
@@ -65,11 +66,10 @@ def warm_start(work: Path) -> str:
 
 def parallel_equivalence(work: Path) -> dict:
     worker = _load("verb_worker", ROOT / "tests" / "distributed" / "verb_worker.py")
-    from tempering.recipes import train
 
     model = warm_start(work)
     fresh = str(save_policy(tiny_model("tiny-xs", seed=7), char_tokenizer(), work / "fresh"))
-    t = train.trainer(worker.base(model, work / "roll"))
+    t = trainer("train", worker.base(model, work / "roll"))
     groups = asyncio.run(t.rollout(RolloutStats()))
     groups.append(Group(groups[0].task, [copy.deepcopy(groups[0].episodes[0]) for _ in range(4)]))
     torch.save(groups, work / "groups.pt")

@@ -22,19 +22,13 @@ import torch
 from safetensors.torch import load_file
 
 from tempering.config import build
-from tempering.recipes.direct_opd import direct_opd
-from tempering.recipes.distill import distill
+from tempering.recipes import runner
 from tempering.recipes.pretrain import PretrainConfig, pretrain
 from tempering.recipes.rgrpo import rgrpo
-from tempering.recipes.tu_opd import tu_opd
 
 try:
-    from tempering.recipes.train import train
-
     CURRENT = True
 except ImportError:  # before the one loop, RL lived in recipes/rl.py
-    from tempering.recipes.rl import train
-
     CURRENT = False
 
 TASK = {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 400, "heldout_size": 20}
@@ -112,44 +106,49 @@ def cases(out: Path, models: Path) -> dict:
     pair = {"teacher": {"path": other}, "reference": {"path": warm}}
     return {
         "pretrain": pretrain_case,
-        "grpo": lambda: train(rl()),
-        "mt_grpo": lambda: train(rl(rollout=MT)),
-        "leap": lambda: train(rl(rollout={**MT, "prune": "dcp"}, loss={"advantage": "leap"})),
-        "kevin": lambda: train(rl(rollout=MT, loss={"advantage": "kevin"})),
-        "trloo": lambda: train(rl(rollout=MT, loss={"advantage": "trloo"})),
+        "grpo": lambda: runner.run("train", rl()),
+        "mt_grpo": lambda: runner.run("train", rl(rollout=MT)),
+        "leap": lambda: runner.run("train", rl(rollout={**MT, "prune": "dcp"}, loss={"advantage": "leap"})),
+        "kevin": lambda: runner.run("train", rl(rollout=MT, loss={"advantage": "kevin"})),
+        "trloo": lambda: runner.run("train", rl(rollout=MT, loss={"advantage": "trloo"})),
         **{
             f"tcpo_{m}": (
-                lambda m=m: train(
+                lambda m=m: runner.run(
+                    "train",
                     rl(
                         PARTIAL,
                         rollout=CF if m == "full" else {**MT, "score_range": [0.0, 1.0]},
                         loss={"advantage": "tcpo", "credit_args": {"mode": m}},
-                    )
+                    ),
                 )
             )
             for m in TCPO_MODES
         },
-        "opd": lambda: distill({**student(), "teacher": {"path": other}}),
-        "opd_jsd_topk": lambda: distill(
-            {**student(), "teacher": {"path": other}, "distill": {"loss": "jsd_topk", "top_k": 8}}
+        "opd": lambda: runner.run("distill", {**student(), "teacher": {"path": other}}),
+        "opd_jsd_topk": lambda: runner.run(
+            "distill", {**student(), "teacher": {"path": other}, "distill": {"loss": "jsd_topk", "top_k": 8}}
         ),
-        "direct_opd": lambda: direct_opd(
+        "direct_opd": lambda: runner.run(
+            "direct-opd",
             {
                 **student(steps=STEPS + 2),
                 "loss": {"clip_low": 0.2, "clip_high": 0.2, "dual_clip": 3.0},
                 # the code before the one loop moved alpha after each update; today's default moves it before
                 "direct_opd": {"pairs": [pair], "top_k": 16, **({"alpha_order": "after_update"} if CURRENT else {})},
-            }
+            },
         ),
-        "direct_opd_alpha_before": lambda: direct_opd(
+        "direct_opd_alpha_before": lambda: runner.run(
+            "direct-opd",
             {
                 **student(steps=STEPS + 2),
                 "loss": {"clip_low": 0.2, "clip_high": 0.2, "dual_clip": 3.0},
                 "direct_opd": {"pairs": [pair], "top_k": 16},
-            }
+            },
         ),
-        "tu_opd": lambda: tu_opd({**student(task=small), "tu_opd": {**tu, "rho": 0.25}}),
-        "tu_opd_crd": lambda: tu_opd({**student(task=small), "tu_opd": {**tu, "rho": 0.25, "residual": True}}),
+        "tu_opd": lambda: runner.run("tu-opd", {**student(task=small), "tu_opd": {**tu, "rho": 0.25}}),
+        "tu_opd_crd": lambda: runner.run(
+            "tu-opd", {**student(task=small), "tu_opd": {**tu, "rho": 0.25, "residual": True}}
+        ),
         "rgrpo": lambda: rgrpo({**rl(small), "rgrpo": {"rounds": 2, "kappa": 0.5, "pass_samples": 4}, "run": run(2)}),
     }
 

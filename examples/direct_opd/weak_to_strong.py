@@ -26,10 +26,8 @@ from pathlib import Path
 import torch
 
 from tempering.config import build
-from tempering.recipes.direct_opd import direct_opd
-from tempering.recipes.distill import distill
 from tempering.recipes.pretrain import PretrainConfig, pretrain
-from tempering.recipes.train import train
+from tempering.recipes.runner import run
 from tempering.runlog import atomic_write_text
 
 TASK = {"family": "arithmetic", "args": {"min_value": 10, "max_value": 99}, "train_size": 5000, "heldout_size": 500}
@@ -113,14 +111,15 @@ def one_seed(root: Path, seed: int, a) -> dict:
         lambda: {
             "model": str(root / "teacher_rl" / "final"),
             **final(
-                train(
+                run(
+                    "train",
                     {
                         "model": {"name": tref["model"]},
                         "task": TASK,
                         "rollout": ROLLOUT,
                         "optim": {"lr": a.lr},
                         "run": _run(root / "teacher_rl", a.teacher_steps, seed),
-                    }
+                    },
                 )
             ),
         },
@@ -130,12 +129,13 @@ def one_seed(root: Path, seed: int, a) -> dict:
         student = cached(root / "student_pre", lambda: warm_start("tiny-s", root / "student_pre", seed + 100, a.stop))
     common = {"model": {"name": student.get("model")}, "task": TASK, "rollout": ROLLOUT, "optim": {"lr": a.lr}}
     arms = {
-        "grpo": lambda out: final(train({**common, "run": _run(out, a.steps, seed)})),
+        "grpo": lambda out: final(run("train", {**common, "run": _run(out, a.steps, seed)})),
         "opd": lambda out: final(
-            distill({**common, "teacher": {"path": teacher["model"]}, "run": _run(out, a.steps, seed)})
+            run("distill", {**common, "teacher": {"path": teacher["model"]}, "run": _run(out, a.steps, seed)})
         ),
         "direct_opd": lambda out: final(
-            direct_opd(
+            run(
+                "direct-opd",
                 {
                     **common,
                     "loss": {"clip_low": 0.2, "clip_high": 0.2, "dual_clip": 3.0},
@@ -144,13 +144,14 @@ def one_seed(root: Path, seed: int, a) -> dict:
                         "top_k": 16,
                     },
                     "run": _run(out, a.steps, seed),
-                }
+                },
             )
         ),
     }
     # control: the same transfer into the teacher's own pre-RL model, where the shift is exactly what RL did
     arms["direct_opd_self"] = lambda out: final(
-        direct_opd(
+        run(
+            "direct-opd",
             {
                 **common,
                 "model": {"name": tref["model"]},
@@ -160,7 +161,7 @@ def one_seed(root: Path, seed: int, a) -> dict:
                     "top_k": 16,
                 },
                 "run": _run(out, a.steps, seed),
-            }
+            },
         )
     )
     res = {name: cached(root / name, lambda name=name: arms[name](root / name)) for name in a.arms}

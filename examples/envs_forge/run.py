@@ -31,10 +31,11 @@ from tempering.config import build
 from tempering.envs.mixture import MixtureFamily
 from tempering.errors import UserError
 from tempering.evaluation import evaluate
+from tempering.methods.rl import TrainConfig
 from tempering.models import load_policy
 from tempering.models.chat import ChatFormat
 from tempering.recipes.pretrain import PretrainConfig, pretrain
-from tempering.recipes.train import TrainConfig, trainer
+from tempering.recipes.runner import trainer
 from tempering.rollout.engine import RolloutOptions
 from tempering.rollout.sampler import HFSampler, SamplingParams
 from tempering.runlog import atomic_write_text
@@ -133,7 +134,7 @@ def run_seed(seed: int, model_dir: str, work: Path, target: int, steps: int) -> 
         grpo["model"] = {"name": model_dir}
         grpo["task"] = {"train_size": TASKS_PER_CONFIG * len(configs), "heldout_size": 8, "data_seed": seed}
         grpo["run"].update(seed=seed, steps=steps, out_dir=str(work / f"seed{seed}" / method))
-        t = trainer(build(TrainConfig, grpo), family=mixture(configs))
+        t = trainer("train", build(TrainConfig, grpo), family=mixture(configs))
 
         async def train():
             rewards, signal = [], []

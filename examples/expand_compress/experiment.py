@@ -31,10 +31,9 @@ from tempering.envs.registry import make_family
 from tempering.evaluation import evaluate
 from tempering.models import load_policy
 from tempering.models.chat import ChatFormat
-from tempering.recipes.distill import distill
 from tempering.recipes.pretrain import PretrainConfig, pretrain
 from tempering.recipes.rgrpo import rgrpo
-from tempering.recipes.tu_opd import tu_opd
+from tempering.recipes.runner import run
 from tempering.rollout.engine import RolloutOptions
 from tempering.rollout.sampler import HFSampler, SamplingParams
 from tempering.runlog import atomic_write_text
@@ -157,15 +156,16 @@ def one_seed(root: Path, seed: int, a) -> dict:
     specs = {n: {"path": t["path"]} for n, t in teachers.items()}
     tu = {"teachers": specs, "pass_rates": ex["pass_rates"], "rho": a.rho}
     arms = {
-        "tu_opd": lambda out: tu_opd({**common, "tu_opd": tu, "run": _run(out, a.steps, seed)}),
-        "tu_opd_crd": lambda out: tu_opd(
-            {**common, "tu_opd": {**tu, "residual": True}, "run": _run(out, a.steps, seed)}
+        "tu_opd": lambda out: run("tu-opd", {**common, "tu_opd": tu, "run": _run(out, a.steps, seed)}),
+        "tu_opd_crd": lambda out: run(
+            "tu-opd", {**common, "tu_opd": {**tu, "residual": True}, "run": _run(out, a.steps, seed)}
         ),
-        "uniform_opd": lambda out: tu_opd(
-            {**common, "tu_opd": {**tu, "weighting": "uniform", "gating": False}, "run": _run(out, a.steps, seed)}
+        "uniform_opd": lambda out: run(
+            "tu-opd",
+            {**common, "tu_opd": {**tu, "weighting": "uniform", "gating": False}, "run": _run(out, a.steps, seed)},
         ),
-        "best_teacher_opd": lambda out: distill(
-            {**common, "teacher": specs[best_pool], "run": _run(out, a.steps, seed)}
+        "best_teacher_opd": lambda out: run(
+            "distill", {**common, "teacher": specs[best_pool], "run": _run(out, a.steps, seed)}
         ),
     }
     students = {

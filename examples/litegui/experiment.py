@@ -49,10 +49,11 @@ from tempering.envs.gui.guidance import guidance_single, teacher_prompt
 from tempering.envs.gui.metrics import summarize
 from tempering.envs.gui.states import GuiStateFamily, sample_of
 from tempering.envs.registry import make_family
+from tempering.methods.opd import DistillConfig
+from tempering.methods.rl import TrainConfig
 from tempering.models import load_policy, tiny_model
-from tempering.recipes.distill import DistillConfig, distill
+from tempering.recipes import runner
 from tempering.recipes.pretrain import PretrainConfig, pretrain
-from tempering.recipes.train import TrainConfig, train
 from tempering.rollout.sampler import HFSampler, SamplingParams
 
 ARMS = [
@@ -230,7 +231,7 @@ class Experiment:
                 "loss": {"advantage": "grpo"},
             },
         )
-        train(cfg, family=fam)
+        runner.run("train", cfg, family=fam)
         return cfg.run.out_dir + "/final"
 
     def opd(self, name: str, seed: int, init: str, steps: int, teacher: str) -> str:
@@ -244,7 +245,7 @@ class Experiment:
                 "distill": {"loss": "reverse_kl"},
             },
         )
-        distill(cfg, family=fam)
+        runner.run("distill", cfg, family=fam)
         return cfg.run.out_dir + "/final"
 
     def greedy(self, model_dir: str):

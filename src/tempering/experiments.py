@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from tempering.recipes.train import train
+from tempering.recipes.runner import run
 from tempering.runlog import atomic_write_text
 
 TOTALS = (
@@ -34,7 +34,7 @@ def run_arm(cfg: dict[str, Any], family=None) -> dict[str, Any]:
     """Train one arm (unless its run folder already holds a finished run) and summarise it."""
     run_dir = Path(cfg["run"]["out_dir"])
     if not (run_dir / "final" / "config.json").is_file():
-        train(cfg, family=family)
+        run("train", cfg, family=family)
     return summarize_run(run_dir)
 
 

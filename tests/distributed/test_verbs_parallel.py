@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from tempering.models import char_tokenizer, save_policy, tiny_model
+from tempering.recipes.runner import trainer
 from tempering.rollout.engine import RolloutStats
 from tempering.types import Group
 
@@ -24,11 +25,10 @@ WORKER = Path(__file__).parent / "verb_worker.py"
 
 @pytest.fixture(scope="module")
 def setup(pretrained_dir, tmp_path_factory):
-    from tempering.recipes import train
 
     root = tmp_path_factory.mktemp("verbs")
     fresh = save_policy(tiny_model("tiny-xs", seed=7), char_tokenizer(), root / "fresh")
-    t = train.trainer(verb_worker.base(pretrained_dir, root / "roll"))
+    t = trainer("train", verb_worker.base(pretrained_dir, root / "roll"))
     groups = asyncio.run(t.rollout(RolloutStats()))
     # five groups (uneven shares), one of identical episodes: no signal, dropped by dynamic sampling
     groups.append(Group(groups[0].task, [copy.deepcopy(groups[0].episodes[0]) for _ in range(4)]))

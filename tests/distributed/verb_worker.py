@@ -23,7 +23,7 @@ import torch
 
 from tempering.envs.pool import PoolFamily
 from tempering.envs.registry import make_family
-from tempering.recipes import direct_opd, distill, ppo, rft, train, tu_opd
+from tempering.recipes import runner
 
 TASK = {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 40, "heldout_size": 4}
 CASES = [
@@ -75,21 +75,21 @@ def trainer(case: str, model: str, fresh: str, out: Path, world, strategy: str):
         if case == "rgrpo":  # a round of Residual GRPO: GRPO on a pool family
             arith = make_family(TASK["family"], **TASK["args"])
             family = PoolFamily(arith, arith.tasks("train", 40)[:20])
-        return train.trainer(cfg, family=family, **kw)
+        return runner.trainer("train", cfg, family=family, **kw)
     if case.startswith("ppo"):  # the critic's update runs data-parallel too (its gradients are compared)
         cfg["critic"] = {"kind": "head" if case == "ppo+head" else "model", "lr": 1e-3}
-        return ppo.trainer(cfg, **kw)
+        return runner.trainer("ppo", cfg, **kw)
     if case == "rft":  # keeps the episodes with a reward above 0.5 (the others leave the loss)
         cfg["rft"] = {"min_reward": 0.5, "reject_truncated": False}
-        return rft.trainer(cfg, **kw)
+        return runner.trainer("rft", cfg, **kw)
     if case.startswith("distill"):
         cfg["teacher"] = {"path": fresh}
         if case == "distill+jsd_topk":
             cfg["distill"] = {"loss": "jsd_topk", "top_k": 8}
-        return distill.trainer(cfg, **kw)
+        return runner.trainer("distill", cfg, **kw)
     if case == "direct-opd":
         cfg["direct_opd"] = {"pairs": [{"teacher": {"path": model}, "reference": {"path": fresh}}], "top_k": 8}
-        return direct_opd.trainer(cfg, **kw)
+        return runner.trainer("direct-opd", cfg, **kw)
     if case == "tu-opd":
         rates = out.parent / "pass_rates.json"
         ids = [t.id for t in make_family(TASK["family"], **TASK["args"]).tasks("train", 40)]
@@ -101,7 +101,7 @@ def trainer(case: str, model: str, fresh: str, out: Path, world, strategy: str):
             "pass_rates": str(rates),
             "empty": "grpo",
         }
-        return tu_opd.trainer(cfg, **kw)
+        return runner.trainer("tu-opd", cfg, **kw)
     raise KeyError(case)
 
 

@@ -9,6 +9,7 @@ import pytest
 from tempering.envs.dataset import DatasetFamily
 from tempering.envs.rewards import boxed_format, final_answer, math_answer, resolve_rewards
 from tempering.errors import UserError
+from tempering.recipes.runner import trainer
 
 pytest.importorskip("math_verify")
 
@@ -110,7 +111,6 @@ def test_an_empty_dataset_names_its_file(tmp_path):
 
 
 def test_each_reward_function_is_logged_on_its_own(tmp_path):
-    from tempering.recipes.train import trainer
 
     def short(prompts, completions, **_):
         return [float(len(c) <= 2) for c in completions]
@@ -129,6 +129,6 @@ def test_each_reward_function_is_logged_on_its_own(tmp_path):
         },
     }
     fam = _family(tmp_path, ["exact", short], reward_weights=[1.0, 0.25])
-    m = asyncio.run(trainer(cfg, family=fam).step()).metrics
+    m = asyncio.run(trainer("train", cfg, family=fam).step()).metrics
     assert {"reward/exact", "reward/short"} <= set(m)
     assert m["reward"] == pytest.approx(m["reward/exact"] + 0.25 * m["reward/short"])

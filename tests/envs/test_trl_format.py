@@ -12,6 +12,7 @@ import pytest
 from tempering.envs.dataset import DatasetFamily, heldout_count
 from tempering.errors import UserError
 from tempering.models.chat import ChatFormat, Conversation
+from tempering.recipes.runner import trainer
 
 CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}"
@@ -202,7 +203,6 @@ def test_a_hung_reward_is_an_error_naming_the_function_within_its_time_limit():
 
 @pytest.mark.slow
 def test_a_hung_reward_in_a_run_counts_as_an_environment_error(tmp_path):
-    from tempering.recipes.train import trainer
 
     calls = []
 
@@ -222,10 +222,10 @@ def test_a_hung_reward_in_a_run_counts_as_an_environment_error(tmp_path):
     with pytest.raises(
         UserError, match=r"task.max_error_rate.*sometimes did not return within task.reward_timeout=0.5"
     ):
-        asyncio.run(trainer(cfg, family=fam).step())
+        asyncio.run(trainer("train", cfg, family=fam).step())
     cfg["task"]["max_error_rate"] = 1.0
     calls.clear()
-    r = asyncio.run(trainer({**cfg, "run": {**cfg["run"], "out_dir": str(tmp_path / "s")}}, family=fam).step())
+    r = asyncio.run(trainer("train", {**cfg, "run": {**cfg["run"], "out_dir": str(tmp_path / "s")}}, family=fam).step())
     assert r.metrics["env_errors"] == r.metrics["env_calls"] > 0  # counted, and the run went on
 
 

@@ -9,8 +9,8 @@ import pytest
 from tempering.algos.credit import CREDIT
 from tempering.config import build
 from tempering.errors import ConfigError
+from tempering.methods.rl import TrainConfig
 from tempering.models import tiny_model
-from tempering.recipes.train import TrainConfig
 
 SPEC = importlib.util.spec_from_file_location(
     "composition_matrix", Path(__file__).parents[2] / "examples" / "composition" / "matrix.py"

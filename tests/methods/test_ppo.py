@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from tempering.config import build
-from tempering.recipes.ppo import PPOConfig, trainer
+from tempering.methods.ppo import PPOConfig
+from tempering.recipes.runner import trainer
 from tempering.train.checkpoint import load_trainer_state
 
 
@@ -45,7 +46,7 @@ def _changed(a, b) -> bool:
 
 @pytest.mark.parametrize("kind", ["model", "head"])
 def test_value_pretraining_freezes_the_policy_then_both_train(pretrained_dir, tmp_path, kind):
-    t = trainer(_cfg(pretrained_dir, tmp_path, kind=kind, pretrain_steps=1))
+    t = trainer("ppo", _cfg(pretrained_dir, tmp_path, kind=kind, pretrain_steps=1))
     critic = t.method.trainables["critic"].module
     if kind == "head":  # only the head is the critic's own: the policy is neither trained nor saved with it
         assert set(critic.state_dict()) == {"head.weight", "head.bias"}
@@ -60,7 +61,7 @@ def test_value_pretraining_freezes_the_policy_then_both_train(pretrained_dir, tm
 
 def test_the_critic_resumes_exactly_and_is_exported(pretrained_dir, tmp_path):
     cfg = _cfg(pretrained_dir, tmp_path, lr=1e-3)
-    a = trainer(cfg)
+    a = trainer("ppo", cfg)
     asyncio.run(a.step())
     a.save()
     asyncio.run(a.step())
@@ -68,7 +69,7 @@ def test_the_critic_resumes_exactly_and_is_exported(pretrained_dir, tmp_path):
     saved = load_trainer_state(tmp_path / "checkpoints" / "step_1")
     assert set(saved["owned"]) == {"critic"} and saved["owned"]["critic"]["optimizer"]["state"]
 
-    b = trainer(cfg, resume=True)
+    b = trainer("ppo", cfg, resume=True)
     assert b.step_no == 1 and b.state == {"step": 1.0}
     asyncio.run(b.step())
     for k, v in _state(b.model).items():
@@ -80,11 +81,12 @@ def test_the_critic_resumes_exactly_and_is_exported(pretrained_dir, tmp_path):
     from tempering.models import load_module
 
     c = trainer(
+        "ppo",
         {
             **cfg,
             "critic": {"init": str(tmp_path / "final" / "critic.safetensors")},
             "run": {**cfg["run"], "out_dir": str(tmp_path / "c")},
-        }
+        },
     )
     for k, v in _state(c.method.trainables["critic"].module).items():
         assert torch.equal(v, want_critic[k]), k
@@ -94,15 +96,14 @@ def test_the_critic_resumes_exactly_and_is_exported(pretrained_dir, tmp_path):
 
 def test_resuming_with_another_critic_setup_is_refused(pretrained_dir, tmp_path):
     from tempering.errors import UserError
-    from tempering.recipes.train import trainer as rl_trainer
 
-    a = trainer(_cfg(pretrained_dir, tmp_path))
+    a = trainer("ppo", _cfg(pretrained_dir, tmp_path))
     asyncio.run(a.step())
     a.save()
     rl = {k: v for k, v in _cfg(pretrained_dir, tmp_path).items() if k != "critic"}
     rl["loss"] = {"micro_batch_size": 3}
     with pytest.raises(UserError, match="holds the modules"):
-        rl_trainer(rl, resume=True)
+        trainer("train", rl, resume=True)
 
 
 def test_config_refuses_values_without_effect():

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tempering.methods.rft import RFTSection, kept_credit, nll_loss, rejection, rejection_filter
-from tempering.recipes.rft import trainer
+from tempering.recipes.runner import trainer
 from tempering.train.batch import collate
 from tempering.train.scoring import Scores
 from tempering.train.update import UpdateSettings, policy_logprobs
@@ -60,7 +60,7 @@ def test_filter_dedupes_and_credit_masks_rejected_episodes_and_feedback():
     batch = collate(episodes, pad_id=0)
     scores = rejection_filter(RFTSection())(groups, batch, Scores.of(groups))
     # group 0: the second copy is a duplicate, the third has reward 0; the same actions for another task are kept
-    assert scores.keep_NG.tolist() == [[1, 0, 0], [1, 1, 1]]
+    assert scores.extras["keep"].tolist() == [[1, 0, 0], [1, 1, 1]]
     assert scores.metrics["rft/kept"] == pytest.approx(4 / 6)
     assert scores.metrics["rft/rejected_duplicate"] == pytest.approx(1 / 6)
     c = kept_credit(scores, batch, {})
@@ -75,7 +75,7 @@ def test_nll_is_the_mean_negative_log_prob_of_the_kept_tokens(tiny):
     episodes = [ep(1.0, ([3, 4], "c"), ([5], "c")), ep(1.0, ([6], "c"))]
     batch = collate(episodes, pad_id=0)
     logp, _ = policy_logprobs(model, batch)
-    loss, stats = nll_loss(model, batch, None, UpdateSettings(share_prefix=False))
+    loss, stats = nll_loss(model, batch, None, UpdateSettings(share_prefix=False), {})
     m = batch.mask_BT
     assert float(loss.detach()) == pytest.approx(float(-(logp.detach() * m).sum() / m.sum()), rel=1e-5)
     assert m.sum() == 4  # feedback tokens are not trained on
@@ -97,13 +97,13 @@ def _cfg(model, out, **rft):
 
 
 def test_rft_trains_on_kept_episodes_and_skips_a_step_that_keeps_none(pretrained_dir, tmp_path):
-    t = trainer(_cfg(pretrained_dir, tmp_path / "a", min_reward=-1.0, reject_truncated=False))
+    t = trainer("rft", _cfg(pretrained_dir, tmp_path / "a", min_reward=-1.0, reject_truncated=False))
     before = {k: v.clone() for k, v in t.model.state_dict().items()}
     m = asyncio.run(t.step()).metrics
     assert m["rft/kept"] > 0 and m["nll"] > 0 and m["loss_tokens"] > 0
     assert any(not torch.equal(before[k], v) for k, v in t.model.state_dict().items())
 
-    none = trainer(_cfg(pretrained_dir, tmp_path / "b", min_reward=5.0))
+    none = trainer("rft", _cfg(pretrained_dir, tmp_path / "b", min_reward=5.0))
     before = {k: v.clone() for k, v in none.model.state_dict().items()}
     m = asyncio.run(none.step()).metrics
     assert m["rft/kept"] == 0 and m["update_skipped"] == 1.0
@@ -112,7 +112,7 @@ def test_rft_trains_on_kept_episodes_and_skips_a_step_that_keeps_none(pretrained
 
 def test_rft_refuses_clip_settings():
     from tempering.config import build
-    from tempering.recipes.rft import RFTConfig
+    from tempering.methods.rft import RFTConfig
 
     with pytest.raises(Exception, match="loss.clip_high"):
         build(RFTConfig, {"loss": {"clip_high": 0.3}})

@@ -8,8 +8,9 @@ from tempering import cli
 from tempering.algos.direct_opd import adaptive_alpha
 from tempering.algos.losses import LossNorm, aggregate
 from tempering.config import build
+from tempering.methods.direct_opd import DirectOPDConfig
 from tempering.models import char_tokenizer, load_policy, save_policy, tiny_model
-from tempering.recipes.direct_opd import DirectOPDConfig, direct_opd, trainer
+from tempering.recipes.runner import run, trainer
 from tempering.rollout.engine import RolloutStats
 from tempering.train.batch import collate
 from tempering.train.loop import training_batch
@@ -63,7 +64,7 @@ def _credit_rows(run):
 
 
 def test_a_pair_without_shift_gives_no_signal(pretrained_dir, tmp_path):
-    t = trainer(_cfg(pretrained_dir, [(pretrained_dir, pretrained_dir)], tmp_path))
+    t = trainer("direct-opd", _cfg(pretrained_dir, [(pretrained_dir, pretrained_dir)], tmp_path))
     m = asyncio.run(t.step()).metrics
     row = _credit_rows(tmp_path)[0]
     assert row["delta_opd/weighted_reward_mean"] == 0.0 and row["direct_opd/shift_abs"] == 0.0
@@ -78,7 +79,7 @@ def test_first_on_policy_ratio_is_one_when_sampling_tempered_and_filtered(pretra
     with top-k does not move the first ratio off 1, so the PPO loss is -sum_k A_k exactly."""
     cfg = _cfg(pretrained_dir, [(pretrained_dir, fresh_dir)], tmp_path)
     cfg.rollout.temperature, cfg.rollout.top_k = 0.6, 5
-    t = trainer(cfg)
+    t = trainer("direct-opd", cfg)
     groups, _, _ = asyncio.run(t.collect(RolloutStats()))
     batch = collate([e for g in groups for e in g.episodes], t.sampler.pad_id)
     scores = score(groups, batch, t.scorers)
@@ -87,7 +88,7 @@ def test_first_on_policy_ratio_is_one_when_sampling_tempered_and_filtered(pretra
     untempered, _ = token_logprobs(t.model, mb)
     assert (batch.sample_logp_BT - untempered.detach())[m].abs().max() > 0.1  # the sampler's are another distribution
     norm = LossNorm.of(mb.mask_BT)
-    _, stats = t.method.loss(t.model, mb, norm, t.settings, state=t.state)
+    _, stats = t.method.loss.fn(t.model, mb, norm, t.settings, t.state)
     want = aggregate(-mb.extra["cand_adv"].sum(-1), mb.mask_BT, "token-mean", norm)
     assert float(want) != 0.0
     assert float(stats["policy_loss"]) == pytest.approx(float(want), rel=1e-4, abs=1e-7)
@@ -102,7 +103,7 @@ def _anchor(t):
 @pytest.mark.parametrize("order", ["before_update", "after_update"])
 def test_alpha_follows_the_hand_computed_schedule_and_resumes(pretrained_dir, fresh_dir, tmp_path, order):
     cfg = _cfg(pretrained_dir, [(pretrained_dir, fresh_dir)], tmp_path, steps=4, alpha=1.0, alpha_order=order)
-    t = trainer(cfg)
+    t = trainer("direct-opd", cfg)
     for _ in range(3):
         asyncio.run(t.step())
     rows = _credit_rows(tmp_path)
@@ -121,7 +122,7 @@ def test_alpha_follows_the_hand_computed_schedule_and_resumes(pretrained_dir, fr
         used.append(moved if order == "before_update" else prev)
     assert [r["state/alpha"] for r in rows] == pytest.approx(used)
     t.save()
-    again = trainer(cfg, resume=True)
+    again = trainer("direct-opd", cfg, resume=True)
     assert again.step_no == 3 and again.state == pytest.approx(t.state)
     asyncio.run(again.step())
     r4 = _credit_rows(tmp_path)[-1]
@@ -136,7 +137,10 @@ def test_alpha_follows_the_hand_computed_schedule_and_resumes(pretrained_dir, fr
 
 @pytest.mark.slow
 def test_pairs_compose_one_after_another(pretrained_dir, fresh_dir, tmp_path):
-    direct_opd(_cfg(pretrained_dir, [(pretrained_dir, fresh_dir), (fresh_dir, pretrained_dir)], tmp_path, steps=1))
+    run(
+        "direct-opd",
+        _cfg(pretrained_dir, [(pretrained_dir, fresh_dir), (fresh_dir, pretrained_dir)], tmp_path, steps=1),
+    )
     import yaml
 
     second = yaml.safe_load((tmp_path / "pair_2" / "config.yaml").read_text())

@@ -6,9 +6,10 @@ import pytest
 from tempering import cli
 from tempering.config import build
 from tempering.errors import ConfigError
+from tempering.methods.opd import DistillConfig
+from tempering.methods.tu_opd import TUOPDConfig
 from tempering.models import char_tokenizer, load_policy, save_policy, tiny_model
-from tempering.recipes.distill import DistillConfig, trainer
-from tempering.recipes.tu_opd import TUOPDConfig
+from tempering.recipes.runner import trainer
 from tempering.teachers import HFTeacher
 
 TASK = {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 200, "heldout_size": 10}
@@ -40,7 +41,7 @@ def _cfg(student, teacher, out, steps=2, **distill):
 @pytest.mark.parametrize("loss", ["reverse_kl", "jsd_topk", "jsd_full"])
 def test_a_teacher_identical_to_the_student_gives_no_signal(pretrained_dir, tmp_path, loss):
     extra = {"top_k": 8} if loss == "jsd_topk" else {}
-    t = trainer(_cfg(pretrained_dir, pretrained_dir, tmp_path, loss=loss, **extra))
+    t = trainer("distill", _cfg(pretrained_dir, pretrained_dir, tmp_path, loss=loss, **extra))
     m = asyncio.run(t.step()).metrics
     assert m["policy_loss"] == pytest.approx(0.0, abs=1e-5)
     assert m["grad_norm"] == pytest.approx(0.0, abs=1e-3)
@@ -54,7 +55,7 @@ def test_distillation_pulls_a_fresh_student_toward_the_teacher(pretrained_dir, t
     extra = {"top_k": 8, "beta": 1.0} if loss == "jsd_topk" else {}
     cfg = _cfg("tiny-xs", pretrained_dir, tmp_path, steps=12, loss=loss, **extra)
     cfg.optim.lr = 1e-2
-    t = trainer(cfg)
+    t = trainer("distill", cfg)
     for _ in range(12):
         asyncio.run(t.step())
     kl = [
@@ -76,7 +77,7 @@ def test_the_teacher_sees_privileged_context_the_student_does_not(pretrained_dir
     teacher = Recording(model, tok)
     cfg = _cfg(pretrained_dir, pretrained_dir, tmp_path)
     cfg.teacher.prompt = "answer {answer}: {prompt}"
-    t = trainer(cfg, teacher=teacher)
+    t = trainer("distill", cfg, teacher=teacher)
     r = asyncio.run(t.step())
     e = r.groups[0].episodes[0]
     assert tok.decode(e.prompt_ids) == e.task.prompt  # the student saw the plain prompt

@@ -8,10 +8,11 @@ from tempering.config import build
 from tempering.envs.pool import weighted_pool
 from tempering.envs.registry import make_family
 from tempering.errors import UserError
+from tempering.methods.tu_opd import TUOPDConfig
 from tempering.models import char_tokenizer, save_policy, tiny_model
 from tempering.recipes.expand_compress import expand_compress
 from tempering.recipes.rgrpo import RGRPOConfig, rgrpo
-from tempering.recipes.tu_opd import TUOPDConfig, trainer
+from tempering.recipes.runner import trainer
 from tempering.rollout.engine import RolloutStats
 from tempering.train.batch import collate
 from tempering.train.scoring import score
@@ -85,9 +86,9 @@ def test_tu_opd_refuses_when_no_teacher_is_reliable_anywhere(pretrained_dir, fre
         _with(pretrained_dir, tmp_path, tu_opd={"teachers": {"random": {"path": str(fresh_dir)}}, "pass_samples": 2}),
     )
     with pytest.raises(UserError, match="nothing to distil"):
-        trainer(cfg)
+        trainer("tu-opd", cfg)
     cfg.tu_opd.empty = "grpo"  # falls back to GRPO on the task reward instead
-    t = trainer(cfg, overwrite=True)  # the refused run left its folder, before any checkpoint
+    t = trainer("tu-opd", cfg, overwrite=True)  # the refused run left its folder, before any checkpoint
     asyncio.run(t.step())
     rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert any(r.get("tu_opd/grpo_fallback") == 1.0 for r in rows)
@@ -104,9 +105,9 @@ def test_tu_opd_checks_the_pass_rate_file(pretrained_dir, tmp_path):
         ),
     )
     with pytest.raises(UserError, match="has no pass rates for training example"):
-        trainer(cfg)
+        trainer("tu-opd", cfg)
     with pytest.raises(UserError, match="needs teachers"):
-        trainer(build(TUOPDConfig, _with(pretrained_dir, tmp_path / "r")))
+        trainer("tu-opd", build(TUOPDConfig, _with(pretrained_dir, tmp_path / "r")))
 
 
 def test_expand_compress_refuses_values_it_derives(tmp_path):
@@ -133,7 +134,7 @@ def test_consensus_residual_credit_keeps_the_winners_excess(pretrained_dir, fres
     adv = {}
     for residual in (True, False):
         tu = {"teachers": teachers, "pass_rates": str(tmp_path / "p.json"), "residual": residual}
-        t = trainer(build(TUOPDConfig, _with(pretrained_dir, tmp_path / str(residual), tu_opd=tu)))
+        t = trainer("tu-opd", build(TUOPDConfig, _with(pretrained_dir, tmp_path / str(residual), tu_opd=tu)))
         t.sampler.generator.manual_seed(0)
         groups, _, _ = asyncio.run(t.collect(RolloutStats()))
         batch = collate([e for g in groups for e in g.episodes], t.sampler.pad_id)

@@ -14,11 +14,11 @@ from tempering.algos.advantages import grpo_advantage
 from tempering.config import build
 from tempering.envs.gui.action import Action, format_output
 from tempering.envs.gui.states import GuiStateFamily, most_matched_prompt, sample_of
+from tempering.methods.opd import DistillConfig
+from tempering.methods.rl import TrainConfig
 from tempering.models import char_tokenizer
 from tempering.models.chat import ChatFormat
-from tempering.recipes.distill import DistillConfig, trainer
-from tempering.recipes.train import TrainConfig
-from tempering.recipes.train import trainer as rl_trainer
+from tempering.recipes.runner import trainer
 from tempering.rollout.sampler import Sample
 from tempering.teachers import HFTeacher
 from tempering.teachers.prompts import requests, sees_sample
@@ -79,7 +79,7 @@ def test_guided_opd_teacher_reads_most_matched_guidance_for_each_sample(tiny, tm
     spy = SpyTeacher(model, tok)
     fam = GuiStateFamily()
     cfg = build(DistillConfig, {**_run(tmp_path / "opd"), "teacher": {"path": "given-in-code"}})
-    t = trainer(cfg, family=fam, teacher=spy, teacher_prompt=most_matched_prompt)
+    t = trainer("distill", cfg, family=fam, teacher=spy, teacher_prompt=most_matched_prompt)
     step = asyncio.run(t.step())
     episodes = [e for g in step.groups for e in g.episodes]
     assert len(spy.prompts) == len(episodes) == 4
@@ -130,7 +130,7 @@ def test_dual_level_grpo_trains_on_recorded_states(tmp_path):
         cfg = build(
             TrainConfig, {**_run(tmp_path / reference), "rollout": {**_run(tmp_path)["rollout"], "group_size": 4}}
         )
-        t = rl_trainer(cfg, family=fam)
+        t = trainer("train", cfg, family=fam)
         t.sampler = ScriptedOutputs(t.sampler, outputs)
         before = [p.detach().clone() for p in t.model.parameters()]
         step = asyncio.run(t.step())

@@ -9,7 +9,8 @@ import time
 import pytest
 
 from tempering.config import build
-from tempering.recipes.train import TrainConfig, train, trainer
+from tempering.methods.rl import TrainConfig
+from tempering.recipes.runner import run, trainer
 from tempering.train.scoring import ReferenceLogprobs
 
 TASK = {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 400, "heldout_size": 40}
@@ -45,25 +46,25 @@ def _cfg(model, out, **run):
 
 @pytest.mark.slow
 def test_grpo_run_writes_a_complete_run_folder(pretrained_dir, tmp_path):
-    hist = train(_cfg(pretrained_dir, tmp_path / "run"))
-    run = tmp_path / "run"
-    names = {p.name for p in run.iterdir()}
+    hist = run("train", _cfg(pretrained_dir, tmp_path / "run"))
+    folder = tmp_path / "run"
+    names = {p.name for p in folder.iterdir()}
     assert {"config.yaml", "metrics.jsonl", "samples.jsonl", "curves.png", "checkpoints", "final", "tb"} <= names
-    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    rows = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines()]
     steps = [r["step"] for r in rows if "reward" in r]
     assert steps == [1, 2, 3]
     assert 0.0 < hist["start"]["eval/pass@1"] <= 1.0  # the warm start solves some sums
     assert all(0.0 <= r["reward"] <= 1.0 for r in rows if "reward" in r)
-    ckpt = run / "checkpoints" / "step_3"
+    ckpt = folder / "checkpoints" / "step_3"
     assert (ckpt / "trainer_state.pt").is_file() and (ckpt / "model" / "model.safetensors").is_file()
 
 
 def test_no_reference_model_without_kl(pretrained_dir, tmp_path):
-    t = trainer(build(TrainConfig, _cfg(pretrained_dir, tmp_path / "a")))
+    t = trainer("train", build(TrainConfig, _cfg(pretrained_dir, tmp_path / "a")))
     assert not any(isinstance(s, ReferenceLogprobs) for s in t.scorers)
     cfg = _cfg(pretrained_dir, tmp_path / "b")
     cfg["loss"] = {"kl_coef": 0.1, "dynamic_sampling": True, "advantage": "rloo"}
-    t = trainer(build(TrainConfig, cfg))
+    t = trainer("train", build(TrainConfig, cfg))
     assert any(isinstance(s, ReferenceLogprobs) for s in t.scorers)
     import asyncio
 
@@ -179,7 +180,7 @@ def test_lora_trains_adapters_only_and_exports_merged_and_adapter(pretrained_dir
     pytest.importorskip("peft")
     cfg = _cfg(pretrained_dir, tmp_path / "lora", steps=2, checkpoint_every=1)
     cfg["model"]["lora_rank"] = 4
-    t = trainer(build(TrainConfig, cfg))
+    t = trainer("train", build(TrainConfig, cfg))
     trainable = {n for n, p in t.model.named_parameters() if p.requires_grad}
     assert trainable and all("lora_" in n for n in trainable)
     import asyncio
@@ -191,7 +192,7 @@ def test_lora_trains_adapters_only_and_exports_merged_and_adapter(pretrained_dir
 
     merged, _ = load_policy(str(final))
     assert not any("lora" in n for n, _ in merged.named_parameters())
-    resumed = trainer(build(TrainConfig, {**cfg, "run": {**cfg["run"], "steps": 3}}), resume=True)
+    resumed = trainer("train", build(TrainConfig, {**cfg, "run": {**cfg["run"], "steps": 3}}), resume=True)
     assert resumed.step_no == 2
 
 
@@ -201,7 +202,7 @@ def test_leap_logs_each_groups_pruning_decision_and_tournament(pretrained_dir, t
     cfg = _cfg(str(pretrained_dir), tmp_path, steps=1, log_samples=32, tensorboard=False)
     cfg["rollout"].update(max_turns=3, prune="dcp")
     cfg["loss"] = {"advantage": "leap"}
-    m = asyncio.run(trainer(build(TrainConfig, cfg)).step()).metrics
+    m = asyncio.run(trainer("train", build(TrainConfig, cfg)).step()).metrics
     rows = [json.loads(x) for x in (tmp_path / "samples.jsonl").read_text().splitlines()]
     assert len(rows) == 32
     groups = {}

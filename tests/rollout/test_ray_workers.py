@@ -9,6 +9,7 @@ import torch
 
 from tempering.errors import UserError
 from tempering.models import char_tokenizer, tiny_model
+from tempering.recipes.runner import trainer
 from tempering.rollout.sampler import HFSampler, SamplingParams
 
 ray = pytest.importorskip("ray")
@@ -136,7 +137,7 @@ def test_teacher_workers_score_like_the_local_teacher(cluster):
 
 def test_the_recipe_drives_ray_rollout_workers(cluster, pretrained_dir, tmp_path):
     from tempering.config import build
-    from tempering.recipes.train import TrainConfig, trainer
+    from tempering.methods.rl import TrainConfig
 
     cfg = build(
         TrainConfig,
@@ -159,7 +160,7 @@ def test_the_recipe_drives_ray_rollout_workers(cluster, pretrained_dir, tmp_path
             "run": {"steps": 1, "out_dir": str(tmp_path), "progress": False, "tensorboard": False},
         },
     )
-    t = trainer(cfg)
+    t = trainer("train", cfg)
     r = asyncio.run(t.step())
     assert r.metrics["env_calls"] == 16 and t.sampler.calls == [1, 1] and t.sampler.syncs == 1
     assert r.metrics["sync/verified"] == 1.0  # the sync after the update was checked
@@ -172,7 +173,6 @@ def test_the_recipe_drives_ray_rollout_workers(cluster, pretrained_dir, tmp_path
 def test_async_rollouts_on_ray_workers(cluster, pretrained_dir, tmp_path):
     """The pipeline's thread drives the workers and loads each batch's weights; the trainer evaluates on
     the current weights where the pipeline drains."""
-    from tempering.recipes.train import trainer
 
     cfg = {
         "model": {"name": str(pretrained_dir)},
@@ -194,7 +194,7 @@ def test_async_rollouts_on_ray_workers(cluster, pretrained_dir, tmp_path):
         "optim": {"lr": 1e-3},
         "run": {"steps": 3, "eval_every": 0, "eval_k": 1, "out_dir": str(tmp_path), "progress": False},
     }
-    t = trainer(cfg)
+    t = trainer("train", cfg)
     m = [asyncio.run(t.step()).metrics for _ in range(3)]
     assert [r["async/staleness"] for r in m] == [0, 1, 1] and all(r["env_calls"] == 16 for r in m)
     assert t.sampler.syncs == 2 and t.pipeline.held == 1  # update 0 (batches 1, 2), update 1 (batch 3)

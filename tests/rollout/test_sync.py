@@ -4,16 +4,16 @@ sync failure of the asynchronous producer's sampler stops the run naming both ve
 and the Ray workers are checked in test_vllm.py and test_ray_workers.py."""
 
 import asyncio
-import copy
 
 import pytest
 import torch
 
 from tempering.algos.advantages import dr_grpo_advantage
-from tempering.models import char_tokenizer, tiny_model
-from tempering.recipes.train import trainer
-from tempering.rollout.sampler import HFSampler
 from tempering.errors import UserError
+from tempering.methods.rl import TrainConfig
+from tempering.models import char_tokenizer, tiny_model
+from tempering.recipes.runner import trainer
+from tempering.rollout.sampler import HFSampler
 from tempering.rollout.sync import (
     SyncCheck,
     SyncError,
@@ -23,7 +23,7 @@ from tempering.rollout.sync import (
     weight_sums,
     weights_digest,
 )
-from tempering.train.method import Context, Method, turn_credit
+from tempering.train.method import Context, Method, MethodSpec, turn_credit
 from tempering.train.scoring import Scores, per_turn
 
 CFG = {
@@ -45,6 +45,9 @@ def odd_tokens(groups, batch, scores: Scores) -> Scores:
 def build_odd(ctx: Context) -> Method:
     credit = turn_credit(lambda t: dr_grpo_advantage(t.rewards_NG + t.shaping.sum(-1))[..., None] * t.valid_NGK)
     return Method(name="odd", credit=credit, scorers=[odd_tokens])
+
+
+ODD = MethodSpec(name="odd", config=TrainConfig, build=build_odd)
 
 
 def test_digests_see_any_changed_tensor_and_the_receiving_dtype():
@@ -128,13 +131,13 @@ def test_a_copy_that_did_not_take_the_weights_is_caught():
 
 
 def test_async_rollouts_log_each_check_and_stop_on_a_silent_sync_failure(tmp_path):
-    t = trainer({**CFG, "run": {**CFG["run"], "out_dir": str(tmp_path / "ok")}}, method=build_odd)
+    t = trainer(ODD, {**CFG, "run": {**CFG["run"], "out_dir": str(tmp_path / "ok")}})
     metrics = [asyncio.run(t.step()).metrics for _ in range(3)]
     t.close()
     # the producer loaded (and checked) version 0 for batch 1, kept it for batch 2, loaded 1 for batch 3
     assert [m["sync/verified"] for m in metrics] == [1.0, 0.0, 1.0]
 
-    t = trainer({**CFG, "run": {**CFG["run"], "out_dir": str(tmp_path / "bad")}}, method=build_odd)
+    t = trainer(ODD, {**CFG, "run": {**CFG["run"], "out_dir": str(tmp_path / "bad")}})
     t.rollout_sampler.model.load_state_dict = lambda weights: None  # the producer's copy keeps version 0
     asyncio.run(t.step())  # sampled by version 0, which the copy holds from the start
     asyncio.run(t.step())

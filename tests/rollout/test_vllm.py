@@ -6,8 +6,8 @@ import json
 import subprocess
 import sys
 import threading
-from types import SimpleNamespace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -15,6 +15,7 @@ from safetensors.torch import load_file
 
 from tempering.errors import UserError
 from tempering.models import char_tokenizer, tiny_model
+from tempering.recipes.runner import trainer
 from tempering.rollout.sampler import SamplingParams
 from tempering.rollout.sync import SyncError
 from tempering.rollout.vllm_sampler import VLLMSampler, VLLMSection, WeightSync
@@ -184,7 +185,7 @@ def test_the_recipe_trains_through_the_server_with_rollout_correction(server, tm
     import asyncio
 
     from tempering.config import build
-    from tempering.recipes.train import TrainConfig, trainer
+    from tempering.methods.rl import TrainConfig
 
     cfg = build(
         TrainConfig,
@@ -207,7 +208,7 @@ def test_the_recipe_trains_through_the_server_with_rollout_correction(server, tm
             "run": {"steps": 1, "out_dir": str(tmp_path / "run"), "progress": False, "tensorboard": False},
         },
     )
-    t = trainer(cfg)
+    t = trainer("train", cfg)
     assert t.sampler.syncs == 1  # the server got the trainer's starting weights
     r = asyncio.run(t.step())
     assert t.sampler.syncs == 2  # ... and the updated ones
@@ -217,8 +218,6 @@ def test_the_recipe_trains_through_the_server_with_rollout_correction(server, tm
 
 def test_async_rollouts_load_each_batchs_weights_into_the_server_and_evaluate_on_current_ones(server, tmp_path):
     import asyncio
-
-    from tempering.recipes.train import trainer
 
     cfg = {
         "model": {"name": "tiny-xs"},
@@ -239,7 +238,7 @@ def test_async_rollouts_load_each_batchs_weights_into_the_server_and_evaluate_on
         "loss": {"rollout_correction": "tis"},
         "run": {"steps": 3, "eval_every": 0, "eval_k": 1, "out_dir": str(tmp_path / "run"), "progress": False},
     }
-    t = trainer(cfg)
+    t = trainer("train", cfg)
     assert t.rollout_sampler is t.sampler and t.sampler.syncs == 1  # one engine, shared; the starting weights
     metrics = [asyncio.run(t.step()).metrics for _ in range(3)]
     assert [m["async/staleness"] for m in metrics] == [0, 1, 1]

@@ -12,6 +12,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 vllm = pytest.importorskip("vllm")
 
 from tempering.models import char_tokenizer, load_policy, save_policy, tiny_model  # noqa: E402
+from tempering.recipes.runner import trainer  # noqa: E402
 from tempering.rollout.sampler import HFSampler, SamplingParams  # noqa: E402
 from tempering.rollout.vllm_sampler import VLLMSampler, VLLMSection, mismatch_kl  # noqa: E402
 from tempering.train.batch import collate  # noqa: E402
@@ -59,7 +60,7 @@ def test_weight_sync_changes_what_the_engine_samples(engine):
 
 def test_the_recipe_trains_through_colocated_vllm(pretrained_dir, tmp_path):
     from tempering.config import build
-    from tempering.recipes.train import TrainConfig, trainer
+    from tempering.methods.rl import TrainConfig
 
     cfg = build(
         TrainConfig,
@@ -82,7 +83,7 @@ def test_the_recipe_trains_through_colocated_vllm(pretrained_dir, tmp_path):
             "run": {"steps": 2, "out_dir": str(tmp_path), "progress": False, "tensorboard": False},
         },
     )
-    t = trainer(cfg)
+    t = trainer("train", cfg)
     t.model.cuda()
     for _ in range(2):
         r = asyncio.run(t.step())

@@ -9,8 +9,9 @@ import torch
 from tempering.algos.advantages import dr_grpo_advantage
 from tempering.config import build
 from tempering.errors import UserError
-from tempering.recipes.train import TrainConfig, trainer
-from tempering.train.method import Context, Method, turn_credit
+from tempering.methods.rl import TrainConfig
+from tempering.recipes.runner import trainer
+from tempering.train.method import Context, Method, MethodSpec, turn_credit
 from tempering.train.pipeline import RolloutPipeline
 from tempering.train.scoring import Scores, per_turn
 
@@ -47,6 +48,9 @@ def build_odd(ctx: Context) -> Method:
     return Method(name="odd", credit=credit, scorers=[odd_tokens])
 
 
+ODD = MethodSpec(name="odd", config=TrainConfig, build=build_odd)
+
+
 def _steps(t, n):
     out = [asyncio.run(t.step()).metrics for _ in range(n)]
     t.close()
@@ -64,7 +68,7 @@ def test_the_schedule_runs_k_updates_behind_and_restarts_at_drain_points():
 
 
 def test_an_async_run_trains_on_stale_batches_with_importance_weights(tmp_path):
-    t = trainer(_cfg(tmp_path), method=build_odd)
+    t = trainer(ODD, _cfg(tmp_path))
     assert t.rollout_sampler is not t.sampler and t.rollout_sampler.model is not t.model  # weights of its own
     start = {k: v.clone() for k, v in t.model.state_dict().items()}
     m = _steps(t, 4)
@@ -80,9 +84,9 @@ def test_an_async_run_trains_on_stale_batches_with_importance_weights(tmp_path):
 
 
 def test_async_runs_are_reproducible_and_start_where_the_synchronous_run_does(tmp_path):
-    a = _steps(trainer(_cfg(tmp_path, "a"), method=build_odd), 3)
-    b = _steps(trainer(_cfg(tmp_path, "b"), method=build_odd), 3)
-    sync = _steps(trainer(_cfg(tmp_path, "s", async_steps=0), method=build_odd), 3)
+    a = _steps(trainer(ODD, _cfg(tmp_path, "a")), 3)
+    b = _steps(trainer(ODD, _cfg(tmp_path, "b")), 3)
+    sync = _steps(trainer(ODD, _cfg(tmp_path, "s", async_steps=0)), 3)
     for k in ("reward", "policy_loss", "grad_norm", "rollout/mean_weight"):
         assert [r[k] for r in a] == [r[k] for r in b], k
     # the first batch is the same (same weights, the sampler's stream continued); later ones are stale
@@ -95,7 +99,7 @@ def test_async_runs_are_reproducible_and_start_where_the_synchronous_run_does(tm
 def test_checkpoints_are_taken_where_nothing_is_in_flight(tmp_path):
     cfg = _cfg(tmp_path)
     cfg["run"] = {**cfg["run"], "checkpoint_every": 2}
-    t = trainer(cfg, method=build_odd)
+    t = trainer(ODD, cfg)
     asyncio.run(t.step())
     with pytest.raises(UserError, match="run.checkpoint_every or run.eval_every"):
         t.save()  # batch 2 is already being generated with the starting weights
@@ -108,14 +112,14 @@ def test_checkpoints_are_taken_where_nothing_is_in_flight(tmp_path):
 
 def test_a_loss_that_refuses_rollout_correction_refuses_async(tmp_path):
     with pytest.raises(UserError, match="rollout.async_steps=1 .* not linear"):
-        trainer(_cfg(tmp_path), method=lambda ctx: Method(name="x", credit=build_odd(ctx).credit, corrects=False))
+        trainer(MethodSpec(name="x", config=TrainConfig, build=build_odd, corrects=False), _cfg(tmp_path))
     cfg = _cfg(tmp_path, "b")
     cfg["loss"] = {"rollout_correction": "none"}
     with pytest.raises(UserError, match="loss.rollout_correction=none does not weight them .*: tis, sequence_truncate"):
-        trainer(cfg, method=build_odd)
+        trainer("train", cfg)
     cfg["loss"] = {"rollout_correction": "seq_mean_k1"}  # rejection alone leaves the stale samples unweighted
     with pytest.raises(UserError, match="loss.rollout_correction=seq_mean_k1 does not weight them"):
-        trainer(cfg, method=build_odd)
+        trainer(ODD, cfg)
     cfg = _cfg(tmp_path, "c", async_steps=0, async_threads=1)
     with pytest.raises(UserError, match="rollout.async_threads=1 has no effect unless rollout.async_steps > 0"):
         build(TrainConfig, cfg)
@@ -133,7 +137,7 @@ def test_an_error_in_the_producer_thread_stops_the_run_with_its_message(tmp_path
                 raise UserError("the environment server went away")
             return super().make_env(task)
 
-    t = trainer(_cfg(tmp_path), family=Flaky(min_value=0, max_value=9), method=build_odd)
+    t = trainer(ODD, _cfg(tmp_path), family=Flaky(min_value=0, max_value=9))
     asyncio.run(t.step())
     with pytest.raises(UserError, match="the environment server went away"):
         asyncio.run(t.step())

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tempering.errors import UserError
-from tempering.recipes.train import train, trainer
+from tempering.recipes.runner import run, trainer
 
 CFG = {
     "task": {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 40, "heldout_size": 4},
@@ -48,7 +48,7 @@ def rows(out):
 def test_a_callback_sees_every_step_and_evaluation(tmp_path, cfg):
     seen, evals_only = Record(), type("E", (), {"on_evaluation": lambda self, s, m: calls.append(s)})()
     calls: list[int] = []
-    history = train(cfg(tmp_path, eval_every=2), callbacks=[seen, evals_only])
+    history = run("train", cfg(tmp_path, eval_every=2), callbacks=[seen, evals_only])
     logged = rows(tmp_path)
     steps = [(r["step"], {k: v for k, v in r.items() if k != "step"}) for r in logged if "eval/pass@1" not in r]
     assert [s for s, _ in seen.steps] == [1, 2, 3, 4] and any(m["reward"] > 0 for _, m in seen.steps)
@@ -59,13 +59,13 @@ def test_a_callback_sees_every_step_and_evaluation(tmp_path, cfg):
 
 
 def test_stopping_early_resumes_to_the_uninterrupted_weights(tmp_path, cfg):
-    whole = trainer(cfg(tmp_path / "whole"))
+    whole = trainer("train", cfg(tmp_path / "whole"))
     start = {k: v.clone() for k, v in whole.model.state_dict().items()}
     asyncio.run(whole.run())
     assert any(not torch.equal(start[k], v) for k, v in whole.model.state_dict().items())  # it trained
 
     stopper = Record(stop_at=2)
-    cut = trainer(cfg(tmp_path / "cut"))
+    cut = trainer("train", cfg(tmp_path / "cut"))
     history = asyncio.run(cut.run([stopper]))
     assert history["stopped_at"] == 2 and "final" not in history and "start" in history
     assert [s for s, _ in stopper.steps] == [1, 2]
@@ -74,7 +74,7 @@ def test_stopping_early_resumes_to_the_uninterrupted_weights(tmp_path, cfg):
     assert max(r["step"] for r in rows(tmp_path / "cut")) == 2
 
     rest = Record()
-    resumed = trainer(cfg(tmp_path / "cut"), resume=True)
+    resumed = trainer("train", cfg(tmp_path / "cut"), resume=True)
     assert resumed.step_no == 2
     history = asyncio.run(resumed.run([rest]))
     assert [s for s, _ in rest.steps] == [3, 4] and "final" in history and "start" in history
@@ -87,11 +87,11 @@ def test_an_evaluation_can_stop_the_run(tmp_path, cfg):
         def on_evaluation(self, step, metrics):
             return step == 2
 
-    history = train(cfg(tmp_path, eval_every=2, eval_on_start=False), callbacks=[StopOnEval()])
+    history = run("train", cfg(tmp_path, eval_every=2, eval_on_start=False), callbacks=[StopOnEval()])
     assert history == {"stopped_at": 2}
     assert (tmp_path / "checkpoints" / "step_2").is_dir()
 
 
 def test_a_callback_without_hooks_is_refused(tmp_path, cfg):
     with pytest.raises(UserError, match="has neither on_step_end"):
-        train(cfg(tmp_path), callbacks=[lambda step, metrics: None])
+        run("train", cfg(tmp_path), callbacks=[lambda step, metrics: None])

@@ -12,7 +12,7 @@ import torch
 
 from tempering.envs.dataset import DatasetFamily
 from tempering.errors import UserError
-from tempering.recipes.train import trainer
+from tempering.recipes.runner import trainer
 from tempering.train.checkpoint import list_checkpoints
 
 ROWS = [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a in range(10) for b in range(10)]
@@ -39,7 +39,7 @@ def broken(prompts, completions, answer, **kw):
 
 
 def test_a_reward_function_that_raises_stops_the_run_naming_the_users_frame(tmp_path):
-    t = trainer(cfg(tmp_path / "r"), family=family(broken))
+    t = trainer("train", cfg(tmp_path / "r"), family=family(broken))
     with pytest.raises(UserError) as e:
         asyncio.run(t.step())
     msg = str(e.value)
@@ -56,7 +56,7 @@ def test_errors_under_the_threshold_are_shown_and_counted(tmp_path, capsys):
             raise ValueError("flaky reward service")
         return [0.0 for _ in completions]
 
-    t = trainer(cfg(tmp_path / "r", task={"max_error_rate": 1.0}), family=family(flaky))
+    t = trainer("train", cfg(tmp_path / "r", task={"max_error_rate": 1.0}), family=family(flaky))
     r = asyncio.run(t.step())
     assert r.metrics["env_errors"] == r.metrics["env_calls"] > 0  # the batched call failed every episode in it
     assert "flaky reward service" in capsys.readouterr().err
@@ -64,13 +64,15 @@ def test_errors_under_the_threshold_are_shown_and_counted(tmp_path, capsys):
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
 def test_a_non_finite_reward_is_refused_with_the_task(tmp_path, bad):
-    t = trainer(cfg(tmp_path / "r"), family=family(lambda prompts, completions, **kw: [bad] * len(completions)))
+    t = trainer(
+        "train", cfg(tmp_path / "r"), family=family(lambda prompts, completions, **kw: [bad] * len(completions))
+    )
     with pytest.raises(UserError, match=r"non-finite|must be\s+finite|scores must be finite"):
         asyncio.run(t.step())
 
 
 def test_a_non_finite_gradient_skips_the_update_and_the_run_stops_after_a_few(tmp_path):
-    t = trainer(cfg(tmp_path / "r", run={"steps": 5, "max_nonfinite_steps": 2}))
+    t = trainer("train", cfg(tmp_path / "r", run={"steps": 5, "max_nonfinite_steps": 2}))
     before = {k: v.clone() for k, v in t.model.state_dict().items()}
     orig = t.method.credit
 
@@ -92,57 +94,57 @@ def test_a_prompt_longer_than_the_context_is_refused_or_truncated_on_request(tmp
     long = DatasetFamily([{"prompt": "x" * 60 + str(i), "answer": "1"} for i in range(20)], heldout_share=0.2)
     over = {"rollout": {"max_context_tokens": 40}}
     with pytest.raises(UserError, match=r"leave no room.*dataset:"):
-        trainer(cfg(tmp_path / "a", **over), family=long)
-    t = trainer(cfg(tmp_path / "b", rollout={"max_context_tokens": 40, "truncate_prompts": True}), family=long)
+        trainer("train", cfg(tmp_path / "a", **over), family=long)
+    t = trainer("train", cfg(tmp_path / "b", rollout={"max_context_tokens": 40, "truncate_prompts": True}), family=long)
     r = asyncio.run(t.step())
     assert all(len(e.prompt_ids) <= 40 - 3 for g in r.groups for e in g.episodes)
     with pytest.raises(UserError, match="beyond the model's context"):
-        trainer(cfg(tmp_path / "c", rollout={"max_context_tokens": 4096}))
+        trainer("train", cfg(tmp_path / "c", rollout={"max_context_tokens": 4096}))
 
 
 def test_a_folder_that_holds_a_run_is_refused_without_resume_or_overwrite(tmp_path):
     out = tmp_path / "r"
-    asyncio.run(trainer(cfg(out)).run())
+    asyncio.run(trainer("train", cfg(out)).run())
     with pytest.raises(UserError, match="already holds a run.*--resume.*--overwrite"):
-        trainer(cfg(out))
-    t = trainer(cfg(out), overwrite=True)
+        trainer("train", cfg(out))
+    t = trainer("train", cfg(out), overwrite=True)
     assert not (out / "metrics.jsonl").exists() and t.step_no == 0
     (tmp_path / "file").write_text("x")
     with pytest.raises(UserError, match="is a file"):
-        trainer(cfg(tmp_path / "file"))
+        trainer("train", cfg(tmp_path / "file"))
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
     for over in (False, True):  # a folder of other files is never written into
         with pytest.raises(UserError, match=r"not empty and holds no run \(notes.txt is there\)"):
-            trainer(cfg(tmp_path / "mine"), overwrite=over)
+            trainer("train", cfg(tmp_path / "mine"), overwrite=over)
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
 
 
 def test_overwrite_removes_only_what_a_run_wrote(tmp_path):
     out = tmp_path / "r"
-    asyncio.run(trainer(cfg(out, run={"checkpoint_every": 1})).run())
+    asyncio.run(trainer("train", cfg(out, run={"checkpoint_every": 1})).run())
     (out / "important.txt").write_text("mine")
     (out / "sub").mkdir()
     (out / "sub" / "data.bin").write_bytes(b"\0")
     with pytest.raises(
         UserError, match=r"--overwrite removes only what a run wrote.*holds important.txt \(and 1 more\)"
     ):
-        trainer(cfg(out), overwrite=True)
+        trainer("train", cfg(out), overwrite=True)
     assert (out / "important.txt").read_text() == "mine" and (out / "sub" / "data.bin").read_bytes() == b"\0"
     assert list_checkpoints(out)  # nothing of the run removed either
     shutil.move(out / "important.txt", tmp_path / "important.txt")
     shutil.move(out / "sub", tmp_path / "sub")
-    trainer(cfg(out), overwrite=True)
+    trainer("train", cfg(out), overwrite=True)
     assert not list_checkpoints(out) and not (out / "final").exists()
 
 
 def test_a_run_stopped_before_its_first_checkpoint_restarts_on_resume(tmp_path, capsys):
     out = tmp_path / "r"
-    t = trainer(cfg(out))
+    t = trainer("train", cfg(out))
     asyncio.run(t.step())  # config.yaml and metrics, no checkpoint
     with pytest.raises(UserError, match="stopped before its first checkpoint: start it again with --overwrite"):
-        trainer(cfg(out))
-    t = trainer(cfg(out), resume=True)
+        trainer("train", cfg(out))
+    t = trainer("train", cfg(out), resume=True)
     assert t.step_no == 0 and "starting it again from step 0" in capsys.readouterr().err
 
 
@@ -153,7 +155,7 @@ def _cli(*args):
 @pytest.mark.slow
 def test_resuming_a_finished_run_says_so_and_adds_nothing(tmp_path):
     out = tmp_path / "r"
-    asyncio.run(trainer(cfg(out)).run())
+    asyncio.run(trainer("train", cfg(out)).run())
     rows = (out / "metrics.jsonl").read_text()
     r = _cli("train", "--resume", str(out))
     assert r.returncode == 0, r.stderr
@@ -164,12 +166,12 @@ def test_resuming_a_finished_run_says_so_and_adds_nothing(tmp_path):
 @pytest.mark.slow
 def test_a_run_on_a_family_from_python_refuses_a_resume_that_cannot_rebuild_it(tmp_path):
     out = tmp_path / "r"
-    t = trainer(cfg(out), family=family("exact"))
+    t = trainer("train", cfg(out), family=family("exact"))
     asyncio.run(t.step())
     t.save()
     r = _cli("train", "--resume", str(out))
     assert r.returncode == 2 and "given from Python" in r.stderr and "Traceback" not in r.stderr
-    again = trainer(cfg(out), family=family("exact"), resume=True)  # from Python, with the family: fine
+    again = trainer("train", cfg(out), family=family("exact"), resume=True)  # from Python, with the family: fine
     assert again.step_no == 1
 
 
@@ -177,17 +179,17 @@ def test_a_run_on_a_family_from_python_refuses_a_resume_that_cannot_rebuild_it(t
 @pytest.mark.parametrize("victim", ["model/model.safetensors", "trainer_state.pt", "manifest.json"])
 def test_a_damaged_checkpoint_falls_back_to_the_newest_intact_one(tmp_path, capsys, victim):
     out = tmp_path / "r"
-    asyncio.run(trainer(cfg(out, run={"steps": 2, "checkpoint_every": 1, "keep_checkpoints": 2})).run())
+    asyncio.run(trainer("train", cfg(out, run={"steps": 2, "checkpoint_every": 1, "keep_checkpoints": 2})).run())
     assert [p.name for p in list_checkpoints(out)] == ["step_1", "step_2"]
     bad = out / "checkpoints" / "step_2" / victim
     bad.write_bytes(bad.read_bytes()[:-7])  # truncated
-    t = trainer(cfg(out, run={"steps": 3}), resume=True)
+    t = trainer("train", cfg(out, run={"steps": 3}), resume=True)
     assert t.step_no == 1
     err = capsys.readouterr().err
     assert "damaged checkpoint" in err and "step_2" in err
     shutil.rmtree(out / "checkpoints" / "step_1")
     with pytest.raises(UserError, match="every checkpoint .* is damaged"):
-        trainer(cfg(out, run={"steps": 3}), resume=True)
+        trainer("train", cfg(out, run={"steps": 3}), resume=True)
 
 
 def test_a_metrics_line_cut_short_by_a_kill_is_dropped_on_resume(tmp_path):
@@ -253,5 +255,5 @@ def test_ctrl_c_writes_a_checkpoint_at_the_step_end_and_the_run_resumes(tmp_path
     assert 0 < step < 400
     import yaml
 
-    t = trainer(yaml.safe_load((out / "config.yaml").read_text()), resume=True)
+    t = trainer("train", yaml.safe_load((out / "config.yaml").read_text()), resume=True)
     assert t.step_no == step  # continues from the checkpoint the interrupt wrote

@@ -9,9 +9,10 @@ import yaml
 
 from tempering.algos.advantages import dr_grpo_advantage
 from tempering.envs.arithmetic import ArithmeticFamily
-from tempering.recipes.train import trainer
+from tempering.methods.rl import TrainConfig
+from tempering.recipes.runner import trainer
 from tempering.train.checkpoint import load_trainer_state
-from tempering.train.method import Context, Credit, Method, turn_credit
+from tempering.train.method import Context, Credit, Method, MethodSpec, turn_credit
 from tempering.train.scoring import Scores, per_turn
 
 CFG = {
@@ -44,8 +45,11 @@ def build_brevity(ctx: Context) -> Method:
     )
 
 
+BREVITY = MethodSpec(name="brevity", config=TrainConfig, build=build_brevity)
+
+
 def test_a_method_defined_outside_the_package_trains(tmp_path):
-    t = trainer({**CFG, "run": {**CFG["run"], "out_dir": str(tmp_path)}}, method=build_brevity)
+    t = trainer(BREVITY, {**CFG, "run": {**CFG["run"], "out_dir": str(tmp_path)}})
     before = {k: v.clone() for k, v in t.model.state_dict().items()}
     r = asyncio.run(t.step())
     assert r.metrics["shaping/brevity"] < 0 and r.metrics["brevity/adv_abs"] > 0
@@ -53,7 +57,7 @@ def test_a_method_defined_outside_the_package_trains(tmp_path):
     assert any(not torch.equal(before[k], v) for k, v in t.model.state_dict().items())  # it trained
     t.save()
     assert load_trainer_state(tmp_path / "checkpoints" / "step_1")["method_state"] == {"steps": 1.0}
-    again = trainer({**CFG, "run": {**CFG["run"], "out_dir": str(tmp_path)}}, method=build_brevity, resume=True)
+    again = trainer(BREVITY, {**CFG, "run": {**CFG["run"], "out_dir": str(tmp_path)}}, resume=True)
     assert again.state == {"steps": 1.0} and again.step_no == 1
 
 
@@ -76,7 +80,7 @@ def test_a_family_template_applies_unless_the_config_names_one_and_the_family_is
     if own:
         cfg["rollout"]["feedback_template"] = own
     ScreenFamily.closed = 0
-    t = trainer(cfg, family=ScreenFamily(min_value=0, max_value=9))
+    t = trainer("train", cfg, family=ScreenFamily(min_value=0, max_value=9))
     want = own or "<{feedback}>"
     assert t.fmt.feedback_template == want
     assert yaml.safe_load((tmp_path / "config.yaml").read_text())["rollout"]["feedback_template"] == want
@@ -87,7 +91,7 @@ def test_a_family_template_applies_unless_the_config_names_one_and_the_family_is
 @pytest.mark.parametrize("on_start", [True, False])
 def test_eval_on_start_decides_the_step_0_evaluation(tmp_path, on_start):
     run = {**CFG["run"], "steps": 1, "out_dir": str(tmp_path), "eval_on_start": on_start}
-    hist = asyncio.run(trainer({**CFG, "run": run}).run())
+    hist = asyncio.run(trainer("train", {**CFG, "run": run}).run())
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     evals = [r["step"] for r in rows if "eval/pass@1" in r]
     assert evals == ([0, 1] if on_start else [1])

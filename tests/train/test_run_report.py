@@ -7,7 +7,7 @@ import pytest
 
 from tempering.cli import main as cli
 from tempering.recipes import eval as eval_verb
-from tempering.recipes.train import train
+from tempering.recipes.runner import run
 from tempering.runlog import RunLog
 
 CFG = {
@@ -33,7 +33,7 @@ def test_a_run_prints_a_summary_steps_and_evaluations_and_redraws_its_curves(tmp
     real_plot = RunLog.plot
     monkeypatch.setattr(RunLog, "plot", lambda self, *a, **k: drawn.append(len(self.read_metrics())) or real_plot(self))
     cfg = {**CFG, "run": {**CFG["run"], "out_dir": str(tmp_path)}}
-    train(cfg)
+    run("train", cfg)
     out = capsys.readouterr().out
     assert "model       tiny-xs (" in out and f"run folder  {tmp_path}\n" in out
     assert "start evaluation at step 0 (4 prompts): pass@1 " in out
@@ -45,7 +45,7 @@ def test_a_run_prints_a_summary_steps_and_evaluations_and_redraws_its_curves(tmp
     rows = [json.loads(ln) for ln in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["eval/n"] for r in rows if "eval/pass@1" in r] == [4, 2, 4]
 
-    train({**cfg, "run": {**cfg["run"], "steps": 3}}, resume=True)
+    run("train", {**cfg, "run": {**cfg["run"], "steps": 3}}, resume=True)
     assert f"run folder  {tmp_path} (resuming from step 2)" in capsys.readouterr().out
 
 
@@ -105,7 +105,7 @@ def test_eval_of_a_run_reproduces_its_final_evaluation(pretrained_dir, tmp_path,
         },
     }
     cfg["run"]["seed"] = 3  # the evaluation's sampling follows the run's seed
-    final = train(cfg)["final"]
+    final = run("train", cfg)["final"]
     assert final["eval/pass@1"] > 0
     assert cli(["eval", str(out), "--json", str(tmp_path / "m.json")]) == 0
     got = json.loads((tmp_path / "m.json").read_text())

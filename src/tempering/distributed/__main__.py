@@ -47,7 +47,7 @@ def main(argv: list[str]) -> int:
     cfg = resolve(load(spec.schema), a)
     world = init_world(a.backend, expected_size=a.world_size)
     try:
-        run = load(spec.run)
+        run = spec.runner()
         hist = run(cfg, resume=bool(a.resume), overwrite=a.overwrite, world=world, strategy=a.strategy)
         if world.is_main:
             from tempering.progress import print_eval_table

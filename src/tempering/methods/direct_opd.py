@@ -11,8 +11,10 @@ are, so the first on-policy ratio is 1 at any sampling temperature.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 import torch
 from pydantic import Field, model_validator
@@ -24,9 +26,11 @@ from tempering.errors import UserError
 from tempering.methods.opd import teachers_of
 from tempering.teachers import HFTeacher, TeacherSection, load_builder
 from tempering.train.batch import TrainBatch
-from tempering.train.method import Context, Credit, Method
+from tempering.train.config import LoopConfig
+from tempering.train.method import Context, Credit, Method, MethodSpec
 from tempering.train.scoring import Scores, TeacherLogprobs
-from tempering.train.update import vocab_logprobs
+from tempering.train.stages import begin_pipeline, stage_start
+from tempering.train.update import Loss, vocab_logprobs
 
 
 class TeacherPair(Schema):
@@ -74,9 +78,13 @@ def next_alpha(d: DirectOPDSection, state: Mapping[str, float], metrics: Mapping
     return {"alpha": state["pending"], "pending": moved}
 
 
-def build(ctx: Context, pair: int = 0) -> Method:
-    """One stage: teacher pair `pair`, the KL anchored at the student's own start (`model.name`)."""
+def build(ctx: Context) -> Method:
+    """One stage: teacher pair `pair` (a part; default the first), the KL anchored at the student's own
+    start (`model.name`)."""
     d: DirectOPDSection = ctx.cfg.direct_opd
+    pair = ctx.parts.get("pair", 0)
+    if not 0 <= pair < len(d.pairs):
+        raise UserError(f"pair={pair} is not a teacher pair of direct_opd.pairs (0..{len(d.pairs) - 1})")
     p = d.pairs[pair]
     ts = teachers_of(ctx, {"teacher": p.teacher, "reference": p.reference})
     vocab = ctx.model.get_output_embeddings().weight.shape[0]
@@ -128,7 +136,7 @@ def build(ctx: Context, pair: int = 0) -> Method:
         }
         return Credit(adv_BTK.sum(-1), extra, metrics=metrics)
 
-    def loss(model, mb: TrainBatch, norm, s, *, state) -> tuple[torch.Tensor, dict]:
+    def loss(model, mb: TrainBatch, norm, s, state) -> tuple[torch.Tensor, dict]:
         logp_BTV = vocab_logprobs(model, mb, 1.0)  # untempered, like every log-prob the credit used
         cand_logp = logp_BTV.gather(-1, mb.extra["cand_ids"])
         pg, stats = topk_ppo_loss(
@@ -151,10 +159,49 @@ def build(ctx: Context, pair: int = 0) -> Method:
         name="direct-opd",
         credit=credit,
         scorers=scorers,
-        loss=loss,
+        loss=Loss(loss, ("policy_loss", "kl_start")),
         state={"alpha": d.alpha, "pending": d.alpha},
         next_state=lambda state, metrics: next_alpha(d, state, metrics),
         student_prompt=load_builder(d.student_prompt),
-        corrects=False,
         plots=("delta_opd/weighted_reward_mean", "state/alpha", "kl_start", "direct_opd/shift_sampled"),
     )
+
+
+class DirectOPDConfig(LoopConfig):
+    """Direct-OPD: weak-to-strong transfer of an RL policy shift (`tempering direct-opd`)."""
+
+    direct_opd: DirectOPDSection = Field(..., description="Teacher pairs, top-k and the KL anchor.")
+
+
+def run_pairs(spec: MethodSpec, cfg: DirectOPDConfig, **kwargs: Any) -> dict[str, Any]:
+    """Every teacher pair in turn, each a stage that starts from the previous one's end, anchors the KL
+    there and resets alpha; with several pairs, stage i writes to OUT_DIR/pair_i."""
+    from tempering.train.loop import Trainer
+
+    pairs = cfg.direct_opd.pairs
+    callbacks = kwargs.pop("callbacks", ())
+    if len(pairs) == 1:
+        return asyncio.run(Trainer(cfg, spec, **kwargs).run(callbacks))
+    resume, overwrite = kwargs.pop("resume", False), kwargs.pop("overwrite", False)
+    parts = kwargs.pop("parts", None) or {}
+    root = Path(cfg.run.out_dir)
+    begin_pipeline(root, cfg, resume, overwrite, kwargs.get("world"))
+    history: dict[str, Any] = {}
+    start = cfg.model.name
+    for i in range(len(pairs)):
+        out = root / f"pair_{i + 1}"
+        stage = cfg.model_copy(deep=True)
+        stage.model.name, stage.run.out_dir = start, str(out)
+        again, fresh = stage_start(out, resume)  # a finished stage only reports
+        t = Trainer(stage, spec, resume=again, overwrite=fresh, parts={**parts, "pair": i}, **kwargs)
+        h = asyncio.run(t.run(callbacks))
+        if i == 0 and "start" in h:
+            history["start"] = h["start"]
+        history[f"after pair {i + 1}"] = h["final"]
+        start = str(out / "final")
+    return history
+
+
+SPEC = MethodSpec(
+    name="direct-opd", config=DirectOPDConfig, build=build, parts=("pair",), corrects=False, run=run_pairs
+)

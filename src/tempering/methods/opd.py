@@ -23,9 +23,10 @@ from tempering.errors import UserError
 from tempering.teachers import Teacher, TeacherSection, check_vocab, load_builder, load_teachers
 from tempering.teachers.prompts import PromptBuilder
 from tempering.train.batch import TrainBatch
-from tempering.train.method import Context, Credit, Method
+from tempering.train.config import LoopConfig
+from tempering.train.method import Context, Credit, Method, MethodSpec
 from tempering.train.scoring import Scores, TeacherLogprobs
-from tempering.train.update import ppo_loss, vocab_logprobs
+from tempering.train.update import PPO_LOSS, Loss, vocab_logprobs
 
 
 class DistillSection(Schema):
@@ -78,9 +79,12 @@ def teachers_of(ctx: Context, specs: dict[str, TeacherSection], given: dict[str,
     return load_teachers(specs, ctx.tokenizer, device=str(ctx.device), dtype=ctx.cfg.model.dtype)
 
 
-def build(ctx: Context, teacher: Teacher | None = None, teacher_prompt: PromptBuilder | None = None) -> Method:
-    """OPD from `cfg.teacher`; `teacher` and `teacher_prompt` override the config's (Python callers)."""
+def build(ctx: Context) -> Method:
+    """OPD from `cfg.teacher`; the parts `teacher` (a `Teacher`) and `teacher_prompt` (`Task -> str`)
+    override the config's (Python callers)."""
     d: DistillSection = ctx.cfg.distill
+    teacher: Teacher | None = ctx.parts.get("teacher")
+    teacher_prompt: PromptBuilder | None = ctx.parts.get("teacher_prompt")
     t = teachers_of(ctx, {"teacher": ctx.cfg.teacher}, {"teacher": teacher} if teacher else None)["teacher"]
     vocab = ctx.model.get_output_embeddings().weight.shape[0]
     if d.loss == "jsd_topk" and d.top_k > vocab:
@@ -117,7 +121,7 @@ def build(ctx: Context, teacher: Teacher | None = None, teacher_prompt: PromptBu
             extra = {"teacher_logp": s.full_logp_BCV}
         return Credit(reverse_kl_advantage(batch.sample_logp_BT, s.token_logp_BC, m), extra, metrics=metrics)
 
-    def jsd_loss(model, mb: TrainBatch, norm, s) -> tuple[torch.Tensor, dict]:
+    def jsd_loss(model, mb: TrainBatch, norm, s, state) -> tuple[torch.Tensor, dict]:
         logp = vocab_logprobs(model, mb, s.temperature)
         if d.loss == "jsd_topk":
             per_tok = topk_jsd(logp.gather(-1, mb.extra["teacher_ids"]), mb.extra["teacher_logp"], d.beta)
@@ -130,8 +134,32 @@ def build(ctx: Context, teacher: Teacher | None = None, teacher_prompt: PromptBu
         name="distill",
         credit=credit,
         scorers=[scorer],
-        loss=ppo_loss if d.loss == "reverse_kl" else jsd_loss,
+        loss=PPO_LOSS if d.loss == "reverse_kl" else Loss(jsd_loss, ("jsd", "policy_loss")),
         student_prompt=load_builder(d.student_prompt),
-        corrects=d.loss == "reverse_kl",
         plots=("distill/reverse_kl", "distill/teacher_logp", *(("jsd",) if d.loss != "reverse_kl" else ())),
     )
+
+
+class DistillConfig(LoopConfig):
+    """On-policy distillation from one teacher (`tempering distill`)."""
+
+    teacher: TeacherSection = Field(..., description="The teacher (in-process path or vLLM server) and its prompt.")
+    distill: DistillSection = Field(default_factory=DistillSection, description="Distillation loss.")
+
+    @model_validator(mode="after")
+    def _check(self):
+        check_sampling(self.rollout)
+        if self.distill.loss != "reverse_kl":  # a direct loss: nothing on the sampled tokens to reweight
+            for key, on in (
+                ("rollout.async_steps", self.rollout.async_steps),
+                ("loss.rollout_correction", self.loss.rollout_correction != "none"),
+            ):
+                if on:
+                    raise ValueError(
+                        f"{key} needs a loss linear in its advantages, and distill.loss={self.distill.loss} is a "
+                        f"direct loss on whole distributions; use distill.loss=reverse_kl or unset {key}"
+                    )
+        return self
+
+
+SPEC = MethodSpec(name="distill", config=DistillConfig, build=build, parts=("teacher", "teacher_prompt"))

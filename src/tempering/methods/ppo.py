@@ -23,10 +23,10 @@ from tempering.config import Schema, ignored_unless
 from tempering.models import load_module, load_policy
 from tempering.models.value import ValueModel
 from tempering.train.batch import TrainBatch
-from tempering.train.config import UpdateSection
-from tempering.train.method import Context, Credit, Method, State, Trainable
+from tempering.train.config import LoopConfig, UpdateSection
+from tempering.train.method import Context, Credit, Method, MethodSpec, State, Trainable
 from tempering.train.scoring import Scores, Values
-from tempering.train.update import UpdateSettings, optimizer_steps
+from tempering.train.update import Loss, UpdateSettings, optimizer_steps
 
 
 class PPOLossSection(UpdateSection):
@@ -98,12 +98,13 @@ def gae_credit(gamma: float, lam: float, whiten_advantages: bool, ranks):
     """GAE credit; whitening statistics are combined over `ranks` (the same numbers as one process)."""
 
     def credit(scores: Scores, batch: TrainBatch, state: State) -> Credit:
-        if scores.values_BT is None:
+        if "values" not in scores.extras:
             raise ValueError("GAE needs the critic's values: put the Values scorer in the method's scorers")
+        values_BT = scores.extras["values"]
         assert batch.episode_B is not None
         outcome = scores.turns.rewards_NG.reshape(-1)  # on the last action token; shaping at each turn's end
         adv, ret = episode_gae(
-            turn_end_rewards(scores, batch), scores.values_BT, batch.mask_BT, batch.episode_B, outcome, gamma, lam
+            turn_end_rewards(scores, batch), values_BT, batch.mask_BT, batch.episode_B, outcome, gamma, lam
         )
         m = batch.mask_BT
         n_tok = m.sum().clamp(min=1)
@@ -113,12 +114,12 @@ def gae_credit(gamma: float, lam: float, whiten_advantages: bool, ranks):
             g = ranks.reduce({"m1": m1, "m2": m2}, weight=n)
             total = ranks.reduce({"n": n})["n"] * ranks.size  # the mean count over ranks times their number
             adv = whiten(adv, m, g["m1"], unbiased_var(total, g["m1"], g["m2"]))
-        return Credit(adv * m, extra={"returns": ret, "values": scores.values_BT}, metrics=raw)
+        return Credit(adv * m, extra={"returns": ret, "values": values_BT}, metrics=raw)
 
     return credit
 
 
-def value_loss(model, mb: TrainBatch, norm, s: UpdateSettings, clip: float | None):
+def value_loss(model, mb: TrainBatch, norm, s: UpdateSettings, state: State, clip: float | None):
     """The critic's clipped value loss on one micro-batch (targets: credit's returns)."""
     v = model(mb.input_ids_BT, mb.attention_BT)
     loss, stats = clipped_value_loss(v, mb.extra["values"], mb.extra["returns"], mb.mask_BT, clip, s.loss_agg, norm)
@@ -134,7 +135,13 @@ def critic_update(critic: CriticSection):
         if s.data_parallel is not None:
             batch = s.data_parallel.even_out(batch)
         return optimizer_steps(
-            module, optimizer, None, batch, s, generator, partial(value_loss, clip=critic.value_clip)
+            module,
+            optimizer,
+            None,
+            batch,
+            s,
+            generator,
+            Loss(partial(value_loss, clip=critic.value_clip), ("value_loss",)),
         )
 
     return update
@@ -169,3 +176,21 @@ def build(ctx: Context) -> Method:
         freeze_policy=(lambda state: state["step"] <= c.pretrain_steps) if c.pretrain_steps else None,
         plots=("success", "value_mean", "critic/value_loss", "critic/value_error", "gae/return_mean"),
     )
+
+
+class PPOConfig(LoopConfig):
+    """PPO with a critic (`tempering ppo`): GAE(gamma, lambda) over the policy's action tokens, a clipped
+    value loss with the critic's own learning rate, and optional value pre-training (the policy frozen
+    while the critic learns). The critic is exported as RUN/final/critic.safetensors (`critic.init` of a
+    later run)."""
+
+    loss: PPOLossSection = Field(default_factory=PPOLossSection, description="GAE and the policy update.")
+    critic: CriticSection = Field(default_factory=CriticSection, description="The value model.")
+
+    @model_validator(mode="after")
+    def _check(self):
+        check(self)
+        return self
+
+
+SPEC = MethodSpec(name="ppo", config=PPOConfig, build=build)

@@ -9,17 +9,16 @@ is the negative log-likelihood of the kept episodes' action tokens; feedback tok
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from tempering.algos.losses import aggregate
-from tempering.config import Schema
+from tempering.config import Schema, ignored_unless
 from tempering.train.batch import TrainBatch
-from tempering.train.method import Context, Credit, Method, State
+from tempering.train.config import LoopConfig, UpdateSection
+from tempering.train.method import Context, Credit, Method, MethodSpec, State
 from tempering.train.scoring import Scores
-from tempering.train.update import UpdateSettings, policy_logprobs
+from tempering.train.update import Loss, UpdateSettings, policy_logprobs
 from tempering.types import Episode, Group
 
 REASONS = ("reward", "invalid_call", "loop", "truncated")
@@ -56,7 +55,7 @@ def rejection(e: Episode, r: RFTSection) -> str | None:
 
 
 def rejection_filter(r: RFTSection):
-    """Scorer: `Scores.keep_NG` (1 = train on it) and why the others were rejected (`rft/*`, per episode)."""
+    """Scorer: `Scores.extras["keep"]` (per episode, 1 = train on it) and why the others were rejected (`rft/*`, per episode)."""
 
     def scorer(groups: list[Group], batch: TrainBatch, scores: Scores) -> Scores:
         keep = torch.zeros(scores.turns.rewards_NG.shape)
@@ -75,19 +74,19 @@ def rejection_filter(r: RFTSection):
                     counts[why] += 1
         total = max(keep.numel(), 1)
         m = {"rft/kept": float(keep.sum()) / total, **{f"rft/rejected_{k}": v / total for k, v in counts.items()}}
-        return replace(scores, keep_NG=keep).with_metrics(**m)
+        return scores.with_extra(keep=keep).with_metrics(**m)
 
     return scorer
 
 
 def kept_credit(scores: Scores, batch: TrainBatch, state: State) -> Credit:
     """Weight 1 on the kept episodes' action tokens; the others leave the loss mask."""
-    assert scores.keep_NG is not None and batch.episode_B is not None
-    mask = batch.mask_BT * scores.keep_NG.reshape(-1)[batch.episode_B][:, None]
+    assert batch.episode_B is not None
+    mask = batch.mask_BT * scores.extras["keep"].reshape(-1)[batch.episode_B][:, None]
     return Credit(mask.clone(), mask_BT=mask)
 
 
-def nll_loss(model, mb: TrainBatch, norm, s: UpdateSettings) -> tuple[torch.Tensor, dict]:
+def nll_loss(model, mb: TrainBatch, norm, s: UpdateSettings, state: State) -> tuple[torch.Tensor, dict]:
     """Negative log-likelihood of the kept action tokens (the policy at temperature 1)."""
     logp, ent = policy_logprobs(model, mb, 1.0, entropy=True, share_prefix=s.share_prefix)
     loss = aggregate(-logp, mb.mask_BT, s.loss_agg, norm)
@@ -100,7 +99,25 @@ def build(ctx: Context) -> Method:
         name="rft",
         credit=kept_credit,
         scorers=[rejection_filter(ctx.cfg.rft)],
-        loss=nll_loss,
-        corrects=False,
+        loss=Loss(nll_loss, ("nll",)),
         plots=("success", "rft/kept", "nll"),
     )
+
+
+class RFTLossSection(UpdateSection):
+    """The update of rejection fine-tuning: plain NLL, so the PPO clip keys do nothing."""
+
+    @model_validator(mode="after")
+    def _check_nll(self):
+        ignored_unless(self, "loss", ["clip_low", "clip_high", "dual_clip"], False, "a clipped loss (RFT is plain NLL)")
+        return self
+
+
+class RFTConfig(LoopConfig):
+    """Rejection fine-tuning (`tempering rft`)."""
+
+    loss: RFTLossSection = Field(default_factory=RFTLossSection, description="The NLL update.")
+    rft: RFTSection = Field(default_factory=RFTSection, description="Which trajectories are kept.")
+
+
+SPEC = MethodSpec(name="rft", config=RFTConfig, build=build, corrects=False)

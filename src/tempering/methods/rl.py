@@ -23,8 +23,8 @@ from tempering.algos.losses import KL_ALIASES, KL_ESTIMATORS
 from tempering.config import ignored_unless
 from tempering.rollout.engine import CounterfactualOptions
 from tempering.train.batch import TrainBatch
-from tempering.train.config import RolloutSection, UpdateSection
-from tempering.train.method import Context, Credit, CreditFn, Method, turn_credit
+from tempering.train.config import LoopConfig, RolloutSection, UpdateSection
+from tempering.train.method import Context, Credit, CreditFn, Method, MethodSpec, turn_credit
 from tempering.train.scoring import KLPenalty, OverlongPenalty, ReferenceLogprobs, Scores
 from tempering.train.update import UpdateSettings
 from tempering.types import Group
@@ -224,3 +224,18 @@ def build(ctx: Context) -> Method:
         resample_rounds=loss.max_resample_rounds if loss.dynamic_sampling else None,
         plots=tuple(plots),
     )
+
+
+class TrainConfig(LoopConfig):
+    """The RL recipe (`tempering train`)."""
+
+    rollout: RLRolloutSection = Field(default_factory=RLRolloutSection, description="Sampling and turns.")
+    loss: RLLossSection = Field(default_factory=RLLossSection, description="Credit and policy loss.")
+
+    @model_validator(mode="after")
+    def _check(self):
+        check(self)
+        return self
+
+
+SPEC = MethodSpec(name="rl", config=TrainConfig, build=build)

@@ -25,12 +25,13 @@ from tempering.algos.expand_compress import consensus_residual_advantage, teache
 from tempering.config import Schema, ignored_unless
 from tempering.errors import UserError
 from tempering.evaluation import pass_rates
-from tempering.methods.opd import teachers_of
+from tempering.methods.opd import check_sampling, teachers_of
 from tempering.rollout.sampler import HFSampler
 from tempering.runlog import atomic_write_text
 from tempering.teachers import HFTeacher, Teacher, TeacherSection, load_builder
 from tempering.train.batch import TrainBatch
-from tempering.train.method import Context, Credit, Method, turn_credit
+from tempering.train.config import LoopConfig
+from tempering.train.method import Context, Credit, Method, MethodSpec, turn_credit
 from tempering.train.scoring import Scores, TeacherLogprobs
 
 
@@ -106,9 +107,10 @@ def _measure(ctx: Context, teachers: dict[str, Teacher], prompts, samples: int) 
     return out
 
 
-def build(ctx: Context, teachers: dict[str, Teacher] | None = None) -> Method:
-    """TU-OPD over `tu_opd.teachers`; `teachers` (name -> Teacher) overrides the config's."""
+def build(ctx: Context) -> Method:
+    """TU-OPD over `tu_opd.teachers`; the part `teachers` (name -> Teacher) overrides the config's."""
     t: TUOPDSection = ctx.cfg.tu_opd
+    teachers: dict[str, Teacher] | None = ctx.parts.get("teachers")
     if not t.teachers and not teachers:
         raise UserError("tu-opd needs teachers: give tu_opd.teachers (name -> {path: ...} or {server: ...})")
     loaded = teachers_of(ctx, t.teachers, teachers)
@@ -168,3 +170,19 @@ def build(ctx: Context, teachers: dict[str, Teacher] | None = None) -> Method:
         student_prompt=load_builder(t.student_prompt),
         plots=("tu_opd/advantage", "tu_opd/reliable_teachers"),
     )
+
+
+class TUOPDConfig(LoopConfig):
+    """TU-OPD with optional Consensus-Residual Decomposition (`tempering tu-opd`)."""
+
+    tu_opd: TUOPDSection = Field(
+        default_factory=TUOPDSection, description="Teachers, pass rates, gating and weighting."
+    )
+
+    @model_validator(mode="after")
+    def _check(self):
+        check_sampling(self.rollout)
+        return self
+
+
+SPEC = MethodSpec(name="tu-opd", config=TUOPDConfig, build=build, parts=("teachers",))

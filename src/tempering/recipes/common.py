@@ -35,28 +35,6 @@ def as_config(schema: type[Schema], cfg: Schema | dict) -> Any:
     return build(schema, cfg) if isinstance(cfg, dict) else cfg
 
 
-def begin_pipeline(root: Path, cfg: Schema, resume: bool, overwrite: bool, world=None) -> None:
-    """A pipeline verb's own folder: refused when it holds a run and this is neither a resume nor an
-    overwrite; its config.yaml (what --resume reads) written by rank 0."""
-    import yaml
-
-    from tempering.runlog import atomic_write_text
-    from tempering.train.loop import prepare_run_dir
-
-    if world is None or world.is_main:
-        prepare_run_dir(root, resume, overwrite)
-        root.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(root / "config.yaml", yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
-
-
-def stage_start(out: Path, resume: bool) -> tuple[bool, bool]:
-    """(resume, overwrite) of a pipeline's stage: a stage with a checkpoint resumes; one started but never
-    checkpointed starts again (its folder is the pipeline's own); a new pipeline's stages start fresh."""
-    if resume and any((out / "checkpoints").glob("step_*")):
-        return True, False
-    return False, resume
-
-
 def parser(verb: str, description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=f"tempering {verb}",
@@ -136,7 +114,7 @@ def cli_main(argv: list[str], verb: str) -> int:
 
         print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
         return 0
-    hist = load(spec.run)(cfg, resume=bool(a.resume), overwrite=a.overwrite)
+    hist = spec.runner()(cfg, resume=bool(a.resume), overwrite=a.overwrite)
     from tempering.progress import print_eval_table
 
     tables = {

@@ -34,18 +34,19 @@ from tempering.envs.base import TaskFamily
 from tempering.envs.registry import make_family
 from tempering.errors import UserError
 from tempering.methods import ppo, rft, rl
+from tempering.methods.ppo import PPOConfig
+from tempering.methods.rft import RFTConfig
+from tempering.methods.rl import TrainConfig
 from tempering.models import load_policy
 from tempering.models.chat import ChatFormat
-from tempering.recipes.common import as_config, begin_pipeline, stage_start
-from tempering.recipes.ppo import PPOConfig
+from tempering.recipes.common import as_config
 from tempering.recipes.pretrain import PretrainConfig, pretrain
-from tempering.recipes.rft import RFTConfig
-from tempering.recipes.train import TrainConfig
 from tempering.rollout.engine import rollout
 from tempering.rollout.sampler import HFSampler
 from tempering.runlog import atomic_write_text
 from tempering.train.config import ModelSection, OptimSection, RolloutSection, RunSection, TaskSection
 from tempering.train.loop import Trainer
+from tempering.train.stages import begin_pipeline, stage_start
 from tempering.types import Episode
 
 STAGES = ("pretrain", "warmup", "rft", "critic_pretrain", "rl")
@@ -269,7 +270,7 @@ class Pipeline:
 
         def trained(cfg, resume: bool, overwrite: bool):
             return asyncio.run(
-                Trainer(cfg, self.builder(cfg), family=self.family, resume=resume, overwrite=overwrite).run()
+                Trainer(cfg, self.method(cfg), family=self.family, resume=resume, overwrite=overwrite).run()
             )
 
         if c.warmup.enabled:
@@ -307,12 +308,12 @@ class Pipeline:
         return {"model": model, "report": str(self.report_path), **{k: v for k, v in self.report.items()}}
 
     @staticmethod
-    def builder(cfg):
+    def method(cfg):
         if isinstance(cfg, PPOConfig):
-            return ppo.build
+            return ppo.SPEC
         if isinstance(cfg, RFTConfig):
-            return rft.build
-        return rl.build
+            return rft.SPEC
+        return rl.SPEC
 
 
 def cuda_agent(

@@ -18,8 +18,8 @@ from pathlib import Path
 from tempering.config import apply_overrides, build
 from tempering.errors import UserError
 from tempering.progress import print_eval_table
-from tempering.recipes.common import stage_start
 from tempering.runlog import atomic_write_text
+from tempering.train.stages import stage_start
 
 TASK = {"family": "arithmetic", "args": {"min_value": 10, "max_value": 999}, "train_size": 20000, "heldout_size": 500}
 
@@ -69,7 +69,8 @@ def run_real_demo(model: str, out: Path, seed: int, overrides: list[str], progre
     """GRPO from a pretrained instruct model (no pre-training stage)."""
     import torch
 
-    from tempering.recipes.train import TrainConfig, train
+    from tempering.methods.rl import TrainConfig
+    from tempering.recipes.runner import run
 
     if any(o.startswith("pretrain.") for o in overrides):
         raise UserError(f"--model {model} has no pre-training stage; drop the pretrain.* overrides")
@@ -80,7 +81,7 @@ def run_real_demo(model: str, out: Path, seed: int, overrides: list[str], progre
     cfg = build(TrainConfig, rl)
     if not cfg.run.eval_on_start:
         raise UserError("the demo compares pass@1 before and after RL; leave train.run.eval_on_start true")
-    hist = train(cfg, **dict(zip(("resume", "overwrite"), stage_start(Path(cfg.run.out_dir), resume=True))))
+    hist = run("train", cfg, **dict(zip(("resume", "overwrite"), stage_start(Path(cfg.run.out_dir), resume=True))))
     return {
         "model": model,
         "pass_at_1_before": hist["start"]["eval/pass@1"],
@@ -103,8 +104,9 @@ def run_real_demo(model: str, out: Path, seed: int, overrides: list[str], progre
 def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) -> dict:
     import torch
 
+    from tempering.methods.rl import TrainConfig
     from tempering.recipes.pretrain import PretrainConfig, pretrain
-    from tempering.recipes.train import TrainConfig, train
+    from tempering.recipes.runner import run
 
     t0 = time.perf_counter()
     pre_over = [o[len("pretrain.") :] for o in overrides if o.startswith("pretrain.")]
@@ -129,7 +131,7 @@ def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) 
     pre = pretrain(pcfg, *stage_start(Path(pcfg.run.out_dir), resume=True))
     t1 = time.perf_counter()
     cfg.model.name = pre["model"]
-    hist = train(cfg, **dict(zip(("resume", "overwrite"), stage_start(Path(cfg.run.out_dir), resume=True))))
+    hist = run("train", cfg, **dict(zip(("resume", "overwrite"), stage_start(Path(cfg.run.out_dir), resume=True))))
     t2 = time.perf_counter()
     return {
         "pass_at_1_before": hist["start"]["eval/pass@1"],

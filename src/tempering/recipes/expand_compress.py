@@ -18,12 +18,13 @@ from pydantic import Field, model_validator
 from tempering.config import Schema
 from tempering.envs.base import TaskFamily
 from tempering.methods import tu_opd as method
-from tempering.recipes.common import as_config, begin_pipeline, stage_start
+from tempering.methods.tu_opd import TUOPDConfig
+from tempering.recipes.common import as_config
 from tempering.recipes.rgrpo import RGRPOConfig, rgrpo
-from tempering.recipes.tu_opd import TUOPDConfig
 from tempering.teachers import TeacherSection
 from tempering.train.config import ModelSection, RunSection, TaskSection
 from tempering.train.loop import Trainer
+from tempering.train.stages import begin_pipeline, stage_start
 from tempering.train.world import World
 
 
@@ -95,7 +96,7 @@ def expand_compress(
     )
     c = compress_config(cfg, expanded["teachers"], expanded["pass_rates"])
     again, fresh = stage_start(Path(c.run.out_dir), resume)
-    hist = asyncio.run(Trainer(c, method.build, family, again, world, strategy, fresh).run())
+    hist = asyncio.run(Trainer(c, method.SPEC, family, again, world, strategy, fresh).run())
     return {
         **{f"teacher {n}": expanded[n] for n in expanded["teachers"]},
         "student start": hist.get("start"),

@@ -24,10 +24,11 @@ from tempering.envs.pool import PoolFamily, weighted_pool
 from tempering.envs.registry import make_family
 from tempering.evaluation import pass_rates
 from tempering.methods import rl
-from tempering.recipes.common import as_config, begin_pipeline, stage_start
-from tempering.recipes.train import TrainConfig
+from tempering.methods.rl import TrainConfig
+from tempering.recipes.common import as_config
 from tempering.runlog import atomic_write_text
 from tempering.train.loop import Trainer
+from tempering.train.stages import begin_pipeline, stage_start
 from tempering.train.world import World
 from tempering.types import Task
 
@@ -135,7 +136,7 @@ def rgrpo(
         stage.run.seed = cfg.run.seed + r - 1
         again, fresh = stage_start(root / name, resume)
         fam = PoolFamily(base, weighted_pool(pool, weights, stage.run.seed))
-        trainer = Trainer(stage, rl.build, fam, again, world, strategy, fresh)
+        trainer = Trainer(stage, rl.SPEC, fam, again, world, strategy, fresh)
         hist = asyncio.run(trainer.run())
         p = trainer.ranks.once(
             lambda: asyncio.run(

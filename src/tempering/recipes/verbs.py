@@ -6,7 +6,11 @@ extras never break another verb."""
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
+
+from tempering.methods import METHODS
 
 
 @dataclass(frozen=True)
@@ -23,9 +27,28 @@ class Verb:
     loop: bool = True
     """`run` is a training verb on the one loop, `(cfg, resume=..., world=..., strategy=...)`: it
     resumes with `--resume` and runs data-parallel under `torchrun -m tempering.distributed VERB ...`."""
+    method: bool = False
+    """`run` names a method's spec (`module:SPEC`), which the generic runner runs."""
+
+    def runner(self) -> Callable[..., dict[str, Any]]:
+        """The function that runs a config of this verb: `(cfg, resume=..., overwrite=..., ...)`."""
+        assert self.run is not None, f"{self.module} is not a config verb"
+        if self.method:
+            from functools import partial
+
+            from tempering.recipes.runner import run
+
+            return partial(run, load(self.run))
+        return load(self.run)
 
 
-VERBS: dict[str, Verb] = {
+def method_verb(module: str, help: str) -> Verb:
+    """The verb of a method module (one exporting `SPEC`, a `train.method.MethodSpec`): its config is the
+    spec's, and the one generic runner (`recipes/run.py`) runs it."""
+    return Verb(module, help, f"{module}:SPEC.config", f"{module}:SPEC", method=True)
+
+
+FIXED: dict[str, Verb] = {
     "demo": Verb(
         "tempering.recipes.demo", "The quickstart: pre-train a tiny model, GRPO on arithmetic, before/after table."
     ),
@@ -36,47 +59,11 @@ VERBS: dict[str, Verb] = {
         "tempering.recipes.pretrain:run",
         loop=False,
     ),
-    "train": Verb(
-        "tempering.recipes.train",
-        "RL with verifiable rewards: GRPO, Dr. GRPO, RLOO, LEAP, TCPO and other multi-turn credits.",
-        "tempering.recipes.train:TrainConfig",
-        "tempering.recipes.train:train",
-    ),
-    "ppo": Verb(
-        "tempering.recipes.ppo",
-        "PPO with a critic: GAE over action tokens, clipped value loss, value pre-training.",
-        "tempering.recipes.ppo:PPOConfig",
-        "tempering.recipes.ppo:run_ppo",
-    ),
-    "rft": Verb(
-        "tempering.recipes.rft",
-        "Rejection fine-tuning: NLL on the policy's own trajectories that pass a reward and validity filter.",
-        "tempering.recipes.rft:RFTConfig",
-        "tempering.recipes.rft:run_rft",
-    ),
-    "distill": Verb(
-        "tempering.recipes.distill",
-        "On-policy distillation from a teacher (reverse KL, top-k or full-vocabulary JSD).",
-        "tempering.recipes.distill:DistillConfig",
-        "tempering.recipes.distill:distill",
-    ),
-    "direct-opd": Verb(
-        "tempering.recipes.direct_opd",
-        "Direct-OPD: transfer a small model's RL shift to a larger student.",
-        "tempering.recipes.direct_opd:DirectOPDConfig",
-        "tempering.recipes.direct_opd:direct_opd",
-    ),
     "rgrpo": Verb(
         "tempering.recipes.rgrpo",
         "Residual GRPO: complementary teachers, each round on what earlier ones miss.",
         "tempering.recipes.rgrpo:RGRPOConfig",
         "tempering.recipes.rgrpo:rgrpo",
-    ),
-    "tu-opd": Verb(
-        "tempering.recipes.tu_opd",
-        "Teacher-Union OPD: distil several teachers gated by their pass rates.",
-        "tempering.recipes.tu_opd:TUOPDConfig",
-        "tempering.recipes.tu_opd:tu_opd",
     ),
     "expand-compress": Verb(
         "tempering.recipes.expand_compress",
@@ -120,10 +107,38 @@ VERBS: dict[str, Verb] = {
 }
 
 
+class Verbs(Mapping[str, Verb]):
+    """Every verb: the pipelines and tools above, and one per registered method (`tempering.methods`),
+    the methods' verbs after `pretrain` (a method registered later shows up at once)."""
+
+    def __getitem__(self, verb: str) -> Verb:
+        if verb in METHODS and verb in FIXED:
+            raise ValueError(
+                f"the method registered as {verb!r} shadows a built-in verb; register it under another name"
+            )
+        if verb in METHODS:
+            return method_verb(*METHODS[verb])
+        return FIXED[verb]
+
+    def __iter__(self) -> Iterator[str]:
+        fixed = list(FIXED)
+        at = fixed.index("pretrain") + 1
+        return iter([*fixed[:at], *METHODS, *fixed[at:]])
+
+    def __len__(self) -> int:
+        return len(FIXED) + len(METHODS)
+
+
+VERBS = Verbs()
+
+
 def load(spec: str):
-    """The object a `module:name` spec names."""
+    """The object a `module:name[.attr]` spec names."""
     mod, _, name = spec.partition(":")
-    return getattr(importlib.import_module(mod), name)
+    out = importlib.import_module(mod)
+    for part in name.split("."):
+        out = getattr(out, part)
+    return out
 
 
 def schema(verb: str):

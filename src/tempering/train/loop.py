@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import inspect
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +46,7 @@ from tempering.train.checkpoint import (
 )
 from tempering.train.collapse import CollapseRule, CollapseState, check_collapse
 from tempering.train.cursor import PromptCursor
-from tempering.train.method import Context, Credit, MethodBuilder, Trainable, group_stats, zero_signal_groups
+from tempering.train.method import Context, Credit, MethodSpec, Trainable, group_stats, zero_signal_groups
 from tempering.train.optim import make_optimizer, make_scheduler
 from tempering.train.parallel import DataParallel, Solo, wrap_model
 from tempering.train.pipeline import RolloutPipeline, Rollouts
@@ -134,23 +132,29 @@ class _NoLog:
 class Trainer:
     """The state of one training run of any method; `step()` advances it by one batch.
 
-    cfg: a verb's config (model, task, rollout, loss, optim, run sections). method: a builder
-    `(Context) -> Method`. family: overrides `cfg.task` (e.g. a DatasetFamily with your reward).
-    world: this process's place in a torchrun launch (None: one process); strategy: ddp or fsdp2.
-    A new run refuses a `run.out_dir` that holds a run unless `overwrite` (which removes it first).
+    cfg: a verb's config (model, task, rollout, loss, optim, run sections). method: the method's spec
+    (`MethodSpec`: its builder `(Context) -> Method` and what it supports). family: overrides `cfg.task`
+    (e.g. a DatasetFamily with your reward). world: this process's place in a torchrun launch (None: one
+    process); strategy: ddp or fsdp2. A new run refuses a `run.out_dir` that holds a run unless
+    `overwrite` (which removes it first). parts: objects the method takes in place of its config's
+    (`MethodSpec.parts`).
     """
 
     def __init__(
         self,
         cfg,
-        method: MethodBuilder,
+        method: MethodSpec,
         family: TaskFamily | None = None,
         resume: bool = False,
         world: World | None = None,
         strategy: str = "ddp",
         overwrite: bool = False,
+        parts: Mapping[str, Any] | None = None,
     ):
+        method.check(cfg, parts or {})
+        check_async(cfg)
         self.cfg = cfg
+        self.spec = method
         self.ranks: Solo | DataParallel = Solo() if world is None else DataParallel(world)
         check_parallel(cfg, self.ranks.size, strategy, resume)
         if resume and (Path(cfg.run.out_dir) / "config.yaml").is_file() and not list_checkpoints(Path(cfg.run.out_dir)):
@@ -196,11 +200,12 @@ class Trainer:
             opts=self.opts,
             ranks=self.ranks,
             resume=resume,
+            parts=dict(parts or {}),
             load_start=lambda: self._load_model(device, lora=False)[0].eval().requires_grad_(False),
         )
         self.raw = ctx.raw
         """Examples by id as the family made them (before the method's student prompt)."""
-        self.method = method(ctx)
+        self.method = method.build(ctx)
         self.opts = replace(self.opts, **self.method.rollout)
         if self.method.student_prompt is not None:
             build = self.method.student_prompt
@@ -210,13 +215,7 @@ class Trainer:
         self._check_context()
         self.scorers = list(self.method.scorers)
         loss_cfg = cfg.loss
-        check_async(cfg, self.method)
-        if loss_cfg.rollout_correction != "none":
-            if not self.method.corrects:
-                raise UserError(
-                    f"loss.rollout_correction={loss_cfg.rollout_correction} reweights advantages, and the "
-                    f"{self.method.name} loss has none on the sampled tokens; set loss.rollout_correction=none"
-                )
+        if loss_cfg.rollout_correction != "none":  # the method supports it (`MethodSpec.check`)
             self.scorers.append(
                 RolloutCorrection(
                     self.model,
@@ -250,7 +249,6 @@ class Trainer:
         self.settings = cfg.loss.update_settings(
             cfg.rollout.temperature, cfg.rollout.max_new_tokens * cfg.rollout.max_turns
         )
-        self._rank_rngs: list[Any] | None = None
         if isinstance(self.ranks, DataParallel):
             self._go_parallel(strategy)
         self.rollout_sampler = self._make_rollout_sampler()
@@ -587,9 +585,6 @@ class Trainer:
         upd: dict[str, float] = {}
         frozen = self.method.freeze_policy is not None and self.method.freeze_policy(self.state)
         if not frozen:
-            loss_fn: Any = self.method.loss
-            if "state" in inspect.signature(loss_fn).parameters:
-                loss_fn = partial(loss_fn, state=self.state)
             upd |= policy_update(
                 self.train_model,
                 self.optimizer,
@@ -597,7 +592,8 @@ class Trainer:
                 trained,
                 self.settings,
                 self.update_gen,
-                loss_fn=loss_fn,
+                self.method.loss,
+                self.state,
             )
             self._sync_sampler()
             if self.pipeline is None and getattr(self.sampler, "sync_check", None) is not None:
@@ -958,17 +954,12 @@ def training_batch(batch: TrainBatch, scores: Scores, credit: Credit) -> TrainBa
     )
 
 
-def check_async(cfg, method) -> None:
-    """Asynchronous rollouts train on samples of older weights; the rollout correction reweights them,
-    which only a loss linear in its advantages allows."""
+def check_async(cfg) -> None:
+    """Asynchronous rollouts train on samples of older weights, which the rollout correction reweights
+    (a method whose loss is not linear in its advantages refuses both: `MethodSpec.check`)."""
     k = cfg.rollout.async_steps
     if not k:
         return
-    if not method.corrects:
-        raise UserError(
-            f"rollout.async_steps={k} trains on samples of weights up to {k} update(s) old, which the rollout "
-            f"correction reweights, and the {method.name} loss is not linear in its advantages; set rollout.async_steps=0"
-        )
     mode = cfg.loss.rollout_correction
     if mode == "none" or not MODES[mode].reweights:
         raise UserError(

@@ -5,10 +5,11 @@ The one loop (`train/loop.py`) runs every method the same way:
     rollout -> score (verifier, then the method's scorers) -> credit -> next state -> policy update
             -> updates of the method's own modules (`Trainable`, e.g. PPO's critic)
 
-A method is data, built once from the run's context by a builder `(Context) -> Method`; the package's
-builders are registered in `tempering.methods.METHODS`, and any builder (yours included) can be given
-to `Trainer` directly. Credit is a pure function of the scores, the batch and the state: it returns
-advantages, extra per-token tensors for the loss and metrics, and mutates nothing.
+A method is data, built once from the run's context by a builder `(Context) -> Method`. Its module
+exports a `MethodSpec` (name, config schema, builder, what it supports): the registry
+(`tempering.methods`) turns each spec into a CLI verb, and any spec (yours included) can be given to
+`Trainer` or `tempering.run` directly. Credit is a pure function of the scores, the batch and the
+state: it returns advantages, extra per-token tensors for the loss and metrics, and mutates nothing.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ import torch
 from tempering.algos.advantages import zero_std_groups
 from tempering.algos.credit import TurnTensors
 from tempering.envs.base import TaskFamily
+from tempering.errors import UserError
 from tempering.models.chat import ChatFormat
 from tempering.rollout.engine import RolloutOptions
 from tempering.teachers.prompts import PromptBuilder
 from tempering.train.batch import TrainBatch, broadcast_turn_adv
 from tempering.train.scoring import Scorer, Scores
-from tempering.train.update import LossFn, ppo_loss
+from tempering.train.update import PPO_LOSS, Loss
 from tempering.types import Task
 
 State = Mapping[str, float]
@@ -82,9 +84,8 @@ class Method:
     credit: CreditFn
     scorers: Sequence[Scorer] = ()
     """Run after the verifier's scores, in order (teachers, reference, shaping)."""
-    loss: LossFn | Callable[..., tuple[torch.Tensor, dict]] = ppo_loss
-    """The policy loss `(model, mb, norm, settings)`; a loss that reads the state also takes `state=`
-    (bound by the loop)."""
+    loss: Loss = PPO_LOSS
+    """The policy loss `(model, mb, norm, settings, state)` and the statistics that are its terms."""
     state: dict[str, float] = field(default_factory=dict)
     """Initial method state (e.g. Direct-OPD's alpha); saved in checkpoints."""
     next_state: Callable[[State, Mapping[str, float]], dict[str, float]] | None = None
@@ -97,8 +98,6 @@ class Method:
     many extra generation rounds (None: off)."""
     student_prompt: PromptBuilder | None = None
     """The student's prompt from each raw example (distillation with privileged teacher context)."""
-    corrects: bool = True
-    """Whether rollout correction applies (the loss is linear in `adv_BT`); other losses refuse it."""
     plots: tuple[str, ...] = ()
     """The method's own metrics, plotted beside the common ones."""
     trainables: dict[str, Trainable] = field(default_factory=dict)
@@ -127,6 +126,8 @@ class Context:
     ranks: Any
     """`Solo` or `DataParallel`: `once(fn)` runs work on rank 0 and shares the result."""
     resume: bool = False
+    parts: Mapping[str, Any] = field(default_factory=dict)
+    """Objects a Python caller gave in place of the config's (`MethodSpec.parts`, e.g. a ready teacher)."""
     load_start: Callable[[], Any] = lambda: None
     """A frozen copy of the starting policy (`model.name`), e.g. a KL reference or anchor."""
 
@@ -136,6 +137,47 @@ class Context:
 
 
 MethodBuilder = Callable[[Context], Method]
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A training method as the registry, the CLI and `tempering config` know it: each `methods/X.py`
+    exports one as `SPEC`. What it supports is data, checked when its config is read (`check`)."""
+
+    name: str
+    config: type
+    """Its verb's config schema (a `train.config.LoopConfig`)."""
+    build: MethodBuilder
+    parts: tuple[str, ...] = ()
+    """Keyword objects a Python caller may give in place of the config's (`Context.parts`)."""
+    corrects: bool = True
+    """The loss is linear in its advantages, so the rollout correction and asynchronous rollouts apply (a
+    config section may still refuse them for a loss it selects)."""
+    run: Callable[..., dict[str, Any]] | None = None
+    """The verb, when it is more than one run of the loop (`(spec, cfg, **kwargs) -> history`); None:
+    one `Trainer(cfg, spec).run()`."""
+
+    def check(self, cfg: Any, parts: Mapping[str, Any] = {}) -> None:
+        """Refuse what this method cannot do with `cfg`, before any model loads."""
+        unknown = sorted(set(parts) - set(self.parts))
+        if unknown:
+            raise UserError(
+                f"the {self.name} method takes no {', '.join(unknown)}; it accepts "
+                f"{', '.join(self.parts) or 'no objects'} besides the config"
+            )
+        if self.corrects:
+            return
+        if cfg.rollout.async_steps:
+            raise UserError(
+                f"rollout.async_steps={cfg.rollout.async_steps} trains on samples of older weights, which the "
+                f"rollout correction reweights, and the {self.name} loss is not linear in its advantages; set "
+                "rollout.async_steps=0"
+            )
+        if cfg.loss.rollout_correction != "none":
+            raise UserError(
+                f"loss.rollout_correction={cfg.loss.rollout_correction} reweights advantages, and the {self.name} "
+                "loss has none on the sampled tokens; set loss.rollout_correction=none"
+            )
 
 
 def turn_credit(fn: Callable[[TurnTensors], torch.Tensor]) -> CreditFn:

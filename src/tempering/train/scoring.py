@@ -48,11 +48,9 @@ class Scores:
     """Per-token weights of the rollout correction on the advantages (0 where a token or episode is masked)."""
     correction_mask_BT: torch.Tensor | None = None
     """The loss mask after the correction (smaller only for the rejection modes)."""
-    values_BT: torch.Tensor | None = None
-    """A critic's value of each token's prefix (`Values`; PPO's GAE reads it)."""
-    keep_NG: torch.Tensor | None = None
-    """1 for the episodes a scorer keeps for training, 0 for those it rejects (rejection fine-tuning's
-    filter); None: all."""
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)
+    """What a method's own scorers add, by name, for its own credit (PPO's critic values `values`,
+    rejection fine-tuning's kept episodes `keep`)."""
     metrics: dict[str, float] = field(default_factory=dict)
 
     @classmethod
@@ -72,6 +70,9 @@ class Scores:
             terms={**self.terms, name: term},
             metrics={**self.metrics, f"shaping/{name}": per_episode},
         )
+
+    def with_extra(self, **tensors: torch.Tensor) -> Scores:
+        return replace(self, extras={**self.extras, **tensors})
 
     def with_metrics(self, **m: float) -> Scores:
         return replace(self, metrics={**self.metrics, **m})
@@ -144,7 +145,7 @@ def batch_values(critic: torch.nn.Module, batch: TrainBatch, micro_batch_size: i
 
 @dataclass
 class Values:
-    """A value model's estimate at every sampled token (`Scores.values_BT`; 0 off the loss mask)."""
+    """A value model's estimate at every sampled token (`Scores.extras["values"]`; 0 off the loss mask)."""
 
     critic: torch.nn.Module
     micro_batch_size: int
@@ -152,7 +153,7 @@ class Values:
     def __call__(self, groups: list[Group], batch: TrainBatch, scores: Scores) -> Scores:
         v = batch_values(self.critic, batch, self.micro_batch_size)
         m = batch.mask_BT
-        return replace(scores, values_BT=v).with_metrics(value_mean=float(v.sum() / m.sum().clamp(min=1)))
+        return scores.with_extra(values=v).with_metrics(value_mean=float(v.sum() / m.sum().clamp(min=1)))
 
 
 @dataclass

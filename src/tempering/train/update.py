@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -74,13 +74,24 @@ def policy_logprobs(
     return token_logprobs(model, batch, temperature, entropy)
 
 
-STEP_TOTALS = ("policy_loss", "kl_ref", "jsd", "kl_start", "value_loss", "nll")
-"""Statistics that are terms of the aggregated loss: summed over micro-batches (and data-parallel ranks)."""
+LossFn = Callable[
+    [torch.nn.Module, TrainBatch, LossNorm, UpdateSettings, Mapping[str, float]], tuple[torch.Tensor, dict]
+]
+"""`(model, micro_batch, norm, settings, state) -> (loss, statistics)`: every loss has this signature."""
 
-LossFn = Callable[[torch.nn.Module, TrainBatch, LossNorm, UpdateSettings], tuple[torch.Tensor, dict]]
+
+@dataclass(frozen=True)
+class Loss:
+    """A loss and the statistics it logs that are terms of the aggregated loss: those are summed over
+    micro-batches (and ranks), the others are token means."""
+
+    fn: LossFn
+    totals: tuple[str, ...] = ()
 
 
-def ppo_loss(model, mb: TrainBatch, norm: LossNorm, s: UpdateSettings) -> tuple[torch.Tensor, dict]:
+def ppo_loss(
+    model, mb: TrainBatch, norm: LossNorm, s: UpdateSettings, state: Mapping[str, float] = {}
+) -> tuple[torch.Tensor, dict]:
     """PPO-clip on the sampled tokens, plus an optional KL-to-reference term."""
     logp, ent = policy_logprobs(model, mb, s.temperature, entropy=True, share_prefix=s.share_prefix)
     old = mb.old_logp_BT if mb.old_logp_BT is not None else logp.detach()
@@ -103,6 +114,10 @@ def ppo_loss(model, mb: TrainBatch, norm: LossNorm, s: UpdateSettings) -> tuple[
     # how far the sampler's log-probs are from the trainer's (non-zero with another inference engine)
     stats["mismatch_kl"] = (kl_estimate(logp.detach(), mb.sample_logp_BT) * m).sum() / m.sum().clamp(min=1)
     return loss, stats
+
+
+PPO_LOSS = Loss(ppo_loss, ("policy_loss", "kl_ref"))
+"""PPO-clip on the sampled tokens (+ KL to the reference): every method's loss unless it brings its own."""
 
 
 def on_device(batch: TrainBatch, device: torch.device) -> TrainBatch:
@@ -141,9 +156,11 @@ def policy_update(
     batch: TrainBatch,
     s: UpdateSettings,
     generator: torch.Generator | None = None,
-    loss_fn: LossFn = ppo_loss,
+    loss: Loss | None = None,
+    state: Mapping[str, float] = {},
 ) -> dict[str, float]:
-    """Train on `batch` (advantages already in `batch.adv_BT`); returns averaged statistics."""
+    """Train on `batch` (advantages already in `batch.adv_BT`) with `loss` (PPO-clip by default) in the
+    method's `state`; returns averaged statistics."""
     assert batch.adv_BT is not None, "credit must fill batch.adv_BT before the update"
     dp = s.data_parallel
     if dp is not None:
@@ -151,13 +168,20 @@ def policy_update(
     if s.ppo_epochs * s.mini_batches > 1 and batch.old_logp_BT is None:
         # off-policy after the first optimizer step: freeze the proximal (old) log-probs now
         batch.old_logp_BT = batch_logprobs(model, batch, s.micro_batch_size, s.temperature, s.share_prefix)
-    out = optimizer_steps(model, optimizer, scheduler, batch, s, generator, loss_fn)
+    out = optimizer_steps(model, optimizer, scheduler, batch, s, generator, loss or PPO_LOSS, state)
     out["lr"] = optimizer.param_groups[0]["lr"]
     return out
 
 
 def optimizer_steps(
-    model, optimizer, scheduler, batch: TrainBatch, s: UpdateSettings, generator: torch.Generator | None, loss_fn
+    model,
+    optimizer,
+    scheduler,
+    batch: TrainBatch,
+    s: UpdateSettings,
+    generator: torch.Generator | None,
+    loss: Loss,
+    state: Mapping[str, float] = {},
 ) -> dict[str, float]:
     """`s.ppo_epochs` passes of `s.mini_batches` optimizer steps over `batch` (every rank's batch already
     evened out), each accumulated over micro-batches with the step's loss normaliser; averaged statistics.
@@ -179,18 +203,18 @@ def optimizer_steps(
                     continue
                 scale = 1.0
                 if s.norm_scope == "micro_batch":  # verl: each micro-batch's own mean, weighted by its rows
-                    loss, stats = loss_fn(model, mb, LossNorm.of(mb.mask_BT, s.max_response_len), s)
+                    value, stats = loss.fn(model, mb, LossNorm.of(mb.mask_BT, s.max_response_len), s, state)
                     scale = mb.size / step_batch.size
-                    loss = loss * scale
+                    value = value * scale
                 else:
-                    loss, stats = loss_fn(model, mb, norm, s)
-                loss.backward()
+                    value, stats = loss.fn(model, mb, norm, s, state)
+                value.backward()
                 # means are weighted by token share; with data parallelism norm.tokens is the global count
                 # over the world size, so the ranks' average of these sums is the global token mean
                 w = float(mb.mask_BT.sum()) / norm.tokens
                 for k, v in stats.items():
                     # loss terms are already shares of the step's loss: they add up
-                    sums[k] += float(v) * (scale if k in STEP_TOTALS else w)
+                    sums[k] += float(v) * (scale if k in loss.totals else w)
             gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), s.max_grad_norm)
             if not torch.isfinite(gnorm):  # a NaN or inf must not reach the weights: skip this optimizer step
                 optimizer.zero_grad(set_to_none=True)

@@ -1,0 +1,57 @@
+"""The one runner of every method's verb (`tempering train`, `ppo`, `rft`, `distill`, `direct-opd`,
+`tu-opd`, and any registered method): a config, a `MethodSpec`, the one loop.
+
+    from tempering.recipes.runner import run, trainer
+    run("ppo", {"model": {"name": "tiny-s"}, "run": {"steps": 20}})    # the verb's held-out table
+    t = trainer("distill", cfg, teacher=my_teacher)                      # step it yourself
+
+`method` is a registered verb or a `MethodSpec` of your own; keyword objects other than the run's
+(`family`, `resume`, `world`, `strategy`, `overwrite`, `callbacks`) are the method's parts (e.g. a ready
+`teacher=`), refused by name when the method takes none of that name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from tempering.envs.base import TaskFamily
+from tempering.methods import spec as registered
+from tempering.recipes.common import as_config
+from tempering.train.loop import Trainer
+from tempering.train.method import MethodSpec
+from tempering.train.world import World
+
+
+def method_spec(method: str | MethodSpec) -> MethodSpec:
+    return registered(method) if isinstance(method, str) else method
+
+
+def trainer(
+    method: str | MethodSpec,
+    cfg: Any,
+    family: TaskFamily | None = None,
+    resume: bool = False,
+    world: World | None = None,
+    strategy: str = "ddp",
+    overwrite: bool = False,
+    **parts: Any,
+) -> Trainer:
+    """The trainer of one run of `method` (a dict or the method's config); `family` overrides `cfg.task`
+    (e.g. a DatasetFamily with your reward)."""
+    spec = method_spec(method)
+    return Trainer(as_config(spec.config, cfg), spec, family, resume, world, strategy, overwrite, parts)
+
+
+def run(method: str | MethodSpec, cfg: Any, callbacks: Sequence[Any] = (), **kwargs: Any) -> dict[str, Any]:
+    """Run `method`'s verb (the arguments of `trainer`); returns the start and final held-out metrics.
+    `callbacks` see every step's and evaluation's metrics and may stop the run (`Trainer.run`)."""
+    spec = method_spec(method)
+    cfg = as_config(spec.config, cfg)
+    if spec.run is not None:
+        run_keys = ("family", "resume", "world", "strategy", "overwrite")
+        parts = {k: v for k, v in kwargs.items() if k not in run_keys}
+        rest = {k: v for k, v in kwargs.items() if k in run_keys}
+        return spec.run(spec, cfg, callbacks=callbacks, parts=parts, **rest)
+    return asyncio.run(trainer(spec, cfg, **kwargs).run(callbacks))
