@@ -38,6 +38,7 @@ SAME: dict[str, str] = {
     "output_dir": "run.out_dir",
     "save_steps": "run.checkpoint_every",
     "save_total_limit": "run.keep_checkpoints",
+    "vllm_importance_sampling_correction": "loss.rollout_correction",
 }
 """TRL name -> the tempering key with the same meaning (values translated by `VALUES` and `_convert`)."""
 
@@ -50,6 +51,7 @@ DEFAULTS: dict[str, Any] = {
     "seed": 42,
     "save_steps": 500,
     "use_bias_correction_kl": True,
+    "vllm_importance_sampling_correction": True,
 }
 """GRPOConfig's defaults where they differ from tempering's (the other mapped keys' agree): a TRL config
 that leaves them out means these."""
@@ -70,6 +72,17 @@ BATCH = (
     "a step here is rollout.prompts_per_step prompts x rollout.group_size answers, one optimizer step (TRL's "
     "is per_device_train_batch_size x gradient_accumulation_steps x processes answers); set rollout.prompts_per_step"
 )
+IS_PART = (
+    "read with vllm_importance_sampling_correction, which converts to loss.rollout_correction (the mode) with "
+    "loss.rollout_correction_cap (clip_max) and loss.rollout_correction_floor (clip_min)"
+)
+IS_MODES = {
+    "token_truncate": "tis",
+    "sequence_truncate": "sequence_truncate",
+    "token_mask": "token_mask",
+    "sequence_mask": "sequence_mask",
+}
+"""TRL's vllm_importance_sampling_mode -> loss.rollout_correction (the same weights, algos/correction.py)."""
 NONE: dict[str, tuple[str, Any]] = {
     "per_device_train_batch_size": (BATCH, ()),
     "gradient_accumulation_steps": (BATCH, ()),
@@ -118,15 +131,10 @@ NONE: dict[str, tuple[str, Any]] = {
     "entropy_coef_delta": ("only read with use_adaptive_entropy", ANY),
     "entropy_target": ("only read with use_adaptive_entropy", ANY),
     "max_tool_calling_iterations": ("multi-turn episodes come from an environment: rollout.max_turns", (None,)),
-    "vllm_importance_sampling_correction": (
-        "loss.rollout_correction=tis|sequence_truncate|token_mask|sequence_mask (TRL's modes) with "
-        "loss.rollout_correction_cap and loss.rollout_correction_floor",
-        (False,),
-    ),
-    "vllm_importance_sampling_mode": ("only read with vllm_importance_sampling_correction", ANY),
-    "vllm_importance_sampling_clip_max": ("only read with vllm_importance_sampling_correction", ANY),
-    "vllm_importance_sampling_clip_min": ("only read with vllm_importance_sampling_correction", ANY),
-    "vllm_importance_sampling_cap": ("only read with vllm_importance_sampling_correction", ANY),
+    "vllm_importance_sampling_mode": (IS_PART, ANY),
+    "vllm_importance_sampling_clip_max": (IS_PART, ANY),
+    "vllm_importance_sampling_clip_min": (IS_PART, ANY),
+    "vllm_importance_sampling_cap": (IS_PART, ANY),
     "off_policy_mask_threshold": ("no off-policy sequence masking", (None,)),
     "logging_steps": ("every step's metrics go to metrics.jsonl (run.log_every is the console line)", ANY),
     "report_to": ("TensorBoard is always written (run.tensorboard); run.wandb=PROJECT mirrors to W&B", ANY),
@@ -324,7 +332,28 @@ def _convert(name: str, value: Any, trl: dict[str, Any]) -> dict[str, Any]:
         value = math.ceil(trl["max_steps"] * value)
     elif name in ("adam_beta1", "adam_beta2"):
         value = [trl.get("adam_beta1", 0.9), trl.get("adam_beta2", 0.999)]
+    elif name == "vllm_importance_sampling_correction":
+        return _correction(value, trl)
     return {key: value}
+
+
+def _correction(on: Any, trl: dict[str, Any]) -> dict[str, Any]:
+    """TRL's importance sampling of vLLM's samples: its mode and bounds (TRL's defaults: sequence_mask, 3)."""
+    if on is False:
+        return {"loss.rollout_correction": "none"}
+    if on is not True:
+        raise ValueError(f"vllm_importance_sampling_correction={on!r} is not true or false")
+    mode = trl.get("vllm_importance_sampling_mode", "sequence_mask")
+    if mode not in IS_MODES:
+        raise _NoEquivalent(f"vllm_importance_sampling_mode={mode!r} is not one of TRL's {', '.join(IS_MODES)}")
+    cap = trl.get("vllm_importance_sampling_clip_max", trl.get("vllm_importance_sampling_cap", 3.0))
+    if cap is None:
+        raise _NoEquivalent("a band without an upper bound (vllm_importance_sampling_clip_max=None)")
+    out = {"loss.rollout_correction": IS_MODES[mode], "loss.rollout_correction_cap": cap}
+    floor = trl.get("vllm_importance_sampling_clip_min")
+    if floor is not None:
+        out["loss.rollout_correction_floor"] = floor
+    return out
 
 
 def from_trl(trl: dict[str, Any]) -> tuple[dict[str, Any], list[str], dict[str, list[str]], int]:
