@@ -10,7 +10,7 @@ import yaml
 
 from tempering.cli import main
 from tempering.config import ConfigError, load_config
-from tempering.recipes.train import TrainConfig
+from tempering.methods.rl import TrainConfig
 from tempering.trl_names import ANY, DEFAULTS, NAMES, NONE, RETIRED, SAME, from_trl
 
 ROOT = Path(__file__).resolve().parents[1]
