@@ -1,0 +1,385 @@
+"""The package's shape, measured, and reruns of every training verb before and after a change.
+
+    python benchmarks/architecture.py --before REF [--results docs/results]
+
+Static figures (from the source, with `ast`): lines per top-level package, the Trainer's lines, the ten
+longest functions, the modules that speak HTTP themselves, import circles between modules, and the
+share of the package's lines that mypy checks (pyproject's `[tool.mypy] files`).
+
+Adding a method: a method module is written into a scratch folder, registered with one call, and the
+CLI's `--help`, `tempering config VERB` and a two-step run of the verb are checked; nothing in the
+package is edited, so the count is the module and the one registration.
+
+Reruns: every training verb (and the quickstart's two stages, shortened) runs a few steps on a tiny
+model warm-started on sums, once with the code at REF (a git worktree) and once with the working tree;
+each case compares a digest of the final weights, of every metric row (timings left out) and of the
+held-out history. Metric names a change renamed are mapped first (`RENAMED`) and listed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "tempering"
+
+RENAMED = {
+    "rollout/tis_mean_weight": "rollout/mean_weight",
+    "rollout/tis_truncated_frac": "rollout/clipped_token_share",
+}
+"""Metric names the rollout-correction modes renamed (same values)."""
+
+TIMING = ("seconds", "wait", "tokens_per_s")
+
+# ---- static figures -------------------------------------------------------------------------------
+
+
+def py_files() -> list[Path]:
+    return sorted(SRC.rglob("*.py"))
+
+
+def lines(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+def package_lines() -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in py_files():
+        rel = p.relative_to(SRC)
+        top = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        out[top] = out.get(top, 0) + lines(p)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def functions() -> list[tuple[str, int]]:
+    out = []
+    for p in py_files():
+        tree = ast.parse(p.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out.append((f"{p.relative_to(SRC)}:{node.name}", node.end_lineno - node.lineno + 1))
+    return sorted(out, key=lambda x: -x[1])
+
+
+def trainer_lines() -> int:
+    tree = ast.parse((SRC / "train" / "loop.py").read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Trainer")
+    return cls.end_lineno - cls.lineno + 1
+
+
+def module_name(p: Path) -> str:
+    rel = p.relative_to(SRC.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def imports(p: Path, modules: set[str]) -> set[str]:
+    """The package's modules `p` imports (any import, lazy ones included)."""
+    tree = ast.parse(p.read_text())
+    me = module_name(p)
+    pkg = me if p.name == "__init__.py" else me.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                base = ".".join([*up, base] if base else up)
+            names = [base] + [f"{base}.{a.name}" for a in node.names]
+        for n in names:
+            while n and n not in modules:
+                n = n.rpartition(".")[0]
+            if n and n != me:
+                out.add(n)
+    return out
+
+
+def import_circles() -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan), packages counted as their __init__."""
+    files = {module_name(p): p for p in py_files()}
+    graph = {m: imports(p, set(files)) for m, p in files.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    sys.setrecursionlimit(10000)
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def http_clients() -> list[str]:
+    """Modules that build HTTP requests themselves (urllib.request, http.client, requests, httpx)."""
+    out = []
+    for p in py_files():
+        text = p.read_text()
+        if any(k in text for k in ("urllib.request", "http.client", "import requests", "import httpx")):
+            out.append(str(p.relative_to(SRC)))
+    return out
+
+
+def mypy_share() -> float:
+    import tomllib
+
+    files = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]["files"]
+    covered = set()
+    for f in files:
+        path = ROOT / f
+        covered |= set(path.rglob("*.py")) if path.is_dir() else {path}
+    total = sum(lines(p) for p in py_files())
+    return round(sum(lines(p) for p in py_files() if p in covered) / total, 3)
+
+
+# ---- adding a method ------------------------------------------------------------------------------
+
+METHOD = """
+from tempering.algos.advantages import dr_grpo_advantage
+from tempering.methods.rl import TrainConfig
+from tempering.train.method import Context, Method, MethodSpec, turn_credit
+
+
+def build(ctx: Context) -> Method:
+    credit = turn_credit(lambda t: dr_grpo_advantage(t.rewards_NG)[..., None] * t.valid_NGK)
+    return Method(name="scratch", credit=credit)
+
+
+SPEC = MethodSpec(name="scratch", config=TrainConfig, build=build)
+"""
+
+PROBE = """
+import sys
+from tempering.cli import main
+from tempering.methods import register
+register("scratch", "scratch_method", "A method from a scratch folder.")
+assert main(["--help"]) == 0
+assert main(["config", "scratch"]) == 0
+sys.exit(main(["scratch", *sys.argv[1:]]))
+"""
+
+
+def add_a_method(model: str, work: Path) -> dict:
+    folder = work / "scratch"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "scratch_method.py").write_text(METHOD)
+    before = subprocess.run(["git", "status", "--porcelain", "src"], cwd=ROOT, capture_output=True, text=True).stdout
+    res = subprocess.run(
+        [sys.executable, "-c", PROBE, f"model.name={model}", *TINY_RUN, f"run.out_dir={work / 'scratch_run'}"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(folder)},
+    )
+    after = subprocess.run(["git", "status", "--porcelain", "src"], cwd=ROOT, capture_output=True, text=True).stdout
+    ok = res.returncode == 0 and "scratch" in res.stdout and (work / "scratch_run" / "final" / "config.json").is_file()
+    if not ok:
+        raise SystemExit(f"the scratch method did not run as a verb:\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
+    return {"files": 1, "registry_lines": 1, "package_files_edited": int(before != after)}
+
+
+TINY_RUN = [
+    "task.family=arithmetic",
+    "task.args.min_value=0",
+    "task.args.max_value=30",
+    "task.train_size=40",
+    "task.heldout_size=4",
+    "rollout.group_size=4",
+    "rollout.prompts_per_step=4",
+    "rollout.max_new_tokens=4",
+    "run.steps=2",
+    "run.eval_every=0",
+    "run.progress=false",
+    "run.tensorboard=false",
+]
+
+# ---- reruns ---------------------------------------------------------------------------------------
+
+RERUN_CASES = [
+    "train",
+    "train+dynamic_sampling",
+    "train+kl",
+    "train+async",
+    "train+tcpo",
+    "rgrpo_round",
+    "ppo",
+    "ppo+head",
+    "rft",
+    "distill",
+    "distill+jsd_topk",
+    "direct-opd",
+    "direct-opd+two_pairs",
+    "tu-opd",
+    "demo",
+]
+
+
+def rerun(src: Path, work: Path, teacher: str, model: str) -> dict[str, dict]:
+    script = ROOT / "benchmarks" / "architecture_cases.py"  # runs with `src` first on its path
+    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "2"}
+    res = subprocess.run(
+        [sys.executable, str(script), str(work / "runs"), teacher, model, json.dumps(RENAMED), ",".join(RERUN_CASES)]
+        + [",".join(TIMING)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=work,
+    )
+    if res.returncode != 0:
+        raise SystemExit(f"the reruns with {src} failed:\n{res.stderr[-4000:]}")
+    rows = [json.loads(x) for x in res.stdout.splitlines() if x.startswith('{"case"')]
+    return {r.pop("case"): r for r in rows}
+
+
+def warm_start(work: Path) -> tuple[str, str]:
+    """A tiny model pre-trained on the cases' sums (some right, some wrong) and an untrained one."""
+    from tempering.models import char_tokenizer, save_policy, tiny_model
+
+    teacher = save_policy(tiny_model("tiny-xs", seed=7), char_tokenizer(), work / "untrained")
+    subprocess.run(
+        [sys.executable, "-m", "tempering.cli", "pretrain", "model.name=tiny-xs", "task.family=arithmetic"]
+        + ["task.args.min_value=0", "task.args.max_value=30", "task.train_size=700", "task.heldout_size=40"]
+        + ["run.steps=400", "train.batch_size=32", "run.eval_every=100", "run.eval_size=40", "run.progress=false"]
+        + [f"run.out_dir={work / 'warm'}"],
+        check=True,
+        capture_output=True,
+    )
+    return str(teacher), str(work / "warm" / "model")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--before", required=True, help="the git ref the reruns compare with (e.g. the last release)")
+    p.add_argument("--results", default=str(ROOT / "docs" / "results"))
+    p.add_argument("--work", default=None, help="scratch folder (default: a temporary one, removed)")
+    a = p.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from tempering.experiments import conditions, conditions_text, machine, write_results
+
+    work = Path(a.work or tempfile.mkdtemp(prefix="architecture."))
+    start = conditions()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    before_sha = subprocess.run(["git", "rev-parse", "--short", a.before], cwd=ROOT, capture_output=True, text=True)
+    if before_sha.returncode != 0:
+        raise SystemExit(f"--before {a.before}: not a git ref of this repository")
+    tree = work / "before"
+    if not tree.exists():
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(tree), a.before], cwd=ROOT, check=True, capture_output=True
+        )
+    try:
+        teacher, model = warm_start(work)
+        old = rerun(tree / "src", work / "runs_before", teacher, model)
+        new = rerun(SRC.parent, work / "runs_after", teacher, model)
+        added = add_a_method(model, work)
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
+        if a.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    same = {c: {k: old[c][k] == new[c][k] for k in ("weights", "metrics", "history")} for c in RERUN_CASES}
+    longest = functions()[:10]
+    circles = import_circles()
+    clients = http_clients()
+    data = {
+        "command": f"python benchmarks/architecture.py --before {a.before}",
+        "before": before_sha.stdout.strip(),
+        "after": commit.strip() + " (and the working tree)",
+        "machine": machine(),
+        "conditions": {"start": start, "end": conditions()},
+        "lines": package_lines(),
+        "trainer_lines": trainer_lines(),
+        "longest_functions": [{"function": f, "lines": n} for f, n in longest],
+        "method_files_touched_to_add_one": added,
+        "http_clients": len(clients),
+        "http_client_modules": clients,
+        "import_circles": len(circles),
+        "import_circle_groups": circles,
+        "mypy_covered_share": mypy_share(),
+        "metric_renames_mapped": RENAMED,
+        "bit_identical": {c: all(v.values()) for c, v in same.items()},
+        "reruns": {c: {"before": old[c], "after": new[c]} for c in RERUN_CASES},
+    }
+    md = [
+        "# Architecture: the package's shape, and reruns before and after",
+        "",
+        f"`{data['command']}` on {data['machine']}; {conditions_text(start, data['conditions']['end'])}.",
+        f"Compared: `{data['before']}` (before) and `{data['after']}` (after).",
+        "",
+        "## Reruns",
+        "",
+        "Each case trains 3 steps (the demo: 60 pre-training steps, then 3 GRPO steps) from the same warm",
+        "start; a digest of the final weights, of every metric row (timings left out) and of the held-out",
+        "history. Metric names mapped before comparing: "
+        + ", ".join(f"`{k}` -> `{v}`" for k, v in RENAMED.items())
+        + ".",
+        "",
+        "| case | weights | metrics | history | bit-identical |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for c in RERUN_CASES:
+        s = same[c]
+        md.append(f"| {c} | {s['weights']} | {s['metrics']} | {s['history']} | {data['bit_identical'][c]} |")
+    md += [
+        "",
+        "## Shape",
+        "",
+        f"- the Trainer class: {data['trainer_lines']} lines",
+        f"- adding a method: {added['files']} file and {added['registry_lines']} registration "
+        f"(package files edited: {added['package_files_edited']}); it became a CLI verb, a `tempering config` "
+        "entry and trained two steps",
+        f"- modules that speak HTTP themselves: {len(clients)} ({', '.join(clients)})",
+        f"- import circles between modules: {len(circles)}"
+        + (" (" + "; ".join(" <-> ".join(g) for g in circles) + ")" if circles else ""),
+        f"- share of the package's lines mypy checks: {data['mypy_covered_share']}",
+        "",
+        "| package | lines |",
+        "| --- | --- |",
+        *[f"| {k} | {v} |" for k, v in data["lines"].items()],
+        "",
+        "| longest functions | lines |",
+        "| --- | --- |",
+        *[f"| `{f}` | {n} |" for f, n in longest],
+        "",
+    ]
+    write_results(a.results, "architecture", "\n".join(md), data)
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()
