@@ -286,6 +286,7 @@ def warm_start(work: Path) -> tuple[str, str]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--before", required=True, help="the git ref the reruns compare with (e.g. the last release)")
+    p.add_argument("--after", default=None, help="the git ref compared with it (default: the working tree)")
     p.add_argument("--results", default=str(ROOT / "docs" / "results"))
     p.add_argument("--work", default=None, help="scratch folder (default: a temporary one, removed)")
     a = p.parse_args()
@@ -294,22 +295,24 @@ def main() -> None:
 
     work = Path(a.work or tempfile.mkdtemp(prefix="architecture."))
     start = conditions()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", a.after or "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout
     before_sha = subprocess.run(["git", "rev-parse", "--short", a.before], cwd=ROOT, capture_output=True, text=True)
     if before_sha.returncode != 0:
         raise SystemExit(f"--before {a.before}: not a git ref of this repository")
-    tree = work / "before"
-    if not tree.exists():
-        subprocess.run(
-            ["git", "worktree", "add", "--detach", str(tree), a.before], cwd=ROOT, check=True, capture_output=True
-        )
+    trees = {"before": a.before, **({"after": a.after} if a.after else {})}
+    for name, ref in trees.items():
+        add = ["git", "worktree", "add", "--detach", str(work / name), ref]
+        subprocess.run(add, cwd=ROOT, check=True, capture_output=True)
     try:
         teacher, model = warm_start(work)
-        old = rerun(tree / "src", work / "runs_before", teacher, model)
-        new = rerun(SRC.parent, work / "runs_after", teacher, model)
+        old = rerun(work / "before" / "src", work / "runs_before", teacher, model)
+        new = rerun(work / "after" / "src" if a.after else SRC.parent, work / "runs_after", teacher, model)
         added = add_a_method(model, work)
     finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
+        for name in trees:
+            subprocess.run(["git", "worktree", "remove", "--force", str(work / name)], cwd=ROOT, capture_output=True)
         if a.work is None:
             shutil.rmtree(work, ignore_errors=True)
     same = {c: {k: old[c][k] == new[c][k] for k in ("weights", "metrics", "history")} for c in RERUN_CASES}
@@ -317,9 +320,10 @@ def main() -> None:
     circles = import_circles()
     clients = http_clients()
     data = {
-        "command": f"python benchmarks/architecture.py --before {a.before}",
+        "command": f"python benchmarks/architecture.py --before {a.before}"
+        + (f" --after {a.after}" if a.after else ""),
         "before": before_sha.stdout.strip(),
-        "after": commit.strip() + " (and the working tree)",
+        "after": commit.strip() + ("" if a.after else " (and the working tree)"),
         "machine": machine(),
         "conditions": {"start": start, "end": conditions()},
         "lines": package_lines(),
