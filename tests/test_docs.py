@@ -72,7 +72,7 @@ def test_documented_commands_parse(where, line):
             verb, a = command(rest[at:])
         else:
             assert verb in VERBS, f"{where}: unknown verb in {line!r}"
-            if verb not in configured():
+            if verb not in configured() or VERBS[verb].run is None:  # flags of its own (synth)
                 return
             a = parse(parser(verb, ""), rest)
     if a.resume:

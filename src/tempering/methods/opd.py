@@ -149,7 +149,9 @@ class DistillConfig(LoopConfig):
     @model_validator(mode="after")
     def _check(self):
         check_sampling(self.rollout)
-        if self.distill.loss != "reverse_kl":  # a direct loss: nothing on the sampled tokens to reweight
+        direct = self.distill.loss != "reverse_kl"
+        ignored_unless(self.loss, "loss", ["clip_low", "clip_high", "dual_clip"], not direct, "distill.loss=reverse_kl")
+        if direct:  # a direct loss: nothing on the sampled tokens to reweight
             for key, on in (
                 ("rollout.async_steps", self.rollout.async_steps),
                 ("loss.rollout_correction", self.loss.rollout_correction != "none"),

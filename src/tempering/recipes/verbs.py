@@ -20,7 +20,7 @@ class Verb:
     time (its `--help` must not wait for torch)."""
     help: str
     schema: str | None = None
-    """`module:Class` of its config (None: flags only)."""
+    """`module:Class` of its config (None: flags only); `tempering config VERB` prints it."""
     run: str | None = None
     """`module:function` that runs a config: the CLI parses `CONFIG [key=value ...]` itself
     (`recipes/common.py: cli_main`) and imports it only then."""
@@ -94,7 +94,9 @@ FIXED: dict[str, Verb] = {
         "tempering.envs.kernels.cli", "Kernel environment: list problems, eval submissions, synth problems."
     ),
     "synth": Verb(
-        "tempering.synth.cli", "Synthesise verified terminal-task bundles at the policy's frontier (Envs-FORGE)."
+        "tempering.synth.cli",
+        "Synthesise verified terminal-task bundles at the policy's frontier (Envs-FORGE).",
+        "tempering.synth.loop:SynthConfig",
     ),
     "gui": Verb(
         "tempering.envs.gui.cli", "GUI apps with multi-solution annotations: generate trajectory datasets, show, stats."
