@@ -1,8 +1,12 @@
-"""Collapse detection (`train/collapse.py`) on hand-made sequences of step and evaluation numbers."""
+"""Collapse detection (`train/collapse.py`) on hand-made sequences of step and evaluation numbers, and its
+warning and metric flag in a run."""
+
+import json
 
 import pytest
 from pydantic import ValidationError
 
+from tempering.recipes.runner import run
 from tempering.train.collapse import CollapseRule, CollapseState, check_collapse
 from tempering.train.config import RunSection
 
@@ -62,3 +66,19 @@ def test_a_knob_that_would_do_nothing_is_refused():
     with pytest.raises(ValidationError, match=r"run.collapse_heldout=0.3 has no effect unless run.eval_on_start=true"):
         RunSection(eval_on_start=False, collapse_heldout=0.3)
     assert RunSection(eval_on_start=False).collapse_heldout == 0.5  # the default alone is no error
+
+
+def test_the_loop_warns_once_and_flags_the_step_in_metrics(tmp_path, capsys):
+    cfg = {
+        "model": {"name": "tiny-xs"},
+        "task": {"family": "arithmetic", "args": {"min_value": 0, "max_value": 9}, "train_size": 20, "heldout_size": 2},
+        "rollout": {"group_size": 2, "prompts_per_step": 2, "max_new_tokens": 3},
+        "run": {"steps": 4, "eval_every": 0, "eval_k": 1, "checkpoint_every": 0, "progress": False},
+    }
+    # any entropy is below 100 nats: the second step in a row is a collapse, and only it is flagged
+    cfg["run"] |= {"out_dir": str(tmp_path), "collapse_entropy": 100.0, "collapse_patience": 2, "tensorboard": False}
+    run("train", cfg)
+    err = capsys.readouterr().err
+    assert err.count("the policy's entropy collapsed") == 1 and "at step 2" in err
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "collapse/entropy" in r] == [2]
