@@ -6,11 +6,13 @@ text that real chat templates and a real model wrote.
   is Hermes / Qwen JSON inside `<tool_call>` tags; each answer parsed by `parse_tool_calls` and
   compared with the calls rendered;
 - sampled: SmolLM2-135M-Instruct (the packaged model) answering tool prompts rendered with Qwen2.5's
-  template (TRL's copy), one worked example in the context; each answer parsed by ours and by
+  template (TRL's copy), each answer begun with `<tool_call>` and `{"name": "` (the model writes the
+  rest of the call; by itself it opened none in 48 answers); each answer parsed by ours and by
   transformers' `parse_response` with the response template TRL sets for that chat template;
 - malformed: the rendered calls perturbed (cut JSON, no closing tag, single quotes, a trailing comma,
   an unknown tool, a missing, extra or mistyped argument, arguments that are no object), and the
-  sampled answers whose calls the reference parser refuses; each answer goes through the tool
+  sampled answers the reference parser refuses or whose calls cannot run (an unknown tool, or
+  arguments that fail the schema, checked with the `jsonschema` package); each answer goes through the tool
   environment's `step`: handled when it returns (no exception), the answer is a `tool_error`, every
   malformed call is counted and answered with an `error:` tool message, and the episode goes on.
 """
@@ -24,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tempering.envs.tools import Malformed, ToolCall, ToolFamily, parse_tool_calls, tool_schemas
+from tempering.envs.tools import ToolCall, ToolFamily, parse_tool_calls, tool_schemas
 
 
 class Desk:
@@ -179,7 +181,7 @@ PERTURB = {
 
 def perturbed(n: int, rng: random.Random) -> list[tuple[str, str]]:
     """(kind, answer) pairs: a well-formed call beside one perturbed call, in the Qwen2.5 format;
-    `unclosed` ends the answer inside an open call."""
+    `unclosed` leaves a call open with words after it (a whole call that ends the answer is read)."""
     out = []
     kinds = [*PERTURB, "unclosed"]
     for i in range(n):
@@ -189,7 +191,7 @@ def perturbed(n: int, rng: random.Random) -> list[tuple[str, str]]:
             bad = {"name": "add", "arguments": {"n": 1}}
         ok = f"<tool_call>\n{json.dumps(good)}\n</tool_call>"
         if kind == "unclosed":
-            out.append((kind, f"{ok}\n<tool_call>\n{json.dumps(bad)}"))
+            out.append((kind, f"{ok}\n<tool_call>\n{json.dumps(bad)}\nThen I will check the result."))
             continue
         body = PERTURB[kind](json.dumps(bad), rng)
         out.append((kind, f"{ok}\n<tool_call>\n{body}\n</tool_call>"))
@@ -212,9 +214,13 @@ def _handled(fam: ToolFamily, text: str, want_bad: int | None) -> tuple[bool, st
     return ok, f"status {res.status}, malformed {bad}, error messages {len(errors)}"
 
 
-def sampled(n: int, seed: int) -> dict:
-    """SmolLM2's answers to tool prompts (one worked example in the context), parsed by ours and by
-    the reference parser."""
+PREFILL = '<tool_call>\n{"name": "'
+"""The start of a call the sampled answers continue: the small model rarely opens one by itself."""
+
+
+def sampled(n: int, seed: int, max_new_tokens: int = 40) -> dict:
+    """SmolLM2's answers to tool prompts, each begun with `PREFILL` (the model writes the rest of the
+    call: the tool's name, its arguments, the closing tag), parsed by ours and by the reference parser."""
     import trl
     from trl.chat_template_utils import add_response_schema
 
@@ -225,78 +231,90 @@ def sampled(n: int, seed: int) -> dict:
     tok.chat_template = (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja").read_text()
     add_response_schema(tok)
     schemas = tool_schemas(Desk())
-    example = [
-        {"role": "user", "content": "Add 4 to the total."},
-        {
-            "role": "assistant",
-            "content": "",
-            "tool_calls": [{"type": "function", "function": {"name": "add", "arguments": {"n": 4}}}],
-        },
-        {"role": "tool", "name": "add", "content": "4"},
-        {"role": "assistant", "content": "The total is 4."},
-    ]
     asks = [
         "Add {k} to the total.",
         "Search the notes for {w}.",
         "Turn on the flag {w}.",
-        "Add {k}, then search for {w}.",
+        "Search for {w}, at most {k} results.",
     ]
     rng = random.Random(seed)
     prompts = []
     for _ in range(n):
         ask = rng.choice(asks).format(k=rng.randint(1, 30), w=rng.choice(["lunch", "tax", "dark mode", "bugs"]))
-        msgs = [*example, {"role": "user", "content": ask}]
+        msgs = [{"role": "user", "content": ask}]
         prompts.append(tok.apply_chat_template(msgs, tools=schemas, add_generation_prompt=True, tokenize=False))
-    contexts = [list(tok.encode(p, add_special_tokens=False)) for p in prompts]
+    contexts = [list(tok.encode(p + PREFILL, add_special_tokens=False)) for p in prompts]
     sampler = HFSampler(model, tok, seed=seed)
     t0 = time.perf_counter()
-    samples = sampler.sample(contexts, SamplingParams(max_new_tokens=64, temperature=0.7))
+    samples = sampler.sample(contexts, SamplingParams(max_new_tokens=max_new_tokens, temperature=0.7))
     seconds = time.perf_counter() - t0
-    texts = [tok.decode(s.ids, skip_special_tokens=False) for s in samples]
-    tagged = calls = equal = refused = flagged = 0
-    answers_refused, disagreements = [], []
-    for prompt, text in zip(prompts, texts):
+    texts = [PREFILL + tok.decode(s.ids, skip_special_tokens=False) for s in samples]
+    raw = [tok.decode(s.ids, skip_special_tokens=False) for s in samples]  # what the reference reads
+    texts = [PREFILL + tok.decode(s.ids, skip_special_tokens=True) for s in samples]  # what the engine gives
+    by_name = {sc["function"]["name"]: sc for sc in schemas}
+    tagged = calls = equal = refused = invalid = 0
+    malformed_answers, disagreements = [], []
+    for prompt, answer, text in zip(prompts, raw, texts):
         ours = parse_tool_calls(text)
-        if "<tool_call>" in text:
-            tagged += 1
+        tagged += "<tool_call>" in text
         try:
-            ref = tok.parse_response(text, prefix=prompt).get("tool_calls") or []
+            ref = tok.parse_response(PREFILL + answer, prefix=prompt).get("tool_calls") or []
             ref = [(c["function"]["name"], c["function"].get("arguments", {})) for c in ref]
         except ValueError:
             ref = None
-        if ref is None:  # the reference parser refuses the answer: ours must flag a malformed call
+        if ref is None:
             refused += 1
-            flagged += any(isinstance(c, Malformed) for c in ours)
-            answers_refused.append(text)
-            continue
-        calls += len(ref)
-        got = [(c.name, c.arguments) for c in ours if isinstance(c, ToolCall)]
-        same = sum(1 for a, b in zip(got, ref) if a == b) if len(ours) == len(ref) else 0
-        equal += same
-        if same < len(ref) and len(disagreements) < 3:
-            disagreements.append({"text": text[:300], "ours": [str(c) for c in ours], "reference": ref})
+        else:
+            for i, (name, args) in enumerate(ref):
+                if not isinstance(args, dict):
+                    continue
+                calls += 1
+                same = len(ours) == len(ref) and ours[i] == ToolCall(name, args)
+                equal += same
+                if not same and len(disagreements) < 3:
+                    disagreements.append({"text": text[:300], "ours": [str(c) for c in ours], "reference": ref})
+        bad = ref is None or any(_invalid(name, args, by_name) for name, args in ref)
+        invalid += ref is not None and bad
+        if bad:
+            malformed_answers.append(text)
     return {
         "model": "smollm2-135m-instruct",
         "template": "qwen2_5 (TRL's copy)",
         "answers": n,
-        "max_new_tokens": 64,
+        "prefill": PREFILL,
+        "max_new_tokens": max_new_tokens,
         "temperature": 0.7,
         "seconds": round(seconds, 1),
         "answers_with_a_tool_call_tag": tagged,
         "reference_calls": calls,
         "equal": equal,
         "reference_refused": refused,
-        "refused_and_flagged_by_ours": flagged,
+        "reference_read_but_invalid": invalid,
         "disagreements": disagreements,
-        "_refused_answers": answers_refused,
+        "_malformed_answers": malformed_answers,
     }
 
 
-def measure(n_rendered: int = 100, n_perturbed: int = 440, n_sampled: int = 48, seed: int = 0) -> dict:
+def _invalid(name: str, args: Any, by_name: dict) -> bool:
+    """Whether a call the reference parser read cannot run, by the `jsonschema` package: an unknown
+    tool, or arguments that fail the tool's parameter schema (no arguments beyond those it names)."""
+    import jsonschema
+
+    if name not in by_name or not isinstance(args, dict):
+        return True
+    params = {**by_name[name]["function"].get("parameters", {"type": "object"}), "additionalProperties": False}
+    try:
+        jsonschema.validate(args, params)
+    except jsonschema.ValidationError:
+        return True
+    return False
+
+
+def measure(n_rendered: int = 100, n_perturbed: int = 440, n_sampled: int = 64, seed: int = 0) -> dict:
     rng = random.Random(seed)
     per_template, _ = rendered(n_rendered, rng)
     sample = sampled(n_sampled, seed)
-    refused = sample.pop("_refused_answers")
+    refused = sample.pop("_malformed_answers")
     # a target no call reaches: a success would end the episode before the malformed call's answer counts
     fam = ToolFamily(Desk, [{"prompt": "Use the tools.", "target": 10**9}], desk_reward, heldout_share=0.0)
     kinds: dict[str, dict] = {}
@@ -308,13 +326,13 @@ def measure(n_rendered: int = 100, n_perturbed: int = 440, n_sampled: int = 48, 
         k["handled"] += ok
         if not ok and len(failures) < 5:
             failures.append({"kind": kind, "text": text[:300], "got": why})
-    k = kinds.setdefault("sampled_refused", {"cases": 0, "handled": 0})
+    k = kinds.setdefault("sampled", {"cases": 0, "handled": 0})
     for text in refused:
         ok, why = _handled(fam, text, want_bad=None)
         k["cases"] += 1
         k["handled"] += ok
         if not ok and len(failures) < 8:
-            failures.append({"kind": "sampled_refused", "text": text[:300], "got": why})
+            failures.append({"kind": "sampled", "text": text[:300], "got": why})
     calls = sum(t["calls"] for t in per_template.values()) + sample["reference_calls"]
     equal = sum(t["equal"] for t in per_template.values()) + sample["equal"]
     cases = sum(k["cases"] for k in kinds.values())
@@ -353,12 +371,13 @@ def render(t: dict) -> list[str]:
         "|---|---|---|---|",
         *rows,
         "",
-        f"{s['model']} answering {s['answers']} tool prompts ({s['template']}, one worked example in the context, "
-        f"temperature {s['temperature']}, {s['max_new_tokens']} new tokens, {s['seconds']} s): "
-        f"{s['answers_with_a_tool_call_tag']} answers hold a `<tool_call>` tag; transformers' `parse_response` "
-        f"(TRL's response template) reads {s['reference_calls']} calls, of which ours reads {s['equal']} the same; it "
-        f"refuses {s['reference_refused']} answers, in which ours flags a malformed call in "
-        f"{s['refused_and_flagged_by_ours']}.",
+        f"{s['model']} answering {s['answers']} tool prompts ({s['template']}; each answer begun with "
+        f"`{json.dumps(s['prefill'])[1:-1]}`, the model writing the rest of the call; temperature {s['temperature']}, "
+        f"{s['max_new_tokens']} new tokens, {s['seconds']} s): "
+        f"transformers' `parse_response` (TRL's response template) reads {s['reference_calls']} calls with "
+        f"object arguments, of which ours reads {s['equal']} the same; it refuses {s['reference_refused']} answers, "
+        f"and {s['reference_read_but_invalid']} more hold a call that cannot run (an unknown tool, or arguments "
+        "that fail the tool's schema by the `jsonschema` package): these are the `sampled` row below.",
         "",
         "| malformed kind | answers | handled |",
         "|---|---|---|",

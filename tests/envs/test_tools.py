@@ -57,6 +57,8 @@ def test_parses_one_and_several_calls_in_order():
     assert parse_tool_calls(text) == [ToolCall("add", {"n": 2}), ToolCall("read", {}), ToolCall("add", {"n": -1})]
     assert parse_tool_calls("The counter is 3.") == []
     assert parse_tool_calls('<tool_call>{"name": "read"}</tool_call>') == [ToolCall("read", {})]
+    # a whole call that ends the answer without its closing tag is read, as transformers reads it
+    assert parse_tool_calls(call("read") + '\n<tool_call>\n{"name": "read"}\n') == [ToolCall("read", {})] * 2
     # the closing tag inside an argument's string does not end the call
     said = parse_tool_calls(call("say", text="end with </tool_call> now") + call("read"))
     assert said == [ToolCall("say", {"text": "end with </tool_call> now"}), ToolCall("read", {})]
@@ -66,7 +68,8 @@ def test_parses_one_and_several_calls_in_order():
     "text, problem",
     [
         ('<tool_call>\n{"name": "add", "arguments": {"n": 2}\n</tool_call>', "not valid JSON"),
-        ('<tool_call>{"name": "add", "arguments": {"n": 2}}', "never closed"),
+        ('<tool_call>{"name": "add", "arguments": {"n": 2}', "never closed"),
+        ('<tool_call>{"name": "add", "arguments": {"n": 2}} and then', "never closed"),
         ('<tool_call>["add", 2]</tool_call>', '{"name": TOOL'),
         ('<tool_call>{"name": "add", "arguments": "n=2"}</tool_call>', "must be a JSON object"),
         ('<tool_call>{"name": "add", "parameters": {"n": 2}}</tool_call>', "not parameters"),

@@ -90,8 +90,8 @@ _JSON = json.JSONDecoder()
 
 
 def _whole_object(text: str, start: int) -> tuple[Any, int] | None:
-    """The JSON object at `start` (after blanks) when `</tool_call>` follows it: an argument may hold
-    the closing tag itself inside a string."""
+    """The JSON object at `start` (after blanks) when `</tool_call>` or the answer's end follows it:
+    an argument may hold the closing tag itself inside a string."""
     k = start
     while k < len(text) and text[k].isspace():
         k += 1
@@ -102,14 +102,15 @@ def _whole_object(text: str, start: int) -> tuple[Any, int] | None:
     rest = end
     while rest < len(text) and text[rest].isspace():
         rest += 1
-    return (value, rest) if text.startswith(CLOSE, rest) else None
+    return (value, rest) if text.startswith(CLOSE, rest) or rest == len(text) else None
 
 
 def parse_tool_calls(text: str) -> list[ToolCall | Malformed]:
     """The tool calls of an answer in the Hermes / Qwen format, in order: the JSON inside each
-    `<tool_call>...</tool_call>` (a whole JSON object first, so a string may hold the closing tag);
-    a call opened and never closed is malformed. An answer without `<tool_call>` has none (it is a
-    final answer)."""
+    `<tool_call>...</tool_call>` (a whole JSON object first, so a string may hold the closing tag).
+    A call never closed is malformed, unless it is a whole JSON object that ends the answer (as
+    transformers' `parse_response` reads Qwen's answers). An answer without `<tool_call>` has none
+    (it is a final answer)."""
     out: list[ToolCall | Malformed] = []
     pos = 0
     while (i := text.find(OPEN, pos)) >= 0:
