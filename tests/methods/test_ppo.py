@@ -2,6 +2,7 @@
 own optimizer, is checkpointed and resumes exactly, and is exported next to the policy."""
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 import torch
@@ -9,6 +10,7 @@ import torch
 from tempering.config import build
 from tempering.methods.ppo import PPOConfig
 from tempering.recipes.runner import trainer
+from tempering.rollout.engine import RolloutStats
 from tempering.train.checkpoint import load_trainer_state
 
 
@@ -70,7 +72,7 @@ def test_the_critic_resumes_exactly_and_is_exported(pretrained_dir, tmp_path):
     assert set(saved["owned"]) == {"critic"} and saved["owned"]["critic"]["optimizer"]["state"]
 
     b = trainer("ppo", cfg, resume=True)
-    assert b.step_no == 1 and b.state == {"step": 1.0}
+    assert b.step_no == 1
     asyncio.run(b.step())
     for k, v in _state(b.model).items():
         assert torch.equal(v, want_policy[k]), k
@@ -111,3 +113,38 @@ def test_config_refuses_values_without_effect():
         build(PPOConfig, {"critic": {"kind": "head", "model": "tiny-s"}})
     with pytest.raises(Exception, match="pretrain_steps"):
         build(PPOConfig, {"critic": {"pretrain_steps": 5}, "run": {"steps": 2}})
+
+
+def test_the_critic_trains_before_the_policy_on_the_features_its_values_came_from(pretrained_dir, tmp_path):
+    t = trainer("ppo", _cfg(pretrained_dir, tmp_path, kind="head"))
+    own = t.owned["critic"]
+    policy0, seen = _state(t.model), []
+    update = own.trainable.update
+
+    def spy(*args):
+        seen.append(not _changed(policy0, _state(t.model)))  # the policy still as it sampled
+        return update(*args)
+
+    t.owned["critic"] = replace(own, trainable=replace(own.trainable, update=spy))
+    asyncio.run(t.step())
+    assert seen == [True] and _changed(policy0, _state(t.model))
+
+
+def test_value_pretraining_counts_run_steps_with_skipped_updates(pretrained_dir, tmp_path):
+    t = trainer("ppo", _cfg(pretrained_dir, tmp_path, pretrain_steps=1))
+    groups, _, _ = asyncio.run(t.collect(RolloutStats()))
+    m, _ = t.train_on(groups, trainable=False)  # step 1: nothing to train on, the update is skipped
+    t.step_no += 1
+    assert m["update_skipped"] == 1.0
+    assert asyncio.run(t.step()).metrics["policy_frozen"] == 0.0  # step 2 is past the pre-training
+
+
+def test_the_value_loss_has_its_own_aggregation(monkeypatch):
+    from tempering.methods import ppo
+    from tempering.train.update import UpdateSettings
+
+    seen = []
+    monkeypatch.setattr(ppo, "optimizer_steps", lambda module, opt, sched, batch, s, *a: seen.append(s.loss_agg) or {})
+    critic = build(PPOConfig, {}).critic
+    ppo.critic_update(critic)(None, None, None, UpdateSettings(loss_agg="seq-mean-token-sum"), None)
+    assert critic.loss_agg == "token-mean" and seen == ["token-mean"]  # verl's critic default, not the policy's

@@ -5,7 +5,7 @@ episode's reward on its last action token (plus each turn's shaping on the turn'
 lambda) along the episode's action tokens only (feedback tokens are not actions), advantages whitened over
 the whole batch (all ranks), and the returns handed to the critic's update. Loss: PPO-clip. The critic is
 a module the method owns (`train/method.py: Trainable`): its own optimizer and learning rate, updated
-after the policy every step, checkpointed and data-parallel like the policy. With `critic.pretrain_steps`
+before the policy every step (as verl does: a value head then trains on the features its values came from), checkpointed and data-parallel like the policy. With `critic.pretrain_steps`
 the first steps train the critic alone (the policy frozen): CUDA Agent's value pre-training.
 """
 
@@ -23,7 +23,7 @@ from tempering.config import Schema, ignored_unless
 from tempering.models import load_module, load_policy
 from tempering.models.value import ValueModel
 from tempering.train.batch import TrainBatch
-from tempering.train.config import LoopConfig, UpdateSection
+from tempering.train.config import LoopConfig, LossAgg, UpdateSection
 from tempering.train.method import Context, Credit, Method, MethodSpec, State, Trainable
 from tempering.train.scoring import Scores, Values
 from tempering.train.update import Loss, UpdateSettings, optimizer_steps
@@ -60,11 +60,15 @@ class CriticSection(Schema):
         0.5, gt=0, description="Clip the new value within this of the rollout's value in the loss (null: plain MSE)."
     )
     max_grad_norm: float = Field(1.0, gt=0, description="The critic's gradient clipping norm.")
+    loss_agg: LossAgg = Field(
+        "token-mean",
+        description="The value loss's aggregation, its own (verl's critic.loss_agg_mode; default token-mean).",
+    )
     pretrain_steps: int = Field(
         0,
         ge=0,
-        description="Value pre-training: the first N steps train the critic alone, the policy frozen "
-        "(N = run.steps: a value pre-training run).",
+        description="Value pre-training: the first N run steps (skipped updates counted) train the critic alone, the "
+        "policy frozen (N = run.steps: a value pre-training run).",
     )
 
     @model_validator(mode="after")
@@ -131,7 +135,7 @@ def critic_update(critic: CriticSection):
     """The critic's update step: its own epochs and clipping over the batch the policy trained on."""
 
     def update(module, optimizer, batch: TrainBatch, settings: UpdateSettings, generator) -> dict[str, float]:
-        s = replace(settings, ppo_epochs=critic.epochs, max_grad_norm=critic.max_grad_norm)
+        s = replace(settings, ppo_epochs=critic.epochs, max_grad_norm=critic.max_grad_norm, loss_agg=critic.loss_agg)
         if s.data_parallel is not None:
             batch = s.data_parallel.even_out(batch)
         return optimizer_steps(
@@ -170,10 +174,8 @@ def build(ctx: Context) -> Method:
         name="ppo",
         credit=gae_credit(loss.gamma, loss.lam, loss.whiten_advantages, ctx.ranks),
         scorers=[Values(critic, loss.micro_batch_size)],
-        state={"step": 0.0},
-        next_state=lambda state, metrics: {"step": state["step"] + 1},
         trainables={"critic": Trainable(critic, critic_update(c), c.lr, c.weight_decay)},
-        freeze_policy=(lambda state: state["step"] <= c.pretrain_steps) if c.pretrain_steps else None,
+        freeze_policy=(lambda state, step: step <= c.pretrain_steps) if c.pretrain_steps else None,
         plots=("success", "value_mean", "critic/value_loss", "critic/value_error", "gae/return_mean"),
     )
 

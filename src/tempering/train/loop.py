@@ -583,7 +583,13 @@ class Trainer:
         if self.method.next_state is not None:
             self.state = self.method.next_state(self.state, reduced)
         upd: dict[str, float] = {}
-        frozen = self.method.freeze_policy is not None and self.method.freeze_policy(self.state)
+        # the method's own modules first (verl's order): a critic on the policy's features trains on the
+        # features its values (and their clip anchor) came from, not on the updated policy's
+        for name, own in self.owned.items():
+            stats = own.trainable.update(own.train_module, own.optimizer, trained, self.settings, own.generator)
+            upd |= {f"{name}/{k}": v for k, v in stats.items()}
+        step = self.step_no + 1  # the run step this update belongs to, skipped updates counted
+        frozen = self.method.freeze_policy is not None and self.method.freeze_policy(self.state, step)
         if not frozen:
             upd |= policy_update(
                 self.train_model,
@@ -599,9 +605,6 @@ class Trainer:
             if self.pipeline is None and getattr(self.sampler, "sync_check", None) is not None:
                 upd["sync/verified"] = 1.0  # the sync after this update was checked (a mismatch raised)
         upd["policy_frozen"] = float(frozen)
-        for name, own in self.owned.items():
-            stats = own.trainable.update(own.train_module, own.optimizer, trained, self.settings, own.generator)
-            upd |= {f"{name}/{k}": v for k, v in stats.items()}
         G = self.cfg.rollout.group_size
         assert trained.adv_BT is not None
         zero = zero_signal_groups(trained.adv_BT, trained, G)

@@ -60,7 +60,7 @@ class Trainable:
     """A module a method trains besides the policy (PPO's critic), with its own optimizer and update.
 
     The loop gives it an AdamW optimizer (`lr`, `weight_decay`, `betas`) and, under torchrun, wraps it in
-    DDP as it wraps the policy; after the policy's update of every step (also while the policy is frozen)
+    DDP as it wraps the policy; before the policy's update of every step (also while the policy is frozen)
     it calls `update(module, optimizer, batch, settings, generator)` with the wrapped module and the batch
     the policy trained on (credit's `extra` included) and logs the returned metrics as `NAME/...`. Module,
     optimizer and generator are saved in checkpoints and resumed exactly; the module's weights are
@@ -102,9 +102,10 @@ class Method:
     """The method's own metrics, plotted beside the common ones."""
     trainables: dict[str, Trainable] = field(default_factory=dict)
     """Modules the method trains besides the policy, by name (a critic)."""
-    freeze_policy: Callable[[State], bool] | None = None
-    """True (from the state of this step's update) while the policy is not updated, e.g. value
-    pre-training: the trainables still train. None: the policy always trains."""
+    freeze_policy: Callable[[State, int], bool] | None = None
+    """`(state, run step) -> bool`: True while the policy is not updated, e.g. value pre-training (the
+    trainables still train). The run step counts from 1, skipped updates included. None: the policy
+    always trains."""
 
 
 @dataclass
