@@ -251,6 +251,7 @@ RERUN_CASES = [
 
 
 def rerun(src: Path, work: Path, teacher: str, model: str) -> dict[str, dict]:
+    work.mkdir(parents=True, exist_ok=True)
     script = ROOT / "benchmarks" / "architecture_cases.py"  # runs with `src` first on its path
     env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "2"}
     res = subprocess.run(
