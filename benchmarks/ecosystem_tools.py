@@ -379,6 +379,9 @@ def render(t: dict) -> list[str]:
         f"and {s['reference_read_but_invalid']} more hold a call that cannot run (an unknown tool, or arguments "
         "that fail the tool's schema by the `jsonschema` package): these are the `sampled` row below.",
         "",
+        "Sampled calls read differently from the reference (ours refuses keys besides `name` and `arguments`; the "
+        "reference drops them): " + (json.dumps(s["disagreements"])[:1500] if s["disagreements"] else "none"),
+        "",
         "| malformed kind | answers | handled |",
         "|---|---|---|",
         *kinds,
