@@ -323,10 +323,9 @@ class ToolEnv(Env):
                 problem = c.problem
             else:
                 problem = check_call(c, self.family.by_name)
-            name = c.name if isinstance(c, (ToolCall, Malformed)) else None
             if problem is not None:
                 bad += 1
-                messages.append({"role": "tool", "name": name or "", "content": f"error: {problem}"})
+                messages.append({"role": "tool", "name": c.name or "", "content": f"error: {problem}"})
                 continue
             assert isinstance(c, ToolCall)
             messages.append({"role": "tool", "name": c.name, "content": await self._run(c)})
