@@ -92,6 +92,11 @@ def build(schema: type[S], data: dict) -> S:
         raise ConfigError(format_errors(schema, e)) from None
 
 
+def as_config(schema: type[S], cfg: S | dict) -> S:
+    """A validated config from a dict (Python callers), or the config itself."""
+    return build(schema, cfg) if isinstance(cfg, dict) else cfg
+
+
 def load_config(schema: type[S], path: str | Path | None = None, overrides: list[str] | None = None) -> S:
     data: dict = {}
     if path is not None:

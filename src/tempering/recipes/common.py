@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tempering.config import Schema, build, load_config
+from tempering.config import Schema, load_config
 from tempering.errors import UserError
 
 RESUMABLE = (
@@ -28,11 +28,6 @@ RESUMABLE = (
 )
 """The keys a resume may change: the run's length and what it reports and keeps, never what it trains
 on or how (evaluations sample from a stream of their own, so their cadence leaves training's alone)."""
-
-
-def as_config(schema: type[Schema], cfg: Schema | dict) -> Any:
-    """A validated config from a dict (Python callers), or the config itself."""
-    return build(schema, cfg) if isinstance(cfg, dict) else cfg
 
 
 def parser(verb: str, description: str) -> argparse.ArgumentParser:

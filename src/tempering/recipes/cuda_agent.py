@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from tempering.config import Schema, build, ignored_unless
+from tempering.config import Schema, as_config, build, ignored_unless
 from tempering.envs.base import TaskFamily
 from tempering.envs.registry import make_family
 from tempering.errors import UserError
@@ -39,7 +39,6 @@ from tempering.methods.rft import RFTConfig
 from tempering.methods.rl import TrainConfig
 from tempering.models import load_policy
 from tempering.models.chat import ChatFormat
-from tempering.recipes.common import as_config
 from tempering.recipes.pretrain import PretrainConfig, pretrain
 from tempering.rollout.engine import rollout
 from tempering.rollout.sampler import HFSampler

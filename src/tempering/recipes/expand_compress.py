@@ -15,11 +15,10 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from tempering.config import Schema
+from tempering.config import Schema, as_config
 from tempering.envs.base import TaskFamily
 from tempering.methods import tu_opd as method
 from tempering.methods.tu_opd import TUOPDConfig
-from tempering.recipes.common import as_config
 from tempering.recipes.rgrpo import RGRPOConfig, rgrpo
 from tempering.teachers import TeacherSection
 from tempering.train.config import ModelSection, RunSection, TaskSection

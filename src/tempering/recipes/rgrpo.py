@@ -18,14 +18,13 @@ import torch
 from pydantic import Field, model_validator
 
 from tempering.algos.expand_compress import coverage_report, residual_weights
-from tempering.config import Schema, ignored_unless
+from tempering.config import Schema, as_config, ignored_unless
 from tempering.envs.base import TaskFamily
 from tempering.envs.pool import PoolFamily, weighted_pool
 from tempering.envs.registry import make_family
 from tempering.evaluation import pass_rates
 from tempering.methods import rl
 from tempering.methods.rl import TrainConfig
-from tempering.recipes.common import as_config
 from tempering.runlog import atomic_write_text
 from tempering.train.loop import Trainer
 from tempering.train.stages import begin_pipeline, stage_start

@@ -16,9 +16,9 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from tempering.config import as_config
 from tempering.envs.base import TaskFamily
 from tempering.methods import spec as registered
-from tempering.recipes.common import as_config
 from tempering.train.loop import Trainer
 from tempering.train.method import MethodSpec
 from tempering.train.world import World
