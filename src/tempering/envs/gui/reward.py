@@ -7,16 +7,43 @@
 - Dual-level reward: R = w_f * format + w_a * max_{a* in A*} phi(a, a*) + w_s * plan, where the plan
   score comes from a judge on the discrete scale {0, .3, .5, .8, 1} (`plan_match` is the rule-based one;
   `judge.py` has the LLM judge, whose reply `parse_judge_score` reads).
+- `token_f1`: F1 of the word multisets of two texts (typed text against a reference; subtasks against
+  reference subtasks).
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tempering.algos.litegui import PLAN_LEVELS, snap_plan_score, token_f1
 from tempering.envs.gui.action import Action, Parsed
+
+PLAN_LEVELS = (0.0, 0.3, 0.5, 0.8, 1.0)
+"""The judge's discrete scale for plan quality."""
+
+
+def tokens(text: str) -> list[str]:
+    return re.findall(r"\w+", text.casefold())
+
+
+def token_f1(pred: str, ref: str) -> float:
+    """F1 of the multisets of lower-cased word tokens; 1 when both are empty."""
+    p, r = tokens(pred), tokens(ref)
+    if not p and not r:
+        return 1.0
+    common = sum((Counter(p) & Counter(r)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(p), common / len(r)
+    return 2 * precision * recall / (precision + recall)
+
+
+def snap_plan_score(x: float) -> float:
+    """The highest level of PLAN_LEVELS not above `x` (scores in between round down)."""
+    return max(level for level in PLAN_LEVELS if level <= x + 1e-9) if x >= 0 else 0.0
+
 
 Box = tuple[float, float, float, float]
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tempering.algos.litegui import PLAN_LEVELS, snap_plan_score, token_f1
+from tempering.envs.gui.reward import PLAN_LEVELS, snap_plan_score, token_f1
 
 
 def test_token_f1_hand_computed():
