@@ -70,7 +70,7 @@ def parallel_equivalence(work: Path) -> dict:
     model = warm_start(work)
     fresh = str(save_policy(tiny_model("tiny-xs", seed=7), char_tokenizer(), work / "fresh"))
     t = trainer("train", worker.base(model, work / "roll"))
-    groups = asyncio.run(t.rollout(RolloutStats()))
+    groups = asyncio.run(t.collector.rollout(t.sampler, RolloutStats()))
     groups.append(Group(groups[0].task, [copy.deepcopy(groups[0].episodes[0]) for _ in range(4)]))
     torch.save(groups, work / "groups.pt")
     one = worker.run(str(work / "groups.pt"), model, fresh, work / "one")

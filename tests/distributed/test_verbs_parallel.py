@@ -29,7 +29,7 @@ def setup(pretrained_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("verbs")
     fresh = save_policy(tiny_model("tiny-xs", seed=7), char_tokenizer(), root / "fresh")
     t = trainer("train", verb_worker.base(pretrained_dir, root / "roll"))
-    groups = asyncio.run(t.rollout(RolloutStats()))
+    groups = asyncio.run(t.collector.rollout(t.sampler, RolloutStats()))
     # five groups (uneven shares), one of identical episodes: no signal, dropped by dynamic sampling
     groups.append(Group(groups[0].task, [copy.deepcopy(groups[0].episodes[0]) for _ in range(4)]))
     torch.save(groups, root / "groups.pt")

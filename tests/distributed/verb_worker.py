@@ -125,7 +125,7 @@ def run(groups_path: str, model: str, fresh: str, out: Path, world=None, strateg
     results = {}
     for case in cases:
         t = trainer(case, model, fresh, out / f"{case}-{strategy}-{size}", world, strategy)
-        share = t.with_signal(mine) if t.method.resample_rounds is not None else mine
+        share = t.collector.with_signal(mine, t.state) if t.method.resample_rounds is not None else mine
         metrics, _ = t.train_on(share or mine[:1], trainable=bool(share))
         results[case] = {
             "grads": gradients(t),

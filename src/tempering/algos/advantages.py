@@ -9,6 +9,8 @@ r / (1 + eps)), to reproduce verl runs with one sample per prompt.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 SINGLETON = ("zero", "raw")
@@ -54,4 +56,8 @@ def zero_std_groups(rewards_NG: torch.Tensor) -> torch.Tensor:
     return (r.max(dim=-1).values - r.min(dim=-1).values) == 0
 
 
-OUTCOME_ESTIMATORS = {"grpo": grpo_advantage, "dr_grpo": dr_grpo_advantage, "rloo": rloo_advantage}
+OUTCOME_ESTIMATORS: dict[str, Callable[..., torch.Tensor]] = {
+    "grpo": grpo_advantage,
+    "dr_grpo": dr_grpo_advantage,
+    "rloo": rloo_advantage,
+}

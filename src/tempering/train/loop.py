@@ -32,7 +32,7 @@ from tempering.metrics import reward_parts
 from tempering.models import load_policy, save_module, save_policy
 from tempering.models.chat import ChatFormat
 from tempering.progress import Reporter, count_parameters, human, warn
-from tempering.rollout.engine import RolloutStats, rollout
+from tempering.rollout.engine import RolloutStats
 from tempering.rollout.sampler import HFSampler
 from tempering.runlog import RunLog, prepare_run_dir
 from tempering.train.batch import TrainBatch, collate
@@ -45,8 +45,9 @@ from tempering.train.checkpoint import (
     set_rng_state,
 )
 from tempering.train.collapse import CollapseRule, CollapseState, check_collapse
+from tempering.train.collect import Collector, RankCursor
 from tempering.train.cursor import PromptCursor
-from tempering.train.method import Context, Credit, MethodSpec, Trainable, group_stats, zero_signal_groups
+from tempering.train.method import Context, Credit, MethodSpec, Trainable, zero_signal_groups
 from tempering.train.optim import make_optimizer, make_scheduler
 from tempering.train.parallel import DataParallel, Solo, wrap_model
 from tempering.train.pipeline import RolloutPipeline, Rollouts
@@ -66,23 +67,6 @@ COMMON_PLOTS = (
     "step_seconds",
 )
 """Panels of every run's curves.png (shell-style patterns; the method adds its own `Method.plots`)."""
-
-
-class RankCursor:
-    """A shared `PromptCursor` of which this rank keeps every `size`-th prompt: every rank draws the
-    same global order, so groups stay whole on one rank and rank 0's saved cursor resumes all."""
-
-    def __init__(self, inner: PromptCursor, rank: int, size: int):
-        self.inner, self.rank, self.size = inner, rank, size
-
-    def next(self, n: int) -> list[int]:
-        return self.inner.next(n)[self.rank :: self.size]
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.inner.state_dict()
-
-    def load_state_dict(self, s: dict[str, Any]) -> None:
-        self.inner.load_state_dict(s)
 
 
 class FullCopySync:
@@ -264,11 +248,23 @@ class Trainer:
                 )
             if hasattr(self.sampler, "sync_weights"):  # the sampler's own copy still has the starting weights
                 self.sampler.sync_weights(self.train_model, version=self.step_no)
+        self.collector = Collector(
+            self.train_tasks,
+            self.cursor,
+            self.family,
+            self.fmt,
+            self.opts,
+            self.method,
+            cfg.rollout.prompts_per_step,
+            cfg.rollout.group_size,
+            self.sampler.pad_id,
+            cfg.rollout.on_env_error,
+        )
+        """One step's groups (`train/collect.py`): called here, or by the rollout pipeline's thread."""
         self.pipeline: RolloutPipeline | None = None
         if cfg.rollout.async_steps:
-            collect = lambda sampler, state, stats: self.collect(stats, sampler, state)
             self.pipeline = RolloutPipeline(
-                collect, self.rollout_sampler, cfg.rollout.async_steps, self._drains_after, start=self.step_no
+                self.collector, self.rollout_sampler, cfg.rollout.async_steps, self._drains_after, start=self.step_no
             )
         self.log: RunLog | _NoLog = _NoLog()
         if self.ranks.is_main:
@@ -512,53 +508,6 @@ class Trainer:
         return path
 
     # ---- one step ----------------------------------------------------------------------------
-    async def rollout(self, stats: RolloutStats, sampler=None) -> list[Group]:
-        tasks = [self.train_tasks[i] for i in self.cursor.next(self.cfg.rollout.prompts_per_step)]
-        return await rollout(
-            sampler or self.sampler,
-            self.fmt,
-            tasks,
-            self.family.make_env,
-            self.cfg.rollout.group_size,
-            self.opts,
-            stats,
-        )
-
-    def with_signal(self, groups: list[Group], state: dict[str, float] | None = None) -> list[Group]:
-        """The groups whose advantages are not all zero under this method's credit (in `state`)."""
-        batch = collate([e for g in groups for e in g.episodes], self.sampler.pad_id)
-        state = self.state if state is None else state
-        credit = self.method.credit(score(groups, batch, self.method.scorers), batch, state)
-        zero = zero_signal_groups(credit.adv_BT, batch, self.cfg.rollout.group_size)
-        return [g for g, z in zip(groups, zero.tolist()) if not z]
-
-    async def collect(
-        self, stats: RolloutStats, sampler=None, state: dict[str, float] | None = None
-    ) -> tuple[list[Group], bool, dict[str, float]]:
-        """This rank's groups for one step (dynamic sampling when the method asks for it, groups with an
-        env_error dropped when `rollout.on_env_error=drop`), and whether they are to be trained on: a rank
-        left with none keeps one group with an empty loss mask, so its collectives stay in step.
-        `sampler` and `state`: the rollout pipeline's (default: the trainer's)."""
-        groups = await self.rollout(stats, sampler)
-        info = group_stats(Scores.of(groups))
-        kept = groups
-        rounds = self.method.resample_rounds
-        if rounds is not None:
-            need = len(groups)
-            kept = self.with_signal(groups, state)
-            info["frac_zero_adv_groups"] = 1 - len(kept) / need  # before refilling: what was dropped
-            done = 0
-            while len(kept) < need and done < rounds:
-                done += 1
-                kept += self.with_signal(await self.rollout(stats, sampler), state)
-            info["resample_rounds"] = done
-            kept = kept[:need]
-        if self.cfg.rollout.on_env_error == "drop":
-            ok = [g for g in kept if not any(e.stop_reason == "env_error" for e in g.episodes)]
-            info["groups_dropped_env_error"] = len(kept) - len(ok)
-            kept = ok
-        return (kept, True, info) if kept else (groups[:1], False, info)
-
     def train_on(self, groups: list[Group], trainable: bool = True) -> tuple[dict[str, float], dict[str, Any]]:
         """Score, credit and update on this rank's groups: (metrics, per-episode turn advantages and the
         credit's per-episode values).
@@ -645,7 +594,7 @@ class Trainer:
         last update (for the batches it samples next)."""
         if self.pipeline is None:
             stats = RolloutStats()
-            groups, trainable, info = await self.collect(stats)
+            groups, trainable, info = await self.collector(self.sampler, self.state, stats)
             return Rollouts(groups, trainable, info, stats, self.step_no)
         self.pipeline.publish(self.step_no, self._policy_snapshot, self.state, self._sync_reference)
         t0 = time.perf_counter()

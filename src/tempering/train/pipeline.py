@@ -33,7 +33,7 @@ class Rollouts:
 
     groups: list[Group]
     trainable: bool
-    """False: the groups only keep this rank's collectives in step (see `Trainer.collect`)."""
+    """False: the groups only keep this rank's collectives in step (see `train/collect.py: Collector`)."""
     info: dict[str, float]
     stats: RolloutStats = field(default_factory=RolloutStats)
     version: int = 0
