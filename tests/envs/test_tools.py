@@ -302,6 +302,14 @@ def test_bad_configuration_is_one_clear_error(tmp_path):
     with pytest.raises(UserError, match="built with no arguments"):
         make_family("tools", env=Needs, train=ROWS, reward=reached)
 
+    from tempering.recipes.runner import trainer
+
+    cfg = {"model": {"name": "tiny-xs"}, "rollout": {"feedback_template": "again: {feedback}"}}
+    cfg["run"] = {"out_dir": str(tmp_path / "r")}
+    family = make_family("tools", env=Counter, train=ROWS, reward=reached)
+    with pytest.raises(UserError, match="rollout.feedback_template has no effect with task family"):
+        trainer("train", cfg, family=family)
+
 
 # -- the CLI verb -----------------------------------------------------------------------------------
 

@@ -63,6 +63,9 @@ class TaskFamily(abc.ABC):
     feedback_template: ClassVar[str | None] = None
     """The `rollout.feedback_template` these tasks need, when the generic one does not fit (GUI
     screens: the new screen last); used unless the config sets its own."""
+    reads_feedback_template: ClassVar[bool] = True
+    """False for families whose environments answer in messages of their own (tool results): a
+    `rollout.feedback_template` would do nothing there and is refused."""
 
     @abc.abstractmethod
     def tasks(self, split: str, n: int, seed: int = 0) -> list[Task]:

@@ -359,6 +359,8 @@ class ToolFamily(TaskFamily):
     calls run per answer (more are malformed).
     """
 
+    reads_feedback_template = False  # tool results come back as `tool` messages
+
     def __init__(
         self,
         env: Any,

@@ -160,6 +160,16 @@ class Trainer:
         heldout_tasks = self.family.tasks("heldout", cfg.task.heldout_size, seed=cfg.task.data_seed)
         if not train_tasks:
             raise UserError(f"task family {cfg.task.family!r} gave no training tasks")
+        template = cfg.rollout.feedback_template
+        if (
+            not self.family.reads_feedback_template
+            and template != type(cfg.rollout).model_fields["feedback_template"].default
+        ):
+            raise UserError(
+                f"rollout.feedback_template has no effect with task family {self.family.name or cfg.task.family!r}: "
+                "its environments "
+                "answer in messages of their own; remove it"
+            )
         device = str(world.device) if world is not None else cfg.model.device
         self.model: Any
         self.model, self.tokenizer = self._load_model(device)
