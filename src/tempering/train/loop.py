@@ -167,8 +167,7 @@ class Trainer:
         ):
             raise UserError(
                 f"rollout.feedback_template has no effect with task family {self.family.name or cfg.task.family!r}: "
-                "its environments "
-                "answer in messages of their own; remove it"
+                "its environments answer in messages of their own; remove it"
             )
         device = str(world.device) if world is not None else cfg.model.device
         self.model: Any
