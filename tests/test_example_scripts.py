@@ -184,3 +184,23 @@ def test_reruns_read_a_seed_of_the_leap_table(tmp_path):
     rows = mod.per_seed_rows(committed, mod._seeds_done(tmp_path, "leap/s{s}/leap.json"), "strings", mod.LEAP_METRICS)
     assert len(rows) == len(mod.LEAP_METRICS)
     assert all(r["agree"] and r["same_seed_equal"] and r["rerun_seeds"] == [1] for r in rows)
+
+
+def test_reasoning_gym_composite_configs_validate(tmp_path, monkeypatch):
+    pytest.importorskip("reasoning_gym")
+    mod = load("reasoning_gym/grpo_composite.py")
+    train = validating(TrainConfig, HISTORY)
+    monkeypatch.setattr(mod, "run", dispatching({"train": train}))
+    monkeypatch.setattr(mod, "pretrain", pretrained(tmp_path))
+    monkeypatch.setattr(mod, "heldout", lambda model, n: {g: {"pass@1": 0.5, "score": 0.6} for g in mod.GENERATORS})
+    monkeypatch.setattr(
+        mod, "constant_answer", lambda n: {g: {"answer": "1", "pass@1": 0.1, "score": 0.1} for g in mod.GENERATORS}
+    )
+    a = argparse.Namespace(steps=40, pretrain_steps=150, prompts=8, group_size=8, lr=3e-4, heldout=100)
+    rows = [mod.one_seed(tmp_path / f"seed{s}", s, a) for s in (0, 1)]
+    assert [c.run.seed for c in train.seen] == [0, 1] and train.seen[0].task.family == "reasoning_gym"
+    c = {"load_average": [0, 0, 0], "matmul_gflops_2_threads": 1.0}
+    d = mod.summarize(rows, a, "cmd", c, c)
+    assert set(d["per_generator"]) == set(mod.GENERATORS) and len(mod.GENERATORS) >= 3
+    assert {"before_mean", "before_std", "after_mean", "after_std", "per_seed"} <= set(d["per_generator"]["chain_sum"])
+    assert "| chain_sum |" in mod.markdown(d, None)
