@@ -168,7 +168,13 @@ def cli_train(label: str, args: list[str], steps: int, env: dict | None = None) 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run"
         cmd = [sys.executable, "-m", "tempering.cli", "train", "model.name=tiny-xs", *args, f"run.steps={steps}"]
-        cmd += [f"run.out_dir={out}", "run.eval_every=0", "run.checkpoint_every=0", "run.progress=false"]
+        cmd += [
+            "optim.lr=3e-4",
+            f"run.out_dir={out}",
+            "run.eval_every=0",
+            "run.checkpoint_every=0",
+            "run.progress=false",
+        ]
         t0 = time.perf_counter()
         r = subprocess.run(cmd + ["run.threads=2"], capture_output=True, text=True, cwd=ENVS, env=env)
         wall = round(time.perf_counter() - t0, 1)
