@@ -18,6 +18,7 @@ from typing import Any
 
 from tempering.config import as_config
 from tempering.envs.base import TaskFamily
+from tempering.errors import UserError
 from tempering.methods import spec as registered
 from tempering.train.loop import Trainer
 from tempering.train.method import MethodSpec
@@ -26,6 +27,17 @@ from tempering.train.world import World
 
 def method_spec(method: str | MethodSpec) -> MethodSpec:
     return registered(method) if isinstance(method, str) else method
+
+
+def config_of(spec: MethodSpec, cfg: Any) -> Any:
+    """`cfg` validated as the method's config (a dict), or checked to be one."""
+    cfg = as_config(spec.config, cfg)
+    if not isinstance(cfg, spec.config):
+        raise UserError(
+            f"the {spec.name} method reads a {spec.config.__name__}, and was given a {type(cfg).__name__}; "
+            "give it a dict of its keys or its own config"
+        )
+    return cfg
 
 
 def trainer(
@@ -41,14 +53,14 @@ def trainer(
     """The trainer of one run of `method` (a dict or the method's config); `family` overrides `cfg.task`
     (e.g. a DatasetFamily with your reward)."""
     spec = method_spec(method)
-    return Trainer(as_config(spec.config, cfg), spec, family, resume, world, strategy, overwrite, parts)
+    return Trainer(config_of(spec, cfg), spec, family, resume, world, strategy, overwrite, parts)
 
 
 def run(method: str | MethodSpec, cfg: Any, callbacks: Sequence[Any] = (), **kwargs: Any) -> dict[str, Any]:
     """Run `method`'s verb (the arguments of `trainer`); returns the start and final held-out metrics.
     `callbacks` see every step's and evaluation's metrics and may stop the run (`Trainer.run`)."""
     spec = method_spec(method)
-    cfg = as_config(spec.config, cfg)
+    cfg = config_of(spec, cfg)
     if spec.run is not None:
         run_keys = ("family", "resume", "world", "strategy", "overwrite")
         parts = {k: v for k, v in kwargs.items() if k not in run_keys}

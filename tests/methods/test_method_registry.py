@@ -113,6 +113,11 @@ def test_a_method_refuses_what_it_cannot_do_before_any_model_loads(tmp_path):
         trainer("rft", {**cfg, "loss": {"rollout_correction": "tis"}})
     with pytest.raises(UserError, match="no method is registered as 'trian' \\(did you mean 'train'\\?\\)"):
         trainer("trian", cfg)
+    from tempering.config import build
+    from tempering.methods.ppo import PPOConfig
+
+    with pytest.raises(UserError, match="the rl method reads a TrainConfig, and was given a PPOConfig"):
+        trainer("train", build(PPOConfig, cfg))
 
 
 if __name__ == "__main__":  # a torchrun rank: register this module's method, then run its verb
