@@ -44,7 +44,7 @@ class Verb:
 
 def method_verb(module: str, help: str) -> Verb:
     """The verb of a method module (one exporting `SPEC`, a `train.method.MethodSpec`): its config is the
-    spec's, and the one generic runner (`recipes/run.py`) runs it."""
+    spec's, and the one generic runner (`recipes/runner.py`) runs it."""
     return Verb(module, help, f"{module}:SPEC.config", f"{module}:SPEC", method=True)
 
 
