@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -104,7 +105,11 @@ def hermes_templates() -> dict[str, str]:
         msgs = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "", "tool_calls": probe}]
         try:
             text = tok.apply_chat_template(msgs, tokenize=False)
-        except Exception:  # a template that needs what this probe lacks (images, ...) is not counted
+        except Exception as e:  # a template that needs what this probe lacks (images, ...) is not counted
+            print(
+                f"chat template {path.stem} left out: it cannot render the probe ({type(e).__name__}: {e})",
+                file=sys.stderr,
+            )
             continue
         if "<tool_call>" in text and '"name": "probe"' in text:
             out[path.stem] = path.read_text()
