@@ -86,3 +86,23 @@ def test_every_verb_runs_on_the_real_model(tmp_path):
     out = _script().run_verbs(tmp_path)
     want = {"train", "eval", "resume", "train_lora", "ppo", "rft", "distill", "direct-opd", "tu-opd", "view", "launch"}
     assert set(out["verbs"]) == want and all(r["ran"] for r in out["verbs"].values())
+
+
+def test_a_tiny_model_takes_smollm2s_tokenizer_and_can_teach_it(tmp_path, smol):
+    """`model.tokenizer` on a tiny size: its embedding is sized to SmolLM2's vocabulary, it pretrains with
+    SmolLM2's chat template, and the saved folder passes the student-teacher vocabulary check."""
+    from tempering.cli import main
+    from tempering.teachers import check_vocab
+
+    model, tok = load_policy("tiny-xs", tokenizer="smollm2-135m-instruct")
+    _, smol_tok = smol
+    assert model.get_input_embeddings().weight.shape[0] == len(tok) == 49152
+    assert model.config.eos_token_id == tok.eos_token_id and tok.chat_template
+    out = tmp_path / "pt"
+    args = ["model.name=tiny-xs", "model.tokenizer=smollm2-135m-instruct", "run.steps=2", "run.eval_every=2"]
+    assert main(["pretrain", *args, "run.eval_size=2", "task.heldout_size=2", f"run.out_dir={out}"]) == 0
+    saved, saved_tok = load_policy(str(out / "model"))
+    assert saved.config.vocab_size == 49152 and saved_tok.chat_template == tok.chat_template
+    check_vocab(smol_tok, {"the tiny teacher": saved_tok})  # raises on any differing token
+    with pytest.raises(UserError, match="model.tokenizer=x sets the tokenizer of a fresh tiny model"):
+        load_policy(str(out / "model"), tokenizer="x")

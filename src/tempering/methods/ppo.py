@@ -157,7 +157,8 @@ def make_critic(ctx: Context, c: CriticSection) -> ValueModel:
         critic = ValueModel.on_policy(ctx.model)
     else:
         name = c.model or cfg.model.name
-        lm = load_policy(name, seed=cfg.run.seed, dtype=cfg.model.dtype, device=str(ctx.device))[0]
+        tok = cfg.model.tokenizer if name == cfg.model.name else None  # a fresh tiny critic of the policy's vocabulary
+        lm = load_policy(name, seed=cfg.run.seed, dtype=cfg.model.dtype, device=str(ctx.device), tokenizer=tok)[0]
         critic = ValueModel.separate(lm)
     critic.to(ctx.device)
     if c.init:

@@ -36,20 +36,42 @@ def resolve_device(name: str) -> torch.device:
 
 
 def load_policy(
-    name_or_path: str, seed: int = 0, dtype: torch.dtype | str = torch.float32, device: str | torch.device = "cpu"
+    name_or_path: str,
+    seed: int = 0,
+    dtype: torch.dtype | str = torch.float32,
+    device: str | torch.device = "cpu",
+    tokenizer: str | None = None,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """A model and its tokenizer: a built-in tiny size (fresh weights), a packaged model
     (`smollm2-135m-instruct`), a `.gguf` file (both converted once, `models/gguf.py`) or a local
-    Hugging Face folder."""
+    Hugging Face folder. `tokenizer` (tiny sizes only): the model whose tokenizer a fresh tiny model
+    uses, its embedding sized to that vocabulary."""
     if isinstance(dtype, str):
         if dtype not in DTYPES:
             raise UserError(f"unknown dtype {dtype!r}; use one of {sorted(DTYPES)}")
         dtype = DTYPES[dtype]
     device = resolve_device(device) if isinstance(device, str) else device
     if name_or_path in TINY_SIZES:
-        model = tiny_model(name_or_path, seed=seed).to(device=device, dtype=dtype)
+        tok = model_folder_tokenizer(tokenizer) if tokenizer else char_tokenizer()
+        model = tiny_model(name_or_path, seed=seed, tokenizer=tok).to(device=device, dtype=dtype)
         model.config._name_or_path = name_or_path  # what a LoRA adapter names as its base
-        return model, char_tokenizer()
+        return model, tok
+    if tokenizer:
+        raise UserError(
+            f"model.tokenizer={tokenizer} sets the tokenizer of a fresh tiny model, and model.name={name_or_path} "
+            "brings its own; remove model.tokenizer, or use a tiny size (tiny-xs/s/m/l/xl)"
+        )
+    path = model_folder(name_or_path)
+    try:
+        tok = _tokenizer(path)
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype)
+    except (OSError, ValueError) as e:
+        raise UserError(f"could not load the model in {path}: {e}") from e
+    return model.to(device), tok
+
+
+def model_folder(name_or_path: str) -> Path:
+    """The Hugging Face folder of a packaged model, a `.gguf` file or a local folder."""
     path = Path(gguf.resolve(name_or_path)).expanduser().resolve()  # an adapter records its base by absolute path
     if not (path / "config.json").is_file():
         raise UserError(
@@ -57,14 +79,23 @@ def load_policy(
             "a .gguf file nor a folder with config.json; give a local Hugging Face model folder "
             "(models are never downloaded)"
         )
+    return path
+
+
+def model_folder_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
+    """The tokenizer of a packaged model, a `.gguf` file or a local Hugging Face folder."""
+    path = model_folder(name_or_path)
     try:
-        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype)
+        return _tokenizer(path)
     except (OSError, ValueError) as e:
-        raise UserError(f"could not load the model in {path}: {e}") from e
+        raise UserError(f"could not load the tokenizer in {path}: {e}") from e
+
+
+def _tokenizer(path: Path) -> PreTrainedTokenizerBase:
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
-    return model.to(device), tok
+    return tok
 
 
 def save_policy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path: str | Path) -> Path:

@@ -1,7 +1,8 @@
 """The built-in tiny model family: small Llama models over the character tokenizer.
 
 They train on the built-in synthetic tasks in seconds to minutes on a CPU, so every recipe runs on a
-fresh machine with no download. Sizes share the tokenizer, so a small model can teach a larger one.
+fresh machine with no download. Sizes share the tokenizer, so a small model can teach a larger one; a
+tiny size can also take a real model's tokenizer (`model.tokenizer`), to teach that model.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ TINY_SIZES: dict[str, tuple[int, int, int, int]] = {
 }
 
 
-def tiny_config(size: str = "tiny-s", max_positions: int = 1024) -> LlamaConfig:
+def tiny_config(size: str = "tiny-s", max_positions: int = 1024, tokenizer=None) -> LlamaConfig:
+    """`tokenizer`: another model's tokenizer, to which the embedding is sized (a small model that can
+    teach or be compared with that model token for token); default the character tokenizer."""
     if size not in TINY_SIZES:
         raise UserError(f"unknown tiny model size {size!r}; choose one of {sorted(TINY_SIZES)}")
     hidden, layers, heads, inter = TINY_SIZES[size]
-    tok = char_tokenizer()
+    tok = tokenizer if tokenizer is not None else char_tokenizer()
     return LlamaConfig(
         vocab_size=len(tok),
         hidden_size=hidden,
@@ -43,7 +46,7 @@ def tiny_config(size: str = "tiny-s", max_positions: int = 1024) -> LlamaConfig:
     )
 
 
-def tiny_model(size: str = "tiny-s", seed: int = 0) -> LlamaForCausalLM:
+def tiny_model(size: str = "tiny-s", seed: int = 0, tokenizer=None) -> LlamaForCausalLM:
     """A freshly initialised tiny model; deterministic from `seed`."""
     torch.manual_seed(seed)
-    return LlamaForCausalLM(tiny_config(size))
+    return LlamaForCausalLM(tiny_config(size, tokenizer=tokenizer))

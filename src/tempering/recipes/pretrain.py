@@ -141,7 +141,8 @@ def pretrain(
     family = family or make_family(cfg.task.family, **cfg.task.args)
     train_tasks = family.tasks("train", cfg.task.train_size, seed=cfg.task.data_seed)
     heldout = family.tasks("heldout", cfg.task.heldout_size, seed=cfg.task.data_seed)
-    model, tok = load_policy(cfg.model.name, seed=cfg.run.seed, dtype=cfg.model.dtype, device=cfg.model.device)
+    c = cfg.model
+    model, tok = load_policy(c.name, seed=cfg.run.seed, dtype=c.dtype, device=c.device, tokenizer=c.tokenizer)
     fmt = ChatFormat(tok, cfg.model.use_chat_template, RolloutSection().feedback_template, cfg.model.system_prompt)
     examples = _examples(fmt, train_tasks, tok.eos_token_id)
     if cfg.train.repair_share > 0:

@@ -28,6 +28,11 @@ class ModelSection(Schema):
         "tiny-s",
         description="Built-in tiny size (tiny-xs/s/m/l/xl), a packaged model (smollm2-135m-instruct), a .gguf file or a local Hugging Face model folder.",
     )
+    tokenizer: str | None = Field(
+        None,
+        description="A fresh tiny model's tokenizer: a packaged model or local folder (e.g. smollm2-135m-instruct) "
+        "whose tokenizer and chat template it takes, its embedding sized to that vocabulary (default: characters).",
+    )
     use_chat_template: bool | None = Field(
         None, description="Apply the tokenizer's chat template (default: when it has one)."
     )

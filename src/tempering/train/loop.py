@@ -291,7 +291,7 @@ class Trainer:
     # ---- set-up ------------------------------------------------------------------------------
     def _load_model(self, device: str, lora: bool = True):
         c = self.cfg.model
-        model, tok = load_policy(c.name, seed=self.cfg.run.seed, dtype=c.dtype, device=device)
+        model, tok = load_policy(c.name, seed=self.cfg.run.seed, dtype=c.dtype, device=device, tokenizer=c.tokenizer)
         if lora and c.lora_rank:
             from tempering.models.lora import add_lora
 
