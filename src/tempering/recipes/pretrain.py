@@ -7,6 +7,7 @@ target, which leaves room for RL to show what it adds.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import random
 import time
@@ -78,6 +79,18 @@ class PretrainConfig(Schema):
     task: TaskSection = Field(default_factory=TaskSection, description="Task family providing (prompt, answer) pairs.")
     train: PretrainSection = Field(default_factory=PretrainSection, description="Optimisation and stopping.")
     run: PretrainRun = Field(default_factory=PretrainRun, description="Length, seed, folder and held-out checks.")
+
+
+def answer_loss(model, ids: torch.Tensor, attn: torch.Tensor, labels: torch.Tensor, first: int) -> torch.Tensor:
+    """Mean cross-entropy of the answer tokens (`labels` != -100, none before position `first`), with the
+    output layer applied only from the first answer on: with a real vocabulary it is most of the cost."""
+    dev = model.device
+    if "logits_to_keep" not in inspect.signature(model.forward).parameters:
+        return model(input_ids=ids.to(dev), attention_mask=attn.to(dev), labels=labels.to(dev)).loss
+    keep = torch.arange(first - 1, ids.shape[1] - 1, device=dev)  # the positions that predict an answer token
+    logits = model(input_ids=ids.to(dev), attention_mask=attn.to(dev), logits_to_keep=keep).logits
+    target = labels[:, first:].to(dev)
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), target.flatten(), ignore_index=-100)
 
 
 def _examples(fmt: ChatFormat, tasks, eos_id: int) -> list[tuple[list[int], list[int]]]:
@@ -221,8 +234,7 @@ def pretrain(
                 labels[b, len(p) : len(seq)] = torch.tensor(a)
                 attn[b, : len(seq)] = 1
             model.train()
-            dev = model.device
-            loss = model(input_ids=ids.to(dev), attention_mask=attn.to(dev), labels=labels.to(dev)).loss
+            loss = answer_loss(model, ids, attn, labels, min(len(p) for p, _ in rows))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
