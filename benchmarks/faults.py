@@ -967,7 +967,10 @@ def render(data: dict) -> str:
             "| --- | --- | --- | --- | --- | --- | --- |",
         ]
         for name, f in data["faults"].items():
-            first = f["runs"][0]["last_line"].replace("|", "/") if f.get("runs") else ""
+            r0 = f["runs"][0] if f.get("runs") else {}
+            first = r0.get("last_line", "").replace("|", "/")
+            if not first and r0.get("recovered"):
+                first = "(none: it recovered and finished)"
             runs = sum(r.get("attempts", 1) for r in f.get("runs", [])) or f["trials"]
             md.append(
                 f"| {name} | {f['trials']} | {runs} | {f['clear_stop_or_recovered']} |"
