@@ -6,7 +6,8 @@ Each line of the README's command-line block runs in a scratch folder holding a 
 so one command's output (runs/pt, runs/train, ...) feeds the next as it would for a user. To keep the
 run short, arguments that shrink the work are appended (later overrides win): a few steps, small
 held-out sets, small evaluations. A command counts as ran when it exits 0. Bad-input figures are the
-ones benchmarks/faults.py measured (docs/results/reliability.json). Writes ux.md and ux.json.
+ones benchmarks/faults.py measured (docs/results/reliability.json). Also: Ctrl-C in the middle of a run,
+then `--resume`. Writes ux.md and ux.json.
 """
 
 from __future__ import annotations
@@ -122,6 +123,43 @@ def config_seconds(repeats: int = 3) -> float:
     return sorted(times)[len(times) // 2]
 
 
+def sigint_checkpoint(work: Path) -> dict:
+    """Ctrl-C in the middle of a run (no checkpoint due for 1000 steps), then `--resume`: the interrupt must
+    write a checkpoint at the step's end, exit 130, and the resumed run must end with the metrics and
+    weights of an uninterrupted one (benchmarks/faults.py's comparison)."""
+    import signal
+
+    import faults
+
+    model = faults.warm_start(work)
+    args = [*faults.overrides(model), "run.checkpoint_every=1000"]
+    ref = work / "reference"
+    r = subprocess.run(
+        [PY, "-m", "tempering.cli", "train", *args, f"run.out_dir={ref}"], capture_output=True, text=True
+    )
+    if r.returncode:
+        raise SystemExit(r.stderr)
+    run = work / "interrupted"
+    proc = subprocess.Popen(
+        [PY, "-m", "tempering.cli", "train", *args, f"run.out_dir={run}"], stderr=subprocess.PIPE, text=True
+    )
+    log, deadline = run / "metrics.jsonl", time.time() + 300
+    while time.time() < deadline and not (log.is_file() and len(faults.metrics(run)) >= 2):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    written = sorted(p.name for p in (run / "checkpoints").glob("step_*")) if (run / "checkpoints").is_dir() else []
+    resumed = subprocess.run([PY, "-m", "tempering.cli", "train", "--resume", str(run)], capture_output=True, text=True)
+    exact = resumed.returncode == 0 and faults.same_run(run, ref)
+    return {
+        "exit": proc.returncode,
+        "checkpoints_written": written,
+        "last_line": err.strip().splitlines()[-1] if err.strip() else "",
+        "resumed_exactly": exact,
+        "ok": proc.returncode == 130 and len(written) == 1 and exact,
+    }
+
+
 def matmul_gflops() -> float:
     import torch
 
@@ -134,6 +172,12 @@ def matmul_gflops() -> float:
     return 10 * 2 * 1024**3 / (time.perf_counter() - t0) / 1e9
 
 
+def faults_steps() -> int:
+    import faults
+
+    return faults.STEPS
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "docs" / "results" / "ux"))
@@ -142,6 +186,8 @@ def main() -> None:
     gflops = matmul_gflops()
     with tempfile.TemporaryDirectory(prefix="readme_") as d:
         rows = run_readme(Path(d))
+    with tempfile.TemporaryDirectory(prefix="sigint_") as d:
+        interrupt = sigint_checkpoint(Path(d))
     reliability = json.loads((ROOT / "docs" / "results" / "reliability.json").read_text())
     report = {
         "command": "python benchmarks/ux.py",
@@ -150,6 +196,8 @@ def main() -> None:
         "load_after": " ".join(f"{x:.1f}" for x in os.getloadavg()),
         "readme_commands": {"total": len(rows), "ran": sum(r["exit"] == 0 for r in rows), "rows": rows},
         "config_seconds": config_seconds(),
+        "sigint_checkpoint": interrupt["ok"],
+        "sigint": interrupt,
         "bad_inputs_total": reliability["bad_inputs_total"],
         "bad_inputs_clear": reliability["bad_inputs_clear"],
     }
@@ -173,6 +221,9 @@ def main() -> None:
         *[f"| {r['exit']} | {r['seconds']} | `{r['command']}` | `{r['ran_as']}` |" for r in rows],
         "",
         f"`tempering config train` answers in {report['config_seconds']:.2f} s (median of 3).",
+        f"Ctrl-C in the middle of a {faults_steps()}-step run with no checkpoint due: exit {interrupt['exit']}, "
+        f"checkpoints written {', '.join(interrupt['checkpoints_written']) or 'none'}, "
+        f"`--resume` ends with the metrics and weights of an uninterrupted run: {interrupt['resumed_exactly']}.",
         f"Bad inputs (benchmarks/faults.py): {report['bad_inputs_clear']} of {report['bad_inputs_total']} give a "
         "one-line error, exit 2, and write nothing.",
         "",
