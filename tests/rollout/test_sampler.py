@@ -93,3 +93,40 @@ def test_greedy_rows_of_a_shared_batch_match_greedy_rows_alone(tiny):
     together = [o.ids for o in s.sample(prompts, p)]
     alone = [s.sample([pr], p)[0].ids for pr in prompts]
     assert together == alone and sorted({len(x) for x in together}) == [1, 3, 4]
+
+
+def test_draw_follows_the_distribution_and_never_draws_a_zero_probability_token():
+    from tempering.rollout.sampler import draw
+
+    n = 200_000
+    p = torch.tensor([0.5, 0.25, 0.0, 0.125, 0.125])
+    logp = p.log().expand(n, 5).contiguous()  # log(0) = -inf: a filtered token
+    x = draw(logp, torch.Generator().manual_seed(0))
+    freq = torch.bincount(x, minlength=5).double() / n
+    assert freq[2] == 0
+    sigma = (p * (1 - p) / n).sqrt().double()
+    assert ((freq - p.double()).abs() <= 5 * sigma + 1e-12).all(), freq
+
+
+def test_whole_completions_are_drawn_with_the_models_probability(tiny):
+    """Two-token completions under top-k 3 (9 possible): each one's frequency over many rows matches the
+    product of the model's filtered softmax probabilities, from unpadded forwards."""
+    model, tok = tiny
+    prompt = tok.encode("12+3=", add_special_tokens=False)
+    n = 6000
+    s = HFSampler(model, tok, seed=11)
+    s.eos_ids = []  # every row samples both tokens
+    out = s.sample([prompt] * n, SamplingParams(max_new_tokens=2, top_k=3))
+    seen: dict[tuple[int, ...], int] = {}
+    for o in out:
+        seen[tuple(o.ids)] = seen.get(tuple(o.ids), 0) + 1
+    with torch.no_grad():
+        first = _filter_logits(model(torch.tensor([prompt])).logits[0, -1], 3, 1.0).softmax(-1)
+        want = {}
+        for a in first.nonzero().flatten().tolist():
+            nxt = _filter_logits(model(torch.tensor([prompt + [a]])).logits[0, -1], 3, 1.0).softmax(-1)
+            for b in nxt.nonzero().flatten().tolist():
+                want[a, b] = float(first[a] * nxt[b])
+    assert set(seen) <= set(want) and abs(sum(want.values()) - 1) < 1e-5
+    for c, q in want.items():
+        assert abs(seen.get(c, 0) / n - q) <= 5 * (q * (1 - q) / n) ** 0.5 + 1e-3, (c, seen.get(c, 0) / n, q)

@@ -150,7 +150,7 @@ class HFSampler:
                 lp = torch.zeros(len(rows), device=dev)
             else:
                 logp = _filter_logits(logits / p.temperature, p.top_k, p.top_p).log_softmax(-1)
-                tok = torch.multinomial(logp.exp().cpu(), 1, generator=self.generator).squeeze(-1).to(dev)
+                tok = draw(logp, self.generator).to(dev)
                 lp = logp.gather(-1, tok[:, None]).squeeze(-1)
             live = rows[~done]
             out_ids[live, t], out_lp[live, t] = tok[~done], lp[~done]
@@ -177,6 +177,15 @@ class HFSampler:
         n_gen_l, stopped_l = n_gen.tolist(), stopped.tolist()
         ids_l, lp_l = out_ids.tolist(), out_lp.tolist()
         return [Sample(ids_l[b][: n_gen_l[b]], lp_l[b][: n_gen_l[b]], not stopped_l[b]) for b in range(B)]
+
+
+def draw(logp: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One token per row from exp(logp), by inverting its float64 CDF at a uniform draw: exact, and on a
+    CPU several times cheaper than `torch.multinomial`, which draws exponential noise for every
+    vocabulary entry (a tenth of a real model's decode step)."""
+    cdf = logp.detach().exp().cpu().double().cumsum_(-1)
+    u = torch.rand((len(cdf), 1), generator=generator, dtype=torch.float64) * cdf[:, -1:]
+    return torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp_(max=cdf.shape[-1] - 1)
 
 
 def _decode_cache(capacity: int):
