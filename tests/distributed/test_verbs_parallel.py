@@ -30,6 +30,11 @@ def setup(pretrained_dir, tmp_path_factory):
     fresh = save_policy(tiny_model("tiny-xs", seed=7), char_tokenizer(), root / "fresh")
     t = trainer("train", verb_worker.base(pretrained_dir, root / "roll"))
     groups = asyncio.run(t.collector.rollout(t.sampler, RolloutStats()))
+    # rewards set here, not left to the draw (a group the model answers all right or all wrong has no
+    # signal): every rolled-out group has a spread, so each case makes a real update
+    for i, g in enumerate(groups):
+        for j, e in enumerate(g.episodes):
+            e.reward = float((i + j) % 3 == 0)
     # five groups (uneven shares), one of identical episodes: no signal, dropped by dynamic sampling
     groups.append(Group(groups[0].task, [copy.deepcopy(groups[0].episodes[0]) for _ in range(4)]))
     torch.save(groups, root / "groups.pt")

@@ -66,7 +66,7 @@ def _cause(e: BaseException) -> str:
     """The first line of the innermost reason of a driver error (`connection refused`, `chrome not
     reachable`), not the 100-line traceback of urllib3's retries."""
     text = (getattr(e, "msg", None) or str(e)).strip()
-    os_error = re.findall(r"\[Errno -?\d+\] ([^'\")\]]+)|Error\(\d+, '([^']+)'\)", text)
+    os_error = re.findall(r"\[Errno -?\d+\] ([^'\")\]]+)|Error\(\d+, '([^']+)'\)|RemoteDisconnected\('([^']+)'\)", text)
     if os_error:
         return "".join(os_error[-1]).strip().lower()
     return (text.splitlines() or [type(e).__name__])[0][:200]
