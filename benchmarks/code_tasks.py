@@ -38,7 +38,8 @@ from pathlib import Path
 
 from tempering.envs.code import CodeEnv, grade, load_problems, problem_task
 from tempering.envs.code.cheats import cheats, lookup_policy
-from tempering.envs.code.problems import BUILTIN, SAMPLES, CodeProblem, Skipped, read_records
+from tempering.envs.code.formats import read_records
+from tempering.envs.code.problems import BUILTIN, SAMPLES, CodeProblem, Skipped
 from tempering.experiments import conditions, conditions_text
 from tempering.runlog import atomic_write_text
 from tempering.sandbox import Sandbox

@@ -12,6 +12,7 @@ import hashlib
 import importlib.util
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from tempering.errors import UserError
@@ -72,8 +73,6 @@ def convert(path: Path, out: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
 
-    from tempering.models.io import save_policy
-
     arch = _architecture(path)
     supported = [a for a in GGUF_SUPPORTED_ARCHITECTURES if a not in ("general", "tokenizer")]
     if arch not in supported:
@@ -90,7 +89,14 @@ def convert(path: Path, out: Path) -> None:
     model.is_quantized = False
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    save_policy(model, tok, out)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
+        os.replace(tmp, out)  # `out` is absent (the caller holds the lock): the rename makes it whole
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def gguf_folder(path: str | Path) -> Path:

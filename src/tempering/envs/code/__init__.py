@@ -6,7 +6,8 @@ only, reward from hidden ones); `CodeTaskFamily` serves a problem file as train 
 """
 
 from tempering.envs.code.env import CodeEnv, CodeTaskFamily, Grade, extract_code, grade, problem_task
-from tempering.envs.code.problems import CodeProblem, Test, load_problems
+from tempering.envs.code.formats import load_problems
+from tempering.envs.code.problems import CodeProblem, Test
 
 __all__ = [
     "CodeEnv",

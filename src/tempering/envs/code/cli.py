@@ -21,7 +21,8 @@ from collections.abc import Collection
 from pathlib import Path
 
 from tempering.envs.code.env import Grade, grade
-from tempering.envs.code.problems import BUILTIN, FORMATS, CodeProblem, Skipped, load_problems
+from tempering.envs.code.formats import load_problems
+from tempering.envs.code.problems import BUILTIN, FORMATS, CodeProblem, Skipped
 from tempering.errors import UserError
 from tempering.metrics import pass_at_k
 from tempering.progress import progress_bar

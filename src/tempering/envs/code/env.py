@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tempering.envs.base import Env, StepResult, TaskFamily
-from tempering.envs.code.problems import BUILTIN, FORMATS, CodeProblem, load_problems
+from tempering.envs.code.formats import load_problems
+from tempering.envs.code.problems import BUILTIN, FORMATS, CodeProblem
 from tempering.errors import UserError
 from tempering.sandbox import Job, Limits, Result, Sandbox
 from tempering.types import Task

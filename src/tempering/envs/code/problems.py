@@ -1,5 +1,5 @@
-"""Code problems: the data model, and `load_problems` for the project's own JSONL format and the
-benchmarks' formats (HumanEval, MBPP, LiveCodeBench; see formats.py), read from local files.
+"""Code problems: the data model (`load_problems` in formats.py reads them from local files in the
+project's own JSONL format or a benchmark's).
 
 The project's own format, one problem per line (prompt = signature + docstring, as in HumanEval;
 tests = MBPP-style assert lines):
@@ -26,11 +26,8 @@ from __future__ import annotations
 
 import ast
 import doctest
-import gzip
-import json
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tempering.errors import UserError
@@ -197,152 +194,3 @@ class Record:
         if not value > 0:
             raise self.fail(f"field {name!r} must be positive, got {value}.")
         return float(value)
-
-
-def parse_native(data: object, where: str) -> CodeProblem:
-    """One record of the project's own format."""
-    r = Record(data, where, ("id", "prompt", "entry_point", "tests"))
-    pid, prompt, entry = r.get("id", str), r.get("prompt", str), r.get("entry_point", str)
-    if not entry.isidentifier():
-        raise r.fail(f"field 'entry_point' {entry!r} is not a Python name.")
-    if not defines(prompt, entry):
-        raise r.fail(f"field 'prompt' does not define `def {entry}(...)` (the entry_point).")
-    tol = r.positive("float_tol", 1e-6)
-    tests = []
-    for name in ("tests", "public_tests"):
-        lines = r.get(name, list, [])
-        for i, text in enumerate(lines):
-            if not isinstance(text, str):
-                raise r.fail(f"field {name!r}[{i}] must be a string.")
-            check_statements(text, f"{where}: field {name!r}[{i}]")
-        tests.append(tuple(Test(text=t.strip(), source=t.strip(), float_tol=tol) for t in lines))
-    if not tests[0]:
-        raise r.fail("field 'tests' is empty: give at least one assert line.")
-    difficulty = r.get("difficulty", int, 1)
-    if not 1 <= difficulty <= 5:
-        raise r.fail(f"field 'difficulty' must be 1..5, got {difficulty}.")
-    return CodeProblem(
-        id=pid,
-        prompt=FUNCTION_INSTRUCTION + prompt,
-        tests=tests[0],
-        public_tests=tests[1] if "public_tests" in r.data else doctest_tests(prompt, entry),
-        entry_point=entry,
-        prefix=prompt,
-        solution=r.get("solution", str, ""),
-        difficulty=difficulty,
-        test_timeout_s=r.positive("test_timeout_s", 2.0),
-        time_budget_s=r.positive("time_budget_s", 60.0),
-        extra=r.extra(),
-    )
-
-
-def read_records(path: Path) -> list[tuple[str, object]]:
-    """(place, record) for each record of a JSONL file, a JSON array file, or either gzipped."""
-    try:
-        raw = path.read_bytes()
-        text = (gzip.decompress(raw) if path.suffix == ".gz" else raw).decode("utf-8")
-    except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile) as e:
-        raise UserError(f"cannot read code problems from {path}: {e}") from e
-    if text.lstrip().startswith("["):  # one JSON array (MBPP's sanitized release)
-        try:
-            items = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise UserError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}).") from None
-        return [(f"{path}[{i}]", item) for i, item in enumerate(items)]
-    out = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            try:
-                out.append((f"{path}:{n}", json.loads(line)))
-            except json.JSONDecodeError as e:
-                raise UserError(f"{path}:{n}: not valid JSON ({e.msg} at column {e.colno}).") from None
-    return out
-
-
-def detect(record: object, where: str) -> str:
-    """The format of a record, from its fields."""
-    keys = set(record) if isinstance(record, dict) else set()
-    if {"test", "entry_point"} <= keys or "canonical_solution" in keys:
-        return "humaneval"
-    if "test_list" in keys:
-        return "mbpp"
-    if keys & {"question_content", "public_test_cases", "private_test_cases"}:
-        return "livecodebench"
-    if "tests" in keys:
-        return "native"
-    raise UserError(
-        f"{where}: cannot tell the format of this record (fields {sorted(keys)}): expected HumanEval "
-        "(prompt, test, entry_point), MBPP (test_list), LiveCodeBench (question_content, "
-        "public_test_cases) or the native format (id, prompt, entry_point, tests)."
-    )
-
-
-def parsers() -> dict[str, Callable[[object, str], CodeProblem]]:
-    from tempering.envs.code import formats
-
-    return {
-        "native": parse_native,
-        "humaneval": formats.parse_humaneval,
-        "mbpp": formats.parse_mbpp,
-        "livecodebench": formats.parse_livecodebench,
-    }
-
-
-def load_problems(
-    path: str | Path = BUILTIN,
-    format: str = "auto",
-    test_timeout_s: float | None = None,
-    time_budget_s: float | None = None,
-    skipped: list[Skipped] | None = None,
-) -> list[CodeProblem]:
-    """Every problem of a local file (`format` auto: told by the first record's fields). The time
-    limits, when given, replace each problem's own. UserError naming the place and the field.
-    Records that cannot be judged are left out with one warning line naming them (appended to
-    `skipped` when given); UserError when no record is left."""
-    if format not in FORMATS:
-        raise UserError(f"unknown code problem format {format!r}: use one of {', '.join(FORMATS)}.")
-    for name, value in (("test_timeout_s", test_timeout_s), ("time_budget_s", time_budget_s)):
-        if value is not None and not value > 0:
-            raise UserError(f"{name} must be positive, got {value!r}.")
-    path = Path(path)
-    records = read_records(path)
-    if not records:
-        raise UserError(f"{path} holds no problems: add one JSON object per line.")
-    if format == "auto":
-        format = detect(records[0][1], records[0][0])
-    parse = parsers()[format]
-    problems: list[CodeProblem] = []
-    seen: dict[str, str] = {}
-    left_out: list[Skipped] = []
-    for where, record in records:
-        try:
-            problem = parse(record, where)
-        except Unjudgeable as e:
-            rid = (
-                record.get("task_id", record.get("question_id", record.get("id", "")))
-                if isinstance(record, dict)
-                else ""
-            )
-            left_out.append(Skipped(where, str(rid), str(e).removeprefix(f"{where}: ")))
-            continue
-        if problem.id in seen:
-            raise UserError(f"{where}: problem id {problem.id!r} is also used at {seen[problem.id]}.")
-        seen[problem.id] = where
-        limits = {"test_timeout_s": test_timeout_s, "time_budget_s": time_budget_s}
-        problems.append(replace(problem, format=format, **{k: v for k, v in limits.items() if v is not None}))
-    if skipped is not None:
-        skipped.extend(left_out)
-    if left_out and not problems:
-        reasons = "; ".join(f"{s.where}: {s.reason}" for s in left_out[:5])
-        raise UserError(f"{path}: none of its {len(records)} records can be judged ({reasons}).")
-    if left_out:
-        from tempering.progress import warn
-
-        warn(f"{path}: {describe_skipped(left_out, len(records))}")
-    return problems
-
-
-def describe_skipped(left_out: list[Skipped], records: int) -> str:
-    """One line: how many records were left out, each id and why."""
-    each = "; ".join(f"{s.id or s.where}: {s.reason}" for s in left_out)
-    return f"skipped {len(left_out)} of {records} records that cannot be judged ({each})"

@@ -13,7 +13,7 @@ import hashlib
 import json
 import random
 
-from tempering.synth.families import Family, Params, Spec
+from tempering.synth.families.base import Family, Params, Spec
 
 DOMAINS = {
     "photos": dict(stems=["beach", "tower", "cat", "sunset", "forest", "bridge", "harbor"], exts=["jpg", "png", "raw"]),

@@ -14,7 +14,7 @@ import io
 import json
 import random
 
-from tempering.synth.families import Family, Params, Spec
+from tempering.synth.families.base import Family, Params, Spec
 
 DOMAINS = {
     "shop": dict(

@@ -14,7 +14,7 @@ import gzip
 import json
 import random
 
-from tempering.synth.families import Family, Params, Spec
+from tempering.synth.families.base import Family, Params, Spec
 
 DOMAINS = {
     "web": dict(components=["api", "db", "cache", "auth"], words=["timeout", "refused", "slow query", "bad gateway"]),
