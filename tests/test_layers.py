@@ -19,7 +19,8 @@ LAYERS: list[tuple[str, ...]] = [
         "progress",
         "cluster",
         "trl_names",
-    ),  # the data model, typed configs (and TRL's names for their keys), the run folder, progress bars
+        "http",
+    ),  # the data model, typed configs (and TRL's names for their keys), the run folder, progress bars, HTTP
     ("algos", "metrics"),  # pure functions
     ("models",),
     ("sandbox",),

@@ -48,6 +48,7 @@ from typing import Any, ClassVar, get_args, get_origin
 from tempering.envs.base import Env, StepResult, TaskFamily
 from tempering.envs.synthetic import SPLITS
 from tempering.errors import UserError
+from tempering.http import ServerError, request_json
 from tempering.types import Task
 
 MISSING = (
@@ -425,17 +426,13 @@ class OpenEnvFamily(TaskFamily):
         self.codec = Codec(*schemas, action_field, observation_field)
 
     def _server_schemas(self, url: str) -> tuple[dict, dict]:
-        import httpx
-
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise UserError(f"openenv: task.args.url is {url!r}; give the server's base URL, http://HOST:PORT")
         try:
-            r = httpx.get(f"{url.rstrip('/')}/schema", timeout=self.timeout)
-            r.raise_for_status()
-            body = r.json()
-        except (httpx.HTTPError, ValueError) as e:
+            body = request_json("GET", f"{url.rstrip('/')}/schema", timeout_s=self.timeout)
+        except ServerError as e:
             raise UserError(
-                f"openenv: cannot read {url}/schema ({type(e).__name__}: {e}); is an OpenEnv server running there?"
+                f"openenv: cannot read {url}/schema ({e.kind}: {e.reason}); is an OpenEnv server running there?"
             ) from e
         return body["action"], body["observation"]
 

@@ -25,12 +25,8 @@ Needs the `vllm` extra and a CUDA GPU: `pip install 'tempering[vllm]'`.
 
 from __future__ import annotations
 
-import http.client
-import json
 import os
 import tempfile
-import urllib.error
-import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -40,6 +36,7 @@ from pydantic import Field
 
 from tempering.config import Schema
 from tempering.errors import UserError
+from tempering.http import ServerError, request_json
 from tempering.rollout.sampler import Sample, SamplingParams
 from tempering.rollout.sync import SyncCheck, WeightSums, combine_reports, engine_report, weight_sums
 
@@ -246,37 +243,32 @@ class _Server(_Engine):
         self.model = model_dir if model_dir in names else names[0]
 
     def _call(self, method: str, path: str, body: dict | None = None) -> dict:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(
-            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
-        )
         try:
-            with urllib.request.urlopen(req, timeout=self.o.timeout_s) as r:
-                raw = r.read()
-        except urllib.error.HTTPError as e:
-            hint = (
-                " (weight sync needs VLLM_SERVER_DEV_MODE=1 and --worker-extension-cls "
-                "tempering.rollout.vllm_sampler.WeightSync on the server)"
-                if path in ("/collective_rpc", "/reset_prefix_cache")
-                else ""
-            )
-            raise UserError(f"vLLM server {self.url}{path} answered {e.code}: {e.read()[:300]!r}{hint}") from e
-        except TimeoutError:
+            return request_json(method, self.url + path, body, timeout_s=self.o.timeout_s)
+        except ServerError as e:
+            if e.kind == "status":
+                hint = (
+                    " (weight sync needs VLLM_SERVER_DEV_MODE=1 and --worker-extension-cls "
+                    "tempering.rollout.vllm_sampler.WeightSync on the server)"
+                    if path in ("/collective_rpc", "/reset_prefix_cache")
+                    else ""
+                )
+                raise UserError(f"vLLM server {self.url}{path} answered {e.status}: {e.body!r}{hint}") from None
+            if e.kind == "timeout":
+                raise UserError(
+                    f"the vLLM server at {self.url} did not answer {path} within vllm.timeout_s={self.o.timeout_s:g} s "
+                    "(hung or overloaded); the run stops. The last checkpoint is intact: restart the server, resume "
+                    "with --resume"
+                ) from None
+            if e.kind == "not_json":
+                raise UserError(
+                    f"the vLLM server at {self.url} answered {path} with no JSON: {e.body[:200]!r}"
+                ) from None
             raise UserError(
-                f"the vLLM server at {self.url} did not answer {path} within vllm.timeout_s={self.o.timeout_s:g} s "
-                "(hung or overloaded); the run stops. The last checkpoint is intact: restart the server, resume "
-                "with --resume"
-            ) from None
-        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
-            raise UserError(
-                f"cannot reach the vLLM server at {self.url} ({getattr(e, 'reason', None) or e!r}); start it (see "
+                f"cannot reach the vLLM server at {self.url} ({e.reason}); start it (see "
                 "docs/scaling.md) or set vllm.url; a run that was going stops with its last checkpoint intact: "
                 "resume it with --resume"
             ) from None
-        try:
-            return json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError:
-            raise UserError(f"the vLLM server at {self.url} answered {path} with no JSON: {raw[:200]!r}") from None
 
     def generate(self, prompts, params, seeds):
         kw = _sampling_kwargs(params)

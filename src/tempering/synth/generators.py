@@ -12,9 +12,6 @@ import asyncio
 import json
 import os
 import re
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from importlib import resources
 from string import Template
@@ -25,6 +22,7 @@ from pydantic import Field
 from tempering.config import Schema
 from tempering.envs.terminal.bundle import Bundle, BundleFormatError
 from tempering.errors import UserError
+from tempering.http import ServerError, request_json
 from tempering.synth.scoring import Action
 from tempering.synth.seeds import BundleSeed, Seed, SkillContract, skill_taxonomy
 
@@ -140,36 +138,30 @@ class ChatClient:
         body = {"model": cfg.model, "messages": messages, "temperature": cfg.temperature, "max_tokens": cfg.max_tokens}
         if cfg.json_mode:
             body["response_format"] = {"type": "json_object"}
-        headers = {"Content-Type": "application/json"}
-        if key := os.environ.get(cfg.api_key_env):
-            headers["Authorization"] = f"Bearer {key}"
         url = cfg.base_url.rstrip("/") + "/chat/completions"
-        for attempt in range(cfg.retries + 1):
-            req = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
-            try:
-                with urllib.request.urlopen(req, timeout=cfg.timeout_s) as resp:
-                    payload = resp.read()
-                break
-            except urllib.error.HTTPError as e:
-                if e.code in (401, 403):
-                    raise EndpointError(
-                        f"the endpoint {url} refused the request (HTTP {e.code}); set the key in ${cfg.api_key_env}"
-                    ) from None
-                if (e.code == 429 or e.code >= 500) and attempt < cfg.retries:
-                    time.sleep(0.5 * 2**attempt)
-                    continue
-                raise EndpointError(f"the endpoint {url} answered HTTP {e.code}: {e.read()[:300]!r}") from None
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as e:
-                reason = getattr(e, "reason", e)
-                raise EndpointError(
-                    f"cannot reach the generator endpoint {url} ({reason}); start the server or fix --base-url"
-                ) from None
         try:
-            data = json.loads(payload)
-            text = data["choices"][0]["message"]["content"] or ""
-        except (ValueError, KeyError, IndexError, TypeError):
+            data = request_json(
+                "POST", url, body, timeout_s=cfg.timeout_s, api_key=os.environ.get(cfg.api_key_env), retries=cfg.retries
+            )
+        except ServerError as e:
+            if e.kind == "status" and e.status in (401, 403):
+                raise EndpointError(
+                    f"the endpoint {url} refused the request (HTTP {e.status}); set the key in ${cfg.api_key_env}"
+                ) from None
+            if e.kind == "status":
+                raise EndpointError(f"the endpoint {url} answered HTTP {e.status}: {e.body!r}") from None
+            if e.kind == "not_json":
+                raise EndpointError(
+                    f"the endpoint {url} did not answer in the chat-completions format: {e.body!r}"
+                ) from None
             raise EndpointError(
-                f"the endpoint {url} did not answer in the chat-completions format: {payload[:300]!r}"
+                f"cannot reach the generator endpoint {url} ({e.reason}); start the server or fix --base-url"
+            ) from None
+        try:
+            text = data["choices"][0]["message"]["content"] or ""
+        except (KeyError, IndexError, TypeError):
+            raise EndpointError(
+                f"the endpoint {url} did not answer in the chat-completions format: {json.dumps(data)[:300]!r}"
             ) from None
         usage = data.get("usage") or {}
         tokens = None

@@ -11,15 +11,12 @@ Serve the teacher with e.g. `vllm serve TEACHER --max-logprobs 64`.
 
 from __future__ import annotations
 
-import http.client
-import json
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
 from tempering.errors import UserError
+from tempering.http import ServerError, request_json
 from tempering.teachers.base import Teacher, TeacherScores, pad_right
 
 
@@ -123,29 +120,26 @@ class ServerTeacher(Teacher):
             "temperature": 0.0,
             "prompt_logprobs": self.top_n,
         }
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        req = urllib.request.Request(self.url, json.dumps(body).encode(), headers, method="POST")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                data = json.loads(resp.read())
-        except urllib.error.HTTPError as e:
-            detail = e.read()[:300].decode(errors="replace")
-            raise UserError(f"teacher server {self.url} answered HTTP {e.code}: {detail}") from None
-        except TimeoutError:
+            data = request_json("POST", self.url, body, timeout_s=self.timeout_s, api_key=self.api_key)
+        except ServerError as e:
+            if e.kind == "status":
+                raise UserError(
+                    f"teacher server {self.url} answered HTTP {e.status}: {e.body.decode(errors='replace')}"
+                ) from None
+            if e.kind == "timeout":
+                raise UserError(
+                    f"the teacher server at {self.url} did not answer within teacher.timeout_s={self.timeout_s:g} s "
+                    "(hung or overloaded); the run stops with its last checkpoint intact: restart the server, resume "
+                    "with --resume"
+                ) from None
+            if e.kind == "not_json":
+                raise UserError(f"teacher server {self.url} did not answer with JSON") from None
             raise UserError(
-                f"the teacher server at {self.url} did not answer within teacher.timeout_s={self.timeout_s:g} s (hung or "
-                "overloaded); the run stops with its last checkpoint intact: restart the server, resume with --resume"
-            ) from None
-        except (urllib.error.URLError, ConnectionError, http.client.HTTPException) as e:
-            raise UserError(
-                f"could not reach the teacher server at {self.url} ({getattr(e, 'reason', None) or e!r}); start it (e.g. "
+                f"could not reach the teacher server at {self.url} ({e.reason}); start it (e.g. "
                 "`vllm serve MODEL`) or fix teacher.server; a run that was going stops with its last checkpoint "
                 "intact: resume it with --resume"
             ) from None
-        except json.JSONDecodeError:
-            raise UserError(f"teacher server {self.url} did not answer with JSON") from None
         choices = sorted(data.get("choices") or [], key=lambda ch: ch.get("index", 0))
         if len(choices) != len(prompts):
             raise UserError(f"teacher server {self.url} returned {len(choices)} choices for {len(prompts)} prompts")

@@ -8,14 +8,12 @@ be reached is an error naming the address, since every later call would fail the
 
 from __future__ import annotations
 
-import json
 import os
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 
 from tempering.envs.gui.reward import PlanJudge, parse_judge_score, plan_match
 from tempering.errors import UserError
+from tempering.http import ServerError, request_json
 
 JUDGE_PROMPT = """You grade the plan of a GUI agent.
 Task: {instruction}
@@ -57,26 +55,19 @@ class LLMJudge:
     def ask(self, prompt: str) -> str:
         messages = [{"role": "user", "content": prompt}]
         body = {"model": self.model, "messages": messages, "temperature": 0.0, "max_tokens": 8}
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
         url = self.base_url.rstrip("/") + "/chat/completions"
-        req = urllib.request.Request(url, json.dumps(body).encode(), headers)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                reply = json.loads(resp.read())
-        except urllib.error.HTTPError as e:
-            if e.code >= 500:  # a server hiccup: score this sample by the fallback
+            reply = request_json("POST", url, body, timeout_s=self.timeout_s, api_key=self.api_key)
+        except ServerError as e:
+            if e.kind == "not_json" or (e.kind == "status" and e.status >= 500):  # a hiccup: the fallback scores it
                 return ""
+            if e.kind == "status":
+                raise UserError(
+                    f"plan judge at {url} answered HTTP {e.status}; check judge.base_url, judge.model and the API key"
+                ) from e
             raise UserError(
-                f"plan judge at {url} answered HTTP {e.code}; check judge.base_url, judge.model and the API key"
+                f"plan judge at {url} cannot be reached ({e.reason}); start the server or set judge.kind=rule"
             ) from e
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
-            raise UserError(
-                f"plan judge at {url} cannot be reached ({e}); start the server or set judge.kind=rule"
-            ) from e
-        except json.JSONDecodeError:
-            return ""
         try:
             return str(reply["choices"][0]["message"]["content"] or "")
         except (KeyError, IndexError, TypeError):
