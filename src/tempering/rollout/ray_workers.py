@@ -134,9 +134,9 @@ class RaySampler:
 
         self.load_weights(policy_weights(train_model), version)
 
-    def load_weights(self, weights: dict[str, torch.Tensor], version: int | None = None, reference=None) -> None:
+    def load_weights(self, weights: dict[str, torch.Tensor], version: int | None = None) -> None:
         """Weights under Hugging Face names to every worker (one object in Ray's store, read by all), then
-        a check that every worker holds them (`reference`: unused, the digest is of `weights`)."""
+        a check that every worker holds them (a digest of `weights`)."""
         ray = ray_module()
         ref = ray.put({k: v.detach().to("cpu") for k, v in weights.items()})
         self._push(ref)

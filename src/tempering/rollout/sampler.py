@@ -84,9 +84,9 @@ class HFSampler:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def load_weights(self, weights: dict[str, torch.Tensor], version: int | None = None, reference=None) -> None:
+    def load_weights(self, weights: dict[str, torch.Tensor], version: int | None = None) -> None:
         """Replace the model's weights (a sampler with a copy of its own, e.g. beside the trainer), then
-        check that it holds them (`rollout/sync.py`; `reference`: unused, the digest is of `weights`)."""
+        check that it holds them (`rollout/sync.py`: a digest of `weights`)."""
         self.model.load_state_dict(weights)
         if self.sync_check is None:
             self.sync_check = SyncCheck("the asynchronous producer's sampler")

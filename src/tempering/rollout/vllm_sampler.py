@@ -151,9 +151,9 @@ class VLLMSampler:
         """Load the trainer's current weights into the engine (after every update), and check them."""
         self.load_weights(policy_weights(train_model), version)
 
-    def load_weights(self, weights: dict[str, torch.Tensor], version: int | None = None, reference=None) -> None:
+    def load_weights(self, weights: dict[str, torch.Tensor], version: int | None = None) -> None:
         """Load weights under Hugging Face names (a snapshot, e.g. from asynchronous rollouts), then check
-        that the engine holds them (`reference`: unused, the sums are of `weights`)."""
+        that the engine holds them (sums of `weights`)."""
         self.engine.load(weights)
         self.syncs += 1
         self.verify(weights, version)

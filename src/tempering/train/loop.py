@@ -586,12 +586,6 @@ class Trainer:
         if isinstance(self.sampler, FullCopySync) or (self.pipeline is None and hasattr(self.sampler, "sync_weights")):
             self.sampler.sync_weights(self.train_model, version=self.step_no + 1)
 
-    def _sync_reference(self) -> Any:
-        """What the pipeline's sampler should report after loading the current weights (a vLLM engine's
-        probe log-probs; None: the sampler digests the weights it is given)."""
-        ref = getattr(self.rollout_sampler, "sync_reference", None)
-        return ref(self.model) if ref is not None else None
-
     def _policy_snapshot(self) -> dict[str, torch.Tensor]:
         """The current weights under Hugging Face names, copied (the next update changes the originals)."""
         from tempering.rollout.vllm_sampler import policy_weights
@@ -605,7 +599,7 @@ class Trainer:
             stats = RolloutStats()
             groups, trainable, info = await self.collector(self.sampler, self.state, stats)
             return Rollouts(groups, trainable, info, stats, self.step_no)
-        self.pipeline.publish(self.step_no, self._policy_snapshot, self.state, self._sync_reference)
+        self.pipeline.publish(self.step_no, self._policy_snapshot, self.state)
         t0 = time.perf_counter()
         r = await asyncio.to_thread(self.pipeline.get, self.step_no + 1)
         r.info.update({"async/staleness": self.step_no - r.version, "async/wait_seconds": time.perf_counter() - t0})
@@ -700,7 +694,7 @@ class Trainer:
                         f"evaluating at step {self.step_no} would share the sampler with the rollouts generated "
                         "ahead of it; evaluate where the pipeline drains (run.eval_every, run.checkpoint_every)"
                     )
-                self.pipeline.hold(self.step_no, self._policy_snapshot, self._sync_reference)
+                self.pipeline.hold(self.step_no, self._policy_snapshot)
             tasks = self.heldout_tasks[:size] if size else self.heldout_tasks
             opts = replace(self.opts, max_turns=self.cfg.run.eval_max_turns or self.opts.max_turns)
             stats = RolloutStats()

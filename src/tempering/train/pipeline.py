@@ -62,7 +62,7 @@ class RolloutPipeline:
         """The next batch the producer generates."""
         self.held: int | None = None
         """The version of the weights in the sampler."""
-        self._published: dict[int, tuple[dict[str, torch.Tensor] | None, dict[str, float], Any]] = {}
+        self._published: dict[int, tuple[dict[str, torch.Tensor] | None, dict[str, float]]] = {}
         self._ready: dict[int, Rollouts] = {}
         self._error: BaseException | None = None
         self._busy = False
@@ -92,21 +92,15 @@ class RolloutPipeline:
         version: int,
         weights: Callable[[], dict[str, torch.Tensor]],
         state: dict[str, float],
-        reference: Callable[[], Any] | None = None,
     ) -> None:
         """The weights after update `version`, if a batch will be sampled by them: `weights()` makes a
-        snapshot the trainer will not change (not taken when the sampler holds them already), and
-        `reference()` what the sampler should report once it holds them (checked after each load;
-        `rollout/sync.py`)."""
+        snapshot the trainer will not change (not taken when the sampler holds them already; each load
+        is checked, `rollout/sync.py`)."""
         with self._cond:
             used = any(self.version_for(n) == version for n in range(version + 1, version + self.k + 2))
             if version not in self._published and used:
                 fresh = self.held != version
-                self._published[version] = (
-                    weights() if fresh else None,
-                    dict(state),
-                    reference() if fresh and reference is not None else None,
-                )
+                self._published[version] = (weights() if fresh else None, dict(state))
                 self._cond.notify_all()
         self._start()
 
@@ -122,16 +116,11 @@ class RolloutPipeline:
             assert self._error is not None
             raise self._error
 
-    def hold(
-        self,
-        version: int,
-        weights: Callable[[], dict[str, torch.Tensor]],
-        reference: Callable[[], Any] | None = None,
-    ) -> None:
+    def hold(self, version: int, weights: Callable[[], dict[str, torch.Tensor]]) -> None:
         """Load the weights of `version` into the sampler now (the trainer's own use of a shared sampler,
         e.g. evaluation on a vLLM engine at a drain point), checked like the producer's loads."""
         if self.held != version:
-            self.sampler.load_weights(weights(), version=version, reference=reference() if reference else None)
+            self.sampler.load_weights(weights(), version=version)
             self.held = version
 
     def close(self) -> None:
@@ -158,7 +147,7 @@ class RolloutPipeline:
                         self._cond.wait()
                     if self._stop:
                         return
-                    weights, state, reference = self._published[version]
+                    weights, state = self._published[version]
                     for old in [v for v in self._published if v < version]:
                         del self._published[old]
                     self._busy = True
@@ -166,7 +155,7 @@ class RolloutPipeline:
                 if self.held != version:
                     assert weights is not None
                     try:
-                        self.sampler.load_weights(weights, version=version, reference=reference)
+                        self.sampler.load_weights(weights, version=version)
                     except BaseException:
                         self.held = None  # in doubt
                         raise
