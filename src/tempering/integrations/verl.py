@@ -112,7 +112,7 @@ def credit_estimator(name: str, **credit_args) -> Callable[..., tuple[torch.Tens
             raise ValueError(f"{PREFIX}{name} needs the group ids (non_tensor_batch['uid'])")
         tt, group_B, slot_B = verl_to_turns(token_level_rewards.cpu(), response_mask.cpu(), index)
         adv_NGK = fn(tt, **credit_args)
-        turn_BT, _ = turn_index(response_mask.cpu())
+        turn_BT = turn_index(response_mask.cpu())[0]  # `_` already holds the ignored keyword arguments
         adv = adv_NGK[group_B, slot_B].gather(1, turn_BT.clamp(min=0)) * response_mask.cpu().float()
         adv = adv.to(token_level_rewards.device)
         return adv, adv

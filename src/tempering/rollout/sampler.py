@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass, field
 from functools import partial
+from typing import cast
 
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
@@ -191,7 +192,9 @@ def draw(logp: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
 def _decode_cache(capacity: int):
     """A KV cache whose layers write each new token into a buffer of `capacity` positions, instead of
     concatenating the whole cache at every step (transformers' DynamicCache)."""
-    return Cache(layer_class_to_replicate=partial(_BufferLayer, capacity))
+    # transformers only calls `layer_class_to_replicate()`, so a factory works where it annotates a class
+    layer = cast("type[DynamicLayer]", partial(_BufferLayer, capacity))
+    return Cache(layer_class_to_replicate=layer)
 
 
 class _BufferLayer(DynamicLayer):

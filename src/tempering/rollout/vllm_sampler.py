@@ -82,6 +82,8 @@ def _require_vllm():
 class WeightSync:
     """Methods added to vLLM's GPU workers (`worker_extension_cls`), called through collective_rpc."""
 
+    model_runner: Any  # the vLLM worker this class is mixed into provides it
+
     def tempering_load_weights(self, named: Iterable[tuple[str, torch.Tensor]]) -> int:
         """Load (name, tensor) pairs in Hugging Face naming (vLLM fuses q/k/v itself)."""
         named = list(named)
@@ -108,11 +110,14 @@ def policy_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
         from tempering.models.lora import merged_state_dict
 
         return merged_state_dict(model)
+    dtensor: tuple[type, ...]
     try:
         from torch.distributed.tensor import DTensor
+
+        dtensor = (DTensor,)
     except ImportError:  # pragma: no cover - old torch
-        DTensor = ()
-    if any(isinstance(p, DTensor) for p in model.parameters()):
+        dtensor = ()
+    if any(isinstance(p, dtensor) for p in model.parameters()):
         from tempering.models.io import full_state_dict
 
         return full_state_dict(model)
@@ -333,7 +338,8 @@ def make_vllm_sampler(
         _require_vllm()  # before writing anything
     from tempering.models import save_policy
 
-    init = save_policy(getattr(model, "module", model), tokenizer, Path(out_dir) / "vllm_init")
+    policy: Any = getattr(model, "module", model)  # the unwrapped Hugging Face model
+    init = save_policy(policy, tokenizer, Path(out_dir) / "vllm_init")
     sampler = VLLMSampler(init, tokenizer, seed=seed, options=options)
     if options.mode == "server":
         sampler.sync_weights(model, version=0)
