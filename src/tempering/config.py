@@ -4,6 +4,7 @@ overrides. An unknown key or a bad value is a `ConfigError` that names the key a
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -126,7 +127,7 @@ def load_config(schema: type[S], path: str | Path | None = None, overrides: list
     return build(schema, read_data(path, overrides))
 
 
-def check_keys(rows: list[tuple[str, str, str, str]], data: dict) -> None:
+def check_keys(rows: Sequence[Sequence[str]], data: dict) -> None:
     """Refuse unknown keys from a schema's reference rows alone (`describe`'s, stored with the package),
     so a typo fails before torch is imported; values, and keys under an open mapping, are `build`'s."""
     leaves = {r[0] for r in rows}

@@ -50,7 +50,8 @@ class Conversation(str):
 
 @dataclass
 class ChatFormat:
-    tokenizer: object
+    tokenizer: Any
+    """A Hugging Face tokenizer, or anything with its `encode`, `apply_chat_template` and `eos_token`."""
     use_chat_template: bool | None = None
     """Apply the tokenizer's chat template (None: when the tokenizer has one)."""
     feedback_template: str = "\n{feedback}\n{prompt}"

@@ -14,6 +14,7 @@ import platform
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from tempering.config import apply_overrides, build
 from tempering.errors import UserError
@@ -23,7 +24,7 @@ from tempering.train.stages import stage_start
 
 TASK = {"family": "arithmetic", "args": {"min_value": 10, "max_value": 999}, "train_size": 20000, "heldout_size": 500}
 
-PRETRAIN = {
+PRETRAIN: dict[str, Any] = {
     "model": {"name": "tiny-s"},
     "task": TASK,
     "train": {"lr": 1e-3, "batch_size": 64, "stop_at_pass": 0.2, "stop_checks": 2, "max_new_tokens": 6},
@@ -81,7 +82,8 @@ def run_real_demo(model: str, out: Path, seed: int, overrides: list[str], progre
     cfg = build(TrainConfig, rl)
     if not cfg.run.eval_on_start:
         raise UserError("the demo compares pass@1 before and after RL; leave train.run.eval_on_start true")
-    hist = run("train", cfg, **dict(zip(("resume", "overwrite"), stage_start(Path(cfg.run.out_dir), resume=True))))
+    resume, overwrite = stage_start(Path(cfg.run.out_dir), resume=True)
+    hist = run("train", cfg, resume=resume, overwrite=overwrite)
     return {
         "model": model,
         "pass_at_1_before": hist["start"]["eval/pass@1"],
@@ -131,7 +133,8 @@ def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) 
     pre = pretrain(pcfg, *stage_start(Path(pcfg.run.out_dir), resume=True))
     t1 = time.perf_counter()
     cfg.model.name = pre["model"]
-    hist = run("train", cfg, **dict(zip(("resume", "overwrite"), stage_start(Path(cfg.run.out_dir), resume=True))))
+    resume, overwrite = stage_start(Path(cfg.run.out_dir), resume=True)
+    hist = run("train", cfg, resume=resume, overwrite=overwrite)
     t2 = time.perf_counter()
     return {
         "pass_at_1_before": hist["start"]["eval/pass@1"],

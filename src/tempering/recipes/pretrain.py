@@ -207,7 +207,7 @@ def pretrain(
         save_checkpoint(out, step, model, tok, state, cfg.run.keep_checkpoints)
 
     pad = tok.pad_token_id
-    best = {"heldout_pass@1": 0.0}
+    best: dict[str, Any] = {"heldout_pass@1": 0.0}
     step = start
     report = Reporter(cfg.run.steps, "pretrain", log_every=cfg.run.log_every, bar=cfg.run.progress, start=start)
     total, _ = count_parameters(model)
