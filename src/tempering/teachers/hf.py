@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -80,12 +81,12 @@ class HFTeacher(Teacher):
             self.model.train(was_training)
         if not parts:
             return TeacherScores(torch.zeros(0, 0), torch.zeros(0, 0))
-        return TeacherScores(
-            **{
-                f.name: None if getattr(parts[0], f.name) is None else torch.cat([getattr(p, f.name) for p in parts])
-                for f in fields(TeacherScores)
-            }
-        )
+        # the two required fields are tensors in every part, so they stay tensors
+        joined: dict[str, Any] = {
+            f.name: None if getattr(parts[0], f.name) is None else torch.cat([getattr(p, f.name) for p in parts])
+            for f in fields(TeacherScores)
+        }
+        return TeacherScores(**joined)
 
     @torch.inference_mode()
     def _score_chunk(self, prompts, responses, cand_BCK, top_k, full, C) -> TeacherScores:

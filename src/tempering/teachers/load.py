@@ -59,6 +59,8 @@ def load_teacher(spec: TeacherSection, name: str, device: str = "cpu", dtype: st
         return HFTeacher.from_path(spec.path, name=name, device=spec.device or device, dtype=spec.dtype or dtype)
     from transformers import AutoTokenizer
 
+    # TeacherSection's validator: without a path, server, served_model and tokenizer are all given
+    assert spec.server is not None and spec.served_model is not None and spec.tokenizer is not None
     try:
         tok = AutoTokenizer.from_pretrained(str(_tokenizer_dir(spec.tokenizer)), local_files_only=True)
     except (OSError, ValueError) as e:

@@ -15,6 +15,7 @@ import re
 import string
 from collections.abc import Callable
 from dataclasses import fields
+from typing import Any, cast
 
 import torch
 
@@ -24,13 +25,15 @@ from tempering.teachers.base import Teacher, TeacherScores, place, take
 from tempering.types import Episode, Task
 
 PromptBuilder = Callable[[Task], str]
+SampleBuilder = Callable[[Task, Episode], str]
+"""A builder marked with `@sees_sample`: also given the episode."""
 TEMPLATE_FIELDS = ("prompt", "answer", "family", "id", "difficulty", "meta")
 
 
-def sees_sample(build: Callable[[Task, Episode], str]) -> Callable[[Task, Episode], str]:
+def sees_sample(build: SampleBuilder) -> SampleBuilder:
     """Mark a teacher prompt builder as `(task, episode) -> str`: it reads the student's own sample
     (`episode.turns[k].info["text"]`), so its prompt is built for every episode, not once per task."""
-    build.sees_sample = True
+    cast(Any, build).sees_sample = True  # a function attribute, which Callable does not declare
     return build
 
 
@@ -113,7 +116,7 @@ def requests(
         if build is None:
             tp = list(e.prompt_ids)
         elif getattr(build, "sees_sample", False):
-            tp = fmt.prompt_ids(build((raw or {}).get(e.task.id, e.task), e))
+            tp = fmt.prompt_ids(cast(SampleBuilder, build)((raw or {}).get(e.task.id, e.task), e))
         else:
             if e.task.id not in cache:
                 cache[e.task.id] = fmt.prompt_ids(build((raw or {}).get(e.task.id, e.task)))
@@ -141,6 +144,8 @@ def score_episodes(
     C = max((len(c) for c in conts), default=0)
     cand = None if candidates_BTK is None else take(candidates_BTK, offsets, C)
     s = teacher.score(prompts, conts, cand, top_k=top_k, full=full)
-    return TeacherScores(
-        **{f.name: (None if getattr(s, f.name) is None else place(getattr(s, f.name), offsets, T)) for f in fields(s)}
-    )
+    # the two required fields are tensors in `s`, so they stay tensors
+    placed: dict[str, Any] = {
+        f.name: (None if getattr(s, f.name) is None else place(getattr(s, f.name), offsets, T)) for f in fields(s)
+    }
+    return TeacherScores(**placed)

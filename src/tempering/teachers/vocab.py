@@ -3,6 +3,8 @@ involved must map the same strings to the same ids over the whole vocabulary."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from tempering.errors import UserError
 
 
@@ -22,7 +24,7 @@ def vocab_diff(a: dict[str, int], b: dict[str, int], other: str = "the other") -
     return out
 
 
-def check_vocab(student_tokenizer, others: dict[str, object], show: int = 5) -> None:
+def check_vocab(student_tokenizer, others: dict[str, Any], show: int = 5) -> None:
     """Raise a `UserError` naming the differing tokens unless every tokenizer in `others` (name ->
     tokenizer) has exactly the student's vocabulary."""
     ref = student_tokenizer.get_vocab()
