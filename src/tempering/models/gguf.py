@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from tempering.errors import UserError
 
@@ -81,7 +82,8 @@ def convert(path: Path, out: Path) -> None:
         )
     try:
         tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype="float32")
+        # Any: the GGUF marks reset below are instance attributes transformers' classes do not declare
+        model: Any = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype="float32")
     except (OSError, ValueError, KeyError) as e:
         raise UserError(f"could not convert {path}: {type(e).__name__}: {e}") from e
     # the weights are plain float32 now: drop the GGUF marks that make transformers refuse to save them

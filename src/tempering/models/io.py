@@ -6,7 +6,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
@@ -53,7 +53,8 @@ def load_policy(
     device = resolve_device(device) if isinstance(device, str) else device
     if name_or_path in TINY_SIZES:
         tok = model_folder_tokenizer(tokenizer) if tokenizer else char_tokenizer()
-        model = tiny_model(name_or_path, seed=seed, tokenizer=tok).to(device=device, dtype=dtype)
+        # PreTrainedModel.to is a functools.wraps of Module.to, whose stub mypy does not bind to the instance
+        model = tiny_model(name_or_path, seed=seed, tokenizer=tok).to(device=device, dtype=dtype)  # type: ignore[call-arg]
         model.config._name_or_path = name_or_path  # what a LoRA adapter names as its base
         return model, tok
     if tokenizer:
@@ -67,7 +68,7 @@ def load_policy(
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype)
     except (OSError, ValueError) as e:
         raise UserError(f"could not load the model in {path}: {e}") from e
-    return model.to(device), tok
+    return model.to(device), tok  # type: ignore[arg-type]  # functools.wraps stub, as above
 
 
 def model_folder(name_or_path: str) -> Path:
@@ -159,7 +160,8 @@ def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """Unsharded weights on every rank (a collective under FSDP2; a plain state dict otherwise)."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+    # the options make every value a full tensor; torch annotates the general state-dict value type
+    return cast(dict[str, torch.Tensor], get_model_state_dict(model, options=StateDictOptions(full_state_dict=True)))
 
 
 def load_frozen(model: Any, tokenizer: Any, device: str, threads: int):

@@ -10,9 +10,13 @@ Two forms:
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 class ValueModel(nn.Module):
@@ -30,13 +34,13 @@ class ValueModel(nn.Module):
         nn.init.zeros_(self.head.bias)
 
     @classmethod
-    def separate(cls, causal_lm: nn.Module) -> ValueModel:
+    def separate(cls, causal_lm: PreTrainedModel) -> ValueModel:
         """A critic with its own weights: `causal_lm`'s decoder (its LM head is dropped) plus a value head."""
         causal_lm.requires_grad_(True).train()
         return cls(causal_lm.config.hidden_size, decoder=causal_lm.get_decoder())
 
     @classmethod
-    def on_policy(cls, policy: nn.Module) -> ValueModel:
+    def on_policy(cls, policy: PreTrainedModel) -> ValueModel:
         """A value head on the policy's last hidden states (only the head trains)."""
         return cls(policy.config.hidden_size, policy=policy)
 
@@ -44,6 +48,7 @@ class ValueModel(nn.Module):
         if self.decoder is not None:
             return self.decoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         policy = self._policy[0]
+        assert policy is not None  # __init__ takes a policy when it has no decoder
         with torch.no_grad():
             out = policy(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
         return out.hidden_states[-1].detach()
