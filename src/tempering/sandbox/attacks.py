@@ -687,7 +687,7 @@ async def _cache_keeps_no_flaky_failure(sandbox: Sandbox, attack: Attack, ctx: C
     os.mkdir(inputs, 0o755)
     os.chmod(inputs, 0o755)
     cmd = ["sh", "-c", f"cat {inputs}/part > out || exit 3"]
-    args = ({"in.txt": ctx.token}, cmd, "out")
+    args: tuple[dict[str, str | bytes], list[str], str] = ({"in.txt": ctx.token}, cmd, "out")
     first = await cache.build(sandbox, *args, ro_binds=[inputs])
     with open(os.path.join(inputs, "part"), "w") as f:
         f.write(f"part-{ctx.token}\n")
@@ -1048,7 +1048,7 @@ def _fill(text: str, ctx: Context) -> str:
 
 
 def _job_of(attack: Attack, ctx: Context) -> Job:
-    files = {"attack.py": _fill(attack.code, ctx)} if attack.code else {}
+    files: dict[str, str | bytes] = {"attack.py": _fill(attack.code, ctx)} if attack.code else {}
     return Job(
         cmd=[_fill(a, ctx) for a in attack.cmd],
         files=files | {name: _fill(text, ctx) for name, text in attack.files.items()},
@@ -1091,7 +1091,7 @@ async def run_attack(sandbox: Sandbox, attack: Attack) -> str:
         if attack.setup is not None:
             attack.setup(ctx)
         if attack.needs_victim:
-            files = {"secret.txt": ctx.secret}
+            files: dict[str, str | bytes] = {"secret.txt": ctx.secret}
             beside, ctx.victim_dir = await _start_beside(sandbox, Job(cmd=["sleep", "3"], files=files), "secret.txt")
         if attack.partner:
             files = {"partner.py": _fill(attack.partner, ctx), "secret.txt": ctx.secret}

@@ -99,7 +99,7 @@ class JobCgroups:
             elif fstype == "cgroup2" and "" in own:
                 v2.append((_under(mount, root, own[""]), 2))
         reasons = []
-        for parent in [c for c in memory + v2 if c[0]]:
+        for parent in [(p, v) for p, v in memory + v2 if p]:
             why = _try_memory(*parent)
             if why:
                 reasons.append(why)
@@ -107,7 +107,7 @@ class JobCgroups:
             if parent[1] == 2:
                 return cls(parent, parent)  # cpu.stat is in every v2 cgroup
             # v1: cpuacct if it can be made, else a v2 cgroup beside it (hybrid machines)
-            cpu_parent = next((c for c in cpu + v2 if c[0] and not _try_plain(*c)), None)
+            cpu_parent = next(((p, v) for p, v in cpu + v2 if p and not _try_plain(p, v)), None)
             return cls(parent, cpu_parent)
         return "; ".join(reasons) or "no memory cgroup is mounted"
 

@@ -26,7 +26,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 from tempering.sandbox.job import Limits
@@ -219,7 +219,7 @@ def few_names(path: str, cap: int) -> bool:
     return True
 
 
-def largest_file(paths: list[str], at_least: int) -> bool:
+def largest_file(paths: Sequence[str], at_least: int) -> bool:
     """Some regular file below `paths` (links not followed) holds at least `at_least` bytes."""
     stack = list(paths)
     while stack:
@@ -334,7 +334,7 @@ async def run_tree(
     staged = {}
     for target, fd in targets.items():  # out of the way of every target, so no dup2 clobbers a source
         staged[target] = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, max(targets) + 1)
-    actions = [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inheritable_fds()]
+    actions: list[tuple[int, ...]] = [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inheritable_fds()]
     actions += [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in staged.items()]
     t0 = time.monotonic()
     try:
@@ -345,7 +345,8 @@ async def run_tree(
     pidfd = os.pidfd_open(pid)
     exited = loop.create_future()
     out, err = _Stream(out_r, limits.output_bytes, on_stdout), _Stream(err_r, limits.output_bytes)
-    pump = asyncio.ensure_future(_pump(feed, feed_w)) if feed is not None else None
+    # feed_w is set exactly when feed is given
+    pump = asyncio.ensure_future(_pump(feed, feed_w)) if feed is not None and feed_w is not None else None
     status = _Stream(st_r, _STATUS_CAP)
     reason = ""
 
@@ -384,7 +385,11 @@ async def run_tree(
         if stream.read() and not exited.done():
             kill("output")
 
-    loop.add_reader(pidfd, lambda: exited.done() or exited.set_result(None))
+    def on_exit() -> None:
+        if not exited.done():
+            exited.set_result(None)
+
+    loop.add_reader(pidfd, on_exit)
     loop.add_reader(out_r, on_output, out)
     loop.add_reader(err_r, on_output, err)
     loop.add_reader(st_r, status.read)  # read as it comes: a full pipe would block the writer

@@ -284,6 +284,7 @@ class Sandbox:
             ex = await run_tree(argv, env, job.limits, stdin_path, jobroot, nonce, pass_fds, feed, on_stdout)
             oom = cpu_s = peak_mb = None
             if cgroup is not None:
+                assert self._cgroups is not None  # a job's cgroup comes from it
                 oom = self._cgroups.oom_killed(cgroup)
                 cpu_s, peak_mb = self._cgroups.usage(cgroup)
             result = self._classify(job, ex, bool(oom), cpu_s, peak_mb)
@@ -313,6 +314,7 @@ class Sandbox:
                     _SLOTS.give(slot)
 
     async def _remove_cgroup(self, cgroup) -> None:
+        assert self._cgroups is not None  # a job's cgroup comes from it
         for _ in range(100):  # the namespace's last processes may take a moment to be reaped
             if self._cgroups.remove(cgroup):
                 return

@@ -99,10 +99,10 @@ class _Program:
     """Classic BPF with forward jumps to named labels, resolved at the end."""
 
     def __init__(self) -> None:
-        self.insns: list[tuple[int, int, object, object]] = []
+        self.insns: list[tuple[int, int, int | str, int | str]] = []  # jumps: an offset or a label
         self.labels: dict[str, int] = {}
 
-    def op(self, code: int, k: int, jt: object = 0, jf: object = 0) -> None:
+    def op(self, code: int, k: int, jt: int | str = 0, jf: int | str = 0) -> None:
         self.insns.append((code, k, jt, jf))
 
     def label(self, name: str) -> None:
