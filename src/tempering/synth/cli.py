@@ -23,8 +23,8 @@ from tempering.config import load_config
 from tempering.envs.terminal.bundle import Bundle, is_task_folder, load_bundles, write_bundle
 from tempering.errors import UserError
 from tempering.synth.families import builtin_seeds
-from tempering.synth.generators import ChatConfig, LLMGenerator, MutatorGenerator
-from tempering.synth.loop import METHODS, BundleChecker, Report, SynthConfig, synthesize
+from tempering.synth.generators import ChatConfig, Generator, LLMGenerator, MutatorGenerator
+from tempering.synth.loop import METHODS, BundleChecker, Checker, Report, SynthConfig, synthesize
 from tempering.synth.seeds import load_pass_rates, load_seeds
 from tempering.synth.task_seeds import TaskFamilySeed, TaskSeedChecker, load_task_seeds
 from tempering.synth.verify import check_one, make_verifier, short_reason
@@ -115,7 +115,7 @@ def run(argv: list[str]) -> int:
                 if v is not None
             }
         )
-        generator = LLMGenerator(chat)
+        generator: Generator = LLMGenerator(chat)
     else:
         generator = MutatorGenerator()
         lacking = [s.name for s in seeds if not generator.fits(s)]
@@ -125,7 +125,7 @@ def run(argv: list[str]) -> int:
                 "--generator llm with --base-url, or --seeds builtin"
             )
     if configs:
-        checker = TaskSeedChecker(cfg.config_checks)
+        checker: Checker = TaskSeedChecker(cfg.config_checks)
     else:
         checker = BundleChecker(
             make_verifier(args.backend, _sandbox(args.sandbox) if args.backend == "sandbox" else None), cfg.checks

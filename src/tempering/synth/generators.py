@@ -230,7 +230,7 @@ class LLMGenerator:
             ]
         text, tokens = await asyncio.to_thread(self.client.complete, messages)
         estimated = tokens is None
-        if estimated:
+        if tokens is None:
             tokens = (sum(len(m["content"]) for m in messages) + len(text)) // 4
         try:
             bundle = parse_bundle_answer(text)

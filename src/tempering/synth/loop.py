@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -157,7 +157,7 @@ Progress = Callable[[Report], None]
 
 
 def candidates(
-    seeds: list[Seed],
+    seeds: Sequence[Seed],
     pass_rates: dict[str, float],
     cfg: SynthConfig,
     generator: Generator,
@@ -188,7 +188,7 @@ def candidates(
 
 
 async def synthesize(
-    seeds: list[Seed],
+    seeds: Sequence[Seed],
     pass_rates: dict[str, float],
     generator: Generator,
     checker: Checker,
@@ -221,13 +221,15 @@ async def synthesize(
         for c in [cand, *ranked[: cfg.fallback_actions]]:
             failure = previous = None
             for k in range(cfg.repairs + 1):
+                contract = seed.contract(c.action)
+                assert contract is not None  # candidates() keeps only actions with a contract
                 req = Request(
                     seed,
                     c.action,
                     p,
                     c.predicted,
                     c.score,
-                    seed.contract(c.action),
+                    contract,
                     cfg.scoring.tau,
                     salt=1000 * round_no + k,
                     failure=failure,

@@ -222,7 +222,9 @@ def _solve_highs(cands, n, coverage, cfg) -> list[int]:
     incumbent = run()
     if incumbent is None:
         raise _joint_infeasible(cands, n, coverage, cfg)
-    z = evaluate([cands[i] for i in incumbent], coverage, cfg)[0]
+    value = evaluate([cands[i] for i in incumbent], coverage, cfg)
+    assert value is not None  # HiGHS's solution meets the coverage constraints
+    z = value[0]
     floor = [LinearConstraint(obj.reshape(1, -1), -np.inf, scale * (-z + _TOL))]
     tops = {s: max(c.score for c in cands if c.seed == s) for s in seeds}
     for s in seeds:
@@ -327,7 +329,9 @@ def solve_portfolio(
         raise UserError(f"unknown portfolio backend {backend!r}; use one of auto, {', '.join(solvers)}")
     sel = solvers[backend](cands, n, coverage, cfg) if n > 0 else []
     chosen = [cands[i] for i in sel]
-    objective, slack = evaluate(chosen, coverage, cfg)
+    value = evaluate(chosen, coverage, cfg)
+    assert value is not None  # every solver returns a feasible selection or raises
+    objective, slack = value
     ties = []
     for i in sel:
         c = cands[i]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from typing import Any
 
 from tempering.synth.families.base import Family, Params, Spec
 
@@ -51,7 +52,7 @@ class FileTree(Family):
     def build(self, p: Params, rng: random.Random) -> Spec:
         d = DOMAINS[p.domain]
         n = 5 + 2 * p.depth
-        names = []
+        names: list[str] = []
         while len(names) < n:
             name = f"{rng.choice(d['stems'])}_{rng.randint(1, 99)}.{rng.choice(d['exts'])}"
             if name not in names:
@@ -100,7 +101,10 @@ class FileTree(Family):
                 "the one whose path inside inbox/ sorts first, delete the rest, and list the deleted paths "
                 "(relative to inbox/, sorted) in duplicates.txt, one per line."
             )
-        checks = [("tree", "sorted", {k: _sha16(v) for k, v in kept.items()}), ("absent", "inbox", None)]
+        checks: list[tuple[str, str, Any]] = [
+            ("tree", "sorted", {k: _sha16(v) for k, v in kept.items()}),
+            ("absent", "inbox", None),
+        ]
         if p.depth >= 4:
             checks.append(("text", "duplicates.txt", dropped))
         if "manifest" in p.features:

@@ -13,10 +13,11 @@ import csv
 import io
 import json
 import random
+from typing import Any
 
 from tempering.synth.families.base import Family, Params, Spec
 
-DOMAINS = {
+DOMAINS: dict[str, dict[str, Any]] = {
     "shop": dict(
         records="orders.csv",
         key="customer",
@@ -75,15 +76,16 @@ class Ledger(Family):
         d = DOMAINS[p.domain]
         keys, n = d["keys"], 10 + 5 * p.depth
         threshold = rng.choice([50, 100, 150])
-        recs = []
+        recs: list[dict[str, Any]] = []
         for i in range(n):
-            rec = {"id": i + 1, "key": rng.choice(keys), "amount": round(rng.uniform(5, 250), 2)}
+            rec: dict[str, Any] = {"id": i + 1, "key": rng.choice(keys), "amount": round(rng.uniform(5, 250), 2)}
             if "date_window" in p.features:
                 rec["date"] = f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
             if p.depth >= 4:
                 rec["currency"] = rng.choice(list(RATES))
             recs.append(rec)
-        fixtures, steps = {}, []
+        fixtures: dict[str, bytes] = {}
+        steps: list[str] = []
         cols = (
             ["id", d["key"], d["amount"]]
             + (["date"] if "date_window" in p.features else [])
@@ -155,13 +157,15 @@ class Ledger(Family):
         what = OP_TEXT[p.op].format(threshold=threshold)
         fmt = "an integer" if p.op == "count_over" else "a number rounded to 2 decimals"
         if p.depth == 1:
-            checks = [("number", "answer.txt", _fmt(p.op, agg([r["amount"] for r in rows])))]
+            checks: list[tuple[str, str, Any]] = [
+                ("number", "answer.txt", _fmt(p.op, agg([r["amount"] for r in rows])))
+            ]
             out = f"Write {what} over the remaining records to answer.txt, as {fmt} on one line (0 if none)."
         else:
             groups = d["groups"]
             owner = {k: groups[i % len(groups)] for i, k in enumerate(sorted({r["key"] for r in rows} | set(keys)))}
             fixtures[d["lookup"]] = _csv([[d["key"], d["group"]]] + sorted([k, g] for k, g in owner.items()))
-            table = {}
+            table: dict[str, list[float]] = {}
             for r in rows:
                 table.setdefault(owner[r["key"]], []).append(r["amount"])
             want = [[d["group"], "value"]] + [[g, _fmt(p.op, agg(a))] for g, a in sorted(table.items())]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+from typing import Any
 
 from tempering.synth.families.base import Family, Params, Spec
 
@@ -83,7 +84,7 @@ class LogScan(Family):
                 f"Only lines with lo <= timestamp < hi count, where window.txt holds `lo hi` (currently {lo} {hi})."
             )
         errors = [r for r in rows if r[1] == "ERROR"]
-        per = {}
+        per: dict[str, int] = {}
         for r in errors:
             per[r[2]] = per.get(r[2], 0) + 1
         if p.op == "count_errors":
@@ -92,7 +93,7 @@ class LogScan(Family):
             answer = str(len({r[3].split("user=")[1] for r in errors}))
         else:
             answer = min(per, key=lambda c: (-per[c], c)) if per else "none"
-        checks = [("text", "answer.txt", [str(len(rows)), answer])]
+        checks: list[tuple[str, str, Any]] = [("text", "answer.txt", [str(len(rows)), answer])]
         out = [
             f"Write two lines to answer.txt: first the number of log lines that count (after the rules above), "
             f"then {OP_TEXT[p.op]}."
@@ -100,7 +101,8 @@ class LogScan(Family):
         if p.depth >= 4:
             listed = sorted(rng.sample(d["components"], len(d["components"]) - 1))
             fixtures["components.txt"] = ("\n".join(listed) + "\n").encode()
-            want = [["component", "errors"]] + sorted(([c, per.get(c, 0)] for c in listed), key=lambda x: (-x[1], x[0]))
+            counts: list[list[Any]] = [[c, per.get(c, 0)] for c in listed]  # [component, errors] rows
+            want = [["component", "errors"]] + sorted(counts, key=lambda x: (-x[1], x[0]))
             checks.append(("csv", "summary.csv", want))
             out.append(
                 "Also write summary.csv with header `component,errors` and one row for each component "
