@@ -37,7 +37,8 @@ def group_metrics(groups: list[Group], k: int, max_turns: int = 1) -> dict[str, 
             out["regress_rate"] = sum(b < a for a, b in steps) / len(steps)
         passed = [e for e in eps if e.success]
         if passed:
-            out["turns_per_pass"] = sum(e.first_success_turn for e in passed) / len(passed)
+            turns = [e.first_success_turn for e in passed]  # never None: each of them passed a turn
+            out["turns_per_pass"] = sum(t for t in turns if t is not None) / len(passed)
             out["tokens_per_pass"] = sum(e.num_action_tokens for e in passed) / len(passed)
     return out
 

@@ -258,7 +258,7 @@ def plot_curves(rows: list[dict[str, Any]], keys: list[str], out: Path, title: s
         for i, (n, pts) in enumerate(lines.items()):
             xs, ys = [p[0] for p in pts], [p[1] for p in pts]
             last = i == len(lines) - 1  # the largest set: the full held-out evaluations
-            style = {"marker": "o" if last else "x", "linestyle": "-" if last else ":"}
+            style: dict[str, str | None] = {"marker": "o" if last else "x", "linestyle": "-" if last else ":"}
             if not k.startswith("eval/"):
                 style = {"marker": "." if len(xs) < 30 else None, "linestyle": "-"}
             ax.plot(xs, ys, label=f"{n} prompts" if n is not None else None, **style)
