@@ -43,13 +43,16 @@ import queue
 import re
 import sys
 import threading
-from typing import Any, ClassVar, get_args, get_origin
+from typing import TYPE_CHECKING, Any, ClassVar, get_args, get_origin
 
 from tempering.envs.base import Env, StepResult, TaskFamily
 from tempering.envs.synthetic import SPLITS
 from tempering.errors import UserError
 from tempering.http import ServerError, request_json
 from tempering.types import Task
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 MISSING = (
     "task.family=openenv needs the openenv-core package: pip install 'tempering[ecosystem]' && "
@@ -102,8 +105,8 @@ def _resolve(spec: str):
     return obj
 
 
-def _types(cls: type) -> tuple[type, type]:
-    """The action and observation classes of `Environment[Action, Observation, State]`."""
+def _types(cls: type) -> tuple[type[BaseModel], type[BaseModel]]:
+    """The action and observation classes (pydantic models) of `Environment[Action, Observation, State]`."""
     core = _package()
     for klass in cls.__mro__:
         for base in getattr(klass, "__orig_bases__", ()):
@@ -218,7 +221,8 @@ class _Local:
     """An in-process environment instance."""
 
     def __init__(self, family: OpenEnvFamily, episode_id: str):
-        self.family, self.worker, self.env = family, _Worker(f"openenv {episode_id}"), None
+        self.family, self.worker = family, _Worker(f"openenv {episode_id}")
+        self.env: Any = None  # the openenv Environment, made by reset()
         self.hung = False
 
     async def _call(self, fn, what: str):
@@ -421,6 +425,7 @@ class OpenEnvFamily(TaskFamily):
             self.action_cls, obs_cls = _types(cls)
             schemas = (self.action_cls.model_json_schema(), obs_cls.model_json_schema())
         else:
+            assert url is not None  # exactly one of env and url, checked above
             self.source = url
             schemas = self._server_schemas(url)
         self.codec = Codec(*schemas, action_field, observation_field)

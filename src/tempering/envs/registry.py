@@ -78,7 +78,7 @@ def set_reward_timeout(family: TaskFamily, seconds: float | None) -> None:
     members = [family, *getattr(family, "families", {}).values()]  # a mixture's members
     takers = [f for f in members if hasattr(f, "reward_timeout")]
     for f in takers:
-        f.reward_timeout = seconds  # type: ignore[attr-defined]
+        f.reward_timeout = seconds
     if not takers and seconds != DEFAULT_REWARD_TIMEOUT:
         raise UserError(
             f"task.reward_timeout={seconds} has no effect: task family {family.name or type(family).__name__!r} "

@@ -168,15 +168,6 @@ BUILTIN_REWARDS: dict[str, RewardFn] = {
     "boxed": boxed_format,
 }
 
-
-BUILTIN_REWARDS: dict[str, RewardFn] = {
-    "exact": exact_match,
-    "numeric": numeric_match,
-    "regex": regex_match,
-    "math": math_answer,
-    "boxed": boxed_format,
-}
-
 _INLINE = {exact_match, numeric_match, regex_match, boxed_format}
 """Built-ins that run on the event loop's thread (fast, no user code); `math` does too on the main
 thread, where math-verify can time itself."""
@@ -300,7 +291,11 @@ def resolve_rewards(spec: str | RewardFn | list, weights: list[float] | None = N
 
 
 def _name(fn: RewardFn) -> str:
-    return getattr(fn, "__qualname__", None) or getattr(type(fn), "__qualname__", repr(fn))
+    qualname: str | None = getattr(fn, "__qualname__", None)
+    if qualname:
+        return qualname
+    fallback: str = getattr(type(fn), "__qualname__", repr(fn))
+    return fallback
 
 
 def _short(x: Any, limit: int = 200) -> str:

@@ -162,6 +162,7 @@ async def grade(
         # the judge died or said nothing: the candidate's code killed or starved it
         why = f"The test judge ended without a report ({res.status}: {res.message}); do not kill or flood it."
         return Grade(0, total, "runtime_error", why, sandbox=res)
+    assert report is not None  # the results came from it
     passed = sum(bool(r.get("passed")) for r in results)
     if report.get("load_status"):
         what = "The problem's own code" if report["load_status"] == "problem_error" else "Your code"

@@ -36,6 +36,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from tempering.envs.code.problems import (
     BUILTIN,
@@ -382,7 +383,7 @@ def load_problems(
         if problem.id in seen:
             raise UserError(f"{where}: problem id {problem.id!r} is also used at {seen[problem.id]}.")
         seen[problem.id] = where
-        limits = {"test_timeout_s": test_timeout_s, "time_budget_s": time_budget_s}
+        limits: dict[str, Any] = {"test_timeout_s": test_timeout_s, "time_budget_s": time_budget_s}
         problems.append(replace(problem, format=format, **{k: v for k, v in limits.items() if v is not None}))
     if skipped is not None:
         skipped.extend(left_out)

@@ -48,6 +48,7 @@ import sys
 import tempfile
 import time
 import types
+from typing import Any
 
 VALUE_LIMIT = 4 << 20
 """Bytes of one reply of the child, and of one program's output."""
@@ -248,7 +249,7 @@ def rebuild_error(reply: dict) -> BaseException:
     kind = getattr(builtins, name, None) if isinstance(name, str) and name.isidentifier() else None
     if isinstance(kind, type) and issubclass(kind, Exception) and not issubclass(kind, _CONTROL_FLOW):
         try:
-            exc = kind(str(reply.get("message", "")))
+            exc: Any = kind(str(reply.get("message", "")))  # Any: it carries the traceback as an extra attribute
             exc.solution_traceback = text
             return exc
         except Exception:
@@ -299,10 +300,10 @@ class Solution:
         self.buffer = b""
         self.deadline = 0.0
         self.timeout_message = ""
-        self.failure = None
+        self.failure: SolutionFailed | None = None
         """Set once the child timed out, died or broke the protocol: every later request fails alike."""
         self.setup = setup
-        self.names = {}
+        self.names: dict[str, str] = {}
 
     def load(self, deadline: float, message: str) -> None:
         """Load solution.py (and the setup code) in the child; SolutionFailed if it does not load."""
@@ -472,11 +473,11 @@ class Judge:
         self.kind = spec["kind"]
         self.test_timeout = float(spec["test_timeout_s"])
         self.budget = float(spec["time_budget_s"])
-        self.solution = None
-        self.ns = None
+        self.solution: Solution | None = None
+        self.ns: dict[str, Any] | None = None
 
     def run(self) -> dict:
-        report = {"load_status": None, "load_error": None, "results": [], "public": []}
+        report: dict[str, Any] = {"load_status": None, "load_error": None, "results": [], "public": []}
         tests, public = self.spec["tests"], self.spec["public"]
         with open("solution.py", encoding="utf-8", errors="replace") as f:
             source = f.read()
@@ -492,7 +493,9 @@ class Judge:
                 self.ns = module.__dict__
                 # the setup runs in the solution's namespace; only its imports run here too, so that
                 # the modules the tests use are the judge's own
-                imports = [n for n in ast.parse(self.spec["setup"]).body if isinstance(n, (ast.Import, ast.ImportFrom))]
+                imports: list[ast.stmt] = [
+                    n for n in ast.parse(self.spec["setup"]).body if isinstance(n, (ast.Import, ast.ImportFrom))
+                ]
                 exec(compile(self.spec["prefix"], "<problem>", "exec"), self.ns)
                 exec(compile(ast.Module(imports, []), "<setup>", "exec"), self.ns)
         except Exception as e:
@@ -539,6 +542,7 @@ class Judge:
                 res = self.run_program(test, deadline, message)
             else:
                 res = self.run_function(test, deadline, message)
+                assert self.solution is not None  # started above
                 if self.solution.failure is not None:  # it hung or died: a fresh child runs the rest
                     self.solution.close()
                     self.solution = None
@@ -557,6 +561,7 @@ class Judge:
             self.solution.close()
             self.solution = None
             raise
+        assert self.ns is not None  # run() made the function problem's namespace
         entry = self.spec["entry_point"]
         if entry and self.solution.names.get(entry) != "value":
             self.solution.close()
@@ -578,6 +583,7 @@ class Judge:
                 self.ns[name] = Remote(self.solution, ("name", name), f"`{name}`")
 
     def run_function(self, test: dict, deadline: float, message: str) -> dict:
+        assert self.solution is not None  # run_tests starts it first
         self.solution.deadline, self.solution.timeout_message = deadline, message
         tree = self.trees[test["source"]]
         pair = _compare_assert(tree)
@@ -621,6 +627,7 @@ class Judge:
             )
             out, status = self._read_output(proc, deadline)
             code = kill(proc)
+            assert proc.stdout is not None  # stdout=PIPE
             proc.stdout.close()
             ferr.seek(max(0, ferr.seek(0, 2) - 4000))
             err = ferr.read().decode("utf-8", "replace")

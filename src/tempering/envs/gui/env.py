@@ -128,7 +128,11 @@ class GuiEnv(Env):
         self.boxes = boxes
         self.state = self.app.initial()
         self.optimal_steps = self.app.remaining(self.state)
-        self.max_steps = max_steps or 2 * self.optimal_steps + 2
+        if max_steps:
+            self.max_steps = max_steps
+        else:
+            assert self.optimal_steps is not None  # a fresh task has not failed
+            self.max_steps = 2 * self.optimal_steps + 2
         self.steps = 0
 
     def reset(self) -> str:
@@ -172,11 +176,13 @@ class GuiEnv(Env):
         if not parsed.ok:
             status, error = "parse_error", parsed.error
         else:
+            assert parsed.action is not None  # a parsed output has its action
             try:
                 self.state = app.execute(before, parsed.action)
             except ActionError as e:
                 status, error = "bad_action", str(e)
             else:
+                assert left is not None  # not finished, so not failed
                 step_ok = app.remaining(self.state) == left - 1
                 status = "valid" if step_ok else "invalid"
         now = app.remaining(self.state)
@@ -256,7 +262,8 @@ class GuiFamily(TaskFamily):
     def tasks(self, split: str, n: int, seed: int = 0) -> list[Task]:
         if split not in ("train", "heldout"):
             raise UserError(f"gui: split must be 'train' or 'heldout', got {split!r}")
-        out, seen = [], set()
+        out: list[Task] = []
+        seen: set[str] = set()
         for i in range(n):
             kind = self.kinds[i % len(self.kinds)]
             for attempt in range(1000):

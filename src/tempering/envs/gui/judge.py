@@ -59,7 +59,8 @@ class LLMJudge:
         try:
             reply = request_json("POST", url, body, timeout_s=self.timeout_s, api_key=self.api_key)
         except ServerError as e:
-            if e.kind == "not_json" or (e.kind == "status" and e.status >= 500):  # a hiccup: the fallback scores it
+            # a hiccup: the fallback scores it (a `status` error always carries its status)
+            if e.kind == "not_json" or (e.kind == "status" and e.status is not None and e.status >= 500):
                 return ""
             if e.kind == "status":
                 raise UserError(

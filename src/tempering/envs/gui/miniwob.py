@@ -512,7 +512,8 @@ class MiniWoBEnv(Env):
             error = ""
             if action.type != "wait":
                 try:
-                    self.window.run(lambda d: _act(d, self.window, action, self.screen))
+                    window = self.window  # checked above; a lambda does not keep the narrowing of self.window
+                    self.window.run(lambda d: _act(d, window, action, self.screen))
                 except ActionFailed as e:
                     error = str(e)
             self._settle(WAIT_S if action.type == "wait" else 0.0)
@@ -540,7 +541,7 @@ class MiniWoBEnv(Env):
 
     # -- the Env interface --
 
-    async def reset(self) -> str:  # type: ignore[override]
+    async def reset(self) -> str:
         return await asyncio.to_thread(self.reset_sync)
 
     async def step(self, action: str) -> StepResult:

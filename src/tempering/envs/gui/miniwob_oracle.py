@@ -94,6 +94,13 @@ def _first(lines: list[Line], role: str | tuple[str, ...], text: str | None = No
     return None
 
 
+def _the(lines: list[Line], role: str | tuple[str, ...], text: str | None = None) -> Line:
+    """`_first` where the task's screen always has that target."""
+    x = _first(lines, role, text)
+    assert x is not None, f"no {role} {text or ''} on the screen"
+    return x
+
+
 def _submit(lines: list[Line], name: str = "Submit") -> Action:
     button = next(x for x in lines if x.id and x.role == "button" and x.text.casefold() == name.casefold())
     return Action("click", target=button.id)
@@ -130,23 +137,23 @@ def solve(instruction: str, lines: list[Line]) -> Action | None:
     """The next action for this screen, or None when no rule knows the task."""
     q = _quoted(instruction)
     if instruction == "Click the button.":
-        return Action("click", target=_first(lines, "button").id)
+        return Action("click", target=_the(lines, "button").id)
     if m := re.fullmatch(r"Click button (\w+)\.", instruction):
-        return Action("click", target=_first(lines, "button", m.group(1)).id)
+        return Action("click", target=_the(lines, "button", m.group(1)).id)
     if re.fullmatch(r'Click on the ".*" button\.', instruction):
-        return Action("click", target=_first(lines, "button", q[0]).id)
+        return Action("click", target=_the(lines, "button", q[0]).id)
     if re.fullmatch(r'Click on the link ".*"\.', instruction):
-        return Action("click", target=_first(lines, "link", q[0]).id)
+        return Action("click", target=_the(lines, "link", q[0]).id)
     if (m := re.fullmatch(r"Select (.*) and click Submit\.", instruction)) and " from the " not in instruction:
         names = set() if m.group(1) == "nothing" else set(m.group(1).split(", "))
         role = "radio" if _first(lines, "radio") else "checkbox"
         return _toggle(lines, role, names)
     if instruction == 'Close the dialog box by clicking the "x".':
-        return Action("click", target=_first(lines, "button", "Close").id)
+        return Action("click", target=_the(lines, "button", "Close").id)
     if re.fullmatch(r'Click the button in the dialog box labeled ".*"\.', instruction):
-        return Action("click", target=_first(lines, "button", "Close" if q[0] == "x" else q[0]).id)
+        return Action("click", target=_the(lines, "button", "Close" if q[0] == "x" else q[0]).id)
     if m := re.fullmatch(r"Click on (Tab #\d+)\.", instruction):
-        return Action("click", target=_first(lines, "tab", m.group(1)).id)
+        return Action("click", target=_the(lines, "tab", m.group(1)).id)
     if re.fullmatch(r'Switch between the tabs to find and click on the link ".*"\.', instruction):
         link = _first(lines, "link", q[0])
         if link is not None:
@@ -155,17 +162,17 @@ def solve(instruction: str, lines: list[Line]) -> Action | None:
         now = next(i for i, x in enumerate(tabs) if x.state == "selected")
         return Action("click", target=tabs[(now + 1) % len(tabs)].id)
     if re.fullmatch(r'Click on a ".*" widget\.', instruction):
-        return Action("click", target=_first(lines, WIDGETS[q[0]]).id)
+        return Action("click", target=_the(lines, WIDGETS[q[0]]).id)
     if instruction == "Expand the section below and click submit.":
         section = next(x for x in lines if x.id and x.role == "tab" and x.text.startswith("Section"))
         return Action("click", target=section.id) if section.state != "selected" else _submit(lines)
     if re.fullmatch(r'Enter ".*" into the text field and press Submit\.', instruction):
-        return _fill(lines, [(_first(lines, "textbox"), q[0])])
+        return _fill(lines, [(_the(lines, "textbox"), q[0])])
     if m := re.fullmatch(
         r'Type ".*" in all (lower|upper) case letters in the text input and press Submit\.', instruction
     ):
         word = q[0].lower() if m.group(1) == "lower" else q[0].upper()
-        return _fill(lines, [(_first(lines, "textbox"), word)])
+        return _fill(lines, [(_the(lines, "textbox"), word)])
     if re.fullmatch(r'Enter the password ".*" into both text fields and press submit\.', instruction):
         return _fill(lines, [(x, q[0]) for x in lines if x.id and x.role == "textbox"])
     if re.fullmatch(
@@ -174,14 +181,14 @@ def solve(instruction: str, lines: list[Line]) -> Action | None:
         boxes = [(_after_label(lines, "Username"), q[0]), (_after_label(lines, "Password"), q[1])]
         return _fill(lines, boxes, submit="Login")
     if instruction == "Focus into the textbox.":
-        return Action("click", target=_first(lines, "textbox").id)
+        return Action("click", target=_the(lines, "textbox").id)
     if m := re.fullmatch(r"Focus into the (\w+) input textbox\.", instruction):
         return Action("click", target=[x for x in lines if x.id and x.role == "textbox"][ORDINALS[m.group(1)]].id)
     if m := re.fullmatch(r"Select (.*) from the list and click Submit\.", instruction):
-        box = _first(lines, "combobox")
+        box = _the(lines, "combobox")
         return Action("select", target=box.id, value=m.group(1)) if box.state != m.group(1) else _submit(lines)
     if m := re.fullmatch(r"Select (.*) from the scroll list and click Submit\.", instruction):
-        box = _first(lines, "listbox")
+        box = _the(lines, "listbox")
         chosen = set(box.state.split(", ")) if box.state else set()
         for name in m.group(1).split(", "):
             if name not in chosen:
@@ -189,7 +196,7 @@ def solve(instruction: str, lines: list[Line]) -> Action | None:
         return _submit(lines)
     if instruction.startswith("Enter an item that starts with"):
         start, end = q[0], (q[1] if len(q) > 1 else "")
-        box = _first(lines, "textbox")
+        box = _the(lines, "textbox")
         if box.state.startswith(start) and box.state.endswith(end) and len(box.state) > len(start):
             return _submit(lines)
         fits = [x for x in lines if x.id and x.role == "button" and x.text.startswith(start) and x.text.endswith(end)]
@@ -199,7 +206,7 @@ def solve(instruction: str, lines: list[Line]) -> Action | None:
     if instruction.startswith("Solve the math problem"):
         problem = next(x.text for x in lines if not x.id and x.text.endswith("="))
         a, op, b = problem.removesuffix("=").split()
-        return _fill(lines, [(_first(lines, "textbox"), str(OPS[op](int(a), int(b))))])
+        return _fill(lines, [(_the(lines, "textbox"), str(OPS[op](int(a), int(b))))])
     return None
 
 

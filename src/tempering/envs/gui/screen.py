@@ -95,7 +95,8 @@ class Screen:
         return min(hits, key=lambda e: e.bbox[2] * e.bbox[3]) if hits else None
 
     @property
-    def boxes(self) -> dict[str, tuple[int, int, int, int]]:
+    def boxes(self) -> dict[str, tuple[float, float, float, float]]:
+        """id -> (x, y, w, h), typed as the reward's boxes (the pixels are ints)."""
         return {e.id: e.bbox for e in self.elements}
 
     def render(self, boxes: bool = False) -> str:

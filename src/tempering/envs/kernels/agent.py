@@ -66,7 +66,8 @@ class KernelWorkspace:
             raise ValueError(f"no file {path!r} (files: {', '.join(self.files)})")
         return self.files[path] or "(empty)"
 
-    def write(self, path: str, content: str) -> str:
+    def write(self, path: str, content: object) -> str:
+        """`content` as the tool call gave it: anything but a string is refused."""
         if path != WRITABLE:
             raise ValueError(f"{path} is read-only: only {WRITABLE} can be written")
         if not isinstance(content, str):
@@ -206,6 +207,7 @@ class SketchAgentFamily(SketchFamily):
     def make_task(self, problem: Problem, rng=None) -> Task:
         task = super().make_task(problem, rng)
         spec = spec_for(problem.name)
+        assert spec is not None  # the family accepts only problems with a sketch spec
         short = problem.name.split("_", 1)[1]
         rng = rng or random.Random(0)
         tool = rng.choice(("profile", "submit"))

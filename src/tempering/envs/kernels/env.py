@@ -122,7 +122,7 @@ class KernelFamily(TaskFamily):
             )
         rng = random.Random(seed)
         order = list(pool)
-        out = []
+        out: list[Task] = []
         while len(out) < n:
             rng.shuffle(order)
             out += [self.make_task(p, rng) for p in order[: n - len(out)]]
@@ -239,6 +239,7 @@ class SketchFamily(KernelFamily):
 
     def make_task(self, problem: Problem, rng: random.Random | None = None) -> Task:
         spec = spec_for(problem.name)
+        assert spec is not None  # accepts(): only problems with a sketch spec
         short = problem.name.split("_", 1)[1]
         prompt = f"sketch {short} {spec.kind} loops={'|'.join(orders(spec.kind))}:"
         return Task(
@@ -252,6 +253,7 @@ class SketchFamily(KernelFamily):
 
     def to_submission(self, problem: Problem, text: str) -> tuple[str | None, str, dict]:
         spec = spec_for(problem.name)
+        assert spec is not None  # accepts(): only problems with a sketch spec
         line = text.strip().splitlines()[0] if text.strip() else ""
         try:
             settings = parse_sketch(line, spec.kind)

@@ -26,7 +26,7 @@ _HEADLINES = {
 
 
 def timing_table(res: KernelResult) -> str:
-    rows = [("candidate", res.t_ms, None, "")]
+    rows: list[tuple[str, float | None, float | None, str]] = [("candidate", res.t_ms, None, "")]
     rows.append(("eager", res.t_eager_ms, res.speedup_eager, ""))
     if res.t_compile_ms:
         rows.append(

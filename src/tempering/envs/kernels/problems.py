@@ -115,7 +115,7 @@ def builtin_problems(scale: float = 1.0) -> list[Problem]:
         if not entry.name.endswith(".py") or entry.name.startswith("_"):
             continue
         source = entry.read_text()
-        solution = suite.joinpath("solutions", entry.name).read_text()
+        solution = suite.joinpath("solutions").joinpath(entry.name).read_text()  # one part a call (Python 3.10)
         if scale != 1.0:
             source, solution = scale_sizes(source, scale), scale_sizes(solution, scale)
         out.append(

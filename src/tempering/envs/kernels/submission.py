@@ -367,7 +367,8 @@ def static_check(code: str) -> list[Violation]:
             flag("class_attr", node, f"{node.value.id}.{attr}: reach attributes through an instance, not the class")
         if id(node) in inner:
             continue
-        chain, root = [], node
+        chain: list[str] = []
+        root: ast.expr = node
         while isinstance(root, ast.Attribute):
             chain.append(root.attr)
             root = root.value

@@ -422,6 +422,7 @@ class KernelVerifier:
         cfg = self.config
         limits = Limits(wall_s=cfg.build_wall_s, cpu_s=cfg.build_wall_s, memory_mb=8192, fsize_mb=512)
         if sub.backend == "c":
+            assert sub.c_source is not None  # parse_submission refuses a c answer without one
             built = await self.cache.build(
                 self.sandbox,
                 files={"kernel.c": sub.c_source},
@@ -430,6 +431,7 @@ class KernelVerifier:
                 limits=limits,
             )
         elif sub.backend == "torch_ext" or (sub.backend == "cuda" and cfg.device == "cuda"):
+            files: dict[str, str | bytes]
             if sub.ext_args is not None:  # keyed by the extension's sources alone
                 script = _TORCH_EXT_ARGS_BUILD.replace("USE_PCH", repr(bool(cfg.use_pch)))
                 files = {"ext_args.json": json.dumps(sub.ext_args, sort_keys=True), "build_ext.py": script}
@@ -495,6 +497,7 @@ class KernelVerifier:
             "-o",
             "kernel.cubin",
         ]
+        assert sub.cuda_source is not None  # what this path compiles
         ran = await self.sandbox.run(
             Job(
                 cmd=cmd,
@@ -506,7 +509,7 @@ class KernelVerifier:
         )
         path = None
         if ran.ok and "kernel.cubin" in ran.outputs:
-            path = "kernel.cubin"
+            path = Path("kernel.cubin")  # a mark that it compiled: only str(path) is read
         return BuildResult(path=path, result=ran, cached=False)
 
     # -- run ---------------------------------------------------------------------------------------
@@ -677,7 +680,7 @@ class KernelVerifier:
 
         cfg = self.config
         config = dict(req.config)
-        ro = dict(self._harness_files_for_job)
+        ro: dict[str, str | bytes] = dict(self._harness_files_for_job)
         ro["model.py"] = req.problem.source
         env = {**self._job_env(), **req.env}
         binds = []
@@ -713,6 +716,7 @@ class KernelVerifier:
     # -- warm workers --------------------------------------------------------------------------------
     def _worker_request(self, req: _Request) -> str:
         """The candidate's line for harness/worker.py: its files (problem, code, kernel), config, nonce."""
+        assert req.submission is not None  # warm workers take only answers with a submission
         files = {"model.py": req.problem.source.encode(), "model_new.py": req.submission.encode()}
         env = dict(req.env)
         config = dict(req.config, problem="model.py")

@@ -15,6 +15,10 @@ import json
 import sys
 import weakref
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tempering.sandbox import Result, Sandbox
 
 IDLE_S = 2.0
 """A worker with no candidate for this long ends (and gives its memory back)."""
@@ -41,7 +45,7 @@ class Answer:
 
     reply: dict | None = None
     """The worker's line for it, or None if the worker died or hung while it ran."""
-    worker: object = None
+    worker: Result | None = None
     """The worker job's sandbox `Result` when it died (None when it hung and was killed)."""
 
 
@@ -59,11 +63,11 @@ def workers_for(sandbox, memory_mb: int, env: dict[str, str], files: dict[str, s
 class Workers:
     """A queue of candidates and the workers that serve it."""
 
-    sandbox: object
+    sandbox: Sandbox
     memory_mb: int
     env: dict
     files: dict
-    requests: asyncio.Queue = field(default_factory=asyncio.Queue)
+    requests: asyncio.Queue[_Request] = field(default_factory=asyncio.Queue)
     running: int = 0
     idle: int = 0
     tasks: set = field(default_factory=set)
@@ -109,7 +113,8 @@ class Workers:
         )
         run = asyncio.ensure_future(_pool(self.sandbox).run(job, feed=feed(), on_stdout=on_stdout))
         to_send.put_nowait(json.dumps({"isolated": self.sandbox.isolated}).encode() + b"\n")
-        served, req = 0, None
+        served = 0
+        req: _Request | None = None
         try:
             while served < CANDIDATES and not run.done():
                 self.idle += 1

@@ -28,6 +28,7 @@ import re
 import shutil
 import statistics
 import tempfile
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
@@ -426,7 +427,7 @@ def is_task_folder(path: Path) -> bool:
     return (path / "task.toml").is_file() or (path / "task.yaml").is_file()
 
 
-def _walk(root: Path, skip: set[str] = frozenset()) -> dict[str, bytes]:
+def _walk(root: Path, skip: Collection[str] = frozenset()) -> dict[str, bytes]:
     """Every file under root by relative POSIX path; symlinks are errors."""
     files = {}
     for dirpath, dirnames, filenames in os.walk(root):

@@ -46,6 +46,11 @@ def _docker(*args: str, timeout: float | None = None) -> subprocess.CompletedPro
     return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
 
 
+def _text(output: str | bytes | None) -> str:
+    """What a timed-out run had printed: `TimeoutExpired` holds bytes even when the run was text=True."""
+    return output.decode("utf-8", errors="replace") if isinstance(output, bytes) else output or ""
+
+
 class DockerWorkspace:
     """A bundle's environment in Docker; the same `run_tests` / `solve` as the sandbox's `Workspace`."""
 
@@ -117,7 +122,7 @@ class DockerWorkspace:
                 code, out = proc.returncode, proc.stdout + proc.stderr
             except subprocess.TimeoutExpired as e:
                 _docker("kill", name)
-                code, out = 124, f"{e.stdout or ''}{e.stderr or ''}\n[timed out after {timeout_s:g} s]"
+                code, out = 124, f"{_text(e.stdout)}{_text(e.stderr)}\n[timed out after {timeout_s:g} s]"
             try:
                 if keep:  # like the sandbox, a run that timed out keeps its changes up to then
                     tag = f"tempering-state/{name}"

@@ -21,12 +21,17 @@ import hashlib
 import re
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tempering.envs.base import Env, StepResult, TaskFamily
 from tempering.envs.terminal.bundle import Bundle, load_bundles
 from tempering.envs.terminal.workspace import NeedsDocker, NeedsNetwork, Workspace
 from tempering.errors import UserError
 from tempering.types import Task
+
+if TYPE_CHECKING:
+    from tempering.envs.terminal.session import Session
+    from tempering.sandbox import Sandbox
 
 SAMPLES = Path(__file__).parent / "samples"
 """The built-in bundles: small tasks in Harbor's layout (one step, several steps, reward.json,
@@ -46,12 +51,13 @@ def parse_command(text: str) -> str | None:
 
 
 def bundle_task(bundle: Bundle) -> Task:
+    levels: dict[Any, float] = {"easy": 1.0, "medium": 2.0, "hard": 3.0}  # any metadata value may be looked up
     return Task(
         id=f"terminal:{bundle.name}",
         prompt=bundle.steps[0].instruction.strip() + PROTOCOL,
         answer=None,
         family="terminal",
-        difficulty={"easy": 1.0, "medium": 2.0, "hard": 3.0}.get(bundle.metadata.get("difficulty"), 0.0),
+        difficulty=levels.get(bundle.metadata.get("difficulty"), 0.0),
         meta={"bundle": bundle, "skills": sorted(bundle.skills)},
     )
 
@@ -114,7 +120,7 @@ class TerminalEnv(Env):
             )
         self.keep_services = keep_services
         self.session_wall_s = session_wall_s
-        self.session = None
+        self.session: Session | None = None
         """The step's sandbox job while commands run in one (keep_services)."""
 
     async def step(self, action: str) -> StepResult:
@@ -199,6 +205,7 @@ class TerminalFamily(TaskFamily):
         sandbox_backend: str = "auto",
         keep_services: bool = False,
     ):
+        skipped: dict[str, str]
         if isinstance(bundles, list):
             candidates, skipped = bundles, {}
         else:
@@ -225,7 +232,7 @@ class TerminalFamily(TaskFamily):
         self.command_timeout_s = command_timeout_s
         self.sandbox_backend = sandbox_backend
         self.keep_services = keep_services
-        self._sandbox = None
+        self._sandbox: Sandbox | None = None
 
     def _heldout(self, b: Bundle) -> bool:
         h = int.from_bytes(hashlib.blake2b(b.name.encode(), digest_size=8).digest(), "big")

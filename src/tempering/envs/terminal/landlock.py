@@ -96,6 +96,7 @@ def restrict(deny: list[str], allow_under: list[str]) -> None:
     if version < 1:
         raise OSError("the kernel has no Landlock")
     rights = fs_rights(version)
+    attr: _RulesetAttr | _RulesetAttrScoped
     if version >= 6:
         attr = _RulesetAttrScoped(rights, 0, _SCOPE_SIGNAL)
     else:

@@ -102,7 +102,7 @@ class Session:
         wrapper = ws._prologue() + (
             f'exec python3 "$ROOT/.ws/session.py" {self._nonce} {shlex.quote(deny)} {shlex.quote(allow)} "$ROOT"\n'
         )
-        ro = {f"tests/{p}": b for p, b in self.step.tests.items()}
+        ro: dict[str, str | bytes] = {f"tests/{p}": b for p, b in self.step.tests.items()}
         ro |= {".ws/landlock.py": _LANDLOCK.read_text(), ".ws/session.py": _SUPERVISOR}
         outputs = [*REWARD_OUTPUTS, ".ws-out/tests.out", ".ws-out/tests.status"]
         job = ws._job(wrapper, self.wall_s, ro, {}, outputs, True)
@@ -138,6 +138,7 @@ class Session:
         """Run one command in the working folder; what it starts in the background keeps running."""
         if self._job is None:
             self._start()
+        assert self._job is not None  # _start made it
         if self._job.done():
             return Run(None, "", "session ended", {}, 0.0)
         self._ids += 1
@@ -168,6 +169,7 @@ class Session:
         req = {"op": "finish", "env": env, "timeout": max(1, math.ceil(self.step.verifier_timeout_s))}
         await self._requests.put(json.dumps(req).encode() + b"\n")
         await self._requests.put(None)
+        assert self._job is not None  # _start made it
         res = await self._job
         kept = self._keep(res)
         out = kept.get(".ws-out/tests.out", b"").decode("utf-8", errors="replace")

@@ -30,6 +30,7 @@ import secrets
 import shlex
 import tarfile
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -428,7 +429,7 @@ def resolve_env(env: dict[str, str], where: str) -> dict[str, str]:
     return {k: _ENV_REF.sub(one, v) for k, v in env.items()}
 
 
-def pack(files: dict[str, bytes], dirs: set[str] = frozenset()) -> bytes:
+def pack(files: dict[str, bytes], dirs: Collection[str] = frozenset()) -> bytes:
     """A tar of files and empty folders (the first state)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as t:
@@ -706,8 +707,8 @@ class Workspace:
         test_s = step.verifier_timeout_s
         mark = secrets.token_hex(8)
         solve_env = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in self.solution_env.items())
-        test_env = resolve_env(step.verifier_env, f"{self.name}: [verifier] env")
-        test_env = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in test_env.items())
+        test_vars = resolve_env(step.verifier_env, f"{self.name}: [verifier] env")
+        test_env = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in test_vars.items())
         home = [self.home] if self.home else []
         deny = ":".join(["/tests", "/logs", backends_inner_workdir()])
         allow = ":".join([self.workdir, *home])
@@ -725,7 +726,7 @@ class Workspace:
             'bash "$TESTS_DIR/test.sh" ) </dev/null\n'
             'echo "$?" > "$ROOT/.ws-out/tests.status"\n'
         )
-        ro = {f"solution/{p}": b for p, b in step.solution.items()}
+        ro: dict[str, str | bytes] = {f"solution/{p}": b for p, b in step.solution.items()}
         ro |= {f"tests/{p}": b for p, b in step.tests.items()}
         ro[".ws/landlock.py"] = _LANDLOCK.read_text()
         outputs = [*REWARD_OUTPUTS, ".ws-out/solve.status", ".ws-out/tests.status"]
@@ -741,12 +742,12 @@ class Workspace:
                 solve_run.status = "timeout"
             return solve_run, None, None
         test_code = _status_file(kept.get(".ws-out/tests.status"))
-        tests = {k: v for k, v in kept.items() if k in REWARD_OUTPUTS}
+        test_files = {k: v for k, v in kept.items() if k in REWARD_OUTPUTS}
         test_run = Run(
             test_code,
             test_out,
             status if test_code is None else ("ok" if test_code == 0 else "nonzero_exit"),
-            tests,
+            test_files,
             0.0,
         )
         return solve_run, _rewards_of(test_run, step), test_run

@@ -7,6 +7,7 @@ field is a valid next action.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from tempering.envs.gui.app import App, norm, pick
 from tempering.envs.gui.screen import Element, Screen, State, layout
@@ -28,7 +29,9 @@ class FormApp(App):
     @classmethod
     def generate(cls, rng: random.Random, difficulty: int) -> dict:
         labels = pick(rng, list(TEXT) + list(SELECT) + CHECK, min(2 + difficulty, 10))
-        fields, goal, values = [], {}, {}
+        fields: list[dict[str, Any]] = []
+        goal: dict[str, Any] = {}
+        values: dict[str, Any] = {}
         for label in labels:
             if label in TEXT:
                 fields.append({"label": label, "kind": "text"})

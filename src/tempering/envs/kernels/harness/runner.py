@@ -651,7 +651,10 @@ def reference_main(sock, cfg) -> None:
         _isolate(sock.fileno(), "reference")
         torch.set_num_threads(int(cfg.get("threads", 1)))
         chan = wire.Channel(sock)
-        inputs, restore, flush, last, models = None, [], None, None, {}
+        inputs: list | None = None
+        restore: list = []
+        flush: torch.Tensor | None = None
+        last, models = None, {}
         while True:
             msg = chan.recv(("inputs", "state"), writable=True)
             op = msg.get("op")
@@ -669,9 +672,11 @@ def reference_main(sock, cfg) -> None:
                         reply["compile_error"] = f"{type(e).__name__}: {str(e)[:300]}"
                 chan.send(reply)
             elif op == "flush":
+                assert flush is not None  # the judge sends time_setup first
                 flush.fill_(float(msg.get("r", 0)))
                 chan.send({"op": "flushed", "ok": True})
             elif op == "go":
+                assert inputs is not None  # the judge sends time_setup first
                 restore_and_modify(inputs, restore, msg["mods"])
                 model = models[msg["model"]]
                 with torch.no_grad(), _BanCalls(None):  # the same mode entry as the candidate's call

@@ -16,6 +16,7 @@ import mmap
 import os
 import socket
 import warnings
+from typing import Any, cast
 
 import torch
 
@@ -177,5 +178,6 @@ def probe(t: torch.Tensor, positions) -> str:
     if n == 0 or not positions:
         return ""
     size = t.element_size()
-    raw = memoryview(_flat_bytes(t).numpy())
+    # cast: numpy's stubs declare the buffer protocol (__buffer__) only for Python >= 3.12
+    raw = memoryview(cast(Any, _flat_bytes(t).numpy()))
     return b"".join(raw[(p % n) * size : (p % n + 1) * size] for p in map(int, positions)).hex()
