@@ -113,13 +113,15 @@ def run_readme(work: Path, timeout: float = 900, skip_slow: bool = False) -> lis
     return rows
 
 
-def config_seconds(repeats: int = 3) -> float:
-    """Median wall time of `tempering config train` (the import chain, mostly)."""
+def cli_seconds(args: list[str], exit_code: int = 0, repeats: int = 3) -> float:
+    """Median wall time of `tempering ARGS` (the import chain, mostly), which must exit with `exit_code`."""
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        subprocess.run([PY, "-m", "tempering.cli", "config", "train"], capture_output=True, check=True)
+        r = subprocess.run([PY, "-m", "tempering.cli", *args], capture_output=True, text=True)
         times.append(time.perf_counter() - t0)
+        if r.returncode != exit_code:
+            raise SystemExit(f"tempering {' '.join(args)} exited {r.returncode}, not {exit_code}: {r.stderr[-500:]}")
     return sorted(times)[len(times) // 2]
 
 
@@ -195,7 +197,8 @@ def main() -> None:
         "load_before": load,
         "load_after": " ".join(f"{x:.1f}" for x in os.getloadavg()),
         "readme_commands": {"total": len(rows), "ran": sum(r["exit"] == 0 for r in rows), "rows": rows},
-        "config_seconds": config_seconds(),
+        "config_seconds": cli_seconds(["config", "train"]),
+        "typo_seconds": cli_seconds(["train", "run.stepz=3"], exit_code=2),
         "sigint_checkpoint": interrupt["ok"],
         "sigint": interrupt,
         "bad_inputs_total": reliability["bad_inputs_total"],
@@ -220,7 +223,8 @@ def main() -> None:
         "|---|---|---|---|",
         *[f"| {r['exit']} | {r['seconds']} | `{r['command']}` | `{r['ran_as']}` |" for r in rows],
         "",
-        f"`tempering config train` answers in {report['config_seconds']:.2f} s (median of 3).",
+        f"`tempering config train` answers in {report['config_seconds']:.2f} s, and a mistyped key "
+        f"(`tempering train run.stepz=3`) is refused in {report['typo_seconds']:.2f} s (medians of 3).",
         f"Ctrl-C in the middle of a {faults_steps()}-step run with no checkpoint due: exit {interrupt['exit']}, "
         f"checkpoints written {', '.join(interrupt['checkpoints_written']) or 'none'}, "
         f"`--resume` ends with the metrics and weights of an uninterrupted run: {interrupt['resumed_exactly']}.",
