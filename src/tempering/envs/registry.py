@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import difflib
 import importlib
 import inspect
+import re
+import textwrap
 from typing import Any
 
 from tempering.envs.base import TaskFamily
@@ -49,20 +53,75 @@ def family_args(factory: Any) -> list[str] | None:
     return [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"]
 
 
-def make_family(name: str, /, **args: Any) -> TaskFamily:
+def _factory(name: str) -> Any:
     if name not in FAMILIES:
         raise UserError(
             f"unknown task family {name!r}; {_did_you_mean(name, list(FAMILIES))}available: {', '.join(sorted(FAMILIES))}"
         )
     mod, _, cls = FAMILIES[name].partition(":")
-    factory = getattr(importlib.import_module(mod), cls)
+    return getattr(importlib.import_module(mod), cls)
+
+
+def _attribute_docs(cls: type) -> dict[str, str]:
+    """The docstrings written under a class's annotated attributes (`x: int = 1` then `\"\"\"...\"\"\"`),
+    its bases' included: the meaning of a dataclass family's arguments."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not klass.__module__.startswith("tempering."):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        for stmt, after in zip(body, body[1:]):
+            if (
+                isinstance(stmt, ast.AnnAssign)
+                and isinstance(stmt.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                docs[stmt.target.id] = " ".join(after.value.value.split())
+    return docs
+
+
+def family_reference(name: str) -> list[tuple[str, str, str, str]]:
+    """(task.args.KEY, type, default, meaning) for each argument of a family (`tempering config VERB
+    task.family=NAME` prints them)."""
+    factory = _factory(name)
+    docs = _attribute_docs(factory) if isinstance(factory, type) else {}
+    names = [p for p in inspect.signature(factory).parameters if p != "self"]
+    text = " ".join((factory.__doc__ or "").split())
+    marks = sorted((m.start(), m.end(), m.group(1)) for m in re.finditer(rf"\b({'|'.join(names)}): ", text))
+    for (_, end, arg), nxt in zip(marks, [*marks[1:], (len(text), 0, "")]):
+        docs.setdefault(arg, text[end : nxt[0]].strip().rstrip(";,"))  # a class docstring's `arg: meaning`
+    defaults: dict[str, Any] = {}
+    if dataclasses.is_dataclass(factory):
+        for f in dataclasses.fields(factory):
+            if f.default_factory is not dataclasses.MISSING:
+                defaults[f.name] = f.default_factory()
+    rows = []
+    for p in inspect.signature(factory).parameters.values():
+        if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) or p.name == "self":
+            continue
+        ann = p.annotation
+        tname = "" if ann is p.empty else ann if isinstance(ann, str) else getattr(ann, "__name__", str(ann))
+        value = defaults.get(p.name, p.default)
+        default = "" if value is p.empty else repr(value)
+        rows.append((f"task.args.{p.name}", str(tname), default, docs.get(p.name, "")))
+    return rows
+
+
+def make_family(name: str, /, **args: Any) -> TaskFamily:
+    factory = _factory(name)
     allowed = family_args(factory)
     if allowed is not None:
         for k in args:
             if k not in allowed:
                 raise UserError(
                     f"task family {name!r} has no argument {k!r} (task.args.{k}); {_did_you_mean(k, allowed)}"
-                    f"its arguments: {', '.join(allowed)}"
+                    f"its arguments: {', '.join(allowed)} (`tempering config train task.family={name}` says what each means)"
                 )
     try:
         return factory(**args)

@@ -60,6 +60,7 @@ def write(docs: Path) -> None:
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="tempering config", description="Print the config reference of a verb.")
     p.add_argument("verb", nargs="?", choices=configured(), help="verb (default: all, as docs/config.md)")
+    p.add_argument("family", nargs="?", metavar="task.family=NAME", help="the arguments (task.args.*) of a task family")
     p.add_argument(
         "--from-trl", metavar="FILE", help="print the `tempering train` YAML of a TRL GRPOConfig (YAML or JSON)"
     )
@@ -69,8 +70,24 @@ def main(argv: list[str]) -> int:
             raise UserError(f"--from-trl converts to `tempering train`, not {a.verb!r}; drop the verb")
         print(trl_yaml(Path(a.from_trl)), end="")
         return 0
+    if a.family:
+        key, _, name = a.family.partition("=")
+        if key != "task.family" or not name or not a.verb:
+            raise UserError(f"{a.family!r}: give the family as `tempering config VERB task.family=NAME`")
+        print(family_markdown(name), end="")
+        return 0
     print(markdown(a.verb) if a.verb else document(), end="")
     return 0
+
+
+def family_markdown(name: str) -> str:
+    from tempering.envs.registry import family_reference
+
+    rows = family_reference(name)
+    out = [f"### task family `{name}`", "", "| key | type | default | meaning |", "| --- | --- | --- | --- |"]
+    cell = lambda x: str(x).replace("|", "\\|")
+    out += [f"| `{k}` | {cell(t)} | `{cell(d)}` | {cell(doc)} |" for k, t, d, doc in rows]
+    return "\n".join(out) + "\n"
 
 
 def trl_yaml(path: Path) -> str:
