@@ -1,11 +1,12 @@
-"""Shared-prefix log-probs equal the plain forward: values, entropy and gradients."""
+"""Shared-prefix log-probs equal the plain forward: values, entropy and gradients, for the sampled tokens
+and for whole next-token distributions."""
 
 import torch
 
 from tempering.models import tiny_model
 from tempering.train.batch import TrainBatch, collate
-from tempering.train.prefix import shared_prefix_logprobs, split_prefixes
-from tempering.train.update import token_logprobs
+from tempering.train.prefix import shared_prefix_logprobs, shared_prefix_vocab_logprobs, split_prefixes
+from tempering.train.update import token_logprobs, vocab_logprobs
 from tempering.types import Episode, Task, Turn
 
 
@@ -59,3 +60,25 @@ def test_values_entropy_and_gradients_match_the_plain_forward():
 def test_no_shared_prefix_falls_back():
     batch = collate(episodes(), pad_id=0).select(torch.tensor([0, 3, 6]))  # one row of each group
     assert shared_prefix_logprobs(tiny_model("tiny-xs", seed=0), batch) is None
+
+
+def test_whole_distributions_and_their_gradients_match_the_plain_forward():
+    model = tiny_model("tiny-xs", seed=0)
+    batch = collate(episodes(), pad_id=0)
+    m = batch.mask_BT[..., None]
+    want = vocab_logprobs(model, batch, temperature=0.7)
+    got = vocab_logprobs(model, batch, temperature=0.7, share_prefix=True)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got * m, want.detach() * m, atol=2e-6, rtol=1e-5)
+    inside = batch.attention_BT.bool() & (torch.arange(batch.input_ids_BT.shape[1]) > 8)  # feedback, turn 2
+    torch.testing.assert_close(got[inside], want.detach()[inside], atol=2e-6, rtol=1e-5)
+    weights = torch.randn(want.shape, generator=torch.Generator().manual_seed(1))  # a loss on every token
+    grads = []
+    for share in (False, True):
+        model.zero_grad()
+        ((vocab_logprobs(model, batch, 0.7, share_prefix=share) * weights * m).sum()).backward()
+        grads.append({k: p.grad.clone() for k, p in model.named_parameters()})
+    for k in grads[0]:
+        torch.testing.assert_close(grads[1][k], grads[0][k], atol=1e-5, rtol=1e-4)
+    one_each = batch.select(torch.tensor([0, 3, 6]))
+    assert shared_prefix_vocab_logprobs(model, one_each) is None  # nothing shared: the plain forward

@@ -137,7 +137,7 @@ def build(ctx: Context) -> Method:
         return Credit(adv_BTK.sum(-1), extra, metrics=metrics)
 
     def loss(model, mb: TrainBatch, norm, s, state) -> tuple[torch.Tensor, dict]:
-        logp_BTV = vocab_logprobs(model, mb, 1.0)  # untempered, like every log-prob the credit used
+        logp_BTV = vocab_logprobs(model, mb, 1.0, share_prefix=s.share_prefix)  # untempered, as the credit's
         cand_logp = logp_BTV.gather(-1, mb.extra["cand_ids"])
         pg, stats = topk_ppo_loss(
             cand_logp,

@@ -122,7 +122,7 @@ def build(ctx: Context) -> Method:
         return Credit(reverse_kl_advantage(batch.sample_logp_BT, s.token_logp_BC, m), extra, metrics=metrics)
 
     def jsd_loss(model, mb: TrainBatch, norm, s, state) -> tuple[torch.Tensor, dict]:
-        logp = vocab_logprobs(model, mb, s.temperature)
+        logp = vocab_logprobs(model, mb, s.temperature, share_prefix=s.share_prefix)
         if d.loss == "jsd_topk":
             per_tok = topk_jsd(logp.gather(-1, mb.extra["teacher_ids"]), mb.extra["teacher_logp"], d.beta)
         else:

@@ -27,10 +27,10 @@ def split_prefixes(batch: TrainBatch) -> tuple[torch.Tensor, list[tuple[int, ...
     return plen, list(keys), torch.tensor(owner)
 
 
-def shared_prefix_logprobs(model, batch: TrainBatch, temperature: float = 1.0, entropy: bool = False):
-    """Same contract as `update.token_logprobs`: (B, T) log-prob of each token given its prefix (0 at
-    position 0 and wherever nothing is predicted), and optionally the entropy. None when no two rows share
-    a prefix (the plain forward is then cheaper)."""
+def _suffix_logits(model, batch: TrainBatch, temperature: float):
+    """Each row's next-token logits over its suffix, (B, S, V) float, with the suffix's positions in the
+    batch (B, S), its mask and its token ids; None when no two rows share a prefix (the plain forward is
+    then cheaper)."""
     dev = batch.input_ids_BT.device
     B, T = batch.input_ids_BT.shape
     plen, prefixes, owner = split_prefixes(batch)
@@ -49,11 +49,37 @@ def shared_prefix_logprobs(model, batch: TrainBatch, temperature: float = 1.0, e
     logits = logits.float()
     if temperature != 1.0:
         logits = logits / temperature
+    return logits, src, suf_att, suf_ids
+
+
+def shared_prefix_logprobs(model, batch: TrainBatch, temperature: float = 1.0, entropy: bool = False):
+    """Same contract as `update.token_logprobs`: (B, T) log-prob of each token given its prefix (0 at
+    position 0 and wherever nothing is predicted), and optionally the entropy. None when no two rows share
+    a prefix."""
+    out = _suffix_logits(model, batch, temperature)
+    if out is None:
+        return None
+    logits, src, suf_att, suf_ids = out
+    B, T = batch.input_ids_BT.shape
     lp = logits.log_softmax(-1).gather(-1, suf_ids[..., None]).squeeze(-1) * suf_att
-    out = torch.zeros((B, T), dtype=lp.dtype, device=dev).scatter_add(1, src, lp)
+    logp = torch.zeros((B, T), dtype=lp.dtype, device=lp.device).scatter_add(1, src, lp)
     ent = None
     if entropy:
         with torch.no_grad():
             e = entropy_from_logits(logits) * suf_att
-            ent = torch.zeros((B, T), dtype=e.dtype, device=dev).scatter_add(1, src, e)
-    return out, ent
+            ent = torch.zeros((B, T), dtype=e.dtype, device=e.device).scatter_add(1, src, e)
+    return logp, ent
+
+
+def shared_prefix_vocab_logprobs(model, batch: TrainBatch, temperature: float = 1.0) -> torch.Tensor | None:
+    """Same contract as `update.vocab_logprobs` on the trained positions: (B, T, V) next-token log-probs,
+    each prefix computed once; positions inside a prefix (never trained) are zeros. None when no two rows
+    share a prefix."""
+    out = _suffix_logits(model, batch, temperature)
+    if out is None:
+        return None
+    logits, src, suf_att, _ = out
+    B, T = batch.input_ids_BT.shape
+    lp = logits.log_softmax(-1) * suf_att[..., None]
+    index = src[..., None].expand_as(lp)
+    return torch.zeros((B, T, lp.shape[-1]), dtype=lp.dtype, device=lp.device).scatter_add(1, index, lp)

@@ -16,7 +16,7 @@ import torch
 
 from tempering.algos.losses import LossNorm, aggregate, entropy_from_logits, kl_estimate, ppo_clip_loss
 from tempering.train.batch import TrainBatch
-from tempering.train.prefix import shared_prefix_logprobs
+from tempering.train.prefix import shared_prefix_logprobs, shared_prefix_vocab_logprobs
 
 
 @dataclass
@@ -230,9 +230,14 @@ def optimizer_steps(
     return out
 
 
-def vocab_logprobs(model, mb: TrainBatch, temperature: float = 1.0) -> torch.Tensor:
+def vocab_logprobs(model, mb: TrainBatch, temperature: float = 1.0, share_prefix: bool = False) -> torch.Tensor:
     """(B, T, V) log-probs of the policy's next-token distribution at every position, aligned with the
-    batch: position t predicts token t (position 0 is all zeros). For losses on whole distributions."""
+    batch: position t predicts token t (position 0 is all zeros). For losses on whole distributions.
+    `share_prefix`: shared prompts computed once, and positions inside a row's prompt left zeros."""
+    if share_prefix:
+        shared = shared_prefix_vocab_logprobs(model, mb, temperature)
+        if shared is not None:
+            return shared
     logits = model(input_ids=mb.input_ids_BT, attention_mask=mb.attention_BT).logits[:, :-1].float()
     logp = (logits / temperature).log_softmax(-1)
     return torch.cat([logp.new_zeros((logp.shape[0], 1, logp.shape[-1])), logp], dim=1)
