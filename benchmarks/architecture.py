@@ -41,11 +41,17 @@ DROPPED = ("state/step",)
 """Metrics a documented fix removed: PPO's state no longer counts trained steps (value pre-training counts
 run steps, skipped updates included)."""
 
+SHARED_PROMPTS = (
+    "documented change: a whole-distribution loss runs each shared prompt once (loss.share_prefix), the same "
+    "numbers up to float rounding"
+)
 CHANGED = {
-    "ppo+head": "documented fix: the critic trains before the policy (verl's order), so a value head trains on "
-    "the features its values came from, not the updated policy's",
+    "distill+jsd_topk": SHARED_PROMPTS,
+    "direct-opd": SHARED_PROMPTS,
+    "direct-opd+two_pairs": SHARED_PROMPTS,
 }
-"""Cases a documented fix changes, and why."""
+"""Cases a documented change since --before alters, and why (for --before 58211c5; the critic-order fix,
+which changed ppo+head, is older)."""
 
 TIMING = ("seconds", "wait", "tokens_per_s", *DROPPED)
 

@@ -47,3 +47,37 @@ def test_group_size_one_warns_that_group_relative_advantages_vanish():
         load_config(TrainConfig, None, ["rollout.group_size=1"])
     with pytest.warns(UserWarning, match="only the within-episode part of loss.advantage=kevin"):
         load_config(TrainConfig, None, ["rollout.group_size=1", "loss.advantage=kevin"])
+
+
+def test_the_stored_reference_refuses_only_what_the_schema_refuses_and_says_the_same():
+    """`check_keys` (no torch) against `build` (the schema): on every plain-typed key of `train`, for
+    values a YAML line can give, a value the stored rows refuse is refused by the schema in the same words
+    (so nothing the schema takes is refused early), and the wrong values of each type are caught."""
+    from tempering.config import build, check_keys, describe
+    from tempering.errors import ConfigError
+    from tempering.recipes.reference import stored_keys
+    from tempering.recipes.verbs import schema
+
+    rows = stored_keys()["train"]
+    values = ["abc", "5", " 5 ", "5.0", "1e3", "1e-3", "inf", "yes", "TRUE", "maybe", ""]
+    values += [5, 5.5, 0, 1, 2, 0.0, 1.0, 2.0, True, False, None, [1], {"a": 1}]
+    caught = set()
+    for key, tname, *_ in rows:
+        if tname.removesuffix(" | None") not in ("int", "float", "bool", "str"):
+            continue
+        *sections, leaf = key.split(".")
+        for v in values:
+            data: dict = {}
+            node = data
+            for sec in sections:
+                node = node.setdefault(sec, {})
+            node[leaf] = v
+            try:
+                check_keys(rows, data)
+            except ConfigError as fast:
+                with pytest.raises(ConfigError) as full:
+                    build(schema("train"), data)
+                assert str(full.value) == str(fast), (key, v)
+                caught.add((tname, repr(v)))
+    assert {("int", "'abc'"), ("int", "5.5"), ("float", "'abc'"), ("bool", "'maybe'"), ("str", "5")} <= caught
+    assert describe(schema("train")) == [tuple(r) for r in rows]

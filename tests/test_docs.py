@@ -32,12 +32,14 @@ def test_config_reference_is_current():
 
 
 def test_config_and_a_mistyped_key_import_no_torch():
-    """`tempering config VERB` and an unknown key's error read the stored reference, not the schemas."""
+    """`tempering config VERB`, an unknown key's error and a plain-typed value's read the stored reference,
+    not the schemas."""
     code = (
         "import sys; from tempering.cli import main; "
         "assert main(['config', 'train']) == 0; "
         "assert main(['train', 'loss.kl_coeff=0.1']) == 2; "
         "assert main(['distill', 'num_generations=4']) == 2; "
+        "assert main(['train', 'run.steps=abc']) == 2; "
         "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules), file=sys.stderr)"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -45,6 +47,7 @@ def test_config_and_a_mistyped_key_import_no_torch():
     lines = res.stderr.strip().splitlines()
     assert "unknown key 'loss.kl_coeff'; did you mean 'kl_coef'?" in lines[0]
     assert "'num_generations' is TRL's name: write rollout.group_size=4" in lines[1]
+    assert "run.steps: Input should be a valid integer, unable to parse string as an integer" in lines[2]
     assert lines[-1] == "[]"
     assert "| `loss.kl_coef` |" in res.stdout
 

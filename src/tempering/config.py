@@ -127,9 +127,48 @@ def load_config(schema: type[S], path: str | Path | None = None, overrides: list
     return build(schema, read_data(path, overrides))
 
 
+_TRUE_FALSE = {"0", "off", "f", "false", "n", "no", "1", "on", "t", "true", "y", "yes"}
+
+
+def _refused(tname: str, v: Any) -> str | None:
+    """Pydantic's message when it surely refuses `v` for a field of plain type `tname` (`int`, `float`,
+    `bool`, `str`, optionally `| None`); None when it may accept it (or the type is another)."""
+    optional = tname.endswith(" | None")
+    base = tname.removesuffix(" | None")
+    noun = {"int": "integer", "float": "number", "bool": "boolean", "str": "string"}.get(base)
+    if noun is None:
+        return None
+    if v is None:
+        return None if optional else f"Input should be a valid {noun}"
+    if base == "str":
+        return None if isinstance(v, str) else "Input should be a valid string"
+    if isinstance(v, (list, dict)):
+        return f"Input should be a valid {noun}"
+    if base == "bool":
+        if isinstance(v, float):
+            if v in (0.0, 1.0):
+                return None
+            return "Input should be a valid boolean" + (", unable to interpret input" if v.is_integer() else "")
+        ok = v in (0, 1) if isinstance(v, int) else str(v).strip().lower() in _TRUE_FALSE
+        return None if ok else "Input should be a valid boolean, unable to interpret input"
+    if isinstance(v, str):
+        try:
+            number = float(v)
+        except ValueError:
+            number = None
+        if number is None or (base == "int" and not number.is_integer()):
+            return f"Input should be a valid {noun}, unable to parse string as {'an' if base == 'int' else 'a'} {noun}"
+        return None
+    if base == "int" and isinstance(v, float) and not v.is_integer():
+        return "Input should be a valid integer, got a number with a fractional part"
+    return None
+
+
 def check_keys(rows: Sequence[Sequence[str]], data: dict) -> None:
-    """Refuse unknown keys from a schema's reference rows alone (`describe`'s, stored with the package),
-    so a typo fails before torch is imported; values, and keys under an open mapping, are `build`'s."""
+    """Refuse, from a schema's reference rows alone (`describe`'s, stored with the package), unknown keys
+    and values a plain-typed field surely refuses, so these fail before torch is imported; ranges,
+    choices, cross-key rules and keys under an open mapping are `build`'s."""
+    types = {r[0]: r[1] for r in rows}
     leaves = {r[0] for r in rows}
     sections: dict[str, list[str]] = {"": []}  # each section's names, in field order
     for r in rows:
@@ -144,6 +183,9 @@ def check_keys(rows: Sequence[Sequence[str]], data: dict) -> None:
         for k, v in node.items():
             key = f"{prefix}{k}"
             if key in leaves:
+                why = _refused(types[key], v)
+                if why:
+                    lines.append(f"{key}: {why} (got {v!r})")
                 continue
             if key in sections:
                 if isinstance(v, dict):
