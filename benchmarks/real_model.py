@@ -21,6 +21,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import signal
 import statistics
 import subprocess
@@ -120,6 +121,12 @@ class Verbs:
         self.rows[name] = row
         return run_dir
 
+    @staticmethod
+    def spent(run_dir: Path) -> None:
+        """Frees a checked run's weights (a full SmolLM2 checkpoint is 1.6 GB); its metrics stay."""
+        for sub in ("final", "checkpoints"):
+            shutil.rmtree(run_dir / sub, ignore_errors=True)
+
 
 def run_verbs(work: Path) -> dict[str, Any]:
     """Every verb on the real model; raises AssertionError naming what did not change as it must."""
@@ -129,8 +136,10 @@ def run_verbs(work: Path) -> dict[str, Any]:
     v = Verbs(work)
     w0 = weights(base)
 
-    ckpt = [*TINY, "run.checkpoint_every=1", "run.steps=2"]  # the run resumed after SIGKILL restarts at step 1
-    train = v.run("train", ["train", *ckpt, f"run.out_dir={work / 'train'}"], work / "train")
+    # the run resumed after SIGKILL restarts at step 1; the uninterrupted one writes no checkpoint, so saving
+    # one is also shown not to change the trajectory
+    ckpt = [*TINY, "run.checkpoint_every=1", "run.keep_checkpoints=1", "run.steps=2"]
+    train = v.run("train", ["train", *TINY, "run.steps=2", f"run.out_dir={work / 'train'}"], work / "train")
     assert moved(w0, weights(train / "final")), "train: the weights did not move"
     final = [r for r in metrics(train) if "eval/pass@1" in r][-1]
 
@@ -152,6 +161,7 @@ def run_verbs(work: Path) -> dict[str, Any]:
     assert [r.get("reward") for r in metrics(killed) if "reward" in r] == [
         r.get("reward") for r in metrics(train) if "reward" in r
     ], "resume after SIGKILL: the rewards differ from the uninterrupted run"
+    v.spent(killed)
 
     lora = v.run(
         "train_lora",
@@ -160,10 +170,12 @@ def run_verbs(work: Path) -> dict[str, Any]:
     )
     adapter = weights(lora / "final" / "adapter", names=64)
     assert any(bool(t.abs().sum() > 0) for k, t in adapter.items() if "lora_B" in k), "LoRA: lora_B did not move"
+    v.spent(lora)
 
     ppo = v.run("ppo", ["ppo", *TINY, "critic.kind=head", "run.steps=1", f"run.out_dir={work / 'ppo'}"], work / "ppo")
     assert (ppo / "final" / "critic.safetensors").is_file(), "ppo: no critic exported"
     assert moved(w0, weights(ppo / "final")), "ppo: the policy did not move"
+    v.spent(ppo)
 
     rft = v.run(
         "rft",
@@ -171,6 +183,7 @@ def run_verbs(work: Path) -> dict[str, Any]:
         work / "rft",
     )
     assert moved(w0, weights(rft / "final")), "rft: the weights did not move"
+    v.spent(rft)
 
     distill = v.run(
         "distill",
@@ -178,12 +191,14 @@ def run_verbs(work: Path) -> dict[str, Any]:
         work / "distill",
     )
     assert moved(w0, weights(distill / "final")), "distill: the weights did not move"
+    v.spent(distill)
 
     pair = f"direct_opd.pairs=[{{teacher: {{path: {train}}}, reference: {{path: {base}}}}}]"
     dopd = v.run(
         "direct-opd", ["direct-opd", *TINY, pair, "run.steps=1", f"run.out_dir={work / 'dopd'}"], work / "dopd"
     )
     assert moved(w0, weights(dopd / "final")), "direct-opd: the weights did not move"
+    v.spent(dopd)
 
     teachers = f"tu_opd.teachers={{rl: {{path: {train}}}, base: {{path: {base}}}}}"
     tu = v.run(
@@ -200,6 +215,7 @@ def run_verbs(work: Path) -> dict[str, Any]:
         work / "tu",
     )
     assert (tu / "final" / "config.json").is_file(), "tu-opd: no final model"
+    v.spent(tu)
 
     v.run("view", ["view", str(train), "--out", str(work / "train.html")])
     assert (work / "train.html").stat().st_size > 1000, "view wrote no page"
@@ -221,6 +237,8 @@ def run_verbs(work: Path) -> dict[str, Any]:
         timeout=1200,
     )
     assert moved(w0, weights(launched / "final")), "launch: the weights did not move"
+    v.spent(launched)
+    v.spent(train)
     return {"verbs": v.rows}
 
 

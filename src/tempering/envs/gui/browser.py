@@ -19,7 +19,8 @@ A browser that dies (Chromium or its chromedriver killed, out of memory) fails t
 it as an environment error of that episode, every other window of that browser fails the same way, and
 the pool drops the browser and starts a new one for later episodes. chromedriver starts in a session of
 its own, so Chromium and every process it forks share one process group: closing a browser (and
-interpreter exit) kills that whole group, so nothing is left running after its driver died.
+interpreter exit) kills that whole group, so nothing is left running after its driver died. Its
+profile and every temporary file Chromium makes live in one folder of its own (TMPDIR), removed on close.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ import atexit
 import logging
 import os
 import re
+import shutil
 import signal
+import tempfile
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -124,12 +127,19 @@ class Browser:
         options.binary_location = chromium
         for flag in CHROME_FLAGS:
             options.add_argument(flag)
+        self.tmp = tempfile.mkdtemp(prefix="tempering-chromium-")
+        options.add_argument(f"--user-data-dir={self.tmp}/profile")
         # its own session: chromedriver, Chromium and all Chromium's children form one process group
-        service = Service(executable_path=chromedriver, popen_kw={"start_new_session": True})
+        service = Service(
+            executable_path=chromedriver,
+            env={**os.environ, "TMPDIR": self.tmp},
+            popen_kw={"start_new_session": True},
+        )
         try:
             self.driver = webdriver.Chrome(service=service, options=options)
         except WebDriverException as e:
             _kill_group(service)
+            shutil.rmtree(self.tmp, ignore_errors=True)
             msg = (e.msg or str(e)).strip().splitlines()[0]
             raise UserError(
                 f"Chromium ({chromium}) failed to start through {chromedriver}: {msg}; check that "
@@ -204,6 +214,7 @@ class Browser:
             pass
         finally:
             _kill_group(self.driver.service)
+            shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 class Window:
