@@ -63,6 +63,10 @@ WARMUP_STEPS = 2  # excluded from the timed window in both arms
 EVAL_EVERY = 10  # held-out pass@1 every this many steps (and at the end): one greedy evaluation swings by points
 # between evaluations a few steps apart, so the curves are compared at every evaluation and on their average
 BASELINE = "trl"
+CHAT = False  # the prompts reach TRL as chat messages (its conversational format), rendered by the chat template
+CHECK = {"tv_draws": 300, "replay": True, "thread": True}
+"""How much of the equivalence check runs: first-token draws per prompt, the many-step replay, the thread cost."""
+REGIME_NAME = "tiny"  # `grpo_vs_trl_real.install` switches this module's workload to a real pretrained model
 PREVIOUS = {"ratio": 3.18, "long_ratio": 4.19, "load": 4.6, "trl_steps_per_s": 0.397, "tempering_steps_per_s": 1.333}
 """The table this one replaces (commit c35b5c2), measured on a loaded machine."""
 
@@ -110,9 +114,28 @@ def heldout_pass(model, tok) -> float:
     return m["pass@1"]
 
 
-def first_line_match(completion: str, answer: str) -> float:
-    """Both arms' reward: the completion's first line, stripped, is the answer."""
-    return float(completion.split("\n", 1)[0].strip() == answer)
+def first_line_match(completion, answer: str) -> float:
+    """Both arms' reward: the arithmetic family's own verifier on the completion's first line (`exact`: the
+    line, stripped, is the answer). A TRL conversational completion is its message list."""
+    from types import SimpleNamespace
+
+    from tempering.envs.synthetic import answer_text
+
+    text = completion[-1]["content"] if isinstance(completion, list) else completion
+    return family().check(SimpleNamespace(answer=answer), answer_text(text))[0]  # type: ignore[arg-type]
+
+
+_FAMILY: dict = {}
+
+
+def family():
+    """The workload's task family (the verifier both arms score with)."""
+    from tempering.envs.registry import make_family
+
+    key = json.dumps(TASK, sort_keys=True)
+    if key not in _FAMILY:
+        _FAMILY[key] = make_family(TASK["family"], **TASK["args"])
+    return _FAMILY[key]
 
 
 def eval_due(step: int, steps: int) -> bool:
@@ -155,15 +178,18 @@ def arm_trl(model_dir: str, steps: int, seed: int) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOTrainer
 
+    from tempering.models.chat import ChatFormat
+
     _, order = train_order(steps, seed)
-    rows = [{"prompt": t.prompt, "answer": t.answer} for step in order for t in step]
+    rows = [{"prompt": trl_prompt(t.prompt), "answer": t.answer} for step in order for t in step]
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     tok = AutoTokenizer.from_pretrained(model_dir)
     tok.padding_side = "left"
     seen: list[list[str]] = []
 
     def exact(prompts, completions, answer, **_):
-        seen.append(list(dict.fromkeys(prompts)))  # the step's prompts, each once, in order
+        text = [p[-1]["content"] if isinstance(p, list) else p for p in prompts]
+        seen.append(list(dict.fromkeys(text)))  # the step's prompts, each once, in order
         return [first_line_match(c, a) for c, a in zip(completions, answer)]
 
     ends: list[float] = []
@@ -188,8 +214,18 @@ def arm_trl(model_dir: str, steps: int, seed: int) -> dict:
         processing_class=tok,
         callbacks=[Clock()],
     )
+    first: list = []
+    generate = trainer._generate_single_turn
+
+    def recorded(prompt_ids, *args, **kw):  # the token ids TRL generates from, kept for the first step
+        if not first:
+            first.extend(list(x) for x in prompt_ids)
+        return generate(prompt_ids, *args, **kw)
+
+    trainer._generate_single_turn = recorded  # type: ignore[method-assign]
     t0 = time.perf_counter()
     trainer.train()
+    ours = [ChatFormat(tok).prompt_ids(t.prompt) for t in order[0] for _ in range(GROUP)]
     starts = [t0] + resumes[:-1]
     logs = [h for h in trainer.state.log_history if "reward" in h]
     return {
@@ -198,8 +234,14 @@ def arm_trl(model_dir: str, steps: int, seed: int) -> dict:
         "completion_len": [h["completions/mean_length"] for h in logs],  # EOS counted, as tempering counts it
         "heldout": heldout,
         "prompt_sha": prompt_sha(seen),
+        "prompt_tokens_identical": [[int(i) for i in x] for x in first] == ours,
         "torch_threads": torch.get_num_threads(),
     }
+
+
+def trl_prompt(prompt: str):
+    """A prompt as TRL takes it: text, or one user message when the model has a chat template."""
+    return [{"role": "user", "content": prompt}] if CHAT else prompt
 
 
 def check_equivalence(model_dir: str, steps: int, seed: int) -> dict:
@@ -319,7 +361,7 @@ def check_equivalence(model_dir: str, steps: int, seed: int) -> dict:
     keys = ("lr", "betas", "eps", "weight_decay")
     mine = make_optimizer(model, LR, 0.0, (0.9, 0.999))
     # the first answer token of each of the step's prompts, 1000 draws from each sampler
-    n = 300
+    n = CHECK["tv_draws"]
     gen = torch.Generator().manual_seed(seed)
     trl.model.eval()
     tvs: dict[str, list[float]] = {"tempering": [], "trl": [], "ideal": []}
@@ -327,15 +369,15 @@ def check_equivalence(model_dir: str, steps: int, seed: int) -> dict:
         p1 = torch.tensor([list(ids)] * n)
         with torch.no_grad():
             exact = model(input_ids=p1[:1]).logits[0, -1].float().softmax(-1)
-            out = trl.model.generate(
-                input_ids=p1, attention_mask=torch.ones_like(p1), generation_config=trl.generation_config
-            )
+            first_token = copy.deepcopy(trl.generation_config)
+            first_token.max_new_tokens = 1
+            out = trl.model.generate(input_ids=p1, attention_mask=torch.ones_like(p1), generation_config=first_token)
         tv = lambda draws: float((torch.bincount(draws, minlength=exact.numel()).float() / n - exact).abs().sum() / 2)
         tvs["trl"].append(tv(out[:, p1.shape[1]]))
         tvs["ideal"].append(tv(torch.multinomial(exact, n, replacement=True, generator=gen)))
         ours_first = sampler.sample([list(ids)] * n, SamplingParams(1, 1.0))
         tvs["tempering"].append(tv(torch.tensor([x.ids[0] for x in ours_first])))
-    return {
+    out = {
         "advantage_max_abs_diff": float((ours - theirs).abs().max()),
         "sampler_logprob_max_abs_diff": logprob_gap,
         "grad_rel_diff": float(rel[False]),
@@ -358,10 +400,12 @@ def check_equivalence(model_dir: str, steps: int, seed: int) -> dict:
         "trl_generation": {
             k: getattr(trl.generation_config, k) for k in ("do_sample", "temperature", "top_k", "top_p")
         },
-        "replay": check_replay(model_dir, seed),
-        # last: it starts torch work on a second thread, which slows this process's torch work from then on
-        "sampler_thread": sampler_thread_cost(model, tok, prompts),
     }
+    if CHECK["replay"]:
+        out["replay"] = check_replay(model_dir, seed)
+    if CHECK["thread"]:  # last: it starts torch work on a second thread, which slows this process's from then on
+        out["sampler_thread"] = sampler_thread_cost(model, tok, prompts)
+    return out
 
 
 def sampler_thread_cost(model, tok, prompts: list[list[int]], reps: int = 6) -> dict:
@@ -549,6 +593,8 @@ def run_arm(arm: str, model_dir: str, steps: int, seed: int, threads: int) -> di
         str(seed),
         "--threads",
         str(threads),
+        "--regime",
+        REGIME_NAME,
         "--arm-out",
         str(out),
     ]
@@ -887,11 +933,19 @@ def main() -> None:
     p.add_argument("--model", help="warm-started model folder (default: pre-train one now)")
     p.add_argument("--arm", choices=[*ARMS, "check"], help=argparse.SUPPRESS)
     p.add_argument("--arm-out", help=argparse.SUPPRESS)
+    p.add_argument("--regime", default="tiny", choices=["tiny", "real"], help=argparse.SUPPRESS)
     p.add_argument("--render", metavar="JSON", help="rewrite the table from an earlier run's JSON (no runs)")
     p.add_argument("--equivalence", metavar="JSON", help="reuse an earlier run's equivalence check (same model, seed)")
     p.add_argument("--long-steps", type=int, default=4, help="steps of each long-regime run")
     p.add_argument("--long-pairs", type=int, default=3, help="pairs of the long regime (0: skip it)")
     a = p.parse_args()
+    if a.regime == "real" or (a.model and not Path(a.model).exists()):  # a pretrained model's name
+        import grpo_vs_trl_real
+
+        grpo_vs_trl_real.install(sys.modules[__name__])
+        if not a.arm:
+            grpo_vs_trl_real.main(a, sys.modules[__name__])
+            return
     if a.render:
         write(Path(a.out), json.loads(Path(a.render).read_text()))
         return
@@ -920,6 +974,12 @@ def main() -> None:
         long_model = grpo_perf.long_model(Path("/tmp/bench_grpo_long_model"), a.seed)
         long_head = grpo_perf.measure_long(long_model, a.long_steps, a.long_pairs, a.seed, a.threads)
         flops_arms = grpo_perf.long_flops_arms(long_head, long_model)
+    run_pairs(a, model_dir, {**long_head, "equivalence": check, "heldout_start": start}, peak, flops_arms, write)
+
+
+def run_pairs(a, model_dir: str, extra: dict, peak: float, flops_arms: list, write_fn) -> None:
+    """`a.pairs` rounds of every arm in `ARMS`; `write_fn(out, head)` after each round."""
+    long_head = {k: v for k, v in extra.items() if k.startswith("long_")}
     p_len = grpo_perf.prompt_len(model_dir, train_order(1, a.seed)[0])
     runs: dict[str, list[dict]] = {arm: [] for arm in ARMS}
     raw: dict[str, list[dict]] = {arm: [] for arm in ARMS}
@@ -929,7 +989,7 @@ def main() -> None:
             raw[arm].append(res)
             runs[arm].append(summarize(res))
             print(arm, i, {k: round(v, 3) for k, v in runs[arm][-1].items()}, res["load_1min"], flush=True)
-        head = {**summary(runs, raw, a), **long_head, "equivalence": check, "heldout_start": start}
+        head = {**summary(runs, raw, a), **extra}
         peak = max(peak, grpo_perf.peak_matmul_flops(a.threads))
         short = [(arm, model_dir, PROMPTS, GROUP, p_len, WARMUP_STEPS, raw[arm]) for arm in ARMS]
         grpo_perf.add_flops(head, peak, short + flops_arms)
@@ -940,7 +1000,7 @@ def main() -> None:
             for x in r
         ]
         head["load_1min_median"], head["load_1min_range"] = st.median(loads), [min(loads), max(loads)]
-        write(Path(a.out), head)  # after every pair: the tables stand with the pairs done if the run is cut short
+        write_fn(Path(a.out), head)  # after every pair: the tables stand with the pairs done if the run is cut short
 
 
 def summary(runs: dict[str, list[dict]], raw: dict[str, list[dict]], a) -> dict:
@@ -995,6 +1055,7 @@ def summary(runs: dict[str, list[dict]], raw: dict[str, list[dict]], a) -> dict:
         )
         for s in steps
     }
+    head["trl_prompt_tokens_identical"] = [r.get("prompt_tokens_identical", False) for r in raw[BASELINE]]
     head["prompt_order_identical"] = all(
         len({raw[arm][i]["prompt_sha"] for arm in ARMS}) == 1 for i in range(len(raw[BASELINE]))
     )
