@@ -980,7 +980,7 @@ def main() -> None:
 def run_pairs(a, model_dir: str, extra: dict, peak: float, flops_arms: list, write_fn) -> None:
     """`a.pairs` rounds of every arm in `ARMS`; `write_fn(out, head)` after each round."""
     long_head = {k: v for k, v in extra.items() if k.startswith("long_")}
-    p_len = grpo_perf.prompt_len(model_dir, train_order(1, a.seed)[0])
+    p_len = grpo_perf.prompt_len(model_dir, train_order(1, a.seed)[0], n=min(2000, TASK["train_size"]))
     runs: dict[str, list[dict]] = {arm: [] for arm in ARMS}
     raw: dict[str, list[dict]] = {arm: [] for arm in ARMS}
     for i in range(a.pairs):

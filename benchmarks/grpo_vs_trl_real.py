@@ -72,7 +72,10 @@ def main(a, m: ModuleType) -> None:
     model_dir = gguf.resolve(a.model)
     start_conditions = conditions()
     peak = grpo_perf.peak_matmul_flops(a.threads)
-    check = m.run_arm("check", model_dir, a.steps, a.seed, a.threads)
+    if a.equivalence:  # an earlier run's check of the same model and seed
+        check = json.loads(Path(a.equivalence).read_text())
+    else:
+        check = m.run_arm("check", model_dir, a.steps, a.seed, a.threads)
     print("equivalence", json.dumps(check), flush=True)
     start = m.heldout_pass(*load_policy(model_dir))
     extra = {"equivalence": check, "heldout_start": start, "model": a.model, "conditions_start": start_conditions}
