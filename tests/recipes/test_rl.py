@@ -65,12 +65,18 @@ def test_no_reference_model_without_kl(pretrained_dir, tmp_path):
     cfg = _cfg(pretrained_dir, tmp_path / "b")
     cfg["loss"] = {"kl_coef": 0.1, "dynamic_sampling": True, "advantage": "rloo"}
     t = trainer("train", build(TrainConfig, cfg))
-    assert any(isinstance(s, ReferenceLogprobs) for s in t.scorers)
+    (ref,) = [s for s in t.scorers if isinstance(s, ReferenceLogprobs)]
+    rows: list[int] = []
+    forward = ref.model.forward
+    ref.model.forward = lambda input_ids, **kw: rows.append(len(input_ids)) or forward(input_ids, **kw)
     import asyncio
 
     r = asyncio.run(t.step())
     assert "kl_ref" in r.metrics and r.metrics["kl_ref"] == pytest.approx(0.0, abs=1e-6)  # first step: policy == ref
     assert all(max(g.rewards) > min(g.rewards) for g in r.groups)  # dynamic sampling kept informative groups only
+    # the reference (read by the loss only) ran once, on the kept groups, not on every batch the filter saw
+    assert r.metrics["frac_zero_adv_groups"] > 0
+    assert sum(rows) == sum(len(g.episodes) for g in r.groups)
 
 
 def _cli(*args, **kw):

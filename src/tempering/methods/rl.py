@@ -222,6 +222,8 @@ def build(ctx: Context) -> Method:
         scorers=scorers,
         rollout=rollout,
         resample_rounds=loss.max_resample_rounds if loss.dynamic_sampling else None,
+        # the KL loss reads the reference, the credit does not: dynamic sampling skips its forward
+        signal_scorers=None if loss.kl_in_reward else [x for x in scorers if not isinstance(x, ReferenceLogprobs)],
         plots=tuple(plots),
     )
 

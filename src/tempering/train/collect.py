@@ -58,7 +58,9 @@ class Collector:
     def with_signal(self, groups: list[Group], state: dict[str, float]) -> list[Group]:
         """The groups whose advantages are not all zero under the method's credit (in `state`)."""
         batch = collate([e for g in groups for e in g.episodes], self.pad_id)
-        credit = self.method.credit(score(groups, batch, self.method.scorers), batch, state)
+        m = self.method
+        scorers = m.scorers if m.signal_scorers is None else m.signal_scorers
+        credit = m.credit(score(groups, batch, scorers), batch, state)
         zero = zero_signal_groups(credit.adv_BT, batch, self.group_size)
         return [g for g, z in zip(groups, zero.tolist()) if not z]
 

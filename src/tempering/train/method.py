@@ -96,6 +96,9 @@ class Method:
     resample_rounds: int | None = None
     """Dynamic sampling: groups whose advantages are all zero are dropped and replaced by up to this
     many extra generation rounds (None: off)."""
+    signal_scorers: Sequence[Scorer] | None = None
+    """The scorers dynamic sampling runs to find the zero-signal groups, when fewer than `scorers` decide
+    the credit (a KL reference only the loss reads is run once, on the kept groups). None: all of them."""
     student_prompt: PromptBuilder | None = None
     """The student's prompt from each raw example (distillation with privileged teacher context)."""
     plots: tuple[str, ...] = ()
