@@ -85,6 +85,40 @@ def time_generate(model, tok, batch: list[list[int]]) -> float:
     return dt
 
 
+def time_updates(model, tok, pairs: int, completion_len: int = 38) -> dict:
+    """One GRPO update (8 prompts x 4 samples, prompt shared across the group, AdamW) on the same batch in
+    float32 and under bf16 autocast, alternating; seconds per update of each."""
+    import copy
+
+    from tempering.train.batch import collate
+    from tempering.train.optim import make_optimizer
+    from tempering.train.update import UpdateSettings, policy_update
+    from tempering.types import Episode, Task, Turn
+
+    g = torch.Generator().manual_seed(0)
+    eps = [
+        Episode(
+            Task(str(i), ""),
+            p,
+            [Turn(torch.randint(100, 40000, (completion_len,), generator=g).tolist(), [-1.0] * completion_len)],
+        )
+        for i, p in enumerate(prompts(tok, 8))
+        for _ in range(4)
+    ]
+    batch = collate(eps, tok.pad_token_id)
+    batch.adv_BT = torch.linspace(-1, 1, batch.size)[:, None] * batch.mask_BT
+    out: dict[str, list[float]] = {"none": [], "bf16": []}
+    for i in range(pairs):
+        for kind in ("none", "bf16") if i % 2 == 0 else ("bf16", "none"):
+            m = copy.deepcopy(model)
+            opt = make_optimizer(m, 1e-6, 0.0, (0.9, 0.999))
+            t0 = time.perf_counter()
+            policy_update(m, opt, None, batch, UpdateSettings(micro_batch_size=32, autocast=kind))
+            out[kind].append(time.perf_counter() - t0)
+            del m, opt
+    return {"float32": out["none"], "bf16_autocast": out["bf16"], "tokens": int(batch.attention_BT.sum())}
+
+
 def update_run(model_name: str, work: Path) -> dict:
     """A 3-step `tempering train` on the real model; the update seconds and token counts of steps 2-3."""
     out = work / "train"
@@ -150,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     call_floor = lim.prefill_s(shape, PROMPTS, P) + sum(lim.decode_step_s(shape, ROWS, P + t) for t in range(NEW))
     with tempfile.TemporaryDirectory() as work:
         up = update_run(a.model, Path(work))
+    bf16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    same_batch = time_updates(model, tok, a.pairs) if bf16 else None
     prompt_tokens = 8 * P  # each group's prompt once (prefix sharing), completions once each
     update_floor = [lim.update_s(shape, prompt_tokens + int(n)) for n in up["completion_tokens"]]
     ms = lambda xs: {"mean": 1e3 * st.mean(xs) / NEW, "std": 1e3 * (st.stdev(xs) if len(xs) > 1 else 0.0) / NEW}
@@ -173,6 +209,11 @@ def main(argv: list[str] | None = None) -> int:
             "tempering_over_floor": st.mean(up["update_seconds"]) / st.mean(update_floor),
             "completion_tokens": up["completion_tokens"],
             "prompt_tokens": prompt_tokens,
+            "same_batch": same_batch
+            and {
+                **same_batch,
+                "bf16_speedup": st.mean(same_batch["float32"]) / st.mean(same_batch["bf16_autocast"]),
+            },
         },
         "seconds": time.time() - t_start,
     }
@@ -215,8 +256,27 @@ def render(d: dict) -> str:
             f"| floor (3x the forward's matmuls over {up['prompt_tokens']} prompt + ~{st.mean(up['completion_tokens']):.0f} "
             f"completion tokens, AdamW at the bandwidth) | {up['floor']:.1f} | 1 |",
             "",
+            *autocast_lines(up.get("same_batch")),
         ]
     )
+
+
+def autocast_lines(b: dict | None) -> list[str]:
+    if not b:
+        return ["bf16 autocast: not measured (this CPU has no bf16 instructions; tempering refuses it here)."]
+    f = lambda xs: ", ".join(f"{x:.1f}" for x in xs)
+    return [
+        f"## The same update in float32 and under bf16 autocast (`loss.autocast=bf16`), one fixed batch of "
+        f"{b['tokens']} tokens, alternating",
+        "",
+        "| | seconds per update (per run) | mean |",
+        "| --- | --- | --- |",
+        f"| float32 | {f(b['float32'])} | {st.mean(b['float32']):.1f} |",
+        f"| bf16 autocast | {f(b['bf16_autocast'])} | {st.mean(b['bf16_autocast']):.1f} |",
+        "",
+        f"bf16 autocast / float32 speed: {b['bf16_speedup']:.2f}x.",
+        "",
+    ]
 
 
 if __name__ == "__main__":

@@ -148,3 +148,27 @@ def test_micro_batch_normalisation_is_each_micro_batchs_mean_weighted_by_its_row
         copy.deepcopy(model), batch, UpdateSettings(micro_batch_size=3, max_grad_norm=1e9, max_response_len=12)
     )
     assert max(float((a - b).abs().max()) for a, b in zip(got, step)) > 1e-5
+
+
+@pytest.mark.skipif(not torch.ops.mkldnn._is_mkldnn_bf16_supported(), reason="this CPU has no bf16 instructions")
+def test_bf16_autocast_gives_the_float32_gradient_to_bf16_rounding_and_keeps_float32_weights(tiny):
+    model, _ = tiny
+    batch = collate(_episodes(), pad_id=0)
+    batch.adv_BT = torch.linspace(-1, 1, batch.size)[:, None] * batch.mask_BT
+    fp32 = _grads(copy.deepcopy(model), batch, UpdateSettings(micro_batch_size=4, max_grad_norm=1e9))
+    bf16_model = copy.deepcopy(model)
+    bf16 = _grads(bf16_model, batch, UpdateSettings(micro_batch_size=4, max_grad_norm=1e9, autocast="bf16"))
+    assert all(p.dtype == torch.float32 and p.grad.dtype == torch.float32 for p in bf16_model.parameters())
+    flat = lambda gs: torch.cat([g.flatten() for g in gs])
+    rel = float((flat(bf16) - flat(fp32)).norm() / flat(fp32).norm())
+    assert 0 < rel < 0.05  # bf16 has 8 bits of mantissa: not equal, but the same gradient
+
+
+def test_bf16_autocast_is_refused_where_the_cpu_has_no_bf16(monkeypatch):
+    from tempering.errors import UserError
+    from tempering.train.update import check_autocast
+
+    check_autocast("none", torch.device("cpu"))
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)
+    with pytest.raises(UserError, match="loss.autocast=bf16: this CPU has no bf16"):
+        check_autocast("bf16", torch.device("cpu"))

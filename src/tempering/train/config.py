@@ -173,6 +173,10 @@ class UpdateSection(Schema):
         "step",
         description="Loss normaliser: over the whole optimizer step (ours, the better estimator), or each micro-batch's own mean weighted by its rows (verl's, to replicate verl-trained runs).",
     )
+    autocast: Literal["none", "bf16"] = Field(
+        "none",
+        description="Mixed precision of the update's forward and backward: bf16 autocast (weights, gradients and AdamW stay float32). Refused on a CPU without bf16 instructions, where it is slower.",
+    )
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     mask_truncated: bool = Field(False, description="Drop answers that hit the token limit from the loss (DAPO).")
     rollout_correction: Literal[
@@ -235,6 +239,7 @@ class UpdateSection(Schema):
             max_response_len=max_response_len,
             share_prefix=self.share_prefix,
             norm_scope=self.norm_scope,
+            autocast=self.autocast,
         )
 
 

@@ -31,6 +31,7 @@ from tempering.evaluation import evaluate
 from tempering.metrics import reward_parts
 from tempering.models import load_policy, save_module, save_policy
 from tempering.models.chat import ChatFormat
+from tempering.models.io import resolve_device
 from tempering.progress import Reporter, count_parameters, human, warn
 from tempering.rollout.engine import RolloutStats
 from tempering.rollout.sampler import HFSampler
@@ -52,7 +53,7 @@ from tempering.train.optim import make_optimizer, make_scheduler
 from tempering.train.parallel import DataParallel, Solo, wrap_model
 from tempering.train.pipeline import RolloutPipeline, Rollouts
 from tempering.train.scoring import RolloutCorrection, Scores, per_turn, score
-from tempering.train.update import policy_update
+from tempering.train.update import check_autocast, policy_update
 from tempering.train.world import World
 from tempering.types import Episode, Group
 
@@ -170,6 +171,7 @@ class Trainer:
                 "its environments answer in messages of their own; remove it"
             )
         device = str(world.device) if world is not None else cfg.model.device
+        check_autocast(cfg.loss.autocast, resolve_device(device))
         self.model: Any
         self.model, self.tokenizer = self._load_model(device)
         if self.family.feedback_template is not None and "feedback_template" not in cfg.rollout.model_fields_set:

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from tempering.algos.losses import LossNorm, aggregate, entropy_from_logits, kl_estimate, ppo_clip_loss
+from tempering.errors import UserError
 from tempering.train.batch import TrainBatch
 from tempering.train.prefix import shared_prefix_logprobs, shared_prefix_vocab_logprobs
 
@@ -43,6 +44,8 @@ class UpdateSettings:
     norm_scope: str = "step"
     """`step`: one loss normaliser over the whole optimizer step; `micro_batch`: each micro-batch's own
     mean, weighted by its share of the step's rows (verl's aggregation)."""
+    autocast: str = "none"
+    """`bf16`: the loss's forward (and so its backward) under bf16 autocast; `none`: float32."""
     data_parallel: Any = None
     """Data-parallel training (`tempering.train.parallel.DataParallel`): the loss normaliser is counted over
     all ranks, and every rank runs the same micro-batches so that their collectives stay in step.
@@ -149,6 +152,19 @@ def batch_logprobs(
     return out
 
 
+def check_autocast(kind: str, device: torch.device) -> None:
+    """bf16 autocast only where the hardware computes in bf16: elsewhere it converts and is slower."""
+    if kind != "bf16":
+        return
+    if device.type == "cpu" and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        raise UserError(
+            "loss.autocast=bf16: this CPU has no bf16 instructions (AVX512-BF16 or AMX), where bf16 autocast is "
+            "slower than float32; use loss.autocast=none"
+        )
+    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise UserError("loss.autocast=bf16: this GPU does not compute in bf16; use loss.autocast=none")
+
+
 def policy_update(
     model,
     optimizer,
@@ -202,12 +218,13 @@ def optimizer_steps(
                 if mb.mask_BT.sum() == 0 and dp is None:
                     continue
                 scale = 1.0
-                if s.norm_scope == "micro_batch":  # verl: each micro-batch's own mean, weighted by its rows
-                    value, stats = loss.fn(model, mb, LossNorm.of(mb.mask_BT, s.max_response_len), s, state)
-                    scale = mb.size / step_batch.size
-                    value = value * scale
-                else:
-                    value, stats = loss.fn(model, mb, norm, s, state)
+                with torch.autocast(device.type, torch.bfloat16, enabled=s.autocast == "bf16"):
+                    if s.norm_scope == "micro_batch":  # verl: each micro-batch's own mean, weighted by its rows
+                        value, stats = loss.fn(model, mb, LossNorm.of(mb.mask_BT, s.max_response_len), s, state)
+                        scale = mb.size / step_batch.size
+                        value = value * scale
+                    else:
+                        value, stats = loss.fn(model, mb, norm, s, state)
                 value.backward()
                 # means are weighted by token share; with data parallelism norm.tokens is the global count
                 # over the world size, so the ranks' average of these sums is the global token mean
