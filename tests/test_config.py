@@ -1,3 +1,5 @@
+import ast
+
 import pytest
 
 from tempering.config import load_config
@@ -63,10 +65,11 @@ def test_the_stored_reference_refuses_only_what_the_schema_refuses_and_says_the_
     values += [5, 5.5, 0, 1, 2, 0.0, 1.0, 2.0, True, False, None, [1], {"a": 1}]
     caught = set()
     for key, tname, *_ in rows:
-        if tname.removesuffix(" | None") not in ("int", "float", "bool", "str"):
+        choices = ast.literal_eval(f"({tname[8:-1]},)") if tname.startswith("Literal[") else ()
+        if tname.removesuffix(" | None") not in ("int", "float", "bool", "str") and not choices:
             continue
         *sections, leaf = key.split(".")
-        for v in values:
+        for v in [*values, *choices]:
             data: dict = {}
             node = data
             for sec in sections:
@@ -80,4 +83,5 @@ def test_the_stored_reference_refuses_only_what_the_schema_refuses_and_says_the_
                 assert str(full.value) == str(fast), (key, v)
                 caught.add((tname, repr(v)))
     assert {("int", "'abc'"), ("int", "5.5"), ("float", "'abc'"), ("bool", "'maybe'"), ("str", "5")} <= caught
+    assert ("Literal['none', 'bf16']", "'abc'") in caught  # a choice of strings (loss.autocast)
     assert describe(schema("train")) == [tuple(r) for r in rows]

@@ -3,10 +3,11 @@ overrides. An unknown key or a bad value is a `ConfigError` that names the key a
 
 from __future__ import annotations
 
+import ast
 import difflib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -132,7 +133,14 @@ _TRUE_FALSE = {"0", "off", "f", "false", "n", "no", "1", "on", "t", "true", "y",
 
 def _refused(tname: str, v: Any) -> str | None:
     """Pydantic's message when it surely refuses `v` for a field of plain type `tname` (`int`, `float`,
-    `bool`, `str`, optionally `| None`); None when it may accept it (or the type is another)."""
+    `bool`, `str`, optionally `| None`, or a `Literal` of strings); None when it may accept it (or the type
+    is another)."""
+    if tname.startswith("Literal["):  # string choices: pydantic takes exactly one of them
+        choices = ast.literal_eval(f"({tname[len('Literal[') : -1]},)")
+        if not all(isinstance(c, str) for c in choices) or v in choices:
+            return None
+        names = [repr(c) for c in choices]
+        return "Input should be " + (f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else names[0])
     optional = tname.endswith(" | None")
     base = tname.removesuffix(" | None")
     noun = {"int": "integer", "float": "number", "bool": "boolean", "str": "string"}.get(base)
@@ -166,8 +174,8 @@ def _refused(tname: str, v: Any) -> str | None:
 
 def check_keys(rows: Sequence[Sequence[str]], data: dict) -> None:
     """Refuse, from a schema's reference rows alone (`describe`'s, stored with the package), unknown keys
-    and values a plain-typed field surely refuses, so these fail before torch is imported; ranges,
-    choices, cross-key rules and keys under an open mapping are `build`'s."""
+    and values a plain-typed field or a choice of strings surely refuses, so these fail before torch is
+    imported; ranges, cross-key rules and keys under an open mapping are `build`'s."""
     types = {r[0]: r[1] for r in rows}
     leaves = {r[0] for r in rows}
     sections: dict[str, list[str]] = {"": []}  # each section's names, in field order
@@ -218,7 +226,10 @@ def describe(schema: type[BaseModel], prefix: str = "") -> list[tuple[str, str, 
         if isinstance(ann, type) and issubclass(ann, BaseModel):
             rows += describe(ann, key + ".")
             continue
-        tname = getattr(ann, "__name__", str(ann)).replace("typing.", "")
+        if get_origin(ann) is Literal:  # its choices, which the reference shows and `check_keys` reads
+            tname = f"Literal[{', '.join(map(repr, get_args(ann)))}]"
+        else:
+            tname = getattr(ann, "__name__", str(ann)).replace("typing.", "")
         default = "" if f.is_required() else repr(f.get_default(call_default_factory=True))
         rows.append((key, tname, default, f.description or ""))
     return rows

@@ -213,7 +213,7 @@ class UpdateSection(Schema):
     @field_validator("rollout_correction", mode="before")
     @classmethod
     def _renamed_correction(cls, v):
-        if v in RENAMED:
+        if isinstance(v, str) and v in RENAMED:
             raise ValueError(RENAMED[v])
         return v
 
