@@ -62,11 +62,11 @@ def test_the_stored_reference_refuses_only_what_the_schema_refuses_and_says_the_
 
     rows = stored_keys()["train"]
     values = ["abc", "5", " 5 ", "5.0", "1e3", "1e-3", "inf", "yes", "TRUE", "maybe", ""]
-    values += [5, 5.5, 0, 1, 2, 0.0, 1.0, 2.0, True, False, None, [1], {"a": 1}]
+    values += [5, 5.5, 0, 1, 2, 0.0, 1.0, 2.0, -1, -0.5, 0.5, 1e9, True, False, None, [1], {"a": 1}, "-1", "0"]
     caught = set()
     for key, tname, *_ in rows:
         choices = ast.literal_eval(f"({tname[8:-1]},)") if tname.startswith("Literal[") else ()
-        if tname.removesuffix(" | None") not in ("int", "float", "bool", "str") and not choices:
+        if tname.partition(" (")[0].removesuffix(" | None") not in ("int", "float", "bool", "str") and not choices:
             continue
         *sections, leaf = key.split(".")
         for v in [*values, *choices]:
@@ -82,6 +82,8 @@ def test_the_stored_reference_refuses_only_what_the_schema_refuses_and_says_the_
                     build(schema("train"), data)
                 assert str(full.value) == str(fast), (key, v)
                 caught.add((tname, repr(v)))
-    assert {("int", "'abc'"), ("int", "5.5"), ("float", "'abc'"), ("bool", "'maybe'"), ("str", "5")} <= caught
+    plain = {(t.partition(" (")[0], v) for t, v in caught}
+    assert {("int", "'abc'"), ("int", "5.5"), ("float", "'abc'"), ("bool", "'maybe'"), ("str", "5")} <= plain
     assert ("Literal['none', 'bf16']", "'abc'") in caught  # a choice of strings (loss.autocast)
+    assert ("int (>= 1)", "0") in caught and ("float (> 0)", "'0'") in caught  # ranges (rollout.group_size, optim.lr)
     assert describe(schema("train")) == [tuple(r) for r in rows]

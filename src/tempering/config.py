@@ -133,14 +133,33 @@ _TRUE_FALSE = {"0", "off", "f", "false", "n", "no", "1", "on", "t", "true", "y",
 
 def _refused(tname: str, v: Any) -> str | None:
     """Pydantic's message when it surely refuses `v` for a field of plain type `tname` (`int`, `float`,
-    `bool`, `str`, optionally `| None`, or a `Literal` of strings); None when it may accept it (or the type
-    is another)."""
+    `bool`, `str`, optionally `| None` and a range such as `int (>= 1)`, or a `Literal` of strings); None
+    when it may accept it (or the type is another)."""
     if tname.startswith("Literal["):  # string choices: pydantic takes exactly one of them
         choices = ast.literal_eval(f"({tname[len('Literal[') : -1]},)")
         if not all(isinstance(c, str) for c in choices) or v in choices:
             return None
         names = [repr(c) for c in choices]
         return "Input should be " + (f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else names[0])
+    tname, _, bounds = tname.partition(" (")
+    why = _refused_type(tname, v)
+    if why or not bounds or v is None or tname.removesuffix(" | None") not in ("int", "float"):
+        return why
+    number = float(v)
+    for bound in bounds.removesuffix(")").split(", "):
+        op, limit = bound.split(" ")
+        if not {">=": number >= float(limit), ">": number > float(limit)}.get(op, True) or not {
+            "<=": number <= float(limit),
+            "<": number < float(limit),
+        }.get(op, True):
+            return f"Input should be {BOUND_WORDS[op]} {limit}"
+    return None
+
+
+BOUND_WORDS = {">=": "greater than or equal to", ">": "greater than", "<=": "less than or equal to", "<": "less than"}
+
+
+def _refused_type(tname: str, v: Any) -> str | None:
     optional = tname.endswith(" | None")
     base = tname.removesuffix(" | None")
     noun = {"int": "integer", "float": "number", "bool": "boolean", "str": "string"}.get(base)
@@ -174,8 +193,8 @@ def _refused(tname: str, v: Any) -> str | None:
 
 def check_keys(rows: Sequence[Sequence[str]], data: dict) -> None:
     """Refuse, from a schema's reference rows alone (`describe`'s, stored with the package), unknown keys
-    and values a plain-typed field or a choice of strings surely refuses, so these fail before torch is
-    imported; ranges, cross-key rules and keys under an open mapping are `build`'s."""
+    and values a plain-typed field (its range included) or a choice of strings surely refuses, so these
+    fail before torch is imported; cross-key rules and keys under an open mapping are `build`'s."""
     types = {r[0]: r[1] for r in rows}
     leaves = {r[0] for r in rows}
     sections: dict[str, list[str]] = {"": []}  # each section's names, in field order
@@ -230,6 +249,14 @@ def describe(schema: type[BaseModel], prefix: str = "") -> list[tuple[str, str, 
             tname = f"Literal[{', '.join(map(repr, get_args(ann)))}]"
         else:
             tname = getattr(ann, "__name__", str(ann)).replace("typing.", "")
+        bounds = [
+            f"{op} {getattr(m, attr)}"
+            for m in f.metadata
+            for attr, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
+            if hasattr(m, attr)
+        ]
+        if bounds:  # the range, shown and checked (`check_keys`) like the type
+            tname += f" ({', '.join(bounds)})"
         default = "" if f.is_required() else repr(f.get_default(call_default_factory=True))
         rows.append((key, tname, default, f.description or ""))
     return rows
