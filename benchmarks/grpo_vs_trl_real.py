@@ -107,6 +107,26 @@ def real_keys(head: dict) -> dict:
     }
 
 
+def async_reading(h: dict) -> str:
+    """What bounds the asynchronous arm, from the measured shares and rates."""
+    sync_s, async_s = 1 / h["tempering_steps_per_s"], 1 / h["tempering_async_steps_per_s"]
+    update_s = h["tempering_update_share"] * sync_s
+    wait = h["tempering_async_wait_share"]
+    return (
+        f"a step takes {async_s:.0f} s against {sync_s:.0f} s synchronous, of which the update on both cores took "
+        f"{update_s:.0f} s, and it waits for the sampler {100 * wait:.0f}% of the time. "
+        + (
+            "The update's compute bounds it: on one core the update alone is longer than a whole synchronous "
+            "step, so hiding the generation behind it cannot pay on this machine; it can where the update and "
+            "the generation take about the same time, or on more cores than two."
+            if async_s > sync_s and wait < 0.2
+            else "The sampler bounds it (the update waits for its batches)."
+            if wait >= 0.2
+            else "Overlapping the two pays here."
+        )
+    )
+
+
 def render(h: dict) -> str:
     f = lambda xs: ", ".join(f"{x:.3f}" for x in xs)
     e = h["equivalence"]
@@ -147,8 +167,8 @@ rendering): {all(h["trl_prompt_tokens_identical"])}.
 | held-out pass@1 at the end (per run) | {f(h["tempering_heldout_pass_at_1"])} | {f(h["trl_heldout_pass_at_1"])} | {f(h["tempering_async_heldout_pass_at_1"])} |
 
 tempering's step (median share): generation {100 * h["tempering_generation_share"]:.0f}%, update
-{100 * h["tempering_update_share"]:.0f}%. Asynchronous: it waits for the sampler
-{100 * h["tempering_async_wait_share"]:.0f}% of a step, generation and update each on one of the two cores.
+{100 * h["tempering_update_share"]:.0f}%. Asynchronous rollouts give the sampler and the update one of the two cores
+each: {async_reading(h)}
 
 Held-out pass@1 (greedy, {h["regime"]["task"]["heldout_size"]} prompts, mean over runs; {h["heldout_start"]:.3f} before training):
 
