@@ -53,6 +53,7 @@ def test_hand_written_config(tmp_path, capsys):
         "kl_bias_correction": True,  # TRL's default, read since beta > 0
         "loss_agg": "seq-mean-token-sum-norm",
         "advantage": "dr_grpo",
+        "autocast": "bf16",  # TRL's bf16, True unless fp16 is set
     }
     assert cfg["optim"] == {"lr": 2e-6, "warmup_steps": 20, "schedule": "cosine", "min_lr_ratio": 0.0}
     assert cfg["run"] == {"out_dir": "out/grpo", "steps": 200, "seed": 42, "checkpoint_every": 500}
@@ -68,11 +69,18 @@ def test_hand_written_config(tmp_path, capsys):
 def test_defaults_when_left_out_and_values_without_equivalent(tmp_path, capsys):
     rc, cfg, _, err = convert(tmp_path, capsys, {"epsilon": 0.3, "loss_type": "cispo", "top_k": 5}, ".json")
     assert rc == 0
-    assert cfg["loss"] == {"clip_low": 0.3, "clip_high": 0.3, "dual_clip": None}  # epsilon_high defaults to epsilon
+    # epsilon_high defaults to epsilon; bf16 (None) to True, TRL's mixed precision: bf16 autocast
+    assert cfg["loss"] == {"clip_low": 0.3, "clip_high": 0.3, "dual_clip": None, "autocast": "bf16"}
     assert cfg["rollout"] == {"top_k": 5, "max_new_tokens": 512}
     assert "optim" not in cfg  # TRL's learning rate (1e-6) is tempering's default too
     assert "loss_type='cispo', lr_scheduler_type='linear' (no equivalent value)" in err
     assert "max_steps=-1 (TRL then counts epochs; set run.steps)" in err
+
+
+def test_bf16_is_bf16_autocast(tmp_path, capsys):
+    for bf16, autocast in ((True, "bf16"), (False, "none")):
+        rc, cfg, _, err = convert(tmp_path, capsys, {"bf16": bf16})
+        assert rc == 0 and cfg["loss"].get("autocast", "none") == autocast, err
 
 
 def test_switches_read_only_with_another(tmp_path, capsys):

@@ -39,6 +39,7 @@ SAME: dict[str, str] = {
     "save_steps": "run.checkpoint_every",
     "save_total_limit": "run.keep_checkpoints",
     "vllm_importance_sampling_correction": "loss.rollout_correction",
+    "bf16": "loss.autocast",
 }
 """TRL name -> the tempering key with the same meaning (values translated by `VALUES` and `_convert`)."""
 
@@ -52,12 +53,14 @@ DEFAULTS: dict[str, Any] = {
     "save_steps": 500,
     "use_bias_correction_kl": True,
     "vllm_importance_sampling_correction": True,
+    "bf16": None,  # TRL reads None as True unless fp16 is set
 }
 """GRPOConfig's defaults where they differ from tempering's (the other mapped keys' agree): a TRL config
 that leaves them out means these."""
 
 VALUES: dict[str, dict[Any, Any]] = {
     "use_vllm": {True: "vllm", False: "hf"},
+    "bf16": {True: "bf16", False: "none", None: "bf16"},
     "vllm_mode": {"colocate": "colocated", "server": "server"},
     "loss_type": {"dapo": "token-mean", "grpo": "seq-mean-token-mean", "dr_grpo": "seq-mean-token-sum-norm"},
     "scale_rewards": {"group": "grpo", True: "grpo", "none": "dr_grpo", False: "dr_grpo"},
@@ -95,8 +98,7 @@ NONE: dict[str, tuple[str, Any]] = {
     "optim_target_modules": ("the optimizer is AdamW over every trained parameter", (None,)),
     "adam_epsilon": ("AdamW's eps is torch's default", (1e-8,)),
     "label_smoothing_factor": ("no label smoothing in a policy loss", (0.0,)),
-    "bf16": ("mixed precision has no switch: model.dtype is the parameter dtype", (False,)),
-    "fp16": ("mixed precision has no switch: model.dtype is the parameter dtype", (False,)),
+    "fp16": ("mixed precision is bf16 autocast (loss.autocast); model.dtype is the parameter dtype", (False,)),
     "neftune_noise_alpha": ("no embedding noise", (None,)),
     "data_seed": ("run.seed orders the tasks (task.data_seed draws them)", (None,)),
     "model_init_kwargs": ("the model loads from model.name with model.dtype and model.device", (None, {})),
