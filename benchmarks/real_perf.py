@@ -12,9 +12,14 @@ Update: `tempering train` on the same model (8 prompts x 4 samples, 64 new token
 `update_seconds` per step after the first, against the floor of a forward and backward over that
 step's tokens (prompts once per group, completions once) and AdamW's passes over the weights.
 
+The same update in float32 and under bf16 autocast, on one fixed batch, alternating (where the CPU has
+bf16 instructions).
+
 Writes real_perf.md / real_perf.json with `machine` (`matmul_gflops`, `bandwidth_gbs`), `decode_step_ms`
-(`tempering`, `generate`, `floor`), `update_s` (`tempering`, `floor`); keys of the issue it does not
-measure are absent, not zero.
+(`tempering`, `generate`, `floor`), `update_s` (`tempering`, `floor`, `same_batch`), and carries
+`throughput_ratio_real`, `peak_rss_mb`, `curve_difference_points`, `async_speedup_real` from
+grpo_vs_trl_real.json where `benchmarks/grpo_vs_trl.py --model ...` wrote it; keys not measured are
+absent, not zero.
 """
 
 from __future__ import annotations
@@ -217,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "seconds": time.time() - t_start,
     }
+    data.update(trl_comparison(Path(a.results)))
     write_results(a.results, "real_perf", render(data), data)
     print(json.dumps({k: data[k] for k in ("machine", "decode_step_ms", "update_s")}, indent=1))
     return 0
@@ -257,8 +263,37 @@ def render(d: dict) -> str:
             f"completion tokens, AdamW at the bandwidth) | {up['floor']:.1f} | 1 |",
             "",
             *autocast_lines(up.get("same_batch")),
+            *trl_lines(d),
         ]
     )
+
+
+TRL_KEYS = ("throughput_ratio_real", "peak_rss_mb", "curve_difference_points", "async_speedup_real")
+
+
+def trl_comparison(results: Path) -> dict:
+    """The real-model comparison with TRL and of asynchronous rollouts, as `grpo_vs_trl.py --model` wrote
+    it (its own run, pairs and machine, in grpo_vs_trl_real.json), carried here under the same keys."""
+    f = results / "grpo_vs_trl_real.json"
+    if not f.is_file():
+        return {}
+    d = json.loads(f.read_text())
+    return {**{k: d[k] for k in TRL_KEYS}, "trl_comparison": {"source": f.name, "command": d["command"]}}
+
+
+def trl_lines(d: dict) -> list[str]:
+    if "throughput_ratio_real" not in d:
+        return []
+    c, rss = d["curve_difference_points"], d["peak_rss_mb"]
+    return [
+        f"## Against TRL and asynchronous, the same model ([grpo_vs_trl_real.md](grpo_vs_trl_real.md), its own run: "
+        f"`{d['trl_comparison']['command']}`)",
+        "",
+        f"tempering / TRL steps/s {d['throughput_ratio_real']:.2f}x; peak RSS {rss['tempering']:.0f} MB against TRL's "
+        f"{rss['trl']:.0f} MB; held-out curve, tempering minus TRL, {c['mean']:+.1f} ± {c['se']:.1f} points; "
+        f"asynchronous / synchronous steps/s {d['async_speedup_real']:.2f}x.",
+        "",
+    ]
 
 
 def autocast_lines(b: dict | None) -> list[str]:
