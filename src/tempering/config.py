@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import operator
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin
@@ -145,18 +146,21 @@ def _refused(tname: str, v: Any) -> str | None:
     why = _refused_type(tname, v)
     if why or not bounds or v is None or tname.removesuffix(" | None") not in ("int", "float"):
         return why
-    number = float(v)
     for bound in bounds.removesuffix(")").split(", "):
         op, limit = bound.split(" ")
-        if not {">=": number >= float(limit), ">": number > float(limit)}.get(op, True) or not {
-            "<=": number <= float(limit),
-            "<": number < float(limit),
-        }.get(op, True):
-            return f"Input should be {BOUND_WORDS[op]} {limit}"
+        holds, words = BOUNDS[op]
+        if not holds(float(v), float(limit)):
+            return f"Input should be {words} {limit}"
     return None
 
 
-BOUND_WORDS = {">=": "greater than or equal to", ">": "greater than", "<=": "less than or equal to", "<": "less than"}
+BOUNDS = {
+    ">=": (operator.ge, "greater than or equal to"),
+    ">": (operator.gt, "greater than"),
+    "<=": (operator.le, "less than or equal to"),
+    "<": (operator.lt, "less than"),
+}
+"""A range's operator, as the reference writes it: the test, and pydantic's words for a value outside."""
 
 
 def _refused_type(tname: str, v: Any) -> str | None:
