@@ -357,3 +357,12 @@ class LoopConfig(Schema):
                 "set rollout.top_k=0 and rollout.top_p=1, or loss.rollout_correction=none"
             )
         return self
+
+    @model_validator(mode="after")
+    def _check_autocast(self):
+        if self.loss.autocast == "bf16" and self.model.dtype != "float32":
+            raise ValueError(
+                f"loss.autocast=bf16 has no effect with model.dtype={self.model.dtype} (the weights already compute "
+                "in half precision); remove loss.autocast, or set model.dtype=float32 to keep float32 weights"
+            )
+        return self
