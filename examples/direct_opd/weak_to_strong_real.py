@@ -201,13 +201,9 @@ def machine() -> dict:
     }
 
 
-def write_results(rows: list[dict], a, command: str, start: dict, end: dict) -> None:
-    from tempering.runlog import atomic_write_text
-
-    out = Path(a.results)
-    n, seeds = len(rows), [r["seed"] for r in rows]
-    rollouts = a.steps * STUDENT_ROLLOUT["prompts_per_step"] * STUDENT_ROLLOUT["group_size"]
-    arms = {
+def arm_summaries(rows: list[dict], arms, rollouts: int) -> dict:
+    """Each arm's held-out pass@1 over the seeds' runs, its rollouts and seconds."""
+    return {
         k: {
             "pass_at_1_mean": spread([r[k]["pass@1"] for r in rows])["mean"],
             "pass_at_1_std": spread([r[k]["pass@1"] for r in rows])["std"],
@@ -215,15 +211,29 @@ def write_results(rows: list[dict], a, command: str, start: dict, end: dict) -> 
             "student_rollouts": rollouts,
             "seconds": st.mean(r[k]["seconds"] for r in rows),
         }
-        for k in a.arms
+        for k in arms
     }
-    claims = {}
-    for claim, (x, y) in CLAIMS.items():
-        if x in a.arms and y in a.arms:
-            d = [100 * (r[x]["pass@1"] - r[y]["pass@1"]) for r in rows]
-            se = st.stdev(d) / n**0.5 if n > 1 else float("nan")
-            # reproduced: higher on average by more than twice the standard error of the paired differences
-            claims[claim] = {"difference_points": spread(d), "se": se, "reproduced": n > 1 and st.mean(d) > 2 * se}
+
+
+def paired_claims(rows: list[dict], claims: dict[str, tuple[str, str]]) -> dict:
+    """Each claim (arm, baseline) as paired differences in points; reproduced: higher on average by more
+    than twice the standard error of the paired differences."""
+    n, out = len(rows), {}
+    for claim, (x, y) in claims.items():
+        d = [100 * (r[x]["pass@1"] - r[y]["pass@1"]) for r in rows]
+        se = st.stdev(d) / n**0.5 if n > 1 else float("nan")
+        out[claim] = {"difference_points": spread(d), "se": se, "reproduced": n > 1 and st.mean(d) > 2 * se}
+    return out
+
+
+def write_results(rows: list[dict], a, command: str, start: dict, end: dict) -> None:
+    from tempering.runlog import atomic_write_text
+
+    out = Path(a.results)
+    n, seeds = len(rows), [r["seed"] for r in rows]
+    rollouts = a.steps * STUDENT_ROLLOUT["prompts_per_step"] * STUDENT_ROLLOUT["group_size"]
+    arms = arm_summaries(rows, a.arms, rollouts)
+    claims = paired_claims(rows, {c: xy for c, xy in CLAIMS.items() if set(xy) <= set(a.arms)})
     starts = [r[a.arms[0]]["pass@1_start"] for r in rows]
     doc = {
         "command": command,

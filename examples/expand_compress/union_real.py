@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import statistics as st
 import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -37,8 +36,10 @@ from weak_to_strong_real import (
     TEACHER_ROLLOUT,
     _final,
     _run,
+    arm_summaries,
     cached,
     machine,
+    paired_claims,
     spread,
 )
 
@@ -155,22 +156,10 @@ def write_results(rows: list[dict], a, command: str, start: dict, end: dict) -> 
 
     n, seeds = len(rows), [r["seed"] for r in rows]
     rollouts = a.steps * STUDENT_ROLLOUT["prompts_per_step"] * STUDENT_ROLLOUT["group_size"]
-    arms = {
-        k: {
-            "pass_at_1_mean": spread([r[k]["pass@1"] for r in rows])["mean"],
-            "pass_at_1_std": spread([r[k]["pass@1"] for r in rows])["std"],
-            "per_seed": [r[k]["pass@1"] for r in rows],
-            "teachers_per_seed": [r[k]["teachers"] for r in rows],
-            "student_rollouts": rollouts,
-            "seconds": st.mean(r[k]["seconds"] for r in rows),
-        }
-        for k in ARMS
-    }
-    claims = {}
-    for claim, (x, y) in CLAIMS.items():
-        d = [100 * (r[x]["pass@1"] - r[y]["pass@1"]) for r in rows]
-        se = st.stdev(d) / n**0.5 if n > 1 else float("nan")
-        claims[claim] = {"difference_points": spread(d), "se": se, "reproduced": n > 1 and st.mean(d) > 2 * se}
+    arms = arm_summaries(rows, ARMS, rollouts)
+    for k in ARMS:
+        arms[k]["teachers_per_seed"] = [r[k]["teachers"] for r in rows]
+    claims = paired_claims(rows, CLAIMS)
     doc = {
         "command": command,
         "seeds": seeds,
