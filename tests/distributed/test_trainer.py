@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from tempering.config import build
 from tempering.errors import UserError
 from tempering.methods.rl import TrainConfig
-from tempering.train.loop import check_parallel
+from tempering.train.build import check_parallel
 from tempering.train.world import init_world
 
 

@@ -126,7 +126,7 @@ def run(groups_path: str, model: str, fresh: str, out: Path, world=None, strateg
     for case in cases:
         t = trainer(case, model, fresh, out / f"{case}-{strategy}-{size}", world, strategy)
         share = t.collector.with_signal(mine, t.state) if t.method.resample_rounds is not None else mine
-        metrics, _ = t.train_on(share or mine[:1], trainable=bool(share))
+        metrics = t.record(t.train_on(share or mine[:1], trainable=bool(share))[0])
         results[case] = {
             "grads": gradients(t),
             "state": dict(t.state),

@@ -29,11 +29,10 @@ from tempering.models.chat import ChatFormat
 from tempering.progress import Reporter, count_parameters, human, warn
 from tempering.rollout.engine import RolloutOptions, format_feedback
 from tempering.rollout.sampler import HFSampler, SamplingParams
-from tempering.runlog import RunLog, atomic_write_text
+from tempering.runlog import RunLog, atomic_write_text, prepare_run_dir
 from tempering.train.checkpoint import latest_checkpoint, load_trainer_state, rng_state, save_checkpoint, set_rng_state
 from tempering.train.config import ModelSection, RolloutSection, RunBase, TaskSection
 from tempering.train.cursor import PromptCursor
-from tempering.train.loop import prepare_run_dir
 from tempering.train.optim import make_optimizer, make_scheduler
 
 RESULT = "result.json"

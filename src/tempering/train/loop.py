@@ -1,18 +1,21 @@
 """The one training loop: every method and every verb that trains a policy runs here.
 
+`train/build.py` assembles a run's parts (tasks, policy, samplers, method, optimizers, a resume's
+checkpoint); the `Trainer` here steps them.
+
 One step: draw prompts -> roll out groups (dynamic sampling refills zero-signal groups) -> score
 (the verifier, then the method's scorers) -> credit -> the method's next state -> the one policy
 update (unless the method freezes the policy this step) -> the updates of the method's own modules
 (a critic) -> log; evaluate and checkpoint on schedule. A method (`train/method.py`) changes only what
-it scores, its credit, its loss, its state and the modules it trains besides the policy. With `ranks` from torchrun the same loop is data-parallel:
-each rank rolls out its own share of the prompts, the update's loss normaliser is global, and rank 0
-writes the run folder.
+it scores, its credit, its loss, its state and the modules it trains besides the policy. With `ranks`
+from torchrun the same loop is data-parallel: each rank rolls out its own share of the prompts, the
+update's loss normaliser is global, a step's metrics are reduced over ranks once, and rank 0 writes the
+run folder.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import signal
 import threading
 import time
@@ -23,39 +26,28 @@ from typing import Any
 
 import torch
 
-from tempering.algos.correction import MODES
 from tempering.envs.base import TaskFamily
-from tempering.envs.registry import make_family, set_reward_timeout
 from tempering.errors import UserError
 from tempering.evaluation import evaluate
 from tempering.metrics import reward_parts
-from tempering.models import load_policy, save_module, save_policy
-from tempering.models.chat import ChatFormat
-from tempering.models.io import resolve_device
+from tempering.models import save_module, save_policy
 from tempering.progress import Reporter, count_parameters, human, warn
 from tempering.rollout.engine import RolloutStats
-from tempering.rollout.sampler import HFSampler
-from tempering.runlog import RunLog, prepare_run_dir
+from tempering.runlog import RunLog
 from tempering.train.batch import TrainBatch, collate
-from tempering.train.checkpoint import (
-    latest_checkpoint,
-    list_checkpoints,
-    load_trainer_state,
-    rng_state,
-    save_checkpoint,
-    set_rng_state,
-)
+from tempering.train.build import FullCopySync, assemble, checkpoint_state
+from tempering.train.checkpoint import save_checkpoint
 from tempering.train.collapse import CollapseRule, CollapseState, check_collapse
-from tempering.train.collect import Collector, RankCursor
-from tempering.train.cursor import PromptCursor
-from tempering.train.method import Context, Credit, MethodSpec, Trainable, zero_signal_groups
-from tempering.train.optim import make_optimizer, make_scheduler
-from tempering.train.parallel import DataParallel, Solo, wrap_model
+from tempering.train.collect import Collector
+from tempering.train.method import Credit, MethodSpec, zero_signal_groups
 from tempering.train.pipeline import RolloutPipeline, Rollouts
-from tempering.train.scoring import RolloutCorrection, Scores, per_turn, score
-from tempering.train.update import check_autocast, policy_update
+from tempering.train.scoring import Scores, per_turn, score
+from tempering.train.update import policy_update
 from tempering.train.world import World
 from tempering.types import Episode, Group
+
+Part = tuple[dict[str, float], float | None]
+"""Metrics of a step and the weight their reduction over ranks gives this rank (None: already reduced)."""
 
 COMMON_PLOTS = (
     "reward",
@@ -70,41 +62,11 @@ COMMON_PLOTS = (
 """Panels of every run's curves.png (shell-style patterns; the method adds its own `Method.plots`)."""
 
 
-class FullCopySync:
-    """Under FSDP2 the trainer keeps a full copy of the sharded policy (sampled from, evaluated, saved);
-    after every update this refreshes the copy, then passes it on to a sampler with weights of its own
-    (unless `pass_on` is off: asynchronous rollouts load each batch's weights themselves)."""
-
-    def __init__(self, sampler, full_model: torch.nn.Module, pass_on: bool = True):
-        self.sampler, self.full_model, self.pass_on = sampler, full_model, pass_on
-
-    def sync_weights(self, train_model: torch.nn.Module, version: int | None = None) -> None:
-        from tempering.models.io import full_state_dict
-
-        self.full_model.load_state_dict(full_state_dict(train_model))
-        if self.pass_on and hasattr(self.sampler, "sync_weights"):
-            self.sampler.sync_weights(self.full_model, version)
-
-    def __getattr__(self, name: str):
-        return getattr(self.sampler, name)
-
-
 @dataclass
 class StepResult:
     step: int
     metrics: dict[str, float]
     groups: list[Group] = field(default_factory=list)
-
-
-@dataclass
-class OwnedModule:
-    """A method's trainable module as the loop runs it (`train/method.py: Trainable`)."""
-
-    trainable: Trainable
-    train_module: torch.nn.Module
-    """The module the update runs on: the trainable's module, or its DDP form."""
-    optimizer: torch.optim.Optimizer
-    generator: torch.Generator
 
 
 class _NoLog:
@@ -136,231 +98,47 @@ class Trainer:
         overwrite: bool = False,
         parts: Mapping[str, Any] | None = None,
     ):
-        method.check(cfg, parts or {})
-        check_async(cfg)
-        self.cfg = cfg
-        self.spec = method
-        self.ranks: Solo | DataParallel = Solo() if world is None else DataParallel(world)
-        check_parallel(cfg, self.ranks.size, strategy, resume)
-        if resume and (Path(cfg.run.out_dir) / "config.yaml").is_file() and not list_checkpoints(Path(cfg.run.out_dir)):
-            if self.ranks.is_main:
-                warn(
-                    f"{cfg.run.out_dir} has no complete checkpoint (the run stopped before its first, "
-                    f"run.checkpoint_every={cfg.run.checkpoint_every}): starting it again from step 0"
-                )
-            resume, overwrite = False, True
-        if self.ranks.is_main:
-            prepare_run_dir(Path(cfg.run.out_dir), resume, overwrite)
-        self._family_given = family is not None
-        if cfg.run.threads:
-            torch.set_num_threads(cfg.run.threads)
-        torch.manual_seed(cfg.run.seed)
-        self.family = family or make_family(cfg.task.family, **cfg.task.args)
-        set_reward_timeout(self.family, cfg.task.reward_timeout)
-        train_tasks = self.family.tasks("train", cfg.task.train_size, seed=cfg.task.data_seed)
-        heldout_tasks = self.family.tasks("heldout", cfg.task.heldout_size, seed=cfg.task.data_seed)
-        if not train_tasks:
-            raise UserError(f"task family {cfg.task.family!r} gave no training tasks")
-        template = cfg.rollout.feedback_template
-        if (
-            not self.family.reads_feedback_template
-            and template != type(cfg.rollout).model_fields["feedback_template"].default
-        ):
-            raise UserError(
-                f"rollout.feedback_template has no effect with task family {self.family.name or cfg.task.family!r}: "
-                "its environments answer in messages of their own; remove it"
-            )
-        device = str(world.device) if world is not None else cfg.model.device
-        check_autocast(cfg.loss.autocast, resolve_device(device))
-        self.model: Any
-        self.model, self.tokenizer = self._load_model(device)
-        if self.family.feedback_template is not None and "feedback_template" not in cfg.rollout.model_fields_set:
-            cfg = self.cfg = cfg.model_copy(deep=True)  # the family's own template, recorded in the run's config
-            cfg.rollout.feedback_template = self.family.feedback_template
-        self.fmt = ChatFormat(
-            self.tokenizer, cfg.model.use_chat_template, cfg.rollout.feedback_template, cfg.model.system_prompt
-        )
-        self.sampler = self._make_sampler()
-        self.opts = cfg.rollout.options(cfg.run.seed)
-        ctx = Context(
-            cfg=cfg,
-            model=self.model,
-            tokenizer=self.tokenizer,
-            fmt=self.fmt,
-            family=self.family,
-            train_tasks=train_tasks,
-            heldout_tasks=heldout_tasks,
-            raw={t.id: t for t in train_tasks + heldout_tasks},
-            sampler=self.sampler,
-            opts=self.opts,
-            ranks=self.ranks,
-            resume=resume,
-            parts=dict(parts or {}),
-            load_start=lambda: self._load_model(device, lora=False)[0].eval().requires_grad_(False),
-        )
-        self.raw = ctx.raw
-        """Examples by id as the family made them (before the method's student prompt)."""
-        self.method = method.build(ctx)
-        self.opts = replace(self.opts, **self.method.rollout)
-        if self.method.student_prompt is not None:
-            build = self.method.student_prompt
-            train_tasks = [replace(t, prompt=build(t)) for t in train_tasks]
-            heldout_tasks = [replace(t, prompt=build(t)) for t in heldout_tasks]
-        self.train_tasks, self.heldout_tasks = train_tasks, heldout_tasks
-        self._check_context()
-        self.scorers = list(self.method.scorers)
-        loss_cfg = cfg.loss
-        if loss_cfg.rollout_correction != "none":  # the method supports it (`MethodSpec.check`)
-            self.scorers.append(
-                RolloutCorrection(
-                    self.model,
-                    loss_cfg.rollout_correction,
-                    loss_cfg.rollout_correction_cap,
-                    loss_cfg.micro_batch_size,
-                    cfg.rollout.temperature or 1.0,
-                    loss_cfg.rollout_correction_floor,
-                )
-            )
-        self.state: dict[str, float] = dict(self.method.state)
-        self.owned = {
-            name: OwnedModule(
-                tr,
-                tr.module,
-                make_optimizer(tr.module, tr.lr, tr.weight_decay, tr.betas),
-                torch.Generator().manual_seed(cfg.run.seed + 2 + i),
-            )
-            for i, (name, tr) in enumerate(sorted(self.method.trainables.items()))
-        }
-        """The method's own trainable modules (a critic), by name."""
+        self.parts = p = assemble(cfg, method, family, resume, world, strategy, overwrite, parts)
+        self.state: dict[str, float] = dict(p.start_state)
+        self.step_no = p.start_step
         self._errors_seen: set[tuple[str, str]] = set()
         self._nonfinite_streak = 0
-        self.train_model: torch.nn.Module = self.model
-        """The module the update runs on: `model` itself, or its DDP/FSDP form in data-parallel training."""
-        self.optimizer = make_optimizer(self.model, cfg.optim.lr, cfg.optim.weight_decay, cfg.optim.betas)
-        self.scheduler = self._make_scheduler()
-        self.cursor: PromptCursor | RankCursor = PromptCursor(len(self.train_tasks), cfg.run.seed)
-        self.update_gen = torch.Generator().manual_seed(cfg.run.seed + 1)
-        self.step_no = 0
-        self.settings = cfg.loss.update_settings(
-            cfg.rollout.temperature, cfg.rollout.max_new_tokens * cfg.rollout.max_turns
-        )
-        if isinstance(self.ranks, DataParallel):
-            self._go_parallel(strategy)
-        self.rollout_sampler = self._make_rollout_sampler()
-        """What the rollout stage samples with: `sampler`, or (asynchronous rollouts in this process) a
-        sampler with a copy of the weights of its own."""
-        self.resume_step: int | None = None
-        if resume:
-            self.resume_step = self._load(latest_checkpoint(Path(cfg.run.out_dir), warn=warn))
-            if cfg.run.steps < self.step_no:
-                raise UserError(
-                    f"run.steps={cfg.run.steps} is below the step {cfg.run.out_dir} has reached ({self.step_no}); "
-                    f"resume with run.steps >= {self.step_no}"
-                )
-            if hasattr(self.sampler, "sync_weights"):  # the sampler's own copy still has the starting weights
-                self.sampler.sync_weights(self.train_model, version=self.step_no)
         self.collector = Collector(
-            self.train_tasks,
-            self.cursor,
-            self.family,
-            self.fmt,
-            self.opts,
-            self.method,
-            cfg.rollout.prompts_per_step,
-            cfg.rollout.group_size,
-            self.sampler.pad_id,
-            cfg.rollout.on_env_error,
+            p.train_tasks,
+            p.cursor,
+            p.family,
+            p.fmt,
+            p.opts,
+            p.method,
+            p.cfg.rollout.prompts_per_step,
+            p.cfg.rollout.group_size,
+            p.sampler.pad_id,
+            p.cfg.rollout.on_env_error,
         )
         """One step's groups (`train/collect.py`): called here, or by the rollout pipeline's thread."""
         self.pipeline: RolloutPipeline | None = None
-        if cfg.rollout.async_steps:
+        if p.cfg.rollout.async_steps:
             self.pipeline = RolloutPipeline(
-                self.collector, self.rollout_sampler, cfg.rollout.async_steps, self._drains_after, start=self.step_no
+                self.collector, p.rollout_sampler, p.cfg.rollout.async_steps, self._drains_after, start=self.step_no
             )
         self.log: RunLog | _NoLog = _NoLog()
-        if self.ranks.is_main:
+        if p.ranks.is_main:
             self.log = RunLog(
-                cfg.run.out_dir,
-                cfg.model_dump(mode="json"),
-                resume_step=self.resume_step,
-                tensorboard=cfg.run.tensorboard,
-                wandb=cfg.run.wandb,
-                title=f"{Path(cfg.run.out_dir).name} · {self.method.name} · {cfg.model.name}",
-                plots=[*COMMON_PLOTS, *self.method.plots],
+                p.cfg.run.out_dir,
+                p.cfg.model_dump(mode="json"),
+                resume_step=p.resume_step,
+                tensorboard=p.cfg.run.tensorboard,
+                wandb=p.cfg.run.wandb,
+                title=f"{Path(p.cfg.run.out_dir).name} · {p.method.name} · {p.cfg.model.name}",
+                plots=[*COMMON_PLOTS, *p.method.plots],
             )
-        self.ranks.barrier()  # rank 0 has prepared the run folder
+        p.ranks.barrier()  # rank 0 has prepared the run folder
 
-    # ---- set-up ------------------------------------------------------------------------------
-    def _load_model(self, device: str, lora: bool = True):
-        c = self.cfg.model
-        model, tok = load_policy(c.name, seed=self.cfg.run.seed, dtype=c.dtype, device=device, tokenizer=c.tokenizer)
-        if lora and c.lora_rank:
-            from tempering.models.lora import add_lora
-
-            model = add_lora(model, c.lora_rank, c.lora_alpha, target_modules=c.lora_targets)
-        return model, tok
-
-    def _check_context(self) -> None:
-        """Every task's prompt leaves room for an answer, within the model's own context (checked when
-        the tasks are loaded; observations that only `reset()` knows are checked when they arrive)."""
-        r = self.cfg.rollout
-        limit = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
-        if limit is not None and r.max_context_tokens > limit:
-            raise UserError(
-                f"rollout.max_context_tokens={r.max_context_tokens} is beyond the model's context ({limit} "
-                f"positions, {self.cfg.model.name}); set rollout.max_context_tokens <= {limit}"
-            )
-        if r.truncate_prompts:
-            return
-        budget = r.max_context_tokens - r.max_new_tokens
-        long = [
-            t.id
-            for t in self.train_tasks + self.heldout_tasks
-            if t.prompt and len(self.fmt.prompt_ids(t.prompt)) > budget
-        ]
-        if long:
-            raise UserError(
-                f"{len(long)} task prompt(s) leave no room for an answer of rollout.max_new_tokens={r.max_new_tokens} "
-                f"within rollout.max_context_tokens={r.max_context_tokens} (e.g. {', '.join(long[:5])}); raise "
-                "max_context_tokens, shorten the prompts, or set rollout.truncate_prompts=true"
-            )
-
-    def _make_sampler(self):
-        c = self.cfg
-        if c.rollout.backend == "vllm":
-            from tempering.rollout.vllm_sampler import make_vllm_sampler
-
-            return make_vllm_sampler(self.model, self.tokenizer, c.run.out_dir, c.run.seed, c.rollout.vllm)
-        if c.rollout.backend == "ray":
-            from tempering.rollout.ray_workers import RaySampler
-
-            r = c.rollout.ray
-            return RaySampler(
-                self.model,
-                self.tokenizer,
-                r.num_workers,
-                c.run.seed,
-                r.num_cpus_per_worker,
-                r.num_gpus_per_worker,
-                address=r.address,
-            )
-        return HFSampler(self.model, self.tokenizer, seed=c.run.seed, threads=c.run.threads)
-
-    def _make_rollout_sampler(self):
-        """Asynchronous rollouts with the in-process sampler: a sampler of their own, on a frozen copy of
-        the policy, with its own torch threads, continuing the sampling stream the trainer's had."""
-        inner = self.sampler.sampler if isinstance(self.sampler, FullCopySync) else self.sampler
-        if not self.cfg.rollout.async_steps or not isinstance(inner, HFSampler):
-            return self.sampler
-        if self.cfg.model.lora_rank:
-            from tempering.models.lora import merged_copy
-
-            copy_ = merged_copy(self.model)
-        else:
-            copy_ = copy.deepcopy(self.model)
-        own = HFSampler(copy_.eval().requires_grad_(False), self.tokenizer, threads=self.cfg.rollout.async_threads)
-        own.generator.set_state(inner.generator.get_state())
-        return own
+    def __getattr__(self, name: str) -> Any:
+        """The run's parts read as the trainer's own (`t.model`, `t.sampler`, `t.cfg`, ...: `train/build.py: Parts`)."""
+        if name == "parts":  # not assembled (yet)
+            raise AttributeError(name)
+        return getattr(self.parts, name)
 
     def _drains_after(self, step: int) -> bool:
         """Steps after which asynchronous rollouts have nothing in flight: evaluations, checkpoints, the end."""
@@ -368,43 +146,7 @@ class Trainer:
         every = [n for n in (r.eval_every, r.checkpoint_every) if n]
         return step >= r.steps or any(step % n == 0 for n in every)
 
-    def _make_scheduler(self):
-        o = self.cfg.optim
-        return make_scheduler(self.optimizer, o.warmup_steps, self.cfg.run.steps, o.schedule, o.min_lr_ratio)
-
-    def _go_parallel(self, strategy: str) -> None:
-        """Each rank rolls out its own share with its own sampling stream; the update is DDP or FSDP2."""
-        dp = self.ranks
-        assert isinstance(dp, DataParallel)
-        assert isinstance(self.cursor, PromptCursor)
-        self.cursor = RankCursor(self.cursor, dp.rank, dp.size)
-        self.sampler.generator.manual_seed(self.cfg.run.seed * 1000 + dp.rank)
-        if strategy == "ddp":
-            self.train_model = wrap_model(self.model, "ddp", dp.world)  # shares the weights the sampler reads
-        else:
-            self.train_model = wrap_model(copy.deepcopy(self.model), "fsdp2", dp.world)
-            o = self.cfg.optim
-            self.optimizer = make_optimizer(self.train_model, o.lr, o.weight_decay, o.betas)
-            self.scheduler = self._make_scheduler()
-            self.sampler = FullCopySync(self.sampler, self.model, pass_on=not self.cfg.rollout.async_steps)
-            # every forward of a sharded model is a collective: ranks must run the same forwards, and a
-            # shared-prompt forward (two passes) on one rank beside a plain one elsewhere would deadlock
-            self.settings.share_prefix = False
-        for own in self.owned.values():  # a method's own modules are small or replicated: DDP either way
-            own.train_module = wrap_model(own.trainable.module, "ddp", dp.world)
-        self.settings.data_parallel = dp
-
     # ---- state -------------------------------------------------------------------------------
-    def _generators(self) -> dict[str, torch.Generator]:
-        gens = {
-            "sampler": self.sampler.generator,
-            "update": self.update_gen,
-            **{f"owned/{name}": own.generator for name, own in self.owned.items()},
-        }
-        if self.rollout_sampler is not self.sampler:
-            gens["rollout_sampler"] = self.rollout_sampler.generator
-        return gens
-
     def save(self) -> Path | None:
         """An atomic checkpoint of everything needed to resume exactly (rank 0 writes it). With
         asynchronous rollouts only where the pipeline drains (nothing in flight)."""
@@ -418,90 +160,16 @@ class Trainer:
         rollout_rngs = self.ranks.gather(self.rollout_sampler.generator.get_state())
         path = None
         if self.ranks.is_main:
-            state = {
-                "step": self.step_no,
-                "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict(),
-                "cursor": self.cursor.state_dict(),
-                "rng": rng_state(self._generators()),
-                "rank_sampler_rng": rngs,
-                "rank_rollout_rng": rollout_rngs,
-                "method": self.method.name,
-                "method_state": dict(self.state),
-                "owned": {
-                    name: {"module": own.trainable.module.state_dict(), "optimizer": own.optimizer.state_dict()}
-                    for name, own in self.owned.items()
-                },
-                "task_family": self._family_record(),
-            }
             path = save_checkpoint(
                 Path(self.cfg.run.out_dir),
                 self.step_no,
                 self.model,
                 self.tokenizer,
-                state,
+                checkpoint_state(self.parts, self.step_no, self.state, rngs, rollout_rngs),
                 self.cfg.run.keep_checkpoints,
             )
         self.ranks.barrier()
         return path
-
-    def _load(self, ckpt: Path) -> int:
-        from safetensors.torch import load_file
-
-        if self.cfg.model.lora_rank:
-            from peft import set_peft_model_state_dict
-
-            set_peft_model_state_dict(self.model, load_file(ckpt / "model" / "adapter_model.safetensors"))
-        else:
-            self.model.load_state_dict(load_file(ckpt / "model" / "model.safetensors"), strict=False)
-        s = load_trainer_state(ckpt)
-        self._check_family(s.get("task_family"))
-        self.optimizer.load_state_dict(s["optimizer"])
-        self.scheduler.load_state_dict(s["scheduler"])
-        self.cursor.load_state_dict(s["cursor"])
-        set_rng_state(s["rng"], self._generators())
-        rngs = s.get("rank_sampler_rng") or []
-        if isinstance(self.ranks, DataParallel):
-            if len(rngs) != self.ranks.size:
-                raise UserError(
-                    f"this checkpoint was written by {len(rngs)} rank(s) and {self.ranks.size} were started; "
-                    f"resume with --nproc-per-node (x nodes) = {len(rngs)}"
-                )
-            self.sampler.generator.set_state(rngs[self.ranks.rank])
-            if self.rollout_sampler is not self.sampler:
-                self.rollout_sampler.generator.set_state(s["rank_rollout_rng"][self.ranks.rank])
-        self.state = {**self.state, **s.get("method_state", {})}
-        saved = s.get("owned", {})
-        if set(saved) != set(self.owned):
-            raise UserError(
-                f"{ckpt} holds the modules {sorted(saved) or 'none'} and the {self.method.name} method trains "
-                f"{sorted(self.owned) or 'none'}; resume with the config the run was started with"
-            )
-        for name, own in self.owned.items():
-            own.trainable.module.load_state_dict(saved[name]["module"])
-            own.optimizer.load_state_dict(saved[name]["optimizer"])
-        self.step_no = s["step"]
-        return self.step_no
-
-    def _family_record(self) -> dict[str, Any]:
-        cls = type(self.family)
-        return {"class": f"{cls.__module__}.{cls.__qualname__}", "from_config": not self._family_given}
-
-    def _check_family(self, saved: dict[str, Any] | None) -> None:
-        """A resume trains on what the run trained on, or refuses."""
-        if saved is None:
-            return
-        here = self._family_record()
-        if not saved["from_config"] and not self._family_given:
-            raise UserError(
-                f"this run trained on a task family given from Python ({saved['class']}), which its config cannot "
-                "rebuild; resume it from Python with the same family: trainer(cfg, family=..., resume=True)"
-            )
-        if saved["class"] != here["class"]:
-            raise UserError(
-                f"this run trained on {saved['class']} and the resume would train on {here['class']}; resume with "
-                "the run's own task family"
-            )
 
     def export(self, path: Path) -> Path:
         """The trained policy as a plain Hugging Face folder (LoRA: merged, and the adapter in `adapter/`)."""
@@ -519,9 +187,9 @@ class Trainer:
         return path
 
     # ---- one step ----------------------------------------------------------------------------
-    def train_on(self, groups: list[Group], trainable: bool = True) -> tuple[dict[str, float], dict[str, Any]]:
-        """Score, credit and update on this rank's groups: (metrics, per-episode turn advantages and the
-        credit's per-episode values).
+    def train_on(self, groups: list[Group], trainable: bool = True) -> tuple[list[Part], dict[str, Any]]:
+        """Score, credit and update on this rank's groups: (the step's metrics as parts for `record`,
+        per-episode turn advantages and the credit's per-episode values).
         `trainable=False`: the groups only keep this rank's collectives in step (empty loss mask). When no
         rank has anything to train on, the update is skipped (an optimizer step on zero gradients would
         still move the weights)."""
@@ -529,17 +197,16 @@ class Trainer:
         batch = collate(episodes, self.sampler.pad_id, self.cfg.loss.mask_truncated)
         if not trainable:
             batch = replace(batch, mask_BT=torch.zeros_like(batch.mask_BT))
-        total = self.ranks.reduce({"groups": len(groups) if trainable else 0})["groups"]
         scores = score(groups, batch, self.scorers)
         credit = self.method.credit(scores, batch, self.state)
-        tokens = float(batch.mask_BT.sum())
-        reduced = self.ranks.reduce(credit.metrics, weight=tokens)
         trained = training_batch(batch, scores, credit)
-        loss_tokens = self.ranks.reduce({"loss_tokens": float(trained.mask_BT.sum())})["loss_tokens"]
-        if total == 0 or loss_tokens == 0:  # e.g. rejection fine-tuning kept no episode
-            scored = self.ranks.reduce(scores.metrics, len(episodes))
-            skipped = {"update_skipped": 1.0, "loss_tokens": loss_tokens, **scored, **reduced}
-            return skipped, {"turn_adv": [], "per_episode": {}}
+        local = {"groups": len(groups) if trainable else 0, "loss_tokens": float(trained.mask_BT.sum())}
+        counts, reduced = self.ranks.reduce_all([(local, 1.0), (credit.metrics, float(batch.mask_BT.sum()))])
+        loss_tokens = counts["loss_tokens"]
+        if counts["groups"] == 0 or loss_tokens == 0:  # e.g. rejection fine-tuning kept no episode
+            skipped = {"update_skipped": 1.0, "loss_tokens": loss_tokens}
+            nothing: dict[str, Any] = {"turn_adv": [], "per_episode": {}}
+            return [(skipped, None), (scores.metrics, len(episodes)), (reduced, None)], nothing
         if self.method.next_state is not None:
             self.state = self.method.next_state(self.state, reduced)
         upd: dict[str, float] = {}
@@ -571,15 +238,25 @@ class Trainer:
         shape = scores.turns.scores_NGK.shape
         adv_NGK = per_turn(trained.adv_BT, trained, shape) / per_turn(trained.mask_BT, trained, shape).clamp(min=1)
         signal = {} if self.method.resample_rounds is not None else {"frac_zero_adv_groups": float(zero.float().mean())}
-        m = {
-            **self.ranks.reduce({**scores.metrics, **signal}, len(episodes)),
-            **reduced,
-            **{f"state/{k}": v for k, v in self.state.items()},
-            **self.ranks.reduce(upd),
-            "loss_tokens": loss_tokens,
-        }
+        parts: list[Part] = [
+            ({**scores.metrics, **signal}, len(episodes)),
+            ({**reduced, **{f"state/{k}": v for k, v in self.state.items()}}, None),
+            (upd, 1.0),
+            ({"loss_tokens": loss_tokens}, None),
+        ]
         per_episode = {k: v.tolist() for k, v in credit.per_episode.items()} if trainable else {}
-        return m, {"turn_adv": adv_NGK.reshape(-1, shape[-1]).tolist(), "per_episode": per_episode}
+        return parts, {"turn_adv": adv_NGK.reshape(-1, shape[-1]).tolist(), "per_episode": per_episode}
+
+    def record(self, parts: list[Part]) -> dict[str, float]:
+        """One step's metrics from its parts, (values, weight) in the order they override each other:
+        every rank's values of the parts with a weight reduced in one collective; weight None: already
+        the same on every rank."""
+        local = [(m, w) for m, w in parts if w is not None]
+        reduced = iter(self.ranks.reduce_all(local))
+        out: dict[str, float] = {}
+        for m, w in parts:
+            out |= next(reduced) if w is not None else m
+        return out
 
     def _sync_sampler(self) -> None:
         """After an update, a sampler with weights of its own gets them (vLLM, Ray; FSDP2's full copy) and
@@ -615,7 +292,7 @@ class Trainer:
         self._check_errors(stats, "training")
         episodes = [e for g in groups for e in g.episodes]
         t1 = time.perf_counter()
-        trained, detail = self.train_on(groups, trainable)
+        parts, detail = self.train_on(groups, trainable)
         t2 = time.perf_counter()
         self.step_no += 1
         n_tok = [e.num_action_tokens for e in episodes]
@@ -646,7 +323,7 @@ class Trainer:
             m["cf_env_calls"] = stats.cf_env_calls
             m["cf_overhead_calls"] = (stats.env_calls + stats.cf_env_calls) / stats.env_calls
             m["cf_overhead_seconds"] = stats.wall_seconds / max(stats.wall_seconds - stats.cf_seconds, 1e-9)
-        m = {**self.ranks.reduce(m, weight=len(episodes)), **trained}
+        m = self.record([(m, len(episodes)), *parts])
         self.log.log(self.step_no, m)
         self._check_finite(m)
         if c.run.log_samples:
@@ -909,39 +586,6 @@ def training_batch(batch: TrainBatch, scores: Scores, credit: Credit) -> TrainBa
     return replace(
         batch, adv_BT=adv * mask, mask_BT=mask, extra=credit.extra, ref_logp_BT=scores.ref_logp_BT, old_logp_BT=old
     )
-
-
-def check_async(cfg) -> None:
-    """Asynchronous rollouts train on samples of older weights, which the rollout correction reweights
-    (a method whose loss is not linear in its advantages refuses both: `MethodSpec.check`)."""
-    k = cfg.rollout.async_steps
-    if not k:
-        return
-    mode = cfg.loss.rollout_correction
-    if mode == "none" or not MODES[mode].reweights:
-        raise UserError(
-            f"rollout.async_steps={k} trains on samples of weights up to {k} update(s) old, and "
-            f"loss.rollout_correction={mode} does not weight them by pi_proximal / pi_behaviour; set it to one that "
-            f"does: {', '.join(m for m, spec in MODES.items() if spec.reweights)}"
-        )
-
-
-def check_parallel(cfg, size: int, strategy: str, resume: bool) -> None:
-    """What a data-parallel run cannot do, before any work starts."""
-    if size == 1:
-        return
-    n = cfg.rollout.prompts_per_step
-    if n % size:
-        fits = [k for k in range(1, n + 1) if n % k == 0]
-        raise UserError(
-            f"rollout.prompts_per_step={n} does not split over {size} ranks; make it a multiple of "
-            f"{size}, or start a number of processes that divides it ({', '.join(map(str, fits))})"
-        )
-    if strategy == "fsdp2" and resume:
-        raise UserError(
-            "--resume is supported with --strategy ddp; an fsdp2 checkpoint keeps full model weights but "
-            "not the sharded optimizer state: start a new run from checkpoints/step_N/model"
-        )
 
 
 def _sample_rows(groups: list[Group], detail: dict[str, Any]) -> list[dict[str, Any]]:

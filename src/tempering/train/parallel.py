@@ -53,6 +53,9 @@ class Solo:
     def reduce(self, metrics: dict[str, Any], weight: float = 1.0) -> dict[str, Any]:
         return dict(metrics)
 
+    def reduce_all(self, parts: list[tuple[dict[str, Any], float]]) -> list[dict[str, Any]]:
+        return [dict(m) for m, _ in parts]
+
     def once(self, fn: Callable[[], T]) -> T:
         return fn()
 
@@ -114,19 +117,14 @@ class DataParallel:
         """Every rank's metrics combined (the same on all ranks): counters summed, the others averaged
         with each rank's `weight` (e.g. its episodes or loss tokens), so a mean over uneven shares is
         the mean over the whole batch."""
-        mine = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
+        return self.reduce_all([(metrics, weight)])[0]
+
+    def reduce_all(self, parts: list[tuple[dict[str, Any], float]]) -> list[dict[str, Any]]:
+        """`reduce` of several (metrics, weight) parts in one collective, each combined on its own."""
+        mine = [(float(w), {k: float(v) for k, v in m.items() if isinstance(v, (int, float))}) for m, w in parts]
         gathered: list[Any] = [None] * self.world.size
-        dist.all_gather_object(gathered, (float(weight), mine))
-        out: dict[str, Any] = dict(metrics)
-        for k in dict.fromkeys(k for _, m in gathered for k in m):  # every rank's keys, in order
-            vals = [(w, m[k]) for w, m in gathered if k in m]
-            if k in SUMMED_METRICS:
-                out[k] = sum(v for _, v in vals)
-            elif sum(w for w, _ in vals) > 0:
-                out[k] = sum(w * v for w, v in vals) / sum(w for w, _ in vals)
-            else:
-                out[k] = sum(v for _, v in vals) / len(vals)
-        return out
+        dist.all_gather_object(gathered, mine)
+        return [_combine(m, [ranks[i] for ranks in gathered]) for i, (m, _) in enumerate(parts)]
 
     def once(self, fn: Callable[[], T]) -> T:
         """`fn()` run on rank 0 only; every rank gets its result."""
@@ -149,6 +147,20 @@ class DataParallel:
     @property
     def _dev(self) -> torch.device:
         return self.world.device
+
+
+def _combine(metrics: dict[str, Any], gathered: list[tuple[float, dict[str, float]]]) -> dict[str, Any]:
+    """One part's (weight, values) of every rank, combined (see `DataParallel.reduce`)."""
+    out: dict[str, Any] = dict(metrics)
+    for k in dict.fromkeys(k for _, m in gathered for k in m):  # every rank's keys, in order
+        vals = [(w, m[k]) for w, m in gathered if k in m]
+        if k in SUMMED_METRICS:
+            out[k] = sum(v for _, v in vals)
+        elif sum(w for w, _ in vals) > 0:
+            out[k] = sum(w * v for w, v in vals) / sum(w for w, _ in vals)
+        else:
+            out[k] = sum(v for _, v in vals) / len(vals)
+    return out
 
 
 def _pad_rows(v: torch.Tensor, extra: int, name: str = "") -> torch.Tensor:

@@ -1,0 +1,477 @@
+"""Assembling one run: everything the loop (`train/loop.py: Trainer`) steps, built once.
+
+`assemble` checks the config against the method, prepares the run folder, loads the tasks, the policy
+and its samplers, builds the method, wraps the models for data parallelism, makes the optimizers and,
+on a resume, restores the newest checkpoint into all of them. The loop then owns only what changes from
+step to step. `checkpoint_state` and `restore` are the two halves of a checkpoint, kept side by side.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tempering.algos.correction import MODES
+from tempering.envs.base import TaskFamily
+from tempering.envs.registry import make_family, set_reward_timeout
+from tempering.errors import UserError
+from tempering.models import load_policy
+from tempering.models.chat import ChatFormat
+from tempering.models.io import resolve_device
+from tempering.progress import warn
+from tempering.rollout.engine import RolloutOptions
+from tempering.rollout.sampler import HFSampler
+from tempering.runlog import prepare_run_dir
+from tempering.train.checkpoint import (
+    latest_checkpoint,
+    list_checkpoints,
+    load_trainer_state,
+    rng_state,
+    set_rng_state,
+)
+from tempering.train.collect import RankCursor
+from tempering.train.cursor import PromptCursor
+from tempering.train.method import Context, Method, MethodSpec, Trainable
+from tempering.train.optim import make_optimizer, make_scheduler
+from tempering.train.parallel import DataParallel, Solo, wrap_model
+from tempering.train.scoring import RolloutCorrection, Scorer
+from tempering.train.update import UpdateSettings, check_autocast
+from tempering.train.world import World
+from tempering.types import Task
+
+
+@dataclass
+class OwnedModule:
+    """A method's trainable module as the loop runs it (`train/method.py: Trainable`)."""
+
+    trainable: Trainable
+    train_module: torch.nn.Module
+    """The module the update runs on: the trainable's module, or its DDP form."""
+    optimizer: torch.optim.Optimizer
+    generator: torch.Generator
+
+
+class FullCopySync:
+    """Under FSDP2 the trainer keeps a full copy of the sharded policy (sampled from, evaluated, saved);
+    after every update this refreshes the copy, then passes it on to a sampler with weights of its own
+    (unless `pass_on` is off: asynchronous rollouts load each batch's weights themselves)."""
+
+    def __init__(self, sampler, full_model: torch.nn.Module, pass_on: bool = True):
+        self.sampler, self.full_model, self.pass_on = sampler, full_model, pass_on
+
+    def sync_weights(self, train_model: torch.nn.Module, version: int | None = None) -> None:
+        from tempering.models.io import full_state_dict
+
+        self.full_model.load_state_dict(full_state_dict(train_model))
+        if self.pass_on and hasattr(self.sampler, "sync_weights"):
+            self.sampler.sync_weights(self.full_model, version)
+
+    def __getattr__(self, name: str):
+        return getattr(self.sampler, name)
+
+
+@dataclass
+class Parts:
+    """One run's assembled parts; `start_state` and `start_step` are where training starts (a resume's
+    checkpoint), the loop keeps the current ones."""
+
+    cfg: Any
+    spec: MethodSpec
+    ranks: Solo | DataParallel
+    family: TaskFamily
+    family_given: bool
+    """The family came from Python, not from `cfg.task` (a resume must be given it again)."""
+    train_tasks: list[Task]
+    heldout_tasks: list[Task]
+    raw: dict[str, Task]
+    """Examples by id as the family made them (before the method's student prompt)."""
+    model: Any
+    tokenizer: Any
+    fmt: ChatFormat
+    sampler: Any
+    rollout_sampler: Any
+    """What the rollout stage samples with: `sampler`, or (asynchronous rollouts in this process) a
+    sampler with a copy of the weights of its own."""
+    opts: RolloutOptions
+    method: Method
+    scorers: list[Scorer]
+    owned: dict[str, OwnedModule]
+    """The method's own trainable modules (a critic), by name."""
+    train_model: torch.nn.Module
+    """The module the update runs on: `model` itself, or its DDP/FSDP form in data-parallel training."""
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    cursor: PromptCursor | RankCursor
+    update_gen: torch.Generator
+    settings: UpdateSettings
+    start_state: dict[str, float]
+    start_step: int = 0
+    resume_step: int | None = None
+
+    def generators(self) -> dict[str, torch.Generator]:
+        """Every random stream a checkpoint saves, by name."""
+        gens = {
+            "sampler": self.sampler.generator,
+            "update": self.update_gen,
+            **{f"owned/{name}": own.generator for name, own in self.owned.items()},
+        }
+        if self.rollout_sampler is not self.sampler:
+            gens["rollout_sampler"] = self.rollout_sampler.generator
+        return gens
+
+    def family_record(self) -> dict[str, Any]:
+        cls = type(self.family)
+        return {"class": f"{cls.__module__}.{cls.__qualname__}", "from_config": not self.family_given}
+
+
+def assemble(
+    cfg,
+    spec: MethodSpec,
+    family: TaskFamily | None = None,
+    resume: bool = False,
+    world: World | None = None,
+    strategy: str = "ddp",
+    overwrite: bool = False,
+    parts: Mapping[str, Any] | None = None,
+) -> Parts:
+    """The parts of a run of `spec` (the arguments of `Trainer`); every refusal comes before any model loads."""
+    spec.check(cfg, parts or {})
+    check_async(cfg)
+    ranks: Solo | DataParallel = Solo() if world is None else DataParallel(world)
+    check_parallel(cfg, ranks.size, strategy, resume)
+    out = Path(cfg.run.out_dir)
+    if resume and (out / "config.yaml").is_file() and not list_checkpoints(out):
+        if ranks.is_main:
+            warn(
+                f"{cfg.run.out_dir} has no complete checkpoint (the run stopped before its first, "
+                f"run.checkpoint_every={cfg.run.checkpoint_every}): starting it again from step 0"
+            )
+        resume, overwrite = False, True
+    if ranks.is_main:
+        prepare_run_dir(out, resume, overwrite)
+    if cfg.run.threads:
+        torch.set_num_threads(cfg.run.threads)
+    torch.manual_seed(cfg.run.seed)
+    family_given = family is not None
+    family = family or make_family(cfg.task.family, **cfg.task.args)
+    set_reward_timeout(family, cfg.task.reward_timeout)
+    train_tasks = family.tasks("train", cfg.task.train_size, seed=cfg.task.data_seed)
+    heldout_tasks = family.tasks("heldout", cfg.task.heldout_size, seed=cfg.task.data_seed)
+    if not train_tasks:
+        raise UserError(f"task family {cfg.task.family!r} gave no training tasks")
+    template = cfg.rollout.feedback_template
+    if not family.reads_feedback_template and template != type(cfg.rollout).model_fields["feedback_template"].default:
+        raise UserError(
+            f"rollout.feedback_template has no effect with task family {family.name or cfg.task.family!r}: "
+            "its environments answer in messages of their own; remove it"
+        )
+    device = str(world.device) if world is not None else cfg.model.device
+    check_autocast(cfg.loss.autocast, resolve_device(device))
+    model, tokenizer = load_model(cfg, device)
+    if family.feedback_template is not None and "feedback_template" not in cfg.rollout.model_fields_set:
+        cfg = cfg.model_copy(deep=True)  # the family's own template, recorded in the run's config
+        cfg.rollout.feedback_template = family.feedback_template
+    fmt = ChatFormat(tokenizer, cfg.model.use_chat_template, cfg.rollout.feedback_template, cfg.model.system_prompt)
+    sampler = make_sampler(cfg, model, tokenizer)
+    opts = cfg.rollout.options(cfg.run.seed)
+    ctx = Context(
+        cfg=cfg,
+        model=model,
+        tokenizer=tokenizer,
+        fmt=fmt,
+        family=family,
+        train_tasks=train_tasks,
+        heldout_tasks=heldout_tasks,
+        raw={t.id: t for t in train_tasks + heldout_tasks},
+        sampler=sampler,
+        opts=opts,
+        ranks=ranks,
+        resume=resume,
+        parts=dict(parts or {}),
+        load_start=lambda: load_model(cfg, device, lora=False)[0].eval().requires_grad_(False),
+    )
+    method = spec.build(ctx)
+    opts = replace(opts, **method.rollout)
+    if method.student_prompt is not None:
+        build = method.student_prompt
+        train_tasks = [replace(t, prompt=build(t)) for t in train_tasks]
+        heldout_tasks = [replace(t, prompt=build(t)) for t in heldout_tasks]
+    check_context(cfg, model, fmt, train_tasks + heldout_tasks)
+    scorers = list(method.scorers)
+    loss = cfg.loss
+    if loss.rollout_correction != "none":  # the method supports it (`MethodSpec.check`)
+        scorers.append(
+            RolloutCorrection(
+                model,
+                loss.rollout_correction,
+                loss.rollout_correction_cap,
+                loss.micro_batch_size,
+                cfg.rollout.temperature or 1.0,
+                loss.rollout_correction_floor,
+            )
+        )
+    owned = {
+        name: OwnedModule(
+            tr,
+            tr.module,
+            make_optimizer(tr.module, tr.lr, tr.weight_decay, tr.betas),
+            torch.Generator().manual_seed(cfg.run.seed + 2 + i),
+        )
+        for i, (name, tr) in enumerate(sorted(method.trainables.items()))
+    }
+    optimizer = make_optimizer(model, cfg.optim.lr, cfg.optim.weight_decay, cfg.optim.betas)
+    p = Parts(
+        cfg=cfg,
+        spec=spec,
+        ranks=ranks,
+        family=family,
+        family_given=family_given,
+        train_tasks=train_tasks,
+        heldout_tasks=heldout_tasks,
+        raw=ctx.raw,
+        model=model,
+        tokenizer=tokenizer,
+        fmt=fmt,
+        sampler=sampler,
+        rollout_sampler=sampler,
+        opts=opts,
+        method=method,
+        scorers=scorers,
+        owned=owned,
+        train_model=model,
+        optimizer=optimizer,
+        scheduler=make_scheduler_for(cfg, optimizer),
+        cursor=PromptCursor(len(train_tasks), cfg.run.seed),
+        update_gen=torch.Generator().manual_seed(cfg.run.seed + 1),
+        settings=cfg.loss.update_settings(cfg.rollout.temperature, cfg.rollout.max_new_tokens * cfg.rollout.max_turns),
+        start_state=dict(method.state),
+    )
+    if isinstance(ranks, DataParallel):
+        go_parallel(p, ranks, strategy)
+    p.rollout_sampler = rollout_sampler_for(p)
+    if resume:
+        p.resume_step = restore(p, latest_checkpoint(out, warn=warn))
+        if cfg.run.steps < p.start_step:
+            raise UserError(
+                f"run.steps={cfg.run.steps} is below the step {cfg.run.out_dir} has reached ({p.start_step}); "
+                f"resume with run.steps >= {p.start_step}"
+            )
+        if hasattr(p.sampler, "sync_weights"):  # the sampler's own copy still has the starting weights
+            p.sampler.sync_weights(p.train_model, version=p.start_step)
+    return p
+
+
+def load_model(cfg, device: str, lora: bool = True):
+    """The policy and its tokenizer as `cfg.model` names them (with its LoRA adapter unless `lora` is off)."""
+    c = cfg.model
+    model, tok = load_policy(c.name, seed=cfg.run.seed, dtype=c.dtype, device=device, tokenizer=c.tokenizer)
+    if lora and c.lora_rank:
+        from tempering.models.lora import add_lora
+
+        model = add_lora(model, c.lora_rank, c.lora_alpha, target_modules=c.lora_targets)
+    return model, tok
+
+
+def check_context(cfg, model, fmt: ChatFormat, tasks: list[Task]) -> None:
+    """Every task's prompt leaves room for an answer, within the model's own context (checked when the
+    tasks are loaded; observations that only `reset()` knows are checked when they arrive)."""
+    r = cfg.rollout
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if limit is not None and r.max_context_tokens > limit:
+        raise UserError(
+            f"rollout.max_context_tokens={r.max_context_tokens} is beyond the model's context ({limit} "
+            f"positions, {cfg.model.name}); set rollout.max_context_tokens <= {limit}"
+        )
+    if r.truncate_prompts:
+        return
+    budget = r.max_context_tokens - r.max_new_tokens
+    long = [t.id for t in tasks if t.prompt and len(fmt.prompt_ids(t.prompt)) > budget]
+    if long:
+        raise UserError(
+            f"{len(long)} task prompt(s) leave no room for an answer of rollout.max_new_tokens={r.max_new_tokens} "
+            f"within rollout.max_context_tokens={r.max_context_tokens} (e.g. {', '.join(long[:5])}); raise "
+            "max_context_tokens, shorten the prompts, or set rollout.truncate_prompts=true"
+        )
+
+
+def make_sampler(cfg, model, tokenizer):
+    """The sampler `rollout.backend` names: in process (HF), a vLLM server, or Ray workers."""
+    if cfg.rollout.backend == "vllm":
+        from tempering.rollout.vllm_sampler import make_vllm_sampler
+
+        return make_vllm_sampler(model, tokenizer, cfg.run.out_dir, cfg.run.seed, cfg.rollout.vllm)
+    if cfg.rollout.backend == "ray":
+        from tempering.rollout.ray_workers import RaySampler
+
+        r = cfg.rollout.ray
+        return RaySampler(
+            model,
+            tokenizer,
+            r.num_workers,
+            cfg.run.seed,
+            r.num_cpus_per_worker,
+            r.num_gpus_per_worker,
+            address=r.address,
+        )
+    return HFSampler(model, tokenizer, seed=cfg.run.seed, threads=cfg.run.threads)
+
+
+def rollout_sampler_for(p: Parts):
+    """Asynchronous rollouts with the in-process sampler: a sampler of their own, on a frozen copy of
+    the policy, with its own torch threads, continuing the sampling stream the trainer's had."""
+    inner = p.sampler.sampler if isinstance(p.sampler, FullCopySync) else p.sampler
+    if not p.cfg.rollout.async_steps or not isinstance(inner, HFSampler):
+        return p.sampler
+    if p.cfg.model.lora_rank:
+        from tempering.models.lora import merged_copy
+
+        copy_ = merged_copy(p.model)
+    else:
+        copy_ = copy.deepcopy(p.model)
+    own = HFSampler(copy_.eval().requires_grad_(False), p.tokenizer, threads=p.cfg.rollout.async_threads)
+    own.generator.set_state(inner.generator.get_state())
+    return own
+
+
+def make_scheduler_for(cfg, optimizer: torch.optim.Optimizer):
+    o = cfg.optim
+    return make_scheduler(optimizer, o.warmup_steps, cfg.run.steps, o.schedule, o.min_lr_ratio)
+
+
+def go_parallel(p: Parts, dp: DataParallel, strategy: str) -> None:
+    """Each rank rolls out its own share with its own sampling stream; the update is DDP or FSDP2."""
+    assert isinstance(p.cursor, PromptCursor)
+    p.cursor = RankCursor(p.cursor, dp.rank, dp.size)
+    p.sampler.generator.manual_seed(p.cfg.run.seed * 1000 + dp.rank)
+    if strategy == "ddp":
+        p.train_model = wrap_model(p.model, "ddp", dp.world)  # shares the weights the sampler reads
+    else:
+        p.train_model = wrap_model(copy.deepcopy(p.model), "fsdp2", dp.world)
+        o = p.cfg.optim
+        p.optimizer = make_optimizer(p.train_model, o.lr, o.weight_decay, o.betas)
+        p.scheduler = make_scheduler_for(p.cfg, p.optimizer)
+        p.sampler = FullCopySync(p.sampler, p.model, pass_on=not p.cfg.rollout.async_steps)
+        # every forward of a sharded model is a collective: ranks must run the same forwards, and a
+        # shared-prompt forward (two passes) on one rank beside a plain one elsewhere would deadlock
+        p.settings.share_prefix = False
+    for own in p.owned.values():  # a method's own modules are small or replicated: DDP either way
+        own.train_module = wrap_model(own.trainable.module, "ddp", dp.world)
+    p.settings.data_parallel = dp
+
+
+# ---- checkpoints -------------------------------------------------------------------------------
+def checkpoint_state(p: Parts, step: int, state: Mapping[str, float], rngs: list, rollout_rngs: list) -> dict:
+    """What a checkpoint holds besides the policy's weights (`restore` reads it back)."""
+    return {
+        "step": step,
+        "optimizer": p.optimizer.state_dict(),
+        "scheduler": p.scheduler.state_dict(),
+        "cursor": p.cursor.state_dict(),
+        "rng": rng_state(p.generators()),
+        "rank_sampler_rng": rngs,
+        "rank_rollout_rng": rollout_rngs,
+        "method": p.method.name,
+        "method_state": dict(state),
+        "owned": {
+            name: {"module": own.trainable.module.state_dict(), "optimizer": own.optimizer.state_dict()}
+            for name, own in p.owned.items()
+        },
+        "task_family": p.family_record(),
+    }
+
+
+def restore(p: Parts, ckpt: Path) -> int:
+    """Load checkpoint `ckpt` into the parts (weights, optimizers, cursor, random streams, the method's
+    state and modules); returns its step."""
+    from safetensors.torch import load_file
+
+    if p.cfg.model.lora_rank:
+        from peft import set_peft_model_state_dict
+
+        set_peft_model_state_dict(p.model, load_file(ckpt / "model" / "adapter_model.safetensors"))
+    else:
+        p.model.load_state_dict(load_file(ckpt / "model" / "model.safetensors"), strict=False)
+    s = load_trainer_state(ckpt)
+    check_family(p, s.get("task_family"))
+    p.optimizer.load_state_dict(s["optimizer"])
+    p.scheduler.load_state_dict(s["scheduler"])
+    p.cursor.load_state_dict(s["cursor"])
+    set_rng_state(s["rng"], p.generators())
+    rngs = s.get("rank_sampler_rng") or []
+    if isinstance(p.ranks, DataParallel):
+        if len(rngs) != p.ranks.size:
+            raise UserError(
+                f"this checkpoint was written by {len(rngs)} rank(s) and {p.ranks.size} were started; "
+                f"resume with --nproc-per-node (x nodes) = {len(rngs)}"
+            )
+        p.sampler.generator.set_state(rngs[p.ranks.rank])
+        if p.rollout_sampler is not p.sampler:
+            p.rollout_sampler.generator.set_state(s["rank_rollout_rng"][p.ranks.rank])
+    p.start_state = {**p.start_state, **s.get("method_state", {})}
+    saved = s.get("owned", {})
+    if set(saved) != set(p.owned):
+        raise UserError(
+            f"{ckpt} holds the modules {sorted(saved) or 'none'} and the {p.method.name} method trains "
+            f"{sorted(p.owned) or 'none'}; resume with the config the run was started with"
+        )
+    for name, own in p.owned.items():
+        own.trainable.module.load_state_dict(saved[name]["module"])
+        own.optimizer.load_state_dict(saved[name]["optimizer"])
+    p.start_step = s["step"]
+    return p.start_step
+
+
+def check_family(p: Parts, saved: dict[str, Any] | None) -> None:
+    """A resume trains on what the run trained on, or refuses."""
+    if saved is None:
+        return
+    here = p.family_record()
+    if not saved["from_config"] and not p.family_given:
+        raise UserError(
+            f"this run trained on a task family given from Python ({saved['class']}), which its config cannot "
+            "rebuild; resume it from Python with the same family: trainer(cfg, family=..., resume=True)"
+        )
+    if saved["class"] != here["class"]:
+        raise UserError(
+            f"this run trained on {saved['class']} and the resume would train on {here['class']}; resume with "
+            "the run's own task family"
+        )
+
+
+# ---- refusals before any work ------------------------------------------------------------------
+def check_async(cfg) -> None:
+    """Asynchronous rollouts train on samples of older weights, which the rollout correction reweights
+    (a method whose loss is not linear in its advantages refuses both: `MethodSpec.check`)."""
+    k = cfg.rollout.async_steps
+    if not k:
+        return
+    mode = cfg.loss.rollout_correction
+    if mode == "none" or not MODES[mode].reweights:
+        raise UserError(
+            f"rollout.async_steps={k} trains on samples of weights up to {k} update(s) old, and "
+            f"loss.rollout_correction={mode} does not weight them by pi_proximal / pi_behaviour; set it to one that "
+            f"does: {', '.join(m for m, spec in MODES.items() if spec.reweights)}"
+        )
+
+
+def check_parallel(cfg, size: int, strategy: str, resume: bool) -> None:
+    """What a data-parallel run cannot do, before any work starts."""
+    if size == 1:
+        return
+    n = cfg.rollout.prompts_per_step
+    if n % size:
+        fits = [k for k in range(1, n + 1) if n % k == 0]
+        raise UserError(
+            f"rollout.prompts_per_step={n} does not split over {size} ranks; make it a multiple of "
+            f"{size}, or start a number of processes that divides it ({', '.join(map(str, fits))})"
+        )
+    if strategy == "fsdp2" and resume:
+        raise UserError(
+            "--resume is supported with --strategy ddp; an fsdp2 checkpoint keeps full model weights but "
+            "not the sharded optimizer state: start a new run from checkpoints/step_N/model"
+        )
