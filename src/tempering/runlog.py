@@ -82,8 +82,10 @@ def prepare_run_dir(out: Path, resume: bool, overwrite: bool) -> None:
             "empty or new folder: choose another run.out_dir"
         )
     if not overwrite:
-        # a run with a checkpoint, or a pipeline with a finished stage, can be continued
-        started = any((out / "checkpoints").glob("step_*")) or any((e / "stage.json").is_file() for e in entries)
+        # a run with a checkpoint, or a staged verb with a finished or checkpointed stage, can be continued
+        started = any((out / "checkpoints").glob("step_*")) or any(
+            (e / "stage.json").is_file() or any((e / "checkpoints").glob("step_*")) for e in entries
+        )
         how = (
             f"continue it with --resume {out}, replace it"
             if started

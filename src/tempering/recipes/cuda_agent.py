@@ -21,7 +21,6 @@ torch.compile (the CUDA Agent reward of each episode's submission: >= 1, >= 2, =
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 from functools import partial
 from pathlib import Path
@@ -45,7 +44,7 @@ from tempering.rollout.sampler import HFSampler
 from tempering.runlog import atomic_write_text
 from tempering.train.config import ModelSection, OptimSection, RolloutSection, RunSection, TaskSection
 from tempering.train.loop import Trainer
-from tempering.train.stages import begin_pipeline, stage_start
+from tempering.train.stages import Stages
 from tempering.types import Episode
 
 STAGES = ("pretrain", "warmup", "rft", "critic_pretrain", "rl")
@@ -174,9 +173,10 @@ def cuda_agent_columns(episodes: list[Episode]) -> dict[str, float]:
 class Pipeline:
     """The stages of one cuda-agent run folder (see the module docstring)."""
 
-    def __init__(self, cfg: CudaAgentConfig, family: TaskFamily, resume: bool):
-        self.cfg, self.family, self.resume = cfg, family, resume
+    def __init__(self, cfg: CudaAgentConfig, family: TaskFamily, stages: Stages):
+        self.cfg, self.family, self.stages = cfg, family, stages
         self.root = Path(cfg.run.out_dir)
+        self.after = ""  # the digest of the last stage run: the next one starts from it
         self.report_path = self.root / "report.json"
         self.report: dict[str, Any] = json.loads(self.report_path.read_text()) if self.report_path.is_file() else {}
 
@@ -195,30 +195,11 @@ class Pipeline:
     def update_keys(self) -> dict[str, Any]:
         return self.cfg.loss.model_dump(exclude={"gamma", "lam", "whiten_advantages"}, exclude_defaults=True)
 
-    def stage(self, name: str, cfg: Any, after: str, train) -> tuple[str, str]:
-        """Run (or reuse) one stage; returns (its final model folder, its digest)."""
-        out = Path(cfg.run.out_dir)
-        dump = cfg.model_dump(mode="json")
-        dump["run"].pop("out_dir", None)
-        if after:  # the previous stage's folder is named by `after`, which covers its whole history
-            dump["model"].pop("name", None)
-        digest = hashlib.sha256(json.dumps({"stage": name, "config": dump, "after": after}, sort_keys=True).encode())
-        digest_hex = digest.hexdigest()[:16]
-        marker = out / "stage.json"
-        final = out / ("model" if name == "pretrain" else "final")
-        if marker.is_file():
-            saved = json.loads(marker.read_text())
-            if saved.get("digest") != digest_hex:
-                raise UserError(
-                    f"{out} was made by another configuration (or another stage before it); "
-                    "give a new run.out_dir, or delete that stage folder to run it again"
-                )
-            return str(final), digest_hex
-        if any((out / "checkpoints").glob("step_*")) and not self.resume:
-            raise UserError(f"stage {name} in {out} was interrupted; continue with --resume {self.root}")
-        train(cfg, *stage_start(out, self.resume))
-        atomic_write_text(marker, json.dumps({"stage": name, "digest": digest_hex, "model": str(final)}) + "\n")
-        return str(final), digest_hex
+    def stage(self, name: str, cfg: Any, train) -> str:
+        """Run (or reuse) one stage after the last one; returns its final model folder."""
+        s = self.stages.run(name, cfg, train, self.after)
+        self.after = s.digest
+        return str(s.out / ("model" if name == "pretrain" else "final"))
 
     def evaluate(self, name: str, model: str) -> None:
         """The paper's columns for `model` on the held-out problems (`run.eval_k` episodes each)."""
@@ -238,7 +219,7 @@ class Pipeline:
 
     def run(self) -> dict[str, Any]:
         c = self.cfg
-        model, after = c.model.name, ""
+        model = c.model.name
         self.evaluate("start", model)
         if c.pretrain.enabled:
             p = c.pretrain
@@ -264,7 +245,7 @@ class Pipeline:
                     },
                 },
             )
-            model, after = self.stage("pretrain", cfg, after, partial(pretrain, family=self.family))
+            model = self.stage("pretrain", cfg, partial(pretrain, family=self.family))
             self.evaluate("pretrain", model)
 
         def trained(cfg, resume: bool, overwrite: bool):
@@ -276,13 +257,13 @@ class Pipeline:
             d = self.common("warmup", c.warmup.steps, c.warmup.lr, model)
             d["rollout"]["max_turns"] = 1
             d["loss"] = {**self.update_keys(), "advantage": "grpo"}
-            model, after = self.stage("warmup", build(TrainConfig, d), after, trained)
+            model = self.stage("warmup", build(TrainConfig, d), trained)
             self.evaluate("warmup", model)
         if c.rft.enabled:
             d = self.common("rft", c.rft.steps, c.rft.lr, model)
             d["rft"] = c.rft.model_dump(exclude={"enabled", "steps", "lr"})
             d["loss"] = {k: v for k, v in self.update_keys().items() if k not in ("clip_low", "clip_high", "dual_clip")}
-            model, after = self.stage("rft", build(RFTConfig, d), after, trained)
+            model = self.stage("rft", build(RFTConfig, d), trained)
             self.evaluate("rft", model)
         critic_init = None
         if c.rl.algorithm == "ppo" and c.critic_pretrain.enabled:
@@ -290,7 +271,7 @@ class Pipeline:
             d = self.common("critic_pretrain", s, None, model)
             d["loss"] = c.loss.model_dump(exclude_defaults=True)
             d["critic"] = {**c.critic.model_dump(exclude_defaults=True), "pretrain_steps": s}
-            folder, after = self.stage("critic_pretrain", build(PPOConfig, d), after, trained)
+            folder = self.stage("critic_pretrain", build(PPOConfig, d), trained)
             critic_init = str(Path(folder) / "critic.safetensors")
         d = self.common("rl", c.rl.steps, c.rl.lr, model)
         if c.rl.algorithm == "ppo":
@@ -299,10 +280,10 @@ class Pipeline:
                 **c.critic.model_dump(exclude_defaults=True),
                 **({"init": critic_init} if critic_init else {}),
             }
-            model, after = self.stage("rl", build(PPOConfig, d), after, trained)
+            model = self.stage("rl", build(PPOConfig, d), trained)
         else:
             d["loss"] = {**self.update_keys(), "advantage": "grpo"}
-            model, after = self.stage("rl", build(TrainConfig, d), after, trained)
+            model = self.stage("rl", build(TrainConfig, d), trained)
         self.evaluate("rl", model)
         return {"model": model, "report": str(self.report_path), **{k: v for k, v in self.report.items()}}
 
@@ -328,9 +309,9 @@ def cuda_agent(
             f"cuda-agent reports CUDA Agent's columns from the {{-1, 1, 2, 3}} reward; task family "
             f"{cfg.task.family!r} has reward={getattr(family, 'reward', None)!r}: set task.args.reward=cuda_agent"
         )
-    begin_pipeline(Path(cfg.run.out_dir), cfg, resume, overwrite)
+    stages = Stages(Path(cfg.run.out_dir), cfg, resume, overwrite)
     try:
-        return Pipeline(cfg, family, resume).run()
+        return Pipeline(cfg, family, stages).run()
     finally:
         family.close()
 

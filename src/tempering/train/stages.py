@@ -1,18 +1,95 @@
-"""What a staged verb's stages share: the verb's own folder and how each stage starts or resumes.
+"""A staged verb's stages: runs of the loop (or of pretrain) in folders of their own, one after another.
 
-A staged verb (Direct-OPD's teacher pairs, RGRPO's rounds, expand-compress, CUDA Agent, the demo) runs
-several runs of the loop, each in a folder of its own under the verb's; `--resume` resumes the stage
-that was running and lets the finished ones only report.
+A staged verb (CUDA Agent, RGRPO's rounds, expand-compress, Direct-OPD's teacher pairs, the demo) keeps
+one folder (`Stages`), and each stage one inside it. A finished stage writes `stage.json`: a digest of
+its config and of the stages before it, and what its training returned. Run again, a finished stage
+reports that result without loading anything, and a stage made by another configuration is refused
+rather than silently reused; an interrupted one continues from its last checkpoint.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from tempering.config import Schema
+from tempering.errors import UserError
 from tempering.runlog import atomic_write_text, prepare_run_dir
+
+if TYPE_CHECKING:
+    from tempering.train.world import World
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A finished stage (or one a callback stopped)."""
+
+    out: Path
+    """The stage's folder (its `run.out_dir`)."""
+    digest: str
+    """Of its config and of the stages before it: the `after` of a stage that starts from this one."""
+    result: Any
+    """What its training returned (from `stage.json` when it had finished before)."""
+
+
+class Stages:
+    """The verb's own folder `root`: refused when it holds a run and this is neither a resume nor an
+    overwrite; rank 0 writes its config.yaml (what --resume reads; `cfg` None: a verb without a config of
+    its own, the demo). Under torchrun (`world`) only rank 0 writes; every rank reads the same files, so
+    all of them reuse a stage or train it together."""
+
+    def __init__(self, root: Path, cfg: Schema | None, resume: bool, overwrite: bool, world: World | None = None):
+        self.root, self.resume = Path(root), resume
+        self.main = world is None or world.is_main
+        if self.main:
+            prepare_run_dir(self.root, resume, overwrite)
+            self.root.mkdir(parents=True, exist_ok=True)
+            if cfg is not None:
+                dump = yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+                atomic_write_text(self.root / "config.yaml", dump)
+
+    def digest(self, name: str, cfg: Schema, after: str) -> str:
+        """Of the stage's config without its folder, and of `after` (the digest of the stage before it,
+        which names that stage's whole history: a model.name inside this verb's folder is left out then)."""
+        dump = cfg.model_dump(mode="json")
+        dump["run"].pop("out_dir", None)
+        model = dump.get("model", {})
+        if after and Path(model.get("name", "")).resolve().is_relative_to(self.root.resolve()):
+            model.pop("name")
+        text = json.dumps({"stage": name, "config": dump, "after": after}, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def run(self, name: str, cfg: Any, train: Callable[[Any, bool, bool], Any], after: str = "") -> Stage:
+        """Stage `name` in `cfg.run.out_dir`: reused when it finished with this digest, refused when it
+        finished with another, else `train(cfg, resume, overwrite)` (a stage with a checkpoint resumes; one
+        started but never checkpointed starts again), whose JSON result `stage.json` records. A run that a
+        callback stopped (`stopped_at` in its history, `Trainer.run`) is not finished."""
+        out = Path(cfg.run.out_dir)
+        digest = self.digest(name, cfg, after)
+        marker = out / "stage.json"
+        # a new run's folder holds no stage yet (and rank 0 may still be clearing it: read nothing)
+        if self.resume and marker.is_file():
+            saved = json.loads(marker.read_text())
+            if saved.get("digest") != digest:
+                raise UserError(
+                    f"{out} holds stage {name} of another configuration (or after other stages before it): "
+                    f"choose a new run folder (run.out_dir), or delete {out} (and the stages after it) to run "
+                    "it again"
+                )
+            return Stage(out, digest, saved.get("result"))
+        again = self.resume and any((out / "checkpoints").glob("step_*"))
+        result = train(cfg, again, self.resume and not again)
+        stopped = isinstance(result, dict) and "stopped_at" in result
+        if self.main and not stopped:
+            out.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(marker, json.dumps({"stage": name, "digest": digest, "result": result}) + "\n")
+        return Stage(out, digest, result)
 
 
 def begin_pipeline(root: Path, cfg: Schema, resume: bool, overwrite: bool, world=None) -> None:
