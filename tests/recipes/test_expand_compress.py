@@ -76,8 +76,12 @@ def test_rgrpo_rounds_train_on_what_earlier_rounds_miss(pretrained_dir, tmp_path
     assert "| round_2 |" in (tmp_path / "coverage.md").read_text()
     assert set(res["teachers"]) == {"round_1", "round_2"}
     before = (tmp_path / "round_1" / "final" / "model.safetensors").stat().st_mtime_ns
-    rgrpo(cfg, resume=True)  # finished rounds are kept
+    assert rgrpo(cfg, resume=True) == res  # finished rounds are kept
     assert (tmp_path / "round_1" / "final" / "model.safetensors").stat().st_mtime_ns == before
+    assert json.loads((tmp_path / "pass_rates.json").read_text()) == saved
+    cfg.run.steps = 2  # a changed config is refused, not silently reused
+    with pytest.raises(UserError, match=f"{tmp_path / 'round_1'} holds stage round_1 of another configuration"):
+        rgrpo(cfg, resume=True)
 
 
 def test_tu_opd_refuses_when_no_teacher_is_reliable_anywhere(pretrained_dir, fresh_dir, tmp_path):

@@ -17,13 +17,14 @@ from pydantic import Field, model_validator
 
 from tempering.config import Schema, as_config
 from tempering.envs.base import TaskFamily
+from tempering.envs.registry import make_family
 from tempering.methods import tu_opd as method
 from tempering.methods.tu_opd import TUOPDConfig
-from tempering.recipes.rgrpo import RGRPOConfig, rgrpo
+from tempering.recipes.rgrpo import RGRPOConfig, rounds
 from tempering.teachers import TeacherSection
 from tempering.train.config import ModelSection, RunSection, TaskSection
 from tempering.train.loop import Trainer
-from tempering.train.stages import begin_pipeline, stage_start
+from tempering.train.stages import Stages
 from tempering.train.world import World
 
 
@@ -87,15 +88,17 @@ def expand_compress(
 ) -> dict[str, Any]:
     cfg = as_config(ExpandCompressConfig, cfg)
     root = Path(cfg.run.out_dir)
-    begin_pipeline(root, cfg, resume, overwrite, world)
+    stages = Stages(root, cfg, resume, overwrite, world)
     ex = cfg.expand.model_copy(deep=True)
     ex.run.out_dir = str(root / "expand")
-    expanded = rgrpo(
-        ex, family, resume=resume and (root / "expand" / "config.yaml").is_file(), world=world, strategy=strategy
-    )
+    base = family or make_family(ex.task.family, **ex.task.args)
+    expanded, last = rounds(Stages(root / "expand", ex, resume, False, world), ex, base, world, strategy)
     c = compress_config(cfg, expanded["teachers"], expanded["pass_rates"])
-    again, fresh = stage_start(Path(c.run.out_dir), resume)
-    hist = asyncio.run(Trainer(c, method.SPEC, family, again, world, strategy, fresh).run())
+
+    def train(tu: TUOPDConfig, resume: bool, overwrite: bool) -> dict[str, Any]:
+        return asyncio.run(Trainer(tu, method.SPEC, family, resume, world, strategy, overwrite).run())
+
+    hist = stages.run("compress", c, train, after=last.digest).result  # the last round's digest names every round
     return {
         **{f"teacher {n}": expanded[n] for n in expanded["teachers"]},
         "student start": hist.get("start"),

@@ -27,7 +27,7 @@ from tempering.methods import rl
 from tempering.methods.rl import TrainConfig
 from tempering.runlog import atomic_write_text
 from tempering.train.loop import Trainer
-from tempering.train.stages import begin_pipeline, stage_start
+from tempering.train.stages import Stage, Stages
 from tempering.train.world import World
 from tempering.types import Task
 
@@ -102,22 +102,25 @@ def rgrpo(
     strategy: str = "ddp",
     overwrite: bool = False,
 ) -> dict[str, Any]:
-    """Train the rounds in turn; a finished round (its pass rates saved) is skipped when resuming."""
+    """Train the rounds in turn, each a stage of the run folder (a finished round is reused when resuming)."""
     cfg = as_config(RGRPOConfig, cfg)
-    g = cfg.rgrpo
     base = family or make_family(cfg.task.family, **cfg.task.args)
+    return rounds(Stages(Path(cfg.run.out_dir), cfg, resume, overwrite, world), cfg, base, world, strategy)[0]
+
+
+def rounds(
+    stages: Stages, cfg: RGRPOConfig, base: TaskFamily, world: World | None, strategy: str
+) -> tuple[dict[str, Any], Stage]:
+    """The rounds on `base`'s training pool, as stages in cfg.run.out_dir (each after the one before it,
+    whose pass rates decide what it trains on); returns rgrpo's result and the last round's stage."""
+    g = cfg.rgrpo
     pool = base.tasks("train", cfg.task.train_size, seed=cfg.task.data_seed)
     root = Path(cfg.run.out_dir)
-    begin_pipeline(root, cfg, resume, overwrite, world)
-    main_rank = world is None or world.is_main
     saved_path = root / "pass_rates.json"
-    saved = (
-        json.loads(saved_path.read_text())
-        if resume and saved_path.is_file()
-        else {"teachers": {}, "tasks": {}, "heldout": {}}
-    )
+    saved: dict[str, Any] = {"teachers": {}, "tasks": {}, "heldout": {}, "train_examples": {}}
     names: list[str] = []
     rows: list[torch.Tensor] = []
+    last: Stage | None = None
     for r in range(1, g.rounds + 1):
         name = f"round_{r}"
         weights = torch.ones(len(pool))
@@ -126,40 +129,37 @@ def rgrpo(
             if float(weights.sum()) == 0 or (g.mode == "upweight" and bool((weights == 1).all())):
                 saved["stopped"] = f"every training example was covered after {names[-1]}"
                 break
-        if name in saved["teachers"]:
-            names.append(name)
-            rows.append(torch.tensor([saved["tasks"][t.id][name] for t in pool]))
-            continue
         stage = cfg.model_copy(deep=True)
         stage.run.out_dir = str(root / name)
         stage.run.seed = cfg.run.seed + r - 1
-        again, fresh = stage_start(root / name, resume)
-        fam = PoolFamily(base, weighted_pool(pool, weights, stage.run.seed))
-        trainer = Trainer(stage, rl.SPEC, fam, again, world, strategy, fresh)
-        hist = asyncio.run(trainer.run())
-        p = trainer.ranks.once(
-            lambda: asyncio.run(
-                pass_rates(trainer.sampler, trainer.fmt, base.make_env, pool, g.pass_samples, trainer.opts)
+
+        def train(c: RGRPOConfig, resume: bool, overwrite: bool, weights=weights) -> dict[str, Any]:
+            fam = PoolFamily(base, weighted_pool(pool, weights, c.run.seed))
+            trainer = Trainer(c, rl.SPEC, fam, resume, world, strategy, overwrite)
+            hist = asyncio.run(trainer.run())
+            p = trainer.ranks.once(
+                lambda: asyncio.run(
+                    pass_rates(trainer.sampler, trainer.fmt, base.make_env, pool, g.pass_samples, trainer.opts)
+                )
             )
-        )
+            return {"heldout": hist["final"], "pass_rates": p}
+
+        last = stages.run(name, stage, train, after=last.digest if last else "")
+        p = last.result["pass_rates"]
         names.append(name)
         rows.append(torch.tensor(p))
         saved["teachers"][name] = str(root / name / "final")
-        saved["heldout"][name] = hist["final"]
+        saved["heldout"][name] = last.result["heldout"]
         for t, v in zip(pool, p):
             saved["tasks"].setdefault(t.id, {})[name] = v
-        saved.setdefault("train_examples", {})[name] = int((weights > 0).sum())
+        saved["train_examples"][name] = int((weights > 0).sum())
         rep = coverage_tables(names, torch.stack(rows), pool, g.kappa)
-        if main_rank:
+        if stages.main:
             atomic_write_text(saved_path, json.dumps(saved, indent=1) + "\n")
             atomic_write_text(root / "coverage.json", json.dumps(rep, indent=2) + "\n")
             atomic_write_text(root / "coverage.md", coverage_markdown(rep))
-    if main_rank:
+    if stages.main:
         atomic_write_text(saved_path, json.dumps(saved, indent=1) + "\n")
+    assert last is not None  # the first round always runs
     rep = coverage_tables(names, torch.stack(rows), pool, g.kappa)
-    return {
-        "teachers": {n: saved["teachers"][n] for n in names},
-        "coverage": rep,
-        "pass_rates": str(saved_path),
-        **{n: saved["heldout"][n] for n in names},
-    }
+    return {"teachers": saved["teachers"], "coverage": rep, "pass_rates": str(saved_path), **saved["heldout"]}, last
