@@ -137,10 +137,11 @@ def test_alpha_follows_the_hand_computed_schedule_and_resumes(pretrained_dir, fr
 
 @pytest.mark.slow
 def test_pairs_compose_one_after_another(pretrained_dir, fresh_dir, tmp_path):
-    run(
-        "direct-opd",
-        _cfg(pretrained_dir, [(pretrained_dir, fresh_dir), (fresh_dir, pretrained_dir)], tmp_path, steps=1),
-    )
+    cfg = _cfg(pretrained_dir, [(pretrained_dir, fresh_dir), (fresh_dir, pretrained_dir)], tmp_path, steps=1)
+    hist = run("direct-opd", cfg)
+    assert list(hist) == ["start", "after pair 1", "after pair 2"]
+    assert all((tmp_path / f"pair_{i}" / "stage.json").is_file() for i in (1, 2))
+    assert run("direct-opd", cfg, resume=True) == hist  # finished stages only report
     import yaml
 
     second = yaml.safe_load((tmp_path / "pair_2" / "config.yaml").read_text())

@@ -29,7 +29,7 @@ from tempering.train.batch import TrainBatch
 from tempering.train.config import LoopConfig
 from tempering.train.method import Context, Credit, Method, MethodSpec
 from tempering.train.scoring import Scores, TeacherLogprobs
-from tempering.train.stages import begin_pipeline, stage_start
+from tempering.train.stages import Stages
 from tempering.train.update import Loss, vocab_logprobs
 
 
@@ -185,20 +185,26 @@ def run_pairs(spec: MethodSpec, cfg: DirectOPDConfig, **kwargs: Any) -> dict[str
     resume, overwrite = kwargs.pop("resume", False), kwargs.pop("overwrite", False)
     parts = kwargs.pop("parts", None) or {}
     root = Path(cfg.run.out_dir)
-    begin_pipeline(root, cfg, resume, overwrite, kwargs.get("world"))
+    stages = Stages(root, cfg, resume, overwrite, kwargs.get("world"))
     history: dict[str, Any] = {}
-    start = cfg.model.name
+    after = ""
     for i in range(len(pairs)):
-        out = root / f"pair_{i + 1}"
         stage = cfg.model_copy(deep=True)
-        stage.model.name, stage.run.out_dir = start, str(out)
-        again, fresh = stage_start(out, resume)  # a finished stage only reports
-        t = Trainer(stage, spec, resume=again, overwrite=fresh, parts={**parts, "pair": i}, **kwargs)
-        h = asyncio.run(t.run(callbacks))
+        stage.run.out_dir = str(root / f"pair_{i + 1}")
+        if i:
+            stage.model.name = str(root / f"pair_{i}" / "final")
+
+        def train(c: DirectOPDConfig, resume: bool, overwrite: bool, i: int = i) -> dict[str, Any]:
+            t = Trainer(c, spec, resume=resume, overwrite=overwrite, parts={**parts, "pair": i}, **kwargs)
+            return asyncio.run(t.run(callbacks))
+
+        s = stages.run(f"pair_{i + 1}", stage, train, after)
+        h, after = s.result, s.digest
         if i == 0 and "start" in h:
             history["start"] = h["start"]
+        if "stopped_at" in h:  # a callback stopped it: --resume continues this stage
+            return history | {"stopped_at": h["stopped_at"]}
         history[f"after pair {i + 1}"] = h["final"]
-        start = str(out / "final")
     return history
 
 
