@@ -4,36 +4,30 @@ import sys
 
 import pytest
 
+ARGS = [
+    "pretrain.model.name=tiny-xs",
+    "pretrain.run.steps=30",
+    "pretrain.run.eval_every=30",
+    "pretrain.task.heldout_size=40",
+    "pretrain.task.train_size=500",
+    "train.run.steps=2",
+    "train.task.heldout_size=40",
+    "train.task.train_size=500",
+    "train.rollout.prompts_per_step=4",
+    "train.run.eval_k=2",
+]
+
+
+def _demo(out, *args):
+    cmd = [sys.executable, "-m", "tempering.cli", "demo", "--out", str(out), "--no-progress", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
 
 @pytest.mark.slow
 def test_demo_runs_end_to_end_and_writes_results(tmp_path):
-    """The quickstart pipeline with tiny budgets: pre-train, GRPO, table, summary and results files."""
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tempering.cli",
-            "demo",
-            "--out",
-            str(tmp_path / "run"),
-            "--no-progress",
-            "--results",
-            str(tmp_path / "results"),
-            "pretrain.model.name=tiny-xs",
-            "pretrain.run.steps=30",
-            "pretrain.run.eval_every=30",
-            "pretrain.task.heldout_size=40",
-            "pretrain.task.train_size=500",
-            "train.run.steps=2",
-            "train.task.heldout_size=40",
-            "train.task.train_size=500",
-            "train.rollout.prompts_per_step=4",
-            "train.run.eval_k=2",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    """The quickstart pipeline with tiny budgets: pre-train, GRPO, table, summary and results files; run
+    again, its finished stages only report, and a changed one is refused."""
+    r = _demo(tmp_path / "run", "--results", str(tmp_path / "results"), *ARGS)
     assert r.returncode == 0, r.stderr
     assert "before GRPO" in r.stdout and "after GRPO" in r.stdout
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
@@ -42,6 +36,12 @@ def test_demo_runs_end_to_end_and_writes_results(tmp_path):
         assert k in head
     assert head["pass_at_1_after"] == summary["pass_at_1_after"] and head["heldout_prompts"] == 40
     assert "| 0 |" in (tmp_path / "results" / "quickstart.md").read_text()
+
+    again = _demo(tmp_path / "run", *ARGS)
+    assert again.returncode == 0, again.stderr
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["pass_at_1_after"] == summary["pass_at_1_after"]
+    refused = _demo(tmp_path / "run", *ARGS, "train.run.steps=3")
+    assert refused.returncode == 2 and "holds stage grpo of another configuration" in refused.stderr
 
 
 def test_demo_refuses_no_start_evaluation_before_pretraining(tmp_path):

@@ -20,7 +20,7 @@ from tempering.config import apply_overrides, build
 from tempering.errors import UserError
 from tempering.progress import print_eval_table
 from tempering.runlog import atomic_write_text
-from tempering.train.stages import stage_start
+from tempering.train.stages import Stages
 
 TASK = {"family": "arithmetic", "args": {"min_value": 10, "max_value": 999}, "train_size": 20000, "heldout_size": 500}
 
@@ -66,12 +66,18 @@ REAL_GRPO = {
 }
 
 
+def grpo(cfg: Any, resume: bool, overwrite: bool) -> dict[str, Any]:
+    """The demo's GRPO stage: `tempering train`."""
+    from tempering.recipes.runner import run
+
+    return run("train", cfg, resume=resume, overwrite=overwrite)
+
+
 def run_real_demo(model: str, out: Path, seed: int, overrides: list[str], progress: bool = True) -> dict:
     """GRPO from a pretrained instruct model (no pre-training stage)."""
     import torch
 
     from tempering.methods.rl import TrainConfig
-    from tempering.recipes.runner import run
 
     if any(o.startswith("pretrain.") for o in overrides):
         raise UserError(f"--model {model} has no pre-training stage; drop the pretrain.* overrides")
@@ -82,8 +88,8 @@ def run_real_demo(model: str, out: Path, seed: int, overrides: list[str], progre
     cfg = build(TrainConfig, rl)
     if not cfg.run.eval_on_start:
         raise UserError("the demo compares pass@1 before and after RL; leave train.run.eval_on_start true")
-    resume, overwrite = stage_start(Path(cfg.run.out_dir), resume=True)
-    hist = run("train", cfg, resume=resume, overwrite=overwrite)
+    # a demo run again continues (or only reports) its stage
+    hist = Stages(out, None, resume=True, overwrite=False).run("grpo", cfg, grpo).result
     return {
         "model": model,
         "pass_at_1_before": hist["start"]["eval/pass@1"],
@@ -108,7 +114,6 @@ def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) 
 
     from tempering.methods.rl import TrainConfig
     from tempering.recipes.pretrain import PretrainConfig, pretrain
-    from tempering.recipes.runner import run
 
     t0 = time.perf_counter()
     pre_over = [o[len("pretrain.") :] for o in overrides if o.startswith("pretrain.")]
@@ -129,12 +134,12 @@ def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) 
     cfg = build(TrainConfig, rl)  # before pre-training: a bad override fails in a second, not after it
     if not cfg.run.eval_on_start:
         raise UserError("the demo compares pass@1 before and after RL; leave train.run.eval_on_start true")
-    # a demo run again continues (or only reports) its stages; a stage that never checkpointed starts over
-    pre = pretrain(pcfg, *stage_start(Path(pcfg.run.out_dir), resume=True))
+    # a demo run again continues (or only reports) its stages
+    stages = Stages(out, None, resume=True, overwrite=False)
+    pre = stages.run("pretrain", pcfg, pretrain)
     t1 = time.perf_counter()
-    cfg.model.name = pre["model"]
-    resume, overwrite = stage_start(Path(cfg.run.out_dir), resume=True)
-    hist = run("train", cfg, resume=resume, overwrite=overwrite)
+    cfg.model.name = pre.result["model"]
+    hist = stages.run("grpo", cfg, grpo, after=pre.digest).result
     t2 = time.perf_counter()
     return {
         "pass_at_1_before": hist["start"]["eval/pass@1"],
@@ -145,7 +150,7 @@ def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) 
         "pass_at_k_before": hist["start"][f"eval/pass@{cfg.run.eval_k}"],
         "pass_at_k_after": hist["final"][f"eval/pass@{cfg.run.eval_k}"],
         "heldout_prompts": cfg.task.heldout_size,
-        "pretrain_steps": pre["steps"],
+        "pretrain_steps": pre.result["steps"],
         "grpo_steps": cfg.run.steps,
         "seconds_pretrain": t1 - t0,
         "seconds_grpo": t2 - t1,

@@ -90,20 +90,3 @@ class Stages:
             out.mkdir(parents=True, exist_ok=True)
             atomic_write_text(marker, json.dumps({"stage": name, "digest": digest, "result": result}) + "\n")
         return Stage(out, digest, result)
-
-
-def begin_pipeline(root: Path, cfg: Schema, resume: bool, overwrite: bool, world=None) -> None:
-    """A pipeline verb's own folder: refused when it holds a run and this is neither a resume nor an
-    overwrite; its config.yaml (what --resume reads) written by rank 0."""
-    if world is None or world.is_main:
-        prepare_run_dir(root, resume, overwrite)
-        root.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(root / "config.yaml", yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
-
-
-def stage_start(out: Path, resume: bool) -> tuple[bool, bool]:
-    """(resume, overwrite) of a pipeline's stage: a stage with a checkpoint resumes; one started but never
-    checkpointed starts again (its folder is the pipeline's own); a new pipeline's stages start fresh."""
-    if resume and any((out / "checkpoints").glob("step_*")):
-        return True, False
-    return False, resume
