@@ -87,3 +87,49 @@ def test_the_stored_reference_refuses_only_what_the_schema_refuses_and_says_the_
     assert ("Literal['none', 'bf16']", "'abc'") in caught  # a choice of strings (loss.autocast)
     assert ("int (>= 1)", "0") in caught and ("float (> 0)", "'0'") in caught  # ranges (rollout.group_size, optim.lr)
     assert describe(schema("train")) == [tuple(r) for r in rows]
+
+
+CLIP = ("loss.clip_low", "loss.clip_high", "loss.dual_clip")
+
+
+def test_only_a_clipped_loss_has_the_clip_keys(capsys):
+    """The PPO-clip keys are in the `loss` section of the verbs whose loss clips the ratio and nowhere else:
+    `tempering config rft` does not list them, and one given to rft is an unknown key, refused from the
+    stored reference (before torch) and by the schema in the same words, naming the keys rft has."""
+    from tempering.cli import main
+    from tempering.config import build, check_keys
+    from tempering.recipes.reference import stored_keys
+    from tempering.recipes.verbs import schema
+
+    keys = {verb: [r[0] for r in rows] for verb, rows in stored_keys().items()}
+    with_loss = {verb for verb, ks in keys.items() if any(k.startswith("loss.") for k in ks)}
+    clipped = {verb for verb, ks in keys.items() if all(k in ks for k in CLIP)}
+    assert with_loss - clipped == {"rft"}, "a verb whose loss does not clip: add it to the checks below"
+    assert {"train", "ppo", "distill", "tu-opd", "direct-opd", "rgrpo", "cuda-agent"} <= clipped
+    for verb in with_loss - clipped:
+        assert main(["config", verb]) == 0
+        out = capsys.readouterr().out
+        assert "| `loss.loss_agg` |" in out and not any(f"`{k}`" in out for k in CLIP)
+        for key in CLIP:
+            leaf = key.split(".")[1]
+            with pytest.raises(ConfigError) as fast:
+                check_keys(stored_keys()[verb], {"loss": {leaf: 0.1}})
+            with pytest.raises(ConfigError) as full:
+                build(schema(verb), {"loss": {leaf: 0.1}})
+            why = str(full.value)
+            assert str(fast.value) == why
+            assert f"unknown key '{key}'; " in why and "allowed here: loss_agg, ppo_epochs" in why
+        assert main([verb, "loss.clip_low=0.1"]) == 2
+        assert "unknown key 'loss.clip_low'" in capsys.readouterr().err
+
+
+def test_a_loss_without_the_clip_keys_keeps_the_clip_defaults():
+    """A loss section without the clip hands the update the same settings as the clipped section's
+    defaults (what those losses ran with when the keys were there and refused), so no number changes."""
+    from dataclasses import asdict
+
+    from tempering.train.config import ClippedUpdateSection, UpdateSection
+
+    assert asdict(UpdateSection().update_settings(0.7, 32)) == asdict(ClippedUpdateSection().update_settings(0.7, 32))
+    s = ClippedUpdateSection(clip_low=0.1, clip_high=0.3, dual_clip=None).update_settings(1.0, 16)
+    assert (s.clip_low, s.clip_high, s.dual_clip) == (0.1, 0.3, None)

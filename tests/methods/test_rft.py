@@ -110,9 +110,11 @@ def test_rft_trains_on_kept_episodes_and_skips_a_step_that_keeps_none(pretrained
     assert all(torch.equal(before[k], v) for k, v in none.model.state_dict().items())
 
 
-def test_rft_refuses_clip_settings():
+def test_rft_has_no_clip_keys():
+    """RFT's loss is plain NLL: its `loss` section has no PPO clip, so a clip key is an unknown key."""
     from tempering.config import build
+    from tempering.errors import ConfigError
     from tempering.methods.rft import RFTConfig
 
-    with pytest.raises(Exception, match="loss.clip_high"):
+    with pytest.raises(ConfigError, match="unknown key 'loss.clip_high'; .*allowed here: loss_agg, ppo_epochs"):
         build(RFTConfig, {"loss": {"clip_high": 0.3}})

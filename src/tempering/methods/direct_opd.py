@@ -26,7 +26,7 @@ from tempering.errors import UserError
 from tempering.methods.opd import teachers_of
 from tempering.teachers import HFTeacher, TeacherSection, load_builder
 from tempering.train.batch import TrainBatch
-from tempering.train.config import LoopConfig
+from tempering.train.config import ClippedUpdateSection, LoopConfig
 from tempering.train.method import Context, Credit, Method, MethodSpec
 from tempering.train.scoring import Scores, TeacherLogprobs
 from tempering.train.stages import Stages
@@ -170,6 +170,9 @@ def build(ctx: Context) -> Method:
 class DirectOPDConfig(LoopConfig):
     """Direct-OPD: weak-to-strong transfer of an RL policy shift (`tempering direct-opd`)."""
 
+    loss: ClippedUpdateSection = Field(
+        default_factory=ClippedUpdateSection, description="The top-k PPO-clip update (per candidate)."
+    )
     direct_opd: DirectOPDSection = Field(..., description="Teacher pairs, top-k and the KL anchor.")
 
 

@@ -23,7 +23,7 @@ from tempering.errors import UserError
 from tempering.teachers import Teacher, TeacherSection, check_vocab, load_builder, load_teachers
 from tempering.teachers.prompts import PromptBuilder
 from tempering.train.batch import TrainBatch
-from tempering.train.config import LoopConfig
+from tempering.train.config import ClippedUpdateSection, LoopConfig
 from tempering.train.method import Context, Credit, Method, MethodSpec
 from tempering.train.scoring import Scores, TeacherLogprobs
 from tempering.train.update import PPO_LOSS, Loss, vocab_logprobs
@@ -144,6 +144,10 @@ class DistillConfig(LoopConfig):
     """On-policy distillation from one teacher (`tempering distill`)."""
 
     teacher: TeacherSection = Field(..., description="The teacher (in-process path or vLLM server) and its prompt.")
+    loss: ClippedUpdateSection = Field(
+        default_factory=ClippedUpdateSection,
+        description="The policy update (the clip keys: distill.loss=reverse_kl, a PPO-clip loss).",
+    )
     distill: DistillSection = Field(default_factory=DistillSection, description="Distillation loss.")
 
     @model_validator(mode="after")

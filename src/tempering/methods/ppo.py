@@ -23,13 +23,13 @@ from tempering.config import Schema, ignored_unless
 from tempering.models import load_module, load_policy
 from tempering.models.value import ValueModel
 from tempering.train.batch import TrainBatch
-from tempering.train.config import LoopConfig, LossAgg, UpdateSection
+from tempering.train.config import ClippedUpdateSection, LoopConfig, LossAgg
 from tempering.train.method import Context, Credit, Method, MethodSpec, State, Trainable
 from tempering.train.scoring import Scores, Values
 from tempering.train.update import Loss, UpdateSettings, optimizer_steps
 
 
-class PPOLossSection(UpdateSection):
+class PPOLossSection(ClippedUpdateSection):
     """The PPO update plus GAE's keys."""
 
     gamma: float = Field(1.0, ge=0, le=1, description="GAE discount over action tokens (CUDA Agent: 1).")

@@ -10,10 +10,10 @@ is the negative log-likelihood of the kept episodes' action tokens; feedback tok
 from __future__ import annotations
 
 import torch
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from tempering.algos.losses import aggregate
-from tempering.config import Schema, ignored_unless
+from tempering.config import Schema
 from tempering.train.batch import TrainBatch
 from tempering.train.config import LoopConfig, UpdateSection
 from tempering.train.method import Context, Credit, Method, MethodSpec, State
@@ -104,19 +104,10 @@ def build(ctx: Context) -> Method:
     )
 
 
-class RFTLossSection(UpdateSection):
-    """The update of rejection fine-tuning: plain NLL, so the PPO clip keys do nothing."""
-
-    @model_validator(mode="after")
-    def _check_nll(self):
-        ignored_unless(self, "loss", ["clip_low", "clip_high", "dual_clip"], False, "a clipped loss (RFT is plain NLL)")
-        return self
-
-
 class RFTConfig(LoopConfig):
     """Rejection fine-tuning (`tempering rft`)."""
 
-    loss: RFTLossSection = Field(default_factory=RFTLossSection, description="The NLL update.")
+    loss: UpdateSection = Field(default_factory=UpdateSection, description="The NLL update (no clip: plain NLL).")
     rft: RFTSection = Field(default_factory=RFTSection, description="Which trajectories are kept.")
 
 

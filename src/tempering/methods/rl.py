@@ -23,7 +23,7 @@ from tempering.algos.losses import KL_ALIASES, KL_ESTIMATORS
 from tempering.config import ignored_unless
 from tempering.rollout.engine import CounterfactualOptions
 from tempering.train.batch import TrainBatch
-from tempering.train.config import LoopConfig, RolloutSection, UpdateSection
+from tempering.train.config import ClippedUpdateSection, LoopConfig, RolloutSection
 from tempering.train.method import Context, Credit, CreditFn, Method, MethodSpec, turn_credit
 from tempering.train.scoring import KLPenalty, OverlongPenalty, ReferenceLogprobs, Scores
 from tempering.train.update import UpdateSettings
@@ -70,8 +70,8 @@ class RLRolloutSection(RolloutSection):
         return self
 
 
-class RLLossSection(UpdateSection):
-    """The update, plus credit and the RL extras."""
+class RLLossSection(ClippedUpdateSection):
+    """The PPO-clip update, plus credit and the RL extras."""
 
     advantage: str = Field("grpo", description="Credit: grpo, dr_grpo, rloo, leap, kevin, trloo, tcpo.")
     credit_args: dict[str, Any] = Field(

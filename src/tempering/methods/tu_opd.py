@@ -30,7 +30,7 @@ from tempering.rollout.sampler import HFSampler
 from tempering.runlog import atomic_write_text
 from tempering.teachers import HFTeacher, Teacher, TeacherSection, load_builder
 from tempering.train.batch import TrainBatch
-from tempering.train.config import LoopConfig
+from tempering.train.config import ClippedUpdateSection, LoopConfig
 from tempering.train.method import Context, Credit, Method, MethodSpec, turn_credit
 from tempering.train.scoring import Scores, TeacherLogprobs
 
@@ -175,6 +175,9 @@ def build(ctx: Context) -> Method:
 class TUOPDConfig(LoopConfig):
     """TU-OPD with optional Consensus-Residual Decomposition (`tempering tu-opd`)."""
 
+    loss: ClippedUpdateSection = Field(
+        default_factory=ClippedUpdateSection, description="The PPO-clip update of the distillation advantage."
+    )
     tu_opd: TUOPDSection = Field(
         default_factory=TUOPDSection, description="Teachers, pass rates, gating and weighting."
     )

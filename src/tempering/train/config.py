@@ -155,12 +155,19 @@ class RolloutSection(Schema):
         )
 
 
-class UpdateSection(Schema):
-    """The policy update every method shares (the `loss` section; RL verbs add their credit keys)."""
+class PPOClipSection(Schema):
+    """The keys of a PPO-clip loss (a mixin of the `loss` sections whose loss clips the ratio:
+    `ClippedUpdateSection`); a loss that does not clip has none of them."""
 
     clip_low: float = Field(0.2, ge=0, description="PPO clip below 1 (eps_low).")
     clip_high: float = Field(0.28, ge=0, description="PPO clip above 1 (eps_high; DAPO clip-higher).")
     dual_clip: float | None = Field(3.0, description="Dual-clip constant c for negative advantages (null = off).")
+
+
+class UpdateSection(Schema):
+    """The keys every policy update reads, whatever its loss (the `loss` section of a loss that does not
+    clip, e.g. RFT's NLL; a PPO-clip loss's is `ClippedUpdateSection`, RL verbs add their credit keys)."""
+
     loss_agg: LossAgg = Field("token-mean", description="Loss aggregation, normalised over the whole optimizer step.")
     ppo_epochs: int = Field(1, ge=1, description="Passes over each batch.")
     mini_batches: int = Field(1, ge=1, description="Optimizer steps per pass (the batch is split into this many).")
@@ -230,9 +237,6 @@ class UpdateSection(Schema):
             ppo_epochs=self.ppo_epochs,
             mini_batches=self.mini_batches,
             micro_batch_size=self.micro_batch_size,
-            clip_low=self.clip_low,
-            clip_high=self.clip_high,
-            dual_clip=self.dual_clip,
             loss_agg=self.loss_agg,
             max_grad_norm=self.max_grad_norm,
             temperature=temperature or 1.0,
@@ -241,6 +245,17 @@ class UpdateSection(Schema):
             norm_scope=self.norm_scope,
             autocast=self.autocast,
         )
+
+
+class ClippedUpdateSection(UpdateSection, PPOClipSection):
+    """The update of a PPO-clip loss (GRPO family, PPO, TU-OPD, Direct-OPD's top-k PPO, distill's
+    reverse_kl): the shared keys plus the clip. Without them a loss leaves `UpdateSettings`' clip at its
+    defaults, which are these keys' defaults."""
+
+    def update_settings(self, temperature: float, max_response_len: int) -> UpdateSettings:
+        s = super().update_settings(temperature, max_response_len)
+        s.clip_low, s.clip_high, s.dual_clip = self.clip_low, self.clip_high, self.dual_clip
+        return s
 
 
 class OptimSection(Schema):
@@ -340,7 +355,10 @@ class LoopConfig(Schema):
     model: ModelSection = Field(default_factory=ModelSection, description="The policy.")
     task: TaskSection = Field(default_factory=TaskSection, description="Training and held-out tasks.")
     rollout: RolloutSection = Field(default_factory=RolloutSection, description="Sampling and turns.")
-    loss: UpdateSection = Field(default_factory=UpdateSection, description="The policy update.")
+    loss: UpdateSection = Field(
+        default_factory=UpdateSection,
+        description="The policy update (a method whose loss clips the ratio takes `ClippedUpdateSection`).",
+    )
     optim: OptimSection = Field(default_factory=OptimSection, description="Optimizer and schedule.")
     run: RunSection = Field(default_factory=RunSection, description="Length, logging, evaluation, checkpoints.")
 
