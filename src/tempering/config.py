@@ -1,20 +1,28 @@
 """Typed configs: pydantic schemas with a one-line doc per field, loaded from YAML plus `a.b=value`
-overrides. An unknown key or a bad value is a `ConfigError` that names the key and what is allowed."""
+overrides. An unknown key or a bad value is a `ConfigError` that names the key and what is allowed.
+
+The command line of every verb and sub-command (`Parser`, `parse`, `from_args`): the settings a config
+schema holds are given only as `[CONFIG.yaml] [key=value ...]`, flags only for what is not config."""
 
 from __future__ import annotations
 
+import argparse
 import ast
+import dataclasses
 import difflib
+import importlib
+import json
 import operator
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from functools import cache
 from pathlib import Path
-from typing import Any, Literal, TypeVar, get_args, get_origin
+from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from tempering import trl_names
-from tempering.errors import ConfigError
+from tempering.errors import ConfigError, UserError
 
 
 class Schema(BaseModel):
@@ -264,3 +272,122 @@ def describe(schema: type[BaseModel], prefix: str = "") -> list[tuple[str, str, 
         default = "" if f.is_required() else repr(f.get_default(call_default_factory=True))
         rows.append((key, tname, default, f.description or ""))
     return rows
+
+
+def load_object(spec: str) -> Any:
+    """The object a `module:name[.attr]` spec names."""
+    mod, _, name = spec.partition(":")
+    out = importlib.import_module(mod)
+    for part in name.split("."):
+        out = getattr(out, part)
+    return out
+
+
+@cache
+def schema_of(cls: Any) -> type[Schema]:
+    """The pydantic schema of a config class: itself, or for a dataclass a `Schema` with its fields (unknown
+    keys refused, values validated and converted as pydantic does)."""
+    if issubclass(cls, BaseModel):
+        return cls
+    hints = get_type_hints(cls)
+    fields: dict[str, Any] = {
+        f.name: (
+            hints[f.name],
+            f.default if f.default_factory is dataclasses.MISSING else Field(default_factory=f.default_factory),
+        )
+        for f in dataclasses.fields(cls)
+        if f.init
+    }
+    return create_model(cls.__name__, __base__=Schema, **fields)
+
+
+class Parser(argparse.ArgumentParser):
+    """The parser of a verb or of one of its sub-commands (`command`). With `schema` (a config class, or the
+    `module:Class` spec of one, imported only when the config is read), it takes the settings as
+    `[CONFIG.yaml] [key=value ...]` and `--print-config`; flags are for what is not config (files to read or
+    write, --json, --no-progress, ...). `renamed` maps a removed flag to the form that replaced it, with `{}`
+    for its value (`{"--seeds": "seeds={}"}`): `parse` refuses the old form naming the new one."""
+
+    def __init__(
+        self, *args: Any, schema: type | str | None = None, renamed: Mapping[str, str] | None = None, **kw: Any
+    ):
+        super().__init__(*args, **kw)
+        self.schema = schema
+        self.renamed = dict(renamed or {})
+        self.subcommands: argparse._SubParsersAction | None = None
+        if schema is not None:
+            self.add_argument("config", nargs="?", metavar="CONFIG.yaml", help="YAML config; omit for the defaults")
+            self.add_argument(
+                "overrides",
+                nargs="*",
+                metavar="key=value",
+                help="overrides of config keys, anywhere among the flags (--print-config shows every key)",
+            )
+            self.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+
+    def command(self, name: str, help: str, **kw: Any) -> Parser:
+        """A sub-command, `PROG NAME ...`, parsed by a parser of its own (the keywords are `Parser`'s)."""
+        if self.subcommands is None:
+            self.subcommands = self.add_subparsers(dest="cmd", required=True, parser_class=Parser)
+        kw.setdefault("description", help)
+        return self.subcommands.add_parser(name, help=help, **kw)
+
+
+def parse(p: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Parse a verb's arguments, before its module (and torch) is imported: a sub-command's by its own parser
+    (`a.cmd` names it); overrides may come anywhere among the flags, and a first positional that is one is
+    one; a removed flag (`Parser.renamed`) is a one-line error naming what replaced it."""
+    sub = getattr(p, "subcommands", None)
+    if sub is not None:
+        if not argv or argv[0] not in sub.choices:
+            p.parse_args(argv)  # --help, or argparse's error naming the sub-commands
+            p.error(f"give the sub-command first: {p.prog} {{{','.join(sub.choices)}}} ...")
+        a = parse(sub.choices[argv[0]], argv[1:])
+        a.cmd = argv[0]
+        return a
+    renamed = getattr(p, "renamed", {})
+    for i, arg in enumerate(argv):
+        flag, eq, value = arg.partition("=")
+        if flag in renamed:
+            value = value if eq else argv[i + 1] if i + 1 < len(argv) else "VALUE"
+            raise UserError(f"{flag} {value} is no longer accepted: use {renamed[flag].format(value)}")
+    a = p.parse_intermixed_args(argv)
+    schema = getattr(p, "schema", None)
+    if schema is not None:
+        if a.config and "=" in a.config and not a.config.endswith((".yaml", ".yml")):
+            a.config, a.overrides = None, [a.config, *a.overrides]
+        a.schema = schema
+    a.command = p.prog
+    return a
+
+
+def from_args(a: argparse.Namespace, defaults: dict | None = None) -> Any:
+    """The config of a sub-command's parsed arguments (`parse`): the CONFIG file over `defaults`, then the
+    overrides; unknown keys and surely-bad values refused by `check_keys`, as a verb's are (a sub-command's
+    schema is light: importing it imports no torch)."""
+    cls = load_object(a.schema) if isinstance(a.schema, str) else a.schema
+    rows = describe(schema_of(cls))
+    data = apply_overrides({**(defaults or {}), **read_data(a.config)}, as_written(rows, a.overrides))
+    check_keys(rows, data)
+    cfg = build(schema_of(cls), data)
+    return cfg if isinstance(cfg, cls) else cls(**dict(cfg))
+
+
+def as_written(rows: Sequence[Sequence[str]], overrides: list[str]) -> list[str]:
+    """The overrides, where a key that takes a string (reference `rows`) keeps a word YAML reads as a
+    boolean as written: `compile_baseline=off` is 'off', not False."""
+    text = {r[0] for r in rows if r[1].startswith("Literal[") or r[1].removesuffix(" | None") == "str"}
+    out = []
+    for item in overrides:
+        key, _, raw = item.partition("=")
+        out.append(f"{key}={json.dumps(raw)}" if key in text and isinstance(parse_override(item)[1], bool) else item)
+    return out
+
+
+def print_config(cfg: Any) -> int:
+    """Print a config (`--print-config`) as YAML; 0, the exit code."""
+    data = (
+        cfg.model_dump(mode="json") if isinstance(cfg, BaseModel) else json.loads(json.dumps(dataclasses.asdict(cfg)))
+    )
+    print(yaml.safe_dump(data, sort_keys=False), end="")
+    return 0

@@ -1,5 +1,5 @@
 """What the config verbs share on the command line: CONFIG [key=value ...] [--resume RUN] [--overwrite]
-[--print-config].
+[--print-config] (`config.Parser`, the convention every verb and sub-command follows, and --resume).
 
 Overrides may come anywhere, before or after the flags. The arguments are parsed before the verb's
 module (and torch) is imported, so `--help` is instant.
@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tempering.config import Schema, check_keys, load_config, read_data
+from tempering.config import Parser, Schema, as_written, check_keys, load_config, print_config, read_data
+from tempering.config import parse as parse_args
 from tempering.errors import UserError
 
 RESUMABLE = (
@@ -30,13 +31,16 @@ RESUMABLE = (
 on or how (evaluations sample from a stream of their own, so their cadence leaves training's alone)."""
 
 
-def parser(verb: str, description: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def parser(verb: str, description: str) -> Parser:
+    """A config verb's parser (`config.Parser`), with --resume and --overwrite."""
+    from tempering.recipes.verbs import VERBS
+
+    name = verb.split()[0]
+    p = Parser(
         prog=f"tempering {verb}",
-        description=f"{description} Keys: `tempering config {verb.split()[0]}`.",
+        description=f"{description} Keys: `tempering config {name}`.",
+        schema=VERBS[name].schema,
     )
-    p.add_argument("config", nargs="?", help="YAML config (see examples/); omit for the defaults")
-    p.add_argument("overrides", nargs="*", help="key.sub=value overrides, e.g. run.steps=50")
     p.add_argument(
         "--resume",
         metavar="RUN_DIR",
@@ -44,18 +48,12 @@ def parser(verb: str, description: str) -> argparse.ArgumentParser:
         f"only {', '.join(RESUMABLE)} (e.g. run.steps=N to train a finished run further)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace a run that RUN_DIR (run.out_dir) already holds")
-    p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     return p
 
 
 def parse(p: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
-    """Parse with overrides anywhere among the flags; a first positional that is an override is one."""
-    a = p.parse_intermixed_args(argv)
-    overrides = list(a.overrides)
-    if a.config and "=" in a.config and not a.config.endswith((".yaml", ".yml")):
-        a.config, overrides = None, [a.config, *overrides]
-    a.overrides = overrides
-    a.command = p.prog
+    """`config.parse`, and --resume and --overwrite are not given together."""
+    a = parse_args(p, argv)
     if a.resume and a.overwrite:
         raise UserError("--resume continues a run and --overwrite replaces it; give one of them")
     return a
@@ -106,13 +104,11 @@ def cli_main(argv: list[str], verb: str) -> int:
     from tempering.recipes.reference import rows_of
 
     # a typo fails here, before the schema's modules (and torch) are imported
+    a.overrides = as_written(rows_of(verb), a.overrides)
     check_keys(rows_of(verb), read_data(None if a.resume else a.config, a.overrides))
     cfg = resolve(load(spec.schema), a)
     if a.print_config:
-        import yaml
-
-        print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
-        return 0
+        return print_config(cfg)
     hist = spec.runner()(cfg, resume=bool(a.resume), overwrite=a.overwrite)
     from tempering.progress import print_eval_table
 
