@@ -291,15 +291,11 @@ def test_cli_eval_table_jsonl_and_bad_input(tmp_path, capsys, kernel_verifier):
             str(subs),
             "--jsonl",
             str(rows),
-            "--compile-baseline",
-            "off",
-            "--timed-runs",
-            "3",
-            "--seeds",
-            "1",
+            "compile_baseline=off",
+            "timed_runs=3",
+            "seeds=1",
             "--no-progress",
-            "--cache-dir",
-            kernel_verifier.config.cache_dir,
+            f"cache_dir={kernel_verifier.config.cache_dir}",
         ]
     )
     out = capsys.readouterr().out
@@ -482,8 +478,8 @@ def test_cli_hacks_prints_each_case_and_the_counts(tmp_path, capsys, kernel_veri
     from tempering.cli import main
 
     out_json = tmp_path / "hacks.json"
-    argv = ["kernels", "hacks", "--only", "keyed", "pure_torch", "--seeds", "1", "--timed-runs", "3"]
-    code = main(argv + ["--cache-dir", kernel_verifier.config.cache_dir, "--json", str(out_json)])
+    argv = ["kernels", "hacks", "--only", "keyed,pure_torch", "seeds=1", "timed_runs=3"]
+    code = main(argv + [f"cache_dir={kernel_verifier.config.cache_dir}", "--json", str(out_json)])
     out = capsys.readouterr().out
     assert code == 0 and "keyed_on_known_seeds" in out and "hacks_credited_correct 0" in out
     data = json.loads(out_json.read_text())

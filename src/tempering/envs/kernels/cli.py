@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
 import sys
 import tempfile
-from dataclasses import fields
 from pathlib import Path
 
+from tempering.config import Parser, from_args, parse, print_config
 from tempering.errors import UserError
 
 
@@ -38,28 +37,6 @@ def cmd_list(args) -> int:
     return 0
 
 
-def _verify_config(args):
-    from tempering.envs.kernels.verifier import VerifyConfig
-
-    known = {f.name for f in fields(VerifyConfig)}
-    values = {
-        k: getattr(args, k)
-        for k in ("threads", "compile_baseline", "seeds", "timed_runs", "backend", "cache_dir", "device")
-        if getattr(args, k, None) is not None
-    }
-    for item in args.set or []:
-        key, eq, val = item.partition("=")
-        if not eq or key not in known:
-            raise UserError(f"--set {item!r}: expected key=value with key in {', '.join(sorted(known))}")
-        try:
-            values[key] = json.loads(val)  # numbers, true/false, lists
-        except ValueError:
-            values[key] = val
-    if values.get("compile_baseline", "cached") not in ("cached", "every", "once", "off"):
-        raise UserError("--compile-baseline must be cached, every, once or off")
-    return VerifyConfig(**values)
-
-
 def result_line(r) -> str:
     """One finished problem in words: `01_relu: correct, 1.83x eager`, or its status and why."""
     if r.correct:
@@ -69,6 +46,9 @@ def result_line(r) -> str:
 
 
 def cmd_eval(args) -> int:
+    cfg = from_args(args)
+    if args.print_config:
+        return print_config(cfg)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from tempering.envs.kernels.evaluate import evaluate, find_submission, format_table, summarize, write_jsonl
@@ -93,7 +73,7 @@ def cmd_eval(args) -> int:
                 raise UserError(f"submission folder {folder} does not exist: pass a folder with <problem>.py files")
             path = find_submission(p, folder)
             pairs.append((p, path.read_text() if path else None))
-    verifier = KernelVerifier(_verify_config(args), sandbox=Sandbox(concurrency=args.concurrency))
+    verifier = KernelVerifier(cfg, sandbox=Sandbox(concurrency=args.concurrency))
     cols = [
         TextColumn("[bold]kernels eval"),
         BarColumn(),
@@ -132,14 +112,18 @@ def cmd_eval(args) -> int:
 
 def cmd_hacks(args) -> int:
     """Submit every known reward hack (and bad input); print how each ended; 1 if any got through."""
+    cfg = from_args(args, defaults={"compile_baseline": "off"})
+    if args.print_config:
+        return print_config(cfg)
     from tempering.envs.kernels.hacks import BAD_INPUTS, HACKS, credited, run_hack
     from tempering.envs.kernels.verifier import KernelVerifier
     from tempering.sandbox import Sandbox
 
-    cases = [h for h in HACKS + BAD_INPUTS if not args.only or any(word in h.name for word in args.only)]
+    only = [w for item in args.only or [] for w in item.split(",") if w]
+    cases = [h for h in HACKS + BAD_INPUTS if not only or any(word in h.name for word in only)]
     if not cases:
-        raise UserError(f"--only {' '.join(args.only)} matches no hack: `tempering kernels hacks` lists them all")
-    verifier = KernelVerifier(_verify_config(args), sandbox=Sandbox(concurrency=args.concurrency))
+        raise UserError(f"--only {','.join(only)} matches no hack: `tempering kernels hacks` lists them all")
+    verifier = KernelVerifier(cfg, sandbox=Sandbox(concurrency=args.concurrency))
 
     async def go():
         return await asyncio.gather(*(run_hack(verifier, h) for h in cases))
@@ -190,16 +174,11 @@ def cmd_hacks(args) -> int:
 
 
 def cmd_synth(args) -> int:
-    from tempering.envs.kernels.synth import SynthConfig, synthesize
+    cfg = from_args(args)
+    if args.print_config:
+        return print_config(cfg)
+    from tempering.envs.kernels.synth import synthesize
 
-    cfg = SynthConfig(
-        n=args.n,
-        seed=args.seed,
-        min_ms=args.min_ms,
-        max_ms=args.max_ms,
-        similarity=args.similarity,
-        max_ops=args.max_ops,
-    )
     eval_problems = _problems(args.eval_problems, 1.0)[0]
     manifest = synthesize(cfg, args.out, eval_problems, progress=not args.no_progress)
     print(json.dumps(manifest["stats"], indent=2))
@@ -207,16 +186,31 @@ def cmd_synth(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="tempering kernels", description=__doc__)
-    sub = ap.add_subparsers(dest="cmd", required=True)
+VERIFY = "tempering.envs.kernels.verifier:VerifyConfig"
+RENAMED = {
+    "--set": "{}",
+    **{f"--{k.replace('_', '-')}": f"{k}={{}}" for k in ("seeds", "timed_runs", "threads", "cache_dir")},
+}
+"""The flags that set VerifyConfig fields before they became `key=value` overrides."""
 
-    p = sub.add_parser("list", help="list problems (built-in by default) and the backends this machine can run")
+
+def parser() -> Parser:
+    ap = Parser(prog="tempering kernels", description=__doc__)
+    p = ap.command("list", "list problems (built-in by default) and the backends this machine can run")
     p.add_argument("--problems", default=None, help="problem folder (default: the built-in suite)")
     p.add_argument("--scale", type=float, default=1.0, help="multiply module-level size constants")
     p.set_defaults(fn=cmd_list)
 
-    p = sub.add_parser("eval", help="verify and time a folder of submissions; KernelBench-style table")
+    p = ap.command(
+        "eval",
+        "verify and time a folder of submissions; KernelBench-style table. Settings: VerifyConfig's fields "
+        "(docs/kernels.md), e.g. seeds=3 compile_baseline=off",
+        schema=VERIFY,
+        renamed={
+            **RENAMED,
+            **{f"--{k.replace('_', '-')}": f"{k}={{}}" for k in ("compile_baseline", "backend", "device")},
+        },
+    )
     p.add_argument("--problems", default="builtin", help="problem folder, or `builtin`")
     p.add_argument(
         "--submissions",
@@ -226,39 +220,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jsonl", default=None, help="write per-problem rows here")
     p.add_argument("--json", default=None, help="write the summary here")
     p.add_argument("--scale", type=float, default=1.0, help="size override for the problems (e.g. 0.25)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for candidate and baselines")
-    p.add_argument(
-        "--compile-baseline", dest="compile_baseline", default=None, help="cached (default) | every | once | off"
-    )
-    p.add_argument("--seeds", type=int, default=None, help="correctness trials with get_inputs()")
-    p.add_argument("--timed-runs", dest="timed_runs", type=int, default=None, help="timed runs per model")
-    p.add_argument("--backend", default=None, help="force a backend (c, torch_ext, cuda, triton)")
-    p.add_argument("--device", default=None, help="cpu or cuda")
-    p.add_argument("--cache-dir", dest="cache_dir", default=None, help="build cache folder")
     p.add_argument("--concurrency", type=int, default=1, help="verification jobs at once (1: clean timings)")
-    p.add_argument("--set", action="append", help="any VerifyConfig field, key=value")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(fn=cmd_eval)
 
-    p = sub.add_parser("hacks", help="submit every known reward hack; exit 1 if any is credited or missed")
-    p.add_argument("--only", nargs="*", default=None, help="hacks whose name contains one of these words")
+    p = ap.command(
+        "hacks",
+        "submit every known reward hack to the verifier as configured (VerifyConfig's fields, compile_baseline=off "
+        "unless given); exit 1 if any is credited or missed",
+        schema=VERIFY,
+        renamed=RENAMED,
+    )
+    p.add_argument(
+        "--only", action="append", metavar="WORD[,WORD...]", help="hacks whose name contains one of these words"
+    )
     p.add_argument("--json", default=None, help="write every case and the summary here")
     p.add_argument("--concurrency", type=int, default=2, help="verification jobs at once")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for candidate and baselines")
-    p.add_argument("--seeds", type=int, default=None, help="correctness trials with get_inputs()")
-    p.add_argument("--timed-runs", dest="timed_runs", type=int, default=None, help="timed runs per model")
-    p.add_argument("--cache-dir", dest="cache_dir", default=None, help="build cache folder")
-    p.add_argument("--set", action="append", help="any VerifyConfig field, key=value")
-    p.set_defaults(fn=cmd_hacks, compile_baseline="off")
+    p.set_defaults(fn=cmd_hacks)
 
-    p = sub.add_parser("synth", help="compose operators into fused problems and filter them (CUDA Agent)")
+    p = ap.command(
+        "synth",
+        "compose operators into fused problems and filter them (CUDA Agent). Settings: "
+        "envs/kernels/synth.py's SynthConfig, e.g. n=50 max_ops=3",
+        schema="tempering.envs.kernels.synth:SynthConfig",
+        renamed={
+            f"--{k.replace('_', '-')}": f"{k}={{}}" for k in ("n", "seed", "max_ops", "min_ms", "max_ms", "similarity")
+        },
+    )
     p.add_argument("--out", required=True, help="output problem folder (with manifest.json)")
-    p.add_argument("--n", type=int, default=20, help="candidate compositions to try")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-ops", dest="max_ops", type=int, default=5, help="operators per problem (1-5)")
-    p.add_argument("--min-ms", dest="min_ms", type=float, default=1.0, help="eager time window, low end")
-    p.add_argument("--max-ms", dest="max_ms", type=float, default=100.0, help="eager time window, high end")
-    p.add_argument("--similarity", type=float, default=0.9, help="drop problems this AST-similar to an eval problem")
     p.add_argument(
         "--eval-problems",
         dest="eval_problems",
@@ -271,5 +260,5 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(parser(), argv)
     return int(args.fn(args) or 0)

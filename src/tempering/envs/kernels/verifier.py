@@ -34,6 +34,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 from pathlib import Path
+from typing import Literal
 
 from tempering.envs.kernels import rewards
 from tempering.envs.kernels.elf import check_c_library, dynamic_symbols
@@ -89,7 +90,7 @@ class VerifyConfig:
     its threads: a loaded machine's scheduling delays do not inflate it), `wall` (the judge's clock
     from request to answer), or `auto`: cpu on a CPU with one thread, else wall (several threads'
     CPU time adds up, and GPU work is not CPU time). Both are always in `timing`."""
-    compile_baseline: str = "cached"
+    compile_baseline: Literal["cached", "every", "once", "off"] = "cached"
     """torch.compile baseline behind reward 3: `cached` (measured: one baseline job per problem, sizes,
     torch version, machine and thread count times eager and torch.compile interleaved; its compile
     median is kept on disk under `cache_dir` and used as is), `once` (estimated from the same cached
