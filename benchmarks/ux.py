@@ -42,18 +42,8 @@ SHRINK = {
     "distill": TRAIN_SHRINK,
     "resume": ["run.steps=3", "run.progress=false"],
     "eval": ["--n", "8", "--k", "2"],
-    "kernels eval": [
-        "--scale",
-        "0.25",
-        "--seeds",
-        "1",
-        "--timed-runs",
-        "1",
-        "--compile-baseline",
-        "off",
-        "--no-progress",
-    ],
-    "synth": ["--target", "2", "--no-progress"],
+    "kernels eval": ["--scale", "0.25", "seeds=1", "timed_runs=1", "compile_baseline=off", "--no-progress"],
+    "synth run": ["target=2", "--no-progress"],
 }
 
 
@@ -61,7 +51,7 @@ SLOW = {
     "tempering kernels eval": "every built-in problem compiled and timed (minutes); "
     "tests/envs/kernels/test_kernels_sandboxed.py runs the reference submissions",
     "tempering sandbox attacks": "the whole adversarial suite; tests/sandbox/ runs it",
-    "tempering synth": "measures the policy on every built-in configuration; tests/synth/ runs the loop",
+    "tempering synth run": "measures the policy on every built-in configuration; tests/synth/ runs the loop",
 }
 """Lines the test suite leaves to this benchmark (`skip_slow`), each with where the suite covers it."""
 

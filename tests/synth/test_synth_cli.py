@@ -1,4 +1,4 @@
-"""`tempering synth` end to end: output folder, summary, and bad input (clear error, nothing written)."""
+"""`tempering synth run|check|export-seeds` end to end: output folder, summary, and bad input (clear error, nothing written)."""
 
 import json
 
@@ -20,14 +20,14 @@ def test_synth_writes_verified_bundles_and_a_summary(tmp_path, rates, capsys):
     rc = main(
         [
             "synth",
+            "run",
             "--seeds",
             "builtin",
             "--pass-rates",
             str(rates),
             "--out",
             str(out),
-            "--target",
-            "2",
+            "target=2",
             "--no-progress",
             "--sandbox",
             "subprocess",
@@ -71,7 +71,7 @@ def test_check_a_folder_gives_a_table_and_goes_past_bad_bundles(tmp_path, capsys
     "extra,message",
     [
         (["--generator", "llm", "--base-url", "http://127.0.0.1:9/v1"], "cannot reach the generator endpoint"),
-        (["--require-skill", "sql=1"], "skill 'sql'"),
+        (["coverage.sql=1"], "skill 'sql'"),
         (["no_such_key=1"], "unknown key 'no_such_key'"),
     ],
 )
@@ -80,6 +80,7 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path, rates, capsys, 
     rc = main(
         [
             "synth",
+            "run",
             "--seeds",
             "builtin",
             "--pass-rates",
@@ -99,11 +100,11 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path, rates, capsys, 
 def test_pass_rate_file_errors(tmp_path, capsys):
     bad = tmp_path / "r.json"
     bad.write_text('{"ledger-shop-sum-d1-1812ca": 1.5}')
-    rc = main(["synth", "--seeds", "builtin", "--pass-rates", str(bad), "--out", str(tmp_path / "o")])
+    rc = main(["synth", "run", "--seeds", "builtin", "--pass-rates", str(bad), "--out", str(tmp_path / "o")])
     assert rc == 2 and "has no rate for seed(s)" in capsys.readouterr().err
     (tmp_path / "o").mkdir()
     (tmp_path / "o" / "x").write_text("")
-    rc = main(["synth", "--seeds", "builtin", "--pass-rates", str(bad), "--out", str(tmp_path / "o")])
+    rc = main(["synth", "run", "--seeds", "builtin", "--pass-rates", str(bad), "--out", str(tmp_path / "o")])
     assert rc == 2 and "exists and is not empty" in capsys.readouterr().err
 
 
@@ -112,14 +113,14 @@ def test_synth_on_configurations_measures_with_a_policy(tmp_path, capsys):
     rc = main(
         [
             "synth",
+            "run",
             "--seeds",
             "builtin-tasks",
             "--policy",
             "tiny-xs",
             "--out",
             str(out),
-            "--target",
-            "3",
+            "target=3",
             "--no-progress",
             "--max-new-tokens",
             "4",
@@ -150,12 +151,12 @@ def test_synth_on_configurations_measures_with_a_policy(tmp_path, capsys):
     ],
 )
 def test_bad_configuration_runs_write_nothing(tmp_path, capsys, extra, message):
-    rc = main(["synth", "--seeds", "builtin-tasks", "--out", str(tmp_path / "out"), "--no-progress", *extra])
+    rc = main(["synth", "run", "--seeds", "builtin-tasks", "--out", str(tmp_path / "out"), "--no-progress", *extra])
     assert rc == 2 and message in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
 
 def test_pass_rates_or_policy_is_required(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        main(["synth", "--seeds", "builtin-tasks", "--out", str(tmp_path / "out")])
+        main(["synth", "run", "--seeds", "builtin-tasks", "--out", str(tmp_path / "out")])
     assert "one of the arguments --pass-rates --policy is required" in capsys.readouterr().err

@@ -1,7 +1,7 @@
 """`tempering synth`: synthesise verified environment bundles at the policy's learning frontier.
 
-tempering synth --seeds builtin --pass-rates rates.json --out runs/synth --method forge
-tempering synth --seeds builtin-tasks --policy runs/pretrain/model --out runs/synth-configs
+tempering synth run --seeds builtin --pass-rates rates.json --out runs/synth method=forge
+tempering synth run --seeds builtin-tasks --policy runs/pretrain/model --out runs/synth-configs
 tempering synth check DIR                 static checks + gold verification of one bundle, or a table
                                           over a folder of bundles (what loads, runs locally, needs Docker)
 tempering synth export-seeds DIR          write the built-in seed bundles as Harbor folders
@@ -9,69 +9,25 @@ tempering synth export-seeds DIR          write the built-in seed bundles as Har
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
+import shlex
 import shutil
 import tempfile
 from pathlib import Path
 
 import yaml
 
-from tempering.config import load_config
+from tempering.config import Parser, from_args, parse, print_config
 from tempering.envs.terminal.bundle import Bundle, is_task_folder, load_bundles, write_bundle
 from tempering.errors import UserError
 from tempering.synth.families import builtin_seeds
 from tempering.synth.generators import ChatConfig, Generator, LLMGenerator, MutatorGenerator
-from tempering.synth.loop import METHODS, BundleChecker, Checker, Report, SynthConfig, synthesize
+from tempering.synth.loop import BundleChecker, Checker, Report, SynthConfig, synthesize
 from tempering.synth.seeds import load_pass_rates, load_seeds
 from tempering.synth.task_seeds import TaskFamilySeed, TaskSeedChecker, load_task_seeds
 from tempering.synth.verify import check_one, make_verifier, short_reason
-
-
-def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="tempering synth", description=__doc__.split("\n")[0])
-    ap.add_argument(
-        "--seeds",
-        required=True,
-        help="folder of bundle folders, one bundle folder, `builtin` (bundles), "
-        "`builtin-tasks` or a .json file (task-family configurations)",
-    )
-    ap.add_argument("--out", required=True, help="output folder (must not exist or be empty)")
-    ap.add_argument("--method", choices=list(METHODS), default=None, help="forge or a baseline mask")
-    rates = ap.add_mutually_exclusive_group(required=True)
-    rates.add_argument("--pass-rates", help="JSON file {seed name: pass rate of the current policy}")
-    rates.add_argument(
-        "--policy",
-        metavar="MODEL_DIR",
-        help="measure pass rates of seeds and accepted results with this "
-        "policy (a model folder, a finished run's folder or a tiny size), `rollouts` samples per task",
-    )
-    ap.add_argument("--max-new-tokens", type=int, default=16, help="answer token limit when measuring configurations")
-    ap.add_argument("--target", type=int, default=None, help="accepted bundles wanted")
-    ap.add_argument(
-        "--generator",
-        choices=["mutators", "llm"],
-        default="mutators",
-        help="built-in deterministic mutators (offline) or an OpenAI-compatible chat endpoint",
-    )
-    ap.add_argument("--base-url", default=None, help="chat endpoint root, e.g. http://127.0.0.1:8000/v1")
-    ap.add_argument("--model", default=None, help="model name sent to the endpoint")
-    ap.add_argument("--api-key-env", default=None, help="environment variable that holds the endpoint's key")
-    ap.add_argument("--backend", choices=["sandbox", "docker"], default="sandbox", help="gold verification backend")
-    ap.add_argument("--sandbox", default="auto", help="sandbox backend: auto, bwrap, unshare, subprocess")
-    ap.add_argument(
-        "--require-skill",
-        action="append",
-        default=[],
-        metavar="SKILL=COUNT",
-        help="skill coverage target over the accepted bundles (repeatable)",
-    )
-    ap.add_argument("--config", default=None, help="YAML file with SynthConfig settings")
-    ap.add_argument("--no-progress", action="store_true", help="no progress bar")
-    ap.add_argument("overrides", nargs="*", help="config overrides key.sub=value (e.g. portfolio.lam=0.3)")
-    return ap
 
 
 def _out_dir(path: str) -> Path:
@@ -87,19 +43,10 @@ def _sandbox(kind: str):
     return Sandbox(backend=kind)
 
 
-def run(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
-    overrides = list(args.overrides)
-    if args.method:
-        overrides.append(f"method={args.method}")
-    if args.target is not None:
-        overrides.append(f"target={args.target}")
-    for item in args.require_skill:
-        skill, _, count = item.partition("=")
-        if not skill or not count:
-            raise UserError(f"--require-skill {item!r}: write SKILL=COUNT, e.g. --require-skill csv=3")
-        overrides.append(f"coverage.{skill}={count}")
-    cfg = load_config(SynthConfig, args.config, overrides)
+def run(args) -> int:
+    cfg = from_args(args)
+    if args.print_config:
+        return print_config(cfg)
     out = _out_dir(args.out)
     configs = args.seeds == "builtin-tasks" or args.seeds.endswith(".json")
     seeds = load_task_seeds(args.seeds) if configs else load_seeds(args.seeds)
@@ -230,15 +177,7 @@ def _print_summary(report: Report, out: Path) -> None:
     Console().print(t)
 
 
-def check(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(
-        prog="tempering synth check",
-        description="Static checks and gold verification of one bundle, or of every bundle in a folder.",
-    )
-    ap.add_argument("bundle", help="a bundle folder (Harbor or Terminal-Bench 1), or a folder of them")
-    ap.add_argument("--backend", choices=["sandbox", "docker"], default="sandbox")
-    ap.add_argument("--sandbox", default="auto")
-    args = ap.parse_args(argv)
+def check(args) -> int:
     bundles, rejected = load_bundles(args.bundle)
     verifier = make_verifier(args.backend, _sandbox(args.sandbox) if args.backend == "sandbox" else None)
     rows = [(name, "not loaded", why) for name, why in rejected.items()]
@@ -274,10 +213,7 @@ def _print_check_table(rows: list[tuple[str, str, str]], where: str) -> None:
     Console().print(t)
 
 
-def export_seeds(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="tempering synth export-seeds", description="Write the built-in seed bundles.")
-    ap.add_argument("out", help="folder to write them into (must not exist or be empty)")
-    args = ap.parse_args(argv)
+def export_seeds(args) -> int:
     out = _out_dir(args.out)
     for b in builtin_seeds():
         write_bundle(b, out / b.name)
@@ -285,9 +221,58 @@ def export_seeds(argv: list[str]) -> int:
     return 0
 
 
+def parser() -> Parser:
+    ap = Parser(prog="tempering synth", description=__doc__.split("\n")[0])
+    p = ap.command(
+        "run",
+        "synthesise bundles, or task-family configurations, at the policy's frontier. Keys: `tempering config synth`",
+        schema="tempering.synth.loop:SynthConfig",
+        renamed={"--method": "method={}", "--target": "target={}", "--require-skill": "coverage.{}", "--config": "{}"},
+    )
+    p.add_argument(
+        "--seeds",
+        required=True,
+        help="folder of bundle folders, one bundle folder, `builtin` (bundles), "
+        "`builtin-tasks` or a .json file (task-family configurations)",
+    )
+    p.add_argument("--out", required=True, help="output folder (must not exist or be empty)")
+    rates = p.add_mutually_exclusive_group(required=True)
+    rates.add_argument("--pass-rates", help="JSON file {seed name: pass rate of the current policy}")
+    rates.add_argument(
+        "--policy",
+        metavar="MODEL_DIR",
+        help="measure pass rates of seeds and accepted results with this "
+        "policy (a model folder, a finished run's folder or a tiny size), `rollouts` samples per task",
+    )
+    p.add_argument("--max-new-tokens", type=int, default=16, help="answer token limit when measuring configurations")
+    p.add_argument(
+        "--generator",
+        choices=["mutators", "llm"],
+        default="mutators",
+        help="built-in deterministic mutators (offline) or an OpenAI-compatible chat endpoint",
+    )
+    p.add_argument("--base-url", default=None, help="chat endpoint root, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--model", default=None, help="model name sent to the endpoint")
+    p.add_argument("--api-key-env", default=None, help="environment variable that holds the endpoint's key")
+    p.add_argument("--backend", choices=["sandbox", "docker"], default="sandbox", help="gold verification backend")
+    p.add_argument("--sandbox", default="auto", help="sandbox backend: auto, bwrap, unshare, subprocess")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(fn=run)
+
+    p = ap.command("check", "static checks and gold verification of one bundle, or of every bundle in a folder")
+    p.add_argument("bundle", help="a bundle folder (Harbor or Terminal-Bench 1), or a folder of them")
+    p.add_argument("--backend", choices=["sandbox", "docker"], default="sandbox")
+    p.add_argument("--sandbox", default="auto")
+    p.set_defaults(fn=check)
+
+    p = ap.command("export-seeds", "write the built-in seed bundles as Harbor folders")
+    p.add_argument("out", help="folder to write them into (must not exist or be empty)")
+    p.set_defaults(fn=export_seeds)
+    return ap
+
+
 def main(argv: list[str]) -> int:
-    if argv and argv[0] == "check":
-        return check(argv[1:])
-    if argv and argv[0] == "export-seeds":
-        return export_seeds(argv[1:])
-    return run(argv)
+    if argv and argv[0].startswith("--") and argv[0] != "--help":  # the form before `run`
+        raise UserError(f"name the sub-command: use tempering synth run {shlex.join(argv)}")
+    args = parse(parser(), argv)
+    return int(args.fn(args) or 0)
