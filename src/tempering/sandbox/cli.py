@@ -11,23 +11,25 @@ Code-problem files are checked by `tempering code check`.
 
 from __future__ import annotations
 
-import argparse
-
+from tempering.config import Parser, parse
 from tempering.errors import UserError
 
 
-def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="tempering sandbox", description=__doc__.splitlines()[0])
-    sub = ap.add_subparsers(dest="what", required=True)
-    sub.add_parser("backends", help="list the backends that work here")
-    att = sub.add_parser("attacks", help="run the adversarial suite")
+def parser() -> Parser:
+    ap = Parser(prog="tempering sandbox", description=__doc__.splitlines()[0])
+    ap.command("backends", "list the backends that work here")
+    att = ap.command("attacks", "run the adversarial suite")
     att.add_argument("backend", nargs="*", help="isolating backends to attack (default: every one that works here)")
     att.add_argument("--json", action="store_true", help="print {backend: {total, contained, failed, not_run}}")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str]) -> int:
+    args = parse(parser(), argv)
 
     from tempering.sandbox import Sandbox, backends
 
-    if args.what == "backends":
+    if args.cmd == "backends":
         for name in ("bwrap", "unshare", "subprocess"):
             why = backends.probe(name)
             if why:

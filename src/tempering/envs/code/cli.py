@@ -13,13 +13,13 @@ be judged are skipped with a warning naming them (see tempering.envs.code.proble
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 from collections import Counter
 from collections.abc import Collection
 from pathlib import Path
 
+from tempering.config import Parser, parse
 from tempering.envs.code.env import Grade, grade
 from tempering.envs.code.formats import load_problems
 from tempering.envs.code.problems import BUILTIN, FORMATS, CodeProblem, Skipped
@@ -166,12 +166,11 @@ def cmd_score(args) -> int:
     return 0
 
 
-def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="tempering code", description=__doc__.splitlines()[0])
-    sub = ap.add_subparsers(dest="what", required=True)
-    check = sub.add_parser("check", help="check a problem file: its format, and that reference solutions pass")
+def parser() -> Parser:
+    ap = Parser(prog="tempering code", description=__doc__.splitlines()[0])
+    check = ap.command("check", "check a problem file: its format, and that reference solutions pass")
     check.add_argument("file", nargs="?", default="", help="problem file (default: the built-in set)")
-    score = sub.add_parser("score", help="score a file of completions: verdicts and pass@k")
+    score = ap.command("score", "score a file of completions: verdicts and pass@k")
     score.add_argument("file", help="problem file")
     score.add_argument("--completions", required=True, help="JSONL of {task_id, completion}")
     score.add_argument("--out", help="verdicts JSONL (default: <completions>_results.jsonl)")
@@ -183,5 +182,11 @@ def main(argv: list[str]) -> int:
         p.add_argument("--format", default="auto", choices=FORMATS)
         p.add_argument("--backend", default="auto", help="sandbox backend (default: the most isolating that works)")
         p.add_argument("--concurrency", type=int, help="answers graded at once (default: CPU cores)")
-    args = ap.parse_args(argv)
-    return cmd_check(args) if args.what == "check" else cmd_score(args)
+    check.set_defaults(fn=cmd_check)
+    score.set_defaults(fn=cmd_score)
+    return ap
+
+
+def main(argv: list[str]) -> int:
+    args = parse(parser(), argv)
+    return int(args.fn(args) or 0)

@@ -7,9 +7,9 @@ tempering gui stats data/gui.jsonl
 
 from __future__ import annotations
 
-import argparse
 import json
 
+from tempering.config import Parser, parse
 from tempering.envs.gui.agents import make_agent
 from tempering.envs.gui.apps import APPS
 from tempering.envs.gui.dataset import generate, read_dataset, write_jsonl
@@ -26,10 +26,9 @@ def _kinds(text: str) -> tuple[str, ...]:
     return kinds
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tempering gui", description="Offline GUI apps with multi-solution annotations.")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    g = sub.add_parser("generate", help="roll out a scripted agent and write trajectories (JSONL)")
+def parser() -> Parser:
+    p = Parser(prog="tempering gui", description="Offline GUI apps with multi-solution annotations.")
+    g = p.command("generate", "roll out a scripted agent and write trajectories (JSONL)")
     g.add_argument("--out", required=True, help="output JSONL file (written atomically)")
     g.add_argument("--n", type=int, default=100, help="number of tasks (episodes)")
     g.add_argument("--seed", type=int, default=0, help="seed of the tasks and of the agent")
@@ -39,18 +38,18 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--agent", choices=["oracle", "noisy"], default="oracle")
     g.add_argument("--noise", type=float, default=0.2, help="wrong-action chance of the noisy agent")
     g.add_argument("--boxes", action="store_true", help="render bounding boxes in prompts")
-    s = sub.add_parser("show", help="print one task's first screen, plan and valid actions")
+    s = p.command("show", "print one task's first screen, plan and valid actions")
     s.add_argument("--kind", choices=list(APPS), default="form")
     s.add_argument("--difficulty", type=int, default=0)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--boxes", action="store_true")
-    t = sub.add_parser("stats", help="check a trajectory file and print its metrics")
+    t = p.command("stats", "check a trajectory file and print its metrics")
     t.add_argument("file")
     return p
 
 
 def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    args = parse(parser(), argv)
     if args.cmd == "generate":
         if args.n < 1:
             raise UserError(f"--n must be at least 1, got {args.n}")
