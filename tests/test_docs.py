@@ -79,9 +79,12 @@ def _commands() -> list[tuple[str, str]]:
 @pytest.mark.parametrize("where,line", _commands(), ids=lambda x: x if len(x) < 40 else x[:40])
 def test_documented_commands_parse(where, line):
     """The documented commands, verbatim: the verb exists, the flags parse (overrides anywhere), the config
-    (file + overrides) validates."""
+    (file + overrides) validates; a sub-command's too (`tempering kernels eval seeds=3`)."""
+    import importlib
     import shlex
 
+    from tempering.config import from_args
+    from tempering.config import parse as parse_args
     from tempering.distributed.__main__ import command
     from tempering.recipes.common import parse, parser
     from tempering.recipes.verbs import VERBS
@@ -97,7 +100,13 @@ def test_documented_commands_parse(where, line):
             verb, a = command(rest[at:])
         else:
             assert verb in VERBS, f"{where}: unknown verb in {line!r}"
-            if verb not in configured() or VERBS[verb].run is None:  # flags of its own (synth)
+            if VERBS[verb].run is None:  # a tool: its sub-commands' settings are checked the same way
+                make = getattr(importlib.import_module(VERBS[verb].module), "parser", None)
+                a = parse_args(make(), rest) if make else None
+                if a is not None and getattr(a, "schema", None):
+                    assert a.config in (None, "CONFIG"), f"{where}: {a.config} is not a file of the repository"
+                    a.config = None
+                    from_args(a)
                 return
             a = parse(parser(verb, ""), rest)
     if a.resume:
