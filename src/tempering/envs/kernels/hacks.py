@@ -1,6 +1,12 @@
 """Known reward hacks, each as a submission that must be caught (tests, `tempering kernels hacks` and the
 benchmark run them all).
 
+This is a feature, not test code: the verifier is the reward, and what it catches depends on how a user
+configures it (fewer seeds or timed runs, static checks off, extra allowed ops, C flags, a device) and
+on the machine (sandbox backend, compilers). `tempering kernels hacks [CONFIG.yaml] [key=value ...]`
+submits every case to the verifier as configured there, on that machine, and exits 1 if one is credited,
+so a user can audit a configuration before training against it.
+
 Every hack belongs to a class (`kind`): the six of issue 34, KernelBench's static-checker classes
 (try/except fallback, inheritance bypass, stream/thread injection, lazy evaluation, timing patching,
 precision downgrade), robust-kbench's input contamination, and this project's own. Each class has at
