@@ -20,18 +20,18 @@ CACHE = Path(os.environ.get("TEMPERING_TEST_CACHE", ROOT / ".tempering-cache" / 
 WARM_START = {
     "model": {"name": "tiny-xs"},
     "task": {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 800, "heldout_size": 60},
-    "train": {"lr": 3e-3, "batch_size": 32, "max_new_tokens": 4},
-    "run": {"steps": 250, "eval_every": 250, "eval_size": 30, "progress": False, "tensorboard": False},
+    "rollout": {"prompts_per_step": 32, "max_new_tokens": 4},
+    "optim": {"lr": 3e-3, "warmup_steps": 50},
+    "run": {"steps": 250, "eval_every": 0, "progress": False, "tensorboard": False},
 }
 WARM_START_CODE = [
-    "recipes/pretrain.py",
+    "methods/pretrain.py",
     "models/tiny.py",
     "models/tokenizer.py",
     "models/io.py",
     "envs/arithmetic.py",
     "envs/synthetic.py",
-    "train/optim.py",
-    "train/cursor.py",
+    *[f"train/{p.name}" for p in sorted((ROOT / "src" / "tempering" / "train").glob("*.py"))],
 ]
 """The warm start depends on this config and this code: a change to either builds it again."""
 
@@ -57,7 +57,7 @@ def pretrained_dir():
     """A tiny-xs model warm-started on small sums, so RL sees non-zero rewards; built once per config and
     code version and cached across test sessions (keyed by both)."""
     from tempering.config import build
-    from tempering.recipes.pretrain import PretrainConfig, pretrain
+    from tempering.methods.pretrain import PretrainConfig, pretrain
 
     done = CACHE / f"warm_start-{_key()}"
     if not (done / "model" / "config.json").is_file():
@@ -65,7 +65,7 @@ def pretrained_dir():
         work = Path(tempfile.mkdtemp(prefix=".warm_start.", dir=CACHE))
         cfg = build(PretrainConfig, {**WARM_START, "run": {**WARM_START["run"], "out_dir": str(work / "run")}})
         pretrain(cfg)
-        shutil.move(work / "run" / "model", work / "model")
+        shutil.move(work / "run" / "final", work / "model")
         try:
             os.replace(work, done)  # atomic: a parallel session that got there first keeps its copy
         except OSError:

@@ -38,6 +38,7 @@ CASES = [
     "ppo",
     "ppo+head",
     "rft",
+    "pretrain",
 ]
 STATS = (
     "policy_loss",
@@ -82,6 +83,9 @@ def trainer(case: str, model: str, fresh: str, out: Path, world, strategy: str):
     if case == "rft":  # keeps the episodes with a reward above 0.5 (the others leave the loss)
         cfg["rft"] = {"min_reward": 0.5, "reject_truncated": False}
         return runner.trainer("rft", cfg, **kw)
+    if case == "pretrain":  # the NLL of the given episodes' answers (here: the shared rollouts' turns)
+        cfg["rollout"] = {"prompts_per_step": 4, "max_new_tokens": 4}
+        return runner.trainer("pretrain", cfg, **kw)
     if case.startswith("distill"):
         cfg["teacher"] = {"path": fresh}
         if case == "distill+jsd_topk":

@@ -10,6 +10,10 @@ outside the package, one `register(...)` call.
 from __future__ import annotations
 
 METHODS: dict[str, tuple[str, str]] = {
+    "pretrain": (
+        "tempering.methods.pretrain",
+        "Supervised warm start: NLL of a task family's given answers (an early finish at a held-out target).",
+    ),
     "train": (
         "tempering.methods.rl",
         "RL with verifiable rewards: GRPO, Dr. GRPO, RLOO, LEAP, TCPO and other multi-turn credits.",

@@ -34,11 +34,11 @@ from tempering.envs.registry import make_family
 from tempering.errors import UserError
 from tempering.methods import ppo, rft, rl
 from tempering.methods.ppo import PPOConfig
+from tempering.methods.pretrain import PretrainConfig, pretrain
 from tempering.methods.rft import RFTConfig
 from tempering.methods.rl import TrainConfig
 from tempering.models import load_policy
 from tempering.models.chat import ChatFormat
-from tempering.recipes.pretrain import PretrainConfig, pretrain
 from tempering.rollout.engine import rollout
 from tempering.rollout.sampler import HFSampler
 from tempering.runlog import atomic_write_text
@@ -199,7 +199,7 @@ class Pipeline:
         """Run (or reuse) one stage after the last one; returns its final model folder."""
         s = self.stages.run(name, cfg, train, self.after)
         self.after = s.digest
-        return str(s.out / ("model" if name == "pretrain" else "final"))
+        return str(s.out / "final")
 
     def evaluate(self, name: str, model: str) -> None:
         """The paper's columns for `model` on the held-out problems (`run.eval_k` episodes each)."""
@@ -228,18 +228,13 @@ class Pipeline:
                 {
                     "model": {**c.model.model_dump(exclude_defaults=True), "name": model},
                     "task": c.task.model_dump(),
-                    "train": {
-                        "lr": p.lr,
-                        "batch_size": p.batch_size,
-                        "max_new_tokens": c.rollout.max_new_tokens,
-                        "warmup_steps": min(50, p.steps // 5),
-                    },
+                    "rollout": {"prompts_per_step": p.batch_size, "max_new_tokens": c.rollout.max_new_tokens},
+                    "optim": {"lr": p.lr, "warmup_steps": min(50, p.steps // 5)},
                     "run": {
                         "steps": p.steps,
                         "seed": c.run.seed,
                         "out_dir": str(self.root / "1_pretrain"),
-                        "eval_every": p.steps,
-                        "eval_size": c.task.heldout_size,
+                        "eval_every": 0,
                         "progress": c.run.progress,
                         "tensorboard": c.run.tensorboard,
                     },

@@ -27,8 +27,9 @@ TASK = {"family": "arithmetic", "args": {"min_value": 10, "max_value": 999}, "tr
 PRETRAIN: dict[str, Any] = {
     "model": {"name": "tiny-s"},
     "task": TASK,
-    "train": {"lr": 1e-3, "batch_size": 64, "stop_at_pass": 0.2, "stop_checks": 2, "max_new_tokens": 6},
-    "run": {"steps": 4000, "eval_every": 50, "eval_size": 200},
+    "rollout": {"prompts_per_step": 64, "max_new_tokens": 6},
+    "optim": {"lr": 1e-3, "warmup_steps": 50},
+    "run": {"steps": 4000, "eval_every": 50, "eval_size": 200, "stop_at_pass": 0.2, "stop_checks": 2},
 }
 
 GRPO = {
@@ -112,8 +113,8 @@ def run_real_demo(model: str, out: Path, seed: int, overrides: list[str], progre
 def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) -> dict:
     import torch
 
+    from tempering.methods.pretrain import PretrainConfig, pretrain
     from tempering.methods.rl import TrainConfig
-    from tempering.recipes.pretrain import PretrainConfig, pretrain
 
     t0 = time.perf_counter()
     pre_over = [o[len("pretrain.") :] for o in overrides if o.startswith("pretrain.")]
@@ -129,7 +130,7 @@ def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) 
         ),
     )
     rl = apply_overrides(json.loads(json.dumps(GRPO)), rl_over)
-    rl.setdefault("model", {})["name"] = str(Path(pcfg.run.out_dir) / "model")  # where pretrain saves it
+    rl.setdefault("model", {})["name"] = str(Path(pcfg.run.out_dir) / "final")  # where pretrain exports it
     rl["run"].update(seed=seed, out_dir=str(out / "grpo"), progress=progress)
     cfg = build(TrainConfig, rl)  # before pre-training: a bad override fails in a second, not after it
     if not cfg.run.eval_on_start:

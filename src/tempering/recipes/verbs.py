@@ -52,13 +52,6 @@ FIXED: dict[str, Verb] = {
     "demo": Verb(
         "tempering.recipes.demo", "The quickstart: pre-train a tiny model, GRPO on arithmetic, before/after table."
     ),
-    "pretrain": Verb(
-        "tempering.recipes.pretrain",
-        "Supervised warm start of a model on a built-in task family.",
-        "tempering.recipes.pretrain:PretrainConfig",
-        "tempering.recipes.pretrain:run",
-        loop=False,
-    ),
     "rgrpo": Verb(
         "tempering.recipes.rgrpo",
         "Residual GRPO: complementary teachers, each round on what earlier ones miss.",
@@ -111,7 +104,7 @@ FIXED: dict[str, Verb] = {
 
 class Verbs(Mapping[str, Verb]):
     """Every verb: the pipelines and tools above, and one per registered method (`tempering.methods`),
-    the methods' verbs after `pretrain` (a method registered later shows up at once)."""
+    the methods' verbs after `demo` (a method registered later shows up at once)."""
 
     def __getitem__(self, verb: str) -> Verb:
         if verb in METHODS and verb in FIXED:
@@ -124,7 +117,7 @@ class Verbs(Mapping[str, Verb]):
 
     def __iter__(self) -> Iterator[str]:
         fixed = list(FIXED)
-        at = fixed.index("pretrain") + 1
+        at = fixed.index("demo") + 1
         return iter([*fixed[:at], *METHODS, *fixed[at:]])
 
     def __len__(self) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,9 @@ from tempering.train.scoring import RolloutCorrection, Scorer
 from tempering.train.update import UpdateSettings, check_autocast
 from tempering.train.world import World
 from tempering.types import Task
+
+NO_PROGRESS = {"seconds": 0.0, "hits": 0.0, "finished_early": 0.0}
+"""A new run's count for the early-finish rules: seconds trained, evaluations in a row at run.stop_at_pass."""
 
 
 @dataclass
@@ -111,6 +114,8 @@ class Parts:
     settings: UpdateSettings
     start_state: dict[str, float]
     start_step: int = 0
+    start_progress: dict[str, float] = field(default_factory=lambda: dict(NO_PROGRESS))
+    """What the early-finish rules had counted (`Trainer.progress`)."""
     resume_step: int | None = None
 
     def generators(self) -> dict[str, torch.Generator]:
@@ -365,7 +370,9 @@ def go_parallel(p: Parts, dp: DataParallel, strategy: str) -> None:
 
 
 # ---- checkpoints -------------------------------------------------------------------------------
-def checkpoint_state(p: Parts, step: int, state: Mapping[str, float], rngs: list, rollout_rngs: list) -> dict:
+def checkpoint_state(
+    p: Parts, step: int, state: Mapping[str, float], progress: Mapping[str, float], rngs: list, rollout_rngs: list
+) -> dict:
     """What a checkpoint holds besides the policy's weights (`restore` reads it back)."""
     return {
         "step": step,
@@ -377,6 +384,7 @@ def checkpoint_state(p: Parts, step: int, state: Mapping[str, float], rngs: list
         "rank_rollout_rng": rollout_rngs,
         "method": p.method.name,
         "method_state": dict(state),
+        "progress": dict(progress),
         "owned": {
             name: {"module": own.trainable.module.state_dict(), "optimizer": own.optimizer.state_dict()}
             for name, own in p.owned.items()
@@ -413,6 +421,7 @@ def restore(p: Parts, ckpt: Path) -> int:
         if p.rollout_sampler is not p.sampler:
             p.rollout_sampler.generator.set_state(s["rank_rollout_rng"][p.ranks.rank])
     p.start_state = {**p.start_state, **s.get("method_state", {})}
+    p.start_progress = {**NO_PROGRESS, **s.get("progress", {})}
     saved = s.get("owned", {})
     if set(saved) != set(p.owned):
         raise UserError(

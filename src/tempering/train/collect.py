@@ -53,6 +53,8 @@ class Collector:
 
     async def rollout(self, sampler, stats: RolloutStats) -> list[Group]:
         tasks = [self.tasks[i] for i in self.cursor.next(self.prompts_per_step)]
+        if self.method.supervised is not None:
+            return [Group(t, [self.method.supervised(t)]) for t in tasks]
         return await rollout(sampler, self.fmt, tasks, self.family.make_env, self.group_size, self.opts, stats)
 
     def with_signal(self, groups: list[Group], state: dict[str, float]) -> list[Group]:

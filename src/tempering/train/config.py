@@ -341,11 +341,29 @@ class RunSection(RunBase):
         description="Warn once (stderr, and `collapse/heldout` in metrics.jsonl) when an evaluation's held-out pass@1 "
         "falls below this share of the start evaluation's, if the start solved at least 5 prompts (0 = never).",
     )
+    stop_at_pass: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Finish early (final evaluation and export) once the periodic evaluations' held-out pass@1 "
+        "reaches this run.stop_checks times in a row (None: run all steps).",
+    )
+    stop_checks: int = Field(
+        1,
+        ge=1,
+        description="Periodic evaluations in a row at or above run.stop_at_pass before finishing (more: the policy "
+        "has settled, not spiked).",
+    )
+    max_seconds: float | None = Field(
+        None, gt=0, description="Finish early once training has run this long, resumed runs counted whole."
+    )
 
     @model_validator(mode="after")
     def _check_collapse(self):
         ignored_unless(self, "run", ["collapse_patience"], self.collapse_entropy > 0, "run.collapse_entropy > 0")
         ignored_unless(self, "run", ["collapse_heldout"], self.eval_on_start, "run.eval_on_start=true")
+        ignored_unless(self, "run", ["stop_checks"], self.stop_at_pass is not None, "run.stop_at_pass")
+        ignored_unless(self, "run", ["stop_at_pass"], self.eval_every > 0, "run.eval_every > 0")
         return self
 
 

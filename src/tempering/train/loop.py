@@ -101,6 +101,8 @@ class Trainer:
         self.parts = p = assemble(cfg, method, family, resume, world, strategy, overwrite, parts)
         self.state: dict[str, float] = dict(p.start_state)
         self.step_no = p.start_step
+        self.progress: dict[str, float] = dict(p.start_progress)
+        """What the early-finish rules count (`run.stop_at_pass`, `run.max_seconds`); saved in checkpoints."""
         self._errors_seen: set[tuple[str, str]] = set()
         self._nonfinite_streak = 0
         self.collector = Collector(
@@ -165,7 +167,7 @@ class Trainer:
                 self.step_no,
                 self.model,
                 self.tokenizer,
-                checkpoint_state(self.parts, self.step_no, self.state, rngs, rollout_rngs),
+                checkpoint_state(self.parts, self.step_no, self.state, self.progress, rngs, rollout_rngs),
                 self.cfg.run.keep_checkpoints,
             )
         self.ranks.barrier()
@@ -393,8 +395,10 @@ class Trainer:
     # ---- the loop ----------------------------------------------------------------------------
     @property
     def finished(self) -> bool:
-        """The run reached `run.steps` and exported its final model (a resume has nothing to do)."""
-        return self.step_no >= self.cfg.run.steps and (Path(self.cfg.run.out_dir) / "final" / "config.json").is_file()
+        """The run reached `run.steps`, or finished early, and exported its final model (a resume has nothing
+        to do)."""
+        done = self.step_no >= self.cfg.run.steps or bool(self.progress["finished_early"])
+        return done and (Path(self.cfg.run.out_dir) / "final" / "config.json").is_file()
 
     async def run(self, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
         """Train to `run.steps` (evaluating and checkpointing on schedule), export, plot. A finished run
@@ -471,6 +475,7 @@ class Trainer:
             history["start"] = first
             report.evaluation(0, first, len(self.heldout_tasks), "start evaluation", time.perf_counter() - t0)
             asked = self._tell(callbacks, "on_evaluation", first)
+        t_run, spent = time.perf_counter(), self.progress["seconds"]
         with report, StopAtStepEnd(enabled=self.ranks.size == 1) as stop:
             while self.step_no < c.steps:
                 drained = self.pipeline is None or self.pipeline.drained_at(self.step_no)
@@ -480,6 +485,7 @@ class Trainer:
                     self.log.close()
                     return history | {"stopped_at": self.step_no}
                 m = (await self.step()).metrics
+                self.progress["seconds"] = spent + time.perf_counter() - t_run
                 report.step(self.step_no, m)
                 self._watch_collapse(history, entropy=m.get("entropy"))
                 asked = self._tell(callbacks, "on_step_end", m) or asked
@@ -499,6 +505,10 @@ class Trainer:
                     report.evaluation(self.step_no, ev, int(ev["eval/n"]), seconds=time.perf_counter() - t0)
                     self.log.plot()
                     asked = self._tell(callbacks, "on_evaluation", ev) or asked
+                    if self._reached_target(ev):
+                        break
+                if self._out_of_time():
+                    break
                 if c.checkpoint_every and self.step_no % c.checkpoint_every == 0:
                     self.save()
                     self.log.plot()
@@ -513,6 +523,31 @@ class Trainer:
         self.log.plot()
         self.log.close()
         return history
+
+    def _reached_target(self, ev: dict[str, float]) -> bool:
+        """`run.stop_at_pass`: this periodic evaluation makes run.stop_checks in a row at or above it."""
+        c = self.cfg.run
+        if c.stop_at_pass is None:
+            return False
+        self.progress["hits"] = self.progress["hits"] + 1 if ev["eval/pass@1"] >= c.stop_at_pass else 0
+        return self._finish_early(
+            self.progress["hits"] >= c.stop_checks,
+            f"held-out pass@1 reached run.stop_at_pass={c.stop_at_pass} at {c.stop_checks} evaluation(s) in a row",
+        )
+
+    def _out_of_time(self) -> bool:
+        """`run.max_seconds`: training has run that long (at a step where the rollout pipeline drains)."""
+        c = self.cfg.run
+        over = c.max_seconds is not None and self.progress["seconds"] > c.max_seconds
+        drained = self.pipeline is None or self.pipeline.drained_at(self.step_no)
+        return self._finish_early(over and drained, f"training ran past run.max_seconds={c.max_seconds}")
+
+    def _finish_early(self, now: bool, why: str) -> bool:
+        if now:
+            self.progress["finished_early"] = 1.0
+            if self.ranks.is_main:
+                warn(f"finishing at step {self.step_no} of {self.cfg.run.steps}: {why}")
+        return now
 
     def _watch_collapse(self, history: dict[str, Any], entropy=None, heldout=None) -> None:
         """Warn once per sign of a collapsed policy (train/collapse.py), flagged in metrics.jsonl."""

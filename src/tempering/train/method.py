@@ -30,7 +30,7 @@ from tempering.teachers.prompts import PromptBuilder
 from tempering.train.batch import TrainBatch, broadcast_turn_adv
 from tempering.train.scoring import Scorer, Scores
 from tempering.train.update import PPO_LOSS, Loss
-from tempering.types import Task
+from tempering.types import Episode, Task
 
 State = Mapping[str, float]
 
@@ -109,6 +109,9 @@ class Method:
     """`(state, run step) -> bool`: True while the policy is not updated, e.g. value pre-training (the
     trainables still train). The run step counts from 1, skipped updates included. None: the policy
     always trains."""
+    supervised: Callable[[Task], Episode] | None = None
+    """Supervised data in place of the policy's samples: a drawn task's episode made from a given answer
+    (`methods/pretrain.py`), one per group. None: the policy's rollouts."""
 
 
 @dataclass
