@@ -5,11 +5,11 @@ extras never break another verb."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tempering.config import load_object as load
 from tempering.methods import METHODS
 
 
@@ -125,15 +125,6 @@ class Verbs(Mapping[str, Verb]):
 
 
 VERBS = Verbs()
-
-
-def load(spec: str):
-    """The object a `module:name[.attr]` spec names."""
-    mod, _, name = spec.partition(":")
-    out = importlib.import_module(mod)
-    for part in name.split("."):
-        out = getattr(out, part)
-    return out
 
 
 def schema(verb: str):
