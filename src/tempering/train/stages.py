@@ -1,4 +1,4 @@
-"""A staged verb's stages: runs of the loop (or of pretrain) in folders of their own, one after another.
+"""A staged verb's stages: runs of the loop in folders of their own, one after another.
 
 A staged verb (CUDA Agent, RGRPO's rounds, expand-compress, Direct-OPD's teacher pairs, the demo) keeps
 one folder (`Stages`), and each stage one inside it. A finished stage writes `stage.json`: a digest of
