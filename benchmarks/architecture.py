@@ -293,12 +293,18 @@ def warm_start(work: Path) -> tuple[str, str]:
     subprocess.run(
         [sys.executable, "-m", "tempering.cli", "pretrain", "model.name=tiny-xs", "task.family=arithmetic"]
         + ["task.args.min_value=0", "task.args.max_value=30", "task.train_size=700", "task.heldout_size=40"]
-        + ["run.steps=400", "train.batch_size=32", "run.eval_every=100", "run.eval_size=40", "run.progress=false"]
+        + [
+            "run.steps=400",
+            "rollout.prompts_per_step=32",
+            "run.eval_every=100",
+            "run.eval_size=40",
+            "run.progress=false",
+        ]
         + [f"run.out_dir={work / 'warm'}"],
         check=True,
         capture_output=True,
     )
-    return str(teacher), str(work / "warm" / "model")
+    return str(teacher), str(work / "warm" / "final")
 
 
 def main() -> None:

@@ -75,8 +75,8 @@ def overrides(model: str) -> list[str]:
 
 
 def warm_start(work: Path) -> str:
-    if (work / "pretrain" / "model" / "model.safetensors").is_file():  # kept in --work from an earlier run
-        return str(work / "pretrain" / "model")
+    if (work / "pretrain" / "final" / "model.safetensors").is_file():  # kept in --work from an earlier run
+        return str(work / "pretrain" / "final")
     r = cli(
         "pretrain",
         "model.name=tiny-xs",
@@ -84,18 +84,17 @@ def warm_start(work: Path) -> str:
         "task.args.max_value=30",
         "task.train_size=800",
         "task.heldout_size=40",
-        "train.lr=3e-3",
-        "train.batch_size=32",
-        "train.max_new_tokens=4",
+        "optim.lr=3e-3",
+        "rollout.prompts_per_step=32",
+        "rollout.max_new_tokens=4",
         "run.steps=250",
-        "run.eval_every=250",
-        "run.eval_size=20",
+        "run.eval_every=0",
         "run.progress=false",
         f"run.out_dir={work / 'pretrain'}",
     )
     if r.returncode:
         raise SystemExit(r.stderr)
-    return str(work / "pretrain" / "model")
+    return str(work / "pretrain" / "final")
 
 
 def metrics(run: Path) -> dict[int, dict]:
@@ -257,7 +256,7 @@ def bad_inputs(model: str, work: Path) -> list[dict]:
         ["train", "rollout.max_context_tokens=4096", f"run.out_dir={scratch / 'o7'}"],
         ["train", "--resume", str(run), "--overwrite"],
         ["eval", str(scratch / "missing")],
-        ["pretrain", "train.lr=-1"],
+        ["pretrain", "optim.lr=-1"],
         ["train", "loss.credit_args.gama=0.5"],
         ["expand-compress", "compress.task.family=strings"],
         [

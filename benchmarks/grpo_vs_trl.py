@@ -77,8 +77,8 @@ def peak_rss_mb() -> float:
 
 def prepare_model(out: Path, seed: int) -> str:
     from tempering.config import build
+    from tempering.methods.pretrain import PretrainConfig, pretrain
     from tempering.recipes.demo import PRETRAIN
-    from tempering.recipes.pretrain import PretrainConfig, pretrain
 
     run = {**PRETRAIN["run"], "seed": seed, "out_dir": str(out), "progress": False}
     cfg = build(PretrainConfig, {**PRETRAIN, "run": run})

@@ -24,7 +24,7 @@ import torch
 
 from tempering.algos.correction import MODES
 from tempering.experiments import conditions, conditions_text, machine, mean_sd, run_arm, write_results
-from tempering.recipes.pretrain import PretrainConfig, pretrain
+from tempering.methods.pretrain import PretrainConfig, pretrain
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 700, "heldout_size": 80}
@@ -35,17 +35,17 @@ WEIGHTING = [m for m, spec in MODES.items() if spec.reweights]
 
 
 def warm_start(work: Path) -> str:
-    if (work / "pretrain" / "model" / "config.json").is_file():
-        return str(work / "pretrain" / "model")
+    if (work / "pretrain" / "final" / "config.json").is_file():
+        return str(work / "pretrain" / "final")
     cfg = PretrainConfig.model_validate(
         {
             "model": {"name": "tiny-xs"},
             "task": TASK,
-            "train": {"lr": 3e-3, "batch_size": 32, "max_new_tokens": 4},
+            "rollout": {"prompts_per_step": 32, "max_new_tokens": 4},
+            "optim": {"lr": 3e-3},
             "run": {
                 "steps": PRETRAIN_STEPS,
-                "eval_every": PRETRAIN_STEPS,
-                "eval_size": 40,
+                "eval_every": 0,
                 "out_dir": str(work / "pretrain"),
                 "progress": False,
             },

@@ -55,7 +55,7 @@ def test_config_and_a_mistyped_key_import_no_torch():
 @pytest.mark.slow
 def test_readme_python_example_runs(pretrained_dir, tmp_path, monkeypatch):
     code = re.search(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
-    code = code.replace('"runs/demo/pretrain/model"', repr(pretrained_dir)).replace(
+    code = code.replace('"runs/demo/pretrain/final"', repr(pretrained_dir)).replace(
         '"runs/custom"', repr(str(tmp_path / "custom"))
     )
     code = code.replace('"steps": 30', '"steps": 2').replace("range(10, 100)", "range(0, 30)")

@@ -48,7 +48,7 @@ def dispatching(verbs: dict):
 
 def pretrained(tmp_path):
     """A stand-in for pretrain (its config was already validated by `build` in the script)."""
-    return lambda cfg, *a, **k: {"model": str(tmp_path / "model"), "heldout_pass@1": 0.4, "steps": 1}
+    return lambda cfg, *a, **k: {"model": str(tmp_path / "final"), "heldout_pass@1": 0.4, "steps": 1}
 
 
 @pytest.mark.parametrize("rel", ["leap/run_leap.py", "tcpo/run_tcpo.py"])

@@ -134,10 +134,10 @@ def test_unknown_key_names_tempering_key(override, hint):
 
 
 def test_hint_only_for_keys_the_verb_has():
-    from tempering.recipes.pretrain import PretrainConfig
+    from tempering.methods.pretrain import PretrainConfig
 
     with pytest.raises(ConfigError) as e:
-        load_config(PretrainConfig, None, ["num_generations=8"])
+        load_config(PretrainConfig, None, ["beta=0.04"])
     assert "TRL" not in str(e.value)
 
 

@@ -25,8 +25,8 @@ from pathlib import Path
 import torch
 
 from tempering.experiments import machine, write_results
+from tempering.methods.pretrain import PretrainConfig, pretrain
 from tempering.models import char_tokenizer, save_policy, tiny_model
-from tempering.recipes.pretrain import PretrainConfig, pretrain
 from tempering.recipes.runner import trainer
 from tempering.rollout.engine import RolloutStats
 from tempering.types import Group
@@ -51,11 +51,11 @@ def warm_start(work: Path) -> str:
                 "train_size": 800,
                 "heldout_size": 60,
             },
-            "train": {"lr": 3e-3, "batch_size": 32, "max_new_tokens": 4},
+            "rollout": {"prompts_per_step": 32, "max_new_tokens": 4},
+            "optim": {"lr": 3e-3},
             "run": {
                 "steps": 250,
-                "eval_every": 250,
-                "eval_size": 30,
+                "eval_every": 0,
                 "out_dir": str(work / "pretrain"),
                 "progress": False,
             },

@@ -22,8 +22,8 @@ import torch
 from safetensors.torch import load_file
 
 from tempering.config import build
+from tempering.methods.pretrain import PretrainConfig, pretrain
 from tempering.recipes import runner
-from tempering.recipes.pretrain import PretrainConfig, pretrain
 from tempering.recipes.rgrpo import rgrpo
 
 try:
@@ -49,8 +49,9 @@ def setup(models: Path) -> None:
     cfg = {
         "model": {"name": "tiny-xs"},
         "task": {**TASK, "train_size": 800, "heldout_size": 60},
-        "train": {"lr": 3e-3, "batch_size": 32, "max_new_tokens": 4},
-        "run": {"steps": 700, "eval_every": 700, "eval_size": 30, "out_dir": str(models / "warm"), "progress": False},
+        "rollout": {"prompts_per_step": 32, "max_new_tokens": 4},
+        "optim": {"lr": 3e-3},
+        "run": {"steps": 700, "eval_every": 0, "out_dir": str(models / "warm"), "progress": False},
     }
     pretrain(build(PretrainConfig, cfg))
     save_policy(tiny_model("tiny-xs", seed=7), char_tokenizer(), models / "other")
@@ -61,7 +62,7 @@ def setup(models: Path) -> None:
 
 
 def cases(out: Path, models: Path) -> dict:
-    warm, other = str(models / "warm" / "model"), str(models / "other")
+    warm, other = str(models / "warm" / "final"), str(models / "other")
 
     def run(steps: int = STEPS) -> dict:
         return {
@@ -94,11 +95,12 @@ def cases(out: Path, models: Path) -> dict:
     small = {**TASK, "train_size": 48}
 
     def pretrain_case():
-        cfg = {"model": {"name": "tiny-xs"}, "task": TASK, "train": {"lr": 3e-3, "batch_size": 32, "max_new_tokens": 4}}
+        cfg = {"model": {"name": "tiny-xs"}, "task": TASK}
         r = {"steps": 60, "eval_every": 30, "eval_size": 20, "out_dir": str(out), "seed": 3, "progress": False}
         if CURRENT:
-            cfg["run"] = r
-        else:  # length and checks lived in the train section, the folder and seed at the top
+            cfg.update(rollout={"prompts_per_step": 32, "max_new_tokens": 4}, optim={"lr": 3e-3}, run=r)
+        else:  # optimisation, length and checks lived in the train section, the folder and seed at the top
+            cfg["train"] = {"lr": 3e-3, "batch_size": 32, "max_new_tokens": 4}
             cfg.update({k: r[k] for k in ("out_dir", "seed", "progress")})
             cfg["train"].update({k: r[k] for k in ("steps", "eval_every", "eval_size")})
         return pretrain(build(PretrainConfig, cfg))

@@ -26,8 +26,8 @@ import torch
 from tempering.config import build
 from tempering.envs.kernels.agent import SketchAgentFamily
 from tempering.experiments import machine, mean_sd, write_results
+from tempering.methods.pretrain import PretrainConfig, pretrain
 from tempering.recipes.cuda_agent import cuda_agent
-from tempering.recipes.pretrain import PretrainConfig, pretrain
 
 TRAIN = ["11_add", "13_scale_shift", "34_residual_relu"]
 HELDOUT = ["01_relu", "12_mul_add"]  # the family's held-out split of these five problems
@@ -75,17 +75,18 @@ async def _measure(family, probs):
 
 def warm_start(family, work: Path) -> str:
     out = work / "pretrain"
-    if (out / "model" / "config.json").is_file():
-        return str(out / "model")
+    if (out / "final" / "config.json").is_file():
+        return str(out / "final")
     cfg = build(
         PretrainConfig,
         {
             "model": {"name": "tiny-s"},
             "task": {"family": "kernel_sketch_agent", "args": FAMILY, "train_size": 600, "heldout_size": len(HELDOUT)},
-            "train": {"lr": 1e-3, "batch_size": 64, "max_new_tokens": SIZES["rollout"]["max_new_tokens"]},
+            "rollout": {"prompts_per_step": 64, "max_new_tokens": SIZES["rollout"]["max_new_tokens"]},
+            "optim": {"lr": 1e-3},
             "run": {
                 "steps": SIZES["pretrain_steps"],
-                "eval_every": SIZES["pretrain_steps"],
+                "eval_every": 0,
                 "out_dir": str(out),
                 "progress": False,
                 "tensorboard": False,

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from tempering.config import build
-from tempering.recipes.pretrain import PretrainConfig, pretrain
+from tempering.methods.pretrain import PretrainConfig, pretrain
 from tempering.recipes.runner import run
 from tempering.runlog import atomic_write_text
 
@@ -86,13 +86,10 @@ def warm_start(size: str, out: Path, seed: int, stop: float) -> dict:
                 "out_dir": str(out),
                 "progress": False,
                 "threads": 1,
-            },
-            "train": {
-                "lr": 1e-3,
-                "batch_size": 64,
                 "stop_at_pass": stop,
-                "max_new_tokens": 4,
             },
+            "rollout": {"prompts_per_step": 64, "max_new_tokens": 4},
+            "optim": {"lr": 1e-3},
         },
     )
     r = pretrain(cfg)

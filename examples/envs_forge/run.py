@@ -31,10 +31,10 @@ from tempering.config import build
 from tempering.envs.mixture import MixtureFamily
 from tempering.errors import UserError
 from tempering.evaluation import evaluate
+from tempering.methods.pretrain import PretrainConfig, pretrain
 from tempering.methods.rl import TrainConfig
 from tempering.models import load_policy
 from tempering.models.chat import ChatFormat
-from tempering.recipes.pretrain import PretrainConfig, pretrain
 from tempering.recipes.runner import trainer
 from tempering.rollout.engine import RolloutOptions
 from tempering.rollout.sampler import HFSampler, SamplingParams
@@ -56,8 +56,9 @@ WARM_START_MIX = {
 PRETRAIN = {
     "model": {"name": "tiny-s"},
     "task": {"family": "mixture", "args": {"members": WARM_START_MIX}, "train_size": 4000, "heldout_size": 200},
-    "train": {"lr": 1e-3, "batch_size": 64, "stop_at_pass": 0.35, "max_new_tokens": 6},
-    "run": {"steps": 2000, "eval_every": 100, "eval_size": 200},
+    "rollout": {"prompts_per_step": 64, "max_new_tokens": 6},
+    "optim": {"lr": 1e-3},
+    "run": {"steps": 2000, "eval_every": 100, "eval_size": 200, "stop_at_pass": 0.35},
 }
 GRPO = {
     "rollout": {"group_size": 8, "prompts_per_step": 32, "max_new_tokens": 7, "temperature": 1.0},
@@ -418,7 +419,7 @@ def main(argv: list[str]) -> int:
     p.add_argument(
         "--warm-start",
         default=None,
-        help="reuse this warm-start run folder (its model/ and metrics) instead of pre-training",
+        help="reuse this warm-start run folder (its final/ and metrics) instead of pre-training",
     )
     p.add_argument(
         "--render",

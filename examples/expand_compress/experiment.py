@@ -29,9 +29,9 @@ import torch
 from tempering.config import build
 from tempering.envs.registry import make_family
 from tempering.evaluation import evaluate
+from tempering.methods.pretrain import PretrainConfig, pretrain
 from tempering.models import load_policy
 from tempering.models.chat import ChatFormat
-from tempering.recipes.pretrain import PretrainConfig, pretrain
 from tempering.recipes.rgrpo import rgrpo
 from tempering.recipes.runner import run
 from tempering.rollout.engine import RolloutOptions
@@ -122,13 +122,10 @@ def one_seed(root: Path, seed: int, a) -> dict:
                             "out_dir": str(root / "init"),
                             "progress": False,
                             "threads": 1,
-                        },
-                        "train": {
-                            "lr": 1e-3,
-                            "batch_size": 64,
                             "stop_at_pass": a.stop,
-                            "max_new_tokens": ROLLOUT["max_new_tokens"],
                         },
+                        "rollout": {"prompts_per_step": 64, "max_new_tokens": ROLLOUT["max_new_tokens"]},
+                        "optim": {"lr": 1e-3},
                     },
                 )
             )["model"]

@@ -73,9 +73,9 @@ def task(a, ops: str = "+-") -> dict:
 
 def teacher_pre(root: Path, seed: int, a) -> dict:
     from tempering.config import build
+    from tempering.methods.pretrain import PretrainConfig, pretrain
     from tempering.models import load_policy
     from tempering.progress import count_parameters
-    from tempering.recipes.pretrain import PretrainConfig, pretrain
 
     cfg = build(
         PretrainConfig,
@@ -90,8 +90,10 @@ def teacher_pre(root: Path, seed: int, a) -> dict:
                 "out_dir": str(root / "teacher_pre"),
                 "progress": False,
                 "threads": 1,
+                "stop_at_pass": a.stop,
             },
-            "train": {"lr": 1e-3, "batch_size": 64, "stop_at_pass": a.stop, "max_new_tokens": 6},
+            "rollout": {"prompts_per_step": 64, "max_new_tokens": 6},
+            "optim": {"lr": 1e-3},
         },
     )
     r = pretrain(cfg)

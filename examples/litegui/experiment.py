@@ -50,10 +50,10 @@ from tempering.envs.gui.metrics import summarize
 from tempering.envs.gui.states import GuiStateFamily, sample_of
 from tempering.envs.registry import make_family
 from tempering.methods.opd import DistillConfig
+from tempering.methods.pretrain import PretrainConfig, pretrain
 from tempering.methods.rl import TrainConfig
 from tempering.models import load_policy, tiny_model
 from tempering.recipes import runner
-from tempering.recipes.pretrain import PretrainConfig, pretrain
 from tempering.rollout.sampler import HFSampler, SamplingParams
 
 ARMS = [
@@ -176,16 +176,11 @@ class Experiment:
             {
                 "model": {"name": init},
                 "task": self._task({"guidance": guidance}, p.train_states, heldout=32),
-                "train": {
-                    "batch_size": p.sft_batch,
-                    "lr": p.sft_lr,
-                    "warmup_steps": min(30, steps),
-                    "max_new_tokens": p.max_new_tokens,
-                },
+                "rollout": {"prompts_per_step": p.sft_batch, "max_new_tokens": p.max_new_tokens},
+                "optim": {"lr": p.sft_lr, "warmup_steps": min(30, steps)},
                 "run": {
                     "steps": steps,
-                    "eval_every": steps,
-                    "eval_size": p.eval_states,
+                    "eval_every": 0,
                     "seed": 0,
                     "out_dir": str(self.work / name),
                     "threads": 1,

@@ -30,9 +30,9 @@ from tempering.config import build
 from tempering.envs.reasoning_gym import ReasoningGymFamily
 from tempering.evaluation import evaluate
 from tempering.experiments import conditions, conditions_text, machine, mean_sd, write_results
+from tempering.methods.pretrain import PretrainConfig, pretrain
 from tempering.models import load_policy
 from tempering.models.chat import ChatFormat
-from tempering.recipes.pretrain import PretrainConfig, pretrain
 from tempering.recipes.runner import run
 from tempering.rollout.engine import RolloutOptions
 from tempering.rollout.sampler import HFSampler, SamplingParams
@@ -76,15 +76,15 @@ def pretrain_config(out: Path, seed: int, steps: int) -> dict:
         "task": TASK,
         "run": {
             "steps": steps,
-            "eval_every": steps,
-            "eval_size": TASK["heldout_size"],
+            "eval_every": 0,
             "checkpoint_every": 0,
             "seed": seed,
             "out_dir": str(out),
             "progress": False,
             "threads": 1,
         },
-        "train": {"lr": 1e-3, "batch_size": 64, "max_new_tokens": MAX_NEW_TOKENS},
+        "rollout": {"prompts_per_step": 64, "max_new_tokens": MAX_NEW_TOKENS},
+        "optim": {"lr": 1e-3},
     }
 
 

@@ -18,7 +18,7 @@ import torch
 from tempering.algos.tcpo import TURN_DECAY
 from tempering.config import build
 from tempering.experiments import fmt, machine, mean_sd, run_arm, write_results
-from tempering.recipes.pretrain import PretrainConfig, pretrain
+from tempering.methods.pretrain import PretrainConfig, pretrain
 
 K = 3
 FAMILIES = {
@@ -59,8 +59,8 @@ ARMS = {
 def warm_start(name: str, spec: dict, out: Path, pass_target: float) -> str:
     """A tiny-s policy pre-trained (with two-turn repair examples) until greedy pass@1 reaches the target;
     reused when its folder exists."""
-    if (out / f"pretrain_{name}" / "model" / "config.json").is_file():
-        return str(out / f"pretrain_{name}" / "model")
+    if (out / f"pretrain_{name}" / "final" / "config.json").is_file():
+        return str(out / f"pretrain_{name}" / "final")
     task = {"family": spec["family"], "args": spec["args"], "train_size": 20000, "heldout_size": 300}
     cfg = build(
         PretrainConfig,
@@ -73,13 +73,11 @@ def warm_start(name: str, spec: dict, out: Path, pass_target: float) -> str:
                 "eval_size": 200,
                 "out_dir": str(out / f"pretrain_{name}"),
                 "progress": False,
-            },
-            "train": {
-                "lr": 1e-3,
                 "stop_at_pass": spec.get("pass_target", pass_target),
-                "max_new_tokens": spec["max_new_tokens"],
-                "repair_share": 0.3,
             },
+            "rollout": {"max_new_tokens": spec["max_new_tokens"]},
+            "optim": {"lr": 1e-3},
+            "pretrain": {"repair_share": 0.3},
         },
     )
     return pretrain(cfg)["model"]
