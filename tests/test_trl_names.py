@@ -125,6 +125,7 @@ def test_refuses_what_tempering_refuses(tmp_path, capsys):
         ("max_steps=abc", "'max_steps' is TRL's name for run.steps"),
         ("warmup_ratio=0.1", "'warmup_ratio' is older TRL's; today's warmup_steps below 1 is the ratio"),
         ("per_device_train_batch_size=4", "no equivalent here: a step here is rollout.prompts_per_step prompts"),
+        ("vllm_importance_sampling_correction=1", "and vllm_importance_sampling_correction=1 is not true or false"),
     ],
 )
 def test_unknown_key_names_tempering_key(override, hint):

@@ -289,6 +289,8 @@ def hint(name: str, value: Any, has: Callable[[str], bool]) -> str | None:
             keys = _convert(name, value, {name: value})
         except _NoEquivalent as e:
             return f"{name!r} is TRL's name for {SAME[name]}, but {name}={value!r} has none: {e}"
+        except ValueError as e:  # a value of the wrong type: the hint says so instead of raising
+            return f"{name!r} is TRL's name for {SAME[name]}, and {e}"
         return f"{name!r} is TRL's name: write " + " ".join(f"{k}={_text(v)}" for k, v in keys.items())
     if name in NONE:
         return f"{name!r} is TRL's, with no equivalent here: {NONE[name][0]}"

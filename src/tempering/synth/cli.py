@@ -1,7 +1,7 @@
 """`tempering synth`: synthesise verified environment bundles at the policy's learning frontier.
 
 tempering synth run --seeds builtin --pass-rates rates.json --out runs/synth method=forge
-tempering synth run --seeds builtin-tasks --policy runs/pretrain/model --out runs/synth-configs
+tempering synth run --seeds builtin-tasks --policy runs/pretrain/final --out runs/synth-configs
 tempering synth check DIR                 static checks + gold verification of one bundle, or a table
                                           over a folder of bundles (what loads, runs locally, needs Docker)
 tempering synth export-seeds DIR          write the built-in seed bundles as Harbor folders
