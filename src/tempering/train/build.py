@@ -207,28 +207,6 @@ def assemble(
         train_tasks = [replace(t, prompt=build(t)) for t in train_tasks]
         heldout_tasks = [replace(t, prompt=build(t)) for t in heldout_tasks]
     check_context(cfg, model, fmt, train_tasks + heldout_tasks)
-    scorers = list(method.scorers)
-    loss = cfg.loss
-    if loss.rollout_correction != "none":  # the method supports it (`MethodSpec.check`)
-        scorers.append(
-            RolloutCorrection(
-                model,
-                loss.rollout_correction,
-                loss.rollout_correction_cap,
-                loss.micro_batch_size,
-                cfg.rollout.temperature or 1.0,
-                loss.rollout_correction_floor,
-            )
-        )
-    owned = {
-        name: OwnedModule(
-            tr,
-            tr.module,
-            make_optimizer(tr.module, tr.lr, tr.weight_decay, tr.betas),
-            torch.Generator().manual_seed(cfg.run.seed + 2 + i),
-        )
-        for i, (name, tr) in enumerate(sorted(method.trainables.items()))
-    }
     optimizer = make_optimizer(model, cfg.optim.lr, cfg.optim.weight_decay, cfg.optim.betas)
     p = Parts(
         cfg=cfg,
@@ -246,8 +224,8 @@ def assemble(
         rollout_sampler=sampler,
         opts=opts,
         method=method,
-        scorers=scorers,
-        owned=owned,
+        scorers=scorers_of(cfg, method, model),
+        owned=owned_modules(cfg, method),
         train_model=model,
         optimizer=optimizer,
         scheduler=make_scheduler_for(cfg, optimizer),
@@ -260,15 +238,51 @@ def assemble(
         go_parallel(p, ranks, strategy)
     p.rollout_sampler = rollout_sampler_for(p)
     if resume:
-        p.resume_step = restore(p, latest_checkpoint(out, warn=warn))
-        if cfg.run.steps < p.start_step:
-            raise UserError(
-                f"run.steps={cfg.run.steps} is below the step {cfg.run.out_dir} has reached ({p.start_step}); "
-                f"resume with run.steps >= {p.start_step}"
-            )
-        if hasattr(p.sampler, "sync_weights"):  # the sampler's own copy still has the starting weights
-            p.sampler.sync_weights(p.train_model, version=p.start_step)
+        resume_from(p, latest_checkpoint(out, warn=warn))
     return p
+
+
+def scorers_of(cfg, method: Method, model) -> list[Scorer]:
+    """The method's scorers, then the rollout correction when the config asks for one."""
+    scorers = list(method.scorers)
+    loss = cfg.loss
+    if loss.rollout_correction != "none":  # the method supports it (`MethodSpec.check`)
+        scorers.append(
+            RolloutCorrection(
+                model,
+                loss.rollout_correction,
+                loss.rollout_correction_cap,
+                loss.micro_batch_size,
+                cfg.rollout.temperature or 1.0,
+                loss.rollout_correction_floor,
+            )
+        )
+    return scorers
+
+
+def owned_modules(cfg, method: Method) -> dict[str, OwnedModule]:
+    """The method's own trainable modules, each with its optimizer and random stream."""
+    return {
+        name: OwnedModule(
+            tr,
+            tr.module,
+            make_optimizer(tr.module, tr.lr, tr.weight_decay, tr.betas),
+            torch.Generator().manual_seed(cfg.run.seed + 2 + i),
+        )
+        for i, (name, tr) in enumerate(sorted(method.trainables.items()))
+    }
+
+
+def resume_from(p: Parts, ckpt: Path) -> None:
+    """A resume: the checkpoint restored into the parts, and a sampler with weights of its own given them."""
+    p.resume_step = restore(p, ckpt)
+    if p.cfg.run.steps < p.start_step:
+        raise UserError(
+            f"run.steps={p.cfg.run.steps} is below the step {p.cfg.run.out_dir} has reached ({p.start_step}); "
+            f"resume with run.steps >= {p.start_step}"
+        )
+    if hasattr(p.sampler, "sync_weights"):  # the sampler's own copy still has the starting weights
+        p.sampler.sync_weights(p.train_model, version=p.start_step)
 
 
 def load_model(cfg, device: str, lora: bool = True):
