@@ -101,8 +101,8 @@ def test_a_tiny_model_takes_smollm2s_tokenizer_and_can_teach_it(tmp_path, smol):
     out = tmp_path / "pt"
     args = ["model.name=tiny-xs", "model.tokenizer=smollm2-135m-instruct", "run.steps=2", "run.eval_every=2"]
     assert main(["pretrain", *args, "run.eval_size=2", "task.heldout_size=2", f"run.out_dir={out}"]) == 0
-    saved, saved_tok = load_policy(str(out / "model"))
+    saved, saved_tok = load_policy(str(out / "final"))
     assert saved.config.vocab_size == 49152 and saved_tok.chat_template == tok.chat_template
     check_vocab(smol_tok, {"the tiny teacher": saved_tok})  # raises on any differing token
     with pytest.raises(UserError, match="model.tokenizer=x sets the tokenizer of a fresh tiny model"):
-        load_policy(str(out / "model"), tokenizer="x")
+        load_policy(str(out / "final"), tokenizer="x")
