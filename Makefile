@@ -70,7 +70,7 @@ test: install-test system-deps
 	@echo "coverage of src/tempering (this process's lines): $$($(PY) -m coverage report --format=total)%"
 
 test-fast: install-test
-	$(PY) -m pytest -q -m "not slow" --durations=10
+	$(PY) -m pytest -q -n 2 -m "not slow" --durations=10
 
 lint: install-test
 	$(VENV)/bin/ruff check src tests benchmarks examples
