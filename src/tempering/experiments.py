@@ -16,6 +16,9 @@ from typing import Any
 
 import torch
 
+from tempering.progress import conditions as conditions
+from tempering.progress import conditions_text as conditions_text
+from tempering.progress import matmul_gflops as matmul_gflops
 from tempering.recipes.runner import run
 from tempering.runlog import atomic_write_text
 
@@ -68,42 +71,6 @@ def fmt(xs: list[float], digits: int = 3) -> str:
 
 def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, torch {torch.__version__}, {torch.get_num_threads()} threads"
-
-
-def matmul_gflops(threads: int = 2, n: int = 1024, reps: int = 10) -> float:
-    """The best of `reps` float32 n^3 matmuls on `threads` threads, in GFLOP/s: how fast this machine ran
-    at that moment (a loaded one shows a lower peak), to read timings beside."""
-    import time
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        a = torch.randn(n, n)
-        a @ a
-        best = float("inf")
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            a @ a
-            best = min(best, time.perf_counter() - t0)
-    finally:
-        torch.set_num_threads(before)
-    return round(2 * n**3 / best / 1e9, 1)
-
-
-def conditions() -> dict[str, Any]:
-    """The load average and the matmul peak now (record one at the start and one at the end of a run)."""
-    return {"load_average": [round(x, 2) for x in os.getloadavg()], "matmul_gflops_2_threads": matmul_gflops()}
-
-
-def conditions_text(start: dict[str, Any], end: dict[str, Any] | None = None) -> str:
-    """`conditions()` in words: `load average 0.2 0.5 1.0, 1024^3 float32 matmul peak 61 GFLOP/s on 2 threads`."""
-
-    def one(c: dict[str, Any]) -> str:
-        load = " ".join(f"{x:.2f}" for x in c["load_average"])
-        peak = c["matmul_gflops_2_threads"]
-        return f"load average {load}, 1024^3 float32 matmul peak {peak:.0f} GFLOP/s on 2 threads"
-
-    return one(start) + (f" at the start; {one(end)} at the end" if end else "")
 
 
 def write_results(out_dir: str | Path, name: str, markdown: str, data: dict[str, Any]) -> None:

@@ -1,8 +1,9 @@
-"""Progress bars and result tables (rich)."""
+"""Progress bars and result tables (rich), and the machine's conditions that timings are read beside."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any
 
 from rich.console import Console
@@ -250,3 +251,41 @@ def _isatty(stream: Any) -> bool:
         return bool(stream.isatty())
     except (AttributeError, ValueError):
         return False
+
+
+def matmul_gflops(threads: int = 2, n: int = 1024, reps: int = 10) -> float:
+    """The best of `reps` float32 n^3 matmuls on `threads` threads, in GFLOP/s: how fast this machine ran
+    at that moment (a loaded one shows a lower peak), to read timings beside."""
+    import time
+
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        a = torch.randn(n, n)
+        a @ a
+        best = float("inf")
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            a @ a
+            best = min(best, time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(before)
+    return round(2 * n**3 / best / 1e9, 1)
+
+
+def conditions() -> dict[str, Any]:
+    """The load average and the matmul peak now (record one at the start and one at the end of a run)."""
+    return {"load_average": [round(x, 2) for x in os.getloadavg()], "matmul_gflops_2_threads": matmul_gflops()}
+
+
+def conditions_text(start: dict[str, Any], end: dict[str, Any] | None = None) -> str:
+    """`conditions()` in words: `load average 0.2 0.5 1.0, 1024^3 float32 matmul peak 61 GFLOP/s on 2 threads`."""
+
+    def one(c: dict[str, Any]) -> str:
+        load = " ".join(f"{x:.2f}" for x in c["load_average"])
+        peak = c["matmul_gflops_2_threads"]
+        return f"load average {load}, 1024^3 float32 matmul peak {peak:.0f} GFLOP/s on 2 threads"
+
+    return one(start) + (f" at the start; {one(end)} at the end" if end else "")

@@ -154,3 +154,9 @@ def test_the_loop_drives_it(tmp_path):
     r = asyncio.run(t.step())
     assert len(r.groups) == 4 and all(len(g.episodes) == 1 for g in r.groups)
     assert r.metrics["env_calls"] == 0 and r.metrics["nll"] > 0
+
+
+def test_max_seconds_finishes_after_the_step_that_passes_it(tmp_path, capsys):
+    res = pretrain_mod.pretrain(config(tmp_path, steps=10, stop_at_pass=None, eval_every=0, max_seconds=1e-6))
+    assert res["steps"] == 1 and (tmp_path / "final" / "config.json").is_file()
+    assert "finishing at step 1 of 10: training ran past run.max_seconds=1e-06" in capsys.readouterr().out

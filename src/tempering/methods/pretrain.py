@@ -88,10 +88,18 @@ class PretrainConfig(LoopConfig):
         return self
 
 
-def given_answer(fmt: ChatFormat, family: TaskFamily, tasks: list[Task], repair_share: float, seed: int):
+def given_answer(
+    fmt: ChatFormat,
+    family: TaskFamily,
+    tasks: list[Task],
+    repair_share: float,
+    seed: int,
+    templates: dict[str, str] | None = None,
+):
     """`Method.supervised`: a task's episode is its prompt and its answer (the one turn trained on); for a
     `repair_share` of the tasks (drawn once per task from `seed`) the context also holds a corrupted answer
-    (from the characters of `tasks`' answers) and the verifier's feedback on it."""
+    (from the characters of `tasks`' answers) and the verifier's feedback on it, worded by `templates`
+    (`rollout.feedback_templates`, as the rollout engine words it)."""
     eos = fmt.tokenizer.eos_token_id
     encode = lambda s: list(fmt.tokenizer.encode(s, add_special_tokens=False))
     if repair_share and not hasattr(family, "check"):
@@ -100,21 +108,28 @@ def given_answer(fmt: ChatFormat, family: TaskFamily, tasks: list[Task], repair_
         )
     alphabet = "".join(sorted({c for t in tasks for c in str(t.answer)}))
 
-    def episode(t: Task) -> Episode:
+    made: dict[str, tuple[list[int], list[int]]] = {}
+
+    def tokens(t: Task) -> tuple[list[int], list[int]]:
+        """(context, answer) of a task, made once: the template, the corruption and its check run per task."""
         ids = fmt.prompt_ids(t.prompt)
         rng = random.Random(f"{seed}:{t.id}")
         if repair_share and rng.random() < repair_share:
-            answer = str(t.answer)
-            wrong = corrupt(answer, rng, alphabet)
+            wrong = corrupt(str(t.answer), rng, alphabet)
             score, ok, feedback, status = family.check(t, wrong)  # type: ignore[attr-defined]
             if not ok:
                 message = format_feedback(
-                    RolloutSection().feedback_templates, StepResult(score, ok, False, feedback, status)
+                    templates or RolloutSection().feedback_templates, StepResult(score, ok, False, feedback, status)
                 )
                 ids = ids + encode(wrong) + [eos] + fmt.feedback_ids(message, t.prompt)
-        target = encode(str(t.answer)) + [eos]
-        turn = Turn(target, [0.0] * len(target), score=1.0, success=True, status="given")
-        return Episode(t, ids, [turn], stop_reason="success", reward=1.0, prompt=t.prompt)
+        return ids, encode(str(t.answer)) + [eos]
+
+    def episode(t: Task) -> Episode:
+        if t.id not in made:
+            made[t.id] = tokens(t)
+        ids, target = made[t.id]
+        turn = Turn(list(target), [0.0] * len(target), score=1.0, success=True, status="given")
+        return Episode(t, list(ids), [turn], stop_reason="success", reward=1.0, prompt=t.prompt)
 
     return episode
 
@@ -155,7 +170,9 @@ def build(ctx: Context) -> Method:
         name="pretrain",
         credit=every_token,
         loss=Loss(answer_nll, ("nll",)),
-        supervised=given_answer(ctx.fmt, ctx.family, ctx.train_tasks, c.pretrain.repair_share, c.run.seed),
+        supervised=given_answer(
+            ctx.fmt, ctx.family, ctx.train_tasks, c.pretrain.repair_share, c.run.seed, c.rollout.feedback_templates
+        ),
         plots=("nll", "eval/pass@1"),
     )
 

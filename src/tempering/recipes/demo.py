@@ -18,7 +18,7 @@ from typing import Any
 
 from tempering.config import apply_overrides, build
 from tempering.errors import UserError
-from tempering.progress import print_eval_table
+from tempering.progress import conditions, conditions_text, print_eval_table
 from tempering.runlog import atomic_write_text
 from tempering.train.stages import Stages
 
@@ -162,8 +162,9 @@ def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) 
     }
 
 
-def write_results(results_dir: Path, rows: list[dict], command: str) -> None:
-    """quickstart.md and quickstart.json with the same numbers (the first seed is the headline)."""
+def write_results(results_dir: Path, rows: list[dict], command: str, start: dict, end: dict) -> None:
+    """quickstart.md and quickstart.json with the same numbers (the first seed is the headline); `start` and
+    `end`, the machine's conditions (`progress.conditions`) before and after the runs."""
     import statistics as st
 
     import torch
@@ -178,13 +179,14 @@ def write_results(results_dir: Path, rows: list[dict], command: str) -> None:
         f"{platform.machine()}, {torch.get_num_threads()} threads, {platform.python_version()}, torch {torch.__version__}"
     )
     head["command"] = command
+    head["conditions"] = {"start": start, "end": end}
     results_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(results_dir / "quickstart.json", json.dumps(head, indent=2) + "\n")
     lines = [
         "# Quickstart: GRPO on the embedded default",
         "",
         f"Command: `{command}`  ",
-        f"Machine: {head['machine']}",
+        f"Machine: {head['machine']}; {conditions_text(start, end)}",
         "",
         "Tiny Llama (`tiny-s`, 0.54M parameters, character tokenizer), arithmetic `a+b=` with a, b in 10..999. "
         "Supervised warm start until greedy held-out pass@1 reaches 20% on 200 prompts at two checks in a row "
@@ -240,6 +242,7 @@ def main(argv: list[str]) -> int:
             "--results writes the tiny quickstart's table; benchmarks/real_model.py writes the real model's"
         )
     base = Path(a.out or ("runs/demo" if not a.model else f"runs/demo-{a.model}"))
+    start = conditions() if a.results else {}
     rows = []
     for s in a.seed:
         out = base if len(a.seed) == 1 else base / f"seed{s}"
@@ -269,5 +272,7 @@ def main(argv: list[str]) -> int:
             Path(a.results),
             rows,
             "tempering " + " ".join(["demo", *sys.argv[2:]] if sys.argv[1:2] == ["demo"] else ["demo", *argv]),
+            start,
+            conditions(),
         )
     return 0

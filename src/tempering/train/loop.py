@@ -505,9 +505,13 @@ class Trainer:
                     report.evaluation(self.step_no, ev, int(ev["eval/n"]), seconds=time.perf_counter() - t0)
                     self.log.plot()
                     asked = self._tell(callbacks, "on_evaluation", ev) or asked
-                    if self._reached_target(ev):
-                        break
-                if self._out_of_time():
+                    why = self._reached_target(ev)
+                else:
+                    why = None
+                why = why or self._out_of_time()
+                if why:
+                    self.progress["finished_early"] = 1.0
+                    report.say(f"finishing at step {self.step_no} of {c.steps}: {why}")
                     break
                 if c.checkpoint_every and self.step_no % c.checkpoint_every == 0:
                     self.save()
@@ -524,30 +528,24 @@ class Trainer:
         self.log.close()
         return history
 
-    def _reached_target(self, ev: dict[str, float]) -> bool:
-        """`run.stop_at_pass`: this periodic evaluation makes run.stop_checks in a row at or above it."""
+    def _reached_target(self, ev: dict[str, float]) -> str | None:
+        """`run.stop_at_pass`: why to finish, when this periodic evaluation makes run.stop_checks in a row at or
+        above it."""
         c = self.cfg.run
         if c.stop_at_pass is None:
-            return False
+            return None
         self.progress["hits"] = self.progress["hits"] + 1 if ev["eval/pass@1"] >= c.stop_at_pass else 0
-        return self._finish_early(
-            self.progress["hits"] >= c.stop_checks,
-            f"held-out pass@1 reached run.stop_at_pass={c.stop_at_pass} at {c.stop_checks} evaluation(s) in a row",
-        )
+        if self.progress["hits"] < c.stop_checks:
+            return None
+        return f"held-out pass@1 reached run.stop_at_pass={c.stop_at_pass} at {c.stop_checks} evaluation(s) in a row"
 
-    def _out_of_time(self) -> bool:
-        """`run.max_seconds`: training has run that long (at a step where the rollout pipeline drains)."""
+    def _out_of_time(self) -> str | None:
+        """`run.max_seconds`: why to finish, when training has run that long (at a step where the rollout
+        pipeline drains)."""
         c = self.cfg.run
         over = c.max_seconds is not None and self.progress["seconds"] > c.max_seconds
         drained = self.pipeline is None or self.pipeline.drained_at(self.step_no)
-        return self._finish_early(over and drained, f"training ran past run.max_seconds={c.max_seconds}")
-
-    def _finish_early(self, now: bool, why: str) -> bool:
-        if now:
-            self.progress["finished_early"] = 1.0
-            if self.ranks.is_main:
-                warn(f"finishing at step {self.step_no} of {self.cfg.run.steps}: {why}")
-        return now
+        return f"training ran past run.max_seconds={c.max_seconds}" if over and drained else None
 
     def _watch_collapse(self, history: dict[str, Any], entropy=None, heldout=None) -> None:
         """Warn once per sign of a collapsed policy (train/collapse.py), flagged in metrics.jsonl."""
