@@ -28,6 +28,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tempering import syntax
+
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "tempering"
 
@@ -75,7 +77,7 @@ def package_lines() -> dict[str, int]:
 def functions() -> list[tuple[str, int]]:
     out = []
     for p in py_files():
-        tree = ast.parse(p.read_text())
+        tree = syntax.parse(p.read_text())
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 out.append((f"{p.relative_to(SRC)}:{node.name}", node.end_lineno - node.lineno + 1))
@@ -83,7 +85,7 @@ def functions() -> list[tuple[str, int]]:
 
 
 def trainer_lines() -> int:
-    tree = ast.parse((SRC / "train" / "loop.py").read_text())
+    tree = syntax.parse((SRC / "train" / "loop.py").read_text())
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Trainer")
     return cls.end_lineno - cls.lineno + 1
 
@@ -98,7 +100,7 @@ def module_name(p: Path) -> str:
 
 def imports(p: Path, modules: set[str]) -> set[str]:
     """The package's modules `p` imports (any import, lazy ones included)."""
-    tree = ast.parse(p.read_text())
+    tree = syntax.parse(p.read_text())
     me = module_name(p)
     pkg = me if p.name == "__init__.py" else me.rpartition(".")[0]
     out = set()

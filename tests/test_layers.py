@@ -8,10 +8,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tempering import syntax
+
 SRC = Path(__file__).resolve().parents[1] / "src" / "tempering"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("errors",),
+    ("errors", "syntax"),  # the error types; thread-safe parsing of Python source
     (
         "types",
         "config",
@@ -45,7 +47,7 @@ def top(module: str) -> str:
 
 
 def imports(path: Path) -> list[tuple[int, str]]:
-    tree = ast.parse(path.read_text())
+    tree = syntax.parse(path.read_text())
     pkg = ".".join(["tempering", *path.relative_to(SRC).with_suffix("").parts])
     out = []
     for node in ast.walk(tree):

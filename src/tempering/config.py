@@ -7,7 +7,6 @@ schema holds are given only as `[CONFIG.yaml] [key=value ...]`, flags only for w
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
 import difflib
 import importlib
@@ -21,7 +20,7 @@ from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from tempering import trl_names
+from tempering import syntax, trl_names
 from tempering.errors import ConfigError, UserError
 
 
@@ -145,7 +144,7 @@ def _refused(tname: str, v: Any) -> str | None:
     `bool`, `str`, optionally `| None` and a range such as `int (>= 1)`, or a `Literal` of strings); None
     when it may accept it (or the type is another)."""
     if tname.startswith("Literal["):  # string choices: pydantic takes exactly one of them
-        choices = ast.literal_eval(f"({tname[len('Literal[') : -1]},)")
+        choices = syntax.literal(f"({tname[len('Literal[') : -1]},)")
         if not all(isinstance(c, str) for c in choices) or v in choices:
             return None
         names = [repr(c) for c in choices]

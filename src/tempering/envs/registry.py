@@ -11,6 +11,7 @@ import re
 import textwrap
 from typing import Any
 
+from tempering import syntax
 from tempering.envs.base import TaskFamily
 from tempering.envs.rewards import DEFAULT_REWARD_TIMEOUT
 from tempering.errors import UserError
@@ -70,7 +71,7 @@ def _attribute_docs(cls: type) -> dict[str, str]:
         if not klass.__module__.startswith("tempering."):
             continue
         try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+            tree = syntax.parse(textwrap.dedent(inspect.getsource(klass)))
         except (OSError, TypeError, SyntaxError):
             continue
         body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []

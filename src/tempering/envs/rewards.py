@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tempering import syntax
 from tempering.errors import UserError
 
 RewardFn = Callable[..., list[float]]
@@ -389,9 +390,11 @@ def _by_keyword(fn: RewardFn) -> bool:
 
 
 def _invoke(fn: RewardFn, prompts: list, completions: list, columns: dict[str, list]):
+    """Call `fn` as TRL does; a call that fails only by the interpreter's parser race (reward functions
+    parse, in threads: see `tempering.syntax`) is redone."""
     if _by_keyword(fn):
-        return fn(**{**columns, "prompts": prompts, "completions": completions})
-    return fn(prompts, completions, **columns)
+        return syntax.redone(fn, **{**columns, "prompts": prompts, "completions": completions})
+    return syntax.redone(fn, prompts, completions, **columns)
 
 
 def call_reward(fn: RewardFn, prompts: list, completions: list, columns: dict[str, list]) -> list[float | None]:

@@ -38,6 +38,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tempering import syntax
 from tempering.envs.code.problems import (
     BUILTIN,
     FORMATS,
@@ -98,7 +99,7 @@ def _bound_names(code: str) -> set[str]:
     """The names a program binds at module level (def, class, assignment, import, also under
     if / try / with / for); empty when it does not parse."""
     try:
-        todo: list[ast.AST] = list(ast.parse(code).body)
+        todo: list[ast.AST] = list(syntax.parse(code).body)
     except (SyntaxError, ValueError):
         return set()
     names: set[str] = set()
@@ -122,7 +123,7 @@ def _called_function(test: str, solution: str) -> str:
     defines, builtins' names included; without such a name, the first that is not a builtin."""
     calls = [
         (n.lineno, n.col_offset, n.func.id)
-        for n in ast.walk(ast.parse(test))
+        for n in ast.walk(syntax.parse(test))
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
     ]
     names = [name for _, _, name in sorted(calls)]

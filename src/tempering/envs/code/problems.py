@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tempering import syntax
 from tempering.errors import UserError
 
 BUILTIN = Path(__file__).with_name("problems.jsonl")
@@ -115,7 +116,7 @@ def doctest_tests(prompt: str, entry_point: str) -> tuple[Test, ...]:
     """The `>>> call` / `value` examples in the entry point's docstring whose value is a literal, as
     assert tests (with a float tolerance: docstrings round their numbers)."""
     try:
-        tree = ast.parse(prompt)
+        tree = syntax.parse(prompt)
     except SyntaxError:
         return ()
     funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
@@ -128,7 +129,7 @@ def doctest_tests(prompt: str, entry_point: str) -> tuple[Test, ...]:
     for ex in examples:
         call, want = ex.source.strip(), ex.want.strip()
         try:
-            ast.literal_eval(want)
+            syntax.literal(want)
             compile(call, "<example>", "eval")
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             continue
@@ -140,7 +141,7 @@ def doctest_tests(prompt: str, entry_point: str) -> tuple[Test, ...]:
 def check_statements(text: str, what: str) -> None:
     """A test must be valid Python with an assert in it (a bare comparison would never fail)."""
     try:
-        tree = ast.parse(text)
+        tree = syntax.parse(text)
     except SyntaxError as e:
         raise UserError(f"{what} {text!r} is not valid Python ({e.msg}).") from None
     if not any(isinstance(node, ast.Assert) for node in ast.walk(tree)):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from tempering import syntax
 from tempering.errors import UserError
 
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
@@ -45,7 +46,7 @@ class Problem:
     @property
     def doc(self) -> str:
         """The reference model's docstring (first line), or the name."""
-        for node in ast.parse(self.source).body:
+        for node in syntax.parse(self.source).body:
             if isinstance(node, ast.ClassDef) and node.name == "Model":
                 text = ast.get_docstring(node) or ""
                 return text.strip().splitlines()[0] if text.strip() else self.name
@@ -55,7 +56,7 @@ class Problem:
 def problem_errors(source: str) -> list[str]:
     """What keeps `source` from being a problem file (empty if it is one)."""
     try:
-        tree = ast.parse(source)
+        tree = syntax.parse(source)
     except SyntaxError as e:
         return [f"syntax error on line {e.lineno}: {e.msg}"]
     defined = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
@@ -138,7 +139,7 @@ def module_constants(source: str) -> str:
     A submission that builds the same modules as the reference (`nn.Linear(in_features, ...)`) needs them.
     """
     lines = []
-    for node in ast.parse(source).body:
+    for node in syntax.parse(source).body:
         if (
             isinstance(node, ast.Assign)
             and len(node.targets) == 1
@@ -158,7 +159,7 @@ def scale_sizes(source: str, factor: float) -> str:
     """
     if factor <= 0:
         raise UserError(f"size scale must be positive, got {factor}")
-    tree = ast.parse(source)
+    tree = syntax.parse(source)
     lines = source.splitlines(keepends=True)
     edits = []
     for node in tree.body:

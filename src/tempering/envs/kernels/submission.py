@@ -12,6 +12,8 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from tempering import syntax
+
 BACKENDS = ("c", "torch_ext", "cuda", "triton")
 
 STREAM_ATTRS = {
@@ -174,7 +176,7 @@ def parse_submission(text: str, backend: str | None = None) -> Submission:
     """Split an answer into code, backend and sources; problems are listed in `errors`."""
     code, fenced_c = extract_code(text)
     try:
-        tree = ast.parse(code)
+        tree = syntax.parse(code)
     except SyntaxError as e:
         return Submission(code=code, backend=backend or "c", errors=[f"syntax error on line {e.lineno}: {e.msg}"])
     sub = Submission(code=code, backend=backend or "")
@@ -264,7 +266,7 @@ def static_check(code: str) -> list[Violation]:
     from tempering.envs.kernels.harness import policy
 
     try:
-        tree = ast.parse(code)
+        tree = syntax.parse(code)
     except SyntaxError as e:
         return [Violation("syntax", e.lineno or 0, f"syntax error: {e.msg}")]
     out: list[Violation] = []

@@ -23,6 +23,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tempering import syntax
 from tempering.envs.kernels.problems import Problem
 
 # name -> (forward line on `x`, module built in __init__ or "", changes width to a new constant)
@@ -130,7 +131,7 @@ def get_init_inputs():
 def ast_tokens(source: str) -> list[str]:
     """The AST as a token sequence: node types, names and attributes; numbers abstracted away."""
     out = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(syntax.parse(source)):
         out.append(type(node).__name__)
         if isinstance(node, ast.Name):
             out.append(node.id)
