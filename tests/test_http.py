@@ -4,7 +4,6 @@ real local server."""
 import json
 import socket
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -13,6 +12,7 @@ from tempering.http import ServerError, request_json
 
 SEEN: list[tuple[str, str, dict, str | None]] = []
 FLAKY = {"left": 0}
+RELEASE = threading.Event()  # lets /hang go when the tests are done
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -48,17 +48,23 @@ class Handler(BaseHTTPRequestHandler):
             self._answer(401, b"no key")
         elif self.path == "/text":
             self._answer(200, b"<html>hello</html>")
-        elif self.path == "/hang":
-            time.sleep(2)
-            self._answer(200, b"{}")
+        elif self.path == "/hang":  # answers only after its client gave up: writing to it must fail
+            RELEASE.wait(30)
+            try:
+                self._answer(200, b"{}")
+            except (BrokenPipeError, ConnectionResetError):
+                pass
 
 
 @pytest.fixture(scope="module")
 def url():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = False  # server_close() joins the handlers: none outlives these tests
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
+    RELEASE.set()
     server.shutdown()
+    server.server_close()
 
 
 def test_a_json_answer_with_the_key_as_bearer(url):
