@@ -47,6 +47,10 @@ CHANGED = {
     "demo": "documented change: pretrain runs on the one loop (its batch is the given answers, the update the "
     "loop's; the same data and optimizer, other float rounding and other metric names), so its warm start and the "
     "GRPO stage after it differ",
+    "train+dynamic_sampling+kl_in_reward": "documented change: each collected batch is scored once; the update takes "
+    "the kept groups' reference log-probs from the filter's forward over the whole batch instead of a second forward "
+    "over the kept groups (the same values up to float rounding), and kl_ref_in_reward is averaged over every "
+    "collected episode",
 }
 """Cases a documented change since --before alters, and why (for --before d7100f6; the prompt-shared
 whole-distribution losses and the critic-order fix, which changed distill+jsd_topk, direct-opd and ppo+head,
@@ -253,6 +257,7 @@ TINY_RUN = [
 RERUN_CASES = [
     "train",
     "train+dynamic_sampling",
+    "train+dynamic_sampling+kl_in_reward",
     "train+kl",
     "train+async",
     "train+tcpo",

@@ -54,8 +54,10 @@ def tu_opd_rates(path: Path) -> str:
 def case(name: str, out: Path, model: str, teacher: str):
     """A function that runs the case and returns its history."""
     c, kw, verb = base(model, out), {}, name.split("+")[0]
-    if name == "train+dynamic_sampling":
+    if name.startswith("train+dynamic_sampling"):
         c["loss"]["dynamic_sampling"] = True
+    if name == "train+dynamic_sampling+kl_in_reward":
+        c["loss"] |= {"kl_coef": 0.1, "kl_in_reward": True}
     if name == "train+kl":
         c["loss"]["kl_coef"] = 0.1
     if name == "train+async":

@@ -129,8 +129,12 @@ def run(groups_path: str, model: str, fresh: str, out: Path, world=None, strateg
     results = {}
     for case in cases:
         t = trainer(case, model, fresh, out / f"{case}-{strategy}-{size}", world, strategy)
-        share = t.collector.with_signal(mine, t.state) if t.method.resample_rounds is not None else mine
-        metrics = t.record(t.train_on(share or mine[:1], trainable=bool(share))[0])
+        share, scores = mine, None
+        if t.method.resample_rounds is not None:
+            batches = [t.collector.scored(mine, t.state)]
+            picks = t.collector.signal(batches)
+            share, scores = t.collector.picked(batches, picks) if picks else ([], None)
+        metrics = t.record(t.train_on(share or mine[:1], trainable=bool(share), scores=scores)[0])
         results[case] = {
             "grads": gradients(t),
             "state": dict(t.state),

@@ -132,7 +132,7 @@ def test_the_critic_trains_before_the_policy_on_the_features_its_values_came_fro
 
 def test_value_pretraining_counts_run_steps_with_skipped_updates(pretrained_dir, tmp_path):
     t = trainer("ppo", _cfg(pretrained_dir, tmp_path, pretrain_steps=1))
-    groups, _, _ = asyncio.run(t.collector(t.sampler, t.state, RolloutStats()))
+    groups = asyncio.run(t.collector(t.sampler, t.state, RolloutStats())).groups
     m = t.record(t.train_on(groups, trainable=False)[0])  # step 1: nothing to train on, the update is skipped
     t.step_no += 1
     assert m["update_skipped"] == 1.0

@@ -80,7 +80,7 @@ def test_first_on_policy_ratio_is_one_when_sampling_tempered_and_filtered(pretra
     cfg = _cfg(pretrained_dir, [(pretrained_dir, fresh_dir)], tmp_path)
     cfg.rollout.temperature, cfg.rollout.top_k = 0.6, 5
     t = trainer("direct-opd", cfg)
-    groups, _, _ = asyncio.run(t.collector(t.sampler, t.state, RolloutStats()))
+    groups = asyncio.run(t.collector(t.sampler, t.state, RolloutStats())).groups
     batch = collate([e for g in groups for e in g.episodes], t.sampler.pad_id)
     scores = score(groups, batch, t.scorers)
     mb = training_batch(batch, scores, t.method.credit(scores, batch, t.state))

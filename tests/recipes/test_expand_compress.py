@@ -140,7 +140,7 @@ def test_consensus_residual_credit_keeps_the_winners_excess(pretrained_dir, fres
         tu = {"teachers": teachers, "pass_rates": str(tmp_path / "p.json"), "residual": residual}
         t = trainer("tu-opd", build(TUOPDConfig, _with(pretrained_dir, tmp_path / str(residual), tu_opd=tu)))
         t.sampler.generator.manual_seed(0)
-        groups, _, _ = asyncio.run(t.collector(t.sampler, t.state, RolloutStats()))
+        groups = asyncio.run(t.collector(t.sampler, t.state, RolloutStats())).groups
         batch = collate([e for g in groups for e in g.episodes], t.sampler.pad_id)
         scores = score(groups, batch, t.scorers)
         adv[residual] = t.method.credit(scores, batch, t.state).adv_BT

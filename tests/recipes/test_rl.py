@@ -7,11 +7,14 @@ import sys
 import time
 
 import pytest
+import torch
 
 from tempering.config import build
 from tempering.methods.rl import TrainConfig
 from tempering.recipes.runner import run, trainer
-from tempering.train.scoring import ReferenceLogprobs
+from tempering.rollout.engine import RolloutStats
+from tempering.train.batch import collate
+from tempering.train.scoring import ReferenceLogprobs, score
 
 TASK = {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 400, "heldout_size": 40}
 DETERMINISTIC = [
@@ -77,6 +80,34 @@ def test_no_reference_model_without_kl(pretrained_dir, tmp_path):
     # the reference (read by the loss only) ran once, on the kept groups, not on every batch the filter saw
     assert r.metrics["frac_zero_adv_groups"] > 0
     assert sum(rows) == sum(len(g.episodes) for g in r.groups)
+
+
+def test_dynamic_sampling_scores_each_collected_batch_once_with_the_kl_in_the_reward(pretrained_dir, tmp_path):
+    """The credit reads the KL, so the filter needs the reference: it runs once per collected episode, and
+    the update takes the kept groups' scores from the filter (as fresh ones, up to float rounding)."""
+    import asyncio
+
+    cfg = _cfg(pretrained_dir, tmp_path / "a")
+    cfg["loss"] = {"kl_coef": 0.1, "kl_in_reward": True, "dynamic_sampling": True, "advantage": "grpo"}
+    t = trainer("train", build(TrainConfig, cfg))
+    (ref,) = [s for s in t.scorers if isinstance(s, ReferenceLogprobs)]
+    rows: list[int] = []
+    forward = ref.model.forward
+    ref.model.forward = lambda input_ids, **kw: rows.append(len(input_ids)) or forward(input_ids, **kw)
+    r = asyncio.run(t.collector(t.sampler, t.state, RolloutStats()))
+    per_batch = t.cfg.rollout.prompts_per_step * t.cfg.rollout.group_size
+    assert sum(rows) == per_batch * (1 + r.info["resample_rounds"])  # every collected batch, once
+    assert r.scores is not None and r.trainable
+    batch = collate([e for g in r.groups for e in g.episodes], t.sampler.pad_id)
+    rows.clear()
+    fresh = score(r.groups, batch, t.scorers)
+    assert sum(rows) == len(batch.mask_BT)
+    m = batch.mask_BT > 0
+    assert torch.allclose(r.scores.ref_logp_BT[m], fresh.ref_logp_BT[m], atol=1e-5)
+    assert torch.allclose(r.scores.terms["kl"], fresh.terms["kl"], atol=1e-5)
+    rows.clear()
+    step = asyncio.run(t.step())
+    assert sum(rows) == per_batch * (1 + step.metrics["resample_rounds"])  # not again on the kept groups
 
 
 def _cli(*args, **kw):

@@ -11,6 +11,7 @@ from tempering.config import build
 from tempering.errors import UserError
 from tempering.methods.rl import TrainConfig
 from tempering.recipes.runner import trainer
+from tempering.train.collect import Rollouts
 from tempering.train.method import Context, Method, MethodSpec, turn_credit
 from tempering.train.pipeline import RolloutPipeline
 from tempering.train.scoring import Scores, per_turn
@@ -151,7 +152,7 @@ def test_a_finished_batch_is_handed_over_when_the_producer_fails_on_the_next():
         calls.append(len(calls) + 1)
         if len(calls) == 2:
             raise UserError("batch 2 failed")
-        return [], True, {}
+        return Rollouts([], True, {})
 
     sampler = type("Sampler", (), {"load_weights": lambda self, w, **kw: None})()
     p = RolloutPipeline(collect, sampler, 1, lambda n: False)

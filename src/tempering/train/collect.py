@@ -7,16 +7,16 @@ it in a run: the pipeline when `rollout.async_steps > 0` (it then owns the promp
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tempering.envs.base import TaskFamily
 from tempering.models.chat import ChatFormat
 from tempering.rollout.engine import RolloutOptions, RolloutStats, rollout
-from tempering.train.batch import collate
+from tempering.train.batch import TrainBatch, collate
 from tempering.train.cursor import PromptCursor
 from tempering.train.method import Method, group_stats, zero_signal_groups
-from tempering.train.scoring import Scores, score
+from tempering.train.scoring import Scores, regroup, score
 from tempering.types import Group, Task
 
 
@@ -38,6 +38,33 @@ class RankCursor:
 
 
 @dataclass
+class Rollouts:
+    """One step's groups, as the rollout stage hands them to the update."""
+
+    groups: list[Group]
+    trainable: bool
+    """False: the groups only keep this rank's collectives in step (see `Collector`)."""
+    info: dict[str, float]
+    stats: RolloutStats = field(default_factory=RolloutStats)
+    version: int = 0
+    """The update after which the weights that sampled these groups were taken (0: the starting weights)."""
+    scores: Scores | None = None
+    """What the method's filter scorers made of the groups (dynamic sampling); the update runs the rest.
+    None: the update scores them."""
+
+
+@dataclass
+class Scored:
+    """One collected batch, scored by the scorers dynamic sampling filters on."""
+
+    groups: list[Group]
+    batch: TrainBatch
+    scores: Scores
+    signal: list[bool]
+    """Per group: some advantage is not zero."""
+
+
+@dataclass
 class Collector:
     tasks: list[Task]
     cursor: PromptCursor | RankCursor
@@ -50,6 +77,8 @@ class Collector:
     pad_id: int
     on_env_error: str
     """`drop`: groups with an env_error leave the batch; `train`: they stay (`rollout.on_env_error`)."""
+    mask_truncated: bool = False
+    """`loss.mask_truncated`: the filter sees the loss mask the update will use."""
 
     async def rollout(self, sampler, stats: RolloutStats) -> list[Group]:
         tasks = [self.tasks[i] for i in self.cursor.next(self.prompts_per_step)]
@@ -57,37 +86,53 @@ class Collector:
             return [Group(t, [self.method.supervised(t)]) for t in tasks]
         return await rollout(sampler, self.fmt, tasks, self.family.make_env, self.group_size, self.opts, stats)
 
-    def with_signal(self, groups: list[Group], state: dict[str, float]) -> list[Group]:
-        """The groups whose advantages are not all zero under the method's credit (in `state`)."""
-        batch = collate([e for g in groups for e in g.episodes], self.pad_id)
-        m = self.method
-        scorers = m.scorers if m.signal_scorers is None else m.signal_scorers
-        credit = m.credit(score(groups, batch, scorers), batch, state)
+    def scored(self, groups: list[Group], state: dict[str, float]) -> Scored:
+        """A batch scored by the method's filter scorers, and which of its groups have a signal under
+        the method's credit (in `state`)."""
+        batch = collate([e for g in groups for e in g.episodes], self.pad_id, self.mask_truncated)
+        scores = score(groups, batch, self.method.filter_scorers)
+        credit = self.method.credit(scores, batch, state)
         zero = zero_signal_groups(credit.adv_BT, batch, self.group_size)
-        return [g for g, z in zip(groups, zero.tolist()) if not z]
+        return Scored(groups, batch, scores, [not z for z in zero.tolist()])
 
-    async def __call__(
-        self, sampler, state: dict[str, float], stats: RolloutStats
-    ) -> tuple[list[Group], bool, dict[str, float]]:
+    @staticmethod
+    def signal(batches: list[Scored]) -> list[tuple[int, int]]:
+        """The (batch, group) pairs with a signal, in order."""
+        return [(s, i) for s, b in enumerate(batches) for i, ok in enumerate(b.signal) if ok]
+
+    def picked(self, batches: list[Scored], picks: list[tuple[int, int]]) -> tuple[list[Group], Scores]:
+        """The picked groups and their scores, as their batches' scores have them."""
+        groups = [batches[s].groups[i] for s, i in picks]
+        batch = collate([e for g in groups for e in g.episodes], self.pad_id, self.mask_truncated)
+        return groups, regroup([(b.groups, b.batch, b.scores) for b in batches], picks, batch)
+
+    async def __call__(self, sampler, state: dict[str, float], stats: RolloutStats) -> Rollouts:
         """This rank's groups for one step (dynamic sampling when the method asks for it, groups with an
         env_error dropped when `on_env_error=drop`), and whether they are to be trained on: a rank left
         with none keeps one group with an empty loss mask, so its collectives stay in step."""
         groups = await self.rollout(sampler, stats)
         info = group_stats(Scores.of(groups))
-        kept = groups
         rounds = self.method.resample_rounds
+        batches: list[Scored] = []  # dynamic sampling's scored batches: each is scored once
+        picks = [(0, i) for i in range(len(groups))]
         if rounds is not None:
-            need = len(groups)
-            kept = self.with_signal(groups, state)
-            info["frac_zero_adv_groups"] = 1 - len(kept) / need  # before refilling: what was dropped
-            done = 0
-            while len(kept) < need and done < rounds:
-                done += 1
-                kept += self.with_signal(await self.rollout(sampler, stats), state)
-            info["resample_rounds"] = done
-            kept = kept[:need]
+            batches = [self.scored(groups, state)]
+            info["frac_zero_adv_groups"] = 1 - sum(batches[0].signal) / len(groups)  # before refilling
+            while len(self.signal(batches)) < len(groups) and len(batches) <= rounds:
+                batches.append(self.scored(await self.rollout(sampler, stats), state))
+            info["resample_rounds"] = len(batches) - 1
+            picks = self.signal(batches)[: len(groups)]
         if self.on_env_error == "drop":
-            ok = [g for g in kept if not any(e.stop_reason == "env_error" for e in g.episodes)]
-            info["groups_dropped_env_error"] = len(kept) - len(ok)
-            kept = ok
-        return (kept, True, info) if kept else (groups[:1], False, info)
+            ok = [
+                (s, i)
+                for s, i in picks
+                if not any(e.stop_reason == "env_error" for e in (batches[s].groups if batches else groups)[i].episodes)
+            ]
+            info["groups_dropped_env_error"] = len(picks) - len(ok)
+            picks = ok
+        if not picks:
+            return Rollouts(groups[:1], False, info, stats)
+        if not batches:
+            return Rollouts([groups[i] for _, i in picks], True, info, stats)
+        kept, scores = self.picked(batches, picks)
+        return Rollouts(kept, True, info, stats, scores=scores)

@@ -38,9 +38,9 @@ from tempering.train.batch import TrainBatch, collate
 from tempering.train.build import FullCopySync, assemble, checkpoint_state
 from tempering.train.checkpoint import save_checkpoint
 from tempering.train.collapse import CollapseRule, CollapseState, check_collapse
-from tempering.train.collect import Collector
+from tempering.train.collect import Collector, Rollouts
 from tempering.train.method import Credit, MethodSpec, zero_signal_groups
-from tempering.train.pipeline import RolloutPipeline, Rollouts
+from tempering.train.pipeline import RolloutPipeline
 from tempering.train.scoring import Scores, per_turn, score
 from tempering.train.update import policy_update
 from tempering.train.world import World
@@ -116,6 +116,7 @@ class Trainer:
             p.cfg.rollout.group_size,
             p.sampler.pad_id,
             p.cfg.rollout.on_env_error,
+            p.cfg.loss.mask_truncated,
         )
         """One step's groups (`train/collect.py`): called here, or by the rollout pipeline's thread."""
         self.pipeline: RolloutPipeline | None = None
@@ -189,9 +190,12 @@ class Trainer:
         return path
 
     # ---- one step ----------------------------------------------------------------------------
-    def train_on(self, groups: list[Group], trainable: bool = True) -> tuple[list[Part], dict[str, Any]]:
+    def train_on(
+        self, groups: list[Group], trainable: bool = True, scores: Scores | None = None
+    ) -> tuple[list[Part], dict[str, Any]]:
         """Score, credit and update on this rank's groups: (the step's metrics as parts for `record`,
-        per-episode turn advantages and the credit's per-episode values).
+        per-episode turn advantages and the credit's per-episode values). `scores`: what the method's
+        filter scorers already made of the groups (dynamic sampling); the rest of the scorers run here.
         `trainable=False`: the groups only keep this rank's collectives in step (empty loss mask). When no
         rank has anything to train on, the update is skipped (an optimizer step on zero gradients would
         still move the weights)."""
@@ -199,7 +203,11 @@ class Trainer:
         batch = collate(episodes, self.sampler.pad_id, self.cfg.loss.mask_truncated)
         if not trainable:
             batch = replace(batch, mask_BT=torch.zeros_like(batch.mask_BT))
-        scores = score(groups, batch, self.scorers)
+        if scores is None:
+            scores = score(groups, batch, self.scorers)
+        else:
+            done = self.method.filter_scorers
+            scores = score(groups, batch, [s for s in self.scorers if not any(s is d for d in done)], scores)
         credit = self.method.credit(scores, batch, self.state)
         trained = training_batch(batch, scores, credit)
         local = {"groups": len(groups) if trainable else 0, "loss_tokens": float(trained.mask_BT.sum())}
@@ -278,8 +286,9 @@ class Trainer:
         last update (for the batches it samples next)."""
         if self.pipeline is None:
             stats = RolloutStats()
-            groups, trainable, info = await self.collector(self.sampler, self.state, stats)
-            return Rollouts(groups, trainable, info, stats, self.step_no)
+            r = await self.collector(self.sampler, self.state, stats)
+            r.version = self.step_no
+            return r
         self.pipeline.publish(self.step_no, self._policy_snapshot, self.state)
         t0 = time.perf_counter()
         r = await asyncio.to_thread(self.pipeline.get, self.step_no + 1)
@@ -294,7 +303,7 @@ class Trainer:
         self._check_errors(stats, "training")
         episodes = [e for g in groups for e in g.episodes]
         t1 = time.perf_counter()
-        parts, detail = self.train_on(groups, trainable)
+        parts, detail = self.train_on(groups, trainable, r.scores)
         t2 = time.perf_counter()
         self.step_no += 1
         n_tok = [e.num_action_tokens for e in episodes]

@@ -98,7 +98,7 @@ class Method:
     many extra generation rounds (None: off)."""
     signal_scorers: Sequence[Scorer] | None = None
     """The scorers dynamic sampling runs to find the zero-signal groups, when fewer than `scorers` decide
-    the credit (a KL reference only the loss reads is run once, on the kept groups). None: all of them."""
+    the credit (a KL reference only the loss reads then runs on the kept groups only). None: all of them."""
     student_prompt: PromptBuilder | None = None
     """The student's prompt from each raw example (distillation with privileged teacher context)."""
     plots: tuple[str, ...] = ()
@@ -112,6 +112,12 @@ class Method:
     supervised: Callable[[Task], Episode] | None = None
     """Supervised data in place of the policy's samples: a drawn task's episode made from a given answer
     (`methods/pretrain.py`), one per group. None: the policy's rollouts."""
+
+    @property
+    def filter_scorers(self) -> Sequence[Scorer]:
+        """What dynamic sampling runs on each collected batch before it filters; the update runs the
+        rest of the run's scorers on the kept groups."""
+        return self.scorers if self.signal_scorers is None else self.signal_scorers
 
 
 @dataclass

@@ -18,30 +18,15 @@ import asyncio
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from tempering.rollout.engine import RolloutStats
-from tempering.types import Group
+from tempering.train.collect import Rollouts
 
-
-@dataclass
-class Rollouts:
-    """One step's groups, as the rollout stage hands them to the update."""
-
-    groups: list[Group]
-    trainable: bool
-    """False: the groups only keep this rank's collectives in step (see `train/collect.py: Collector`)."""
-    info: dict[str, float]
-    stats: RolloutStats = field(default_factory=RolloutStats)
-    version: int = 0
-    """The update after which the weights that sampled these groups were taken (0: the starting weights)."""
-
-
-Collect = Callable[[Any, dict[str, float], RolloutStats], Awaitable[tuple[list[Group], bool, dict[str, float]]]]
-"""`(sampler, method state, stats) -> (groups, trainable, info)`: one step's rollout stage."""
+Collect = Callable[[Any, dict[str, float], RolloutStats], Awaitable[Rollouts]]
+"""`(sampler, method state, stats) -> Rollouts`: one step's rollout stage (`train/collect.py: Collector`)."""
 
 
 class RolloutPipeline:
@@ -163,12 +148,13 @@ class RolloutPipeline:
                     verified = 1.0
                 stats = RolloutStats()
                 t0 = time.perf_counter()
-                groups, trainable, info = loop.run_until_complete(self.collect(self.sampler, state, stats))
-                info = {**info, "async/batch_seconds": time.perf_counter() - t0}
+                r = loop.run_until_complete(self.collect(self.sampler, state, stats))
+                r.info["async/batch_seconds"] = time.perf_counter() - t0
                 if getattr(self.sampler, "sync_check", None) is not None:  # a load that was not checked raised
-                    info["sync/verified"] = verified
+                    r.info["sync/verified"] = verified
+                r.version = version
                 with self._cond:
-                    self._ready[step] = Rollouts(groups, trainable, info, stats, version)
+                    self._ready[step] = r
                     self.next_step, self._busy = step + 1, False
                     self._cond.notify_all()
         except BaseException as e:  # handed to the trainer, which raises it at its next `get`

@@ -82,12 +82,50 @@ class Scorer(Protocol):
     def __call__(self, groups: list[Group], batch: TrainBatch, scores: Scores) -> Scores: ...
 
 
-def score(groups: list[Group], batch: TrainBatch, scorers: Sequence[Scorer]) -> Scores:
-    """Run the scorers in order over the verifier's scores."""
-    s = Scores.of(groups)
+def score(groups: list[Group], batch: TrainBatch, scorers: Sequence[Scorer], start: Scores | None = None) -> Scores:
+    """Run the scorers in order over the verifier's scores (or over `start`, what earlier scorers made)."""
+    s = Scores.of(groups) if start is None else start
     for scorer in scorers:
         s = scorer(groups, batch, s)
     return s
+
+
+def _fit(t: torch.Tensor, n: int) -> torch.Tensor:
+    """`t` cut or zero-padded to length n in its last dimension."""
+    if t.shape[-1] >= n:
+        return t[..., :n]
+    return torch.nn.functional.pad(t, (0, n - t.shape[-1]))
+
+
+def regroup(
+    sources: Sequence[tuple[list[Group], TrainBatch, Scores]], picks: Sequence[tuple[int, int]], batch: TrainBatch
+) -> Scores:
+    """The scores of the picked groups ((source, group index) pairs, in order; `batch` is theirs), taken from
+    the scores their sources were given, not recomputed: dynamic sampling scores each collected batch
+    once. The shaping metrics are the picked groups'; any other scorer metric is the mean over every
+    episode of the sources (what was collected)."""
+    for _, _, sc in sources:
+        if sc.teachers or sc.extras or sc.proximal_logp_BT is not None or sc.correction_BT is not None:
+            raise ValueError("regroup takes verifier scores, shaping terms and reference log-probs only")
+    out = Scores.of([sources[s][0][i] for s, i in picks])
+    K = out.turns.scores_NGK.shape[-1]
+    for name in sources[0][2].terms:  # every source ran the same scorers
+        out = out.with_term(name, torch.stack([_fit(sources[s][2].terms[name][i], K) for s, i in picks]))
+    if sources[0][2].ref_logp_BT is not None:
+        rows = []
+        for s, i in picks:
+            groups, b, sc = sources[s]
+            assert b.episode_B is not None and sc.ref_logp_BT is not None
+            G = len(groups[i].episodes)
+            mine = ((b.episode_B >= i * G) & (b.episode_B < (i + 1) * G)).nonzero().flatten()
+            rows.append(_fit(sc.ref_logp_BT[mine], batch.mask_BT.shape[1]))
+        ref = torch.cat(rows)
+        assert ref.shape == batch.mask_BT.shape, "the picked groups' rows are the batch's"
+        out = replace(out, ref_logp_BT=ref * batch.attention_BT)
+    weight = [float(len(sc.task_ids)) for _, _, sc in sources]
+    others = dict.fromkeys(k for _, _, sc in sources for k in sc.metrics if k not in out.metrics)
+    means = {k: sum(w * sc.metrics.get(k, 0.0) for w, (_, _, sc) in zip(weight, sources)) / sum(weight) for k in others}
+    return out.with_metrics(**means)
 
 
 def per_turn(values_BT: torch.Tensor, batch: TrainBatch, shape_NGK: torch.Size) -> torch.Tensor:
