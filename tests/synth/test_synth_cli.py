@@ -29,8 +29,7 @@ def test_synth_writes_verified_bundles_and_a_summary(tmp_path, rates, capsys):
             str(out),
             "target=2",
             "--no-progress",
-            "--sandbox",
-            "subprocess",
+            "sandbox=subprocess",
             "portfolio.lam=0.3",
         ]
     )
@@ -48,7 +47,7 @@ def test_synth_writes_verified_bundles_and_a_summary(tmp_path, rates, capsys):
 def test_export_seeds_then_check_one(tmp_path, capsys):
     assert main(["synth", "export-seeds", str(tmp_path / "seeds")]) == 0
     first = sorted((tmp_path / "seeds").iterdir())[0]
-    assert main(["synth", "check", str(first), "--sandbox", "subprocess"]) == 0
+    assert main(["synth", "check", str(first), "sandbox=subprocess"]) == 0
     assert "accepted (ok, sandbox)" in capsys.readouterr().out
 
 
@@ -70,9 +69,13 @@ def test_check_a_folder_gives_a_table_and_goes_past_bad_bundles(tmp_path, capsys
 @pytest.mark.parametrize(
     "extra,message",
     [
-        (["--generator", "llm", "--base-url", "http://127.0.0.1:9/v1"], "cannot reach the generator endpoint"),
+        (["generator=llm", "chat.base_url=http://127.0.0.1:9/v1"], "cannot reach the generator endpoint"),
         (["coverage.sql=1"], "skill 'sql'"),
         (["no_such_key=1"], "unknown key 'no_such_key'"),
+        (["chat.model=m"], "chat.* settings have no effect unless generator=llm"),
+        (["max_new_tokens=8"], "max_new_tokens has no effect without --policy"),
+        (["--base-url", "http://h/v1"], "--base-url http://h/v1 is no longer accepted: use chat.base_url=http://h/v1"),
+        (["--generator=llm"], "use generator=llm"),
     ],
 )
 def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path, rates, capsys, extra, message):
@@ -88,8 +91,7 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path, rates, capsys, 
             "--out",
             str(out),
             "--no-progress",
-            "--sandbox",
-            "subprocess",
+            "sandbox=subprocess",
             *extra,
         ]
     )
@@ -122,8 +124,7 @@ def test_synth_on_configurations_measures_with_a_policy(tmp_path, capsys):
             str(out),
             "target=3",
             "--no-progress",
-            "--max-new-tokens",
-            "4",
+            "max_new_tokens=4",
             "rollouts=2",
             "measure_tasks=2",
             "config_checks.tasks=32",
@@ -146,7 +147,7 @@ def test_synth_on_configurations_measures_with_a_policy(tmp_path, capsys):
 @pytest.mark.parametrize(
     "extra,message",
     [
-        (["--policy", "tiny-xs", "--generator", "llm"], "configurations are synthesised by the built-in mutators"),
+        (["--policy", "tiny-xs", "generator=llm"], "configurations are synthesised by the built-in mutators"),
         (["--policy", "no/such/model"], "neither a built-in model"),
     ],
 )
@@ -160,3 +161,10 @@ def test_pass_rates_or_policy_is_required(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["synth", "run", "--seeds", "builtin-tasks", "--out", str(tmp_path / "out")])
     assert "one of the arguments --pass-rates --policy is required" in capsys.readouterr().err
+
+
+def test_check_takes_its_settings_as_keys(tmp_path, capsys):
+    assert main(["synth", "check", str(tmp_path), "--backend", "docker"]) == 2
+    assert "--backend docker is no longer accepted: use backend=docker" in capsys.readouterr().err
+    assert main(["synth", "check", str(tmp_path), "backend=podman"]) == 2
+    assert "backend" in capsys.readouterr().err

@@ -23,11 +23,11 @@ from tempering.config import Parser, from_args, parse, print_config
 from tempering.envs.terminal.bundle import Bundle, is_task_folder, load_bundles, write_bundle
 from tempering.errors import UserError
 from tempering.synth.families import builtin_seeds
-from tempering.synth.generators import ChatConfig, Generator, LLMGenerator, MutatorGenerator
+from tempering.synth.generators import Generator, LLMGenerator, MutatorGenerator
 from tempering.synth.loop import BundleChecker, Checker, Report, SynthConfig, synthesize
 from tempering.synth.seeds import load_pass_rates, load_seeds
 from tempering.synth.task_seeds import TaskFamilySeed, TaskSeedChecker, load_task_seeds
-from tempering.synth.verify import check_one, make_verifier, short_reason
+from tempering.synth.verify import VerifySettings, check_one, make_verifier, short_reason
 
 
 def _out_dir(path: str) -> Path:
@@ -50,32 +50,27 @@ def run(args) -> int:
     out = _out_dir(args.out)
     configs = args.seeds == "builtin-tasks" or args.seeds.endswith(".json")
     seeds = load_task_seeds(args.seeds) if configs else load_seeds(args.seeds)
-    if configs and args.generator == "llm":
+    if configs and cfg.generator == "llm":
         raise UserError(
-            "configurations are synthesised by the built-in mutators; drop --generator llm, or pass bundle seeds"
+            "configurations are synthesised by the built-in mutators; drop generator=llm, or pass bundle seeds"
         )
-    if args.generator == "llm":
-        chat = ChatConfig(
-            **{
-                k: v
-                for k, v in (("base_url", args.base_url), ("model", args.model), ("api_key_env", args.api_key_env))
-                if v is not None
-            }
-        )
-        generator: Generator = LLMGenerator(chat)
+    if "max_new_tokens" in cfg.model_fields_set and not args.policy:
+        raise UserError("max_new_tokens has no effect without --policy (it limits the policy's answers); remove it")
+    if cfg.generator == "llm":
+        generator: Generator = LLMGenerator(cfg.chat)
     else:
         generator = MutatorGenerator()
         lacking = [s.name for s in seeds if not generator.fits(s)]
         if len(lacking) == len(seeds):
             raise UserError(
                 "no seed comes from a built-in family, so the mutators cannot act on them; use "
-                "--generator llm with --base-url, or --seeds builtin"
+                "generator=llm with chat.base_url=URL, or --seeds builtin"
             )
     if configs:
         checker: Checker = TaskSeedChecker(cfg.config_checks)
     else:
         checker = BundleChecker(
-            make_verifier(args.backend, _sandbox(args.sandbox) if args.backend == "sandbox" else None), cfg.checks
+            make_verifier(cfg.backend, _sandbox(cfg.sandbox) if cfg.backend == "sandbox" else None), cfg.checks
         )
     measure = None
     if args.policy:
@@ -86,8 +81,8 @@ def run(args) -> int:
             str(final) if (final / "config.json").is_file() else args.policy,
             rollouts=cfg.rollouts,
             tasks=cfg.measure_tasks,
-            max_new_tokens=args.max_new_tokens,
-            sandbox_backend=args.sandbox,
+            max_new_tokens=cfg.max_new_tokens,
+            sandbox_backend=cfg.sandbox,
         )
         rates = asyncio.run(measure.pass_rates(seeds))
     else:
@@ -178,10 +173,12 @@ def _print_summary(report: Report, out: Path) -> None:
 
 
 def check(args) -> int:
+    args.config, args.schema = None, VerifySettings
+    cfg = from_args(args)  # the settings first: a bad key is refused before any bundle is read
     bundles, rejected = load_bundles(args.bundle)
-    verifier = make_verifier(args.backend, _sandbox(args.sandbox) if args.backend == "sandbox" else None)
+    verifier = make_verifier(cfg.backend, _sandbox(cfg.sandbox) if cfg.backend == "sandbox" else None)
     rows = [(name, "not loaded", why) for name, why in rejected.items()]
-    rows += asyncio.run(_check_all(bundles, verifier, args.backend))
+    rows += asyncio.run(_check_all(bundles, verifier, cfg.backend))
     if is_task_folder(Path(args.bundle)) and len(rows) == 1:
         name, verdict, why = rows[0]
         print(f"{name}: {verdict}" + (f"\n{why}" if why else ""))
@@ -221,13 +218,31 @@ def export_seeds(args) -> int:
     return 0
 
 
+FLAGS_NOW_KEYS = {
+    "--generator": "generator={}",
+    "--base-url": "chat.base_url={}",
+    "--model": "chat.model={}",
+    "--api-key-env": "chat.api_key_env={}",
+    "--backend": "backend={}",
+    "--sandbox": "sandbox={}",
+    "--max-new-tokens": "max_new_tokens={}",
+}
+"""`synth run`'s former flags, now config keys."""
+
+
 def parser() -> Parser:
     ap = Parser(prog="tempering synth", description=__doc__.split("\n")[0])
     p = ap.command(
         "run",
         "synthesise bundles, or task-family configurations, at the policy's frontier. Keys: `tempering config synth`",
         schema="tempering.synth.loop:SynthConfig",
-        renamed={"--method": "method={}", "--target": "target={}", "--require-skill": "coverage.{}", "--config": "{}"},
+        renamed={
+            "--method": "method={}",
+            "--target": "target={}",
+            "--require-skill": "coverage.{}",
+            "--config": "{}",
+            **FLAGS_NOW_KEYS,
+        },
     )
     p.add_argument(
         "--seeds",
@@ -244,25 +259,21 @@ def parser() -> Parser:
         help="measure pass rates of seeds and accepted results with this "
         "policy (a model folder, a finished run's folder or a tiny size), `rollouts` samples per task",
     )
-    p.add_argument("--max-new-tokens", type=int, default=16, help="answer token limit when measuring configurations")
-    p.add_argument(
-        "--generator",
-        choices=["mutators", "llm"],
-        default="mutators",
-        help="built-in deterministic mutators (offline) or an OpenAI-compatible chat endpoint",
-    )
-    p.add_argument("--base-url", default=None, help="chat endpoint root, e.g. http://127.0.0.1:8000/v1")
-    p.add_argument("--model", default=None, help="model name sent to the endpoint")
-    p.add_argument("--api-key-env", default=None, help="environment variable that holds the endpoint's key")
-    p.add_argument("--backend", choices=["sandbox", "docker"], default="sandbox", help="gold verification backend")
-    p.add_argument("--sandbox", default="auto", help="sandbox backend: auto, bwrap, unshare, subprocess")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(fn=run)
 
-    p = ap.command("check", "static checks and gold verification of one bundle, or of every bundle in a folder")
+    p = ap.command(
+        "check",
+        "static checks and gold verification of one bundle, or of every bundle in a folder",
+        renamed={"--backend": "backend={}", "--sandbox": "sandbox={}"},
+    )
     p.add_argument("bundle", help="a bundle folder (Harbor or Terminal-Bench 1), or a folder of them")
-    p.add_argument("--backend", choices=["sandbox", "docker"], default="sandbox")
-    p.add_argument("--sandbox", default="auto")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="backend=sandbox|docker, sandbox=auto|bwrap|unshare|subprocess",
+    )
     p.set_defaults(fn=check)
 
     p = ap.command("export-seeds", "write the built-in seed bundles as Harbor folders")

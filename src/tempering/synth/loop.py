@@ -20,16 +20,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from tempering.config import Schema
 from tempering.errors import UserError
 from tempering.synth.checks import CheckLimits, check_bundle
-from tempering.synth.generators import Generator, Request
+from tempering.synth.generators import ChatConfig, Generator, Request
 from tempering.synth.portfolio import Candidate, Plan, PortfolioConfig, solve_portfolio
 from tempering.synth.scoring import ACTIONS, Action, ScoringConfig, score_actions
 from tempering.synth.seeds import BundleSeed, Seed
 from tempering.synth.task_seeds import ConfigChecks
+from tempering.synth.verify import VerifySettings
 
 METHODS: dict[str, tuple[Action, ...]] = {
     "forge": ACTIONS,
@@ -39,8 +39,14 @@ METHODS: dict[str, tuple[Action, ...]] = {
 }
 
 
-class SynthConfig(Schema):
+class SynthConfig(VerifySettings):
     """Settings of one synthesis run."""
+
+    generator: Literal["mutators", "llm"] = Field(
+        "mutators", description="The built-in deterministic mutators (offline) or an OpenAI-compatible chat endpoint."
+    )
+    chat: ChatConfig = Field(default_factory=ChatConfig, description="The chat endpoint (generator=llm).")
+    max_new_tokens: int = Field(16, gt=0, description="Answer token limit when a policy measures configurations.")
 
     method: Literal["forge", "few_shot", "self_instruct", "evol"] = Field(
         "forge", description="forge, or a baseline mask: few_shot, self_instruct, evol."
@@ -67,6 +73,14 @@ class SynthConfig(Schema):
     config_checks: ConfigChecks = Field(
         default_factory=ConfigChecks, description="Check bounds of task-family configurations."
     )
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.generator != "llm" and self.chat != ChatConfig():
+            raise ValueError("chat.* settings have no effect unless generator=llm; remove them, or set generator=llm")
+        if self.backend != "sandbox" and self.sandbox != "auto":
+            raise ValueError(f"sandbox={self.sandbox} has no effect unless backend=sandbox; remove it")
+        return self
 
 
 class Checker(Protocol):

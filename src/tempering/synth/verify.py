@@ -14,11 +14,27 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
+from pydantic import Field
+
+from tempering.config import Schema
 from tempering.envs.terminal.bundle import Bundle
 from tempering.envs.terminal.docker import BuildFailed, DockerWorkspace, docker_unreachable
 from tempering.envs.terminal.workspace import NeedsDocker, NeedsNetwork, Workspace, local_image
 from tempering.errors import UserError
+
+
+class VerifySettings(Schema):
+    """Where a bundle's gold solution is verified (`tempering synth check`, and `synth run`)."""
+
+    backend: Literal["sandbox", "docker"] = Field(
+        "sandbox", description="sandbox: locally, in tempering's sandbox; docker: in the bundle's own image."
+    )
+    sandbox: Literal["auto", "bwrap", "unshare", "subprocess"] = Field(
+        "auto", description="The sandbox backend (backend=sandbox)."
+    )
+
 
 __all__ = [
     "DockerVerifier",
