@@ -47,10 +47,10 @@ CHANGED = {
     "demo": "documented change: pretrain runs on the one loop (its batch is the given answers, the update the "
     "loop's; the same data and optimizer, other float rounding and other metric names), so its warm start and the "
     "GRPO stage after it differ",
-    "train+dynamic_sampling+kl_in_reward": "documented change: each collected batch is scored once; the update takes "
-    "the kept groups' reference log-probs from the filter's forward over the whole batch instead of a second forward "
-    "over the kept groups (the same values up to float rounding), and kl_ref_in_reward is averaged over every "
-    "collected episode",
+    "train+dynamic_sampling+kl_in_reward": "documented change, at a step that drops and refills groups: each "
+    "collected batch is scored once, so the update takes the kept groups' reference log-probs from the filter's "
+    "forward over the whole batch instead of a second forward over the kept groups (the same values up to float "
+    "rounding), and kl_ref_in_reward is averaged over every collected episode",
 }
 """Cases a documented change since --before alters, and why (for --before d7100f6; the prompt-shared
 whole-distribution losses and the critic-order fix, which changed distill+jsd_topk, direct-opd and ppo+head,
@@ -394,6 +394,9 @@ def main() -> None:
     for c in RERUN_CASES:
         s = same[c]
         why = CHANGED.get(c, "")
+        rounds = new[c].get("extra_rounds", 0)
+        if "dynamic_sampling" in c:
+            why = f"{why} (extra rounds sampled to refill dropped groups: {rounds})".lstrip()
         md.append(f"| {c} | {s['weights']} | {s['metrics']} | {s['history']} | {data['bit_identical'][c]} | {why} |")
     unexplained = [c for c in RERUN_CASES if not data["bit_identical"][c] and c not in CHANGED]
     md += ["", f"Cases that differ without a documented fix: {', '.join(unexplained) or 'none'}."]

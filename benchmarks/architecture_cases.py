@@ -54,8 +54,9 @@ def tu_opd_rates(path: Path) -> str:
 def case(name: str, out: Path, model: str, teacher: str):
     """A function that runs the case and returns its history."""
     c, kw, verb = base(model, out), {}, name.split("+")[0]
-    if name.startswith("train+dynamic_sampling"):
+    if name.startswith("train+dynamic_sampling"):  # pairs: groups with no spread, dropped and refilled, are common
         c["loss"]["dynamic_sampling"] = True
+        c["rollout"]["group_size"] = 2
     if name == "train+dynamic_sampling+kl_in_reward":
         c["loss"] |= {"kl_coef": 0.1, "kl_in_reward": True}
     if name == "train+kl":
@@ -125,6 +126,7 @@ def main() -> None:
                 rows.append({k: v for k, v in r.items() if not any(s in k for s in timing)})
         hist = {k: v for k, v in hist.items() if not any(s in k for s in ("seconds", "run_dir", "threads"))}
         row = {"case": name, "weights": weights(out), "metrics": digest(rows), "history": digest(hist)}
+        row["extra_rounds"] = sum(r.get("resample_rounds", 0) for r in rows)  # dynamic sampling's refills
         print(json.dumps(row), flush=True)
 
 
