@@ -168,3 +168,5 @@ def test_check_takes_its_settings_as_keys(tmp_path, capsys):
     assert "--backend docker is no longer accepted: use backend=docker" in capsys.readouterr().err
     assert main(["synth", "check", str(tmp_path), "backend=podman"]) == 2
     assert "backend" in capsys.readouterr().err
+    assert main(["synth", "check", str(tmp_path), "backend=docker", "sandbox=bwrap"]) == 2
+    assert "sandbox=bwrap has no effect with backend=docker" in capsys.readouterr().err

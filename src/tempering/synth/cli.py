@@ -175,6 +175,8 @@ def _print_summary(report: Report, out: Path) -> None:
 def check(args) -> int:
     args.config, args.schema = None, VerifySettings
     cfg = from_args(args)  # the settings first: a bad key is refused before any bundle is read
+    if cfg.backend == "docker" and cfg.sandbox != "auto":
+        raise UserError(f"sandbox={cfg.sandbox} has no effect with backend=docker; remove it")
     bundles, rejected = load_bundles(args.bundle)
     verifier = make_verifier(cfg.backend, _sandbox(cfg.sandbox) if cfg.backend == "sandbox" else None)
     rows = [(name, "not loaded", why) for name, why in rejected.items()]

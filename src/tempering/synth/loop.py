@@ -78,8 +78,6 @@ class SynthConfig(VerifySettings):
     def _check(self):
         if self.generator != "llm" and self.chat != ChatConfig():
             raise ValueError("chat.* settings have no effect unless generator=llm; remove them, or set generator=llm")
-        if self.backend != "sandbox" and self.sandbox != "auto":
-            raise ValueError(f"sandbox={self.sandbox} has no effect unless backend=sandbox; remove it")
         return self
 
 
