@@ -35,10 +35,11 @@ def test_the_picked_groups_scores_are_those_of_scoring_them_afresh():
     picks = [(1, 0), (0, 2), (1, 2), (0, 0)]
     kept = [sources[s][0][i] for s, i in picks]
     batch = collate([e for g in kept for e in g.episodes], pad_id=0)
-    got = regroup(sources, picks, batch)
+    got = regroup(sources, picks)
     want = score(kept, batch, SCORERS)
     assert got.task_ids == want.task_ids
     assert got.turns.scores_NGK.shape == want.turns.scores_NGK.shape
+    assert got.ref_logp_BT.shape == batch.mask_BT.shape
     for name in ("kl", "overlong"):
         assert torch.allclose(got.terms[name], want.terms[name], atol=1e-6)
     assert torch.allclose(got.turns.shaping, want.turns.shaping, atol=1e-6)
@@ -56,4 +57,4 @@ def test_only_what_it_can_take_apart_is_regrouped():
     groups, batch, sc = scored(matrix.groups(1))
     teacher = TeacherScores(torch.zeros_like(batch.mask_BT), batch.mask_BT)
     with pytest.raises(ValueError, match="regroup takes"):
-        regroup([(groups, batch, replace(sc, teachers={"t": teacher}))], [(0, 0)], batch)
+        regroup([(groups, batch, replace(sc, teachers={"t": teacher}))], [(0, 0)])

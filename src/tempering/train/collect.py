@@ -100,11 +100,11 @@ class Collector:
         """The (batch, group) pairs with a signal, in order."""
         return [(s, i) for s, b in enumerate(batches) for i, ok in enumerate(b.signal) if ok]
 
-    def picked(self, batches: list[Scored], picks: list[tuple[int, int]]) -> tuple[list[Group], Scores]:
+    @staticmethod
+    def picked(batches: list[Scored], picks: list[tuple[int, int]]) -> tuple[list[Group], Scores]:
         """The picked groups and their scores, as their batches' scores have them."""
         groups = [batches[s].groups[i] for s, i in picks]
-        batch = collate([e for g in groups for e in g.episodes], self.pad_id, self.mask_truncated)
-        return groups, regroup([(b.groups, b.batch, b.scores) for b in batches], picks, batch)
+        return groups, regroup([(b.groups, b.batch, b.scores) for b in batches], picks)
 
     async def __call__(self, sampler, state: dict[str, float], stats: RolloutStats) -> Rollouts:
         """This rank's groups for one step (dynamic sampling when the method asks for it, groups with an
@@ -114,6 +114,7 @@ class Collector:
         info = group_stats(Scores.of(groups))
         rounds = self.method.resample_rounds
         batches: list[Scored] = []  # dynamic sampling's scored batches: each is scored once
+        pools = [groups]  # where the picks point: (pool, group index)
         picks = [(0, i) for i in range(len(groups))]
         if rounds is not None:
             batches = [self.scored(groups, state)]
@@ -121,18 +122,15 @@ class Collector:
             while len(self.signal(batches)) < len(groups) and len(batches) <= rounds:
                 batches.append(self.scored(await self.rollout(sampler, stats), state))
             info["resample_rounds"] = len(batches) - 1
+            pools = [b.groups for b in batches]
             picks = self.signal(batches)[: len(groups)]
         if self.on_env_error == "drop":
-            ok = [
-                (s, i)
-                for s, i in picks
-                if not any(e.stop_reason == "env_error" for e in (batches[s].groups if batches else groups)[i].episodes)
-            ]
+            ok = [(s, i) for s, i in picks if not any(e.stop_reason == "env_error" for e in pools[s][i].episodes)]
             info["groups_dropped_env_error"] = len(picks) - len(ok)
             picks = ok
         if not picks:
             return Rollouts(groups[:1], False, info, stats)
         if not batches:
-            return Rollouts([groups[i] for _, i in picks], True, info, stats)
+            return Rollouts([pools[s][i] for s, i in picks], True, info, stats)
         kept, scores = self.picked(batches, picks)
         return Rollouts(kept, True, info, stats, scores=scores)

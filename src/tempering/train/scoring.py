@@ -97,13 +97,11 @@ def _fit(t: torch.Tensor, n: int) -> torch.Tensor:
     return torch.nn.functional.pad(t, (0, n - t.shape[-1]))
 
 
-def regroup(
-    sources: Sequence[tuple[list[Group], TrainBatch, Scores]], picks: Sequence[tuple[int, int]], batch: TrainBatch
-) -> Scores:
-    """The scores of the picked groups ((source, group index) pairs, in order; `batch` is theirs), taken from
-    the scores their sources were given, not recomputed: dynamic sampling scores each collected batch
-    once. The shaping metrics are the picked groups'; any other scorer metric is the mean over every
-    episode of the sources (what was collected)."""
+def regroup(sources: Sequence[tuple[list[Group], TrainBatch, Scores]], picks: Sequence[tuple[int, int]]) -> Scores:
+    """The scores of the picked groups ((source, group index) pairs, in order), taken from the scores their
+    sources were given, not recomputed: dynamic sampling scores each collected batch once. Rows follow the
+    picked groups' own batch. The shaping metrics are the picked groups'; any other scorer metric is the
+    mean over every episode of the sources (what was collected)."""
     for _, _, sc in sources:
         if sc.teachers or sc.extras or sc.proximal_logp_BT is not None or sc.correction_BT is not None:
             raise ValueError("regroup takes verifier scores, shaping terms and reference log-probs only")
@@ -118,10 +116,9 @@ def regroup(
             assert b.episode_B is not None and sc.ref_logp_BT is not None
             G = len(groups[i].episodes)
             mine = ((b.episode_B >= i * G) & (b.episode_B < (i + 1) * G)).nonzero().flatten()
-            rows.append(_fit(sc.ref_logp_BT[mine], batch.mask_BT.shape[1]))
-        ref = torch.cat(rows)
-        assert ref.shape == batch.mask_BT.shape, "the picked groups' rows are the batch's"
-        out = replace(out, ref_logp_BT=ref * batch.attention_BT)
+            rows.append((sc.ref_logp_BT[mine] * b.attention_BT[mine], int(b.attention_BT[mine].sum(-1).max())))
+        T = max(n for _, n in rows)  # the longest picked row: the picked groups' batch is that wide
+        out = replace(out, ref_logp_BT=torch.cat([_fit(r, T) for r, _ in rows]))
     weight = [float(len(sc.task_ids)) for _, _, sc in sources]
     others = dict.fromkeys(k for _, _, sc in sources for k in sc.metrics if k not in out.metrics)
     means = {k: sum(w * sc.metrics.get(k, 0.0) for w, (_, _, sc) in zip(weight, sources)) / sum(weight) for k in others}
