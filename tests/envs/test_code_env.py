@@ -9,10 +9,19 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from code_cheats import FUNCTION_CHEATS, PROGRAM_CHEATS, cheats, lookup_policy
+from code_cheats import (
+    FUNCTION_CHEATS,
+    PROGRAM_CHEATS,
+    ROBUSTNESS,
+    cheats,
+    lookup_policy,
+    robustness_problems,
+    slow_reference,
+)
 
 from tempering.envs.base import Env, TaskFamily
 from tempering.envs.code import CodeEnv, CodeTaskFamily, extract_code, grade, load_problems, problem_task
+from tempering.envs.code.env import reference_limits
 from tempering.envs.code.problems import SAMPLES
 from tempering.envs.code.problems import Test as CodeTest
 from tempering.errors import UserError
@@ -313,3 +322,60 @@ def test_family_refuses_bad_settings():
         CodeTaskFamily(format="apps")
     with pytest.raises(UserError, match="split"):
         CodeTaskFamily().tasks("test", 1)
+
+
+@pytest.mark.parametrize("case", sorted(ROBUSTNESS))
+def test_answers_that_strain_the_judge_are_reported_as_what_they_are(sb, case):
+    role, code, status, words = ROBUSTNESS[case]
+    g = run(grade(sb, robustness_problems()[role], code, public=True))
+    assert g.status == status and words in g.detail, (g.status, g.detail)
+    assert "judge" not in g.feedback.split("\n")[0]  # the judge reached a verdict: it was not killed or flooded
+
+
+@pytest.mark.slow
+def test_time_limits_scale_with_the_reference_solutions_own_time(sb):
+    # a reference that needs 1 s a test against a 0.5 s limit, as on a loaded machine: it passes once its
+    # own times here are measured; an answer ten times slower still times out
+    p = slow_reference(replace(ADD, id="slow_add", test_timeout_s=0.5), 1.0)
+    g = run(grade(sb, p, p.solution))
+    assert g.status == "correct", g.detail
+    limits = run(reference_limits(sb, p))
+    assert limits is not None and all(3.0 <= s < 10.0 for s in limits.test_s), limits
+    slower = p.solution.replace("time.sleep(1.0)", "time.sleep(10.0)")
+    assert run(grade(sb, p, slower)).status == "timeout"
+
+
+def test_a_test_name_the_solution_does_not_supply_is_the_real_module(sb):
+    # MBPP's tests use `math` without importing it; an answer's own `math` must not stand in for it
+    p = MBPP["9002"]
+    fake = "class math:\n    isclose = staticmethod(lambda *a, **k: True)\ndef circle_area(r):\n    return 0\n"
+    assert run(grade(sb, p, fake)).status == "incorrect"
+    assert p.supplied_names() == ["circle_area"]
+    assert run(grade(sb, p, "import math as m\ndef circle_area(r):\n    return m.pi * r * r\n")).status == "correct"
+
+
+def test_the_candidate_cannot_see_the_judge(sb):
+    spy = (
+        "import os\nseen = []\nfor pid in os.listdir('/proc'):\n    try:\n"
+        "        seen.append(open(f'/proc/{pid}/cmdline', 'rb').read().decode('latin-1'))\n    except (OSError, ValueError):\n"
+        "        pass\nseen += os.listdir('.') + os.listdir('/tmp')\n"
+        "def add_two(a, b):\n    return [len(seen), any('candidate.py' in s for s in seen), any('judge' in s for s in seen)]\n"
+    )
+    count, itself, judge = run(grade(sb, ADD, spy)).results[0]["got"].strip("[]").split(", ")
+    assert int(count) > 2 and itself == "True"  # it saw its own process and files
+    assert judge == "False"
+
+
+def test_public_tests_run_before_any_hidden_input_reaches_the_candidate(sb):
+    # the answer remembers its inputs in /tmp and returns them: the feedback (from the public tests)
+    # never holds a hidden input, and a continuing turn's status is the public tests'
+    remember = (
+        "import json\ndef add_two(a, b):\n    try:\n        seen = json.load(open('/tmp/seen'))\n"
+        "    except OSError:\n        seen = []\n    json.dump(seen + [[a, b]], open('/tmp/seen', 'w'))\n"
+        "    if [a, b] == [2, 3]:\n        return 5 if not seen else repr(seen)\n    raise KeyError(a)\n"
+    )
+    env = CodeEnv(problem_task(ADD), sb, max_turns=3)
+    steps = [run(env.step(remember)) for _ in range(2)]
+    for step in steps:
+        assert step.feedback == "Your code passes the 1 example tests, but not the hidden tests."
+        assert step.status == "incorrect"  # not the hidden run's runtime_error

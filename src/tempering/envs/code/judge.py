@@ -25,8 +25,8 @@ phase `time_budget_s`; by default the first timeout ends the phase (the rest are
 
 The host channel: stdin carries the spec (one JSON line), then framed messages: `C <id> <n>\\n` and n
 bytes (one line the candidate job `id` wrote), `E <id> <json>\\n` (that job ended: the host's Result).
-The judge writes JSON lines to the host on the stdout it had at start (the test code's prints go to
-stderr): {"op": "start", "id"} (a function candidate job), {"op": "send", "id", "line"}, {"op": "run",
+The judge writes JSON lines to the host on the stdout it had at start (the test code's prints go
+nowhere): {"op": "start", "id"} (a function candidate job), {"op": "send", "id", "line"}, {"op": "run",
 "id", "stdin", "wall_s"} (a program job), {"op": "stop", "id"}, {"op": "public", ...} and, last,
 {"op": "report", "load_status", "load_error", "results", "public"}; result: {"passed", "status",
 "got", "expected", "error", "error_type", "seconds"}.
@@ -132,7 +132,9 @@ class Channel:
 
     def __init__(self):
         self.out = os.fdopen(os.dup(1), "w")
-        os.dup2(2, 1)  # the tests' own prints (and any module's) go to stderr
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)  # the tests' own prints (and any module's) go nowhere
+        os.close(devnull)
         self.buffer = b""
         self.busy = False
         self.expired = False
@@ -394,6 +396,8 @@ class Solution:
             raise self._broken(self.timeout_message, "timeout")
         kind, payload = msg
         if kind == "ended":
+            if payload.get("status") == "sandbox_error":  # the host's fault, not the candidate's
+                raise self._broken(f"the candidate's job could not start: {payload.get('message', '')}", "sandbox_error")
             if payload.get("status") == "output_limit" and payload.get("too_long"):
                 raise self._broken(f"the value returned is larger than {VALUE_LIMIT >> 20} MiB")
             raise self._broken(f"the solution's process ended ({ended_how(payload)}) instead of answering")
@@ -679,6 +683,8 @@ class Judge:
         status = info.get("status")
         if status == "timeout":
             res = result("timeout", error=message)
+        elif status == "sandbox_error":
+            res = result("sandbox_error", error=f"the program's job could not start: {info.get('message', '')}")
         elif status == "output_limit":
             res = result("runtime_error", error=f"the program printed more than {VALUE_LIMIT >> 20} MiB")
         elif status != "ok":
