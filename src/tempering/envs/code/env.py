@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import random
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from tempering.envs.base import Env, StepResult, TaskFamily
 from tempering.envs.code import channel

@@ -397,7 +397,9 @@ class Solution:
         kind, payload = msg
         if kind == "ended":
             if payload.get("status") == "sandbox_error":  # the host's fault, not the candidate's
-                raise self._broken(f"the candidate's job could not start: {payload.get('message', '')}", "sandbox_error")
+                raise self._broken(
+                    f"the candidate's job could not start: {payload.get('message', '')}", "sandbox_error"
+                )
             if payload.get("status") == "output_limit" and payload.get("too_long"):
                 raise self._broken(f"the value returned is larger than {VALUE_LIMIT >> 20} MiB")
             raise self._broken(f"the solution's process ended ({ended_how(payload)}) instead of answering")
