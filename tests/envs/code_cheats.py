@@ -112,6 +112,13 @@ ROBUSTNESS = {
         "runtime_error",
         "larger than 4 MiB",
     ),
+    "flooded_channel": (
+        "add_two",
+        "import os\ndef add_two(a, b):\n    for fd in range(3, 12):\n        try:\n"
+        "            os.write(fd, b'[' * (6 << 20))\n        except OSError:\n            pass\n",
+        "runtime_error",
+        "more than 4 MiB in one reply",
+    ),
     "huge_program_output": ("lcb_sum", "print('x' * (10 << 20))\n", "runtime_error", "more than 4 MiB"),
     "nan_returned": ("add_two", "def add_two(a, b):\n    return float('nan')\n", "incorrect", "got nan"),
     "repr_raises": (

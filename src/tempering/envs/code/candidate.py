@@ -63,7 +63,7 @@ def failure() -> dict:
         text = "\n".join(text.splitlines()[-10:])
     except BaseException:
         text = f"{getattr(kind, '__name__', 'an exception')} (its message cannot be shown)"
-    return {"error": text, "type": getattr(kind, "__name__", ""), "message": text_of(err)}
+    return {"error": text, "type": getattr(kind, "__name__", ""), "message": text_of(err) if err else ""}
 
 
 class TooDeep(ValueError):

@@ -401,7 +401,7 @@ class Solution:
                     f"the candidate's job could not start: {payload.get('message', '')}", "sandbox_error"
                 )
             if payload.get("status") == "output_limit" and payload.get("too_long"):
-                raise self._broken(f"the value returned is larger than {VALUE_LIMIT >> 20} MiB")
+                raise self._broken(f"the solution's process sent more than {VALUE_LIMIT >> 20} MiB in one reply")
             raise self._broken(f"the solution's process ended ({ended_how(payload)}) instead of answering")
         try:
             reply = json.loads(payload)
@@ -481,7 +481,7 @@ def _imports(code: str) -> list[ast.stmt]:
         todo: list[ast.stmt] = list(ast.parse(code).body)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
-    found = []
+    found: list[ast.stmt] = []
     while todo:
         node = todo.pop(0)
         if isinstance(node, (ast.Import, ast.ImportFrom)):
