@@ -157,7 +157,8 @@ def test_first_timeout_ends_the_run_by_default(sb):
     p = replace(LCB["sample_sum"], test_timeout_s=1.0)
     g = run(grade(sb, p, "while True:\n    pass\n"))
     assert g.status == "timeout" and [r["status"] for r in g.results] == ["timeout"] + ["not_run"] * 3
-    assert "no answer within 1 s" in g.results[0]["error"]
+    # 1 s, or 3 x the reference's own time on it where that is more (here, on a loaded machine)
+    assert re.fullmatch(r"no answer within [\d.]+ s", g.results[0]["error"])
 
 
 def test_with_stop_at_timeout_off_a_fresh_child_runs_the_rest(sb):

@@ -583,7 +583,7 @@ class Judge:
                 now = time.monotonic()
             deadline = min(now + limit, end)
             message = (
-                f"no answer within {limit:g} s"
+                f"no answer within {limit:.3g} s"
                 if now + limit <= end
                 else f"the problem's time budget of {self.budget:g} s ran out"
             )
