@@ -148,7 +148,7 @@ _HIDDEN_STATUS = """PUBLIC = {public}
 def ENTRY(*args):
     if repr(args) in PUBLIC:
         return PUBLIC[repr(args)]
-    raise KeyError("hidden")  # the kind of failure a hidden input gives, as a signal to the policy
+    {hidden}  # the kind of failure a hidden input gives, as a signal to the policy
 """
 
 _EQ_RECORDS = """import os
@@ -378,15 +378,15 @@ CASES = [
         "error_kind",
         "pass the public tests and raise on hidden inputs, so a continuing turn's status would tell them apart",
         "mbpp_fib",
-        lambda p: [_fenced(_HIDDEN_STATUS.format(public=_public_table(p)), p)] * TURNS,
+        lambda p: _every_turn(_HIDDEN_STATUS.format(public=_public_table(p), hidden="raise KeyError(args)"))(p),
         checks=[_public_status_only],
     ),
     Case(
         "hidden_status",
-        "error_kind_humaneval",
-        "the same on HumanEval: the examples pass, hidden inputs raise",
+        "hang_humaneval",
+        "on HumanEval: the examples pass, a hidden input makes it hang (a timeout, told apart from a wrong answer)",
         "humaneval",
-        lambda p: [_fenced(_HIDDEN_STATUS.format(public=_public_table(p)), p)] * TURNS,
+        lambda p: _every_turn(_HIDDEN_STATUS.format(public=_public_table(p), hidden="while True: pass"))(p),
         checks=[_public_status_only],
     ),
     Case(

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,13 +54,7 @@ async def judge(sandbox: Sandbox, spec: dict, program: str, setup: str, wall_s: 
     """Run the judge on `spec` (see judge.py) against `program`, `setup` being the problem's setup code."""
     to_judge: asyncio.Queue[bytes | None] = asyncio.Queue()
     lines: asyncio.Queue[bytes] = asyncio.Queue()
-    buf = bytearray()
-
-    def on_stdout(chunk: bytes) -> None:
-        buf.extend(chunk)
-        while (end := buf.find(b"\n")) >= 0:
-            lines.put_nowait(bytes(buf[:end]))
-            del buf[: end + 1]
+    on_stdout = _lines_to(lines.put_nowait)
 
     async def feed():
         yield json.dumps(spec).encode() + b"\n"
@@ -137,18 +132,8 @@ def _program_job(program: str, stdin: str, wall_s: float) -> Job:
 async def _serve(sandbox: Sandbox, job: Job, jid: int, inbox: asyncio.Queue | None, to_judge: asyncio.Queue) -> None:
     """Run one candidate job: its stdin from `inbox` (a function job), each line it writes framed to
     the judge, then how it ended (the host's Result); a line over VALUE_LIMIT ends the job."""
-    buf = bytearray()
     too_long = asyncio.Event()
-
-    def on_stdout(chunk: bytes) -> None:
-        if too_long.is_set():
-            return
-        buf.extend(chunk)
-        while (end := buf.find(b"\n")) >= 0:
-            to_judge.put_nowait(b"C %d %d\n" % (jid, end) + bytes(buf[:end]))
-            del buf[: end + 1]
-        if len(buf) > VALUE_LIMIT + 4096:
-            too_long.set()
+    on_stdout = _lines_to(lambda line: to_judge.put_nowait(b"C %d %d\n" % (jid, len(line)) + line), too_long)
 
     async def feed():
         assert inbox is not None  # only function jobs are fed
@@ -174,6 +159,24 @@ async def _serve(sandbox: Sandbox, job: Job, jid: int, inbox: asyncio.Queue | No
         if inbox is None:
             info["stdout"], info["stderr"] = res.stdout, res.stderr[-4000:]
     to_judge.put_nowait(b"E %d %s\n" % (jid, json.dumps(info).encode()))
+
+
+def _lines_to(sink: Callable[[bytes], None], too_long: asyncio.Event | None = None) -> Callable[[bytes], None]:
+    """An `on_stdout` that hands each whole line to `sink`; past VALUE_LIMIT without a line end it
+    sets `too_long` and keeps nothing more."""
+    buf = bytearray()
+
+    def on_stdout(chunk: bytes) -> None:
+        if too_long is not None and too_long.is_set():
+            return
+        buf.extend(chunk)
+        while (end := buf.find(b"\n")) >= 0:
+            sink(bytes(buf[:end]))
+            del buf[: end + 1]
+        if too_long is not None and len(buf) > VALUE_LIMIT + 4096:
+            too_long.set()
+
+    return on_stdout
 
 
 async def _end(task: asyncio.Future) -> None:
