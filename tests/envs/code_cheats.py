@@ -119,6 +119,13 @@ ROBUSTNESS = {
         "runtime_error",
         "more than 4 MiB in one reply",
     ),
+    "flooded_with_lines": (
+        "add_two",
+        "import os\ndef add_two(a, b):\n    while True:\n        for fd in range(3, 12):\n            try:\n"
+        "                os.write(fd, b'{}\\n' * (1 << 16))\n            except OSError:\n                pass\n",
+        "runtime_error",
+        "broke the judge's protocol",
+    ),
     "huge_program_output": ("lcb_sum", "print('x' * (10 << 20))\n", "runtime_error", "more than 4 MiB"),
     "nan_returned": ("add_two", "def add_two(a, b):\n    return float('nan')\n", "incorrect", "got nan"),
     "repr_raises": (

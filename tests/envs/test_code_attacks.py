@@ -40,3 +40,24 @@ def test_every_attack_is_contained_and_every_control_scores_as_it_must(sb):
     assert {k: v for k, v in verdicts.items() if v} == {}
     s = attacks.summary(verdicts)
     assert s["escaped"] == 0 and s["controls"]["honest_right_passed"] == s["controls"]["honest_right"]
+
+
+def test_the_host_holds_at_most_a_bounded_backlog_of_a_flooding_candidate():
+    from tempering.envs.code import channel
+    from tempering.sandbox import Job
+
+    class Flooding:  # a candidate job that writes 24 MiB of lines, unasked, and then waits
+        async def run(self, job, feed=None, on_stdout=None):
+            for _ in range(512):
+                on_stdout(b"{}\n" * (1 << 14))
+            await asyncio.sleep(60)
+
+    async def main():
+        backlog = channel._Backlog()
+        await asyncio.wait_for(channel._serve(Flooding(), Job(cmd=["true"]), 7, channel._Inbox(), backlog), 10)
+        return backlog
+
+    backlog = asyncio.run(main())
+    items = [backlog.get_nowait() for _ in range(backlog.qsize())]
+    assert len(items) == 3  # its greeting and names, then how it ended: nothing of the flood
+    assert items[-1].startswith(b"E 7 ") and b'"too_long": "flood"' in items[-1]

@@ -6,7 +6,7 @@ judge, in another job, reads what comes out of this job as the candidate's decla
 JSON data, decoded without running code.
 
 The job's stdout is the channel to the host (one JSON line per reply); the candidate's own prints go
-to stderr. stdin: one JSON line per request {"op": "call" | "get" | "truth", "target": [...],
+nowhere. stdin: one JSON line per request {"op": "call" | "get" | "truth", "target": [...],
 "args": base64(pickle((args, kwargs)))} (the judge's pickles: handles on this process's objects
 come back as `_remote` calls). The first lines out are {"hello": true}, then {"names": {name: kind}}
 or {"load_error": {...}, "stage": "solution" | "setup"}.
@@ -36,7 +36,9 @@ MAP = {
 PLAIN = (int, float, complex, str, bytes, tuple, list, dict, set, frozenset)
 refs: list = []
 channel = os.fdopen(os.dup(1), "w")
-os.dup2(2, 1)  # the candidate's prints never reach the channel by accident
+_devnull = os.open(os.devnull, os.O_WRONLY)
+os.dup2(_devnull, 1)  # the candidate's prints (and writes to stderr) never reach the channel by accident
+os.dup2(_devnull, 2)
 LIMIT = int(sys.argv[1])
 
 

@@ -25,6 +25,9 @@ JUDGE = (HERE / "judge.py").read_text()
 CANDIDATE = (HERE / "candidate.py").read_text()
 VALUE_LIMIT = 4 << 20
 """Bytes of one line of a candidate job (a reply), and of one program's output."""
+BACKLOG = 3 * VALUE_LIMIT
+"""Bytes of a candidate's lines the host holds for a judge that has not read them yet; a candidate
+that writes more (a flood) is ended as one whose line is too long."""
 JOB_ENV = {"OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
 MEMORY_MB = 1024
 
@@ -52,7 +55,7 @@ class Verdict:
 
 async def judge(sandbox: Sandbox, spec: dict, program: str, setup: str, wall_s: float) -> Verdict:
     """Run the judge on `spec` (see judge.py) against `program`, `setup` being the problem's setup code."""
-    to_judge: asyncio.Queue[bytes | None] = asyncio.Queue()
+    to_judge = _Backlog()
     lines: asyncio.Queue[bytes] = asyncio.Queue()
     on_stdout = _lines_to(lines.put_nowait)
 
@@ -69,7 +72,7 @@ async def judge(sandbox: Sandbox, spec: dict, program: str, setup: str, wall_s: 
     )
     run = asyncio.ensure_future(_judges(sandbox).run(job, feed=feed(), on_stdout=on_stdout))
     candidates: dict[int, asyncio.Task] = {}
-    inboxes: dict[int, asyncio.Queue] = {}
+    inboxes: dict[int, _Inbox] = {}
     report = public = None
     try:
         while True:
@@ -86,7 +89,7 @@ async def judge(sandbox: Sandbox, spec: dict, program: str, setup: str, wall_s: 
             if op == "public":
                 public = msg
             elif op == "start":
-                inboxes[jid] = asyncio.Queue()
+                inboxes[jid] = _Inbox()
                 job = _candidate_job(program, setup, wall_s)
                 candidates[jid] = asyncio.ensure_future(_serve(sandbox, job, jid, inboxes[jid], to_judge))
             elif op == "send" and jid in inboxes:
@@ -129,11 +132,52 @@ def _program_job(program: str, stdin: str, wall_s: float) -> Job:
     )
 
 
-async def _serve(sandbox: Sandbox, job: Job, jid: int, inbox: asyncio.Queue | None, to_judge: asyncio.Queue) -> None:
+class _Inbox(asyncio.Queue):
+    """A candidate job's requests, and how many it was sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent = 0
+
+    def put_nowait(self, item: bytes) -> None:
+        self.sent += 1
+        super().put_nowait(item)
+
+
+class _Backlog(asyncio.Queue):
+    """The messages on their way to the judge, and how many bytes they hold."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.size = 0
+
+    def put_nowait(self, item: bytes | None) -> None:
+        self.size += len(item or b"")
+        super().put_nowait(item)
+
+    def get_nowait(self) -> bytes | None:
+        item = super().get_nowait()
+        self.size -= len(item or b"")
+        return item
+
+
+async def _serve(sandbox: Sandbox, job: Job, jid: int, inbox: _Inbox | None, to_judge: _Backlog) -> None:
     """Run one candidate job: its stdin from `inbox` (a function job), each line it writes framed to
     the judge, then how it ended (the host's Result); a line over VALUE_LIMIT ends the job."""
-    too_long = asyncio.Event()
-    on_stdout = _lines_to(lambda line: to_judge.put_nowait(b"C %d %d\n" % (jid, len(line)) + line), too_long)
+    too_long, flood = asyncio.Event(), asyncio.Event()
+    lines = 0
+
+    def relay(line: bytes) -> None:
+        nonlocal lines
+        lines += 1
+        # a candidate job writes a greeting, its names, then one line per request: more is a flood
+        if to_judge.size > BACKLOG or (inbox is not None and lines > inbox.sent + 2):
+            flood.set()
+            too_long.set()
+        elif not too_long.is_set():
+            to_judge.put_nowait(b"C %d %d\n" % (jid, len(line)) + line)
+
+    on_stdout = _lines_to(relay, too_long)
 
     async def feed():
         assert inbox is not None  # only function jobs are fed
@@ -151,7 +195,7 @@ async def _serve(sandbox: Sandbox, job: Job, jid: int, inbox: asyncio.Queue | No
         if not run.done():
             await _end(run)
     if too_long.is_set():
-        info: dict = {"status": "output_limit", "too_long": True}
+        info: dict = {"status": "output_limit", "too_long": "flood" if flood.is_set() else "line"}
     else:
         res = run.result()
         info = {"status": res.status, "exit_code": res.exit_code, "signal": res.signal, "message": res.message}
@@ -170,9 +214,13 @@ def _lines_to(sink: Callable[[bytes], None], too_long: asyncio.Event | None = No
         if too_long is not None and too_long.is_set():
             return
         buf.extend(chunk)
-        while (end := buf.find(b"\n")) >= 0:
-            sink(bytes(buf[:end]))
-            del buf[: end + 1]
+        start = 0
+        while (end := buf.find(b"\n", start)) >= 0:
+            sink(bytes(buf[start:end]))
+            start = end + 1
+            if too_long is not None and too_long.is_set():
+                return
+        del buf[:start]
         if too_long is not None and len(buf) > VALUE_LIMIT + 4096:
             too_long.set()
 

@@ -365,7 +365,7 @@ class Solution:
         if "value" in reply:
             try:
                 return decode(reply["value"], self)
-            except (ValueError, TypeError, IndexError, RecursionError, decimal.InvalidOperation) as e:
+            except Exception as e:  # data that does not make a value: the candidate's to answer for
                 raise SolutionFailed(
                     "runtime_error", f"the solution sent a value the judge cannot read ({describe(e)})"
                 ) from None
@@ -400,8 +400,10 @@ class Solution:
                 raise self._broken(
                     f"the candidate's job could not start: {payload.get('message', '')}", "sandbox_error"
                 )
-            if payload.get("status") == "output_limit" and payload.get("too_long"):
+            if payload.get("too_long") == "line":
                 raise self._broken(f"the solution's process sent more than {VALUE_LIMIT >> 20} MiB in one reply")
+            if payload.get("too_long") == "flood":
+                raise self._broken("the solution's process wrote more than the judge asked for, faster than it reads")
             raise self._broken(f"the solution's process ended ({ended_how(payload)}) instead of answering")
         try:
             reply = json.loads(payload)
