@@ -243,7 +243,7 @@ def _grade_of(problem: CodeProblem, verdict: Verdict, public: bool) -> Grade:
         said = ""
     if report is None or len(report.get("results", ())) != total:
         # no verdict: the judge's job ended first (the candidate's jobs cannot reach it)
-        status = "timeout" if res.status == "timeout" else "judge_error"
+        status = res.status if res.status in ("timeout", "sandbox_error") else "judge_error"
         if not said and public_results is None:
             said = f"The judge stopped without a verdict ({res.status}: {res.message})."
         g = Grade(0, total, status, said, [], public_results, res, public_status or status)
