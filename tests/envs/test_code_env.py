@@ -380,3 +380,17 @@ def test_public_tests_run_before_any_hidden_input_reaches_the_candidate(sb):
     for step in steps:
         assert step.feedback == "Your code passes the 1 example tests, but not the hidden tests."
         assert step.status == "incorrect"  # not the hidden run's runtime_error
+
+
+def test_a_judge_that_ends_without_a_verdict_fails_the_answer_and_feedback_stays_public():
+    from tempering.envs.code.channel import Verdict
+    from tempering.envs.code.env import _grade_of
+    from tempering.sandbox import Result
+
+    public = {"results": [{"passed": True, "status": "passed"}], "load_status": None, "load_error": None}
+    died = Result(status="memory_exceeded", message="the kernel killed it")
+    g = _grade_of(ADD, Verdict(None, public, died), public=True)
+    assert (g.status, g.passed, g.public_status) == ("judge_error", 0, "incorrect")
+    assert g.feedback == ""  # built from the public results by grade(): nothing of the hidden run
+    g = _grade_of(ADD, Verdict(None, None, Result(status="timeout")), public=False)
+    assert g.status == "timeout" and "without a verdict (timeout" in g.feedback

@@ -191,7 +191,7 @@ def feedback(problem: CodeProblem, grade: Grade, name_hidden_failure: bool = Fal
             )
         else:
             text = f"Your code passes the {len(public)} example tests, but not the hidden tests."
-    if name_hidden_failure:
+    if name_hidden_failure and grade.results:  # (none when the judge gave no verdict)
         k, res = next((i, r) for i, r in enumerate(grade.results) if not r["passed"])
         kind = _HIDDEN_KIND.get(res["status"], res["status"].replace("_", " "))
         if res["status"] == "runtime_error" and res.get("error_type"):
