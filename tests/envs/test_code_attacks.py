@@ -35,8 +35,9 @@ def test_the_classes_that_got_through_before_are_contained(sb, name):
 
 
 @pytest.mark.slow
-def test_every_attack_is_contained_and_every_control_scores_as_it_must(sb):
-    verdicts = asyncio.run(attacks.run_all(sb.backend))
+@pytest.mark.parametrize("backend", sandbox_attacks.isolated_backends())
+def test_every_attack_is_contained_and_every_control_scores_as_it_must(backend):
+    verdicts = asyncio.run(attacks.run_all(backend))
     assert {k: v for k, v in verdicts.items() if v} == {}
     s = attacks.summary(verdicts)
     assert s["escaped"] == 0 and s["controls"]["honest_right_passed"] == s["controls"]["honest_right"]
