@@ -76,12 +76,18 @@ async def judge(sandbox: Sandbox, spec: dict, program: str, setup: str, wall_s: 
     report = public = None
     try:
         while True:
-            get = asyncio.ensure_future(lines.get())
-            await asyncio.wait({get, run}, return_when=asyncio.FIRST_COMPLETED)
-            if not get.done():
-                get.cancel()
-                break
-            msg = json.loads(get.result())
+            if lines.empty():
+                get = asyncio.ensure_future(lines.get())
+                await asyncio.wait({get, run}, return_when=asyncio.FIRST_COMPLETED)
+                if not get.done():  # the judge's job ended: what it wrote before is still read
+                    get.cancel()
+                    if lines.empty():
+                        break
+                    continue
+                line = get.result()
+            else:
+                line = lines.get_nowait()
+            msg = json.loads(line)
             op, jid = msg.pop("op"), msg.get("id")
             if op == "report":
                 report = msg
