@@ -127,6 +127,8 @@ REFERENCE_SCALE = 3.0
 """A test may take this many times what the reference solution took on it, on this machine."""
 REFERENCE_CAP_S = 120.0
 """Seconds per test the reference may take while its times are measured."""
+REFERENCE_BUDGETS = 4
+"""Times the problem's `time_budget_s` all the reference's tests may take while they are measured."""
 _REFERENCE_LIMITS: dict[tuple, TimeLimits | None] = {}
 _MEASURING: dict[tuple, asyncio.Future] = {}
 
@@ -150,9 +152,9 @@ async def reference_limits(sandbox: Sandbox, problem: CodeProblem) -> TimeLimits
 
 
 async def _measure(sandbox: Sandbox, problem: CodeProblem) -> TimeLimits | None:
-    n = len(problem.tests)
-    generous = TimeLimits((REFERENCE_CAP_S,) * n, REFERENCE_CAP_S * n)
-    report = (await _judge(sandbox, problem, problem.program(problem.solution), False, False, generous)).report
+    # generous, and bounded: a reference that hangs costs one test's cap, and the whole run a few budgets
+    generous = TimeLimits((REFERENCE_CAP_S,) * len(problem.tests), REFERENCE_BUDGETS * problem.time_budget_s)
+    report = (await _judge(sandbox, problem, problem.program(problem.solution), False, True, generous)).report
     if report is None or not all(r.get("passed") for r in report["results"]):
         return None
     test_s = tuple(max(problem.test_timeout_s, REFERENCE_SCALE * r["seconds"]) for r in report["results"])
