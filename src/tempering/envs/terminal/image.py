@@ -585,7 +585,9 @@ class _Line:
     n: int
     """Number of its first line in the file."""
     text: str
-    """The instruction, continuation lines joined."""
+    """The instruction, continuation lines joined and spaces collapsed (as shown in messages)."""
+    raw: str = ""
+    """The instruction as Docker reads it: continuation lines joined, spaces kept (quoted text)."""
     heredocs: list[tuple[str, bool, str]] = field(default_factory=list)
     """(delimiter, quoted, body) of each `<<WORD` it opens, in order."""
 
@@ -594,33 +596,35 @@ def dockerfile_lines(text: str) -> list[_Line]:
     """The instructions, continuation lines joined and comments left out; a `<<EOF` heredoc's lines are
     its body, not instructions."""
     out: list[_Line] = []
-    raw = text.splitlines()
-    cur, start, i = "", 0, 0
-    while i < len(raw):
-        line = raw[i]
+    lines = text.splitlines()
+    parts: list[str] = []
+    start, i = 0, 0
+    while i < len(lines):
+        line = lines[i]
         i += 1
-        if not cur and (not line.strip() or line.lstrip().startswith("#")):
+        if not parts and (not line.strip() or line.lstrip().startswith("#")):
             continue
-        if cur and line.lstrip().startswith("#"):
+        if parts and line.lstrip().startswith("#"):
             continue  # a comment inside a continued instruction
         start = start or i
         if line.rstrip().endswith("\\"):
-            cur += line.rstrip()[:-1] + " "
+            parts.append(line.rstrip()[:-1])
             continue
-        joined = " ".join((cur + line).split())
-        item = _Line(start, joined)
-        for m in _HEREDOC.finditer(cur + line):
+        raw = "".join(parts) + line
+        item = _Line(start, " ".join(raw.split()), raw)
+        for m in _HEREDOC.finditer(raw):
             strip_tabs, quoted, word = m.group(1) == "-", bool(m.group(2)), m.group(3)
             body = []
-            while i < len(raw) and (raw[i].lstrip("\t") if strip_tabs else raw[i]) != word:
-                body.append(raw[i].lstrip("\t") if strip_tabs else raw[i])
+            while i < len(lines) and (lines[i].lstrip("\t") if strip_tabs else lines[i]) != word:
+                body.append(lines[i].lstrip("\t") if strip_tabs else lines[i])
                 i += 1
             i += 1  # the delimiter
             item.heredocs.append((word, quoted, "".join(b + "\n" for b in body)))
         out.append(item)
-        cur, start = "", 0
-    if cur.strip():
-        out.append(_Line(start, " ".join(cur.split())))
+        parts, start = [], 0
+    if parts:
+        raw = "".join(parts)
+        out.append(_Line(start, " ".join(raw.split()), raw))
     return out
 
 
@@ -803,7 +807,7 @@ def _writes_file(img: LocalImage, cmd: Command, heredocs: list[tuple[str, bool, 
 def _run(img: LocalImage, item: _Line, line: str) -> None:
     """A RUN line the image reproduces (files it writes, `mkdir -p`, installs of what the base has, apt's
     cache cleaning), or NeedsDocker naming what it lacks."""
-    n, rest = item.n, _LINE_CMD.match(item.text).group(2)  # type: ignore[union-attr]
+    n, rest = item.n, _LINE_CMD.match(item.raw).group(2)  # type: ignore[union-attr]
     shell = rest.split("<<", 1)[0] if item.heredocs else rest
     literal = _literal(shell)
     heredocs = list(item.heredocs)
@@ -898,7 +902,7 @@ def local_image(bundle: Bundle) -> LocalImage:
     img = LocalImage(workdir="")
     for item in dockerfile_lines(bundle.text("environment/Dockerfile")):
         n, line = item.n, item.text
-        m = _LINE_CMD.match(line)
+        m = _LINE_CMD.match(item.raw)
         instr, rest = (m.group(1).upper(), m.group(2).strip()) if m else (line.strip(), "")
         if instr == "FROM":
             args = [a for a in rest.split() if not a.startswith("--")]
