@@ -933,11 +933,12 @@ def local_image(bundle: Bundle) -> LocalImage:
                 k, _, v = rest.partition(" ")
                 img.env[k] = v.strip()
         elif instr == "COPY" and item.heredocs:
-            args = [a for a in shlex.split(rest.split("<<", 1)[0] + rest.rsplit(item.heredocs[-1][0], 1)[-1])]
-            dest = [a for a in args if not a.startswith("-")]
-            if len(item.heredocs) != 1 or len(dest) != 1:
-                raise NeedsDocker(f"Dockerfile line {n}: COPY of several heredocs", line, "build step")
-            img.files[_inside(img, dest[0], n, line)] = item.heredocs[0][2].encode()
+            words = shlex.split(rest.split("<<", 1)[0] + rest.rsplit(item.heredocs[-1][0], 1)[-1])
+            targets = [a for a in words if not a.startswith("-")]
+            (_, quoted, body), *more = item.heredocs
+            if more or len(targets) != 1 or (not quoted and "$" in body):  # Docker would expand its variables
+                raise NeedsDocker(f"Dockerfile line {n}: `{line}` is outside the local subset", line, "build step")
+            img.files[_inside(img, targets[0], n, line)] = body.encode()
         elif instr in ("COPY", "ADD"):
             args = [a for a in shlex.split(rest) if not a.startswith("--")]
             if instr == "ADD" and any("://" in a or a.endswith((".tar", ".gz", ".tgz", ".xz")) for a in args):
