@@ -140,9 +140,11 @@ def reason_of(verdict: str, stage: str, why: str, exc: NeedsDocker | None) -> st
         return f"not loaded: {stage}"
     if stage == "static":
         return "static: " + (why[1 : why.index("]")] if why.startswith("[") else "checks")
-    if verdict in ("needs docker", "needs network"):
+    if verdict == "needs docker":
         label = getattr(exc, "reason", None)  # older versions have no labels: the verdict alone
         return f"{verdict}: {label}" if label else verdict
+    if verdict == "needs network":
+        return verdict
     return f"verification: {stage}"
 
 
