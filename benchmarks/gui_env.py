@@ -30,6 +30,7 @@ from pathlib import Path
 from tempering.envs.gui.env import FEEDBACK_TEMPLATE
 from tempering.envs.gui.miniwob import MiniWoBFamily
 from tempering.envs.gui.miniwob_oracle import ORACLE_TASKS, answer
+from tempering.experiments import conditions, conditions_text
 from tempering.models.chat import ChatFormat
 from tempering.rollout.engine import RolloutOptions, RolloutStats, rollout
 from tempering.rollout.sampler import Sample, SamplingParams
@@ -146,7 +147,8 @@ def render(report: dict) -> str:
         "# GUI environments: MiniWoB++ through the rollout engine",
         "",
         f"Command: `{report['command']}` (seeds {report['seed']}..{report['seed'] + report['rounds'] - 1}, one per round).",
-        f"Machine: {m['platform']}, {m['cpus']} CPUs, Python {m['python']}, {m['chromium']}. The machine is shared "
+        f"Machine: {m['platform']}, {m['cpus']} CPUs, Python {m['python']}, {m['chromium']}; "
+        f"{conditions_text(*report['conditions'])}. The machine is shared "
         f"with other work: load average (1, 5, 15 min) {pool['load_before']} before the pool run, "
         f"{pool['load_after']} after it; {nopool['load_before']} before the run without the pool, "
         f"{nopool['load_after']} after it (that run keeps one Chromium per live episode, {len(report['miniwob_tasks'])} "
@@ -225,6 +227,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default=str(ROOT / "docs/results/gui_env"), help="writes OUT.md and OUT.json")
     args = ap.parse_args(argv)
     command = " ".join(["python benchmarks/gui_env.py", *(argv if argv is not None else sys.argv[1:])])
+    start = conditions()
     pool = measure(args.browsers, args.rounds, args.episodes, args.seed)
     nopool = measure(0, args.rounds, args.episodes, args.seed)
     # isolation: many episodes of the form tasks live at once in one browser, round after round (the next
@@ -254,6 +257,7 @@ def main(argv: list[str] | None = None) -> None:
         },
         "isolation_runs": {"pool": iso_pool, "no_pool": iso_nopool},
         "machine": machine(),
+        "conditions": [start, conditions()],
     }
     out = Path(args.out)
     write_atomic(out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
