@@ -141,7 +141,6 @@ def public_suites(root: Path, args) -> dict:
     root.mkdir(parents=True, exist_ok=True)
     if args.mirrors:
         suites.extract(Path(args.mirrors), root)
-    t0 = time.time()
     rows = asyncio.run(suites.suite_pass(root, root / ".verdicts-current.json", args.workers))
     summary = suites.summarize(rows)
     if args.baseline:
@@ -154,7 +153,6 @@ def public_suites(root: Path, args) -> dict:
         "public_suites": {
             suite: {**s, "source": spec} for (suite, s), spec in zip(summary.items(), suites.manifest().values())
         },
-        "public_suites_wall_s": round(time.time() - t0, 1),
         "tamper_warnings": {
             "total": sum(map(len, tamper.values())),
             "by_suite": {suite: len(tamper.get(suite, [])) for suite in summary},
@@ -165,6 +163,7 @@ def public_suites(root: Path, args) -> dict:
 
 def suites_markdown(out: dict) -> list[str]:
     pub, tamper = out["public_suites"], out["tamper_warnings"]
+    commit = next(iter(pub.values())).get("before", {}).get("commit", "none")
     lines = [
         "",
         "## Public suites",
@@ -174,7 +173,7 @@ def suites_markdown(out: dict) -> list[str]:
         "fail on the untouched state, which is what `true` as the solution leaves, and pass after the reference "
         "solution). Verified as shipped: the last step passed. Sources: `examples/harbor/public_suites.json`.",
         "",
-        "| suite | tasks | loaded | verified as shipped | before | tasks with tamper warnings |",
+        f"| suite | tasks | loaded | verified as shipped | before ({commit}) | tasks with tamper warnings |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for suite, s in pub.items():
@@ -183,7 +182,19 @@ def suites_markdown(out: dict) -> list[str]:
             f"| {suite} | {s['tasks']} | {s['loaded']} | {s['verified_as_shipped']} | {before} | "
             f"{tamper['by_suite'][suite]} |"
         )
-    lines += ["", "| suite | refusal | tasks | before |", "| --- | --- | --- | --- |"]
+    total = lambda key, part=None: sum((s.get(part, {}) if part else s).get(key, 0) for s in pub.values())
+    lines.append(
+        f"| all | {total('tasks')} | {total('loaded')} | {total('verified_as_shipped')} | "
+        f"{total('verified_as_shipped', 'before') if commit != 'none' else ''} | {tamper['total']} |"
+    )
+    lines += [
+        "",
+        f"Refusals by reason, with the baseline's beside them (tempering at {commit} labels only `needs docker` and "
+        "`needs network`, without the reason).",
+        "",
+        "| suite | refusal | tasks | before |",
+        "| --- | --- | --- | --- |",
+    ]
     for suite, s in pub.items():
         prev = s.get("before", {}).get("refusals", {})
         for reason in list(s["refusals"]) + [r for r in prev if r not in s["refusals"]]:
