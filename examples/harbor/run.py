@@ -171,7 +171,9 @@ def suites_markdown(out: dict) -> list[str]:
         "Each task as shipped: loaded (Harbor's rules; Terminal-Bench 1 converted as Harbor's mapper converts "
         "it), the static checks, whether the sandbox emulates its environment, then gold verification (the tests "
         "fail on the untouched state, which is what `true` as the solution leaves, and pass after the reference "
-        "solution). Verified as shipped: the last step passed. Sources: `examples/harbor/public_suites.json`.",
+        "solution). Verified as shipped: the last step passed. Sources: `examples/harbor/public_suites.json`. "
+        "Verdicts of gold verification are cached in the suites' folder by task content and code, so a rerun reads "
+        "them (the wall time above is then this run's, not the verifications').",
         "",
         f"| suite | tasks | loaded | verified as shipped | before ({commit}) | tasks with tamper warnings |",
         "| --- | --- | --- | --- | --- | --- |",
