@@ -79,7 +79,9 @@ def _tokenizer_dir(path: str) -> Path:
 def load_teachers(
     specs: dict[str, TeacherSection], student_tokenizer, device: str = "cpu", dtype: str = "float32"
 ) -> dict[str, Teacher]:
-    """Load every teacher (name -> spec) and refuse to start unless all share the student's vocabulary."""
+    """Load every teacher (name -> spec) and refuse to start unless all share the student's vocabulary
+    (`student_tokenizer`; None: any tokenizer, for methods that align other vocabularies by text spans)."""
     teachers = {name: load_teacher(spec, name, device, dtype) for name, spec in specs.items()}
-    check_vocab(student_tokenizer, {f"teacher {name!r}": t.tokenizer for name, t in teachers.items()})
+    if student_tokenizer is not None:
+        check_vocab(student_tokenizer, {f"teacher {name!r}": t.tokenizer for name, t in teachers.items()})
     return teachers
