@@ -100,6 +100,28 @@ def test_a_bpe_teacher_gives_a_char_student_its_own_log_prob_of_the_answer_text(
         assert float(s.token_logp_BC[b].sum()) == pytest.approx(float(whole), abs=1e-4)
 
 
+def test_multi_turn_episodes_are_scored_with_the_replies_in_the_teachers_own_format(qwen_dir, tiny):
+    model, tok = tiny  # the teacher: characters, no chat template
+    _, q_tok = load_policy(str(qwen_dir))  # the student: subwords and a chat template
+    student, own = ChatFormat(q_tok), ChatFormat(tok)
+    task = Task(id="t", prompt="3+4=")
+    reply = [student.feedback_message("wrong", task.prompt)]
+    answers = [q_tok.encode(a, add_special_tokens=False) + [q_tok.eos_token_id] for a in ("8", "7")]
+    turns = [Turn(answers[0], [-1.0] * 2, reply=reply), Turn(answers[1], [-0.5] * 2)]
+    turns[0].feedback_ids = student.reply_ids(reply, task.prompt)
+    e = Episode(task, student.prompt_ids(task.prompt), turns, prompt=task.prompt)
+    T = collate([e], q_tok.pad_token_id).input_ids_BT.shape[1]
+    teacher = HFTeacher(model, tok)
+    s = score_episodes(teacher, [e], student, T, teacher_fmt=own)
+    # the teacher's own sequence: its prompt, each answer as its characters and its <eos>, the reply as text
+    eos = [tok.eos_token_id]
+    pieces = [tok.encode("8") + eos, own.reply_ids(reply, task.prompt), tok.encode("7") + eos]
+    whole = teacher.score([own.prompt_ids(task.prompt)], [sum(pieces, [])]).token_logp_BC[0]
+    answer_logp = whole[:2].sum() + whole[-2:].sum()
+    assert float(s.token_logp_BC.sum()) == pytest.approx(float(answer_logp), abs=1e-4)
+    assert tok.decode(pieces[1]) == "\nwrong\n3+4="  # the feedback in the teacher's (plain) format
+
+
 def test_a_teacher_without_a_chat_template_is_named_where_one_is_needed(tiny):
     _, tok = tiny
     chat = Conversation([{"role": "user", "content": "2+3="}])

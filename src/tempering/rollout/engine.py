@@ -396,17 +396,15 @@ def _rerendered(
         ids = fmt.conversation_ids(e.prompt, exchanges[start:])
         if len(ids) > budget:
             continue
-        if start:
-            return ids, "dropped"
         m = common_prefix(held, ids)
         drift = len(held) - m
-        last = e.turns[-1]
-        if drift:
-            last.info["drift_tokens"] = drift
-        if not drift:
-            return ids, "clean"
-        kind = "realign" if m >= len(context) and drift < opts.fork_threshold_tokens else "fork"
-        last.info["rerendered"] = kind
+        if start:
+            kind = "dropped"
+        elif not drift:
+            kind = "clean"
+        else:
+            kind = "realign" if m >= len(context) and drift < opts.fork_threshold_tokens else "fork"
+        e.turns[-1].info.update(rerendered=kind, drift_tokens=drift)
         return ids, kind
     return None
 
@@ -415,7 +413,7 @@ def check_rows(e: Episode, contexts: list[list[int]]) -> None:
     """The tokens an episode trains on are the tokens sampled, each in the very context it was sampled
     from (the environment's tokens and re-rendered turns only ever as context): a bookkeeping error
     here would train the policy on sequences it never produced, so it stops the run."""
-    for ids, mask, logp, turn in e.segments():
+    for ids, mask, _, turn in e.segments():
         for k in sorted(set(turn) - {-1}):
             at = [i for i, x in enumerate(turn) if x == k]
             t = e.turns[k]
@@ -423,7 +421,6 @@ def check_rows(e: Episode, contexts: list[list[int]]) -> None:
                 at == list(range(at[0], at[0] + len(at)))
                 and ids[: at[0]] == contexts[k]
                 and ids[at[0] : at[-1] + 1] == t.action_ids[: len(at)]
-                and logp[at[0] : at[-1] + 1] == t.logprobs[: len(at)]
                 and all(mask[i] for i in at)
             )
             if not ok:
