@@ -18,7 +18,7 @@ from tempering.metrics import reward_parts
 from tempering.models import char_tokenizer
 from tempering.models.chat import ChatFormat
 from tempering.rollout.engine import RolloutOptions, rollout
-from tempering.rollout.sampler import Sample
+from tempering.rollout.sampler import Sample, SamplingParams
 
 DATA = Path(__file__).parent / "data"
 sys.path.insert(0, str(DATA))
@@ -168,7 +168,7 @@ def _episode(tok, answers, env=Counter, max_turns=4, use_template=None, split=Fa
     task = next(t for t in fam.tasks("train", len(ROWS)) if t.meta["target"] == target)
     fmt = ChatFormat(tok, use_chat_template=use_template)
     sampler = Script(tok, answers, split)
-    opts = RolloutOptions(max_turns=max_turns, max_context_tokens=4096, **opts_kw)
+    opts = RolloutOptions(**{"max_turns": max_turns, "max_context_tokens": 4096, **opts_kw})
     (g,) = asyncio.run(rollout(sampler, fmt, [task], fam.make_env, 1, opts))
     return fam, fmt, task, sampler, g.episodes[0]
 
@@ -305,6 +305,19 @@ def test_a_retokenised_answer_realigns_the_row_or_forks_a_new_one(qwen_tok):
     old, new = e.segments()
     assert sum(old[1]) == len(e.turns[0].action_ids)  # the first row keeps every token it trained on
     assert new[0][: len(sampler.contexts[1])] == sampler.contexts[1] and reward_parts([e])["rerender/forked"] == 1.0
+
+
+def test_template_contexts_leave_old_turns_out_to_fit_in_a_new_row(qwen_tok):
+    answers = [call("add", n=1), call("add", n=1), call("add", n=1)]
+    fam, fmt, task, _, e = _episode(qwen_tok, answers, turn_context="template")
+    exchanges = [(t.info["text"], t.reply) for t in e.turns[:2]]
+    whole, last = (len(fmt.conversation_ids(e.prompt, x)) for x in (exchanges, exchanges[1:]))
+    budget = {"max_context_tokens": last + 16, "sampling": SamplingParams(max_new_tokens=16)}
+    _, _, _, sampler, e = _episode(qwen_tok, answers, turn_context="template", **budget)
+    assert whole > last + 0 and [t.info["rerendered"] for t in e.turns[:2]] == ["clean", "dropped"]
+    assert len(e.segments()) == 2 and len(sampler.contexts[2]) == last  # the third turn saw the last exchange
+    _, _, _, _, e = _episode(qwen_tok, answers, turn_context="template", drop_old_turns=False, **budget)
+    assert e.stop_reason == "context" and len(e.turns) == 2
 
 
 def test_a_malformed_call_is_the_policys_error_with_feedback_and_counted():

@@ -69,6 +69,8 @@ class ChatFormat:
     """Where a prompt's tools go: `template` (the chat template renders `tools=`; a template that leaves
     any tool out of the prompt is refused) or `system` (`SYSTEM_TOOLS` in the system message)."""
 
+    template_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra variables of the chat template (e.g. Qwen3's `enable_thinking`), on every rendering."""
     _shown: set[str] = field(default_factory=set, repr=False, compare=False)
     """The tool lists (as JSON) whose rendering was checked already."""
 
@@ -88,6 +90,7 @@ class ChatFormat:
         return sys + own
 
     def _render(self, msgs: list[dict], prompt: str, **kw) -> str:
+        kw = {**self.template_kwargs, **kw}
         tools = getattr(prompt, "tools", None)
         if tools is None:
             return self.tokenizer.apply_chat_template(msgs, tokenize=False, **kw)
@@ -164,7 +167,7 @@ class ChatFormat:
         message, or the tokenizer's EOS."""
         if self.use_chat_template:
             msgs = [{"role": "user", "content": "x"}, {"role": "assistant", "content": _MARK}]
-            after = self.tokenizer.apply_chat_template(msgs, tokenize=False).split(_MARK, 1)[1]
+            after = self._render(msgs, "").split(_MARK, 1)[1]
             ids = self._encode(after) if after.strip() else []
             if ids:
                 return ids[0]

@@ -350,9 +350,8 @@ async def rollout(
                     e.stop_reason = "context"
                     continue
                 ctx[id(e)], kind = context
-                if kind == "clean":
-                    continue_row = ctx[id(e)][len(turn_ctx[(id(e), k - 1)]) + len(last.action_ids) :]
-                    last.feedback_ids = continue_row
+                if kind == "clean":  # the row goes on with the template's tokens after the answer
+                    last.feedback_ids = ctx[id(e)][len(turn_ctx[(id(e), k - 1)]) + len(last.action_ids) :]
                 else:
                     pending_context[id(e)] = ctx[id(e)]
                     if kind == "realign":
@@ -397,7 +396,7 @@ def _rerendered(
         if len(ids) > budget:
             continue
         m = common_prefix(held, ids)
-        drift = len(held) - m
+        drift = 0 if start else len(held) - m
         if start:
             kind = "dropped"
         elif not drift:
