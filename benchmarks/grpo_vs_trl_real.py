@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -62,12 +63,10 @@ def main(a, m: ModuleType) -> None:
     from tempering.models import gguf, load_policy
 
     if a.render:  # an earlier run's JSON, the table written again
-        write_results(
-            a.out,
-            "grpo_vs_trl_real",
-            render(json.loads(Path(a.render).read_text())),
-            json.loads(Path(a.render).read_text()),
-        )
+        head = json.loads(Path(a.render).read_text())
+        head["rendered"] = "python benchmarks/grpo_vs_trl.py " + " ".join(sys.argv[1:])
+        head["seeds"] = list(range(head["seed"], head["seed"] + head["pairs"]))
+        write_results(a.out, "grpo_vs_trl_real", render(head), head)  # render() sets head["claims"]
         return
     model_dir = gguf.resolve(a.model)
     start_conditions = conditions()
@@ -82,6 +81,7 @@ def main(a, m: ModuleType) -> None:
 
     def write(out: Path, head: dict) -> None:
         head = {**head, **real_keys(head), "conditions_end": conditions()}
+        head["seeds"] = list(range(head["seed"], head["seed"] + head["pairs"]))
         (out / "grpo_vs_trl_real.json").write_text(json.dumps(head, indent=2) + "\n")  # kept if the table fails
         write_results(out, "grpo_vs_trl_real", render(head), head)
 
@@ -128,6 +128,8 @@ def async_reading(h: dict) -> str:
 
 
 def render(h: dict) -> str:
+    from grpo_vs_trl import claims_section, interval_text, rendered_note  # this folder is on either script's path
+
     f = lambda xs: ", ".join(f"{x:.3f}" for x in xs)
     e = h["equivalence"]
     c = h["curve_difference_points"]
@@ -141,7 +143,7 @@ def render(h: dict) -> str:
     rss = h["peak_rss_mb"]
     return f"""# GRPO on a real pretrained model: tempering vs TRL on {h["model"]}
 
-Command: `{h["command"]}`\\
+Command: `{h["command"]}`\\{rendered_note(h)}
 Machine: {h["machine"]["cores"]} cores, 1024^3 float32 matmul peak {h["machine"]["matmul_gflops"]:.0f} GFLOP/s on
 {h["threads"]} threads (the best of this run's measurements); 1-minute load around the runs median
 {h["load_1min_median"]:.1f} (range {h["load_1min_range"][0]:.1f} to {h["load_1min_range"][1]:.1f}).
@@ -176,9 +178,11 @@ Held-out pass@1 (greedy, {h["regime"]["task"]["heldout_size"]} prompts, mean ove
 | --- | --- | --- | --- |
 {curve}
 
-Tempering minus TRL, held-out pass@1 averaged over the evaluations: {c["mean"]:+.1f} ± {c["se"]:.1f} points
+Tempering minus TRL, held-out pass@1 averaged over the evaluations, in points: {interval_text(c["per_pair"])}
 (per pair {", ".join(f"{x:+.1f}" for x in c["per_pair"])}); training reward averaged over the run:
-{h["reward_avg_diff_mean_points"]:+.1f} ± {h["reward_avg_diff_se_points"]:.1f} points.
+{interval_text(h["reward_avg_diffs_points"])}.
+
+{claims_section(h)}
 
 The arms compute the same update. On the first step's prompts, sampled by tempering: tempering's gradient is
 {e["grad_rel_diff"]:.1e} from `GRPOTrainer._compute_loss`'s on the same completions and advantages (relative;
