@@ -274,6 +274,8 @@ def upgrade(data: dict) -> dict:
     data.setdefault("family_runs", {})
     data.setdefault("warm_start", {})
     for fam, fam_data in data["families"].items():
+        if fam in data["family_runs"]:  # stored by this version
+            continue
         run = fam_data.pop("run", None) or {k: data[k] for k in ("command", "machine", "seeds", "steps")}
         sp = FAMILIES[fam]
         run.update(

@@ -278,4 +278,7 @@ def claims_table(claims: Mapping[str, Mapping[str, Any]]) -> list[str]:
             f"| {text} | `{c['a']}` | `{c['b']}` | {claimed(c)} | {d['mean']:+.1f} | {ci(c)} | {len(d['per_seed'])} | "
             f"{p(c)} | {c['verdict']} |"
         )
+    few = [text for text, c in claims.items() if len(c["difference_points"]["per_seed"]) < MIN_SEEDS]
+    if few:
+        lines += ["", f"No test on fewer than {MIN_SEEDS} seeds: {len(few)} of these claims get no verdict either way."]
     return [*lines, "", RULE]
