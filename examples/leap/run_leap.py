@@ -47,6 +47,27 @@ FAMILIES = {
         "arms": ["mt_grpo", "leap"],
     },
 }
+SMOLLM2_SUMS = {  # SmolLM2 as it ships (no warm start): sums asked in words, feedback after a wrong answer
+    "family": "arithmetic",
+    "args": {
+        "min_value": 1,
+        "max_value": 30,
+        "prompt_template": "What is {a} {op} {b}? Answer with just the number.",
+        "read": "last_number",
+        "heldout_share": 0.2,
+    },
+    "model": "smollm2-135m-instruct",
+    "max_new_tokens": 24,
+    "prompts_per_step": 8,
+    "group_size": 8,
+    "steps": 40,
+    "lr": 1e-5,
+    "train_size": 700,
+    "heldout_size": 100,
+    "eval_k": 4,
+    "arms": ["grpo", "mt_grpo", "leap"],
+}
+FAMILIES["smollm2_sums"] = SMOLLM2_SUMS
 ARMS = {
     "grpo": {"rollout": {"max_turns": 1}, "loss": {"advantage": "grpo"}},
     "mt_grpo": {"rollout": {"max_turns": K}, "loss": {"advantage": "grpo"}},
@@ -67,7 +88,9 @@ def task_section(spec: dict) -> dict:
 
 def warm_start(name: str, spec: dict, out: Path, pass_target: float) -> str:
     """A tiny-s policy pre-trained (with two-turn repair examples) until greedy pass@1 reaches the target;
-    reused when its folder exists."""
+    reused when its folder exists. A family that names a pretrained model starts from it."""
+    if "model" in spec:
+        return spec["model"]
     if (out / f"pretrain_{name}" / "final" / "config.json").is_file():
         return str(out / f"pretrain_{name}" / "final")
     task = task_section(spec)
@@ -103,7 +126,7 @@ def arm_config(model: str, spec: dict, arm: dict, seed: int, steps: int, out: Pa
             **arm["rollout"],
         },
         "loss": arm["loss"],
-        "optim": {"lr": 3e-4},
+        "optim": {"lr": spec.get("lr", 3e-4)},
         "run": {
             "steps": spec.get("steps", steps),
             "seed": seed,
@@ -136,6 +159,8 @@ def family_run(fam: str, a: argparse.Namespace) -> dict:
         "group_size": sp.get("group_size", 8),
         "heldout_size": task_section(sp)["heldout_size"],
         "eval_k": sp.get("eval_k", 4),
+        "lr": sp.get("lr", 3e-4),
+        "model": sp.get("model", "tiny-s (warm-started)"),
     }
 
 
@@ -207,7 +232,7 @@ def page(data: dict) -> str:
             if "rendered" in data
             else []
         ),
-        f"K = {K} turns, lr 3e-4, the same budget for every arm of a family (below). Evaluation: K = {K} turns for "
+        f"K = {K} turns, the same budget for every arm of a family (below). Evaluation: K = {K} turns for "
         "every arm (a single-turn policy also gets feedback turns at test time), several samples per prompt at "
         "temperature 1 (Acc@k, sampled) and greedy. One warm start per family; seeds are RL seeds.",
         "",
@@ -219,6 +244,7 @@ def page(data: dict) -> str:
             "",
             f"Command: `{run['command']}`  ",
             f"Machine: {run['machine']}  ",
+            f"Model: {run.get('model', 'tiny-s (warm-started)')}; lr {run.get('lr', 3e-4)}. "
             f"Seeds: {run['seeds']}. {run['steps']} steps of {run['prompts_per_step']} prompts x {run['group_size']} "
             f"samples ({run['steps'] * run['prompts_per_step'] * run['group_size']} training episodes per arm); "
             f"{run['heldout_size']} held-out prompts, {run['eval_k']} samples each.",
@@ -307,18 +333,19 @@ def main() -> None:
     )
     p.add_argument("--work", default="runs/leap")
     p.add_argument("--out", default="docs/results")
+    p.add_argument("--page", default="leap", help="writes OUT/PAGE.md and .json (SmolLM2's family: leap_real)")
     p.add_argument(
-        "--render", action="store_true", help="no training: rewrite OUT/leap.md and the claims from OUT/leap.json"
+        "--render", action="store_true", help="no training: rewrite OUT/PAGE.md and the claims from OUT/PAGE.json"
     )
     a = p.parse_args()
-    out = Path(a.out)
-    previous = upgrade(json.loads((out / "leap.json").read_text())) if (out / "leap.json").is_file() else {}
+    page_json = Path(a.out) / f"{a.page}.json"
+    previous = upgrade(json.loads(page_json.read_text())) if page_json.is_file() else {}
     if a.render:
         data = {**previous, "rendered": "python examples/leap/run_leap.py " + " ".join(sys.argv[1:])}
     else:
         data = collect(a, previous)
     markdown = page(data)
-    write_results(a.out, "leap", markdown, data)
+    write_results(a.out, a.page, markdown, data)
     print(markdown)
 
 

@@ -36,8 +36,29 @@ FAMILIES = {
         "pass_target": 0.5,
     },
 }
+FAMILIES["smollm2_sums"] = {  # SmolLM2 as it ships (no warm start): sums asked in words, digit-accuracy credit
+    "family": "arithmetic",
+    "args": {
+        "min_value": 1,
+        "max_value": 30,
+        "prompt_template": "What is {a} {op} {b}? Answer with just the number.",
+        "read": "last_number",
+        "heldout_share": 0.2,
+        "partial_credit": True,
+    },
+    "model": "smollm2-135m-instruct",
+    "max_new_tokens": 24,
+    "prompts_per_step": 8,
+    "group_size": 8,
+    "steps": 40,
+    "lr": 1e-5,
+    "train_size": 700,
+    "heldout_size": 100,
+    "arms": ["grpo", "mt_grpo", "tcpo_full"],
+}
 CF = {"counterfactual_turns": 10, "counterfactual_samples": 4}
 ARMS = {
+    "grpo": {"rollout": {"max_turns": 1}, "loss": {"advantage": "grpo"}},  # single-turn (feedback turns at test)
     "mt_grpo": {"rollout": {}, "loss": {"advantage": "grpo"}},
     "leap_rank": {"rollout": {}, "loss": {"advantage": "leap"}},
     **{
@@ -60,7 +81,9 @@ ARMS = {
 
 def warm_start(name: str, spec: dict, out: Path, pass_target: float) -> str:
     """A tiny-s policy pre-trained (with two-turn repair examples) until greedy pass@1 reaches the target;
-    reused when its folder exists."""
+    reused when its folder exists. A family that names a pretrained model starts from it."""
+    if "model" in spec:
+        return spec["model"]
     if (out / f"pretrain_{name}" / "final" / "config.json").is_file():
         return str(out / f"pretrain_{name}" / "final")
     task = {"family": spec["family"], "args": spec["args"], "train_size": 20000, "heldout_size": 300}
@@ -90,24 +113,30 @@ def arm_config(model: str, spec: dict, arm: dict, seed: int, steps: int, out: Pa
     stream, so it would change that run's training; the warm start is evaluated once, by a run of 0 steps."""
     return {
         "model": {"name": model},
-        "task": {"family": spec["family"], "args": spec["args"], "train_size": 20000, "heldout_size": 300},
+        "task": {
+            "family": spec["family"],
+            "args": spec["args"],
+            "train_size": spec.get("train_size", 20000),
+            "heldout_size": spec.get("heldout_size", 300),
+        },
         "rollout": {
-            "group_size": GROUP,
-            "prompts_per_step": PROMPTS,
+            "group_size": spec.get("group_size", GROUP),
+            "prompts_per_step": spec.get("prompts_per_step", PROMPTS),
             "max_new_tokens": spec["max_new_tokens"],
             "max_turns": K,
             "score_range": [0.0, 1.0],
             **arm["rollout"],
         },
         "loss": arm["loss"],
-        "optim": {"lr": 3e-4},
+        "optim": {"lr": spec.get("lr", 3e-4)},
         "run": {
-            "steps": steps,
+            "steps": spec.get("steps", steps) if steps else 0,
             "seed": seed,
             "out_dir": str(out),
             "eval_every": 0,
             "eval_on_start": False,
             "eval_k": 8,
+            "eval_max_turns": K,
             "checkpoint_every": 0,
             "log_samples": 0,
             "tensorboard": False,
@@ -122,9 +151,10 @@ LADDER = ("tcpo_trajectory", "tcpo_turn_reward", "tcpo_score_diff", "tcpo_retros
 
 def claims(data: dict) -> dict[str, dict]:
     """The paper's claims per family, judged by the shared rule on the stored per-seed evaluations."""
-    rollouts = data["steps"] * PROMPTS * GROUP
     out: dict[str, dict] = {}
     for fam, arms in data["families"].items():
+        sp = FAMILIES[fam]
+        rollouts = sp.get("steps", data["steps"]) * sp.get("prompts_per_step", PROMPTS) * sp.get("group_size", GROUP)
         heldout = lambda runs: f"{fam}: {sorted({r['n'] for r in runs})} held-out prompts"
 
         def arm(name: str, key: str = "pass@1_sampled", per: str | None = None) -> Arm:
@@ -142,6 +172,8 @@ def claims(data: dict) -> dict[str, dict]:
             out[f"{fam}: {text}"] = judge(a, b, **kw)
 
         have = lambda *names: all(n in arms for n in names)
+        if have("tcpo_full", "grpo"):
+            claim("TCPO beats single-turn GRPO on best-turn pass@1", arm("tcpo_full"), arm("grpo"))
         if have("tcpo_full", "mt_grpo"):
             claim("TCPO beats multi-turn GRPO on best-turn pass@1", arm("tcpo_full"), arm("mt_grpo"))
             claim(
@@ -203,21 +235,22 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--families", nargs="+", default=["arithmetic", "strings"], choices=sorted(FAMILIES))
-    p.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    p.add_argument("--arms", nargs="+", choices=list(ARMS), help="default: the family's arms (tiny: all but grpo)")
     p.add_argument("--pass-target", type=float, default=0.2)
     p.add_argument("--work", default="runs/tcpo")
     p.add_argument("--out", default="docs/results")
+    p.add_argument("--page", default="tcpo", help="writes OUT/PAGE.md and .json (SmolLM2's family: tcpo_real)")
     p.add_argument(
-        "--render", action="store_true", help="no training: rewrite OUT/tcpo.md and the claims from OUT/tcpo.json"
+        "--render", action="store_true", help="no training: rewrite OUT/PAGE.md and the claims from OUT/PAGE.json"
     )
     a = p.parse_args()
     if a.render:
-        data = json.loads((Path(a.out) / "tcpo.json").read_text())
+        data = json.loads((Path(a.out) / f"{a.page}.json").read_text())
         data["rendered"] = "python examples/tcpo/run_tcpo.py " + " ".join(sys.argv[1:])
     else:
         data = collect(a)
     markdown = page(data)
-    write_results(a.out, "tcpo", markdown, data)
+    write_results(a.out, a.page, markdown, data)
     print(markdown)
 
 
@@ -241,7 +274,7 @@ def collect(a: argparse.Namespace) -> dict:
         model = warm_start(fam, spec, work, a.pass_target)
         start = run_arm(arm_config(model, spec, ARMS["mt_grpo"], a.seeds[0], 0, work / fam / "warm_start"))
         data["warm_start"][fam] = {k: v for k, v in start.items() if k in ("pass@1_sampled", "pass@8")}
-        for arm in a.arms:
+        for arm in a.arms or spec.get("arms", [k for k in ARMS if k != "grpo"]):
             runs = []
             for seed in a.seeds:
                 r = run_arm(arm_config(model, spec, ARMS[arm], seed, a.steps, work / fam / f"{arm}_s{seed}"))
@@ -289,9 +322,8 @@ def page(data: dict) -> str:
         f"Command: `{data['command']}`  ",
         *([f"Page and claims rewritten from the stored numbers: `{data['rendered']}`  "] if "rendered" in data else []),
         f"Machine: {data['machine']}  ",
-        f"Seeds: {data['seeds']} (RL seeds; one warm start per family). {data['steps']} steps of {PROMPTS} prompts x "
-        f"{GROUP} samples per arm ({data['steps'] * PROMPTS * GROUP} training episodes), K = {data['K']} "
-        "turns, every group expanded, lr 3e-4; verifier scores are partial credit in [0, 1]. Evaluation on 300 held-out "
+        f"Seeds: {data['seeds']} (RL seeds; one warm start per family; each family's sizes below). K = {data['K']} "
+        "turns, every group expanded; verifier scores are partial credit in [0, 1]. Evaluation on held-out "
         "prompts, 8 samples per prompt at temperature 1: best-turn pass@k (solved if any turn of any of k samples is "
         "perfect), turns to success, and how often a further turn raises or lowers the score. TCPO arms normalise turn "
         "credit per (prompt, turn index) over the episodes that reached that turn (`credit_args.norm=turn`, the default) "
@@ -301,8 +333,18 @@ def page(data: dict) -> str:
         "",
     ]
     for fam, fam_data in data["families"].items():
+        sp = FAMILIES[fam]
+        steps, prompts, group = (
+            sp.get("steps", data["steps"]),
+            sp.get("prompts_per_step", PROMPTS),
+            sp.get("group_size", GROUP),
+        )
         lines += [
             f"## {fam}",
+            "",
+            f"Model: {sp.get('model', 'tiny-s (warm-started)')}; {steps} steps of {prompts} prompts x {group} samples per "
+            f"arm ({steps * prompts * group} training episodes), lr {sp.get('lr', 3e-4)}; "
+            f"{sp.get('heldout_size', 300)} held-out prompts.",
             "",
             "| arm | best-turn pass@1 | best-turn pass@8 | turns to success | improve rate | regress rate | env calls | counterfactual overhead (calls / seconds) |",
             "| --- | --- | --- | --- | --- | --- | --- | --- |",
