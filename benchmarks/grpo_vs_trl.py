@@ -142,12 +142,14 @@ def eval_due(step: int, steps: int) -> bool:
     return step % EVAL_EVERY == 0 or step == steps
 
 
-def arm_tempering(model_dir: str, steps: int, seed: int, async_steps: int = 0) -> dict:
+def arm_tempering(model_dir: str, steps: int, seed: int, async_steps: int = 0, seed_offset: int = 0) -> dict:
     """tempering's GRPO (`grpo_perf.tempering_arm`), evaluated on the held-out prompts every `EVAL_EVERY` steps;
-    asynchronous rollouts drain before each evaluation, which then never overlaps generation."""
+    asynchronous rollouts drain before each evaluation, which then never overlaps generation. The prompt order
+    follows `seed`; the run (its sampler's draws) `seed + seed_offset`."""
     import torch
 
     fam, order = train_order(steps, seed)
+    seed += seed_offset
     seen, heldout = [], {}
 
     def after_step(step, tr, r):
@@ -573,7 +575,14 @@ def sampler_check(model, tok, generation_config, tasks, seed: int, draws: int = 
     }
 
 
-ARMS = {"tempering": arm_tempering, "trl": arm_trl, "tempering-async": partial(arm_tempering, async_steps=1)}
+ASYNC_SEED_OFFSET = 10_000
+"""The asynchronous arm's run seed is its pair's plus this: the same prompts, its own sampler draws, so it is a
+second independent comparison with the synchronous arm rather than a replay of its draws."""
+ARMS = {
+    "tempering": arm_tempering,
+    "trl": arm_trl,
+    "tempering-async": partial(arm_tempering, async_steps=1, seed_offset=ASYNC_SEED_OFFSET),
+}
 """Arm name -> function run in its own process; the pairs run them in this order."""
 
 
@@ -665,9 +674,14 @@ def claims_section(head: dict) -> str:
     return "\n".join(
         [
             f"Claims, on each run's held-out pass@1 averaged over its evaluations, paired by pair (seeds "
-            f"{head['seed']}..{head['seed'] + head['pairs'] - 1}; {MARGIN:g} points is a margin of ours). The "
-            "asynchronous arm of a pair runs on the synchronous arm's seed, so it shares its random draws where "
-            "their states agree: it is no second independent comparison with TRL.",
+            f"{head['seed']}..{head['seed'] + head['pairs'] - 1}; {MARGIN:g} points is a margin of ours). "
+            + (
+                f"The asynchronous arm of a pair runs on its own seed (the pair's + {head['async_seed_offset']}) "
+                "with the pair's prompts."
+                if head.get("async_seed_offset")
+                else "The asynchronous arm of a pair runs on the synchronous arm's seed, so it shares its random "
+                "draws where their states agree: it is no second independent comparison with TRL."
+            ),
             "",
             *claims_table(head["claims"]),
         ]
@@ -820,9 +834,9 @@ def replay_note(head: dict) -> str:
   first normalised step), while tempering's moved {r["moved_rel"]:.1e} from the warm start; the two reward functions
   agree on every completion (largest per-step mean difference {r["reward_max_abs_diff"]:.1e}).
 - sampling over the whole completion: at the warm start and at TRL's weights after those {r["steps"]} steps, {n}
-  completions from each arm's sampler for the first steps' prompts x {GROUP}, against the model's exact expected reward
+  completions from each arm's sampler for the first steps' prompts x {head["group_size"]}, against the model's exact expected reward
   (the probability of the answer followed by a newline or EOS; completions with spaces around the answer also
-  score, so it is exact up to those), and the share of groups whose {GROUP} rewards are all equal (no signal) against
+  score, so it is exact up to those), and the share of groups whose {head["group_size"]} rewards are all equal (no signal) against
   independent draws at each prompt's exact probability (a sampler whose draws within a group depended on each
   other would show there):
 
@@ -1114,6 +1128,7 @@ def summary(runs: dict[str, list[dict]], raw: dict[str, list[dict]], a) -> dict:
         threads=a.threads,
         seed=a.seed,
         tempering_share_prefix=SHARE_PREFIX,
+        async_seed_offset=ASYNC_SEED_OFFSET,
         prompts_per_step=PROMPTS,
         group_size=GROUP,
         max_completion_length=MAX_NEW,
