@@ -31,20 +31,19 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from weak_to_strong_real import STUDENT, STUDENT_ROLLOUT, _final, _run, arm_summaries, cached, machine, spread
+from weak_to_strong_real import (
+    STUDENT,
+    STUDENT_ROLLOUT,
+    TASK,
+    _final,
+    _run,
+    arm_summaries,
+    cached,
+    machine,
+    machine_line,
+    spread,
+)
 
-TASK = {
-    "family": "arithmetic",
-    "args": {
-        "min_value": 1,
-        "max_value": 30,
-        "prompt_template": "What is {a} {op} {b}? Answer with just the number.",
-        "read": "last_number",
-        "heldout_share": 0.2,
-    },
-    "train_size": 700,
-    "heldout_size": 100,
-}
 TEACHER_ROLLOUT = {**STUDENT_ROLLOUT, "prompts_per_step": 16}
 CANDIDATES = [(), (14,), (14, 15), (13, 14, 15), (12, 13), (16, 17), (10, 11)]
 """Block sets the sweep measures (0-based indices of SmolLM2's 30 decoder blocks)."""
@@ -87,29 +86,38 @@ def prune(blocks: tuple[int, ...], out: Path) -> str:
     return str(save_policy(model, tok, out))
 
 
-def greedy(model_dir: str, a) -> dict:
-    """Greedy held-out pass@1 and the share of answers that hold a number at all (fluency in the task's
-    phrasing: a broken model answers with no number)."""
+def greedy(model_dir: str, a, student: list[dict] | None = None) -> dict:
+    """Greedy held-out pass@1, and how well the model speaks the student's phrasing: the mean log-prob it gives
+    each token of the full student's greedy answers (`student`, from `greedy_answers`)."""
     import torch
 
     from tempering.experiments import greedy_answers
+    from tempering.teachers.hf import HFTeacher
 
     torch.set_num_threads(1)
     answers = greedy_answers(model_dir, task(a), a.heldout_size, STUDENT_ROLLOUT["max_new_tokens"])
+    student = student or answers
+    s = HFTeacher.from_path(model_dir).score([x["prompt_ids"] for x in student], [x["answer_ids"] for x in student])
     return {
         "pass@1": sum(x["success"] for x in answers) / len(answers),
-        "answers_with_a_number": sum(x["status"] != "parse_error" for x in answers) / len(answers),
+        "logp_of_student_answers": float((s.token_logp_BC * s.mask_BC).sum() / s.mask_BC.sum()),
         "example": answers[0]["answer"],
     }
 
 
+def student_answers(a) -> list[dict]:
+    from tempering.experiments import greedy_answers
+
+    return greedy_answers(STUDENT, task(a), a.heldout_size, STUDENT_ROLLOUT["max_new_tokens"])
+
+
 def sweep(root: Path, a) -> dict:
-    """Each candidate block set's greedy answers, beside the full student's."""
-    out = {}
+    """Each candidate block set's greedy answers and its log-prob of the full student's, beside the student's."""
+    out, student = {}, student_answers(a)
     for blocks in CANDIDATES:
         name = "-".join(map(str, blocks)) or "none"
         folder = STUDENT if not blocks else prune(blocks, root / f"drop_{name}")
-        out[name] = {"blocks": list(blocks), **greedy(folder, a)}
+        out[name] = {"blocks": list(blocks), **greedy(folder, a, student)}
         if blocks:
             import shutil
 
@@ -124,7 +132,8 @@ def reference(root: Path, a) -> dict:
     from tempering.recipes.runner import run
 
     pruned = prune(tuple(a.drop), root / "pruned")
-    res = {"blocks": a.drop, "pruned": {"model": pruned, **greedy(pruned, a)}}
+    student = student_answers(a)
+    res = {"blocks": a.drop, "pruned": {"model": pruned, **greedy(pruned, a, student)}}
     model = pruned
     if a.heal_steps:
         out = root / "healed"
@@ -138,7 +147,7 @@ def reference(root: Path, a) -> dict:
         }
         run("distill", cfg)
         model = str(out / "final")
-        res["healed"] = {"model": model, "steps": a.heal_steps, **greedy(model, a)}
+        res["healed"] = {"model": model, "steps": a.heal_steps, **greedy(model, a, student)}
     return {**res, "model": model, "pass@1": res.get("healed", res["pruned"])["pass@1"]}
 
 
@@ -245,20 +254,29 @@ def arm(name: str, root: Path, seed: int, a, ref: dict, teacher: dict) -> dict:
 
 
 def stages(root: Path, seed: int, a) -> dict:
-    """Every stage of one seed up to --upto, each cached."""
-    row: dict = {"seed": seed, "sweep": cached(root / "sweep", sweep, root / "sweep", a)}
+    """Every stage of one seed up to --upto, each cached with the settings it ran with."""
+    keys = lambda *names: {n: getattr(a, n) for n in names}
+    held = keys("heldout_size")
+    row: dict = {
+        "seed": seed,
+        "sweep": cached(root / "sweep", sweep, root / "sweep", a, settings={**held, "candidates": CANDIDATES}),
+    }
     if STAGES.index(a.upto) < 1:
         return row
-    ref = cached(root / "reference", reference, root / "reference", a)
-    teacher = cached(root / f"seed{seed}" / "teacher_rl", teacher_rl, root, seed, a, ref)
+    made = {**held, **keys("drop", "heal_steps", "heal_lr")}
+    ref = cached(root / "reference", reference, root / "reference", a, settings=made)
+    made |= keys("teacher_steps", "teacher_lr")
+    teacher = cached(root / f"seed{seed}" / "teacher_rl", teacher_rl, root, seed, a, ref, settings=made)
     row.update(reference=ref, teacher_rl=teacher)
     if STAGES.index(a.upto) < 2:
         return row
-    row["gate"] = cached(root / f"seed{seed}" / "gate", gate, root, seed, a, ref, teacher)
+    gated = {**made, **keys("gate_prompts", "gate_samples", "gate_auc")}
+    row["gate"] = cached(root / f"seed{seed}" / "gate", gate, root, seed, a, ref, teacher, settings=gated)
     if STAGES.index(a.upto) < 3 or not row["gate"]["passed"]:
         return row
     for name in a.arms:
-        row[name] = cached(root / f"seed{seed}" / name, arm, name, root, seed, a, ref, teacher)
+        out = root / f"seed{seed}" / name
+        row[name] = cached(out, arm, name, root, seed, a, ref, teacher, settings={**made, **keys("steps", "lr")})
     return row
 
 
@@ -325,27 +343,25 @@ def write_results(rows: list[dict], a, command: str, start: dict, end: dict) -> 
         "",
         f"Command: `{command}`  ",
         f"Seeds: {', '.join(map(str, seeds))}  ",
-        f"Machine: {start['cpu']}, torch {start['torch']}, Python {start['python']}; 1024^3 float32 matmul on 2 threads "
-        f"{start['matmul_gflops_2_threads']} GFLOP/s at the start, {end['matmul_gflops_2_threads']} at the end; load "
-        f"{' '.join(start['load'])} / {' '.join(end['load'])}.",
+        machine_line(start, end),
         "",
         'Task: sums of 1..30 asked as "What is a + b? Answer with just the number." through SmolLM2\'s chat '
         f"template, the last number of the answer read; greedy pass@1 on {a.heldout_size} held-out sums.",
         "",
         "Which blocks to drop: greedy answers of SmolLM2 without each candidate block set (0-based of 30):",
         "",
-        "| blocks removed | held-out pass@1 | answers with a number | first held-out answer |",
+        "| blocks removed | held-out pass@1 | mean log-prob of the student's answer tokens | first held-out answer |",
         "| --- | --- | --- | --- |",
         *[
-            f"| {k} | {v['pass@1']:.3f} | {v['answers_with_a_number']:.2f} | `{v['example'].strip()[:60]}` |"
+            f"| {k} | {v['pass@1']:.3f} | {v['logp_of_student_answers']:.3f} | `{v['example'].strip()[:60]}` |"
             for k, v in sw.items()
         ],
         "",
         f"Weak reference: SmolLM2 without blocks {', '.join(map(str, ref['blocks']))} (pass@1 "
-        f"{ref['pruned']['pass@1']:.3f}, answers with a number {ref['pruned']['answers_with_a_number']:.2f})"
+        f"{ref['pruned']['pass@1']:.3f}, log-prob of the student's answer tokens {ref['pruned']['logp_of_student_answers']:.3f})"
         + (
             f", healed by {ref['healed']['steps']} steps of OPD from the full model (pass@1 {ref['healed']['pass@1']:.3f}, "
-            f"answers with a number {ref['healed']['answers_with_a_number']:.2f})"
+            f"log-prob of the student's answer tokens {ref['healed']['logp_of_student_answers']:.3f})"
             if "healed" in ref
             else ", not healed"
         )

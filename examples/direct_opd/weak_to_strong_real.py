@@ -78,16 +78,25 @@ def _run(out: Path, steps: int, seed: int, eval_k: int = 1) -> dict:
     }
 
 
-def cached(out: Path, fn, *args) -> dict:
-    """Run a stage once: its summary.json marks it finished."""
+def cached(out: Path, fn, *args, settings: dict | None = None) -> dict:
+    """Run a stage once: its summary.json marks it finished. With `settings`, a finished stage run with other
+    settings is refused rather than reused."""
     done = out / "summary.json"
+    settings = json.loads(json.dumps(settings))  # as the summary stores them (tuples become lists)
     if done.is_file():
-        return json.loads(done.read_text())
+        res = json.loads(done.read_text())
+        if settings is not None and res.get("settings") != settings:
+            raise SystemExit(
+                f"{out} ran with {res.get('settings')}, not {settings}: use another --out, or delete {out} to run it again"
+            )
+        return res
     from tempering.runlog import atomic_write_text
 
     t0 = time.perf_counter()
     res = fn(*args)
     res["seconds"] = time.perf_counter() - t0
+    if settings is not None:
+        res["settings"] = settings
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(done, json.dumps(res, indent=2) + "\n")
     return res
@@ -181,6 +190,27 @@ def run_arm(name: str, root: Path, seed: int, a) -> dict:
 
 def spread(vals: list[float]) -> dict:
     return {"mean": st.mean(vals), "std": st.stdev(vals) if len(vals) > 1 else 0.0, "values": vals}
+
+
+def machine_line(start: dict, end: dict) -> str:
+    """The page's machine line, from `machine()` at the start and at the end of the run."""
+    return (
+        f"Machine: {start['cpu']}, torch {start['torch']}, Python {start['python']}; 1024^3 float32 matmul on 2 threads "
+        f"{start['matmul_gflops_2_threads']} GFLOP/s at the start, {end['matmul_gflops_2_threads']} at the end; load "
+        f"{' '.join(start['load'])} / {' '.join(end['load'])}."
+    )
+
+
+def render(p: argparse.ArgumentParser, a, name: str, write_results) -> None:
+    """--render: the page and claims of RESULTS/NAME.json written again from its stored runs, with the settings
+    its stored command ran with."""
+    if not a.results:
+        p.error("--render rewrites the page in --results: name it")
+    doc = json.loads((Path(a.results) / f"{name}.json").read_text())
+    ran = p.parse_args(shlex.split(doc["command"])[2:])
+    ran.results, ran.notes = a.results, a.notes
+    m = doc["machine"]
+    write_results(doc["runs"], ran, doc["command"], m["start"], m["end"], rendered="python " + " ".join(sys.argv))
 
 
 def machine() -> dict:
@@ -286,9 +316,7 @@ def write_results(rows: list[dict], a, command: str, start: dict, end: dict, ren
         f"Command: `{command}`  ",
         *([f"Page and claims rewritten from the stored numbers: `{rendered}`  "] if rendered else []),
         f"Seeds: {', '.join(map(str, seeds))}  ",
-        f"Machine: {start['cpu']}, torch {start['torch']}, Python {start['python']}; 1024^3 float32 matmul on 2 threads "
-        f"{start['matmul_gflops_2_threads']} GFLOP/s at the start, {end['matmul_gflops_2_threads']} at the end; load "
-        f"{' '.join(start['load'])} / {' '.join(end['load'])}. Two runs at a time, one torch thread each.",
+        machine_line(start, end) + " Two runs at a time, one torch thread each.",
         "",
         'Task: sums of 1..30 asked as "What is a + b? Answer with just the number." through SmolLM2\'s chat '
         f"template, the last number of the first line read as the answer; greedy pass@1 on {a.heldout_size} "
@@ -350,14 +378,7 @@ def main() -> None:
     )
     a = p.parse_args()
     if a.render:
-        if not a.results:
-            p.error("--render rewrites the page in --results: name it")
-        doc = json.loads((Path(a.results) / "direct_opd_real.json").read_text())
-        ran = p.parse_args(shlex.split(doc["command"])[2:])  # the settings the stored runs had
-        ran.results, ran.notes = a.results, a.notes
-        m = doc["machine"]
-        write_results(doc["runs"], ran, doc["command"], m["start"], m["end"], rendered="python " + " ".join(sys.argv))
-        return
+        return render(p, a, "direct_opd_real", write_results)
     start = machine()
     roots = {s: Path(a.out) / f"seed{s}" for s in a.seeds}
     # spawned, not forked: the parent has started torch's thread pool

@@ -26,16 +26,12 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "direct_opd"))
-from weak_to_strong_real import STUDENT, STUDENT_ROLLOUT, _final, _run, arm_summaries, cached, machine
+from tempering.recipes.demo import REAL_GRPO
 
-ARITHMETIC = {
-    "min_value": 1,
-    "max_value": 30,
-    "prompt_template": "What is {a} {op} {b}? Answer with just the number.",
-    "read": "last_number",
-    "heldout_share": 0.2,
-}
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "direct_opd"))
+from weak_to_strong_real import STUDENT, STUDENT_ROLLOUT, _final, _run, arm_summaries, cached, machine, machine_line
+
+ARITHMETIC = REAL_GRPO["task"]["args"]  # the real-model demo's sums in words
 SUBTASKS = {
     "arithmetic": {
         "whole": {"family": "arithmetic", "args": {**ARITHMETIC, "ops": "+-"}},
@@ -142,18 +138,25 @@ def arm(name: str, root: Path, seed: int, a, teachers: dict[str, dict], best: st
 
 
 def stages(root: Path, seed: int, a) -> dict:
+    """Every stage of one seed up to --upto, each cached with the settings it ran with."""
+    keys = lambda *names: {n: getattr(a, n) for n in names}
+    made = keys("subtasks", "teacher_steps", "teacher_lr")
     parts = SUBTASKS[a.subtasks]["parts"]
-    teachers = {p: cached(root / f"seed{seed}" / f"teacher_{p}", teacher, root, seed, a, p) for p in parts}
+    teachers = {
+        p: cached(root / f"seed{seed}" / f"teacher_{p}", teacher, root, seed, a, p, settings=made) for p in parts
+    }
     row: dict = {"seed": seed, "teachers": teachers}
     if STAGES.index(a.upto) < 1:
         return row
-    row["check"] = cached(root / f"seed{seed}" / "check", check, root, seed, a, teachers)
+    checked = {**made, **keys("heldout_size", "min_gain")}
+    row["check"] = cached(root / f"seed{seed}" / "check", check, root, seed, a, teachers, settings=checked)
     if STAGES.index(a.upto) < 2 or not row["check"]["passed"]:
         return row
+    trained = {**checked, **keys("steps", "lr", "rho")}
+    best = row["check"]["best_teacher"]
     for name in a.arms:
-        row[name] = cached(
-            root / f"seed{seed}" / name, arm, name, root, seed, a, teachers, row["check"]["best_teacher"]
-        )
+        out = root / f"seed{seed}" / name
+        row[name] = cached(out, arm, name, root, seed, a, teachers, best, settings=trained)
     return row
 
 
@@ -211,9 +214,7 @@ def write_results(rows: list[dict], a, command: str, start: dict, end: dict) -> 
         "",
         f"Command: `{command}`  ",
         f"Seeds: {', '.join(map(str, seeds))}  ",
-        f"Machine: {start['cpu']}, torch {start['torch']}, Python {start['python']}; 1024^3 float32 matmul on 2 threads "
-        f"{start['matmul_gflops_2_threads']} GFLOP/s at the start, {end['matmul_gflops_2_threads']} at the end; load "
-        f"{' '.join(start['load'])} / {' '.join(end['load'])}.",
+        machine_line(start, end),
         "",
         f"Sub-tasks ({a.subtasks}): {', '.join(parts)}; each specialist is SmolLM2 after {a.teacher_steps} GRPO steps "
         f"on its sub-task at lr {a.teacher_lr}. Held-out: greedy pass@1 on {a.heldout_size} examples of the whole task.",

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import shlex
 import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -40,6 +39,8 @@ from weak_to_strong_real import (
     arm_summaries,
     cached,
     machine,
+    machine_line,
+    render,
     spread,
 )
 
@@ -218,9 +219,7 @@ def write_results(rows: list[dict], a, command: str, start: dict, end: dict, ren
         f"Command: `{command}`  ",
         *([f"Page and claims rewritten from the stored numbers: `{rendered}`  "] if rendered else []),
         f"Seeds: {', '.join(map(str, seeds))}  ",
-        f"Machine: {start['cpu']}, torch {start['torch']}, Python {start['python']}; 1024^3 float32 matmul on 2 threads "
-        f"{start['matmul_gflops_2_threads']} GFLOP/s at the start, {end['matmul_gflops_2_threads']} at the end; load "
-        f"{' '.join(start['load'])} / {' '.join(end['load'])}. Two runs at a time, one torch thread each.",
+        machine_line(start, end) + " Two runs at a time, one torch thread each.",
         "",
         'Task: sums and differences of 1..30 asked as "What is a + b? Answer with just the number." through '
         "SmolLM2's chat template, the last number of the first line read as the answer; greedy pass@1 on "
@@ -275,14 +274,7 @@ def main() -> None:
     )
     a = p.parse_args()
     if a.render:
-        if not a.results:
-            p.error("--render rewrites the page in --results: name it")
-        doc = json.loads((Path(a.results) / "tu_opd_real.json").read_text())
-        ran = p.parse_args(shlex.split(doc["command"])[2:])  # the settings the stored runs had
-        ran.results, ran.notes = a.results, a.notes
-        m = doc["machine"]
-        write_results(doc["runs"], ran, doc["command"], m["start"], m["end"], rendered="python " + " ".join(sys.argv))
-        return
+        return render(p, a, "tu_opd_real", write_results)
     start = machine()
     roots = {s: Path(a.out) / f"seed{s}" for s in a.seeds}
     with ProcessPoolExecutor(a.lanes, mp_context=multiprocessing.get_context("spawn")) as pool:

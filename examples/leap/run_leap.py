@@ -18,6 +18,7 @@ import torch
 from tempering.config import build
 from tempering.experiments import Arm, claims_table, fmt, judge, machine, mean_sd, run_arm, write_results
 from tempering.methods.pretrain import PretrainConfig, pretrain
+from tempering.recipes.demo import REAL_GRPO
 
 K = 3
 FAMILIES = {
@@ -47,15 +48,9 @@ FAMILIES = {
         "arms": ["mt_grpo", "leap"],
     },
 }
-SMOLLM2_SUMS = {  # SmolLM2 as it ships (no warm start): sums asked in words, feedback after a wrong answer
+SMOLLM2_SUMS = {  # SmolLM2 as it ships (no warm start): the real-model demo's sums in words, with feedback
     "family": "arithmetic",
-    "args": {
-        "min_value": 1,
-        "max_value": 30,
-        "prompt_template": "What is {a} {op} {b}? Answer with just the number.",
-        "read": "last_number",
-        "heldout_share": 0.2,
-    },
+    "args": REAL_GRPO["task"]["args"],
     "model": "smollm2-135m-instruct",
     "max_new_tokens": 24,
     "prompts_per_step": 8,

@@ -20,6 +20,7 @@ from tempering.algos.tcpo import TURN_DECAY
 from tempering.config import build
 from tempering.experiments import Arm, claims_table, fmt, judge, machine, mean_sd, run_arm, write_results
 from tempering.methods.pretrain import PretrainConfig, pretrain
+from tempering.recipes.demo import REAL_GRPO
 
 K = 3
 PROMPTS, GROUP = 16, 8
@@ -36,16 +37,9 @@ FAMILIES = {
         "pass_target": 0.5,
     },
 }
-FAMILIES["smollm2_sums"] = {  # SmolLM2 as it ships (no warm start): sums asked in words, digit-accuracy credit
+FAMILIES["smollm2_sums"] = {  # SmolLM2 as it ships (no warm start): the real-model demo's sums, digit credit
     "family": "arithmetic",
-    "args": {
-        "min_value": 1,
-        "max_value": 30,
-        "prompt_template": "What is {a} {op} {b}? Answer with just the number.",
-        "read": "last_number",
-        "heldout_share": 0.2,
-        "partial_credit": True,
-    },
+    "args": {**REAL_GRPO["task"]["args"], "partial_credit": True},
     "model": "smollm2-135m-instruct",
     "max_new_tokens": 24,
     "prompts_per_step": 8,

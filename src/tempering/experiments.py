@@ -87,7 +87,8 @@ def greedy_answers(
     model: str, task: dict[str, Any], n: int, max_new_tokens: int, seed: int = 0
 ) -> list[dict[str, Any]]:
     """A model's greedy answer to each of `n` held-out tasks of a task section: its id, success, the
-    verifier's status and the text, for per-example comparisons (which tasks any of several models solves)."""
+    verifier's status, the text and the token ids of prompt and answer, for per-example comparisons (which
+    tasks any of several models solves, how likely another model finds these answers)."""
     import asyncio
 
     from tempering.envs.registry import make_family
@@ -107,6 +108,8 @@ def greedy_answers(
             "success": g.episodes[0].turns[0].success,
             "status": g.episodes[0].turns[0].status,
             "answer": tok.decode(g.episodes[0].turns[0].action_ids, skip_special_tokens=True),
+            "prompt_ids": g.episodes[0].prompt_ids,
+            "answer_ids": g.episodes[0].turns[0].action_ids,
         }
         for g in groups
     ]
