@@ -37,6 +37,8 @@ SCRIPTS = [
     "examples/expand_compress/union_real.py",
     "examples/direct_opd/weak_to_strong.py",
     "examples/direct_opd/weak_to_strong_real.py",
+    "examples/direct_opd/pruned_pair_real.py",
+    "examples/expand_compress/specialists_real.py",
     "examples/cuda_agent/run_cuda_agent.py",
     "benchmarks/grpo_vs_trl.py",
     "benchmarks/grpo_vs_trl_real.py",
@@ -68,7 +70,9 @@ def claim_rows(markdown: str) -> tuple[dict[str, list[str]], list[str]]:
 @pytest.mark.parametrize("name", PAGES)
 def test_each_verdict_comes_from_the_rule_on_the_stored_differences(name):
     data = json.loads((RESULTS / f"{name}.json").read_text())
-    assert data["claims"], f"{name}.json states no claim"
+    gates = data.get("gate", {}).values()
+    stopped = bool(gates) and not all(g["passed"] for g in gates)  # a gate that failed stops the experiment
+    assert data["claims"] or stopped, f"{name}.json states no claim"
     for key in ("seeds", "command", "machine"):
         assert data.get(key), f"{name}.json has no {key}"
     for text, c in data["claims"].items():
