@@ -159,7 +159,7 @@ def build(ctx: Context) -> Method:
         name="direct-opd",
         credit=credit,
         scorers=scorers,
-        loss=Loss(loss, ("policy_loss", "kl_start")),
+        loss=Loss(loss, ("policy_loss", "kl_start"), linear=False),
         state={"alpha": d.alpha, "pending": d.alpha},
         next_state=lambda state, metrics: next_alpha(d, state, metrics),
         student_prompt=load_builder(d.student_prompt),
@@ -211,6 +211,4 @@ def run_pairs(spec: MethodSpec, cfg: DirectOPDConfig, **kwargs: Any) -> dict[str
     return history
 
 
-SPEC = MethodSpec(
-    name="direct-opd", config=DirectOPDConfig, build=build, parts=("pair",), corrects=False, run=run_pairs
-)
+SPEC = MethodSpec(name="direct-opd", config=DirectOPDConfig, build=build, parts=("pair",), run=run_pairs)

@@ -169,7 +169,7 @@ def build(ctx: Context) -> Method:
     return Method(
         name="pretrain",
         credit=every_token,
-        loss=Loss(answer_nll, ("nll",)),
+        loss=Loss(answer_nll, ("nll",), linear=False),
         supervised=given_answer(
             ctx.fmt, ctx.family, ctx.train_tasks, c.pretrain.repair_share, c.run.seed, c.rollout.feedback_templates
         ),
@@ -177,7 +177,7 @@ def build(ctx: Context) -> Method:
     )
 
 
-SPEC = MethodSpec(name="pretrain", config=PretrainConfig, build=build, corrects=False)
+SPEC = MethodSpec(name="pretrain", config=PretrainConfig, build=build)
 
 
 def pretrain(

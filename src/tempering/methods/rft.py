@@ -99,7 +99,7 @@ def build(ctx: Context) -> Method:
         name="rft",
         credit=kept_credit,
         scorers=[rejection_filter(ctx.cfg.rft)],
-        loss=Loss(nll_loss, ("nll",)),
+        loss=Loss(nll_loss, ("nll",), linear=False),
         plots=("success", "rft/kept", "nll"),
     )
 
@@ -111,4 +111,4 @@ class RFTConfig(LoopConfig):
     rft: RFTSection = Field(default_factory=RFTSection, description="Which trajectories are kept.")
 
 
-SPEC = MethodSpec(name="rft", config=RFTConfig, build=build, corrects=False)
+SPEC = MethodSpec(name="rft", config=RFTConfig, build=build)

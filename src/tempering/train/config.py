@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from tempering.algos.correction import MODES, RENAMED, bounds
-from tempering.algos.losses import AGG_MODES
+from tempering.algos.losses import AGG_MODES, CLIP_KEYS, POLICY_LOSSES
 from tempering.config import Schema, ignored_unless
 from tempering.rollout.engine import FEEDBACK_TEMPLATES, RolloutOptions
 from tempering.rollout.ray_workers import RaySection
@@ -255,6 +255,98 @@ class ClippedUpdateSection(UpdateSection, PPOClipSection):
     def update_settings(self, temperature: float, max_response_len: int) -> UpdateSettings:
         s = super().update_settings(temperature, max_response_len)
         s.clip_low, s.clip_high, s.dual_clip = self.clip_low, self.clip_high, self.dual_clip
+        return s
+
+
+class PolicyLossSection(ClippedUpdateSection):
+    """The update of a policy-gradient loss chosen from the registry (`algos/losses.py: POLICY_LOSSES`), its
+    own settings, the entropy terms and TRL's token masks. A setting the chosen loss does not read is refused."""
+
+    policy_loss: str = Field(
+        "ppo_clip",
+        description="The policy loss: ppo_clip (verl's vanilla; TRL's grpo/dapo/bnpo/dr_grpo), gspo (sequence ratio, "
+        "TRL's), gspo_token (verl's gspo), cispo, sapo, gmpo (verl's geo_mean), dppo_tv, dppo_kl, clip_cov, kl_cov, dro, "
+        "vespo (TRL's), or one registered with algos.losses.register_policy_loss. docs/losses.md.",
+    )
+    sapo_tau_pos: float = Field(1.0, gt=0, description="SAPO: gate temperature of positive advantages.")
+    sapo_tau_neg: float = Field(1.05, gt=0, description="SAPO: gate temperature of negative advantages.")
+    vespo_k_pos: float = Field(2.0, description="VESPO: gamma weight's power k of non-negative advantages.")
+    vespo_lambda_pos: float = Field(3.0, description="VESPO: gamma weight's rate lambda of non-negative advantages.")
+    vespo_k_neg: float = Field(3.0, description="VESPO: power k of negative advantages.")
+    vespo_lambda_neg: float = Field(2.0, description="VESPO: rate lambda of negative advantages.")
+    clip_cov_ratio: float = Field(0.0002, gt=0, le=1, description="Clip-Cov: share of loss tokens taken out.")
+    clip_cov_lb: float = Field(1.0, description="Clip-Cov: lower bound of the covariance of a token taken out.")
+    clip_cov_ub: float = Field(5.0, description="Clip-Cov: upper bound of the covariance of a token taken out.")
+    kl_cov_ratio: float = Field(0.0002, gt=0, le=1, description="KL-Cov: share of loss tokens given the |log r| term.")
+    kl_cov_coef: float = Field(1.0, ge=0, description="KL-Cov: coefficient of the |log r| term.")
+    dro_beta: float = Field(
+        1.0, gt=0, description="DRO: coefficient of the quadratic log-ratio penalty (ours; verl requires one)."
+    )
+    entropy_coef: float = Field(
+        0.0,
+        ge=0,
+        description="Entropy bonus: the loss minus this times the policy tokens' entropy, aggregated as the loss "
+        "(with loss.entropy_adaptive, the starting coefficient).",
+    )
+    entropy_adaptive: bool = Field(
+        False,
+        description="Adapt loss.entropy_coef each update (TRL's use_adaptive_entropy): up by entropy_coef_delta while "
+        "the entropy is at or below loss.entropy_target, else down; the bonus applies only below the target.",
+    )
+    entropy_target: float = Field(0.2, ge=0, description="Adaptive entropy: the target entropy in nats.")
+    entropy_coef_min: float = Field(0.0, ge=0, description="Adaptive entropy: the coefficient's lower bound.")
+    entropy_coef_max: float = Field(1.0, ge=0, description="Adaptive entropy: the coefficient's upper bound.")
+    entropy_coef_delta: float = Field(0.005, ge=0, description="Adaptive entropy: the coefficient's step.")
+    entropy_top_quantile: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="Train only on the loss tokens in this top share of entropies (TRL's top_entropy_quantile, the "
+        "80/20 rule's 0.2; 1 = every token).",
+    )
+    off_policy_mask_threshold: float | None = Field(
+        None,
+        ge=0,
+        description="DeepSeek-V3.2's off-policy sequence mask (TRL's): a negative-advantage answer whose mean k1 KL "
+        "from the sampler's policy passes this leaves the loss (null = off).",
+    )
+
+    @model_validator(mode="after")
+    def _check_policy_loss(self):
+        if self.policy_loss not in POLICY_LOSSES:
+            raise ValueError(
+                f"loss.policy_loss={self.policy_loss!r} is unknown; choose one of {', '.join(POLICY_LOSSES)}"
+            )
+        spec = POLICY_LOSSES[self.policy_loss]
+        read_by = {k: [n for n, p in POLICY_LOSSES.items() if k in p.params] for k in self.params_of_all()}
+        for key, losses in read_by.items():
+            if self.policy_loss not in losses:
+                ignored_unless(self, "loss", [key], False, "loss.policy_loss=" + "|".join(losses))
+        for key in CLIP_KEYS:
+            if key not in spec.clips:
+                readers = [n for n, p in POLICY_LOSSES.items() if key in p.clips]
+                ignored_unless(self, "loss", [key], False, "loss.policy_loss=" + "|".join(readers))
+        adaptive = ["entropy_target", "entropy_coef_min", "entropy_coef_max", "entropy_coef_delta"]
+        ignored_unless(self, "loss", adaptive, self.entropy_adaptive, "loss.entropy_adaptive=true")
+        if self.entropy_adaptive and self.entropy_coef_min > self.entropy_coef_max:
+            raise ValueError("loss.entropy_coef_min must be <= loss.entropy_coef_max")
+        return self
+
+    @classmethod
+    def params_of_all(cls) -> list[str]:
+        """The loss parameters this section has keys for (every built-in loss's)."""
+        return [k for k in cls.model_fields if any(k in p.params for p in POLICY_LOSSES.values())]
+
+    def update_settings(self, temperature: float, max_response_len: int) -> UpdateSettings:
+        s = super().update_settings(temperature, max_response_len)
+        s.policy_loss = self.policy_loss
+        s.loss_params = {
+            k: getattr(self, k) for k in POLICY_LOSSES[self.policy_loss].params if k in type(self).model_fields
+        }
+        s.entropy_coef = self.entropy_coef
+        s.entropy_target = self.entropy_target if self.entropy_adaptive else None
+        s.entropy_top_quantile = self.entropy_top_quantile
+        s.off_policy_mask_threshold = self.off_policy_mask_threshold
         return s
 
 
