@@ -308,7 +308,7 @@ def clip_cov(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
     return torch.maximum(unclipped, clipped) * keep, {**stats, **_ratio_stats(log_ratio.clamp(-20.0, 20.0), mask_BT)}
 
 
-@register_policy_loss("kl_cov", linear=False, params={"kl_cov_ratio": 0.0002, "kl_cov_coef": 1.0})
+@register_policy_loss("kl_cov", linear=False, params={"kl_cov_ratio": 0.0002, "kl_cov_coef": 0.1})
 def kl_cov(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
     """KL-Cov: -A r, plus kl_cov_coef |log r| on the kl_cov_ratio share of loss tokens with the largest
     centred advantage x log-prob covariance (verl's `kl_cov`)."""
@@ -360,6 +360,58 @@ def vespo(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
         phi = (lam + k * log_w - lam * log_w.exp()).exp().nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
         stats = {"vespo_phi": masked_mean(phi.expand_as(adv_BT), mask_BT)}
     return -phi * adv_BT * logp_BT, {**stats, **_ratio_stats(log_ratio.clamp(-20.0, 20.0), mask_BT)}
+
+
+@dataclass(frozen=True)
+class PolicyObjective:
+    """What the update's policy term is made of: the registered loss and its settings, the aggregation, and
+    the terms TRL adds around it."""
+
+    loss: str = "ppo_clip"
+    settings: LossSettings = field(default_factory=LossSettings)
+    agg: str = "token-mean"
+    entropy_coef: float = 0.0
+    """The entropy bonus's coefficient for this update (0: none; the adaptive controller's current value)."""
+    entropy_bonus: bool = False
+    """The bonus is on (its coefficient may be 0 this update, as TRL's adaptive one below the target is)."""
+    entropy_top_quantile: float = 1.0
+    off_policy_mask_threshold: float | None = None
+
+
+def policy_objective(
+    logp_BT: torch.Tensor,
+    old_logp_BT: torch.Tensor,
+    adv_BT: torch.Tensor,
+    mask_BT: torch.Tensor,
+    entropy_BT: torch.Tensor,
+    o: PolicyObjective,
+    norm: LossNorm | None = None,
+    rollout_logp_BT: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The aggregated policy term: the registered loss per token, TRL's token masks (top-entropy share, the
+    off-policy sequence mask: they drop terms and keep the normaliser), and the entropy bonus (its gradient
+    through `entropy_BT`)."""
+    spec = policy_loss(o.loss)
+    s = replace(o.settings, params={**spec.params, **o.settings.params})
+    loss_BT, stats = spec.fn(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT)
+    keep = None
+    if o.entropy_top_quantile < 1.0:
+        keep = high_entropy_mask(entropy_BT.detach(), mask_BT, o.entropy_top_quantile)
+    if o.off_policy_mask_threshold is not None:
+        if rollout_logp_BT is None:
+            raise ValueError("the off-policy sequence mask needs the sampler's log-probs")
+        seqs = off_policy_mask(logp_BT, rollout_logp_BT, adv_BT, mask_BT, o.off_policy_mask_threshold)
+        stats["off_policy_masked_frac"] = masked_mean((1 - seqs).expand_as(mask_BT), mask_BT)
+        keep = seqs.expand_as(mask_BT) if keep is None else keep * seqs
+    if keep is not None:
+        loss_BT = loss_BT * keep
+    loss = aggregate(loss_BT, mask_BT, o.agg, norm)
+    stats["policy_loss"] = loss.detach()
+    if o.entropy_bonus:
+        entropy = aggregate(entropy_BT, mask_BT if keep is None else mask_BT * keep, o.agg, norm)
+        stats["entropy_bonus"] = (o.entropy_coef * entropy).detach()
+        loss = loss - o.entropy_coef * entropy
+    return loss, stats
 
 
 def ppo_clip_loss(

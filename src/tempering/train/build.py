@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from tempering.algos.correction import MODES
+from tempering.algos.correction import CORRECTIONS, reweights
 from tempering.envs.base import TaskFamily
 from tempering.envs.registry import make_family, set_reward_timeout
 from tempering.errors import UserError
@@ -256,6 +256,7 @@ def scorers_of(cfg, method: Method, model) -> list[Scorer]:
                 loss.micro_batch_size,
                 cfg.rollout.temperature or 1.0,
                 loss.rollout_correction_floor,
+                loss.rollout_correction_batch_norm,
             )
         )
     return scorers
@@ -475,11 +476,11 @@ def check_async(cfg) -> None:
     if not k:
         return
     mode = cfg.loss.rollout_correction
-    if mode == "none" or not MODES[mode].reweights:
+    if mode == "none" or not reweights(mode):
         raise UserError(
             f"rollout.async_steps={k} trains on samples of weights up to {k} update(s) old, and "
             f"loss.rollout_correction={mode} does not weight them by pi_proximal / pi_behaviour; set it to one that "
-            f"does: {', '.join(m for m, spec in MODES.items() if spec.reweights)}"
+            f"does: {', '.join(m for m in CORRECTIONS if reweights(m))}"
         )
 
 

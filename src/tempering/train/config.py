@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from tempering.algos.correction import MODES, RENAMED, bounds
+from tempering.algos.correction import CORRECTIONS, MODES, RENAMED, steps
 from tempering.algos.losses import AGG_MODES, CLIP_KEYS, POLICY_LOSSES
 from tempering.config import Schema, ignored_unless
 from tempering.rollout.engine import FEEDBACK_TEMPLATES, RolloutOptions
@@ -186,35 +186,34 @@ class UpdateSection(Schema):
     )
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     mask_truncated: bool = Field(False, description="Drop answers that hit the token limit from the loss (DAPO).")
-    rollout_correction: Literal[
-        "none",
-        "tis",
-        "sequence_truncate",
-        "token_mask",
-        "sequence_mask",
-        "icepop",
-        "seq_sum_k1",
-        "seq_mean_k1",
-        "decoupled",
-    ] = Field(
+    rollout_correction: Literal[CORRECTIONS] = Field(  # type: ignore[valid-type]
         "none",
         description="Behaviour (sampler) / proximal (trainer) mismatch, weights rho = pi_prox / pi_behav on the advantages: "
         "tis (token rho truncated), sequence_truncate, token_mask / sequence_mask (rho, 0 outside the band; TRL), "
-        "icepop (two-sided token mask; verl), seq_sum_k1 / seq_mean_k1 (verl's rejection of episodes by product / "
-        "geometric mean), decoupled (AReaL: rho, 0 outside the band). See docs/performance.md.",
+        "icepop (two-sided token mask; verl), decoupled (AReaL: rho, 0 outside the band), verl's rejections "
+        "token_k1|seq_sum_k1|seq_mean_k1 (ratio band) and token|seq_sum|seq_mean|seq_max _k2|_k3 (divergence above "
+        "the cap), bypass (the sampler's log-probs as the old ones, no recomputation), or one of verl's presets "
+        "(decoupled_token_is, decoupled_seq_is, decoupled_token_icepop, decoupled_seq_is_rs, decoupled_geo_rs, "
+        "decoupled_geo_rs_seq_tis, decoupled_geo_rs_token_tis, bypass_ppo_clip). See algos/correction.py.",
     )
     rollout_correction_cap: float | None = Field(
         None,
-        gt=1,
-        description="Upper bound of the band (default: the mode's anchor: tis and sequence_truncate 2, token_mask and "
-        "sequence_mask 3, icepop 5, seq_sum_k1 2, seq_mean_k1 1.001, decoupled 5).",
+        gt=0,
+        description="Upper bound of the band: of rho (> 1; .inf = none, TRL's clip_max=None), or of k2 / k3 for those "
+        "rejections (required there). Default: the mode's anchor: tis and sequence_truncate 2, token_mask and "
+        "sequence_mask 3, icepop 5, token_k1 and seq_sum_k1 2, seq_mean_k1 1.001, decoupled 5.",
     )
     rollout_correction_floor: float | None = Field(
         None,
         gt=0,
         lt=1,
-        description="Lower bound of the band (default: the mode's anchor: icepop 0.5, seq_sum_k1 0.5, seq_mean_k1 0.999, "
-        "the others none).",
+        description="Lower bound of rho (default: the mode's anchor: icepop 0.5, token_k1 and seq_sum_k1 0.5, "
+        "seq_mean_k1 0.999, the others none).",
+    )
+    rollout_correction_batch_norm: bool = Field(
+        False,
+        description="Divide the correction's weights by their mean over the batch (verl's rollout_is_batch_normalize; "
+        "a weighting mode only).",
     )
 
     @field_validator("rollout_correction", mode="before")
@@ -227,9 +226,15 @@ class UpdateSection(Schema):
     @model_validator(mode="after")
     def _check_update(self):
         on = self.rollout_correction != "none"
-        ignored_unless(self, "loss", ["rollout_correction_cap"], on, "loss.rollout_correction=" + "|".join(MODES))
-        ignored_unless(self, "loss", ["rollout_correction_floor"], on, "loss.rollout_correction=" + "|".join(MODES))
-        bounds(self.rollout_correction, self.rollout_correction_cap, self.rollout_correction_floor)
+        for key in ("rollout_correction_cap", "rollout_correction_floor", "rollout_correction_batch_norm"):
+            ignored_unless(self, "loss", [key], on, "loss.rollout_correction=" + "|".join(MODES))
+        bounds_of = steps(self.rollout_correction, self.rollout_correction_cap, self.rollout_correction_floor)
+        weighting = [m for m, _, _ in bounds_of if MODES[m].rule in ("truncate", "mask")]
+        if self.rollout_correction_batch_norm and not weighting:
+            raise ValueError(
+                f"loss.rollout_correction_batch_norm=true normalises weights, and loss.rollout_correction="
+                f"{self.rollout_correction} has none; use a weighting mode (tis, sequence_truncate, ...) or remove it"
+            )
         return self
 
     def update_settings(self, temperature: float, max_response_len: int) -> UpdateSettings:
@@ -278,7 +283,7 @@ class PolicyLossSection(ClippedUpdateSection):
     clip_cov_lb: float = Field(1.0, description="Clip-Cov: lower bound of the covariance of a token taken out.")
     clip_cov_ub: float = Field(5.0, description="Clip-Cov: upper bound of the covariance of a token taken out.")
     kl_cov_ratio: float = Field(0.0002, gt=0, le=1, description="KL-Cov: share of loss tokens given the |log r| term.")
-    kl_cov_coef: float = Field(1.0, ge=0, description="KL-Cov: coefficient of the |log r| term.")
+    kl_cov_coef: float = Field(0.1, ge=0, description="KL-Cov: coefficient of the |log r| term (verl's ppo_kl_coef).")
     dro_beta: float = Field(
         1.0, gt=0, description="DRO: coefficient of the quadratic log-ratio penalty (ours; verl requires one)."
     )

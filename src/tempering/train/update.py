@@ -18,12 +18,12 @@ import torch
 from tempering.algos.losses import (
     LossNorm,
     LossSettings,
+    PolicyObjective,
     aggregate,
     entropy_from_logits,
-    high_entropy_mask,
     kl_estimate,
-    off_policy_mask,
     policy_loss,
+    policy_objective,
 )
 from tempering.errors import UserError
 from tempering.train.batch import TrainBatch
@@ -133,7 +133,6 @@ def ppo_loss(
 ) -> tuple[torch.Tensor, dict]:
     """The configured policy loss (`s.policy_loss`, PPO-clip by default) on the sampled tokens, with its
     token masks (top-entropy share, off-policy sequences), an entropy bonus and a KL-to-reference term."""
-    spec = policy_loss(s.policy_loss)
     coef = state.get("entropy_coef", s.entropy_coef)
     if s.entropy_target is not None and state.get("entropy_last", math.inf) > s.entropy_target:
         coef = 0.0  # adaptive: the bonus is on only while the last update's entropy is at or below the target
@@ -142,25 +141,17 @@ def ppo_loss(
     old = mb.old_logp_BT if mb.old_logp_BT is not None else logp.detach()
     assert mb.adv_BT is not None, "credit fills adv_BT before the update"
     m = mb.mask_BT
-    settings = LossSettings(s.clip_low, s.clip_high, s.dual_clip, {**spec.params, **s.loss_params})
-    loss_BT, stats = spec.fn(logp, old, mb.adv_BT, m, settings, mb.sample_logp_BT)
-    keep = None  # TRL's token masks: they drop terms of the loss and keep its normaliser
-    if s.entropy_top_quantile < 1.0:
-        keep = high_entropy_mask(ent.detach(), m, s.entropy_top_quantile)
-    if s.off_policy_mask_threshold is not None:
-        seqs = off_policy_mask(logp, mb.sample_logp_BT, mb.adv_BT, m, s.off_policy_mask_threshold)
-        stats["off_policy_masked_frac"] = ((1 - seqs) * m).sum() / m.sum().clamp(min=1)
-        keep = seqs.expand_as(m) if keep is None else keep * seqs
-    if keep is not None:
-        loss_BT = loss_BT * keep
-    loss = aggregate(loss_BT, m, s.loss_agg, norm)
+    objective = PolicyObjective(
+        s.policy_loss,
+        LossSettings(s.clip_low, s.clip_high, s.dual_clip, s.loss_params),
+        s.loss_agg,
+        coef,
+        bonus,
+        s.entropy_top_quantile,
+        s.off_policy_mask_threshold,
+    )
+    loss, stats = policy_objective(logp, old, mb.adv_BT, m, ent, objective, norm, mb.sample_logp_BT)
     stats["entropy"] = (ent.detach() * m).sum() / m.sum().clamp(min=1)
-    stats["policy_loss"] = loss.detach()
-    if bonus:
-        on = m if keep is None else m * keep
-        entropy = aggregate(ent, on, s.loss_agg, norm)
-        stats["entropy_bonus"] = (coef * entropy).detach()
-        loss = loss - coef * entropy
     if s.kl_coef > 0:
         if mb.ref_logp_BT is None:
             raise ValueError("a KL-to-reference loss (kl_coef > 0) needs the reference's log-probs in the batch")
