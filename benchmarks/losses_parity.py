@@ -408,7 +408,7 @@ def cases():
         "decoupled_geo_rs_token_tis",
     ):
         c = getattr(RolloutCorrectionConfig, preset)()
-        call = lambda x, c=c: verl_correction(  # noqa: E731
+        call = lambda x, c=c: verl_correction(
             x, c.rollout_is, c.rollout_is_threshold, c.rollout_rs, c.rollout_rs_threshold, c.rollout_is_batch_normalize
         )
         corr(preset, verl, call)
