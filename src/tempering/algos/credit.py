@@ -96,13 +96,14 @@ def turn_tensors(groups: list[Group]) -> TurnTensors:
                 alt = t.info.get("cf_scores")
                 if alt:
                     cf_mean[n, i, k], cf_mask[n, i, k] = sum(alt) / len(alt), 1.0
-    parts = [e.turns[-1].info.get("rewards") if e.turns else None for g in groups for e in g.episodes]
-    components, names = None, ()
-    if any(parts):
-        names = tuple(dict.fromkeys(k for p in parts if p for k in p))
-        if any(not p or set(p) != set(names) for p in parts):
+    parts: list[dict[str, float]] = [
+        (e.turns[-1].info.get("rewards") or {}) if e.turns else {} for g in groups for e in g.episodes
+    ]
+    components, names = None, tuple(dict.fromkeys(k for p in parts for k in p))
+    if names:
+        if any(set(p) != set(names) for p in parts):
             raise ValueError(f"every episode must report the same reward functions ({', '.join(names)})")
-        components = torch.tensor([[float(p[k]) for k in names] for p in parts]).view(N, G, len(names))  # type: ignore[index]
+        components = torch.tensor([[float(p[k]) for k in names] for p in parts]).view(N, G, len(names))
     return TurnTensors(scores, success, valid, tokens, rewards, cf_mean, cf_mask, None, components, names)
 
 

@@ -430,7 +430,8 @@ def ppo_clip_loss(
     Statistics (token shares): `clip_frac_low` / `clip_frac_high` where the ratio left the clip range on
     the side that stops the gradient, `dual_clip_frac` where the dual clip capped a negative advantage's
     loss at c * |A| (verl's `pg_clipfrac_lower`), and `approx_kl`."""
-    loss, stats = ppo_clip(logp_BT, old_logp_BT, adv_BT, mask_BT, LossSettings(clip_low, clip_high, dual_clip))
+    settings = LossSettings(clip_low, clip_high, dual_clip)
+    loss, stats = ppo_clip(logp_BT, old_logp_BT, adv_BT, mask_BT, settings, None)
     return aggregate(loss, mask_BT, agg, norm), stats
 
 
