@@ -27,7 +27,7 @@ from tempering.train.batch import TrainBatch
 from tempering.train.config import LoopConfig, PolicyLossSection, RolloutSection
 from tempering.train.method import Context, Credit, CreditFn, Method, MethodSpec, turn_credit
 from tempering.train.scoring import KLPenalty, OverlongPenalty, ReferenceLogprobs, Scores
-from tempering.train.update import UpdateSettings, policy_loss_of
+from tempering.train.update import Loss, UpdateSettings, policy_loss_of
 from tempering.types import Group
 
 KLEstimator = Literal["k1", "k2", "k3", "abs", "kl", "mse", "low_var_kl"]
@@ -268,7 +268,7 @@ def build(ctx: Context) -> Method:
         name=loss.advantage,
         credit=credit,
         scorers=scorers,
-        loss=policy_loss_of(loss.policy_loss),
+        loss=rl_loss(c),
         state=state,
         after_update=after_update,
         rollout=rollout,
@@ -291,4 +291,9 @@ class TrainConfig(LoopConfig):
         return self
 
 
-SPEC = MethodSpec(name="rl", config=TrainConfig, build=build)
+def rl_loss(cfg: TrainConfig) -> Loss:
+    """The registered policy loss `loss.policy_loss` names (`PPO_LOSS`, linear or not as it declares)."""
+    return policy_loss_of(cfg.loss.policy_loss)
+
+
+SPEC = MethodSpec(name="rl", config=TrainConfig, build=build, loss=rl_loss)

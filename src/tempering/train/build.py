@@ -201,7 +201,7 @@ def assemble(
         load_start=lambda: load_model(cfg, device, lora=False)[0].eval().requires_grad_(False),
     )
     method = spec.build(ctx)
-    check_linear(cfg, method)
+    check_linear(cfg, method.loss, method.name)
     opts = replace(opts, **method.rollout)
     if method.student_prompt is not None:
         build = method.student_prompt
