@@ -74,6 +74,8 @@ def render(data: dict[str, Any]) -> str:
             "| loss | keys | pass@1 per seed | mean | 95% t-interval |",
             "| --- | --- | --- | --- | --- |",
         ]
+        if not data["curves"]:
+            out.append("| (no run has finished yet: run the command again, it resumes) | | | | |")
         for name, r in data["curves"].items():
             keys = " ".join(f"{k}={v}" for k, v in r["loss"].items())
             seeds = ", ".join(f"{s}: {v:.2f}" for s, v in r["per_seed"].items())
