@@ -47,6 +47,8 @@ CHANGED = {
     "demo": "documented change: pretrain runs on the one loop (its batch is the given answers, the update the "
     "loop's; the same data and optimizer, other float rounding and other metric names), so its warm start and the "
     "GRPO stage after it differ",
+    "train+async": "documented addition: the rollout correction logs rollout/weight_min and rollout/weight_max "
+    "(TRL's importance-ratio min and max), so its metric rows have two more keys; weights and history unchanged",
     "train+dynamic_sampling+kl_in_reward": "documented change, at a step that drops and refills groups: each "
     "collected batch is scored once, so the update takes the kept groups' reference log-probs from the filter's "
     "forward over the whole batch instead of a second forward over the kept groups (the same values up to float "
