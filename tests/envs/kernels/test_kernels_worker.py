@@ -173,3 +173,9 @@ def test_baselines_are_kept_on_disk_per_problem_sizes_and_machine(tmp_path, monk
     assert KernelVerifier(VerifyConfig(cache_dir=str(tmp_path)), sandbox=v.sandbox)._baseline_key(problem) == (
         v._baseline_key(problem)
     )
+
+
+def test_mount_points_below_a_folder_are_the_sandboxs_own():
+    from tempering.envs.kernels.harness import cleanup
+
+    assert "proc" in cleanup.mount_points("/")  # /proc is a mount point in every namespace

@@ -178,10 +178,11 @@ def main():
     isolated = bool(json.loads(stdin.readline())["isolated"])
     workdir, tmp = os.getcwd(), tempfile.gettempdir()
     known = set(os.listdir(workdir))
+    tmp_known = cleanup.mount_points(tmp)  # the sandbox's own: a skeleton above a venv under the host's /tmp
     for line in stdin:  # one candidate per line, until the verifier closes our stdin
         item = json.loads(line)
         reply = _run(item, isolated, workdir)
-        left = cleanup.clean(workdir, known, tmp, isolated)
+        left = cleanup.clean(workdir, known, tmp, isolated, tmp_known)
         if left:  # fail closed: the next candidate gets a fresh worker
             reply["dirty"] = left[:5]
         sys.stdout.write(json.dumps(reply) + "\n")
