@@ -6,7 +6,9 @@ passed with it (SCM_RIGHTS), one per tensor, so nothing is copied through the so
   the judge, which keeps its own pristine copy, sees directly whether the candidate wrote into them;
 - outputs (runner -> judge) are copied once into a memfd that the sender seals against writing,
   shrinking and growing before it goes: the judge maps it read-only and checks the seals, so the
-  bytes it compares cannot change under it.
+  bytes it compares cannot change under it. The copy reads every byte of the output, so a call's
+  answer is complete only when all of its output exists;
+- a message may also carry a plain descriptor (the candidate's syscall-filter listener).
 Values that are not tensors (ints, floats, None, strings, nested lists/tuples) travel in the JSON.
 """
 
@@ -16,7 +18,6 @@ import mmap
 import os
 import socket
 import warnings
-from typing import Any, cast
 
 import torch
 
@@ -56,13 +57,14 @@ def _encode(obj, fds: list, shared: bool, views: list):
         entry = {"t": len(fds), "dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape)}
         fd = _memfd(nbytes, "tensor")
         fds.append(fd)
+        populate = mmap.MAP_SHARED | mmap.MAP_POPULATE  # the pages made in one go, not one fault at a time
         if nbytes and shared:  # the sender keeps its own view of the shared pages
-            mm = mmap.mmap(fd, nbytes)
+            mm = mmap.mmap(fd, nbytes, flags=populate)
             view = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes)
             view.copy_(_flat_bytes(t))
             views.append(view.view(t.dtype).view(t.shape))
         elif nbytes:
-            with mmap.mmap(fd, nbytes) as mm:
+            with mmap.mmap(fd, nbytes, flags=populate) as mm:
                 view = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes)
                 view.copy_(_flat_bytes(t))
                 del view
@@ -106,6 +108,8 @@ def _decode(entry, fds: list, writable: bool, expect_sealed: bool):
             return torch.empty(shape, dtype=dtype)
         prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
         flags = mmap.MAP_PRIVATE if writable and seals & fcntl.F_SEAL_WRITE else mmap.MAP_SHARED  # a private copy
+        if writable:  # inputs: mapped now, so that a call does not pay the page faults
+            flags |= mmap.MAP_POPULATE
         mm = mmap.mmap(fd, nbytes, flags=flags, prot=prot)
         return torch.frombuffer(mm, dtype=torch.uint8, count=nbytes).view(dtype).view(shape)
     if "list" in entry:
@@ -127,9 +131,10 @@ class Channel:
         self.sock = sock
         self.last_token = None
 
-    def send(self, msg: dict, tensors: dict | None = None, shared: bool = False) -> list:
+    def send(self, msg: dict, tensors: dict | None = None, shared: bool = False, fd: int | None = None) -> list:
         """`msg` with `tensors` ({key: value with tensors}) encoded into it as memfds. Shared: the
-        receiver may write into them, and the sender's views of the same pages come back (in order)."""
+        receiver may write into them, and the sender's views of the same pages come back (in order).
+        `fd`: a descriptor passed along (the receiver gets its own copy as `msg["fd"]`)."""
         fds: list[int] = []
         views: list = []
         try:
@@ -138,6 +143,9 @@ class Channel:
                 body["reply_to"] = self.last_token
             for key, value in (tensors or {}).items():
                 body[key] = _encode(value, fds, shared, views)
+            if fd is not None:
+                body["fd"] = len(fds)
+                fds.append(os.dup(fd))
             data = json.dumps(body).encode()
             if len(data) > MAX_MESSAGE or len(fds) > MAX_FDS:
                 raise ValueError("message too large for the harness's channel")
@@ -166,18 +174,12 @@ class Channel:
             for key in tensor_keys:
                 if key in msg:
                     msg[key] = _decode(msg[key], fds, writable, sealed)
+            if isinstance(msg.get("fd"), int) and 0 <= msg["fd"] < len(fds):
+                msg["fd"] = os.dup(fds[msg["fd"]])
+            else:
+                msg.pop("fd", None)
             return msg
         finally:
             for fd in fds:
                 os.close(fd)
 
-
-def probe(t: torch.Tensor, positions) -> str:
-    """The bytes of the elements of `t` at flat `positions` (taken modulo its size), as hex."""
-    n = t.numel()
-    if n == 0 or not positions:
-        return ""
-    size = t.element_size()
-    # cast: numpy's stubs declare the buffer protocol (__buffer__) only for Python >= 3.12
-    raw = memoryview(cast(Any, _flat_bytes(t).numpy()))
-    return b"".join(raw[(p % n) * size : (p % n + 1) * size] for p in map(int, positions)).hex()
