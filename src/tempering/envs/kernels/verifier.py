@@ -37,13 +37,22 @@ from pathlib import Path
 from typing import Literal
 
 from tempering.envs.kernels import rewards
-from tempering.envs.kernels.elf import check_c_library, dynamic_symbols
+from tempering.envs.kernels.elf import check_c_library, check_extension
 from tempering.envs.kernels.problems import Problem
 from tempering.envs.kernels.submission import Submission, c_source_check, parse_submission, static_check
 from tempering.envs.kernels.workers import workers_for
 from tempering.errors import UserError
 
-HARNESS_FILES = ("verify.py", "runner.py", "policy.py", "wire.py", "ckernel.py", "worker.py", "cleanup.py", "syscalls.py")
+HARNESS_FILES = (
+    "verify.py",
+    "runner.py",
+    "policy.py",
+    "wire.py",
+    "ckernel.py",
+    "worker.py",
+    "cleanup.py",
+    "syscalls.py",
+)
 HARNESS_VERSION = 3
 """Part of a cached baseline's key: timings of another harness are not comparable."""
 C_FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c11")
@@ -148,7 +157,7 @@ class KernelResult:
     backend: str
     """Backend the submission was run with."""
     status: str
-    """`correct`, `incorrect`, `compile_error`, `bad_submission`, `static_check`, `forbidden_op`,
+    """`correct`, `incorrect`, `compile_error`, `build_timeout`, `bad_submission`, `static_check`, `forbidden_op`,
     `kernel_not_called`, `mutated_inputs`, `bad_output`, `runtime_error`, `timeout`,
     `memory_exceeded`, `crashed`, `early_exit`, `tampering`, `compiled_only`, `sandbox_error`."""
     message: str = ""
@@ -355,9 +364,9 @@ class KernelVerifier:
         artifact = await self._compile(sub, res)
         if not res.compiled:
             return res
-        if sub.symbol_refusals and cfg.static_checks:
-            res.status, res.message = "static_check", "; ".join(sub.symbol_refusals[:5])
-            res.violations = [{"rule": "c_symbol", "line": 0, "message": m} for m in sub.symbol_refusals]
+        if sub.symbol_refusals and cfg.static_checks:  # what the built library calls (elf.py)
+            res.status, res.message = "forbidden_op", "; ".join(sub.symbol_refusals[:5])
+            res.violations = [{"rule": "symbol", "line": 0, "message": m} for m in sub.symbol_refusals]
             return res
         if mode == "compile":
             res.status, res.message = "compiled", res.compile_log or "compiled"
@@ -430,6 +439,20 @@ class KernelVerifier:
 
         cfg = self.config
         limits = Limits(wall_s=cfg.build_wall_s, cpu_s=cfg.build_wall_s, memory_mb=8192, fsize_mb=512)
+        started = time.monotonic()
+        try:
+            return await self._build(sub, res, limits)
+        except RuntimeError as e:
+            # a build killed at its wall-clock limit on a loaded machine can take longer to wind down than
+            # the sandbox waits for (its cgroup "stays busy"): that is the limit, not the sandbox
+            if time.monotonic() - started < cfg.build_wall_s:
+                raise
+            res.status = "build_timeout"
+            res.message = f"the build ran past build_wall_s={cfg.build_wall_s:g} s (then: {e})"
+            return None
+
+    async def _build(self, sub: Submission, res: KernelResult, limits) -> str | None:
+        cfg = self.config
         if sub.backend == "c":
             assert sub.c_source is not None  # parse_submission refuses a c answer without one
             built = await self.cache.build(
@@ -463,8 +486,13 @@ class KernelVerifier:
         res.build_cached = built.cached
         res.build_s = 0.0 if built.cached else built.result.wall_s
         log = built.result.stderr + built.result.stdout
+        if built.path is None and built.result.status == "timeout":
+            res.status = "build_timeout"
+            res.message = f"the build ran past build_wall_s={cfg.build_wall_s:g} s ({built.result.message})"
+            res.compile_log = trim_compiler_output(log)
+            return None
         if built.path is None:
-            res.status = "timeout" if built.result.status == "timeout" else "compile_error"
+            res.status = "compile_error"
             res.message = trim_compiler_output(log) or built.result.message
             res.compile_log = res.message
             return None
@@ -472,9 +500,11 @@ class KernelVerifier:
         if sub.backend == "c":  # what the library calls, and the functions load_c() may call
             sub.symbol_refusals, sub.functions = check_c_library(Path(built.path).read_bytes())
         elif sub.backend == "torch_ext" or (sub.backend == "cuda" and cfg.device == "cuda"):
-            # the module name the extension was built under (its PyInit_ function): the candidate's
-            # process opens it before the submission runs
-            _, exported = dynamic_symbols(Path(built.path).read_bytes())
+            # what it calls of torch, and the module name it was built under (its PyInit_ function): the
+            # candidate's process opens it before the submission runs
+            sub.symbol_refusals, exported = check_extension(
+                Path(built.path).read_bytes(), cfg.allow_ops, cuda=sub.backend == "cuda"
+            )
             sub.functions = [f[len("PyInit_") :] for f in exported if f.startswith("PyInit_")][:1]
         if sub.backend == "cuda" and cfg.device != "cuda":
             res.ptxas = parse_ptxas(log)

@@ -622,7 +622,8 @@ class _Candidate:
                 raise Refused("bad_output", f"output {k} is not a materialised {self.device} tensor")
             if not self.aliasing and any(_overlap(o, p) for p in self.previous):
                 raise Refused(
-                    "bad_output", f"output {k} is the memory of an earlier call's output: every call returns a new tensor"
+                    "bad_output",
+                    f"output {k} is the memory of an earlier call's output: every call returns a new tensor",
                 )
         if self.backend in COUNTED_BACKENDS and self.calls[0] == before:
             raise Refused(
@@ -635,8 +636,10 @@ class _Candidate:
     def serve(self):
         chan = self.chan
         try:
-            chan.send({"op": "prepared", "ok": True, "filter": "listener" if self.listener is not None else "kill"},
-                      fd=self.listener)
+            chan.send(
+                {"op": "prepared", "ok": True, "filter": "listener" if self.listener is not None else "kill"},
+                fd=self.listener,
+            )
             if self.listener is not None:
                 os.close(self.listener)
                 self.listener = None
@@ -652,10 +655,10 @@ class _Candidate:
                     self.aliasing = bool(msg.get("aliasing", False))
                     chan.send({"op": "ready", "ok": True})
                 elif op == "inputs":
-                    self.inputs = _load(chan, msg, self.flush, self.device)
+                    self.inputs, spares = _load(chan, msg, self.flush, self.device)
                 elif op == "go":
                     outs, calls = self.call(self.inputs)
-                    _answer(chan, outs, calls)
+                    _answer(chan, outs, calls, spares)
                     why = _backed(outs, self.inputs, self.aliasing)  # after the answer: not in the timed call
                     if why:
                         raise Refused("bad_output", why)
@@ -683,18 +686,22 @@ _CLASS_DUNDERS = frozenset(
 
 
 def _load(chan, msg, flush, device):
-    """A call's inputs (fresh tensors over fresh memfds, mapped now), then a cache flush: all before the
-    timed call."""
+    """A call's inputs (fresh tensors over fresh memfds, mapped now), memfds for the answer's expected
+    output sizes, then a cache flush: all before the timed call."""
     inputs = [x.to(device) if isinstance(x, torch.Tensor) and device != "cpu" else x for x in msg["inputs"]]
+    spares = wire.Spares(int(n) for n in msg.get("expect", []))
     if flush is not None:
         flush.fill_(float(msg.get("r", 0)))
     chan.send({"op": "loaded", "ok": True})
-    return inputs
+    return inputs, spares
 
 
-def _answer(chan, outs, calls):
+def _answer(chan, outs, calls, spares):
     """The answer to a call: its whole output, copied into sealed memfds (every byte read) before it goes."""
-    chan.send({"op": "done", "ok": True, "calls": calls}, {"outputs": outs})
+    try:
+        chan.send({"op": "done", "ok": True, "calls": calls}, {"outputs": outs}, spares=spares)
+    finally:
+        spares.close()
 
 
 def _no_library():
@@ -794,7 +801,7 @@ def reference_main(sock, cfg) -> None:
                         reply["compile_error"] = f"{type(e).__name__}: {str(e)[:300]}"
                 chan.send(reply)
             elif op == "inputs":
-                inputs = _load(chan, msg, flush, device)
+                inputs, spares = _load(chan, msg, flush, device)
             elif op == "go":
                 assert inputs is not None  # the judge sends the inputs first
                 model = models[msg["model"]]
@@ -802,7 +809,7 @@ def reference_main(sock, cfg) -> None:
                     out = model(*inputs)
                 if device == "cuda":
                     torch.cuda.synchronize()
-                _answer(chan, list(out) if isinstance(out, (tuple, list)) else [out], 0)
+                _answer(chan, list(out) if isinstance(out, (tuple, list)) else [out], 0, spares)
                 inputs = None
             elif op == "end":
                 break

@@ -118,13 +118,65 @@ _CALLS = {
     "futex_waitv": (449, 449),
     "seccomp": (317, 277),
 }
-ALLOWED = (
-    "read write close stat fstat lstat lseek munmap brk rt_sigprocmask rt_sigreturn pread64 readv writev access "
-    "sched_yield mremap madvise dup dup2 nanosleep getpid sendto recvfrom sendmsg recvmsg exit uname ftruncate "
-    "getcwd readlink gettimeofday getrusage sysinfo getuid getgid geteuid getegid getppid gettid time futex "
-    "sched_getaffinity getdents64 clock_gettime clock_getres clock_nanosleep exit_group newfstatat readlinkat "
-    "faccessat getcpu getrandom memfd_create statx faccessat2 futex_waitv"
-).split()
+ALLOWED = [
+    "read",
+    "write",
+    "close",
+    "stat",
+    "fstat",
+    "lstat",
+    "lseek",
+    "munmap",
+    "brk",
+    "rt_sigprocmask",
+    "rt_sigreturn",
+    "pread64",
+    "readv",
+    "writev",
+    "access",
+    "sched_yield",
+    "mremap",
+    "madvise",
+    "dup",
+    "dup2",
+    "nanosleep",
+    "getpid",
+    "sendto",
+    "recvfrom",
+    "sendmsg",
+    "recvmsg",
+    "exit",
+    "uname",
+    "ftruncate",
+    "getcwd",
+    "readlink",
+    "gettimeofday",
+    "getrusage",
+    "sysinfo",
+    "getuid",
+    "getgid",
+    "geteuid",
+    "getegid",
+    "getppid",
+    "gettid",
+    "time",
+    "futex",
+    "sched_getaffinity",
+    "getdents64",
+    "clock_gettime",
+    "clock_getres",
+    "clock_nanosleep",
+    "exit_group",
+    "newfstatat",
+    "readlinkat",
+    "faccessat",
+    "getcpu",
+    "getrandom",
+    "memfd_create",
+    "statx",
+    "faccessat2",
+    "futex_waitv",
+]
 """Allowed whatever their arguments: reading files and the clock, memory, the channel, waiting, exiting."""
 CHECKED = ("mmap", "mprotect", "open", "openat", "rt_sigaction", "fcntl", "ioctl", "kill", "tgkill", "prlimit64")
 """Allowed only with some arguments (see `_program`)."""
@@ -250,6 +302,7 @@ def install() -> int | None:
     if libc.prctl(38, 1, 0, 0, 0):  # PR_SET_NO_NEW_PRIVS
         raise Unsupported(f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(ctypes.get_errno())}")
     seccomp_nr = _CALLS["seccomp"][_ARCHES[arch][1]]
+    assert seccomp_nr is not None  # every listed architecture has seccomp()
     why = ""
     # NEW_LISTENER (8) with TSYNC (1) needs TSYNC_ESRCH (16); without a listener, TSYNC alone
     for flags, denied in ((8 | 1 | 16, _RET_USER_NOTIF), (1, _RET_KILL_PROCESS)):

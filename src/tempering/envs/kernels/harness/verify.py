@@ -183,7 +183,7 @@ def _describe(report):
     )
 
 
-def _finite(t):
+def _all_finite(t):
     """No inf or NaN in `t` (aminmax carries a NaN through)."""
     if not t.is_floating_point() or not t.numel():
         return True
@@ -557,7 +557,9 @@ class Judge:
         exact, nudged = self.float64(inputs, k)
         if exact is None:  # the reference cannot run in float64: against the float32 one, RMS-relative
             rel = rms / scale if scale > 1e-30 else math.inf
-            return rel, ("" if rel <= self.precision_rms else _low_precision(rel, self.precision_rms, "of the output's RMS"))
+            return rel, (
+                "" if rel <= self.precision_rms else _low_precision(rel, self.precision_rms, "the output's RMS")
+            )
         truth = float(torch.linalg.vector_norm(exact)) / math.sqrt(max(1, exact.numel()))
         n = math.sqrt(max(1, exact.numel()))
         err = float(torch.linalg.vector_norm(got.double() - exact)) / n
@@ -568,7 +570,7 @@ class Judge:
         if err <= allowed:
             return rel, ""
         return rel, _low_precision(
-            err / max(math.hypot(own, sensitivity), 1e-300), self.precision_factor, "of float32's own error here"
+            err / max(math.hypot(own, sensitivity), 1e-300), self.precision_factor, "float32's own error here"
         )
 
     def within_noise(self, got, want, inputs, k):
@@ -616,11 +618,12 @@ class Judge:
         self._f64 = (inputs, exact, nudged)
         return exact[k], nudged[k]
 
-    def call(self, peer, inputs, model="candidate", r=0):
+    def call(self, peer, inputs, expect, model="candidate", r=0):
         """One call, served the same way whatever it is for: the inputs in fresh memfds and a cache flush
         (before the clock starts), then the call, which ends when its whole output has come back.
         Returns (answer, the judge's views of the inputs it sent, wall seconds, CPU seconds)."""
-        views = peer.ask({"op": "inputs", "r": r}, {"inputs": inputs}, shared=True, keys=())["_views"]
+        sizes = [o.numel() * o.element_size() for o in expect]
+        views = peer.ask({"op": "inputs", "r": r, "expect": sizes}, {"inputs": inputs}, shared=True, keys=())["_views"]
         c0 = peer.cpu_ns()
         t0 = _perf_counter()
         reply = peer.ask({"op": "go", "model": model})
@@ -644,7 +647,11 @@ class Judge:
             if not getattr(self, "set_up", False):
                 self.set_up = True
                 self.candidate.ask(
-                    {"op": "setup", "flush_mb": self.cfg.get("flush_mb", 32), "aliasing": self.aliasing(_clone(inputs, self.device))}
+                    {
+                        "op": "setup",
+                        "flush_mb": self.cfg.get("flush_mb", 32),
+                        "aliasing": self.aliasing(_clone(inputs, self.device)),
+                    }
                 )
             try:
                 with torch.no_grad():
@@ -654,11 +661,11 @@ class Judge:
                     raise
                 trial["skipped"] = f"the reference refuses this shape ({type(e).__name__})"
                 continue
-            if kind in ("signed", "large", "outliers") and not all(_finite(w) for w in wants):
+            if kind in ("signed", "large", "outliers") and not all(_all_finite(w) for w in wants):
                 trial["skipped"] = f"reference output not finite on {kind} inputs"
                 continue
             try:
-                reply, views, _, _ = self.call(self.candidate, cpu_inputs)
+                reply, views, _, _ = self.call(self.candidate, cpu_inputs, wants)
             except Verdict as v:
                 if note and v.status in ("runtime_error", "crashed"):
                     v.message = f"on an extra shape{note}: {v.message}"
@@ -691,6 +698,8 @@ class Judge:
             self.result["compile_error"] = ready["compile_error"]
             models.discard("compile")
         names = (["candidate"] if self.candidate else []) + [m for m in ("eager", "compile") if m in models] + ["null"]
+        with torch.no_grad():
+            expect = _outputs(self.ref(*_clone(base, self.device)))  # the output sizes every call answers with
         warmup, runs = cfg.get("warmup", 3), cfg.get("timed_runs", 20)
         clock = cfg.get("clock", "wall")
         wall = {name: [] for name in names}
@@ -707,7 +716,7 @@ class Judge:
             answers = {}
             for name in order:
                 peer = self.candidate if name == "candidate" else self.reference
-                reply, views, elapsed, used = self.call(peer, inputs, name, r)
+                reply, views, elapsed, used = self.call(peer, inputs, expect, name, r)
                 (times if r >= warmup else warm)[name].append(used if clock == "cpu" else elapsed)
                 if r >= warmup:
                     cpu[name].append(used)
@@ -718,7 +727,7 @@ class Judge:
                     self.unchanged(views, inputs, f"timed run {r}")
             if self.candidate:
                 wants = answers["eager"]["outputs"]
-                if all(_finite(w) for w in wants):
+                if all(_all_finite(w) for w in wants):
                     try:
                         self.compare(answers["candidate"]["outputs"], wants, "timing", f" (timed run {r})", inputs)
                     except Verdict as v:
