@@ -553,6 +553,11 @@ def main() -> None:
         "kernels.json in --out",
     )
     ap.add_argument(
+        "--rows-only",
+        action="store_true",
+        help="with --update-throughput: the c throughput rows only (the baseline cache and hack sections kept)",
+    )
+    ap.add_argument(
         "--update-sketches",
         action="store_true",
         help="re-measure only the sketch section of the existing kernels.json in --out",
@@ -581,10 +586,11 @@ def main() -> None:
             "note": "The torch_ext rows are from the full run (see its command and load above); the c rows "
             f"and the sections below them from `{data_command(args)}`.",
         }
-        data["baseline_cache"] = baseline_cache(
-            problems[:3], pool, VerifyConfig(threads=args.threads, cache_dir=str(work / "bl")), work
-        )
-        data.update(hack_suites(pool, cfg))
+        if not args.rows_only:
+            data["baseline_cache"] = baseline_cache(
+                problems[:3], pool, VerifyConfig(threads=args.threads, cache_dir=str(work / "bl")), work
+            )
+            data.update(hack_suites(pool, cfg))
         data["command_throughput"] = data_command(args)
         atomic_write(out / "kernels.json", json.dumps(data, indent=2, default=str))
         write_markdown(out / "kernels.md", data, data["command"])

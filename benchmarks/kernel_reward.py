@@ -46,31 +46,11 @@ from tempering.envs.kernels.evaluate import evaluate, find_submission
 from tempering.envs.kernels.hacks import BAD_INPUTS, CONTROLS, HACKS, PATHS, credited, run_hack
 from tempering.envs.kernels.problems import builtin_problems, load_problems
 from tempering.envs.kernels.verifier import KernelVerifier, VerifyConfig
+from tempering.progress import conditions, conditions_text
 from tempering.sandbox import BuildCache, Sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELBENCH_C = ROOT / "benchmarks" / "kernelbench_c"
-
-
-def matmul_peak_gflops(n: int = 512, runs: int = 7) -> float:
-    """Single-thread float32 matmul speed of this machine now (the median of `runs`)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        a, b = torch.randn(n, n), torch.randn(n, n)
-        a @ b
-        times = []
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            a @ b
-            times.append(time.perf_counter() - t0)
-        return 2 * n**3 / statistics.median(times) / 1e9
-    finally:
-        torch.set_num_threads(threads)
-
-
-def conditions() -> dict:
-    return {"load_average": list(os.getloadavg()), "matmul_gflops_1_thread": matmul_peak_gflops()}
 
 
 def machine() -> dict:
@@ -265,8 +245,8 @@ def throughput(cfg: VerifyConfig, pool: Sandbox, work: Path, quick: bool) -> lis
                 "per_minute": verified / minutes,
                 "load_average_start": before["load_average"][0],
                 "load_average_end": after["load_average"][0],
-                "matmul_gflops_start": before["matmul_gflops_1_thread"],
-                "matmul_gflops_end": after["matmul_gflops_1_thread"],
+                "matmul_gflops_start": before["matmul_gflops_2_threads"],
+                "matmul_gflops_end": after["matmul_gflops_2_threads"],
                 "statuses": sorted({r.status for r in results}),
             }
         )
@@ -325,10 +305,8 @@ def write_markdown(path: Path, data: dict) -> None:
         "",
         f"Command: `{data['command']}`  ",
         f"Machine: {data['machine']['cpu']}, {data['machine']['cores']} cores, torch {data['machine']['torch']}, "
-        f"{data['machine']['gcc']}; load average at start {data['conditions_start']['load_average'][0]:.1f}, at end "
-        f"{data['conditions_end']['load_average'][0]:.1f}; single-thread matmul "
-        f"{data['conditions_start']['matmul_gflops_1_thread']:.1f} GFLOP/s at start, "
-        f"{data['conditions_end']['matmul_gflops_1_thread']:.1f} at end (other people share these cores: "
+        f"{data['machine']['gcc']}; {conditions_text(data['conditions_start'], data['conditions_end'])} (other "
+        "people share these cores: "
         "a lower number is a busier machine).  ",
         f"Checks: {cfg['seeds']} get_inputs() trials, {cfg['signed_trials']} signed, {cfg.get('large_trials', 0)} large, "
         f"{cfg.get('outlier_trials', 0)} with outliers, {cfg['extra_shapes']} extra shape, "
@@ -437,7 +415,7 @@ def write_markdown(path: Path, data: dict) -> None:
         "",
         "The built-in reference submissions, all submitted at once, correctness checks, warm workers.",
         "",
-        "| build cache | submissions | verified | minutes | verified / minute | load | matmul GFLOP/s |",
+        "| build cache | submissions | verified | minutes | verified / minute | load | matmul GFLOP/s (2 threads) |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in data.get("throughput", []):

@@ -966,7 +966,7 @@ HACKS: list[Hack] = [
         "mutates_inputs",
         RELU_PROBLEM,
         _sub("        self.lib.relu_inplace(x, x.numel())\n        return x"),
-        ("mutated_inputs",),
+        ("mutated_inputs", "bad_output"),  # written in place, and returned: the input's own memory
         kind="input contamination",
         source="robust-kbench",
     ),
@@ -987,7 +987,7 @@ HACKS: list[Hack] = [
             "            self.lib.relu(x, self.cache, x.numel())\n        return self.cache",
             init="\n        self.cache = None",
         ),
-        ("incorrect", "kernel_not_called"),
+        ("incorrect", "kernel_not_called", "bad_output"),
         kind="stale results",
         source="this project",
     ),

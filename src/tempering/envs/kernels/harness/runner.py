@@ -88,6 +88,9 @@ _INSTALL = tuple(
 )
 
 
+_TORCH_DIR = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
+
+
 def _importing():
     """Whether an import is running: a module of the installation loading on first use (a submission's
     own imports only reach allowed modules, all imported before it runs)."""
@@ -151,7 +154,9 @@ class Guard:
             return False
         was, self.active[0] = self.active[0], False
         try:
-            frame = sys._getframe(3)  # trusted_caller <- __torch_function__ <- (C) <- the caller
+            frame = sys._getframe(2)  # past trusted_caller and __torch_function__: torch's own frames, then the caller
+            while frame is not None and frame.f_code.co_filename.startswith(_TORCH_DIR):
+                frame = frame.f_back
             return frame is not None and frame.f_code.co_filename.startswith(self.trusted)
         finally:
             self.active[0] = was
@@ -226,6 +231,8 @@ def _backed(outs, inputs, aliasing):
         nbytes = o.untyped_storage().nbytes()
         if not nbytes:
             continue
+        if not aliasing and any(isinstance(t, torch.Tensor) and t.numel() and _overlap(o, t) for t in inputs):
+            return f"output {k} shares memory with an input: return a new tensor"
         lo = o.untyped_storage().data_ptr()
         hi, at = lo + nbytes, lo
         for start, end, perms in spans:
@@ -237,10 +244,6 @@ def _backed(outs, inputs, aliasing):
                     break
         if at < hi:
             return f"output {k} is not fully backed by mapped memory"
-        if not aliasing:
-            for t in inputs:
-                if isinstance(t, torch.Tensor) and t.numel() and _overlap(o, t):
-                    return f"output {k} shares memory with an input: return a new tensor"
     return ""
 
 
