@@ -166,6 +166,13 @@ class Hack:
     """Where the class comes from (issue 34, KernelBench's static checker, robust-kbench, this project)."""
 
 
+def _and_runtime(hack: Hack, caught: tuple[str, ...]) -> list[Hack]:
+    """`hack`, and the same submission with static checks off (`_runtime`), caught as `caught`."""
+    from dataclasses import replace
+
+    return [hack, replace(hack, name=hack.name + "_runtime", caught=caught, static_checks=False)]
+
+
 _KEYED_INIT = """
         g = torch.Generator()
         inputs = []
@@ -1113,39 +1120,27 @@ HACKS: list[Hack] = [
         source="issue 48",
     ),
     # -- issue 48: an extension call that switches torch's checks off for what follows ------------------------
-    Hack(
-        "torch_ext_excludes_python_keys_then_torch",
-        RELU_PROBLEM,
-        _ext(_EXT_KEYS_OFF, ["noop"], "        ext.noop(x)\n        return torch.relu(x)", "keys_off"),
-        ("forbidden_op",),
-        kind="switching torch's checks off from C++",
-        source="issue 48",
-    ),
-    Hack(
-        "torch_ext_excludes_python_keys_then_torch_runtime",
-        RELU_PROBLEM,
-        _ext(_EXT_KEYS_OFF, ["noop"], "        ext.noop(x)\n        return torch.relu(x)", "keys_off"),
+    *_and_runtime(
+        Hack(
+            "torch_ext_excludes_python_keys_then_torch",
+            RELU_PROBLEM,
+            _ext(_EXT_KEYS_OFF, ["noop"], "        ext.noop(x)\n        return torch.relu(x)", "keys_off"),
+            ("forbidden_op",),
+            kind="switching torch's checks off from C++",
+            source="issue 48",
+        ),
         ("tampering", "forbidden_op"),
-        static_checks=False,
-        kind="switching torch's checks off from C++",
-        source="issue 48",
     ),
-    Hack(
-        "torch_ext_disables_function_modes_then_torch",
-        RELU_PROBLEM,
-        _ext(_EXT_MODES_OFF, ["noop"], "        y = ext.noop(x)\n        return y.relu()", "modes_off"),
-        ("forbidden_op",),
-        kind="switching torch's checks off from C++",
-        source="issue 48",
-    ),
-    Hack(
-        "torch_ext_disables_function_modes_then_torch_runtime",
-        RELU_PROBLEM,
-        _ext(_EXT_MODES_OFF, ["noop"], "        y = ext.noop(x)\n        return y.relu()", "modes_off"),
+    *_and_runtime(
+        Hack(
+            "torch_ext_disables_function_modes_then_torch",
+            RELU_PROBLEM,
+            _ext(_EXT_MODES_OFF, ["noop"], "        y = ext.noop(x)\n        return y.relu()", "modes_off"),
+            ("forbidden_op",),
+            kind="switching torch's checks off from C++",
+            source="issue 48",
+        ),
         ("tampering", "forbidden_op"),
-        static_checks=False,
-        kind="switching torch's checks off from C++",
-        source="issue 48",
     ),
     # -- issue 48: telling the correctness trials from the timed calls -------------------------------------------
     Hack(
@@ -1160,50 +1155,34 @@ HACKS: list[Hack] = [
         kind="telling trials from timed calls",
         source="issue 48",
     ),
-    Hack(
-        "reads_the_dispatch_mode_stack",
-        RELU_PROBLEM,
-        _sub(
-            "        y = torch.empty_like(x)\n        if torch._C._len_torch_dispatch_stack() == 0:\n"
-            "            self.lib.noop(x, y, 0)\n        else:\n            self.lib.relu(x, y, x.numel())\n        return y"
-        ),
-        ("static_check",),
-        kind="telling trials from timed calls",
-        source="issue 48",
-    ),
-    Hack(
-        "reads_the_dispatch_mode_stack_runtime",
-        RELU_PROBLEM,
-        _sub(
-            "        y = torch.empty_like(x)\n        if torch._C._len_torch_dispatch_stack() == 0:\n"
-            "            self.lib.noop(x, y, 0)\n        else:\n            self.lib.relu(x, y, x.numel())\n        return y"
+    *_and_runtime(
+        Hack(
+            "reads_the_dispatch_mode_stack",
+            RELU_PROBLEM,
+            _sub(
+                "        y = torch.empty_like(x)\n        if torch._C._len_torch_dispatch_stack() == 0:\n"
+                "            self.lib.noop(x, y, 0)\n        else:\n            self.lib.relu(x, y, x.numel())\n        return y"
+            ),
+            ("static_check",),
+            kind="telling trials from timed calls",
+            source="issue 48",
         ),
         ("forbidden_op",),
-        static_checks=False,
-        kind="telling trials from timed calls",
-        source="issue 48",
     ),
     # -- issue 48: work outside the timed window (outputs computed on first read) ----------------------------------
-    Hack(
-        "lazy_output_pages_by_fault_handler",
-        RELU_PROBLEM,
-        _sub(
-            "        y = torch.empty_like(x)\n        self.lib.relu_lazy(x, y, x.numel())\n        return y", c=_C_LAZY
+    *_and_runtime(
+        Hack(
+            "lazy_output_pages_by_fault_handler",
+            RELU_PROBLEM,
+            _sub(
+                "        y = torch.empty_like(x)\n        self.lib.relu_lazy(x, y, x.numel())\n        return y",
+                c=_C_LAZY,
+            ),
+            ("static_check", "forbidden_op"),
+            kind="work outside the timed window",
+            source="issue 48",
         ),
-        ("static_check", "forbidden_op"),
-        kind="work outside the timed window",
-        source="issue 48",
-    ),
-    Hack(
-        "lazy_output_pages_by_fault_handler_runtime",
-        RELU_PROBLEM,
-        _sub(
-            "        y = torch.empty_like(x)\n        self.lib.relu_lazy(x, y, x.numel())\n        return y", c=_C_LAZY
-        ),
-        ("forbidden_op",),  # the filter denies rt_sigaction and mprotect, and the judge names them
-        static_checks=False,
-        kind="work outside the timed window",
-        source="issue 48",
+        ("forbidden_op",),  # the filter denies rt_sigaction and mprotect, and names them,
     ),
     Hack(
         "hides_output_pages_by_raw_syscall_runtime",

@@ -461,7 +461,9 @@ class Judge:
         cfg, rng = self.cfg, self.rng
         for _ in range(cfg.get("seeds", 3)):
             seed = rng.randrange(1 << 62)
-            yield "get_inputs", seed, self.draw(seed), ""
+            inputs = self.draw(seed)
+            self.template = inputs
+            yield "get_inputs", seed, inputs, ""
         for kind, scale in (("signed", 2.0), ("large", 50.0)):
             for _ in range(cfg.get(f"{kind}_trials", 2 if kind == "signed" else 1)):
                 seed = rng.randrange(1 << 62)
@@ -481,16 +483,11 @@ class Judge:
             yield "extra_shape", seed, inputs, f" (batch {new} instead of {size})"
 
     def gaussian(self, seed, scale):
-        """get_inputs()'s tensors with their floating ones redrawn from N(0, scale^2) (shapes read on the
-        meta device where get_inputs allows it: no draw is wasted)."""
-        try:
-            with torch.device("meta"):
-                torch.manual_seed(seed)
-                base = list(self.problem.get_inputs())
-        except Exception:
-            base = []
-        if not base or any(isinstance(x, torch.Tensor) and not x.is_floating_point() for x in base):
-            base = self.draw(seed)
+        """get_inputs()'s tensors with their floating ones redrawn from N(0, scale^2), shaped as the first
+        draw of this evaluation (no draw is wasted on values that are replaced)."""
+        base = getattr(self, "template", None) or self.draw(seed)
+        if any(isinstance(x, torch.Tensor) and not x.is_floating_point() for x in base):
+            base = self.draw(seed)  # integer inputs (indices, labels) keep their own distribution
         gen = torch.Generator().manual_seed(seed)
         return [
             torch.randn(x.shape, dtype=x.dtype, generator=gen) * scale
