@@ -328,10 +328,9 @@ def test_torch_calls_from_trusted_library_code_pass_the_ban_and_the_submissions_
     """Triton's interpreter copies tensors with torch while a kernel runs: those calls come from Triton's
     files and pass; the kernel's own body (the submission's file) stays under the ban."""
     import sys
+    from pathlib import Path
 
     import torch
-
-    from pathlib import Path
 
     from tempering.envs.kernels import harness
 
@@ -483,7 +482,7 @@ def test_precision_is_judged_against_float32s_own_error():
     fused = torch.relu(torch.addcmul(torch.full_like(x, -2.9999), x, torch.full_like(x, 3.0)))  # another rounding
     assert judge.compare([fused], [want], "test", "", [x]) >= 0.0
     assert judge.compare([exact.float()], [want], "test", "", [x]) >= 0.0
-    low = torch.relu((x.to(torch.bfloat16).float() * 3.0 - 2.9999))  # bfloat16 inputs
+    low = torch.relu(x.to(torch.bfloat16).float() * 3.0 - 2.9999)  # bfloat16 inputs
     with pytest.raises(verify.Verdict, match="lower-precision"):
         judge.compare([low], [want], "test", "", [x])
 
