@@ -37,6 +37,7 @@ import resource
 import sys
 import traceback
 import types
+import weakref
 
 import ckernel
 import policy
@@ -191,8 +192,8 @@ def _dispatch_state():
         C._is_torch_function_mode_enabled(),
         C._len_torch_function_stack(),
         C._len_torch_dispatch_stack(),
-        repr(C._dispatch_tls_local_include_set()),
-        repr(C._dispatch_tls_local_exclude_set()),
+        C._dispatch_tls_local_include_set(),
+        C._dispatch_tls_local_exclude_set(),
         torch.is_grad_enabled(),
         torch.is_inference_mode_enabled(),
     )
@@ -300,7 +301,7 @@ class _Candidate:
         self.calls = [0]
         self.model = None
         self.inputs = None
-        self.previous = []  # the last call's outputs, kept alive: the next call's must be new memory
+        self.previous = []  # weak references to the last call's outputs: the next call's must be new memory
         self.aliasing = False  # the reference's own outputs share memory with inputs or earlier outputs
         self.state = None  # torch's dispatch state inside a forward, as the harness set it
         self.listener = None
@@ -601,13 +602,9 @@ class _Candidate:
         before = self.calls[0]
 
         def forward():
-            self.state = _dispatch_state()
+            self.state = _dispatch_state()  # each kernel call is checked against it
             try:
-                out = self.model(*inputs)
-                if _dispatch_state() != self.state:
-                    self.guard.violations.append("the forward changed torch's dispatch state")
-                    raise Refused("tampering", "the forward changed torch's dispatch state (modes, dispatch keys)")
-                return out
+                return self.model(*inputs)
             finally:
                 self.state = None
 
@@ -621,7 +618,7 @@ class _Candidate:
                 raise Refused("bad_output", f"output {k} is a {type(o).__name__}, not a plain torch.Tensor")
             if o.layout != torch.strided or o.device.type != self.device or o.is_meta:
                 raise Refused("bad_output", f"output {k} is not a materialised {self.device} tensor")
-            if not self.aliasing and any(_overlap(o, p) for p in self.previous):
+            if not self.aliasing and any(p() is not None and _overlap(o, p()) for p in self.previous):
                 raise Refused(
                     "bad_output",
                     f"output {k} is the memory of an earlier call's output: every call returns a new tensor",
@@ -663,7 +660,9 @@ class _Candidate:
                     why = _backed(outs, self.inputs, self.aliasing)  # after the answer: not in the timed call
                     if why:
                         raise Refused("bad_output", why)
-                    self.previous, self.inputs = outs, None
+                    # weak: an earlier output the submission still holds is found; one it let go is freed,
+                    # as eager's are, and the allocator may reuse its memory
+                    self.previous, self.inputs = [weakref.ref(o) for o in outs], None
                 elif op == "finish":
                     self._tampered("the run")
                     self._special_methods("the run")
