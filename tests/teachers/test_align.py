@@ -116,7 +116,7 @@ def test_multi_turn_episodes_are_scored_with_the_replies_in_the_teachers_own_for
     # the teacher's own sequence: its prompt, each answer as its characters and its <eos>, the reply as text
     eos = [tok.eos_token_id]
     pieces = [tok.encode("8") + eos, own.reply_ids(reply, task.prompt), tok.encode("7") + eos]
-    whole = teacher.score([own.prompt_ids(task.prompt)], [sum(pieces, [])]).token_logp_BC[0]
+    whole = teacher.score([own.prompt_ids(task.prompt)], [[i for p in pieces for i in p]]).token_logp_BC[0]
     answer_logp = whole[:2].sum() + whole[-2:].sum()
     assert float(s.token_logp_BC.sum()) == pytest.approx(float(answer_logp), abs=1e-4)
     assert tok.decode(pieces[1]) == "\nwrong\n3+4="  # the feedback in the teacher's (plain) format
