@@ -24,15 +24,13 @@ from __future__ import annotations
 
 import json
 import statistics as st
-import time
 from pathlib import Path
 from typing import Any
 
 from tempering.config import build
-from tempering.experiments import Arm, claims_table, judge
+from tempering.experiments import Arm, cached_stage, claims_table, fmt, judge
 from tempering.methods.pretrain import PretrainConfig, pretrain
 from tempering.recipes.runner import run
-from tempering.runlog import atomic_write_text
 
 TASK = {
     "family": "strings",
@@ -65,19 +63,6 @@ def _run_section(out: Path, steps: int, seed: int, **extra: Any) -> dict[str, An
     }
 
 
-def cached(out: Path, fn) -> dict[str, Any]:
-    """Run a stage once: its summary.json marks it finished (a rerun with the same --out reuses it)."""
-    done = out / "summary.json"
-    if done.is_file():
-        return json.loads(done.read_text())
-    t0 = time.perf_counter()
-    res = fn()
-    res["seconds"] = time.perf_counter() - t0
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(done, json.dumps(res, indent=1) + "\n")
-    return res
-
-
 def warm_start(
     size: str, tokenizer: str | None, out: Path, seed: int, stop: float, steps: int, every: int
 ) -> dict[str, Any]:
@@ -105,7 +90,9 @@ def one_seed(root: Path, seed: int, a) -> dict[str, Any]:
         ):
             key = f"{role}_{tok_name}"
             where = root / key
-            models[key] = cached(where, lambda: warm_start(size, tok, where, seed + salt, stop, a.warm_steps, every))
+            models[key] = cached_stage(
+                where, lambda: warm_start(size, tok, where, seed + salt, stop, a.warm_steps, every)
+            )
     arms: dict[str, Any] = {}
     for student, cross in PAIRS.items():
         for arm, teacher in (("same", student), ("cross", cross)):
@@ -133,7 +120,7 @@ def one_seed(root: Path, seed: int, a) -> dict[str, Any]:
                     "reverse_kl_last10": st.mean(kl[-10:]),
                 }
 
-            arms[key] = cached(where, distill)
+            arms[key] = cached_stage(where, distill)
     return {"seed": seed, "models": models, "arms": arms}
 
 
@@ -183,9 +170,8 @@ def measure(a) -> dict[str, Any]:
     }
 
 
-def _mean_sd(xs: dict) -> str:
-    v = list(xs.values())
-    return f"{st.mean(v):.3f} +- {st.stdev(v) if len(v) > 1 else 0.0:.3f}"
+def _fmt(xs: dict) -> str:
+    return fmt(list(xs.values()))
 
 
 def render(d: dict[str, Any]) -> list[str]:
@@ -197,7 +183,7 @@ def render(d: dict[str, Any]) -> list[str]:
         f"tiny-xs until >= {d['student_pass']} (each on its own tokenizer). Each student runs `tempering distill` "
         f"(reverse KL) for {d['steps']} steps of {d['rollout']['prompts_per_step']} prompts x "
         f"{d['rollout']['group_size']} samples at lr {d['lr']:g}, from the teacher on its own tokenizer (same) "
-        f"and from the other (cross, aligned by text spans). Seeds {', '.join(map(str, d['seeds']))}; mean +- sd.",
+        f"and from the other (cross, aligned by text spans). Seeds {', '.join(map(str, d['seeds']))}; mean ± sd.",
         "",
         "| student | cross teacher | student start | teacher (same) | teacher (cross) | OPD same | OPD cross | cross - same (points) | reverse KL first/last 10 steps, same | cross |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -206,8 +192,8 @@ def render(d: dict[str, Any]) -> list[str]:
         diff = d["opd_points_vs_same_tokenizer"][f"{p['student']} student, {p['cross_teacher']} teacher"]
         kl = p["reverse_kl"]
         lines.append(
-            f"| {p['student']} | {p['cross_teacher']} | {_mean_sd(p['student_start'])} | {_mean_sd(p['teacher_same'])} | "
-            f"{_mean_sd(p['teacher_cross'])} | {_mean_sd(p['same'])} | {_mean_sd(p['cross'])} | {diff:+.1f} | "
+            f"| {p['student']} | {p['cross_teacher']} | {_fmt(p['student_start'])} | {_fmt(p['teacher_same'])} | "
+            f"{_fmt(p['teacher_cross'])} | {_fmt(p['same'])} | {_fmt(p['cross'])} | {diff:+.1f} | "
             f"{kl['same']['first10']:.3f} / {kl['same']['last10']:.3f} | {kl['cross']['first10']:.3f} / {kl['cross']['last10']:.3f} |"
         )
     return [*lines, "", *claims_table(d["claims"]), ""]
