@@ -133,6 +133,7 @@ class Trainer:
                 resume_step=p.resume_step,
                 tensorboard=p.cfg.run.tensorboard,
                 wandb=p.cfg.run.wandb,
+                trackio=p.cfg.run.trackio,
                 title=f"{Path(p.cfg.run.out_dir).name} · {p.method.name} · {p.cfg.model.name}",
                 plots=[*COMMON_PLOTS, *p.method.plots],
             )
