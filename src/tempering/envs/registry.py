@@ -35,6 +35,7 @@ FAMILIES: dict[str, str] = {
     "tools": "tempering.envs.tools:ToolFamily",
     "verifiers": "tempering.envs.verifiers:VerifiersFamily",
     "openenv": "tempering.envs.openenv:OpenEnvFamily",
+    "openreward": "tempering.envs.openreward:OpenRewardFamily",
 }
 
 
