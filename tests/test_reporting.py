@@ -158,6 +158,7 @@ def test_trackio_gets_every_metric_row_and_the_samples_table_and_a_resume_contin
             [sys.executable, "-m", "tempering.cli", "train", *argv], env=env, capture_output=True, text=True
         )
         assert r.returncode == 0, r.stderr[-2000:]
+        assert f"the trained model: {run / 'final'}" in r.stdout and f"tempering view {run}" in r.stdout
     name = (run / "trackio_run").read_text().strip()
     code = (
         "import json; from trackio.sqlite_storage import SQLiteStorage as S; "
