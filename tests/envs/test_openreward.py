@@ -33,7 +33,7 @@ def _serve():
     proc = subprocess.Popen(
         [sys.executable, "ors_sums.py", str(port)], cwd=ENVS, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    deadline = time.time() + 60
+    deadline = time.time() + 180  # the SDK imports slowly on a busy machine
     while time.time() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
