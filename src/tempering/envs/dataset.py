@@ -83,11 +83,11 @@ def _read_file(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     if text.lstrip().startswith("["):
         return _read_json_array(path, text)
     rows, where = [], []
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+    for n, text_line in enumerate(text.splitlines(), start=1):
+        if not text_line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = json.loads(text_line)
         except json.JSONDecodeError as e:
             raise UserError(
                 f"{path}:{n}: not valid JSON ({e.msg}); the file is read as JSONL (one object a line)"
@@ -148,8 +148,8 @@ def _load(source: Any, name: str) -> tuple[list[dict[str, Any]], list[str]]:
         rows, where = _read_file(Path(source))
         return rows, [f"{w}: row {i}" if ": row " not in w else w for i, w in enumerate(where)]
     rows = _load_other(source)
-    where = source if isinstance(source, (str, Path)) else type(source).__name__
-    return rows, [f"dataset {name!r} ({where}) row {i}" for i in range(len(rows))]
+    origin = source if isinstance(source, (str, Path)) else type(source).__name__
+    return rows, [f"dataset {name!r} ({origin}) row {i}" for i in range(len(rows))]
 
 
 def _load_other(source: Any) -> list[dict[str, Any]]:
