@@ -90,8 +90,8 @@ def build(ctx: Context) -> Method:
     vocab = ctx.model.get_output_embeddings().weight.shape[0]
     if d.top_k > vocab:
         raise UserError(f"direct_opd.top_k={d.top_k} is larger than the vocabulary ({vocab} tokens); use a smaller k")
-    anchor = HFTeacher(ctx.load_start(), ctx.tokenizer, name="student start")
-    student = HFTeacher(ctx.model, ctx.tokenizer, name="student")
+    anchor = HFTeacher(ctx.load_start(), ctx.tokenizer, name="student start", pack=ctx.cfg.loss.pack)
+    student = HFTeacher(ctx.model, ctx.tokenizer, name="student", pack=ctx.cfg.loss.pack)
 
     def candidates(scores: Scores) -> torch.Tensor:
         ids = scores.teachers["student"].top_ids_BCK
@@ -137,7 +137,9 @@ def build(ctx: Context) -> Method:
         return Credit(adv_BTK.sum(-1), extra, metrics=metrics)
 
     def loss(model, mb: TrainBatch, norm, s, state) -> tuple[torch.Tensor, dict]:
-        logp_BTV = vocab_logprobs(model, mb, 1.0, share_prefix=s.share_prefix)  # untempered, as the credit's
+        logp_BTV = vocab_logprobs(
+            model, mb, 1.0, share_prefix=s.share_prefix, pack=s.pack
+        )  # untempered, as the credit's
         cand_logp = logp_BTV.gather(-1, mb.extra["cand_ids"])
         pg, stats = topk_ppo_loss(
             cand_logp,

@@ -23,6 +23,7 @@ from tempering.errors import UserError
 from tempering.models import load_policy
 from tempering.models.chat import ChatFormat
 from tempering.models.io import resolve_device
+from tempering.models.packing import check_packing
 from tempering.progress import warn
 from tempering.rollout.engine import RolloutOptions
 from tempering.rollout.sampler import HFSampler
@@ -178,6 +179,8 @@ def assemble(
     device = str(world.device) if world is not None else cfg.model.device
     check_autocast(cfg.loss.autocast, resolve_device(device))
     model, tokenizer = load_model(cfg, device)
+    if cfg.loss.pack:
+        check_packing(model)
     if family.feedback_template is not None and "feedback_template" not in cfg.rollout.model_fields_set:
         cfg = cfg.model_copy(deep=True)  # the family's own template, recorded in the run's config
         cfg.rollout.feedback_template = family.feedback_template
@@ -255,6 +258,7 @@ def scorers_of(cfg, method: Method, model) -> list[Scorer]:
                 loss.micro_batch_size,
                 cfg.rollout.temperature or 1.0,
                 loss.rollout_correction_floor,
+                loss.pack,
             )
         )
     return scorers
