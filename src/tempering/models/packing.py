@@ -3,11 +3,10 @@
 Each sequence is a prefix (its tokens are context only) and a continuation (every token is predicted).
 Sequences that share a prefix form one unit: the prefix once, then each continuation, which attends to
 the prefix and to itself only, its position ids going on from the prefix's end (a group's G samples pay
-for their prompt once). Units are packed into rows no longer than the longest sequence, a unit that does
-not fit split over several rows (each with its prefix), so attention, whose cost grows with the row's
-length squared on a CPU whatever the mask, never costs more than in the padded batch. The rows'
-attention is a 4D mask in the model's attention implementation's format (sdpa: boolean, eager:
-additive).
+for their prompt once). Units are packed into rows, a unit longer than a row split over several (each
+with its prefix). The rows' attention is a 4D mask in the model's attention implementation's format
+(sdpa: boolean, eager: additive), and costs the square of the row's length whatever the mask, so the
+rows' length trades that against prefixes repeated and padding (`pack`'s cost model).
 
 The output layer then runs on exactly the positions that predict a continuation token, in chunks of a
 bounded number of logits: the log-probs of the given tokens and the entropies come out without a
@@ -72,33 +71,23 @@ def pack(
     continuations: Sequence[Sequence[int]],
     device: torch.device | str = "cpu",
     pad_id: int = 0,
+    attention: float = 0.0,
 ) -> Packing:
     """Pack sequences `prefixes[owner[b]] + continuations[b]`, each distinct prefix (non-empty) once per row
-    it lands in; the longest sequence sets the rows' length."""
-    width = max(len(prefixes[o]) + len(c) for o, c in zip(owner, continuations))
+    it lands in. The rows' length is the one of a few (the longest sequence times a power of 2, up to the
+    longest prefix with all its continuations) that minimises the rows' tokens times
+    (1 + `attention` x length): a dense attention over a row of L tokens costs about `attention` x L
+    tokens' matmuls each (`attention_cost`)."""
     units: dict[int, list[int]] = {}
     for b, o in enumerate(owner):
         units.setdefault(o, []).append(b)
-    pieces: list[tuple[int, list[int], int]] = []  # (prefix, its sequences, tokens)
-    for o, rows in units.items():
-        size, cur = len(prefixes[o]), list[int]()
-        for b in rows:
-            if cur and size + len(continuations[b]) > width:
-                pieces.append((o, cur, size))
-                size, cur = len(prefixes[o]), list[int]()
-            cur.append(b)
-            size += len(continuations[b])
-        pieces.append((o, cur, size))
-    bins: list[list] = []  # first fit, longest first: [tokens used, pieces]
-    for piece in sorted(pieces, key=lambda p: -p[2]):
-        for bin_ in bins:
-            if bin_[0] + piece[2] <= width:
-                bin_[0] += piece[2]
-                bin_[1].append(piece)
-                break
-        else:
-            bins.append([piece[2], [piece]])
-    R, L = len(bins), max(b[0] for b in bins)
+    size = lambda o, rows: len(prefixes[o]) + sum(len(continuations[b]) for b in rows)
+    widths, widest = [max(size(o, [b]) for b, o in enumerate(owner))], max(size(o, r) for o, r in units.items())
+    while widths[-1] < widest:
+        widths.append(min(2 * widths[-1], widest))
+    cost = lambda bins: len(bins) * _longest(bins) * (1 + attention * _longest(bins))
+    bins = min((_bins(units, prefixes, continuations, w) for w in widths), key=cost)
+    R, L = len(bins), _longest(bins)
     ids, pos, unit, seg = ([list[int]() for _ in range(R)] for _ in range(4))
     src, row, col, tok = list[int](), list[int](), list[int](), list[int]()
     for r, (_, placed) in enumerate(bins):
@@ -126,6 +115,48 @@ def pack(
         seg[r] += [-1] * n
     t = lambda x: torch.tensor(x, dtype=torch.long, device=device)
     return Packing(t(ids), t(pos), t(unit), t(seg), t(src), t(row), t(col), t(tok))
+
+
+def _bins(units: dict[int, list[int]], prefixes, continuations, width: int) -> list[list]:
+    """Units (a prefix and its sequences) split into pieces of at most `width` tokens (each with its
+    prefix), then placed first fit, longest first, into rows of `width`: [tokens used, pieces]."""
+    pieces: list[tuple[int, list[int], int]] = []  # (prefix, its sequences, tokens)
+    for o, rows in units.items():
+        size, cur = len(prefixes[o]), list[int]()
+        for b in rows:
+            if cur and size + len(continuations[b]) > width:
+                pieces.append((o, cur, size))
+                size, cur = len(prefixes[o]), list[int]()
+            cur.append(b)
+            size += len(continuations[b])
+        pieces.append((o, cur, size))
+    bins: list[list] = []
+    for piece in sorted(pieces, key=lambda p: -p[2]):
+        for bin_ in bins:
+            if bin_[0] + piece[2] <= width:
+                bin_[0] += piece[2]
+                bin_[1].append(piece)
+                break
+        else:
+            bins.append([piece[2], [piece]])
+    return bins
+
+
+def _longest(bins: list[list]) -> int:
+    return max(b[0] for b in bins)
+
+
+def attention_cost(model) -> float:
+    """A dense attention's cost per token and per key, in tokens of the model's matmuls (`pack`'s
+    `attention`): 4 x the attention width FLOPs per key, at about half the matmuls' rate on a CPU
+    (measured: sdpa with a mask, head dimension 64), against 2 x a layer's weights."""
+    c = inner(model).config
+    heads = c.num_attention_heads
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // heads
+    kv = getattr(c, "num_key_value_heads", None) or heads
+    h, attn = c.hidden_size, heads * head_dim
+    layer = h * (2 * attn + 2 * kv * head_dim) + 3 * h * c.intermediate_size
+    return 2 * 4 * attn / (2 * layer)
 
 
 def inner(model) -> Any:

@@ -15,7 +15,7 @@ import torch
 
 from tempering.errors import UserError
 from tempering.models import gguf
-from tempering.models.packing import check_packing, output_layer, pack, packed_states
+from tempering.models.packing import attention_cost, check_packing, output_layer, pack, packed_states
 from tempering.models.shared_prompt import shared_prompt_forward
 from tempering.teachers.base import Teacher, TeacherScores, pad_right
 
@@ -132,7 +132,8 @@ class HFTeacher(Teacher):
     def _packed(self, prompts, responses, cand, top_k, full, C) -> dict[str, torch.Tensor]:
         """The same reads from one forward of the packed prompts and responses: the output layer only on
         the positions that predict a response token; zeros elsewhere."""
-        p = pack(*self._distinct(prompts), [list(r) for r in responses], self.device, self.pad_id)
+        responses = [list(r) for r in responses]
+        p = pack(*self._distinct(prompts), responses, self.device, self.pad_id, attention_cost(self.model))
         logits = output_layer(self.model)(packed_states(self.model, p))
         cand_N = None if cand is None else cand[p.row_N, p.col_N][:, None]
         got = _read(logits[:, None], p.tok_N[:, None], cand_N, top_k, full)

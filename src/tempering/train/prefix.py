@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from tempering.algos.losses import entropy_from_logits
-from tempering.models.packing import Packing, output_layer, pack, packed_states, token_logprobs
+from tempering.models.packing import Packing, attention_cost, output_layer, pack, packed_states, token_logprobs
 from tempering.models.shared_prompt import shared_prompt_forward
 from tempering.train.batch import TrainBatch
 
@@ -87,16 +87,18 @@ def shared_prefix_vocab_logprobs(model, batch: TrainBatch, temperature: float = 
     return torch.zeros((B, T, lp.shape[-1]), dtype=lp.dtype, device=lp.device).scatter_add(1, index, lp)
 
 
-def pack_batch(batch: TrainBatch, share_prefix: bool = True) -> tuple[Packing, torch.Tensor]:
-    """The batch's rows packed (`models.packing`), and each row's prefix length: a row's continuation starts
-    at its first trained token; rows with the same prefix share it when `share_prefix`."""
+def pack_batch(batch: TrainBatch, share_prefix: bool = True, attention: float = 0.0) -> tuple[Packing, torch.Tensor]:
+    """The batch's rows packed (`models.packing.pack`, with its `attention` cost), and each row's prefix
+    length: a row's continuation starts at its first trained token; rows with the same prefix share it
+    when `share_prefix`."""
     plen, prefixes, owner = split_prefixes(batch)
     ids, lengths, cut = batch.input_ids_BT.tolist(), batch.attention_BT.sum(-1).tolist(), plen.tolist()
     conts = [row[n:end] for row, n, end in zip(ids, cut, lengths)]
+    dev = batch.input_ids_BT.device
     if share_prefix:
-        p = pack([list(x) for x in prefixes], owner.tolist(), conts, batch.input_ids_BT.device)
+        p = pack([list(x) for x in prefixes], owner.tolist(), conts, dev, attention=attention)
     else:
-        p = pack([row[:n] for row, n in zip(ids, cut)], list(range(len(ids))), conts, batch.input_ids_BT.device)
+        p = pack([row[:n] for row, n in zip(ids, cut)], list(range(len(ids))), conts, dev, attention=attention)
     return p, plen.to(batch.input_ids_BT.device)
 
 
@@ -111,7 +113,7 @@ def packed_logprobs(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Same contract as `update.token_logprobs` from each row's first trained token on (0 before it): one
     forward of the packed batch, the output layer in chunks (`models.packing.token_logprobs`)."""
-    p, plen = pack_batch(batch, share_prefix)
+    p, plen = pack_batch(batch, share_prefix, attention_cost(model))
     logp, ent = token_logprobs(output_layer(model), packed_states(model, p), p.tok_N, temperature, entropy)
     shape = tuple(batch.input_ids_BT.shape)
     return _unpack(logp, p, plen, shape), (None if ent is None else _unpack(ent, p, plen, shape))
@@ -119,7 +121,7 @@ def packed_logprobs(
 
 def packed_vocab_logprobs(model, batch: TrainBatch, temperature: float = 1.0, share_prefix: bool = True):
     """Same contract as `shared_prefix_vocab_logprobs`, from one forward of the packed batch."""
-    p, plen = pack_batch(batch, share_prefix)
+    p, plen = pack_batch(batch, share_prefix, attention_cost(model))
     logits = output_layer(model)(packed_states(model, p)).float()
     return _unpack((logits / temperature).log_softmax(-1), p, plen, tuple(batch.input_ids_BT.shape))
 
@@ -127,6 +129,6 @@ def packed_vocab_logprobs(model, batch: TrainBatch, temperature: float = 1.0, sh
 def packed_values(critic, batch: TrainBatch) -> torch.Tensor:
     """A value model's (B, T) values (`models.value.ValueModel`) from one forward of the packed batch,
     prompts shared; 0 before each row's first trained token."""
-    p, plen = pack_batch(batch)
+    p, plen = pack_batch(batch, attention=attention_cost(critic))
     v_RL = critic(p.ids_RL, p.mask(critic), p.pos_RL)
     return _unpack(v_RL.reshape(-1)[p.src_N], p, plen, tuple(batch.input_ids_BT.shape))

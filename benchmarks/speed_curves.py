@@ -1,0 +1,169 @@
+"""Do packed micro-batches and bf16 autocast move the quickstart's curves? Three arms of `tempering demo`
+(the tiny model's warm start, then 800 GRPO steps), each seed in every arm:
+
+    python benchmarks/speed_curves.py [--seeds 0 1 2] [--work runs/speed_curves] [--results docs/results]
+
+- `padded`: `loss.pack=false`, float32 (the update as before packing);
+- `packed`: `loss.pack=true`, float32;
+- `packed_bf16`: `loss.pack=true loss.autocast=bf16` (only where the CPU has bf16 instructions).
+
+Both stages take the arm's keys. Per seed and arm: held-out greedy pass@1 every 50 GRPO steps, the
+warm start's steps and pass@1, and the stages' seconds. Each arm against `padded`: the paired difference
+of held-out pass@1 per seed, at the end and averaged over the curve, with its standard error over seeds
+(one greedy evaluation of a run moves by several points between evaluations, so the curve's average is
+the better comparison). Runs of one seed are not bit-identical across arms (float rounding differs, and
+runs diverge from there), so the comparison is statistical. A finished run folder is reused.
+
+Writes speed_curves.md / speed_curves.json (`arms`, `runs`, `against_padded`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics as st
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from tempering.experiments import conditions, conditions_text, machine, write_results
+
+ARMS = {
+    "padded": ["loss.pack=false"],
+    "packed": ["loss.pack=true"],
+    "packed_bf16": ["loss.pack=true", "loss.autocast=bf16"],
+}
+
+
+def demo(out: Path, seed: int, keys: list[str]) -> dict:
+    """One quickstart (`tempering demo`) with `keys` in both stages; its curve read from the run folder."""
+    if not (out / "grpo" / "final" / "config.json").is_file():
+        over = [f"{stage}.{k}" for stage in ("pretrain", "train") for k in keys]
+        cmd = [sys.executable, "-m", "tempering.cli", "demo", "--seed", str(seed), "--out", str(out), "--no-progress"]
+        r = subprocess.run(cmd + over, capture_output=True, text=True)
+        if r.returncode:
+            raise SystemExit(f"the quickstart failed ({out}):\n{r.stderr[-3000:]}")
+    rows = lambda stage: [json.loads(x) for x in (out / stage / "metrics.jsonl").read_text().splitlines() if x]
+    grpo, pre = rows("grpo"), rows("pretrain")
+    evals = {r["step"]: r["eval/pass@1"] for r in grpo if "eval/pass@1" in r}
+    seconds = lambda rs: sum(r.get("step_seconds", 0.0) for r in rs)
+    return {
+        "curve": {str(k): v for k, v in sorted(evals.items())},
+        "pretrain_steps": max(r["step"] for r in pre if "step" in r),
+        "pretrain_pass_at_1": [r["eval/pass@1"] for r in pre if "eval/pass@1" in r][-1],
+        "pretrain_step_seconds": seconds(pre) / max(1, sum("step_seconds" in r for r in pre)),
+        "grpo_step_seconds": seconds(grpo) / max(1, sum("step_seconds" in r for r in grpo)),
+    }
+
+
+def paired(a: list[float], b: list[float]) -> tuple[list[float], float, float]:
+    """Differences a - b in points, their mean and its standard error (nan with one pair)."""
+    d = [100 * (x - y) for x, y in zip(a, b)]
+    return d, st.mean(d), (st.stdev(d) / len(d) ** 0.5 if len(d) > 1 else float("nan"))
+
+
+def noise(mean: float, se: float) -> str:
+    if se != se:
+        return "cannot be compared (one seed has no standard error)"
+    return (
+        "within noise (|mean| <= 2 standard errors)"
+        if abs(mean) <= 2 * se
+        else "a difference (|mean| > 2 standard errors)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--work", default="runs/speed_curves")
+    p.add_argument("--results", default="docs/results")
+    a = p.parse_args(argv)
+    arms = (
+        dict(ARMS)
+        if torch.ops.mkldnn._is_mkldnn_bf16_supported()
+        else {k: v for k, v in ARMS.items() if "bf16" not in k}
+    )
+    start, t0 = conditions(), time.time()
+    runs: dict[str, dict[str, dict]] = {arm: {} for arm in arms}
+    for i, seed in enumerate(a.seeds):
+        order = list(arms) if i % 2 == 0 else list(reversed(arms))
+        for arm in order:
+            runs[arm][str(seed)] = demo(Path(a.work) / arm / f"seed{seed}", seed, arms[arm])
+            print(f"seed {seed} {arm}: {runs[arm][str(seed)]['curve']}", flush=True)
+    seeds = [str(s) for s in a.seeds]
+    against = {}
+    for arm in arms:
+        if arm == "padded":
+            continue
+        last = lambda name: [list(runs[name][s]["curve"].values())[-1] for s in seeds]
+        avg = lambda name: [st.mean(runs[name][s]["curve"].values()) for s in seeds]
+        d_end, m_end, se_end = paired(last(arm), last("padded"))
+        d_avg, m_avg, se_avg = paired(avg(arm), avg("padded"))
+        against[arm] = {
+            "final_diff_points": d_end,
+            "final_diff_mean": m_end,
+            "final_diff_se": se_end,
+            "final_verdict": noise(m_end, se_end),
+            "curve_avg_diff_points": d_avg,
+            "curve_avg_diff_mean": m_avg,
+            "curve_avg_diff_se": se_avg,
+            "curve_avg_verdict": noise(m_avg, se_avg),
+            "grpo_step_seconds_ratio": st.mean(runs[arm][s]["grpo_step_seconds"] for s in seeds)
+            / st.mean(runs["padded"][s]["grpo_step_seconds"] for s in seeds),
+        }
+    data = {
+        "command": " ".join(["python benchmarks/speed_curves.py", *(sys.argv[1:] if argv is None else argv)]),
+        "machine": machine(),
+        "conditions": [start, conditions()],
+        "seconds": time.time() - t0,
+        "seeds": a.seeds,
+        "arms": arms,
+        "runs": runs,
+        "against_padded": against,
+    }
+    write_results(a.results, "speed_curves", render(data), data)
+    return 0
+
+
+def render(d: dict) -> str:
+    seeds = [str(s) for s in d["seeds"]]
+    lines = [
+        "# The quickstart's curves on packed micro-batches and under bf16 autocast",
+        "",
+        f"Command: `{d['command']}`; {d['machine']}; {conditions_text(*d['conditions'])}; {d['seconds'] / 60:.0f} min.",
+        "",
+        "`tempering demo` (tiny-s warm start on sums, then 800 GRPO steps, held-out greedy pass@1 on 200 prompts "
+        "every 50 steps) with each arm's keys in both stages: "
+        + "; ".join(f"`{arm}`: {' '.join(keys)}" for arm, keys in d["arms"].items())
+        + ".",
+        "",
+        "| arm | seed | warm-start steps | warm-start pass@1 | GRPO pass@1 at 0 / 400 / 800 | curve average | s per GRPO step |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for arm, per in d["runs"].items():
+        for s in seeds:
+            r = per[s]
+            c = r["curve"]
+            at = " / ".join(f"{c[k]:.3f}" if k in c else "-" for k in ("0", "400", "800"))
+            lines.append(
+                f"| {arm} | {s} | {r['pretrain_steps']} | {r['pretrain_pass_at_1']:.3f} | {at} | "
+                f"{st.mean(c.values()):.3f} | {r['grpo_step_seconds']:.3f} |"
+            )
+    lines += ["", "Against `padded`, paired by seed (points of held-out pass@1):", ""]
+    for arm, x in d["against_padded"].items():
+        f = lambda xs: ", ".join(f"{v:+.1f}" for v in xs)
+        lines.append(
+            f"- `{arm}`: at step 800 {f(x['final_diff_points'])}, mean {x['final_diff_mean']:+.1f} ± "
+            f"{x['final_diff_se']:.1f}: {x['final_verdict']}; averaged over the curve {f(x['curve_avg_diff_points'])}, "
+            f"mean {x['curve_avg_diff_mean']:+.1f} ± {x['curve_avg_diff_se']:.1f}: {x['curve_avg_verdict']}; "
+            f"seconds per GRPO step {x['grpo_step_seconds_ratio']:.2f}x `padded`'s (the machine was shared: "
+            "see the load above)."
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
