@@ -341,7 +341,12 @@ def make_sampler(cfg, model, tokenizer):
             r.num_gpus_per_worker,
             address=r.address,
         )
-    return HFSampler(model, tokenizer, seed=cfg.run.seed, threads=cfg.run.threads)
+    return HFSampler(model, tokenizer, seed=cfg.run.seed, threads=cfg.run.threads, dtype=sampling_dtype(cfg))
+
+
+def sampling_dtype(cfg) -> torch.dtype | None:
+    """bf16 weights for sampling when the update computes in bf16 (`loss.autocast=bf16`); else the model's."""
+    return torch.bfloat16 if cfg.loss.autocast == "bf16" else None
 
 
 def rollout_sampler_for(p: Parts):
@@ -356,7 +361,12 @@ def rollout_sampler_for(p: Parts):
         copy_ = merged_copy(p.model)
     else:
         copy_ = copy.deepcopy(p.model)
-    own = HFSampler(copy_.eval().requires_grad_(False), p.tokenizer, threads=p.cfg.rollout.async_threads)
+    own = HFSampler(
+        copy_.eval().requires_grad_(False),
+        p.tokenizer,
+        threads=p.cfg.rollout.async_threads,
+        dtype=sampling_dtype(p.cfg),
+    )
     own.generator.set_state(inner.generator.get_state())
     return own
 
