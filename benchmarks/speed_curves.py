@@ -1,7 +1,7 @@
 """Do packed micro-batches and bf16 autocast move the quickstart's curves? Three arms of `tempering demo`
 (the tiny model's warm start, then 800 GRPO steps), each seed in every arm:
 
-    python benchmarks/speed_curves.py [--seeds 0 1 2] [--work runs/speed_curves] [--results docs/results]
+    python benchmarks/speed_curves.py [--seeds 0 1 2] [--threads 2] [--work runs/speed_curves] [--results docs/results]
 
 - `padded`: `loss.pack=false`, float32 (the update as before packing);
 - `packed`: `loss.pack=true`, float32;
@@ -38,10 +38,10 @@ ARMS = {
 }
 
 
-def demo(out: Path, seed: int, keys: list[str]) -> dict:
+def demo(out: Path, seed: int, keys: list[str], threads: int) -> dict:
     """One quickstart (`tempering demo`) with `keys` in both stages; its curve read from the run folder."""
     if not (out / "grpo" / "final" / "config.json").is_file():
-        over = [f"{stage}.{k}" for stage in ("pretrain", "train") for k in keys]
+        over = [f"{stage}.{k}" for stage in ("pretrain", "train") for k in [*keys, f"run.threads={threads}"]]
         cmd = [sys.executable, "-m", "tempering.cli", "demo", "--seed", str(seed), "--out", str(out), "--no-progress"]
         r = subprocess.run(cmd + over, capture_output=True, text=True)
         if r.returncode:
@@ -78,6 +78,7 @@ def noise(mean: float, se: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--threads", type=int, default=2, help="torch threads of every run")
     p.add_argument("--work", default="runs/speed_curves")
     p.add_argument("--results", default="docs/results")
     a = p.parse_args(argv)
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     for i, seed in enumerate(a.seeds):
         order = list(arms) if i % 2 == 0 else list(reversed(arms))
         for arm in order:
-            runs[arm][str(seed)] = demo(Path(a.work) / arm / f"seed{seed}", seed, arms[arm])
+            runs[arm][str(seed)] = demo(Path(a.work) / arm / f"seed{seed}", seed, arms[arm], a.threads)
             print(f"seed {seed} {arm}: {runs[arm][str(seed)]['curve']}", flush=True)
     seeds = [str(s) for s in a.seeds]
     against = {}
