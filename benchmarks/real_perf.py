@@ -126,12 +126,12 @@ def time_updates(model, tok, pairs: int) -> dict:
     from tempering.train.update import UpdateSettings, policy_update
     from tempering.types import Episode, Task, Turn
 
-    g = torch.Generator().manual_seed(0)
+    g, V = torch.Generator().manual_seed(0), model.get_output_embeddings().out_features
     eps = []
     for i, p in enumerate(prompts(tok, 8)):
         for _ in range(4):
             n = int(torch.randint(8, 65, (1,), generator=g))
-            turn = Turn(torch.randint(100, 40000, (n,), generator=g).tolist(), [-1.0] * n)
+            turn = Turn(torch.randint(V // 8, V, (n,), generator=g).tolist(), [-1.0] * n)
             eps.append(Episode(Task(str(i), ""), p, [turn]))
     batch = collate(eps, tok.pad_token_id)
     batch.adv_BT = torch.linspace(-1, 1, batch.size)[:, None] * batch.mask_BT
