@@ -378,18 +378,19 @@ def _default_packs() -> bool:
 def render(d: dict) -> str:
     m, dec, up, g = d["machine"], d["decode_step_ms"], d["update_s"], d["generation"]
     sb = up["same_batch"]
+    c0, c1 = d["conditions"]
     limits = (
-        f"Machine limits measured in the same run ({m['threads']} threads): 1024^3 float32 matmul "
-        f"{m['matmul_gflops']:.1f} GFLOP/s, memory read bandwidth {m['bandwidth_gbs']:.1f} GB/s; "
-        f"{conditions_text(*d['conditions'])}. The machine may be shared: compare ratios within this run."
+        f"This run's machine ({m['threads']} threads): 1024^3 float32 matmul {m['matmul_gflops']:.1f} GFLOP/s, memory "
+        f"read bandwidth {m['bandwidth_gbs']:.1f} GB/s, 1-minute load {c0['load_average'][0]:.2f} at the start and "
+        f"{c1['load_average'][0]:.2f} at the end."
     )
     f = lambda xs: ", ".join(f"{x:.1f}" for x in xs)
     lines = [
         f"# A real model's speed beside this machine's floors: {d['model']}",
         "",
-        f"Command: `{d['command']}`; {d['seconds']:.0f} s.",
-        limits,
-        "The matmul rate at each shape a step multiplies is in real_perf.json (`machine.matmul_gflops_at`).",
+        f"Command: `{d['command']}`; {d['seconds']:.0f} s; {conditions_text(*d['conditions'])}. The machine may "
+        "be shared: compare ratios within this run. The matmul rate at each shape a step multiplies, in float32 and "
+        "bf16, is in real_perf.json (`machine.matmul_gflops_at`).",
         "",
         f"## Generation: {g['prompts']} prompts x {g['rows'] // g['prompts']} samples, {g['prompt_tokens']}-token "
         f"prompts, {g['new_tokens']} new tokens, {g['pairs']} alternating pairs",
