@@ -137,14 +137,14 @@ def test_whole_completions_are_drawn_with_the_models_probability(tiny):
 
 
 def test_the_models_own_forward_and_the_lean_one_sample_the_same_log_probs(tiny):
-    """A Llama through the lean forward and through its own (a model the lean forward does not cover), and
-    a Qwen2 (grouped-query attention, biased projections): the log-probs of an unpadded forward."""
+    """A Llama through its own forward (float32 sampling) and through the lean one (in float32 here), and a
+    Qwen2 (grouped-query attention, biased projections): the log-probs of an unpadded forward."""
     model, tok = tiny
     prompts = [p for p in _prompts(tok) for _ in range(2)]
-    own = HFSampler(model, tok, seed=4)
-    assert own.fused is not None
-    own.fused = None
-    for s in (own, HFSampler(model, tok, seed=4)):
+    own, lean = HFSampler(model, tok, seed=4), HFSampler(model, tok, seed=4)
+    assert own.fused is None
+    lean.fused = FusedDecoder.of(model)
+    for s in (own, lean):
         out = s.sample(prompts, SamplingParams(max_new_tokens=5))
         for pr, o in zip(prompts, out):
             assert torch.allclose(
@@ -162,6 +162,7 @@ def test_the_models_own_forward_and_the_lean_one_sample_the_same_log_probs(tiny)
         )
     ).eval()
     s = HFSampler(qwen, tok, seed=4)
+    s.fused = FusedDecoder.of(qwen)
     assert s.fused is not None
     for pr, o in zip(prompts, s.sample(prompts, SamplingParams(max_new_tokens=5))):
         assert torch.allclose(torch.tensor(o.logprobs), torch.tensor(_forward_logprobs(qwen, pr, o.ids)), atol=1e-4)

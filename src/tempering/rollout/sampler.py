@@ -2,9 +2,10 @@
 
 `HFSampler` drives any Hugging Face causal LM directly instead of `generate()`: each distinct prompt is
 prefilled once (a group's samples share its KV cache), then one token per step for the rows still
-running (finished rows leave the batch), into a KV cache that grows in place. A Llama-family model runs
-through a lean forward of fused matmuls (`models.decode`), the others through their own forward. The loop
-is short, keeps the log-probs it sampled with, and stops as soon as every sequence has finished.
+running (finished rows leave the batch), into a KV cache that grows in place. Sampling with bf16 weights,
+a Llama-family model runs through a lean forward of fused matmuls (`models.decode`); otherwise the model
+runs its own forward. The loop is short, keeps the log-probs it sampled with, and stops as soon as every
+sequence has finished.
 """
 
 from __future__ import annotations
@@ -65,8 +66,9 @@ class HFSampler:
 
     threads: torch CPU threads of the thread that samples (0: leave as they are), so that a sampler
     beside the trainer (asynchronous rollouts) does not take the trainer's cores.
-    dtype: the weights' type while sampling (bf16: a bf16 copy, refreshed before each batch; a model
-    without the lean forward samples in its own type); None: the model's."""
+    dtype: the weights' type while sampling, other than the model's: a copy in the lean forward, refreshed
+    before each batch (a model without one samples in its own type); None: the model's, through its own
+    forward."""
 
     in_process = True
     """Sampling is torch work on this process's cores: the rollout engine calls it on its own thread."""
@@ -93,11 +95,11 @@ class HFSampler:
         # transformers >= 5.2x names the KV cache `cache`; older releases `past_key_values`
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self._keep_kw = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
-        self.dtype = dtype
-        self.fused: FusedDecoder | None = FusedDecoder.of(model, dtype)
+        own = next(model.parameters()).dtype
+        self.fused: FusedDecoder | None = FusedDecoder.of(model, dtype) if dtype not in (None, own) else None
         """The lean forward (None: the model's own)."""
-        if dtype not in (None, next(model.parameters()).dtype) and self.fused is None:
-            warn(f"sampling in {next(model.parameters()).dtype}: {type(model).__name__} has no lean forward in {dtype}")
+        if dtype not in (None, own) and self.fused is None:
+            warn(f"sampling in {own}: {type(model).__name__} has no lean forward in {dtype}")
 
     @property
     def device(self) -> torch.device:
