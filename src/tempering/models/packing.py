@@ -196,23 +196,32 @@ def packed_states(model, p: Packing, hidden_states: bool = False) -> torch.Tenso
 
 
 def token_logprobs(
-    head: torch.nn.Linear, h_NH: torch.Tensor, tok_N: torch.Tensor, temperature: float = 1.0, entropy: bool = False
+    head: torch.nn.Linear,
+    h_NH: torch.Tensor,
+    tok_N: torch.Tensor,
+    temperature: float = 1.0,
+    entropy: bool = False,
+    entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log p(tok | state) for each state, float32, through the output layer `head` in chunks of at most
-    `MAX_LOGITS` logits, with a gradient (to the states and the head); and, without one, the entropies."""
+    `MAX_LOGITS` logits, with a gradient (to the states and the head); and the entropies, with a gradient
+    only when `entropy_grad` (an entropy bonus)."""
     if not isinstance(head, torch.nn.Linear):
         raise TypeError(f"the chunked output layer needs a plain linear layer, not {type(head).__name__}")
     chunk = max(1, MAX_LOGITS // head.out_features)
-    logp, ent = _ChunkedLogprobs.apply(h_NH, head.weight, head.bias, tok_N, temperature, chunk, entropy)
-    return logp, (ent if entropy else None)
+    logp, ent = _ChunkedLogprobs.apply(
+        h_NH, head.weight, head.bias, tok_N, temperature, chunk, entropy or entropy_grad, entropy_grad
+    )
+    return logp, (ent if entropy or entropy_grad else None)
 
 
 class _ChunkedLogprobs(torch.autograd.Function):
     """Token log-probs through a linear output layer, a chunk of states at a time; the backward
-    recomputes each chunk's logits from the saved states and log-normalisers."""
+    recomputes each chunk's logits from the saved states and log-normalisers (and entropies, whose
+    gradient d H / d z_j = -p_j (log p_j + H) it adds when asked)."""
 
     @staticmethod
-    def forward(ctx, h, weight, bias, tok, temperature, chunk, entropy):
+    def forward(ctx, h, weight, bias, tok, temperature, chunk, entropy, entropy_grad):
         dev = h.device.type
         ctx.autocast = (torch.is_autocast_enabled(dev), torch.get_autocast_dtype(dev))
         N = h.shape[0]
@@ -226,14 +235,15 @@ class _ChunkedLogprobs(torch.autograd.Function):
             if entropy:
                 z.sub_(lse[i : i + chunk, None])
                 ent[i : i + chunk] = -(z.exp() * z).sum(-1)
-        ctx.save_for_backward(h, weight, bias, tok, lse)
-        ctx.temperature, ctx.chunk = temperature, chunk
-        ctx.mark_non_differentiable(ent)
+        ctx.save_for_backward(h, weight, bias, tok, lse, ent)
+        ctx.temperature, ctx.chunk, ctx.entropy_grad = temperature, chunk, entropy_grad
+        if not entropy_grad:
+            ctx.mark_non_differentiable(ent)
         return logp, ent
 
     @staticmethod
-    def backward(ctx, g_logp, _g_ent):
-        h, weight, bias, tok, lse = ctx.saved_tensors
+    def backward(ctx, g_logp, g_ent):
+        h, weight, bias, tok, lse, ent = ctx.saved_tensors
         on, dtype = ctx.autocast
         grad_h = torch.zeros_like(h) if ctx.needs_input_grad[0] else None
         grad_w = torch.zeros_like(weight) if ctx.needs_input_grad[1] else None
@@ -243,7 +253,12 @@ class _ChunkedLogprobs(torch.autograd.Function):
                 hc, g = h[i : i + ctx.chunk], g_logp[i : i + ctx.chunk].float()
                 z = _logits(hc, weight, bias, ctx.temperature)
                 # d log p(tok) / d logits = onehot(tok) - softmax, through the temperature
-                dz = z.sub_(lse[i : i + ctx.chunk, None]).exp_().mul_(-g[:, None])
+                lp = z.sub_(lse[i : i + ctx.chunk, None])
+                if ctx.entropy_grad:
+                    ge = g_ent[i : i + ctx.chunk, None].float()
+                    dz = lp.exp() * (-g[:, None] - ge * (lp + ent[i : i + ctx.chunk, None]))
+                else:
+                    dz = lp.exp_().mul_(-g[:, None])
                 dz.scatter_add_(-1, tok[i : i + ctx.chunk, None], g[:, None])
                 dz.div_(ctx.temperature)
                 if grad_h is not None:
@@ -252,7 +267,7 @@ class _ChunkedLogprobs(torch.autograd.Function):
                     grad_w += (dz.t() @ hc).to(weight.dtype)
                 if grad_b is not None:
                     grad_b += dz.sum(0).to(bias.dtype)
-        return grad_h, grad_w, grad_b, None, None, None, None
+        return grad_h, grad_w, grad_b, None, None, None, None, None
 
 
 def _logits(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, temperature: float) -> torch.Tensor:

@@ -1032,6 +1032,19 @@ ATTACKS = [
 ]
 
 
+PATH_SUITES = ("tempering.envs.code.attacks",)
+"""Modules above the sandbox whose `ATTACKS` attack the paths that judge through it (the code judge's
+cases, driven through its environment). Loaded by name when the suite runs: the sandbox imports
+nothing above its layer."""
+
+
+def suite() -> list[Attack]:
+    """Every attack the suite runs: this module's, then those of `PATH_SUITES`."""
+    import importlib
+
+    return [*ATTACKS, *(a for name in PATH_SUITES for a in importlib.import_module(name).ATTACKS)]
+
+
 def why_not_run(sandbox: Sandbox, attack: Attack) -> str:
     """Why `attack` must not run in `sandbox` on this machine ('' if it may): outside an isolating
     backend it would reach the host, and a gap the backend reports here would let it out."""
@@ -1146,7 +1159,8 @@ async def run_suite(backend: str) -> dict:
         raise UserError(f"the {backend} backend does not isolate; the adversarial suite attacks only {ISOLATED}.")
     sandbox = Sandbox(backend=backend, concurrency=2)
     failed, not_run = {}, {}
-    for attack in ATTACKS:
+    attacks = suite()
+    for attack in attacks:
         why = why_not_run(sandbox, attack)
         if why:
             not_run[attack.name] = why
@@ -1154,8 +1168,8 @@ async def run_suite(backend: str) -> dict:
             verdict = await run_attack(sandbox, attack)
             if verdict:
                 failed[attack.name] = verdict
-    contained = len(ATTACKS) - len(failed) - len(not_run)
-    return {"total": len(ATTACKS), "contained": contained, "failed": failed, "not_run": not_run}
+    contained = len(attacks) - len(failed) - len(not_run)
+    return {"total": len(attacks), "contained": contained, "failed": failed, "not_run": not_run}
 
 
 def main(argv: list[str] | None = None, as_json: bool = False) -> int:
@@ -1172,7 +1186,7 @@ def main(argv: list[str] | None = None, as_json: bool = False) -> int:
         summary[backend] = asyncio.run(run_suite(backend))
         if not as_json:
             s = summary[backend]
-            for attack in ATTACKS:
+            for attack in suite():
                 if attack.name in s["not_run"]:
                     verdict = "NOT CONTAINED here (not run): " + s["not_run"][attack.name]
                 else:

@@ -9,6 +9,8 @@ equals the plain forward up to float rounding, gradients included.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import torch
 
 from tempering.algos.losses import entropy_from_logits
@@ -54,10 +56,12 @@ def _suffix_logits(model, batch: TrainBatch, temperature: float):
     return logits, src, suf_att, suf_ids
 
 
-def shared_prefix_logprobs(model, batch: TrainBatch, temperature: float = 1.0, entropy: bool = False):
+def shared_prefix_logprobs(
+    model, batch: TrainBatch, temperature: float = 1.0, entropy: bool = False, entropy_grad: bool = False
+):
     """Same contract as `update.token_logprobs`: (B, T) log-prob of each token given its prefix (0 at
-    position 0 and wherever nothing is predicted), and optionally the entropy. None when no two rows share
-    a prefix."""
+    position 0 and wherever nothing is predicted), and optionally the entropy (with its gradient when
+    `entropy_grad`). None when no two rows share a prefix."""
     out = _suffix_logits(model, batch, temperature)
     if out is None:
         return None
@@ -67,7 +71,7 @@ def shared_prefix_logprobs(model, batch: TrainBatch, temperature: float = 1.0, e
     logp = torch.zeros((B, T), dtype=lp.dtype, device=lp.device).scatter_add(1, src, lp)
     ent = None
     if entropy:
-        with torch.no_grad():
+        with nullcontext() if entropy_grad else torch.no_grad():
             e = entropy_from_logits(logits) * suf_att
             ent = torch.zeros((B, T), dtype=e.dtype, device=e.device).scatter_add(1, src, e)
     return logp, ent
@@ -109,12 +113,18 @@ def _unpack(values_N: torch.Tensor, p: Packing, plen: torch.Tensor, shape: tuple
 
 
 def packed_logprobs(
-    model, batch: TrainBatch, temperature: float = 1.0, entropy: bool = False, share_prefix: bool = True
+    model,
+    batch: TrainBatch,
+    temperature: float = 1.0,
+    entropy: bool = False,
+    share_prefix: bool = True,
+    entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Same contract as `update.token_logprobs` from each row's first trained token on (0 before it): one
     forward of the packed batch, the output layer in chunks (`models.packing.token_logprobs`)."""
     p, plen = pack_batch(batch, share_prefix, attention_cost(model))
-    logp, ent = token_logprobs(output_layer(model), packed_states(model, p), p.tok_N, temperature, entropy)
+    h = packed_states(model, p)
+    logp, ent = token_logprobs(output_layer(model), h, p.tok_N, temperature, entropy, entropy_grad)
     shape = tuple(batch.input_ids_BT.shape)
     return _unpack(logp, p, plen, shape), (None if ent is None else _unpack(ent, p, plen, shape))
 

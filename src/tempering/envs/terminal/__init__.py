@@ -2,8 +2,10 @@
 (or Docker) with Harbor's paths, and the multi-turn environment over them.
 
     bundle.py     the task format: `Bundle`, `TaskConfig` (task.toml), read/write, Terminal-Bench 1 folders
-    workspace.py  the working folder carried between sandbox jobs; the local Dockerfile subset; downloads
-                  at run time; rewards; the solution and its tests in one job (`solve_then_test`)
+    image.py      the task's image emulated on the sandbox's base (the Dockerfile subset, installed
+                  packages, downloads at run time and their stand-ins), or why only Docker can make it
+    workspace.py  the working folder carried between sandbox jobs; rewards; the solution and its tests
+                  in one job (`solve_then_test`)
     landlock.py   the Landlock domain that job runs the solution in, away from the tests and the reward
     session.py    one job for a step's commands and its tests (`TerminalEnv(keep_services=True)`)
     docker.py     the same workspace in Docker, for environments the sandbox cannot emulate
@@ -22,15 +24,8 @@ from tempering.envs.terminal.bundle import (
     write_bundle,
 )
 from tempering.envs.terminal.env import SAMPLES, TerminalEnv, TerminalFamily, bundle_task, local_problem, parse_command
-from tempering.envs.terminal.workspace import (
-    Download,
-    NeedsDocker,
-    NeedsNetwork,
-    Rewards,
-    Workspace,
-    downloads,
-    local_image,
-)
+from tempering.envs.terminal.image import Download, NeedsDocker, NeedsNetwork, downloads, local_image
+from tempering.envs.terminal.workspace import Rewards, Workspace
 
 __all__ = [
     "SAMPLES",
