@@ -8,13 +8,15 @@
 - `packed_bf16`: `loss.pack=true loss.autocast=bf16` (only where the CPU has bf16 instructions).
 
 Both stages take the arm's keys. Per seed and arm: held-out greedy pass@1 every 50 GRPO steps, the
-warm start's steps and pass@1, and the stages' seconds. Each arm against `padded`: the paired difference
-of held-out pass@1 per seed, at the end and averaged over the curve, with its standard error over seeds
-(one greedy evaluation of a run moves by several points between evaluations, so the curve's average is
-the better comparison). Runs of one seed are not bit-identical across arms (float rounding differs, and
-runs diverge from there), so the comparison is statistical. A finished run folder is reused.
+warm start's steps and pass@1, and the stages' seconds. Each arm against `padded`, judged by the shared
+rule (`tempering.experiments.judge`): its held-out pass@1 no worse by more than `MARGIN` points, at the
+end and averaged over the curve (one greedy evaluation of a run moves by several points between
+evaluations, so the curve's average is the better comparison). Runs of one seed are not bit-identical
+across arms (float rounding differs, and runs diverge from there), so the comparison is statistical. A
+finished run folder is reused.
 
-Writes speed_curves.md / speed_curves.json (`arms`, `runs`, `against_padded`).
+Writes speed_curves.md / speed_curves.json (`arms`, `runs`, `claims`, `against_padded`: each arm's claims
+and its seconds per GRPO step against `padded`'s).
 """
 
 from __future__ import annotations
@@ -29,13 +31,16 @@ from pathlib import Path
 
 import torch
 
-from tempering.experiments import conditions, conditions_text, machine, write_results
+from tempering.experiments import Arm, claims_table, conditions, conditions_text, judge, machine, write_results
 
 ARMS = {
     "padded": ["loss.pack=false"],
     "packed": ["loss.pack=true"],
     "packed_bf16": ["loss.pack=true", "loss.autocast=bf16"],
 }
+MARGIN = 3.0
+"""Points of held-out pass@1 an arm may lose to `padded` and still leave the curves where they were."""
+HELDOUT = "the quickstart's arithmetic held-out set (200 prompts, greedy)"
 
 
 def demo(out: Path, seed: int, keys: list[str], threads: int) -> dict:
@@ -55,24 +60,9 @@ def demo(out: Path, seed: int, keys: list[str], threads: int) -> dict:
         "pretrain_steps": max(r["step"] for r in pre if "step" in r),
         "pretrain_pass_at_1": [r["eval/pass@1"] for r in pre if "eval/pass@1" in r][-1],
         "pretrain_step_seconds": seconds(pre) / max(1, sum("step_seconds" in r for r in pre)),
+        "grpo_rollouts": sum(r.get("env_calls", 0) for r in grpo),
         "grpo_step_seconds": seconds(grpo) / max(1, sum("step_seconds" in r for r in grpo)),
     }
-
-
-def paired(a: list[float], b: list[float]) -> tuple[list[float], float, float]:
-    """Differences a - b in points, their mean and its standard error (nan with one pair)."""
-    d = [100 * (x - y) for x, y in zip(a, b)]
-    return d, st.mean(d), (st.stdev(d) / len(d) ** 0.5 if len(d) > 1 else float("nan"))
-
-
-def noise(mean: float, se: float) -> str:
-    if se != se:
-        return "cannot be compared (one seed has no standard error)"
-    return (
-        "within noise (|mean| <= 2 standard errors)"
-        if abs(mean) <= 2 * se
-        else "a difference (|mean| > 2 standard errors)"
-    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,27 +84,22 @@ def main(argv: list[str] | None = None) -> int:
         for arm in order:
             runs[arm][str(seed)] = demo(Path(a.work) / arm / f"seed{seed}", seed, arms[arm], a.threads)
             print(f"seed {seed} {arm}: {runs[arm][str(seed)]['curve']}", flush=True)
-    seeds = [str(s) for s in a.seeds]
-    against = {}
+    claims, against = {}, {}
     for arm in arms:
         if arm == "padded":
             continue
-        last = lambda name: [list(runs[name][s]["curve"].values())[-1] for s in seeds]
-        avg = lambda name: [st.mean(runs[name][s]["curve"].values()) for s in seeds]
-        d_end, m_end, se_end = paired(last(arm), last("padded"))
-        d_avg, m_avg, se_avg = paired(avg(arm), avg("padded"))
-        against[arm] = {
-            "final_diff_points": d_end,
-            "final_diff_mean": m_end,
-            "final_diff_se": se_end,
-            "final_verdict": noise(m_end, se_end),
-            "curve_avg_diff_points": d_avg,
-            "curve_avg_diff_mean": m_avg,
-            "curve_avg_diff_se": se_avg,
-            "curve_avg_verdict": noise(m_avg, se_avg),
-            "grpo_step_seconds_ratio": st.mean(runs[arm][s]["grpo_step_seconds"] for s in seeds)
-            / st.mean(runs["padded"][s]["grpo_step_seconds"] for s in seeds),
-        }
+        mine: dict[str, dict] = {}
+        for what, of in (("at the end", lambda c: c[-1]), ("averaged over the curve", st.mean)):
+            side = lambda name: Arm(
+                name,
+                {s: of(list(runs[name][str(s)]["curve"].values())) for s in a.seeds},
+                HELDOUT,
+                runs[name][str(a.seeds[0])]["grpo_rollouts"],
+            )
+            text = f"`{arm}`'s held-out pass@1 {what} is no worse than `padded`'s (within {MARGIN:g} points)"
+            mine[text] = claims[text] = judge(side(arm), side("padded"), margin=MARGIN)
+        grpo_s = lambda name: st.mean(runs[name][str(s)]["grpo_step_seconds"] for s in a.seeds)
+        against[arm] = {"claims": list(mine), "grpo_step_seconds_ratio": grpo_s(arm) / grpo_s("padded")}
     data = {
         "command": " ".join(["python benchmarks/speed_curves.py", *(sys.argv[1:] if argv is None else argv)]),
         "machine": machine(),
@@ -123,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         "seeds": a.seeds,
         "arms": arms,
         "runs": runs,
+        "claims": claims,
         "against_padded": against,
     }
     write_results(a.results, "speed_curves", render(data), data)
@@ -153,15 +139,11 @@ def render(d: dict) -> str:
                 f"| {arm} | {s} | {r['pretrain_steps']} | {r['pretrain_pass_at_1']:.3f} | {at} | "
                 f"{st.mean(c.values()):.3f} | {r['grpo_step_seconds']:.3f} |"
             )
-    lines += ["", "Against `padded`, paired by seed (points of held-out pass@1):", ""]
+    lines += ["", "Against `padded`, paired by seed (points of held-out pass@1):", "", *claims_table(d["claims"]), ""]
     for arm, x in d["against_padded"].items():
-        f = lambda xs: ", ".join(f"{v:+.1f}" for v in xs)
         lines.append(
-            f"- `{arm}`: at step 800 {f(x['final_diff_points'])}, mean {x['final_diff_mean']:+.1f} ± "
-            f"{x['final_diff_se']:.1f}: {x['final_verdict']}; averaged over the curve {f(x['curve_avg_diff_points'])}, "
-            f"mean {x['curve_avg_diff_mean']:+.1f} ± {x['curve_avg_diff_se']:.1f}: {x['curve_avg_verdict']}; "
-            f"seconds per GRPO step {x['grpo_step_seconds_ratio']:.2f}x `padded`'s (the machine was shared: "
-            "see the load above)."
+            f"- `{arm}`: seconds per GRPO step {x['grpo_step_seconds_ratio']:.2f}x `padded`'s (the machine was "
+            "shared: see the load above)."
         )
     return "\n".join(lines) + "\n"
 
