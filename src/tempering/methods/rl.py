@@ -228,7 +228,7 @@ def build(ctx: Context) -> Method:
     r: RLRolloutSection = c.rollout
     scorers: list = []
     if loss.kl_coef > 0:  # beta = 0 never loads or runs a reference model
-        scorers.append(ReferenceLogprobs(ctx.load_start(), loss.micro_batch_size, r.temperature or 1.0))
+        scorers.append(ReferenceLogprobs(ctx.load_start(), loss.micro_batch_size, r.temperature or 1.0, loss.pack))
         if loss.kl_in_reward:
             scorers.append(KLPenalty(loss.kl_coef))
     if loss.overlong_cache > 0:
