@@ -136,7 +136,9 @@ def verl_estimator(x, name, **kw):
     if name == "reinforce_plus_plus":
         adv, _ = fn(token_level_rewards=token_rewards, response_mask=mask, config=SimpleNamespace(gamma=1.0))
     elif name == "remax":  # verl's trainer repeats each prompt's greedy reward over its rollout.n rows
-        adv, _ = fn(token_level_rewards=token_rewards, reward_baselines=x["greedy"].repeat_interleave(G), response_mask=mask)
+        adv, _ = fn(
+            token_level_rewards=token_rewards, reward_baselines=x["greedy"].repeat_interleave(G), response_mask=mask
+        )
     elif name == "gdpo":
         prompts = torch.zeros(B, 2, dtype=torch.long)
         batch = {"prompts": prompts, "attention_mask": torch.cat([torch.ones(B, 2), mask], -1).long()}

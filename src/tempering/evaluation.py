@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from tempering.envs.base import TaskFamily
 from tempering.metrics import group_metrics
 from tempering.models.chat import ChatFormat

@@ -218,7 +218,9 @@ def test_a_greedy_baseline_is_one_temperature_zero_episode_per_group_kept_apart(
     opts = RolloutOptions(
         sampling=SamplingParams(temperature=1.0), max_turns=2, continue_after_turn1=lambda g: [False] * 2
     )
-    gs = _run(Greedy(None), replace(opts, greedy_baseline=True), tasks=[Task("t0", "Q:"), Task("t1", "R:")], stats=stats)
+    gs = _run(
+        Greedy(None), replace(opts, greedy_baseline=True), tasks=[Task("t0", "Q:"), Task("t1", "R:")], stats=stats
+    )
     assert [len(g.episodes) for g in gs] == [2, 2]
     assert all(len(e.turns) == 1 and e.stop_reason == "pruned" for g in gs for e in g.episodes)
     assert [g.greedy.task.id for g in gs] == ["t0", "t1"]

@@ -75,9 +75,7 @@ class RolloutOptions:
         """These options without what a training method adds (pruning, counterfactuals, greedy baselines),
         at `temperature` if given: what evaluation and baselines sample with."""
         sampling = self.sampling if temperature is None else replace(self.sampling, temperature=temperature)
-        return replace(
-            self, sampling=sampling, continue_after_turn1=None, counterfactual=None, greedy_baseline=False
-        )
+        return replace(self, sampling=sampling, continue_after_turn1=None, counterfactual=None, greedy_baseline=False)
 
 
 @dataclass
