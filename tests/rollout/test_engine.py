@@ -230,3 +230,15 @@ def test_a_greedy_baseline_is_one_temperature_zero_episode_per_group_kept_apart(
     assert (stats.env_calls, stats.greedy_env_calls) == (4, 4)
     assert stats.greedy_tokens == 2 * (len("no") + 1 + len("ok") + 1) and stats.tokens == 4 * (len("no") + 1)
     assert all(g.greedy is None for g in _run(Greedy(None), opts))
+
+
+def test_a_greedy_baseline_from_another_observation_than_its_group_is_refused():
+    class Drifting(CountEnv):
+        made = 0
+
+        async def reset(self):
+            Drifting.made += 1
+            return "screen" if Drifting.made <= 2 else "another screen"
+
+    with pytest.raises(UserError, match="task t0's environment started it from another observation"):
+        _run(ScriptedSampler(lambda ctx, n: "no"), RolloutOptions(greedy_baseline=True), env=Drifting)

@@ -379,6 +379,13 @@ async def _greedy(sampler, fmt: ChatFormat, groups: list[Group], make_env, opts:
     made = await rollout(sampler, fmt, [g.task for g in groups], make_env, 1, opts.plain(temperature=0.0), inner)
     for g, m in zip(groups, made):
         g.greedy = m.episodes[0]
+        prompts = {e.prompt for e in g.episodes}
+        if len(prompts) == 1 and g.greedy.prompt not in prompts:
+            raise UserError(
+                f"a greedy baseline answers the prompt its group answered, and task {g.task.id}'s environment "
+                "started it from another observation (its reset is not a function of the task); use a credit "
+                "without a greedy baseline, e.g. loss.advantage=grpo"
+            )
     stats.errors += inner.errors  # counted like any env error
     stats.env_errors += inner.env_errors
     stats.gen_seconds += inner.gen_seconds
