@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from tempering.envs.base import Env, StepResult
+from tempering.envs.base import SAMPLED_IDS, Env, StepResult
 from tempering.errors import UserError
 from tempering.models.chat import ChatFormat
 from tempering.rollout.sampler import SamplingParams
@@ -138,6 +138,9 @@ def _user_frame(e: BaseException) -> str:
     while cur is not None and cur not in chain:
         chain.append(cur)
         cur = cur.__cause__ or cur.__context__
+    for exc in chain:  # a location an error names itself (a reward function's `def` line)
+        if isinstance(getattr(exc, "where", None), str):
+            return exc.where  # type: ignore[attr-defined]
     for exc in reversed(chain):  # the original cause first
         for f in reversed(traceback.extract_tb(exc.__traceback__)):
             path = os.path.abspath(f.filename)
@@ -147,9 +150,11 @@ def _user_frame(e: BaseException) -> str:
     return f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else "?"
 
 
-async def _step(env: Env, text: str) -> tuple[StepResult, float, EnvError | None]:
-    """Verify one answer. An exception ends the episode as `env_error` and is returned as a record: the
-    loop counts these, shows the first of each kind and stops a run whose error share is too high."""
+async def _step(env: Env, text: str, ids: list[int] | None = None) -> tuple[StepResult, float, EnvError | None]:
+    """Verify one answer (`ids`: its sampled tokens, which reward functions get as TRL's `completion_ids`).
+    An exception ends the episode as `env_error` and is returned as a record: the loop counts these,
+    shows the first of each kind and stops a run whose error share is too high."""
+    SAMPLED_IDS.set(ids)  # this coroutine runs as a task of its own: the value is its alone
     t0 = time.perf_counter()
     try:
         return await env.step(text), time.perf_counter() - t0, None
@@ -226,7 +231,10 @@ async def _sample_and_verify(
             part = await asyncio.to_thread(sampler.sample, contexts[i : i + chunk], params)
         stats.gen_seconds += time.perf_counter() - t0
         part_texts = [sampler.tokenizer.decode(s.ids, skip_special_tokens=True) for s in part]
-        futures += [asyncio.ensure_future(_step(env, t)) for env, t in zip(envs[i : i + chunk], part_texts)]
+        futures += [
+            asyncio.ensure_future(_step(env, t, list(s.ids)))
+            for env, t, s in zip(envs[i : i + chunk], part_texts, part)
+        ]
         samples += part
         texts += part_texts
     return samples, texts, await asyncio.gather(*futures)

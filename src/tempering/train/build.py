@@ -170,6 +170,12 @@ def assemble(
     heldout_tasks = family.tasks("heldout", cfg.task.heldout_size, seed=cfg.task.data_seed)
     if not train_tasks:
         raise UserError(f"task family {cfg.task.family!r} gave no training tasks")
+    if not heldout_tasks:  # evaluations (the start's, the final one) would report an empty table
+        raise UserError(
+            f"task family {family.name or cfg.task.family!r} gave {len(train_tasks)} training and no held-out tasks; "
+            "evaluation needs at least one: give more rows (a share of at least 2 distinct prompts is held out), "
+            "or a held-out set of its own (task.args.heldout)"
+        )
     template = cfg.rollout.feedback_template
     if not family.reads_feedback_template and template != type(cfg.rollout).model_fields["feedback_template"].default:
         raise UserError(

@@ -396,6 +396,10 @@ class RunBase(Schema):
     wandb: str | None = Field(
         None, description="Also log to this Weights & Biases project (extra 'wandb'; WANDB_MODE=offline works offline)."
     )
+    trackio: str | None = Field(
+        None,
+        description="Also log to this trackio project, local-first (TRACKIO_DIR; `trackio show` opens it; extra 'trackio').",
+    )
     progress: bool = Field(True, description="Show a live progress bar on a terminal.")
     log_every: int = Field(
         10,

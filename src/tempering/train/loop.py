@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from tempering.envs.base import TaskFamily
+from tempering.envs.rewards import TRAINER_STATE
 from tempering.errors import UserError
 from tempering.evaluation import evaluate
 from tempering.metrics import reward_parts
@@ -132,6 +133,7 @@ class Trainer:
                 resume_step=p.resume_step,
                 tensorboard=p.cfg.run.tensorboard,
                 wandb=p.cfg.run.wandb,
+                trackio=p.cfg.run.trackio,
                 title=f"{Path(p.cfg.run.out_dir).name} · {p.method.name} · {p.cfg.model.name}",
                 plots=[*COMMON_PLOTS, *p.method.plots],
             )
@@ -287,6 +289,7 @@ class Trainer:
     async def next_rollouts(self) -> Rollouts:
         """This step's groups: collected now, or taken from the pipeline once it has the weights of the
         last update (for the batches it samples next)."""
+        TRAINER_STATE.global_step, TRAINER_STATE.max_steps = self.step_no, self.cfg.run.steps  # TRL's trainer_state
         if self.pipeline is None:
             stats = RolloutStats()
             r = await self.collector(self.sampler, self.state, stats)
