@@ -1,5 +1,5 @@
-"""The models behind the API: base models (loaded once, shared by sampling), training models (a copy of a
-base, with LoRA adapters or every weight trainable), their forward/backward on Tinker's data, Adam steps,
+"""The models behind the API: base models (loaded once, for sampling them), training models (a base loaded anew,
+with LoRA adapters or every weight trainable), their forward/backward on Tinker's data, Adam steps,
 sampler snapshots and checkpoints on disk.
 
 A training model's gradients accumulate over `forward_backward` calls until `optim_step`, as Tinker's do.
@@ -57,8 +57,7 @@ def lora_targets(attn: bool, mlp: bool, unembed: bool) -> tuple[str, ...]:
 
 
 class Bases:
-    """Base models by their tempering name, each loaded once (sampling the base reads it; training
-    models copy it)."""
+    """Base models by their tempering name, each loaded once, frozen, for sampling them."""
 
     def __init__(self, device: str, dtype: str, seed: int):
         self.device, self.dtype, self.seed = resolve_device(device), dtype, seed
@@ -254,9 +253,8 @@ class TrainingModel:
 def build(
     bases: Bases, model_id: str, base_model: str, model: str, lora: LoraSpec | None
 ) -> TrainingModel:
-    """A training model: a copy of the base, with fresh LoRA adapters (B = 0, seeded) or all weights trainable."""
-    base, tok = bases.get(model)
-    module = copy.deepcopy(base)
+    """A training model: the base loaded anew, with fresh LoRA adapters (B = 0, seeded) or all weights trainable."""
+    module, tok = load_policy(model, seed=bases.seed, dtype=bases.dtype, device=bases.device)
     if lora is None:
         module.requires_grad_(True)
     else:
