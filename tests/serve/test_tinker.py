@@ -7,8 +7,6 @@ import contextlib
 import json
 import os
 import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -16,12 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-tinker = pytest.importorskip("tinker", reason="the Tinker SDK is in the `tinker` extra: pip install 'tempering[tinker]'")
+tinker = pytest.importorskip(
+    "tinker", reason="the Tinker SDK is in the `tinker` extra: pip install 'tempering[tinker]'"
+)
 pytest.importorskip("fastapi", reason="the service needs fastapi and uvicorn (the `tinker` extra)")
 import httpx  # noqa: E402  (the SDK's own HTTP client, a dependency of `tinker`)
 import uvicorn  # noqa: E402
 from tinker import types  # noqa: E402
 
+from tempering.serve.tinker import cookbook as local  # noqa: E402
 from tempering.serve.tinker.app import create_app  # noqa: E402
 from tempering.serve.tinker.config import TinkerConfig  # noqa: E402
 from tempering.serve.tinker.engine import Engine  # noqa: E402
@@ -255,7 +256,11 @@ def test_unimplemented_call_is_named_in_the_sdks_error_format(client, url):
 
 
 def test_request_over_the_size_limit_is_refused(url):
-    r = httpx.post(f"{url}/api/v1/create_session", content=b"{" + b" " * (2 << 20) + b"}", headers={"content-type": "application/json"})
+    r = httpx.post(
+        f"{url}/api/v1/create_session",
+        content=b"{" + b" " * (2 << 20) + b"}",
+        headers={"content-type": "application/json"},
+    )
     assert r.status_code == 413 and "max_request_mb=1.0" in r.json()["error"]
 
 
@@ -265,70 +270,21 @@ def test_request_over_the_size_limit_is_refused(url):
 @pytest.fixture(scope="module")
 def cookbook(tmp_path_factory):
     """The CLI service with the cookbook's Llama name on the tiny model, and a working folder holding what the
-    loops load by name (the tokenizer folder, local copies of their datasets in their own format)."""
-    pytest.importorskip("tinker_cookbook", reason="tinker-cookbook is in the `tinker` extra")
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    work = tmp_path_factory.mktemp("cookbook")
-    state, port = work / "state", free_port()
-    models = json.dumps({COOKBOOK_NAME: BASE})
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tempering.cli", "serve", "tinker", f"port={port}", f"state_dir={state}", f"models={models}", "threads=1"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    loops load by name (the tokenizer, local datasets in the recipes' own formats)."""
+    pytest.importorskip(
+        "tinker_cookbook", reason="tinker-cookbook is installed by `make install-test` (see the tinker extra)"
     )
-    try:
-        first = proc.stdout.readline()  # type: ignore[union-attr]
-        assert first.startswith("tempering serve tinker: http://"), first + proc.stdout.read()  # type: ignore[union-attr]
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 60
-        while True:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/api/v1/healthz").status_code == 200:
-                    break
-            assert time.time() < deadline and proc.poll() is None, "the service did not start"
-            time.sleep(0.2)
-        (work / "meta-llama").mkdir()
-        (work / COOKBOOK_NAME).symlink_to(state / "names" / COOKBOOK_NAME)
-
-        def dataset(name: str, config: str, columns: dict) -> None:
-            root = work / name / config
-            root.mkdir(parents=True)
-            (work / name / "README.md").write_text(
-                f"---\nconfigs:\n- config_name: {config}\n  data_files:\n  - split: train\n    path: {config}/train-*\n---\n"
-            )
-            pq.write_table(pa.table(columns), root / "train-00000-of-00001.parquet")
-
-        pairs = [(a, b) for a in range(1, 9) for b in range(1, 5)]
-        dataset(
-            "HuggingFaceH4/no_robots",
-            "default",
-            {"messages": [[{"role": "user", "content": f"What is {a} plus {b}?"}, {"role": "assistant", "content": f"{a} plus {b} is {a + b}."}] for a, b in pairs]},
-        )
-        dataset(
-            "openai/gsm8k",
-            "main",
-            {"question": [f"What is {a} + {b}?" for a, b in pairs], "answer": [f"{a} + {b} = {a + b}\n#### {a + b}" for a, b in pairs]},
-        )
-        yield url, work, state
-    finally:
-        proc.terminate()
-        proc.wait(30)
-
-
-def run_recipe(cookbook, recipe: str, *args: str) -> list[dict]:
-    url, work, _ = cookbook
-    log = work / recipe
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TINKER_API_KEY": "tml-local", "HF_DATASETS_CACHE": str(work / "hf")}
-    cmd = [sys.executable, "-m", f"tinker_cookbook.recipes.{recipe}", f"base_url={url}", f"model_name={COOKBOOK_NAME}", f"log_path={log}", "save_every=0", *args]
-    done = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return [json.loads(line) for line in (log / "metrics.jsonl").read_text().splitlines()]
+    work = tmp_path_factory.mktemp("cookbook")
+    with local.serving(work / "state", {COOKBOOK_NAME: BASE}, "threads=1") as url:
+        yield url, local.prepare(work / "run", work / "state", COOKBOOK_NAME)
 
 
 @pytest.mark.slow
 def test_cookbook_sl_loop_lowers_the_loss(cookbook):
-    rows = run_recipe(cookbook, "sl_loop", "batch_size=8", "max_steps=4", "lora_rank=8", "learning_rate=1e-2")
+    url, folder = cookbook
+    rows = local.run_loop(
+        "sl_loop", folder, url, COOKBOOK_NAME, "batch_size=8", "max_steps=4", "lora_rank=8", "learning_rate=1e-2"
+    )
     nll = [r["train_mean_nll"] for r in rows]
     assert len(nll) == 4 and nll[-1] < nll[0] * 0.9, nll
 
@@ -336,8 +292,20 @@ def test_cookbook_sl_loop_lowers_the_loss(cookbook):
 @pytest.mark.slow
 def test_cookbook_rl_loop_runs(cookbook):
     """rl_loop's sampling, checkpoints and updates through the service; the tiny model never writes \\boxed{},
-    so its reward is 0 here (docs/results/tinker.md has the loop on SmolLM2)."""
-    rows = run_recipe(cookbook, "rl_loop", "batch_size=2", "group_size=2", "max_tokens=8", "max_steps=2", "loss_fn=importance_sampling", "lora_rank=4")
+    so its reward is 0 here (docs/results/tinker.md: the loop on SmolLM2)."""
+    url, folder = cookbook
+    rows = local.run_loop(
+        "rl_loop",
+        folder,
+        url,
+        COOKBOOK_NAME,
+        "batch_size=2",
+        "group_size=2",
+        "max_tokens=8",
+        "max_steps=2",
+        "loss_fn=importance_sampling",
+        "lora_rank=4",
+    )
     assert [r["progress/batch"] for r in rows] == [0, 1] and all(r["reward/total"] == 0.0 for r in rows)
-    final = json.loads((cookbook[1] / "rl_loop" / "checkpoints.jsonl").read_text().splitlines()[-1])
+    final = json.loads((folder / "rl_loop" / "checkpoints.jsonl").read_text().splitlines()[-1])
     assert final["state_path"].startswith("tinker://") and final["sampler_path"].startswith("tinker://")

@@ -30,14 +30,18 @@ def tinker(args) -> int:
         import tinker  # noqa: F401
         import uvicorn
     except ImportError as e:
-        raise UserError(f"tempering serve tinker needs {e.name}: pip install 'tempering[tinker]' (Python >= 3.11)") from None
+        raise UserError(
+            f"tempering serve tinker needs {e.name}: pip install 'tempering[tinker]' (Python >= 3.11)"
+        ) from None
     from tempering.serve.tinker.app import create_app
     from tempering.serve.tinker.engine import Engine
 
     engine = Engine(cfg)
     names = {name: engine.tokenizer_folder(name) for name in cfg.models}  # fails here on a bad alias, before serving
     engine.start()
-    print(f"tempering serve tinker: http://{cfg.host}:{cfg.port} (TINKER_BASE_URL), state in {engine.state}", flush=True)
+    print(
+        f"tempering serve tinker: http://{cfg.host}:{cfg.port} (TINKER_BASE_URL), state in {engine.state}", flush=True
+    )
     for name, folder in names.items():
         print(f"  {name} -> {cfg.models[name]} (tokenizer: {folder})", flush=True)
     uvicorn.run(create_app(cfg, engine), host=cfg.host, port=cfg.port, log_level=cfg.log_level)

@@ -204,7 +204,9 @@ def create_app(cfg: TinkerConfig, engine: Engine) -> FastAPI:
     async def save_for_sampler(request: Request):
         req = wire.parse(types.SaveWeightsForSamplerRequest, await payload(request), "save_weights_for_sampler")
         try:
-            return future(engine.save(req.model_id, req.seq_id, req.path, "sampler_weights", False, req.sampling_session_seq_id))
+            return future(
+                engine.save(req.model_id, req.seq_id, req.path, "sampler_weights", False, req.sampling_session_seq_id)
+            )
         except BadRequest:
             engine.refuse("save_weights_for_sampler", req.model_id, req.seq_id)
             raise

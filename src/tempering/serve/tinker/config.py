@@ -29,7 +29,9 @@ class TinkerConfig(Schema):
     device: str = Field("auto", description="auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda or cuda:N.")
     dtype: str = Field("float32", description="Weights' dtype: float32, bfloat16 or float16.")
     threads: int = Field(0, ge=0, description="Torch CPU threads (0: torch's default, one per core).")
-    seed: int = Field(0, description="Seed of the samplers (a request's own seed wins) and of LoRA weights without one.")
+    seed: int = Field(
+        0, description="Seed of the samplers (a request's own seed wins) and of LoRA weights without one."
+    )
     lora_alpha: float | None = Field(
         None, gt=0, description="LoRA scaling numerator (update = alpha / rank * B A); default 2 * rank (ours)."
     )

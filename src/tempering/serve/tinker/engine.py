@@ -153,8 +153,14 @@ class Engine:
     def path_folder(self, path: str) -> Path:
         """The folder of a `tinker://RUN/KIND/NAME` path."""
         parts = path.removeprefix("tinker://").split("/") if path.startswith("tinker://") else []
-        if len(parts) != 3 or parts[1] not in KINDS or not all(p and set(p) <= SAFE and p not in (".", "..") for p in parts):
-            raise BadRequest(f"{path!r} is not a checkpoint path; this service writes tinker://RUN/weights/NAME and tinker://RUN/sampler_weights/NAME")
+        if (
+            len(parts) != 3
+            or parts[1] not in KINDS
+            or not all(p and set(p) <= SAFE and p not in (".", "..") for p in parts)
+        ):
+            raise BadRequest(
+                f"{path!r} is not a checkpoint path; this service writes tinker://RUN/weights/NAME and tinker://RUN/sampler_weights/NAME"
+            )
         return self.state / "checkpoints" / parts[0] / parts[1] / parts[2]
 
     def existing(self, path: str) -> Path:
@@ -286,7 +292,9 @@ class Engine:
             models.check_ids(w.prompt, vocab, "prompt")
             limit = models.context_length(module)
             if len(w.prompt) + w.params.max_new_tokens > limit:
-                raise BadRequest(f"prompt ({len(w.prompt)} tokens) + max_tokens ({w.params.max_new_tokens}) exceed the model's context ({limit})")
+                raise BadRequest(
+                    f"prompt ({len(w.prompt)} tokens) + max_tokens ({w.params.max_new_tokens}) exceed the model's context ({limit})"
+                )
         seed = works[0].seed
         if seed is None:
             seed = int(torch.randint(0, 2**62, (1,), generator=self._rng))
@@ -347,7 +355,11 @@ class Engine:
             "model_name": tm.base_model,
             "is_lora": tm.lora is not None,
             "lora_rank": tm.lora.rank if tm.lora else None,
-            "model_data": {"arch": arch, "model_name": tm.base_model, "tokenizer_id": self.tokenizer_folder(tm.base_model)},
+            "model_data": {
+                "arch": arch,
+                "model_name": tm.base_model,
+                "tokenizer_id": self.tokenizer_folder(tm.base_model),
+            },
         }
 
     def forward_backward(self, fb: wire.ForwardBackward) -> str:
@@ -357,7 +369,9 @@ class Engine:
         kind = "forward" if fb.forward_only else "forward_backward"
 
         def run():
-            outputs, metrics = tm.forward_backward(fb.loss_fn, fb.config, fb.data, fb.forward_only, self.cfg.micro_batch_tokens)
+            outputs, metrics = tm.forward_backward(
+                fb.loss_fn, fb.config, fb.data, fb.forward_only, self.cfg.micro_batch_tokens
+            )
             return Proto(wire.forward_backward_output(outputs, metrics)), metrics
 
         return self.submit(kind, run, fb.model_id, fb.seq_id)
@@ -375,7 +389,9 @@ class Engine:
 
         return self.submit("optim_step", run, model_id, seq_id)
 
-    def save(self, model_id: str, seq_id: int | None, name: str | None, kind: str, overwrite: bool, session_seq: int | None) -> str:
+    def save(
+        self, model_id: str, seq_id: int | None, name: str | None, kind: str, overwrite: bool, session_seq: int | None
+    ) -> str:
         tm = self.model(model_id)
         if name is None:  # an unnamed sampler snapshot, sampled through a new session
             if session_seq is None:
@@ -422,7 +438,9 @@ class Engine:
         meta = models.read_meta(folder)
         mine = tm.meta()
         if (meta["model"], meta["lora"]) != (mine["model"], mine["lora"]):
-            raise BadRequest(f"{req.path} was saved from {meta['model']} with LoRA {meta['lora']}; model {tm.model_id} is {mine['model']} with LoRA {mine['lora']}")
+            raise BadRequest(
+                f"{req.path} was saved from {meta['model']} with LoRA {meta['lora']}; model {tm.model_id} is {mine['model']} with LoRA {mine['lora']}"
+            )
 
         def run():
             tm.restore(folder, optimizer=req.optimizer)
@@ -438,7 +456,9 @@ class Engine:
     def _sampler_of(self, sid: str, base_model: str | None, model_path: str | None) -> SamplerSession:
         if model_path is not None:
             folder = self.existing(model_path)
-            return SamplerSession(sid, base_model or models.read_meta(folder)["base_model"], model_path, ("path", str(folder)))
+            return SamplerSession(
+                sid, base_model or models.read_meta(folder)["base_model"], model_path, ("path", str(folder))
+            )
         if base_model is None:
             raise BadRequest("a sampling client needs a base_model or a model_path")
         return SamplerSession(sid, base_model, None, ("base", self.resolve(base_model)))
@@ -471,13 +491,20 @@ class Engine:
         if not prompt:
             raise BadRequest("sample: empty prompt")
         if len(prompt) > self.cfg.max_datum_tokens:
-            raise BadRequest(f"sample: {len(prompt)} prompt tokens, more than max_datum_tokens={self.cfg.max_datum_tokens}", status=413)
+            raise BadRequest(
+                f"sample: {len(prompt)} prompt tokens, more than max_datum_tokens={self.cfg.max_datum_tokens}",
+                status=413,
+            )
         sp = req.sampling_params
         if sp.max_tokens is None or sp.max_tokens < 1:
             raise BadRequest("sample: sampling_params.max_tokens must be set (>= 1)")
         if sp.temperature < 0 or not 0 < sp.top_p <= 1 or req.num_samples < 1:
-            raise BadRequest(f"sample: needs temperature >= 0, 0 < top_p <= 1 and num_samples >= 1 (got {sp.temperature}, {sp.top_p}, {req.num_samples})")
-        if req.prompt_logprobs_last_n is not None and not (req.prompt_logprobs and 1 <= req.prompt_logprobs_last_n < len(prompt)):
+            raise BadRequest(
+                f"sample: needs temperature >= 0, 0 < top_p <= 1 and num_samples >= 1 (got {sp.temperature}, {sp.top_p}, {req.num_samples})"
+            )
+        if req.prompt_logprobs_last_n is not None and not (
+            req.prompt_logprobs and 1 <= req.prompt_logprobs_last_n < len(prompt)
+        ):
             raise BadRequest("sample: prompt_logprobs_last_n needs prompt_logprobs and lies in [1, len(prompt) - 1]")
         stop = [sp.stop] if isinstance(sp.stop, str) else list(sp.stop) if sp.stop is not None else None
         strings = [s for s in stop or [] if isinstance(s, str)]
@@ -491,7 +518,16 @@ class Engine:
             # None: the model's end-of-sequence tokens; [] stops on nothing; ids stop there and at the end tokens
             stop_ids=[] if stop == [] else ids or None,
         )
-        work = SampleWork(sid, prompt, req.num_samples, params, sp.seed, bool(req.prompt_logprobs), req.prompt_logprobs_last_n, bool(ids))
+        work = SampleWork(
+            sid,
+            prompt,
+            req.num_samples,
+            params,
+            sp.seed,
+            bool(req.prompt_logprobs),
+            req.prompt_logprobs_last_n,
+            bool(ids),
+        )
         rid = self.submit("sample", None, sample=work)
         return rid, [f"{rid}:{i}" for i in range(req.num_samples)]
 
@@ -507,4 +543,3 @@ class Engine:
     def capabilities(self) -> dict[str, Any]:
         names = [*self.cfg.models, *TINY_SIZES, *models.PACKAGED]
         return {"supported_models": [{"model_name": n, "trainable": True, "sampleable": True} for n in names]}
-

@@ -98,7 +98,9 @@ def check(name: str, data: list[Datum], vocab: int, max_tokens: int) -> None:
         if missing:
             raise BadRequest(f"data[{i}]: loss_fn={name!r} needs loss_fn_inputs {missing}")
         if extra:
-            raise BadRequest(f"data[{i}]: loss_fn_inputs {extra} have no effect on loss_fn={name!r}; it reads {sorted(needed)}")
+            raise BadRequest(
+                f"data[{i}]: loss_fn_inputs {extra} have no effect on loss_fn={name!r}; it reads {sorted(needed)}"
+            )
         if d.has_provenance:
             raise BadRequest(f"data[{i}]: provenance spans are read only by stable_reinforce, which is not supported")
         bad = d.tokens[(d.tokens < 0) | (d.tokens >= vocab)]
@@ -109,12 +111,16 @@ def check(name: str, data: list[Datum], vocab: int, max_tokens: int) -> None:
         for key, t in d.inputs.items():
             if t.shape[0] != n or t.ndim > (2 if two_d else 1) or (two_d and t.shape != targets.shape):
                 want = f"({n},)" + (f" or {targets.shape}" if two_d else "")
-                raise BadRequest(f"data[{i}].loss_fn_inputs[{key!r}] has shape {tuple(t.shape)}; model_input has {n} tokens: want {want}")
+                raise BadRequest(
+                    f"data[{i}].loss_fn_inputs[{key!r}] has shape {tuple(t.shape)}; model_input has {n} tokens: want {want}"
+                )
         if not np.issubdtype(targets.dtype, np.integer):
             raise BadRequest(f"data[{i}].loss_fn_inputs['target_tokens'] must be int64, got {targets.dtype}")
         bad = targets[(targets < 0) | (targets >= vocab)]
         if len(bad):
-            raise BadRequest(f"data[{i}].loss_fn_inputs['target_tokens']: id {int(bad[0])} is outside the vocabulary [0, {vocab})")
+            raise BadRequest(
+                f"data[{i}].loss_fn_inputs['target_tokens']: id {int(bad[0])} is outside the vocabulary [0, {vocab})"
+            )
 
 
 def per_token(

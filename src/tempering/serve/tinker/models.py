@@ -24,10 +24,10 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from tempering.models.gguf import PACKAGED
 from tempering.models.io import load_policy, model_folder, resolve_device
 from tempering.models.lora import add_lora
 from tempering.models.tiny import TINY_SIZES
-from tempering.models.gguf import PACKAGED
 from tempering.rollout.sampler import HFSampler, SamplingParams
 from tempering.serve.tinker import losses
 from tempering.serve.tinker.wire import BadRequest, Datum, Sampled
@@ -170,14 +170,18 @@ class TrainingModel:
             metrics["sampler_logprob_diff:max"] = max(diffs)
         return outputs, metrics
 
-    def optim_step(self, lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, clip: float) -> dict[str, float]:
+    def optim_step(
+        self, lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, clip: float
+    ) -> dict[str, float]:
         params = list(self.trainable().values())
         if self.optimizer is None:
             self.optimizer = torch.optim.AdamW(params, lr=lr, betas=(beta1, beta2), eps=eps, weight_decay=weight_decay)
         for g in self.optimizer.param_groups:
             g.update(lr=lr, betas=(beta1, beta2), eps=eps, weight_decay=weight_decay)
         grads = [p.grad for p in params if p.grad is not None]
-        norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))) if grads else 0.0
+        norm = (
+            float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))) if grads else 0.0
+        )
         if clip > 0 and grads:
             torch.nn.utils.clip_grad_norm_(params, clip)
         self.optimizer.step()
@@ -227,7 +231,9 @@ class TrainingModel:
         folder.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
         try:
-            save_file({k: v.contiguous() for k, v in (weights or self.weights()).items()}, str(tmp / "weights.safetensors"))
+            save_file(
+                {k: v.contiguous() for k, v in (weights or self.weights()).items()}, str(tmp / "weights.safetensors")
+            )
             if optimizer and self.optimizer is not None:
                 torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
             (tmp / "meta.json").write_text(json.dumps(self.meta(), indent=1))
@@ -244,15 +250,15 @@ class TrainingModel:
         if optimizer:
             state = folder / "optimizer.pt"
             if not state.is_file():
-                raise BadRequest(f"{folder.name} holds no optimizer state (a sampler checkpoint, or saved before any step)")
+                raise BadRequest(
+                    f"{folder.name} holds no optimizer state (a sampler checkpoint, or saved before any step)"
+                )
             self.optimizer = torch.optim.AdamW(list(self.trainable().values()))
             self.optimizer.load_state_dict(torch.load(state, map_location=next(self.module.parameters()).device))
         self.version += 1
 
 
-def build(
-    bases: Bases, model_id: str, base_model: str, model: str, lora: LoraSpec | None
-) -> TrainingModel:
+def build(bases: Bases, model_id: str, base_model: str, model: str, lora: LoraSpec | None) -> TrainingModel:
     """A training model: the base loaded anew, with fresh LoRA adapters (B = 0, seeded) or all weights trainable."""
     module, tok = load_policy(model, seed=bases.seed, dtype=bases.dtype, device=bases.device)
     if lora is None:
@@ -317,7 +323,9 @@ def _batch_logprobs(module: torch.nn.Module, rows: list[Datum], device: torch.de
         dtype = torch.long if key == "target_tokens" else torch.float32
         t = torch.zeros((len(rows), T, *tail), dtype=dtype)
         for b, d in enumerate(rows):
-            t[b, : len(d.tokens)] = torch.from_numpy(np.asarray(d.inputs[key]).astype(np.int64 if key == "target_tokens" else np.float32))
+            t[b, : len(d.tokens)] = torch.from_numpy(
+                np.asarray(d.inputs[key]).astype(np.int64 if key == "target_tokens" else np.float32)
+            )
         inputs[key] = t.to(device)
     logits = module(input_ids=ids.to(device), attention_mask=attn.to(device)).logits.float()
     targets = inputs["target_tokens"]
@@ -356,4 +364,3 @@ def check_ids(tokens: list[int], vocab: int, where: str) -> None:
     bad = [t for t in tokens if not 0 <= t < vocab]
     if bad:
         raise BadRequest(f"{where}: token id {bad[0]} is outside the vocabulary [0, {vocab})")
-
