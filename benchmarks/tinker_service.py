@@ -1,6 +1,6 @@
 """tinker-cookbook's own loops against `tempering serve tinker`, and rl_loop's speed beside `tempering train`.
 
-    flock /tmp/tempering-timing.lock .venv/bin/python benchmarks/tinker.py [--rl-steps 4] [--repeats 2]
+    flock /tmp/tempering-timing.lock .venv/bin/python benchmarks/tinker_service.py [--rl-steps 4] [--repeats 2]
 
 On the tiny model (`tiny-s`, seeded random weights, served under the cookbook's name meta-llama/Llama-3.2-1B)
 and local data in the recipes' formats (`tempering.serve.tinker.cookbook`):
@@ -200,7 +200,7 @@ def main() -> None:
             "repeats": a.repeats,
         },
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "start": start, "end": end},
-        "command": "flock /tmp/tempering-timing.lock .venv/bin/python benchmarks/tinker.py " + " ".join(sys.argv[1:]),
+        "command": "flock /tmp/tempering-timing.lock .venv/bin/python benchmarks/tinker_service.py " + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"),
     }
     out = Path(a.out)
