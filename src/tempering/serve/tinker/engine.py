@@ -192,11 +192,11 @@ class Engine:
         """Queue a request; with a `seq_id` it runs after its model's earlier ones. A resent `seq_id` gets
         the request id it had."""
         with self._lock:
-            sequenced = model_id is not None and seq_id is not None
-            if sequenced and (model_id, seq_id) in self._by_seq:
-                return self._by_seq[(model_id, seq_id)]
-            if sequenced and seq_id < self._next_seq.setdefault(model_id, 1):
-                raise BadRequest(f"{kind}: seq_id {seq_id} of model {model_id} was used already")
+            if model_id is not None and seq_id is not None:
+                if (model_id, seq_id) in self._by_seq:
+                    return self._by_seq[(model_id, seq_id)]
+                if seq_id < self._next_seq.setdefault(model_id, 1):
+                    raise BadRequest(f"{kind}: seq_id {seq_id} of model {model_id} was used already")
             job = Job(f"{kind}:{uuid.uuid4().hex[:12]}", kind, run, model_id, seq_id, sample)
             self.jobs[job.request_id] = job
             if model_id is not None and seq_id is not None:

@@ -17,7 +17,7 @@ import torch
 from tempering.algos.losses import LossSettings, policy_loss
 from tempering.serve.tinker.wire import BadRequest, Datum
 
-CLIP_THRESHOLDS = {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}
+CLIP_THRESHOLDS: dict[str, float | None] = {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}
 """Ratio bounds of the clipped losses: Tinker's documented PPO default (epsilon 0.2 each side), ours for the others."""
 
 
