@@ -157,7 +157,7 @@ def main() -> None:
         with local.serving(work / "state", {NAME: MODEL}, "threads=2") as url:
             folder = local.prepare(work / "run", work / "state", NAME)
             sl = local.run_loop(
-                "sl_loop", folder, url, NAME, "batch_size=8", "max_steps=4", f"lora_rank={RANK}", "learning_rate=1e-2"
+                "sl_loop", folder, url, NAME, "batch_size=8", "max_steps=4", f"lora_rank={RANK}", "learning_rate=3e-3"
             )
             diff = logprob_max_diff(url)
             rl_runs, ours = [], []

@@ -283,10 +283,10 @@ def cookbook(tmp_path_factory):
 def test_cookbook_sl_loop_lowers_the_loss(cookbook):
     url, folder = cookbook
     rows = local.run_loop(
-        "sl_loop", folder, url, COOKBOOK_NAME, "batch_size=8", "max_steps=4", "lora_rank=8", "learning_rate=1e-2"
+        "sl_loop", folder, url, COOKBOOK_NAME, "batch_size=8", "max_steps=4", "lora_rank=8", "learning_rate=3e-3"
     )
     nll = [r["train_mean_nll"] for r in rows]
-    assert len(nll) == 4 and nll[-1] < nll[0] * 0.9, nll
+    assert len(nll) == 4 and nll[-1] < nll[0] * 0.95, nll
 
 
 @pytest.mark.slow
