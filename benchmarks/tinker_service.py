@@ -201,7 +201,8 @@ def main() -> None:
             "repeats": a.repeats,
         },
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "start": start, "end": end},
-        "command": "flock /tmp/tempering-timing.lock .venv/bin/python benchmarks/tinker_service.py " + " ".join(sys.argv[1:]),
+        "command": "flock /tmp/tempering-timing.lock .venv/bin/python benchmarks/tinker_service.py "
+        + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d"),
     }
     out = Path(a.out)

@@ -12,6 +12,7 @@ import asyncio
 import io
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import zstandard
@@ -105,6 +106,14 @@ def create_app(cfg: TinkerConfig, engine: Engine) -> FastAPI:
     def future(request_id: str, **extra: Any) -> dict[str, Any]:
         return {"request_id": request_id, **extra}
 
+    def queued(kind: str, model_id: str | None, seq_id: int | None, submit: Callable[[], str]) -> dict[str, Any]:
+        """Submit a training model's request; one refused keeps its `seq_id`'s slot, so the later ones still run."""
+        try:
+            return future(submit())
+        except BadRequest:
+            engine.refuse(kind, model_id, seq_id)
+            raise
+
     # -- session -------------------------------------------------------------------------------------
 
     @app.post("/api/v1/client/config")
@@ -173,52 +182,45 @@ def create_app(cfg: TinkerConfig, engine: Engine) -> FastAPI:
         if "protobuf" not in request.headers.get("content-type", ""):
             raise BadRequest("forward_backward takes the SDK's protobuf body (application/x-protobuf)", 415)
         fb = wire.forward_backward(await body(request))
-        try:
-            return future(engine.forward_backward(fb))
-        except BadRequest:
-            engine.refuse("forward_backward", fb.model_id, fb.seq_id)
-            raise
+        return queued("forward_backward", fb.model_id, fb.seq_id, lambda: engine.forward_backward(fb))
 
     @app.post("/api/v1/optim_step")
     async def optim_step(request: Request):
         req = wire.parse(types.OptimStepRequest, await payload(request), "optim_step")
-        try:
-            return future(engine.optim_step(req.model_id, req.seq_id, req.optim_params))
-        except BadRequest:
-            engine.refuse("optim_step", req.model_id, req.seq_id)
-            raise
+        return queued(
+            "optim_step",
+            req.model_id,
+            req.seq_id,
+            lambda: engine.optim_step(req.model_id, req.seq_id, req.optim_params),
+        )
 
     @app.post("/api/v1/save_weights")
     async def save_weights(request: Request):
         req = wire.parse(types.SaveWeightsRequest, await payload(request), "save_weights")
-        if not req.path:
-            engine.refuse("save_weights", req.model_id, req.seq_id)
-            raise BadRequest("save_weights needs a name (path)")
-        try:
-            return future(engine.save(req.model_id, req.seq_id, req.path, "weights", req.overwrite, None))
-        except BadRequest:
-            engine.refuse("save_weights", req.model_id, req.seq_id)
-            raise
+
+        def save() -> str:
+            if not req.path:
+                raise BadRequest("save_weights needs a name (path)")
+            return engine.save(req.model_id, req.seq_id, req.path, "weights", req.overwrite, None)
+
+        return queued("save_weights", req.model_id, req.seq_id, save)
 
     @app.post("/api/v1/save_weights_for_sampler")
     async def save_for_sampler(request: Request):
         req = wire.parse(types.SaveWeightsForSamplerRequest, await payload(request), "save_weights_for_sampler")
-        try:
-            return future(
-                engine.save(req.model_id, req.seq_id, req.path, "sampler_weights", False, req.sampling_session_seq_id)
-            )
-        except BadRequest:
-            engine.refuse("save_weights_for_sampler", req.model_id, req.seq_id)
-            raise
+        return queued(
+            "save_weights_for_sampler",
+            req.model_id,
+            req.seq_id,
+            lambda: engine.save(
+                req.model_id, req.seq_id, req.path, "sampler_weights", False, req.sampling_session_seq_id
+            ),
+        )
 
     @app.post("/api/v1/load_weights")
     async def load_weights(request: Request):
         req = wire.parse(types.LoadWeightsRequest, await payload(request), "load_weights")
-        try:
-            return future(engine.load(req))
-        except BadRequest:
-            engine.refuse("load_weights", req.model_id, req.seq_id)
-            raise
+        return queued("load_weights", req.model_id, req.seq_id, lambda: engine.load(req))
 
     @app.post("/api/v1/unload_model")
     async def unload_model(request: Request):
