@@ -77,8 +77,8 @@ def logprob_max_diff(url: str) -> float:
 
 def rl_loop(url: str, folder: Path, steps: int, tag: str) -> dict:
     rows = local.run_loop(
-        "rl_loop", folder / tag, url, NAME, f"batch_size={PROMPTS}", f"group_size={GROUP}", f"max_tokens={MAX_TOKENS}",
-        f"max_steps={steps}", "loss_fn=importance_sampling", f"lora_rank={RANK}",
+        "rl_loop", folder, url, NAME, f"batch_size={PROMPTS}", f"group_size={GROUP}", f"max_tokens={MAX_TOKENS}",
+        f"max_steps={steps}", "loss_fn=importance_sampling", f"lora_rank={RANK}", log=tag,
     )  # fmt: skip
     return {"rewards": [r["reward/total"] for r in rows], "step_seconds": [r["time/total"] for r in rows]}
 

@@ -115,17 +115,19 @@ def serving(state_dir: Path, models: dict[str, str], *settings: str, timeout: fl
             proc.kill()
 
 
-def run_loop(recipe: str, folder: Path, url: str, model_name: str, *args: str, timeout: float = 1800) -> list[dict]:
+def run_loop(
+    recipe: str, folder: Path, url: str, model_name: str, *args: str, log: str | None = None, timeout: float = 1800
+) -> list[dict]:
     """Run `tinker_cookbook.recipes.RECIPE` as it ships, from `folder`, against `url`; its logged metrics, one
-    dict per step (`folder/RECIPE/metrics.jsonl`)."""
-    log = folder / recipe
+    dict per step (`folder/LOG/metrics.jsonl`, LOG the recipe's name unless given)."""
+    log_path = folder / (log or recipe)
     cmd = [
         sys.executable,
         "-m",
         f"tinker_cookbook.recipes.{recipe}",
         f"base_url={url}",
         f"model_name={model_name}",
-        f"log_path={log}",
+        f"log_path={log_path}",
         "save_every=0",
         *args,
     ]
@@ -134,4 +136,4 @@ def run_loop(recipe: str, folder: Path, url: str, model_name: str, *args: str, t
     )
     if done.returncode:
         raise RuntimeError(f"{recipe} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return [json.loads(line) for line in (log / "metrics.jsonl").read_text().splitlines()]
+    return [json.loads(line) for line in (log_path / "metrics.jsonl").read_text().splitlines()]
