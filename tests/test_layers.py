@@ -34,7 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("train",),  # scoring, credit, the update, the one loop, data parallelism
     ("methods",),  # one module per training method
     ("synth",),
-    ("recipes",),
+    ("recipes", "serve"),  # the verbs' runners and tools; services over HTTP
     ("cli", "distributed", "integrations", "experiments", "__init__", "__main__"),
 ]
 """Lowest first. `tempering.X` may import `tempering.Y` when Y's layer is at or below X's, and two

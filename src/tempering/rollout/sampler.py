@@ -35,6 +35,8 @@ class SamplingParams:
     """Keep only the k most likely tokens (0 = off)."""
     stop: list[str] = field(default_factory=list)
     """Stop strings: generation ends once the decoded completion contains one (it is kept)."""
+    stop_ids: list[int] | None = None
+    """Token ids that end a sequence (kept as its last token); None: the model's end-of-sequence tokens."""
 
 
 @dataclass
@@ -91,7 +93,8 @@ class HFSampler:
         self.generator = torch.Generator(device="cpu").manual_seed(seed)
         self.sync_check: SyncCheck | None = None
         """Checks of the weights loaded into a copy of its own (`load_weights`); None until the first."""
-        params = inspect.signature(model.forward).parameters
+        # a peft model's forward takes **kwargs and passes them on: read the wrapped model's
+        params = inspect.signature(getattr(model, "get_base_model", lambda: model)().forward).parameters
         # transformers >= 5.2x names the KV cache `cache`; older releases `past_key_values`
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self._keep_kw = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
@@ -161,7 +164,7 @@ class HFSampler:
         if len(distinct) < B:
             cache.batch_select_indices(owner)
         attn, pos = attn[owner], attn.sum(-1)[owner][:, None]  # the next token's position
-        eos = torch.tensor(self.eos_ids, device=dev)
+        eos = torch.tensor(self.eos_ids if p.stop_ids is None else p.stop_ids, dtype=torch.long, device=dev)
         out_ids = torch.full((B, p.max_new_tokens), self.pad_id, dtype=torch.long, device=dev)
         out_lp = torch.zeros((B, p.max_new_tokens), device=dev)
         n_gen = torch.zeros(B, dtype=torch.long, device=dev)
