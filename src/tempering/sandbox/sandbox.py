@@ -28,7 +28,7 @@ from tempering.sandbox.cgroup import JobCgroups
 from tempering.sandbox.job import Job, Result, check_relpath
 from tempering.sandbox.process import Exit, largest_file, run_tree
 
-BACKENDS = ("bwrap", "unshare", "subprocess")
+BACKENDS = ("bwrap", "unshare", "gvisor", "subprocess")
 SUBPROCESS_DOES_NOT_CONTAIN = (
     "network: the job uses the host's network",
     "file system: the job reads and writes the host's files with the caller's rights",
@@ -114,8 +114,9 @@ class Sandbox:
         root: str | None = None,
     ):
         """
-        backend: `auto` (bwrap, else unshare, else an error), `bwrap`, `unshare`, or `subprocess`
-            (opt-in, rlimits only, no isolation).
+        backend: `auto` (bwrap, else unshare, else gvisor, else an error), `bwrap`, `unshare`, `gvisor`
+            (gVisor's runsc: an application kernel between the job and the host's), or `subprocess` (opt-in,
+            rlimits only, no isolation).
         concurrency: jobs running at once (default: number of CPU cores).
         queue_size: jobs admitted to wait for a slot (default: 4 x concurrency); more callers wait.
         root: host folder under which job directories are made (default: `default_root_parent()`).
@@ -150,7 +151,9 @@ class Sandbox:
         self._as_root = os.geteuid() == 0 and backend in backends.ISOLATED
         cgroups = _job_cgroups() if backend in backends.ISOLATED else None
         self._cgroups = cgroups if isinstance(cgroups, JobCgroups) else None
-        self._seccomp = seccomp.job_filter() if backend in backends.ISOLATED else None
+        # gVisor's application kernel answers the job's calls itself: the host's allow-list has nothing to
+        # guard there, and its supervisor would cost a Python start under ptrace (about 0.4 s)
+        self._seccomp = seccomp.supervisor_argv() if backend in ("bwrap", "unshare") else None
         self.not_contained: list[str] = list(SUBPROCESS_DOES_NOT_CONTAIN) if backend == "subprocess" else []
         """What this sandbox does not contain on this machine (empty: everything the isolated backends promise)."""
         if isinstance(cgroups, str):
@@ -160,9 +163,11 @@ class Sandbox:
                 "usage: no cgroup counts the job's CPU time here: cpu_s misses processes still running when "
                 "the job's command ends" + ("" if self._cgroups else ", peak_memory_mb counts the command's own tree")
             )
-        if backend in backends.ISOLATED and self._seccomp is None:
+        if backend in ("bwrap", "unshare") and self._seccomp is None:
             for topic in ("kernel keyring", "user namespaces", "shared files"):
                 self.not_contained.append(f"{topic}: not isolated (no seccomp filter for this machine's ABI)")
+        if backend == "gvisor" and (self._cgroups is None or self._cgroups.cpu is None):
+            self.not_contained.append("limits: cpu_s is not enforced (gVisor ignores RLIMIT_CPU, and no cgroup counts the job's CPU here)")
         self.running = 0
         """Jobs running now."""
         self.waiting = 0
@@ -202,6 +207,11 @@ class Sandbox:
         if feed is not None and job.stdin is not None:
             raise UserError("Job.stdin and a feed were both given: pass the stdin through one of them.")
         self._check_command(job)
+        if job.devices and self.backend == "gvisor":
+            raise UserError(
+                "Job.devices: gVisor's application kernel does not pass host devices through: run jobs that "
+                "need a GPU on bwrap."
+            )
         if job.mounts and not self.isolated:
             raise UserError(
                 f"Job.mounts needs an isolating backend (bwrap or unshare); the {self.backend} backend "
@@ -269,10 +279,11 @@ class Sandbox:
             limits = backends.prlimit_argv(job.limits)
             if self.backend == "bwrap":
                 argv = limits + backends.bwrap_argv(lay, job.cmd)
-                if lay.seccomp_filter:
-                    pass_fds[backends.SECCOMP_FD] = _pipe_with(lay.seccomp_filter)
             elif self.backend == "unshare":
                 argv = limits + backends.unshare_argv(lay, job.cmd)
+            elif self.backend == "gvisor":
+                argv = backends.gvisor_argv(lay, job.cmd, env, job.limits)
+                env = {"PATH": "/usr/bin:/bin"}  # runsc's own: the job's is in the bundle's config, out of its reach
             else:
                 env_cmd = [shutil.which("env") or "/usr/bin/env", "-u", "TIME", "-C", lay.workdir, "--"]
                 argv = process.usage_argv() + limits + env_cmd + list(job.cmd)
@@ -281,7 +292,14 @@ class Sandbox:
                 # the tree's first process joins the cgroups before it runs anything else
                 join = " && ".join(f"echo 0 > {shlex.quote(f)}" for f in self._cgroups.join_files(cgroup))
                 argv = ["/bin/sh", "-c", f'{join} && exec "$@"', "sandbox", *argv]
-            ex = await run_tree(argv, env, job.limits, stdin_path, jobroot, nonce, pass_fds, feed, on_stdout)
+            status_log = os.path.join(lay.status_dir, "log") if lay.status_dir else None
+            cpu_used = None
+            if self.backend == "gvisor" and cgroup is not None and cgroup.cpu is not None:
+                cgroups, job_cgroup = self._cgroups, cgroup
+                cpu_used = lambda: cgroups.usage(job_cgroup)[0]  # noqa: E731 (gVisor ignores RLIMIT_CPU)
+            ex = await run_tree(
+                argv, env, job.limits, stdin_path, jobroot, nonce, pass_fds, feed, on_stdout, status_log, cpu_used
+            )
             oom = cpu_s = peak_mb = None
             if cgroup is not None:
                 assert self._cgroups is not None  # a job's cgroup comes from it
@@ -292,7 +310,7 @@ class Sandbox:
             # loaded machine), else in a thread: a job can leave a hundred thousand files
             small = process.few_names(jobroot, _SMALL_TREE)
             if result.status in ("nonzero_exit", "killed"):  # a file that reached fsize_mb is the host's evidence
-                look = (lay.workdir, lay.tmpdir), job.limits.fsize_mb * 1024 * 1024
+                look = (lay.workdir, lay.tmpdir, lay.shmdir), job.limits.fsize_mb * 1024 * 1024
                 if largest_file(*look) if small else await asyncio.to_thread(largest_file, *look):
                     result.status, result.message = "output_limit", f"a file reached fsize_mb={job.limits.fsize_mb}"
             result.outputs = _read_outputs(lay.workdir, job.outputs, job.limits.fsize_mb * 1024 * 1024)
@@ -328,15 +346,20 @@ class Sandbox:
             jobroot=jobroot,
             workdir=os.path.join(jobroot, "work"),
             tmpdir=os.path.join(jobroot, "tmp"),
+            shmdir=os.path.join(jobroot, "shm") if self.isolated else "",
             ro_binds=list(job.ro_binds),
             devices=list(job.devices),
             mounts=sorted(job.mounts.items()),
             uid=uid,
             time_binary=time_copy if self.isolated and os.path.exists(time_copy) else None,
-            seccomp_filter=self._seccomp,
+            supervisor=self._seccomp,
         )
+        if self.backend == "gvisor":
+            lay.status_dir = os.path.join(jobroot, "status")
+            os.mkdir(lay.status_dir, 0o700)
         os.mkdir(lay.workdir, 0o755)
-        os.mkdir(lay.tmpdir, 0o1777 if uid is not None else 0o700)
+        for d in (lay.tmpdir, lay.shmdir) if lay.shmdir else (lay.tmpdir,):
+            os.mkdir(d, 0o1777 if uid is not None else 0o700)
         for path, data in job.files.items():
             _write(lay.workdir, check_relpath(path, "Job.files path"), data, 0o644)
         folders = set()
@@ -361,11 +384,12 @@ class Sandbox:
             base = os.path.join(jobroot, "ro") if folder.split("/", 1)[0] in folders else lay.workdir
             os.makedirs(os.path.join(base, folder), 0o755, exist_ok=True)
         if uid is not None:
-            for d in (lay.workdir, lay.tmpdir):
-                for root, dirs, files in os.walk(d):
+            for d in (lay.workdir, lay.tmpdir, lay.shmdir):
+                for root, dirs, files in os.walk(d) if d else ():
                     for name in [root] + [os.path.join(root, n) for n in dirs + files]:
                         os.lchown(name, uid, uid)
-            os.chmod(lay.tmpdir, 0o700)
+            for d in (lay.tmpdir, lay.shmdir) if lay.shmdir else (lay.tmpdir,):
+                os.chmod(d, 0o700)
         stdin_path = None
         if job.stdin is not None:
             stdin_path = _write(jobroot, "stdin", job.stdin, 0o600)
@@ -400,10 +424,14 @@ class Sandbox:
             wall_s=ex.wall_s,
             cpu_s=cpu_s,
             peak_memory_mb=peak_mb,
+            denied=list(rep.denied),
         )
         cpu_cap = max(1, math.ceil(lim.cpu_s))  # what prlimit set
         if ex.kill_reason == "timeout":
             res.status, res.message = "timeout", f"wall-clock limit of {lim.wall_s:g} s reached; process tree killed"
+        elif ex.kill_reason == "cpu":
+            res.status = "timeout"
+            res.message = f"CPU limit of {lim.cpu_s:g} s reached (the sandbox's CPU time, its own kernel's included)"
         elif ex.kill_reason == "disk":
             res.status, res.message = "output_limit", f"workdir and /tmp passed disk_mb={lim.disk_mb}; job killed"
         elif ex.kill_reason == "inodes":
@@ -427,21 +455,15 @@ class Sandbox:
                 res.message += f" (its processes used {cpu_s:.2f} CPU s, under cpu_s={lim.cpu_s:g})"
         elif exit_code:
             res.status, res.message = "nonzero_exit", f"exit code {exit_code}"
+        if rep.denied:
+            res.message += ("; " if res.message else "") + (
+                f"the sandbox refused system calls it made: {', '.join(rep.denied)} (docs/sandbox.md, seccomp)"
+            )
         if res.status in ("killed", "nonzero_exit") and any(w in res.stderr for w in _MEMORY_SIGNS):
             res.message += (
                 f" (its stderr names a failed allocation: memory_mb={lim.memory_mb} caps each process's address space)"
             )
         return res
-
-
-def _pipe_with(data: bytes) -> int:
-    """The read end of a pipe that holds `data` (small: it must fit the pipe's buffer) and then ends."""
-    r, w = os.pipe()
-    try:
-        os.write(w, data)
-    finally:
-        os.close(w)
-    return r
 
 
 def _write(base: str, rel: str, data: str | bytes, mode: int) -> str:
