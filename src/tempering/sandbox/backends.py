@@ -221,13 +221,14 @@ def _setpriv_argv(uid: int | None) -> list[str]:
     return ["setpriv", *ids, "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all", "--"]
 
 
-def bwrap_argv(lay: Layout, cmd: list[str]) -> list[str]:
+def bwrap_argv(lay: Layout, cmd: list[str], own_network: bool = True) -> list[str]:
+    """`own_network=False`: the job stays in the network namespace bwrap starts in (one the host entered)."""
     binds, links = _ro_paths(lay.ro_binds)
     argv = [
         shutil.which("bwrap") or "bwrap",
         "--unshare-ipc",
         "--unshare-pid",
-        "--unshare-net",
+        *(["--unshare-net"] if own_network else []),
         "--unshare-uts",
         "--unshare-cgroup-try",
         "--die-with-parent",

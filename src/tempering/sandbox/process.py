@@ -330,6 +330,7 @@ async def run_tree(
     on_stdout: Callable[[bytes], None] | None = None,
     status_log: str | None = None,
     cpu_used: Callable[[], float | None] | None = None,
+    on_started: Callable[[int], None] | None = None,
 ) -> Exit:
     """Run `argv` (an absolute program path first) to completion under `limits`' wall, output and disk caps.
 
@@ -339,7 +340,8 @@ async def run_tree(
     neither kept nor capped). `status_log`: a file that holds the status lines instead of the status fd
     (a backend that passes no descriptor into the job), read when the tree has ended. `cpu_used`: the
     tree's CPU seconds as the host measures them, polled with the disk; past `limits.cpu_s` the tree is
-    killed (reason `cpu`), for a backend whose jobs' kernel does not enforce RLIMIT_CPU (gvisor)."""
+    killed (reason `cpu`), for a backend whose jobs' kernel does not enforce RLIMIT_CPU (gvisor).
+    `on_started`: called with the tree's top pid once the status fd says `started` (the namespaces are up)."""
     loop = asyncio.get_running_loop()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -413,7 +415,16 @@ async def run_tree(
     loop.add_reader(pidfd, on_exit)
     loop.add_reader(out_r, on_output, out)
     loop.add_reader(err_r, on_output, err)
-    loop.add_reader(st_r, status.read)  # read as it comes: a full pipe would block the writer
+    started = f"{nonce} started\n".encode()
+
+    def on_status() -> None:
+        nonlocal on_started
+        status.read()
+        if on_started is not None and started in status.data:
+            call, on_started = on_started, None
+            call(pid)
+
+    loop.add_reader(st_r, on_status)  # read as it comes: a full pipe would block the writer
     timer = loop.call_later(limits.wall_s, kill, "timeout")
 
     async def watch_disk() -> None:

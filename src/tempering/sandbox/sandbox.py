@@ -54,10 +54,45 @@ _MEMORY_SIGNS = (
 )
 """Words in a failed job's stderr that name a failed allocation: a hint in `Result.message`, never a
 status (the job writes its stderr)."""
+_NETNS_FD = 5
+"""The descriptor on which nsenter finds a shared network namespace."""
 _SMALL_TREE = 1000
 """Names in a job's folder that the event loop may walk and remove itself (a few milliseconds at most)."""
 _UID_BASE = 100_000
 _SLOTS_PER_PROCESS = 256
+
+
+class Network:
+    """A network namespace that several jobs share (loopback only): the first job run with it makes it, the
+    others join it, so a server one job leaves running answers another job over 127.0.0.1 while the two
+    share nothing else (processes, files, /tmp). Needs `Sandbox.shares_network`; `close()` when done."""
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+        """An open handle on the namespace (it lives while this is open), once the first job has started."""
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _network_of(pid: int) -> int | None:
+    """A handle on the network namespace of the first process below `pid` that is not in ours."""
+    own = os.stat("/proc/self/ns/net").st_ino
+    queue = [pid]
+    while queue:
+        p = queue.pop(0)
+        try:
+            fd = os.open(f"/proc/{p}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            fd = None
+        if fd is not None:
+            if os.fstat(fd).st_ino != own:
+                return fd
+            os.close(fd)
+        queue += process._children(p)
+    return None
 
 
 def default_root_parent() -> str:
@@ -173,6 +208,11 @@ class Sandbox:
         self.waiting = 0
         """Jobs admitted and waiting for a slot (at most `queue_size`); more callers wait in `run`."""
 
+    @property
+    def shares_network(self) -> bool:
+        """Jobs of this sandbox can share a `Network` (bwrap on a root host: the host joins the namespace)."""
+        return self.backend == "bwrap" and os.geteuid() == 0 and shutil.which("nsenter") is not None
+
     @staticmethod
     def available_backends() -> list[str]:
         """Backends that work on this machine, most isolating first."""
@@ -197,13 +237,21 @@ class Sandbox:
         job: Job,
         feed: AsyncIterator[bytes] | None = None,
         on_stdout: Callable[[bytes], None] | None = None,
+        network: Network | None = None,
     ) -> Result:
         """Run one job; waits while the pool and its queue are full. Raises UserError for a bad job.
 
         For a job that serves requests as it runs (a warm worker): `feed` makes its stdin a pipe that
         gets these chunks as they come, and `on_stdout` gets its output as it comes (then
-        `Result.stdout` stays empty and `output_bytes` caps only stderr)."""
+        `Result.stdout` stays empty and `output_bytes` caps only stderr). `network`: the job's network
+        namespace is that one (made by the first job run with it, see `Network`); a job that joins it runs
+        on the slot of the job that made it, without waiting for one of its own."""
         job.validate()
+        if network is not None and not self.shares_network:
+            raise UserError(
+                f"a shared network needs the bwrap backend on a root host (this sandbox: {self.backend}, "
+                f"uid {os.geteuid()}): run the jobs apart."
+            )
         if feed is not None and job.stdin is not None:
             raise UserError("Job.stdin and a feed were both given: pass the stdin through one of them.")
         self._check_command(job)
@@ -217,6 +265,10 @@ class Sandbox:
                 f"Job.mounts needs an isolating backend (bwrap or unshare); the {self.backend} backend "
                 "shares the host's file system, where it cannot place folders at fixed paths."
             )
+        if network is not None and network.fd is not None:
+            # it joins a running job's network: it runs on that job's slot (a session idle while its tests
+            # run), so that sessions that fill the pool cannot wait for each other's tests forever
+            return await self._run_now(job, feed, on_stdout, network)
         admit, running = self._gate()
         async with admit:
             self.waiting += 1
@@ -226,7 +278,7 @@ class Sandbox:
                 self.waiting -= 1
             self.running += 1
             try:
-                return await self._run_now(job, feed, on_stdout)
+                return await self._run_now(job, feed, on_stdout, network)
             finally:
                 self.running -= 1
                 running.release()
@@ -259,7 +311,7 @@ class Sandbox:
                 os.chmod(os.path.join(self._root, "time"), 0o111)
         return self._root
 
-    async def _run_now(self, job: Job, feed=None, on_stdout=None) -> Result:
+    async def _run_now(self, job: Job, feed=None, on_stdout=None, network: Network | None = None) -> Result:
         slot = _SLOTS.take() if self._as_root else None
         jobroot = tempfile.mkdtemp(prefix="job-", dir=self._root_dir())
         cgroup = None
@@ -277,8 +329,19 @@ class Sandbox:
                 "TIME": process.usage_format(nonce),  # read by GNU time and the last set-up step only
             }
             limits = backends.prlimit_argv(job.limits)
-            if self.backend == "bwrap":
+            on_started = None
+            if self.backend == "bwrap" and network is not None and network.fd is not None:
+                # join the namespace before bwrap runs (as root: the job itself never can, seccomp refuses setns)
+                pass_fds[_NETNS_FD] = os.dup(network.fd)
+                nsenter = [shutil.which("nsenter") or "nsenter", f"--net=/proc/self/fd/{_NETNS_FD}", "--"]
+                argv = limits + nsenter + backends.bwrap_argv(lay, job.cmd, own_network=False)
+            elif self.backend == "bwrap":
                 argv = limits + backends.bwrap_argv(lay, job.cmd)
+                if network is not None:
+                    shared = network
+
+                    def on_started(pid: int) -> None:
+                        shared.fd = _network_of(pid)
             elif self.backend == "unshare":
                 argv = limits + backends.unshare_argv(lay, job.cmd)
             elif self.backend == "gvisor":
@@ -298,7 +361,18 @@ class Sandbox:
                 cgroups, job_cgroup = self._cgroups, cgroup
                 cpu_used = lambda: cgroups.usage(job_cgroup)[0]  # noqa: E731 (gVisor ignores RLIMIT_CPU)
             ex = await run_tree(
-                argv, env, job.limits, stdin_path, jobroot, nonce, pass_fds, feed, on_stdout, status_log, cpu_used
+                argv,
+                env,
+                job.limits,
+                stdin_path,
+                jobroot,
+                nonce,
+                pass_fds,
+                feed,
+                on_stdout,
+                status_log,
+                cpu_used,
+                on_started,
             )
             oom = cpu_s = peak_mb = None
             if cgroup is not None:

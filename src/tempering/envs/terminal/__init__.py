@@ -3,9 +3,11 @@
 
     bundle.py     the task format: `Bundle`, `TaskConfig` (task.toml), read/write, Terminal-Bench 1 folders
     workspace.py  the working folder carried between sandbox jobs; the local Dockerfile subset; downloads
-                  at run time; rewards; the solution and its tests in one job (`solve_then_test`)
-    landlock.py   the Landlock domain that job runs the solution in, away from the tests and the reward
-    session.py    one job for a step's commands and its tests (`TerminalEnv(keep_services=True)`)
+                  at run time; rewards; the tests in a job of their own (`run_tests`), hermetic
+    session.py    one job for a step's commands that stays up while the tests run beside it, sharing only
+                  the network (`TerminalEnv(keep_services=True)`, `Workspace.solve_then_test`)
+    injob/        the scripts that run inside the jobs: unpacking and packing the working folder, the
+                  session's supervisor, the tests' Python start-up module
     docker.py     the same workspace in Docker, for environments the sandbox cannot emulate
     env.py        `TerminalEnv` / `TerminalFamily`: the policy types commands, the tests decide the reward
 """
