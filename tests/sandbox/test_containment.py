@@ -161,6 +161,10 @@ def test_limit_statuses_rest_on_the_hosts_evidence_only():
     # the host's evidence: the CPU it measured, its timer, its byte and file counts, the cgroup's OOM kill
     assert classify(report=rep(term_signal=signal.SIGXCPU), cpu=2.0).status == "timeout"
     assert classify(report=rep(term_signal=signal.SIGKILL), cpu=3.1).status == "timeout"
+    # the limit that fired, as a loaded machine counts it: the cgroup a tick behind, or GNU time's count
+    assert classify(report=rep(term_signal=signal.SIGXCPU), cpu=1.89).status == "timeout"
+    assert classify(report=rep(term_signal=signal.SIGXCPU, cpu_s=2.0), cpu=1.5).status == "timeout"
+    assert classify(report=rep(term_signal=signal.SIGXCPU, cpu_s=0.2), cpu=0.3).status == "killed"
     assert classify(kill_reason="timeout").status == "timeout"
     assert classify(kill_reason="inodes").status == "output_limit"
     assert classify(stdout_truncated=True).status == "output_limit"

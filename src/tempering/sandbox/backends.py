@@ -344,6 +344,7 @@ def unshare_argv(lay: Layout, cmd: list[str]) -> list[str]:
         "--net",
         "--ipc",
         "--uts",
+        "--cgroup",  # the job sees its own cgroup as the root: neither the host's cgroup path nor its pid
         "--kill-child",
         "--propagation",
         "private",

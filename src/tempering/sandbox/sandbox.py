@@ -54,6 +54,8 @@ _MEMORY_SIGNS = (
 )
 """Words in a failed job's stderr that name a failed allocation: a hint in `Result.message`, never a
 status (the job writes its stderr)."""
+_CPU_MARGIN_S = 0.25
+"""How far below cpu_s the measured CPU time of a job that died of SIGXCPU may be and still count as the limit."""
 _NETNS_FD = 5
 """The descriptor on which nsenter finds a shared network namespace."""
 _SMALL_TREE = 1000
@@ -501,6 +503,10 @@ class Sandbox:
             denied=list(rep.denied),
         )
         cpu_cap = max(1, math.ceil(lim.cpu_s))  # what prlimit set
+        # RLIMIT_CPU fired: the processes used about cpu_cap seconds, as the host's cgroup counted them or as
+        # GNU time saw the command end (the two lag the kernel's own count by up to a tick or so under load;
+        # a job that sends itself SIGXCPU with its CPU unused stays far below)
+        cpu_fired = max(cpu_s, rep.cpu_s if rep.measured else 0.0) >= cpu_cap - _CPU_MARGIN_S
         if ex.kill_reason == "timeout":
             res.status, res.message = "timeout", f"wall-clock limit of {lim.wall_s:g} s reached; process tree killed"
         elif ex.kill_reason == "cpu":
@@ -521,7 +527,7 @@ class Sandbox:
         elif self.isolated and not rep.started:
             res.status = "sandbox_error"
             res.message = f"{self.backend} could not set up the sandbox: {res.stderr.strip()[-500:]}"
-        elif sig in (signal.SIGXCPU, signal.SIGKILL) and cpu_s >= 0.9 * cpu_cap:  # tick-grained accounting
+        elif sig in (signal.SIGXCPU, signal.SIGKILL) and cpu_fired:
             res.status, res.message = "timeout", f"CPU limit of {lim.cpu_s:g} s reached"
         elif sig:
             res.status, res.message = "killed", f"ended by signal {signal.Signals(sig).name}"
