@@ -11,11 +11,12 @@ the caller on the host, where an attack would do its damage.
 
     python -m tempering.sandbox.attacks [backend ...]     # prints the table for this machine
 """
+
 from __future__ import annotations
 
 import asyncio
-import json
 import importlib
+import json
 import os
 import platform
 import secrets
@@ -1241,7 +1242,18 @@ def why_not_run(sandbox: Sandbox, attack: Attack) -> str:
     return next((g for g in sandbox.not_contained if attack.needs and g.startswith(attack.needs + ":")), "")
 
 
-_FIELDS = ("token", "port", "project_dir", "victim_dir", "sleep_s", "secret", "host_dir", "venv_parent", "nrs", "perl_nrs")
+_FIELDS = (
+    "token",
+    "port",
+    "project_dir",
+    "victim_dir",
+    "sleep_s",
+    "secret",
+    "host_dir",
+    "venv_parent",
+    "nrs",
+    "perl_nrs",
+)
 
 
 def _fill(text: str, ctx: Context) -> str:
@@ -1400,7 +1412,14 @@ def job_cases() -> list[Case]:
         async def run(sandbox: Sandbox) -> str:
             return await run_attack(sandbox, attack)
 
-        return Case(cls_of[attack.name], attack.name, "job API", run, premise=lambda sb: why_not_run(sb, attack), what=attack.what)
+        return Case(
+            cls_of.get(attack.name, attack.name),
+            attack.name,
+            "job API",
+            run,
+            premise=lambda sb: why_not_run(sb, attack),
+            what=attack.what,
+        )
 
     return [case(a) for a in ATTACKS]
 

@@ -380,7 +380,9 @@ def gvisor_argv(lay: Layout, cmd: list[str], env: dict[str, str], limits: Limits
     ]
 
     def bind(src: str, dest: str, read_only: bool) -> None:
-        mounts.append({"destination": dest, "type": "bind", "source": src, "options": ["rbind", "ro" if read_only else "rw"]})
+        mounts.append(
+            {"destination": dest, "type": "bind", "source": src, "options": ["rbind", "ro" if read_only else "rw"]}
+        )
 
     if lay.shmdir:
         bind(lay.shmdir, "/dev/shm", False)

@@ -204,7 +204,9 @@ class Sandbox:
             for topic in ("kernel keyring", "user namespaces", "shared files"):
                 self.not_contained.append(f"{topic}: not isolated (no seccomp filter for this machine's ABI)")
         if backend == "gvisor" and (self._cgroups is None or self._cgroups.cpu is None):
-            self.not_contained.append("limits: cpu_s is not enforced (gVisor ignores RLIMIT_CPU, and no cgroup counts the job's CPU here)")
+            self.not_contained.append(
+                "limits: cpu_s is not enforced (gVisor ignores RLIMIT_CPU, and no cgroup counts the job's CPU here)"
+            )
         self.running = 0
         """Jobs running now."""
         self.waiting = 0
@@ -361,7 +363,7 @@ class Sandbox:
             cpu_used = None
             if self.backend == "gvisor" and cgroup is not None and cgroup.cpu is not None:
                 cgroups, job_cgroup = self._cgroups, cgroup
-                cpu_used = lambda: cgroups.usage(job_cgroup)[0]  # noqa: E731 (gVisor ignores RLIMIT_CPU)
+                cpu_used = lambda: cgroups.usage(job_cgroup)[0]
             ex = await run_tree(
                 argv,
                 env,

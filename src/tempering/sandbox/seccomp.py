@@ -105,7 +105,9 @@ def build_filter(rules: Mapping[str, Rule], default: int, machine: str | None = 
     if abi is None:
         return None
     arch, table = abi
-    leaves: dict[int, int | str] = {table[name]: rule if isinstance(rule, int) else f"args:{name}" for name, rule in rules.items() if name in table}
+    leaves: dict[int, int | str] = {
+        table[name]: rule if isinstance(rule, int) else f"args:{name}" for name, rule in rules.items() if name in table
+    }
     # ranges of call numbers with one verdict: [(first number, verdict)], the last one open-ended
     ranges: list[tuple[int, int | str]] = []
     for nr in range(max(table.values()) + 2):
@@ -150,12 +152,18 @@ def build_filter(rules: Mapping[str, Rule], default: int, machine: str | None = 
 
 
 ALLOWED = "allow"
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
 FAKE_LOCKS = "locks succeed, locking nothing"
 FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     # -- allowed: what Python, gcc/nvcc builds, pytest and the shell's tools call
     "files": (
         ALLOWED,
-        (
+        _names(
             "read write open close stat fstat lstat lseek pread64 pwrite64 readv writev access pipe dup dup2 sendfile "
             "fsync fdatasync truncate ftruncate getdents getdents64 getcwd chdir fchdir rename mkdir rmdir creat link "
             "unlink symlink readlink chmod fchmod chown fchown lchown umask mknod statfs fstatfs sync syncfs readahead "
@@ -165,123 +173,123 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
             "utimensat fallocate dup3 pipe2 preadv pwritev renameat2 copy_file_range preadv2 pwritev2 statx "
             "close_range openat2 faccessat2 cachestat fchmodat2 setxattrat getxattrat listxattrat removexattrat "
             "name_to_handle_at memfd_create statmount listmount"
-        ).split(),
+        ),
     ),
     "waiting on descriptors": (
         ALLOWED,
-        (
+        _names(
             "poll select pselect6 ppoll epoll_create epoll_wait epoll_ctl epoll_pwait epoll_create1 epoll_pwait2 "
             "eventfd eventfd2 signalfd signalfd4 timerfd_create timerfd_settime timerfd_gettime"
-        ).split(),
+        ),
     ),
     "asynchronous I/O (libaio)": (
         ALLOWED,
-        "io_setup io_destroy io_getevents io_submit io_cancel io_pgetevents".split(),
+        _names("io_setup io_destroy io_getevents io_submit io_cancel io_pgetevents"),
     ),
     "memory": (
         ALLOWED,
-        (
+        _names(
             "mmap mprotect munmap brk mremap msync mincore madvise mlock munlock mlockall munlockall mlock2 "
             "remap_file_pages pkey_mprotect pkey_alloc pkey_free membarrier mbind set_mempolicy get_mempolicy "
             "set_mempolicy_home_node migrate_pages move_pages map_shadow_stack mseal process_madvise"
-        ).split(),
+        ),
     ),
     "processes": (
         ALLOWED,
-        (
+        _names(
             "fork vfork execve execveat exit exit_group wait4 waitid kill tkill tgkill getpid getppid gettid "
             "set_tid_address set_robust_list get_robust_list futex futex_waitv futex_wake futex_wait futex_requeue rseq "
             "arch_prctl prctl seccomp restart_syscall personality pidfd_open pidfd_send_signal pidfd_getfd "
             "process_mrelease ptrace process_vm_readv process_vm_writev kcmp set_thread_area get_thread_area"
-        ).split(),
+        ),
     ),
     "signals": (
         ALLOWED,
-        (
+        _names(
             "rt_sigaction rt_sigprocmask rt_sigreturn rt_sigpending rt_sigtimedwait rt_sigqueueinfo rt_sigsuspend "
             "rt_tgsigqueueinfo sigaltstack pause"
-        ).split(),
+        ),
     ),
     "time": (
         ALLOWED,
-        (
+        _names(
             "nanosleep clock_nanosleep alarm getitimer setitimer timer_create timer_settime timer_gettime "
             "timer_getoverrun timer_delete clock_gettime clock_getres gettimeofday time"
-        ).split(),
+        ),
     ),
     "scheduling": (
         ALLOWED,
-        (
+        _names(
             "sched_yield sched_setparam sched_getparam sched_setscheduler sched_getscheduler sched_get_priority_max "
             "sched_get_priority_min sched_rr_get_interval sched_setaffinity sched_getaffinity sched_setattr "
             "sched_getattr getpriority setpriority ioprio_set ioprio_get getcpu"
-        ).split(),
+        ),
     ),
-    "limits and usage": (ALLOWED, "getrlimit setrlimit prlimit64 getrusage times sysinfo uname".split()),
+    "limits and usage": (ALLOWED, _names("getrlimit setrlimit prlimit64 getrusage times sysinfo uname")),
     "identity": (
         ALLOWED,
-        (
+        _names(
             "getuid getgid setuid setgid geteuid getegid setpgid getpgrp setsid setreuid setregid getgroups setgroups "
             "setresuid getresuid setresgid getresgid getpgid setfsuid setfsgid getsid capget capset"
-        ).split(),
+        ),
     ),
     "network": (
         ALLOWED,
-        (
+        _names(
             "socket connect accept accept4 sendto recvfrom sendmsg recvmsg sendmmsg recvmmsg shutdown bind listen "
             "getsockname getpeername socketpair setsockopt getsockopt"
-        ).split(),
+        ),
     ),
     "System V and POSIX IPC": (
         ALLOWED,
-        (
+        _names(
             "shmget shmat shmctl shmdt semget semop semctl semtimedop msgget msgsnd msgrcv msgctl mq_open mq_unlink "
             "mq_timedsend mq_timedreceive mq_notify mq_getsetattr"
-        ).split(),
+        ),
     ),
-    "device control": (ALLOWED, ["ioctl"]),
-    "randomness": (ALLOWED, ["getrandom"]),
+    "device control": (ALLOWED, ("ioctl",)),
+    "randomness": (ALLOWED, ("getrandom",)),
     "Landlock (restricting oneself)": (
         ALLOWED,
-        "landlock_create_ruleset landlock_add_rule landlock_restrict_self".split(),
+        _names("landlock_create_ruleset landlock_add_rule landlock_restrict_self"),
     ),
     # -- read by their arguments
-    "new processes (clone: no new user namespace)": ("clone", ["clone", "unshare"]),
-    "clone3 (ENOSYS: the C library falls back to clone)": ("clone3", ["clone3"]),
-    "file locks (succeed, locking nothing) and fcntl (no dnotify)": ("locks", ["flock", "fcntl"]),
+    "new processes (clone: no new user namespace)": ("clone", ("clone", "unshare")),
+    "clone3 (ENOSYS: the C library falls back to clone)": ("clone3", ("clone3",)),
+    "file locks (succeed, locking nothing) and fcntl (no dnotify)": ("locks", ("flock", "fcntl")),
     # -- refused, and reported by name
-    "fanotify": ("ENOSYS", ["fanotify_init", "fanotify_mark"]),
-    "inotify": ("ENOSYS", ["inotify_init", "inotify_add_watch", "inotify_rm_watch", "inotify_init1"]),
-    "io_uring": ("ENOSYS", ["io_uring_setup", "io_uring_enter", "io_uring_register"]),
-    "userfaultfd": ("ENOSYS", ["userfaultfd"]),
-    "perf events": ("ENOSYS", ["perf_event_open"]),
-    "kernel keyring": ("EPERM", ["add_key", "request_key", "keyctl"]),
-    "secret memory": ("ENOSYS", ["memfd_secret"]),
-    "BPF": ("EPERM", ["bpf"]),
-    "joining namespaces": ("EPERM", ["setns"]),
+    "fanotify": ("ENOSYS", ("fanotify_init", "fanotify_mark")),
+    "inotify": ("ENOSYS", ("inotify_init", "inotify_add_watch", "inotify_rm_watch", "inotify_init1")),
+    "io_uring": ("ENOSYS", ("io_uring_setup", "io_uring_enter", "io_uring_register")),
+    "userfaultfd": ("ENOSYS", ("userfaultfd",)),
+    "perf events": ("ENOSYS", ("perf_event_open",)),
+    "kernel keyring": ("EPERM", ("add_key", "request_key", "keyctl")),
+    "secret memory": ("ENOSYS", ("memfd_secret",)),
+    "BPF": ("EPERM", ("bpf",)),
+    "joining namespaces": ("EPERM", ("setns",)),
     "mounts and root changes": (
         "EPERM",
-        (
+        _names(
             "mount umount2 pivot_root chroot move_mount open_tree open_tree_attr fsopen fsconfig fsmount fspick "
             "mount_setattr"
-        ).split(),
+        ),
     ),
     "kernel modules": (
         "EPERM",
-        "init_module finit_module delete_module create_module get_kernel_syms query_module".split(),
+        _names("init_module finit_module delete_module create_module get_kernel_syms query_module"),
     ),
     "system administration": (
         "EPERM",
-        (
+        _names(
             "reboot kexec_load kexec_file_load swapon swapoff acct quotactl quotactl_fd syslog settimeofday "
             "clock_settime clock_adjtime adjtimex sethostname setdomainname iopl ioperm modify_ldt vhangup "
             "lookup_dcookie open_by_handle_at uselib ustat sysfs _sysctl nfsservctl"
-        ).split(),
+        ),
     ),
-    "security modules": ("ENOSYS", ["lsm_get_self_attr", "lsm_set_self_attr", "lsm_list_modules"]),
+    "security modules": ("ENOSYS", ("lsm_get_self_attr", "lsm_set_self_attr", "lsm_list_modules")),
     "unimplemented": (
         "ENOSYS",
-        "getpmsg putpmsg afs_syscall tuxcall security vserver epoll_ctl_old epoll_wait_old".split(),
+        _names("getpmsg putpmsg afs_syscall tuxcall security vserver epoll_ctl_old epoll_wait_old"),
     ),
 }
 """Family -> (verdict, system calls): `allow`; `clone`, `clone3`, `locks` (read by their arguments, see

@@ -37,7 +37,7 @@ TASK = {
     "environment/Dockerfile": "FROM python:3.12-slim\nWORKDIR /app\nCOPY nums.txt /app/nums.txt\n",
     "environment/nums.txt": "3\n4\n5\n",
     "tests/test.sh": TEST_SH,
-    "tests/test_outputs.py": 'from pathlib import Path\n\n\ndef test_the_sum_is_written():\n'
+    "tests/test_outputs.py": "from pathlib import Path\n\n\ndef test_the_sum_is_written():\n"
     '    assert Path("/app/answer.txt").read_text().strip() == "12"\n',
     "tests/expected.txt": "12\n",
 }
@@ -82,8 +82,7 @@ ATTACKS: dict[str, list[tuple[str, str]]] = {
     "a process the solution left behind reads and answers for the tests": [
         (
             "watcher_python",
-            WRONG
-            + "cat > /tmp/watch.py <<'EOF'\nimport os, time\nend = time.time() + 120\nwhile time.time() < end:\n"
+            WRONG + "cat > /tmp/watch.py <<'EOF'\nimport os, time\nend = time.time() + 120\nwhile time.time() < end:\n"
             "    for p in os.listdir('/proc'):\n        try:\n"
             "            cmd = open(f'/proc/{p}/cmdline', 'rb').read() if p.isdigit() else b''\n"
             "        except OSError:\n            continue\n        if b'/tests/' in cmd:\n"
@@ -120,7 +119,7 @@ ATTACKS: dict[str, list[tuple[str, str]]] = {
             "user_site_pth",
             _with_plant(
                 "site=$(python3 -c 'import site; print(site.getusersitepackages())') && mkdir -p \"$site\"\n"
-                "echo 'import os; exec(open(\"/app/.plant.py\").read()) if os.path.isdir(\"/logs/verifier\") else None'"
+                'echo \'import os; exec(open("/app/.plant.py").read()) if os.path.isdir("/logs/verifier") else None\''
                 ' > "$site/zz.pth"\n'
             ),
         ),
@@ -175,7 +174,11 @@ async def _episode(sandbox: Sandbox, solution: str, keep_services: bool) -> str:
 
 
 def _needs_shared_network(sandbox: Sandbox) -> str:
-    return "" if sandbox.shares_network else f"services are kept only where jobs share a network (bwrap as root), not {sandbox.backend}"
+    return (
+        ""
+        if sandbox.shares_network
+        else f"services are kept only where jobs share a network (bwrap as root), not {sandbox.backend}"
+    )
 
 
 PATHS = {
@@ -202,6 +205,8 @@ def _case(cls: str, name: str, path: str, solution: str, kind: str = "attack") -
     return Case(cls, name, path, run, kind=kind, premise=needs)
 
 
-CASES = [_case(cls, name, path, script) for cls, variants in ATTACKS.items() for name, script in variants for path in PATHS]
+CASES = [
+    _case(cls, name, path, script) for cls, variants in ATTACKS.items() for name, script in variants for path in PATHS
+]
 CASES += [_case("control: the right answer passes", "honest_right", path, RIGHT, "honest_right") for path in PATHS]
 CASES += [_case("control: a wrong answer scores 0", "honest_wrong", path, WRONG, "honest_wrong") for path in PATHS]

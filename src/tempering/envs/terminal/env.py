@@ -154,7 +154,9 @@ class TerminalEnv(Env):
         code = "timed out" if run.exit_code == 124 else f"exit {run.exit_code}"
         feedback = f"{out.rstrip()}\n[{code}]" if out.strip() else f"[{code}]"
         if run.exit_code is None and run.status == "sandbox_error":  # the sandbox failed before the command ran
-            return StepResult(0.0, False, True, f"[the sandbox could not run the command: {out.strip()[-300:]}]", "env_error")
+            return StepResult(
+                0.0, False, True, f"[the sandbox could not run the command: {out.strip()[-300:]}]", "env_error"
+            )
         if run.exit_code is None:
             feedback = f"[the command could not run: {run.status}]"
         if self.commands >= self.max_commands:

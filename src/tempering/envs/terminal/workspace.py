@@ -20,7 +20,6 @@ TEST_DIR and REWARD_FILE (set in both layouts) run there.
 
 from __future__ import annotations
 
-import functools
 import io
 import json
 import math
@@ -34,7 +33,7 @@ import tarfile
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 from tempering.envs.terminal import injob
 from tempering.envs.terminal.bundle import Bundle, Step, rewards_score
@@ -59,6 +58,7 @@ DEFAULT_DISK_MB = 1024
 """Disk of a local job when task.toml names none."""
 DEFAULT_TIMEOUT_S = 600.0
 """Seconds the oracle may run when [agent] timeout_sec is unset."""
+
 
 class NeedsDocker(Exception):
     """The bundle's environment is outside what the local sandbox can provide (message says why)."""
@@ -557,7 +557,12 @@ class Workspace:
 
     def _paths(self, verifier: str) -> dict[str, str]:
         if self.harbor_paths:
-            return {"APP_DIR": self.workdir, "TESTS_DIR": "/tests", "SOLUTION_DIR": "/solution", "LOGS": "/logs/verifier"}
+            return {
+                "APP_DIR": self.workdir,
+                "TESTS_DIR": "/tests",
+                "SOLUTION_DIR": "/solution",
+                "LOGS": "/logs/verifier",
+            }
         return {
             "APP_DIR": "$ROOT/app",
             "TESTS_DIR": "$ROOT/tests",
@@ -569,7 +574,7 @@ class Workspace:
         """Harbor's variables, HOME, the working folder unpacked (for the tests: no link out of it)."""
         p = self._paths(verifier)
         q = lambda v: v if v.startswith("$ROOT") else shlex.quote(v)
-        restore = f"{_PY} -I -S .ws/restore.py app" + (f' --tests "$APP_DIR"' if tests else "")
+        restore = f"{_PY} -I -S .ws/restore.py app" + (' --tests "$APP_DIR"' if tests else "")
         return (
             'ROOT="$PWD"\n'
             f"export APP_DIR={q(p['APP_DIR'])} TESTS_DIR={q(p['TESTS_DIR'])} TEST_DIR={q(p['TESTS_DIR'])}\n"
@@ -593,7 +598,9 @@ class Workspace:
                 mounts[inner] = top
         return mounts
 
-    def _job(self, wrapper: str, timeout_s: float, ro: dict, env: dict, outputs: list[str], verifier: str | None = None):
+    def _job(
+        self, wrapper: str, timeout_s: float, ro: dict, env: dict, outputs: list[str], verifier: str | None = None
+    ):
         from tempering.sandbox import Job, Limits
 
         scripts = {f".ws/{n}": injob.text(n) for n in ("restore.py", "snapshot.py")}

@@ -52,10 +52,17 @@ def main(argv: list) -> int:
                 t.extract(m, dest, set_attrs=True, **extra)
         if tests:  # judged all first: a link out through another one goes too
             links = [m for m in members if m.issym() and os.path.islink(os.path.join(dest, m.name))]
-            out = [m for m in links if not inside(to := os.path.realpath(os.path.join(dest, m.name)), roots) and writable(to)]
+            out = [
+                m
+                for m in links
+                if not inside(to := os.path.realpath(os.path.join(dest, m.name)), roots) and writable(to)
+            ]
             for m in out:
                 os.unlink(os.path.join(dest, m.name))
-                print(f"[the tests do not see {m.name} -> {m.linkname}: a link out of the working folder]", file=sys.stderr)
+                print(
+                    f"[the tests do not see {m.name} -> {m.linkname}: a link out of the working folder]",
+                    file=sys.stderr,
+                )
         for m in sorted((m for m in members if m.isdir()), key=lambda m: m.name.count("/"), reverse=True):
             path = os.path.join(dest, m.name)
             os.utime(path, (m.mtime, m.mtime))
