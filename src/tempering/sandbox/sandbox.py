@@ -361,9 +361,9 @@ class Sandbox:
                 argv = ["/bin/sh", "-c", f'{join} && exec "$@"', "sandbox", *argv]
             status_log = os.path.join(lay.status_dir, "log") if lay.status_dir else None
             cpu_used = None
-            if self.backend == "gvisor" and cgroup is not None and cgroup.cpu is not None:
+            if self.backend == "gvisor" and self._cgroups is not None and cgroup is not None and cgroup.cpu is not None:
                 cgroups, job_cgroup = self._cgroups, cgroup
-                cpu_used = lambda: cgroups.usage(job_cgroup)[0]
+                cpu_used = lambda: cgroups.usage(job_cgroup)[0]  # gVisor ignores RLIMIT_CPU
             ex = await run_tree(
                 argv,
                 env,

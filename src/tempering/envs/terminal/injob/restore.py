@@ -34,7 +34,7 @@ def main(argv: list) -> int:
     tests = argv[1:2] == ["--tests"]
     roots = [dest] + ([os.path.realpath(argv[2]), argv[2]] if tests and len(argv) > 2 else [])
     os.makedirs(dest, exist_ok=True)
-    extra = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
+    extra: dict = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
     with tarfile.open(".ws-state.tar") as t:
         members = t.getmembers()
         for m in members:

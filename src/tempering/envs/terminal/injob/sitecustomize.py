@@ -13,7 +13,7 @@ import os
 import sys
 from importlib.machinery import PathFinder
 
-_ro = {}
+_ro: dict = {}
 
 
 def _read_only(entry):
@@ -56,5 +56,5 @@ def _installed_only(*args, **kwargs):
     return _find_distributions(context)
 
 
-PathFinder.find_distributions = staticmethod(_installed_only)
+PathFinder.find_distributions = staticmethod(_installed_only)  # type: ignore[method-assign]
 sys.meta_path.insert(sys.meta_path.index(PathFinder) if PathFinder in sys.meta_path else 0, ReadOnlyFirst)

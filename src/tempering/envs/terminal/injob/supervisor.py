@@ -49,8 +49,8 @@ def main(root: str) -> int:
             code = subprocess.call([sys.executable, "-I", "-S", os.path.join(HERE, "snapshot.py")], cwd=root)
             state = b""
             if code == 0:
-                with open(os.path.join(root, ".ws-state.tar"), "rb") as f:
-                    state = f.read()
+                with open(os.path.join(root, ".ws-state.tar"), "rb") as packed:
+                    state = packed.read()
             answer("state", code, state)
     return 0
 
