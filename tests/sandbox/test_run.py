@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tempering.errors import UserError
 from tempering.sandbox import Job, Limits, Sandbox, backends
 
 
@@ -195,10 +196,10 @@ def test_isolated_job_sees_only_its_workdir_and_no_host_tmp(isolated, tmp_path):
 
 
 def test_setup_failure_is_a_sandbox_error(isolated, monkeypatch):
-    real = backends.bwrap_argv if isolated == "bwrap" else backends.unshare_argv
+    real = getattr(backends, f"{isolated}_argv")
 
-    def broken(lay, cmd):
-        argv = real(lay, cmd)
+    def broken(lay, cmd, *rest, **kw):
+        argv = real(lay, cmd, *rest, **kw)
         return argv[:1] + ["--no-such-option"] + argv[1:]
 
     monkeypatch.setattr(backends, f"{isolated}_argv", broken)
@@ -258,6 +259,10 @@ def test_devices_are_passed_through_only_when_asked(isolated):
     dev = next((d for d in ("/dev/fuse", "/dev/kvm", "/dev/vsock", "/dev/loop-control") if os.path.exists(d)), None)
     if dev is None:
         pytest.skip("no spare device node on this host")
+    if isolated == "gvisor":  # its application kernel has no host devices: said before anything runs
+        with pytest.raises(UserError, match="Job.devices: gVisor"):
+            run(isolated, cmd=["true"], devices=[dev])
+        return
     code = f"import os, stat\ntry:\n    print(stat.S_ISCHR(os.stat({dev!r}).st_mode))\nexcept OSError:\n    print('absent')"
     assert run(isolated, cmd=["python3", "-c", code], devices=[dev]).stdout == "True\n"
     assert run(isolated, cmd=["python3", "-c", code]).stdout == "absent\n"

@@ -141,9 +141,9 @@ for name, args in [("io_uring_setup", (1, 0)), ("userfaultfd", (0,)), ("fanotify
 """
 
 
-def test_a_refused_call_fails_with_its_errno_and_is_named(isolated):
+def test_a_refused_call_fails_with_its_errno_and_is_named(filtered):
     calls = {n: X86_64[n] if os.uname().machine == "x86_64" else AARCH64[n] for n in sc.refused()}
-    res = Sandbox(backend=isolated).run_sync(Job(cmd=["python3", "-c", CALLS.format(calls=calls), "x"]))
+    res = Sandbox(backend=filtered).run_sync(Job(cmd=["python3", "-c", CALLS.format(calls=calls), "x"]))
     assert res.status == "ok", res.stderr
     assert res.stdout.split("\n")[:6] == [
         "io_uring_setup ENOSYS",
@@ -157,10 +157,10 @@ def test_a_refused_call_fails_with_its_errno_and_is_named(isolated):
     assert res.denied == names and ", ".join(names) in res.message
 
 
-def test_a_job_that_fails_for_want_of_a_refused_call_says_which(isolated):
+def test_a_job_that_fails_for_want_of_a_refused_call_says_which(filtered):
     code = "import os\nfd = os.inotify_init1(0) if hasattr(os, 'inotify_init1') else __import__('ctypes').CDLL(None).inotify_init1(0)\n"
     code += "raise SystemExit(0 if fd >= 0 else 'no inotify here')\n"
-    res = Sandbox(backend=isolated).run_sync(Job(cmd=["python3", "-c", code]))
+    res = Sandbox(backend=filtered).run_sync(Job(cmd=["python3", "-c", code]))
     assert (res.status, res.exit_code, res.denied) == ("nonzero_exit", 1, ["inotify_init1"])
     assert (
         res.message == "exit code 1; the sandbox refused system calls it made: inotify_init1 (docs/sandbox.md, seccomp)"
@@ -179,14 +179,14 @@ cp a.c b.c && mv b.c c.c && rm c.c && mkdir -p d/e && ln -s ../a.c d/l && stat d
 """
 
 
-def test_the_workloads_jobs_run_make_no_refused_call(isolated):
+def test_the_workloads_jobs_run_make_no_refused_call(filtered):
     limits = Limits(wall_s=120, cpu_s=120, memory_mb=4096)
-    res = Sandbox(backend=isolated).run_sync(Job(cmd=["bash", "w.sh"], files={"w.sh": WORKLOAD}, limits=limits))
+    res = Sandbox(backend=filtered).run_sync(Job(cmd=["bash", "w.sh"], files={"w.sh": WORKLOAD}, limits=limits))
     assert (res.status, res.denied) == ("ok", []), (res.message, res.stderr[-2000:])
 
 
 @pytest.mark.skipif(not shutil.which("nvcc"), reason="no CUDA toolkit here")
-def test_an_nvcc_build_makes_no_refused_call(isolated):
+def test_an_nvcc_build_makes_no_refused_call(filtered):
     nvcc = os.path.realpath(shutil.which("nvcc"))
     root = str(Path(nvcc).parents[1])
     kernel = "__global__ void add(float *x) { x[threadIdx.x] += 1.0f; }\n"
@@ -196,5 +196,5 @@ def test_an_nvcc_build_makes_no_refused_call(isolated):
         ro_binds=[root] + [p for p in ("/usr/local/cuda",) if os.path.realpath(p) != root and os.path.exists(p)],
         limits=Limits(wall_s=300, cpu_s=300, memory_mb=8192, disk_mb=1024),
     )
-    res = Sandbox(backend=isolated).run_sync(job)
+    res = Sandbox(backend=filtered).run_sync(job)
     assert (res.status, res.denied) == ("ok", []), (res.message, res.stderr[-2000:])
