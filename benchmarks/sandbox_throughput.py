@@ -9,8 +9,8 @@ matmul peak measured in the same run), interleaved so that load on the machine h
 - a trivial Python job (`python -c pass`) and a C compile-and-run job (gcc -O2, then the binary): latency
   median / p95 per backend and for the peer (a plain `subprocess.run`), overhead = backend minus peer,
   jobs/s with `concurrency` = CPU cores;
-- a terminal task verified (the csv-revenue sample: its oracle in one job, its tests in their own) on each
-  isolating backend, against bwrap;
+- a terminal task verified (the csv-revenue sample: its oracle in one job, its tests in their own) and a
+  kernel build (nvcc, where a CUDA toolkit is installed) on each isolating backend, against bwrap;
 - the build cache: a cold build (miss) against the same build again (hit).
 Attacks: every case of `tempering sandbox attacks` on every isolating backend (class -> backend -> path).
 Each part rewrites its own keys of docs/results/sandbox.json (the others are kept, `rounds` always: the
@@ -160,6 +160,33 @@ def terminal_task(sandboxes: dict[str, Sandbox], n: int, seed: int) -> dict[str,
     return times
 
 
+def kernel_build(sandboxes: dict[str, Sandbox], n: int, seed: int) -> dict[str, list[float]]:
+    """Seconds of an nvcc build of a small CUDA kernel (no GPU needed) on each isolating backend, interleaved;
+    empty without a CUDA toolkit."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        return {}
+    root = str(Path(os.path.realpath(nvcc)).parents[1])
+    job = Job(
+        cmd=["sh", "-c", f"{root}/bin/nvcc -O2 -c k.cu -o k.o && test -s k.o"],
+        files={"k.cu": "__global__ void add(float *x) { x[threadIdx.x] += 1.0f; }\n"},
+        ro_binds=[root],
+        limits=Limits(wall_s=600, cpu_s=600, memory_mb=8192, disk_mb=1024),
+    )
+    times: dict[str, list[float]] = {b: [] for b in sandboxes if b in ISOLATED}
+    rng = random.Random(seed)
+    for _ in range(n):
+        order = list(times)
+        rng.shuffle(order)
+        for b in order:
+            t0 = time.perf_counter()
+            res = sandboxes[b].run_sync(job)
+            if not res.ok:
+                raise RuntimeError(f"{b}: the nvcc build failed: {res.status} {res.stderr[-300:]}")
+            times[b].append(time.perf_counter() - t0)
+    return times
+
+
 def machine() -> dict:
     bwrap, runsc = shutil.which("bwrap"), shutil.which("runsc")
     return {
@@ -186,6 +213,7 @@ WORKLOADS = (
     ("python", "trivial Python job (`python -c pass`)"),
     ("c", "C compile-and-run job"),
     ("terminal", "terminal task verified (csv-revenue: oracle job + tests job)"),
+    ("kernel_build", "kernel build (nvcc -O2 -c of a small CUDA kernel, no GPU)"),
 )
 
 
@@ -231,7 +259,10 @@ def render(report: dict, command: str) -> str:
         ]
         for kind, title in WORKLOADS:
             lines += [f"### {title[0].upper() + title[1:]}", ""]
-            if kind == "terminal":
+            if kind in ("terminal", "kernel_build"):
+                if not report.get(kind):
+                    lines += ["No CUDA toolkit here.", ""]
+                    continue
                 lines += ["| backend | median ms | p95 ms | min ms | vs bwrap median ms |", "|---|---|---|---|---|"]
                 base = report[kind].get("bwrap", {}).get("median_ms")
                 for meth, r in report[kind].items():
@@ -331,10 +362,10 @@ def timings(report: dict, n: int, seed: int) -> None:
             )
     print("latency: terminal", file=sys.stderr)
     term = terminal_task(sandboxes, max(3, n // 8), seed)
-    report["terminal"] = {
-        b: {"median_ms": 1e3 * statistics.median(xs), "p95_ms": 1e3 * p95(xs), "min_ms": 1e3 * min(xs)}
-        for b, xs in term.items()
-    }
+    stats = lambda xs: {"median_ms": 1e3 * statistics.median(xs), "p95_ms": 1e3 * p95(xs), "min_ms": 1e3 * min(xs)}
+    report["terminal"] = {b: stats(xs) for b, xs in term.items()}
+    print("latency: kernel build", file=sys.stderr)
+    report["kernel_build"] = {b: stats(xs) for b, xs in kernel_build(sandboxes, 3, seed).items()}
     print("build cache", file=sys.stderr)
     report["cache"] = asyncio.run(cache_speedup(sandboxes[backends[0]], 5))
     report["conditions_after_timings"] = conditions()

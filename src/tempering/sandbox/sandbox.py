@@ -159,7 +159,11 @@ class Sandbox:
         root: host folder under which job directories are made (default: `default_root_parent()`).
         """
         if backend == "auto":
-            reasons = {b: backends.probe(b) for b in backends.ISOLATED}
+            reasons: dict[str, str] = {}
+            for b in backends.ISOLATED:  # in order, stopping at the first that works (gvisor's probe takes a second)
+                reasons[b] = backends.probe(b)
+                if not reasons[b]:
+                    break
             usable = [b for b, why in reasons.items() if not why]
             if not usable:
                 why = "; ".join(f"{b}: {r}" for b, r in reasons.items())

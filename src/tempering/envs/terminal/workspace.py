@@ -581,7 +581,8 @@ class Workspace:
             f"export SOLUTION_DIR={q(p['SOLUTION_DIR'])}\n"
             f"export REWARD_FILE={q(p['LOGS'])}/reward.txt\n"
             + (f"export HOME={shlex.quote(self.home)}\n" if self.home else "")
-            + f'mkdir -p "$ROOT/{verifier}" && {restore} || exit 97\n'
+            + (f'mkdir -p "$ROOT/{verifier}" && ' if tests else "")
+            + f"{restore} || exit 97\n"
             'cd "$APP_DIR" || exit 97\n'
         )
 
