@@ -37,7 +37,7 @@ from pathlib import Path
 from tempering.envs.terminal import SAMPLES, read_bundle
 from tempering.envs.terminal.workspace import Workspace
 from tempering.experiments import conditions, conditions_text
-from tempering.sandbox import BuildCache, Job, Sandbox, seccomp
+from tempering.sandbox import BuildCache, Job, Limits, Sandbox, seccomp
 from tempering.sandbox.attacks import PATHS, isolated_backends, matrix, run_suite
 from tempering.sandbox.backends import ISOLATED
 from tempering.sandbox.sandbox import default_root_parent
