@@ -381,3 +381,12 @@ def test_jobs_given_one_network_share_it_and_nothing_else():
     pong, sees_files, processes = joined.stdout.split()
     assert (pong, sees_files) == ("pong", "False"), joined.stderr  # the server's answer; not its files
     assert int(processes) <= 3  # its own: GNU time, the supervisor, itself
+
+
+def test_a_job_sees_neither_the_hosts_cgroup_path_nor_its_pid(isolated):
+    """The job's cgroup is the root of its own cgroup namespace: /proc/self/cgroup names no host path (the
+    host's per-job cgroups carry the host process's pid)."""
+    res = run(isolated, cmd=["cat", "/proc/self/cgroup"])
+    assert res.status == "ok"
+    assert all(line.rsplit(":", 1)[-1] == "/" for line in res.stdout.splitlines()), res.stdout
+    assert str(os.getpid()) not in res.stdout
