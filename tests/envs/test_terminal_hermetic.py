@@ -122,7 +122,7 @@ def test_the_tests_see_no_link_out_of_the_working_folder(tmp_path, capsys):
     code, app = _unpack(tmp_path, _tar_of(members), "--tests", app_dir)
     assert code == 0
     kept = sorted(p.name for p in app.iterdir())
-    system_read_only = bool(os.statvfs("/usr/bin/env").f_flag & os.ST_RDONLY)
+    system_read_only = not os.access("/usr/bin/env", os.W_OK)
     assert kept == sorted(["answer.txt", "inside", "inside_abs"] + (["system"] if system_read_only else []))
     assert "the tests do not see reward -> /logs/verifier/reward.txt" in capsys.readouterr().err
 

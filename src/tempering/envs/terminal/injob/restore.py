@@ -7,8 +7,8 @@ filter checks, done here by hand: Python 3.11.0-3.11.3 and 3.10 before 3.10.12 h
 modes are kept as packed, folders' last (a folder the solution made unreadable is filled first).
 `--tests`: the state is for the tests, so no symbolic link may lead them out of the working folder
 (DEST, also seen at APP_DIR) to a place they can write: such a link (to the verifier's folder, /proc,
-/tmp, HOME, or nowhere) is removed and named on stderr. Links to read-only places (a venv's python in
-/usr) stay. Exit 1 with a message when the state cannot be unpacked.
+/tmp, HOME, or nowhere) is removed and named on stderr. Links to places they cannot write (a venv's
+python in /usr) stay. Exit 1 with a message when the state cannot be unpacked.
 """
 
 import os
@@ -22,11 +22,9 @@ def inside(path: str, roots: list) -> bool:
 
 
 def writable(path: str) -> bool:
-    """Something the tests could write: a missing path (they would create it) or one on a writable mount."""
-    try:
-        return not os.path.exists(path) or not os.statvfs(path).f_flag & os.ST_RDONLY
-    except OSError:
-        return True
+    """Something the tests could write: a missing path (they would create it), or one the kernel lets them
+    write (`access`: a read-only mount, or a file not theirs, is not)."""
+    return not os.path.exists(path) or os.access(path, os.W_OK)
 
 
 def main(argv: list) -> int:

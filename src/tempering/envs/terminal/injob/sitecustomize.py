@@ -1,7 +1,8 @@
 """Imported first by every Python the tests start (it is first on their PYTHONPATH, in a read-only folder,
 so no `sitecustomize` the solution wrote is imported in its place): modules and installed distributions
-are found in read-only folders before any folder the tests could write, which holds what the solution
+are found in folders the tests cannot write before any folder they can, which may hold what the solution
 left (the working folder, which `python -m` and `-c` put first on sys.path; a PYTHONPATH the task sets).
+"Cannot write" is asked of the kernel (`access`), which every backend answers alike.
 
 So `python3 -m pytest` run from the working folder imports the installed pytest, not a `pytest.py` the
 solution planted there, and pytest's plugins (entry points of installed distributions) are never a
@@ -17,13 +18,11 @@ _ro: dict = {}
 
 
 def _read_only(entry):
-    """The sys.path entry lies on a read-only mount (cached: mounts do not change in the job)."""
+    """The tests cannot write the sys.path entry (a read-only mount, or not theirs; a missing folder they
+    could make counts as writable). Cached: the job's mounts and folders' owners do not change."""
     path = os.path.abspath(entry or os.getcwd())
     if path not in _ro:
-        try:
-            _ro[path] = bool(os.statvfs(path).f_flag & os.ST_RDONLY)
-        except OSError:
-            _ro[path] = False
+        _ro[path] = os.path.exists(path) and not os.access(path, os.W_OK)
     return _ro[path]
 
 
@@ -32,7 +31,7 @@ def _ordered():
 
 
 class ReadOnlyFirst:
-    """A top-level import searches sys.path's read-only entries first, then the rest."""
+    """A top-level import searches the sys.path entries the tests cannot write first, then the rest."""
 
     @classmethod
     def find_spec(cls, name, path=None, target=None):
@@ -47,7 +46,8 @@ _find_distributions = PathFinder.find_distributions
 
 
 def _installed_only(*args, **kwargs):
-    """importlib.metadata's search of sys.path (pytest's plugins, entry points): read-only entries only."""
+    """importlib.metadata's search of sys.path (pytest's plugins, entry points): the entries the tests cannot
+    write only."""
     from importlib.metadata import DistributionFinder
 
     context = args[0] if args else kwargs.pop("context", DistributionFinder.Context(**kwargs))
