@@ -28,6 +28,7 @@ over the call numbers, so a call costs about ten comparisons whatever the size o
 from __future__ import annotations
 
 import errno
+import os
 import platform
 import struct
 import sys
@@ -420,4 +421,8 @@ def supervisor_argv(machine: str | None = None) -> list[str] | None:
     notify, plain = job_filter(machine, notify=True), job_filter(machine)
     if notify is None or plain is None:
         return None
-    return [sys.executable, "-I", "-S", "-c", SUPERVISOR, notify.hex(), plain.hex(), refused_table(machine)]
+    # the interpreter itself, not a venv's link to it: the supervisor runs as root without DAC capabilities,
+    # and cannot pass through a venv that lies below the job's own /tmp (a checkout under /tmp); it needs
+    # only the standard library
+    python = os.path.realpath(sys.executable)
+    return [python, "-I", "-S", "-c", SUPERVISOR, notify.hex(), plain.hex(), refused_table(machine)]
