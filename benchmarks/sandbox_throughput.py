@@ -261,7 +261,10 @@ def render(report: dict, command: str) -> str:
             lines += [f"### {title[0].upper() + title[1:]}", ""]
             if kind in ("terminal", "kernel_build"):
                 if not report.get(kind):
-                    lines += ["No CUDA toolkit here.", ""]
+                    lines += [
+                        "Not measured in this run" + (" (no CUDA toolkit here)." if kind == "kernel_build" else "."),
+                        "",
+                    ]
                     continue
                 lines += ["| backend | median ms | p95 ms | min ms | vs bwrap median ms |", "|---|---|---|---|---|"]
                 base = report[kind].get("bwrap", {}).get("median_ms")
@@ -305,13 +308,23 @@ def render(report: dict, command: str) -> str:
         ]
         backends = sorted({b for row in report["attacks"].values() for b in row})
         paths = [p for p in PATHS if any(p in cell for row in report["attacks"].values() for cell in row.values())]
+        notes: dict[str, int] = {}
+
+        def cell(text: str) -> str:
+            if text.startswith("not run: "):
+                n = notes.setdefault(text[len("not run: ") :], len(notes) + 1)
+                return f"not run ({n})"
+            return text.replace("|", "/")
+
         for path in paths:
             lines += [f"### {path}", "", "| class | " + " | ".join(backends) + " |", "|---" * (len(backends) + 1) + "|"]
             for cls, row in report["attacks"].items():
                 if any(path in row.get(b, {}) for b in backends):
-                    cells = [row.get(b, {}).get(path, "-").replace("|", "/") for b in backends]
-                    lines.append(f"| {cls} | " + " | ".join(cells) + " |")
+                    lines.append(
+                        f"| {cls} | " + " | ".join(cell(row.get(b, {}).get(path, "-")) for b in backends) + " |"
+                    )
             lines.append("")
+        lines += ["Not run:", ""] + [f"({n}) {why}" for why, n in notes.items()] + [""]
     if "seccomp" in report:
         sc = report["seccomp"]
         lines += ["## The seccomp allow-list", "", "| family | verdict | system calls |", "|---|---|---|"]
