@@ -209,6 +209,9 @@ def _key_not_in_host_keyrings(res: Result, ctx: Context) -> str:
         return ""
 
 
+FLOOD_LIMITS = Limits(wall_s=150.0, cpu_s=150.0)
+"""Room for a flood to reach the inode limit where making files is slow (gVisor's file system: about 2000 a
+second on a loaded machine), so that the limit, not the wall clock, is what stops it."""
 STORAGE_LIMITS = Limits(wall_s=30.0, cpu_s=30.0, memory_mb=128, disk_mb=32, fsize_mb=16)
 
 _STATUS_CHANNEL = """import os
@@ -581,14 +584,11 @@ time.sleep(30)
 
 
 def _inode_limit_held(res: Result, ctx: Context) -> str:
-    """Stopped at the inode limit; or, where making files is slower than the wall clock (gVisor's file
-    system), stopped by the wall clock before it made as many files as the limit allows."""
-    if res.status == "output_limit" and "inodes=" in res.message:
-        return ""
-    made = [int(line.split()[1]) for line in res.stdout.splitlines() if line.startswith("made ")]
-    if res.status == "timeout" and (made[-1] if made else 0) < Limits(wall_s=60.0, cpu_s=60.0).inodes:
-        return ""
-    return f"status {res.status} ({res.message}), wanted output_limit at the inode limit"
+    return (
+        ""
+        if res.status == "output_limit" and "inodes=" in res.message
+        else f"not the inode limit: {res.status} ({res.message})"
+    )
 
 
 def _no_leftover_folders_in(root: str) -> str:
@@ -1145,7 +1145,7 @@ ATTACKS = [
         "make empty files (no bytes, one inode each) without end, beside a short job",
         _INODE_FLOOD,
         _inode_limit_held,
-        Limits(wall_s=60.0, cpu_s=60.0),
+        FLOOD_LIMITS,
         drive=_flood_beside_a_neighbour,
     ),
     Attack(
@@ -1153,7 +1153,7 @@ ATTACKS = [
         "make hard links, symlinks and empty folders in /tmp without end, beside a short job",
         _INODE_FLOOD_LINKS,
         _inode_limit_held,
-        Limits(wall_s=60.0, cpu_s=60.0),
+        FLOOD_LIMITS,
         drive=_flood_beside_a_neighbour,
     ),
     Attack(
