@@ -10,8 +10,9 @@ solutions that download tools when they run (`curl ... | sh`, `apt-get install`,
 `uv pip install`) raise `NeedsNetwork` naming each download: the sandbox has no network.
 
 Each `Workspace.run` is one sandbox job: it unpacks the working folder's state (a tar, so folders,
-modes and empty folders survive), runs one shell script under a time limit and packs the state again.
-The host never unpacks a tar that a job wrote. On the isolated backends the job sees Harbor's paths:
+modes, links and empty folders survive), runs one shell script under a time limit and packs the state
+again (`injob/`). The host never unpacks a tar that a job wrote. The tests always run in a job of their
+own (`run_tests`, hermetic: docs/sandbox.md, "Terminal tasks"). On the isolated backends a job sees Harbor's paths:
 the working folder at the image's WORKDIR (usually /app), the tests at /tests, the oracle at /solution,
 the verifier's output at /logs/verifier. The plain `subprocess` backend cannot place folders there: it
 keeps them inside the job's folder, and only scripts that find them through APP_DIR, TESTS_DIR /
