@@ -47,6 +47,8 @@ CHANGED = {
     "demo": "documented change: pretrain runs on the one loop (its batch is the given answers, the update the "
     "loop's; the same data and optimizer, other float rounding and other metric names), so its warm start and the "
     "GRPO stage after it differ",
+    "train+async": "documented addition: the rollout correction logs rollout/weight_min and rollout/weight_max "
+    "(TRL's importance-ratio min and max), so its metric rows have two more keys; weights and history unchanged",
     "train+dynamic_sampling+kl_in_reward": "documented change, at a step that drops and refills groups: each "
     "collected batch is scored once, so the update takes the kept groups' reference log-probs from the filter's "
     "forward over the whole batch instead of a second forward over the kept groups (the same values up to float "
@@ -56,7 +58,12 @@ CHANGED = {
 whole-distribution losses and the critic-order fix, which changed distill+jsd_topk, direct-opd and ppo+head,
 are older)."""
 
-TIMING = ("seconds", "wait", "tokens_per_s", *DROPPED)
+REDEFINED = ("mismatch_kl",)
+"""Metrics a documented fix redefined: the update's mismatch_kl is now the k3 estimate of KL(sampler || trainer),
+the direction of rollout/mismatch_kl and verl's (it was the reverse), so its values differ; left out of the
+metric digests (with rollout/mismatch_kl, whose name contains it)."""
+
+TIMING = ("seconds", "wait", "tokens_per_s", *DROPPED, *REDEFINED)
 
 # ---- static figures -------------------------------------------------------------------------------
 

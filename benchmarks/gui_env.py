@@ -1,15 +1,17 @@
 """MiniWoB++ through the rollout engine: does a text-only oracle solve every task it covers, and how many
 episodes per minute does the family serve with the browser pool and without it?
 
-    python benchmarks/gui_env.py [--rounds 3] [--episodes 1] [--seed 0] [--browsers 1]
+    python benchmarks/gui_env.py [--rounds 3] [--episodes 1] [--seed 0] [--browsers 1] [--isolation-episodes 3]
 
 The oracle (`tempering.envs.gui.miniwob_oracle`) reads only the decoded context the engine builds (the
 first observation from `reset()`, then its own answers and each step's feedback, with the GUI feedback
 template); it stands in for a model, so the times are the environment's. One round is one `rollout`
 call over every oracle task kind (`--episodes` episodes each, all live at once, as in training).
-Throughput is measured twice on the same rounds: with the pool (`--browsers` Chromium processes, one
-window per episode, reused across rounds) and without it (`browsers=0`: each episode starts and quits
-its own Chromium, as before the pool). Writes docs/results/gui_env.md and .json (same numbers).
+Throughput is measured twice on the same rounds: with the pool (`--browsers` Chromium processes shared by
+all episodes, each episode a window in a browser context of its own) and without it (`browsers=0`: each
+episode starts and quits its own Chromium). Isolation (`pool_vs_no_pool`): the autocomplete and form tasks,
+`--isolation-episodes` of each live at once in one Chromium, round after round, against a Chromium per
+episode on the same seeds. Writes docs/results/gui_env.md and .json (same numbers).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 from tempering.envs.gui.env import FEEDBACK_TEMPLATE
 from tempering.envs.gui.miniwob import MiniWoBFamily
 from tempering.envs.gui.miniwob_oracle import ORACLE_TASKS, answer
+from tempering.experiments import conditions, conditions_text
 from tempering.models.chat import ChatFormat
 from tempering.rollout.engine import RolloutOptions, RolloutStats, rollout
 from tempering.rollout.sampler import Sample, SamplingParams
@@ -80,9 +83,13 @@ def load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def measure(browsers: int, rounds: int, episodes: int, seed: int) -> dict:
+FORM_TASKS = ("use-autocomplete", "login-user", "enter-password", "enter-text", "enter-text-2", "enter-text-dynamic")
+"""The autocomplete and text-entry form tasks of the isolation check (`pool_vs_no_pool`)."""
+
+
+def measure(browsers: int, rounds: int, episodes: int, seed: int, names: tuple[str, ...] = ORACLE_TASKS) -> dict:
     load_before = load()
-    fam = MiniWoBFamily(names=ORACLE_TASKS, browsers=browsers, max_steps=MAX_TURNS)
+    fam = MiniWoBFamily(names=names, browsers=browsers, max_steps=MAX_TURNS)
     eps, walls, steps, env_s, started = [], [], 0, 0.0, 0
     try:
         for r in range(rounds):
@@ -135,11 +142,13 @@ def write_atomic(path: Path, text: str) -> None:
 
 def render(report: dict) -> str:
     m, pool, nopool = report["machine"], report["pool"], report["no_pool"]
+    iso = report["isolation_runs"]
     lines = [
         "# GUI environments: MiniWoB++ through the rollout engine",
         "",
         f"Command: `{report['command']}` (seeds {report['seed']}..{report['seed'] + report['rounds'] - 1}, one per round).",
-        f"Machine: {m['platform']}, {m['cpus']} CPUs, Python {m['python']}, {m['chromium']}. The machine is shared "
+        f"Machine: {m['platform']}, {m['cpus']} CPUs, Python {m['python']}, {m['chromium']}; "
+        f"{conditions_text(*report['conditions'])}. The machine is shared "
         f"with other work: load average (1, 5, 15 min) {pool['load_before']} before the pool run, "
         f"{pool['load_after']} after it; {nopool['load_before']} before the run without the pool, "
         f"{nopool['load_after']} after it (that run keeps one Chromium per live episode, {len(report['miniwob_tasks'])} "
@@ -180,9 +189,27 @@ def render(report: dict) -> str:
         "Seconds per step is the environment's time per `step` (action, settle wait, reading the page), with",
         f"all {len(report['miniwob_tasks'])} episodes of a round stepping at once on 2 cores (so mostly waiting for a CPU",
         "and for the shared browser); the pool does not change it. The difference is in `reset`: with the pool an",
-        "episode takes a window that already shows its page (a new seed, no new browser), without it every",
-        "episode starts Chromium and holds it for the whole rollout. The first pool round includes starting the",
-        "browser and opening one window per live episode.",
+        "episode opens a window in a new browser context of the running Chromium and loads its page there (no",
+        "new browser), without it every episode starts Chromium and holds it for the whole rollout. The first",
+        "pool round includes starting the browser.",
+        "",
+        "## Isolation: the pool against a browser per episode, on the same seeds",
+        "",
+        f"The autocomplete and form tasks, {iso['pool']['episodes'] // len(report['pool_vs_no_pool'])} episodes of "
+        f"each per task over {report['rounds']} rounds ({report['isolation_episodes_per_task']} of each task live "
+        "at once in every round): with the pool all of them share one Chromium, each in a browser context of its "
+        "own (a window, its storage, focus and input state; disposed when the episode ends, so the next round "
+        "starts clean); without it each has its own Chromium.",
+        "",
+        "| task | with pool | without pool |",
+        "|---|---|---|",
+    ]
+    for task, r in report["pool_vs_no_pool"].items():
+        lines.append(f"| {task} | {r['pool']} | {r['no_pool']} |")
+    lines += [
+        "",
+        f"Load average before and after: {iso['pool']['load_before']} / {iso['pool']['load_after']} with the pool, "
+        f"{iso['no_pool']['load_before']} / {iso['no_pool']['load_after']} without it.",
         "",
     ]
     return "\n".join(lines)
@@ -194,17 +221,26 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--episodes", type=int, default=1, help="episodes per task kind in one rollout")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--browsers", type=int, default=1, help="pool size of the pooled run")
+    ap.add_argument(
+        "--isolation-episodes", type=int, default=3, help="episodes per form task in one rollout of the isolation check"
+    )
     ap.add_argument("--out", default=str(ROOT / "docs/results/gui_env"), help="writes OUT.md and OUT.json")
     args = ap.parse_args(argv)
     command = " ".join(["python benchmarks/gui_env.py", *(argv if argv is not None else sys.argv[1:])])
+    start = conditions()
     pool = measure(args.browsers, args.rounds, args.episodes, args.seed)
     nopool = measure(0, args.rounds, args.episodes, args.seed)
+    # isolation: many episodes of the form tasks live at once in one browser, round after round (the next
+    # round's episodes in the windows' browser after the last ones), against a browser per episode
+    iso_pool = measure(1, args.rounds, args.isolation_episodes, args.seed, FORM_TASKS)
+    iso_nopool = measure(0, args.rounds, args.isolation_episodes, args.seed, FORM_TASKS)
     n = pool["episodes"] + nopool["episodes"]
     report = {
         "command": command,
         "seed": args.seed,
         "rounds": args.rounds,
         "episodes_per_task": args.episodes,
+        "isolation_episodes_per_task": args.isolation_episodes,
         "miniwob_tasks": list(ORACLE_TASKS),
         "oracle_success_rate": (pool["success_rate"] * pool["episodes"] + nopool["success_rate"] * nopool["episodes"])
         / n,
@@ -215,16 +251,19 @@ def main(argv: list[str] | None = None) -> None:
         "first_prompt_empty": pool["first_prompt_empty"] or nopool["first_prompt_empty"],
         "pool": pool,
         "no_pool": nopool,
+        "pool_vs_no_pool": {
+            task: {"pool": iso_pool["success_by_task"][task], "no_pool": iso_nopool["success_by_task"][task]}
+            for task in FORM_TASKS
+        },
+        "isolation_runs": {"pool": iso_pool, "no_pool": iso_nopool},
         "machine": machine(),
+        "conditions": [start, conditions()],
     }
     out = Path(args.out)
     write_atomic(out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
     write_atomic(out.with_suffix(".md"), render(report))
-    print(
-        json.dumps(
-            {k: report[k] for k in ("oracle_success_rate", "episodes_per_minute", "episodes_per_minute_no_pool")}
-        )
-    )
+    keys = ("oracle_success_rate", "episodes_per_minute", "episodes_per_minute_no_pool", "pool_vs_no_pool")
+    print(json.dumps({k: report[k] for k in keys}))
 
 
 if __name__ == "__main__":

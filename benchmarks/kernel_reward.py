@@ -1,8 +1,12 @@
-"""A kernel reward that cannot be hacked (issue 34): the hack suite, the legitimate kernels, the timing
+"""A kernel reward that measures the kernel: the hack suite by class and path, the honest twins (before
+and after this harness), the false-rejection rate of honest kernels, the legitimate kernels, the timing
 overhead and the verification throughput, in one run.
 
-    python benchmarks/kernel_reward.py --kernelbench /tmp/kb0/KernelBench     # ~15-30 min on 2 cores
+    python benchmarks/kernel_reward.py --kernelbench /tmp/kb0/KernelBench --before-src /work/main/src
     python benchmarks/kernel_reward.py --quick                               # 3 problems, writes to /tmp
+
+`--before-src` is the `src/` folder of the harness to compare the honest twins' speedups with (the
+commit before this change): its verifier times them in a subprocess, alternating with this one.
 
 `--kernelbench` is KernelBench v0's `KernelBench/` folder (commit bb27f27, the first release:
 `git -C KernelBench archive bb27f27 KernelBench | tar -x`); its level-1 and level-2 problems that have
@@ -39,34 +43,14 @@ from pathlib import Path
 import torch
 
 from tempering.envs.kernels.evaluate import evaluate, find_submission
-from tempering.envs.kernels.hacks import BAD_INPUTS, HACKS, credited, run_hack
+from tempering.envs.kernels.hacks import BAD_INPUTS, CONTROLS, HACKS, PATHS, credited, run_hack
 from tempering.envs.kernels.problems import builtin_problems, load_problems
 from tempering.envs.kernels.verifier import KernelVerifier, VerifyConfig
+from tempering.progress import conditions, conditions_text
 from tempering.sandbox import BuildCache, Sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELBENCH_C = ROOT / "benchmarks" / "kernelbench_c"
-
-
-def matmul_peak_gflops(n: int = 512, runs: int = 7) -> float:
-    """Single-thread float32 matmul speed of this machine now (the median of `runs`)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        a, b = torch.randn(n, n), torch.randn(n, n)
-        a @ b
-        times = []
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            a @ b
-            times.append(time.perf_counter() - t0)
-        return 2 * n**3 / statistics.median(times) / 1e9
-    finally:
-        torch.set_num_threads(threads)
-
-
-def conditions() -> dict:
-    return {"load_average": list(os.getloadavg()), "matmul_gflops_1_thread": matmul_peak_gflops()}
 
 
 def machine() -> dict:
@@ -85,20 +69,27 @@ def machine() -> dict:
     }
 
 
+ISSUE_48 = "issue 48"
+
+
 def hack_suite(cfg: VerifyConfig, pool: Sandbox) -> list[dict]:
+    """Every case on the eval path; the classes of issue 48 on the training reward paths too."""
     verifier = KernelVerifier(cfg, sandbox=pool)
+    runs = [(h, "eval") for h in HACKS + BAD_INPUTS]
+    runs += [(h, path) for h in HACKS if h.source == ISSUE_48 for path in PATHS if path != "eval"]
 
     async def go():
-        return await asyncio.gather(*(run_hack(verifier, h) for h in HACKS + BAD_INPUTS))
+        return await asyncio.gather(*(run_hack(verifier, h, path=path) for h, path in runs))
 
     rows = []
-    for h, (res, caught) in zip(HACKS + BAD_INPUTS, asyncio.run(go())):
+    for (h, path), (res, caught) in zip(runs, asyncio.run(go())):
         correct, fast = credited(res)
         rows.append(
             {
                 "name": h.name,
                 "kind": h.kind or "bad input",
                 "source": h.source,
+                "path": path,
                 "static_checks": h.static_checks,
                 "status": res.status,
                 "expected": list(h.caught),
@@ -109,6 +100,82 @@ def hack_suite(cfg: VerifyConfig, pool: Sandbox) -> list[dict]:
             }
         )
     return rows
+
+
+_BEFORE = """
+import asyncio, json, sys
+from tempering.envs.kernels.problems import Problem
+from tempering.envs.kernels.verifier import KernelVerifier, VerifyConfig
+from tempering.sandbox import Sandbox
+cases = json.load(sys.stdin)
+v = KernelVerifier(VerifyConfig(compile_baseline="off", cache_dir=cases["cache"]), sandbox=Sandbox(concurrency=1))
+out = {}
+for name, (problem, text) in cases["pairs"].items():
+    r = asyncio.run(v.verify(Problem(name=name, source=problem), text))
+    out[name] = {"status": r.status, "speedup_eager": r.speedup_eager, "message": r.message[:200]}
+print(json.dumps(out))
+"""
+
+
+def controls(cfg: VerifyConfig, pool: Sandbox, before_src: Path | None, work: Path, reps: int) -> dict:
+    """The honest twins, profiled `reps` times by this harness and (with `before_src`) by the harness
+    before this change, alternating: status and median speedup over eager of each."""
+    verifier = KernelVerifier(cfg, sandbox=pool)
+    pairs = {c.name: (c.problem, c.submission) for c in CONTROLS}
+    out: dict = {c.name: {"twin_of": c.twin_of, "after": [], "before": [], "statuses": []} for c in CONTROLS}
+    for _ in range(reps):
+        if before_src is not None:
+            env = {**os.environ, "PYTHONPATH": str(before_src)}
+            ran = subprocess.run(
+                [sys.executable, "-c", _BEFORE],
+                input=json.dumps({"pairs": pairs, "cache": str(work / "before-cache")}),
+                capture_output=True,
+                text=True,
+                env=env,
+            )
+            got = json.loads(ran.stdout.strip().splitlines()[-1]) if ran.returncode == 0 else {}
+            for name, row in got.items():
+                out[name]["before"].append(row["speedup_eager"])
+                out[name]["before_status"] = row["status"]
+        for c in CONTROLS:
+            from tempering.envs.kernels.problems import Problem
+
+            r = asyncio.run(verifier.verify(Problem(name=c.name, source=c.problem), c.submission))
+            out[c.name]["after"].append(r.speedup_eager)
+            out[c.name]["statuses"].append(r.status)
+    for row in out.values():
+        for key in ("before", "after"):
+            values = [v for v in row[key] if v]
+            row[f"speedup_{key}"] = statistics.median(values) if values else None
+    return out
+
+
+def false_rejections(cfg: VerifyConfig, pool: Sandbox, evaluations: int, suite: bool) -> dict:
+    """Each honest kernel (the twins and the built-in suite's reference kernels) verified `evaluations`
+    times (correctness trials, fresh secret seeds each time): how many were rejected, and why."""
+    from tempering.envs.kernels.problems import Problem
+
+    verifier = KernelVerifier(cfg, sandbox=pool)
+    kernels = [(c.name, Problem(name=c.name, source=c.problem), c.submission) for c in CONTROLS]
+    if suite:
+        kernels += [(p.name, p, p.solution) for p in builtin_problems() if p.solution is not None]
+
+    async def go():
+        return await asyncio.gather(
+            *(verifier.verify(p, text, mode="verify") for _, p, text in kernels for _ in range(evaluations))
+        )
+
+    results = asyncio.run(go())
+    out = {}
+    for k, (name, _, _) in enumerate(kernels):
+        rows = results[k * evaluations : (k + 1) * evaluations]
+        rejected = [r for r in rows if not r.correct]
+        out[name] = {
+            "evaluations": len(rows),
+            "rejected": len(rejected),
+            "reasons": sorted({f"{r.status}: {r.message[:160]}" for r in rejected})[:5],
+        }
+    return out
 
 
 def legit(cfg: VerifyConfig, pool: Sandbox, kernelbench: Path | None, scale: float, quick: bool) -> list[dict]:
@@ -178,8 +245,8 @@ def throughput(cfg: VerifyConfig, pool: Sandbox, work: Path, quick: bool) -> lis
                 "per_minute": verified / minutes,
                 "load_average_start": before["load_average"][0],
                 "load_average_end": after["load_average"][0],
-                "matmul_gflops_start": before["matmul_gflops_1_thread"],
-                "matmul_gflops_end": after["matmul_gflops_1_thread"],
+                "matmul_gflops_start": before["matmul_gflops_2_threads"],
+                "matmul_gflops_end": after["matmul_gflops_2_threads"],
                 "statuses": sorted({r.status for r in results}),
             }
         )
@@ -188,12 +255,27 @@ def throughput(cfg: VerifyConfig, pool: Sandbox, work: Path, quick: bool) -> lis
 
 
 def summary(data: dict) -> dict:
-    hacks = [r for r in data["hacks"] if r["kind"] != "bad input"]
-    bad = [r for r in data["hacks"] if r["kind"] == "bad input"]
-    timed = [r for r in data["legit"] if r["correct"] and r["timing_overhead_ms"] is not None]
+    hacks = [r for r in data.get("hacks", []) if r["kind"] != "bad input"]
+    bad = [r for r in data.get("hacks", []) if r["kind"] == "bad input"]
+    timed = [r for r in data.get("legit", []) if r["correct"] and r["timing_overhead_ms"] is not None]
     overheads = sorted(r["timing_overhead_ms"] for r in timed)
-    warm = next(r for r in data["throughput"] if r["cache"] == "warm")
+    warm: dict = next((r for r in data.get("throughput", []) if r["cache"] == "warm"), {})
+    classes: dict = {}
+    for r in hacks:
+        entry = classes.setdefault(r["kind"], {"cases": 0, "credited": 0})
+        entry["cases"] += 1
+        entry["credited"] += int(r["credited_correct"] or r["credited_fast"])
     return {
+        "classes": classes,
+        "controls": {
+            name: {"before": row.get("speedup_before"), "after": row.get("speedup_after"), "statuses": row["statuses"]}
+            for name, row in data.get("controls", {}).items()
+        },
+        "false_rejections": {
+            name: {"evaluations": row["evaluations"], "rejected": row["rejected"]}
+            for name, row in data.get("false_rejections", {}).items()
+        },
+        "rounds": data.get("rounds", []),
         "hacks_total": len(hacks),
         "hacks_caught": sum(r["caught"] for r in hacks),
         "hacks_credited_correct": sum(r["credited_correct"] for r in hacks),
@@ -201,13 +283,13 @@ def summary(data: dict) -> dict:
         "hack_classes": len({r["kind"] for r in hacks}),
         "bad_inputs_total": len(bad),
         "bad_inputs_handled": sum(r["caught"] for r in bad),
-        "legit_total": len(data["legit"]),
-        "legit_correct": sum(r["correct"] for r in data["legit"]),
+        "legit_total": len(data.get("legit", [])),
+        "legit_correct": sum(r["correct"] for r in data.get("legit", [])),
         "timing_overhead_ms": statistics.median(overheads) if overheads else None,
         "timing_overhead_ms_range": [overheads[0], overheads[-1]] if overheads else None,
-        "verified_per_minute": warm["per_minute"],
-        "verified_per_minute_load": [warm["load_average_start"], warm["load_average_end"]],
-        "verified_per_minute_matmul_gflops": [warm["matmul_gflops_start"], warm["matmul_gflops_end"]],
+        "verified_per_minute": warm.get("per_minute"),
+        "verified_per_minute_load": [warm.get("load_average_start"), warm.get("load_average_end")],
+        "verified_per_minute_matmul_gflops": [warm.get("matmul_gflops_start"), warm.get("matmul_gflops_end")],
     }
 
 
@@ -223,12 +305,11 @@ def write_markdown(path: Path, data: dict) -> None:
         "",
         f"Command: `{data['command']}`  ",
         f"Machine: {data['machine']['cpu']}, {data['machine']['cores']} cores, torch {data['machine']['torch']}, "
-        f"{data['machine']['gcc']}; load average at start {data['conditions_start']['load_average'][0]:.1f}, at end "
-        f"{data['conditions_end']['load_average'][0]:.1f}; single-thread matmul "
-        f"{data['conditions_start']['matmul_gflops_1_thread']:.1f} GFLOP/s at start, "
-        f"{data['conditions_end']['matmul_gflops_1_thread']:.1f} at end (other people share these cores: "
+        f"{data['machine']['gcc']}; {conditions_text(data['conditions_start'], data['conditions_end'])} (other "
+        "people share these cores: "
         "a lower number is a busier machine).  ",
-        f"Checks: {cfg['seeds']} get_inputs() trials, {cfg['signed_trials']} signed, {cfg['extra_shapes']} extra shape, "
+        f"Checks: {cfg['seeds']} get_inputs() trials, {cfg['signed_trials']} signed, {cfg.get('large_trials', 0)} large, "
+        f"{cfg.get('outlier_trials', 0)} with outliers, {cfg['extra_shapes']} extra shape, "
         f"each from a seed the judge drew after loading the submission; {cfg['warmup']} warm-up and "
         f"{cfg['timed_runs']} timed rounds (more for short calls), clock `{cfg['clock']}`, {cfg['threads']} thread; "
         f"sandbox pool of {cfg['concurrency']} for the hacks and the throughput, 1 for the legitimate kernels.",
@@ -239,10 +320,14 @@ def write_markdown(path: Path, data: dict) -> None:
         "| --- | --- |",
     ]
     for key, value in s.items():
+        if isinstance(value, dict) or key == "rounds":
+            continue
         if isinstance(value, float):
             value = f"{value:.3f}" if value < 10 else f"{value:.1f}"
         elif isinstance(value, list):
-            value = " - ".join(f"{v:.3g}" for v in value)
+            value = " - ".join("-" if v is None else f"{v:.3g}" for v in value)
+        elif value is None:
+            value = "-"
         lines.append(f"| {key} | {value} |")
     lines += [
         "",
@@ -252,17 +337,60 @@ def write_markdown(path: Path, data: dict) -> None:
         "that returns a ready output, timed the same way); it is subtracted from the candidate's and the "
         "baselines' medians. `verified_per_minute` is the warm row below.",
         "",
+        "## Classes",
+        "",
+        "Every case of a class, on every path it ran (issue 48's classes on the eval path and both training "
+        "reward paths); `credited`: scored correct or faster than eager.",
+        "",
+        "| class | cases | credited |",
+        "| --- | --- | --- |",
+    ]
+    lines += [f"| {k} | {v['cases']} | {v['credited']} |" for k, v in s["classes"].items()]
+    lines += [
+        "",
+        "## Honest twins",
+        "",
+        "Each class's honest twin, profiled by the harness before this change (`--before-src`) and by this one, "
+        "alternating in this run: median speedup over eager (the same machine, so only the ratio compares).",
+        "",
+        "| twin | twin of | speedup before | speedup after | statuses after |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, row in data.get("controls", {}).items():
+        lines.append(
+            f"| {name} | {row['twin_of']} | {fmt(row.get('speedup_before'))} | {fmt(row.get('speedup_after'))} | "
+            f"{', '.join(sorted(set(row['statuses'])))} |"
+        )
+    lines += [
+        "",
+        "## False rejections",
+        "",
+        f"Each honest kernel verified {data.get('false_rejection_evaluations', 0)} times (correctness trials, "
+        "a fresh secret seed each time).",
+        "",
+        "| kernel | evaluations | rejected | why |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, row in data.get("false_rejections", {}).items():
+        lines.append(f"| {name} | {row['evaluations']} | {row['rejected']} | {'; '.join(row['reasons']) or '-'} |")
+    lines += [
+        "",
+        "## Hacker-fixer rounds",
+        "",
+        "Recorded by the lead (`rounds`: per round, submissions written and credited before the fix).",
+        "",
         "## The hack suite (`tempering kernels hacks`)",
         "",
         "Static checks `off`: the same submission with the static check disabled, to show the run-time guard "
-        "that stops it on its own.",
+        "that stops it on its own. Path: `eval` (`tempering kernels eval`), `train` (`KernelFamily`'s reward), "
+        "`agent` (`KernelAgentFamily`'s write_file and submit).",
         "",
-        "| class | case | static checks | status | caught | credited correct | credited fast |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| class | case | path | static checks | status | caught | credited correct | credited fast |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for r in data["hacks"]:
+    for r in data.get("hacks", []):
         lines.append(
-            f"| {r['kind']} | {r['name']} | {'on' if r['static_checks'] else 'off'} | {r['status']} | "
+            f"| {r['kind']} | {r['name']} | {r.get('path', 'eval')} | {'on' if r['static_checks'] else 'off'} | {r['status']} | "
             f"{'yes' if r['caught'] else 'NO'} | {'YES' if r['credited_correct'] else 'no'} | "
             f"{'YES' if r['credited_fast'] else 'no'} |"
         )
@@ -275,7 +403,7 @@ def write_markdown(path: Path, data: dict) -> None:
         "| suite | problem | status | candidate ms | eager ms | vs eager | raw vs eager | overhead ms | RMS error | runs |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for r in data["legit"]:
+    for r in data.get("legit", []):
         lines.append(
             f"| {r['suite']} | {r['problem']} | {r['status']} | {fmt(r['t_ms'], '.3f')} | {fmt(r['t_eager_ms'], '.3f')} | "
             f"{fmt(r['speedup_eager'])} | {fmt(r['raw_speedup_eager'])} | {fmt(r['timing_overhead_ms'], '.3f')} | "
@@ -287,10 +415,10 @@ def write_markdown(path: Path, data: dict) -> None:
         "",
         "The built-in reference submissions, all submitted at once, correctness checks, warm workers.",
         "",
-        "| build cache | submissions | verified | minutes | verified / minute | load | matmul GFLOP/s |",
+        "| build cache | submissions | verified | minutes | verified / minute | load | matmul GFLOP/s (2 threads) |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for r in data["throughput"]:
+    for r in data.get("throughput", []):
         lines.append(
             f"| {r['cache']} | {r['submissions']} | {r['verified']} | {r['minutes']:.2f} | {r['per_minute']:.1f} | "
             f"{r['load_average_start']:.1f}-{r['load_average_end']:.1f} | "
@@ -314,7 +442,13 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="a few cases only, results to /tmp")
     ap.add_argument("--out", default=None, help="results folder (default docs/results)")
+    ap.add_argument("--before-src", default=None, help="src/ of the harness before this change (honest twins)")
+    ap.add_argument("--control-reps", type=int, default=3, help="profiles of each honest twin per harness")
+    ap.add_argument("--false-rejections", type=int, default=200, help="verifications of each honest kernel")
+    ap.add_argument("--sections", default="throughput,hacks,controls,false_rejections,legit")
+    ap.add_argument("--twins-only", action="store_true", help="false rejections of the honest twins only")
     args = ap.parse_args()
+    sections = set(args.sections.split(","))
     out = Path(args.out or ("/tmp/kernel-reward" if args.quick else ROOT / "docs" / "results"))
     work = Path(tempfile.mkdtemp(prefix="kernel-reward-"))
     pool = Sandbox(concurrency=args.concurrency)
@@ -326,6 +460,8 @@ def main() -> None:
         "config": {
             "seeds": cfg.seeds,
             "signed_trials": cfg.signed_trials,
+            "large_trials": cfg.large_trials,
+            "outlier_trials": cfg.outlier_trials,
             "extra_shapes": cfg.extra_shapes,
             "warmup": cfg.warmup,
             "timed_runs": cfg.timed_runs,
@@ -335,13 +471,39 @@ def main() -> None:
             "kernelbench_scale": args.scale,
         },
     }
-    data["throughput"] = throughput(replace(cfg, cache_dir=str(work / "tp")), pool, work, args.quick)
-    data["hacks"] = hack_suite(cfg, pool)
-    print(f"hacks: {sum(r['caught'] for r in data['hacks'])}/{len(data['hacks'])} caught", flush=True)
+    previous = {}
+    if (out / "kernel_reward.json").exists():  # sections not measured now are kept from the last run
+        previous = json.loads((out / "kernel_reward.json").read_text())
+    for key in (
+        "throughput",
+        "hacks",
+        "controls",
+        "false_rejections",
+        "false_rejection_evaluations",
+        "legit",
+        "rounds",
+    ):
+        if key in previous:
+            data[key] = previous[key]
+    data.setdefault("rounds", [])
+    if "throughput" in sections:
+        data["throughput"] = throughput(replace(cfg, cache_dir=str(work / "tp")), pool, work, args.quick)
+    if "hacks" in sections:
+        data["hacks"] = hack_suite(cfg, pool)
+        print(f"hacks: {sum(r['caught'] for r in data['hacks'])}/{len(data['hacks'])} caught", flush=True)
     # one job at a time: timings that do not share the CPU with another candidate (the suite's own rule)
     serial = Sandbox(concurrency=1)
-    data["legit"] = legit(cfg, serial, Path(args.kernelbench) if args.kernelbench else None, args.scale, args.quick)
-    print(f"legit: {sum(r['correct'] for r in data['legit'])}/{len(data['legit'])} correct", flush=True)
+    if "controls" in sections:
+        before = Path(args.before_src) if args.before_src else None
+        data["controls"] = controls(cfg, serial, before, work, 1 if args.quick else args.control_reps)
+        print(json.dumps(data["controls"]), flush=True)
+    if "false_rejections" in sections:
+        n = 2 if args.quick else args.false_rejections
+        data["false_rejections"] = false_rejections(cfg, pool, n, not args.twins_only)
+        data["false_rejection_evaluations"] = n
+    if "legit" in sections:
+        data["legit"] = legit(cfg, serial, Path(args.kernelbench) if args.kernelbench else None, args.scale, args.quick)
+        print(f"legit: {sum(r['correct'] for r in data['legit'])}/{len(data['legit'])} correct", flush=True)
     data["conditions_end"] = conditions()
     data["summary"] = summary(data)
     print(json.dumps(data["summary"], indent=1))

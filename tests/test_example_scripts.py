@@ -204,3 +204,27 @@ def test_reasoning_gym_composite_configs_validate(tmp_path, monkeypatch):
     assert set(d["per_generator"]) == set(mod.GENERATORS) and len(mod.GENERATORS) >= 3
     assert {"before_mean", "before_std", "after_mean", "after_std", "per_seed"} <= set(d["per_generator"]["chain_sum"])
     assert "| chain_sum |" in mod.markdown(d, None)
+
+
+def test_loss_curves_configs_validate_and_the_page_reads_the_rule(tmp_path):
+    """Every arm of examples/losses/curves.py is a valid `train` config on the same rollout budget, and its page
+    shows the verdict `judge` computed from the per-seed numbers."""
+    sys.path.insert(0, str(EXAMPLES / "losses"))
+    mod = load("losses/curves.py")
+    page = load("losses/page.py")
+    cfgs = {arm: build(TrainConfig, mod.config(arm, 0, tmp_path / arm)) for arm in mod.ARMS}
+    budgets = {c.run.steps * c.rollout.prompts_per_step * c.rollout.group_size for c in cfgs.values()}
+    assert len(budgets) == 1 and cfgs["gspo"].loss.policy_loss == "gspo"
+    from tempering.experiments import Arm, judge
+
+    a, b = Arm("gspo", {0: 0.7, 1: 0.72, 2: 0.71}, "h", 1280), Arm("grpo", {0: 0.6, 1: 0.61, 2: 0.6}, "h", 1280)
+    claim = judge(a, b)
+    data = {
+        "curves": {"gspo": {"loss": {"policy_loss": "gspo"}, "per_seed": {"0": 0.7}, "mean": 0.7, "ci95": None}},
+        "curve_claims": {"gspo vs grpo": claim},
+        "curve_setup": {"rollouts_per_run": 1280, "seeds": [0, 1, 2]},
+        "command": {"curves": "python examples/losses/curves.py"},
+        "machine": {"curves": "m"},
+    }
+    text = page.render(data)
+    assert claim["verdict"] in text and "| gspo |" in text

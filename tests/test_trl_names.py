@@ -11,7 +11,7 @@ import yaml
 from tempering.cli import main
 from tempering.config import ConfigError, load_config
 from tempering.methods.rl import TrainConfig
-from tempering.trl_names import ANY, DEFAULTS, NAMES, NONE, RETIRED, SAME, from_trl
+from tempering.trl_names import ANY, DEFAULTS, LOSSES, NAMES, NEEDS, NONE, RETIRED, SAME, from_trl
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,26 +54,36 @@ def test_hand_written_config(tmp_path, capsys):
         "loss_agg": "seq-mean-token-sum-norm",
         "advantage": "dr_grpo",
         "autocast": "bf16",  # TRL's bf16, True unless fp16 is set
+        "entropy_coef": 0.0,
     }
     assert cfg["optim"] == {"lr": 2e-6, "warmup_steps": 20, "schedule": "cosine", "min_lr_ratio": 0.0}
     assert cfg["run"] == {"out_dir": "out/grpo", "steps": 200, "seed": 42, "checkpoint_every": 500}
     assert len(err.strip().splitlines()) == 1
-    assert err.startswith("mapped 12 keys (output_dir, num_generations, learning_rate, beta, epsilon,")
+    assert err.startswith("mapped 13 keys (output_dir, num_generations, learning_rate, beta, epsilon,")
     assert "TRL's defaults of delta, seed, save_steps, use_bias_correction_kl" in err
     assert "not mapped: per_device_train_batch_size=8 (a step here is rollout.prompts_per_step" in err
-    # entropy_coef=0, logging_steps, and TRL's default vllm_importance_sampling_correction=True without use_vllm
-    assert err.strip().endswith("keys that change nothing here: 3")
+    # logging_steps, and TRL's default vllm_importance_sampling_correction=True without use_vllm
+    assert err.strip().endswith("keys that change nothing here: 2")
     load_config(TrainConfig, None, [f"{k}.{kk}={json.dumps(v)}" for k, s in cfg.items() for kk, v in s.items()])
 
 
 def test_defaults_when_left_out_and_values_without_equivalent(tmp_path, capsys):
-    rc, cfg, _, err = convert(tmp_path, capsys, {"epsilon": 0.3, "loss_type": "cispo", "top_k": 5}, ".json")
+    rc, cfg, _, err = convert(tmp_path, capsys, {"epsilon": 0.3, "loss_type": "grpo", "top_k": 5}, ".json")
     assert rc == 0
     # epsilon_high defaults to epsilon; bf16 (None) to True, TRL's mixed precision: bf16 autocast
-    assert cfg["loss"] == {"clip_low": 0.3, "clip_high": 0.3, "dual_clip": None, "autocast": "bf16"}
+    assert cfg["loss"] == {
+        "clip_low": 0.3,
+        "clip_high": 0.3,
+        "dual_clip": None,
+        "autocast": "bf16",
+        "loss_agg": "seq-mean-token-mean",
+    }
     assert cfg["rollout"] == {"top_k": 5, "max_new_tokens": 512}
     assert "optim" not in cfg  # TRL's learning rate (1e-6) is tempering's default too
-    assert "loss_type='cispo', lr_scheduler_type='linear' (no equivalent value)" in err
+    assert "lr_scheduler_type='linear' (no equivalent value)" in err
+    # CISPO bounds the ratio at epsilon_high, which defaults to epsilon: a bound below 1 has no equivalent
+    rc, cfg, _, err = convert(tmp_path, capsys, {"epsilon": 0.3, "loss_type": "cispo"}, ".json")
+    assert rc == 0 and "loss_type='cispo' (loss_type=cispo bounds the ratio at epsilon_high=0.3" in err
     assert "max_steps=-1 (TRL then counts epochs; set run.steps)" in err
 
 
@@ -121,6 +131,8 @@ def test_refuses_what_tempering_refuses(tmp_path, capsys):
         ("loss_type=grpo", "write loss.loss_agg=seq-mean-token-mean"),
         ("scale_rewards=false", "write loss.advantage=dr_grpo"),
         ("loss_type=cispo", "'loss_type' is TRL's name for loss.loss_agg, but loss_type='cispo' has none"),
+        ("loss_type=sapo", "write loss.loss_agg=seq-mean-token-mean loss.policy_loss=sapo"),
+        ("importance_sampling_level=sequence", "write loss.policy_loss=gspo"),
         ("rollout.epsilon=0.1", "'epsilon' is TRL's name: write loss.clip_low=0.1"),
         ("max_steps=abc", "'max_steps' is TRL's name for run.steps"),
         ("warmup_ratio=0.1", "'warmup_ratio' is older TRL's; today's warmup_steps below 1 is the ratio"),
@@ -187,6 +199,9 @@ def test_other_mapped_defaults_agree_with_temperings(grpo):
         here = getattr(ours, section)
         for part in rest:
             here = getattr(here, part)
+        if SAME[name] not in keys:  # TRL reads it only with another key's value, or its default sets nothing
+            assert name in NEEDS or name in LOSSES, name
+            continue
         value = keys[SAME[name]]
         assert here == (tuple(value) if isinstance(value, list) else value) or name == "use_vllm", name
 
@@ -201,3 +216,48 @@ def test_trls_own_defaults_convert(grpo, tmp_path, capsys):
     assert rc == 0, err
     assert cfg["run"]["out_dir"] == str(tmp_path)
     assert "lr_scheduler_type='linear'" in err and "per_device_train_batch_size=8" in err
+
+
+@pytest.mark.parametrize(
+    "trl,want",
+    [
+        ({"loss_type": "dapo"}, {"loss.loss_agg": "token-mean"}),
+        ({"loss_type": "bnpo"}, {"loss.loss_agg": "token-mean", "loss.norm_scope": "micro_batch"}),
+        (
+            {"loss_type": "luspo", "importance_sampling_level": "sequence"},
+            {"loss.policy_loss": "gspo", "loss.loss_agg": "seq-mean-token-sum"},
+        ),
+        ({"loss_type": "grpo", "importance_sampling_level": "sequence"}, {"loss.policy_loss": "gspo"}),
+        (
+            {"loss_type": "cispo", "epsilon_high": 5.0},
+            {"loss.policy_loss": "cispo", "loss.clip_low": 1.0, "loss.clip_high": 4.0},
+        ),
+        ({"loss_type": "sapo", "sapo_temperature_pos": 0.5}, {"loss.policy_loss": "sapo", "loss.sapo_tau_pos": 0.5}),
+        ({"loss_type": "vespo", "vespo_k_pos": 1.5}, {"loss.policy_loss": "vespo", "loss.vespo_k_pos": 1.5}),
+        (
+            {"entropy_coef": 0.01, "top_entropy_quantile": 0.2},
+            {"loss.entropy_coef": 0.01, "loss.entropy_top_quantile": 0.2},
+        ),
+        (
+            {"use_adaptive_entropy": True, "entropy_target": 0.3},
+            {"loss.entropy_adaptive": True, "loss.entropy_target": 0.3},
+        ),
+        (
+            {"multi_objective_aggregation": "normalize_then_sum"},
+            {"loss.advantage": "gdpo", "loss.credit_args": {"eps": 1e-4, "batch_norm": "episodes"}},
+        ),
+        ({"off_policy_mask_threshold": 0.5}, {"loss.off_policy_mask_threshold": 0.5}),
+    ],
+)
+def test_loss_settings_convert(trl, want, tmp_path, capsys):
+    keys, _, missing, _ = from_trl({"max_steps": 10, "lr_scheduler_type": "constant", **trl})
+    assert not missing and {k: keys[k] for k in want} == want
+    rc, _, _, err = convert(tmp_path, capsys, {"max_steps": 10, "lr_scheduler_type": "constant", **trl})
+    assert rc == 0, err  # a valid tempering config: no key the chosen loss does not read
+
+
+def test_settings_of_another_loss_are_read_only_with_it():
+    """sapo_* without loss_type=sapo, an entropy target without adaptive entropy: TRL ignores them, and so does
+    the conversion (they would be refused here)."""
+    keys, mapped, _, inert = from_trl({"sapo_temperature_pos": 0.5, "entropy_target": 0.3, "max_steps": 1})
+    assert "loss.sapo_tau_pos" not in keys and "loss.entropy_target" not in keys and inert >= 2

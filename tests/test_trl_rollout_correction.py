@@ -34,9 +34,9 @@ def test_each_mode_and_bound_converts(trl, want):
     assert "loss.rollout_correction_floor" in keys or "vllm_importance_sampling_clip_min" not in trl
 
 
-def test_a_band_without_an_upper_bound_has_no_equivalent():
-    _, _, missing, _ = from_trl({**BASE, "vllm_importance_sampling_clip_max": None})
-    assert any("without an upper bound" in why for why in missing)
+def test_a_band_without_an_upper_bound_is_uncapped():
+    keys, _, missing, _ = from_trl({**BASE, "vllm_importance_sampling_clip_max": None})
+    assert not missing and keys["loss.rollout_correction_cap"] == float("inf")
 
 
 def test_the_hint_names_the_keys_to_write():

@@ -46,7 +46,10 @@ def _episode(task: Task, turns: list[tuple[int, float, bool]], seed: int) -> Epi
     out = []
     for n, s, ok in turns:
         ids = torch.randint(4, 30, (n,), generator=g).tolist()
-        out.append(Turn(ids, [-0.3 - 0.1 * (i % 3) for i in range(n)], [5, 6], score=s, success=ok))
+        parts = {"correct": float(ok), "score": s}  # two reward functions' values, which GDPO reads
+        out.append(
+            Turn(ids, [-0.3 - 0.1 * (i % 3) for i in range(n)], [5, 6], score=s, success=ok, info={"rewards": parts})
+        )
     out[-1].feedback_ids = []
     e = Episode(task, [1, 2, 3], out, stop_reason="success" if turns[-1][2] else "max_turns")
     e.reward = out[-1].score

@@ -1,6 +1,7 @@
 """Which Harbor tasks tempering loads, verifies in the local sandbox, or leaves to Docker.
 
-    nice .venv/bin/python examples/harbor/run.py [FOLDER ...] --results docs/results
+    nice .venv/bin/python examples/harbor/run.py [FOLDER ...] --results docs/results \
+        [--suites DIR --mirrors /work/.mirror --baseline COMMIT]
 
 Over the built-in samples (src/tempering/envs/terminal/samples), examples/harbor/bundles (tasks
 written for Docker: an ubuntu image with a package install, a prebuilt image; and three that are wrong
@@ -10,8 +11,11 @@ the same task), and checked as `tempering synth check` checks it: static checks,
 can emulate its environment (else the Dockerfile line that forces Docker, or what its scripts download
 when they run), then gold verification (tests before the oracle must fail, the oracle runs, tests after
 it must pass). The `public_tasks` section does the same over tests/envs/data/harbor_public, tasks in
-the shapes of public Terminal-Bench tasks. Writes docs/results/harbor.json and harbor.md with the same
-numbers.
+the shapes of public Terminal-Bench tasks. With `--suites DIR` the `public_suites` section does it over the
+public suites of `public_suites.json` (extracted into DIR from their git folders under `--mirrors`; see
+suites.py), verifying every task that passes the static checks and runs here, and counts their
+`tamper_warnings`; `--baseline COMMIT` adds the same pass by tempering at that commit. Writes
+docs/results/harbor.json and harbor.md with the same numbers.
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ from tempering.experiments import conditions, conditions_text
 from tempering.runlog import atomic_write_text
 from tempering.sandbox import Sandbox
 from tempering.synth.verify import SandboxVerifier, check_one, short_reason
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import suites  # beside this script
 
 HERE = Path(__file__).resolve().parent
 PUBLIC = HERE.parents[1] / "tests" / "envs" / "data" / "harbor_public"
@@ -128,11 +135,84 @@ async def public_tasks(folder: Path, sandbox: Sandbox) -> dict:
     }
 
 
+def public_suites(root: Path, args) -> dict:
+    """`public_suites` (suite -> tasks, loaded, verified_as_shipped, refusals, and the baseline's) and
+    `tamper_warnings` (tasks whose tests run what the solution can change, per suite)."""
+    root.mkdir(parents=True, exist_ok=True)
+    if args.mirrors:
+        suites.extract(Path(args.mirrors), root)
+    rows = asyncio.run(suites.suite_pass(root, root / ".verdicts-current.json", args.workers))
+    summary = suites.summarize(rows)
+    if args.baseline:
+        before = suites.summarize(suites.baseline(args.baseline, root, args.workers))
+        for suite, s in summary.items():
+            s["before"] = {k: before[suite][k] for k in ("loaded", "verified_as_shipped", "refusals")}
+            s["before"]["commit"] = args.baseline
+    tamper = suites.tamper_rows(root)
+    return {
+        "public_suites": {
+            suite: {**s, "source": spec} for (suite, s), spec in zip(summary.items(), suites.manifest().values())
+        },
+        "tamper_warnings": {
+            "total": sum(map(len, tamper.values())),
+            "by_suite": {suite: len(tamper.get(suite, [])) for suite in summary},
+            "examples": {suite: found[:3] for suite, found in tamper.items()},
+        },
+    }
+
+
+def suites_markdown(out: dict) -> list[str]:
+    pub, tamper = out["public_suites"], out["tamper_warnings"]
+    commit = next(iter(pub.values())).get("before", {}).get("commit", "none")
+    lines = [
+        "",
+        "## Public suites",
+        "",
+        "Each task as shipped: loaded (Harbor's rules; Terminal-Bench 1 converted as Harbor's mapper converts "
+        "it), the static checks, whether the sandbox emulates its environment, then gold verification (the tests "
+        "fail on the untouched state, which is what `true` as the solution leaves, and pass after the reference "
+        "solution). Verified as shipped: the last step passed. Sources: `examples/harbor/public_suites.json`. "
+        "Verdicts of gold verification are cached in the suites' folder by task content and code, so a rerun reads "
+        "them (the wall time above is then this run's, not the verifications').",
+        "",
+        f"| suite | tasks | loaded | verified as shipped | before ({commit}) | tasks with tamper warnings |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for suite, s in pub.items():
+        before = s.get("before", {}).get("verified_as_shipped", "")
+        lines.append(
+            f"| {suite} | {s['tasks']} | {s['loaded']} | {s['verified_as_shipped']} | {before} | "
+            f"{tamper['by_suite'][suite]} |"
+        )
+    total = lambda key, part=None: sum((s.get(part, {}) if part else s).get(key, 0) for s in pub.values())
+    lines.append(
+        f"| all | {total('tasks')} | {total('loaded')} | {total('verified_as_shipped')} | "
+        f"{total('verified_as_shipped', 'before') if commit != 'none' else ''} | {tamper['total']} |"
+    )
+    lines += [
+        "",
+        f"Refusals by reason, with the baseline's beside them (tempering at {commit} labels only `needs docker` and "
+        "`needs network`, without the reason).",
+        "",
+        "| suite | refusal | tasks | before |",
+        "| --- | --- | --- | --- |",
+    ]
+    for suite, s in pub.items():
+        prev = s.get("before", {}).get("refusals", {})
+        for reason in list(s["refusals"]) + [r for r in prev if r not in s["refusals"]]:
+            lines.append(f"| {suite} | {reason} | {s['refusals'].get(reason, 0)} | {prev.get(reason, 0)} |")
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("folders", nargs="*", help="more folders of tasks (Harbor or Terminal-Bench 1)")
     ap.add_argument("--results", default="docs/results", help="where harbor.json and harbor.md go")
     ap.add_argument("--sandbox", default="auto", help="sandbox backend (Harbor's paths need bwrap or unshare)")
+    ap.add_argument("--suites", help="folder of the extracted public suites (public_suites.json)")
+    ap.add_argument("--mirrors", help="folder of the suites' git folders, to extract the suites missing from --suites")
+    ap.add_argument("--baseline", help="a commit of tempering whose pass over the suites is shown beside this one")
+    ap.add_argument("--workers", type=int, default=1, help="sandbox jobs at once in the suites' pass")
     args = ap.parse_args()
     folders = [SAMPLES, HERE / "bundles", *map(Path, args.folders)]
     sandbox = Sandbox(backend=args.sandbox, concurrency=2)
@@ -156,6 +236,8 @@ def main() -> None:
         "bundles": sorted(rows, key=lambda r: (r["folder"], r["bundle"])),
         "public_tasks": {"folder": str(PUBLIC.relative_to(root)), **public},
     }
+    if args.suites:
+        out |= public_suites(Path(args.suites), args)
     public_rows = out["public_tasks"]["tasks"]
     for r in public_rows:
         r["why"] = r["why"].replace(str(root) + "/", "")
@@ -205,6 +287,8 @@ def main() -> None:
         row = next(r for r in public_rows if r["bundle"] == name)
         what = f"`{pub['needs_docker'][name]}`" if name in pub["needs_docker"] else row["why"]
         lines.append(f"| {name} | {row['result']} | {cell(what)} |")
+    if args.suites:
+        lines += suites_markdown(out)
     atomic_write_text(res / "harbor.md", "\n".join(lines) + "\n")
     print("\n".join(lines[4:7]))
     print(

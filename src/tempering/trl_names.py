@@ -22,7 +22,7 @@ SAME: dict[str, str] = {
     "epsilon_high": "loss.clip_high",
     "delta": "loss.dual_clip",
     "num_iterations": "loss.ppo_epochs",
-    "loss_type": "loss.loss_agg",
+    "loss_type": "loss.loss_agg",  # and loss.policy_loss for cispo, sapo, vespo
     "scale_rewards": "loss.advantage",
     "mask_truncated_completions": "loss.mask_truncated",
     "use_bias_correction_kl": "loss.kl_bias_correction",
@@ -40,6 +40,22 @@ SAME: dict[str, str] = {
     "save_total_limit": "run.keep_checkpoints",
     "vllm_importance_sampling_correction": "loss.rollout_correction",
     "bf16": "loss.autocast",
+    "importance_sampling_level": "loss.policy_loss",
+    "entropy_coef": "loss.entropy_coef",
+    "use_adaptive_entropy": "loss.entropy_adaptive",
+    "entropy_target": "loss.entropy_target",
+    "entropy_coef_min": "loss.entropy_coef_min",
+    "entropy_coef_max": "loss.entropy_coef_max",
+    "entropy_coef_delta": "loss.entropy_coef_delta",
+    "top_entropy_quantile": "loss.entropy_top_quantile",
+    "sapo_temperature_pos": "loss.sapo_tau_pos",
+    "sapo_temperature_neg": "loss.sapo_tau_neg",
+    "vespo_k_pos": "loss.vespo_k_pos",
+    "vespo_lambda_pos": "loss.vespo_lambda_pos",
+    "vespo_k_neg": "loss.vespo_k_neg",
+    "vespo_lambda_neg": "loss.vespo_lambda_neg",
+    "multi_objective_aggregation": "loss.advantage",
+    "off_policy_mask_threshold": "loss.off_policy_mask_threshold",
 }
 """TRL name -> the tempering key with the same meaning (values translated by `VALUES` and `_convert`)."""
 
@@ -62,7 +78,6 @@ VALUES: dict[str, dict[Any, Any]] = {
     "use_vllm": {True: "vllm", False: "hf"},
     "bf16": {True: "bf16", False: "none", None: "bf16"},
     "vllm_mode": {"colocate": "colocated", "server": "server"},
-    "loss_type": {"dapo": "token-mean", "grpo": "seq-mean-token-mean", "dr_grpo": "seq-mean-token-sum-norm"},
     "scale_rewards": {"group": "grpo", True: "grpo", "none": "dr_grpo", False: "dr_grpo"},
     "lr_scheduler_type": {"constant": "constant", "constant_with_warmup": "constant", "cosine": "cosine"},
 }
@@ -113,31 +128,15 @@ NONE: dict[str, tuple[str, Any]] = {
     "generation_kwargs": ("sampling has temperature, top_p and top_k only", (None, {})),
     "chat_template_kwargs": ("the chat template is applied as is (model.use_chat_template)", (None, {})),
     "vllm_structured_outputs_regex": ("no structured outputs", (None,)),
-    "importance_sampling_level": ("importance ratios are per token (no GSPO)", ("token",)),
-    "reward_weights": ("rewards are your Python function's: weigh inside it", (None,)),
-    "multi_objective_aggregation": ("one reward function per task family: combine inside it", ANY),
-    "sapo_temperature_neg": ("only read with loss_type=sapo", ANY),
-    "sapo_temperature_pos": ("only read with loss_type=sapo", ANY),
-    "vespo_k_pos": ("only read with loss_type=vespo", ANY),
-    "vespo_lambda_pos": ("only read with loss_type=vespo", ANY),
-    "vespo_k_neg": ("only read with loss_type=vespo", ANY),
-    "vespo_lambda_neg": ("only read with loss_type=vespo", ANY),
+    "reward_weights": ("a task family weighs its reward functions (task.args.reward_weights)", (None,)),
     "sync_ref_model": ("the reference is the starting model throughout", (False,)),
     "ref_model_mixup_alpha": ("only read with sync_ref_model", ANY),
     "ref_model_sync_steps": ("only read with sync_ref_model", ANY),
-    "top_entropy_quantile": ("every answer token is in the loss", (1.0,)),
-    "entropy_coef": ("no entropy bonus", (0.0,)),
-    "use_adaptive_entropy": ("no entropy bonus", (False,)),
-    "entropy_coef_min": ("only read with use_adaptive_entropy", ANY),
-    "entropy_coef_max": ("only read with use_adaptive_entropy", ANY),
-    "entropy_coef_delta": ("only read with use_adaptive_entropy", ANY),
-    "entropy_target": ("only read with use_adaptive_entropy", ANY),
     "max_tool_calling_iterations": ("multi-turn episodes come from an environment: rollout.max_turns", (None,)),
     "vllm_importance_sampling_mode": (IS_PART, ANY),
     "vllm_importance_sampling_clip_max": (IS_PART, ANY),
     "vllm_importance_sampling_clip_min": (IS_PART, ANY),
     "vllm_importance_sampling_cap": (IS_PART, ANY),
-    "off_policy_mask_threshold": ("no off-policy sequence masking", (None,)),
     "logging_steps": ("every step's metrics go to metrics.jsonl (run.log_every is the console line)", ANY),
     "report_to": ("TensorBoard is always written (run.tensorboard); run.wandb=PROJECT mirrors to W&B", ANY),
     "eval_strategy": ("evaluation is on the task's held-out split: run.eval_every, run.eval_size", ANY),
@@ -147,7 +146,46 @@ NONE: dict[str, tuple[str, Any]] = {
 """TRL names with no tempering equivalent: (why, the values at which TRL trains as tempering does, or ANY
 for keys that never change training)."""
 
+PPO_TYPES = ("grpo", "dapo", "bnpo", "dr_grpo", "luspo")
+"""TRL's loss types that clip the ratio (PPO-clip under an aggregation)."""
+LOSS_TYPES = (*PPO_TYPES, "cispo", "sapo", "vespo")
+AGG_OF = {
+    "dapo": "token-mean",
+    "bnpo": "token-mean",
+    "grpo": "seq-mean-token-mean",
+    "dr_grpo": "seq-mean-token-sum-norm",
+    "luspo": "seq-mean-token-sum",
+    "cispo": "token-mean",
+    "sapo": "seq-mean-token-mean",
+    "vespo": "token-mean",
+}
+"""Each loss type's aggregation (TRL's `_compute_loss`): dapo, cispo and vespo over the step's tokens, bnpo over each
+micro-batch's, grpo and sapo per sequence, dr_grpo over a constant, luspo the sum per sequence."""
+
+
+def _loss_type(c: dict) -> Any:
+    return c.get("loss_type", "dapo")
+
+
+def _adaptive(c: dict) -> bool:
+    return c.get("use_adaptive_entropy") is True
+
+
 NEEDS: dict[str, Callable[[dict], bool]] = {
+    "epsilon": lambda c: _loss_type(c) in PPO_TYPES,
+    "epsilon_high": lambda c: _loss_type(c) in (*PPO_TYPES, "cispo"),
+    "delta": lambda c: _loss_type(c) in PPO_TYPES,
+    "sapo_temperature_pos": lambda c: _loss_type(c) == "sapo",
+    "sapo_temperature_neg": lambda c: _loss_type(c) == "sapo",
+    "vespo_k_pos": lambda c: _loss_type(c) == "vespo",
+    "vespo_lambda_pos": lambda c: _loss_type(c) == "vespo",
+    "vespo_k_neg": lambda c: _loss_type(c) == "vespo",
+    "vespo_lambda_neg": lambda c: _loss_type(c) == "vespo",
+    "entropy_target": _adaptive,
+    "entropy_coef_min": _adaptive,
+    "entropy_coef_max": _adaptive,
+    "entropy_coef_delta": _adaptive,
+    "scale_rewards": lambda c: c.get("multi_objective_aggregation", "sum_then_normalize") != "normalize_then_sum",
     "vllm_mode": lambda c: c.get("use_vllm") is True,
     "vllm_gpu_memory_utilization": lambda c: c.get("use_vllm") is True,
     "vllm_structured_outputs_regex": lambda c: c.get("use_vllm") is True,
@@ -283,7 +321,7 @@ RETIRED = {
 def hint(name: str, value: Any, has: Callable[[str], bool]) -> str | None:
     """What to write instead of a TRL name given as a tempering key (`has`: the schema has this key), or None."""
     if name in SAME and has(SAME[name]):
-        if name in ("adam_beta1", "adam_beta2", "epsilon_high", "max_steps", "warmup_steps"):
+        if name in ("adam_beta1", "adam_beta2", "epsilon_high", "max_steps", "warmup_steps", "entropy_coef_min"):
             return f"{name!r} is TRL's name for {SAME[name]} (docs/from_trl.md)"
         try:
             keys = _convert(name, value, {name: value})
@@ -338,7 +376,70 @@ def _convert(name: str, value: Any, trl: dict[str, Any]) -> dict[str, Any]:
         value = [trl.get("adam_beta1", 0.9), trl.get("adam_beta2", 0.999)]
     elif name == "vllm_importance_sampling_correction":
         return _correction(value, trl)
+    elif name in LOSSES:
+        return LOSSES[name](value, trl)
+    elif name == "epsilon_high" and _loss_type(trl) == "cispo":
+        return {}  # loss_type=cispo reads it as the ratio's bound
     return {key: value}
+
+
+def _loss(kind: Any, trl: dict[str, Any]) -> dict[str, Any]:
+    """loss_type: the aggregation, and the loss where it is not PPO-clip (TRL's `_compute_loss`)."""
+    if kind not in LOSS_TYPES:
+        raise _NoEquivalent("no equivalent value")
+    out: dict[str, Any] = {"loss.loss_agg": AGG_OF[kind]}
+    if kind == "bnpo":  # the token mean of each micro-batch
+        out["loss.norm_scope"] = "micro_batch"
+    if kind == "cispo":  # -sg(min(r, epsilon_high)) A log pi: no lower bound
+        high = trl.get("epsilon_high")
+        high = trl.get("epsilon", 0.2) if high is None else high
+        if not isinstance(high, (int, float)) or high <= 1:
+            raise _NoEquivalent(
+                f"loss_type=cispo bounds the ratio at epsilon_high={high!r}, which must be above 1 here"
+            )
+        out |= {"loss.policy_loss": "cispo", "loss.clip_low": 1.0, "loss.clip_high": high - 1.0}
+    elif kind in ("sapo", "vespo"):
+        out["loss.policy_loss"] = kind
+    return out
+
+
+def _level(level: Any, trl: dict[str, Any]) -> dict[str, Any]:
+    """importance_sampling_level: sequence is GSPO's ratio for the PPO-clip loss types."""
+    kind = _loss_type(trl)
+    if level == "token" or (level == "sequence" and kind == "vespo"):  # VESPO weighs by the sequence itself
+        return {}
+    if level != "sequence":
+        raise _NoEquivalent("no equivalent value")
+    if kind not in PPO_TYPES:
+        raise _NoEquivalent(
+            f"a sequence ratio with loss_type={kind} has no equivalent (GSPO clips it: a PPO-clip type)"
+        )
+    return {"loss.policy_loss": "gspo"}
+
+
+def _aggregation(how: Any, trl: dict[str, Any]) -> dict[str, Any]:
+    """multi_objective_aggregation: normalize_then_sum is GDPO (each reward function normalised in its group,
+    the weighted sum over the batch, eps 1e-4); sum_then_normalize is what scale_rewards says."""
+    if how == "sum_then_normalize":
+        return {}
+    if how != "normalize_then_sum":
+        raise _NoEquivalent("no equivalent value")
+    return {"loss.advantage": "gdpo", "loss.credit_args": {"eps": 1e-4, "batch_norm": "episodes"}}
+
+
+def _adaptive_on(on: Any, trl: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(on, bool):
+        raise ValueError(f"use_adaptive_entropy={on!r} is not true or false")
+    return {"loss.entropy_adaptive": on}
+
+
+LOSSES: dict[str, Callable[[Any, dict[str, Any]], dict[str, Any]]] = {
+    "loss_type": _loss,
+    "importance_sampling_level": _level,
+    "multi_objective_aggregation": _aggregation,
+    "use_adaptive_entropy": _adaptive_on,
+}
+"""TRL keys whose value chooses the loss (or credit) and may set several keys."""
 
 
 def _correction(on: Any, trl: dict[str, Any]) -> dict[str, Any]:
@@ -351,8 +452,8 @@ def _correction(on: Any, trl: dict[str, Any]) -> dict[str, Any]:
     if mode not in IS_MODES:
         raise _NoEquivalent(f"vllm_importance_sampling_mode={mode!r} is not one of TRL's {', '.join(IS_MODES)}")
     cap = trl.get("vllm_importance_sampling_clip_max", trl.get("vllm_importance_sampling_cap", 3.0))
-    if cap is None:
-        raise _NoEquivalent("a band without an upper bound (vllm_importance_sampling_clip_max=None)")
+    if cap is None:  # no upper bound: TRL's uncapped band
+        cap = math.inf
     out = {"loss.rollout_correction": IS_MODES[mode], "loss.rollout_correction_cap": cap}
     floor = trl.get("vllm_importance_sampling_clip_min")
     if floor is not None:

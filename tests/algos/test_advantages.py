@@ -5,7 +5,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from tempering.algos.advantages import dr_grpo_advantage, grpo_advantage, rloo_advantage, zero_std_groups
+from tempering.algos.advantages import (
+    dr_grpo_advantage,
+    grpo_advantage,
+    grpo_passk_advantage,
+    rloo_advantage,
+    zero_std_groups,
+)
 from tempering.algos.credit import CREDIT, resolve_credit, turn_tensors
 from tempering.errors import ConfigError
 from tempering.types import Episode, Group, Task, Turn
@@ -80,3 +86,35 @@ def test_outcome_credit_covers_every_turn_of_an_episode():
     assert tt.valid_NGK.tolist() == [[[1, 1], [1, 0]]]
     adv = CREDIT["dr_grpo"](tt)
     assert adv.tolist() == [[[0.5, 0.5], [-0.5, 0.0]]]
+
+
+def _scored(parts, reward):
+    e = Episode(
+        task=Task("t", "p"), prompt_ids=[1], turns=[Turn([5, 6], [0.0, 0.0], score=reward, info={"rewards": parts})]
+    )
+    e.reward = reward
+    return e
+
+
+def test_gdpo_normalises_each_reward_function_in_its_group():
+    """Two functions: accuracy splits the group, format is equal within it (so it adds nothing); by hand with
+    TRL's episode normalisation (eps 1e-4)."""
+    g = Group(
+        Task("t", "p"), [_scored({"accuracy": 1.0, "format": 1.0}, 2.0), _scored({"accuracy": 0.0, "format": 1.0}, 1.0)]
+    )
+    tt = turn_tensors([g])
+    assert tt.component_names == ("accuracy", "format")
+    adv = CREDIT["gdpo"](tt, eps=1e-4, batch_norm="episodes")
+    a = 0.5 / (math.sqrt(0.5) + 1e-4)  # accuracy in its group; format is 0 / (0 + eps)
+    want = a / (a * math.sqrt(2) + 1e-4)  # the sum (a, -a) over the batch: mean 0, std a * sqrt(2)
+    assert adv.flatten().tolist() == pytest.approx([want, -want], rel=1e-5)
+    with pytest.raises(ValueError, match="not reward functions"):
+        CREDIT["gdpo"](tt, weights={"style": 1.0})
+    with pytest.raises(ValueError, match="use a task family with several reward functions"):
+        CREDIT["gdpo"](turn_tensors([Group(Task("t", "p"), [_ep([1.0], 1.0), _ep([0.0], 0.0)])]))
+
+
+def test_grpo_passk_credits_only_the_best_answer():
+    r = torch.tensor([[1.0, 0.0, 0.5, 0.2]])
+    adv = grpo_passk_advantage(r, scale_by_std=False)
+    assert adv.tolist() == [[0.5, 0.0, 0.0, 0.0]]  # best 1.0 minus second best 0.5

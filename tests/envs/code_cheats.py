@@ -77,3 +77,110 @@ def lookup_policy(problem: CodeProblem) -> Callable[[str], str]:
         )
 
     return answer
+
+
+ROBUSTNESS = {
+    "huge_int_returned": ("add_two", "def add_two(a, b):\n    return 10**5000\n", "incorrect", "5001 digits"),
+    "huge_int_in_a_list": ("add_two", "def add_two(a, b):\n    return [10**5000, 1]\n", "incorrect", "5001 digits"),
+    "huge_int_in_an_error": (
+        "add_two",
+        "def add_two(a, b):\n    raise ValueError(10**5000)\n",
+        "runtime_error",
+        "ValueError",
+    ),
+    "infinite_recursion": (
+        "add_two",
+        "def add_two(a, b):\n    return add_two(a, b)\n",
+        "runtime_error",
+        "RecursionError",
+    ),
+    "deeply_nested_value": (
+        "add_two",
+        "def add_two(a, b):\n    x = []\n    for _ in range(10**5):\n        x = [x]\n    return x\n",
+        "runtime_error",
+        "nested more than 100 levels",
+    ),
+    "self_containing_list": (
+        "add_two",
+        "def add_two(a, b):\n    x = []\n    x.append(x)\n    return x\n",
+        "runtime_error",
+        "nested more than 100 levels",
+    ),
+    "huge_string": (
+        "add_two",
+        "def add_two(a, b):\n    return 'x' * (10 << 20)\n",
+        "runtime_error",
+        "larger than 4 MiB",
+    ),
+    "flooded_channel": (
+        "add_two",
+        "import os\ndef add_two(a, b):\n    for fd in range(3, 12):\n        try:\n"
+        "            os.write(fd, b'[' * (6 << 20))\n        except OSError:\n            pass\n",
+        "runtime_error",
+        "more than 4 MiB in one reply",
+    ),
+    "flooded_with_lines": (
+        "add_two",
+        "import os\ndef add_two(a, b):\n    while True:\n        for fd in range(3, 12):\n            try:\n"
+        "                os.write(fd, b'{}\\n' * (1 << 16))\n            except OSError:\n                pass\n",
+        "runtime_error",
+        "broke the judge's protocol",
+    ),
+    "huge_program_output": ("lcb_sum", "print('x' * (10 << 20))\n", "runtime_error", "more than 4 MiB"),
+    "nan_returned": ("add_two", "def add_two(a, b):\n    return float('nan')\n", "incorrect", "got nan"),
+    "repr_raises": (
+        "add_two",
+        "class Odd:\n    def __repr__(self):\n        raise RuntimeError('no repr')\n"
+        "def add_two(a, b):\n    return Odd()\n",
+        "incorrect",
+        "got <Odd object of the solution>",
+    ),
+    "eq_raises": (
+        "add_two",
+        "class Odd:\n    def __eq__(self, other):\n        raise RuntimeError('no eq')\n"
+        "def add_two(a, b):\n    return Odd()\n",
+        "incorrect",
+        "got <Odd object of the solution>",
+    ),
+    "bool_raises": (
+        "sorted_unique",
+        "class Odd:\n    def __bool__(self):\n        raise RuntimeError('no truth')\n"
+        "def is_sorted_unique(xs):\n    return Odd()\n",
+        "runtime_error",
+        "RuntimeError: no truth",
+    ),
+    "error_message_raises": (
+        "add_two",
+        "class Odd(Exception):\n    def __str__(self):\n        raise RuntimeError('no str')\n"
+        "def add_two(a, b):\n    raise Odd()\n",
+        "runtime_error",
+        "str() failed",
+    ),
+    "container_iteration_raises": (
+        "add_two",
+        "class Odd(list):\n    def __iter__(self):\n        raise RuntimeError('no iter')\n"
+        "def add_two(a, b):\n    return Odd([a + b])\n",
+        "runtime_error",
+        "cannot be judged: reading it raised RuntimeError: no iter",
+    ),
+}
+"""Answers that strain the judge: (problem, code, status, words in the detail). Each must be judged and
+reported as what it is (the problem names a role of `robustness_problems`)."""
+
+
+def robustness_problems() -> dict[str, CodeProblem]:
+    from tempering.envs.code import load_problems
+    from tempering.envs.code.problems import SAMPLES
+
+    native = {p.id: p for p in load_problems()}
+    lcb = {p.id: p for p in load_problems(SAMPLES / "livecodebench.jsonl")}
+    he = {p.id: p for p in load_problems(SAMPLES / "humaneval.jsonl")}
+    return {"add_two": native["add_two"], "lcb_sum": lcb["sample_sum"], "sorted_unique": he["Sample/2"]}
+
+
+def slow_reference(problem: CodeProblem, seconds: float) -> CodeProblem:
+    """`problem` with a reference solution that sleeps `seconds` per call (a slow machine, in effect)."""
+    from dataclasses import replace
+
+    slow = f"import time\ndef {problem.entry_point}(a, b):\n    time.sleep({seconds})\n    return a + b\n"
+    return replace(problem, solution=slow)

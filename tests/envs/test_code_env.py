@@ -9,10 +9,19 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from code_cheats import FUNCTION_CHEATS, PROGRAM_CHEATS, cheats, lookup_policy
+from code_cheats import (
+    FUNCTION_CHEATS,
+    PROGRAM_CHEATS,
+    ROBUSTNESS,
+    cheats,
+    lookup_policy,
+    robustness_problems,
+    slow_reference,
+)
 
 from tempering.envs.base import Env, TaskFamily
 from tempering.envs.code import CodeEnv, CodeTaskFamily, extract_code, grade, load_problems, problem_task
+from tempering.envs.code.env import reference_limits
 from tempering.envs.code.problems import SAMPLES
 from tempering.envs.code.problems import Test as CodeTest
 from tempering.errors import UserError
@@ -148,7 +157,8 @@ def test_first_timeout_ends_the_run_by_default(sb):
     p = replace(LCB["sample_sum"], test_timeout_s=1.0)
     g = run(grade(sb, p, "while True:\n    pass\n"))
     assert g.status == "timeout" and [r["status"] for r in g.results] == ["timeout"] + ["not_run"] * 3
-    assert "no answer within 1 s" in g.results[0]["error"]
+    # 1 s, or 3 x the reference's own time on it where that is more (here, on a loaded machine)
+    assert re.fullmatch(r"no answer within [\d.]+ s", g.results[0]["error"])
 
 
 def test_with_stop_at_timeout_off_a_fresh_child_runs_the_rest(sb):
@@ -313,3 +323,74 @@ def test_family_refuses_bad_settings():
         CodeTaskFamily(format="apps")
     with pytest.raises(UserError, match="split"):
         CodeTaskFamily().tasks("test", 1)
+
+
+@pytest.mark.parametrize("case", sorted(ROBUSTNESS))
+def test_answers_that_strain_the_judge_are_reported_as_what_they_are(sb, case):
+    role, code, status, words = ROBUSTNESS[case]
+    g = run(grade(sb, robustness_problems()[role], code, public=True))
+    assert g.status == status and words in g.detail, (g.status, g.detail)
+    assert "judge" not in g.feedback.split("\n")[0]  # the judge reached a verdict: it was not killed or flooded
+
+
+@pytest.mark.slow
+def test_time_limits_scale_with_the_reference_solutions_own_time(sb):
+    # a reference that needs 1 s a test against a 0.5 s limit, as on a loaded machine: it passes once its
+    # own times here are measured; an answer ten times slower still times out
+    p = slow_reference(replace(ADD, id="slow_add", test_timeout_s=0.5), 1.0)
+    g = run(grade(sb, p, p.solution))
+    assert g.status == "correct", g.detail
+    limits = run(reference_limits(sb, p))
+    assert limits is not None and all(3.0 <= s < 10.0 for s in limits.test_s), limits
+    slower = p.solution.replace("time.sleep(1.0)", "time.sleep(10.0)")
+    assert run(grade(sb, p, slower)).status == "timeout"
+
+
+def test_a_test_name_the_solution_does_not_supply_is_the_real_module(sb):
+    # MBPP's tests use `math` without importing it; an answer's own `math` must not stand in for it
+    p = MBPP["9002"]
+    fake = "class math:\n    isclose = staticmethod(lambda *a, **k: True)\ndef circle_area(r):\n    return 0\n"
+    assert run(grade(sb, p, fake)).status == "incorrect"
+    assert p.supplied_names() == ["circle_area"]
+    assert run(grade(sb, p, "import math as m\ndef circle_area(r):\n    return m.pi * r * r\n")).status == "correct"
+
+
+def test_the_candidate_cannot_see_the_judge(sb):
+    spy = (
+        "import os\nseen = []\nfor pid in os.listdir('/proc'):\n    try:\n"
+        "        seen.append(open(f'/proc/{pid}/cmdline', 'rb').read().decode('latin-1'))\n    except (OSError, ValueError):\n"
+        "        pass\nseen += os.listdir('.') + os.listdir('/tmp')\n"
+        "def add_two(a, b):\n    return [len(seen), any('candidate.py' in s for s in seen), any('judge' in s for s in seen)]\n"
+    )
+    count, itself, judge = run(grade(sb, ADD, spy)).results[0]["got"].strip("[]").split(", ")
+    assert int(count) > 2 and itself == "True"  # it saw its own process and files
+    assert judge == "False"
+
+
+def test_public_tests_run_before_any_hidden_input_reaches_the_candidate(sb):
+    # the answer remembers its inputs in /tmp and returns them: the feedback (from the public tests)
+    # never holds a hidden input, and a continuing turn's status is the public tests'
+    remember = (
+        "import json\ndef add_two(a, b):\n    try:\n        seen = json.load(open('/tmp/seen'))\n"
+        "    except OSError:\n        seen = []\n    json.dump(seen + [[a, b]], open('/tmp/seen', 'w'))\n"
+        "    if [a, b] == [2, 3]:\n        return 5 if not seen else repr(seen)\n    raise KeyError(a)\n"
+    )
+    env = CodeEnv(problem_task(ADD), sb, max_turns=3)
+    steps = [run(env.step(remember)) for _ in range(2)]
+    for step in steps:
+        assert step.feedback == "Your code passes the 1 example tests, but not the hidden tests."
+        assert step.status == "incorrect"  # not the hidden run's runtime_error
+
+
+def test_a_judge_that_ends_without_a_verdict_fails_the_answer_and_feedback_stays_public():
+    from tempering.envs.code.channel import Verdict
+    from tempering.envs.code.env import _grade_of
+    from tempering.sandbox import Result
+
+    public = {"results": [{"passed": True, "status": "passed"}], "load_status": None, "load_error": None}
+    died = Result(status="memory_exceeded", message="the kernel killed it")
+    g = _grade_of(ADD, Verdict(None, public, died), public=True)
+    assert (g.status, g.passed, g.public_status) == ("judge_error", 0, "incorrect")
+    assert g.feedback == ""  # built from the public results by grade(): nothing of the hidden run
+    g = _grade_of(ADD, Verdict(None, None, Result(status="timeout")), public=False)
+    assert g.status == "timeout" and "without a verdict (timeout" in g.feedback

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tempering.envs.terminal import NeedsDocker, NeedsNetwork, downloads, local_image, read_bundle
+from tempering.envs.terminal import NeedsDocker, downloads, local_image, read_bundle
 from tempering.envs.terminal import workspace as ws_mod
+from tempering.envs.terminal.image import apt_installed, pip_installed
 from tempering.sandbox import Sandbox
 from tempering.synth.verify import SandboxVerifier, short_reason
 
@@ -155,19 +156,22 @@ def test_installs_of_what_the_sandbox_has_are_reproduced():
 
 
 def test_downloads_at_run_time_are_named():
-    b = read_bundle(PUBLIC / "uv-pytest-tests")
-    with pytest.raises(NeedsNetwork) as e:
-        local_image(b)
-    assert e.value.names == ["curl", "uv", "pytest==8.4.1"]
-    assert "uv (curl | sh, tests/test.sh line 5)" in str(e.value)
-    b.files["tests/test.sh"] = b"#!/bin/bash\n# pip install nothing here\nuvx ruff check . && npm install left-pad\n"
-    assert [d.name for d in downloads(b)] == ["ruff", "left-pad"]
+    b = read_bundle(PUBLIC / "uvx-ctrf-tests")  # uv's installer and a pinned pytest: the stand-ins run them
+    ctrf = [] if pip_installed("pytest-json-ctrf") else ["pytest-json-ctrf==0.3.5"]
+    assert [d.name for d in downloads(b)] == ctrf
+    assert downloads(read_bundle(PUBLIC / "uv-pytest-tests")) == []  # uv venv, uv pip install, uv run pytest
+    b.files["tests/test.sh"] = (
+        b"#!/bin/bash\n# pip install nothing here\nuvx tempering-no-such-tool check . && npm install left-pad\n"
+    )
+    assert [d.name for d in downloads(b)] == ["tempering-no-such-tool", "left-pad"]
     b.files["tests/test.sh"] = b"pip install pytest tempering-no-such-package\npip install -U pytest -r req.txt\n"
     assert [str(d) for d in downloads(b)] == [
         "tempering-no-such-package (pip install, tests/test.sh line 1)",  # pytest is there: satisfied offline
         "pytest (pip install, tests/test.sh line 2)",
         "the packages of req.txt (pip install -r, tests/test.sh line 2)",
     ]
+    b.files["tests/test.sh"] = b"#!/bin/bash\ncurl -fsSL https://deb.nodesource.com/setup_20.x | bash -\n"
+    assert [str(d) for d in downloads(b)] == ["deb.nodesource.com (curl | sh, tests/test.sh line 2)"]
     assert downloads(read_bundle(PUBLIC / "http-service")) == []
 
 
@@ -181,17 +185,22 @@ def test_check_table_shows_the_cause():
     assert cell.startswith("after the oracle solution ran") and cell.endswith("answered {'total': 99}")
 
 
-def test_check_table_escapes_markup_and_shows_the_cause(tmp_path, capsys):
+def test_check_table_escapes_markup_and_shows_the_cause(tmp_path, capsys, monkeypatch):
     from tempering.cli import main
 
-    for name in ("ubuntu-log-report", "uv-pytest-tests"):
+    monkeypatch.setenv("COLUMNS", "400")  # one line a row: the cells are not folded
+
+    for name in ("ubuntu-log-report", "uvx-ctrf-tests"):
         shutil.copytree(PUBLIC / name, tmp_path / name)
     lax = tmp_path / "ubuntu-log-report" / "tests" / "test.sh"
     lax.write_text("#!/bin/bash\nmkdir -p /logs/verifier\necho 1 > /logs/verifier/reward.txt\n")
+    ctrf = tmp_path / "uvx-ctrf-tests" / "tests" / "test.sh"
+    ctrf.write_text(ctrf.read_text().replace("pytest-json-ctrf", "tempering-no-such-plugin"))
     assert main(["synth", "check", str(tmp_path)]) == 1
     out = " ".join(capsys.readouterr().out.split())
     assert "[reward]" in out  # the check's code, not eaten as markup
-    assert "uv (curl | sh, tests/test.sh line 5)" in out.replace("│ ", "").replace(" │", "")
+    assert "tempering-no-such-plugin==0.3.5 (uvx, tests/test.sh line 8)" in out.replace("│ ", "").replace(" │", "")
+    assert "[tamper]" in out and "$HOME/.local/bin/env" in out  # the warning of the uvx task
 
 
 def _survey_module():
@@ -227,8 +236,10 @@ def test_public_task_shapes_section(sandbox):
     pub = asyncio.run(_survey_module().public_tasks(PUBLIC, sandbox))
     assert pub["loaded"] == sorted(p.name for p in PUBLIC.iterdir())
     assert {"http-service", "ubuntu-log-report", "tbench-python-stats"} <= set(pub["verified_locally"])
-    assert pub["needs_network"] == {"uv-pytest-tests": ["curl", "uv", "pytest==8.4.1"]}
-    if shutil.which("asciinema") is None:
+    assert "uv-pytest-tests" in pub["verified_locally"]  # its pinned pytest is the installed one, offline
+    if not pip_installed("pytest-json-ctrf"):
+        assert pub["needs_network"] == {"uvx-ctrf-tests": ["pytest-json-ctrf==0.3.5"]}
+    if not apt_installed("asciinema"):
         assert pub["needs_docker"]["ubuntu-apt-tools"].startswith("RUN apt-get update && apt-get install")
     assert pub["background_service_tasks"] == ["http-service"] and pub["background_service_verified"] is True
 

@@ -87,6 +87,7 @@ def test_attacks_json_counts_every_attack_on_the_isolating_backends_only(monkeyp
             self.not_contained.append("storage: not capped in this test")
 
     monkeypatch.setattr(attacks, "ATTACKS", fakes)
+    monkeypatch.setattr(attacks, "PATH_SUITES", ())
     monkeypatch.setattr(attacks, "run_attack", fake_run_attack)
     monkeypatch.setattr(attacks, "Sandbox", GappySandbox)
     assert cli(["sandbox", "attacks", "--json", "--path", "job API"]) == 1  # an attack got out

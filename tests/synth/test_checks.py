@@ -92,9 +92,15 @@ def test_reward_must_be_written_on_pass_and_fail(test_sh, missing):
 
 
 def test_solution_and_tests_stay_out_of_the_agent_environment():
-    assert codes(make(files={"environment/solve.sh": b"echo 7"})) == ["isolation"]
-    copied = make(files={"environment/helper.py": make().files["tests/test_outputs.py"]})
+    copy_all = b"FROM python:3.12-slim\nWORKDIR /app\nCOPY . /app/\n"
+    oracle = make().files["solution/solve.sh"]
+    assert codes(make(files={"environment/Dockerfile": copy_all, "environment/run.sh": oracle})) == ["isolation"]
+    copied = make(
+        files={"environment/Dockerfile": copy_all, "environment/helper.py": make().files["tests/test_outputs.py"]}
+    )
     assert codes(copied) == ["isolation"]
+    assert codes(make(files={"environment/solve.sh": oracle})) == []  # in the context, not copied: not in the image
+    assert codes(make(files={"environment/Dockerfile": copy_all, "environment/solve.sh": b"echo 7"})) == []  # a name
     docker = b"FROM python:3.12-slim\nCOPY ../solution/solve.sh /app/\n"
     assert "isolation" in codes(make(files={"environment/Dockerfile": docker}))
     stub = b"FROM python:3.12-slim\nWORKDIR /app\nCOPY solution_stub.py /app/solution.py\n"

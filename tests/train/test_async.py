@@ -2,6 +2,7 @@
 correction, reproducibility, the refusals, and errors raised in the producer thread."""
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 import torch
@@ -50,6 +51,12 @@ def build_odd(ctx: Context) -> Method:
 
 
 ODD = MethodSpec(name="odd", config=TrainConfig, build=build_odd)
+
+
+def build_nonlinear(ctx: Context) -> Method:
+    """ODD with a loss that declares itself not linear in its advantages."""
+    method = build_odd(ctx)
+    return replace(method, loss=replace(method.loss, linear=False))
 
 
 def _steps(t, n):
@@ -113,7 +120,7 @@ def test_checkpoints_are_taken_where_nothing_is_in_flight(tmp_path):
 
 def test_a_loss_that_refuses_rollout_correction_refuses_async(tmp_path):
     with pytest.raises(UserError, match="rollout.async_steps=1 .* not linear"):
-        trainer(MethodSpec(name="x", config=TrainConfig, build=build_odd, corrects=False), _cfg(tmp_path))
+        trainer(MethodSpec(name="x", config=TrainConfig, build=build_nonlinear), _cfg(tmp_path))
     cfg = _cfg(tmp_path, "b")
     cfg["loss"] = {"rollout_correction": "none"}
     with pytest.raises(UserError, match="loss.rollout_correction=none does not weight them .*: tis, sequence_truncate"):

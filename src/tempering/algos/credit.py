@@ -22,7 +22,13 @@ from dataclasses import dataclass
 
 import torch
 
-from tempering.algos.advantages import OUTCOME_ESTIMATORS
+from tempering.algos.advantages import (
+    OUTCOME_ESTIMATORS,
+    gdpo_advantage,
+    grpo_passk_advantage,
+    reinforce_pp_advantage,
+    reinforce_pp_baseline_advantage,
+)
 from tempering.algos.leap import rank_scores, rank_turn_credit
 from tempering.algos.multiturn import kevin_turn_advantage, trloo_turn_advantage
 from tempering.algos.tcpo import tcpo_advantage
@@ -48,6 +54,10 @@ class TurnTensors:
     """1 where a turn was resampled."""
     shaping_NGK: torch.Tensor | None = None
     """Sum of the shaping terms of each turn (None: no shaping)."""
+    components_NGC: torch.Tensor | None = None
+    """Each reward function's value for the episode's last turn (`Turn.info["rewards"]`, environments with
+    several reward functions), in the order of `component_names`; None when the episodes have none."""
+    component_names: tuple[str, ...] = ()
 
     @property
     def shaping(self) -> torch.Tensor:
@@ -86,7 +96,15 @@ def turn_tensors(groups: list[Group]) -> TurnTensors:
                 alt = t.info.get("cf_scores")
                 if alt:
                     cf_mean[n, i, k], cf_mask[n, i, k] = sum(alt) / len(alt), 1.0
-    return TurnTensors(scores, success, valid, tokens, rewards, cf_mean, cf_mask)
+    parts: list[dict[str, float]] = [
+        (e.turns[-1].info.get("rewards") or {}) if e.turns else {} for g in groups for e in g.episodes
+    ]
+    components, names = None, tuple(dict.fromkeys(k for p in parts for k in p))
+    if names:
+        if any(set(p) != set(names) for p in parts):
+            raise ValueError(f"every episode must report the same reward functions ({', '.join(names)})")
+        components = torch.tensor([[float(p[k]) for k in names] for p in parts]).view(N, G, len(names))
+    return TurnTensors(scores, success, valid, tokens, rewards, cf_mean, cf_mask, None, components, names)
 
 
 def _outcome(estimator: Callable[[torch.Tensor], torch.Tensor]) -> Callable[..., torch.Tensor]:
@@ -141,8 +159,54 @@ tcpo_credit.__signature__ = inspect.signature(tcpo_advantage).replace(  # type: 
     ]
 )
 
+
+def _per_episode(adv_NG: torch.Tensor, t: TurnTensors) -> torch.Tensor:
+    return adv_NG[:, :, None] * t.valid_NGK
+
+
+def reinforce_pp_credit(t: TurnTensors) -> torch.Tensor:
+    """REINFORCE++: the (shaped) reward whitened over the batch's tokens (verl's reinforce_plus_plus, gamma 1)."""
+    return _per_episode(reinforce_pp_advantage(t.rewards_NG + t.shaping.sum(-1), t.tokens_NGK.sum(-1)), t)
+
+
+def reinforce_pp_baseline_credit(t: TurnTensors) -> torch.Tensor:
+    """REINFORCE++-baseline: the (shaped) reward less its group's mean, whitened over the batch's tokens."""
+    r = t.rewards_NG + t.shaping.sum(-1)
+    return _per_episode(reinforce_pp_baseline_advantage(r, t.tokens_NGK.sum(-1)), t)
+
+
+def grpo_passk_credit(t: TurnTensors, scale_by_std: bool = True, eps: float = 1e-6) -> torch.Tensor:
+    """GRPO for pass@k: each group's best episode gets best - second best (over the group's std)."""
+    return _per_episode(grpo_passk_advantage(t.rewards_NG + t.shaping.sum(-1), eps, scale_by_std), t)
+
+
+def gdpo_credit(
+    t: TurnTensors, weights: dict[str, float] | None = None, eps: float = 1e-6, batch_norm: str = "tokens"
+) -> torch.Tensor:
+    """GDPO: each reward function's values normalised within the group, then summed with `weights` (by
+    function name; default 1 each) and normalised over the batch (`tokens`: verl; `episodes`: TRL). The
+    shaping terms are one more component."""
+    if t.components_NGC is None:
+        raise ValueError(
+            "loss.advantage=gdpo normalises each reward function on its own, and these episodes report one reward; "
+            "use a task family with several reward functions (task.args.reward as a list), or loss.advantage=grpo"
+        )
+    names = list(t.component_names)
+    unknown = sorted(set(weights or {}) - set(names))
+    if unknown:
+        raise ValueError(f"loss.credit_args.weights names {unknown}, which are not reward functions: {names}")
+    comps, w = t.components_NGC, [float((weights or {}).get(n, 1.0)) for n in names]
+    if t.shaping_NGK is not None:
+        comps, w = torch.cat([comps, t.shaping.sum(-1, keepdim=True)], -1), [*w, 1.0]
+    return _per_episode(gdpo_advantage(comps, t.tokens_NGK.sum(-1), torch.tensor(w), eps, batch_norm), t)
+
+
 CREDIT: dict[str, Callable[..., torch.Tensor]] = {
     **{name: _outcome(fn) for name, fn in OUTCOME_ESTIMATORS.items()},
+    "reinforce_pp": reinforce_pp_credit,
+    "reinforce_pp_baseline": reinforce_pp_baseline_credit,
+    "grpo_passk": grpo_passk_credit,
+    "gdpo": gdpo_credit,
     "leap": leap_credit,
     "kevin": kevin_credit,
     "trloo": trloo_credit,

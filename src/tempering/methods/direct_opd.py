@@ -78,6 +78,31 @@ def next_alpha(d: DirectOPDSection, state: Mapping[str, float], metrics: Mapping
     return {"alpha": state["pending"], "pending": moved}
 
 
+def topk_loss(model, mb: TrainBatch, norm, s, state) -> tuple[torch.Tensor, dict]:
+    """Top-k PPO on the candidates plus alpha (the state) times the k3 KL to the starting policy."""
+    logp_BTV = vocab_logprobs(model, mb, 1.0, share_prefix=s.share_prefix)  # untempered, as the credit's
+    cand_logp = logp_BTV.gather(-1, mb.extra["cand_ids"])
+    pg, stats = topk_ppo_loss(
+        cand_logp,
+        mb.extra["cand_old_logp"],
+        mb.extra["cand_adv"],
+        mb.mask_BT,
+        s.clip_low,
+        s.clip_high,
+        s.dual_clip,
+        s.loss_agg,
+        norm,
+    )
+    logp = logp_BTV.gather(-1, mb.input_ids_BT[..., None]).squeeze(-1)
+    kl = aggregate(kl_estimate(logp, mb.extra["anchor_logp"], "k3"), mb.mask_BT, s.loss_agg, norm)
+    stats.update(policy_loss=pg.detach(), kl_start=kl.detach())
+    return pg + state["alpha"] * kl, stats
+
+
+LOSS = Loss(topk_loss, ("policy_loss", "kl_start"), linear=False)
+"""Not linear in the sampled tokens' advantages: its advantages are the candidates'."""
+
+
 def build(ctx: Context) -> Method:
     """One stage: teacher pair `pair` (a part; default the first), the KL anchored at the student's own
     start (`model.name`)."""
@@ -136,30 +161,11 @@ def build(ctx: Context) -> Method:
         }
         return Credit(adv_BTK.sum(-1), extra, metrics=metrics)
 
-    def loss(model, mb: TrainBatch, norm, s, state) -> tuple[torch.Tensor, dict]:
-        logp_BTV = vocab_logprobs(model, mb, 1.0, share_prefix=s.share_prefix)  # untempered, as the credit's
-        cand_logp = logp_BTV.gather(-1, mb.extra["cand_ids"])
-        pg, stats = topk_ppo_loss(
-            cand_logp,
-            mb.extra["cand_old_logp"],
-            mb.extra["cand_adv"],
-            mb.mask_BT,
-            s.clip_low,
-            s.clip_high,
-            s.dual_clip,
-            s.loss_agg,
-            norm,
-        )
-        logp = logp_BTV.gather(-1, mb.input_ids_BT[..., None]).squeeze(-1)
-        kl = aggregate(kl_estimate(logp, mb.extra["anchor_logp"], "k3"), mb.mask_BT, s.loss_agg, norm)
-        stats.update(policy_loss=pg.detach(), kl_start=kl.detach())
-        return pg + state["alpha"] * kl, stats
-
     return Method(
         name="direct-opd",
         credit=credit,
         scorers=scorers,
-        loss=Loss(loss, ("policy_loss", "kl_start")),
+        loss=LOSS,
         state={"alpha": d.alpha, "pending": d.alpha},
         next_state=lambda state, metrics: next_alpha(d, state, metrics),
         student_prompt=load_builder(d.student_prompt),
@@ -211,6 +217,4 @@ def run_pairs(spec: MethodSpec, cfg: DirectOPDConfig, **kwargs: Any) -> dict[str
     return history
 
 
-SPEC = MethodSpec(
-    name="direct-opd", config=DirectOPDConfig, build=build, parts=("pair",), corrects=False, run=run_pairs
-)
+SPEC = MethodSpec(name="direct-opd", config=DirectOPDConfig, build=build, parts=("pair",), run=run_pairs, loss=LOSS)

@@ -134,7 +134,7 @@ def build(ctx: Context) -> Method:
         name="distill",
         credit=credit,
         scorers=[scorer],
-        loss=PPO_LOSS if d.loss == "reverse_kl" else Loss(jsd_loss, ("jsd", "policy_loss")),
+        loss=PPO_LOSS if d.loss == "reverse_kl" else Loss(jsd_loss, ("jsd", "policy_loss"), linear=False),
         student_prompt=load_builder(d.student_prompt),
         plots=("distill/reverse_kl", "distill/teacher_logp", *(("jsd",) if d.loss != "reverse_kl" else ())),
     )

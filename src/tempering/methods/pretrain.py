@@ -164,12 +164,16 @@ def answer_nll(model, mb: TrainBatch, norm, s: UpdateSettings, state: State) -> 
     return loss, {"nll": loss.detach(), "entropy": (ent * m).sum() / m.sum().clamp(min=1)}
 
 
+LOSS = Loss(answer_nll, ("nll",), linear=False)
+"""A supervised NLL: no advantages to weight."""
+
+
 def build(ctx: Context) -> Method:
     c = ctx.cfg
     return Method(
         name="pretrain",
         credit=every_token,
-        loss=Loss(answer_nll, ("nll",)),
+        loss=LOSS,
         supervised=given_answer(
             ctx.fmt, ctx.family, ctx.train_tasks, c.pretrain.repair_share, c.run.seed, c.rollout.feedback_templates
         ),
@@ -177,7 +181,7 @@ def build(ctx: Context) -> Method:
     )
 
 
-SPEC = MethodSpec(name="pretrain", config=PretrainConfig, build=build, corrects=False)
+SPEC = MethodSpec(name="pretrain", config=PretrainConfig, build=build, loss=LOSS)
 
 
 def pretrain(

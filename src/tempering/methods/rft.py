@@ -94,12 +94,16 @@ def nll_loss(model, mb: TrainBatch, norm, s: UpdateSettings, state: State) -> tu
     return loss, {"nll": loss.detach(), "entropy": (ent * m).sum() / m.sum().clamp(min=1)}
 
 
+LOSS = Loss(nll_loss, ("nll",), linear=False)
+"""A supervised NLL: no advantages to weight."""
+
+
 def build(ctx: Context) -> Method:
     return Method(
         name="rft",
         credit=kept_credit,
         scorers=[rejection_filter(ctx.cfg.rft)],
-        loss=Loss(nll_loss, ("nll",)),
+        loss=LOSS,
         plots=("success", "rft/kept", "nll"),
     )
 
@@ -111,4 +115,4 @@ class RFTConfig(LoopConfig):
     rft: RFTSection = Field(default_factory=RFTSection, description="Which trajectories are kept.")
 
 
-SPEC = MethodSpec(name="rft", config=RFTConfig, build=build, corrects=False)
+SPEC = MethodSpec(name="rft", config=RFTConfig, build=build, loss=LOSS)

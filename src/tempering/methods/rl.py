@@ -9,6 +9,7 @@ Loss: PPO-clip. LEAP's pruning and TCPO's counterfactual resampling are rollout 
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import replace
 from typing import Any, Literal, get_args
@@ -19,14 +20,14 @@ from pydantic import Field, model_validator
 from tempering.algos.advantages import OUTCOME_ESTIMATORS
 from tempering.algos.credit import CREDIT, credit_params, leap_tournament, resolve_credit
 from tempering.algos.leap import dcp_expand
-from tempering.algos.losses import KL_ALIASES, KL_ESTIMATORS
+from tempering.algos.losses import KL_ALIASES, KL_ESTIMATORS, POLICY_LOSSES
 from tempering.config import ignored_unless
 from tempering.rollout.engine import CounterfactualOptions
 from tempering.train.batch import TrainBatch
-from tempering.train.config import ClippedUpdateSection, LoopConfig, RolloutSection
+from tempering.train.config import LoopConfig, PolicyLossSection, RolloutSection
 from tempering.train.method import Context, Credit, CreditFn, Method, MethodSpec, turn_credit
 from tempering.train.scoring import KLPenalty, OverlongPenalty, ReferenceLogprobs, Scores
-from tempering.train.update import UpdateSettings
+from tempering.train.update import Loss, UpdateSettings, policy_loss_of
 from tempering.types import Group
 
 KLEstimator = Literal["k1", "k2", "k3", "abs", "kl", "mse", "low_var_kl"]
@@ -70,10 +71,14 @@ class RLRolloutSection(RolloutSection):
         return self
 
 
-class RLLossSection(ClippedUpdateSection):
-    """The PPO-clip update, plus credit and the RL extras."""
+class RLLossSection(PolicyLossSection):
+    """The policy loss (PPO-clip by default, or one of the registry), plus credit and the RL extras."""
 
-    advantage: str = Field("grpo", description="Credit: grpo, dr_grpo, rloo, leap, kevin, trloo, tcpo.")
+    advantage: str = Field(
+        "grpo",
+        description="Credit: grpo, dr_grpo, rloo, reinforce_pp, reinforce_pp_baseline, grpo_passk, gdpo, leap, kevin, "
+        "trloo, tcpo.",
+    )
     credit_args: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments of the credit function (e.g. gamma, mode)."
     )
@@ -140,9 +145,32 @@ class RLLossSection(ClippedUpdateSection):
         return s
 
 
+WHITENED = ("reinforce_pp", "reinforce_pp_baseline", "gdpo")
+"""Credits normalised over the whole batch: a group with equal rewards still gets advantages."""
+
+
 def check(cfg) -> None:
     """Checks across sections of an RL config (raise ValueError inside a validator)."""
     r, loss = cfg.rollout, cfg.loss
+    if not POLICY_LOSSES[loss.policy_loss].linear:
+        for key, on in (
+            ("rollout.async_steps", r.async_steps > 0),
+            ("loss.rollout_correction", loss.rollout_correction != "none"),
+        ):
+            if on:
+                raise ValueError(
+                    f"{key} weights the advantages, and loss.policy_loss={loss.policy_loss} is not linear in them; "
+                    f"use a linear loss ({', '.join(n for n, p in POLICY_LOSSES.items() if p.linear)}) or unset {key}"
+                )
+    if loss.dynamic_sampling and loss.advantage in WHITENED:
+        raise ValueError(
+            f"loss.dynamic_sampling drops groups whose advantages are all zero, and loss.advantage={loss.advantage} "
+            "normalises over the whole batch, so no group's are; use loss.advantage=grpo|rloo or unset loss.dynamic_sampling"
+        )
+    if loss.advantage == "grpo_passk" and r.group_size < 2:
+        raise ValueError(
+            "loss.advantage=grpo_passk compares each group's two best answers; set rollout.group_size >= 2"
+        )
     if loss.singleton_group != "zero" and r.group_size != 1:
         raise ValueError(
             f"loss.singleton_group={loss.singleton_group} has no effect unless rollout.group_size=1; "
@@ -181,6 +209,19 @@ def with_tournament(credit: CreditFn, token_efficiency: bool) -> CreditFn:
     return logged
 
 
+def adaptive_entropy(target: float, delta: float, low: float, high: float):
+    """TRL's adaptive entropy controller: after each update, the coefficient moves up by `delta` if the update's
+    entropy was at or below `target`, else down, within [low, high]; the next update applies it only while that
+    entropy stays at or below the target (`train/update.py: ppo_loss`)."""
+
+    def after(state, metrics) -> dict[str, float]:
+        h = metrics["entropy"]
+        coef = min(state["entropy_coef"] + delta, high) if h <= target else max(state["entropy_coef"] - delta, low)
+        return {**state, "entropy_coef": coef, "entropy_last": h}
+
+    return after
+
+
 def build(ctx: Context) -> Method:
     c = ctx.cfg
     loss: RLLossSection = c.loss
@@ -216,10 +257,20 @@ def build(ctx: Context) -> Method:
     if loss.advantage == "leap":
         credit = with_tournament(credit, loss.credit_args.get("token_efficiency", False))
         plots += ["leap/groups_ranked"]
+    state, after_update = {}, None
+    if loss.entropy_adaptive:
+        state = {"entropy_coef": loss.entropy_coef, "entropy_last": math.inf}
+        after_update = adaptive_entropy(
+            loss.entropy_target, loss.entropy_coef_delta, loss.entropy_coef_min, loss.entropy_coef_max
+        )
+        plots.append("state/entropy_coef")
     return Method(
         name=loss.advantage,
         credit=credit,
         scorers=scorers,
+        loss=rl_loss(c),
+        state=state,
+        after_update=after_update,
         rollout=rollout,
         resample_rounds=loss.max_resample_rounds if loss.dynamic_sampling else None,
         # the KL loss reads the reference, the credit does not: dynamic sampling skips its forward
@@ -240,4 +291,9 @@ class TrainConfig(LoopConfig):
         return self
 
 
-SPEC = MethodSpec(name="rl", config=TrainConfig, build=build)
+def rl_loss(cfg: TrainConfig) -> Loss:
+    """The registered policy loss `loss.policy_loss` names (`PPO_LOSS`, linear or not as it declares)."""
+    return policy_loss_of(cfg.loss.policy_loss)
+
+
+SPEC = MethodSpec(name="rl", config=TrainConfig, build=build, loss=rl_loss)

@@ -1232,6 +1232,17 @@ ATTACKS = [
 ]
 
 
+PATH_SUITES = ("tempering.envs.code.attacks",)
+"""Modules above the sandbox whose `ATTACKS` attack the paths that judge through it (the code judge's
+cases, driven through its environment). Loaded by name when the suite runs: the sandbox imports
+nothing above its layer."""
+
+
+def suite() -> list[Attack]:
+    """Every attack run as an `Attack`: this module's, then those of `PATH_SUITES`."""
+    return [*ATTACKS, *(a for name in PATH_SUITES for a in importlib.import_module(name).ATTACKS)]
+
+
 def why_not_run(sandbox: Sandbox, attack: Attack) -> str:
     """Why `attack` must not run in `sandbox` on this machine ('' if it may): outside an isolating
     backend it would reach the host, and a gap the backend reports here would let it out."""
@@ -1424,9 +1435,30 @@ def job_cases() -> list[Case]:
     return [case(a) for a in ATTACKS]
 
 
+def path_suite_cases() -> list[Case]:
+    """The `ATTACKS` of `PATH_SUITES` (the code judge's) as cases on the code judge's path: the class and
+    the kind from the module's `CASES` (`klass`, `must`) where it names them."""
+    out = []
+    for name in PATH_SUITES:
+        module = importlib.import_module(name)
+        meta = {c.name: c for c in getattr(module, "CASES", ())}
+
+        def case(attack: Attack) -> Case:
+            async def run(sandbox: Sandbox) -> str:
+                return await run_attack(sandbox, attack)
+
+            c = meta.get(attack.name)
+            cls = getattr(c, "klass", attack.name)
+            kind = "attack" if cls != "control" else "honest_right" if c.must == "pass" else "honest_wrong"
+            return Case(cls, attack.name, "code judge", run, kind, lambda sb: why_not_run(sb, attack), attack.what)
+
+        out += [case(a) for a in module.ATTACKS]
+    return out
+
+
 def cases(paths: Sequence[str] = PATHS) -> list[Case]:
     """Every case of the suite through `paths`: the job API's and each provider's."""
-    out = job_cases()
+    out = job_cases() + path_suite_cases()
     for module in PROVIDERS.values():
         out += importlib.import_module(module).CASES
     unknown = {c.path for c in out} - set(PATHS)

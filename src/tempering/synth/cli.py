@@ -3,7 +3,8 @@
 tempering synth run --seeds builtin --pass-rates rates.json --out runs/synth method=forge
 tempering synth run --seeds builtin-tasks --policy runs/pretrain/final --out runs/synth-configs
 tempering synth check DIR                 static checks + gold verification of one bundle, or a table
-                                          over a folder of bundles (what loads, runs locally, needs Docker)
+                                          over a folder of bundles (what loads, runs locally, needs Docker),
+                                          and warnings: tests the solution could tamper with
 tempering synth export-seeds DIR          write the built-in seed bundles as Harbor folders
 """
 
@@ -22,6 +23,7 @@ import yaml
 from tempering.config import Parser, from_args, parse, print_config
 from tempering.envs.terminal.bundle import Bundle, is_task_folder, load_bundles, write_bundle
 from tempering.errors import UserError
+from tempering.synth.checks import tamper_warnings
 from tempering.synth.families import builtin_seeds
 from tempering.synth.generators import Generator, LLMGenerator, MutatorGenerator
 from tempering.synth.loop import BundleChecker, Checker, Report, SynthConfig, synthesize
@@ -181,11 +183,14 @@ def check(args) -> int:
     verifier = make_verifier(cfg.backend, _sandbox(cfg.sandbox) if cfg.backend == "sandbox" else None)
     rows = [(name, "not loaded", why) for name, why in rejected.items()]
     rows += asyncio.run(_check_all(bundles, verifier, cfg.backend))
+    warnings = {b.name: tamper_warnings(b) for b in bundles}
     if is_task_folder(Path(args.bundle)) and len(rows) == 1:
         name, verdict, why = rows[0]
         print(f"{name}: {verdict}" + (f"\n{why}" if why else ""))
+        for w in warnings.get(name, []):
+            print(f"warning: {w}")
     else:
-        _print_check_table(rows, args.bundle)
+        _print_check_table(rows, args.bundle, warnings)
     return 0 if all(r[1].startswith("accepted") for r in rows) else 1
 
 
@@ -199,16 +204,20 @@ async def _check_all(bundles: list[Bundle], verifier, backend: str) -> list[tupl
     return list(await asyncio.gather(*(one(b) for b in bundles)))
 
 
-def _print_check_table(rows: list[tuple[str, str, str]], where: str) -> None:
+def _print_check_table(rows: list[tuple[str, str, str]], where: str, warnings: dict[str, list]) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     t = Table(title=f"tempering synth check {where}")
-    for col in ("bundle", "verdict", "why"):
+    cols = ("bundle", "verdict", "why", "warnings") if any(warnings.values()) else ("bundle", "verdict", "why")
+    for col in cols:
         t.add_column(col, overflow="fold")
     for name, verdict, why in sorted(rows):  # the reason's first line, then the output's last lines: the cause
-        t.add_row(escape(name), escape(verdict), escape(short_reason(why)))
+        found = warnings.get(name, [])
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        cells = [escape(name), escape(verdict), escape(short_reason(why))]
+        t.add_row(*cells, *([escape(str(found[0]) + more) if found else ""] if len(cols) == 4 else []))
     Console().print(t)
 
 

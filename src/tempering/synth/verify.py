@@ -21,7 +21,8 @@ from pydantic import Field
 from tempering.config import Schema
 from tempering.envs.terminal.bundle import Bundle
 from tempering.envs.terminal.docker import BuildFailed, DockerWorkspace, docker_unreachable
-from tempering.envs.terminal.workspace import NeedsDocker, NeedsNetwork, Workspace, local_image
+from tempering.envs.terminal.image import NeedsDocker, NeedsNetwork, local_image
+from tempering.envs.terminal.workspace import Workspace
 from tempering.errors import UserError
 
 

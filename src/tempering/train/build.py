@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from tempering.algos.correction import MODES
+from tempering.algos.correction import CORRECTIONS, reweights
 from tempering.envs.base import TaskFamily
 from tempering.envs.registry import make_family, set_reward_timeout
 from tempering.errors import UserError
@@ -36,7 +36,7 @@ from tempering.train.checkpoint import (
 )
 from tempering.train.collect import RankCursor
 from tempering.train.cursor import PromptCursor
-from tempering.train.method import Context, Method, MethodSpec, Trainable
+from tempering.train.method import Context, Method, MethodSpec, Trainable, check_linear
 from tempering.train.optim import make_optimizer, make_scheduler
 from tempering.train.parallel import DataParallel, Solo, wrap_model
 from tempering.train.scoring import RolloutCorrection, Scorer
@@ -201,6 +201,7 @@ def assemble(
         load_start=lambda: load_model(cfg, device, lora=False)[0].eval().requires_grad_(False),
     )
     method = spec.build(ctx)
+    check_linear(cfg, method.loss, method.name)
     opts = replace(opts, **method.rollout)
     if method.student_prompt is not None:
         build = method.student_prompt
@@ -246,7 +247,7 @@ def scorers_of(cfg, method: Method, model) -> list[Scorer]:
     """The method's scorers, then the rollout correction when the config asks for one."""
     scorers = list(method.scorers)
     loss = cfg.loss
-    if loss.rollout_correction != "none":  # the method supports it (`MethodSpec.check`)
+    if loss.rollout_correction != "none":  # the method's loss is linear (`check_linear`)
         scorers.append(
             RolloutCorrection(
                 model,
@@ -255,6 +256,7 @@ def scorers_of(cfg, method: Method, model) -> list[Scorer]:
                 loss.micro_batch_size,
                 cfg.rollout.temperature or 1.0,
                 loss.rollout_correction_floor,
+                loss.rollout_correction_batch_norm,
             )
         )
     return scorers
@@ -469,16 +471,16 @@ def check_family(p: Parts, saved: dict[str, Any] | None) -> None:
 # ---- refusals before any work ------------------------------------------------------------------
 def check_async(cfg) -> None:
     """Asynchronous rollouts train on samples of older weights, which the rollout correction reweights
-    (a method whose loss is not linear in its advantages refuses both: `MethodSpec.check`)."""
+    (a method whose loss is not linear in its advantages refuses both: `method.check_linear`)."""
     k = cfg.rollout.async_steps
     if not k:
         return
     mode = cfg.loss.rollout_correction
-    if mode == "none" or not MODES[mode].reweights:
+    if mode == "none" or not reweights(mode):
         raise UserError(
             f"rollout.async_steps={k} trains on samples of weights up to {k} update(s) old, and "
             f"loss.rollout_correction={mode} does not weight them by pi_proximal / pi_behaviour; set it to one that "
-            f"does: {', '.join(m for m, spec in MODES.items() if spec.reweights)}"
+            f"does: {', '.join(m for m in CORRECTIONS if reweights(m))}"
         )
 
 

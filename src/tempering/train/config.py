@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from tempering.algos.correction import MODES, RENAMED, bounds
-from tempering.algos.losses import AGG_MODES
+from tempering.algos.correction import CORRECTIONS, MODES, RENAMED, steps
+from tempering.algos.losses import AGG_MODES, CLIP_KEYS, POLICY_LOSSES
 from tempering.config import Schema, ignored_unless
 from tempering.rollout.engine import FEEDBACK_TEMPLATES, RolloutOptions
 from tempering.rollout.ray_workers import RaySection
@@ -186,35 +186,34 @@ class UpdateSection(Schema):
     )
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     mask_truncated: bool = Field(False, description="Drop answers that hit the token limit from the loss (DAPO).")
-    rollout_correction: Literal[
-        "none",
-        "tis",
-        "sequence_truncate",
-        "token_mask",
-        "sequence_mask",
-        "icepop",
-        "seq_sum_k1",
-        "seq_mean_k1",
-        "decoupled",
-    ] = Field(
+    rollout_correction: Literal[CORRECTIONS] = Field(  # type: ignore[valid-type]
         "none",
         description="Behaviour (sampler) / proximal (trainer) mismatch, weights rho = pi_prox / pi_behav on the advantages: "
         "tis (token rho truncated), sequence_truncate, token_mask / sequence_mask (rho, 0 outside the band; TRL), "
-        "icepop (two-sided token mask; verl), seq_sum_k1 / seq_mean_k1 (verl's rejection of episodes by product / "
-        "geometric mean), decoupled (AReaL: rho, 0 outside the band). See docs/performance.md.",
+        "icepop (two-sided token mask; verl), decoupled (AReaL: rho, 0 outside the band), verl's rejections "
+        "token_k1|seq_sum_k1|seq_mean_k1 (ratio band) and token|seq_sum|seq_mean|seq_max _k2|_k3 (divergence above "
+        "the cap), bypass (the sampler's log-probs as the old ones, no recomputation), or one of verl's presets "
+        "(decoupled_token_is, decoupled_seq_is, decoupled_token_icepop, decoupled_seq_is_rs, decoupled_geo_rs, "
+        "decoupled_geo_rs_seq_tis, decoupled_geo_rs_token_tis, bypass_ppo_clip). See algos/correction.py.",
     )
     rollout_correction_cap: float | None = Field(
         None,
-        gt=1,
-        description="Upper bound of the band (default: the mode's anchor: tis and sequence_truncate 2, token_mask and "
-        "sequence_mask 3, icepop 5, seq_sum_k1 2, seq_mean_k1 1.001, decoupled 5).",
+        gt=0,
+        description="Upper bound of the band: of rho (> 1; .inf = none, TRL's clip_max=None), or of k2 / k3 for those "
+        "rejections (required there). Default: the mode's anchor: tis and sequence_truncate 2, token_mask and "
+        "sequence_mask 3, icepop 5, token_k1 and seq_sum_k1 2, seq_mean_k1 1.001, decoupled 5.",
     )
     rollout_correction_floor: float | None = Field(
         None,
         gt=0,
         lt=1,
-        description="Lower bound of the band (default: the mode's anchor: icepop 0.5, seq_sum_k1 0.5, seq_mean_k1 0.999, "
-        "the others none).",
+        description="Lower bound of rho (default: the mode's anchor: icepop 0.5, token_k1 and seq_sum_k1 0.5, "
+        "seq_mean_k1 0.999, the others none).",
+    )
+    rollout_correction_batch_norm: bool = Field(
+        False,
+        description="Divide the correction's weights by their mean over the batch (verl's rollout_is_batch_normalize; "
+        "a weighting mode only).",
     )
 
     @field_validator("rollout_correction", mode="before")
@@ -227,9 +226,15 @@ class UpdateSection(Schema):
     @model_validator(mode="after")
     def _check_update(self):
         on = self.rollout_correction != "none"
-        ignored_unless(self, "loss", ["rollout_correction_cap"], on, "loss.rollout_correction=" + "|".join(MODES))
-        ignored_unless(self, "loss", ["rollout_correction_floor"], on, "loss.rollout_correction=" + "|".join(MODES))
-        bounds(self.rollout_correction, self.rollout_correction_cap, self.rollout_correction_floor)
+        for key in ("rollout_correction_cap", "rollout_correction_floor", "rollout_correction_batch_norm"):
+            ignored_unless(self, "loss", [key], on, "loss.rollout_correction=" + "|".join(MODES))
+        bounds_of = steps(self.rollout_correction, self.rollout_correction_cap, self.rollout_correction_floor)
+        weighting = [m for m, _, _ in bounds_of if MODES[m].rule in ("truncate", "mask")]
+        if self.rollout_correction_batch_norm and not weighting:
+            raise ValueError(
+                f"loss.rollout_correction_batch_norm=true normalises weights, and loss.rollout_correction="
+                f"{self.rollout_correction} has none; use a weighting mode (tis, sequence_truncate, ...) or remove it"
+            )
         return self
 
     def update_settings(self, temperature: float, max_response_len: int) -> UpdateSettings:
@@ -255,6 +260,98 @@ class ClippedUpdateSection(UpdateSection, PPOClipSection):
     def update_settings(self, temperature: float, max_response_len: int) -> UpdateSettings:
         s = super().update_settings(temperature, max_response_len)
         s.clip_low, s.clip_high, s.dual_clip = self.clip_low, self.clip_high, self.dual_clip
+        return s
+
+
+class PolicyLossSection(ClippedUpdateSection):
+    """The update of a policy-gradient loss chosen from the registry (`algos/losses.py: POLICY_LOSSES`), its
+    own settings, the entropy terms and TRL's token masks. A setting the chosen loss does not read is refused."""
+
+    policy_loss: str = Field(
+        "ppo_clip",
+        description="The policy loss: ppo_clip (verl's vanilla; TRL's grpo/dapo/bnpo/dr_grpo), gspo (sequence ratio, "
+        "TRL's), gspo_token (verl's gspo), cispo, sapo, gmpo (verl's geo_mean), dppo_tv, dppo_kl, clip_cov, kl_cov, dro, "
+        "vespo (TRL's), or one registered with algos.losses.register_policy_loss. docs/losses.md.",
+    )
+    sapo_tau_pos: float = Field(1.0, gt=0, description="SAPO: gate temperature of positive advantages.")
+    sapo_tau_neg: float = Field(1.05, gt=0, description="SAPO: gate temperature of negative advantages.")
+    vespo_k_pos: float = Field(2.0, description="VESPO: gamma weight's power k of non-negative advantages.")
+    vespo_lambda_pos: float = Field(3.0, description="VESPO: gamma weight's rate lambda of non-negative advantages.")
+    vespo_k_neg: float = Field(3.0, description="VESPO: power k of negative advantages.")
+    vespo_lambda_neg: float = Field(2.0, description="VESPO: rate lambda of negative advantages.")
+    clip_cov_ratio: float = Field(0.0002, gt=0, le=1, description="Clip-Cov: share of loss tokens taken out.")
+    clip_cov_lb: float = Field(1.0, description="Clip-Cov: lower bound of the covariance of a token taken out.")
+    clip_cov_ub: float = Field(5.0, description="Clip-Cov: upper bound of the covariance of a token taken out.")
+    kl_cov_ratio: float = Field(0.0002, gt=0, le=1, description="KL-Cov: share of loss tokens given the |log r| term.")
+    kl_cov_coef: float = Field(0.1, ge=0, description="KL-Cov: coefficient of the |log r| term (verl's ppo_kl_coef).")
+    dro_beta: float = Field(
+        1.0, gt=0, description="DRO: coefficient of the quadratic log-ratio penalty (ours; verl requires one)."
+    )
+    entropy_coef: float = Field(
+        0.0,
+        ge=0,
+        description="Entropy bonus: the loss minus this times the policy tokens' entropy, aggregated as the loss "
+        "(with loss.entropy_adaptive, the starting coefficient).",
+    )
+    entropy_adaptive: bool = Field(
+        False,
+        description="Adapt loss.entropy_coef each update (TRL's use_adaptive_entropy): up by entropy_coef_delta while "
+        "the entropy is at or below loss.entropy_target, else down; the bonus applies only below the target.",
+    )
+    entropy_target: float = Field(0.2, ge=0, description="Adaptive entropy: the target entropy in nats.")
+    entropy_coef_min: float = Field(0.0, ge=0, description="Adaptive entropy: the coefficient's lower bound.")
+    entropy_coef_max: float = Field(1.0, ge=0, description="Adaptive entropy: the coefficient's upper bound.")
+    entropy_coef_delta: float = Field(0.005, ge=0, description="Adaptive entropy: the coefficient's step.")
+    entropy_top_quantile: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="Train only on the loss tokens in this top share of entropies (TRL's top_entropy_quantile, the "
+        "80/20 rule's 0.2; 1 = every token).",
+    )
+    off_policy_mask_threshold: float | None = Field(
+        None,
+        ge=0,
+        description="DeepSeek-V3.2's off-policy sequence mask (TRL's): a negative-advantage answer whose mean k1 KL "
+        "from the sampler's policy passes this leaves the loss (null = off).",
+    )
+
+    @model_validator(mode="after")
+    def _check_policy_loss(self):
+        if self.policy_loss not in POLICY_LOSSES:
+            raise ValueError(
+                f"loss.policy_loss={self.policy_loss!r} is unknown; choose one of {', '.join(POLICY_LOSSES)}"
+            )
+        spec = POLICY_LOSSES[self.policy_loss]
+        read_by = {k: [n for n, p in POLICY_LOSSES.items() if k in p.params] for k in self.params_of_all()}
+        for key, losses in read_by.items():
+            if self.policy_loss not in losses:
+                ignored_unless(self, "loss", [key], False, "loss.policy_loss=" + "|".join(losses))
+        for key in CLIP_KEYS:
+            if key not in spec.clips:
+                readers = [n for n, p in POLICY_LOSSES.items() if key in p.clips]
+                ignored_unless(self, "loss", [key], False, "loss.policy_loss=" + "|".join(readers))
+        adaptive = ["entropy_target", "entropy_coef_min", "entropy_coef_max", "entropy_coef_delta"]
+        ignored_unless(self, "loss", adaptive, self.entropy_adaptive, "loss.entropy_adaptive=true")
+        if self.entropy_adaptive and self.entropy_coef_min > self.entropy_coef_max:
+            raise ValueError("loss.entropy_coef_min must be <= loss.entropy_coef_max")
+        return self
+
+    @classmethod
+    def params_of_all(cls) -> list[str]:
+        """The loss parameters this section has keys for (every built-in loss's)."""
+        return [k for k in cls.model_fields if any(k in p.params for p in POLICY_LOSSES.values())]
+
+    def update_settings(self, temperature: float, max_response_len: int) -> UpdateSettings:
+        s = super().update_settings(temperature, max_response_len)
+        s.policy_loss = self.policy_loss
+        s.loss_params = {
+            k: getattr(self, k) for k in POLICY_LOSSES[self.policy_loss].params if k in type(self).model_fields
+        }
+        s.entropy_coef = self.entropy_coef
+        s.entropy_target = self.entropy_target if self.entropy_adaptive else None
+        s.entropy_top_quantile = self.entropy_top_quantile
+        s.off_policy_mask_threshold = self.off_policy_mask_threshold
         return s
 
 

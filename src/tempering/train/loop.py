@@ -238,6 +238,9 @@ class Trainer:
                 self.method.loss,
                 self.state,
             )
+            if self.method.after_update is not None:
+                (seen,) = self.ranks.reduce_all([(upd, 1.0)])
+                self.state = self.method.after_update(self.state, seen)
             self._sync_sampler()
             if self.pipeline is None and getattr(self.sampler, "sync_check", None) is not None:
                 upd["sync/verified"] = 1.0  # the sync after this update was checked (a mismatch raised)

@@ -91,6 +91,9 @@ class Method:
     next_state: Callable[[State, Mapping[str, float]], dict[str, float]] | None = None
     """The state for this step's update, from the previous state and this step's credit metrics
     (reduced over ranks)."""
+    after_update: Callable[[State, Mapping[str, float]], dict[str, float]] | None = None
+    """The state after the policy's update, from the state and the update's metrics (reduced over ranks),
+    e.g. an adaptive entropy coefficient. None: the update leaves the state as it is."""
     rollout: dict[str, Any] = field(default_factory=dict)
     """Rollout options the method sets (LEAP's pruning, TCPO's counterfactual resampling)."""
     resample_rounds: int | None = None
@@ -163,9 +166,9 @@ class MethodSpec:
     build: MethodBuilder
     parts: tuple[str, ...] = ()
     """Keyword objects a Python caller may give in place of the config's (`Context.parts`)."""
-    corrects: bool = True
-    """The loss is linear in its advantages, so the rollout correction and asynchronous rollouts apply (a
-    config section may still refuse them for a loss it selects)."""
+    loss: Loss | Callable[[Any], Loss] | None = None
+    """The method's loss where its config alone decides it (a `Loss`, or a function of the config): what it
+    declares (`Loss.linear`) is checked when the config is read, before any model loads. None: once built."""
     run: Callable[..., dict[str, Any]] | None = None
     """The verb, when it is more than one run of the loop (`(spec, cfg, **kwargs) -> history`); None:
     one `Trainer(cfg, spec).run()`."""
@@ -178,19 +181,27 @@ class MethodSpec:
                 f"the {self.name} method takes no {', '.join(unknown)}; it accepts "
                 f"{', '.join(self.parts) or 'no objects'} besides the config"
             )
-        if self.corrects:
-            return
-        if cfg.rollout.async_steps:
-            raise UserError(
-                f"rollout.async_steps={cfg.rollout.async_steps} trains on samples of older weights, which the "
-                f"rollout correction reweights, and the {self.name} loss is not linear in its advantages; set "
-                "rollout.async_steps=0"
-            )
-        if cfg.loss.rollout_correction != "none":
-            raise UserError(
-                f"loss.rollout_correction={cfg.loss.rollout_correction} reweights advantages, and the {self.name} "
-                "loss has none on the sampled tokens; set loss.rollout_correction=none"
-            )
+        loss = self.loss(cfg) if callable(self.loss) else self.loss
+        if loss is not None:
+            check_linear(cfg, loss, self.name)
+
+
+def check_linear(cfg: Any, loss: Loss, name: str) -> None:
+    """Refuse the rollout correction and asynchronous rollouts unless the method's loss is linear in its
+    advantages (`Loss.linear`): both weight the advantages."""
+    if loss.linear:
+        return
+    if cfg.rollout.async_steps:
+        raise UserError(
+            f"rollout.async_steps={cfg.rollout.async_steps} trains on samples of older weights, which the "
+            f"rollout correction reweights, and the {name} loss is not linear in its advantages; set "
+            "rollout.async_steps=0"
+        )
+    if cfg.loss.rollout_correction != "none":
+        raise UserError(
+            f"loss.rollout_correction={cfg.loss.rollout_correction} reweights advantages, and the {name} "
+            "loss is not linear in them; set loss.rollout_correction=none"
+        )
 
 
 def turn_credit(fn: Callable[[TurnTensors], torch.Tensor]) -> CreditFn:

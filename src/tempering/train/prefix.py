@@ -8,6 +8,8 @@ equals the plain forward up to float rounding, gradients included.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import torch
 
 from tempering.algos.losses import entropy_from_logits
@@ -52,10 +54,12 @@ def _suffix_logits(model, batch: TrainBatch, temperature: float):
     return logits, src, suf_att, suf_ids
 
 
-def shared_prefix_logprobs(model, batch: TrainBatch, temperature: float = 1.0, entropy: bool = False):
+def shared_prefix_logprobs(
+    model, batch: TrainBatch, temperature: float = 1.0, entropy: bool = False, entropy_grad: bool = False
+):
     """Same contract as `update.token_logprobs`: (B, T) log-prob of each token given its prefix (0 at
-    position 0 and wherever nothing is predicted), and optionally the entropy. None when no two rows share
-    a prefix."""
+    position 0 and wherever nothing is predicted), and optionally the entropy (with its gradient when
+    `entropy_grad`). None when no two rows share a prefix."""
     out = _suffix_logits(model, batch, temperature)
     if out is None:
         return None
@@ -65,7 +69,7 @@ def shared_prefix_logprobs(model, batch: TrainBatch, temperature: float = 1.0, e
     logp = torch.zeros((B, T), dtype=lp.dtype, device=lp.device).scatter_add(1, src, lp)
     ent = None
     if entropy:
-        with torch.no_grad():
+        with nullcontext() if entropy_grad else torch.no_grad():
             e = entropy_from_logits(logits) * suf_att
             ent = torch.zeros((B, T), dtype=e.dtype, device=e.device).scatter_add(1, src, e)
     return logp, ent

@@ -15,7 +15,7 @@ from typing import Protocol
 
 import torch
 
-from tempering.algos.correction import rollout_correction
+from tempering.algos.correction import bypasses, rollout_correction
 from tempering.algos.credit import TurnTensors, turn_tensors
 from tempering.algos.losses import kl_estimate
 from tempering.algos.shaping import overlong_penalty
@@ -249,7 +249,8 @@ class TeacherLogprobs:
 @dataclass
 class RolloutCorrection:
     """The proximal policy's log-probs (the trainer's own, before the update) and the correction's weights
-    against the behaviour policy's (the sampler's, `batch.sample_logp_BT`); `algos/correction.py`."""
+    against the behaviour policy's (the sampler's, `batch.sample_logp_BT`); `algos/correction.py`. In bypass
+    mode the sampler's log-probs are the proximal ones: no forward."""
 
     model: torch.nn.Module
     mode: str
@@ -257,11 +258,15 @@ class RolloutCorrection:
     micro_batch_size: int
     temperature: float = 1.0
     floor: float | None = None
+    batch_norm: bool = False
 
     def __call__(self, groups: list[Group], batch: TrainBatch, scores: Scores) -> Scores:
-        prox = batch_logprobs(self.model, batch, self.micro_batch_size, self.temperature)
+        if bypasses(self.mode):
+            prox = batch.sample_logp_BT
+        else:
+            prox = batch_logprobs(self.model, batch, self.micro_batch_size, self.temperature)
         w, mask, stats = rollout_correction(
-            prox, batch.sample_logp_BT, batch.mask_BT, self.mode, self.cap, self.floor, batch.episode_B
+            prox, batch.sample_logp_BT, batch.mask_BT, self.mode, self.cap, self.floor, batch.episode_B, self.batch_norm
         )
         out = replace(scores, proximal_logp_BT=prox, correction_BT=w, correction_mask_BT=mask)
         return out.with_metrics(**{f"rollout/{k}": v for k, v in stats.items()})

@@ -9,12 +9,22 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from contextlib import nullcontext
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import torch
 
-from tempering.algos.losses import LossNorm, aggregate, entropy_from_logits, kl_estimate, ppo_clip_loss
+from tempering.algos.losses import (
+    LossNorm,
+    LossSettings,
+    PolicyObjective,
+    aggregate,
+    entropy_from_logits,
+    kl_estimate,
+    policy_loss,
+    policy_objective,
+)
 from tempering.errors import UserError
 from tempering.train.batch import TrainBatch
 from tempering.train.prefix import shared_prefix_logprobs, shared_prefix_vocab_logprobs
@@ -30,6 +40,21 @@ class UpdateSettings:
     clip_low: float = 0.2
     clip_high: float = 0.28
     dual_clip: float | None = 3.0
+    policy_loss: str = "ppo_clip"
+    """The registered policy loss (`algos/losses.py: POLICY_LOSSES`)."""
+    loss_params: dict[str, float] = field(default_factory=dict)
+    """The policy loss's own settings (its registered `params`; the defaults fill the rest)."""
+    entropy_coef: float = 0.0
+    """Entropy bonus: the loss minus this times the aggregated entropy of the policy's tokens; with
+    `entropy_target` set, the starting coefficient of the adaptive controller (the method's state then holds it)."""
+    entropy_target: float | None = None
+    """Adaptive entropy (TRL's `use_adaptive_entropy`): the bonus applies while the previous update's entropy
+    is at or below this target."""
+    entropy_top_quantile: float = 1.0
+    """Only the loss tokens in this top share of entropies train (TRL's `top_entropy_quantile`; 1 = all)."""
+    off_policy_mask_threshold: float | None = None
+    """DeepSeek-V3.2's off-policy sequence mask (TRL's): negative-advantage sequences whose mean KL from the
+    sampler's policy passes this leave the loss."""
     loss_agg: str = "token-mean"
     kl_coef: float = 0.0
     kl_estimator: str = "k3"
@@ -52,8 +77,11 @@ class UpdateSettings:
     None: one process."""
 
 
-def token_logprobs(model, batch: TrainBatch, temperature: float = 1.0, entropy: bool = False):
-    """Log-prob of every token given its prefix (position 0 gets 0), and optionally the entropy."""
+def token_logprobs(
+    model, batch: TrainBatch, temperature: float = 1.0, entropy: bool = False, entropy_grad: bool = False
+):
+    """Log-prob of every token given its prefix (position 0 gets 0), and optionally the entropy (with its
+    gradient when `entropy_grad`: an entropy bonus)."""
     logits = model(input_ids=batch.input_ids_BT, attention_mask=batch.attention_BT).logits[:, :-1].float()
     if temperature != 1.0:
         logits = logits / temperature
@@ -61,20 +89,25 @@ def token_logprobs(model, batch: TrainBatch, temperature: float = 1.0, entropy: 
     pad = logp.new_zeros((logp.shape[0], 1))  # position 0 (also for one-token padding rows)
     ent = None
     if entropy:
-        with torch.no_grad():
+        with nullcontext() if entropy_grad else torch.no_grad():
             ent = torch.cat([pad, entropy_from_logits(logits)], dim=1)
     return torch.cat([pad, logp], dim=1), ent
 
 
 def policy_logprobs(
-    model, batch: TrainBatch, temperature: float = 1.0, entropy: bool = False, share_prefix: bool = False
+    model,
+    batch: TrainBatch,
+    temperature: float = 1.0,
+    entropy: bool = False,
+    share_prefix: bool = False,
+    entropy_grad: bool = False,
 ):
     """`token_logprobs`, with shared prompts computed once when `share_prefix` and some rows share one."""
     if share_prefix:
-        out = shared_prefix_logprobs(model, batch, temperature, entropy)
+        out = shared_prefix_logprobs(model, batch, temperature, entropy, entropy_grad)
         if out is not None:
             return out
-    return token_logprobs(model, batch, temperature, entropy)
+    return token_logprobs(model, batch, temperature, entropy, entropy_grad)
 
 
 LossFn = Callable[
@@ -90,21 +123,35 @@ class Loss:
 
     fn: LossFn
     totals: tuple[str, ...] = ()
+    linear: bool = True
+    """The loss is linear in the advantages of the sampled tokens, so the rollout correction (weights on the
+    advantages) and asynchronous rollouts apply; a loss on whole distributions or a supervised loss is not."""
 
 
 def ppo_loss(
     model, mb: TrainBatch, norm: LossNorm, s: UpdateSettings, state: Mapping[str, float] = {}
 ) -> tuple[torch.Tensor, dict]:
-    """PPO-clip on the sampled tokens, plus an optional KL-to-reference term."""
-    logp, ent = policy_logprobs(model, mb, s.temperature, entropy=True, share_prefix=s.share_prefix)
+    """The configured policy loss (`s.policy_loss`, PPO-clip by default) on the sampled tokens, with its
+    token masks (top-entropy share, off-policy sequences), an entropy bonus and a KL-to-reference term."""
+    coef = state.get("entropy_coef", s.entropy_coef)
+    if s.entropy_target is not None and state.get("entropy_last", math.inf) > s.entropy_target:
+        coef = 0.0  # adaptive: the bonus is on only while the last update's entropy is at or below the target
+    bonus = s.entropy_coef > 0 or s.entropy_target is not None
+    logp, ent = policy_logprobs(model, mb, s.temperature, entropy=True, share_prefix=s.share_prefix, entropy_grad=bonus)
     old = mb.old_logp_BT if mb.old_logp_BT is not None else logp.detach()
     assert mb.adv_BT is not None, "credit fills adv_BT before the update"
-    loss, stats = ppo_clip_loss(
-        logp, old, mb.adv_BT, mb.mask_BT, s.clip_low, s.clip_high, s.dual_clip, s.loss_agg, norm
-    )
     m = mb.mask_BT
-    stats["entropy"] = (ent * m).sum() / m.sum().clamp(min=1)
-    stats["policy_loss"] = loss.detach()
+    objective = PolicyObjective(
+        s.policy_loss,
+        LossSettings(s.clip_low, s.clip_high, s.dual_clip, s.loss_params),
+        s.loss_agg,
+        coef,
+        bonus,
+        s.entropy_top_quantile,
+        s.off_policy_mask_threshold,
+    )
+    loss, stats = policy_objective(logp, old, mb.adv_BT, m, ent, objective, norm, mb.sample_logp_BT)
+    stats["entropy"] = (ent.detach() * m).sum() / m.sum().clamp(min=1)
     if s.kl_coef > 0:
         if mb.ref_logp_BT is None:
             raise ValueError("a KL-to-reference loss (kl_coef > 0) needs the reference's log-probs in the batch")
@@ -114,13 +161,20 @@ def ppo_loss(
         kl = aggregate(kl_BT, m, s.loss_agg, norm)
         stats["kl_ref"] = kl.detach()
         loss = loss + s.kl_coef * kl
-    # how far the sampler's log-probs are from the trainer's (non-zero with another inference engine)
-    stats["mismatch_kl"] = (kl_estimate(logp.detach(), mb.sample_logp_BT) * m).sum() / m.sum().clamp(min=1)
+    # how far the sampler's log-probs are from the trainer's (non-zero with another inference engine): the k3
+    # estimate of KL(sampler || trainer), as `rollout/mismatch_kl` and verl's rollout_corr/kl
+    stats["mismatch_kl"] = (kl_estimate(mb.sample_logp_BT, logp.detach()) * m).sum() / m.sum().clamp(min=1)
     return loss, stats
 
 
-PPO_LOSS = Loss(ppo_loss, ("policy_loss", "kl_ref"))
-"""PPO-clip on the sampled tokens (+ KL to the reference): every method's loss unless it brings its own."""
+PPO_LOSS = Loss(ppo_loss, ("policy_loss", "kl_ref", "entropy_bonus"))
+"""The configured policy loss on the sampled tokens (+ KL to the reference): every method's loss unless it
+brings its own. `policy_loss_of` says whether a registered loss is linear."""
+
+
+def policy_loss_of(name: str) -> Loss:
+    """`PPO_LOSS` as the registered policy loss `name` declares it (linear or not)."""
+    return replace(PPO_LOSS, linear=policy_loss(name).linear)
 
 
 def on_device(batch: TrainBatch, device: torch.device) -> TrainBatch:

@@ -152,12 +152,10 @@ def test_every_dead_window_of_one_browser_comes_back_without_error():
     pool = BrowserPool(1)
     dead = FakeBrowser()
     windows = [Window(dead, str(i)) for i in range(3)]
-    pool.browsers, pool.free = [dead], windows[2:]
-    for w in windows[:2]:  # two episodes of the dead browser end: the second used to raise ValueError
+    pool.browsers = [dead]
+    for w in windows:  # three episodes of the dead browser end: the first drops it, none raises
         pool.release(w, healthy=False)
-    assert pool.browsers == [] and pool.free == [] and dead.closed == 2
-    pool.release(windows[2], healthy=True)  # a window of a browser no longer in the pool is forgotten
-    assert pool.free == []
+    assert pool.browsers == [] and dead.closed == 3
 
 
 @pytest.fixture(scope="module")
@@ -275,7 +273,7 @@ def test_the_reward_does_not_depend_on_time_unless_asked(family):
 
 @pytest.mark.slow
 @browser
-def test_the_pool_reuses_windows_and_drops_a_dead_browser():
+def test_the_pool_shares_a_browser_gives_each_episode_a_new_context_and_drops_a_dead_browser():
     pool = BrowserPool(1)
     fam = MiniWoBFamily(names=("click-test",))
     task = fam.tasks("train", 1)[0]
@@ -287,15 +285,16 @@ def test_the_pool_reuses_windows_and_drops_a_dead_browser():
 
     async def run():
         first = await episode()
-        handle = first.window.handle
+        handle, context = first.window.handle, first.window.context
         await first.close()
-        second = await episode()  # the same window, the same page: a new seed, no new browser
-        assert second.window.handle == handle and pool.started == 1
+        second = await episode()  # the same browser, a new context (the first one is gone)
+        assert second.window.browser is pool.browsers[0] and pool.started == 1
+        assert second.window.context != context and handle not in second.window.browser.driver.window_handles
         second.window.browser.driver.quit()  # the browser dies under a live episode
         with pytest.raises(Exception):  # noqa: B017 (the engine reports it as env_error)
             await second.step(out(Action("click", target="1")))
         await second.close()
-        assert pool.browsers == [] and pool.free == []
+        assert pool.browsers == []
         third = await episode()
         assert pool.started == 2
         await third.close()
@@ -306,6 +305,49 @@ def test_the_pool_reuses_windows_and_drops_a_dead_browser():
         pool.close()
     assert pool.browsers == []
     fam.close()
+
+
+STATE_JS = """
+localStorage.setItem('episode', arguments[0]); sessionStorage.setItem('episode', arguments[0]);
+var left = document.createElement('div'); left.id = 'left-behind'; left.textContent = 'left by ' + arguments[0];
+document.body.appendChild(left);
+"""
+READ_JS = """return [localStorage.getItem('episode'), sessionStorage.getItem('episode'),
+        !!document.getElementById('left-behind'),
+        document.hasFocus(), document.activeElement && document.activeElement.id];"""
+
+
+@pytest.mark.slow
+@browser
+def test_no_state_of_one_episode_is_visible_in_another():
+    """Storage, the page and the focus are each episode's own, in one shared browser."""
+    pool = BrowserPool(1)
+    task = MiniWoBFamily(names=("use-autocomplete",)).tasks("train", 1)[0]
+
+    async def run():
+        a, b = MiniWoBEnv(task, pool), MiniWoBEnv(task, pool)
+        await a.reset()
+        await b.reset()  # two live episodes in one browser, side by side
+        assert a.window.browser is b.window.browser and a.window.context != b.window.context
+        a.window.run(lambda d: d.execute_script(STATE_JS, "a"))
+        a.window.run(lambda d: d.execute_script("document.getElementById('tags').focus()"))
+        b.window.run(lambda d: d.execute_script("document.getElementById('tags').focus()"))
+        seen_by_b = b.window.run(lambda d: d.execute_script(READ_JS))
+        seen_by_a = a.window.run(lambda d: d.execute_script(READ_JS))
+        assert seen_by_b == [None, None, False, True, "tags"]  # nothing of a's, and its own focus
+        assert seen_by_a == ["a", "a", True, True, "tags"]  # b taking the focus did not blur a's field
+        await a.close()
+        c = MiniWoBEnv(task, pool)  # the next episode, after a's window came back
+        await c.reset()
+        assert c.window.run(lambda d: d.execute_script(READ_JS))[:3] == [None, None, False]
+        assert "left by" not in c.observation() and pool.started == 1
+        await b.close()
+        await c.close()
+
+    try:
+        asyncio.run(run())
+    finally:
+        pool.close()
 
 
 @pytest.mark.slow
@@ -364,7 +406,7 @@ def test_a_browser_dying_under_several_windows_ends_those_episodes_and_leaves_no
                 r"(connection refused|connection reset by peer|remote end closed connection without response)\)", error
             )  # the cause, not urllib3's retries
             assert f"chromedriver pid {killed[0].pid}" in error
-        assert fam.pool.browsers == [] and fam.pool.free == []
+        assert fam.pool.browsers == []
         assert wait_until_gone(killed[0].pid) == []  # nothing reparented to pid 1 lives on
         groups, _ = text_rollout(answer, fam.tasks("train", 2, seed=1), fam.make_env, max_turns=3)
         assert all(e.success for g in groups for e in g.episodes) and fam.pool.started == 2  # a new browser
@@ -375,7 +417,7 @@ def test_a_browser_dying_under_several_windows_ends_those_episodes_and_leaves_no
 
 @pytest.mark.slow
 @browser
-def test_a_dead_free_window_is_replaced_at_reset():
+def test_a_browser_that_died_idle_is_replaced_at_reset():
     pool = BrowserPool(1)
     task = MiniWoBFamily(names=("click-test",)).tasks("train", 1)[0]
 
@@ -384,7 +426,7 @@ def test_a_dead_free_window_is_replaced_at_reset():
         await env.reset()
         await env.close()
         dead = pool.browsers[0]
-        os.kill(dead.pid, signal.SIGKILL)  # dies while nobody uses it: its window waits in the pool
+        os.kill(dead.pid, signal.SIGKILL)  # dies while nobody uses it
         env = MiniWoBEnv(task, pool)
         assert "Task: " in await env.reset()  # on a new browser
         assert pool.started == 2 and dead not in pool.browsers
@@ -405,7 +447,7 @@ def test_nothing_outlives_an_interpreter_whose_chromedriver_was_killed(tmp_path)
         "import os, signal, sys\n"
         "from tempering.envs.gui.browser import BrowserPool\n"
         "pool = BrowserPool(2)\n"
-        "windows = [pool.acquire('about:blank') for _ in range(3)]\n"
+        "windows = [pool.acquire() for _ in range(3)]\n"
         "print(' '.join(str(b.pid) for b in pool.browsers), flush=True)\n"
         "os.kill(pool.browsers[0].pid, signal.SIGKILL)\n"
         "sys.exit(0)  # the pool is never closed: interpreter exit closes what is left\n"

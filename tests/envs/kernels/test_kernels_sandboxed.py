@@ -64,7 +64,16 @@ def test_every_hack_class_has_a_variant_written_differently():
         "precision downgrade",
         "input contamination",
     }
-    assert issue | kernelbench <= set(by_kind)
+    issue_48 = {
+        "torch compute from C++",
+        "switching torch's checks off from C++",
+        "telling trials from timed calls",
+        "work outside the timed window",
+        "work carried across calls",
+        "loose checks on the op's outputs",
+        "special methods",
+    }
+    assert issue | kernelbench | issue_48 <= set(by_kind)
     assert {kind: len(subs) for kind, subs in by_kind.items() if len(subs) < 2} == {}
 
 

@@ -319,4 +319,181 @@ def test_tensors_cross_processes_in_memfds_and_outputs_must_be_sealed():
     sender.send({"op": "out"}, {"outputs": [x]}, shared=True)  # not sealed: refused as an output
     with pytest.raises(ValueError, match="not sealed"):
         receiver.recv(("outputs",), sealed=True)
-    assert wire.probe(x, [0, 16]) == wire.probe(x.clone(), [0, 1]) != wire.probe(x + 1, [0, 1])
+    spares = wire.Spares([x.numel() * 4])  # made ahead: the answer only copies into it
+    sender.send({"op": "out"}, {"outputs": [x + 1]}, spares=spares)
+    assert torch.equal(receiver.recv(("outputs",), sealed=True)["outputs"][0], x + 1) and not spares.free[x.numel() * 4]
+
+
+def test_torch_calls_from_trusted_library_code_pass_the_ban_and_the_submissions_do_not(tmp_path, monkeypatch):
+    """Triton's interpreter copies tensors with torch while a kernel runs: those calls come from Triton's
+    files and pass; the kernel's own body (the submission's file) stays under the ban."""
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    from tempering.envs.kernels import harness
+
+    monkeypatch.syspath_prepend(str(Path(harness.__file__).parent))  # the harness's modules import each other
+    import runner
+
+    lib = tmp_path / "fake_triton"
+    lib.mkdir()
+    (lib / "interp.py").write_text("import torch\ndef copy(x):\n    return torch.relu(x)\n")
+    sub = tmp_path / "submission"
+    sub.mkdir()
+    (sub / "kernel.py").write_text("import torch\ndef body(x):\n    return torch.relu(x)\n")
+    monkeypatch.syspath_prepend(str(lib))
+    monkeypatch.syspath_prepend(str(sub))
+    import interp
+    import kernel
+
+    guard = runner.Guard(frozenset(), [False])
+    guard.trusted = (str(lib) + "/",)
+    x = torch.ones(2)
+    with runner._BanCalls(guard):
+        interp.copy(x)
+        assert guard.violations == []
+        with pytest.raises(RuntimeError, match="not allowed"):
+            kernel.body(x)
+    assert guard.violations == ["torch call relu"]
+    sys.modules.pop("interp", None)
+    sys.modules.pop("kernel", None)
+
+
+def _bpf(program: bytes, nr: int, args=(), arch=0xC000003E) -> int:
+    """Run a classic-BPF seccomp program on one call (the few opcodes the filter uses)."""
+    import struct
+
+    data = struct.pack("=iIQ6Q", nr, arch, 0, *(list(args) + [0] * (6 - len(args))))
+    insns = [struct.unpack_from("=HBBI", program, i) for i in range(0, len(program), 8)]
+    pc = acc = 0
+    while True:
+        code, jt, jf, k = insns[pc]
+        if code == 0x20:
+            acc, pc = struct.unpack_from("=I", data, k)[0], pc + 1
+        elif code in (0x15, 0x45):
+            hit = acc == k if code == 0x15 else bool(acc & k)
+            pc += 1 + (jt if hit else jf)
+        elif code == 0x05:
+            pc += 1 + k
+        else:
+            assert code == 0x06
+            return k
+
+
+def test_syscall_filter_denies_what_a_kernel_does_not_need():
+    from tempering.envs.kernels.harness import syscalls
+
+    prog = syscalls._program("x86_64", 1234, syscalls._RET_USER_NOTIF)
+    allow, deny = syscalls._RET_ALLOW, syscalls._RET_USER_NOTIF
+    verdicts = {
+        "read": (0, ()),
+        "mmap read-write": (9, (0, 4096, 3, 0x22)),
+        "mprotect read-write": (10, (0, 4096, 3)),
+        "openat for reading": (257, (0, 0, 0)),
+        "rt_sigaction query": (13, (11, 0)),
+        "fcntl add seals": (72, (3, 1033)),
+        "kill itself": (62, (1234, 6)),
+        "prlimit64 read": (302, (0, 7, 0)),
+    }
+    assert {k: _bpf(prog, *v) for k, v in verdicts.items()} == dict.fromkeys(verdicts, allow)
+    denied = {
+        "mmap executable": (9, (0, 4096, 5, 0x22)),
+        "mmap over pages": (9, (0, 4096, 3, 0x32)),
+        "mprotect none": (10, (0, 4096, 0)),
+        "mprotect executable": (10, (0, 4096, 7)),
+        "openat for writing": (257, (0, 0, 0o101)),
+        "rt_sigaction set": (13, (11, 0x7FFF0000)),
+        "fcntl lock": (72, (3, 6)),
+        "kill another": (62, (1, 9)),
+        "clone": (56, ()),
+        "userfaultfd": (323, ()),
+        "io_uring_setup": (425, ()),
+        "x32 read": (0x40000000, ()),
+    }
+    assert {k: _bpf(prog, *v) for k, v in denied.items()} == dict.fromkeys(denied, deny)
+    assert _bpf(prog, 0, (), arch=0x40000003) == deny  # i386 calls
+    assert "mprotect with PROT_NONE" in syscalls.describe(10, [0, 4096, 0, 0, 0, 0])
+
+
+def test_extension_symbols_read_from_the_built_library():
+    from tempering.envs.kernels.elf import _extension_refusal, qualified_name
+    from tempering.envs.kernels.harness.policy import ALLOWED_CALLS, ALLOWED_OPS
+
+    ops = frozenset(ALLOWED_OPS | ALLOWED_CALLS | {"empty_memory_format"})
+    assert qualified_name("_ZN2at4_ops4relu4callERKNS_6TensorE") == "at::_ops::relu::call"
+    assert qualified_name("_ZNK2at10TensorBase8data_ptrIfEEPT_v") == "at::TensorBase::data_ptr"
+    assert qualified_name("_ZNSt6vectorIlSaIlEE9push_backERKl") == "std::vector"
+    allowed = [
+        "_ZN2at4_ops10empty_like4callERKNS_6TensorESt8optionalIN3c1010ScalarTypeEE",
+        "_ZNK2at10TensorBase8data_ptrIfEEPT_v",
+        "_ZN3c106detail14torchCheckFailEPKcS2_jS2_",
+        "_ZN3c104impl23ExcludeDispatchKeyGuardC1ENS_14DispatchKeySetE",
+        "_ZN8pybind116detail11type_casterIN2at6TensorEvE4castERKS3_NS_19return_value_policyENS_6handleE",
+        "_Znwm",
+        "_ZTIPKc",
+        "PyObject_GetAttrString",
+        "__cxa_throw",
+        "memcpy",
+    ]
+    assert {s: _extension_refusal(s, ops, False) for s in allowed} == dict.fromkeys(allowed, "")
+    refused = {
+        "_ZN2at4_ops4relu4callERKNS_6TensorE": "ATen's relu",
+        "_ZN2at3cpu9clamp_minERKNS_6TensorERKN3c106ScalarE": "at::cpu::clamp_min",
+        "_ZN2at4_ops2mm4callERKNS_6TensorES4_": "ATen's mm",
+        "_ZN3c104impl29tls_set_dispatch_key_excludedENS_11DispatchKeyEb": "tls_set_dispatch_key_excluded",
+        "_ZN3c1010Dispatcher9singletonEv": "c10::Dispatcher",
+        "PyRun_SimpleString": "runs Python code",
+        "mprotect": "mprotect()",
+    }
+    for symbol, words in refused.items():
+        assert words in _extension_refusal(symbol, ops, False), symbol
+    assert _extension_refusal("_ZN2at4_ops2mm4callERKNS_6TensorES4_", ops | {"mm"}, False) == ""  # allow_ops
+
+
+def test_precision_is_judged_against_float32s_own_error():
+    """A sparse output whose few values are tiny beside the inputs passes in float32 (its error is large
+    beside its RMS) and fails in bfloat16; a 0-d mean over part of the input fails."""
+    from pathlib import Path
+
+    import torch
+
+    from tempering.envs.kernels import harness
+
+    sys_path = str(Path(harness.__file__).parent)
+    import sys
+
+    sys.path.insert(0, sys_path)
+    try:
+        import verify
+    finally:
+        sys.path.remove(sys_path)
+
+    class Shift(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x * 3.0 - 2.9999)
+
+    judge = verify.Judge({"precision_rms": 1e-4, "precision_factor": 32.0}, None)
+    judge.ref = Shift()
+    x = torch.rand(256, 1024)
+    want = judge.ref(x)
+    exact = torch.relu(x.double() * 3.0 - 2.9999)
+    fused = torch.relu(torch.addcmul(torch.full_like(x, -2.9999), x, torch.full_like(x, 3.0)))  # another rounding
+    assert judge.compare([fused], [want], "test", "", [x]) >= 0.0
+    assert judge.compare([exact.float()], [want], "test", "", [x]) >= 0.0
+    low = torch.relu(x.to(torch.bfloat16).float() * 3.0 - 2.9999)  # bfloat16 inputs
+    with pytest.raises(verify.Verdict, match="lower-precision"):
+        judge.compare([low], [want], "test", "", [x])
+
+    class Mean(torch.nn.Module):
+        def forward(self, a):
+            return torch.mean(a * a)
+
+    judge = verify.Judge({}, None)
+    judge.ref = Mean()
+    a = torch.randn(64, 4096)
+    quarter = (a[:16] * a[:16]).mean()  # a quarter of the rows: about 0.5% off, mostly within 1e-2
+    with pytest.raises(verify.Verdict) as caught:
+        judge.compare([quarter], [judge.ref(a)], "test", "", [a])
+    assert caught.value.status == "incorrect"

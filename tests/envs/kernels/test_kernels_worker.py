@@ -16,7 +16,8 @@ from tempering.envs.kernels.verifier import KernelResult
 
 RELU = _sub("        y = torch.empty_like(x)\n        self.lib.relu(x, y, x.numel())\n        return y")
 
-# Candidates whose C kernel does what a submission's Python cannot (static checks off: any libc call):
+# Candidates whose C kernel does what a submission's Python cannot (static checks off: any libc call), as
+# it is loaded (load-time code runs before the syscall filter; the kernel calls themselves are filtered):
 # the isolation between candidates must hold against native code too.
 _C_FORWARD = "        y = torch.empty_like(x)\n        self.lib.{fn}(x, y, x.numel())\n        return y"
 LITTER_C = r"""
@@ -30,8 +31,8 @@ LITTER_C = r"""
 #include <sys/stat.h>
 #include <unistd.h>
 static void plant(const char* path) { FILE* f = fopen(path, "w"); if (f) { fputs("secret", f); fclose(f); } }
-void litter(const float* x, float* y, long n) {
-    for (long i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0;
+void litter(const float* x, float* y, long n) { for (long i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0; }
+__attribute__((constructor)) static void litter_at_load(void) {
     char home[512]; snprintf(home, sizeof home, "%s/planted.py", getenv("HOME"));
     plant("/tmp/planted"); plant(home);
     mkdir("/tmp/locked", 0700); plant("/tmp/locked/secret"); chmod("/tmp/locked", 0);
@@ -68,14 +69,16 @@ static int leaks(void) {
     if (d) closedir(d);
     return n;
 }
+static int bad;
+__attribute__((constructor)) static void check_at_load(void) { bad = leaks(); }
 void check(const float* x, float* y, long n) {  /* zeros (an incorrect answer) if anything leaked */
-    int bad = leaks();
     for (long i = 0; i < n; i++) y[i] = bad ? 0 : (x[i] > 0 ? x[i] : 0);
 }
 """
 KILL_C = r"""
 #include <signal.h>
-void kill_all(const float* x, float* y, long n) { kill(-1, SIGKILL); }  /* every process it can signal */
+void kill_all(const float* x, float* y, long n) { }
+__attribute__((constructor)) static void kill_at_load(void) { kill(-1, SIGKILL); }  /* every process it can signal */
 """
 LITTER = _sub(_C_FORWARD.format(fn="litter"), c=LITTER_C)
 CHECK = _sub(_C_FORWARD.format(fn="check"), c=CHECK_C)
@@ -173,3 +176,9 @@ def test_baselines_are_kept_on_disk_per_problem_sizes_and_machine(tmp_path, monk
     assert KernelVerifier(VerifyConfig(cache_dir=str(tmp_path)), sandbox=v.sandbox)._baseline_key(problem) == (
         v._baseline_key(problem)
     )
+
+
+def test_mount_points_below_a_folder_are_the_sandboxs_own():
+    from tempering.envs.kernels.harness import cleanup
+
+    assert "proc" in cleanup.mount_points("/")  # /proc is a mount point in every namespace

@@ -1,30 +1,30 @@
 """The code-task environment: the sandbox runs a problem's tests against the policy's code.
 
-`grade` runs one answer in the sandbox (through `judge.py`, which keeps the tests away from the
-candidate) and `CodeEnv` wraps it as a multi-turn episode. The reward comes from the problem's
-tests, which the policy never sees; feedback for the next turn comes only from its public tests
-(examples the prompt already shows), so a policy cannot read expected values off the feedback and
-hard-code them. `name_hidden_failure` adds the number and kind of the first failing hidden test
-(wrong answer, error type, timeout), never its input or expected value.
+`grade` judges one answer (the judge in a sandbox job of its own, the candidate in others: see
+judge.py and channel.py) and `CodeEnv` wraps it as a multi-turn episode. The reward comes from the
+problem's tests, which the policy never sees; feedback for the next turn comes only from its public
+tests (examples the prompt already shows), run before any hidden test, so a policy cannot read
+expected values or hidden inputs off the feedback. `name_hidden_failure` adds the number and kind of
+the first failing hidden test (wrong answer, error type, timeout), never its input or expected value.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-import json
 import random
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from tempering.envs.base import Env, StepResult, TaskFamily
+from tempering.envs.code import channel
+from tempering.envs.code.channel import Verdict
 from tempering.envs.code.formats import load_problems
-from tempering.envs.code.problems import BUILTIN, FORMATS, CodeProblem
+from tempering.envs.code.problems import BUILTIN, FORMATS, CodeProblem, Test
 from tempering.errors import UserError
-from tempering.sandbox import Job, Limits, Result, Sandbox
+from tempering.sandbox import Result, Sandbox
 from tempering.types import Task
 
-JUDGE = (Path(__file__).with_name("judge.py")).read_text()
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.S | re.I)
 NO_CODE = "No code found: reply with the code in a ```python block."
 SPLITS = ("train", "heldout", "all")
@@ -56,6 +56,9 @@ class Grade:
     """Per public test, when they were run (for feedback)."""
     sandbox: Result | None = None
     """The judge job's raw result."""
+    public_status: str = ""
+    """The status the public tests give (their load error, the first failing one's, `incorrect` when
+    they pass): all a policy may be told on a turn that continues."""
 
     @property
     def fraction(self) -> float:
@@ -76,29 +79,94 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 15] + "\n...(truncated)"
 
 
-def judge_job(problem: CodeProblem, program: str, run_public: bool = False, stop_at_timeout: bool = True) -> Job:
-    """The sandbox job that tests `program`: the judge reads the tests from stdin, never from disk."""
-    spec = {
+def judge_spec(
+    problem: CodeProblem, program: str, run_public: bool, stop_at_timeout: bool, limits: TimeLimits | None = None
+) -> dict:
+    """What the judge reads: the tests (never on disk, never in a candidate's job) and the limits."""
+    limits = limits or TimeLimits.of(problem)
+    timeout = {_key(t): s for t, s in zip(problem.tests, limits.test_s)}
+
+    def spec(test: Test) -> dict:
+        return {**test.spec(), "timeout_s": timeout.get(_key(test), problem.test_timeout_s)}
+
+    return {
         "kind": problem.kind,
         "entry_point": problem.entry_point,
+        "supplied": problem.supplied_names() if problem.kind == "function" else [],
         "prefix": problem.prefix,
         "setup": problem.setup,
-        "tests": [t.spec() for t in problem.tests],
-        "public": [t.spec() for t in problem.public_tests],
+        "reference": problem.program(problem.solution) if problem.solution else "",
+        "solution": program,
+        "tests": [spec(t) for t in problem.tests],
+        "public": [spec(t) for t in problem.public_tests],
         "run_public": run_public,
-        "test_timeout_s": problem.test_timeout_s,
-        "time_budget_s": problem.time_budget_s,
+        "time_budget_s": limits.budget_s,
         "stop_at_timeout": stop_at_timeout,
     }
-    wall = problem.time_budget_s * (2 if run_public else 1) + 15.0
-    return Job(
-        cmd=["python3", "-I", "judge.py"],
-        files={"solution.py": program},
-        readonly_files={"judge.py": JUDGE},
-        stdin=json.dumps(spec),
-        env={"OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"},
-        limits=Limits(wall_s=wall, cpu_s=wall, memory_mb=1024, nproc=32, output_bytes=1 << 21),
-    )
+
+
+def _key(test: Test) -> tuple:
+    return test.source, test.stdin, test.stdout
+
+
+@dataclass(frozen=True)
+class TimeLimits:
+    """The time limits of one problem's tests on this machine."""
+
+    test_s: tuple[float, ...]
+    """Seconds per reward test."""
+    budget_s: float
+    """Seconds for the tests of one phase (public, hidden) together."""
+
+    @staticmethod
+    def of(problem: CodeProblem) -> TimeLimits:
+        return TimeLimits(tuple(problem.test_timeout_s for _ in problem.tests), problem.time_budget_s)
+
+
+REFERENCE_SCALE = 3.0
+"""A test may take this many times what the reference solution took on it, on this machine."""
+REFERENCE_CAP_S = 120.0
+"""Seconds per test the reference may take while its times are measured."""
+REFERENCE_BUDGETS = 4
+"""Times the problem's `time_budget_s` all the reference's tests may take while they are measured."""
+_REFERENCE_LIMITS: dict[tuple, TimeLimits | None] = {}
+_MEASURING: dict[tuple, asyncio.Future] = {}
+
+
+async def reference_limits(sandbox: Sandbox, problem: CodeProblem) -> TimeLimits | None:
+    """The problem's limits scaled from its reference solution's own time on each test here (the
+    problem's own limits are the floor); None when there is no reference or it does not pass. Measured
+    once per process and problem (the reference is graded with generous limits)."""
+    if not problem.solution:
+        return None
+    key = (problem.id, problem.solution, tuple(map(_key, problem.tests)), problem.test_timeout_s)
+    if key not in _REFERENCE_LIMITS:
+        loop = asyncio.get_running_loop()
+        pending = _MEASURING.get(key)
+        if pending is None or pending.get_loop() is not loop:  # one measurement, however many answers wait
+            pending = _MEASURING[key] = asyncio.ensure_future(_measure(sandbox, problem))
+        limits = await asyncio.shield(pending)
+        _REFERENCE_LIMITS[key] = limits
+        _MEASURING.pop(key, None)
+    return _REFERENCE_LIMITS[key]
+
+
+async def _measure(sandbox: Sandbox, problem: CodeProblem) -> TimeLimits | None:
+    # generous, and bounded: a reference that hangs costs one test's cap, and the whole run a few budgets
+    generous = TimeLimits((REFERENCE_CAP_S,) * len(problem.tests), REFERENCE_BUDGETS * problem.time_budget_s)
+    report = (await _judge(sandbox, problem, problem.program(problem.solution), False, True, generous)).report
+    if report is None or not all(r.get("passed") for r in report["results"]):
+        return None
+    test_s = tuple(max(problem.test_timeout_s, REFERENCE_SCALE * r["seconds"]) for r in report["results"])
+    return TimeLimits(test_s, max(problem.time_budget_s, sum(test_s)))
+
+
+async def _judge(
+    sandbox: Sandbox, problem: CodeProblem, program: str, public: bool, stop_at_timeout: bool, limits: TimeLimits | None
+) -> Verdict:
+    spec = judge_spec(problem, program, public, stop_at_timeout, limits)
+    wall = spec["time_budget_s"] * (2 if public else 1) + 60.0
+    return await channel.judge(sandbox, spec, program, problem.setup, wall)
 
 
 def _describe(result: dict, kind: str) -> str:
@@ -125,7 +193,7 @@ def feedback(problem: CodeProblem, grade: Grade, name_hidden_failure: bool = Fal
             )
         else:
             text = f"Your code passes the {len(public)} example tests, but not the hidden tests."
-    if name_hidden_failure:
+    if name_hidden_failure and grade.results:  # (none when the judge gave no verdict)
         k, res = next((i, r) for i, r in enumerate(grade.results) if not r["passed"])
         kind = _HIDDEN_KIND.get(res["status"], res["status"].replace("_", " "))
         if res["status"] == "runtime_error" and res.get("error_type"):
@@ -145,36 +213,62 @@ async def grade(
     max_feedback_chars: int = 800,
 ) -> Grade:
     """Run `answer`'s code against `problem`'s tests; never raises for a bad answer. `public`: also
-    run the public tests, for feedback (needed only when the policy gets another turn)."""
-    total = len(problem.tests)
+    run the public tests first, for feedback (needed only when the policy gets another turn). A
+    timeout stands only where the reference solution, timed here, does not need the time too: the
+    answer is then judged again with limits scaled from the reference's (`reference_limits`)."""
     code = extract_code(answer)
     if not code:
-        return Grade(0, total, "parse_error", NO_CODE)
-    res = await sandbox.run(judge_job(problem, problem.program(code), public, stop_at_timeout))
-    try:
-        report = json.loads(res.stdout) if res.status == "ok" else None
-        results = report["results"] if report and len(report["results"]) == total else None
-    except (ValueError, KeyError, TypeError):
-        results = None
-    if results is None:
-        if res.status in ("timeout", "sandbox_error"):
-            return Grade(0, total, res.status, f"The tests did not finish ({res.status}: {res.message}).", sandbox=res)
-        # the judge died or said nothing: the candidate's code killed or starved it
-        why = f"The test judge ended without a report ({res.status}: {res.message}); do not kill or flood it."
-        return Grade(0, total, "runtime_error", why, sandbox=res)
-    assert report is not None  # the results came from it
-    passed = sum(bool(r.get("passed")) for r in results)
-    if report.get("load_status"):
-        what = "The problem's own code" if report["load_status"] == "problem_error" else "Your code"
-        text = f"{what} failed to load:\n" + str(report.get("load_error", ""))
-        return Grade(0, total, report["load_status"], _clip(text, max_feedback_chars), results, None, res)
-    public_results = report.get("public") if public else None
-    if passed == total:
-        return Grade(passed, total, "correct", f"All {total} tests passed.", results, public_results, res)
-    status = next(r["status"] for r in results if not r["passed"])
-    g = Grade(passed, total, status, "", results, public_results, res)
-    g.feedback = _clip(feedback(problem, g, name_hidden_failure), max_feedback_chars)
+        return Grade(0, len(problem.tests), "parse_error", NO_CODE, public_status="parse_error")
+    program = problem.program(code)
+    g = _grade_of(problem, await _judge(sandbox, problem, program, public, stop_at_timeout, None), public)
+    if g.status == "timeout":
+        scaled = await reference_limits(sandbox, problem)
+        if scaled is not None and max(scaled.test_s) > problem.test_timeout_s:
+            g = _grade_of(problem, await _judge(sandbox, problem, program, public, stop_at_timeout, scaled), public)
+    if g.status != "correct":
+        g.feedback = _clip(g.feedback or feedback(problem, g, name_hidden_failure), max_feedback_chars)
     return g
+
+
+def _grade_of(problem: CodeProblem, verdict: Verdict, public: bool) -> Grade:
+    """The grade a verdict gives; its feedback comes from the public phase only."""
+    total = len(problem.tests)
+    report, res = verdict.report, verdict.judge
+    shown = verdict.public if public else None
+    public_results = shown["results"] if shown else None
+    public_status = _public_status(shown)
+    loaded = shown or {}
+    if loaded.get("load_status"):
+        what = "The problem's own code" if loaded["load_status"] == "problem_error" else "Your code"
+        said = f"{what} failed to load:\n{loaded.get('load_error', '')}"
+    else:
+        said = ""
+    if report is None or len(report.get("results", ())) != total:
+        # no verdict: the judge's job ended first (the candidate's jobs cannot reach it)
+        status = res.status if res.status in ("timeout", "sandbox_error") else "judge_error"
+        if not said and public_results is None:
+            said = f"The judge stopped without a verdict ({res.status}: {res.message})."
+        g = Grade(0, total, status, said, [], public_results, res, public_status or status)
+        return g
+    results = report["results"]
+    passed = sum(bool(r.get("passed")) for r in results)
+    if passed == total:
+        return Grade(passed, total, "correct", f"All {total} tests passed.", results, public_results, res, "correct")
+    status = report.get("load_status") or next(r["status"] for r in results if not r["passed"])
+    if not public and report.get("load_status"):  # no turn follows: the reward run's own load error, for people
+        what = "The problem's own code" if report["load_status"] == "problem_error" else "Your code"
+        said = f"{what} failed to load:\n" + str(report.get("load_error", ""))
+    return Grade(passed, total, status, said, results, public_results, res, public_status or status)
+
+
+def _public_status(shown: dict | None) -> str:
+    """The status the public tests give (what a policy may be told): their load status, the first
+    failing one's, or `incorrect` when they all pass (the hidden tests decide)."""
+    if not shown:
+        return ""
+    if shown.get("load_status"):
+        return shown["load_status"]
+    return next((r["status"] for r in shown["results"] if not r["passed"]), "incorrect")
 
 
 def problem_task(problem: CodeProblem) -> Task:
@@ -223,13 +317,16 @@ class CodeEnv(Env):
             max_feedback_chars=self.max_feedback_chars,
         )
         success = g.status == "correct"
+        # a turn that continues tells only what the public tests give: the hidden run's kind of
+        # failure would reach the policy through the feedback templates
+        status = g.status if success or last else g.public_status or g.status
         score = g.fraction if self.reward == "fraction" else float(success)
         return StepResult(
             score=score,
             success=success,
             done=success or last,
             feedback=g.feedback,
-            status=g.status,
+            status=status,
             info={"passed": g.passed, "total": g.total, "wall_s": g.sandbox.wall_s if g.sandbox else 0.0},
         )
 

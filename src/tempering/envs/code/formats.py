@@ -48,6 +48,7 @@ from tempering.envs.code.problems import (
     Skipped,
     Test,
     Unjudgeable,
+    bound_names,
     check_statements,
     defines,
     doctest_tests,
@@ -95,29 +96,6 @@ def parse_humaneval(data: object, where: str) -> CodeProblem:
     )
 
 
-def _bound_names(code: str) -> set[str]:
-    """The names a program binds at module level (def, class, assignment, import, also under
-    if / try / with / for); empty when it does not parse."""
-    try:
-        todo: list[ast.AST] = list(syntax.parse(code).body)
-    except (SyntaxError, ValueError):
-        return set()
-    names: set[str] = set()
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
-        else:
-            for name in ("body", "orelse", "finalbody", "handlers"):
-                todo.extend(x for x in getattr(node, name, []) if isinstance(x, ast.AST))
-    return names
-
-
 def _called_function(test: str, solution: str) -> str:
     """MBPP's entry point: the first name the test calls (in reading order) that the solution
     defines, builtins' names included; without such a name, the first that is not a builtin."""
@@ -127,7 +105,7 @@ def _called_function(test: str, solution: str) -> str:
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
     ]
     names = [name for _, _, name in sorted(calls)]
-    defined = _bound_names(solution)
+    defined = bound_names(solution)
     return next((n for n in names if n in defined), "") or next((n for n in names if not hasattr(builtins, n)), "")
 
 

@@ -1,31 +1,35 @@
-"""The test judge that runs inside the sandbox, next to the candidate's code (standalone: stdlib only).
+"""The test judge (standalone: stdlib only). It runs in a sandbox job of its own; the candidate runs
+in other jobs, which the host starts when the judge asks. The judge and the candidate never share a
+process, a namespace, a PID namespace or a file: the candidate cannot name the judge, and the judge
+receives only what the candidate declares, through a channel the host owns.
 
-The candidate is untrusted even inside the sandbox: in its own process it could exit with 0 before
-the tests, replace `assert`, read the expected value out of the calling test's frame, or print a
-forged report. So the candidate runs in a child process, and the tests run here, in the judge:
+- function problems: a candidate job (candidate.py) loads solution.py, then the problem's setup code
+  in the same namespace (as MBPP's harness does: it may build objects of the solution's classes).
+  The tests run here, as the benchmark wrote them (HumanEval's `check(candidate)`, MBPP's asserts).
+  A test's free names resolve here, from the problem's own code (its prefix, the imports of its
+  setup and of its reference solution), the builtins and the real modules; only the names the
+  reference solution and the setup code define (the entry point, helper classes, objects the setup
+  builds) are the candidate's, as stand-ins (`Remote`) whose calls go to the candidate job. Arguments
+  go down pickled; results come back as JSON data (numbers, strings, containers, Counter, Fraction,
+  Decimal, ...) rebuilt here, so every comparison is Python's own `==` on the judge's values and no
+  object, method or `__eq__` of the candidate's ever runs here or sees an expected value. Any other
+  object stays in the candidate job as a handle (calls, attribute reads and its truth go there).
+- program problems: each test is one candidate job (`python3 -I solution.py`, the input on stdin);
+  the host reports its output and how it ended (its own evidence), and the judge compares the output
+  line by line (numbers as decimals), as LiveCodeBench does.
 
-- the judge reads the tests from stdin (they are never on disk where the candidate could read them)
-  and makes itself non-dumpable (a process of the same user cannot read its memory or its fds);
-- function problems: the child loads solution.py, then runs the problem's setup code in the same
-  namespace (as MBPP's harness does: it may build objects of the solution's classes); the tests run
-  in the judge as the benchmark wrote them (HumanEval's `check(candidate)`, MBPP's asserts) against
-  stand-ins (`Remote`) for the names of that namespace, each call going to the child. Arguments go down pickled; results come back as
-  data (numbers, strings, containers, Counter, defaultdict, Fraction, Decimal, ...) rebuilt here
-  from JSON, so no object of the candidate's ever reaches the judge and `==` is Python's own. Any
-  other object stays in the child and is a handle here (calls and attributes still go through);
-- program problems: the judge runs solution.py once per test, input on stdin, and compares its
-  output line by line (numbers as decimals), as LiveCodeBench does.
+Public tests (for multi-turn feedback) run first, in a candidate job of their own, and their results
+go to the host before any hidden test runs; the hidden tests then run in fresh candidate jobs, so
+nothing a hidden run sees can reach feedback. Each test has its own time limit (`timeout_s`), the
+phase `time_budget_s`; by default the first timeout ends the phase (the rest are `not_run`).
 
-Each test has `test_timeout_s`, the problem `time_budget_s`; by default the first timeout ends the
-run (the rest are `not_run`). The judge prints one JSON report on its stdout, which the child
-cannot reach (its output goes to /dev/null).
-
-stdin: {"kind": "function" | "program", "entry_point": str, "prefix": str, "setup": str,
-        "tests": [test], "public": [test], "run_public": bool, "test_timeout_s": float,
-        "time_budget_s": float, "stop_at_timeout": bool}
-        test: {"source": str, "float_tol": float | null} (function) or {"stdin": str, "stdout": str}
-stdout: {"load_status": str | null, "load_error": str | null, "results": [result], "public": [result]}
-        result: {"passed": bool, "status": str, "got": str, "expected": str, "error": str, "error_type": str}
+The host channel: stdin carries the spec (one JSON line), then framed messages: `C <id> <n>\\n` and n
+bytes (one line the candidate job `id` wrote), `E <id> <json>\\n` (that job ended: the host's Result).
+The judge writes JSON lines to the host on the stdout it had at start (the test code's prints go
+nowhere): {"op": "start", "id"} (a function candidate job), {"op": "send", "id", "line"}, {"op": "run",
+"id", "stdin", "wall_s"} (a program job), {"op": "stop", "id"}, {"op": "public", ...} and, last,
+{"op": "report", "load_status", "load_error", "results", "public"}; result: {"passed", "status",
+"got", "expected", "error", "error_type", "seconds"}.
 """
 
 import ast
@@ -41,131 +45,21 @@ import json
 import math
 import os
 import pickle
+import reprlib
 import select
 import signal
-import subprocess
 import sys
-import tempfile
 import time
 import types
 from typing import Any
 
 VALUE_LIMIT = 4 << 20
-"""Bytes of one reply of the child, and of one program's output."""
+"""Bytes of one reply of the candidate, and of one program's output."""
 LOAD_GRACE_S = 5.0
 """Seconds allowed for loading the solution (its imports), on top of one test's time."""
+QUEUE_S = 120.0
+"""Seconds the host may take to start a candidate job (it may wait for a free slot)."""
 CLIP = 300
-
-CHILD = r"""
-import base64, collections, decimal, fractions, json, numbers, os, pickle, sys, traceback, types
-
-requests = os.fdopen(int(sys.argv[1]), "rb")
-replies = os.fdopen(int(sys.argv[2]), "w")
-LIMIT = int(sys.argv[3])
-SEQ = {list: "list", tuple: "tuple", set: "set", frozenset: "frozenset", collections.deque: "deque"}
-MAP = {dict: "dict", collections.Counter: "Counter", collections.OrderedDict: "OrderedDict",
-       collections.defaultdict: "defaultdict"}
-PLAIN = (int, float, complex, str, bytes, tuple, list, dict, set, frozenset)
-refs = []
-
-
-def send(obj):
-    text = json.dumps(obj)
-    if len(text) > LIMIT:
-        text = json.dumps({"too_large": len(text)})
-    replies.write(text + "\n")
-    replies.flush()
-
-
-def failure():
-    kind, err, tb = sys.exc_info()
-    try:
-        frames = [f for f in traceback.extract_tb(tb) if f.filename == "solution.py"]
-        text = "".join(traceback.format_list(frames) + traceback.format_exception_only(kind, err)).strip()
-        return {"error": "\n".join(text.splitlines()[-10:]), "type": kind.__name__, "message": str(err)[:1000]}
-    except BaseException:
-        return {"error": kind.__name__ + " (which cannot be shown)", "type": ""}
-
-
-def enc(v, depth=0):
-    if depth > 100:
-        raise ValueError("the value is nested more than 100 levels deep")
-    t = type(v)
-    if v is None or t is bool or t is str or t is float or (t is int and -(2**63) < v < 2**63):
-        return v
-    if t is int:
-        return ["int", hex(v)]
-    if t is complex:
-        return ["complex", repr(v.real), repr(v.imag)]
-    if t is bytes:
-        return ["bytes", base64.b64encode(v).decode()]
-    if t in SEQ:
-        return [SEQ[t], [enc(x, depth + 1) for x in v]]
-    if t in MAP:
-        return [MAP[t], [[enc(k, depth + 1), enc(x, depth + 1)] for k, x in v.items()]]
-    if t is fractions.Fraction:
-        return ["Fraction", hex(v.numerator), hex(v.denominator)]
-    if t is decimal.Decimal:
-        return ["Decimal", str(v)]
-    if t is range:
-        return ["range", hex(v.start), hex(v.stop), hex(v.step)]
-    for base in PLAIN:  # namedtuple, IntEnum, str subclasses: by value, as the plain type
-        if isinstance(v, base):
-            return enc(base(v), depth + 1)
-    if isinstance(v, numbers.Integral):  # numpy integers and the like
-        return enc(int(v), depth + 1)
-    if isinstance(v, numbers.Real):
-        return enc(float(v), depth + 1)
-    refs.append(v)
-    return ["ref", len(refs) - 1, t.__name__]
-
-
-module = types.ModuleType("__task__")
-sys.modules["__task__"] = module
-ns = module.__dict__
-
-
-def resolve(target):
-    if target[0] == "name":
-        return ns[target[1]]
-    if target[0] == "ref":
-        return refs[target[1]]
-    return getattr(resolve(target[1]), target[2])
-
-
-def _remote(target):  # the judge pickles its handles on the solution's objects as calls to this
-    return resolve(target)
-
-
-setup = json.loads(requests.readline())["setup"]
-stage = "solution"
-try:
-    exec(compile(open("solution.py").read(), "solution.py", "exec"), ns)
-    stage = "setup"
-    exec(compile(setup, "<setup>", "exec"), ns)
-    names = {k: "module " + v.__name__ if isinstance(v, types.ModuleType) else "value"
-             for k, v in list(ns.items()) if not k.startswith("__")}
-except BaseException:
-    send({"load_error": failure(), "stage": stage})
-    raise SystemExit(0)
-send({"names": names})
-for line in requests:
-    try:
-        req = json.loads(line)
-        payload = requests.read(req["size"])
-        value = resolve(req["target"])
-        if req["op"] == "call":
-            args, kwargs = pickle.loads(payload)
-            value = value(*args, **kwargs)
-    except BaseException:
-        send(failure())
-        continue
-    try:
-        reply = {"value": enc(value)}
-    except BaseException as e:
-        reply = {"error": "the value returned cannot be read by the judge: " + str(e)[:200], "type": ""}
-    send(reply)
-"""
 
 
 class SolutionFailed(BaseException):
@@ -175,6 +69,10 @@ class SolutionFailed(BaseException):
     def __init__(self, status: str, message: str):
         super().__init__(message)
         self.status = status
+
+
+class Deadline(BaseException):
+    """The test's own code ran past its time (raised by the alarm; no test can catch it)."""
 
 
 class ProblemBroken(BaseException):
@@ -191,7 +89,136 @@ def clip(text: str, limit: int = CLIP) -> str:
     return text if len(text) <= limit else text[: limit - 15] + "...(truncated)"
 
 
-# -- values from the child ----------------------------------------------------------------------
+class _Shown(reprlib.Repr):
+    """repr for values whose plain repr fails (an int past the str conversion limit)."""
+
+    def __init__(self):
+        super().__init__()
+        self.maxlevel, self.maxdict, self.maxlist, self.maxtuple, self.maxset = 20, 30, 60, 60, 60
+        self.maxfrozenset = self.maxdeque = self.maxlong = self.maxstring = self.maxother = 200
+
+    def repr_int(self, x, level):
+        try:
+            return repr(x)
+        except ValueError:
+            digits = int(abs(x).bit_length() * math.log10(2)) + 1
+            return f"<an integer of about {digits} digits>"
+
+
+def show(value) -> str:
+    """A value in words, never raising (for got / expected)."""
+    try:
+        return clip(repr(value))
+    except Exception:
+        try:
+            return clip(_Shown().repr(value))
+        except Exception as e:
+            return f"<a {type(value).__name__} that cannot be shown: {type(e).__name__}>"
+
+
+def describe(e: BaseException) -> str:
+    try:
+        text = str(e)
+    except Exception:
+        text = "(its message cannot be shown)"
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+# -- the channel to the host --------------------------------------------------------------------
+
+
+class Channel:
+    """Messages to and from the host. Its reads and writes are never interrupted by a test's alarm."""
+
+    def __init__(self):
+        self.out = os.fdopen(os.dup(1), "w")
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)  # the tests' own prints (and any module's) go nowhere
+        os.close(devnull)
+        self.buffer = b""
+        self.busy = False
+        self.expired = False
+        """The test's alarm rang while a message was on its way: Deadline once it is through."""
+        self.next_id = 0
+
+    def read_spec(self) -> dict:
+        while b"\n" not in self.buffer:
+            chunk = os.read(0, 1 << 16)
+            if not chunk:
+                raise SystemExit("the host closed the channel before the spec")
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def op(self, message: dict) -> None:
+        self.busy = True
+        try:
+            self.out.write(json.dumps(message) + "\n")
+            self.out.flush()
+        finally:
+            self._done()
+
+    def _done(self) -> None:
+        self.busy = False
+        if self.expired:
+            self.expired = False
+            raise Deadline()
+
+    def new_id(self) -> int:
+        self.next_id += 1
+        return self.next_id
+
+    def wait(self, job: int, deadline: float):
+        """The next message of candidate job `job` by `deadline`: ("line", bytes), ("ended", dict),
+        or None when the deadline passed. Messages of earlier jobs are dropped."""
+        self.busy = True
+        try:
+            while True:
+                msg = self._parse()
+                if msg is not None:
+                    kind, jid, payload = msg
+                    if jid == job:
+                        return kind, payload
+                    continue
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([0], [], [], left)[0]:
+                    return None
+                chunk = os.read(0, 1 << 20)
+                if not chunk:
+                    raise SystemExit("the host closed the channel")
+                self.buffer += chunk
+        finally:
+            self._done()
+
+    def _parse(self):
+        end = self.buffer.find(b"\n")
+        if end < 0:
+            return None
+        head = self.buffer[:end].split(b" ", 2)
+        if head[0] == b"C":
+            size = int(head[2])
+            if len(self.buffer) < end + 1 + size:
+                return None
+            body = self.buffer[end + 1 : end + 1 + size]
+            self.buffer = self.buffer[end + 1 + size :]
+            return "line", int(head[1]), body
+        self.buffer = self.buffer[end + 1 :]
+        return "ended", int(head[1]), json.loads(head[2])
+
+
+CHANNEL: Channel | None = None
+
+
+def _on_alarm(signum, frame):
+    if CHANNEL is None:
+        return
+    if CHANNEL.busy:
+        CHANNEL.expired = True
+    else:
+        raise Deadline()
+
+
+# -- values from the candidate ------------------------------------------------------------------
 
 _SEQ = {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset, "deque": collections.deque}
 _MAP = {
@@ -209,7 +236,7 @@ def _of(value, kind):
 
 
 def decode(x, solution, depth=0):
-    """A value sent by the child, rebuilt from data only: plain Python types, or a handle."""
+    """A value sent by the candidate, rebuilt from data only: plain Python types, or a handle."""
     if depth > 101:
         raise ValueError("nested too deep")
     if x is None or type(x) in (bool, int, float, str):  # JSON's own scalars stand for themselves
@@ -258,7 +285,8 @@ def rebuild_error(reply: dict) -> BaseException:
 
 
 class Remote:
-    """A name or object of the solution, which lives in the child: calls and attribute reads go there."""
+    """A name or object of the solution, which lives in the candidate job: calls, attribute reads and
+    its truth are asked there; it has no `==` of its own (a handle equals only itself)."""
 
     def __init__(self, solution, target, label):
         self._solution, self._target, self._label = solution, target, label
@@ -269,46 +297,40 @@ class Remote:
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
-        return self._solution.get(("attr", self._target, name))
+        return self._solution.ask("get", ("attr", self._target, name))
+
+    def __bool__(self):
+        return bool(self._solution.ask("truth", self._target))
 
     def __repr__(self):
         return f"<{self._label} of the solution>"
 
 
 def _remote(target):
-    """Stands for a Remote in pickled arguments: the child's function of the same name resolves it."""
-    raise RuntimeError("only the solution's process resolves handles")
+    """Stands for a Remote in pickled arguments: the candidate's function of the same name resolves it."""
+    raise RuntimeError("only the candidate's process resolves handles")
 
 
 class Solution:
-    """The child process that holds the candidate's code; one request, one reply, within a deadline."""
+    """One candidate job that holds the candidate's code; one request, one reply, within a deadline."""
 
-    def __init__(self, setup: str):
-        req_r, self._req = os.pipe()
-        self._rep, rep_w = os.pipe()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-c", CHILD, str(req_r), str(rep_w), str(VALUE_LIMIT)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            pass_fds=(req_r, rep_w),
-            start_new_session=True,
-        )
-        os.close(req_r)
-        os.close(rep_w)
-        os.set_blocking(self._req, False)
-        self.buffer = b""
+    def __init__(self, channel: Channel):
+        self.channel = channel
+        self.id = channel.new_id()
         self.deadline = 0.0
         self.timeout_message = ""
         self.failure: SolutionFailed | None = None
-        """Set once the child timed out, died or broke the protocol: every later request fails alike."""
-        self.setup = setup
+        """Set once the job timed out, died or broke the protocol: every later request fails alike."""
         self.names: dict[str, str] = {}
 
-    def load(self, deadline: float, message: str) -> None:
-        """Load solution.py (and the setup code) in the child; SolutionFailed if it does not load."""
-        self.deadline, self.timeout_message = deadline, message
-        reply = self._exchange({"setup": self.setup})
+    def load(self, load_s: float, message: str) -> None:
+        """Start the job and load solution.py (and the setup code); SolutionFailed if it does not load."""
+        self.channel.op({"op": "start", "id": self.id})
+        self.deadline, self.timeout_message = time.monotonic() + QUEUE_S, "no candidate job could be started"
+        if self._reply().get("hello") is not True:
+            raise self._broken("the solution's process broke the judge's protocol")
+        self.deadline, self.timeout_message = time.monotonic() + load_s, message
+        reply = self._reply()
         if "load_error" in reply:
             err = reply["load_error"] if isinstance(reply["load_error"], dict) else {}
             text = str(err.get("error", "the solution did not load"))
@@ -328,10 +350,11 @@ class Solution:
             pickler.dump((args, kwargs))
         except (pickle.PicklingError, TypeError, AttributeError) as e:
             raise ProblemBroken(f"the test passes a value that cannot be sent to the solution: {e}") from None
-        return self._value(self._exchange({"op": "call", "target": remote._target}, buf.getvalue()))
+        request = {"op": "call", "target": remote._target, "args": base64.b64encode(buf.getvalue()).decode()}
+        return self._value(self._exchange(request))
 
-    def get(self, target):
-        return self._value(self._exchange({"op": "get", "target": target}))
+    def ask(self, op: str, target):
+        return self._value(self._exchange({"op": op, "target": target}))
 
     def _reduce_remote(self, remote: Remote):
         if remote._solution is not self:
@@ -342,10 +365,12 @@ class Solution:
         if "value" in reply:
             try:
                 return decode(reply["value"], self)
-            except Exception as e:
+            except Exception as e:  # data that does not make a value: the candidate's to answer for
                 raise SolutionFailed(
-                    "runtime_error", f"the solution sent a value the judge cannot read ({e})"
+                    "runtime_error", f"the solution sent a value the judge cannot read ({describe(e)})"
                 ) from None
+        if "unreadable" in reply:
+            raise SolutionFailed("runtime_error", f"the value returned cannot be judged: {reply['unreadable']}")
         if "too_large" in reply:
             raise SolutionFailed("runtime_error", f"the value returned is larger than {VALUE_LIMIT >> 20} MiB")
         if "error" in reply:
@@ -354,64 +379,51 @@ class Solution:
 
     def _broken(self, message: str, status: str = "runtime_error") -> SolutionFailed:
         self.failure = SolutionFailed(status, message)
+        self.close()
         return self.failure
 
-    def _exchange(self, message: dict, payload: bytes = b"") -> dict:
-        """Send a request (a JSON line, then `payload`) and read the one-line reply, by the deadline."""
+    def _exchange(self, request: dict) -> dict:
         if self.failure is not None:
             raise self.failure
-        data = (json.dumps({**message, "size": len(payload)}) + "\n").encode() + payload
-        while data:
-            left = self.deadline - time.monotonic()
-            if left <= 0 or not select.select([], [self._req], [], left)[1]:
-                raise self._broken(self.timeout_message, "timeout")
-            try:
-                data = data[os.write(self._req, data) :]
-            except BlockingIOError:
-                continue
-            except OSError:
-                raise self._broken(self._ended()) from None
-        while b"\n" not in self.buffer:
-            left = self.deadline - time.monotonic()
-            if left <= 0 or not select.select([self._rep], [], [], left)[0]:
-                raise self._broken(self.timeout_message, "timeout")
-            chunk = os.read(self._rep, 1 << 16)
-            if not chunk:
-                raise self._broken(self._ended())
-            self.buffer += chunk
-            if len(self.buffer) > VALUE_LIMIT + 4096:
-                raise self._broken("the solution's process broke the judge's protocol")
-        line, self.buffer = self.buffer.split(b"\n", 1)
+        self.channel.op({"op": "send", "id": self.id, "line": json.dumps(request)})
+        return self._reply()
+
+    def _reply(self) -> dict:
+        if self.failure is not None:
+            raise self.failure
+        msg = self.channel.wait(self.id, self.deadline)
+        if msg is None:
+            raise self._broken(self.timeout_message, "timeout")
+        kind, payload = msg
+        if kind == "ended":
+            if payload.get("status") == "sandbox_error":  # the host's fault, not the candidate's
+                raise self._broken(
+                    f"the candidate's job could not start: {payload.get('message', '')}", "sandbox_error"
+                )
+            if payload.get("too_long") == "line":
+                raise self._broken(f"the solution's process sent more than {VALUE_LIMIT >> 20} MiB in one reply")
+            if payload.get("too_long") == "flood":
+                raise self._broken("the solution's process wrote more than the judge asked for, faster than it reads")
+            raise self._broken(f"the solution's process ended ({ended_how(payload)}) instead of answering")
         try:
-            reply = json.loads(line)
-        except ValueError:
+            reply = json.loads(payload)
+        except (ValueError, RecursionError):
             reply = None
         if not isinstance(reply, dict):
-            raise self._broken("the solution's process broke the judge's protocol")
+            raise self._broken("the solution's process sent a reply the judge cannot read")
         return reply
 
-    def _ended(self) -> str:
-        try:
-            code = self.proc.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            return "the solution's process closed its channel to the judge"
-        how = f"signal {-code}" if code < 0 else f"exit code {code}"
-        return f"the solution's process ended ({how}) instead of answering"
-
     def close(self) -> None:
-        kill(self.proc)
-        os.close(self._req)
-        os.close(self._rep)
+        self.channel.op({"op": "stop", "id": self.id})
 
 
-def kill(proc: subprocess.Popen) -> int:
-    """End a process and its group (what it started, unless it left the group); its exit status."""
-    for end in (lambda: os.killpg(proc.pid, signal.SIGKILL), proc.kill):
-        try:
-            end()
-        except OSError:
-            pass
-    return proc.wait()
+def ended_how(info: dict) -> str:
+    """How a candidate job ended, from the host's Result."""
+    if info.get("signal"):
+        return f"signal {info['signal']}"
+    if info.get("exit_code") is not None and info.get("status") in ("ok", "nonzero_exit"):
+        return f"exit code {info['exit_code']}"
+    return f"{info.get('status')}: {info.get('message', '')}".strip(": ")
 
 
 # -- comparisons --------------------------------------------------------------------------------
@@ -461,28 +473,44 @@ def result(status: str, got: str = "", expected: str = "", error: str = "", erro
         "expected": expected,
         "error": clip(error, 2000),
         "error_type": error_type,
+        "seconds": 0.0,
     }
+
+
+def _imports(code: str) -> list[ast.stmt]:
+    """The module-level import statements of `code` (none when it does not parse)."""
+    try:
+        todo: list[ast.stmt] = list(ast.parse(code).body)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    found: list[ast.stmt] = []
+    while todo:
+        node = todo.pop(0)
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        elif isinstance(node, (ast.If, ast.Try)):
+            todo.extend(node.body + node.orelse + getattr(node, "finalbody", []))
+    return found
 
 
 # -- the judge ----------------------------------------------------------------------------------
 
 
 class Judge:
-    def __init__(self, spec: dict):
+    def __init__(self, spec: dict, channel: Channel):
         self.spec = spec
+        self.channel = channel
         self.kind = spec["kind"]
-        self.test_timeout = float(spec["test_timeout_s"])
         self.budget = float(spec["time_budget_s"])
         self.solution: Solution | None = None
-        self.ns: dict[str, Any] | None = None
+        self.ns: dict[str, Any] = {}
+        self.own: set[str] = set()
 
     def run(self) -> dict:
-        report: dict[str, Any] = {"load_status": None, "load_error": None, "results": [], "public": []}
+        report: dict[str, Any] = {"load_status": None, "load_error": None, "results": [], "public": None}
         tests, public = self.spec["tests"], self.spec["public"]
-        with open("solution.py", encoding="utf-8", errors="replace") as f:
-            source = f.read()
         try:
-            compile(source, "solution.py", "exec", dont_inherit=True)
+            compile(self.spec["solution"], "solution.py", "exec", dont_inherit=True)
         except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as e:
             return self._load_failed(report, "parse_error", _syntax_text(e))
         try:
@@ -491,37 +519,59 @@ class Judge:
                 module = types.ModuleType("__task__")
                 sys.modules["__task__"] = module
                 self.ns = module.__dict__
-                # the setup runs in the solution's namespace; only its imports run here too, so that
-                # the modules the tests use are the judge's own
-                imports: list[ast.stmt] = [
-                    n for n in ast.parse(self.spec["setup"]).body if isinstance(n, (ast.Import, ast.ImportFrom))
-                ]
                 exec(compile(self.spec["prefix"], "<problem>", "exec"), self.ns)
-                exec(compile(ast.Module(imports, []), "<setup>", "exec"), self.ns)
+                # the setup runs in the solution's namespace; its imports, and the reference
+                # solution's, run here too, so that the modules the tests use are the judge's own
+                exec(compile(ast.Module(_imports(self.spec["setup"]), []), "<setup>", "exec"), self.ns)
+                for node in _imports(self.spec["reference"]):
+                    try:
+                        exec(compile(ast.Module([node], []), "<reference>", "exec"), self.ns)
+                    except Exception:
+                        pass
         except Exception as e:
-            return self._load_failed(report, "problem_error", f"the problem's own code failed: {type(e).__name__}: {e}")
-        try:
-            report["results"] = self.run_tests(tests)
-            if self.spec["run_public"]:
-                done = {json.dumps(t, sort_keys=True): r for t, r in zip(tests, report["results"])}
-                todo = [t for t in public if json.dumps(t, sort_keys=True) not in done]
-                ran = dict(zip(map(id, todo), self.run_tests(todo)))
-                report["public"] = [done.get(json.dumps(t, sort_keys=True)) or ran[id(t)] for t in public]
-        except SolutionFailed as e:  # the solution did not load
-            return self._load_failed(report, e.status, str(e))
-        finally:
-            if self.solution is not None:
-                self.solution.close()
+            return self._load_failed(report, "problem_error", f"the problem's own code failed: {describe(e)}")
+        self.own = set(self.ns)
+        """The problem's own names: they come before the candidate's."""
+        if self.spec["run_public"]:
+            shown = self.run_phase(public)
+            report["public"] = shown["results"]
+            self.channel.op({"op": "public", **shown})
+            done = {json.dumps(t, sort_keys=True): r for t, r in zip(public, shown["results"])}
+        else:
+            done = {}
+        todo = [t for t in tests if json.dumps(t, sort_keys=True) not in done]
+        stop = self.spec["stop_at_timeout"] and any(r["status"] == "timeout" for r in done.values())
+        hidden = self.run_phase(todo, "not run: an earlier test timed out" if stop else None)
+        ran = dict(zip(map(id, todo), hidden["results"]))
+        report["results"] = [done.get(json.dumps(t, sort_keys=True)) or ran[id(t)] for t in tests]
+        report["load_status"], report["load_error"] = hidden["load_status"], hidden["load_error"]
         return report
 
     def _load_failed(self, report: dict, status: str, error: str) -> dict:
         report["load_status"], report["load_error"] = status, error
         report["results"] = [result(status, error=error) for _ in self.spec["tests"]]
+        if self.spec["run_public"]:
+            report["public"] = [result(status, error=error) for _ in self.spec["public"]]
+            self.channel.op({"op": "public", "results": report["public"], "load_status": status, "load_error": error})
         return report
 
-    def run_tests(self, tests: list) -> list:
+    def run_phase(self, tests: list, stopped: str | None = None) -> dict:
+        """Run `tests` in fresh candidate jobs: {results, load_status, load_error}."""
+        out: dict[str, Any] = {"results": [], "load_status": None, "load_error": None}
+        try:
+            out["results"] = self.run_tests(tests, stopped)
+        except SolutionFailed as e:  # the solution did not load: every test of the phase fails alike
+            out["load_status"], out["load_error"] = e.status, str(e)
+            out["results"] = [result(e.status, error=str(e)) for _ in tests]
+        finally:
+            if self.solution is not None:
+                self.solution.close()
+                self.solution = None
+        return out
+
+    def run_tests(self, tests: list, stopped: str | None) -> list:
         end = time.monotonic() + self.budget
-        out, stopped = [], None
+        out = []
         for test in tests:
             now = time.monotonic()
             if stopped is None and now >= end:
@@ -529,13 +579,14 @@ class Judge:
             if stopped is not None:
                 out.append(result("not_run", error=stopped))
                 continue
+            limit = float(test["timeout_s"])
             if self.kind == "function" and self.solution is None:
-                self.start(min(now + self.test_timeout + LOAD_GRACE_S, end))
+                self.start(limit + LOAD_GRACE_S)
                 now = time.monotonic()
-            deadline = min(now + self.test_timeout, end)
+            deadline = min(now + limit, end)
             message = (
-                f"no answer within {self.test_timeout:g} s"
-                if now + self.test_timeout <= end
+                f"no answer within {limit:.3g} s"
+                if now + limit <= end
                 else f"the problem's time budget of {self.budget:g} s ran out"
             )
             if self.kind == "program":
@@ -543,128 +594,131 @@ class Judge:
             else:
                 res = self.run_function(test, deadline, message)
                 assert self.solution is not None  # started above
-                if self.solution.failure is not None:  # it hung or died: a fresh child runs the rest
-                    self.solution.close()
+                if self.solution.failure is not None:  # it hung or died: a fresh job runs the rest
                     self.solution = None
+            res["seconds"] = res["seconds"] or round(time.monotonic() - now, 4)
             out.append(res)
             if res["status"] == "timeout" and self.spec["stop_at_timeout"]:
                 stopped = "not run: an earlier test timed out"
         return out
 
-    def start(self, deadline: float) -> None:
-        """A child with the solution loaded, and the tests' free names bound to it; SolutionFailed if
-        it does not load (the whole answer then fails with that status)."""
-        self.solution = Solution(self.spec["setup"])
+    def start(self, load_s: float) -> None:
+        """A candidate job with the solution loaded, and the tests' free names bound; SolutionFailed
+        if it does not load (every test of the phase then fails with that status)."""
+        self.solution = Solution(self.channel)
         try:
-            self.solution.load(deadline, "the solution did not finish loading in time")
+            self.solution.load(load_s, "the solution did not finish loading in time")
         except SolutionFailed:
             self.solution.close()
             self.solution = None
             raise
-        assert self.ns is not None  # run() made the function problem's namespace
+        names = self.solution.names
         entry = self.spec["entry_point"]
-        if entry and self.solution.names.get(entry) != "value":
+        if entry and names.get(entry) != "value":
             self.solution.close()
             self.solution = None
             raise SolutionFailed("runtime_error", f"the code does not define `{entry}`")
+        supplied = set(self.spec["supplied"]) | {entry}
         free = {node.id for tree in self.trees.values() for node in ast.walk(tree) if isinstance(node, ast.Name)}
-        for name in sorted(free | {entry} - {""}):
-            kind = self.solution.names.get(name)
-            if kind is None or (name != entry and (name in self.ns or hasattr(builtins, name))):
-                continue  # the problem's own names and the builtins come first; only the entry point is the solution's
-            if kind.startswith("module "):  # e.g. `math.isclose` in MBPP tests relies on the solution's import
-                mod = kind.removeprefix("module ")
-                if mod.split(".")[0] in sys.stdlib_module_names:
-                    try:
-                        self.ns[name] = importlib.import_module(mod)
-                    except ImportError:
-                        pass
-            else:
+        for name in [n for n, v in self.ns.items() if isinstance(v, Remote)]:  # an earlier job's
+            del self.ns[name]
+        for name in sorted(free):
+            kind = names.get(name)
+            if name == entry or (name in supplied and name not in self.own and kind is not None):
                 self.ns[name] = Remote(self.solution, ("name", name), f"`{name}`")
+            elif name in self.ns or hasattr(builtins, name):
+                continue
+            elif kind is not None and kind.startswith("module "):  # `np` of the answer's `import numpy as np`
+                _bind_module(self.ns, name, kind.removeprefix("module "))
+            elif name in sys.stdlib_module_names:  # MBPP's `math.isclose` without an import of its own
+                _bind_module(self.ns, name, name)
 
     def run_function(self, test: dict, deadline: float, message: str) -> dict:
         assert self.solution is not None  # run_tests starts it first
         self.solution.deadline, self.solution.timeout_message = deadline, message
         tree = self.trees[test["source"]]
         pair = _compare_assert(tree)
+        self.channel.expired = False
         try:
-            if pair is None:
-                exec(compile(tree, "<test>", "exec"), self.ns)
-            else:
-                left = eval(compile(pair[0], "<test>", "eval"), self.ns)
-                right = eval(compile(pair[1], "<test>", "eval"), self.ns)
-                tol = test.get("float_tol")
-                if not (same(left, right, tol) if tol is not None else bool(left == right)):
-                    raise Mismatch(left, right)
+            signal.setitimer(signal.ITIMER_REAL, max(0.01, deadline - time.monotonic()))
+            try:
+                if pair is None:
+                    exec(compile(tree, "<test>", "exec"), self.ns)
+                else:
+                    left = eval(compile(pair[0], "<test>", "eval"), self.ns)
+                    right = eval(compile(pair[1], "<test>", "eval"), self.ns)
+                    tol = test.get("float_tol")
+                    if not (same(left, right, tol) if tol is not None else bool(left == right)):
+                        raise Mismatch(left, right)
+            finally:  # the alarm is off before any outcome is handled
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                self.channel.expired = False
             res = result("passed")
         except SolutionFailed as e:
             res = result(e.status, error=str(e))
+        except Deadline:
+            if self.solution.failure is None:  # the test's own code ran out of time: its job is ended
+                self.solution._broken(message, "timeout")
+            res = result("timeout", error=message)
         except ProblemBroken as e:
             res = result("problem_error", error=str(e))
         except Mismatch as e:
-            res = result("incorrect", got=clip(repr(e.got)), expected=clip(repr(e.expected)))
+            res = result("incorrect", got=show(e.got), expected=show(e.expected))
         except Exception as e:
             if hasattr(e, "solution_traceback"):
                 res = result("runtime_error", error=e.solution_traceback, error_type=type(e).__name__)
             elif isinstance(e, AssertionError):
-                res = result("incorrect", error=clip(f"the assertion failed {e}".strip()))
+                res = result("incorrect", error=clip(f"the assertion failed {_message(e)}".strip()))
             else:
-                res = result("incorrect", error=clip(f"the test raised {type(e).__name__}: {e}"))
+                res = result("incorrect", error=clip(f"the test raised {describe(e)}"))
         if self.solution.failure is not None:  # even where the test caught it: a hung or dead solution fails
             res = result(self.solution.failure.status, error=str(self.solution.failure))
         return res
 
     def run_program(self, test: dict, deadline: float, message: str) -> dict:
-        with tempfile.TemporaryFile() as fin, tempfile.TemporaryFile() as ferr:
-            fin.write(test["stdin"].encode())
-            fin.seek(0)
-            proc = subprocess.Popen(
-                [sys.executable, "-I", "solution.py"],
-                stdin=fin,
-                stdout=subprocess.PIPE,
-                stderr=ferr,
-                start_new_session=True,
-            )
-            out, status = self._read_output(proc, deadline)
-            code = kill(proc)
-            assert proc.stdout is not None  # stdout=PIPE
-            proc.stdout.close()
-            ferr.seek(max(0, ferr.seek(0, 2) - 4000))
-            err = ferr.read().decode("utf-8", "replace")
-        if status == "timeout":
+        job = self.channel.new_id()
+        wall = max(0.01, deadline - time.monotonic())
+        self.channel.op({"op": "run", "id": job, "stdin": test["stdin"], "wall_s": wall})
+        msg = self.channel.wait(job, deadline + QUEUE_S)
+        if msg is None or msg[0] != "ended":
+            self.channel.op({"op": "stop", "id": job})
             return result("timeout", error=message)
-        if status == "too_large":
-            return result("runtime_error", error=f"the program printed more than {VALUE_LIMIT >> 20} MiB")
-        if code != 0:
-            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-            tail = "\n".join(err.strip().splitlines()[-10:])
-            return result("runtime_error", error=f"the program {how}" + (f":\n{tail}" if tail else ""))
-        text = out.decode("utf-8", "replace")
-        if same_output(text, test["stdout"]):
-            return result("passed")
-        return result("incorrect", got=clip(text), expected=clip(test["stdout"]))
+        info = msg[1]
+        status = info.get("status")
+        if status == "timeout":
+            res = result("timeout", error=message)
+        elif status == "sandbox_error":
+            res = result("sandbox_error", error=f"the program's job could not start: {info.get('message', '')}")
+        elif status == "output_limit":
+            res = result("runtime_error", error=f"the program printed more than {VALUE_LIMIT >> 20} MiB")
+        elif status != "ok":
+            tail = "\n".join(str(info.get("stderr", "")).strip().splitlines()[-10:])
+            how = f"was killed by signal {info['signal']}" if info.get("signal") else f"ended ({ended_how(info)})"
+            if status == "nonzero_exit":
+                how = f"exited with code {info.get('exit_code')}"
+            res = result("runtime_error", error=f"the program {how}" + (f":\n{tail}" if tail else ""))
+        elif same_output(str(info.get("stdout", "")), test["stdout"]):
+            res = result("passed")
+        else:
+            res = result("incorrect", got=clip(str(info.get("stdout", ""))), expected=clip(test["stdout"]))
+        res["seconds"] = float(info.get("wall_s") or 0.0)
+        return res
 
-    @staticmethod
-    def _read_output(proc, deadline: float):
-        fd, chunks, size = proc.stdout.fileno(), [], 0
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return b"", "timeout"
-            if not select.select([fd], [], [], left)[0]:
-                continue
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
-            size += len(chunk)
-            if size > VALUE_LIMIT:
-                return b"", "too_large"
-            chunks.append(chunk)
+
+def _bind_module(ns: dict, name: str, module: str) -> None:
+    """`name` in the tests' namespace as the real module `module`, when it is part of the standard library."""
+    if module.split(".")[0] in sys.stdlib_module_names and module.split(".")[0] not in ("this", "antigravity"):
         try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            return b"", "timeout"
-        return b"".join(chunks), "done"
+            ns[name] = importlib.import_module(module)
+        except ImportError:
+            pass
+
+
+def _message(e: BaseException) -> str:
+    try:
+        return str(e)
+    except Exception:
+        return "(its message cannot be shown)"
 
 
 def _syntax_text(e: BaseException) -> str:
@@ -674,20 +728,13 @@ def _syntax_text(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def _no_dump() -> None:
-    """Make this process non-dumpable: same-user processes can no longer read /proc/<judge>/mem or fd."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
-    except (OSError, AttributeError):
-        pass
-
-
 def main() -> None:
-    spec = json.loads(sys.stdin.read())
-    _no_dump()
-    sys.stdout.write(json.dumps(Judge(spec).run()))
+    global CHANNEL
+    CHANNEL = Channel()
+    signal.signal(signal.SIGALRM, _on_alarm)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 5000))
+    spec = CHANNEL.read_spec()
+    CHANNEL.op({"op": "report", **Judge(spec, CHANNEL).run()})
 
 
 if __name__ == "__main__":

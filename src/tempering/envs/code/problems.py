@@ -101,11 +101,42 @@ class CodeProblem:
     extra: dict = field(default_factory=dict, hash=False, compare=False)
     """Fields of the record that grading does not use, kept as they are."""
 
+    def supplied_names(self) -> list[str]:
+        """The names the candidate's code supplies to the tests: the entry point and what the reference
+        solution and the setup code define (functions, classes, values; not their imports). Every
+        other name a test uses is the problem's own, a builtin or a real module."""
+        reference = bound_names(self.program(self.solution), imports=False) if self.solution else set()
+        return sorted(({self.entry_point} | reference | bound_names(self.setup, imports=False)) - {""})
+
     def program(self, code: str) -> str:
         """The file the judge runs: the prefix, then the answer's code, as the benchmark's harness joins them."""
         if self.prefix and not self.prefix.endswith("\n") and code[:1] not in (" ", "\t"):
             return self.prefix + "\n" + code
         return self.prefix + code
+
+
+def bound_names(code: str, imports: bool = True) -> set[str]:
+    """The names a program binds at module level (def, class, assignment, and with `imports` the
+    imports, also under if / try / with / for); empty when it does not parse."""
+    try:
+        todo: list[ast.AST] = list(syntax.parse(code).body)
+    except (SyntaxError, ValueError):
+        return set()
+    names: set[str] = set()
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            if imports:
+                names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        else:
+            for name in ("body", "orelse", "finalbody", "handlers"):
+                todo.extend(x for x in getattr(node, name, []) if isinstance(x, ast.AST))
+    return names
 
 
 def defines(code: str, name: str) -> bool:

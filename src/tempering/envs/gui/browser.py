@@ -8,11 +8,15 @@ its timers), through the system chromedriver named explicitly, so that selenium 
 download a driver. TEMPERING_CHROMIUM and TEMPERING_CHROMEDRIVER override the Debian paths.
 
 A `Browser` is one Chromium process. Its driver talks to one window at a time, so every command on a
-window goes through `Window.run`, which holds the browser's lock and switches to that window. A
-`BrowserPool` lends windows: a free one (one already showing the wanted page first), else a new window
-in the least busy of at most `size` browsers. Size 0 is no pool: every window gets a private browser,
-quit when the window is returned. Browsers are closed with their pool, when one stops answering, and
-at interpreter exit.
+window goes through `Window.run`, which holds the browser's lock and switches to that window. Each window
+is the only page of a browser context of its own (Chromium's incognito-like contexts, made through the
+browser's DevTools endpoint): its storage, cookies and cache are its own, its focus is its own (headless
+Chromium blurs no window when another takes the focus), the session's input state (keys or buttons held)
+is released when it opens, and returning it disposes the context with everything the episode left: the
+next episode loads its page afresh, with nothing on it from the one before. A `BrowserPool` lends such windows from the least busy of at
+most `size` browsers: the processes are shared, nothing of one episode is visible to the next. Size 0 is
+no pool: every window gets a private browser, quit when the window is returned. Browsers are closed with
+their pool, when one stops answering, and at interpreter exit.
 
 A browser that dies (Chromium or its chromedriver killed, out of memory) fails the command in flight with
 `BrowserDied`, one line naming the browser and the cause (e.g. `connection refused`): the engine counts
@@ -26,6 +30,8 @@ profile and every temporary file Chromium makes live in one folder of its own (T
 from __future__ import annotations
 
 import atexit
+import itertools
+import json
 import logging
 import os
 import re
@@ -33,6 +39,8 @@ import shutil
 import signal
 import tempfile
 import threading
+import time
+import urllib.request
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -79,8 +87,9 @@ def _is_driver_error(e: BaseException) -> bool:
     """An error of the connection to the browser (not of the page or of what its user asked)."""
     from selenium.common.exceptions import WebDriverException
     from urllib3.exceptions import HTTPError
+    from websocket import WebSocketException
 
-    return isinstance(e, (WebDriverException, HTTPError, OSError))
+    return isinstance(e, (WebDriverException, HTTPError, OSError, WebSocketException))
 
 
 def chromium_paths() -> tuple[str, str]:
@@ -146,11 +155,15 @@ class Browser:
                 "the chromium and chromium-driver packages have the same version"
             ) from e
         self.lock = threading.Lock()
-        self.current = self.driver.current_window_handle
-        self.unused_first = True
-        """The window Chromium opened at start has not been lent yet."""
+        self.anchor = self.driver.current_window_handle
+        """The window Chromium opened at start: never lent (the driver's session lives in it)."""
+        self.current: str | None = self.anchor
+        """The window the driver talks to (None: none yet, after the one it talked to was closed)."""
         self.windows = 0
-        """Windows opened in this browser (lent or free)."""
+        """Windows lent now."""
+        self._devtools: Any = None
+        """The browser's own DevTools connection (browser contexts are made and disposed there)."""
+        self._ids = itertools.count(1)
         self.pid = service.process.pid
         """chromedriver's pid, also the process group of every Chromium process of this browser."""
         self.died: str | None = None
@@ -179,20 +192,55 @@ class Browser:
             self.died = f"the browser serving this window died ({self!r}: {_cause(e)}); the pool starts a new one"
             raise BrowserDied(self.died) from e
 
-    def open(self) -> Window:
-        """A new window (the first one Chromium opened, while nobody has it)."""
+    def cdp(self, method: str, **params: Any) -> dict[str, Any]:
+        """One command on the browser's DevTools endpoint (the caller holds the lock); chromedriver's own
+        commands reach a page only, and contexts are the browser's."""
+        if self._devtools is None:
+            import websocket
 
-        def new() -> str:
-            if not self.unused_first:
-                self.driver.switch_to.new_window("window")
-                self.current = self.driver.current_window_handle
-            return self.current
+            address = self.driver.capabilities["goog:chromeOptions"]["debuggerAddress"]
+            with urllib.request.urlopen(f"http://{address}/json/version", timeout=10) as r:
+                url = json.load(r)["webSocketDebuggerUrl"]
+            self._devtools = websocket.create_connection(url, timeout=30, suppress_origin=True)
+        n = next(self._ids)
+        self._devtools.send(json.dumps({"id": n, "method": method, "params": params}))
+        while True:  # no domain is enabled on this connection: only answers come, in order
+            msg = json.loads(self._devtools.recv())
+            if msg.get("id") == n:
+                if "error" in msg:
+                    raise RuntimeError(f"Chromium refused {method}: {msg['error'].get('message')}")
+                return msg.get("result", {})
+
+    def open(self) -> Window:
+        """A new window, the only page of a new browser context (nothing shared with other windows)."""
+        from selenium.webdriver.remote.command import Command
+
+        def new() -> Window:
+            context = self.cdp("Target.createBrowserContext", disposeOnDetach=False)["browserContextId"]
+            made = self.cdp("Target.createTarget", url="about:blank", browserContextId=context, newWindow=True)
+            handle = made["targetId"]
+            deadline = time.monotonic() + 10
+            while handle not in self.driver.window_handles:  # chromedriver learns of new pages by itself
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"chromedriver never listed the new window {handle}")
+                time.sleep(0.02)
+            self.driver.switch_to.window(handle)
+            self.current = handle
+            self.driver.execute(Command.W3C_CLEAR_ACTIONS)  # no key or button of an earlier episode held
+            return Window(self, handle, context)
 
         with self.lock:
-            handle = self.guarded(new)
-            self.unused_first = False
+            window = self.guarded(new)
             self.windows += 1
-            return Window(self, handle)
+            return window
+
+    def dispose(self, window: Window) -> None:
+        """Close the window with its browser context (its page, storage, cookies: all of the episode)."""
+        with self.lock:
+            self.guarded(lambda: self.cdp("Target.disposeBrowserContext", browserContextId=window.context))
+            self.windows -= 1
+            if self.current == window.handle:
+                self.current = None
 
     def alive(self) -> bool:
         """Whether the browser still answers (a round trip; any failure means it does not)."""
@@ -208,6 +256,8 @@ class Browser:
             return
         _LIVE.discard(self)
         try:
+            if self._devtools is not None:
+                self._devtools.close()
             if self.died is None:
                 self.driver.quit()
         except Exception:  # it died already (that error was reported where it happened): stop what is left
@@ -218,10 +268,10 @@ class Browser:
 
 
 class Window:
-    """One browser window: the page of one episode at a time."""
+    """One browser window, in a browser context of its own: the page of one episode."""
 
-    def __init__(self, browser: Browser, handle: str):
-        self.browser, self.handle = browser, handle
+    def __init__(self, browser: Browser, handle: str, context: str = ""):
+        self.browser, self.handle, self.context = browser, handle, context
         self.page: str | None = None
         """URL of the page loaded in this window (None: nothing yet)."""
         self.state: dict[str, Any] = {}
@@ -242,65 +292,62 @@ class Window:
 
 
 class BrowserPool:
-    """Lends browser windows to episodes and takes them back for the next ones."""
+    """Lends episodes windows of shared browsers, each in a browser context of its own."""
 
     def __init__(self, size: int = 1, chromium: str | None = None, chromedriver: str | None = None):
         if size < 0:
             raise UserError(f"browsers must be >= 0 (0 = a private browser per episode), got {size}")
         self.size, self.chromium, self.chromedriver = size, chromium, chromedriver
         self.browsers: list[Browser] = []
-        self.free: list[Window] = []
         self.lock = threading.Lock()
         self.started = 0
         """Browsers started so far (a measure of what the pool saved)."""
 
-    def acquire(self, page: str) -> Window:
-        """A window for an episode on `page`: a free one showing it, any free one, or a new one."""
+    def acquire(self) -> Window:
+        """A new window in the least busy browser (started when fewer than `size` run). A browser found
+        dead (it died while nobody used it) is dropped and the window opened in a new one."""
         if self.size == 0:  # started outside the lock: private browsers start side by side
             with self.lock:
                 self.started += 1
             return Browser(self.chromium, self.chromedriver).open()
-        with self.lock:
-            dead = [b for b in self.browsers if b.died is not None]
-            if dead:  # known dead (a window's command failed): dropped before lending
+        for attempt in (1, 2):
+            with self.lock:
+                dead = [b for b in self.browsers if b.died is not None]
                 self.browsers = [b for b in self.browsers if b.died is None]
-                self.free = [w for w in self.free if w.browser.died is None]
-        for b in dead:
-            b.close()
-        with self.lock:
-            if self.free:
-                same = [w for w in self.free if w.page == page]
-                window = (same or self.free)[-1]
-                self.free.remove(window)
-                return window
-            if len(self.browsers) < self.size:
-                self.browsers.append(Browser(self.chromium, self.chromedriver))
-                self.started += 1
-            return min(self.browsers, key=lambda b: b.windows).open()
+                if len(self.browsers) < self.size:
+                    self.browsers.append(Browser(self.chromium, self.chromedriver))
+                    self.started += 1
+                browser = min(self.browsers, key=lambda b: b.windows)
+            for b in dead:
+                b.close()
+            try:
+                return browser.open()
+            except BrowserDied:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     def release(self, window: Window, healthy: bool = True) -> None:
-        """Take a window back. After an error (`healthy` False) a browser that stopped answering is
-        closed with all its windows; a window whose page is in doubt is forgotten."""
+        """Take a window back: its browser context is disposed. A browser that stopped answering is
+        closed with all its windows (every window of a dead browser comes back; the first drops it)."""
         b = window.browser
         if self.size == 0:
             b.close()
             return
-        if b.died is not None or (not healthy and not b.alive()):
-            with self.lock:  # every window of a dead browser comes back unhealthy: the first one drops it
-                if b in self.browsers:
-                    self.browsers.remove(b)
-                self.free = [w for w in self.free if w.browser is not b]
-            b.close()
-            return
-        if not healthy:
-            window.page = None  # reload the page before its next episode
+        if b.died is None and (healthy or b.alive()):
+            try:
+                b.dispose(window)
+                return
+            except BrowserDied:
+                pass
         with self.lock:
             if b in self.browsers:
-                self.free.append(window)
+                self.browsers.remove(b)
+        b.close()
 
     def close(self) -> None:
         with self.lock:
-            browsers, self.browsers, self.free = self.browsers, [], []
+            browsers, self.browsers = self.browsers, []
         for b in browsers:
             b.close()
 

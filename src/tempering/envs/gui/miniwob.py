@@ -462,7 +462,7 @@ class MiniWoBEnv(Env):
         for attempt in (1, 2):  # a window of a browser that died since its last episode: once more, anew
             try:
                 if self.window is None:
-                    self.window = self.pool.acquire(self.url)
+                    self.window = self.pool.acquire()
                 return self._start_page()
             except BrowserDied:
                 if attempt == 2:

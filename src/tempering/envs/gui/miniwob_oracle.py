@@ -197,9 +197,10 @@ def solve(instruction: str, lines: list[Line]) -> Action | None:
     if instruction.startswith("Enter an item that starts with"):
         start, end = q[0], (q[1] if len(q) > 1 else "")
         box = _the(lines, "textbox")
-        if box.state.startswith(start) and box.state.endswith(end) and len(box.state) > len(start):
-            return _submit(lines)
         fits = [x for x in lines if x.id and x.role == "button" and x.text.startswith(start) and x.text.endswith(end)]
+        done = box.state.startswith(start) and box.state.endswith(end) and len(box.state) >= len(start)
+        if done and (len(box.state) > len(start) or not fits):  # the item itself may be the typed start
+            return _submit(lines)
         if fits:
             return Action("click", target=fits[0].id)
         return Action("type", target=box.id, value=start) if box.state != start else Action("wait")

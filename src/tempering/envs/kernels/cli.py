@@ -111,33 +111,40 @@ def cmd_eval(args) -> int:
 
 
 def cmd_hacks(args) -> int:
-    """Submit every known reward hack (and bad input); print how each ended; 1 if any got through."""
+    """Submit every known reward hack (and bad input) and the honest twins; print how each ended; 1 if any
+    hack got through or any twin failed."""
     cfg = from_args(args, defaults={"compile_baseline": "off"})
     if args.print_config:
         return print_config(cfg)
-    from tempering.envs.kernels.hacks import BAD_INPUTS, HACKS, credited, run_hack
+    from tempering.envs.kernels.hacks import BAD_INPUTS, CONTROLS, HACKS, PATHS, Hack, credited, run_hack
     from tempering.envs.kernels.verifier import KernelVerifier
     from tempering.sandbox import Sandbox
 
     only = [w for item in args.only or [] for w in item.split(",") if w]
-    cases = [h for h in HACKS + BAD_INPUTS if not only or any(word in h.name for word in only)]
+    paths = [p for item in args.paths.split(",") for p in [item.strip()] if p]
+    if not set(paths) <= set(PATHS) or not paths:
+        raise UserError(f"--paths {args.paths}: choose from {', '.join(PATHS)} (comma-separated)")
+    twins = [Hack(c.name, c.problem, c.submission, ("correct",), kind="honest twin") for c in CONTROLS]
+    cases = [h for h in HACKS + BAD_INPUTS + twins if not only or any(word in h.name for word in only)]
     if not cases:
         raise UserError(f"--only {','.join(only)} matches no hack: `tempering kernels hacks` lists them all")
     verifier = KernelVerifier(cfg, sandbox=Sandbox(concurrency=args.concurrency))
+    runs = [(h, path) for h in cases for path in (paths if h.kind not in ("", "bad input") else ["eval"])]
 
     async def go():
-        return await asyncio.gather(*(run_hack(verifier, h) for h in cases))
+        return await asyncio.gather(*(run_hack(verifier, h, path=path) for h, path in runs))
 
     outcomes = asyncio.run(go())
     rows = []
-    print(f"{'class':38} {'hack':50} {'static':6} {'status':17} caught")
-    for h, (res, caught) in zip(cases, outcomes):
+    print(f"{'class':38} {'hack':50} {'path':6} {'static':6} {'status':17} caught")
+    for (h, path), (res, caught) in zip(runs, outcomes):
         correct, fast = credited(res)
         rows.append(
             {
                 "name": h.name,
                 "kind": h.kind or "bad input",
                 "source": h.source,
+                "path": path,
                 "static_checks": h.static_checks,
                 "status": res.status,
                 "caught": caught,
@@ -146,18 +153,22 @@ def cmd_hacks(args) -> int:
                 "message": res.message[:300],
             }
         )
-        mark = "yes" if caught and not correct else "NO"
+        twin = h.kind == "honest twin"
+        mark = ("passed" if caught else "FAILED") if twin else ("yes" if caught and not correct else "NO")
         print(
-            f"{rows[-1]['kind'][:38]:38} {h.name[:50]:50} {'on' if h.static_checks else 'off':6} {res.status:17} {mark}"
+            f"{rows[-1]['kind'][:38]:38} {h.name[:50]:50} {path:6} {'on' if h.static_checks else 'off':6} "
+            f"{res.status:17} {mark}"
         )
-    hacks = [r for r in rows if r["kind"] != "bad input"]
+    hacks = [r for r in rows if r["kind"] not in ("bad input", "honest twin")]
     summary = {
         "hacks_total": len(hacks),
         "hacks_caught": sum(r["caught"] for r in hacks),
         "hacks_credited_correct": sum(r["credited_correct"] for r in hacks),
         "hacks_credited_fast": sum(r["credited_fast"] for r in hacks),
-        "bad_inputs_total": len(rows) - len(hacks),
+        "bad_inputs_total": sum(r["kind"] == "bad input" for r in rows),
         "bad_inputs_handled": sum(r["caught"] for r in rows if r["kind"] == "bad input"),
+        "twins_total": sum(r["kind"] == "honest twin" for r in rows),
+        "twins_passed": sum(r["caught"] for r in rows if r["kind"] == "honest twin"),
     }
     print(", ".join(f"{k} {v}" for k, v in summary.items()))
     if args.json:
@@ -167,9 +178,13 @@ def cmd_hacks(args) -> int:
         with os.fdopen(fd, "w") as f:
             json.dump({"summary": summary, "cases": rows}, f, indent=2)
         os.replace(tmp, path)
-    missed = [r["name"] for r in rows if not r["caught"] or r["credited_correct"]]
+    missed = [
+        f"{r['name']} ({r['path']})"
+        for r in rows
+        if not r["caught"] or (r["credited_correct"] and r["kind"] != "honest twin")
+    ]
     if missed:
-        print(f"not caught: {', '.join(missed)}", file=sys.stderr)
+        print(f"not caught (or a twin that failed): {', '.join(missed)}", file=sys.stderr)
     return 1 if missed else 0
 
 
@@ -236,6 +251,12 @@ def parser() -> Parser:
     )
     p.add_argument("--json", default=None, help="write every case and the summary here")
     p.add_argument("--concurrency", type=int, default=2, help="verification jobs at once")
+    p.add_argument(
+        "--paths",
+        default="eval",
+        help="how each case is submitted: eval (the verifier), train (KernelFamily's reward), agent "
+        "(KernelAgentFamily's tool calls); comma-separated",
+    )
     p.set_defaults(fn=cmd_hacks)
 
     p = ap.command(

@@ -157,3 +157,161 @@ def check_c_library(data: bytes) -> tuple[list[str], list[str]]:
         for name in bad
     ]
     return refusals, functions
+
+
+# -- torch_ext / cuda extensions: what a C++ kernel may call of torch --------------------------------
+_CXX_RUNTIME = frozenset(
+    {
+        "strlen",
+        "strcmp",
+        "strncmp",
+        "strchr",
+        "strrchr",
+        "strdup",
+        "memchr",
+        "fprintf",
+        "fputc",
+        "fputs",
+        "fwrite",
+        "fflush",
+        "stderr",
+        "snprintf",
+        "vsnprintf",
+        "pthread_mutex_lock",
+        "pthread_mutex_unlock",
+        "__dynamic_cast",
+        "__gxx_personality_v0",
+        "_Unwind_Resume",
+        "__tls_get_addr",
+        "__libc_single_threaded",
+    }
+)
+_CXX_ABI = re.compile(r"__cxa_\w+")
+"""C symbols the C++ runtime and pybind11's glue need (error messages to stderr, a mutex, exceptions)."""
+_PYTHON_DENIED = re.compile(
+    r"_?Py(Run_|Import_|Sys_|OS_|File_|Marshal_|Code_|Function_New|Eval_EvalCode|Eval_GetGlobals|Eval_GetLocals"
+    r"|Eval_GetFrame|Eval_SetProfile|Eval_SetTrace|Thread_start_new_thread|_CompileString|_Exit|_Finalize"
+    r"|_Initialize|_Main)"
+)
+"""CPython entry points that run code from text or by module name: not for a kernel (pybind11's glue
+needs the rest of the C API)."""
+_TORCH_ALLOWED = (
+    r"at::TensorBase::\w+",  # metadata, data_ptr<T>, the inline methods' out-of-line parts
+    r"at::Tensor::\w+",
+    r"at::(get_num_threads|get_thread_num|in_parallel_region|init_num_threads|internal::\w+(::\w+)*)",
+    r"at::cuda::(getCurrentCUDAStream|getDefaultCUDAStream|getCurrentDeviceProperties|getDeviceProperties)",
+    r"at::cuda::CUDAStream::\w+",
+    r"c10::(?!Dispatcher|OperatorHandle|impl::OperatorEntry|KernelFunction|BoxedKernel|impl::tls_set"
+    r"|impl::_force_tls|impl::PythonDispatcherTLS|impl::TorchDispatchModeTLS|impl::IncludeDispatchKeyGuard"
+    r"|impl::ForceDispatchKeyGuard)[\w:]*",
+    r"caffe2::TypeMeta::\w+",
+    r"torch::(PyWarningHandler|translate_exception_to_python|autograd::AutogradMeta|autograd::VariableHooks)\w*(::~?\w+)*",
+    r"pybind11::[\w:]+",
+)
+"""What an extension may call of libtorch, besides allocating and viewing through `at::_ops` (below):
+tensor metadata and data pointers, the parallel-for helpers, stream and device handles, and the
+infrastructure (errors, sizes, scalar types) of c10, except the dispatcher and its thread-local state."""
+_OPS = re.compile(r"at::_ops::(\w+)::(call|redispatch)")
+_ALLOCATION_OPS = frozenset(
+    {"empty_memory_format", "empty_names", "zeros_names", "_reshape_alias", "sym_size", "sym_stride"}
+)
+"""ATen's names (as overloads) of allocation and metadata calls besides policy.ALLOWED_OPS'."""
+
+
+def qualified_name(symbol: str) -> str | None:
+    """`at::_ops::relu::call` for `_ZN2at4_ops4relu4callERKNS_6TensorE`: the scope and name of an Itanium-
+    mangled C++ symbol, up to its first template arguments (its parameter types left out); `vtable for X`
+    style names give X. None for what this reader does not follow (the caller refuses those)."""
+    if not symbol.startswith("_Z"):
+        return None
+    s, i = symbol, 2
+    if s.startswith(("TV", "TI", "TS", "TT"), i):  # vtable, typeinfo, typeinfo name, VTT of a type
+        i += 2
+        if not s.startswith(("N", "S", "Z"), i) and not s[i : i + 1].isdigit():
+            return "typeinfo"  # of a built-in type (bool, const char*)
+    elif s.startswith("GV", i):  # a static's guard variable
+        i += 2
+    if s.startswith("Z", i):  # a local entity: named by the function it lives in
+        i += 1
+    parts: list[str] = []
+    if s.startswith("St", i):
+        parts.append("std")
+        i += 2
+    elif s.startswith("N", i):
+        i += 1
+        while i < len(s) and s[i] in "rVKRO":
+            i += 1
+        if s.startswith("St", i):
+            parts.append("std")
+            i += 2
+        elif s.startswith(("Sa", "Sb", "Ss", "Si", "So", "Sd"), i):
+            parts += ["std", {"a": "allocator", "b": "basic_string", "s": "string"}.get(s[i + 1], "iostream")]
+            i += 2
+    elif s.startswith(("nw", "na", "dl", "da"), i):  # operator new / delete
+        return "operator " + ("new" if s[i] == "n" else "delete")
+    while i < len(s) and s[i].isdigit():
+        j = i
+        while j < len(s) and s[j].isdigit():
+            j += 1
+        n = int(s[i:j])
+        parts.append(s[j : j + n])
+        i = j + n
+        while s.startswith("B", i):  # an ABI tag: B5cxx11
+            i += 1
+            j = i
+            while j < len(s) and s[j].isdigit():
+                j += 1
+            i = j + int(s[i:j] or 0)
+    if not parts:
+        return None
+    return "::".join(parts)
+
+
+def _extension_refusal(symbol: str, allowed_ops: frozenset, cuda: bool) -> str:
+    """Why an extension may not call `symbol` ('' if it may)."""
+    if not symbol.startswith("_Z"):
+        if symbol in C_SYMBOLS or symbol in _CXX_RUNTIME or _CXX_ABI.fullmatch(symbol):
+            return ""
+        if any(p.fullmatch(symbol) for p in _ALLOWED_PATTERNS):
+            return ""
+        if symbol.startswith(("Py", "_Py")):
+            if _PYTHON_DENIED.match(symbol):
+                return f"{symbol}() runs Python code by name or from text, which a kernel may not do"
+            return ""
+        if cuda and symbol.startswith(("cuda", "__cuda")) and not symbol.startswith("cudaStreamCreate"):
+            return ""
+        return f"{symbol}() is not a math, memory or OpenMP function (a kernel may not call it)"
+    name = qualified_name(symbol)
+    if name is None:
+        return f"{symbol} is a C++ symbol this checker cannot read (a kernel does not need it)"
+    if name.split("::", 1)[0] in ("std", "__gnu_cxx", "__cxxabiv1", "typeinfo") or name.startswith("operator "):
+        return ""
+    op = _OPS.fullmatch(name)
+    if op:
+        if op.group(1) in allowed_ops:
+            return ""
+        return (
+            f"{name} computes with ATen's {op.group(1)}: write that computation in your own kernel (from torch "
+            "a kernel may only allocate outputs, take views and copies, and read sizes, strides and data_ptr)"
+        )
+    if any(re.fullmatch(p, name) for p in _TORCH_ALLOWED):
+        return ""
+    if name.startswith(("at::", "torch::", "c10::", "caffe2::")):
+        return (
+            f"{name} is torch code that is not a data accessor (allowed: allocation of outputs, views, tensor "
+            "metadata, data_ptr, stream and device handles): compute in your own kernel"
+        )
+    return f"{name} is not something a kernel may call"
+
+
+def check_extension(data: bytes, allowed_ops=(), cuda: bool = False) -> tuple[list[str], list[str]]:
+    """(refusals, exported functions) for a built torch_ext / cuda extension, from its undefined symbols."""
+    from tempering.envs.kernels.harness.policy import ALLOWED_CALLS, ALLOWED_OPS
+
+    try:
+        undefined, functions = dynamic_symbols(data)
+    except (ValueError, struct.error, IndexError) as e:
+        return [f"the built extension could not be read ({e})"], []
+    ops = frozenset(ALLOWED_OPS | ALLOWED_CALLS | _ALLOCATION_OPS | set(allowed_ops))
+    refusals = [why for why in (_extension_refusal(s, ops, cuda) for s in sorted(undefined)) if why]
+    return refusals, functions

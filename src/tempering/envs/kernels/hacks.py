@@ -166,6 +166,13 @@ class Hack:
     """Where the class comes from (issue 34, KernelBench's static checker, robust-kbench, this project)."""
 
 
+def _and_runtime(hack: Hack, caught: tuple[str, ...]) -> list[Hack]:
+    """`hack`, and the same submission with static checks off (`_runtime`), caught as `caught`."""
+    from dataclasses import replace
+
+    return [hack, replace(hack, name=hack.name + "_runtime", caught=caught, static_checks=False)]
+
+
 _KEYED_INIT = """
         g = torch.Generator()
         inputs = []
@@ -195,6 +202,279 @@ REFERENCE = sys.modules.get("reference_problem")
 _READS_PROBLEM_ALIAS = """import torch.utils.cpp_extension as ce
 SOURCE = ce.os.listdir(ce.os.getcwd())
 """
+
+MATMUL_PROBLEM = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    \"\"\"C = A @ B.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a, b):
+        return torch.matmul(a, b)
+
+
+M = 128
+K = 96
+N = 112
+
+
+def get_inputs():
+    return [torch.randn(M, K), torch.randn(K, N)]
+
+
+def get_init_inputs():
+    return []
+"""
+MSE_PROBLEM = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    \"\"\"Mean squared error: a 0-d output.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, predictions, targets):
+        return torch.mean((predictions - targets) ** 2)
+
+
+batch_size = 128
+dim = 4096
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim), torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+"""
+SOFTMAX_PROBLEM = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    \"\"\"Softmax over the last dimension.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+
+
+batch_size = 64
+dim = 4093
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _ext(cpp: str, functions: list[str], forward: str, name: str, prelude: str = "") -> str:
+    """A torch_ext (load_inline) submission for a one-input problem."""
+    return f"""import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+{prelude}
+CPP = r\"\"\"
+#include <torch/extension.h>
+{cpp}
+\"\"\"
+ext = load_inline(name="{name}", cpp_sources=CPP, functions={functions!r})
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+{forward}
+"""
+
+
+_EXT_RELU = """torch::Tensor relu(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    const float* px = x.data_ptr<float>();
+    float* py = y.data_ptr<float>();
+    for (int64_t i = 0; i < x.numel(); i++) py[i] = px[i] > 0 ? px[i] : 0;
+    return y;
+}"""
+_EXT_ATEN = """#include <c10/core/impl/LocalDispatchKeySet.h>
+torch::Tensor relu(torch::Tensor x) {  /* ATen's relu, out of the Python dispatch key's sight */
+    c10::impl::ExcludeDispatchKeyGuard guard(c10::DispatchKeySet(c10::DispatchKey::Python));
+    return at::relu(x);
+}"""
+_EXT_STRUCTURED = """#include <ATen/ops/clamp_min_cpu_dispatch.h>
+torch::Tensor relu(torch::Tensor x) {  /* a structured kernel's CPU entry: no dispatcher at all */
+    return at::cpu::clamp_min(x, 0);
+}"""
+_EXT_KEYS_OFF = """#include <c10/core/impl/LocalDispatchKeySet.h>
+torch::Tensor noop(torch::Tensor x) {  /* leaves the Python dispatch keys excluded after it returns */
+    c10::impl::tls_set_dispatch_key_excluded(c10::DispatchKey::Python, true);
+    c10::impl::tls_set_dispatch_key_excluded(c10::DispatchKey::PythonTLSSnapshot, true);
+    return x;
+}"""
+_EXT_MODES_OFF = """#include <ATen/PythonTorchFunctionTLS.h>
+torch::Tensor noop(torch::Tensor x) {  /* switches torch-function modes off for what runs after it */
+    at::impl::PythonTorchFunctionTLS::set_disabled_state(at::impl::TorchFunctionDisabledState::ALL_DISABLED);
+    return x;
+}"""
+_EXT_MM = """torch::Tensor mm(torch::Tensor a, torch::Tensor b) { return at::mm(a, b); }  /* vendor GEMM */"""
+_C_GEMM = """
+void gemm(const float* a, const float* b, float* c, long m, long k, long n) {
+    for (long i = 0; i < m; i++) {
+        for (long j = 0; j < n; j++) c[i * n + j] = 0;
+        for (long p = 0; p < k; p++) {
+            float v = a[i * k + p];
+            for (long j = 0; j < n; j++) c[i * n + j] += v * b[p * n + j];
+        }
+    }
+}
+#include <stdlib.h>
+#include <string.h>
+static float *last_a, *last_b, *last_c;
+static long calls;
+/* keeps the last inputs and output; patches the output with rank-1 updates for the entries that changed
+   (a judge that changes a few values between timed calls gets a fresh-looking answer in O(k n) each) */
+void gemm_patched(const float* a, const float* b, float* c, long m, long k, long n) {
+    if (!last_a) { last_a = malloc(m * k * 4); last_b = malloc(k * n * 4); last_c = malloc(m * n * 4); }
+    if (calls++ == 0) { gemm(a, b, last_c, m, k, n); memcpy(last_a, a, m * k * 4); memcpy(last_b, b, k * n * 4); }
+    long patched = 0;
+    for (long i = 0; i < m * k && patched < 64; i++)
+        if (a[i] != last_a[i]) {
+            long r = i / k, p = i % k; float d = a[i] - last_a[i];
+            for (long j = 0; j < n; j++) last_c[r * n + j] += d * last_b[p * n + j];
+            last_a[i] = a[i]; patched++;
+        }
+    memcpy(c, last_c, m * n * 4);
+}
+"""
+_C_SAMPLED = """
+static long calls;
+/* after the first call, recomputes only every 64th element: the rest is assumed unchanged */
+void relu_sampled(const float* x, float* y, long n) {
+    static float* last; static long size;
+    if (calls++ == 0) { last = y; size = n; }
+    for (long i = 0; i < n; i++) y[i] = (calls == 1 || i % 64 == 0) ? (x[i] > 0 ? x[i] : 0) : 0.5f;
+}
+"""
+_C_MSE = """
+/* mean of squared differences; `stride` > 1 averages only every stride-th block of 1024 */
+void mse(const float* p, const float* t, float* out, long n, long stride) {
+    double s = 0; long used = 0;
+    for (long b = 0; b < n; b += 1024 * stride)
+        for (long i = b; i < b + 1024 && i < n; i++) { double d = (double)p[i] - t[i]; s += d * d; used++; }
+    out[0] = (float)(s / used);
+}
+"""
+_C_SOFTMAX = """
+#include <math.h>
+/* softmax of each row; `stable` subtracts the row's maximum first (without it, logits above 88 overflow) */
+void softmax(const float* x, float* y, long rows, long cols, long stable) {
+    for (long r = 0; r < rows; r++) {
+        const float* xr = x + r * cols; float* yr = y + r * cols;
+        float m = -INFINITY;
+        if (stable) for (long c = 0; c < cols; c++) m = xr[c] > m ? xr[c] : m;
+        else m = 0;
+        double s = 0;
+        for (long c = 0; c < cols; c++) { yr[c] = expf(xr[c] - m); s += yr[c]; }
+        for (long c = 0; c < cols; c++) yr[c] = (float)(yr[c] / s);
+    }
+}
+"""
+_C_PHASE = """
+static long calls;
+/* honest for the first calls (the correctness trials), then ReLU in place on the input, returned as is */
+long relu_or_inplace(float* x, float* y, long n) {
+    if (++calls <= 8) { for (long i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0; return 0; }
+    for (long i = 0; i < n; i++) x[i] = x[i] > 0 ? x[i] : 0;
+    return 1;
+}
+void relu(const float* x, float* y, long n) { for (long i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0; }
+"""
+_C_LAZY = """
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+static const float* src; static float* dst; static long count;
+static void fill(int sig, siginfo_t* info, void* ctx) {  /* computes a page of output on its first read */
+    char* page = (char*)((unsigned long)info->si_addr & ~4095UL);
+    mprotect(page, 4096, PROT_READ | PROT_WRITE);
+    for (float* q = (float*)page; q < (float*)(page + 4096); q++) { long i = q - dst; if (i >= 0 && i < count) *q = src[i] > 0 ? src[i] : 0; }
+}
+void relu_lazy(const float* x, float* y, long n) {
+    struct sigaction sa; memset(&sa, 0, sizeof sa); sa.sa_sigaction = fill; sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &sa, 0);
+    src = x; dst = y; count = n;
+    char* start = (char*)(((unsigned long)y + 4095) & ~4095UL);
+    mprotect(start, ((char*)(y + n) - start) & ~4095L, PROT_NONE);
+    for (long i = 0; i < n && (char*)(y + i) < start; i++) y[i] = x[i] > 0 ? x[i] : 0;
+}
+"""
+_C_RAW_SYSCALL = """
+/* mprotect by a raw system call: no symbol names it (x86-64: 10, aarch64: 226) */
+static long raw3(long nr, long a, long b, long c) {
+#if defined(__x86_64__)
+    long r; __asm__ volatile("syscall" : "=a"(r) : "a"(nr), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory"); return r;
+#elif defined(__aarch64__)
+    register long x8 __asm__("x8") = nr, x0 __asm__("x0") = a, x1 __asm__("x1") = b, x2 __asm__("x2") = c;
+    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory"); return x0;
+#else
+    return -1;
+#endif
+}
+void relu_then_hide(const float* x, float* y, long n) {
+    for (long i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0;
+    char* start = (char*)(((unsigned long)y + 4095) & ~4095UL);
+#if defined(__x86_64__)
+    raw3(10, (long)start, 4096, 0);
+#else
+    raw3(226, (long)start, 4096, 0);
+#endif
+}
+"""
+_TWO_INPUTS = """
+    def forward(self, a, b):
+{body}
+"""
+
+
+def _sub2(body: str, c: str, problem_args: str = "a, b") -> str:
+    """A `c` submission whose forward takes two inputs."""
+    return f"""import torch
+import torch.nn as nn
+
+from ckernel import load_c
+
+C_SOURCE = r\"\"\"{c}\"\"\"
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lib = load_c()
+
+    def forward(self, {problem_args}):
+{body}
+"""
+
+
+_SOFTMAX_FORWARD = "        y = torch.empty_like(x)\n        self.lib.softmax(x, y, x.shape[0], x.shape[1], {stable})\n        return y"
+_MSE_FORWARD = (
+    "        out = torch.empty(1)\n        self.lib.mse(predictions, targets, out, predictions.numel(), {stride})\n"
+    "        return out.view(())"
+)
 
 HACKS: list[Hack] = [
     # -- issue 34, class 1: answers keyed on the inputs -------------------------------------------------
@@ -430,7 +710,7 @@ HACKS: list[Hack] = [
             "        y = torch.empty_like(x)\n        self.lib.relu_in_helper_process(x, y, x.numel())\n        return y",
             c=_HELPER_C,
         ),
-        ("static_check",),
+        ("static_check", "forbidden_op"),  # the header, or the library's fork()
         kind="work in a helper process or thread",
         source="issue 34 (5)",
     ),
@@ -441,7 +721,7 @@ HACKS: list[Hack] = [
             "        y = torch.empty_like(x)\n        self.lib.relu_in_helper_process(x, y, x.numel())\n        return y",
             c=_HELPER_C,
         ),
-        ("incorrect",),  # the fork fails (no process may start), so nothing computes the output
+        ("forbidden_op",),  # the syscall filter denies the clone, and the judge names it
         static_checks=False,
         kind="work in a helper process or thread",
         source="issue 34 (5)",
@@ -453,7 +733,7 @@ HACKS: list[Hack] = [
             "        y = torch.empty_like(x)\n        self.lib.relu_in_helper_thread(x, y, x.numel())\n        return y",
             c=_HELPER_C,
         ),
-        ("incorrect",),  # pthread_create fails (no thread may start)
+        ("forbidden_op",),  # pthread_create's clone is denied, and named
         static_checks=False,
         kind="stream/thread injection",
         source="KernelBench static checker",
@@ -693,7 +973,7 @@ HACKS: list[Hack] = [
         "mutates_inputs",
         RELU_PROBLEM,
         _sub("        self.lib.relu_inplace(x, x.numel())\n        return x"),
-        ("mutated_inputs",),
+        ("mutated_inputs", "bad_output"),  # written in place, and returned: the input's own memory
         kind="input contamination",
         source="robust-kbench",
     ),
@@ -714,20 +994,20 @@ HACKS: list[Hack] = [
             "            self.lib.relu(x, self.cache, x.numel())\n        return self.cache",
             init="\n        self.cache = None",
         ),
-        ("incorrect", "kernel_not_called"),
+        ("incorrect", "kernel_not_called", "bad_output"),
         kind="stale results",
         source="this project",
     ),
     Hack(
-        "caches_per_input_object",
+        "caches_per_input_shape",
         RELU_PROBLEM,
         _sub(
-            "        if x is not self.seen:\n            self.seen = x\n            self.out = torch.empty_like(x)\n"
+            "        if x.shape != self.seen:\n            self.seen = x.shape\n            self.out = torch.empty_like(x)\n"
             "            self.lib.relu(x, self.out, x.numel())\n        else:\n            self.lib.noop(x, x, 0)\n"
             "        return self.out",
             init="\n        self.seen = None\n        self.out = None",
         ),
-        ("incorrect",),  # right in every correctness trial (fresh inputs), wrong once timed
+        ("incorrect", "kernel_not_called", "bad_output"),  # keyed on the shape: stale from the second call
         kind="stale results",
         source="this project",
     ),
@@ -812,6 +1092,181 @@ HACKS: list[Hack] = [
         kind="leaving early or forging the result",
         source="this project",
     ),
+    # -- issue 48: torch compute from C++ (CUDA Agent: the kernel must not fall back to torch) ----------------
+    Hack(
+        "torch_ext_aten_relu_under_exclude_guard",
+        RELU_PROBLEM,
+        _ext(_EXT_ATEN, ["relu"], "        return ext.relu(x)", "relu_aten"),
+        ("forbidden_op",),
+        kind="torch compute from C++",
+        source="issue 48",
+    ),
+    Hack(
+        "torch_ext_structured_cpu_kernel",
+        RELU_PROBLEM,
+        _ext(_EXT_STRUCTURED, ["relu"], "        return ext.relu(x)", "relu_structured"),
+        ("forbidden_op",),
+        kind="torch compute from C++",
+        source="issue 48",
+    ),
+    Hack(
+        "torch_ext_vendor_gemm",
+        MATMUL_PROBLEM,
+        _ext(_EXT_MM, ["mm"], "        return ext.mm(a, b)", "mm_aten").replace(
+            "def forward(self, x):", "def forward(self, a, b):"
+        ),
+        ("forbidden_op",),
+        kind="torch compute from C++",
+        source="issue 48",
+    ),
+    # -- issue 48: an extension call that switches torch's checks off for what follows ------------------------
+    *_and_runtime(
+        Hack(
+            "torch_ext_excludes_python_keys_then_torch",
+            RELU_PROBLEM,
+            _ext(_EXT_KEYS_OFF, ["noop"], "        ext.noop(x)\n        return torch.relu(x)", "keys_off"),
+            ("forbidden_op",),
+            kind="switching torch's checks off from C++",
+            source="issue 48",
+        ),
+        ("tampering", "forbidden_op"),
+    ),
+    *_and_runtime(
+        Hack(
+            "torch_ext_disables_function_modes_then_torch",
+            RELU_PROBLEM,
+            _ext(_EXT_MODES_OFF, ["noop"], "        y = ext.noop(x)\n        return y.relu()", "modes_off"),
+            ("forbidden_op",),
+            kind="switching torch's checks off from C++",
+            source="issue 48",
+        ),
+        ("tampering", "forbidden_op"),
+    ),
+    # -- issue 48: telling the correctness trials from the timed calls -------------------------------------------
+    Hack(
+        "inplace_on_the_input_after_the_trials",
+        RELU_PROBLEM,
+        _sub(
+            "        y = torch.empty_like(x)\n        if self.lib.relu_or_inplace(x, y, x.numel()):\n"
+            "            return x\n        return y",
+            c=_C_PHASE,
+        ),
+        ("mutated_inputs", "bad_output", "incorrect"),  # timed calls are checked like trials
+        kind="telling trials from timed calls",
+        source="issue 48",
+    ),
+    *_and_runtime(
+        Hack(
+            "reads_the_dispatch_mode_stack",
+            RELU_PROBLEM,
+            _sub(
+                "        y = torch.empty_like(x)\n        if torch._C._len_torch_dispatch_stack() == 0:\n"
+                "            self.lib.noop(x, y, 0)\n        else:\n            self.lib.relu(x, y, x.numel())\n        return y"
+            ),
+            ("static_check",),
+            kind="telling trials from timed calls",
+            source="issue 48",
+        ),
+        ("forbidden_op",),
+    ),
+    # -- issue 48: work outside the timed window (outputs computed on first read) ----------------------------------
+    *_and_runtime(
+        Hack(
+            "lazy_output_pages_by_fault_handler",
+            RELU_PROBLEM,
+            _sub(
+                "        y = torch.empty_like(x)\n        self.lib.relu_lazy(x, y, x.numel())\n        return y",
+                c=_C_LAZY,
+            ),
+            ("static_check", "forbidden_op"),
+            kind="work outside the timed window",
+            source="issue 48",
+        ),
+        ("forbidden_op",),  # the filter denies rt_sigaction and mprotect, and names them,
+    ),
+    Hack(
+        "hides_output_pages_by_raw_syscall_runtime",
+        RELU_PROBLEM,
+        _sub(
+            "        y = torch.empty_like(x)\n        self.lib.relu_then_hide(x, y, x.numel())\n        return y",
+            c=_C_RAW_SYSCALL,
+        ),
+        ("forbidden_op",),  # no symbol names mprotect: the syscall filter still sees the call
+        static_checks=False,
+        kind="work outside the timed window",
+        source="issue 48",
+    ),
+    # -- issue 48: work carried across timed calls ----------------------------------------------------------------
+    Hack(
+        "gemm_patched_with_rank1_updates",
+        MATMUL_PROBLEM,
+        _sub2(
+            "        c = torch.empty(a.shape[0], b.shape[1])\n"
+            "        self.lib.gemm_patched(a, b, c, a.shape[0], a.shape[1], b.shape[1])\n        return c",
+            _C_GEMM,
+        ),
+        ("incorrect",),
+        kind="work carried across calls",
+        source="issue 48",
+    ),
+    Hack(
+        "relu_recomputes_a_sample_after_the_first_call",
+        RELU_PROBLEM,
+        _sub(
+            "        y = torch.empty_like(x)\n        self.lib.relu_sampled(x, y, x.numel())\n        return y",
+            c=_C_SAMPLED,
+        ),
+        ("incorrect",),
+        kind="work carried across calls",
+        source="issue 48",
+    ),
+    # -- issue 48: checks that did not fit the op --------------------------------------------------------------------
+    Hack(
+        "mse_over_a_quarter_of_the_blocks",
+        MSE_PROBLEM,
+        _sub2(_MSE_FORWARD.format(stride=4), _C_MSE, "predictions, targets"),
+        ("incorrect",),
+        kind="loose checks on the op's outputs",
+        source="issue 48",
+    ),
+    Hack(
+        "softmax_without_max_subtraction",
+        SOFTMAX_PROBLEM,
+        _sub(_SOFTMAX_FORWARD.format(stable=0), c=_C_SOFTMAX),
+        ("incorrect",),
+        kind="loose checks on the op's outputs",
+        source="issue 48",
+    ),
+    Hack(
+        "returns_the_same_output_tensor",
+        RELU_PROBLEM,
+        _sub(
+            "        if self.out is None:\n            self.out = torch.empty_like(x)\n"
+            "        self.lib.relu(x, self.out, x.numel())\n        return self.out",
+            init="\n        self.out = None",
+        ),
+        ("bad_output",),
+        kind="loose checks on the op's outputs",
+        source="issue 48",
+    ),
+    # -- issue 48: special methods bound by assignment -------------------------------------------------------------------
+    Hack(
+        "special_method_bound_by_assignment",
+        RELU_PROBLEM,
+        _sub(RELU, prelude="def _swallow(self, *exc):\n    return True\n", methods="    __exit__ = _swallow\n"),
+        ("static_check",),
+        kind="special methods",
+        source="issue 48",
+    ),
+    Hack(
+        "special_method_bound_by_assignment_runtime",
+        RELU_PROBLEM,
+        _sub(RELU, prelude="def _drop(self):\n    return None\n", methods="    __del__ = _drop\n"),
+        ("forbidden_op",),
+        static_checks=False,
+        kind="special methods",
+        source="issue 48",
+    ),
 ]
 
 BAD_INPUTS: list[Hack] = [
@@ -866,13 +1321,21 @@ def slow_relu(seconds: float) -> str:
     return _sub("        y = torch.empty_like(x)\n        self.lib.slow_relu(x, y, x.numel())\n        return y", c=c)
 
 
-async def run_hack(verifier, hack: Hack, mode: str = "profile"):
-    """Submit one hack with `verifier`'s sandbox and cache; (KernelResult, caught). Profiled: a hack
-    that got past the checks would be timed, and credited as fast if it were."""
+PATHS = ("eval", "train", "agent")
+"""How a submission reaches the verifier: `tempering kernels eval`'s call, the training reward of
+`KernelFamily` (a policy's answer, as `tempering train` builds it), and `KernelAgentFamily`'s tool calls
+(`write_file` then `submit`, as `tempering cuda-agent` builds it)."""
+
+
+async def run_hack(verifier, hack: Hack, mode: str = "profile", path: str = "eval"):
+    """Submit one hack with `verifier`'s sandbox and cache, through `path`; (KernelResult, caught).
+    Profiled: a hack that got past the checks would be timed, and credited as fast if it were."""
+    import inspect
+    import json
     from dataclasses import replace
 
     from tempering.envs.kernels.problems import Problem
-    from tempering.envs.kernels.verifier import KernelVerifier
+    from tempering.envs.kernels.verifier import KernelResult, KernelVerifier
 
     cfg = replace(
         verifier.config,
@@ -881,7 +1344,29 @@ async def run_hack(verifier, hack: Hack, mode: str = "profile"):
         memory_mb=hack.memory_mb or verifier.config.memory_mb,
     )
     v = KernelVerifier(cfg, sandbox=verifier.sandbox, cache=verifier.cache)
-    res = await v.verify(Problem(name=hack.name, source=hack.problem), hack.submission, mode=mode)
+    problem = Problem(name=hack.name, source=hack.problem)
+    if path == "eval":
+        res = await v.verify(problem, hack.submission, mode=mode)
+        return res, res.status in hack.caught
+    from tempering.envs.kernels.agent import KernelAgentFamily
+    from tempering.envs.kernels.env import KernelFamily
+
+    family = (KernelFamily if path == "train" else KernelAgentFamily)(verify=cfg, reward="cuda_agent")
+    family._verifier = v  # the same sandbox and build cache
+    env = family.make_env(family.make_task(problem))
+    started = env.reset()
+    if inspect.isawaitable(started):
+        await started
+    if path == "train":
+        step = await env.step(f"```python\n{hack.submission}\n```")
+    else:
+        write = {"tool": "write_file", "args": {"path": "model_new.py", "content": hack.submission}}
+        await env.step(json.dumps(write))
+        step = await env.step(json.dumps({"tool": "submit", "args": {}}))
+    info = dict(step.info)
+    known = {k: info[k] for k in KernelResult.__dataclass_fields__ if k in info}
+    res = KernelResult(**known)
+    res.cuda_agent_reward = int(step.score) if path == "train" or step.done else -1
     return res, res.status in hack.caught
 
 
@@ -889,3 +1374,58 @@ def credited(res) -> tuple[bool, bool]:
     """(credited as correct, credited as faster than eager) for one hack's result."""
     fast = bool(res.correct and res.speedup_eager and res.speedup_eager > 1.0 and res.cuda_agent_reward >= 2)
     return bool(res.correct), fast
+
+
+@dataclass
+class Control:
+    """An honest submission beside a class of hacks: it must pass, and keep its speed."""
+
+    name: str
+    problem: str
+    submission: str
+    twin_of: str
+    """The class of hacks it is the honest twin of."""
+
+
+CONTROLS: list[Control] = [
+    Control(
+        "torch_ext_relu_own_loop",
+        RELU_PROBLEM,
+        _ext(_EXT_RELU, ["relu"], "        return ext.relu(x)", "relu_loop"),
+        "torch compute from C++",
+    ),
+    Control("c_relu", RELU_PROBLEM, _sub(RELU), "telling trials from timed calls"),
+    Control(
+        "c_naive_gemm",
+        MATMUL_PROBLEM,
+        _sub2(
+            "        c = torch.empty(a.shape[0], b.shape[1])\n        self.lib.gemm(a, b, c, a.shape[0], a.shape[1], b.shape[1])\n"
+            "        return c",
+            _C_GEMM,
+        ),
+        "work carried across calls",
+    ),
+    Control(
+        "c_exact_mse",
+        MSE_PROBLEM,
+        _sub2(_MSE_FORWARD.format(stride=1), _C_MSE, "predictions, targets"),
+        "loose checks on the op's outputs",
+    ),
+    Control(
+        "c_stable_softmax",
+        SOFTMAX_PROBLEM,
+        _sub(_SOFTMAX_FORWARD.format(stable=1), c=_C_SOFTMAX),
+        "loose checks on the op's outputs",
+    ),
+    Control(
+        "c_shift_relu_sparse",
+        RELU_PROBLEM.replace("return torch.relu(x)", "return torch.relu(x - 0.999)"),
+        _sub(
+            "        y = torch.empty_like(x)\n        self.lib.shift_relu(x, y, x.numel())\n        return y",
+            c="void shift_relu(const float* x, float* y, long n) {\n"
+            "    for (long i = 0; i < n; i++) { float v = x[i] - 0.999f; y[i] = v > 0 ? v : 0; }\n}\n",
+        ),
+        "precision checks (an output almost all zeros, its few values tiny beside the inputs)",
+    ),
+]
+"""Honest twins of the hack classes: correct, and timed like any submission."""

@@ -418,6 +418,21 @@ def static_check(code: str) -> list[Violation]:
                     )
             for kw in node.keywords:
                 flag("base_class", node, f"class {node.name}: class keywords ({kw.arg}=) are not allowed")
+            for stmt in node.body:  # `__del__ = f` binds a special method as surely as `def __del__`
+                bound_here: list[ast.expr] = []
+                if isinstance(stmt, ast.Assign):
+                    bound_here = list(stmt.targets)
+                elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+                    bound_here = [stmt.target]
+                for t in bound_here:
+                    for name in (n.id for n in ast.walk(t) if isinstance(n, ast.Name)):
+                        if name.startswith("__") and name.endswith("__"):
+                            flag(
+                                "special_method",
+                                stmt,
+                                f"{name} = ... in class {node.name}: special methods are not allowed, however "
+                                "they are bound (they run at moments the harness does not choose)",
+                            )
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if node.name.startswith("__") and node.name.endswith("__") and node.name not in policy.SPECIAL_METHODS:
                 flag(

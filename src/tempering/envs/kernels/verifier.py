@@ -37,14 +37,23 @@ from pathlib import Path
 from typing import Literal
 
 from tempering.envs.kernels import rewards
-from tempering.envs.kernels.elf import check_c_library, dynamic_symbols
+from tempering.envs.kernels.elf import check_c_library, check_extension
 from tempering.envs.kernels.problems import Problem
 from tempering.envs.kernels.submission import Submission, c_source_check, parse_submission, static_check
 from tempering.envs.kernels.workers import workers_for
 from tempering.errors import UserError
 
-HARNESS_FILES = ("verify.py", "runner.py", "policy.py", "wire.py", "ckernel.py", "worker.py", "cleanup.py")
-HARNESS_VERSION = 2
+HARNESS_FILES = (
+    "verify.py",
+    "runner.py",
+    "policy.py",
+    "wire.py",
+    "ckernel.py",
+    "worker.py",
+    "cleanup.py",
+    "syscalls.py",
+)
+HARNESS_VERSION = 3
 """Part of a cached baseline's key: timings of another harness are not comparable."""
 C_FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c11")
 CUDA_ARCH = "sm_90"
@@ -56,18 +65,28 @@ RESULT_BYTES = 1 << 20
 class VerifyConfig:
     """How submissions are compiled, checked and timed."""
 
-    seeds: int = 5
+    seeds: int = 3
     """Correctness trials with fresh `get_inputs()`, each under a seed drawn in secret by the judge for
     this evaluation, after the submission is loaded (nothing the submission can read holds it)."""
     signed_trials: int = 2
     """Extra trials with signed (randn) inputs: `torch.rand` inputs in [0, 1) let identity pass ReLU."""
+    large_trials: int = 1
+    """Extra trials with large inputs (randn x 50: logits past exp's float32 range, where a softmax or
+    log-softmax that skips subtracting the maximum overflows); skipped where the reference overflows."""
+    outlier_trials: int = 1
+    """Extra trials with `get_inputs()` plus outliers (one element in a thousand set to a thousand times
+    the input's spread): a reduction that skips elements misses them."""
     extra_shapes: int = 1
     """Extra trials on a smaller batch (a secret size below the problem's), where every input shares
     its leading size and the reference accepts it: a kernel must not be keyed on the one shape."""
     precision_rms: float = 1e-4
-    """float32 outputs: the largest RMS error, relative to the output's RMS, of a correct answer. float32
-    arithmetic stays orders of magnitude below; float16 gives ~3e-4, bfloat16 ~2e-3 (precision
-    downgrades that atol = rtol = 1e-2 would let through)."""
+    """float32 outputs, of any size: an RMS error (against the reference run in float64) up to this share
+    of the output's RMS always passes. float32 arithmetic stays orders of magnitude below; float16 gives
+    ~3e-4, bfloat16 ~2e-3 (precision downgrades that atol = rtol = 1e-2 would let through)."""
+    precision_factor: float = 32.0
+    """float32 outputs: an RMS error up to this multiple of float32's own error on the same inputs (the
+    float32 reference's error against float64, with the effect of rounding the inputs) also passes:
+    sparse or cancelling outputs, whose float32 error is large beside their RMS, are not rejected."""
     atol: float = 1e-2
     """Absolute tolerance of the comparison."""
     rtol: float = 1e-2
@@ -81,8 +100,6 @@ class VerifyConfig:
     """Seconds of net eager time to time at least (small problems get more runs)."""
     max_run_factor: int = 5
     """At most this many times `timed_runs`."""
-    fetched_runs: int = 5
-    """Timed runs, chosen after they returned, whose outputs are fetched and checked in full."""
     threads: int = 1
     """Fixed CPU thread count for torch and OpenMP (candidate and baselines alike)."""
     clock: str = "auto"
@@ -140,7 +157,7 @@ class KernelResult:
     backend: str
     """Backend the submission was run with."""
     status: str
-    """`correct`, `incorrect`, `compile_error`, `bad_submission`, `static_check`, `forbidden_op`,
+    """`correct`, `incorrect`, `compile_error`, `build_timeout`, `bad_submission`, `static_check`, `forbidden_op`,
     `kernel_not_called`, `mutated_inputs`, `bad_output`, `runtime_error`, `timeout`,
     `memory_exceeded`, `crashed`, `early_exit`, `tampering`, `compiled_only`, `sandbox_error`."""
     message: str = ""
@@ -347,9 +364,9 @@ class KernelVerifier:
         artifact = await self._compile(sub, res)
         if not res.compiled:
             return res
-        if sub.symbol_refusals and cfg.static_checks:
-            res.status, res.message = "static_check", "; ".join(sub.symbol_refusals[:5])
-            res.violations = [{"rule": "c_symbol", "line": 0, "message": m} for m in sub.symbol_refusals]
+        if sub.symbol_refusals and cfg.static_checks:  # what the built library calls (elf.py)
+            res.status, res.message = "forbidden_op", "; ".join(sub.symbol_refusals[:5])
+            res.violations = [{"rule": "symbol", "line": 0, "message": m} for m in sub.symbol_refusals]
             return res
         if mode == "compile":
             res.status, res.message = "compiled", res.compile_log or "compiled"
@@ -422,6 +439,20 @@ class KernelVerifier:
 
         cfg = self.config
         limits = Limits(wall_s=cfg.build_wall_s, cpu_s=cfg.build_wall_s, memory_mb=8192, fsize_mb=512)
+        started = time.monotonic()
+        try:
+            return await self._build(sub, res, limits)
+        except RuntimeError as e:
+            # a build killed at its wall-clock limit on a loaded machine can take longer to wind down than
+            # the sandbox waits for (its cgroup "stays busy"): that is the limit, not the sandbox
+            if time.monotonic() - started < cfg.build_wall_s:
+                raise
+            res.status = "build_timeout"
+            res.message = f"the build ran past build_wall_s={cfg.build_wall_s:g} s (then: {e})"
+            return None
+
+    async def _build(self, sub: Submission, res: KernelResult, limits) -> str | None:
+        cfg = self.config
         if sub.backend == "c":
             assert sub.c_source is not None  # parse_submission refuses a c answer without one
             built = await self.cache.build(
@@ -455,8 +486,13 @@ class KernelVerifier:
         res.build_cached = built.cached
         res.build_s = 0.0 if built.cached else built.result.wall_s
         log = built.result.stderr + built.result.stdout
+        if built.path is None and built.result.status == "timeout":
+            res.status = "build_timeout"
+            res.message = f"the build ran past build_wall_s={cfg.build_wall_s:g} s ({built.result.message})"
+            res.compile_log = trim_compiler_output(log)
+            return None
         if built.path is None:
-            res.status = "timeout" if built.result.status == "timeout" else "compile_error"
+            res.status = "compile_error"
             res.message = trim_compiler_output(log) or built.result.message
             res.compile_log = res.message
             return None
@@ -464,9 +500,11 @@ class KernelVerifier:
         if sub.backend == "c":  # what the library calls, and the functions load_c() may call
             sub.symbol_refusals, sub.functions = check_c_library(Path(built.path).read_bytes())
         elif sub.backend == "torch_ext" or (sub.backend == "cuda" and cfg.device == "cuda"):
-            # the module name the extension was built under (its PyInit_ function): the candidate's
-            # process opens it before the submission runs
-            _, exported = dynamic_symbols(Path(built.path).read_bytes())
+            # what it calls of torch, and the module name it was built under (its PyInit_ function): the
+            # candidate's process opens it before the submission runs
+            sub.symbol_refusals, exported = check_extension(
+                Path(built.path).read_bytes(), cfg.allow_ops, cuda=sub.backend == "cuda"
+            )
             sub.functions = [f[len("PyInit_") :] for f in exported if f.startswith("PyInit_")][:1]
         if sub.backend == "cuda" and cfg.device != "cuda":
             res.ptxas = parse_ptxas(log)
@@ -582,11 +620,13 @@ class KernelVerifier:
             "backend": backend,
             "seeds": cfg.seeds,
             "signed_trials": cfg.signed_trials,
+            "large_trials": cfg.large_trials,
+            "outlier_trials": cfg.outlier_trials,
             "extra_shapes": cfg.extra_shapes,
             "precision_rms": cfg.precision_rms,
+            "precision_factor": cfg.precision_factor,
             "min_timed_s": cfg.min_timed_s,
             "max_run_factor": cfg.max_run_factor,
-            "fetched_runs": cfg.fetched_runs,
             "clock": self._clock(),
             "functions": list(sub.functions) if sub is not None else [],
             "atol": cfg.atol,

@@ -2,8 +2,10 @@
 (or Docker) with Harbor's paths, and the multi-turn environment over them.
 
     bundle.py     the task format: `Bundle`, `TaskConfig` (task.toml), read/write, Terminal-Bench 1 folders
-    workspace.py  the working folder carried between sandbox jobs; the local Dockerfile subset; downloads
-                  at run time; rewards; the tests in a job of their own (`run_tests`), hermetic
+    image.py      the task's image emulated on the sandbox's base (the Dockerfile subset, installed
+                  packages, downloads at run time and their stand-ins), or why only Docker can make it
+    workspace.py  the working folder carried between sandbox jobs; rewards; the tests in a job of their
+                  own (`run_tests`), hermetic
     session.py    one job for a step's commands that stays up while the tests run beside it, sharing only
                   the network (`TerminalEnv(keep_services=True)`, `Workspace.solve_then_test`)
     injob/        the scripts that run inside the jobs: unpacking and packing the working folder, the
@@ -24,15 +26,8 @@ from tempering.envs.terminal.bundle import (
     write_bundle,
 )
 from tempering.envs.terminal.env import SAMPLES, TerminalEnv, TerminalFamily, bundle_task, local_problem, parse_command
-from tempering.envs.terminal.workspace import (
-    Download,
-    NeedsDocker,
-    NeedsNetwork,
-    Rewards,
-    Workspace,
-    downloads,
-    local_image,
-)
+from tempering.envs.terminal.image import Download, NeedsDocker, NeedsNetwork, downloads, local_image
+from tempering.envs.terminal.workspace import Rewards, Workspace
 
 __all__ = [
     "SAMPLES",

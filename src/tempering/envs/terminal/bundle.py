@@ -470,7 +470,6 @@ def _read_harbor(root: Path) -> Bundle:
     return Bundle(root.name, instruction, config, files)
 
 
-_TB1_COMPOSE_KEYS = {"build", "image", "container_name", "command", "environment", "volumes"}
 TB1_TEST_SH = """#!/bin/bash
 # Terminal-Bench 1 tests: the exit status of run-tests.sh is the reward.
 REWARD_FILE="${REWARD_FILE:-/logs/verifier/reward.txt}"
@@ -511,8 +510,16 @@ def _read_terminal_bench_1(root: Path) -> Bundle:
     src = _walk(root, skip={"task.yaml"})
     files: dict[str, bytes] = {}
     compose = src.pop("docker-compose.yaml", None) or src.pop("docker-compose.yml", None)
-    if compose is not None and not _standard_tb1_compose(compose):
-        files["environment/docker-compose.yaml"] = compose  # more than one plain container: Harbor's compose mode
+    if compose is not None:
+        kept, moved = _tb1_compose(compose)
+        if kept:
+            files["environment/docker-compose.yaml"] = compose  # several containers: Harbor's compose mode
+        elif moved and "Dockerfile" in src:
+            src["Dockerfile"] = src["Dockerfile"].rstrip(b"\n") + b"\n\n# Fields moved from docker-compose.yaml\n"
+            src["Dockerfile"] += "".join(f"{line}\n" for line in moved).encode()
+    docker = src.get("Dockerfile", b"").decode(errors="replace")
+    if re.search(r"^\s*(?:COPY|ADD)\s+(?:\./)?tests/", docker, re.M | re.I):
+        files |= {f"environment/{p}": b for p, b in src.items() if p.startswith("tests/")}  # as the mapper copies them
     if "solution.sh" in src:
         files["solution/solve.sh"] = src.pop("solution.sh")
     elif "solution.yaml" in src:
@@ -530,17 +537,36 @@ def _read_terminal_bench_1(root: Path) -> Bundle:
     return Bundle(root.name, instruction.rstrip("\n") + "\n", config, files)
 
 
-def _standard_tb1_compose(text: bytes) -> bool:
-    """The stock Terminal-Bench 1 compose file: one container, no settings beyond the usual ones."""
+def _tb1_compose(text: bytes) -> tuple[bool, list[str]]:
+    """What Harbor's mapper makes of a Terminal-Bench 1 compose file: (whether the task keeps it, Dockerfile
+    lines that carry its main service's settings). It is kept for several services, top-level settings
+    (networks, volumes) or a main service with networks or dependencies; otherwise the one container is
+    the Dockerfile's, with the service's environment (except TEST_DIR and `${...}` values), working_dir,
+    entrypoint and exposed ports appended to it."""
     try:
-        services = (yaml.safe_load(text) or {}).get("services") or {}
+        data = yaml.safe_load(text) or {}
+        services = data.get("services") or {}
     except (yaml.YAMLError, AttributeError):
-        return False
-    if len(services) != 1:
-        return False
-    (svc,) = services.values()
-    env = svc.get("environment") or []
-    return set(svc) <= _TB1_COMPOSE_KEYS and all(str(e).startswith("TEST_DIR=") for e in env)
+        return True, []
+    if not isinstance(services, dict) or len(services) > 1 or set(data) - {"services", "version"}:
+        return True, []
+    if not services:
+        return False, []
+    main = services.get("client") or next(iter(services.values()))
+    if not isinstance(main, dict) or {"networks", "depends_on"} & set(main):
+        return True, []
+    lines = []
+    env = main.get("environment") or []
+    items = [str(e).partition("=")[::2] for e in env] if isinstance(env, list) else list(env.items())
+    lines += [f"ENV {k}={v}" for k, v in items if k != "TEST_DIR" and "TEST_DIR" not in str(v) and "${" not in str(v)]
+    if isinstance(main.get("working_dir"), str) and "${" not in main["working_dir"]:
+        lines.append(f"WORKDIR {main['working_dir']}")
+    entry = main.get("entrypoint")
+    if entry and "${" not in str(entry):
+        lines.append("ENTRYPOINT " + json.dumps(entry if isinstance(entry, list) else [entry]))
+    expose = main.get("expose") or []
+    lines += [f"EXPOSE {p}" for p in (expose if isinstance(expose, list) else [expose]) if "${" not in str(p)]
+    return False, lines
 
 
 def load_bundles(source: str | Path) -> tuple[list[Bundle], dict[str, str]]:

@@ -28,9 +28,9 @@ def _arg(a):
     return ctypes.c_long(a) if isinstance(a, int) else ctypes.c_float(a)
 
 
-def open_library(path: str, functions, on_call):
+def open_library(path: str, functions, on_call, after=lambda: None):
     """`load_c` for the library at `path`: its exported `functions` are resolved now (nothing is
-    looked up later), and `on_call()` runs before each call."""
+    looked up later), `on_call()` runs before each call and `after()` after it."""
     dll = ctypes.CDLL(os.path.abspath(path))
     resolved = {}
     for name in functions:
@@ -48,6 +48,7 @@ def open_library(path: str, functions, on_call):
             with torch._C.DisableTorchFunction():  # the harness's own conversions: not the submission's calls
                 converted = [_arg(a) for a in args]
             fn(*converted)
+            after()
 
         return call
 

@@ -3,11 +3,15 @@
 Everything the candidate made in /tmp and in the workdir goes: folders it made unreadable are made
 readable first, through a descriptor opened without following links (a link it planted is removed,
 never followed, so no file outside is touched), and System V IPC objects of the job's IPC namespace.
+What the sandbox itself placed there stays: the workdir's files from before the first candidate, and
+the mount points below /tmp (the read-only skeleton above a virtualenv or a cache that lives under the
+host's /tmp), which no process of the job can change or remove.
 `clean` returns what it could not remove: the worker does not serve another candidate then.
 """
 
 import ctypes
 import os
+import re
 import stat
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -49,10 +53,28 @@ def remove_tree(parent_fd, name):
     os.rmdir(name, dir_fd=parent_fd)
 
 
-def clean(workdir, known, tmp, isolated):
+def mount_points(folder):
+    """The names in `folder` that are mount points of this process's mount namespace."""
+    folder = os.fsencode(os.path.realpath(folder)).rstrip(b"/") + b"/"
+    names = set()
+    try:
+        with open("/proc/self/mountinfo", "rb") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) < 5:
+                    continue
+                point = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), fields[4])  # \040: a space
+                if point.startswith(folder) and b"/" not in point[len(folder) :]:
+                    names.add(os.fsdecode(point[len(folder) :]))
+    except OSError:
+        pass
+    return names
+
+
+def clean(workdir, known, tmp, isolated, tmp_known=frozenset()):
     """Remove what the candidate left; the names that could not be removed (empty: clean)."""
     left = []
-    for folder, keep in ((workdir, known), (tmp, set())):
+    for folder, keep in ((workdir, known), (tmp, tmp_known)):
         try:  # a candidate may have made the folder itself unreadable (both are mount points, not links)
             os.chmod(folder, os.stat(folder).st_mode & 0o7777 | 0o700)
         except OSError:

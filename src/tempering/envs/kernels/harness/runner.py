@@ -17,11 +17,16 @@ Before the first line of the submission runs, this process:
   out proxies that give allowed names only;
 - runs an audit hook that refuses, while submission code runs, opening files, starting processes,
   walking the garbage collector or frames, and loading or probing native code;
-- snapshots torch's, the harness's and builtins' attribute tables, compared after every phase.
+- snapshots torch's, the harness's and builtins' attribute tables, compared after every phase;
+- resets every signal handler the kernel's load-time code may have set, and installs the syscall
+  filter of syscalls.py on all its threads (its listener goes to the judge).
 The import runs under the same torch-call ban as `forward`: a TorchFunctionMode that lets through
-allocation, metadata, views and copies only, and (in the correctness trials) a TorchDispatchMode
-that checks the ATen operators that compiled code calls. `__init__` may use torch (weights), with
-every other restriction in place.
+allocation, metadata, views and copies only (compiled code is held to the same by the symbols it may
+link, elf.py). There is no other mode, and every call is served the same way, correctness trial or
+timed: fresh inputs in fresh memfds, a cache flush, the call, and the whole output copied out before
+the answer. After every kernel call and every forward, torch's dispatch state (torch-function modes,
+dispatch keys, grad mode) must be as it was. `__init__` may use torch (weights), with every other
+restriction in place.
 """
 
 import builtins
@@ -32,15 +37,16 @@ import resource
 import sys
 import traceback
 import types
+import weakref
 
 import ckernel
 import policy
+import syscalls
 import torch
 import wire
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
 
-ALLOWED_CALLS, ALLOWED_OPS = policy.ALLOWED_CALLS, policy.ALLOWED_OPS
+ALLOWED_CALLS = policy.ALLOWED_CALLS
 EXTENSION_BACKENDS = ("torch_ext", "cuda")
 COUNTED_BACKENDS = ("c", "torch_ext", "cuda", "triton")
 BLOCKED_EVENTS = (
@@ -83,6 +89,9 @@ _INSTALL = tuple(
 )
 
 
+_TORCH_DIR = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
+
+
 def _importing():
     """Whether an import is running: a module of the installation loading on first use (a submission's
     own imports only reach allowed modules, all imported before it runs)."""
@@ -109,8 +118,9 @@ def warm_imports():
     candidates; a candidate's process calls it before the submission runs."""
     import importlib
 
-    with _BanCalls(None), _BanOps(None):
+    with _BanCalls(None):
         torch.empty(1).fill_(0.0)
+    _dispatch_state()
     for name in policy.MODULES:
         if name != "ckernel":
             try:
@@ -130,9 +140,25 @@ class Refused(Exception):
 class Guard:
     """Records forbidden operations seen during candidate code, even if the candidate swallows them."""
 
-    def __init__(self, allowed_ops, allowed_calls):
-        self.allowed_ops, self.allowed_calls = allowed_ops, allowed_calls
+    def __init__(self, allowed_calls, active):
+        self.allowed_calls = allowed_calls
+        self.active = active  # the audit hook's switch (our own frame walk must not trip it)
         self.violations = []
+        self.trusted = ()  # file prefixes whose torch calls are not the submission's (Triton's runtime)
+
+    def trusted_caller(self):
+        """The torch call comes straight from trusted library code (Triton's interpreter), not from the
+        submission: its kernel's body, run by that interpreter, is still held to the ban."""
+        if not self.trusted:
+            return False
+        was, self.active[0] = self.active[0], False
+        try:
+            frame = sys._getframe(2)  # past trusted_caller and __torch_function__: torch's own frames, then the caller
+            while frame is not None and frame.f_code.co_filename.startswith(_TORCH_DIR):
+                frame = frame.f_back
+            return frame is not None and frame.f_code.co_filename.startswith(self.trusted)
+        finally:
+            self.active[0] = was
 
     def flag(self, what):
         self.violations.append(what)
@@ -152,20 +178,77 @@ class _BanCalls(TorchFunctionMode):
             name = _NAMES.get(func)
             if name is None:  # aten overloads: `empty_like.default`
                 name = _NAMES[func] = getattr(func, "__name__", str(func)).split(".")[0]
-            if name not in self.guard.allowed_calls:
+            if name not in self.guard.allowed_calls and not self.guard.trusted_caller():
                 self.guard.flag(f"torch call {name}")
         return func(*args, **(kwargs or {}))
 
 
-class _BanOps(TorchDispatchMode):
-    def __init__(self, guard):
-        super().__init__()
-        self.guard = guard
+def _dispatch_state():
+    """What decides which torch code runs for a call: torch-function modes, dispatch keys, grad mode.
+    A kernel call that changes it could let plain torch run afterwards unseen."""
+    C = torch._C
+    return (
+        C._is_torch_function_enabled(),
+        C._is_torch_function_mode_enabled(),
+        C._len_torch_function_stack(),
+        C._len_torch_dispatch_stack(),
+        C._dispatch_tls_local_include_set(),
+        C._dispatch_tls_local_exclude_set(),
+        torch.is_grad_enabled(),
+        torch.is_inference_mode_enabled(),
+    )
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if self.guard is not None and func.overloadpacket.__name__ not in self.guard.allowed_ops:
-            self.guard.flag(f"torch operator aten.{func.overloadpacket.__name__}")
-        return func(*args, **(kwargs or {}))
+
+_HANDLED = frozenset({signal_number for signal_number in range(1, 65)} - {9, 19})  # all but SIGKILL, SIGSTOP
+
+
+def _default_signals():
+    """Every signal back to its default action, but those Python keeps (SIGINT, SIGPIPE, SIGXFSZ): a
+    handler the kernel's load-time code set (a fault handler that computes output pages on first read,
+    a timer's) is gone before the filter forbids setting new ones."""
+    import signal
+
+    kept = {signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ}
+    for sig in sorted(_HANDLED - kept):
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError, RuntimeError):  # numbers the C library reserves
+            pass
+
+
+def _backed(outs, inputs, aliasing):
+    """Why an output is not ordinary memory of this call ('' if it is): it must lie in private,
+    readable and writable mappings, and (unless the reference does so too) not share memory with an
+    input or an earlier call's output."""
+    spans = []
+    with open("/proc/self/maps", "rb") as f:
+        for line in f.read().splitlines():
+            head, _, rest = line.partition(b" ")
+            start, _, end = head.partition(b"-")
+            spans.append((int(start, 16), int(end, 16), rest[:4]))
+    for k, o in enumerate(outs):
+        nbytes = o.untyped_storage().nbytes()
+        if not nbytes:
+            continue
+        if not aliasing and any(isinstance(t, torch.Tensor) and t.numel() and _overlap(o, t) for t in inputs):
+            return f"output {k} shares memory with an input: return a new tensor"
+        lo = o.untyped_storage().data_ptr()
+        hi, at = lo + nbytes, lo
+        for start, end, perms in spans:
+            if start <= at < end:
+                if not (perms.startswith(b"rw") and (perms.endswith(b"p") or aliasing)):
+                    return f"output {k} lies in memory mapped {perms.decode()} (it must be ordinary private memory)"
+                at = end
+                if at >= hi:
+                    break
+        if at < hi:
+            return f"output {k} is not fully backed by mapped memory"
+    return ""
+
+
+def _overlap(a, b):
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    return sa.data_ptr() < sb.data_ptr() + sb.nbytes() and sb.data_ptr() < sa.data_ptr() + sa.nbytes()
 
 
 def _isolate(sock_fd: int, prefix: str) -> None:
@@ -213,14 +296,16 @@ class _Candidate:
         self.chan, self.cfg = chan, cfg
         self.device = cfg.get("device", "cpu")
         self.backend = cfg.get("backend")
-        extra = set(cfg.get("allow_ops", []))
-        self.guard = Guard(ALLOWED_OPS | extra, ALLOWED_CALLS | extra)
-        self.calls = [0]
         self.active = [False]
+        self.guard = Guard(ALLOWED_CALLS | set(cfg.get("allow_ops", [])), self.active)
+        self.calls = [0]
         self.model = None
-        self.last = None
-        self.timing_inputs = None
-        self.restore = []
+        self.inputs = None
+        self.previous = []  # weak references to the last call's outputs: the next call's must be new memory
+        self.aliasing = False  # the reference's own outputs share memory with inputs or earlier outputs
+        self.state = None  # torch's dispatch state inside a forward, as the harness set it
+        self.listener = None
+        self.flush = None
 
     # -- set-up, before any candidate code ---------------------------------------------------------
     def prepare(self):
@@ -233,6 +318,15 @@ class _Candidate:
         def count():
             calls[0] += 1
 
+        def after():  # a kernel call must leave torch's dispatch state as it found it
+            if self.state is not None and _dispatch_state() != self.state:
+                self.guard.violations.append("a kernel call changed torch's dispatch state")
+                raise Refused(
+                    "tampering",
+                    "a kernel call changed torch's dispatch state (torch-function modes, dispatch keys or grad "
+                    "mode): a kernel computes, it does not switch torch's checks off",
+                )
+
         if self.backend == "c" and threads > 1:
             _omp_warm(threads)
         warm_imports()
@@ -244,8 +338,8 @@ class _Candidate:
             resource.setrlimit(limit, (0, 0))
         self.load_c = None  # native code is loaded after that: its load-time code is held to it too
         if self.backend == "c" and cfg.get("library"):
-            self.load_c = ckernel.open_library(cfg["library"], cfg.get("functions", []), count)
-        self.load_inline = self._extension_loader(count)
+            self.load_c = ckernel.open_library(cfg["library"], cfg.get("functions", []), count, after)
+        self.load_inline = self._extension_loader(count, after)
         if self.backend == "triton":
             self._triton_hook(count)
         self.builtins = self._builtins()
@@ -265,8 +359,13 @@ class _Candidate:
         }
         self.snapshot = _snapshot(self.guarded)
         self._audit()
+        # the kernel is loaded: from here on its process may ask the kernel only what a kernel needs
+        # (a Triton kernel on a GPU is compiled, assembled and loaded on its first launch)
+        if not (self.backend == "triton" and self.device == "cuda"):
+            _default_signals()
+            self.listener = syscalls.install()
 
-    def _extension_loader(self, count):
+    def _extension_loader(self, count, after):
         """torch_ext, cuda: `load_inline` returns the extension the build job compiled, its calls counted."""
         prebuilt = self.cfg.get("extension")
         module = None
@@ -294,7 +393,9 @@ class _Candidate:
 
                     def call(*a, **k):
                         count()
-                        return fn(*a, **k)
+                        out = fn(*a, **k)
+                        after()
+                        return out
 
                     return call
 
@@ -303,14 +404,15 @@ class _Candidate:
         return load_inline
 
     def _triton_hook(self, count):
-        """triton: count kernel launches; under the interpreter, let its own numpy copies through."""
+        """triton: count kernel launches. The torch-call ban stays on while a kernel runs; the torch calls
+        Triton's own runtime makes (the interpreter's copies) are told apart by where they come from."""
         try:
+            import triton
             import triton.runtime.interpreter as interp
             import triton.runtime.jit as jit
         except ImportError:  # no Triton here: nothing of it to guard
             return
-        from torch.utils._python_dispatch import _disable_current_modes
-
+        self.guard.trusted = (os.path.dirname(os.path.realpath(triton.__file__)) + os.sep,)
         for cls in (getattr(interp, "InterpretedFunction", None), getattr(jit, "JITFunction", None)):
             if cls is None or not hasattr(cls, "run"):
                 continue
@@ -318,8 +420,7 @@ class _Candidate:
 
             def run(self, *args, _original=original, **kwargs):
                 count()
-                with torch._C.DisableTorchFunction(), _disable_current_modes():
-                    return _original(self, *args, **kwargs)
+                return _original(self, *args, **kwargs)
 
             cls.run = run
 
@@ -424,15 +525,12 @@ class _Candidate:
             raise Refused("forbidden_op", f"{self.guard.violations[0]} ({when})")
 
     # -- candidate code ---------------------------------------------------------------------------
-    def _run_candidate(self, fn, ban, aten, when):
+    def _run_candidate(self, fn, ban, when):
         """fn() as candidate code: audit hook on, and the torch ban if `ban`."""
         self.active[0] = True
         try:
             if ban:
                 with torch.no_grad(), _BanCalls(self.guard):
-                    if aten:
-                        with _BanOps(self.guard):
-                            return fn()
                     return fn()
             return fn()
         except SystemExit:
@@ -460,13 +558,28 @@ class _Candidate:
             code = compile(source, "model_new.py", "exec")
         except SyntaxError as e:
             raise Refused("bad_submission", f"syntax error on line {e.lineno}: {e.msg}") from None
-        self._run_candidate(lambda: exec(code, module.__dict__), True, False, "while the submission was imported")
+        self._run_candidate(lambda: exec(code, module.__dict__), True, "while the submission was imported")
         self._violated("while the submission was imported")
         self._tampered("the import of the submission")
         cls = module.__dict__.get("ModelNew")
         if not isinstance(cls, type):
             raise Refused("bad_submission", "the submission defines no class ModelNew")
+        self.module = module
+        self._special_methods("the import of the submission")
         self.cls = cls
+
+    def _special_methods(self, when):
+        """The submission's classes define no special method but `__init__`, however it was bound."""
+        for value in list(self.module.__dict__.values()):
+            if not isinstance(value, type) or value.__module__ != "candidate_submission":
+                continue
+            for key in vars(value):
+                if key.startswith("__") and key.endswith("__") and key not in _CLASS_DUNDERS:
+                    raise Refused(
+                        "forbidden_op",
+                        f"class {value.__name__} defines {key} ({when}): special methods other than __init__ "
+                        "run at moments the harness does not choose",
+                    )
 
     def build(self, init, state, init_seed):
         def make():
@@ -477,16 +590,25 @@ class _Candidate:
             return model.to(self.device).eval(), sorted(mine), sorted(shared)
 
         torch.manual_seed(init_seed)  # the reference's seed (here: its state before any candidate code)
-        model, names, shared = self._run_candidate(make, False, False, "ModelNew(*get_init_inputs())")
+        model, names, shared = self._run_candidate(make, False, "ModelNew(*get_init_inputs())")
         self._violated("in ModelNew()")
         self._tampered("ModelNew()")
+        self._special_methods("ModelNew()")
         self.model = model
         return {"names": names, "shared": shared}
 
-    def call(self, inputs, ban_aten):
+    def call(self, inputs):
+        """One forward on fresh inputs, run the same way whatever the judge does with its answer."""
         before = self.calls[0]
-        inputs = [x.to(self.device) if isinstance(x, torch.Tensor) and self.device != "cpu" else x for x in inputs]
-        out = self._run_candidate(lambda: self.model(*inputs), True, ban_aten, "the forward")
+
+        def forward():
+            self.state = _dispatch_state()  # each kernel call is checked against it
+            try:
+                return self.model(*inputs)
+            finally:
+                self.state = None
+
+        out = self._run_candidate(forward, True, "the forward")
         if self.device == "cuda":
             torch.cuda.synchronize()
         self._violated("in the forward; only allocate outputs, take views and call your kernel")
@@ -496,6 +618,11 @@ class _Candidate:
                 raise Refused("bad_output", f"output {k} is a {type(o).__name__}, not a plain torch.Tensor")
             if o.layout != torch.strided or o.device.type != self.device or o.is_meta:
                 raise Refused("bad_output", f"output {k} is not a materialised {self.device} tensor")
+            if not self.aliasing and any(p() is not None and _overlap(o, p()) for p in self.previous):
+                raise Refused(
+                    "bad_output",
+                    f"output {k} is the memory of an earlier call's output: every call returns a new tensor",
+                )
         if self.backend in COUNTED_BACKENDS and self.calls[0] == before:
             raise Refused(
                 "kernel_not_called",
@@ -507,6 +634,13 @@ class _Candidate:
     def serve(self):
         chan = self.chan
         try:
+            chan.send(
+                {"op": "prepared", "ok": True, "filter": "listener" if self.listener is not None else "kill"},
+                fd=self.listener,
+            )
+            if self.listener is not None:
+                os.close(self.listener)
+                self.listener = None
             self.load()
             chan.send({"op": "imported", "ok": True})
             while True:
@@ -514,25 +648,24 @@ class _Candidate:
                 op = msg.get("op")
                 if op == "init":
                     chan.send({"op": "built", "ok": True, **self.build(msg["init"], msg["state"], msg["init_seed"])})
-                elif op == "call":
-                    outs, calls = self.call(msg["inputs"], ban_aten=True)
-                    chan.send({"op": "called", "ok": True, "calls": calls}, {"outputs": outs})
-                elif op == "time_setup":
-                    self.timing_inputs = msg["inputs"]
+                elif op == "setup":
                     self.flush = torch.empty(int(msg["flush_mb"] * 2**20) // 4)
+                    self.aliasing = bool(msg.get("aliasing", False))
                     chan.send({"op": "ready", "ok": True})
-                elif op == "flush":
-                    self.flush.fill_(float(msg.get("r", 0)))
-                    chan.send({"op": "flushed", "ok": True})
+                elif op == "inputs":
+                    self.inputs, spares = _load(chan, msg, self.flush, self.device)
                 elif op == "go":
-                    restore_and_modify(self.timing_inputs, self.restore, msg["mods"])
-                    outs, calls = self.call(self.timing_inputs, ban_aten=False)
-                    self.last = outs
-                    chan.send({"op": "done", "ok": True, "probes": _probes(chan, outs), "calls": calls})
-                elif op == "fetch":
-                    chan.send({"op": "fetched", "ok": True}, {"outputs": self.last})
+                    outs, calls = self.call(self.inputs)
+                    _answer(chan, outs, calls, spares)
+                    why = _backed(outs, self.inputs, self.aliasing)  # after the answer: not in the timed call
+                    if why:
+                        raise Refused("bad_output", why)
+                    # weak: an earlier output the submission still holds is found; one it let go is freed,
+                    # as eager's are, and the allocator may reuse its memory
+                    self.previous, self.inputs = [weakref.ref(o) for o in outs], None
                 elif op == "finish":
                     self._tampered("the run")
+                    self._special_methods("the run")
                     chan.send({"op": "finished", "ok": True})
                 elif op == "end":
                     return 0
@@ -545,37 +678,34 @@ class _Candidate:
         return 0
 
 
+_CLASS_DUNDERS = frozenset(
+    {"__module__", "__qualname__", "__doc__", "__init__", "__dict__", "__weakref__", "__annotations__"}
+    | {"__firstlineno__", "__static_attributes__", "__classcell__", "__orig_bases__", "__parameters__"}
+)
+"""What Python itself puts in a class's namespace (and `__init__`)."""
+
+
+def _load(chan, msg, flush, device):
+    """A call's inputs (fresh tensors over fresh memfds, mapped now), memfds for the answer's expected
+    output sizes, then a cache flush: all before the timed call."""
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) and device != "cpu" else x for x in msg["inputs"]]
+    spares = wire.Spares(int(n) for n in msg.get("expect", []))
+    if flush is not None:
+        flush.fill_(float(msg.get("r", 0)))
+    chan.send({"op": "loaded", "ok": True})
+    return inputs, spares
+
+
+def _answer(chan, outs, calls, spares):
+    """The answer to a call: its whole output, copied into sealed memfds (every byte read) before it goes."""
+    try:
+        chan.send({"op": "done", "ok": True, "calls": calls}, {"outputs": outs}, spares=spares)
+    finally:
+        spares.close()
+
+
 def _no_library():
     raise RuntimeError("no compiled C library for this submission")
-
-
-def restore_and_modify(inputs, restore, mods):
-    """Undo the previous run's changes to the timing inputs, then make this run's (positions -> values).
-
-    The judge picks a few positions and values per timed run, after the run before it: a result kept
-    from an earlier call, or keyed on the inputs' identity, is wrong for this one."""
-    for flat, idx, old in restore:
-        flat[idx] = old
-    restore.clear()
-    for k, positions, values in mods:
-        x = inputs[k]
-        try:
-            flat = x.detach().view(-1).numpy()  # the same memory, without a torch call per element
-        except (TypeError, RuntimeError):  # dtypes numpy lacks (bfloat16), or a device tensor
-            flat = x.detach().view(-1)
-            idx = torch.tensor(positions, dtype=torch.long)
-            restore.append((flat, idx, flat[idx].clone()))
-            flat[idx] = torch.tensor(values, dtype=flat.dtype, device=flat.device)
-            continue
-        restore.append((flat, positions, flat[positions].copy()))
-        flat[positions] = values
-
-
-def _probes(chan, outs):
-    """The output's bytes at the positions the judge sends once the call has returned: the call could
-    not know them, so an output finished after the timer stopped does not match them."""
-    positions = chan.recv().get("positions", [])
-    return [wire.probe(o, positions[k] if k < len(positions) else []) for k, o in enumerate(outs)]
 
 
 def _report(chan, status, message, **extra):
@@ -652,42 +782,35 @@ def reference_main(sock, cfg) -> None:
         torch.set_num_threads(int(cfg.get("threads", 1)))
         chan = wire.Channel(sock)
         inputs: list | None = None
-        restore: list = []
         flush: torch.Tensor | None = None
-        last, models = None, {}
+        models: dict = {}
         while True:
             msg = chan.recv(("inputs", "state"), writable=True)
             op = msg.get("op")
             if op == "time_setup":
-                inputs = [x.to(device) if isinstance(x, torch.Tensor) and device != "cpu" else x for x in msg["inputs"]]
+                base = [x.to(device) if isinstance(x, torch.Tensor) and device != "cpu" else x for x in msg["inputs"]]
                 flush = torch.empty(int(msg["flush_mb"] * 2**20) // 4)
-                models = _reference_models(cfg, msg["state"], inputs, msg.get("compile", False))
+                models = _reference_models(cfg, msg["state"], base, msg.get("compile", False))
                 reply = {"op": "ready", "ok": True}
                 if "compile" in models:
                     try:
                         with torch.no_grad():
-                            models["compile"](*inputs)
+                            models["compile"](*base)
                     except Exception as e:
                         models.pop("compile")
                         reply["compile_error"] = f"{type(e).__name__}: {str(e)[:300]}"
                 chan.send(reply)
-            elif op == "flush":
-                assert flush is not None  # the judge sends time_setup first
-                flush.fill_(float(msg.get("r", 0)))
-                chan.send({"op": "flushed", "ok": True})
+            elif op == "inputs":
+                inputs, spares = _load(chan, msg, flush, device)
             elif op == "go":
-                assert inputs is not None  # the judge sends time_setup first
-                restore_and_modify(inputs, restore, msg["mods"])
+                assert inputs is not None  # the judge sends the inputs first
                 model = models[msg["model"]]
                 with torch.no_grad(), _BanCalls(None):  # the same mode entry as the candidate's call
                     out = model(*inputs)
                 if device == "cuda":
                     torch.cuda.synchronize()
-                outs = list(out) if isinstance(out, (tuple, list)) else [out]
-                last = outs
-                chan.send({"op": "done", "ok": True, "probes": _probes(chan, outs), "calls": 0})
-            elif op == "fetch":
-                chan.send({"op": "fetched", "ok": True}, {"outputs": last})
+                _answer(chan, list(out) if isinstance(out, (tuple, list)) else [out], 0, spares)
+                inputs = None
             elif op == "end":
                 break
     except wire.PeerGone:

@@ -6,7 +6,9 @@ passed with it (SCM_RIGHTS), one per tensor, so nothing is copied through the so
   the judge, which keeps its own pristine copy, sees directly whether the candidate wrote into them;
 - outputs (runner -> judge) are copied once into a memfd that the sender seals against writing,
   shrinking and growing before it goes: the judge maps it read-only and checks the seals, so the
-  bytes it compares cannot change under it.
+  bytes it compares cannot change under it. The copy reads every byte of the output, so a call's
+  answer is complete only when all of its output exists;
+- a message may also carry a plain descriptor (the candidate's syscall-filter listener).
 Values that are not tensors (ints, floats, None, strings, nested lists/tuples) travel in the JSON.
 """
 
@@ -16,7 +18,6 @@ import mmap
 import os
 import socket
 import warnings
-from typing import Any, cast
 
 import torch
 
@@ -47,22 +48,50 @@ def _flat_bytes(t: torch.Tensor) -> torch.Tensor:
     return t.detach().contiguous().reshape(-1).view(torch.uint8)
 
 
-def _encode(obj, fds: list, shared: bool, views: list):
+class Spares:
+    """Memfds made and mapped ahead, one per expected output size: an answer then only copies its output
+    (the pages already exist), so what a timed call pays for its answer is the copy, not the memory."""
+
+    def __init__(self, sizes=()):
+        self.free: dict[int, list] = {}
+        for nbytes in sizes:
+            if nbytes > 0:
+                fd = _memfd(nbytes, "tensor")
+                mm = mmap.mmap(fd, nbytes, flags=_POPULATE)
+                self.free.setdefault(nbytes, []).append((fd, mm))
+
+    def take(self, nbytes: int):
+        """A ready (fd, map) of `nbytes`, or a new memfd and map (None as its map)."""
+        ready = self.free.get(nbytes)
+        return ready.pop() if ready else (_memfd(nbytes, "tensor"), None)
+
+    def close(self):
+        for ready in self.free.values():
+            for fd, mm in ready:
+                mm.close()
+                os.close(fd)
+        self.free.clear()
+
+
+_POPULATE = mmap.MAP_SHARED | mmap.MAP_POPULATE  # the pages made in one go, not one fault at a time
+
+
+def _encode(obj, fds: list, shared: bool, views: list, spares: "Spares | None" = None):
     if isinstance(obj, torch.Tensor):
         t = obj.detach()
         if t.device.type != "cpu":
             t = t.cpu()
         nbytes = t.numel() * t.element_size()
         entry = {"t": len(fds), "dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape)}
-        fd = _memfd(nbytes, "tensor")
+        fd, mm = spares.take(nbytes) if spares is not None and not shared else (_memfd(nbytes, "tensor"), None)
         fds.append(fd)
         if nbytes and shared:  # the sender keeps its own view of the shared pages
-            mm = mmap.mmap(fd, nbytes)
+            mm = mmap.mmap(fd, nbytes, flags=_POPULATE)
             view = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes)
             view.copy_(_flat_bytes(t))
             views.append(view.view(t.dtype).view(t.shape))
         elif nbytes:
-            with mmap.mmap(fd, nbytes) as mm:
+            with mm if mm is not None else mmap.mmap(fd, nbytes, flags=_POPULATE) as mm:
                 view = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes)
                 view.copy_(_flat_bytes(t))
                 del view
@@ -71,9 +100,9 @@ def _encode(obj, fds: list, shared: bool, views: list):
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, (_FIXED if shared else _SEALED) | fcntl.F_SEAL_SEAL)
         return entry
     if isinstance(obj, (list, tuple)):
-        return {"list" if isinstance(obj, list) else "tuple": [_encode(x, fds, shared, views) for x in obj]}
+        return {"list" if isinstance(obj, list) else "tuple": [_encode(x, fds, shared, views, spares) for x in obj]}
     if isinstance(obj, dict):
-        return {"dict": {str(k): _encode(v, fds, shared, views) for k, v in obj.items()}}
+        return {"dict": {str(k): _encode(v, fds, shared, views, spares) for k, v in obj.items()}}
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return {"v": obj}
     if isinstance(obj, torch.dtype):
@@ -106,6 +135,8 @@ def _decode(entry, fds: list, writable: bool, expect_sealed: bool):
             return torch.empty(shape, dtype=dtype)
         prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
         flags = mmap.MAP_PRIVATE if writable and seals & fcntl.F_SEAL_WRITE else mmap.MAP_SHARED  # a private copy
+        if writable:  # inputs: mapped now, so that a call does not pay the page faults
+            flags |= mmap.MAP_POPULATE
         mm = mmap.mmap(fd, nbytes, flags=flags, prot=prot)
         return torch.frombuffer(mm, dtype=torch.uint8, count=nbytes).view(dtype).view(shape)
     if "list" in entry:
@@ -127,9 +158,13 @@ class Channel:
         self.sock = sock
         self.last_token = None
 
-    def send(self, msg: dict, tensors: dict | None = None, shared: bool = False) -> list:
+    def send(
+        self, msg: dict, tensors: dict | None = None, shared: bool = False, fd: int | None = None, spares=None
+    ) -> list:
         """`msg` with `tensors` ({key: value with tensors}) encoded into it as memfds. Shared: the
-        receiver may write into them, and the sender's views of the same pages come back (in order)."""
+        receiver may write into them, and the sender's views of the same pages come back (in order).
+        `fd`: a descriptor passed along (the receiver gets its own copy as `msg["fd"]`). `spares`: memfds
+        made ahead for the tensors (`Spares`)."""
         fds: list[int] = []
         views: list = []
         try:
@@ -137,7 +172,10 @@ class Channel:
             if self.last_token is not None and "reply_to" not in body:
                 body["reply_to"] = self.last_token
             for key, value in (tensors or {}).items():
-                body[key] = _encode(value, fds, shared, views)
+                body[key] = _encode(value, fds, shared, views, spares)
+            if fd is not None:
+                body["fd"] = len(fds)
+                fds.append(os.dup(fd))
             data = json.dumps(body).encode()
             if len(data) > MAX_MESSAGE or len(fds) > MAX_FDS:
                 raise ValueError("message too large for the harness's channel")
@@ -166,18 +204,11 @@ class Channel:
             for key in tensor_keys:
                 if key in msg:
                     msg[key] = _decode(msg[key], fds, writable, sealed)
+            if isinstance(msg.get("fd"), int) and 0 <= msg["fd"] < len(fds):
+                msg["fd"] = os.dup(fds[msg["fd"]])
+            else:
+                msg.pop("fd", None)
             return msg
         finally:
             for fd in fds:
                 os.close(fd)
-
-
-def probe(t: torch.Tensor, positions) -> str:
-    """The bytes of the elements of `t` at flat `positions` (taken modulo its size), as hex."""
-    n = t.numel()
-    if n == 0 or not positions:
-        return ""
-    size = t.element_size()
-    # cast: numpy's stubs declare the buffer protocol (__buffer__) only for Python >= 3.12
-    raw = memoryview(cast(Any, _flat_bytes(t).numpy()))
-    return b"".join(raw[(p % n) * size : (p % n + 1) * size] for p in map(int, positions)).hex()

@@ -120,10 +120,10 @@ def _run(item, isolated, workdir):
     os.close(nonce_r)
     os.close(result_w)
     pidfd = os.pidfd_open(pid)
-    result, timed_out, done = bytearray(), False, False
+    result, timed_out = bytearray(), False
     deadline = t0 + item["wall_s"]
     open_fds = [result_r, pidfd]
-    while not done:
+    while open_fds:  # until the judge has exited and its result pipe has ended, in whichever order
         left = deadline - time.monotonic()
         ready = select.select(open_fds, [], [], max(0.0, left))[0] if left > 0 else []
         if not ready:
@@ -136,10 +136,8 @@ def _run(item, isolated, workdir):
                 result.extend(chunk[: RESULT_CAP - len(result)])
             elif not chunk:
                 open_fds.remove(result_r)
-        if pidfd in ready and result_r not in open_fds:
-            done = True
-        elif pidfd in ready:
-            open_fds = [result_r]  # exited: read what is left of the pipe, then stop
+        if pidfd in ready:
+            open_fds.remove(pidfd)
     _, status, usage = os.wait4(pid, 0)
     wall = time.monotonic() - t0
     os.close(pidfd)
@@ -178,10 +176,11 @@ def main():
     isolated = bool(json.loads(stdin.readline())["isolated"])
     workdir, tmp = os.getcwd(), tempfile.gettempdir()
     known = set(os.listdir(workdir))
+    tmp_known = cleanup.mount_points(tmp)  # the sandbox's own: a skeleton above a venv under the host's /tmp
     for line in stdin:  # one candidate per line, until the verifier closes our stdin
         item = json.loads(line)
         reply = _run(item, isolated, workdir)
-        left = cleanup.clean(workdir, known, tmp, isolated)
+        left = cleanup.clean(workdir, known, tmp, isolated, tmp_known)
         if left:  # fail closed: the next candidate gets a fresh worker
             reply["dirty"] = left[:5]
         sys.stdout.write(json.dumps(reply) + "\n")

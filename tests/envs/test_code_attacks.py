@@ -1,0 +1,64 @@
+"""The code judge's attack suite through `CodeEnv.step` (what `tempering sandbox attacks` runs for it)."""
+
+import asyncio
+
+import pytest
+
+from tempering.envs.code import attacks
+from tempering.sandbox import Sandbox
+from tempering.sandbox import attacks as sandbox_attacks
+
+
+@pytest.fixture(scope="module")
+def sb():
+    return Sandbox(backend=Sandbox.available_backends()[0], concurrency=2)
+
+
+def test_each_class_has_two_variants_and_both_kinds_of_control():
+    classes: dict[str, int] = {}
+    for case in attacks.CASES:
+        classes[case.klass] = classes.get(case.klass, 0) + 1
+    assert all(n >= 2 for n in classes.values()), classes
+    controls = {c.must for c in attacks.CASES if c.klass == "control"}
+    assert controls == {"pass", "fail"}
+    names = {a.name for a in sandbox_attacks.suite()}
+    assert {c.name for c in attacks.CASES} <= names  # part of `tempering sandbox attacks`
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["code_free_names_fake_math_class", "code_hidden_input_memory_files", "code_hidden_status_error_kind"],
+)
+def test_the_classes_that_got_through_before_are_contained(sb, name):
+    case = next(c for c in attacks.CASES if c.name == name)
+    assert asyncio.run(attacks.run_case(sb, case)) == ""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", sandbox_attacks.isolated_backends())
+def test_every_attack_is_contained_and_every_control_scores_as_it_must(backend):
+    verdicts = asyncio.run(attacks.run_all(backend))
+    assert {k: v for k, v in verdicts.items() if v} == {}
+    s = attacks.summary(verdicts)
+    assert s["escaped"] == 0 and s["controls"]["honest_right_passed"] == s["controls"]["honest_right"]
+
+
+def test_the_host_holds_at_most_a_bounded_backlog_of_a_flooding_candidate():
+    from tempering.envs.code import channel
+    from tempering.sandbox import Job
+
+    class Flooding:  # a candidate job that writes 24 MiB of lines, unasked, and then waits
+        async def run(self, job, feed=None, on_stdout=None):
+            for _ in range(512):
+                on_stdout(b"{}\n" * (1 << 14))
+            await asyncio.sleep(60)
+
+    async def main():
+        backlog = channel._Backlog()
+        await asyncio.wait_for(channel._serve(Flooding(), Job(cmd=["true"]), 7, channel._Inbox(), backlog), 10)
+        return backlog
+
+    backlog = asyncio.run(main())
+    items = [backlog.get_nowait() for _ in range(backlog.qsize())]
+    assert len(items) == 3  # its greeting and names, then how it ended: nothing of the flood
+    assert items[-1].startswith(b"E 7 ") and b'"too_long": "flood"' in items[-1]
