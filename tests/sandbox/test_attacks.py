@@ -31,7 +31,7 @@ def test_attack_is_contained(backend, attack):
     assert verdict == "", verdict
 
 
-PATH_CASES = [c for c in attacks.cases() if c.path != "job API"]
+PATH_CASES = [c for c in attacks.cases() if c.path not in ("job API", "code judge")]  # the judge's: test_code_attacks
 
 
 @pytest.mark.slow
@@ -136,5 +136,5 @@ def test_the_results_matrix_counts_what_got_out():
 def test_providers_are_registered_by_module(monkeypatch):
     monkeypatch.setattr(attacks, "PROVIDERS", dict(attacks.PROVIDERS))
     attacks.register("terminal again", "tempering.envs.terminal.attacks")
-    assert len(attacks.cases()) == len(attacks.job_cases()) + 2 * len(PATH_CASES)
+    assert len(attacks.cases()) == len(attacks.job_cases()) + len(attacks.path_suite_cases()) + 2 * len(PATH_CASES)
     assert {c.path for c in attacks.cases(["agent: session"])} == {"agent: session"}

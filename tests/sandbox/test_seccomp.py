@@ -59,6 +59,13 @@ def expected(name: str, notify: bool, args: tuple[int, ...] = ()) -> int:
         return refused if args and args[0] & CLONE_NEWUSER else ALLOW
     if verdict == "clone3":
         return ENOSYS
+    if verdict == "cache":
+        if name == "readahead":
+            return FAKE_OK
+        if name in sc.CACHE_ADVICE:
+            arg, advice = sc.CACHE_ADVICE[name]
+            return FAKE_OK if len(args) > arg and args[arg] in advice else ALLOW
+        return refused if len(args) > 5 and args[5] & sc.RWF_NOWAIT else ALLOW
     if verdict == "locks":
         if name == "flock":
             return FAKE_OK
@@ -74,7 +81,8 @@ def test_every_call_of_the_table_gets_its_familys_verdict(machine, arch, table, 
     families = {n for _, names in sc.FAMILIES.values() for n in names}
     assert set(table) <= families, sorted(set(table) - families)  # every call is in a family
     for name, nr in table.items():
-        for args in [(), (17,), (CLONE_NEWUSER | SIGCHLD,), (3, 6), (3, 1026), (3, 1)]:
+        page_cache = [(3, 0, 4096, 4), (3, 0, 4096, 2), (0, 4096, 21), (0, 4096, 4), (3, 0, 1, 0, 0, 8 | 2)]
+        for args in [(), (17,), (CLONE_NEWUSER | SIGCHLD,), (3, 6), (3, 1026), (3, 1), *page_cache]:
             assert bpf(prog, arch, nr, args) == expected(name, notify, args), (name, nr, args)
     for nr in (max(table.values()) + 1, 1000, 0x3FFFFFFF, 0xFFFFFFFF):  # not in the table: ENOSYS
         assert bpf(prog, arch, nr) == ENOSYS
@@ -89,7 +97,7 @@ def test_the_families_the_issue_names_are_refused_and_the_tools_calls_allowed():
     refused = sc.refused()
     for name in ("fanotify_init", "fanotify_mark", "io_uring_setup", "io_uring_enter", "userfaultfd",
                  "perf_event_open", "keyctl", "add_key", "request_key", "memfd_secret", "inotify_init1", "bpf",
-                 "mount", "setns", "open_by_handle_at"):  # fmt: skip
+                 "mount", "setns", "open_by_handle_at", "cachestat"):  # fmt: skip
         assert name in refused, name
     allowed = {n for v, names in sc.FAMILIES.values() if v == sc.ALLOWED for n in names}
     assert {"read", "openat", "clone", "execve", "mmap", "socket", "statx", "getdents64", "wait4"} - allowed == {
@@ -198,3 +206,21 @@ def test_an_nvcc_build_makes_no_refused_call(filtered):
     )
     res = Sandbox(backend=filtered).run_sync(job)
     assert (res.status, res.denied) == ("ok", []), (res.message, res.stderr[-2000:])
+
+
+PAGE_CACHE = """import os
+fd = os.open(os.__file__, os.O_RDONLY)
+print("fadvise", os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED))
+try:
+    os.preadv(fd, [bytearray(16)], 0, os.RWF_NOWAIT)
+    print("nowait RAN")
+except OSError as e:
+    print("nowait", e.errno)
+print("plain", os.preadv(fd, [bytearray(16)], 0, 0))
+"""
+
+
+def test_page_cache_advice_changes_nothing_and_a_read_that_would_not_wait_is_refused(filtered):
+    res = Sandbox(backend=filtered).run_sync(Job(cmd=["python3", "-c", PAGE_CACHE]))
+    assert res.stdout.split() == ["fadvise", "None", "nowait", str(errno.EOPNOTSUPP), "plain", "16"], res.stderr
+    assert res.denied == ["preadv2"]

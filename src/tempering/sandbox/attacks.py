@@ -850,6 +850,151 @@ def _host_clock(sandbox: Sandbox) -> str:
     return ""
 
 
+# -- channels through the host kernel's shared state: one job writes, a later one reads ---------------------
+_PAGE_BITS = 32
+
+_PAGE_SENDER = """import os
+bits = {bits!r}
+for i, bit in enumerate(bits):  # reading caches a file's page (1); DONTNEED drops it again (0)
+    fd = os.open(f"{pages}/p{{i}}", os.O_RDONLY)
+    os.read(fd, 4096)
+    if bit == "0":
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+"""
+
+_PAGE_RECEIVER = """import os
+out = ""
+for i in range({n}):  # a read that must not wait for the disk fails where the page is not cached
+    fd = os.open(f"{pages}/p{{i}}", os.O_RDONLY)
+    try:
+        os.preadv(fd, [bytearray(4096)], 0, os.RWF_NOWAIT)
+        out += "1"
+    except BlockingIOError:
+        out += "0"
+    except OSError as e:
+        out += "?"
+        err = e
+    os.close(fd)
+print("BITS", out)
+"""
+
+_PAGE_SENDER_RAW = """import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+nr = {nrs}
+for i, bit in enumerate({bits!r}):  # raw calls: readahead sets, fadvise64(DONTNEED) clears
+    fd = os.open(f"{pages}/p{{i}}", os.O_RDONLY)
+    if bit == "1":
+        libc.syscall(nr["readahead"], fd, ctypes.c_long(0), ctypes.c_size_t(4096))
+    else:
+        libc.syscall(nr["fadvise64"], fd, ctypes.c_long(0), ctypes.c_long(0), 4)
+    os.close(fd)
+import time
+time.sleep(0.2)  # readahead's reads finish
+"""
+
+_PAGE_RECEIVER_RAW = """import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+nr = {nrs}
+class Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+buf = ctypes.create_string_buffer(4096)
+iov = Iovec(ctypes.cast(buf, ctypes.c_void_p), 4096)
+out = ""
+for i in range({n}):  # preadv2(..., RWF_NOWAIT) by number: EAGAIN where the page is not cached
+    fd = os.open(f"{pages}/p{{i}}", os.O_RDONLY)
+    r = libc.syscall(nr["preadv2"], fd, ctypes.byref(iov), 1, ctypes.c_long(0), ctypes.c_long(0), 8)
+    out += "1" if r >= 0 else "0" if ctypes.get_errno() == 11 else "?"
+    os.close(fd)
+print("BITS", out)
+"""
+
+
+def _page_cache_observable() -> str:
+    """Why the host cannot see a page-cache channel in its temporary folder ('' when it can): the folder
+    must keep pages that DONTNEED drops and RWF_NOWAIT tells apart (a disk, not a RAM disk)."""
+    with tempfile.NamedTemporaryFile(dir="/tmp") as f:
+        f.write(os.urandom(4096))
+        f.flush()
+        os.fsync(f.fileno())
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        try:
+            os.preadv(f.fileno(), [bytearray(4096)], 0, os.RWF_NOWAIT)
+            return "the host's /tmp keeps every page cached (a RAM disk): the channel cannot be observed here"
+        except BlockingIOError:
+            return ""
+        except OSError as e:
+            return f"RWF_NOWAIT does not work on the host's /tmp ({e.strerror}): the channel cannot be observed here"
+
+
+def _page_cache_channel(sender: str, receiver: str) -> Callable[[Sandbox, Attack, Context], Awaitable[str]]:
+    """A job sets and clears the cached state of files every job can read, a later job reads it back."""
+
+    async def drive(sandbox: Sandbox, attack: Attack, ctx: Context) -> str:
+        pages = os.path.join(ctx.host_dir, "pages")
+        os.mkdir(pages, 0o755)
+        for i in range(_PAGE_BITS):
+            with open(os.path.join(pages, f"p{i}"), "wb") as f:
+                f.write(os.urandom(4096))
+                f.flush()
+                os.fsync(f.fileno())
+                os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+            os.chmod(os.path.join(pages, f"p{i}"), 0o644)
+        bits = format(int(ctx.token[:8], 16), f"0{_PAGE_BITS}b")
+        fill = {"bits": bits, "pages": pages, "n": _PAGE_BITS, "nrs": ctx.nrs}
+        sent = await sandbox.run(Job(cmd=["python3", "-c", sender.format(**fill)], ro_binds=[pages]))
+        got = await sandbox.run(Job(cmd=["python3", "-c", receiver.format(**fill)], ro_binds=[pages]))
+        read = got.stdout.split("BITS", 1)[-1].strip()
+        if read == bits:
+            return f"the receiver read the sender's {_PAGE_BITS} bits through the page cache ({sent.status})"
+        return "" if got.status == "ok" else f"the receiver ended {got.status}: {got.message} {got.stderr[-300:]}"
+
+    return drive
+
+
+_INODE_SENDER = """import os
+target = {mark}
+for _ in range(10000):  # make files until the RAM disk's next inode number is the secret (mod 4096)
+    fd = os.open("/tmp/x", os.O_CREAT | os.O_WRONLY, 0o600)
+    ino = os.fstat(fd).st_ino
+    os.close(fd)
+    os.unlink("/tmp/x")
+    if ino % 4096 == target:
+        break
+"""
+
+_INODE_RECEIVER = (
+    "import os\nos.close(os.open('/tmp/probe', os.O_CREAT, 0o600))\nprint('INO', os.stat('/tmp/probe').st_ino)\n"
+)
+
+_INODE_SENDER_SH = """target={mark}
+for i in $(seq 10000); do  # mkdir and stat: the same counter, moved by folders
+  mkdir /tmp/d$i && ino=$(ls -di /tmp/d$i) && ino=${{ino%% *}} && rmdir /tmp/d$i
+  [ $((ino % 4096)) -eq $target ] && break
+done
+"""
+
+
+def _inode_counter_channel(sender: list[str]) -> Callable[[Sandbox, Attack, Context], Awaitable[str]]:
+    """A job moves its RAM disk's next inode number to a secret, a later job reads it from a new file."""
+
+    async def drive(sandbox: Sandbox, attack: Attack, ctx: Context) -> str:
+        mark = 256 + int(ctx.token[:4], 16) % 3800  # never a fresh disk's first numbers
+        sent = await sandbox.run(Job(cmd=[a.format(mark=mark) for a in sender], limits=Limits(wall_s=60, cpu_s=60)))
+        got = await sandbox.run(Job(cmd=["python3", "-c", _INODE_RECEIVER]))
+        try:
+            ino = int(got.stdout.split("INO", 1)[1].split()[0])
+        except (IndexError, ValueError):
+            return f"the receiver could not read an inode number ({got.status}: {got.stderr[-300:]})"
+        if 0 < (ino - mark) % 4096 <= 64:  # a few files of other jobs may come between
+            return f"the receiver's new file got inode {ino}: {mark} (mod 4096) came from the sender ({sent.status})"
+        return ""
+
+    return drive
+
+
 _CLASSES = {
     "resource limits": "infinite_loop cpu_limit fork_bomb memory_bomb big_file disk_fill output_flood ignore_sigterm raise_rlimits",
     "the host's network, environment and files": "network env_secret proc_environ write_project write_host_tmp output_symlink",
@@ -861,6 +1006,9 @@ _CLASSES = {
     "a binary planted on a path the host trusts": "readonly_parent plant_bind_parent plant_on_path",
     "usage hidden from the host": "usage_grandchild usage_outlives",
     "channels between concurrent jobs": "lock_channel flock_channel fanotify_channel fanotify_channel_perl",
+    "channels through the host kernel's shared state (page cache, RAM disk counters)": (
+        "page_cache_channel page_cache_channel_raw inode_counter_channel inode_counter_channel_sh"
+    ),
     "cache poisoning": "cache_limit_poison cache_flaky_poison",
     "an inode flood and a host stalled by its removal": "inode_flood inode_flood_links deep_tree",
     "cleanup that follows a job's link": "cleanup_symlink cleanup_symlink_dirs",
@@ -1228,6 +1376,37 @@ ATTACKS = [
         cmd=["perl", "attack.pl"],
         files={"attack.pl": _KERNEL_INTERFACES_PERL},
         premise=_host_kernel_only,
+    ),
+    Attack(
+        "page_cache_channel",
+        "one job reads or evicts (posix_fadvise DONTNEED) files every job can read, a later job tells which "
+        "are cached (preadv2 RWF_NOWAIT)",
+        "",
+        _status("ok"),
+        drive=_page_cache_channel(_PAGE_SENDER, _PAGE_RECEIVER),
+        premise=lambda sb: _page_cache_observable(),
+    ),
+    Attack(
+        "page_cache_channel_raw",
+        "the same by system-call number: readahead and fadvise64 to write, preadv2 with RWF_NOWAIT to read",
+        "",
+        _status("ok"),
+        drive=_page_cache_channel(_PAGE_SENDER_RAW, _PAGE_RECEIVER_RAW),
+        premise=lambda sb: _page_cache_observable(),
+    ),
+    Attack(
+        "inode_counter_channel",
+        "one job moves its RAM disk's next inode number to a secret, a later job reads it from a new file",
+        "",
+        _status("ok"),
+        drive=_inode_counter_channel(["python3", "-c", _INODE_SENDER]),
+    ),
+    Attack(
+        "inode_counter_channel_sh",
+        "the same with folders, from the shell",
+        "",
+        _status("ok"),
+        drive=_inode_counter_channel(["bash", "-c", _INODE_SENDER_SH]),
     ),
 ]
 

@@ -8,6 +8,7 @@ never pile up unbounded work. Each job gets a fresh directory that is removed af
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import functools
 import math
 import os
@@ -58,6 +59,9 @@ _CPU_MARGIN_S = 0.25
 """How far below cpu_s the measured CPU time of a job that died of SIGXCPU may be and still count as the limit."""
 _NETNS_FD = 5
 """The descriptor on which nsenter finds a shared network namespace."""
+_OWN_TMPFS_SLACK = 16 << 20
+"""Room on a job's own RAM disk beyond its files and disk_mb (folders, the status channel, the last
+writes before the host's watcher sees disk_mb passed)."""
 _SMALL_TREE = 1000
 """Names in a job's folder that the event loop may walk and remove itself (a few milliseconds at most)."""
 _UID_BASE = 100_000
@@ -211,6 +215,13 @@ class Sandbox:
             self.not_contained.append(
                 "limits: cpu_s is not enforced (gVisor ignores RLIMIT_CPU, and no cgroup counts the job's CPU here)"
             )
+        self._own_tmpfs = self._as_root and backend in backends.ISOLATED
+        """Each job's folder is a RAM disk of its own (a root host mounts one per job)."""
+        if backend in backends.ISOLATED and not self._own_tmpfs:
+            self.not_contained.append(
+                "kernel state: the jobs' /job and /tmp share one RAM disk, whose next inode number and free "
+                "space every job can read and move (a root host gives each job its own)"
+            )
         self.running = 0
         """Jobs running now."""
         self.waiting = 0
@@ -322,6 +333,7 @@ class Sandbox:
     async def _run_now(self, job: Job, feed=None, on_stdout=None, network: Network | None = None) -> Result:
         slot = _SLOTS.take() if self._as_root else None
         jobroot = tempfile.mkdtemp(prefix="job-", dir=self._root_dir())
+        own = self._own_tmpfs and _mount_tmpfs(jobroot, job)
         cgroup = None
         pass_fds = {}
         try:
@@ -391,6 +403,11 @@ class Sandbox:
             # a walk of what the job left runs here when it is small (a thread costs a wake-up on a
             # loaded machine), else in a thread: a job can leave a hundred thousand files
             small = process.few_names(jobroot, _SMALL_TREE)
+            if own and result.status in ("nonzero_exit", "killed") and (full := _full(jobroot, job)):
+                result.status, result.message = (
+                    "output_limit",
+                    f"workdir and /tmp passed {full}; the job's writes failed",
+                )
             if result.status in ("nonzero_exit", "killed"):  # a file that reached fsize_mb is the host's evidence
                 look = (lay.workdir, lay.tmpdir, lay.shmdir), job.limits.fsize_mb * 1024 * 1024
                 if largest_file(*look) if small else await asyncio.to_thread(largest_file, *look):
@@ -404,8 +421,10 @@ class Sandbox:
                 if cgroup is not None:
                     await self._remove_cgroup(cgroup)
                 # a large tree off the event loop: removing a hundred thousand files takes seconds that the
-                # other jobs' timers and pipes must not wait for
-                if process.few_names(jobroot, _SMALL_TREE):
+                # other jobs' timers and pipes must not wait for (a RAM disk of its own goes at once)
+                if own:
+                    _unmount(jobroot)
+                elif process.few_names(jobroot, _SMALL_TREE):
                     _remove_tree(jobroot)
                 else:
                     await asyncio.shield(asyncio.to_thread(_remove_tree, jobroot))
@@ -589,6 +608,37 @@ def _read_outputs(workdir: str, names: list[str], cap: int) -> dict[str, bytes]:
 
 _CHMOD = shutil.which("chmod", path="/usr/bin:/bin") or "chmod"
 _RM = shutil.which("rm", path="/usr/bin:/bin") or "rm"
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def _mount_tmpfs(path: str, job: Job) -> bool:
+    """Mount a RAM disk of the job's own at `path` (its own superblock: inode numbers, free blocks and
+    inodes no other job sees or moves), sized to its files, disk_mb and inodes. False where the host
+    cannot (then the folder stays on the shared one, and `not_contained` says so)."""
+    files = [*job.files.values(), *job.readonly_files.values(), job.stdin or b""]
+    size = sum(len(d) for d in files) * 2 + job.limits.disk_mb * (1 << 20) + _OWN_TMPFS_SLACK
+    inodes = job.limits.inodes + 2 * len(files) + 32
+    opts = f"size={size},nr_inodes={inodes},mode=0700".encode()
+    ms_nosuid, ms_nodev = 2, 4
+    return _LIBC.mount(b"tempering-job", path.encode(), b"tmpfs", ms_nosuid | ms_nodev, opts) == 0
+
+
+def _full(path: str, job: Job) -> str:
+    """What ran out on a job's own RAM disk ('' if nothing did): the writes that failed were past its limits."""
+    st = os.statvfs(path)
+    if st.f_ffree == 0:
+        return f"inodes={job.limits.inodes} files"
+    return f"disk_mb={job.limits.disk_mb}" if st.f_bavail * st.f_frsize < (1 << 20) else ""
+
+
+def _unmount(path: str) -> None:
+    """Drop a job's RAM disk and the folder it was mounted on."""
+    mnt_detach = 2
+    if _LIBC.umount2(path.encode(), mnt_detach) != 0:
+        raise RuntimeError(f"could not unmount the job folder {path}: {os.strerror(ctypes.get_errno())}")
+    os.rmdir(path)
 
 
 def _remove_tree(path: str) -> None:

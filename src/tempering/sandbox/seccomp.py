@@ -7,11 +7,16 @@ the host's shared files (inotify, fanotify, byte-range locks: channels between j
 userfaultfd, perf events, BPF, mounts, modules. So the filter allows, by name, the calls that Python,
 gcc and nvcc builds, pytest and the shell's tools make (`FAMILIES`, each family with its verdict), and
 refuses the rest: a call outside the list fails with ENOSYS (a program falls back, as on an older
-kernel); the families the list names as refused fail with their errno. Three need their arguments read:
+kernel); the families the list names as refused fail with their errno. Some need their arguments read:
 `clone` and `unshare` with CLONE_NEWUSER fail with EPERM (no nested user namespaces); `clone3`, whose
 flags a filter cannot read, fails with ENOSYS, so that the C library falls back to `clone`; `flock` and
 `fcntl`'s lock and lease commands succeed without locking anything, and `fcntl(F_NOTIFY)` (dnotify)
 fails with EINVAL (a job's own processes cannot exclude each other with file locks: docs/sandbox.md).
+The host's page cache of the files every job reads is one memory shared by all: advice that fills or
+empties it (`posix_fadvise`, `readahead`, `madvise`'s WILLNEED, COLD, PAGEOUT) succeeds without doing
+anything, a read or write that would fail rather than wait for the disk (`RWF_NOWAIT`, which tells a
+cached page from one that is not) fails with EOPNOTSUPP, as on a file that does not support it, and
+`cachestat` is refused.
 
 A refused call is the job's own act, so it never changes a status; but a job that needed one must not
 look merely wrong. So the refusals are made by a supervisor that the last set-up step leaves between GNU
@@ -47,6 +52,12 @@ CLONE_NEWUSER = 0x10000000
 # F_OFD_SETLK, F_OFD_SETLKW, F_SETLEASE
 LOCK_COMMANDS = (6, 7, 13, 14, 37, 38, 1024)
 F_NOTIFY = 1026
+# advice that fills or empties the host's page cache (shared by every job and the host), by call and argument:
+# posix_fadvise's WILLNEED, DONTNEED, NOREUSE (args[3]); madvise's WILLNEED, COLD, PAGEOUT (args[2]; for
+# process_madvise args[3])
+CACHE_ADVICE = {"fadvise64": (3, (3, 4, 5)), "madvise": (2, (3, 20, 21)), "process_madvise": (3, (3, 20, 21))}
+RWF_NOWAIT = 8
+"""preadv2/pwritev2's flag (args[5]) that fails a read instead of waiting for the disk: a probe of the cache."""
 ABIS = {"x86_64": (0xC000003E, X86_64), "aarch64": (0xC00000B7, AARCH64)}
 """Machine -> (AUDIT_ARCH of its native ABI, its system-call table). Calls through another ABI (32-bit
 compat, x32) are refused whole: ENOSYS."""
@@ -167,12 +178,12 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
         _names(
             "read write open close stat fstat lstat lseek pread64 pwrite64 readv writev access pipe dup dup2 sendfile "
             "fsync fdatasync truncate ftruncate getdents getdents64 getcwd chdir fchdir rename mkdir rmdir creat link "
-            "unlink symlink readlink chmod fchmod chown fchown lchown umask mknod statfs fstatfs sync syncfs readahead "
+            "unlink symlink readlink chmod fchmod chown fchown lchown umask mknod statfs fstatfs sync syncfs "
             "setxattr lsetxattr fsetxattr getxattr lgetxattr fgetxattr listxattr llistxattr flistxattr removexattr "
-            "lremovexattr fremovexattr fadvise64 utime utimes openat mkdirat mknodat fchownat futimesat newfstatat "
+            "lremovexattr fremovexattr utime utimes openat mkdirat mknodat fchownat futimesat newfstatat "
             "unlinkat renameat linkat symlinkat readlinkat fchmodat faccessat splice tee sync_file_range vmsplice "
-            "utimensat fallocate dup3 pipe2 preadv pwritev renameat2 copy_file_range preadv2 pwritev2 statx "
-            "close_range openat2 faccessat2 cachestat fchmodat2 setxattrat getxattrat listxattrat removexattrat "
+            "utimensat fallocate dup3 pipe2 preadv pwritev renameat2 copy_file_range statx "
+            "close_range openat2 faccessat2 fchmodat2 setxattrat getxattrat listxattrat removexattrat "
             "name_to_handle_at memfd_create statmount listmount"
         ),
     ),
@@ -190,9 +201,9 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "memory": (
         ALLOWED,
         _names(
-            "mmap mprotect munmap brk mremap msync mincore madvise mlock munlock mlockall munlockall mlock2 "
+            "mmap mprotect munmap brk mremap msync mincore mlock munlock mlockall munlockall mlock2 "
             "remap_file_pages pkey_mprotect pkey_alloc pkey_free membarrier mbind set_mempolicy get_mempolicy "
-            "set_mempolicy_home_node migrate_pages move_pages map_shadow_stack mseal process_madvise"
+            "set_mempolicy_home_node migrate_pages move_pages map_shadow_stack mseal"
         ),
     ),
     "processes": (
@@ -258,10 +269,15 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "new processes (clone: no new user namespace)": ("clone", ("clone", "unshare")),
     "clone3 (ENOSYS: the C library falls back to clone)": ("clone3", ("clone3",)),
     "file locks (succeed, locking nothing) and fcntl (no dnotify)": ("locks", ("flock", "fcntl")),
+    "page-cache advice (succeeds, changing nothing) and reads that would not wait (EOPNOTSUPP)": (
+        "cache",
+        ("fadvise64", "readahead", "madvise", "process_madvise", "preadv2", "pwritev2"),
+    ),
     # -- refused, and reported by name
     "fanotify": ("ENOSYS", ("fanotify_init", "fanotify_mark")),
     "inotify": ("ENOSYS", ("inotify_init", "inotify_add_watch", "inotify_rm_watch", "inotify_init1")),
     "io_uring": ("ENOSYS", ("io_uring_setup", "io_uring_enter", "io_uring_register")),
+    "page-cache statistics": ("ENOSYS", ("cachestat",)),
     "userfaultfd": ("ENOSYS", ("userfaultfd",)),
     "perf events": ("ENOSYS", ("perf_event_open",)),
     "kernel keyring": ("EPERM", ("add_key", "request_key", "keyctl")),
@@ -299,9 +315,10 @@ the module's notes); or an errno name (refused with it, and reported)."""
 
 def refused() -> dict[str, int]:
     """{system call: errno} of every call a named family refuses (what the supervisor answers, by name);
-    clone and unshare with CLONE_NEWUSER and fcntl(F_NOTIFY) included."""
+    clone and unshare with CLONE_NEWUSER, fcntl(F_NOTIFY) and preadv2/pwritev2 with RWF_NOWAIT included."""
     out = {name: getattr(errno, verdict) for verdict, names in FAMILIES.values() if verdict.isupper() for name in names}
-    return out | {"clone": errno.EPERM, "unshare": errno.EPERM, "fcntl": errno.EINVAL}
+    nowait = {"preadv2": errno.EOPNOTSUPP, "pwritev2": errno.EOPNOTSUPP}
+    return out | {"clone": errno.EPERM, "unshare": errno.EPERM, "fcntl": errno.EINVAL} | nowait
 
 
 def job_rules(notify: bool) -> dict[str, Rule]:
@@ -326,6 +343,13 @@ def job_rules(notify: bool) -> dict[str, Rule]:
             elif verdict == "locks":
                 fake = tuple(When(1, cmd, errno_action(0)) for cmd in LOCK_COMMANDS)
                 rules[name] = ((*fake, When(1, F_NOTIFY, no(name))), ALLOW)
+            elif verdict == "cache" and name in CACHE_ADVICE:
+                arg, advice = CACHE_ADVICE[name]
+                rules[name] = (tuple(When(arg, a, errno_action(0)) for a in advice), ALLOW)
+            elif verdict == "cache" and name == "readahead":
+                rules[name] = errno_action(0)
+            elif verdict == "cache":
+                rules[name] = ((When(5, RWF_NOWAIT, no(name), any_bit=True),), ALLOW)
             else:
                 rules[name] = no(name)
     return rules
