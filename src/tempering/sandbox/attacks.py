@@ -4,9 +4,9 @@ contain, controls that must come out as they are, and how to tell.
 A job-API attack (`Attack`) is a small program run as a job, plus a check that looks at the `Result`
 *and* at the host afterwards (files that must not exist, processes that must be gone, a server that must
 not have been reached). The paths above the job API (terminal tasks, agents' episodes, the code judge,
-the kernel worker) bring their own cases (`Case`), registered by module (`PROVIDERS`, `register`): a
-hostile answer that must be scored 0, an honest wrong one that must be scored 0, an honest right one that
-must pass. Everything runs only in the isolating backends: the plain `subprocess` backend runs jobs as
+the kernel worker) bring their own cases, by module: `Case`s (`PROVIDERS`, `register`) or `Attack`s
+(`PATH_SUITES`, the code judge's): a hostile answer that must be scored 0, an honest wrong one that must
+be scored 0, an honest right one that must pass. Everything runs only in the isolating backends: the plain `subprocess` backend runs jobs as
 the caller on the host, where an attack would do its damage.
 
     python -m tempering.sandbox.attacks [backend ...]     # prints the table for this machine
@@ -1585,12 +1585,12 @@ class Case:
 
 PROVIDERS: dict[str, str] = {"terminal tasks and agents": "tempering.envs.terminal.attacks"}
 """The modules that add the cases of the paths above the job API (each defines `CASES: list[Case]`), by
-name. The code judge and the kernel worker add theirs with `register` (their modules import this one;
-this one names them only here, as the verbs' registry does)."""
+name. Other paths (the kernel worker) add theirs with `register` (their modules import this one; this
+one names them only here, as the verbs' registry does); the code judge's come through `PATH_SUITES`."""
 
 
 def register(name: str, module: str) -> None:
-    """Add the cases of `module` (its `CASES`) to the suite, e.g. register("code judge", "tempering.envs.code.attacks")."""
+    """Add the cases of `module` (its `CASES`) to the suite, e.g. register("kernel worker", "tempering.envs.kernels.attacks")."""
     PROVIDERS[name] = module
 
 
