@@ -1628,7 +1628,7 @@ def path_suite_cases() -> list[Case]:
 
             c = meta.get(attack.name)
             cls = getattr(c, "klass", attack.name)
-            kind = "attack" if cls != "control" else "honest_right" if c.must == "pass" else "honest_wrong"
+            kind = "attack" if cls != "control" else "honest_right" if c and c.must == "pass" else "honest_wrong"
             return Case(cls, attack.name, "code judge", run, kind, lambda sb: why_not_run(sb, attack), attack.what)
 
         out += [case(a) for a in module.ATTACKS]
