@@ -1,6 +1,7 @@
 """The pieces of the hermetic tests' job, each on its own: packing a working folder whatever modes the
 solution left, unpacking it with no way out of it (also where tarfile has no `filter=`), the links the
-tests never see, the tests' Python finding installed modules first; and the sample task that took NaN."""
+tests never see, the tests' Python finding installed modules first and loading only the conftest.py files
+the task shipped; and the sample task that took NaN."""
 
 import asyncio
 import os
@@ -164,6 +165,40 @@ def test_the_tests_python_in_their_job(tmp_path):
 
     _, final = asyncio.run(go())
     assert final.status == "correct", final  # the installed json read totals.json; the planted one never ran
+
+
+PUBLIC = os.path.join(os.path.dirname(__file__), "data", "public_suites")
+FORCE_PASS = (
+    "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+    "    out = yield\n    out.get_result().outcome = 'passed'\n"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not ISOLATED, reason="Harbor's paths need an isolating sandbox backend")
+def test_tests_copied_into_the_working_folder_load_only_the_conftest_the_task_shipped(tmp_path):
+    """A public task whose tests.sh copies its test into /app and runs pytest there: a conftest.py the
+    solution left beside it never loads (a wrong answer stays wrong), one the task ships still does."""
+    root = shutil.copytree(os.path.join(PUBLIC, "conftest-plant-vulnerable"), tmp_path / "t")
+    wrong = f"cat > /app/conftest.py <<'EOF'\n{FORCE_PASS}EOF\n"
+    right = "mkdir -p /app/out && echo 42 > /app/out/total.txt"
+
+    def episode(*actions):
+        env = TerminalEnv(bundle_task(read_bundle(root)), Sandbox(backend=ISOLATED[0]))
+
+        async def go():
+            return [await env.step(a) for a in (*actions, "submit")][-1]
+
+        return asyncio.run(go())
+
+    assert episode(wrong).status == "incorrect"
+    assert episode(right).status == "correct"
+    (root / "tests" / "conftest.py").write_text(FORCE_PASS)  # the task's own: loaded, even from /app
+    test_sh = (root / "tests" / "test.sh").read_text()
+    (root / "tests" / "test.sh").write_text(
+        test_sh.replace("cp /tests/test_outputs.py /app/test_outputs.py", "cp /tests/*.py /app/")
+    )
+    assert episode("true").status == "correct"
 
 
 @pytest.mark.skipif(not ISOLATED, reason="Harbor's paths need an isolating sandbox backend")

@@ -15,6 +15,7 @@ TEST_DIR and REWARD_FILE (set in both layouts) run there.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import math
@@ -166,6 +167,10 @@ class Workspace:
         self.name = name
         self.state = pack(image.files, image.dirs, image.modes)
         self.standins = image.standins
+        self.own_conftests = {
+            hashlib.sha256(b).hexdigest() for p, b in image.files.items() if p.endswith("conftest.py")
+        }
+        """SHA-256s of the image's conftest.py files: pytest loads these in the tests' job wherever they are."""
         """Shell code each job runs first (tools the scripts would download, `image.standins`)."""
         self.memory_mb = memory_mb
         self.disk_mb = disk_mb
@@ -309,8 +314,10 @@ class Workspace:
         verifier = f"{out}/verifier"
         test_env = resolve_env(step.verifier_env, f"{self.name}: [verifier] env")
         exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in test_env.items())
+        own = " ".join(sorted(self.own_conftests | {hashlib.sha256(b).hexdigest() for b in step.tests.values()}))
         wrapper = self._prologue(verifier, tests=True) + (
-            f'( {exports}export PYTHONNOUSERSITE=1 PYTHONPATH="$ROOT/.ws/tools${{PYTHONPATH:+:$PYTHONPATH}}"\n'
+            f"( {exports}export PYTHONNOUSERSITE=1 TEMPERING_OWN_CONFTESTS={shlex.quote(own)}\n"
+            f'  export PYTHONPATH="$ROOT/.ws/tools${{PYTHONPATH:+:$PYTHONPATH}}"\n'
             f'  exec {_TIMEOUT} -k 2 {max(1, math.ceil(step.verifier_timeout_s))} bash "$TESTS_DIR/test.sh" ) </dev/null\n'
             f'echo "$?" > "$ROOT/{out}/tests.status"\n'
         )
