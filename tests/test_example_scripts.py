@@ -206,6 +206,55 @@ def test_reasoning_gym_composite_configs_validate(tmp_path, monkeypatch):
     assert "| chain_sum |" in mod.markdown(d, None)
 
 
+def test_pruned_pair_experiment_configs_validate(tmp_path, monkeypatch):
+    """Every stage that trains (the weak teacher's GRPO, each student arm) builds a config its verb accepts."""
+    import tempering.recipes.runner
+
+    mod = load("direct_opd/pruned_pair_real.py")
+    schemas = {"train": TrainConfig, "distill": DistillConfig, "direct-opd": DirectOPDConfig}
+    verbs = {v: validating(c, {"start": HISTORY["final"], **HISTORY}) for v, c in schemas.items()}
+    monkeypatch.setattr(tempering.recipes.runner, "run", dispatching(verbs))
+    a = argparse.Namespace(steps=100, lr=1e-5, teacher_steps=60, teacher_lr=1e-5, heldout_size=100)
+    ref, teacher = {"model": str(tmp_path / "ref")}, {"model": str(tmp_path / "teacher")}
+    assert mod.teacher_rl(tmp_path, 0, a, ref)["pass@1"] == 0.5
+    for name in mod.ARMS:
+        mod.arm(name, tmp_path, 0, a, ref, teacher)
+    assert [len(v.seen) for v in verbs.values()] == [2, 1, 3]  # teacher + GRPO; OPD; Direct-OPD x 3
+    shifts = [c.direct_opd for c in verbs["direct-opd"].seen]
+    assert [s.alpha_rate for s in shifts] == [0.01, 0.0, 0.01]
+    assert shifts[2].pairs[0].teacher.path == shifts[2].pairs[0].reference.path == ref["model"]  # no shift
+
+
+def test_pruned_pair_gate_auc_counts_ties_as_half():
+    mod = load("direct_opd/pruned_pair_real.py")
+    assert mod.auc([3.0, 1.0], [2.0, 0.0]) == 0.75  # 3 > 2, 3 > 0, 1 > 0; 1 < 2
+    assert mod.auc([1.0], [1.0]) == 0.5
+
+
+def test_specialists_experiment_configs_validate(tmp_path, monkeypatch):
+    """Each specialist's GRPO and every student arm build a config its verb accepts, for both sub-task sets."""
+    import tempering.recipes.runner
+
+    mod = load("expand_compress/specialists_real.py")
+    schemas = {"train": TrainConfig, "distill": DistillConfig, "tu-opd": TUOPDConfig}
+    verbs = {v: validating(c, {"start": HISTORY["final"], **HISTORY}) for v, c in schemas.items()}
+    monkeypatch.setattr(tempering.recipes.runner, "run", dispatching(verbs))
+    for subtasks, parts in mod.SUBTASKS.items():
+        a = argparse.Namespace(
+            subtasks=subtasks, steps=40, lr=1e-5, teacher_steps=40, teacher_lr=1e-5, heldout_size=100, rho=0.5
+        )
+        teachers = {p: mod.teacher(tmp_path, 0, a, p) for p in parts["parts"]}
+        for name in mod.ARMS:
+            mod.arm(name, tmp_path, 0, a, teachers, next(iter(teachers)))
+    tu = [c.tu_opd for c in verbs["tu-opd"].seen]
+    assert [len(v.seen) for v in verbs.values()] == [6, 2, 6]  # 2 specialists + GRPO; best-teacher OPD; 3 TU-OPD
+    assert [(t.residual, t.weighting, t.gating) for t in tu[:3]] == [
+        (False, "quality", True),
+        (True, "quality", True),
+        (False, "uniform", False),
+    ]
+
+
 def test_loss_curves_configs_validate_and_the_page_reads_the_rule(tmp_path):
     """Every arm of examples/losses/curves.py is a valid `train` config on the same rollout budget, and its page
     shows the verdict `judge` computed from the per-seed numbers."""

@@ -99,3 +99,4 @@ def test_the_claims_table_reads_every_word_from_the_records():
     rows = claims_table(claims)
     assert rows[2] == "| TCPO beats GRPO | `tcpo` | `grpo` | higher | +5.0 | [+2.5, +7.5] | 3 | 0.125 | reproduced |"
     assert rows[3].endswith("| higher, margin 2 | +5.0 | [-58.5, +68.5] | 2 | 0.250 | inconclusive |")
+    assert rows[5] == "No test on fewer than 3 seeds: 1 of these claims get no verdict either way."

@@ -24,6 +24,7 @@ import json
 import multiprocessing
 import os
 import platform
+import shlex
 import statistics as st
 import sys
 import time
@@ -53,11 +54,9 @@ LABELS = {
     "direct_opd": "Direct-OPD, teacher pair, adaptive alpha (official)",
     "direct_opd_fixed_alpha": "Direct-OPD, teacher pair, alpha fixed",
 }
-CLAIMS = {  # the paper's claims, as (arm, baseline)
-    "direct_opd_beats_step_matched_grpo": ("direct_opd", "grpo"),
-    "direct_opd_beats_opd_from_post_rl_teacher": ("direct_opd", "opd"),
-    "adaptive_alpha_beats_fixed_alpha": ("direct_opd", "direct_opd_fixed_alpha"),
-}
+MARGIN = 3.0
+"""Points of held-out pass@1 by which the Direct-OPD student may trail step-matched GRPO and still be 'at least
+as good' (ours; the paper states no margin)."""
 
 
 def task(a) -> dict:
@@ -79,16 +78,25 @@ def _run(out: Path, steps: int, seed: int, eval_k: int = 1) -> dict:
     }
 
 
-def cached(out: Path, fn, *args) -> dict:
-    """Run a stage once: its summary.json marks it finished."""
+def cached(out: Path, fn, *args, settings: dict | None = None) -> dict:
+    """Run a stage once: its summary.json marks it finished. With `settings`, a finished stage run with other
+    settings is refused rather than reused."""
     done = out / "summary.json"
+    settings = json.loads(json.dumps(settings))  # as the summary stores them (tuples become lists)
     if done.is_file():
-        return json.loads(done.read_text())
+        res = json.loads(done.read_text())
+        if settings is not None and res.get("settings") != settings:
+            raise SystemExit(
+                f"{out} ran with {res.get('settings')}, not {settings}: use another --out, or delete {out} to run it again"
+            )
+        return res
     from tempering.runlog import atomic_write_text
 
     t0 = time.perf_counter()
     res = fn(*args)
     res["seconds"] = time.perf_counter() - t0
+    if settings is not None:
+        res["settings"] = settings
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(done, json.dumps(res, indent=2) + "\n")
     return res
@@ -184,6 +192,27 @@ def spread(vals: list[float]) -> dict:
     return {"mean": st.mean(vals), "std": st.stdev(vals) if len(vals) > 1 else 0.0, "values": vals}
 
 
+def machine_line(start: dict, end: dict) -> str:
+    """The page's machine line, from `machine()` at the start and at the end of the run."""
+    return (
+        f"Machine: {start['cpu']}, torch {start['torch']}, Python {start['python']}; 1024^3 float32 matmul on 2 threads "
+        f"{start['matmul_gflops_2_threads']} GFLOP/s at the start, {end['matmul_gflops_2_threads']} at the end; load "
+        f"{' '.join(start['load'])} / {' '.join(end['load'])}."
+    )
+
+
+def render(p: argparse.ArgumentParser, a, name: str, write_results) -> None:
+    """--render: the page and claims of RESULTS/NAME.json written again from its stored runs, with the settings
+    its stored command ran with."""
+    if not a.results:
+        p.error("--render rewrites the page in --results: name it")
+    doc = json.loads((Path(a.results) / f"{name}.json").read_text())
+    ran = p.parse_args(shlex.split(doc["command"])[2:])
+    ran.results, ran.notes = a.results, a.notes
+    m = doc["machine"]
+    write_results(doc["runs"], ran, doc["command"], m["start"], m["end"], rendered="python " + " ".join(sys.argv))
+
+
 def machine() -> dict:
     import torch
 
@@ -217,25 +246,42 @@ def arm_summaries(rows: list[dict], arms, rollouts: int) -> dict:
     }
 
 
-def paired_claims(rows: list[dict], claims: dict[str, tuple[str, str]]) -> dict:
-    """Each claim (arm, baseline) as paired differences in points; reproduced: higher on average by more
-    than twice the standard error of the paired differences."""
-    n, out = len(rows), {}
-    for claim, (x, y) in claims.items():
-        d = [100 * (r[x]["pass@1"] - r[y]["pass@1"]) for r in rows]
-        se = st.stdev(d) / n**0.5 if n > 1 else float("nan")
-        out[claim] = {"difference_points": spread(d), "se": se, "reproduced": n > 1 and st.mean(d) > 2 * se}
+def claims(rows: list[dict], arms, rollouts: int, heldout_size: int) -> dict[str, dict]:
+    """The paper's claims, paired by seed: student arms against each other (same student rollouts), and the
+    Direct-OPD student against its post-RL teacher and its own start (fixed models)."""
+    from tempering.experiments import Arm, judge
+
+    heldout = f"sums 1..30: {heldout_size} held-out sums"
+    arm = lambda k: Arm(k, {r["seed"]: r[k]["pass@1"] for r in rows}, heldout, rollouts)
+    fixed = lambda name, pick: Arm(name, {r["seed"]: pick(r) for r in rows}, heldout, None)
+    out = {}
+    if {"direct_opd", "grpo"} <= set(arms):
+        out[f"Direct-OPD is at least as good as step-matched GRPO (within {MARGIN:g} points)"] = judge(
+            arm("direct_opd"), arm("grpo"), margin=MARGIN
+        )
+    if {"direct_opd", "opd"} <= set(arms):
+        out["Direct-OPD beats OPD from the post-RL teacher"] = judge(arm("direct_opd"), arm("opd"))
+    if {"direct_opd", "direct_opd_fixed_alpha"} <= set(arms):
+        out["adaptive alpha beats fixed alpha"] = judge(arm("direct_opd"), arm("direct_opd_fixed_alpha"))
+    if "direct_opd" in arms:
+        out["the Direct-OPD student beats its post-RL teacher"] = judge(
+            arm("direct_opd"), fixed("post-RL teacher", lambda r: r["teacher_rl"]["pass@1"])
+        )
+        out["Direct-OPD improves the student on its start"] = judge(
+            arm("direct_opd"), fixed("student start", lambda r: r["direct_opd"]["pass@1_start"])
+        )
     return out
 
 
-def write_results(rows: list[dict], a, command: str, start: dict, end: dict) -> None:
+def write_results(rows: list[dict], a, command: str, start: dict, end: dict, rendered: str | None = None) -> None:
+    from tempering.experiments import claims_table
     from tempering.runlog import atomic_write_text
 
     out = Path(a.results)
     n, seeds = len(rows), [r["seed"] for r in rows]
     rollouts = a.steps * STUDENT_ROLLOUT["prompts_per_step"] * STUDENT_ROLLOUT["group_size"]
     arms = arm_summaries(rows, a.arms, rollouts)
-    claims = paired_claims(rows, {c: xy for c, xy in CLAIMS.items() if set(xy) <= set(a.arms)})
+    judged = claims(rows, a.arms, rollouts, a.heldout_size)
     starts = [r[a.arms[0]]["pass@1_start"] for r in rows]
     doc = {
         "command": command,
@@ -259,18 +305,18 @@ def write_results(rows: list[dict], a, command: str, start: dict, end: dict) -> 
         },
         "student_start": spread(starts),
         "arms": arms,
-        "claims": claims,
+        "claims": judged,
         "runs": rows,
+        **({"rendered": rendered} if rendered else {}),
     }
     t = doc["teacher"]
     lines = [
         "# Direct-OPD weak-to-strong into a pretrained student (SmolLM2-135M-Instruct)",
         "",
         f"Command: `{command}`  ",
+        *([f"Page and claims rewritten from the stored numbers: `{rendered}`  "] if rendered else []),
         f"Seeds: {', '.join(map(str, seeds))}  ",
-        f"Machine: {start['cpu']}, torch {start['torch']}, Python {start['python']}; 1024^3 float32 matmul on 2 threads "
-        f"{start['matmul_gflops_2_threads']} GFLOP/s at the start, {end['matmul_gflops_2_threads']} at the end; load "
-        f"{' '.join(start['load'])} / {' '.join(end['load'])}. Two runs at a time, one torch thread each.",
+        machine_line(start, end) + " Two runs at a time, one torch thread each.",
         "",
         'Task: sums of 1..30 asked as "What is a + b? Answer with just the number." through SmolLM2\'s chat '
         f"template, the last number of the first line read as the answer; greedy pass@1 on {a.heldout_size} "
@@ -300,16 +346,9 @@ def write_results(rows: list[dict], a, command: str, start: dict, end: dict) -> 
     ]
     lines += [
         "",
-        "The paper's claims, as paired differences (same seed, same teacher pair) in points of held-out pass@1; "
-        "reproduced means the mean difference is above twice its standard error:",
+        "The paper's claims, paired by seed (same teacher pair), in points of held-out pass@1:",
         "",
-        "| claim | mean | std | per seed | reproduced |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    lines += [
-        f"| {c} | {v['difference_points']['mean']:+.1f} | {v['difference_points']['std']:.1f} | "
-        f"{', '.join(f'{x:+.1f}' for x in v['difference_points']['values'])} | {v['reproduced']} |"
-        for c, v in claims.items()
+        *claims_table(judged),
     ]
     if a.notes:
         lines += ["", Path(a.notes).read_text().strip()]
@@ -332,7 +371,14 @@ def main() -> None:
     p.add_argument("--out", default="runs/direct_opd_real")
     p.add_argument("--results", help="write direct_opd_real.md / .json into this folder")
     p.add_argument("--notes", help="a markdown file appended to the results page (the reading of the numbers)")
+    p.add_argument(
+        "--render",
+        action="store_true",
+        help="no training: rewrite RESULTS/direct_opd_real.md and the claims from the runs in its JSON",
+    )
     a = p.parse_args()
+    if a.render:
+        return render(p, a, "direct_opd_real", write_results)
     start = machine()
     roots = {s: Path(a.out) / f"seed{s}" for s in a.seeds}
     # spawned, not forked: the parent has started torch's thread pool

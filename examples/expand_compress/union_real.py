@@ -14,8 +14,8 @@ summary.json).
 
 Writes tu_opd_real.md / tu_opd_real.json: `teacher` (`parameters`, `pass_at_1_before_rl`,
 `pass_at_1_after_rl` per sub-task teacher on the whole task), `student_start`, `arms` (arm ->
-{`pass_at_1_mean`, `pass_at_1_std`, `per_seed`, `student_rollouts`, `seconds`}), `claims` (claim ->
-{`difference_points`, `reproduced`}).
+{`pass_at_1_mean`, `pass_at_1_std`, `per_seed`, `student_rollouts`, `seconds`}), `claims` (claim -> the
+shared rule's record: `difference_points` {`mean`, `ci95`, `per_seed`}, `verdict`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ from weak_to_strong_real import (
     arm_summaries,
     cached,
     machine,
-    paired_claims,
+    machine_line,
+    render,
     spread,
 )
 
@@ -62,7 +63,6 @@ LABELS = {
     "tu_opd": "TU-OPD from both sub-task teachers",
     "best_single": "TU-OPD from the better single teacher",
 }
-CLAIMS = {"union_beats_best_single_teacher": ("tu_opd", "best_single")}
 
 
 def task(a, ops: str = "+-") -> dict:
@@ -153,7 +153,26 @@ def run_arm(name: str, root: Path, seed: int, a) -> dict:
     return cached(root / name, arm, name, root, seed, a, pair)
 
 
-def write_results(rows: list[dict], a, command: str, start: dict, end: dict) -> None:
+def claims(rows: list[dict], rollouts: int, heldout_size: int) -> dict[str, dict]:
+    """The union against the better single teacher through the same method, and the union's student against
+    that teacher and its own start (fixed models), paired by seed."""
+    from tempering.experiments import Arm, judge
+
+    heldout = f"sums and differences of 1..30: {heldout_size} held-out problems"
+    arm = lambda k: Arm(k, {r["seed"]: r[k]["pass@1"] for r in rows}, heldout, rollouts)
+    fixed = lambda name, pick: Arm(name, {r["seed"]: pick(r) for r in rows}, heldout, None)
+    best = fixed("better single teacher", lambda r: max(t["pass@1"] for t in r["pair"].values()))
+    return {
+        "TU-OPD from both sub-task teachers beats TU-OPD from the better one": judge(arm("tu_opd"), arm("best_single")),
+        "the TU-OPD student beats the better single teacher": judge(arm("tu_opd"), best),
+        "TU-OPD improves the student on its start": judge(
+            arm("tu_opd"), fixed("student start", lambda r: r["tu_opd"]["pass@1_start"])
+        ),
+    }
+
+
+def write_results(rows: list[dict], a, command: str, start: dict, end: dict, rendered: str | None = None) -> None:
+    from tempering.experiments import claims_table
     from tempering.runlog import atomic_write_text
 
     n, seeds = len(rows), [r["seed"] for r in rows]
@@ -161,7 +180,7 @@ def write_results(rows: list[dict], a, command: str, start: dict, end: dict) -> 
     arms = arm_summaries(rows, ARMS, rollouts)
     for k in ARMS:
         arms[k]["teachers_per_seed"] = [r[k]["teachers"] for r in rows]
-    claims = paired_claims(rows, CLAIMS)
+    judged = claims(rows, rollouts, a.heldout_size)
     doc = {
         "command": command,
         "seeds": seeds,
@@ -184,8 +203,9 @@ def write_results(rows: list[dict], a, command: str, start: dict, end: dict) -> 
         },
         "student_start": spread([r["tu_opd"]["pass@1_start"] for r in rows]),
         "arms": arms,
-        "claims": claims,
+        "claims": judged,
         "runs": rows,
+        **({"rendered": rendered} if rendered else {}),
     }
     t = doc["teacher"]
     after = ", ".join(
@@ -197,10 +217,9 @@ def write_results(rows: list[dict], a, command: str, start: dict, end: dict) -> 
         "# Teacher-Union OPD into a pretrained student (SmolLM2-135M-Instruct)",
         "",
         f"Command: `{command}`  ",
+        *([f"Page and claims rewritten from the stored numbers: `{rendered}`  "] if rendered else []),
         f"Seeds: {', '.join(map(str, seeds))}  ",
-        f"Machine: {start['cpu']}, torch {start['torch']}, Python {start['python']}; 1024^3 float32 matmul on 2 threads "
-        f"{start['matmul_gflops_2_threads']} GFLOP/s at the start, {end['matmul_gflops_2_threads']} at the end; load "
-        f"{' '.join(start['load'])} / {' '.join(end['load'])}. Two runs at a time, one torch thread each.",
+        machine_line(start, end) + " Two runs at a time, one torch thread each.",
         "",
         'Task: sums and differences of 1..30 asked as "What is a + b? Answer with just the number." through '
         "SmolLM2's chat template, the last number of the first line read as the answer; greedy pass@1 on "
@@ -226,12 +245,7 @@ def write_results(rows: list[dict], a, command: str, start: dict, end: dict) -> 
         f"{'; '.join('+'.join(ts) for ts in v['teachers_per_seed'])} | {v['seconds']:.0f} |"
         for k, v in arms.items()
     ]
-    lines += ["", "| claim | mean (points) | std | per seed | reproduced |", "| --- | --- | --- | --- | --- |"]
-    lines += [
-        f"| {c} | {v['difference_points']['mean']:+.1f} | {v['difference_points']['std']:.1f} | "
-        f"{', '.join(f'{x:+.1f}' for x in v['difference_points']['values'])} | {v['reproduced']} |"
-        for c, v in claims.items()
-    ]
+    lines += ["", "The claims, paired by seed, in points of held-out pass@1:", "", *claims_table(judged)]
     if a.notes:
         lines += ["", Path(a.notes).read_text().strip()]
     out = Path(a.results)
@@ -253,7 +267,14 @@ def main() -> None:
     p.add_argument("--out", default="runs/tu_opd_real")
     p.add_argument("--results", help="write tu_opd_real.md / .json into this folder")
     p.add_argument("--notes", help="a markdown file appended to the results page (the reading of the numbers)")
+    p.add_argument(
+        "--render",
+        action="store_true",
+        help="no training: rewrite RESULTS/tu_opd_real.md and the claims from the runs in its JSON",
+    )
     a = p.parse_args()
+    if a.render:
+        return render(p, a, "tu_opd_real", write_results)
     start = machine()
     roots = {s: Path(a.out) / f"seed{s}" for s in a.seeds}
     with ProcessPoolExecutor(a.lanes, mp_context=multiprocessing.get_context("spawn")) as pool:

@@ -16,8 +16,9 @@ from pathlib import Path
 import torch
 
 from tempering.config import build
-from tempering.experiments import fmt, machine, mean_sd, run_arm, write_results
+from tempering.experiments import Arm, claims_table, fmt, judge, machine, mean_sd, run_arm, write_results
 from tempering.methods.pretrain import PretrainConfig, pretrain
+from tempering.recipes.demo import REAL_GRPO
 
 K = 3
 FAMILIES = {
@@ -47,6 +48,21 @@ FAMILIES = {
         "arms": ["mt_grpo", "leap"],
     },
 }
+SMOLLM2_SUMS = {  # SmolLM2 as it ships (no warm start): the real-model demo's sums in words, with feedback
+    "family": "arithmetic",
+    "args": REAL_GRPO["task"]["args"],
+    "model": "smollm2-135m-instruct",
+    "max_new_tokens": 24,
+    "prompts_per_step": 8,
+    "group_size": 8,
+    "steps": 40,
+    "lr": 1e-5,
+    "train_size": 700,
+    "heldout_size": 100,
+    "eval_k": 4,
+    "arms": ["grpo", "mt_grpo", "leap"],
+}
+FAMILIES["smollm2_sums"] = SMOLLM2_SUMS
 ARMS = {
     "grpo": {"rollout": {"max_turns": 1}, "loss": {"advantage": "grpo"}},
     "mt_grpo": {"rollout": {"max_turns": K}, "loss": {"advantage": "grpo"}},
@@ -67,7 +83,9 @@ def task_section(spec: dict) -> dict:
 
 def warm_start(name: str, spec: dict, out: Path, pass_target: float) -> str:
     """A tiny-s policy pre-trained (with two-turn repair examples) until greedy pass@1 reaches the target;
-    reused when its folder exists."""
+    reused when its folder exists. A family that names a pretrained model starts from it."""
+    if "model" in spec:
+        return spec["model"]
     if (out / f"pretrain_{name}" / "final" / "config.json").is_file():
         return str(out / f"pretrain_{name}" / "final")
     task = task_section(spec)
@@ -103,7 +121,7 @@ def arm_config(model: str, spec: dict, arm: dict, seed: int, steps: int, out: Pa
             **arm["rollout"],
         },
         "loss": arm["loss"],
-        "optim": {"lr": 3e-4},
+        "optim": {"lr": spec.get("lr", 3e-4)},
         "run": {
             "steps": spec.get("steps", steps),
             "seed": seed,
@@ -117,6 +135,183 @@ def arm_config(model: str, spec: dict, arm: dict, seed: int, steps: int, out: Pa
             "progress": False,
         },
     }
+
+
+MARGIN = 3.0
+"""Points of Acc@3 LEAP may lose to unpruned multi-turn GRPO and still be 'the same' (ours; the paper shows no
+loss at all)."""
+
+
+def family_run(fam: str, a: argparse.Namespace) -> dict:
+    """How a family's arms ran: the command, seeds and budget (a family may override the steps and sizes)."""
+    sp = FAMILIES[fam]
+    return {
+        "command": "python examples/leap/run_leap.py " + " ".join(sys.argv[1:]),
+        "machine": machine(),
+        "seeds": a.seeds,
+        "steps": sp.get("steps", a.steps),
+        "prompts_per_step": sp.get("prompts_per_step", 16),
+        "group_size": sp.get("group_size", 8),
+        "heldout_size": task_section(sp)["heldout_size"],
+        "eval_k": sp.get("eval_k", 4),
+        "lr": sp.get("lr", 3e-4),
+        "model": sp.get("model", "tiny-s (warm-started)"),
+    }
+
+
+def arm_summary(runs: list[dict], seeds: list[int], arm: str) -> dict:
+    acc = [[r.get(f"acc@{t}_sampled", 0.0) for r in runs] for t in range(1, K + 1)]
+    calls = [r["total_env_calls"] for r in runs]
+    secs = [r["wall_seconds"] for r in runs]
+    rollout = ARMS[arm]["rollout"]
+    # unpruned multi-turn arms expand every group with a turn-1 failure by construction
+    share = [
+        r.get("groups_expanded_share", 0.0) if rollout.get("prune") else float(rollout["max_turns"] > 1) for r in runs
+    ]
+    greedy = [[r.get("acc@1", 0.0) for r in runs], [r.get(f"acc@{K}", 0.0) for r in runs]]
+    return {
+        "acc_at_k": [mean_sd(x)[0] for x in acc],
+        "acc_at_k_sd": [mean_sd(x)[1] for x in acc],
+        "acc_at_k_greedy": [mean_sd(x)[0] for x in greedy],
+        "env_calls": mean_sd(calls)[0],
+        "env_calls_sd": mean_sd(calls)[1],
+        "seconds": mean_sd(secs)[0],
+        "seconds_sd": mean_sd(secs)[1],
+        "groups_expanded_share": mean_sd(share)[0],
+        "seeds": seeds,
+        "per_seed": runs,
+    }
+
+
+def arms_of(fam_data: dict) -> dict[str, dict]:
+    return {k: v for k, v in fam_data.items() if isinstance(v, dict) and "per_seed" in v}
+
+
+def claims(data: dict) -> dict[str, dict]:
+    """LEAP against unpruned multi-turn GRPO and single-turn GRPO, per family, paired by RL seed."""
+    out = {}
+    for fam, fam_data in data["families"].items():
+        arms, run = arms_of(fam_data), data["family_runs"][fam]
+        if "leap" not in arms:
+            continue
+        rollouts = run["steps"] * run["prompts_per_step"] * run["group_size"]
+
+        def arm(name: str, key: str = f"acc@{K}_sampled", per: str | None = None) -> Arm:
+            d = arms[name]
+            base = {s: r[key] for s, r in zip(arms[per]["seeds"], arms[per]["per_seed"])} if per else {}
+            vals = {s: r[key] / base.get(s, 1.0) for s, r in zip(d["seeds"], d["per_seed"])}
+            held = sorted({r.get("n", run["heldout_size"]) for r in d["per_seed"]})  # older runs did not store n
+            return Arm(name, vals, f"{fam}: {held} held-out prompts", rollouts)
+
+        if "mt_grpo" in arms:
+            out[f"{fam}: LEAP's Acc@{K} is no worse than unpruned multi-turn GRPO's (within {MARGIN:g} points)"] = (
+                judge(arm("leap"), arm("mt_grpo"), margin=MARGIN)
+            )
+            base = arm("mt_grpo", "total_env_calls", per="mt_grpo")
+            out[
+                f"{fam}: LEAP makes fewer environment calls than unpruned multi-turn GRPO (as a share of its calls)"
+            ] = judge(arm("leap", "total_env_calls", per="mt_grpo"), base, higher_is_better=False)
+        if "grpo" in arms:
+            out[f"{fam}: LEAP's Acc@{K} beats single-turn GRPO's"] = judge(arm("leap"), arm("grpo"))
+    return out
+
+
+def page(data: dict) -> str:
+    """leap.md from the JSON alone; sets data["claims"]."""
+    data["claims"] = claims(data)
+    lines = [
+        "# LEAP: pruned multi-turn RL vs unpruned multi-turn GRPO vs single-turn GRPO",
+        "",
+        *(
+            [f"Page and claims rewritten from the stored numbers: `{data['rendered']}`", ""]
+            if "rendered" in data
+            else []
+        ),
+        f"K = {K} turns, the same budget for every arm of a family (below). Evaluation: K = {K} turns for "
+        "every arm (a single-turn policy also gets feedback turns at test time), several samples per prompt at "
+        "temperature 1 (Acc@k, sampled) and greedy. One warm start per family; seeds are RL seeds.",
+        "",
+    ]
+    for fam, fam_data in data["families"].items():
+        run, arms = data["family_runs"][fam], arms_of(fam_data)
+        lines += [
+            f"## {fam}",
+            "",
+            f"Command: `{run['command']}`  ",
+            f"Machine: {run['machine']}  ",
+            f"Model: {run.get('model', 'tiny-s (warm-started)')}; lr {run.get('lr', 3e-4)}. "
+            f"Seeds: {run['seeds']}. {run['steps']} steps of {run['prompts_per_step']} prompts x {run['group_size']} "
+            f"samples ({run['steps'] * run['prompts_per_step'] * run['group_size']} training episodes per arm); "
+            f"{run['heldout_size']} held-out prompts, {run['eval_k']} samples each.",
+            "",
+            "| arm | "
+            + " | ".join(f"Acc@{t}" for t in range(1, K + 1))
+            + " | greedy Acc@1 / Acc@3 | env calls (training) | env calls / step | groups expanded | training seconds |",
+            "| --- |" + " --- |" * (K + 5),
+        ]
+        for arm, d in arms.items():
+            col = lambda k: [r.get(k, 0.0) for r in d["per_seed"]]
+            lines.append(
+                f"| {arm} | "
+                + " | ".join(fmt(col(f"acc@{t}_sampled")) for t in range(1, K + 1))
+                + f" | {d['acc_at_k_greedy'][0]:.3f} / {d['acc_at_k_greedy'][1]:.3f} | {fmt(col('total_env_calls'), 0)} | "
+                f"{d['env_calls'] / run['steps']:.0f} | {d['groups_expanded_share']:.2f} | {fmt(col('wall_seconds'), 0)} |"
+            )
+        start = data["warm_start"].get(fam)
+        lines += [
+            "",
+            f"Warm start (before RL): Acc@1 {start['acc@1_sampled']:.3f}, Acc@{K} {start[f'acc@{K}_sampled']:.3f} (sampled)."
+            if start
+            else "Warm start (before RL): not stored with these numbers.",
+            "",
+        ]
+        if "leap" in arms and "mt_grpo" in arms:
+            best = max(arms, key=lambda k: arms[k]["acc_at_k"][-1])
+            lines += [
+                f"Findings: LEAP made {fam_data['env_calls_ratio_leap_vs_mt_grpo']:.2f}x the environment calls of "
+                f"unpruned multi-turn GRPO in {arms['leap']['seconds'] / arms['mt_grpo']['seconds']:.2f}x its training "
+                f"seconds, and expanded {arms['leap']['groups_expanded_share']:.0%} of the groups that had a turn-1 "
+                f"failure. Highest Acc@{K}: `{best}` ({arms[best]['acc_at_k'][-1]:.3f}).",
+                "",
+            ]
+        lines += [*claims_table({c: v for c, v in data["claims"].items() if c.startswith(f"{fam}: ")}), ""]
+    lines += [
+        f"Claims: LEAP's Acc@{K} no more than {MARGIN:g} points (a margin of ours) below unpruned multi-turn GRPO's, "
+        "with fewer environment calls, and above single-turn GRPO's, as the paper reports; paired by RL seed.",
+        "",
+        "Notes: `groups expanded` is the share of groups with at least one turn-1 failure whose failed episodes got "
+        "more turns (unpruned arms: all of them by construction). Training seconds exclude evaluation and were "
+        "measured on a shared 2-core machine whose load varied between runs. Environment calls of arithmetic and "
+        "strings are cheap string checks, so there seconds follow generation, not the verifier; in kernel_sketch "
+        "every distinct (problem, sketch) of a run is compiled, verified and timed once in a fresh sandboxed "
+        "process (repeats within a run are memoised), so there the verifier dominates the step time.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def upgrade(data: dict) -> dict:
+    """A leap.json written before each family stored its own run: the top-level run is the main families'; a
+    family run alone kept its own, whose steps were the command's default, not the family's."""
+    data.setdefault("family_runs", {})
+    data.setdefault("warm_start", {})
+    for fam, fam_data in data["families"].items():
+        if fam in data["family_runs"]:  # stored by this version
+            continue
+        run = fam_data.pop("run", None) or {k: data[k] for k in ("command", "machine", "seeds", "steps")}
+        sp = FAMILIES[fam]
+        run.update(
+            steps=sp.get("steps", run["steps"]),
+            prompts_per_step=sp.get("prompts_per_step", 16),
+            group_size=sp.get("group_size", 8),
+            heldout_size=task_section(sp)["heldout_size"],
+            eval_k=sp.get("eval_k", 4),
+        )
+        data["family_runs"].setdefault(fam, run)
+        if "warm_start" in fam_data:
+            data["warm_start"][fam] = fam_data.pop("warm_start")
+        fam_data.pop("wall_seconds_ratio_leap_vs_mt_grpo", None)
+    data.pop("steps", None)  # each family's steps are in its run
+    return data
 
 
 def main() -> None:
@@ -133,17 +328,51 @@ def main() -> None:
     )
     p.add_argument("--work", default="runs/leap")
     p.add_argument("--out", default="docs/results")
+    p.add_argument("--page", default="leap", help="writes OUT/PAGE.md and .json (SmolLM2's family: leap_real)")
+    p.add_argument(
+        "--render", action="store_true", help="no training: rewrite OUT/PAGE.md and the claims from OUT/PAGE.json"
+    )
     a = p.parse_args()
+    page_json = Path(a.out) / f"{a.page}.json"
+    previous = upgrade(json.loads(page_json.read_text())) if page_json.is_file() else {}
+    if a.render:
+        data = {**previous, "rendered": "python examples/leap/run_leap.py " + " ".join(sys.argv[1:])}
+    else:
+        data = collect(a, previous)
+    markdown = page(data)
+    write_results(a.out, a.page, markdown, data)
+    print(markdown)
+
+
+def collect(a: argparse.Namespace, previous: dict) -> dict:
+    """Train (or read the finished runs of) the asked families; the other families of `previous` are kept."""
     torch.set_num_threads(1)
     work = Path(a.work)
-    results: dict = {}
+    kept = [f for f in previous.get("families", {}) if f not in a.families]
+    this = {
+        "command": "python examples/leap/run_leap.py " + " ".join(sys.argv[1:]),
+        "machine": machine(),
+        "seeds": a.seeds,
+    }
+    data = {
+        "K": K,
+        # the top-level run is the earlier one when this run only adds families to it
+        **({k: previous[k] for k in this} if kept else this),
+        "families": {f: previous["families"][f] for f in kept},
+        "family_runs": {f: previous["family_runs"][f] for f in kept},
+        "warm_start": {f: previous["warm_start"][f] for f in kept if f in previous["warm_start"]},
+    }
     for fam in a.families:
         spec = FAMILIES[fam]
         model = warm_start(fam, spec, work, a.pass_target)
+        fam_data: dict = {}
+        start: dict = {}
         for arm in [x for x in a.arms if x in spec.get("arms", ARMS)]:
+            runs = []
             for seed in a.seeds:
                 r = run_arm(arm_config(model, spec, ARMS[arm], seed, a.steps, work / fam / f"{arm}_s{seed}"))
-                results.setdefault(fam, {}).setdefault(arm, []).append(r)
+                runs.append({k: v for k, v in r.items() if k != "start"})
+                start = r["start"]
                 print(
                     fam,
                     arm,
@@ -151,109 +380,14 @@ def main() -> None:
                     {k: round(r.get(k, 0), 3) for k in ("acc@1_sampled", f"acc@{K}_sampled", "total_env_calls")},
                     flush=True,
                 )
-
-    command = "python examples/leap/run_leap.py " + " ".join(sys.argv[1:])
-    out = Path(a.out)
-    previous = json.loads((out / "leap.json").read_text()) if (out / "leap.json").is_file() else {}
-    kept = {f: d for f, d in previous.get("families", {}).items() if f not in results}
-    old_sections = sections((out / "leap.md").read_text()) if kept and (out / "leap.md").is_file() else {}
-    run = {"command": command, "machine": machine(), "seeds": a.seeds, "steps": a.steps}
-    # the top-level provenance describes the kept families when this run adds to an earlier one
-    data: dict = {"K": K, **({k: previous[k] for k in run if k in previous} if kept else run), "families": {}}
-    lines = [
-        "# LEAP: pruned multi-turn RL vs unpruned multi-turn GRPO vs single-turn GRPO",
-        "",
-        f"Command: `{data['command']}`  ",
-        f"Machine: {data['machine']}  ",
-        f"Seeds: {data['seeds']} (RL seeds; one warm start per family). K = {K} turns, lr 3e-4, the same budget for "
-        f"every arm of a family (below). Evaluation: K = {K} turns for every arm (a single-turn policy also gets "
-        "feedback turns at test time), several samples per prompt at temperature 1 (Acc@k, sampled) and greedy.",
-        "",
-    ]
-    if kept and old_sections.get(""):
-        lines = [old_sections[""].rstrip("\n"), ""]
-    for fam in FAMILIES:
-        if fam in kept:
-            data["families"][fam] = kept[fam]
-            lines.append(old_sections.get(fam, f"## {fam}\n\n(see leap.json)\n").rstrip("\n"))
-            lines.append("")
-            continue
-        if fam not in results:
-            continue
-        arms = results[fam]
-        fam_data: dict = {"run": run} if kept else {}
-        sp = FAMILIES[fam]
-        lines += [f"## {fam}", ""]
-        if kept:
-            lines += [f"Run: `{command}` (seeds {a.seeds}) on {run['machine']}.", ""]
-        lines += [
-            f"{sp.get('steps', a.steps)} steps of {sp.get('prompts_per_step', 16)} prompts x "
-            f"{sp.get('group_size', 8)} samples; {task_section(sp)['heldout_size']} held-out prompts, "
-            f"{sp.get('eval_k', 4)} samples each.",
-            "",
-            "| arm | "
-            + " | ".join(f"Acc@{t}" for t in range(1, K + 1))
-            + " | greedy Acc@1 / Acc@3 | env calls (training) | env calls / step | groups expanded | training seconds |",
-            "| --- |" + " --- |" * (K + 5),
-        ]
-        for arm, runs in arms.items():
-            acc = [[r.get(f"acc@{t}_sampled", 0.0) for r in runs] for t in range(1, K + 1)]
-            calls = [r["total_env_calls"] for r in runs]
-            secs = [r["wall_seconds"] for r in runs]
-            rollout = ARMS[arm]["rollout"]
-            # unpruned multi-turn arms expand every group with a turn-1 failure by construction
-            share = [
-                r.get("groups_expanded_share", 0.0) if rollout.get("prune") else float(rollout["max_turns"] > 1)
-                for r in runs
-            ]
-            greedy = [[r.get("acc@1", 0.0) for r in runs], [r.get(f"acc@{K}", 0.0) for r in runs]]
-            fam_data[arm] = {
-                "acc_at_k": [mean_sd(x)[0] for x in acc],
-                "acc_at_k_sd": [mean_sd(x)[1] for x in acc],
-                "acc_at_k_greedy": [mean_sd(x)[0] for x in greedy],
-                "env_calls": mean_sd(calls)[0],
-                "env_calls_sd": mean_sd(calls)[1],
-                "seconds": mean_sd(secs)[0],
-                "seconds_sd": mean_sd(secs)[1],
-                "groups_expanded_share": mean_sd(share)[0],
-                "seeds": a.seeds,
-                "per_seed": [{k: v for k, v in r.items() if k != "start"} for r in runs],
-            }
-            lines.append(
-                f"| {arm} | "
-                + " | ".join(fmt(x) for x in acc)
-                + f" | {mean_sd(greedy[0])[0]:.3f} / {mean_sd(greedy[1])[0]:.3f} | {fmt(calls, 0)} | "
-                f"{mean_sd(calls)[0] / FAMILIES[fam].get('steps', a.steps):.0f} | {mean_sd(share)[0]:.2f} | {fmt(secs, 0)} |"
-            )
-        start = arms[next(iter(arms))][0]["start"]
-        fam_data["warm_start"] = {f"acc@{t}_sampled": start.get(f"acc@{t}_sampled", 0.0) for t in (1, K)}
-        lines += [
-            "",
-            f"Warm start (before RL): Acc@1 {start.get('acc@1_sampled', 0):.3f}, Acc@{K} {start.get(f'acc@{K}_sampled', 0):.3f} (sampled).",
-            "",
-        ]
+            fam_data[arm] = arm_summary(runs, a.seeds, arm)
         if "leap" in fam_data and "mt_grpo" in fam_data:
-            leap, mt = fam_data["leap"], fam_data["mt_grpo"]
-            fam_data["env_calls_ratio_leap_vs_mt_grpo"] = leap["env_calls"] / mt["env_calls"]
-            fam_data["wall_seconds_ratio_leap_vs_mt_grpo"] = leap["seconds"] / mt["seconds"]
-            diff = leap["acc_at_k"][-1] - mt["acc_at_k"][-1]
-            noise = max(leap["acc_at_k_sd"][-1], mt["acc_at_k_sd"][-1])
-            verdict = (
-                "within one seed standard deviation" if abs(diff) <= noise else ("better" if diff > 0 else "worse")
+            fam_data["env_calls_ratio_leap_vs_mt_grpo"] = (
+                fam_data["leap"]["env_calls"] / fam_data["mt_grpo"]["env_calls"]
             )
-            best = max(
-                (k for k in fam_data if isinstance(fam_data[k], dict) and "acc_at_k" in fam_data[k]),
-                key=lambda k: fam_data[k]["acc_at_k"][-1],
-            )
-            lines += [
-                f"Findings: LEAP made {fam_data['env_calls_ratio_leap_vs_mt_grpo']:.2f}x the environment calls of unpruned "
-                f"multi-turn GRPO in {fam_data['wall_seconds_ratio_leap_vs_mt_grpo']:.2f}x its training seconds; its "
-                f"Acc@{K} differs by {diff:+.3f} ({verdict}; the larger seed sd is {noise:.3f}). "
-                f"LEAP expanded {leap['groups_expanded_share']:.0%} of the groups that had a turn-1 failure. "
-                f"Highest Acc@{K}: `{best}` ({fam_data[best]['acc_at_k'][-1]:.3f}).",
-                "",
-            ]
         data["families"][fam] = fam_data
+        data["family_runs"][fam] = family_run(fam, a)
+        data["warm_start"][fam] = {f"acc@{t}_sampled": start.get(f"acc@{t}_sampled", 0.0) for t in (1, K)}
     ratios = [
         d["env_calls_ratio_leap_vs_mt_grpo"]
         for d in data["families"].values()
@@ -261,31 +395,7 @@ def main() -> None:
     ]
     if ratios:
         data["env_calls_ratio_leap_vs_mt_grpo"] = sum(ratios) / len(ratios)
-    lines += [
-        "Notes: `groups expanded` is the share of groups with at least one turn-1 failure whose failed episodes got "
-        "more turns (unpruned arms: all of them by construction). Training seconds exclude evaluation and were "
-        "measured on a shared 2-core machine whose load varied between runs. Environment calls of arithmetic and "
-        "strings are cheap string checks, so there seconds follow generation, not the verifier; in kernel_sketch "
-        "every distinct (problem, sketch) of a run is compiled, verified and timed once in a fresh sandboxed "
-        "process (repeats within a run are memoised), so there the verifier dominates the step time.",
-        "",
-    ]
-    write_results(a.out, "leap", "\n".join(lines) + "\n", data)
-    print("\n".join(lines))
-
-
-def sections(markdown: str) -> dict[str, str]:
-    """An earlier leap.md by family section (`""`: the header before the first one; the notes dropped)."""
-    out: dict[str, str] = {}
-    name = ""
-    for line in markdown.splitlines(keepends=True):
-        if line.startswith("## "):
-            name = line[3:].strip()
-        elif line.startswith("Notes:"):
-            name = "_notes"
-        out[name] = out.get(name, "") + line
-    out.pop("_notes", None)
-    return out
+    return data
 
 
 if __name__ == "__main__":

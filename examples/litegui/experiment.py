@@ -49,6 +49,7 @@ from tempering.envs.gui.guidance import guidance_single, teacher_prompt
 from tempering.envs.gui.metrics import summarize
 from tempering.envs.gui.states import GuiStateFamily, sample_of
 from tempering.envs.registry import make_family
+from tempering.experiments import Arm, claims_table, judge
 from tempering.methods.opd import DistillConfig
 from tempering.methods.pretrain import PretrainConfig, pretrain
 from tempering.methods.rl import TrainConfig
@@ -294,53 +295,61 @@ class Experiment:
         }
 
 
-CLAIMS = [
-    ("guided OPD (Most-Matched-GT) improves on the SFT warm start", "opd_most_matched", "sft"),
-    ("the full pipeline improves on the SFT warm start", "opd_most_matched+grpo_dual", "sft"),
-    ("Most-Matched-GT guidance beats Single-GT", "opd_most_matched", "opd_single_gt"),
-    ("Most-Matched-GT guidance beats Multi-GT", "opd_most_matched", "opd_multi_gt"),
-    ("guided OPD (Most-Matched-GT) beats single-GT GRPO", "opd_most_matched", "grpo_single_gt"),
-    ("the multi-solution dual reward beats the single-GT reward in GRPO", "grpo_dual", "grpo_single_gt"),
-    ("dual-level GRPO after guided OPD adds to it", "opd_most_matched+grpo_dual", "opd_most_matched"),
-    ("the full pipeline beats single-GT GRPO", "opd_most_matched+grpo_dual", "grpo_single_gt"),
+CLAIMS = [  # (claim, a, b, whether b is a fixed model: a warm start or the checkpoint a's stage starts from)
+    ("guided OPD (Most-Matched-GT) improves on the SFT warm start", "opd_most_matched", "sft", True),
+    ("the full pipeline improves on the SFT warm start", "opd_most_matched+grpo_dual", "sft", True),
+    ("Most-Matched-GT guidance beats Single-GT", "opd_most_matched", "opd_single_gt", False),
+    ("Most-Matched-GT guidance beats Multi-GT", "opd_most_matched", "opd_multi_gt", False),
+    ("the multi-solution dual reward beats the single-GT reward in GRPO", "grpo_dual", "grpo_single_gt", False),
+    ("dual-level GRPO after guided OPD improves on its start", "opd_most_matched+grpo_dual", "opd_most_matched", True),
+    ("the full pipeline beats single-GT GRPO", "opd_most_matched+grpo_dual", "grpo_single_gt", False),
     (
         "paper setting: guided OPD (larger teacher) improves on the primed student",
         "primed_opd_most_matched_large",
         "primed",
+        True,
     ),
     (
         "paper setting: the full pipeline improves on the primed student",
         "primed_opd_most_matched_large+grpo_dual",
         "primed",
-    ),
-    (
-        "paper setting: guided OPD (larger teacher) beats dual-level GRPO",
-        "primed_opd_most_matched_large",
-        "primed_grpo_dual",
+        True,
     ),
     (
         "paper setting: the full pipeline beats dual-level GRPO",
         "primed_opd_most_matched_large+grpo_dual",
         "primed_grpo_dual",
+        False,
     ),
 ]
+"""Guided OPD alone (stage 1) trains on fewer rollouts than a GRPO arm, so the two are not compared."""
+CLAIM_METRICS = {
+    "step_success": "step success",
+    "multi_solution_step_success": "step success, multi-solution",
+    "task_success": "task success",
+}
 
 
-CLAIM_METRICS = ["step_success", "multi_solution_step_success", "task_success"]
+def rollouts(arm: str, p: dict) -> float | None:
+    """Training rollouts of an arm (None for a warm start); a stage-2 arm counts both stages."""
+    if arm in WARM_STARTS:
+        return None
+    steps = p["stage1_steps"] if arm in GUIDANCE else p["stage1_steps"] + p["stage2_steps"]
+    return steps * p["prompts_per_step"] * p["group_size"]
 
 
-def paired(a: dict, b: dict, metric: str) -> dict:
-    """Per-seed differences a - b (same seeds, same held-out apps) and a verdict: `holds` when every
-    seed improves, `reversed` when every seed gets worse, `unresolved` otherwise."""
-    d = [x - y for x, y in zip(a[metric]["values"], b[metric]["values"])]
-    verdict = "holds" if all(x > 0 for x in d) else "reversed" if all(x < 0 for x in d) else "unresolved"
-    return {**spread(d), "verdict": verdict}
-
-
-def claims(arms: dict) -> list[dict]:
-    return [
-        {"claim": c, "a": a, "b": b, **{m: paired(arms[a], arms[b], m) for m in CLAIM_METRICS}} for c, a, b in CLAIMS
-    ]
+def claims(r: dict) -> dict[str, dict]:
+    """Each claim on each metric, judged by the shared rule on the per-seed values."""
+    p, e = r["plan"], r["eval"]
+    heldout = f"{e['states']} held-out states, {e['multi_solution_states']} multi-solution, {e['apps']} apps"
+    out = {}
+    for text, a, b, fixed in CLAIMS:
+        for metric, label in CLAIM_METRICS.items():
+            arm = lambda name, budget: Arm(
+                name, dict(zip(p["seeds"], r["arms"][name][metric]["values"])), heldout, budget
+            )
+            out[f"{text} ({label})"] = judge(arm(a, rollouts(a, p)), arm(b, None if fixed else rollouts(b, p)))
+    return out
 
 
 def spread(values: list[float]) -> dict:
@@ -386,6 +395,7 @@ def run(plan: Plan, out: Path, work: Path, command: str) -> dict:
         print(f"seed {seed} done after {time.time() - t0:.0f}s", file=sys.stderr, flush=True)
     result = {
         "command": command,
+        "seeds": plan.seeds,
         "plan": asdict(plan),
         "machine": {
             "platform": platform.platform(),
@@ -407,7 +417,7 @@ def run(plan: Plan, out: Path, work: Path, command: str) -> dict:
         },
         "arms": {a: {m: spread([r[m] for r in rows]) for m in METRICS} for a, rows in per_arm.items()},
     }
-    result["claims"] = claims(result["arms"])
+    result["claims"] = claims(result)
     result["out"] = out.as_posix()
     write_results(result, out)
     return result
@@ -421,8 +431,9 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def write_results(r: dict, out: Path) -> None:
+    page = markdown(r)  # before anything is written: a page that fails leaves both files as they were
     _atomic_write(out.with_suffix(".json"), json.dumps(r, indent=2) + "\n")
-    _atomic_write(out.with_suffix(".md"), markdown(r))
+    _atomic_write(out.with_suffix(".md"), page)
 
 
 def _millions(size: str) -> str:
@@ -433,8 +444,6 @@ def markdown(r: dict) -> str:
     p, e, t, tl = r["plan"], r["eval"], r["teacher"], r["teacher_large"]
     fmt = lambda s: f"{s['mean']:.3f} ± {s['std']:.3f}"
     rows = [f"| `{a}` | " + " | ".join(fmt(m[k]) for k in METRICS) + " |" for a, m in r["arms"].items()]
-    diff = lambda d: f"{d['mean']:+.3f} ± {d['std']:.3f} ({d['verdict']})"
-    claim_rows = [f"| {c['claim']} | " + " | ".join(diff(c[k]) for k in CLAIM_METRICS) + " |" for c in r["claims"]]
     arms, trained = r["arms"], [a for a in r["arms"] if a not in WARM_STARTS]
     best = {m: max(trained, key=lambda a: arms[a][m]["mean"]) for m in CLAIM_METRICS}
     start = lambda a: "primed" if a.startswith("primed") else "sft"
@@ -467,9 +476,16 @@ def markdown(r: dict) -> str:
         )
     probe = "; ".join(
         f"after {n} steps: format rate {v['format']:.3f}, step success {v['success']:.3f}"
-        for n, v in sorted(r["priming"].items(), key=lambda kv: int(kv[0]))
+        for n, v in sorted(r.get("priming", {}).items(), key=lambda kv: int(kv[0]))
     )
-    probe = f"held-out, with fewer priming steps: {probe}" if probe else "no shorter priming was measured"
+    probe = (
+        f"held-out, with fewer priming steps: {probe}"
+        if probe
+        else "shorter priming runs: not stored with these numbers"
+        if "priming" not in r
+        else "no shorter priming was measured"
+    )
+    rendered = f"; page and claims rewritten from the stored numbers: `{r['rendered']}`" if "rendered" in r else ""
     return f"""# LiteGUI: guided OPD and dual-level GRPO on the embedded default
 
 Every model answers greedily on held-out apps (difficulty 0, never seen in training). Step success
@@ -486,12 +502,11 @@ no spread).
 
 ## The paper's claims at this scale
 
-Per-seed differences (first arm minus second; same seeds, states and apps), mean ± std; a claim
-`holds` when every seed agrees, is `reversed` when every seed disagrees, `unresolved` otherwise.
+Per-seed differences, first arm (a) minus second (b), on the same seeds, states and apps. Guided OPD alone
+({p["stage1_steps"]} steps) is compared only with the warm starts and other guidance, not with the GRPO arms,
+which train on {p["stage1_steps"] + p["stage2_steps"]} steps of rollouts.
 
-| claim | step success | step success, multi-solution | task success |
-| --- | --- | --- | --- |
-{chr(10).join(claim_rows)}
+{chr(10).join(claims_table(r["claims"]))}
 
 - Trained arms whose mean step success exceeds their warm start's (`sft`, or `primed` for the `primed_*`
   arms): {", ".join(above) or "none"}.
@@ -517,7 +532,7 @@ Per-seed differences (first arm minus second; same seeds, states and apps), mean
   {p["stage1_steps"] + p["stage2_steps"]} steps. {p["prompts_per_step"]} states x {p["group_size"]} samples per step, temperature 1, lr {p["lr"]}.
 - Machine: {r["machine"]["processor"]}, {r["machine"]["cpus"]} CPUs (shared), torch {r["machine"]["torch"]}, one thread;
   {r["cpu_seconds"] / 60:.1f} CPU-minutes, {r["wall_seconds"] / 60:.1f} minutes wall-clock.
-- Command: `{r["command"]}`{scale_note(p)}
+- Command: `{r["command"]}`{rendered}{scale_note(p)}
 
 Numbers: `{r["out"]}.json` (per arm and metric: mean, std, min, max, per-seed values).
 
@@ -525,7 +540,7 @@ Numbers: `{r["out"]}.json` (per arm and metric: mean, std, min, max, per-seed va
 
 - Scale: a {p["student"]} student ({_millions(p["student"])}M parameters, one character per token) against the paper's
   2B vision-language model; tens of update steps instead of thousands; text screens instead of
-  pixels. A claim that is `unresolved` here is not refuted, only not shown at this scale.
+  pixels. A claim without a verdict either way here is not refuted, only not shown at this scale.
 - Guidance and reward variants differ only at states with several valid actions ({e["multi_share"]:.0%} of
   the held-out states); elsewhere every variant gives the same hint and the same reward. The
   multi-solution column isolates those states. Training the arms on multi-solution states only was
@@ -541,7 +556,7 @@ Numbers: `{r["out"]}.json` (per arm and metric: mean, std, min, max, per-seed va
 def scale_note(p: dict) -> str:
     """Which sizes differ from the committed plan's (a shorter run on a busy machine says so)."""
     full = asdict(Plan())
-    changed = [f"{k} {p[k]} (committed plan: {full[k]})" for k in full if p.get(k) != full[k]]
+    changed = [f"{k} {p[k]} (committed plan: {full[k]})" for k in full if k in p and p[k] != full[k]]
     return (
         "\n- Sizes that differ from the committed plan (a shorter run): " + "; ".join(changed) + "." if changed else ""
     )
@@ -578,10 +593,14 @@ def main(argv: list[str] | None = None) -> int:
     if a.render:
         r = json.loads(Path(a.out).with_suffix(".json").read_text())
         if missing := [arm for arm in ARMS if arm not in r["arms"]] + [
-            k for k in ("out", "teacher_large", "priming") if k not in r
+            k for k in ("out", "teacher_large") if k not in r
         ]:
             raise SystemExit(f"--render: {a.out}.json has no {', '.join(missing)} (an older run); rerun the experiment")
-        r["claims"] = claims(r["arms"])
+        r["seeds"] = r["plan"]["seeds"]
+        r["claims"] = claims(r)
+        r["rendered"] = " ".join(
+            ["python examples/litegui/experiment.py", *(argv if argv is not None else sys.argv[1:])]
+        )
         write_results(r, Path(a.out))
         return 0
     plan = override(smoke_plan() if a.smoke else Plan(), a.plan)

@@ -10,6 +10,7 @@ arm; several RL seeds. Writes docs/results/tcpo.md and docs/results/tcpo.json.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -17,10 +18,12 @@ import torch
 
 from tempering.algos.tcpo import TURN_DECAY
 from tempering.config import build
-from tempering.experiments import fmt, machine, mean_sd, run_arm, write_results
+from tempering.experiments import Arm, claims_table, fmt, judge, machine, mean_sd, run_arm, write_results
 from tempering.methods.pretrain import PretrainConfig, pretrain
+from tempering.recipes.demo import REAL_GRPO
 
 K = 3
+PROMPTS, GROUP = 16, 8
 FAMILIES = {
     "arithmetic": {
         "family": "arithmetic",
@@ -34,8 +37,22 @@ FAMILIES = {
         "pass_target": 0.5,
     },
 }
+FAMILIES["smollm2_sums"] = {  # SmolLM2 as it ships (no warm start): the real-model demo's sums, digit credit
+    "family": "arithmetic",
+    "args": {**REAL_GRPO["task"]["args"], "partial_credit": True},
+    "model": "smollm2-135m-instruct",
+    "max_new_tokens": 24,
+    "prompts_per_step": 8,
+    "group_size": 8,
+    "steps": 40,
+    "lr": 1e-5,
+    "train_size": 700,
+    "heldout_size": 100,
+    "arms": ["grpo", "mt_grpo", "tcpo_full"],
+}
 CF = {"counterfactual_turns": 10, "counterfactual_samples": 4}
 ARMS = {
+    "grpo": {"rollout": {"max_turns": 1}, "loss": {"advantage": "grpo"}},  # single-turn (feedback turns at test)
     "mt_grpo": {"rollout": {}, "loss": {"advantage": "grpo"}},
     "leap_rank": {"rollout": {}, "loss": {"advantage": "leap"}},
     **{
@@ -58,7 +75,9 @@ ARMS = {
 
 def warm_start(name: str, spec: dict, out: Path, pass_target: float) -> str:
     """A tiny-s policy pre-trained (with two-turn repair examples) until greedy pass@1 reaches the target;
-    reused when its folder exists."""
+    reused when its folder exists. A family that names a pretrained model starts from it."""
+    if "model" in spec:
+        return spec["model"]
     if (out / f"pretrain_{name}" / "final" / "config.json").is_file():
         return str(out / f"pretrain_{name}" / "final")
     task = {"family": spec["family"], "args": spec["args"], "train_size": 20000, "heldout_size": 300}
@@ -88,24 +107,30 @@ def arm_config(model: str, spec: dict, arm: dict, seed: int, steps: int, out: Pa
     stream, so it would change that run's training; the warm start is evaluated once, by a run of 0 steps."""
     return {
         "model": {"name": model},
-        "task": {"family": spec["family"], "args": spec["args"], "train_size": 20000, "heldout_size": 300},
+        "task": {
+            "family": spec["family"],
+            "args": spec["args"],
+            "train_size": spec.get("train_size", 20000),
+            "heldout_size": spec.get("heldout_size", 300),
+        },
         "rollout": {
-            "group_size": 8,
-            "prompts_per_step": 16,
+            "group_size": spec.get("group_size", GROUP),
+            "prompts_per_step": spec.get("prompts_per_step", PROMPTS),
             "max_new_tokens": spec["max_new_tokens"],
             "max_turns": K,
             "score_range": [0.0, 1.0],
             **arm["rollout"],
         },
         "loss": arm["loss"],
-        "optim": {"lr": 3e-4},
+        "optim": {"lr": spec.get("lr", 3e-4)},
         "run": {
-            "steps": steps,
+            "steps": spec.get("steps", steps) if steps else 0,
             "seed": seed,
             "out_dir": str(out),
             "eval_every": 0,
             "eval_on_start": False,
             "eval_k": 8,
+            "eval_max_turns": K,
             "checkpoint_every": 0,
             "log_samples": 0,
             "tensorboard": False,
@@ -114,45 +139,87 @@ def arm_config(model: str, spec: dict, arm: dict, seed: int, steps: int, out: Pa
     }
 
 
-def compare(a: dict, b: dict, key: str = "best_turn_pass_at_1") -> str:
-    """`a` against `b` on `key`: the difference and whether it exceeds the larger seed spread."""
-    diff, noise = a[key] - b[key], max(a[f"{key}_sd"], b[f"{key}_sd"])
-    verdict = "within one seed standard deviation" if abs(diff) <= noise else ("higher" if diff > 0 else "lower")
-    return f"{diff:+.3f} ({verdict}; larger sd {noise:.3f})"
+EVALUATED = ("pass@1_sampled", "pass@8", "turns_per_pass_sampled", "improve_rate_sampled", "regress_rate_sampled")
+LADDER = ("tcpo_trajectory", "tcpo_turn_reward", "tcpo_score_diff", "tcpo_retrospective", "tcpo_hindsight", "tcpo_full")
+
+
+def claims(data: dict) -> dict[str, dict]:
+    """The paper's claims per family, judged by the shared rule on the stored per-seed evaluations."""
+    out: dict[str, dict] = {}
+    for fam, arms in data["families"].items():
+        sp = FAMILIES[fam]
+        rollouts = sp.get("steps", data["steps"]) * sp.get("prompts_per_step", PROMPTS) * sp.get("group_size", GROUP)
+        heldout = lambda runs: f"{fam}: {sorted({r['n'] for r in runs})} held-out prompts"
+
+        def arm(name: str, key: str = "pass@1_sampled", per: str | None = None) -> Arm:
+            runs = arms[name]["per_seed"]
+            base = arms[per]["per_seed"] if per else None  # a share of `per`'s value, seed by seed
+            vals = {
+                s: r[key] / (base[i][key] if base else 1.0) for i, (s, r) in enumerate(zip(arms[name]["seeds"], runs))
+            }
+            return Arm(name, vals, heldout(runs), rollouts)
+
+        def one(name: str, per: str) -> Arm:  # the baseline of a relative claim
+            return Arm(per, dict.fromkeys(arms[per]["seeds"], 1.0), heldout(arms[per]["per_seed"]), rollouts)
+
+        def claim(text: str, a: Arm, b: Arm, **kw) -> None:
+            out[f"{fam}: {text}"] = judge(a, b, **kw)
+
+        have = lambda *names: all(n in arms for n in names)
+        if have("tcpo_full", "grpo"):
+            claim("TCPO beats single-turn GRPO on best-turn pass@1", arm("tcpo_full"), arm("grpo"))
+        if have("tcpo_full", "mt_grpo"):
+            claim("TCPO beats multi-turn GRPO on best-turn pass@1", arm("tcpo_full"), arm("mt_grpo"))
+            claim(
+                "TCPO beats multi-turn GRPO on best-turn pass@8", arm("tcpo_full", "pass@8"), arm("mt_grpo", "pass@8")
+            )
+            claim(
+                "TCPO needs fewer turns to success than multi-turn GRPO (as a share of its turns)",
+                arm("tcpo_full", "turns_per_pass_sampled", per="mt_grpo"),
+                one("tcpo_full", "mt_grpo"),
+                higher_is_better=False,
+            )
+        for lower, upper in zip(LADDER, LADDER[1:]):
+            if have(lower, upper):
+                claim(
+                    f"the ablation ladder rises: `{upper}` beats `{lower}` on best-turn pass@1", arm(upper), arm(lower)
+                )
+        if have("tcpo_full", "tcpo_full_random_cf"):
+            claim("selective counterfactual turns beat random ones", arm("tcpo_full"), arm("tcpo_full_random_cf"))
+        if have("tcpo_full", "tcpo_full_no_decay"):
+            claim(
+                f"earlier turns weighted more (turn_decay {TURN_DECAY}) beat every turn alike on best-turn pass@1",
+                arm("tcpo_full"),
+                arm("tcpo_full_no_decay"),
+            )
+        if "tcpo_full" in arms:
+            start = data["warm_start"][fam]["pass@1_sampled"]
+            runs = arms["tcpo_full"]["per_seed"]
+            fixed = Arm("warm start", dict.fromkeys(arms["tcpo_full"]["seeds"], start), heldout(runs), None)
+            claim("TCPO improves best-turn pass@1 on the warm start", arm("tcpo_full"), fixed)
+    return out
 
 
 def findings(fam: dict, start: float) -> list[str]:
-    """A findings paragraph computed from the table's numbers (`start`: the warm start's best-turn pass@1)."""
+    """Facts read from the table's numbers (`start`: the warm start's best-turn pass@1); claims are judged
+    in the claims table."""
     out = []
     below = [arm for arm in fam if fam[arm]["best_turn_pass_at_1"] < start]
     if below:
         out.append(
             f"Below the warm start ({start:.3f}) after RL: "
             + ", ".join(f"`{a}` ({fam[a]['best_turn_pass_at_1']:.3f})" for a in below)
-            + "."
+            + f" ({len(below)} of {len(fam)} arms)."
         )
     best = max(fam, key=lambda k: fam[k]["best_turn_pass_at_1"])
     out.append(f"Highest best-turn pass@1: `{best}` ({fam[best]['best_turn_pass_at_1']:.3f}).")
-    for arm in ("tcpo_full", "tcpo_retrospective", "tcpo_hindsight"):
-        for base in ("mt_grpo", "leap_rank"):
-            if arm in fam and base in fam:
-                out.append(f"`{arm}` vs `{base}`: {compare(fam[arm], fam[base])}.")
-    if "tcpo_full" in fam and "tcpo_full_random_cf" in fam:
-        out.append(
-            f"Selective vs random counterfactual turns: {compare(fam['tcpo_full'], fam['tcpo_full_random_cf'])}."
-        )
-    if "tcpo_full" in fam and "tcpo_full_no_decay" in fam:
-        out.append(
-            f"Earlier turns weighted more (turn_decay {TURN_DECAY}) vs every turn alike: "
-            f"{compare(fam['tcpo_full'], fam['tcpo_full_no_decay'])} on best-turn pass@1, "
-            f"{compare(fam['tcpo_full'], fam['tcpo_full_no_decay'], 'turns_to_success')} on turns to success."
-        )
     if "tcpo_trajectory" in fam and "mt_grpo" in fam:
-        same = abs(fam["tcpo_trajectory"]["best_turn_pass_at_1"] - fam["mt_grpo"]["best_turn_pass_at_1"]) < 1e-9
+        evaluation = lambda arm: [{k: r[k] for k in EVALUATED} for r in fam[arm]["per_seed"]]
+        same = evaluation("tcpo_trajectory") == evaluation("mt_grpo")
         out.append(
-            "The ladder's first rung (trajectory reward) "
-            + ("reproduces" if same else "differs from")
-            + " multi-turn GRPO exactly, as its definition says it should."
+            "The ladder's first rung (trajectory reward) and multi-turn GRPO give "
+            + ("the same evaluation in every seed" if same else "different evaluations")
+            + ": by definition they are the same update."
         )
     return ["Findings: " + " ".join(out), ""]
 
@@ -162,110 +229,146 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--families", nargs="+", default=["arithmetic", "strings"], choices=sorted(FAMILIES))
-    p.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    p.add_argument("--arms", nargs="+", choices=list(ARMS), help="default: the family's arms (tiny: all but grpo)")
     p.add_argument("--pass-target", type=float, default=0.2)
     p.add_argument("--work", default="runs/tcpo")
     p.add_argument("--out", default="docs/results")
+    p.add_argument("--page", default="tcpo", help="writes OUT/PAGE.md and .json (SmolLM2's family: tcpo_real)")
+    p.add_argument(
+        "--render", action="store_true", help="no training: rewrite OUT/PAGE.md and the claims from OUT/PAGE.json"
+    )
     a = p.parse_args()
+    if a.render:
+        data = json.loads((Path(a.out) / f"{a.page}.json").read_text())
+        data["rendered"] = "python examples/tcpo/run_tcpo.py " + " ".join(sys.argv[1:])
+    else:
+        data = collect(a)
+    markdown = page(data)
+    write_results(a.out, a.page, markdown, data)
+    print(markdown)
+
+
+def collect(a: argparse.Namespace) -> dict:
+    """Train (or read the finished runs of) every arm and seed: the per-seed evaluations by family and arm."""
     torch.set_num_threads(1)
     work = Path(a.work)
-    results: dict = {}
-    starts: dict = {}  # family -> the warm start's evaluation (a run of 0 steps)
-    for fam in a.families:
-        spec = FAMILIES[fam]
-        model = warm_start(fam, spec, work, a.pass_target)
-        starts[fam] = run_arm(arm_config(model, spec, ARMS["mt_grpo"], a.seeds[0], 0, work / fam / "warm_start"))
-        for arm in a.arms:
-            for seed in a.seeds:
-                r = run_arm(arm_config(model, spec, ARMS[arm], seed, a.steps, work / fam / f"{arm}_s{seed}"))
-                results.setdefault(fam, {}).setdefault(arm, []).append(r)
-                print(
-                    fam,
-                    arm,
-                    seed,
-                    {k: round(r.get(k, 0), 3) for k in ("pass@1_sampled", "pass@8", "turns_per_pass_sampled")},
-                    flush=True,
-                )
-
     data: dict = {
         "K": K,
         "seeds": a.seeds,
         "steps": a.steps,
+        "prompts_per_step": PROMPTS,
+        "group_size": GROUP,
         "machine": machine(),
         "command": "python examples/tcpo/run_tcpo.py " + " ".join(sys.argv[1:]),
         "families": {},
+        "warm_start": {},
     }
+    for fam in a.families:
+        spec = FAMILIES[fam]
+        model = warm_start(fam, spec, work, a.pass_target)
+        start = run_arm(arm_config(model, spec, ARMS["mt_grpo"], a.seeds[0], 0, work / fam / "warm_start"))
+        data["warm_start"][fam] = {k: v for k, v in start.items() if k in ("pass@1_sampled", "pass@8")}
+        for arm in a.arms or spec.get("arms", [k for k in ARMS if k != "grpo"]):
+            runs = []
+            for seed in a.seeds:
+                r = run_arm(arm_config(model, spec, ARMS[arm], seed, a.steps, work / fam / f"{arm}_s{seed}"))
+                runs.append({k: v for k, v in r.items() if k != "start"})
+                print(fam, arm, seed, {k: round(r.get(k, 0), 3) for k in EVALUATED[:3]}, flush=True)
+            data["families"].setdefault(fam, {})[arm] = summary(runs, a.seeds)
+    overheads = [
+        f["tcpo_full"]["counterfactual_overhead_calls"]
+        for f in data["families"].values()
+        if "counterfactual_overhead_calls" in f.get("tcpo_full", {})
+    ]
+    if overheads:
+        data["counterfactual_overhead_ratio"] = sum(overheads) / len(overheads)
+    return data
+
+
+def summary(runs: list[dict], seeds: list[int]) -> dict:
+    """An arm's means and spreads over seeds, beside the per-seed evaluations they come from."""
+    col = lambda k: [r.get(k, float("nan")) for r in runs]
+    out = {
+        "best_turn_pass_at_1": mean_sd(col("pass@1_sampled"))[0],
+        "best_turn_pass_at_1_sd": mean_sd(col("pass@1_sampled"))[1],
+        "best_turn_pass_at_8": mean_sd(col("pass@8"))[0],
+        "best_turn_pass_at_8_sd": mean_sd(col("pass@8"))[1],
+        "turns_to_success": mean_sd(col("turns_per_pass_sampled"))[0],
+        "turns_to_success_sd": mean_sd(col("turns_per_pass_sampled"))[1],
+        "improve_rate": mean_sd(col("improve_rate_sampled"))[0],
+        "regress_rate": mean_sd(col("regress_rate_sampled"))[0],
+        "env_calls": mean_sd(col("total_env_calls"))[0],
+        "seeds": seeds,
+        "per_seed": runs,
+    }
+    if all(x == x for x in col("cf_overhead_calls")):
+        out["counterfactual_overhead_calls"] = mean_sd(col("cf_overhead_calls"))[0]
+        out["counterfactual_overhead_seconds"] = mean_sd(col("cf_overhead_seconds"))[0]
+    return out
+
+
+def page(data: dict) -> str:
+    """tcpo.md from the JSON's numbers alone; sets data["claims"]."""
+    data["claims"] = claims(data)
     lines = [
         "# TCPO: turn-level credit vs multi-turn GRPO and the LEAP rank reward",
         "",
         f"Command: `{data['command']}`  ",
+        *([f"Page and claims rewritten from the stored numbers: `{data['rendered']}`  "] if "rendered" in data else []),
         f"Machine: {data['machine']}  ",
-        f"Seeds: {a.seeds} (RL seeds; one warm start per family). {a.steps} steps of 16 prompts x 8 samples per arm, K = {K} "
-        "turns, every group expanded, lr 3e-4; verifier scores are partial credit in [0, 1]. Evaluation on 300 held-out "
+        f"Seeds: {data['seeds']} (RL seeds; one warm start per family; each family's sizes below). K = {data['K']} "
+        "turns, every group expanded; verifier scores are partial credit in [0, 1]. Evaluation on held-out "
         "prompts, 8 samples per prompt at temperature 1: best-turn pass@k (solved if any turn of any of k samples is "
         "perfect), turns to success, and how often a further turn raises or lowers the score. TCPO arms normalise turn "
         "credit per (prompt, turn index) over the episodes that reached that turn (`credit_args.norm=turn`, the default) "
         f"and weight turn k's normalised credit by turn_decay^(k-1) = {TURN_DECAY}^(k-1) (the default; "
-        "`tcpo_full_no_decay` weights every turn alike).",
-        "",
-        "What changed since the previous table: TCPO's `turn_decay` now defaults to "
-        f"{TURN_DECAY} (it was 1.0), so earlier turns get more turn credit, as the paper's fast-repair preference "
-        "asks; every TCPO arm except `tcpo_trajectory` (which has no turn credit) was rerun with it, and "
-        "`tcpo_full_no_decay` is the old default beside it. Every arm was rerun on today's code, whose pre-training, "
-        "sampler and evaluation changed since that table (the warm starts were trained again), so compare arms within "
-        "this table rather than with the previous one. The warm start is evaluated once per family, by a run of 0 "
+        "`tcpo_full_no_decay` weights every turn alike). The warm start is evaluated once per family, by a run of 0 "
         "steps, and no arm evaluates before its first step (`run.eval_on_start=false`).",
         "",
     ]
-    overheads = []
-    for fam, arms in results.items():
-        fam_data = {}
+    for fam, fam_data in data["families"].items():
+        sp = FAMILIES[fam]
+        steps, prompts, group = (
+            sp.get("steps", data["steps"]),
+            sp.get("prompts_per_step", PROMPTS),
+            sp.get("group_size", GROUP),
+        )
         lines += [
             f"## {fam}",
+            "",
+            f"Model: {sp.get('model', 'tiny-s (warm-started)')}; {steps} steps of {prompts} prompts x {group} samples per "
+            f"arm ({steps * prompts * group} training episodes), lr {sp.get('lr', 3e-4)}; "
+            f"{sp.get('heldout_size', 300)} held-out prompts.",
             "",
             "| arm | best-turn pass@1 | best-turn pass@8 | turns to success | improve rate | regress rate | env calls | counterfactual overhead (calls / seconds) |",
             "| --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
-        for arm, runs in arms.items():
-            col = lambda k: [r.get(k, float("nan")) for r in runs]
-            oc, osec = col("cf_overhead_calls"), col("cf_overhead_seconds")
-            has_cf = all(x == x for x in oc)
-            if has_cf and arm == "tcpo_full":
-                overheads.append(mean_sd(oc)[0])
-            fam_data[arm] = {
-                "best_turn_pass_at_1": mean_sd(col("pass@1_sampled"))[0],
-                "best_turn_pass_at_1_sd": mean_sd(col("pass@1_sampled"))[1],
-                "best_turn_pass_at_8": mean_sd(col("pass@8"))[0],
-                "best_turn_pass_at_8_sd": mean_sd(col("pass@8"))[1],
-                "turns_to_success": mean_sd(col("turns_per_pass_sampled"))[0],
-                "turns_to_success_sd": mean_sd(col("turns_per_pass_sampled"))[1],
-                "improve_rate": mean_sd(col("improve_rate_sampled"))[0],
-                "regress_rate": mean_sd(col("regress_rate_sampled"))[0],
-                "env_calls": mean_sd(col("total_env_calls"))[0],
-                "seeds": a.seeds,
-                "per_seed": [{k: v for k, v in r.items() if k != "start"} for r in runs],
-            }
-            if has_cf:
-                fam_data[arm]["counterfactual_overhead_calls"] = mean_sd(oc)[0]
-                fam_data[arm]["counterfactual_overhead_seconds"] = mean_sd(osec)[0]
+        for arm, d in fam_data.items():
+            col = lambda k: [r[k] for r in d["per_seed"]]
+            has_cf = "counterfactual_overhead_calls" in d
             lines.append(
                 f"| {arm} | {fmt(col('pass@1_sampled'))} | {fmt(col('pass@8'))} | {fmt(col('turns_per_pass_sampled'), 2)} | "
                 f"{fmt(col('improve_rate_sampled'))} | {fmt(col('regress_rate_sampled'))} | {fmt(col('total_env_calls'), 0)} | "
-                + (f"{mean_sd(oc)[0]:.2f}x / {mean_sd(osec)[0]:.2f}x |" if has_cf else "- |")
+                + (
+                    f"{d['counterfactual_overhead_calls']:.2f}x / {d['counterfactual_overhead_seconds']:.2f}x |"
+                    if has_cf
+                    else "- |"
+                )
             )
-        start = starts[fam]
+        start = data["warm_start"][fam]
         lines += [
             "",
-            f"Warm start (before RL): best-turn pass@1 {start.get('pass@1_sampled', 0):.3f}, pass@8 {start.get('pass@8', 0):.3f}.",
+            f"Warm start (before RL): best-turn pass@1 {start['pass@1_sampled']:.3f}, pass@8 {start['pass@8']:.3f}.",
+            "",
+            *findings(fam_data, start["pass@1_sampled"]),
+            *claims_table({c: v for c, v in data["claims"].items() if c.startswith(f"{fam}: ")}),
             "",
         ]
-        lines += findings(fam_data, start.get("pass@1_sampled", 0.0))
-        data["families"][fam] = fam_data
-        data.setdefault("warm_start", {})[fam] = {k: v for k, v in start.items() if k in ("pass@1_sampled", "pass@8")}
-    if overheads:
-        data["counterfactual_overhead_ratio"] = sum(overheads) / len(overheads)
-    write_results(a.out, "tcpo", "\n".join(lines) + "\n", data)
-    print("\n".join(lines))
+    lines += [
+        "Claims are paired by RL seed, on samples at temperature 1; the counterfactual arms "
+        "also spend the overhead column's extra environment calls, which the training-episode budget does not count.",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

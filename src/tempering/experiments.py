@@ -83,6 +83,38 @@ def summarize_run(run_dir: str | Path) -> dict[str, Any]:
     return out
 
 
+def greedy_answers(
+    model: str, task: dict[str, Any], n: int, max_new_tokens: int, seed: int = 0
+) -> list[dict[str, Any]]:
+    """A model's greedy answer to each of `n` held-out tasks of a task section: its id, success, the
+    verifier's status, the text and the token ids of prompt and answer, for per-example comparisons (which
+    tasks any of several models solves, how likely another model finds these answers)."""
+    import asyncio
+
+    from tempering.envs.registry import make_family
+    from tempering.models import load_policy
+    from tempering.models.chat import ChatFormat
+    from tempering.rollout.engine import RolloutOptions, rollout
+    from tempering.rollout.sampler import HFSampler, SamplingParams
+
+    policy, tok = load_policy(model, seed=seed)
+    family = make_family(task["family"], **task.get("args", {}))
+    tasks = family.tasks("heldout", n, seed=seed)
+    opts = RolloutOptions(SamplingParams(max_new_tokens, 0.0))
+    groups = asyncio.run(rollout(HFSampler(policy, tok, seed=seed), ChatFormat(tok), tasks, family.make_env, 1, opts))
+    return [
+        {
+            "id": g.task.id,
+            "success": g.episodes[0].turns[0].success,
+            "status": g.episodes[0].turns[0].status,
+            "answer": tok.decode(g.episodes[0].turns[0].action_ids, skip_special_tokens=True),
+            "prompt_ids": g.episodes[0].prompt_ids,
+            "answer_ids": g.episodes[0].turns[0].action_ids,
+        }
+        for g in groups
+    ]
+
+
 def mean_sd(xs: list[float]) -> tuple[float, float]:
     xs = [float(x) for x in xs]
     return (st.mean(xs), st.stdev(xs)) if len(xs) > 1 else (xs[0], 0.0)
@@ -278,4 +310,7 @@ def claims_table(claims: Mapping[str, Mapping[str, Any]]) -> list[str]:
             f"| {text} | `{c['a']}` | `{c['b']}` | {claimed(c)} | {d['mean']:+.1f} | {ci(c)} | {len(d['per_seed'])} | "
             f"{p(c)} | {c['verdict']} |"
         )
+    few = [text for text, c in claims.items() if len(c["difference_points"]["per_seed"]) < MIN_SEEDS]
+    if few:
+        lines += ["", f"No test on fewer than {MIN_SEEDS} seeds: {len(few)} of these claims get no verdict either way."]
     return [*lines, "", RULE]

@@ -118,3 +118,14 @@ def test_grpo_passk_credits_only_the_best_answer():
     r = torch.tensor([[1.0, 0.0, 0.5, 0.2]])
     adv = grpo_passk_advantage(r, scale_by_std=False)
     assert adv.tolist() == [[0.5, 0.0, 0.0, 0.0]]  # best 1.0 minus second best 0.5
+
+
+def test_episodes_naming_different_reward_parts_train_with_grpo_and_gdpo_refuses():
+    """An environment that reports its parts per outcome (a failed compile names fewer) is fine for every
+    credit but gdpo, which normalises per function and so needs every episode to name the same ones."""
+    g = Group(Task("t", "p"), [_scored({"correct": 1.0, "speedup": 2.0}, 2.0), _scored({"correct": 0.0}, 0.0)])
+    tt = turn_tensors([g])
+    assert tt.components_NGC is None
+    assert CREDIT["grpo"](tt).flatten().tolist() == pytest.approx([0.7071, -0.7071], abs=1e-3)
+    with pytest.raises(ValueError, match="only in part"):
+        CREDIT["gdpo"](tt)

@@ -19,6 +19,7 @@ def test_each_class_has_two_variants_and_both_kinds_of_control():
     for case in attacks.CASES:
         classes[case.klass] = classes.get(case.klass, 0) + 1
     assert all(n >= 2 for n in classes.values()), classes
+    assert {c.contained_by for c in attacks.CASES} == {"judge", "sandbox"}
     controls = {c.must for c in attacks.CASES if c.klass == "control"}
     assert controls == {"pass", "fail"}
     names = {a.name for a in sandbox_attacks.suite()}
@@ -27,7 +28,13 @@ def test_each_class_has_two_variants_and_both_kinds_of_control():
 
 @pytest.mark.parametrize(
     "name",
-    ["code_free_names_fake_math_class", "code_hidden_input_memory_files", "code_hidden_status_error_kind"],
+    [
+        "code_free_names_fake_math_class",
+        "code_hidden_input_memory_files",
+        "code_hidden_status_error_kind",
+        "code_public_setup_process_memory",
+        "code_feedback_text_surrogate_error",
+    ],
 )
 def test_the_classes_that_got_through_before_are_contained(sb, name):
     case = next(c for c in attacks.CASES if c.name == name)
@@ -35,12 +42,34 @@ def test_the_classes_that_got_through_before_are_contained(sb, name):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", ["code_verdict_oracle_learn_by_arguments", "code_judge_stall_fraction_forged"])
+def test_an_answer_cannot_learn_from_its_calls_or_stall_the_judge(sb, name):
+    case = next(c for c in attacks.CASES if c.name == name)
+    assert asyncio.run(attacks.run_case(sb, case)) == ""
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", sandbox_attacks.isolated_backends())
-def test_every_attack_is_contained_and_every_control_scores_as_it_must(backend):
+def test_every_attack_the_judge_must_contain_is_contained_and_every_control_scores_as_it_must(backend):
     verdicts = asyncio.run(attacks.run_all(backend))
-    assert {k: v for k, v in verdicts.items() if v} == {}
+    judged = {c.name for c in attacks.CASES if c.contained_by == "judge"}
+    assert {k: v for k, v in verdicts.items() if v and k in judged} == {}
     s = attacks.summary(verdicts)
     assert s["escaped"] == 0 and s["controls"]["honest_right_passed"] == s["controls"]["honest_right"]
+    assert s["escaped_sandbox_level"] == sum(1 for k, v in verdicts.items() if v and k not in judged)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    reason="a channel through the host kernel's shared state (page cache, the RAM disk's inode counter): only "
+    "the sandbox can close it (a tmpfs per job, no page-cache state a job can change); see docs/code.md",
+    strict=False,
+)
+@pytest.mark.parametrize("backend", sandbox_attacks.isolated_backends())
+@pytest.mark.parametrize("name", [c.name for c in attacks.CASES if c.contained_by == "sandbox"])
+def test_channels_through_the_kernel_are_contained_by_the_sandbox(backend, name):
+    case = next(c for c in attacks.CASES if c.name == name)
+    assert asyncio.run(attacks.run_case(Sandbox(backend=backend, concurrency=2), case)) == ""
 
 
 def test_the_host_holds_at_most_a_bounded_backlog_of_a_flooding_candidate():
@@ -60,5 +89,5 @@ def test_the_host_holds_at_most_a_bounded_backlog_of_a_flooding_candidate():
 
     backlog = asyncio.run(main())
     items = [backlog.get_nowait() for _ in range(backlog.qsize())]
-    assert len(items) == 3  # its greeting and names, then how it ended: nothing of the flood
+    assert len(items) == 2  # its greeting, then how it ended: nothing of the flood (it was sent nothing)
     assert items[-1].startswith(b"E 7 ") and b'"too_long": "flood"' in items[-1]

@@ -3,6 +3,7 @@ that must fail, and multi-turn feedback that never gives away the hidden tests."
 
 import asyncio
 import importlib.resources
+import json
 import re
 import time
 from dataclasses import replace
@@ -394,3 +395,84 @@ def test_a_judge_that_ends_without_a_verdict_fails_the_answer_and_feedback_stays
     assert g.feedback == ""  # built from the public results by grade(): nothing of the hidden run
     g = _grade_of(ADD, Verdict(None, None, Result(status="timeout")), public=False)
     assert g.status == "timeout" and "without a verdict (timeout" in g.feedback
+
+
+def test_every_assert_of_a_check_runs_whatever_the_earlier_ones_gave(sb):
+    # HumanEval's check stops at its first failed assert, so being called again would tell an answer that
+    # its last result was right: the judge records each assert and goes on, wrong answers or right
+    p = HE["Sample/0"]  # five asserts, four of them calls
+    wrong = run(grade(sb, p, "def count_vowel_words(words):\n    return -1\n"))
+    right = run(grade(sb, p, p.solution))
+    assert wrong.results[0]["checks"] == {"made": 5, "failed": 4} and wrong.status == "incorrect"
+    assert "got -1, expected 2" in wrong.detail  # the first failure is the test's
+    assert right.results[0]["checks"] == {"made": 5, "failed": 0} and right.status == "correct"
+    raising = run(grade(sb, p, "def count_vowel_words(words):\n    raise KeyError(words)\n"))
+    assert raising.results[0]["checks"] == {"made": 5, "failed": 4} and raising.status == "runtime_error"
+
+
+def test_a_test_whose_calls_would_follow_the_results_is_refused(sb, tmp_path):
+    # `and` calls f(2) only when f(1) was right: the answer would learn its verdicts from its calls
+    short_circuit = "assert add_two(1, 1) == 2 and add_two(2, 2) == 4"
+    native = {"id": "p", "prompt": ADD.prefix, "entry_point": "add_two", "tests": [short_circuit]}
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps(native) + "\n")
+    with pytest.raises(UserError, match=r"p.jsonl:1: .*line 1: `add_two\(1, 1\) == 2` can decide which calls follow"):
+        load_problems(path)
+    mbpp = {
+        "task_id": 1,
+        "text": "Add.",
+        "code": ADD.solution,
+        "test_list": ["assert add_two(0, 0) == 0", short_circuit],
+    }
+    path.write_text(json.dumps(mbpp) + "\n" + json.dumps({**mbpp, "task_id": 2, "test_list": mbpp["test_list"][:1]}))
+    skipped: list = []
+    assert [p.id for p in load_problems(path, skipped=skipped)] == ["2"]
+    assert skipped[0].id == "1" and "would tell an answer its verdicts" in skipped[0].reason
+    # a problem made in code, past the loaders: the judge refuses the test itself
+    built = replace(ADD, tests=(CodeTest(text=short_circuit, source=short_circuit), *ADD.tests))
+    g = run(grade(sb, built, ADD.solution))
+    assert g.results[0]["status"] == "problem_error" and "its calls would follow the results" in g.detail
+    assert g.passed == len(ADD.tests)  # the other tests ran
+
+
+def test_the_public_run_loads_only_the_setup_its_public_tests_need(sb):
+    # MBPP 927's shape: the setup builds the public test's tree and the hidden tests' trees
+    p = MBPP["9006"]
+    code, mixed = p.public_setup()
+    assert "root = Node(1)" in code and "root1" not in code and "777" not in code and mixed == ""
+    spy = (
+        "import os\nclass Node:\n    def __init__(self, data):\n        self.data, self.left, self.right = data, None, None\n"
+        "def max_height(node):\n"
+        "    return [sorted(k for k, v in globals().items() if isinstance(v, Node)), sorted(os.listdir('.'))]\n"
+    )
+    g = run(grade(sb, p, spy, public=True))
+    assert "Your code gave: [['root'], ['candidate.py', 'solution.py']]" in g.feedback
+    assert run(grade(sb, p, p.solution, public=True)).status == "correct"  # the hidden tests get all of it
+    # 9003's setup builds `leaf`, a hidden test's input, as part of the public test's `root`: said so
+    assert MBPP["9003"].public_setup()[1] == "line 5 binds leaf, which only hidden tests use, for the public tests too"
+
+
+def test_a_huge_fraction_is_refused_before_the_judge_rebuilds_it(sb):
+    # rebuilding a Fraction takes a gcd, quadratic and in one C call: 4-Mbit parts would hold the judge minutes
+    huge = (
+        "import fractions, random\n_r = random.Random(0)\n_f = fractions.Fraction(1, 3)\n"
+        "_f._numerator, _f._denominator = _r.getrandbits(1 << 22) | 1, _r.getrandbits(1 << 22) | 1\n"
+        "def add_two(a, b):\n    return _f\n"
+    )
+    g = run(grade(sb, ADD, huge))
+    assert (
+        g.status == "runtime_error" and "a Fraction whose numerator or denominator has more than 65536 bits" in g.detail
+    )
+    small = "import fractions\ndef add_two(a, b):\n    return fractions.Fraction(4 * (a + b), 4)\n"
+    assert run(grade(sb, ADD, small)).status == "correct"
+
+
+def test_feedback_is_valid_text_whatever_the_answer_writes(sb):
+    # a lone surrogate crosses JSON as \udcff; no UTF-8 encoder or fast tokenizer takes it raw
+    from tempering.models.tokenizer import char_tokenizer
+
+    env = CodeEnv(problem_task(HE["Sample/1"]), sb, max_turns=2)
+    step = run(env.step("def mean_absolute_deviation(numbers):\n    raise ValueError('\\udcff wrong \\ud800')\n"))
+    assert "ValueError: \\udcff wrong \\ud800" in step.feedback  # shown, escaped
+    step.feedback.encode("utf-8")
+    assert char_tokenizer()(step.feedback)["input_ids"]

@@ -68,7 +68,7 @@ def test_humaneval_sample_runs_check_as_written_after_the_prompt():
 
 def test_mbpp_sample_keeps_setup_code_and_shows_the_first_test():
     problems = {p.id: p for p in load_problems(SAMPLES / "mbpp.jsonl")}
-    assert sorted(problems) == ["9001", "9002", "9003", "9004", "9005"]
+    assert sorted(problems) == ["9001", "9002", "9003", "9004", "9005", "9006"]
     tree = problems["9003"]
     assert tree.entry_point == "tree_height" and tree.prefix == ""
     assert "class Node" in tree.setup and len(tree.tests) == 3
@@ -128,7 +128,7 @@ def test_gzip_json_array_and_explicit_format(tmp_path):
     rows = [json.loads(line) for line in (SAMPLES / "mbpp.jsonl").read_text().splitlines()]
     array = tmp_path / "mbpp.json"
     array.write_text(json.dumps(rows))
-    assert len(load_problems(array)) == 5
+    assert len(load_problems(array)) == 6
     gz = tmp_path / "HumanEval.jsonl.gz"
     gz.write_bytes(gzip.compress((SAMPLES / "humaneval.jsonl").read_bytes()))
     assert [p.format for p in load_problems(gz, format="humaneval")] == ["humaneval"] * 5

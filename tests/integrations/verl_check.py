@@ -8,7 +8,7 @@ import torch
 from verl.trainer.ppo import core_algos
 
 import tempering.integrations.verl as adapter
-from tempering.algos.credit import CREDIT, TurnTensors
+from tempering.algos.credit import TurnTensors
 from tempering.algos.losses import LossNorm, ppo_clip_loss
 
 torch.manual_seed(0)
@@ -63,14 +63,14 @@ def expected_tokens(adv_NGK, mask, order):
 
 report = {"transformers": __import__("transformers").__version__}
 report["registered_by_plugin"] = (
-    all(core_algos.get_adv_estimator_fn(f"tempering_{n}").__name__ == f"tempering_{n}" for n in CREDIT)
+    all(core_algos.get_adv_estimator_fn(f"tempering_{n}").__name__ == f"tempering_{n}" for n in adapter.VERL_CREDIT)
     and core_algos.get_policy_loss_fn("tempering_ppo_clip") is adapter.ppo_clip_policy_loss
 )
 report["estimators"] = sorted(k for k in core_algos.ADV_ESTIMATOR_REGISTRY if k.startswith("tempering_"))
 
 mask, rew, index, order, tt = multi_turn_batch()
 diffs = {}
-for name, fn in CREDIT.items():
+for name, fn in adapter.VERL_CREDIT.items():
     got, _ = core_algos.get_adv_estimator_fn(f"tempering_{name}")(
         token_level_rewards=rew, response_mask=mask, index=index, config=None
     )

@@ -56,7 +56,7 @@ class TurnTensors:
     """Sum of the shaping terms of each turn (None: no shaping)."""
     components_NGC: torch.Tensor | None = None
     """Each reward function's value for the episode's last turn (`Turn.info["rewards"]`, environments with
-    several reward functions), in the order of `component_names`; None when the episodes have none."""
+    several reward functions), in the order of `component_names`; None when the episodes have none, or name different ones."""
     component_names: tuple[str, ...] = ()
 
     @property
@@ -100,9 +100,7 @@ def turn_tensors(groups: list[Group]) -> TurnTensors:
         (e.turns[-1].info.get("rewards") or {}) if e.turns else {} for g in groups for e in g.episodes
     ]
     components, names = None, tuple(dict.fromkeys(k for p in parts for k in p))
-    if names:
-        if any(set(p) != set(names) for p in parts):
-            raise ValueError(f"every episode must report the same reward functions ({', '.join(names)})")
+    if names and all(set(p) == set(names) for p in parts):  # else only gdpo, which needs them, refuses
         components = torch.tensor([[float(p[k]) for k in names] for p in parts]).view(N, G, len(names))
     return TurnTensors(scores, success, valid, tokens, rewards, cf_mean, cf_mask, None, components, names)
 
@@ -186,6 +184,12 @@ def gdpo_credit(
     """GDPO: each reward function's values normalised within the group, then summed with `weights` (by
     function name; default 1 each) and normalised over the batch (`tokens`: verl; `episodes`: TRL). The
     shaping terms are one more component."""
+    if t.components_NGC is None and t.component_names:
+        raise ValueError(
+            f"loss.advantage=gdpo needs every episode to report the same reward functions; these report "
+            f"{', '.join(t.component_names)} only in part (an environment that names its parts per outcome "
+            "cannot be normalised per function); use loss.advantage=grpo"
+        )
     if t.components_NGC is None:
         raise ValueError(
             "loss.advantage=gdpo normalises each reward function on its own, and these episodes report one reward; "

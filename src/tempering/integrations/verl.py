@@ -15,7 +15,8 @@ How verl's batch maps onto tempering's (N groups, G episodes, K turns) tensors:
   turn's score, as in tempering's own rollouts.
 
 Every entry of `tempering.algos.credit.CREDIT` is registered (adding a credit function there adds it
-here). Keyword arguments per estimator come from `register(credit_args=...)` or the environment
+here), except `gdpo`: it normalises each reward function on its own, and verl's `token_level_rewards`
+carry one summed reward (use verl's own `gdpo` estimator). Keyword arguments per estimator come from `register(credit_args=...)` or the environment
 variable TEMPERING_VERL_CREDIT_ARGS (JSON, e.g. '{"tempering_leap": {"gamma": 0.5}}').
 """
 
@@ -33,6 +34,7 @@ from tempering.algos.losses import AGG_MODES, LossNorm, ppo_clip_loss
 from tempering.errors import UserError
 
 PREFIX = "tempering_"
+VERL_CREDIT = {name: fn for name, fn in CREDIT.items() if name != "gdpo"}
 SUCCESS_THRESHOLD = 1.0
 PENDING: dict[str, str] = {
     "tempering_direct_opd_topk": "verl's policy-loss signature passes the sampled token's log-prob only; the "
@@ -105,7 +107,7 @@ def verl_to_turns(
 
 def credit_estimator(name: str, **credit_args) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
     """tempering credit function `name` with verl's advantage-estimator signature."""
-    fn = CREDIT[name]
+    fn = VERL_CREDIT[name]
 
     def estimator(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index=None, config=None, **_):
         if index is None:
@@ -202,13 +204,13 @@ def register(credit_args: dict[str, dict[str, Any]] | None = None) -> list[str]:
     except ImportError as e:
         raise UserError("the verl adapter needs verl: pip install 'tempering[verl]'") from e
     args = {**_env_args(), **(credit_args or {})}
-    unknown = sorted(set(args) - {PREFIX + n for n in CREDIT})
+    unknown = sorted(set(args) - {PREFIX + n for n in VERL_CREDIT})
     if unknown:
         raise UserError(
-            f"credit arguments for unknown estimators {unknown}; known: {sorted(PREFIX + n for n in CREDIT)}"
+            f"credit arguments for unknown estimators {unknown}; known: {sorted(PREFIX + n for n in VERL_CREDIT)}"
         )
     names = []
-    for name in CREDIT:
+    for name in VERL_CREDIT:
         key = PREFIX + name
         # re-registration replaces ours (verl refuses a different function under a taken name)
         core_algos.ADV_ESTIMATOR_REGISTRY.pop(key, None)

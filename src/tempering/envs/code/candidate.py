@@ -6,10 +6,11 @@ judge, in another job, reads what comes out of this job as the candidate's decla
 JSON data, decoded without running code.
 
 The job's stdout is the channel to the host (one JSON line per reply); the candidate's own prints go
-nowhere. stdin: one JSON line per request {"op": "call" | "get" | "truth", "target": [...],
-"args": base64(pickle((args, kwargs)))} (the judge's pickles: handles on this process's objects
-come back as `_remote` calls). The first lines out are {"hello": true}, then {"names": {name: kind}}
-or {"load_error": {...}, "stage": "solution" | "setup"}.
+nowhere. stdin: first {"setup": code} (the setup code this job loads: it is in no file), then one
+JSON line per request {"op": "call" | "get" | "truth", "target": [...], "args":
+base64(pickle((args, kwargs)))} (the judge's pickles: handles on this process's objects come back as
+`_remote` calls). The first lines out are {"hello": true}, then {"names": {name: kind}} or
+{"load_error": {...}, "stage": "solution" | "setup"}.
 """
 
 import base64
@@ -124,8 +125,7 @@ def _remote(target):  # the judge pickles its handles on this process's objects 
 
 def main() -> None:
     send({"hello": True})
-    with open("setup.py") as f:
-        setup = f.read()
+    setup = json.loads(sys.stdin.readline())["setup"]
     stage = "solution"
     try:
         with open("solution.py") as f:

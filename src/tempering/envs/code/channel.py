@@ -53,8 +53,8 @@ class Verdict:
     """The judge job's sandbox `Result`."""
 
 
-async def judge(sandbox: Sandbox, spec: dict, program: str, setup: str, wall_s: float) -> Verdict:
-    """Run the judge on `spec` (see judge.py) against `program`, `setup` being the problem's setup code."""
+async def judge(sandbox: Sandbox, spec: dict, program: str, wall_s: float) -> Verdict:
+    """Run the judge on `spec` (see judge.py) against `program`."""
     to_judge = _Backlog()
     lines: asyncio.Queue[bytes] = asyncio.Queue()
     on_stdout = _lines_to(lines.put_nowait)
@@ -87,7 +87,7 @@ async def judge(sandbox: Sandbox, spec: dict, program: str, setup: str, wall_s: 
                 line = get.result()
             else:
                 line = lines.get_nowait()
-            msg = json.loads(line)
+            msg = valid_text(json.loads(line))
             op, jid = msg.pop("op"), msg.get("id")
             if op == "report":
                 report = msg
@@ -96,7 +96,7 @@ async def judge(sandbox: Sandbox, spec: dict, program: str, setup: str, wall_s: 
                 public = msg
             elif op == "start":
                 inboxes[jid] = _Inbox()
-                job = _candidate_job(program, setup, wall_s)
+                job = _candidate_job(program, wall_s)
                 candidates[jid] = asyncio.ensure_future(_serve(sandbox, job, jid, inboxes[jid], to_judge))
             elif op == "send" and jid in inboxes:
                 inboxes[jid].put_nowait(msg["line"].encode() + b"\n")
@@ -118,11 +118,25 @@ async def judge(sandbox: Sandbox, spec: dict, program: str, setup: str, wall_s: 
     return Verdict(report, public, result)
 
 
-def _candidate_job(program: str, setup: str, wall_s: float) -> Job:
+def valid_text(value):
+    """`value` (decoded JSON) with every string valid Unicode text: a lone surrogate, which JSON can
+    carry from a candidate's value, message or output and no UTF-8 encoder or tokenizer accepts, is
+    written as its escape (`\\udcff`)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, list):
+        return [valid_text(v) for v in value]
+    if isinstance(value, dict):
+        return {valid_text(k): valid_text(v) for k, v in value.items()}
+    return value
+
+
+def _candidate_job(program: str, wall_s: float) -> Job:
+    """A function problem's candidate job: the judge sends it the setup code it loads, on its stdin."""
     return Job(
         cmd=["python3", "-I", "candidate.py", str(VALUE_LIMIT)],
         files={"solution.py": program},
-        readonly_files={"candidate.py": CANDIDATE, "setup.py": setup},
+        readonly_files={"candidate.py": CANDIDATE},
         env=dict(JOB_ENV),
         limits=Limits(wall_s=wall_s, cpu_s=wall_s, memory_mb=MEMORY_MB, nproc=32, output_bytes=1 << 16),
     )
@@ -176,8 +190,8 @@ async def _serve(sandbox: Sandbox, job: Job, jid: int, inbox: _Inbox | None, to_
     def relay(line: bytes) -> None:
         nonlocal lines
         lines += 1
-        # a candidate job writes a greeting, its names, then one line per request: more is a flood
-        if to_judge.size > BACKLOG or (inbox is not None and lines > inbox.sent + 2):
+        # a candidate job writes a greeting, then one line per message (its names answer the setup): more is a flood
+        if to_judge.size > BACKLOG or (inbox is not None and lines > inbox.sent + 1):
             flood.set()
             too_long.set()
         elif not too_long.is_set():

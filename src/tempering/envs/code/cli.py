@@ -111,6 +111,12 @@ def cmd_check(args) -> int:
     shown = [p.id for p in problems if {key(t) for t in p.tests} <= {key(t) for t in p.public_tests}]
     if shown:
         print(f"note: every reward test of {len(shown)} problem(s) is public, so feedback shows them all: {shown[:10]}")
+    mixed = [f"{p.id} ({why})" for p in problems if (why := p.public_setup()[1])]
+    if mixed:
+        print(
+            f"note: hidden inputs may be in the public run of {len(mixed)} problem(s): {'; '.join(mixed[:10])}; "
+            "its feedback could show them"
+        )
     print(
         f"{len(with_ref) - bad} of {len(with_ref)} reference solutions pass; "
         f"{len(problems) - len(with_ref)} problems have none."

@@ -95,6 +95,7 @@ def judge_spec(
         "supplied": problem.supplied_names() if problem.kind == "function" else [],
         "prefix": problem.prefix,
         "setup": problem.setup,
+        "public_setup": problem.public_setup()[0],
         "reference": problem.program(problem.solution) if problem.solution else "",
         "solution": program,
         "tests": [spec(t) for t in problem.tests],
@@ -166,7 +167,7 @@ async def _judge(
 ) -> Verdict:
     spec = judge_spec(problem, program, public, stop_at_timeout, limits)
     wall = spec["time_budget_s"] * (2 if public else 1) + 60.0
-    return await channel.judge(sandbox, spec, program, problem.setup, wall)
+    return await channel.judge(sandbox, spec, program, wall)
 
 
 def _describe(result: dict, kind: str) -> str:

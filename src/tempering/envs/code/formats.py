@@ -351,6 +351,11 @@ def load_problems(
     for where, record in records:
         try:
             problem = parse(record, where)
+            why = problem.calls_follow_results()
+            if why and format == "native":
+                raise UserError(f"{where}: {why}: write each check as an assert of its own.")
+            if why:
+                raise Unjudgeable(f"{where}: {why}, which would tell an answer its verdicts.")
         except Unjudgeable as e:
             rid = (
                 record.get("task_id", record.get("question_id", record.get("id", "")))

@@ -4,8 +4,13 @@ process, a namespace, a PID namespace or a file: the candidate cannot name the j
 receives only what the candidate declares, through a channel the host owns.
 
 - function problems: a candidate job (candidate.py) loads solution.py, then the problem's setup code
-  in the same namespace (as MBPP's harness does: it may build objects of the solution's classes).
-  The tests run here, as the benchmark wrote them (HumanEval's `check(candidate)`, MBPP's asserts).
+  in the same namespace (as MBPP's harness does: it may build objects of the solution's classes);
+  the setup reaches it on its stdin, and a public run's job gets only the statements the public tests
+  need. The tests run here, as the benchmark wrote them (HumanEval's `check(candidate)`, MBPP's
+  asserts), except that every assert is recorded instead of stopping the test (`Checks`): the calls a
+  test makes never depend on whether an earlier check passed, so being called again tells an answer
+  nothing. A test whose own control flow would decide its calls from the results is not run
+  (`calls_follow_results`).
   A test's free names resolve here, from the problem's own code (its prefix, the imports of its
   setup and of its reference solution), the builtins and the real modules; only the names the
   reference solution and the setup code define (the entry point, helper classes, objects the setup
@@ -60,6 +65,9 @@ LOAD_GRACE_S = 5.0
 QUEUE_S = 120.0
 """Seconds the host may take to start a candidate job (it may wait for a free slot)."""
 CLIP = 300
+FRACTION_BITS = 1 << 16
+"""Bits a Fraction's numerator or denominator may have: rebuilding one takes a gcd, quadratic in its
+size and in one C call no alarm interrupts (65536 bits: tens of milliseconds)."""
 
 
 class SolutionFailed(BaseException):
@@ -77,12 +85,6 @@ class Deadline(BaseException):
 
 class ProblemBroken(BaseException):
     """The problem itself cannot run (its test sends what cannot cross to the solution)."""
-
-
-class Mismatch(Exception):
-    def __init__(self, got, expected):
-        super().__init__("the values differ")
-        self.got, self.expected = got, expected
 
 
 def clip(text: str, limit: int = CLIP) -> str:
@@ -229,6 +231,10 @@ _MAP = {
 }
 
 
+class TooCostly(ValueError):
+    """A value whose rebuilding here would cost more than its size allows (a huge Fraction)."""
+
+
 def _of(value, kind):
     if type(value) is not kind:
         raise ValueError(f"expected {kind.__name__}")
@@ -254,7 +260,10 @@ def decode(x, solution, depth=0):
         pairs = [_of(p, list) for p in _of(x[1], list)]
         return _MAP[tag]({decode(k, solution, depth + 1): decode(v, solution, depth + 1) for k, v in pairs})
     if tag == "Fraction":
-        return fractions.Fraction(int(_of(x[1], str), 16), int(_of(x[2], str), 16))
+        parts = [int(_of(v, str), 16) for v in (x[1], x[2])]
+        if max(abs(v).bit_length() for v in parts) > FRACTION_BITS:
+            raise TooCostly(f"a Fraction whose numerator or denominator has more than {FRACTION_BITS} bits")
+        return fractions.Fraction(*parts)
     if tag == "Decimal":
         return decimal.Decimal(_of(x[1], str))
     if tag == "range":
@@ -321,11 +330,15 @@ class Solution:
         self.timeout_message = ""
         self.failure: SolutionFailed | None = None
         """Set once the job timed out, died or broke the protocol: every later request fails alike."""
+        self.closed = False
         self.names: dict[str, str] = {}
 
-    def load(self, load_s: float, message: str) -> None:
-        """Start the job and load solution.py (and the setup code); SolutionFailed if it does not load."""
+    def load(self, load_s: float, message: str, setup: str) -> None:
+        """Start the job and load solution.py, then `setup` (the problem's setup code, or the part of it
+        the phase's tests need); SolutionFailed if it does not load. The setup reaches the job on its
+        stdin: it is in no file the candidate could read."""
         self.channel.op({"op": "start", "id": self.id})
+        self.channel.op({"op": "send", "id": self.id, "line": json.dumps({"setup": setup})})
         self.deadline, self.timeout_message = time.monotonic() + QUEUE_S, "no candidate job could be started"
         if self._reply().get("hello") is not True:
             raise self._broken("the solution's process broke the judge's protocol")
@@ -365,6 +378,8 @@ class Solution:
         if "value" in reply:
             try:
                 return decode(reply["value"], self)
+            except TooCostly as e:
+                raise SolutionFailed("runtime_error", f"the value returned cannot be judged: {e}") from None
             except Exception as e:  # data that does not make a value: the candidate's to answer for
                 raise SolutionFailed(
                     "runtime_error", f"the solution sent a value the judge cannot read ({describe(e)})"
@@ -385,6 +400,8 @@ class Solution:
     def _exchange(self, request: dict) -> dict:
         if self.failure is not None:
             raise self.failure
+        if self.closed:
+            raise SolutionFailed("runtime_error", "a value from an earlier run of the solution was used again")
         self.channel.op({"op": "send", "id": self.id, "line": json.dumps(request)})
         return self._reply()
 
@@ -414,7 +431,9 @@ class Solution:
         return reply
 
     def close(self) -> None:
-        self.channel.op({"op": "stop", "id": self.id})
+        if not self.closed:
+            self.closed = True
+            self.channel.op({"op": "stop", "id": self.id})
 
 
 def ended_how(info: dict) -> str:
@@ -456,15 +475,6 @@ def same_output(got: str, expected: str) -> bool:
     return True
 
 
-def _compare_assert(tree: ast.Module):
-    """(left, right) of a test that is exactly `assert <left> == <right>`, else None."""
-    if len(tree.body) == 1 and isinstance(tree.body[0], ast.Assert):
-        test = tree.body[0].test
-        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
-            return ast.Expression(test.left), ast.Expression(test.comparators[0])
-    return None
-
-
 def result(status: str, got: str = "", expected: str = "", error: str = "", error_type: str = "") -> dict:
     return {
         "passed": status == "passed",
@@ -493,6 +503,252 @@ def _imports(code: str) -> list[ast.stmt]:
     return found
 
 
+# -- checks that do not stop the test -----------------------------------------------------------
+
+
+class Checks:
+    """The asserts of one test, recorded as they run (the test goes on after a failed one), so that
+    the calls a test makes never depend on whether an earlier check passed: HumanEval's `check`
+    would otherwise stop at its first failed assert, and being called again would tell the answer
+    that its last result was right. The first failure is the test's; it is rendered after the phase
+    (`render`), so a failure costs the judge no more time between two calls than a pass."""
+
+    def __init__(self, tol: float | None):
+        self.tol = tol
+        self.made = 0
+        self.failed = 0
+        self.first: tuple | None = None
+
+    def check(self, value, message=None) -> None:
+        ok = bool(value)  # may ask the candidate (a handle's truth) or raise: the test's code records that
+        self._count(ok, ("assert", None, None, message))
+
+    def equal(self, got, expected, message=None) -> None:
+        ok = same(got, expected, self.tol) if self.tol is not None else bool(got == expected)
+        self._count(ok, ("equal", got, expected, message))
+
+    def error(self, e: Exception) -> None:
+        self._count(False, ("raised", e, None, None))
+
+    def _count(self, ok: bool, failure: tuple) -> None:
+        self.made += 1
+        if not ok:
+            self.failed += 1
+            if self.first is None:
+                self.first = failure
+
+    def render(self) -> dict:
+        """The first failure as a result (values and messages shown only now, the candidate's job ended)."""
+        assert self.first is not None
+        kind, a, b, message = self.first
+        said = ""
+        if message is not None:
+            try:
+                said = str(message())
+            except BaseException:
+                said = "(its message cannot be shown)"
+        if kind == "equal":
+            return result(
+                "incorrect", got=show(a), expected=show(b), error=f"the assertion failed {said}" if said else ""
+            )
+        if kind == "assert":
+            return result("incorrect", error=clip(f"the assertion failed {said}".strip()))
+        return raised(a)
+
+
+def raised(e: BaseException) -> dict:
+    """The result of a test whose code raised `e`: the candidate's exception, or the test's own."""
+    if hasattr(e, "solution_traceback"):
+        return result("runtime_error", error=e.solution_traceback, error_type=type(e).__name__)
+    if isinstance(e, AssertionError):
+        return result("incorrect", error=clip(f"the assertion failed {_message(e)}".strip()))
+    return result("incorrect", error=clip(f"the test raised {describe(e)}"))
+
+
+class _Recorded(ast.NodeTransformer):
+    """`assert T, M` -> `try: __judge__.check(T, lambda: M) / except Exception as e: __judge__.error(e)`,
+    and `assert L == R` -> `__judge__.equal(L, R, ...)` (so the values are kept for the report). T, L
+    and R are evaluated where the assert was, in its scope; the judge's own exceptions (timeouts, a
+    dead candidate) are BaseExceptions and still end the test."""
+
+    def visit_Assert(self, node: ast.Assert) -> ast.stmt:
+        test = node.test
+        message = [ast.Lambda(_NO_ARGS, node.msg)] if node.msg is not None else []
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+            call = _judge_call("equal", [test.left, test.comparators[0], *message])
+        else:
+            call = _judge_call("check", [test, *message])
+        handler = ast.ExceptHandler(
+            ast.Name("Exception", ast.Load()),
+            "__judge_error__",
+            [ast.Expr(_judge_call("error", [ast.Name("__judge_error__", ast.Load())]))],
+        )
+        return ast.copy_location(ast.Try([ast.Expr(call)], [handler], [], []), node)
+
+
+_NO_ARGS = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+
+
+def _judge_call(method: str, args: list) -> ast.Call:
+    return ast.Call(ast.Attribute(ast.Name("__judge__", ast.Load()), method, ast.Load()), args, [])
+
+
+def recorded(tree: ast.Module) -> ast.Module:
+    """`tree` with its asserts turned into recorded checks (see Checks)."""
+    return ast.fix_missing_locations(_Recorded().visit(tree))
+
+
+# -- tests whose calls would follow the answer's results ----------------------------------------
+
+_LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.comprehension, ast.GeneratorExp, ast.ListComp, ast.SetComp,
+          ast.DictComp, ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)  # fmt: skip
+"""Constructs whose code may run again (a later call then follows whatever they decided)."""
+_BROAD = {"AssertionError", "Exception", "BaseException"}
+
+
+def calls_follow_results(tree: ast.Module, candidate: set[str], known: set[str] = frozenset()) -> str:
+    """Where a test's calls to the candidate could depend on the answer's results: '' when they cannot.
+    With its asserts recorded (see Checks), a test decides its calls from results only through its own
+    control flow: a branch, a loop, a short-circuit (`and`, `or`, `all(...)` over a generator), or an
+    exception outside an assert, whose outcome mixes a value of the candidate with the test's own data
+    (a constant, a variable), followed by another call; or by catching its own failed asserts. Such a
+    test would tell an answer which of its results were right, so the judge does not run it.
+    `candidate`: the names the candidate supplies; `known`: names of the problem's own code (its
+    functions and imports), which carry no data of the test."""
+    tainted = _tainted(tree, set(candidate))
+    known = set(known) | _defined(tree)
+    sites = [(n.lineno, n.col_offset) for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in tainted]
+    loops: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, _LOOPS):
+            loops.update(id(inner) for inner in ast.walk(node) if inner is not node)
+        if isinstance(node, ast.While):
+            loops.add(id(node.test))
+    for node, decision in _decisions(tree):
+        if _mixes(decision, tainted, known):
+            end = (decision.end_lineno or 0, decision.end_col_offset or 0)
+            if id(decision) in loops or id(node) in loops or any(s > end for s in sites):
+                return f"line {decision.lineno}: `{clip(ast.unparse(decision), 80)}` can decide which calls follow"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(isinstance(n, ast.Assert) for s in node.body for n in ast.walk(s)):
+            for handler in node.handlers:
+                caught = {_name(n) for n in ast.walk(handler.type)} if handler.type is not None else _BROAD
+                if caught & _BROAD:
+                    return f"line {node.lineno}: it catches its own failed asserts"
+    return ""
+
+
+def _decisions(tree: ast.Module):
+    """(node, expression) of every place where code decides what runs next, outside an assert's own
+    verdict: branches, loops' iterables, short-circuits, and statements that may raise midway."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.If, ast.While, ast.IfExp)):
+            yield node, node.test
+        elif isinstance(node, ast.BoolOp):
+            yield from ((node, v) for v in node.values[:-1])
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            yield node, node.iter
+            yield from ((node, c) for c in getattr(node, "ifs", []))
+        elif isinstance(node, ast.GeneratorExp):  # consumed lazily: all() / any() stop early
+            yield node, node.elt
+        elif isinstance(node, ast.Match):
+            yield node, node.subject
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return)):
+            if node.value is not None:
+                yield node, node.value
+        elif isinstance(node, ast.Raise) and node.exc is not None:
+            yield node, node.exc
+
+
+def _name(node: ast.AST) -> str:
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _root(node: ast.AST) -> str:
+    """The name an attribute, item or call chain starts from ('' when none)."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _mixes(expr: ast.AST, tainted: set[str], known: set[str]) -> bool:
+    """Whether `expr` combines a value of the candidate with the test's own data. A call of the
+    candidate stands for its result (its arguments are looked at on their own)."""
+    own = data = False
+    todo = [expr]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Call) and _root(node.func) in tainted:
+            own = True
+            if any(_mixes(a, tainted, known) for a in [*node.args, *(k.value for k in node.keywords)]):
+                return True
+            continue
+        if isinstance(node, ast.Name):
+            if node.id in tainted:
+                own = True
+            elif node.id not in known and not hasattr(builtins, node.id):
+                data = True
+            continue
+        if isinstance(node, ast.Constant):
+            data = data or (node.value is not None and node.value is not Ellipsis)
+            continue
+        if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):  # a function's name is no data
+            todo.extend([*node.args, *(k.value for k in node.keywords)])
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return own and data
+
+
+def _defined(tree: ast.Module) -> set[str]:
+    """Names the test binds to functions, classes and modules (no data of its own)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def _tainted(tree: ast.Module, names: set[str]) -> set[str]:
+    """`names` and every name bound, anywhere in the test, from a value that may come from them: by
+    assignment, a loop, `with`, a call's parameters, a function returning one."""
+    functions = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    uses = lambda node: any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+    while True:
+        before = len(names)
+        for node in ast.walk(tree):
+            bound: list[tuple[ast.AST, ast.AST]] = []
+            if isinstance(node, ast.Assign):
+                bound = [(t, node.value) for t in node.targets]
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+                bound = [(node.target, node.value)]
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+                bound = [(node.target, node.iter)]
+            elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+                bound = [(node.optional_vars, node.context_expr)]
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                returns = [n.value for n in ast.walk(node) if isinstance(n, (ast.Return, ast.Yield)) and n.value]
+                if any(uses(r) for r in returns):
+                    names.add(node.name)
+            elif isinstance(node, ast.Call):
+                callee = node.func if isinstance(node.func, ast.Lambda) else functions.get(_root(node.func))
+                if callee is not None and isinstance(node.func, (ast.Name, ast.Lambda)):
+                    params = callee.args
+                    every = [*params.posonlyargs, *params.args, *params.kwonlyargs]
+                    every += [a for a in (params.vararg, params.kwarg) if a is not None]
+                    passed = [*node.args, *(k.value for k in node.keywords)]
+                    if any(uses(a) for a in passed):  # which parameter: all of them may hold it
+                        names.update(a.arg for a in every)
+            for target, value in bound:
+                if uses(value):
+                    names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        if len(names) == before:
+            return names
+
+
 # -- the judge ----------------------------------------------------------------------------------
 
 
@@ -505,6 +761,10 @@ class Judge:
         self.solution: Solution | None = None
         self.ns: dict[str, Any] = {}
         self.own: set[str] = set()
+        self.setup = spec["setup"]
+        """The setup code the candidate jobs of the phase running now load."""
+        self.refused: dict[str, str] = {}
+        """Tests whose calls would follow the answer's results (source -> where): not run."""
 
     def run(self) -> dict:
         report: dict[str, Any] = {"load_status": None, "load_error": None, "results": [], "public": None}
@@ -532,8 +792,14 @@ class Judge:
             return self._load_failed(report, "problem_error", f"the problem's own code failed: {describe(e)}")
         self.own = set(self.ns)
         """The problem's own names: they come before the candidate's."""
+        candidate = (set(self.spec["supplied"]) - self.own) | {self.spec["entry_point"]}
+        for source, tree in self.trees.items():
+            why = calls_follow_results(tree, candidate, self.own - candidate)
+            if why:
+                self.refused[source] = why
+            self.trees[source] = recorded(tree)
         if self.spec["run_public"]:
-            shown = self.run_phase(public)
+            shown = self.run_phase(public, setup=self.spec["public_setup"])
             report["public"] = shown["results"]
             self.channel.op({"op": "public", **shown})
             done = {json.dumps(t, sort_keys=True): r for t, r in zip(public, shown["results"])}
@@ -541,7 +807,7 @@ class Judge:
             done = {}
         todo = [t for t in tests if json.dumps(t, sort_keys=True) not in done]
         stop = self.spec["stop_at_timeout"] and any(r["status"] == "timeout" for r in done.values())
-        hidden = self.run_phase(todo, "not run: an earlier test timed out" if stop else None)
+        hidden = self.run_phase(todo, "not run: an earlier test timed out" if stop else None, self.spec["setup"])
         ran = dict(zip(map(id, todo), hidden["results"]))
         report["results"] = [done.get(json.dumps(t, sort_keys=True)) or ran[id(t)] for t in tests]
         report["load_status"], report["load_error"] = hidden["load_status"], hidden["load_error"]
@@ -555,9 +821,11 @@ class Judge:
             self.channel.op({"op": "public", "results": report["public"], "load_status": status, "load_error": error})
         return report
 
-    def run_phase(self, tests: list, stopped: str | None = None) -> dict:
-        """Run `tests` in fresh candidate jobs: {results, load_status, load_error}."""
+    def run_phase(self, tests: list, stopped: str | None = None, setup: str = "") -> dict:
+        """Run `tests` in fresh candidate jobs that load `setup`: {results, load_status, load_error}.
+        Failures are put in words only once the phase's last job has ended."""
         out: dict[str, Any] = {"results": [], "load_status": None, "load_error": None}
+        self.setup = setup
         try:
             out["results"] = self.run_tests(tests, stopped)
         except SolutionFailed as e:  # the solution did not load: every test of the phase fails alike
@@ -567,6 +835,10 @@ class Judge:
             if self.solution is not None:
                 self.solution.close()
                 self.solution = None
+        for res in out["results"]:
+            checks = res.pop("_checks", None)
+            if checks is not None and checks.first is not None:
+                res.update(checks.render(), seconds=res["seconds"])
         return out
 
     def run_tests(self, tests: list, stopped: str | None) -> list:
@@ -579,6 +851,12 @@ class Judge:
             if stopped is not None:
                 out.append(result("not_run", error=stopped))
                 continue
+            if test.get("source") in self.refused:
+                why = self.refused[test["source"]]
+                out.append(
+                    result("problem_error", error=f"the test is not run: its calls would follow the results ({why})")
+                )
+                continue
             limit = float(test["timeout_s"])
             if self.kind == "function" and self.solution is None:
                 self.start(limit + LOAD_GRACE_S)
@@ -589,25 +867,27 @@ class Judge:
                 if now + limit <= end
                 else f"the problem's time budget of {self.budget:g} s ran out"
             )
+            timed_out = False
             if self.kind == "program":
                 res = self.run_program(test, deadline, message)
             else:
                 res = self.run_function(test, deadline, message)
                 assert self.solution is not None  # started above
                 if self.solution.failure is not None:  # it hung or died: a fresh job runs the rest
+                    timed_out = self.solution.failure.status == "timeout"
                     self.solution = None
             res["seconds"] = res["seconds"] or round(time.monotonic() - now, 4)
             out.append(res)
-            if res["status"] == "timeout" and self.spec["stop_at_timeout"]:
+            if (timed_out or res["status"] == "timeout") and self.spec["stop_at_timeout"]:
                 stopped = "not run: an earlier test timed out"
         return out
 
     def start(self, load_s: float) -> None:
-        """A candidate job with the solution loaded, and the tests' free names bound; SolutionFailed
-        if it does not load (every test of the phase then fails with that status)."""
+        """A candidate job with the solution and the phase's setup loaded, and the tests' free names
+        bound; SolutionFailed if it does not load (every test of the phase then fails with that status)."""
         self.solution = Solution(self.channel)
         try:
-            self.solution.load(load_s, "the solution did not finish loading in time")
+            self.solution.load(load_s, "the solution did not finish loading in time", self.setup)
         except SolutionFailed:
             self.solution.close()
             self.solution = None
@@ -634,26 +914,20 @@ class Judge:
                 _bind_module(self.ns, name, name)
 
     def run_function(self, test: dict, deadline: float, message: str) -> dict:
+        """Run one test with its asserts recorded (see Checks). Its result is its first failure, which
+        is put in words after the phase (`_checks`), or how it ended before any check failed."""
         assert self.solution is not None  # run_tests starts it first
         self.solution.deadline, self.solution.timeout_message = deadline, message
-        tree = self.trees[test["source"]]
-        pair = _compare_assert(tree)
+        checks = self.ns["__judge__"] = Checks(test.get("float_tol"))
         self.channel.expired = False
+        res = result("passed")
         try:
             signal.setitimer(signal.ITIMER_REAL, max(0.01, deadline - time.monotonic()))
             try:
-                if pair is None:
-                    exec(compile(tree, "<test>", "exec"), self.ns)
-                else:
-                    left = eval(compile(pair[0], "<test>", "eval"), self.ns)
-                    right = eval(compile(pair[1], "<test>", "eval"), self.ns)
-                    tol = test.get("float_tol")
-                    if not (same(left, right, tol) if tol is not None else bool(left == right)):
-                        raise Mismatch(left, right)
+                exec(compile(self.trees[test["source"]], "<test>", "exec"), self.ns)
             finally:  # the alarm is off before any outcome is handled
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 self.channel.expired = False
-            res = result("passed")
         except SolutionFailed as e:
             res = result(e.status, error=str(e))
         except Deadline:
@@ -661,18 +935,14 @@ class Judge:
                 self.solution._broken(message, "timeout")
             res = result("timeout", error=message)
         except ProblemBroken as e:
-            res = result("problem_error", error=str(e))
-        except Mismatch as e:
-            res = result("incorrect", got=show(e.got), expected=show(e.expected))
+            return result("problem_error", error=str(e))
         except Exception as e:
-            if hasattr(e, "solution_traceback"):
-                res = result("runtime_error", error=e.solution_traceback, error_type=type(e).__name__)
-            elif isinstance(e, AssertionError):
-                res = result("incorrect", error=clip(f"the assertion failed {_message(e)}".strip()))
-            else:
-                res = result("incorrect", error=clip(f"the test raised {describe(e)}"))
+            res = raised(e)
         if self.solution.failure is not None:  # even where the test caught it: a hung or dead solution fails
             res = result(self.solution.failure.status, error=str(self.solution.failure))
+        res["checks"] = {"made": checks.made, "failed": checks.failed}
+        if checks.first is not None:  # a failed check came before whatever ended the test
+            res["_checks"] = checks
         return res
 
     def run_program(self, test: dict, deadline: float, message: str) -> dict:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tempering import syntax
+from tempering.envs.code import judge
 from tempering.errors import UserError
 
 BUILTIN = Path(__file__).with_name("problems.jsonl")
@@ -108,6 +109,28 @@ class CodeProblem:
         reference = bound_names(self.program(self.solution), imports=False) if self.solution else set()
         return sorted(({self.entry_point} | reference | bound_names(self.setup, imports=False)) - {""})
 
+    def public_setup(self) -> tuple[str, str]:
+        """The part of the setup code the public tests need (what the public run's candidate loads), and
+        why hidden inputs may still be in it ('' when they are not): see `setup_for`."""
+        hidden = [t for t in self.tests if t not in self.public_tests]
+        return setup_for(self.setup, self.public_tests, hidden)
+
+    def calls_follow_results(self) -> str:
+        """Where a test would decide its calls to the candidate from the answer's results ('' when no
+        test does): the judge refuses such a test (see judge.calls_follow_results)."""
+        if self.kind != "function":
+            return ""
+        own = bound_names(self.prefix)
+        candidate = (set(self.supplied_names()) - own) | {self.entry_point}
+        for test in (*self.public_tests, *self.tests):
+            try:
+                why = judge.calls_follow_results(syntax.parse(test.source), candidate, own - candidate)
+            except SyntaxError:
+                continue
+            if why:
+                return f"test {test.text!r}: {why}"
+        return ""
+
     def program(self, code: str) -> str:
         """The file the judge runs: the prefix, then the answer's code, as the benchmark's harness joins them."""
         if self.prefix and not self.prefix.endswith("\n") and code[:1] not in (" ", "\t"):
@@ -136,6 +159,87 @@ def bound_names(code: str, imports: bool = True) -> set[str]:
         else:
             for name in ("body", "orelse", "finalbody", "handlers"):
                 todo.extend(x for x in getattr(node, name, []) if isinstance(x, ast.AST))
+    return names
+
+
+_DYNAMIC = {"globals", "locals", "vars", "exec", "eval", "setattr", "__import__", "compile"}
+"""Calls that bind names a reading of the code cannot follow."""
+
+
+def setup_for(setup: str, tests: tuple[Test, ...] | list[Test], hidden: list[Test]) -> tuple[str, str]:
+    """The statements of `setup` that `tests` depend on (the names they use, and transitively what
+    those statements use; imports and statements that bind nothing are kept), in their order; and
+    why the `hidden` tests' inputs may still be in that part ('' when they cannot): a kept statement
+    binds a name only hidden tests use, or binds names in ways a reading cannot follow."""
+    if not setup.strip() or not tests:
+        return "", ""
+    try:
+        tree = syntax.parse(setup)
+    except SyntaxError:
+        return setup, "the setup code does not parse, so all of it runs"
+    need = {n for t in tests for n in _loads(t.source)}
+    only_hidden = {n for t in hidden for n in _loads(t.source)} - need
+    kept = []
+    for stmt in reversed(tree.body):
+        binds = _binds(stmt)
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)) or not binds or binds & need:
+            kept.append(stmt)
+            need |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+    kept.reverse()
+    why = ""
+    for stmt in kept:
+        leaked = sorted(_binds(stmt) & only_hidden)
+        dynamic = [n for n in ast.walk(stmt) if isinstance(n, (ast.Global, ast.Nonlocal))] or [
+            n for n in ast.walk(stmt) if isinstance(n, ast.Call) and _name(n.func) in _DYNAMIC
+        ]
+        if leaked:
+            why = f"line {stmt.lineno} binds {', '.join(leaked)}, which only hidden tests use, for the public tests too"
+        elif dynamic:
+            why = f"line {stmt.lineno} binds names in a way a reading of the code cannot follow"
+        if why:
+            break
+    return "\n".join(ast.get_source_segment(setup, s) or "" for s in kept) + "\n", why
+
+
+def _name(node: ast.AST) -> str:
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _loads(code: str) -> set[str]:
+    try:
+        return {n.id for n in ast.walk(syntax.parse(code)) if isinstance(n, ast.Name)}
+    except SyntaxError:
+        return set()
+
+
+def _binds(stmt: ast.stmt) -> set[str]:
+    """The names a statement of the setup binds or changes: assignment targets (an attribute or item
+    changes the object its name holds), definitions, imports, `x.method(...)` calls, loops' targets."""
+    names: set[str] = set()
+    todo: list[ast.AST] = [stmt]
+    while todo:
+        node = todo.pop()
+        targets: list[ast.AST] = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            continue  # what its body binds is its own
+        todo.extend(ast.iter_child_nodes(node))
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.NamedExpr)):
+            targets = [node.target]
+        elif isinstance(node, ast.Delete):
+            targets = node.targets
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            targets = [node.optional_vars]
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            targets = [node.value.func.value] if isinstance(node.value.func, ast.Attribute) else []
+        for target in targets:
+            while isinstance(target, (ast.Attribute, ast.Subscript, ast.Starred)):
+                target = target.value
+            names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
     return names
 
 
