@@ -1271,6 +1271,7 @@ ATTACKS = [
         "a concurrent job spells a secret in whole-file and OFD locks on /usr/bin's files and in opening them (inotify)",
         _FLOCK_RECEIVER,
         _all(_status("ok"), _not_in_output(lambda c: c.secret), _not_in_output(lambda c: c.secret[:12])),
+        limits=Limits(wall_s=20.0, cpu_s=20.0),  # a Python start under gVisor on a loaded machine takes seconds
         partner=_FLOCK_SENDER,
         needs="shared files",
     ),

@@ -421,13 +421,12 @@ class Sandbox:
                 if cgroup is not None:
                     await self._remove_cgroup(cgroup)
                 # a large tree off the event loop: removing a hundred thousand files takes seconds that the
-                # other jobs' timers and pipes must not wait for (a RAM disk of its own goes at once)
-                if own:
-                    _unmount(jobroot)
-                elif process.few_names(jobroot, _SMALL_TREE):
-                    _remove_tree(jobroot)
+                # other jobs' timers and pipes must not wait for (nor for freeing them with a RAM disk's unmount)
+                remove = _unmount if own else _remove_tree
+                if process.few_names(jobroot, _SMALL_TREE):
+                    remove(jobroot)
                 else:
-                    await asyncio.shield(asyncio.to_thread(_remove_tree, jobroot))
+                    await asyncio.shield(asyncio.to_thread(remove, jobroot))
             finally:
                 if slot is not None:
                     _SLOTS.give(slot)
@@ -626,11 +625,13 @@ def _mount_tmpfs(path: str, job: Job) -> bool:
 
 
 def _full(path: str, job: Job) -> str:
-    """What ran out on a job's own RAM disk ('' if nothing did): the writes that failed were past its limits."""
+    """Which limit a failed job had reached on its own RAM disk ('' if none): its writes failed past it
+    (the kernel's ENOSPC, or gVisor's a few files earlier) before the host's count saw it."""
     st = os.statvfs(path)
-    if st.f_ffree == 0:
+    if st.f_files - st.f_ffree >= job.limits.inodes:
         return f"inodes={job.limits.inodes} files"
-    return f"disk_mb={job.limits.disk_mb}" if st.f_bavail * st.f_frsize < (1 << 20) else ""
+    used = (st.f_blocks - st.f_bfree) * st.f_frsize
+    return f"disk_mb={job.limits.disk_mb}" if used >= job.limits.disk_mb * (1 << 20) else ""
 
 
 def _unmount(path: str) -> None:
