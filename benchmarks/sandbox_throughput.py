@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import random
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -386,11 +387,23 @@ def timings(report: dict, n: int, seed: int) -> None:
     report["build_cache_speedup"] = report["cache"]["build_cache_speedup"]
 
 
-def attack_runs(report: dict) -> None:
+def attack_runs(report: dict, old: dict, classes: list[str]) -> None:
+    """The suite on every isolating backend; with `classes`, only those are run again and their rows
+    replace the stored run's (`old`), the rest kept as measured."""
     runs = {}
     for b in isolated_backends():
         print(f"attacks: {b}", file=sys.stderr)
-        runs[b] = asyncio.run(run_suite(b))
+        s = asyncio.run(run_suite(b, only=classes))
+        if classes:
+            if b not in old.get("attack_runs", {}):
+                raise SystemExit(f"--classes reruns classes of a stored run, and none is stored for {b}")
+            rows = [r for r in old["attack_runs"][b]["cases"] if r["class"] not in classes] + s["cases"]
+            ids = {f"{r['path']} / {r['class']} / {r['name']}": r["verdict"] for r in rows}
+            not_run = {k: v.removeprefix("not run: ") for k, v in ids.items() if v.startswith("not run")}
+            failed = {k: v for k, v in ids.items() if v != "contained" and k not in not_run}
+            s = {"total": len(rows), "contained": len(rows) - len(failed) - len(not_run), "failed": failed,
+                 "not_run": not_run, "cases": rows}  # fmt: skip
+        runs[b] = s
     report["attack_runs"] = runs
     report.update(matrix(runs))
     report["attacks_when"] = time.strftime("%Y-%m-%d") + ", load " + " ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -405,6 +418,7 @@ def main() -> None:
         "--add-round", help='record a hacker-fixer round: {"round": k, "written": n, "escaped_before_fix": m}'
     )
     ap.add_argument("--out", default=str(ROOT / "docs" / "results" / "sandbox"))
+    ap.add_argument("--classes", nargs="+", default=[], help="attack classes to run again (the rest kept as stored)")
     args = ap.parse_args()
     out = Path(args.out)
     old = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {}
@@ -425,6 +439,7 @@ def main() -> None:
                 "cache",
                 "conditions_start",
                 "conditions_after_timings",
+                "kernel_build",
                 "overhead_ms",
                 "build_cache_speedup",
             ),
@@ -436,8 +451,9 @@ def main() -> None:
                 fcntl.flock(lock, fcntl.LOCK_EX)  # no two timing runs on this machine overlap
                 timings(report, args.n, args.seed)
         if args.part in ("all", "attacks"):
-            attack_runs(report)
-        report["command"] = " ".join(["python benchmarks/sandbox_throughput.py", *sys.argv[1:]]).strip()
+            attack_runs(report, old, args.classes)
+        command = " ".join(["python benchmarks/sandbox_throughput.py", *map(shlex.quote, sys.argv[1:])]).strip()
+        report["command"] = f"{old['command']}, then {command}" if args.classes and "command" in old else command
     write_atomic(out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
     text = render(report, report.get("command", "python benchmarks/sandbox_throughput.py"))
     write_atomic(out.with_suffix(".md"), text)
