@@ -17,7 +17,7 @@ import random
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tempering.envs.base import Env, StepResult
 from tempering.errors import UserError
@@ -68,6 +68,14 @@ class RolloutOptions:
     truncate_prompts: bool = False
     """A first observation longer than the context budget keeps its last tokens (otherwise: an error)."""
     counterfactual: CounterfactualOptions | None = None
+    greedy_baseline: bool = False
+    """One more episode per group at temperature 0, scored and kept apart (`Group.greedy`): ReMax's baseline."""
+
+    def plain(self, temperature: float | None = None) -> RolloutOptions:
+        """These options without what a training method adds (pruning, counterfactuals, greedy baselines),
+        at `temperature` if given: what evaluation and baselines sample with."""
+        sampling = self.sampling if temperature is None else replace(self.sampling, temperature=temperature)
+        return replace(self, sampling=sampling, continue_after_turn1=None, counterfactual=None, greedy_baseline=False)
 
 
 @dataclass
@@ -87,6 +95,10 @@ class RolloutStats:
     cf_env_calls: int = 0
     cf_tokens: int = 0
     cf_seconds: float = 0.0
+    greedy_env_calls: int = 0
+    """Environment calls of the greedy baseline episodes (`RolloutOptions.greedy_baseline`)."""
+    greedy_tokens: int = 0
+    greedy_seconds: float = 0.0
     wall_seconds: float = 0.0
 
 
@@ -354,8 +366,32 @@ async def rollout(
     if opts.counterfactual is not None and opts.counterfactual.turns > 0:
         await _counterfactual(sampler, eps, turn_ctx, make_env, opts, stats)
     await asyncio.gather(*(env.close() for env in envs.values()))
+    if opts.greedy_baseline:
+        await _greedy(sampler, fmt, groups, make_env, opts, stats)
     stats.wall_seconds += time.perf_counter() - t_start
     return groups
+
+
+async def _greedy(sampler, fmt: ChatFormat, groups: list[Group], make_env, opts: RolloutOptions, stats: RolloutStats):
+    """Each group's greedy episode: the same task rolled out once at temperature 0, every turn (no pruning)."""
+    t0 = time.perf_counter()
+    inner = RolloutStats()
+    made = await rollout(sampler, fmt, [g.task for g in groups], make_env, 1, opts.plain(temperature=0.0), inner)
+    for g, m in zip(groups, made):
+        g.greedy = m.episodes[0]
+        prompts = {e.prompt for e in g.episodes}
+        if len(prompts) == 1 and g.greedy.prompt not in prompts:
+            raise UserError(
+                f"a greedy baseline answers the prompt its group answered, and task {g.task.id}'s environment "
+                "started it from another observation (its reset is not a function of the task); use a credit "
+                "without a greedy baseline, e.g. loss.advantage=grpo"
+            )
+    stats.errors += inner.errors  # counted like any env error
+    stats.env_errors += inner.env_errors
+    stats.gen_seconds += inner.gen_seconds
+    stats.greedy_env_calls += inner.env_calls
+    stats.greedy_tokens += inner.tokens
+    stats.greedy_seconds += time.perf_counter() - t0
 
 
 def _as_result(t: Turn) -> StepResult:

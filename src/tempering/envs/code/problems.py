@@ -190,9 +190,9 @@ def setup_for(setup: str, tests: tuple[Test, ...] | list[Test], hidden: list[Tes
     why = ""
     for stmt in kept:
         leaked = sorted(_binds(stmt) & only_hidden)
-        dynamic: list[ast.AST] = [n for n in ast.walk(stmt) if isinstance(n, (ast.Global, ast.Nonlocal))] or [
-            n for n in ast.walk(stmt) if isinstance(n, ast.Call) and _name(n.func) in _DYNAMIC
-        ]
+        dynamic = any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(stmt)) or any(
+            isinstance(n, ast.Call) and _name(n.func) in _DYNAMIC for n in ast.walk(stmt)
+        )
         if leaked:
             why = f"line {stmt.lineno} binds {', '.join(leaked)}, which only hidden tests use, for the public tests too"
         elif dynamic:
