@@ -69,10 +69,11 @@ demo: install
 demo-real: $(VENV)/.installed-real-model
 	$(VENV)/bin/tempering demo --model smollm2-135m-instruct
 
-# the Debian packages the suite needs (package:command it provides): the sandbox's bubblewrap, GNU time
-# (usage) and prlimit/setpriv/unshare; headless Chromium for the MiniWoB++ and run-viewer browser tests
-SYSTEM_DEPS := bubblewrap:bwrap time:/usr/bin/time util-linux:prlimit util-linux:setpriv util-linux:unshare \
-	chromium:/usr/bin/chromium chromium-driver:/usr/bin/chromedriver
+# the Debian packages the suite needs (package:command it provides): the sandbox's bubblewrap, gVisor's
+# runsc (the gvisor backend), GNU time (usage) and prlimit/setpriv/unshare/nsenter; headless Chromium for
+# the MiniWoB++ and run-viewer browser tests
+SYSTEM_DEPS := bubblewrap:bwrap runsc:runsc time:/usr/bin/time util-linux:prlimit util-linux:setpriv \
+	util-linux:unshare util-linux:nsenter chromium:/usr/bin/chromium chromium-driver:/usr/bin/chromedriver
 
 # installs the missing ones as root with apt-get; otherwise one line says what will be skipped and how to fix it
 system-deps:
