@@ -632,7 +632,8 @@ _C_IFUNC = """
 typedef void kernel_fn(const float*, float*, long);
 static void relu_plain(const float* x, float* y, long n) { for (long i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0; }
 static kernel_fn* pick(void) { return relu_plain; }  /* an ifunc resolver: the loader runs it while relocating */
-void relu(const float* x, float* y, long n) __attribute__((ifunc("pick")));
+static void relu_picked(const float* x, float* y, long n) __attribute__((ifunc("pick")));
+void relu(const float* x, float* y, long n) { relu_picked(x, y, n); }
 """
 _UNDECODABLE = _sub(RELU).replace("import torch\n", "import torch  # \ud800 (a lone surrogate)\n", 1)
 _UNDECODABLE_BYTE = _sub(RELU).replace(
