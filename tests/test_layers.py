@@ -21,8 +21,9 @@ LAYERS: list[tuple[str, ...]] = [
         "progress",
         "cluster",
         "trl_names",
+        "verl_names",
         "http",
-    ),  # the data model, typed configs (and TRL's names for their keys), the run folder, progress bars, HTTP
+    ),  # the data model, typed configs (and TRL's and verl's names for their keys), the run folder, progress bars, HTTP
     ("algos", "metrics"),  # pure functions
     ("models",),
     ("sandbox",),

@@ -76,7 +76,9 @@ def teachers_of(ctx: Context, specs: dict[str, TeacherSection], given: dict[str,
     if given:
         check_vocab(ctx.tokenizer, {f"teacher {n!r}": t.tokenizer for n, t in given.items()})
         return dict(given)
-    return load_teachers(specs, ctx.tokenizer, device=str(ctx.device), dtype=ctx.cfg.model.dtype)
+    return load_teachers(
+        specs, ctx.tokenizer, device=str(ctx.device), dtype=ctx.cfg.model.dtype, pack=ctx.cfg.loss.pack
+    )
 
 
 def build(ctx: Context) -> Method:
@@ -122,7 +124,7 @@ def build(ctx: Context) -> Method:
         return Credit(reverse_kl_advantage(batch.sample_logp_BT, s.token_logp_BC, m), extra, metrics=metrics)
 
     def jsd_loss(model, mb: TrainBatch, norm, s, state) -> tuple[torch.Tensor, dict]:
-        logp = vocab_logprobs(model, mb, s.temperature, share_prefix=s.share_prefix)
+        logp = vocab_logprobs(model, mb, s.temperature, share_prefix=s.share_prefix, pack=s.pack)
         if d.loss == "jsd_topk":
             per_tok = topk_jsd(logp.gather(-1, mb.extra["teacher_ids"]), mb.extra["teacher_logp"], d.beta)
         else:

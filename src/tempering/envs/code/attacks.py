@@ -26,6 +26,7 @@ import sysconfig
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
 
 from tempering.envs.base import StepResult
 from tempering.envs.code.env import CodeEnv, problem_task
@@ -437,7 +438,7 @@ def _paged(code: str, base: int) -> Callable[[CodeProblem], str]:
     return answer
 
 
-def _page_memory(base: int, count: int) -> dict[str, Callable]:
+def _page_memory(base: int, count: int) -> dict[str, Any]:
     """A case's `prepare` and `proves`, host side, when its answers keep bits in the page cache of `count`
     files from `base`:
     before the run, drop their pages (no file changes) so that it starts from an empty memory, and
