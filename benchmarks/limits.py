@@ -4,14 +4,15 @@
 
 Measured in the same run as whatever they are compared with (machines of one kind differ several-fold):
 - the float32 matmul rate at each shape a step multiplies (a decode step's (rows x hidden) by
-  (hidden x out) is far from the square-matrix peak);
+  (hidden x out) is far from the square-matrix peak), and the bf16 rate for floors of bf16 work;
 - memory bandwidth: the rate of reading a buffer far larger than the caches.
-Floors (a Llama-shaped model: q, k, v, o, gate, up, down per layer, then the output layer):
+Floors (a Llama-shaped model: q, k, v, o, gate, up, down per layer, then the output layer), each in a
+type (float32, or bf16: weights of 2 bytes, bf16 matmul rates):
 - decode step (one token for each of `rows` rows): the larger of reading every weight once (plus the
   KV cache) at the bandwidth, and its matmuls at their measured rates;
 - prefill (`prompts` prompts of `prompt` tokens): its matmuls at their rates;
 - update (forward + backward over `tokens` tokens): three times the forward's matmuls, plus AdamW's
-  passes over the weights (read weights, gradients and both moments, write three) at the bandwidth.
+  passes over the float32 weights (read weights, gradients and both moments, write three) at the bandwidth.
 Attention's own arithmetic is left out: at these lengths it is a few percent of the matmuls.
 """
 
@@ -63,15 +64,15 @@ class Shape:
         return [(m, k, n, c * self.layers) for m, k, n, c in per_layer] + [(rows, h, self.vocab, 1)]
 
 
-def matmul_gflops(m: int, k: int, n: int, seconds: float = 0.3) -> float:
-    """float32 GFLOP/s of an (m x k) @ (k x n) product on this thread's torch threads (best of a timed loop)."""
-    a, b = torch.randn(m, k), torch.randn(k, n)
-    out = torch.empty(m, n)
-    torch.mm(a, b, out=out)
+def matmul_gflops(m: int, k: int, n: int, seconds: float = 0.3, dtype: torch.dtype = torch.float32) -> float:
+    """GFLOP/s of an (m x k) @ (k x n) product in `dtype` as a linear layer computes it (the weight stored
+    (n x k), the layout CPU bf16 kernels are fast on), on this thread's torch threads (best of a timed loop)."""
+    a, w = torch.randn(m, k, dtype=dtype), torch.randn(n, k, dtype=dtype)
+    torch.nn.functional.linear(a, w)
     best, runs, t_end = float("inf"), 0, time.perf_counter() + seconds
     while time.perf_counter() < t_end or runs < 5:
         t0 = time.perf_counter()
-        torch.mm(a, b, out=out)
+        torch.nn.functional.linear(a, w)
         best, runs = min(best, time.perf_counter() - t0), runs + 1
     return 2 * m * k * n / best / 1e9
 
@@ -96,34 +97,38 @@ class Limits:
     def __init__(self):
         self.bandwidth_gbs = bandwidth_gbs()
         self.square_gflops = matmul_gflops(1024, 1024, 1024)
-        self._rates: dict[tuple[int, int, int], float] = {}
+        self._rates: dict[tuple[int, int, int, torch.dtype], float] = {}
 
-    def rate(self, m: int, k: int, n: int) -> float:
-        if (m, k, n) not in self._rates:
-            self._rates[m, k, n] = matmul_gflops(m, k, n)
-        return self._rates[m, k, n]
+    def rate(self, m: int, k: int, n: int, dtype: torch.dtype = torch.float32) -> float:
+        if (m, k, n, dtype) not in self._rates:
+            self._rates[m, k, n, dtype] = matmul_gflops(m, k, n, dtype=dtype)
+        return self._rates[m, k, n, dtype]
 
-    def matmul_seconds(self, shape: Shape, rows: int) -> float:
-        return sum(c * 2 * m * k * n / (self.rate(m, k, n) * 1e9) for m, k, n, c in shape.matmuls(rows))
+    def matmul_seconds(self, shape: Shape, rows: int, dtype: torch.dtype = torch.float32) -> float:
+        return sum(c * 2 * m * k * n / (self.rate(m, k, n, dtype) * 1e9) for m, k, n, c in shape.matmuls(rows))
 
-    def decode_step_s(self, shape: Shape, rows: int, context: int) -> float:
-        kv_bytes = 2 * shape.layers * rows * context * (shape.hidden * shape.kv_heads // shape.heads) * 4
-        read = (shape.parameters * 4 + kv_bytes) / (self.bandwidth_gbs * 1e9)
-        return max(read, self.matmul_seconds(shape, rows))
+    def decode_step_s(self, shape: Shape, rows: int, context: int, dtype: torch.dtype = torch.float32) -> float:
+        size = torch.finfo(dtype).bits // 8
+        kv_bytes = 2 * shape.layers * rows * context * (shape.hidden * shape.kv_heads // shape.heads) * size
+        read = (shape.parameters * size + kv_bytes) / (self.bandwidth_gbs * 1e9)
+        return max(read, self.matmul_seconds(shape, rows, dtype))
 
-    def prefill_s(self, shape: Shape, prompts: int, prompt: int) -> float:
-        return self.matmul_seconds(shape, prompts * prompt)
+    def prefill_s(self, shape: Shape, prompts: int, prompt: int, dtype: torch.dtype = torch.float32) -> float:
+        return self.matmul_seconds(shape, prompts * prompt, dtype)
 
-    def update_s(self, shape: Shape, tokens: int) -> float:
+    def update_s(self, shape: Shape, tokens: int, dtype: torch.dtype = torch.float32) -> float:
         adamw = 7 * shape.parameters * 4 / (self.bandwidth_gbs * 1e9)
-        return 3 * self.matmul_seconds(shape, tokens) + adamw
+        return 3 * self.matmul_seconds(shape, tokens, dtype) + adamw
 
     def report(self) -> dict:
+        name = {torch.float32: "", torch.bfloat16: " bf16"}
         return {
             "matmul_gflops": self.square_gflops,
             "bandwidth_gbs": self.bandwidth_gbs,
             "threads": torch.get_num_threads(),
-            "matmul_gflops_at": {f"{m}x{k}x{n}": r for (m, k, n), r in sorted(self._rates.items())},
+            "matmul_gflops_at": {
+                f"{m}x{k}x{n}{name[d]}": r for (m, k, n, d), r in sorted(self._rates.items(), key=lambda x: str(x[0]))
+            },
         }
 
 

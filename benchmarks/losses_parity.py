@@ -84,6 +84,7 @@ def inputs(seed: int, extreme: bool) -> dict[str, torch.Tensor]:
         "behav": behav * mask,
         "rewards": rewards,
         "components": components,
+        "greedy": torch.tensor([0.5, 0.0]),  # each group's greedy answer (ReMax): the equal group's is lower
     }
 
 
@@ -134,6 +135,10 @@ def verl_estimator(x, name, **kw):
     fn = core_algos.get_adv_estimator_fn(name)
     if name == "reinforce_plus_plus":
         adv, _ = fn(token_level_rewards=token_rewards, response_mask=mask, config=SimpleNamespace(gamma=1.0))
+    elif name == "remax":  # verl's trainer repeats each prompt's greedy reward over its rollout.n rows
+        adv, _ = fn(
+            token_level_rewards=token_rewards, reward_baselines=x["greedy"].repeat_interleave(G), response_mask=mask
+        )
     elif name == "gdpo":
         prompts = torch.zeros(B, 2, dtype=torch.long)
         batch = {"prompts": prompts, "attention_mask": torch.cat([torch.ones(B, 2), mask], -1).long()}
@@ -340,6 +345,7 @@ def cases():
         ("reinforce_pp", "reinforce_plus_plus", {}),
         ("reinforce_pp_baseline", "reinforce_plus_plus_baseline", {}),
         ("grpo_passk", "grpo_passk", {"norm_adv_by_std_in_grpo": True}),
+        ("remax", "remax", {}),
         ("grpo", "grpo", {}),
         ("rloo", "rloo", {}),
     ):

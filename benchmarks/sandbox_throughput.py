@@ -1,24 +1,32 @@
-"""Sandbox throughput: per-job overhead and jobs/s of each backend against a plain `subprocess.run`.
+"""The sandbox's numbers: per-job overhead of each backend, the adversarial suite through every path that
+judges, the seccomp allow-list's families.
 
-    python benchmarks/sandbox_throughput.py [--n 40] [--seed 0] [--skip-attacks]
+    python benchmarks/sandbox_throughput.py [--n 40] [--seed 0] [--part timings|attacks|all]
+    python benchmarks/sandbox_throughput.py --add-round '{"round": 1, "written": 15, "escaped_before_fix": 2}'
 
-Measures, in one run and interleaved (so that load on the machine hits every method alike):
-- a trivial Python job (`python -c pass`): latency median / p95 per backend and for the peer,
-  overhead = backend minus peer (the isolation cost), and jobs/s with `concurrency` = CPU cores;
-- a C compile-and-run job (gcc -O2, then run the binary) the same way;
-- the build cache: a cold build (miss) against the same build again (hit);
-- the adversarial suite: attacks contained / attacks, over the isolating backends (never the host's).
-Writes docs/results/sandbox.md and docs/results/sandbox.json (same numbers).
+Timings (inside flock /tmp/tempering-timing.lock, which the script takes itself, with the load and the
+matmul peak measured in the same run), interleaved so that load on the machine hits every method alike:
+- a trivial Python job (`python -c pass`) and a C compile-and-run job (gcc -O2, then the binary): latency
+  median / p95 per backend and for the peer (a plain `subprocess.run`), overhead = backend minus peer,
+  jobs/s with `concurrency` = CPU cores;
+- a terminal task verified (the csv-revenue sample: its oracle in one job, its tests in their own) and a
+  kernel build (nvcc, where a CUDA toolkit is installed) on each isolating backend, against bwrap;
+- the build cache: a cold build (miss) against the same build again (hit).
+Attacks: every case of `tempering sandbox attacks` on every isolating backend (class -> backend -> path).
+Each part rewrites its own keys of docs/results/sandbox.json (the others are kept, `rounds` always: the
+hacker-fixer rounds, recorded with --add-round) and docs/results/sandbox.md from the whole.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import fcntl
 import json
 import os
 import platform
 import random
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -27,9 +35,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from tempering.envs.terminal import SAMPLES, read_bundle
+from tempering.envs.terminal.workspace import Workspace
 from tempering.experiments import conditions, conditions_text
-from tempering.sandbox import BuildCache, Job, Sandbox
-from tempering.sandbox.attacks import isolated_backends, run_suite
+from tempering.sandbox import BuildCache, Job, Limits, Sandbox, seccomp
+from tempering.sandbox.attacks import PATHS, isolated_backends, matrix, run_suite
+from tempering.sandbox.backends import ISOLATED
 from tempering.sandbox.sandbox import default_root_parent
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,13 +137,67 @@ def summarise(times: dict[str, list[float]]) -> dict:
     return out
 
 
+def terminal_task(sandboxes: dict[str, Sandbox], n: int, seed: int) -> dict[str, list[float]]:
+    """Seconds to verify the csv-revenue sample (its oracle, then its tests in a job of their own) on each
+    isolating backend, interleaved."""
+    bundle = read_bundle(SAMPLES / "csv-revenue")
+    times: dict[str, list[float]] = {b: [] for b in sandboxes if b in ISOLATED}
+    rng = random.Random(seed)
+
+    async def once(sb: Sandbox) -> float:
+        ws, step = Workspace.for_bundle(sb, bundle), bundle.steps[0]
+        t0 = time.perf_counter()
+        run = await ws.solve(step)
+        rewards, _ = await ws.run_tests(step)
+        if run.exit_code != 0 or rewards.score != 1.0:
+            raise RuntimeError(f"{sb.backend}: csv-revenue did not verify: {run.output[-300:]} {rewards.error}")
+        return time.perf_counter() - t0
+
+    for _ in range(n):
+        order = list(times)
+        rng.shuffle(order)
+        for b in order:
+            times[b].append(asyncio.run(once(sandboxes[b])))
+    return times
+
+
+def kernel_build(sandboxes: dict[str, Sandbox], n: int, seed: int) -> dict[str, list[float]]:
+    """Seconds of an nvcc build of a small CUDA kernel (no GPU needed) on each isolating backend, interleaved;
+    empty without a CUDA toolkit."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        return {}
+    root = str(Path(os.path.realpath(nvcc)).parents[1])
+    job = Job(
+        cmd=["sh", "-c", f"{root}/bin/nvcc -O2 -c k.cu -o k.o && test -s k.o"],
+        files={"k.cu": "__global__ void add(float *x) { x[threadIdx.x] += 1.0f; }\n"},
+        ro_binds=[root],
+        limits=Limits(wall_s=600, cpu_s=600, memory_mb=8192, disk_mb=1024),
+    )
+    times: dict[str, list[float]] = {b: [] for b in sandboxes if b in ISOLATED}
+    rng = random.Random(seed)
+    for _ in range(n):
+        order = list(times)
+        rng.shuffle(order)
+        for b in order:
+            t0 = time.perf_counter()
+            res = sandboxes[b].run_sync(job)
+            if not res.ok:
+                raise RuntimeError(f"{b}: the nvcc build failed: {res.status} {res.stderr[-300:]}")
+            times[b].append(time.perf_counter() - t0)
+    return times
+
+
 def machine() -> dict:
-    bwrap = shutil.which("bwrap")
+    bwrap, runsc = shutil.which("bwrap"), shutil.which("runsc")
     return {
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "bwrap": subprocess.run([bwrap, "--version"], capture_output=True, text=True).stdout.strip() if bwrap else "",
+        "runsc": subprocess.run([runsc, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+        if runsc
+        else "",
         "gcc": subprocess.run(["gcc", "-dumpfullversion"], capture_output=True, text=True).stdout.strip(),
         "user": "root" if os.geteuid() == 0 else "non-root",
     }
@@ -145,117 +210,254 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+WORKLOADS = (
+    ("python", "trivial Python job (`python -c pass`)"),
+    ("c", "C compile-and-run job"),
+    ("terminal", "terminal task verified (csv-revenue: oracle job + tests job)"),
+    ("kernel_build", "kernel build (nvcc -O2 -c of a small CUDA kernel, no GPU)"),
+)
+
+
+def overhead_table(report: dict) -> dict:
+    """{backend: {workload: {median_ms, vs_bwrap_ms}}}: a job's median wall time, and what it costs more than
+    on bwrap in the same run."""
+    out: dict = {}
+    for kind, _ in WORKLOADS:
+        rows = report.get(kind, {})
+        base = rows.get("bwrap", {}).get("median_ms")
+        for b, row in rows.items():
+            if b in ISOLATED:
+                cell = {"median_ms": round(row["median_ms"], 1)}
+                if base is not None:
+                    cell["vs_bwrap_ms"] = round(row["median_ms"] - base, 1)
+                out.setdefault(b, {})[kind] = cell
+    return out
+
+
 def render(report: dict, command: str) -> str:
     m = report["machine"]
     lines = [
-        "# Sandbox throughput",
+        "# Sandbox: overhead, the adversarial suite, the seccomp allow-list",
         "",
-        f"Command: `{command}` (seed {report['seed']}, {report['n']} jobs per method, interleaved).",
-        f"Machine: {m['platform']}, {m['cpus']} CPUs, Python {m['python']}, {m['bwrap'] or 'no bwrap'}, "
-        f"gcc {m['gcc']}, running as {m['user']}. The machine is shared with other work (load average "
-        f"{report['load_before']} before, {report['load_after']} after, on {m['cpus']} CPUs; around the timings: "
-        f"{conditions_text(report['conditions_start'], report['conditions_after_timings'])}): every process",
-        "start waits for a CPU, and a sandboxed job starts several processes, so under load the overhead grows.",
-        "Methods are interleaved so that the load hits all of them alike; `min` is the best of the runs, the",
-        "closest this machine came to idle.",
-        "",
-        f"Peer: `subprocess.run` in a fresh folder under {report['root']} (where the sandbox makes its job folders),",
-        "no isolation, no limits. Overhead = backend minus peer.",
-        "Goal: isolation costs at most 20 ms per job at the median.",
+        f"Command: `{command}` (seed {report['seed']}). Machine: {m['platform']}, {m['cpus']} CPUs, Python {m['python']}, "
+        f"{m['bwrap'] or 'no bwrap'}, {m.get('runsc') or 'no runsc'}, gcc {m['gcc']}, running as {m['user']}.",
         "",
     ]
-    for kind, title in (("python", "Trivial Python job (`python -c pass`)"), ("c", "C compile-and-run job")):
+    if "python" in report:
         lines += [
-            f"## {title}",
+            "## Per-job overhead",
             "",
-            "| method | median ms | p95 ms | min ms | overhead median ms | overhead p95 ms | overhead min ms | jobs/s |",
-            "|---|---|---|---|---|---|---|---|",
+            f"{report['n']} jobs per method, interleaved, inside the timing lock. The machine is shared with other work "
+            f"(around the timings: {conditions_text(report['conditions_start'], report['conditions_after_timings'])}):",
+            "every process start waits for a CPU, and a sandboxed job starts several processes, so under load the",
+            "overhead grows; compare ratios within this run only. `min` is the best of the runs, the closest this machine",
+            "came to idle.",
+            "",
+            f"Peer of the Python and C jobs: `subprocess.run` in a fresh folder under {report['root']} (where the sandbox makes",
+            "its job folders), no isolation, no limits; overhead = backend minus peer. The terminal task runs only on",
+            "isolating backends: its peer is bwrap.",
+            "",
         ]
-        for meth, s in report[kind].items():
-            over = (
-                f"{s['overhead_ms_median']:.1f} | {s['overhead_ms_p95']:.1f} | {s['overhead_ms_min']:.1f}"
-                if "overhead_ms_median" in s
-                else "- | - | -"
-            )
-            lines.append(
-                f"| {meth} | {s['median_ms']:.1f} | {s['p95_ms']:.1f} | {s['min_ms']:.1f} | {over} "
-                f"| {s['jobs_per_s']:.1f} |"
-            )
-        lines.append("")
-    c = report["cache"]
-    lines += [
-        "## Build cache",
-        "",
-        f"gcc -O2 -shared of a small C file: cold build {c['miss_ms_median']:.1f} ms, "
-        f"cache hit {c['hit_ms_median']:.2f} ms (median): **{c['build_cache_speedup']:.0f}x** faster.",
-        "",
-    ]
-    a = report["attacks"]
-    lines += [
-        "## Adversarial suite",
-        "",
-        f"{report['attacks_contained']} of {report['attacks_total']} attacks contained over the isolating "
-        "backends (the host's `subprocess` backend is never attacked; see docs/sandbox.md).",
-    ]
-    for backend, s in a.items():
-        bad = {**s["failed"], **s["not_run"]}
-        lines.append(
-            f"- {backend}: {s['contained']}/{s['total']} contained" + (f"; not contained: {bad}" if bad else "")
-        )
+        for kind, title in WORKLOADS:
+            lines += [f"### {title[0].upper() + title[1:]}", ""]
+            if kind in ("terminal", "kernel_build"):
+                if not report.get(kind):
+                    lines += [
+                        "Not measured in this run" + (" (no CUDA toolkit here)." if kind == "kernel_build" else "."),
+                        "",
+                    ]
+                    continue
+                lines += ["| backend | median ms | p95 ms | min ms | vs bwrap median ms |", "|---|---|---|---|---|"]
+                base = report[kind].get("bwrap", {}).get("median_ms")
+                for meth, r in report[kind].items():
+                    vs = f"{r['median_ms'] - base:.0f}" if base is not None else "-"
+                    lines.append(f"| {meth} | {r['median_ms']:.0f} | {r['p95_ms']:.0f} | {r['min_ms']:.0f} | {vs} |")
+                lines.append("")
+                continue
+            lines += [
+                "| method | median ms | p95 ms | min ms | overhead median ms | overhead p95 ms | overhead min ms | jobs/s |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
+            for meth, r in report[kind].items():
+                over = (
+                    f"{r['overhead_ms_median']:.1f} | {r['overhead_ms_p95']:.1f} | {r['overhead_ms_min']:.1f}"
+                    if "overhead_ms_median" in r
+                    else "- | - | -"
+                )
+                lines.append(
+                    f"| {meth} | {r['median_ms']:.1f} | {r['p95_ms']:.1f} | {r['min_ms']:.1f} | {over} | {r['jobs_per_s']:.1f} |"
+                )
+            lines.append("")
+        c = report["cache"]
+        lines += [
+            "### Build cache",
+            "",
+            f"gcc -O2 -shared of a small C file: cold build {c['miss_ms_median']:.1f} ms, "
+            f"cache hit {c['hit_ms_median']:.2f} ms (median): {c['build_cache_speedup']:.0f}x faster.",
+            "",
+        ]
+    if "attacks" in report:
+        ctl = report["controls"]
+        lines += [
+            "## The adversarial suite",
+            "",
+            f"`tempering sandbox attacks` on every isolating backend here, through every path that judges ({report['attacks_when']}). "
+            f"Attacks that got out: **{report['escaped']}**. Controls: the right answer passed {ctl['honest_right_passed']}, "
+            f"a wrong answer was scored 0 {ctl['honest_wrong_rejected']}. A cell is `contained` when every variant of the "
+            "class that ran there was; `not run` names what that backend lacks for it (docs/sandbox.md).",
+            "",
+        ]
+        backends = sorted({b for row in report["attacks"].values() for b in row})
+        paths = [p for p in PATHS if any(p in cell for row in report["attacks"].values() for cell in row.values())]
+        notes: dict[str, int] = {}
+
+        def cell(text: str) -> str:
+            if text.startswith("not run: "):
+                n = notes.setdefault(text[len("not run: ") :], len(notes) + 1)
+                return f"not run ({n})"
+            return text.replace("|", "/")
+
+        for path in paths:
+            lines += [f"### {path}", "", "| class | " + " | ".join(backends) + " |", "|---" * (len(backends) + 1) + "|"]
+            for cls, row in report["attacks"].items():
+                if any(path in row.get(b, {}) for b in backends):
+                    lines.append(
+                        f"| {cls} | " + " | ".join(cell(row.get(b, {}).get(path, "-")) for b in backends) + " |"
+                    )
+            lines.append("")
+        lines += ["Not run:", ""] + [f"({n}) {why}" for why, n in notes.items()] + [""]
+    if "seccomp" in report:
+        sc = report["seccomp"]
+        lines += ["## The seccomp allow-list", "", "| family | verdict | system calls |", "|---|---|---|"]
+        for fam, names in sc["allowed"].items():
+            lines.append(f"| {fam} | allowed | {' '.join(names)} |")
+        for fam, rule in sc["read_by_argument"].items():
+            lines.append(f"| {fam} | by argument | {' '.join(rule)} |")
+        for fam, rule in sc["refused"].items():
+            lines.append(f"| {fam} | {rule['errno']} (named in the result) | {' '.join(rule['calls'])} |")
+        lines += ["", "Any other call: ENOSYS. Calls through a 32-bit or x32 ABI: ENOSYS.", ""]
+    lines += ["## Hacker-fixer rounds", ""]
+    if report.get("rounds"):
+        lines += ["| round | attacks written | escaped before the fix |", "|---|---|---|"]
+        lines += [
+            f"| {r.get('round', i + 1)} | {r.get('written', '-')} | {r.get('escaped_before_fix', '-')} |"
+            for i, r in enumerate(report["rounds"])
+        ]
+    else:
+        lines.append("None recorded yet (`--add-round` records one).")
     return "\n".join(lines) + "\n"
+
+
+def seccomp_families() -> dict:
+    allowed, by_argument, refused = {}, {}, {}
+    for fam, (verdict, names) in seccomp.FAMILIES.items():
+        if verdict == seccomp.ALLOWED:
+            allowed[fam] = list(names)
+        elif verdict.isupper():
+            refused[fam] = {"errno": verdict, "calls": list(names)}
+        else:
+            by_argument[fam] = list(names)
+    return {"allowed": allowed, "read_by_argument": by_argument, "refused": refused}
+
+
+def timings(report: dict, n: int, seed: int) -> None:
+    backends = Sandbox.available_backends()
+    cores = os.cpu_count() or 1
+    sandboxes = {b: Sandbox(backend=b, concurrency=cores) for b in backends}
+    report.update(n=n, root=default_root_parent(), conditions_start=conditions())
+    py = ([sys.executable, "-c", "pass"], {})
+    c = (C_CMD, {"main.c": C_SRC})
+    for kind, (cmd, files), count in (("python", py, n), ("c", c, max(5, n // 3))):
+        print(f"latency: {kind}", file=sys.stderr)
+        report[kind] = summarise(latency(sandboxes, cmd, files, count, seed))
+        for meth in report[kind]:
+            report[kind][meth]["jobs_per_s"] = asyncio.run(
+                throughput(sandboxes.get(meth), cmd, files, 4 * count if kind == "python" else count, cores)
+            )
+    print("latency: terminal", file=sys.stderr)
+    term = terminal_task(sandboxes, max(3, n // 8), seed)
+    stats = lambda xs: {"median_ms": 1e3 * statistics.median(xs), "p95_ms": 1e3 * p95(xs), "min_ms": 1e3 * min(xs)}
+    report["terminal"] = {b: stats(xs) for b, xs in term.items()}
+    print("latency: kernel build", file=sys.stderr)
+    report["kernel_build"] = {b: stats(xs) for b, xs in kernel_build(sandboxes, 3, seed).items()}
+    print("build cache", file=sys.stderr)
+    report["cache"] = asyncio.run(cache_speedup(sandboxes[backends[0]], 5))
+    report["conditions_after_timings"] = conditions()
+    report["overhead_ms"] = overhead_table(report)
+    report["build_cache_speedup"] = report["cache"]["build_cache_speedup"]
+
+
+def attack_runs(report: dict, old: dict, classes: list[str]) -> None:
+    """The suite on every isolating backend; with `classes`, only those are run again and their rows
+    replace the stored run's (`old`), the rest kept as measured."""
+    runs = {}
+    for b in isolated_backends():
+        print(f"attacks: {b}", file=sys.stderr)
+        s = asyncio.run(run_suite(b, only=classes))
+        if classes:
+            if b not in old.get("attack_runs", {}):
+                raise SystemExit(f"--classes reruns classes of a stored run, and none is stored for {b}")
+            rows = [r for r in old["attack_runs"][b]["cases"] if r["class"] not in classes] + s["cases"]
+            ids = {f"{r['path']} / {r['class']} / {r['name']}": r["verdict"] for r in rows}
+            not_run = {k: v.removeprefix("not run: ") for k, v in ids.items() if v.startswith("not run")}
+            failed = {k: v for k, v in ids.items() if v != "contained" and k not in not_run}
+            s = {"total": len(rows), "contained": len(rows) - len(failed) - len(not_run), "failed": failed,
+                 "not_run": not_run, "cases": rows}  # fmt: skip
+        runs[b] = s
+    report["attack_runs"] = runs
+    report.update(matrix(runs))
+    report["attacks_when"] = time.strftime("%Y-%m-%d") + ", load " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=40, help="jobs per method for the latency tables")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--skip-attacks", action="store_true")
+    ap.add_argument("--part", choices=["all", "timings", "attacks"], default="all")
+    ap.add_argument(
+        "--add-round", help='record a hacker-fixer round: {"round": k, "written": n, "escaped_before_fix": m}'
+    )
     ap.add_argument("--out", default=str(ROOT / "docs" / "results" / "sandbox"))
+    ap.add_argument("--classes", nargs="+", default=[], help="attack classes to run again (the rest kept as stored)")
     args = ap.parse_args()
-    backends = Sandbox.available_backends()
-    cores = os.cpu_count() or 1
-    sandboxes = {b: Sandbox(backend=b, concurrency=cores) for b in backends}
-    report: dict = {
-        "seed": args.seed,
-        "n": args.n,
-        "machine": machine(),
-        "root": default_root_parent(),
-        "load_before": " ".join(f"{x:.1f}" for x in os.getloadavg()),
-        "conditions_start": conditions(),
-    }
-    py = ([sys.executable, "-c", "pass"], {})
-    c = (C_CMD, {"main.c": C_SRC})
-    for kind, (cmd, files), n in (("python", py, args.n), ("c", c, max(5, args.n // 3))):
-        print(f"latency: {kind}", file=sys.stderr)
-        report[kind] = summarise(latency(sandboxes, cmd, files, n, args.seed))
-        for meth in report[kind]:
-            sb = sandboxes.get(meth)
-            report[kind][meth]["jobs_per_s"] = asyncio.run(
-                throughput(sb, cmd, files, 4 * n if kind == "python" else n, cores)
-            )
-    print("build cache", file=sys.stderr)
-    report["cache"] = asyncio.run(cache_speedup(sandboxes[backends[0]], 5))
-    report["conditions_after_timings"] = conditions()
-    report["attacks"] = {}
-    if not args.skip_attacks:
-        for b in isolated_backends():
-            print(f"attacks: {b}", file=sys.stderr)
-            report["attacks"][b] = asyncio.run(run_suite(b))
-    report["attacks_contained"] = sum(s["contained"] for s in report["attacks"].values())
-    report["attacks_total"] = sum(s["total"] for s in report["attacks"].values())
-    report["load_after"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    # headline figures
-    iso = list(backends)
-    report["overhead_ms_median"] = {b: report["python"][b]["overhead_ms_median"] for b in iso}
-    report["overhead_ms_p95"] = {b: report["python"][b]["overhead_ms_p95"] for b in iso}
-    report["overhead_ms_min"] = {b: report["python"][b]["overhead_ms_min"] for b in iso}
-    report["jobs_per_s"] = {m: report["python"][m]["jobs_per_s"] for m in report["python"]}
-    report["build_cache_speedup"] = report["cache"]["build_cache_speedup"]
-    command = "python benchmarks/sandbox_throughput.py " + " ".join(sys.argv[1:])
     out = Path(args.out)
+    old = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {}
+    report: dict = {k: old[k] for k in ("rounds", "command") if k in old}
+    report.setdefault("rounds", [])
+    if args.add_round:
+        report = old | {"rounds": report["rounds"] + [json.loads(args.add_round)]}
+    else:
+        report |= {"seed": args.seed, "machine": machine(), "seccomp": seccomp_families()}
+        keep = {
+            "timings": ("attacks", "attack_runs", "escaped", "controls", "attacks_when"),
+            "attacks": (
+                "n",
+                "root",
+                "python",
+                "c",
+                "terminal",
+                "cache",
+                "conditions_start",
+                "conditions_after_timings",
+                "kernel_build",
+                "overhead_ms",
+                "build_cache_speedup",
+            ),
+            "all": (),
+        }[args.part]
+        report |= {k: old[k] for k in keep if k in old}
+        if args.part in ("all", "timings"):
+            with open("/tmp/tempering-timing.lock", "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # no two timing runs on this machine overlap
+                timings(report, args.n, args.seed)
+        if args.part in ("all", "attacks"):
+            attack_runs(report, old, args.classes)
+        command = " ".join(["python benchmarks/sandbox_throughput.py", *map(shlex.quote, sys.argv[1:])]).strip()
+        report["command"] = f"{old['command']}, then {command}" if args.classes and "command" in old else command
     write_atomic(out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
-    write_atomic(out.with_suffix(".md"), render(report, command.strip()))
-    print(render(report, command.strip()))
+    text = render(report, report.get("command", "python benchmarks/sandbox_throughput.py"))
+    write_atomic(out.with_suffix(".md"), text)
+    print(text)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The README's commands, run as written, in order, from a fresh folder; and how fast `tempering config` answers.
 
-    python benchmarks/ux.py [--out docs/results/ux]
+    python benchmarks/ux.py [--out docs/results/ux] [--bad-inputs-only]
 
 Each line of the README's command-line block runs in a scratch folder holding a copy of `examples/`,
 so one command's output (runs/pt, runs/train, ...) feeds the next as it would for a user. To keep the
@@ -170,35 +170,10 @@ def faults_steps() -> int:
     return faults.STEPS
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(ROOT / "docs" / "results" / "ux"))
-    args = ap.parse_args()
-    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    gflops = matmul_gflops()
-    with tempfile.TemporaryDirectory(prefix="readme_") as d:
-        rows = run_readme(Path(d))
-    with tempfile.TemporaryDirectory(prefix="sigint_") as d:
-        interrupt = sigint_checkpoint(Path(d))
-    reliability = json.loads((ROOT / "docs" / "results" / "reliability.json").read_text())
-    report = {
-        "command": "python benchmarks/ux.py",
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "matmul_gflops_2_threads": gflops},
-        "load_before": load,
-        "load_after": " ".join(f"{x:.1f}" for x in os.getloadavg()),
-        "readme_commands": {"total": len(rows), "ran": sum(r["exit"] == 0 for r in rows), "rows": rows},
-        "config_seconds": cli_seconds(["config", "train"]),
-        "typo_seconds": cli_seconds(["train", "run.stepz=3"], exit_code=2),
-        "sigint_checkpoint": interrupt["ok"],
-        "sigint": interrupt,
-        "bad_inputs_total": reliability["bad_inputs_total"],
-        "bad_inputs_clear": reliability["bad_inputs_clear"],
-    }
-    out = Path(args.out)
-    from tempering.runlog import atomic_write_text
-
-    atomic_write_text(out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
-    rc = report["readme_commands"]
+def render(report: dict) -> str:
+    rc, interrupt = report["readme_commands"], report["sigint"]
+    rows = rc["rows"]
+    gflops, load = report["machine"]["matmul_gflops_2_threads"], report["load_before"]
     md = [
         "# The README's commands, as a user runs them",
         "",
@@ -225,7 +200,51 @@ def main() -> None:
     for r in rows:
         if r["exit"]:
             md += [f"- `{r['command']}` failed: " + " / ".join(r["stderr_tail"])]
-    atomic_write_text(out.with_suffix(".md"), "\n".join(md) + "\n")
+    return "\n".join(md) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(ROOT / "docs" / "results" / "ux"))
+    ap.add_argument(
+        "--bad-inputs-only",
+        action="store_true",
+        help="take the bad-input figures of reliability.json (benchmarks/faults.py --bad-inputs-only) into ux.json",
+    )
+    args = ap.parse_args()
+    out = Path(args.out)
+    from tempering.runlog import atomic_write_text
+
+    if args.bad_inputs_only:
+        report = json.loads(out.with_suffix(".json").read_text())
+        reliability = json.loads((ROOT / "docs" / "results" / "reliability.json").read_text())
+        report |= {k: reliability[k] for k in ("bad_inputs_total", "bad_inputs_clear")}
+        atomic_write_text(out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
+        atomic_write_text(out.with_suffix(".md"), render(report))
+        return
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    gflops = matmul_gflops()
+    with tempfile.TemporaryDirectory(prefix="readme_") as d:
+        rows = run_readme(Path(d))
+    with tempfile.TemporaryDirectory(prefix="sigint_") as d:
+        interrupt = sigint_checkpoint(Path(d))
+    reliability = json.loads((ROOT / "docs" / "results" / "reliability.json").read_text())
+    report = {
+        "command": "python benchmarks/ux.py",
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "matmul_gflops_2_threads": gflops},
+        "load_before": load,
+        "load_after": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+        "readme_commands": {"total": len(rows), "ran": sum(r["exit"] == 0 for r in rows), "rows": rows},
+        "config_seconds": cli_seconds(["config", "train"]),
+        "typo_seconds": cli_seconds(["train", "run.stepz=3"], exit_code=2),
+        "sigint_checkpoint": interrupt["ok"],
+        "sigint": interrupt,
+        "bad_inputs_total": reliability["bad_inputs_total"],
+        "bad_inputs_clear": reliability["bad_inputs_clear"],
+    }
+    atomic_write_text(out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
+    atomic_write_text(out.with_suffix(".md"), render(report))
+    rc = report["readme_commands"]
     if rc["ran"] != rc["total"]:
         raise SystemExit(f"{rc['total'] - rc['ran']} README command(s) failed; see {out.with_suffix('.md')}")
 

@@ -21,8 +21,9 @@ LAYERS: list[tuple[str, ...]] = [
         "progress",
         "cluster",
         "trl_names",
+        "verl_names",
         "http",
-    ),  # the data model, typed configs (and TRL's names for their keys), the run folder, progress bars, HTTP
+    ),  # the data model, typed configs (and TRL's and verl's names for their keys), the run folder, progress bars, HTTP
     ("algos", "metrics"),  # pure functions
     ("models",),
     ("sandbox",),
@@ -33,7 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("train",),  # scoring, credit, the update, the one loop, data parallelism
     ("methods",),  # one module per training method
     ("synth",),
-    ("recipes",),
+    ("recipes", "serve"),  # the verbs' runners and tools; services over HTTP
     ("cli", "distributed", "integrations", "experiments", "__init__", "__main__"),
 ]
 """Lowest first. `tempering.X` may import `tempering.Y` when Y's layer is at or below X's, and two

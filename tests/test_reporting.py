@@ -138,3 +138,47 @@ def test_wandb_without_the_package_says_how_to_install_it(tmp_path, monkeypatch)
     monkeypatch.setitem(sys.modules, "wandb", None)
     with pytest.raises(UserError, match=r"tempering\[wandb\]"):
         RunLog(tmp_path, {}, tensorboard=False, wandb="p")
+
+
+@pytest.mark.slow
+def test_trackio_gets_every_metric_row_and_the_samples_table_and_a_resume_continues_its_run(tmp_path):
+    pytest.importorskip("trackio")
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRACKIO_DIR": str(tmp_path / "trackio")}
+    run = tmp_path / "run"
+    args = ["model.name=tiny-xs", "task.train_size=16", "task.heldout_size=2", "rollout.prompts_per_step=2"]
+    args += ["rollout.group_size=2", "rollout.max_new_tokens=3", "run.eval_every=0", "run.progress=false"]
+    args += ["run.trackio=tempering-tests", f"run.out_dir={run}", "run.checkpoint_every=1", "run.tensorboard=false"]
+    for extra in (["run.steps=2"], ["--resume", str(run), "run.steps=3"]):
+        argv = extra if extra[0] == "--resume" else [*args, *extra]
+        r = subprocess.run(
+            [sys.executable, "-m", "tempering.cli", "train", *argv], env=env, capture_output=True, text=True
+        )
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert f"the trained model: {run / 'final'}" in r.stdout and f"tempering view {run}" in r.stdout
+    name = (run / "trackio_run").read_text().strip()
+    code = (
+        "import json; from trackio.sqlite_storage import SQLiteStorage as S; "
+        f"print(json.dumps(S.get_logs('tempering-tests', {name!r}), default=str))"
+    )
+    logs = json.loads(
+        subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    )
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    for row in rows:  # every row of metrics.jsonl, each number as written
+        logged = {k: v for x in logs if x["step"] == row["step"] for k, v in x.items()}
+        assert all(logged[k] == v for k, v in row.items() if isinstance(v, (int, float)) and v is not None)
+    tables = [x["samples"] for x in logs if "samples" in x]
+    assert [x["step"] for x in logs if "samples" in x] == [1, 2, 3]
+    assert tables[0]["_type"] == "trackio.table" and set(tables[0]["_value"][0]) >= {"prompt", "answer", "score"}
+
+
+def test_trackio_without_the_package_says_how_to_install_it(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "trackio", None)
+    with pytest.raises(UserError, match=r"tempering\[trackio\]"):
+        RunLog(tmp_path, {}, tensorboard=False, trackio="p")

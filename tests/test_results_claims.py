@@ -42,6 +42,7 @@ SCRIPTS = [
     "examples/cuda_agent/run_cuda_agent.py",
     "benchmarks/grpo_vs_trl.py",
     "benchmarks/grpo_vs_trl_real.py",
+    "benchmarks/speed_curves.py",
 ]
 WORDS = re.compile(r"\b(reproduced|reproduces|inconclusive|holds|unresolved)\b", re.IGNORECASE)
 HEADER = "| claim | a | b | better | a - b (points) | 95% interval | seeds | sign-flip p | verdict |"

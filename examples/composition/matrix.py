@@ -60,7 +60,8 @@ def groups(turns: int) -> list[Group]:
     """Three groups: mixed outcomes and lengths; four identical episodes that end after one turn (no
     signal for any credit);
     every episode equally rewarded (single-turn: same score, other lengths; multi-turn: every episode
-    succeeds, at different turns, the case outcome credit cannot tell apart and LEAP can)."""
+    succeeds, at different turns, the case outcome credit cannot tell apart and LEAP can). Each group's greedy
+    episode (ReMax's baseline) scores as its first episode does."""
     t = [Task(f"t{i}", "") for i in range(3)]
     if turns == 1:
         mixed = [[(7, 1.0, True)], [(2, 0.0, False)], [(8, 0.5, False)], [(5, 1.0, True)]]
@@ -80,7 +81,7 @@ def groups(turns: int) -> list[Group]:
         ]
     same = [[(4, 0.5, False)]] * G if turns == 1 else [[(4, 1.0, True)]] * G
     return [
-        Group(task, [_episode(task, eps[i], 10 * k + i) for i in range(G)])
+        Group(task, [_episode(task, eps[i], 10 * k + i) for i in range(G)], greedy=_episode(task, eps[0], 10 * k + G))
         for k, (task, eps) in enumerate(zip(t, [mixed, same, equal]))
     ]
 

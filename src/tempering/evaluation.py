@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from tempering.envs.base import TaskFamily
 from tempering.metrics import group_metrics
 from tempering.models.chat import ChatFormat
@@ -23,9 +21,7 @@ async def evaluate(
 ) -> dict[str, float]:
     """`pass@1` is greedy; `pass@1_sampled` and `pass@k` use k samples at the rollout temperature.
     `stats` collects the rollouts' counts and environment errors."""
-    greedy = replace(
-        opts, sampling=replace(opts.sampling, temperature=0.0), continue_after_turn1=None, counterfactual=None
-    )
+    greedy = opts.plain(temperature=0.0)
     groups = await rollout(sampler, fmt, tasks, family.make_env, 1, greedy, stats)
     out = group_metrics(groups, 1, opts.max_turns)
     if sampled and k > 1:
@@ -35,7 +31,7 @@ async def evaluate(
             tasks,
             family.make_env,
             k,
-            replace(opts, continue_after_turn1=None, counterfactual=None),
+            opts.plain(),
             stats,
         )
         m = group_metrics(sg, k, opts.max_turns)
@@ -55,6 +51,5 @@ async def pass_rates(
     sampler, fmt: ChatFormat, make_env, tasks: list[Task], n: int, opts: RolloutOptions
 ) -> list[float]:
     """Share of n sampled episodes that succeed, per task (coverage, frontier and teacher reliability)."""
-    plain = replace(opts, continue_after_turn1=None, counterfactual=None)
-    groups = await rollout(sampler, fmt, tasks, make_env, n, plain)
+    groups = await rollout(sampler, fmt, tasks, make_env, n, opts.plain())
     return [sum(e.success for e in g.episodes) / n for g in groups]

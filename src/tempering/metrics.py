@@ -53,7 +53,24 @@ def reward_parts(episodes: list[Episode]) -> dict[str, float]:
         for name, v in parts.items():
             sums.setdefault(name, []).append(float(v))
     parts = {f"reward/{name}": sum(vs) / len(vs) for name, vs in sums.items()}
-    return {**parts, **tool_counts(episodes), **scorer_errors(episodes), **rerendered(episodes)}
+    return {
+        **parts,
+        **logged_metrics(episodes),
+        **tool_counts(episodes),
+        **scorer_errors(episodes),
+        **rerendered(episodes),
+    }
+
+
+def logged_metrics(episodes: list[Episode]) -> dict[str, float]:
+    """What reward functions logged with TRL's `log_metric(name, value)` (a turn's `info["metrics"]`),
+    averaged over the step's answers, under the name they gave."""
+    sums: dict[str, list[float]] = {}
+    for e in episodes:
+        for t in e.turns:
+            for name, v in t.info.get("metrics", {}).items():
+                sums.setdefault(name, []).append(float(v))
+    return {name: sum(vs) / len(vs) for name, vs in sums.items()}
 
 
 def scorer_errors(episodes: list[Episode]) -> dict[str, float]:

@@ -31,6 +31,7 @@ RUN_FILES = frozenset(
         "curves.png",
         "view.html",
         "wandb_id",
+        "trackio_run",
         "report.json",
         "stage.json",
         "pass_rates.json",
@@ -115,6 +116,7 @@ class RunLog:
         resume_step: int | None = None,
         tensorboard: bool = True,
         wandb: str | None = None,
+        trackio: str | None = None,
         title: str = "",
         plots: tuple[str, ...] | list[str] = (),
     ):
@@ -143,6 +145,7 @@ class RunLog:
             except ImportError:
                 self.tb = None
         self.wandb = _wandb_run(wandb, self.dir, config, resume_step) if wandb else None
+        self.trackio = _trackio_run(trackio, self.dir, config, resume_step) if trackio else None
 
     @staticmethod
     def _truncate(path: Path, step: int) -> None:
@@ -165,13 +168,40 @@ class RunLog:
             for k, v in row.items():
                 if k != "step" and isinstance(v, (int, float)) and math.isfinite(v):
                     self.tb.add_scalar(k, v, step)
+        scalars = {k: v for k, v in row.items() if k != "step" and isinstance(v, (int, float))}
         if self.wandb is not None:
-            self.wandb.log({k: v for k, v in row.items() if k != "step" and isinstance(v, (int, float))}, step=step)
+            self.wandb.log(scalars, step=step)
+        if self.trackio is not None:
+            self.trackio.log(scalars, step=step)
 
     def samples(self, step: int, rows: list[dict[str, Any]]) -> None:
+        """samples.jsonl, and a `samples` table in W&B and trackio (one row per turn of each episode)."""
         with self.samples_path.open("a") as f:
             for r in rows:
                 f.write(json.dumps({"step": step, **r}) + "\n")
+        if (self.wandb is None and self.trackio is None) or not rows:
+            return
+        table = [
+            [
+                step,
+                r.get("task", ""),
+                str(r.get("prompt", "")),
+                t.get("text", ""),
+                t.get("score"),
+                t.get("status", ""),
+                r.get("reward"),
+            ]
+            for r in rows
+            for t in r.get("turns", [])
+        ]
+        if self.wandb is not None:
+            import wandb
+
+            self.wandb.log({"samples": wandb.Table(columns=list(SAMPLE_COLUMNS), data=table)}, step=step)
+        if self.trackio is not None:
+            import trackio
+
+            self.trackio.log({"samples": trackio.Table(columns=list(SAMPLE_COLUMNS), data=table)}, step=step)
 
     def read_metrics(self) -> list[dict[str, Any]]:
         if not self.metrics_path.exists():
@@ -187,6 +217,34 @@ class RunLog:
             self.tb.close()
         if self.wandb is not None:
             self.wandb.finish()
+        if self.trackio is not None:
+            self.trackio.finish()
+
+
+SAMPLE_COLUMNS = ("step", "task", "prompt", "answer", "score", "status", "reward")
+"""The columns of the samples table W&B and trackio get (samples.jsonl has every field)."""
+
+
+def _trackio_run(project: str, run_dir: Path, config: dict[str, Any], resume_step: int | None):
+    """A trackio run (local-first: TRACKIO_DIR, by default ~/.cache/huggingface/trackio; `trackio show`
+    opens its dashboard) named after the run folder; a resumed run continues the same one (its name is kept
+    in the folder)."""
+    try:
+        import trackio
+    except ImportError as e:
+        raise UserError(
+            f"run.trackio={project} needs trackio: `pip install 'tempering[trackio]' && pip install --no-deps "
+            "trackio` (or leave run.trackio unset)"
+        ) from e
+    name_file = run_dir / "trackio_run"
+    if resume_step is not None and name_file.is_file():
+        name = name_file.read_text().strip()
+    else:
+        name = f"{run_dir.name}-{secrets.token_hex(3)}"
+        atomic_write_text(name_file, name + "\n")
+    return trackio.init(
+        project=project, name=name, config=config, resume="allow", embed=False, auto_log_cpu=False, auto_log_gpu=False
+    )
 
 
 def _wandb_run(project: str, run_dir: Path, config: dict[str, Any], resume_step: int | None):

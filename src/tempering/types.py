@@ -148,6 +148,9 @@ class Group:
     info: dict[str, Any] = field(default_factory=dict)
     """What the rollout decided for the whole group: after turn 1 of a multi-turn rollout,
     `turn1_failures` and `expanded` (whether its failed episodes got more turns; LEAP's pruning)."""
+    greedy: Episode | None = None
+    """A temperature-0 episode of the same task, made when the credit reads one (ReMax's baseline,
+    `RolloutOptions.greedy_baseline`): scored, never trained on."""
 
     @property
     def rewards(self) -> list[float]:

@@ -1,5 +1,6 @@
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ from tempering.algos.advantages import (
     dr_grpo_advantage,
     grpo_advantage,
     grpo_passk_advantage,
+    remax_advantage,
     rloo_advantage,
     zero_std_groups,
 )
@@ -129,3 +131,25 @@ def test_episodes_naming_different_reward_parts_train_with_grpo_and_gdpo_refuses
     assert CREDIT["grpo"](tt).flatten().tolist() == pytest.approx([0.7071, -0.7071], abs=1e-3)
     with pytest.raises(ValueError, match="only in part"):
         CREDIT["gdpo"](tt)
+
+
+def test_remax_is_the_reward_less_the_greedy_answers():
+    adv = remax_advantage(torch.tensor([[1.0, 0.0, 0.5], [0.0, 0.0, 0.0]]), torch.tensor([0.5, 1.0]))
+    assert adv.tolist() == [[0.5, -0.5, 0.0], [-1.0, -1.0, -1.0]]  # no normalisation; equal rewards still count
+
+
+def test_remax_credit_reads_each_groups_greedy_episode_and_its_own_shaping():
+    gs = [
+        Group(Task("a", "p"), [_ep([0.0, 1.0], 1.0), _ep([0.0], 0.0)], greedy=_ep([1.0], 1.0)),
+        Group(Task("b", "p"), [_ep([0.5], 0.5), _ep([0.5], 0.5)], greedy=_ep([0.0], 0.0)),
+    ]
+    tt = turn_tensors(gs)
+    assert tt.greedy_N.tolist() == [1.0, 0.0]
+    assert CREDIT["remax"](tt).tolist() == [[[0.0, 0.0], [-1.0, 0.0]], [[0.5, 0.0], [0.5, 0.0]]]
+    shaped = replace(tt, shaping_NGK=torch.full_like(tt.scores_NGK, -0.25) * tt.valid_NGK)
+    # the sampled episodes' shaping terms count, the greedy baseline is its verifier reward
+    assert CREDIT["remax"](shaped)[:, :, 0].tolist() == [[-0.5, -1.25], [0.25, 0.25]]
+    with pytest.raises(ValueError, match="needs one greedy episode per group"):
+        CREDIT["remax"](turn_tensors([Group(Task("a", "p"), [_ep([1.0], 1.0)])]))
+    with pytest.raises(ValueError, match="every group of a batch has its greedy episode or none"):
+        turn_tensors([gs[0], Group(Task("c", "p"), [_ep([1.0], 1.0), _ep([0.0], 0.0)])])

@@ -68,6 +68,7 @@ def ours(case: dict, x: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             cf_mask_NGK=torch.zeros(B // G, G, 1),
             components_NGC=None if comps is None else comps.view(-1, G, comps.shape[-1]),
             component_names=tuple(case.get("component_names", ())),
+            greedy_N=x.get("greedy"),
         )
         adv = CREDIT[case["credit"]](t, **case.get("credit_args", {}))
         return {"advantages": adv.reshape(B, 1) * mask}
@@ -107,7 +108,7 @@ def test_the_case_matches_the_anchor(case):
 def test_the_cases_cover_every_loss_estimator_and_correction():
     kinds = {(c["kind"], c.get("objective", {}).get("loss") or c.get("credit") or c.get("mode")) for c in DATA["cases"]}
     assert {("loss", n) for n in POLICY_LOSSES} <= kinds
-    new = ("reinforce_pp", "reinforce_pp_baseline", "grpo_passk", "gdpo")
+    new = ("reinforce_pp", "reinforce_pp_baseline", "grpo_passk", "gdpo", "remax")
     assert {("estimator", n) for n in new} <= kinds
     modes = {m for k, m in kinds if k == "correction"} | {"decoupled", "bypass", "bypass_ppo_clip", "none"}
     assert modes >= set(CORRECTIONS)  # AReaL's decoupled: tests/data/offpolicy_parity.json; bypass has no weights

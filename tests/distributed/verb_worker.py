@@ -64,8 +64,9 @@ def base(model: str, out: Path) -> dict:
     }
 
 
-def trainer(case: str, model: str, fresh: str, out: Path, world, strategy: str):
+def trainer(case: str, model: str, fresh: str, out: Path, world, strategy: str, loss: dict | None = None):
     cfg = base(model, out)
+    cfg["loss"].update(loss or {})
     kw = {"world": world, "strategy": strategy}
     if case.startswith("train") or case == "rgrpo":
         if case == "train+dynamic_sampling":
@@ -122,13 +123,23 @@ def gradients(t) -> dict[str, torch.Tensor]:
     return out
 
 
-def run(groups_path: str, model: str, fresh: str, out: Path, world=None, strategy: str = "ddp", cases=CASES) -> dict:
+def run(
+    groups_path: str,
+    model: str,
+    fresh: str,
+    out: Path,
+    world=None,
+    strategy: str = "ddp",
+    cases=CASES,
+    loss: dict | None = None,
+) -> dict:
+    """Each case's result; `loss`: keys of the loss section set in every case."""
     rank, size = (world.rank, world.size) if world is not None else (0, 1)
     groups = torch.load(groups_path, weights_only=False)
     mine = groups[rank::size]
     results = {}
     for case in cases:
-        t = trainer(case, model, fresh, out / f"{case}-{strategy}-{size}", world, strategy)
+        t = trainer(case, model, fresh, out / f"{case}-{strategy}-{size}", world, strategy, loss)
         share, scores = mine, None
         if t.method.resample_rounds is not None:
             batches = [t.collector.scored(mine, t.state)]

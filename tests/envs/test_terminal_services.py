@@ -1,6 +1,6 @@
 """Tasks in the shapes of public Terminal-Bench tasks (tests/envs/data/harbor_public): a solution that
-leaves a web server running for the tests (one job, the solution in a Landlock domain that cannot touch
-the tests or the reward), ubuntu and t-bench base images, Dockerfile lines that force Docker, tests that
+leaves a web server running for the tests (the solution's job stays up; the tests run in a job of their
+own that shares only its network), ubuntu and t-bench base images, Dockerfile lines that force Docker, tests that
 download tools at run time, HOME, and the reasons `tempering synth check` shows."""
 
 import asyncio
@@ -18,7 +18,9 @@ from tempering.synth.verify import SandboxVerifier, short_reason
 PUBLIC = Path(__file__).parent / "data" / "harbor_public"
 ISOLATED = [b for b in ("bwrap", "unshare") if b in Sandbox.available_backends()]
 needs_isolation = pytest.mark.skipif(not ISOLATED, reason="Harbor's paths need an isolating sandbox backend")
-needs_landlock = pytest.mark.skipif(ws_mod.landlock_abi() < 1, reason="this kernel has no Landlock")
+needs_shared_network = pytest.mark.skipif(
+    not (ISOLATED and Sandbox(backend=ISOLATED[0]).shares_network), reason="services need jobs that share a network"
+)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +39,7 @@ def service_bundle(tmp_path, solve: str):
 
 
 @needs_isolation
-@needs_landlock
+@needs_shared_network
 def test_a_service_the_solution_leaves_running_answers_the_tests(sandbox):
     v = verify(sandbox, read_bundle(PUBLIC / "http-service"))
     assert (v.accepted, v.stage, v.reward) == (True, "ok", 1.0), v.summary
@@ -52,7 +54,7 @@ def test_without_one_job_the_verdict_names_the_refused_connection(sandbox, monke
 
 
 @needs_isolation
-@needs_landlock
+@needs_shared_network
 def test_what_the_solution_leaves_running_cannot_touch_the_tests_or_the_reward(sandbox, tmp_path):
     # no server; instead processes that try, while the tests run, to plant a passing reward (at both of
     # its paths), to read and replace the tests, to write into the tests' TMPDIR and to kill them
@@ -74,7 +76,7 @@ exit 0
 
 
 @needs_isolation
-@needs_landlock
+@needs_shared_network
 def test_the_solution_sees_harbors_paths_and_its_state_is_kept(sandbox, tmp_path):
     solve = """#!/bin/bash
 { echo "home=$HOME"; pwd; ls /tests 2>&1; cat /job/.ws/run.sh 2>&1 | head -1; } > /app/seen.txt
@@ -86,7 +88,7 @@ exit 0
     assert run.exit_code == 0 and rewards.values == {"reward": 0.0} and tests.exit_code == 0
     seen = asyncio.run(ws.run("cat seen.txt\n", 10)).output.splitlines()
     assert seen[0] == f"home={ws.home or '/job'}" and seen[1] == "/app"
-    assert "Permission denied" in seen[2] and "Permission denied" in seen[3]  # neither the tests nor the job's script
+    assert "No such file or directory" in seen[2]  # the tests are in their own job, not in the solution's
 
 
 def test_harbor_home_is_root_where_the_sandbox_can_show_it(monkeypatch):
@@ -229,7 +231,7 @@ def test_the_results_say_what_synth_check_says_of_lax_tests():
 
 
 @needs_isolation
-@needs_landlock
+@needs_shared_network
 def test_public_task_shapes_section(sandbox):
     pub = asyncio.run(_survey_module().public_tasks(PUBLIC, sandbox))
     assert pub["loaded"] == sorted(p.name for p in PUBLIC.iterdir())
@@ -257,7 +259,7 @@ def episode(sandbox, bundle, answers, **kw):
 
 
 @needs_isolation
-@needs_landlock
+@needs_shared_network
 def test_a_server_the_agent_starts_answers_its_next_commands_and_the_tests(sandbox):
     bundle = read_bundle(PUBLIC / "http-service")
     start, probe, final = episode(
@@ -266,12 +268,12 @@ def test_a_server_the_agent_starts_answers_its_next_commands_and_the_tests(sandb
         [bundle.text("solution/solve.sh"), "curl -s http://127.0.0.1:8123/total; ls /tests", "submit"],
     )
     assert start.feedback == "[exit 0]"
-    assert probe.feedback.startswith('{"total": 100}') and "Permission denied" in probe.feedback
+    assert probe.feedback.startswith('{"total": 100}') and "No such file or directory" in probe.feedback
     assert final.done and final.success and final.score == 1.0
 
 
 @needs_isolation
-@needs_landlock
+@needs_shared_network
 def test_what_the_agent_leaves_running_cannot_plant_a_reward(sandbox):
     plant = (
         "( while true; do echo 1 > /logs/verifier/reward.txt; echo 1 > /job/logs/verifier/reward.txt; "
@@ -284,7 +286,7 @@ def test_what_the_agent_leaves_running_cannot_plant_a_reward(sandbox):
 
 
 @needs_isolation
-@needs_landlock
+@needs_shared_network
 def test_sessions_go_step_by_step_and_keep_the_state(sandbox):
     from tempering.envs.terminal import SAMPLES
 

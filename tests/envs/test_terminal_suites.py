@@ -13,7 +13,6 @@ import pytest
 from tempering.envs.terminal import NeedsDocker, downloads, local_image, read_bundle
 from tempering.envs.terminal.bundle import Bundle
 from tempering.envs.terminal.image import apt_installed, base_kind, commands, image_name, install_names, pip_installed
-from tempering.envs.terminal.workspace import landlock_abi
 from tempering.sandbox import Job, Sandbox
 from tempering.synth.checks import check_bundle, tamper_warnings
 
@@ -24,7 +23,6 @@ SAMPLE = Path(__file__).parents[2] / "src" / "tempering" / "envs" / "terminal" /
 needs_isolation = pytest.mark.skipif(
     Sandbox(backend="auto").backend not in ("bwrap", "unshare"), reason="needs an isolating sandbox backend"
 )
-needs_landlock = pytest.mark.skipif(landlock_abi() < 1, reason="this kernel has no Landlock")
 
 
 def task(dockerfile: str, files: dict[str, str] | None = None) -> Bundle:
@@ -191,7 +189,6 @@ def test_a_pinned_pytest_is_the_installed_one_and_a_missing_plugin_is_a_download
 
 @pytest.mark.slow
 @needs_isolation
-@needs_landlock
 @pytest.mark.parametrize("name", ["evoeval-0", "webservice-healthcheck"])
 def test_public_tasks_verify_as_shipped(name):
     """evoeval-0: its tests install uv to run pytest==8.4.1 (the stand-ins run the installed pytest);

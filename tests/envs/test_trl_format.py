@@ -113,7 +113,8 @@ def test_the_completion_column_is_the_reference_and_trl_reward_functions_plug_in
     _verify(fam, ["x"])
     assert seen["prompts"][0] == fam.tasks("train", 1)[0].prompt.messages
     assert seen["completions"] == [[{"role": "assistant", "content": "x"}]]
-    assert set(seen["columns"]) == {"solution"}  # as in TRL: the completion column is not passed
+    # as in TRL: the completion column is not passed, TRL's own arguments are
+    assert set(seen["columns"]) == {"solution", "completion_ids", "trainer_state", "log_metric", "log_extra"}
 
 
 @pytest.mark.parametrize(

@@ -269,3 +269,22 @@ def test_leap_logs_each_groups_pruning_decision_and_tournament(pretrained_dir, t
     assert m["leap/groups_ranked"] == pytest.approx(
         sum(any(ms[0]["group"]["rank_scores"]) for ms in groups.values()) / 8
     )
+
+
+def test_remax_samples_a_greedy_baseline_per_prompt_and_trains_on_the_sampled_answers_only(pretrained_dir, tmp_path):
+    """`loss.advantage=remax`: one greedy episode per prompt, logged beside its group; each sampled answer's
+    advantage is its reward less the greedy one's; the update's loss tokens are the sampled answers' only."""
+    cfg = _cfg(str(pretrained_dir), tmp_path, steps=1, log_samples=32, tensorboard=False)
+    cfg["loss"] = {"advantage": "remax"}
+    m = asyncio.run(trainer("train", build(TrainConfig, cfg)).step()).metrics
+    rows = [json.loads(x) for x in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    assert len(rows) == 32  # 8 prompts x 4 samples: the greedy episodes are not rows of the batch
+    greedy = {r["group"]["index"]: r["group"]["greedy"] for r in rows}
+    assert len(greedy) == 8 and all(greedy[r["group"]["index"]]["task"] == r["task"] for r in rows)
+    for r in rows:
+        assert r["turns"][0]["advantage"] == pytest.approx(r["reward"] - greedy[r["group"]["index"]]["reward"])
+    assert any(r["turns"][0]["advantage"] != 0 for r in rows)
+    assert m["greedy_env_calls"] == 8 and m["env_calls"] == 32
+    assert m["greedy_reward"] == pytest.approx(sum(g["reward"] for g in greedy.values()) / 8)
+    assert m["greedy_tokens"] > 0 and m["greedy_overhead_tokens"] > 1
+    assert m["loss_tokens"] == pytest.approx(m["response_len"] * 32)

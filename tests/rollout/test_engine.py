@@ -1,4 +1,5 @@
 import asyncio
+from dataclasses import replace
 
 import pytest
 
@@ -215,3 +216,45 @@ def test_rows_that_are_not_the_sampled_tokens_in_their_context_stop_the_run():
     assert e.segments()[0][:2] == ([1, 2, 5, 9, 9, 8], [0, 0, 1, 0, 0, 1])  # the drifted token is context now
     with pytest.raises(RuntimeError, match="turn 2"):
         check_rows(e, [[1, 2], [1, 2, 5, 6, 7]])  # yet it was sampled after the row's old tokens
+
+
+def test_a_greedy_baseline_is_one_temperature_zero_episode_per_group_kept_apart():
+    """ReMax's baseline: each group gets one more episode, sampled at temperature 0 through every turn (no
+    pruning), scored, and kept out of the group's episodes; its cost is counted apart."""
+    temps = []
+
+    class Greedy(ScriptedSampler):
+        def sample(self, contexts, params):
+            temps.extend([params.temperature] * len(contexts))
+            answer = "ok" if params.temperature == 0 and "wrong: try1" in TOK.decode(contexts[0]) else "no"
+            self.answer = lambda ctx, n: answer
+            return super().sample(contexts, params)
+
+    stats = RolloutStats()
+    opts = RolloutOptions(
+        sampling=SamplingParams(temperature=1.0), max_turns=2, continue_after_turn1=lambda g: [False] * 2
+    )
+    gs = _run(
+        Greedy(None), replace(opts, greedy_baseline=True), tasks=[Task("t0", "Q:"), Task("t1", "R:")], stats=stats
+    )
+    assert [len(g.episodes) for g in gs] == [2, 2]
+    assert all(len(e.turns) == 1 and e.stop_reason == "pruned" for g in gs for e in g.episodes)
+    assert [g.greedy.task.id for g in gs] == ["t0", "t1"]
+    assert all([t.status for t in g.greedy.turns] == ["incorrect", "correct"] for g in gs)  # not pruned
+    assert [g.greedy.reward for g in gs] == [1.0, 1.0]
+    assert temps == [1.0] * 4 + [0.0] * 4  # the groups' turn 1, then the greedy episodes' two turns
+    assert (stats.env_calls, stats.greedy_env_calls) == (4, 4)
+    assert stats.greedy_tokens == 2 * (len("no") + 1 + len("ok") + 1) and stats.tokens == 4 * (len("no") + 1)
+    assert all(g.greedy is None for g in _run(Greedy(None), opts))
+
+
+def test_a_greedy_baseline_from_another_observation_than_its_group_is_refused():
+    class Drifting(CountEnv):
+        made = 0
+
+        async def reset(self):
+            Drifting.made += 1
+            return "screen" if Drifting.made <= 2 else "another screen"
+
+    with pytest.raises(UserError, match="task t0's environment started it from another observation"):
+        _run(ScriptedSampler(lambda ctx, n: "no"), RolloutOptions(greedy_baseline=True), env=Drifting)

@@ -1,7 +1,11 @@
 import copy
+import math
 
+import pytest
 import torch
+from transformers import LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
+from tempering.models.decode import FusedDecoder
 from tempering.rollout.sampler import HFSampler, SamplingParams, _filter_logits
 
 
@@ -130,3 +134,73 @@ def test_whole_completions_are_drawn_with_the_models_probability(tiny):
     assert set(seen) <= set(want) and abs(sum(want.values()) - 1) < 1e-5
     for c, q in want.items():
         assert abs(seen.get(c, 0) / n - q) <= 5 * (q * (1 - q) / n) ** 0.5 + 1e-3, (c, seen.get(c, 0) / n, q)
+
+
+def test_the_models_own_forward_and_the_lean_one_sample_the_same_log_probs(tiny):
+    """A Llama through its own forward (float32 sampling) and through the lean one (in float32 here), and a
+    Qwen2 (grouped-query attention, biased projections): the log-probs of an unpadded forward."""
+    model, tok = tiny
+    prompts = [p for p in _prompts(tok) for _ in range(2)]
+    own, lean = HFSampler(model, tok, seed=4), HFSampler(model, tok, seed=4)
+    assert own.fused is None
+    lean.fused = FusedDecoder.of(model)
+    for s in (own, lean):
+        out = s.sample(prompts, SamplingParams(max_new_tokens=5))
+        for pr, o in zip(prompts, out):
+            assert torch.allclose(
+                torch.tensor(o.logprobs), torch.tensor(_forward_logprobs(model, pr, o.ids)), atol=1e-4
+            )
+    qwen = Qwen2ForCausalLM(
+        Qwen2Config(
+            vocab_size=len(tok),
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=64,
+            pad_token_id=tok.pad_token_id,
+        )
+    ).eval()
+    s = HFSampler(qwen, tok, seed=4)
+    s.fused = FusedDecoder.of(qwen)
+    assert s.fused is not None
+    for pr, o in zip(prompts, s.sample(prompts, SamplingParams(max_new_tokens=5))):
+        assert torch.allclose(torch.tensor(o.logprobs), torch.tensor(_forward_logprobs(qwen, pr, o.ids)), atol=1e-4)
+
+
+def test_a_model_whose_forward_the_lean_one_does_not_reproduce_samples_through_its_own(tiny):
+    class Capped(LlamaForCausalLM):
+        def forward(self, *a, **kw):
+            out = super().forward(*a, **kw)
+            out.logits = 3.0 * torch.tanh(out.logits / 3.0)
+            return out
+
+    capped = Capped(tiny[0].config)
+    capped.load_state_dict(tiny[0].state_dict())
+    assert FusedDecoder.of(tiny[0]) is not None and FusedDecoder.of(capped.eval()) is None
+
+
+@pytest.mark.skipif(not torch.ops.mkldnn._is_mkldnn_bf16_supported(), reason="a CPU without bf16 instructions")
+def test_bf16_weights_draw_whole_completions_with_the_probability_they_record(tiny):
+    """Sampling with bf16 weights: each two-token completion's frequency is the product of the two
+    probabilities the sampler records, which are the float32 model's to bf16 rounding."""
+    model, tok = tiny
+    prompt = tok.encode("12+3=", add_special_tokens=False)
+    n = 6000
+    s = HFSampler(model, tok, seed=11, dtype=torch.bfloat16)
+    assert s.fused is not None and s.fused.dtype == torch.bfloat16
+    s.eos_ids = []
+    out = s.sample([prompt] * n, SamplingParams(max_new_tokens=2, top_k=3))
+    seen: dict[tuple[int, ...], list] = {}
+    for o in out:
+        seen.setdefault(tuple(o.ids), []).append(o.logprobs)
+    for c, lps in seen.items():
+        assert all(lp == lps[0] for lp in lps)  # one completion, one probability
+        q = math.exp(sum(lps[0]))
+        assert abs(len(lps) / n - q) <= 5 * (q * (1 - q) / n) ** 0.5 + 1e-3, (c, len(lps) / n, q)
+    full = [o for o in HFSampler(model, tok, seed=11, dtype=torch.bfloat16).sample([prompt] * 8, SamplingParams(4))]
+    for o in full:
+        want = torch.tensor(_forward_logprobs(model, prompt, o.ids))
+        assert torch.allclose(torch.tensor(o.logprobs), want, atol=0.1) and not torch.equal(
+            torch.tensor(o.logprobs), want
+        )

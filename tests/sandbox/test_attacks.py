@@ -1,15 +1,20 @@
 """The adversarial suite on every isolating backend here: each attack is contained and the host is
-unaffected. The host's `subprocess` backend is never attacked (an attack there would do its damage).
+unaffected; through the paths that judge terminal tasks, every hostile answer is scored `incorrect` and
+the controls come out as they must. The host's `subprocess` backend is never attacked (an attack there
+would do its damage).
 
-The attacks themselves live in tempering.sandbox.attacks (also runnable as a command), so that this
-suite, the benchmark's containment count and docs/sandbox.md speak of the same list.
+The attacks themselves live in tempering.sandbox.attacks and the modules that register their paths'
+cases (also runnable as `tempering sandbox attacks`), so that this suite, the results' counts and
+docs/sandbox.md speak of the same list. Here every job-API attack runs on every backend, and every
+terminal and agent case on the first isolating backend (the command and the results run them all on
+every backend).
 """
 
 import asyncio
 
 import pytest
 
-from tempering.sandbox import Sandbox
+from tempering.sandbox import Sandbox, attacks
 from tempering.sandbox.attacks import ATTACKS, isolated_backends, run_attack, why_not_run
 
 CASES = [pytest.param(b, a, id=f"{b}-{a.name}") for b in isolated_backends() for a in ATTACKS]
@@ -23,6 +28,20 @@ def test_attack_is_contained(backend, attack):
     if why:
         pytest.skip(f"{backend} cannot contain this here: {why}")
     verdict = asyncio.run(run_attack(sandbox, attack))
+    assert verdict == "", verdict
+
+
+PATH_CASES = [c for c in attacks.cases() if c.path not in ("job API", "code judge")]  # the judge's: test_code_attacks
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", PATH_CASES, ids=[f"{c.path}-{c.name}" for c in PATH_CASES])
+def test_case_through_a_path_that_judges(case):
+    if not isolated_backends():
+        pytest.skip("no isolating backend here")
+    verdict, why = asyncio.run(attacks.run_case(Sandbox(backend=isolated_backends()[0], concurrency=2), case))
+    if why:
+        pytest.skip(why)
     assert verdict == "", verdict
 
 
@@ -60,6 +79,8 @@ SECOND_RED_TEAM = {  # each class the second red team found, at least twice, wri
     "an inode flood and a host stalled by its removal": ("inode_flood", "inode_flood_links", "deep_tree"),
     "cleanup that follows a job's link": ("cleanup_symlink", "cleanup_symlink_dirs"),
     "nested user namespaces": ("nested_userns", "nested_userns_tools"),
+    "fanotify between jobs": ("fanotify_channel", "fanotify_channel_perl"),
+    "io_uring, userfaultfd, perf events, secret memory": ("kernel_interfaces", "kernel_interfaces_perl"),
 }
 
 
@@ -69,3 +90,51 @@ def test_every_class_the_second_red_team_found_has_two_attacks_written_different
         assert set(names) <= set(by_name), what
         programs = {by_name[n].code + "".join(by_name[n].files.values()) + repr(by_name[n].drive) for n in names}
         assert len(programs) == len(names) >= 2, what
+
+
+def test_every_terminal_class_has_two_variants_on_every_terminal_path_and_controls():
+    from tempering.envs.terminal.attacks import ATTACKS as TERMINAL
+
+    terminal_paths = {"terminal: services kept", "terminal: separate jobs", "agent: session", "agent: per command"}
+    by_class: dict = {}
+    for c in PATH_CASES:
+        by_class.setdefault((c.cls, c.kind), {}).setdefault(c.path, set()).add(c.name)
+    for cls, variants in TERMINAL.items():
+        assert len({script for _, script in variants}) == len(variants) >= 2, cls
+        assert {p: len(n) for p, n in by_class[(cls, "attack")].items()} == {p: len(variants) for p in terminal_paths}
+    for kind in ("honest_right", "honest_wrong"):
+        assert {p for (cls, k), paths in by_class.items() if k == kind for p in paths} == terminal_paths
+
+
+def test_the_results_matrix_counts_what_got_out():
+    run = lambda cls, name, path, kind, verdict: {
+        "class": cls,
+        "name": name,
+        "path": path,
+        "kind": kind,
+        "verdict": verdict,
+    }
+    summaries = {
+        "bwrap": {"cases": [
+            run("c", "a1", "job API", "attack", "contained"),
+            run("c", "a2", "job API", "attack", "the secret reached the job"),
+            run("c", "a1", "agent: session", "attack", "not run: no shared network"),
+            run("ok", "r", "agent: session", "honest_right", "contained"),
+            run("no", "w", "agent: session", "honest_wrong", "the verdict was correct, wanted incorrect"),
+        ]},
+        "gvisor": {"cases": [run("c", "a1", "job API", "attack", "contained")]},
+    }  # fmt: skip
+    m = attacks.matrix(summaries)
+    assert m["attacks"]["c"]["bwrap"] == {
+        "job API": "a2: the secret reached the job",
+        "agent: session": "not run: no shared network",
+    }
+    assert m["attacks"]["c"]["gvisor"] == {"job API": "contained"}
+    assert m["escaped"] == 1 and m["controls"] == {"honest_right_passed": "1/1", "honest_wrong_rejected": "0/1"}
+
+
+def test_providers_are_registered_by_module(monkeypatch):
+    monkeypatch.setattr(attacks, "PROVIDERS", dict(attacks.PROVIDERS))
+    attacks.register("terminal again", "tempering.envs.terminal.attacks")
+    assert len(attacks.cases()) == len(attacks.job_cases()) + len(attacks.path_suite_cases()) + 2 * len(PATH_CASES)
+    assert {c.path for c in attacks.cases(["agent: session"])} == {"agent: session"}

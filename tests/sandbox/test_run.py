@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tempering.errors import UserError
 from tempering.sandbox import Job, Limits, Sandbox, backends
 
 
@@ -195,10 +196,10 @@ def test_isolated_job_sees_only_its_workdir_and_no_host_tmp(isolated, tmp_path):
 
 
 def test_setup_failure_is_a_sandbox_error(isolated, monkeypatch):
-    real = backends.bwrap_argv if isolated == "bwrap" else backends.unshare_argv
+    real = getattr(backends, f"{isolated}_argv")
 
-    def broken(lay, cmd):
-        argv = real(lay, cmd)
+    def broken(lay, cmd, *rest, **kw):
+        argv = real(lay, cmd, *rest, **kw)
         return argv[:1] + ["--no-such-option"] + argv[1:]
 
     monkeypatch.setattr(backends, f"{isolated}_argv", broken)
@@ -258,6 +259,10 @@ def test_devices_are_passed_through_only_when_asked(isolated):
     dev = next((d for d in ("/dev/fuse", "/dev/kvm", "/dev/vsock", "/dev/loop-control") if os.path.exists(d)), None)
     if dev is None:
         pytest.skip("no spare device node on this host")
+    if isolated == "gvisor":  # its application kernel has no host devices: said before anything runs
+        with pytest.raises(UserError, match="Job.devices: gVisor"):
+            run(isolated, cmd=["true"], devices=[dev])
+        return
     code = f"import os, stat\ntry:\n    print(stat.S_ISCHR(os.stat({dev!r}).st_mode))\nexcept OSError:\n    print('absent')"
     assert run(isolated, cmd=["python3", "-c", code], devices=[dev]).stdout == "True\n"
     assert run(isolated, cmd=["python3", "-c", code]).stdout == "absent\n"
@@ -333,3 +338,55 @@ def test_mounts_need_isolation_and_a_free_path():
             Job(cmd=["true"], mounts={bad: "x"}).validate()
     with pytest.raises(UserError, match="lies inside"):
         Job(cmd=["true"], mounts={"/logs": "a", "/logs/verifier": "b"}).validate()
+
+
+def test_jobs_given_one_network_share_it_and_nothing_else():
+    """A server one job leaves running answers another job over 127.0.0.1; the second job sees none of the
+    first's processes or files, and runs on the first one's slot (a pool of one slot does not deadlock)."""
+    from tempering.sandbox.sandbox import Network
+
+    sb = Sandbox(backend=Sandbox.available_backends()[0], concurrency=1)
+    if not sb.shares_network:
+        with pytest.raises(UserError, match="shared network needs the bwrap backend on a root host"):
+            asyncio.run(sb.run(Job(cmd=["true"]), network=Network()))
+        return
+    server = (
+        "import http.server, socketserver\nopen('mine.txt', 'w').write('x')\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n    def do_GET(self):\n"
+        "        self.send_response(200); self.end_headers(); self.wfile.write(b'pong')\n"
+        "    def log_message(self, *a):\n        pass\n"
+        "srv = socketserver.TCPServer(('127.0.0.1', 8765), H)\nprint('up', flush=True)\nsrv.serve_forever()\n"
+    )
+    client = (
+        "import os, urllib.request\nprint(urllib.request.urlopen('http://127.0.0.1:8765').read().decode(),"
+        " os.path.exists('mine.txt'), len([p for p in os.listdir('/proc') if p.isdigit()]))"
+    )
+
+    async def main():
+        net, up = Network(), asyncio.Event()
+        job = Job(cmd=["python3", "-c", server], limits=Limits(wall_s=60))
+        serving = asyncio.ensure_future(sb.run(job, network=net, on_stdout=lambda b: up.set()))
+        await asyncio.wait_for(up.wait(), 60)
+        try:
+            return await sb.run(Job(cmd=["python3", "-c", client]), network=net)
+        finally:
+            serving.cancel()
+            try:
+                await serving
+            except asyncio.CancelledError:
+                pass
+            net.close()
+
+    joined = asyncio.run(main())
+    pong, sees_files, processes = joined.stdout.split()
+    assert (pong, sees_files) == ("pong", "False"), joined.stderr  # the server's answer; not its files
+    assert int(processes) <= 3  # its own: GNU time, the supervisor, itself
+
+
+def test_a_job_sees_neither_the_hosts_cgroup_path_nor_its_pid(isolated):
+    """The job's cgroup is the root of its own cgroup namespace: /proc/self/cgroup names no host path (the
+    host's per-job cgroups carry the host process's pid)."""
+    res = run(isolated, cmd=["cat", "/proc/self/cgroup"])
+    assert res.status == "ok"
+    assert all(line.rsplit(":", 1)[-1] == "/" for line in res.stdout.splitlines()), res.stdout
+    assert str(os.getpid()) not in res.stdout

@@ -23,12 +23,13 @@ def _naive(model, prompt, resp):
     return logp[len(prompt) - 1 : len(prompt) - 1 + len(resp)]
 
 
+@pytest.mark.parametrize("pack", [False, True], ids=["padded", "packed"])
 @pytest.mark.parametrize("max_logits", [1 << 26, 700])  # one chunk, or many chunks of a few rows
-def test_batched_scores_match_one_forward_per_example(tiny, max_logits):
+def test_batched_scores_match_one_forward_per_example(tiny, max_logits, pack):
     model, tok = tiny
     prompts, resps = _requests()
     cand = torch.randint(0, len(tok), (len(prompts), 6, 5), generator=torch.Generator().manual_seed(1))
-    s = HFTeacher(model, tok, max_logits=max_logits).score(prompts, resps, cand, top_k=4, full=True)
+    s = HFTeacher(model, tok, max_logits=max_logits, pack=pack).score(prompts, resps, cand, top_k=4, full=True)
     assert s.token_logp_BC.shape == (len(prompts), 6) and s.top_ids_BCK.shape == (len(prompts), 6, 4)
     with torch.no_grad():
         for b, (p, r) in enumerate(zip(prompts, resps)):

@@ -88,6 +88,12 @@ def reinforce_pp_baseline_advantage(rewards_NG: torch.Tensor, tokens_NG: torch.T
     return whiten(centred, tokens_NG)
 
 
+def remax_advantage(rewards_NG: torch.Tensor, greedy_N: torch.Tensor) -> torch.Tensor:
+    """ReMax (Li et al. 2023): each reward less the reward of one greedy (temperature 0) answer to the same
+    prompt; no normalisation."""
+    return rewards_NG.float() - greedy_N.float()[:, None]
+
+
 def grpo_passk_advantage(rewards_NG: torch.Tensor, eps: float = 1e-6, scale_by_std: bool = True) -> torch.Tensor:
     """GRPO for pass@k (Chen et al. 2025): only each group's best episode gets an advantage, the gap between
     the best and second-best reward (over the group's std when `scale_by_std`); ties go to the first."""

@@ -6,7 +6,8 @@ The loop broadcasts each turn's advantage to that turn's tokens.
 
 Shaping terms (DAPO's overlong penalty, a KL penalty in the reward) arrive per turn in `shaping_NGK`,
 kept apart from the verifier's scores, and each credit says how it uses them:
-- outcome credits (grpo, dr_grpo, rloo): the episode's reward plus the sum of its turns' terms;
+- outcome credits (grpo, dr_grpo, rloo, reinforce_pp, grpo_passk, ...): the episode's reward plus the sum of
+  its turns' terms; remax subtracts the greedy episode's verifier reward from that (verl's baseline is unshaped);
 - kevin, trloo: each turn's score plus its own term, inside the discounted returns;
 - tcpo: the trajectory score plus the sum of the terms (the turn components compare verifier scores
   with each other and with tau, so a penalty there would read as a regression);
@@ -28,6 +29,7 @@ from tempering.algos.advantages import (
     grpo_passk_advantage,
     reinforce_pp_advantage,
     reinforce_pp_baseline_advantage,
+    remax_advantage,
 )
 from tempering.algos.leap import rank_scores, rank_turn_credit
 from tempering.algos.multiturn import kevin_turn_advantage, trloo_turn_advantage
@@ -58,6 +60,9 @@ class TurnTensors:
     """Each reward function's value for the episode's last turn (`Turn.info["rewards"]`, environments with
     several reward functions), in the order of `component_names`; None when the episodes have none, or name different ones."""
     component_names: tuple[str, ...] = ()
+    greedy_N: torch.Tensor | None = None
+    """The reward of each group's greedy episode (`Group.greedy`, ReMax's baseline); None when the rollout
+    made none."""
 
     @property
     def shaping(self) -> torch.Tensor:
@@ -102,7 +107,12 @@ def turn_tensors(groups: list[Group]) -> TurnTensors:
     components, names = None, tuple(dict.fromkeys(k for p in parts for k in p))
     if names and all(set(p) == set(names) for p in parts):  # else only gdpo, which needs them, refuses
         components = torch.tensor([[float(p[k]) for k in names] for p in parts]).view(N, G, len(names))
-    return TurnTensors(scores, success, valid, tokens, rewards, cf_mean, cf_mask, None, components, names)
+    greedy = None
+    if any(g.greedy is not None for g in groups):
+        if not all(g.greedy is not None for g in groups):
+            raise ValueError("either every group of a batch has its greedy episode or none has")
+        greedy = torch.tensor([g.greedy.reward for g in groups if g.greedy is not None])
+    return TurnTensors(scores, success, valid, tokens, rewards, cf_mean, cf_mask, None, components, names, greedy)
 
 
 def _outcome(estimator: Callable[[torch.Tensor], torch.Tensor]) -> Callable[..., torch.Tensor]:
@@ -173,6 +183,16 @@ def reinforce_pp_baseline_credit(t: TurnTensors) -> torch.Tensor:
     return _per_episode(reinforce_pp_baseline_advantage(r, t.tokens_NGK.sum(-1)), t)
 
 
+def remax_credit(t: TurnTensors) -> torch.Tensor:
+    """ReMax: the (shaped) reward less the reward of a greedy answer to the same prompt (verl's remax)."""
+    if t.greedy_N is None:
+        raise ValueError(
+            "loss.advantage=remax needs one greedy episode per group; the rollout makes it when the method asks "
+            "(RolloutOptions.greedy_baseline, set for the credits in GREEDY_BASELINE)"
+        )
+    return _per_episode(remax_advantage(t.rewards_NG + t.shaping.sum(-1), t.greedy_N), t)
+
+
 def grpo_passk_credit(t: TurnTensors, scale_by_std: bool = True, eps: float = 1e-6) -> torch.Tensor:
     """GRPO for pass@k: each group's best episode gets best - second best (over the group's std)."""
     return _per_episode(grpo_passk_advantage(t.rewards_NG + t.shaping.sum(-1), eps, scale_by_std), t)
@@ -209,6 +229,7 @@ CREDIT: dict[str, Callable[..., torch.Tensor]] = {
     **{name: _outcome(fn) for name, fn in OUTCOME_ESTIMATORS.items()},
     "reinforce_pp": reinforce_pp_credit,
     "reinforce_pp_baseline": reinforce_pp_baseline_credit,
+    "remax": remax_credit,
     "grpo_passk": grpo_passk_credit,
     "gdpo": gdpo_credit,
     "leap": leap_credit,
@@ -216,6 +237,11 @@ CREDIT: dict[str, Callable[..., torch.Tensor]] = {
     "trloo": trloo_credit,
     "tcpo": tcpo_credit,
 }
+
+
+GREEDY_BASELINE = frozenset({"remax"})
+"""Credits that read a greedy episode per group (`TurnTensors.greedy_N`): the method asks the rollout for
+one (`RolloutOptions.greedy_baseline`), which is scored and never trained on."""
 
 
 def credit_params(name: str) -> list[str]:

@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Awaitable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from tempering.types import Task
+
+SAMPLED_IDS: ContextVar[list[int] | None] = ContextVar("SAMPLED_IDS", default=None)
+"""The token ids of the answer an environment's `step` is verifying (set by the rollout engine for the
+task that runs `step`): TRL's `completion_ids` for reward functions."""
 
 
 @dataclass

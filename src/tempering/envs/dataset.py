@@ -1,4 +1,5 @@
-"""User datasets as a task family: rows from JSONL or a Hugging Face `datasets` dataset.
+"""User datasets as a task family: rows from JSONL, a JSON array, CSV, parquet or a Hugging Face
+`datasets` dataset (a folder saved with `save_to_disk`: its `train` split, or its only one).
 
 Each row needs a prompt column: text, or TRL's conversational format (a list of `{"role", "content"}`
 messages, a system message allowed), which goes through the model's chat template. Every other column
@@ -8,6 +9,10 @@ rewards when there is no `answer` column, and, as in TRL, is not passed to your 
 reward functions may be given with weights (TRL's `reward_funcs` and `reward_weights`); each is called
 once per batch of answers, and its values are logged on their own (`reward/NAME`). The held-out split
 is a separate file or a share of the distinct prompts.
+
+verl's rows (`data_source`, `prompt` as chat messages, `ability`, `reward_model: {style, ground_truth}`,
+`extra_info`) read as they are: `reward_model.ground_truth` is the row's answer, and a verl
+`compute_score` reward gets `data_source`, the ground truth and `extra_info` (`rewards.VerlReward`).
 """
 
 from __future__ import annotations
@@ -51,43 +56,100 @@ def _hub_hint(path: Path) -> str:
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    return _read_jsonl(path)[0]
+    return _read_file(Path(path))[0]
 
 
-def _read_jsonl(path: str | Path) -> tuple[list[dict[str, Any]], list[int]]:
-    """The rows of a JSONL file and the line number of each."""
-    path = Path(path)
+FORMATS = "JSONL, a JSON array of objects, CSV or parquet"
+
+
+def _read_file(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The rows of a data file and where each is (`file:LINE` or `file: row I`): parquet (by its magic
+    bytes, whatever the name), CSV (`.csv`), a JSON array of objects, or JSONL."""
     if not path.is_file():
         raise UserError(f"dataset file {path} does not exist{_hub_hint(path)}")
-    rows, lines = [], []
-    with path.open() as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise UserError(f"{path}:{n}: not valid JSON ({e.msg})") from e
-            if not isinstance(row, dict):
-                raise UserError(f"{path}:{n}: each line must be a JSON object")
-            rows.append(row)
-            lines.append(n)
-    return rows, lines
+    with path.open("rb") as f:
+        magic = f.read(4)
+    if magic == b"PAR1":
+        return _read_parquet(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[: e.start].count(b"\n") + 1
+        raise UserError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{e.object[e.start]:02x}); read as {FORMATS}: save it as UTF-8"
+        ) from None
+    if path.suffix.lower() in (".csv", ".tsv"):
+        return _read_csv(path, text)
+    if text.lstrip().startswith("["):
+        return _read_json_array(path, text)
+    rows, where = [], []
+    for n, text_line in enumerate(text.splitlines(), start=1):
+        if not text_line.strip():
+            continue
+        try:
+            row = json.loads(text_line)
+        except json.JSONDecodeError as e:
+            raise UserError(
+                f"{path}:{n}: not valid JSON ({e.msg}); the file is read as JSONL (one object a line)"
+            ) from e
+        if not isinstance(row, dict):
+            raise UserError(f"{path}:{n}: each line must be a JSON object")
+        rows.append(row)
+        where.append(f"{path}:{n}")
+    return rows, where
+
+
+def _read_json_array(path: Path, text: str) -> tuple[list[dict[str, Any]], list[str]]:
+    try:
+        rows = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path}:{e.lineno}: not valid JSON ({e.msg}); a JSON array of objects was expected") from e
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise UserError(f"{path}: row {i} of the JSON array is a {type(row).__name__}; each must be an object")
+    return rows, [f"{path}: row {i}" for i in range(len(rows))]
+
+
+def _read_csv(path: Path, text: str) -> tuple[list[dict[str, Any]], list[str]]:
+    import csv
+    import io
+
+    reader = csv.DictReader(io.StringIO(text), dialect="excel-tab" if path.suffix.lower() == ".tsv" else "excel")
+    rows, where = [], []
+    for row in reader:
+        if None in row:
+            raise UserError(f"{path}:{reader.line_num}: more fields than the header's {len(reader.fieldnames or [])}")
+        rows.append(dict(row))
+        where.append(f"{path}:{reader.line_num}")
+    return rows, where
+
+
+def _read_parquet(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as e:
+        raise UserError(f"reading {path} (parquet) needs pyarrow: `pip install 'tempering[data]'`") from e
+    try:
+        rows = pq.read_table(path).to_pylist()
+    except Exception as e:  # pyarrow's own errors (a damaged file)
+        raise UserError(f"{path} is not a readable parquet file ({type(e).__name__}: {e})") from None
+    return rows, [f"{path}: row {i}" for i in range(len(rows))]
 
 
 def load_rows(source: Any) -> list[dict[str, Any]]:
-    """Rows from a JSONL path, a `datasets` folder saved with `save_to_disk`, or a `datasets.Dataset`."""
+    """Rows from a data file (JSONL, a JSON array, CSV or parquet), a `datasets` folder saved with
+    `save_to_disk`, or a `datasets.Dataset`."""
     return _load(source, "dataset")[0]
 
 
 def _load(source: Any, name: str) -> tuple[list[dict[str, Any]], list[str]]:
     """The rows and, for each, where it is in error messages (`file.jsonl:LINE: row I` or `row I`)."""
     if isinstance(source, (str, Path)) and not Path(source).is_dir():
-        rows, lines = _read_jsonl(source)
-        return rows, [f"{source}:{n}: row {i}" for i, n in enumerate(lines)]
+        rows, where = _read_file(Path(source))
+        return rows, [f"{w}: row {i}" if ": row " not in w else w for i, w in enumerate(where)]
     rows = _load_other(source)
-    where = source if isinstance(source, (str, Path)) else type(source).__name__
-    return rows, [f"dataset {name!r} ({where}) row {i}" for i in range(len(rows))]
+    origin = source if isinstance(source, (str, Path)) else type(source).__name__
+    return rows, [f"dataset {name!r} ({origin}) row {i}" for i in range(len(rows))]
 
 
 def _load_other(source: Any) -> list[dict[str, Any]]:
@@ -103,18 +165,24 @@ def _load_other(source: Any) -> list[dict[str, Any]]:
             except FileNotFoundError as e:
                 raise UserError(
                     f"{p} is a folder but not a dataset saved with `save_to_disk` ({e}); give such a folder or a "
-                    "JSONL file"
+                    f"data file ({FORMATS})"
                 ) from e
             if isinstance(loaded, datasets.DatasetDict):
-                raise UserError(
-                    f"{p} holds several splits ({', '.join(loaded)}); give one of them, e.g. train={p / next(iter(loaded))}"
-                )
+                if len(loaded) == 1 or "train" in loaded:  # as TRL's scripts take dataset[train_split]
+                    loaded = loaded["train"] if "train" in loaded else next(iter(loaded.values()))
+                else:
+                    raise UserError(
+                        f"{p} holds several splits ({', '.join(loaded)}) and none is named train; give one of "
+                        f"them, e.g. train={p / next(iter(loaded))}"
+                    )
             return [dict(r) for r in loaded]
     if hasattr(source, "column_names") and hasattr(source, "__iter__"):
         return [dict(r) for r in source]
     if isinstance(source, list):
         return [dict(r) for r in source]
-    raise UserError(f"cannot read a dataset from {type(source).__name__}; give a JSONL path or a datasets.Dataset")
+    raise UserError(
+        f"cannot read a dataset from {type(source).__name__}; give a data file ({FORMATS}) or a datasets.Dataset"
+    )
 
 
 def _messages(value: Any, where: str, column: str) -> list[dict[str, Any]]:
@@ -162,22 +230,24 @@ class RewardEnv(Env):
 
     async def step(self, action: str) -> StepResult:
         columns = {k: v for k, v in self.task.meta.items() if k not in NOT_PASSED}
-        parts = await self.batcher.score(self.task.prompt, action, columns, self.task.answer)
+        parts, logged = await self.batcher.score_logged(self.task.prompt, action, columns, self.task.answer)
         r = total(self.batcher.rewards, parts)
         ok = r >= self.threshold
         return StepResult(
-            score=r, success=ok, done=ok, status="correct" if ok else "incorrect", info={"rewards": parts}
+            score=r, success=ok, done=ok, status="correct" if ok else "incorrect", info={"rewards": parts, **logged}
         )
 
 
 class DatasetFamily(TaskFamily):
-    """Tasks from rows; rewards from TRL-style functions.
+    """Tasks from rows; rewards from TRL-style functions (or verl's `compute_score`).
 
-    reward: a built-in name (`exact`, `numeric`, `regex`, `math`, `boxed`), `package.module:function`,
-    `./file.py:function`, a callable, or a list of these; reward_weights: one weight each (default 1).
+    train: the rows: a data file (JSONL, a JSON array of objects, CSV or parquet, verl's included), a
+    `datasets` folder saved with `save_to_disk`, or a list of dicts; reward: a built-in name (`exact`, `numeric`, `regex`, `math`, `boxed`), `package.module:function`,
+    `./file.py:function` (`./file.py` alone: its `compute_score`), a callable, or a list of these; reward_weights: one weight each (default 1).
     An answer succeeds when its weighted reward reaches `success_threshold`. heldout_share: the share
-    of the distinct prompts held out (rounded to the nearest count, at least one); heldout: a file of
-    its own instead. reward_timeout: seconds a reward function may take on one batch (the run's
+    of the distinct prompts held out (rounded to the nearest count, at least one); heldout: held-out rows from a file of
+    their own instead. prompt_column: the column holding the prompt. name: the family's name in task ids
+    and messages. reward_timeout: seconds a reward function may take on one batch (the run's
     `task.reward_timeout` sets it).
     """
 
@@ -203,7 +273,7 @@ class DatasetFamily(TaskFamily):
         rows, places = _load(train, name)
         if not rows:
             where = train if isinstance(train, (str, Path)) else type(train).__name__
-            raise UserError(f"dataset {name!r} has no rows ({where}); give a file with one JSON object per line")
+            raise UserError(f"dataset {name!r} has no rows ({where}); give a data file ({FORMATS}) with rows")
         tasks = [self._task(r, i, at) for i, (r, at) in enumerate(zip(rows, places))]
         if heldout is not None:
             held_rows, held_places = _load(heldout, name)
@@ -256,6 +326,9 @@ class DatasetFamily(TaskFamily):
                 '{"role": ..., "content": ...} messages (TRL\'s conversational format)'
             )
         answer = row.get("answer")
+        truth = row.get("reward_model")
+        if answer is None and isinstance(truth, dict) and truth.get("ground_truth") is not None:
+            answer = truth["ground_truth"]  # verl's rows: the built-in rewards compare with it
         if answer is None and row.get("completion") is not None:
             done = row["completion"]
             if isinstance(done, list):

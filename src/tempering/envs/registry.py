@@ -35,6 +35,7 @@ FAMILIES: dict[str, str] = {
     "tools": "tempering.envs.tools:ToolFamily",
     "verifiers": "tempering.envs.verifiers:VerifiersFamily",
     "openenv": "tempering.envs.openenv:OpenEnvFamily",
+    "openreward": "tempering.envs.openreward:OpenRewardFamily",
 }
 
 
@@ -114,6 +115,16 @@ def family_reference(name: str) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def _required(factory: Any) -> list[inspect.Parameter]:
+    """The arguments a family cannot do without (no default)."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [p for p in params if p.kind in kinds and p.default is p.empty and p.name != "self"]
+
+
 def make_family(name: str, /, **args: Any) -> TaskFamily:
     factory = _factory(name)
     allowed = family_args(factory)
@@ -124,6 +135,11 @@ def make_family(name: str, /, **args: Any) -> TaskFamily:
                     f"task family {name!r} has no argument {k!r} (task.args.{k}); {_did_you_mean(k, allowed)}"
                     f"its arguments: {', '.join(allowed)} (`tempering config train task.family={name}` says what each means)"
                 )
+    missing = [p.name for p in _required(factory) if p.name not in args]
+    if missing:
+        meaning = {row[0]: row[3] for row in family_reference(name)}
+        need = "; ".join(f"task.args.{m} ({meaning.get(f'task.args.{m}') or 'required'})" for m in missing)
+        raise UserError(f"task family {name!r} needs {need}")
     try:
         return factory(**args)
     except TypeError as e:

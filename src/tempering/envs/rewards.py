@@ -1,7 +1,11 @@
 """Reward functions for user datasets, all with TRL's signature
 `(prompts, completions, **columns) -> list[float]`, so TRL reward functions plug in unchanged:
 several per dataset with weights, called once per batch of answers, synchronous or async, by keyword
-as TRL calls them (`prompts=`, `completions=`, one keyword per column).
+as TRL calls them (`prompts=`, `completions=`, one keyword per column) with TRL's other arguments
+(`completion_ids`, `trainer_state`, `log_metric`, `log_extra`) to each function that takes them (by
+name or `**kwargs`). A verl reward, `compute_score(data_source, solution_str, ground_truth,
+extra_info=None)` (sync or async, a float or a dict with `score`), is called once per answer with the
+row's `data_source`, `reward_model.ground_truth` and `extra_info` (`VerlReward`).
 
 For a conversational dataset (TRL's format: the prompt is a list of `{"role", "content"}` messages)
 a user function gets TRL's conversational values: each prompt as its messages and each completion as
@@ -32,11 +36,12 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tempering import syntax
+from tempering.envs.base import SAMPLED_IDS
 from tempering.errors import UserError
 
 RewardFn = Callable[..., list[float]]
@@ -234,15 +239,18 @@ def _import_module(mod: str, spec: str):
 
 def resolve_reward(spec: str | RewardFn) -> RewardFn:
     """A built-in name, `package.module:function` (the working directory is on the import path), a
-    file path `./myrewards.py:function`, or a callable."""
+    file path `./myrewards.py:function` (`./myrewards.py` alone: its `compute_score`, verl's default
+    name), or a callable. A verl `compute_score` comes back wrapped (`VerlReward`)."""
     if callable(spec):
-        return spec
+        return VerlReward(spec) if is_verl_reward(spec) else spec
     if not isinstance(spec, str):
         raise UserError(
             f"reward {spec!r} is a {type(spec).__name__}; give a name, 'module:function' or './file.py:function'"
         )
     if spec in BUILTIN_REWARDS:
         return BUILTIN_REWARDS[spec]
+    if ":" not in spec and spec.endswith(".py"):
+        spec += ":compute_score"
     if ":" not in spec:
         raise UserError(
             f"unknown reward {spec!r}; use one of {sorted(BUILTIN_REWARDS)}, 'package.module:function' or "
@@ -267,7 +275,7 @@ def resolve_reward(spec: str | RewardFn) -> RewardFn:
         raise UserError(f"reward {spec!r}: {mod} has no {name!r}; {hint}its functions: {', '.join(have) or 'none'}")
     if not callable(fn):
         raise UserError(f"reward {spec!r} is not callable")
-    return fn
+    return VerlReward(fn) if is_verl_reward(fn) else fn
 
 
 def resolve_rewards(spec: str | RewardFn | list, weights: list[float] | None = None) -> list[Reward]:
@@ -348,6 +356,11 @@ def _stack_frames(thread: threading.Thread) -> list:
 
 def _checked(fn: RewardFn, out, prompts: list, completions: list) -> list[float | None]:
     n = len(completions)
+    if isinstance(out, (int, float, str, dict)):
+        raise UserError(
+            f"reward function {_name(fn)}{_defined_at(fn)} returned a single {type(out).__name__} {_short(out, 60)} "
+            f"for a batch of {n} completions; return a list with one value per completion (TRL's convention)"
+        )
     out = list(out) if out is not None else []
     if len(out) != n:
         raise UserError(f"reward function {_name(fn)} returned {len(out)} values for {n} completions")
@@ -368,11 +381,84 @@ def _checked(fn: RewardFn, out, prompts: list, completions: list) -> list[float 
     return values
 
 
+def _defined_at(fn: Any) -> str:
+    """` (file:line)` where a function is defined, for messages; empty when unknown."""
+    target = getattr(fn, "fn", fn) if isinstance(fn, VerlReward) else fn
+    try:
+        return f" ({inspect.getsourcefile(target)}:{inspect.getsourcelines(target)[1]})"
+    except (TypeError, OSError):
+        return ""
+
+
 def _raised(fn: RewardFn, e: BaseException, prompts: list, completions: list) -> UserError:
-    return UserError(
+    err = UserError(
         f"reward function {_name(fn)} raised {type(e).__name__}: {e} "
         f"({_sample(prompts, completions, _culprit(_tb_frames(e), completions))})"
     )
+    where = getattr(e, "where", None)
+    if where:  # the user's line that the message names (not the call inside tempering)
+        err.where = where  # type: ignore[attr-defined]
+    return err
+
+
+class TrainerState:
+    """What TRL's `trainer_state` argument offers a reward function: the step being collected
+    (`global_step`, the number of updates so far) and the run's length (`max_steps`); the loop keeps the
+    one instance (`TRAINER_STATE`) current."""
+
+    def __init__(self) -> None:
+        self.global_step = 0
+        self.max_steps = 0
+        self.epoch: float | None = None
+
+    def __repr__(self) -> str:
+        return f"TrainerState(global_step={self.global_step}, max_steps={self.max_steps})"
+
+
+TRAINER_STATE = TrainerState()
+
+
+@dataclass
+class BatchLog:
+    """What reward functions logged on one batch through TRL's `log_metric(name, value)` (averaged into
+    the step's metrics) and `log_extra(column, values)` (one value per completion, shown with the samples)."""
+
+    n: int
+    metrics: dict[str, list[float]] = field(default_factory=dict)
+    extra: dict[str, list[Any]] = field(default_factory=dict)
+
+    def log_metric(self, name: str, value: float) -> None:
+        self.metrics.setdefault(str(name), []).append(float(value))
+
+    def log_extra(self, column: str, values: list) -> None:
+        values = list(values)
+        if len(values) != self.n:
+            raise ValueError(f"log_extra({column!r}, ...) got {len(values)} values for {self.n} completions")
+        self.extra[str(column)] = values
+
+    def of(self, i: int) -> dict[str, Any]:
+        """Completion i's share: the batch's metric means and its own extra values."""
+        out: dict[str, Any] = {}
+        if self.metrics:
+            out["metrics"] = {k: sum(v) / len(v) for k, v in self.metrics.items()}
+        if self.extra:
+            out["extra"] = {k: v[i] for k, v in self.extra.items()}
+        return out
+
+
+TRL_ARGS = ("completion_ids", "trainer_state", "log_metric", "log_extra")
+"""What TRL passes a reward function beside `prompts`, `completions` and the columns."""
+
+
+def _takes(fn: RewardFn) -> set[str] | None:
+    """The keyword arguments a function takes; None for any (`**kwargs`) or an unreadable signature."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
 class RewardTimeout(UserError):
@@ -389,19 +475,47 @@ def _by_keyword(fn: RewardFn) -> bool:
     return "completions" in params and params["completions"].kind is not inspect.Parameter.POSITIONAL_ONLY
 
 
-def _invoke(fn: RewardFn, prompts: list, completions: list, columns: dict[str, list]):
-    """Call `fn` as TRL does; a call that fails only by the interpreter's parser race (reward functions
-    parse, in threads: see `tempering.syntax`) is redone."""
+def _invoke(fn: RewardFn, prompts: list, completions: list, columns: dict[str, list], extras: dict | None = None):
+    """Call `fn` as TRL does, with those of TRL's `extras` it takes; a call whose arguments do not fit
+    the function's signature is an error naming the function's own line; a call that fails only by
+    the interpreter's parser race (reward functions parse, in threads: see `tempering.syntax`) is redone."""
+    takes = _takes(fn)
+    extras = {k: v for k, v in (extras or {}).items() if takes is None or k in takes}
     if _by_keyword(fn):
-        return syntax.redone(fn, **{**columns, "prompts": prompts, "completions": completions})
-    return syntax.redone(fn, prompts, completions, **columns)
+        args: tuple = ()
+        kwargs = {**columns, **extras, "prompts": prompts, "completions": completions}
+    else:
+        args, kwargs = (prompts, completions), {**columns, **extras}
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError as e:
+        raise _misfit(fn, e, columns) from None
+    except ValueError:  # no signature to check (a builtin): the call says
+        pass
+    return syntax.redone(fn, *args, **kwargs)
 
 
-def call_reward(fn: RewardFn, prompts: list, completions: list, columns: dict[str, list]) -> list[float | None]:
+def _misfit(fn: RewardFn, e: TypeError, columns: dict) -> TypeError:
+    """A call that does not fit `fn`'s parameters, pointing at the function's `def` line."""
+    cols = ", ".join(sorted(columns)) or "none"
+    err = TypeError(
+        f"{e}; TRL calls a reward function with prompts=, completions=, completion_ids=, trainer_state=, "
+        f"log_metric=, log_extra= and one keyword per dataset column ({cols}): name the ones it reads and end "
+        "with **kwargs"
+    )
+    at = _defined_at(fn).strip(" ()")
+    if at:
+        err.where = f"{at} in {getattr(fn, '__name__', _name(fn))}"  # type: ignore[attr-defined]
+    return err
+
+
+def call_reward(
+    fn: RewardFn, prompts: list, completions: list, columns: dict[str, list], extras: dict | None = None
+) -> list[float | None]:
     """Call a (synchronous) reward and check what it returns; errors name the function and the input
     it failed on. None marks a completion the function does not judge (as in TRL)."""
     try:
-        out = _invoke(fn, prompts, completions, columns)
+        out = _invoke(fn, prompts, completions, columns, extras)
     except Exception as e:
         raise _raised(fn, e, prompts, completions) from e
     if inspect.isawaitable(out):
@@ -421,7 +535,7 @@ def _stuck_at(frames: list) -> str:
     return ""
 
 
-async def _in_thread(fn: RewardFn, prompts, completions, columns, timeout: float):
+async def _in_thread(fn: RewardFn, prompts, completions, columns, timeout: float, extras: dict | None = None):
     """Run a synchronous call in a daemon thread of its own and wait at most `timeout` seconds: a call
     that hangs is left behind (a daemon thread never holds up the exit) and reported."""
     loop = asyncio.get_running_loop()
@@ -434,7 +548,7 @@ async def _in_thread(fn: RewardFn, prompts, completions, columns, timeout: float
     def run() -> None:
         _DEADLINE.active = True
         try:
-            result = (True, _invoke(fn, prompts, completions, columns))
+            result = (True, _invoke(fn, prompts, completions, columns, extras))
         except BaseException as e:  # handed to the awaiting side, which reports it
             result = (False, e)
         try:
@@ -462,16 +576,17 @@ async def call_reward_async(
     completions: list,
     columns: dict[str, list],
     timeout: float | None = None,
+    extras: dict | None = None,
 ) -> list[float | None]:
     """`call_reward` for a synchronous or an async reward function. With a `timeout` (seconds) a
     synchronous function runs in a thread of its own (so the event loop goes on meanwhile) and an async
     one is cancelled; either way a late call raises `RewardTimeout`."""
     inline = fn in _INLINE or (fn is math_answer and threading.current_thread() is threading.main_thread())
     try:
-        if timeout is None or inline or inspect.iscoroutinefunction(fn):
-            out = _invoke(fn, prompts, completions, columns)
+        if timeout is None or inline or _is_async(fn):
+            out = _invoke(fn, prompts, completions, columns, extras)
         else:
-            out = await _in_thread(fn, prompts, completions, columns, timeout)
+            out = await _in_thread(fn, prompts, completions, columns, timeout, extras)
         if inspect.isawaitable(out):
             if timeout is None:
                 out = await out
@@ -499,10 +614,12 @@ async def score_batch(
     timeout: float | None = None,
     texts: list[str] | None = None,
     answers: list | None = None,
+    extras: dict | None = None,
 ) -> list[dict[str, float]]:
     """Each reward function called once on the whole batch (async ones concurrently): per completion,
     each function's value by name (None values left out). The built-ins get `texts` (the completions as
-    text) and, when the dataset has no `answer` column, `answers` as one."""
+    text) and, when the dataset has no `answer` column, `answers` as one; user functions also get those
+    of TRL's `extras` they take."""
     builtin_cols = columns
     if answers is not None and "answer" not in columns:
         builtin_cols = {**columns, "answer": answers}
@@ -511,7 +628,7 @@ async def score_batch(
     def call(r: Reward):
         if r.builtin:
             return call_reward_async(r.fn, prompts, texts, builtin_cols, timeout)
-        return call_reward_async(r.fn, prompts, completions, columns, timeout)
+        return call_reward_async(r.fn, prompts, completions, columns, timeout, extras)
 
     values = await asyncio.gather(*(call(r) for r in rewards))
     return [{r.name: v[i] for r, v in zip(rewards, values) if v[i] is not None} for i in range(len(completions))]
@@ -530,6 +647,8 @@ class _Pending:
     columns: dict[str, Any]
     answer: Any
     future: asyncio.Future
+    ids: list[int] | None = None
+    """The answer's sampled token ids (TRL's `completion_ids`), when the rollout engine gave them."""
 
 
 class RewardBatcher:
@@ -549,11 +668,18 @@ class RewardBatcher:
         self, prompt: Any, completion: str, columns: dict[str, Any], answer: Any = None
     ) -> dict[str, float]:
         """`prompt`: text, or a conversation (its `messages` are what the functions get)."""
+        return (await self.score_logged(prompt, completion, columns, answer))[0]
+
+    async def score_logged(
+        self, prompt: Any, completion: str, columns: dict[str, Any], answer: Any = None
+    ) -> tuple[dict[str, float], dict[str, Any]]:
+        """`score`, and what the functions logged for this answer (`BatchLog.of`)."""
         loop = asyncio.get_running_loop()
         if loop is not self.loop:  # a new event loop (each asyncio.run): nothing pending belongs to it
             self.loop, self.pending = loop, []
         fut = loop.create_future()
-        self.pending.append(_Pending(getattr(prompt, "messages", prompt), completion, columns, answer, fut))
+        ids = SAMPLED_IDS.get()
+        self.pending.append(_Pending(getattr(prompt, "messages", prompt), completion, columns, answer, fut, ids))
         if len(self.pending) == 1:
             task = loop.create_task(self._flush())
             self.flushes.add(task)
@@ -576,13 +702,87 @@ class RewardBatcher:
             for b in batch
         ]
         answers = [b.answer for b in batch]
+        log = BatchLog(len(batch))
+        extras = {
+            "completion_ids": [b.ids for b in batch],
+            "trainer_state": TRAINER_STATE,
+            "log_metric": log.log_metric,
+            "log_extra": log.log_extra,
+        }
         try:
-            parts = await score_batch(self.rewards, prompts, completions, columns, self.timeout, texts, answers)
+            parts = await score_batch(self.rewards, prompts, completions, columns, self.timeout, texts, answers, extras)
         except BaseException as e:  # every waiting step raises it
             for b in batch:
                 if not b.future.done():
                     b.future.set_exception(e)
             return
-        for b, p in zip(batch, parts):
+        for i, (b, p) in enumerate(zip(batch, parts)):
             if not b.future.done():
-                b.future.set_result(p)
+                b.future.set_result((p, log.of(i)))
+
+
+def is_verl_reward(fn: Any) -> bool:
+    """Whether `fn` has verl's reward signature: `solution_str` and `ground_truth` among its parameters."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return "solution_str" in params and "ground_truth" in params
+
+
+def _is_async(fn: Any) -> bool:
+    """A coroutine function, or a verl reward wrapping one: awaited on the event loop, not in a thread."""
+    return inspect.iscoroutinefunction(fn) or (isinstance(fn, VerlReward) and inspect.iscoroutinefunction(fn.fn))
+
+
+class VerlReward:
+    """A verl reward function, `compute_score(data_source, solution_str, ground_truth, extra_info=None)`,
+    as a TRL-style batch function: called once per answer, as verl's reward managers call it, with the
+    row's `data_source`, `reward_model.ground_truth` (or an `answer` / `ground_truth` column) and a copy
+    of its `extra_info`; a dict result gives its `score` (its other numbers are logged as
+    `NAME/KEY`, as verl's `reward_extra_info`)."""
+
+    def __init__(self, fn: Callable[..., Any]):
+        self.fn = fn
+        self.__name__ = getattr(fn, "__name__", type(fn).__name__)
+        self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
+        self.accepts = _takes(fn)
+
+    def _args(self, i: int, completions: list, columns: dict[str, list]) -> dict[str, Any]:
+        def col(name: str) -> Any:
+            return columns[name][i] if name in columns else None
+
+        model = col("reward_model")
+        truth = model.get("ground_truth") if isinstance(model, dict) else None
+        truth = truth if truth is not None else col("ground_truth") if "ground_truth" in columns else col("answer")
+        extra = col("extra_info")
+        args = {
+            "data_source": col("data_source"),
+            "solution_str": completion_text(completions[i]),
+            "ground_truth": truth,
+            "extra_info": dict(extra) if isinstance(extra, dict) else extra,
+        }
+        return {k: v for k, v in args.items() if self.accepts is None or k in self.accepts}
+
+    def _value(self, out: Any, log_metric: Callable[[str, float], None] | None) -> Any:
+        if isinstance(out, dict):
+            if "score" not in out:
+                raise TypeError(f"returned a dict without 'score' ({_short(out, 80)}); verl reads its 'score'")
+            for k, v in out.items():
+                if k != "score" and isinstance(v, (int, float)) and not isinstance(v, bool) and log_metric:
+                    log_metric(f"{self.__name__}/{k}", float(v))
+            out = out["score"]
+        if isinstance(out, bool) or not isinstance(out, (int, float)):
+            raise TypeError(f"returned {_short(out, 80)} ({type(out).__name__}); compute_score returns a number")
+        return float(out)
+
+    def __call__(self, prompts: list, completions: list, log_metric=None, **columns):
+        if inspect.iscoroutinefunction(self.fn):
+            return self._gather(completions, columns, log_metric)
+        return [
+            self._value(self.fn(**self._args(i, completions, columns)), log_metric) for i in range(len(completions))
+        ]
+
+    async def _gather(self, completions: list, columns: dict, log_metric) -> list[float]:
+        outs = await asyncio.gather(*(self.fn(**self._args(i, completions, columns)) for i in range(len(completions))))
+        return [self._value(o, log_metric) for o in outs]

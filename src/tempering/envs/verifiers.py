@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from tempering.envs.base import Env, StepResult, TaskFamily
+from tempering.envs.dataset import in_share
 from tempering.envs.rewards import DEFAULT_REWARD_TIMEOUT
 from tempering.envs.synthetic import SPLITS, in_heldout
 from tempering.errors import UserError
@@ -359,7 +360,9 @@ class VerifiersFamily(TaskFamily):
         train = self._load(args or {}, max_tasks, "args")
         if heldout_args is None:
             held = [p for p in train if in_heldout(p[0].key, share)]
-            train = [p for p in train if not in_heldout(p[0].key, share)]
+            if not held and len(train) > 1:  # as a dataset does: a positive share holds out at least one
+                held = [min(train, key=lambda p: in_share(str(p[0].key)))]
+            train = [p for p in train if all(p is not h for h in held)]
         else:
             held = self._load(heldout_args, max_tasks, "heldout_args")
             keys = {p[0].key for p in held}

@@ -16,7 +16,8 @@ How verl's batch maps onto tempering's (N groups, G episodes, K turns) tensors:
 
 Every entry of `tempering.algos.credit.CREDIT` is registered (adding a credit function there adds it
 here), except `gdpo`: it normalises each reward function on its own, and verl's `token_level_rewards`
-carry one summed reward (use verl's own `gdpo` estimator). Keyword arguments per estimator come from `register(credit_args=...)` or the environment
+carry one summed reward (use verl's own `gdpo` estimator); and `remax`, whose greedy baseline verl's trainer
+makes for its own `remax` estimator. Keyword arguments per estimator come from `register(credit_args=...)` or the environment
 variable TEMPERING_VERL_CREDIT_ARGS (JSON, e.g. '{"tempering_leap": {"gamma": 0.5}}').
 """
 
@@ -34,7 +35,7 @@ from tempering.algos.losses import AGG_MODES, LossNorm, ppo_clip_loss
 from tempering.errors import UserError
 
 PREFIX = "tempering_"
-VERL_CREDIT = {name: fn for name, fn in CREDIT.items() if name != "gdpo"}
+VERL_CREDIT = {name: fn for name, fn in CREDIT.items() if name not in ("gdpo", "remax")}
 SUCCESS_THRESHOLD = 1.0
 PENDING: dict[str, str] = {
     "tempering_direct_opd_topk": "verl's policy-loss signature passes the sampled token's log-prob only; the "

@@ -80,7 +80,7 @@ def next_alpha(d: DirectOPDSection, state: Mapping[str, float], metrics: Mapping
 
 def topk_loss(model, mb: TrainBatch, norm, s, state) -> tuple[torch.Tensor, dict]:
     """Top-k PPO on the candidates plus alpha (the state) times the k3 KL to the starting policy."""
-    logp_BTV = vocab_logprobs(model, mb, 1.0, share_prefix=s.share_prefix)  # untempered, as the credit's
+    logp_BTV = vocab_logprobs(model, mb, 1.0, share_prefix=s.share_prefix, pack=s.pack)  # untempered, as the credit's
     cand_logp = logp_BTV.gather(-1, mb.extra["cand_ids"])
     pg, stats = topk_ppo_loss(
         cand_logp,
@@ -115,8 +115,8 @@ def build(ctx: Context) -> Method:
     vocab = ctx.model.get_output_embeddings().weight.shape[0]
     if d.top_k > vocab:
         raise UserError(f"direct_opd.top_k={d.top_k} is larger than the vocabulary ({vocab} tokens); use a smaller k")
-    anchor = HFTeacher(ctx.load_start(), ctx.tokenizer, name="student start")
-    student = HFTeacher(ctx.model, ctx.tokenizer, name="student")
+    anchor = HFTeacher(ctx.load_start(), ctx.tokenizer, name="student start", pack=ctx.cfg.loss.pack)
+    student = HFTeacher(ctx.model, ctx.tokenizer, name="student", pack=ctx.cfg.loss.pack)
 
     def candidates(scores: Scores) -> torch.Tensor:
         ids = scores.teachers["student"].top_ids_BCK

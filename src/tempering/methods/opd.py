@@ -82,7 +82,7 @@ def teachers_of(
             check_vocab(ctx.tokenizer, {f"teacher {n!r}": t.tokenizer for n, t in given.items()})
         return dict(given)
     student = None if aligned else ctx.tokenizer
-    return load_teachers(specs, student, device=str(ctx.device), dtype=ctx.cfg.model.dtype)
+    return load_teachers(specs, student, device=str(ctx.device), dtype=ctx.cfg.model.dtype, pack=ctx.cfg.loss.pack)
 
 
 def teacher_formats(ctx: Context, teachers: dict[str, Teacher], prompts: dict[str, PromptBuilder]):
@@ -151,7 +151,7 @@ def build(ctx: Context) -> Method:
         return Credit(reverse_kl_advantage(batch.sample_logp_BT, s.token_logp_BC, m), extra, metrics=metrics)
 
     def jsd_loss(model, mb: TrainBatch, norm, s, state) -> tuple[torch.Tensor, dict]:
-        logp = vocab_logprobs(model, mb, s.temperature, share_prefix=s.share_prefix)
+        logp = vocab_logprobs(model, mb, s.temperature, share_prefix=s.share_prefix, pack=s.pack)
         if d.loss == "jsd_topk":
             per_tok = topk_jsd(logp.gather(-1, mb.extra["teacher_ids"]), mb.extra["teacher_logp"], d.beta)
         else:

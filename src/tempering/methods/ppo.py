@@ -21,10 +21,12 @@ from pydantic import Field, model_validator
 from tempering.algos.gae import clipped_value_loss, episode_gae, masked_moments, unbiased_var, whiten
 from tempering.config import Schema, ignored_unless
 from tempering.models import load_module, load_policy
+from tempering.models.packing import check_packing
 from tempering.models.value import ValueModel
 from tempering.train.batch import TrainBatch
 from tempering.train.config import ClippedUpdateSection, LoopConfig, LossAgg
 from tempering.train.method import Context, Credit, Method, MethodSpec, State, Trainable
+from tempering.train.prefix import packed_values
 from tempering.train.scoring import Scores, Values
 from tempering.train.update import Loss, UpdateSettings, optimizer_steps
 
@@ -125,7 +127,7 @@ def gae_credit(gamma: float, lam: float, whiten_advantages: bool, ranks):
 
 def value_loss(model, mb: TrainBatch, norm, s: UpdateSettings, state: State, clip: float | None):
     """The critic's clipped value loss on one micro-batch (targets: credit's returns)."""
-    v = model(mb.input_ids_BT, mb.attention_BT)
+    v = packed_values(model, mb) if s.pack else model(mb.input_ids_BT, mb.attention_BT)
     loss, stats = clipped_value_loss(v, mb.extra["values"], mb.extra["returns"], mb.mask_BT, clip, s.loss_agg, norm)
     stats["value_loss"] = loss.detach()
     return loss, stats
@@ -159,6 +161,8 @@ def make_critic(ctx: Context, c: CriticSection) -> ValueModel:
         name = c.model or cfg.model.name
         tok = cfg.model.tokenizer if name == cfg.model.name else None  # a fresh tiny critic of the policy's vocabulary
         lm = load_policy(name, seed=cfg.run.seed, dtype=cfg.model.dtype, device=str(ctx.device), tokenizer=tok)[0]
+        if cfg.loss.pack:
+            check_packing(lm, "the critic")
         critic = ValueModel.separate(lm)
     critic.to(ctx.device)
     if c.init:
@@ -174,7 +178,7 @@ def build(ctx: Context) -> Method:
     return Method(
         name="ppo",
         credit=gae_credit(loss.gamma, loss.lam, loss.whiten_advantages, ctx.ranks),
-        scorers=[Values(critic, loss.micro_batch_size)],
+        scorers=[Values(critic, loss.micro_batch_size, loss.pack)],
         trainables={"critic": Trainable(critic, critic_update(c), c.lr, c.weight_decay)},
         freeze_policy=(lambda state, step: step <= c.pretrain_steps) if c.pretrain_steps else None,
         plots=("success", "value_mean", "critic/value_loss", "critic/value_error", "gae/return_mean"),

@@ -28,7 +28,7 @@ from tempering.train.batch import TrainBatch
 from tempering.train.config import LoopConfig, OptimSection, RolloutSection, RunSection, UpdateSection
 from tempering.train.method import Context, Credit, Method, MethodSpec, State
 from tempering.train.scoring import Scores
-from tempering.train.update import Loss, UpdateSettings
+from tempering.train.update import Loss, UpdateSettings, policy_logprobs
 from tempering.types import Episode, Task, Turn
 
 
@@ -149,7 +149,12 @@ def every_token(scores: Scores, batch: TrainBatch, state: State) -> Credit:
 
 def answer_nll(model, mb: TrainBatch, norm, s: UpdateSettings, state: State) -> tuple[torch.Tensor, dict]:
     """NLL of the answer tokens, the output layer applied only from the first answer on (with a real
-    vocabulary it is most of the cost of a step)."""
+    vocabulary it is most of the cost of a step); on packed rows from each row's own first answer token."""
+    if s.pack:
+        logp, ent = policy_logprobs(model, mb, 1.0, entropy=True, pack=True)
+        assert ent is not None
+        loss = aggregate(-logp, mb.mask_BT, s.loss_agg, norm)
+        return loss, {"nll": loss.detach(), "entropy": (ent * mb.mask_BT).sum() / mb.mask_BT.sum().clamp(min=1)}
     T = mb.input_ids_BT.shape[1]
     answered = mb.mask_BT.sum(0).nonzero()
     first = int(answered[0]) if len(answered) else T - 1

@@ -88,7 +88,7 @@ def kept_credit(scores: Scores, batch: TrainBatch, state: State) -> Credit:
 
 def nll_loss(model, mb: TrainBatch, norm, s: UpdateSettings, state: State) -> tuple[torch.Tensor, dict]:
     """Negative log-likelihood of the kept action tokens (the policy at temperature 1)."""
-    logp, ent = policy_logprobs(model, mb, 1.0, entropy=True, share_prefix=s.share_prefix)
+    logp, ent = policy_logprobs(model, mb, 1.0, entropy=True, share_prefix=s.share_prefix, pack=s.pack)
     loss = aggregate(-logp, mb.mask_BT, s.loss_agg, norm)
     m = mb.mask_BT
     return loss, {"nll": loss.detach(), "entropy": (ent * m).sum() / m.sum().clamp(min=1)}

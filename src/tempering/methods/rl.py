@@ -1,10 +1,11 @@
-"""RL with verifiable rewards: outcome credit (GRPO, Dr. GRPO, RLOO) and turn-level credit (LEAP, Kevin,
-TRLOO, TCPO), with DAPO's extras (clip-higher, dual clip, dynamic sampling, overlong shaping) and a KL
+"""RL with verifiable rewards: outcome credit (GRPO, Dr. GRPO, RLOO, REINFORCE++, ReMax, ...) and turn-level
+credit (LEAP, Kevin, TRLOO, TCPO), with DAPO's extras (clip-higher, dual clip, dynamic sampling, overlong shaping) and a KL
 to the starting policy as a loss term or in the reward.
 
 Scorers: the reference's log-probs (when `loss.kl_coef > 0`), the KL penalty in the reward, the overlong
 penalty. Credit: `loss.advantage` from `algos/credit.py` (how each uses shaping is documented there).
-Loss: PPO-clip. LEAP's pruning and TCPO's counterfactual resampling are rollout options the method sets.
+Loss: `loss.policy_loss` (PPO-clip by default). LEAP's pruning, TCPO's counterfactual resampling and ReMax's
+greedy episodes are rollout options the method sets.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch
 from pydantic import Field, model_validator
 
 from tempering.algos.advantages import OUTCOME_ESTIMATORS
-from tempering.algos.credit import CREDIT, credit_params, leap_tournament, resolve_credit
+from tempering.algos.credit import CREDIT, GREEDY_BASELINE, credit_params, leap_tournament, resolve_credit
 from tempering.algos.leap import dcp_expand
 from tempering.algos.losses import KL_ALIASES, KL_ESTIMATORS, POLICY_LOSSES
 from tempering.config import ignored_unless
@@ -76,8 +77,8 @@ class RLLossSection(PolicyLossSection):
 
     advantage: str = Field(
         "grpo",
-        description="Credit: grpo, dr_grpo, rloo, reinforce_pp, reinforce_pp_baseline, grpo_passk, gdpo, leap, kevin, "
-        "trloo, tcpo.",
+        description="Credit: grpo, dr_grpo, rloo, reinforce_pp, reinforce_pp_baseline, remax (reward less a greedy "
+        "answer's), grpo_passk, gdpo, leap, kevin, trloo, tcpo.",
     )
     credit_args: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments of the credit function (e.g. gamma, mode)."
@@ -176,7 +177,7 @@ def check(cfg) -> None:
             f"loss.singleton_group={loss.singleton_group} has no effect unless rollout.group_size=1; "
             "remove it, or set rollout.group_size=1"
         )
-    if r.group_size == 1 and loss.singleton_group == "zero":
+    if r.group_size == 1 and loss.singleton_group == "zero" and loss.advantage not in (*WHITENED, *GREEDY_BASELINE):
         within = loss.advantage == "kevin" or (loss.advantage == "tcpo" and loss.credit_args.get("norm") == "group")
         warnings.warn(
             "rollout.group_size=1: every group-relative advantage is 0 with one episode per prompt, so "
@@ -228,7 +229,7 @@ def build(ctx: Context) -> Method:
     r: RLRolloutSection = c.rollout
     scorers: list = []
     if loss.kl_coef > 0:  # beta = 0 never loads or runs a reference model
-        scorers.append(ReferenceLogprobs(ctx.load_start(), loss.micro_batch_size, r.temperature or 1.0))
+        scorers.append(ReferenceLogprobs(ctx.load_start(), loss.micro_batch_size, r.temperature or 1.0, loss.pack))
         if loss.kl_in_reward:
             scorers.append(KLPenalty(loss.kl_coef))
     if loss.overlong_cache > 0:
@@ -246,7 +247,11 @@ def build(ctx: Context) -> Method:
         rollout["counterfactual"] = CounterfactualOptions(
             r.counterfactual_turns, r.counterfactual_samples, r.counterfactual_select, c.run.seed
         )
+    if loss.advantage in GREEDY_BASELINE:
+        rollout["greedy_baseline"] = True
     plots = ["success", "frac_zero_std_groups", "frac_zero_adv_groups"]
+    if loss.advantage in GREEDY_BASELINE:
+        plots.append("greedy_reward")
     if loss.kl_coef > 0:
         plots.append("kl_ref_in_reward" if loss.kl_in_reward else "kl_ref")
     if loss.overlong_cache > 0:

@@ -9,6 +9,7 @@ Two forms:
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import TYPE_CHECKING
 
@@ -44,16 +45,34 @@ class ValueModel(nn.Module):
         """A value head on the policy's last hidden states (only the head trains)."""
         return cls(policy.config.hidden_size, policy=policy)
 
-    def hidden(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    @property
+    def config(self):
+        """The configuration of the model whose hidden states the head reads."""
+        return (self.decoder if self.decoder is not None else self._policy[0]).config
+
+    def hidden(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        packed = {} if position_ids is None else {"position_ids": position_ids, "use_cache": False}
         if self.decoder is not None:
-            return self.decoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            return self.decoder(input_ids=input_ids, attention_mask=attention_mask, **packed).last_hidden_state
         policy = self._policy[0]
         assert policy is not None  # __init__ takes a policy when it has no decoder
+        if packed and "logits_to_keep" in inspect.signature(policy.forward).parameters:
+            packed["logits_to_keep"] = 1  # the hidden states only
         with torch.no_grad():
-            out = policy(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+            out = policy(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True, **packed)
         return out.hidden_states[-1].detach()
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        h = self.hidden(input_ids, attention_mask)[:, :-1]
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Padded rows: (B, T) values aligned with the tokens (position 0 holds 0). Packed rows (a 4D
+        `attention_mask` and `position_ids`, `models.packing`): (R, L) values of the prefix up to and
+        including each token."""
+        h = self.hidden(input_ids, attention_mask, position_ids)
+        if position_ids is not None:
+            return self.head(h.to(self.head.weight.dtype)).squeeze(-1).float()
+        h = h[:, :-1]
         v = self.head(h.to(self.head.weight.dtype)).squeeze(-1).float()
         return torch.cat([v.new_zeros((v.shape[0], 1)), v], dim=1)

@@ -118,5 +118,9 @@ def cli_main(argv: list[str], verb: str) -> int:
         if isinstance(v, dict) and v and all(isinstance(x, (int, float)) for x in v.values())
     }
     if tables:
-        print_eval_table(tables, title=f"held-out results ({verb})")
+        print_eval_table(tables, title=f"held-out results of tempering {verb}")
+    out = Path(cfg.run.out_dir) if hasattr(cfg, "run") else None
+    if out is not None and (out / "final").is_dir():
+        print(f"the trained model: {out / 'final'}")
+        print(f"next: tempering eval {out}  (held-out table)  |  tempering view {out}  (curves and samples)")
     return 0

@@ -64,7 +64,21 @@ def main(argv: list[str]) -> int:
     p.add_argument(
         "--from-trl", metavar="FILE", help="print the `tempering train` YAML of a TRL GRPOConfig (YAML or JSON)"
     )
+    p.add_argument(
+        "--from-verl",
+        metavar="FILE",
+        action="append",
+        help="print the `tempering train` (or `ppo`) YAML of a verl trainer config: a YAML file and/or a launch "
+        "script's key=value overrides (.sh); several are applied in order",
+    )
     a = p.parse_args(argv)
+    if a.from_verl:
+        if a.verb is not None or a.from_trl:
+            raise UserError(
+                "--from-verl takes no verb and no --from-trl: it prints the config of the verb it converts to"
+            )
+        print(verl_yaml(a.from_verl), end="")
+        return 0
     if a.from_trl:
         if a.verb not in (None, "train"):
             raise UserError(f"--from-trl converts to `tempering train`, not {a.verb!r}; drop the verb")
@@ -123,3 +137,51 @@ def trl_yaml(path: Path) -> str:
     report += f"; not mapped: {gaps}"
     print(report + (f"; keys that change nothing here: {inert}" if inert else ""), file=sys.stderr)
     return yaml.safe_dump(data, sort_keys=False)
+
+
+def _nest(keys: dict) -> dict:
+    data: dict = {}
+    for key, value in keys.items():
+        *sections, leaf = key.split(".")
+        node = data
+        for sec in sections:
+            node = node.setdefault(sec, {})
+        node[leaf] = value
+    return data
+
+
+def verl_yaml(paths: list[str]) -> str:
+    """The tempering YAML of a verl trainer config (YAML files and launch scripts, in order); the mapping
+    report goes to stderr."""
+    from tempering.verl_names import VerlConfigError, convert, load
+
+    def read(path: str) -> str:
+        try:
+            return Path(path).read_text()
+        except FileNotFoundError:
+            raise UserError(
+                f"{path} does not exist; give a verl trainer config (YAML) or launch script (.sh)"
+            ) from None
+        except UnicodeDecodeError:
+            raise UserError(
+                f"{path} is not UTF-8 text; give a verl trainer config (YAML) or launch script (.sh)"
+            ) from None
+
+    try:
+        c = convert(load(paths, read))
+    except VerlConfigError as e:
+        raise UserError(f"{e}; give a verl trainer config (YAML) or launch script (.sh)") from None
+    except (TypeError, ValueError) as e:  # a value of the wrong type in the file
+        raise UserError(f"{', '.join(paths)}: {e}; fix the value") from None
+    data = _nest(c.keys)
+    build(schema(c.verb), data)  # what tempering would refuse is refused here, naming the key
+    gaps = "; ".join(f"{', '.join(names)} ({why})" for why, names in c.missing.items()) or "none"
+    given = [k for k in c.mapped if k not in c.defaults]
+    report = f"for `tempering {c.verb}`: mapped {len(given)} keys ({', '.join(given) or 'none'})"
+    carried = [k for k in c.mapped if k in c.defaults]
+    report += f", and verl's defaults of {', '.join(carried)}" if carried else ""
+    report += f"; not mapped: {gaps}"
+    if c.unread:
+        report += f"; not read by this converter: {', '.join(c.unread)}"
+    print(report + (f"; keys that change nothing here: {c.inert}" if c.inert else ""), file=sys.stderr)
+    return f"# tempering {c.verb} THIS.yaml\n" + yaml.safe_dump(data, sort_keys=False)

@@ -99,6 +99,11 @@ FIXED: dict[str, Verb] = {
         "Code problems (HumanEval, MBPP, LiveCodeBench, native): check files, score completions with pass@k.",
     ),
     "sandbox": Verb("tempering.sandbox.cli", "Sandbox: the backends that work here, and the adversarial suite."),
+    "serve": Verb(
+        "tempering.serve.cli",
+        "Serve the Tinker API (tinker SDK, tinker-cookbook loops) on tempering's models, losses and sampler.",
+        "tempering.serve.tinker.config:TinkerConfig",
+    ),
 }
 
 

@@ -17,9 +17,9 @@ import random
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from tempering.envs.base import Env, StepResult
+from tempering.envs.base import SAMPLED_IDS, Env, StepResult
 from tempering.errors import UserError
 from tempering.models.chat import ChatFormat
 from tempering.rollout.sampler import SamplingParams
@@ -76,6 +76,14 @@ class RolloutOptions:
     fork_threshold_tokens: int = 1024
     """`template`: a re-rendering that differs only inside the last answer, by fewer tokens than this,
     realigns the row (those answer tokens become context); a larger or earlier difference forks a new row."""
+    greedy_baseline: bool = False
+    """One more episode per group at temperature 0, scored and kept apart (`Group.greedy`): ReMax's baseline."""
+
+    def plain(self, temperature: float | None = None) -> RolloutOptions:
+        """These options without what a training method adds (pruning, counterfactuals, greedy baselines),
+        at `temperature` if given: what evaluation and baselines sample with."""
+        sampling = self.sampling if temperature is None else replace(self.sampling, temperature=temperature)
+        return replace(self, sampling=sampling, continue_after_turn1=None, counterfactual=None, greedy_baseline=False)
 
 
 @dataclass
@@ -95,6 +103,10 @@ class RolloutStats:
     cf_env_calls: int = 0
     cf_tokens: int = 0
     cf_seconds: float = 0.0
+    greedy_env_calls: int = 0
+    """Environment calls of the greedy baseline episodes (`RolloutOptions.greedy_baseline`)."""
+    greedy_tokens: int = 0
+    greedy_seconds: float = 0.0
     wall_seconds: float = 0.0
 
 
@@ -134,6 +146,9 @@ def _user_frame(e: BaseException) -> str:
     while cur is not None and cur not in chain:
         chain.append(cur)
         cur = cur.__cause__ or cur.__context__
+    for exc in chain:  # a location an error names itself (a reward function's `def` line)
+        if isinstance(getattr(exc, "where", None), str):
+            return exc.where  # type: ignore[attr-defined]
     for exc in reversed(chain):  # the original cause first
         for f in reversed(traceback.extract_tb(exc.__traceback__)):
             path = os.path.abspath(f.filename)
@@ -143,9 +158,11 @@ def _user_frame(e: BaseException) -> str:
     return f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else "?"
 
 
-async def _step(env: Env, text: str) -> tuple[StepResult, float, EnvError | None]:
-    """Verify one answer. An exception ends the episode as `env_error` and is returned as a record: the
-    loop counts these, shows the first of each kind and stops a run whose error share is too high."""
+async def _step(env: Env, text: str, ids: list[int] | None = None) -> tuple[StepResult, float, EnvError | None]:
+    """Verify one answer (`ids`: its sampled tokens, which reward functions get as TRL's `completion_ids`).
+    An exception ends the episode as `env_error` and is returned as a record: the loop counts these,
+    shows the first of each kind and stops a run whose error share is too high."""
+    SAMPLED_IDS.set(ids)  # this coroutine runs as a task of its own: the value is its alone
     t0 = time.perf_counter()
     try:
         return await env.step(text), time.perf_counter() - t0, None
@@ -222,7 +239,10 @@ async def _sample_and_verify(
             part = await asyncio.to_thread(sampler.sample, contexts[i : i + chunk], params)
         stats.gen_seconds += time.perf_counter() - t0
         part_texts = [sampler.tokenizer.decode(s.ids, skip_special_tokens=True) for s in part]
-        futures += [asyncio.ensure_future(_step(env, t)) for env, t in zip(envs[i : i + chunk], part_texts)]
+        futures += [
+            asyncio.ensure_future(_step(env, t, list(s.ids)))
+            for env, t, s in zip(envs[i : i + chunk], part_texts, part)
+        ]
         samples += part
         texts += part_texts
     return samples, texts, await asyncio.gather(*futures)
@@ -378,6 +398,8 @@ async def rollout(
     if opts.counterfactual is not None and opts.counterfactual.turns > 0:
         await _counterfactual(sampler, eps, turn_ctx, make_env, opts, stats)
     await asyncio.gather(*(env.close() for env in envs.values()))
+    if opts.greedy_baseline:
+        await _greedy(sampler, fmt, groups, make_env, opts, stats)
     stats.wall_seconds += time.perf_counter() - t_start
     return groups
 
@@ -427,6 +449,28 @@ def check_rows(e: Episode, contexts: list[list[int]]) -> None:
                     f"episode of task {e.task.id!r}: the training row of turn {k + 1} is not its sampled tokens "
                     "in the context they were sampled from (a bookkeeping error in the rollout engine)"
                 )
+
+
+async def _greedy(sampler, fmt: ChatFormat, groups: list[Group], make_env, opts: RolloutOptions, stats: RolloutStats):
+    """Each group's greedy episode: the same task rolled out once at temperature 0, every turn (no pruning)."""
+    t0 = time.perf_counter()
+    inner = RolloutStats()
+    made = await rollout(sampler, fmt, [g.task for g in groups], make_env, 1, opts.plain(temperature=0.0), inner)
+    for g, m in zip(groups, made):
+        g.greedy = m.episodes[0]
+        prompts = {e.prompt for e in g.episodes}
+        if len(prompts) == 1 and g.greedy.prompt not in prompts:
+            raise UserError(
+                f"a greedy baseline answers the prompt its group answered, and task {g.task.id}'s environment "
+                "started it from another observation (its reset is not a function of the task); use a credit "
+                "without a greedy baseline, e.g. loss.advantage=grpo"
+            )
+    stats.errors += inner.errors  # counted like any env error
+    stats.env_errors += inner.env_errors
+    stats.gen_seconds += inner.gen_seconds
+    stats.greedy_env_calls += inner.env_calls
+    stats.greedy_tokens += inner.tokens
+    stats.greedy_seconds += time.perf_counter() - t0
 
 
 def _as_result(t: Turn) -> StepResult:

@@ -2,8 +2,10 @@
 
 `HFSampler` drives any Hugging Face causal LM directly instead of `generate()`: each distinct prompt is
 prefilled once (a group's samples share its KV cache), then one token per step for the rows still
-running (finished rows leave the batch), into a KV cache that grows in place. The loop is short, keeps
-the log-probs it sampled with, and stops as soon as every sequence has finished.
+running (finished rows leave the batch), into a KV cache that grows in place. Sampling with bf16 weights,
+a Llama-family model runs through a lean forward of fused matmuls (`models.decode`); otherwise the model
+runs its own forward. The loop is short, keeps the log-probs it sampled with, and stops as soon as every
+sequence has finished.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import cast
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
+from tempering.models.decode import FusedDecoder
+from tempering.progress import warn
 from tempering.rollout.sync import SyncCheck, dtypes_of, module_digest, weights_digest
 
 
@@ -31,6 +35,8 @@ class SamplingParams:
     """Keep only the k most likely tokens (0 = off)."""
     stop: list[str] = field(default_factory=list)
     """Stop strings: generation ends once the decoded completion contains one (it is kept)."""
+    stop_ids: list[int] | None = None
+    """Token ids that end a sequence (kept as its last token); None: the model's end-of-sequence tokens."""
 
 
 @dataclass
@@ -61,12 +67,23 @@ class HFSampler:
     """Samples from a Hugging Face causal LM in one process (CPU or one GPU).
 
     threads: torch CPU threads of the thread that samples (0: leave as they are), so that a sampler
-    beside the trainer (asynchronous rollouts) does not take the trainer's cores."""
+    beside the trainer (asynchronous rollouts) does not take the trainer's cores.
+    dtype: the weights' type while sampling, other than the model's: a copy in the lean forward, refreshed
+    before each batch (a model without one samples in its own type); None: the model's, through its own
+    forward."""
 
     in_process = True
     """Sampling is torch work on this process's cores: the rollout engine calls it on its own thread."""
 
-    def __init__(self, model, tokenizer, seed: int = 0, max_batch: int = 512, threads: int = 0):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        seed: int = 0,
+        max_batch: int = 512,
+        threads: int = 0,
+        dtype: torch.dtype | None = None,
+    ):
         self.model = model
         self.tokenizer = tokenizer
         self.eos_ids = _eos_ids(model, tokenizer)
@@ -76,10 +93,16 @@ class HFSampler:
         self.generator = torch.Generator(device="cpu").manual_seed(seed)
         self.sync_check: SyncCheck | None = None
         """Checks of the weights loaded into a copy of its own (`load_weights`); None until the first."""
-        params = inspect.signature(model.forward).parameters
+        # a peft model's forward takes **kwargs and passes them on: read the wrapped model's
+        params = inspect.signature(getattr(model, "get_base_model", lambda: model)().forward).parameters
         # transformers >= 5.2x names the KV cache `cache`; older releases `past_key_values`
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self._keep_kw = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+        own = next(model.parameters()).dtype
+        self.fused: FusedDecoder | None = FusedDecoder.of(model, dtype) if dtype not in (None, own) else None
+        """The lean forward (None: the model's own)."""
+        if dtype not in (None, own) and self.fused is None:
+            warn(f"sampling in {own}: {type(model).__name__} has no lean forward in {dtype}")
 
     @property
     def device(self) -> torch.device:
@@ -132,12 +155,16 @@ class HFSampler:
             ids[u, P - len(x) :] = torch.tensor(x, dtype=torch.long)
             attn[u, P - len(x) :] = 1
         ids, attn = ids.to(dev), attn.to(dev)
-        cache = _decode_cache(P + p.max_new_tokens)
-        logits = self._forward(ids, attn, (attn.cumsum(-1) - 1).clamp(min=0), cache)[owner]
+        if self.fused is not None:
+            self.fused.refresh()  # the model's weights now
+            cache, forward = self.fused.new_cache(len(distinct), P + p.max_new_tokens), self.fused.forward
+        else:
+            cache, forward = _decode_cache(P + p.max_new_tokens), self._forward
+        logits = forward(ids, attn, (attn.cumsum(-1) - 1).clamp(min=0), cache)[owner]
         if len(distinct) < B:
             cache.batch_select_indices(owner)
         attn, pos = attn[owner], attn.sum(-1)[owner][:, None]  # the next token's position
-        eos = torch.tensor(self.eos_ids, device=dev)
+        eos = torch.tensor(self.eos_ids if p.stop_ids is None else p.stop_ids, dtype=torch.long, device=dev)
         out_ids = torch.full((B, p.max_new_tokens), self.pad_id, dtype=torch.long, device=dev)
         out_lp = torch.zeros((B, p.max_new_tokens), device=dev)
         n_gen = torch.zeros(B, dtype=torch.long, device=dev)
@@ -172,7 +199,7 @@ class HFSampler:
                 cache.batch_select_indices(keep)
                 rows, tok, attn, pos, done = rows[keep], tok[keep], attn[keep], pos[keep], done[keep]
             attn = torch.cat([attn, torch.ones((len(rows), 1), dtype=attn.dtype, device=dev)], dim=1)
-            logits = self._forward(tok[:, None], attn, pos, cache)
+            logits = forward(tok[:, None], attn, pos, cache)
             pos = pos + 1
         self.model.train(was_training)
         n_gen_l, stopped_l = n_gen.tolist(), stopped.tolist()

@@ -1,9 +1,13 @@
-"""The adversarial suite: hostile jobs that every backend must contain, and how to tell that it did.
+"""The adversarial suite: hostile jobs and answers that every backend and every path that judges must
+contain, controls that must come out as they are, and how to tell.
 
-Each attack is a small Python program run as a job, plus a check that looks at the `Result` *and*
-at the host afterwards (files that must not exist, processes that must be gone, a server that must
-not have been reached). Attacks run only in the isolating backends (bwrap, unshare): the plain
-`subprocess` backend runs jobs as the caller on the host, where an attack would do its damage.
+A job-API attack (`Attack`) is a small program run as a job, plus a check that looks at the `Result`
+*and* at the host afterwards (files that must not exist, processes that must be gone, a server that must
+not have been reached). The paths above the job API (terminal tasks, agents' episodes, the code judge,
+the kernel worker) bring their own cases, by module: `Case`s (`PROVIDERS`, `register`) or `Attack`s
+(`PATH_SUITES`, the code judge's): a hostile answer that must be scored 0, an honest wrong one that must
+be scored 0, an honest right one that must pass. Everything runs only in the isolating backends: the plain `subprocess` backend runs jobs as
+the caller on the host, where an attack would do its damage.
 
     python -m tempering.sandbox.attacks [backend ...]     # prints the table for this machine
 """
@@ -11,8 +15,10 @@ not have been reached). Attacks run only in the isolating backends (bwrap, unsha
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
+import platform
 import secrets
 import shutil
 import signal
@@ -22,11 +28,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tempering.errors import UserError
+from tempering.sandbox import seccomp
 from tempering.sandbox.backends import ISOLATED
 from tempering.sandbox.cache import BuildCache
 from tempering.sandbox.job import Job, Limits, Result
@@ -53,6 +60,18 @@ class Context:
     """The folder that holds the project's venv (a job must not be able to rename it)."""
     sandbox_root: str = ""
     """Host folder of the sandbox's job folders."""
+
+    @property
+    def perl_nrs(self) -> str:
+        """The same as a perl hash's body."""
+        _, table = seccomp.ABIS.get(platform.machine(), (0, {}))
+        return ", ".join(f"{name} => {nr}" for name, nr in table.items())
+
+    @property
+    def nrs(self) -> str:
+        """{system call: number} of this machine's native ABI (for programs that make raw calls)."""
+        _, table = seccomp.ABIS.get(platform.machine(), (0, {}))
+        return repr(table)
 
     @property
     def secret(self) -> str:
@@ -100,6 +119,8 @@ class Attack:
     workdir's secret.txt (the other end of a channel between jobs); it writes `ready` when set."""
     drive: Callable[[Sandbox, Attack, Context], Awaitable[str]] | None = None
     """Runs the attack itself instead of one job (a flow of several calls); returns the verdict."""
+    premise: Callable[[Sandbox], str] | None = None
+    """Why the attack cannot be judged on this sandbox ('' when it can): what it tries does not exist there."""
 
 
 def _leftovers(ctx: Context) -> list[int]:
@@ -188,6 +209,9 @@ def _key_not_in_host_keyrings(res: Result, ctx: Context) -> str:
         return ""
 
 
+FLOOD_LIMITS = Limits(wall_s=150.0, cpu_s=150.0)
+"""Room for a flood to reach the inode limit where making files is slow (gVisor's file system: about 2000 a
+second on a loaded machine), so that the limit, not the wall clock, is what stops it."""
 STORAGE_LIMITS = Limits(wall_s=30.0, cpu_s=30.0, memory_mb=128, disk_mb=32, fsize_mb=16)
 
 _STATUS_CHANNEL = """import os
@@ -200,13 +224,25 @@ for fd in open_fds:
         print("WROTE fd", fd)
     except OSError as e:
         print("denied fd", fd, e)
-for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
+pids = [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
+nonces = set()
+for pid in pids:
     try:
-        env = open(f"/proc/{{pid}}/environ", "rb").read()
-        if b"TIME=" in env:
-            print("READ_NONCE of", pid)
+        for var in open(f"/proc/{{pid}}/environ", "rb").read().split(b"\\0"):
+            if var.startswith(b"TIME="):
+                nonces.add(var[5:].split(b" ")[0])
+                print("READ_NONCE of", pid)
     except OSError:
         pass
+junk = b"".join(n + b" 1 0.00 0.00 0\\n" + n + b" started\\n" for n in nonces) + junk  # forged, with any nonce read
+for path in ("/.tempering/status/log", "/dev/fd/3", "/proc/1/fd/3"):
+    try:
+        with open(path, "ab") as f:
+            f.write(junk[:4096])
+        print("WROTE", path)
+    except OSError:
+        pass
+for pid in pids:
     try:
         fds = os.listdir(f"/proc/{{pid}}/fd")
     except OSError:
@@ -533,6 +569,8 @@ while True:  # names without blocks: hard links to one inode, symlinks, empty fo
     else:
         os.mkdir(f"{{d}}/m{{i}}")
     i += 1
+    if i % 10000 == 0:
+        print("made", i, flush=True)
 """
 
 _DEEP_TREE = """import os, time
@@ -543,6 +581,14 @@ open("bottom", "w").write("x" * 4096)
 print("deep", flush=True)
 time.sleep(30)
 """
+
+
+def _inode_limit_held(res: Result, ctx: Context) -> str:
+    return (
+        ""
+        if res.status == "output_limit" and "inodes=" in res.message
+        else f"not the inode limit: {res.status} ({res.message})"
+    )
 
 
 def _no_leftover_folders_in(root: str) -> str:
@@ -704,6 +750,276 @@ async def _cache_keeps_no_flaky_failure(sandbox: Sandbox, attack: Attack, ctx: C
     return "; ".join(problems)
 
 
+# -- the fourth round's classes between jobs and past the namespaces, each twice, written differently
+
+_FANOTIFY_SENDER = """import os, time
+open("ready", "w").write("x")
+end = time.time() + 6
+while time.time() < end:  # the other end of a notification channel: opening a shared file again and again
+    for path in ("/etc/passwd", "/etc/hostname"):
+        os.close(os.open(path, os.O_RDONLY))
+    time.sleep(0.005)
+"""
+
+_FANOTIFY_RECEIVER = """import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+FAN_REPORT_FID, FAN_CLASS_NOTIF, FAN_MARK_ADD, FAN_OPEN, FAN_ACCESS = 0x200, 0, 1, 0x20, 0x1
+for flags in (FAN_CLASS_NOTIF, FAN_REPORT_FID):  # as root would, then as an unprivileged user may (5.13+)
+    fd = libc.fanotify_init(flags | 0x2, os.O_RDONLY)  # FAN_NONBLOCK
+    if fd < 0:
+        print("denied fanotify_init", flags, os.strerror(ctypes.get_errno()))
+        continue
+    if libc.fanotify_mark(fd, FAN_MARK_ADD, ctypes.c_uint64(FAN_OPEN | FAN_ACCESS), -100, b"/etc/passwd"):
+        print("denied fanotify_mark", os.strerror(ctypes.get_errno()))
+        continue
+    time.sleep(1.0)
+    try:
+        print("RECEIVED", len(os.read(fd, 65536)), "bytes of events from another job")
+    except BlockingIOError:
+        print("no events")
+"""
+
+_FANOTIFY_PERL = r"""#!/usr/bin/perl
+# fanotify through perl's syscall(): init, mark /etc/hostname, read what another job's opens produce
+my %nr = ({perl_nrs});
+for my $flags (0x2, 0x202) {{  # FAN_NONBLOCK, then with FAN_REPORT_FID
+    my $fd = syscall($nr{{fanotify_init}}, $flags, 0);
+    if ($fd < 0) {{ print "denied fanotify_init $!\n"; next; }}
+    my $path = "/etc/hostname";
+    my $m = syscall($nr{{fanotify_mark}}, $fd, 1, 0x21, -100, $path);
+    if ($m < 0) {{ print "denied fanotify_mark $!\n"; next; }}
+    sleep 1;
+    open(my $fh, "<&=", $fd);
+    my $n = sysread($fh, my $buf, 65536);
+    print defined($n) && $n > 0 ? "RECEIVED $n bytes\n" : "no events\n";
+}}
+"""
+
+_KERNEL_INTERFACES = """import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+nr = {nrs}
+buf = ctypes.create_string_buffer(256)
+attr = ctypes.create_string_buffer(b"\\x01\\0\\0\\0\\x80" + b"\\0" * 123)  # PERF_TYPE_SOFTWARE, size 128
+calls = [
+    ("io_uring_setup", (4, buf)),
+    ("userfaultfd", (0,)),
+    ("perf_event_open", (attr, 0, -1, -1, 0)),
+    ("memfd_secret", (0,)),
+    ("bpf", (5, buf, 128)),  # BPF_PROG_LOAD of nothing
+    ("keyctl", (0, -3, 0)),  # KEYCTL_GET_KEYRING_ID of the session keyring
+]
+for name, args in calls:
+    if name not in nr:
+        continue
+    r = libc.syscall(nr[name], *args)
+    print(("OPENED " if r >= 0 else "denied ") + name, r, os.strerror(ctypes.get_errno()) if r < 0 else "")
+"""
+
+_KERNEL_INTERFACES_PERL = r"""#!/usr/bin/perl
+# the same interfaces through perl's syscall(), with arguments packed by hand
+my %nr = ({perl_nrs});
+my $params = "\0" x 120;
+my $attr = pack("LLQ", 1, 128, 0) . ("\0" x 112);
+my ($type, $desc, $payload) = ("user", "k", "v");
+my @calls = (["io_uring_setup", 8, $params], ["userfaultfd", 0x800], ["perf_event_open", $attr, 0, -1, -1, 0],
+             ["memfd_secret", 0], ["keyctl", 0, -4, 0], ["add_key", $type, $desc, $payload, 1, -3]);
+for my $c (@calls) {{
+    my ($name, @args) = @$c;
+    next unless exists $nr{{$name}};
+    my $r = syscall($nr{{$name}}, @args);
+    print $r >= 0 ? "OPENED $name $r\n" : "denied $name $!\n";
+}}
+"""
+
+
+def _host_kernel_only(sandbox: Sandbox) -> str:
+    """The premise of attacks on the host kernel's interfaces: gVisor's application kernel answers the job's
+    calls itself, so what they reach there is its own, not the host's."""
+    if sandbox.backend == "gvisor":
+        return "inside gVisor these calls reach the application kernel, not the host's (the filter is not loaded there)"
+    return ""
+
+
+def _host_clock(sandbox: Sandbox) -> str:
+    if sandbox.backend == "gvisor":
+        return (
+            "the job's CPU clock inside gVisor is the application kernel's count, which runs ahead of the host's "
+            "under load: it cannot be the yardstick of cpu_s (the sandbox's cgroup) there"
+        )
+    return ""
+
+
+# -- channels through the host kernel's shared state: one job writes, a later one reads ---------------------
+_PAGE_BITS = 32
+
+_PAGE_SENDER = """import os
+bits = {bits!r}
+for i, bit in enumerate(bits):  # reading caches a file's page (1); DONTNEED drops it again (0)
+    fd = os.open(f"{pages}/p{{i}}", os.O_RDONLY)
+    os.read(fd, 4096)
+    if bit == "0":
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+"""
+
+_PAGE_RECEIVER = """import os
+out = ""
+for i in range({n}):  # a read that must not wait for the disk fails where the page is not cached
+    fd = os.open(f"{pages}/p{{i}}", os.O_RDONLY)
+    try:
+        os.preadv(fd, [bytearray(4096)], 0, os.RWF_NOWAIT)
+        out += "1"
+    except BlockingIOError:
+        out += "0"
+    except OSError as e:
+        out += "?"
+        err = e
+    os.close(fd)
+print("BITS", out)
+"""
+
+_PAGE_SENDER_RAW = """import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+nr = {nrs}
+for i, bit in enumerate({bits!r}):  # raw calls: readahead sets, fadvise64(DONTNEED) clears
+    fd = os.open(f"{pages}/p{{i}}", os.O_RDONLY)
+    if bit == "1":
+        libc.syscall(nr["readahead"], fd, ctypes.c_long(0), ctypes.c_size_t(4096))
+    else:
+        libc.syscall(nr["fadvise64"], fd, ctypes.c_long(0), ctypes.c_long(0), 4)
+    os.close(fd)
+import time
+time.sleep(0.2)  # readahead's reads finish
+"""
+
+_PAGE_RECEIVER_RAW = """import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+nr = {nrs}
+class Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+buf = ctypes.create_string_buffer(4096)
+iov = Iovec(ctypes.cast(buf, ctypes.c_void_p), 4096)
+out = ""
+for i in range({n}):  # preadv2(..., RWF_NOWAIT) by number: EAGAIN where the page is not cached
+    fd = os.open(f"{pages}/p{{i}}", os.O_RDONLY)
+    r = libc.syscall(nr["preadv2"], fd, ctypes.byref(iov), 1, ctypes.c_long(0), ctypes.c_long(0), 8)
+    out += "1" if r >= 0 else "0" if ctypes.get_errno() == 11 else "?"
+    os.close(fd)
+print("BITS", out)
+"""
+
+
+def _page_cache_observable() -> str:
+    """Why the host cannot see a page-cache channel in its temporary folder ('' when it can): the folder
+    must keep pages that DONTNEED drops and RWF_NOWAIT tells apart (a disk, not a RAM disk)."""
+    with tempfile.NamedTemporaryFile(dir="/tmp") as f:
+        f.write(os.urandom(4096))
+        f.flush()
+        os.fsync(f.fileno())
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        try:
+            os.preadv(f.fileno(), [bytearray(4096)], 0, os.RWF_NOWAIT)
+            return "the host's /tmp keeps every page cached (a RAM disk): the channel cannot be observed here"
+        except BlockingIOError:
+            return ""
+        except OSError as e:
+            return f"RWF_NOWAIT does not work on the host's /tmp ({e.strerror}): the channel cannot be observed here"
+
+
+def _page_cache_channel(sender: str, receiver: str) -> Callable[[Sandbox, Attack, Context], Awaitable[str]]:
+    """A job sets and clears the cached state of files every job can read, a later job reads it back."""
+
+    async def drive(sandbox: Sandbox, attack: Attack, ctx: Context) -> str:
+        pages = os.path.join(ctx.host_dir, "pages")
+        os.mkdir(pages, 0o755)
+        for i in range(_PAGE_BITS):
+            with open(os.path.join(pages, f"p{i}"), "wb") as f:
+                f.write(os.urandom(4096))
+                f.flush()
+                os.fsync(f.fileno())
+                os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+            os.chmod(os.path.join(pages, f"p{i}"), 0o644)
+        bits = format(int(ctx.token[:8], 16), f"0{_PAGE_BITS}b")
+        fill = {"bits": bits, "pages": pages, "n": _PAGE_BITS, "nrs": ctx.nrs}
+        sent = await sandbox.run(Job(cmd=["python3", "-c", sender.format(**fill)], ro_binds=[pages]))
+        got = await sandbox.run(Job(cmd=["python3", "-c", receiver.format(**fill)], ro_binds=[pages]))
+        read = got.stdout.split("BITS", 1)[-1].strip()
+        if read == bits:
+            return f"the receiver read the sender's {_PAGE_BITS} bits through the page cache ({sent.status})"
+        return "" if got.status == "ok" else f"the receiver ended {got.status}: {got.message} {got.stderr[-300:]}"
+
+    return drive
+
+
+_INODE_SENDER = """import os
+target = {mark}
+for _ in range(10000):  # make files until the RAM disk's next inode number is the secret (mod 4096)
+    fd = os.open("/tmp/x", os.O_CREAT | os.O_WRONLY, 0o600)
+    ino = os.fstat(fd).st_ino
+    os.close(fd)
+    os.unlink("/tmp/x")
+    if ino % 4096 == target:
+        break
+"""
+
+_INODE_RECEIVER = (
+    "import os\nos.close(os.open('/tmp/probe', os.O_CREAT, 0o600))\nprint('INO', os.stat('/tmp/probe').st_ino)\n"
+)
+
+_INODE_SENDER_SH = """target={mark}
+for i in $(seq 10000); do  # mkdir and stat: the same counter, moved by folders
+  mkdir /tmp/d$i && ino=$(ls -di /tmp/d$i) && ino=${{ino%% *}} && rmdir /tmp/d$i
+  [ $((ino % 4096)) -eq $target ] && break
+done
+"""
+
+
+def _inode_counter_channel(sender: list[str]) -> Callable[[Sandbox, Attack, Context], Awaitable[str]]:
+    """A job moves its RAM disk's next inode number to a secret, a later job reads it from a new file."""
+
+    async def drive(sandbox: Sandbox, attack: Attack, ctx: Context) -> str:
+        mark = 256 + int(ctx.token[:4], 16) % 3800  # never a fresh disk's first numbers
+        sent = await sandbox.run(Job(cmd=[a.format(mark=mark) for a in sender], limits=Limits(wall_s=60, cpu_s=60)))
+        got = await sandbox.run(Job(cmd=["python3", "-c", _INODE_RECEIVER]))
+        try:
+            ino = int(got.stdout.split("INO", 1)[1].split()[0])
+        except (IndexError, ValueError):
+            return f"the receiver could not read an inode number ({got.status}: {got.stderr[-300:]})"
+        if 0 < (ino - mark) % 4096 <= 64:  # a few files of other jobs may come between
+            return f"the receiver's new file got inode {ino}: {mark} (mod 4096) came from the sender ({sent.status})"
+        return ""
+
+    return drive
+
+
+_CLASSES = {
+    "resource limits": "infinite_loop cpu_limit fork_bomb memory_bomb big_file disk_fill output_flood ignore_sigterm raise_rlimits",
+    "the host's network, environment and files": "network env_secret proc_environ write_project write_host_tmp output_symlink",
+    "another job's folder": "other_workdir write_other_workdir",
+    "outliving or killing the sandbox": "kill_parent daemon",
+    "a forged status": "status_channel forged_exit_code forged_signal_xcpu forged_signal_xfsz",
+    "storage the limits do not see": "hidden_storage",
+    "the kernel keyring": "keyring",
+    "a binary planted on a path the host trusts": "readonly_parent plant_bind_parent plant_on_path",
+    "usage hidden from the host": "usage_grandchild usage_outlives",
+    "channels between concurrent jobs": "lock_channel flock_channel fanotify_channel fanotify_channel_perl",
+    "channels through the host kernel's shared state (page cache, RAM disk counters)": (
+        "page_cache_channel page_cache_channel_raw inode_counter_channel inode_counter_channel_sh"
+    ),
+    "cache poisoning": "cache_limit_poison cache_flaky_poison",
+    "an inode flood and a host stalled by its removal": "inode_flood inode_flood_links deep_tree",
+    "cleanup that follows a job's link": "cleanup_symlink cleanup_symlink_dirs",
+    "nested user namespaces": "nested_userns nested_userns_tools",
+    "kernel interfaces past the namespaces (io_uring, userfaultfd, perf events, secret memory, BPF, keyring)": (
+        "kernel_interfaces kernel_interfaces_perl"
+    ),
+}
+"""Class of attack -> the job-API attacks of that class (the results' `attacks` rows)."""
+
+
 ATTACKS = [
     Attack(
         "infinite_loop",
@@ -840,12 +1156,12 @@ ATTACKS = [
     ),
     Attack(
         "status_channel",
-        "write forged usage lines and junk to every inherited descriptor and to other processes' status pipes",
+        "write forged usage lines (with any nonce it can read) and junk to every descriptor, status file and pipe it reaches",
         _STATUS_CHANNEL,
         _all(
             _status("ok"),
             _measured,
-            _words("WROTE", "READ_NONCE"),
+            _words("WROTE"),  # a nonce it read is nothing without a place the host reads
             lambda r, c: "" if "FDS []" in r.stdout else "a descriptor above 2 was inherited",
         ),
     ),
@@ -905,6 +1221,7 @@ ATTACKS = [
         _all(_status("ok"), _usage_covered),
         Limits(wall_s=30.0, cpu_s=30.0),
         needs="usage",
+        premise=_host_clock,
     ),
     Attack(
         "usage_outlives",
@@ -915,6 +1232,7 @@ ATTACKS = [
         cmd=["sh", "attack.sh"],
         files={"attack.sh": _USAGE_OUTLIVES},
         needs="usage",
+        premise=_host_clock,
     ),
     Attack(
         "forged_exit_code",
@@ -953,6 +1271,7 @@ ATTACKS = [
         "a concurrent job spells a secret in whole-file and OFD locks on /usr/bin's files and in opening them (inotify)",
         _FLOCK_RECEIVER,
         _all(_status("ok"), _not_in_output(lambda c: c.secret), _not_in_output(lambda c: c.secret[:12])),
+        limits=Limits(wall_s=20.0, cpu_s=20.0),  # a Python start under gVisor on a loaded machine takes seconds
         partner=_FLOCK_SENDER,
         needs="shared files",
     ),
@@ -974,20 +1293,16 @@ ATTACKS = [
         "inode_flood",
         "make empty files (no bytes, one inode each) without end, beside a short job",
         _INODE_FLOOD,
-        _all(
-            _status("output_limit"), lambda r, c: "" if "inodes=" in r.message else f"not the inode limit: {r.message}"
-        ),
-        Limits(wall_s=60.0, cpu_s=60.0),
+        _inode_limit_held,
+        FLOOD_LIMITS,
         drive=_flood_beside_a_neighbour,
     ),
     Attack(
         "inode_flood_links",
         "make hard links, symlinks and empty folders in /tmp without end, beside a short job",
         _INODE_FLOOD_LINKS,
-        _all(
-            _status("output_limit"), lambda r, c: "" if "inodes=" in r.message else f"not the inode limit: {r.message}"
-        ),
-        Limits(wall_s=60.0, cpu_s=60.0),
+        _inode_limit_held,
+        FLOOD_LIMITS,
         drive=_flood_beside_a_neighbour,
     ),
     Attack(
@@ -1019,6 +1334,7 @@ ATTACKS = [
         _NESTED_USERNS,
         _all(_status("ok"), _words("NESTED")),
         needs="user namespaces",
+        premise=_host_kernel_only,
     ),
     Attack(
         "nested_userns_tools",
@@ -1028,6 +1344,70 @@ ATTACKS = [
         cmd=["sh", "attack.sh"],
         files={"attack.sh": _NESTED_USERNS_TOOLS},
         needs="user namespaces",
+        premise=_host_kernel_only,
+    ),
+    Attack(
+        "fanotify_channel",
+        "a concurrent job opens shared files again and again; this job watches them with fanotify (privileged and FID modes)",
+        _FANOTIFY_RECEIVER,
+        _all(_status("ok"), _words("RECEIVED")),
+        partner=_FANOTIFY_SENDER,
+    ),
+    Attack(
+        "fanotify_channel_perl",
+        "the same through perl's syscall(): fanotify_init, a mark on /etc/hostname, a read of the events",
+        "",
+        _all(_status("ok"), _words("RECEIVED")),
+        cmd=["perl", "attack.pl"],
+        files={"attack.pl": _FANOTIFY_PERL},
+        partner=_FANOTIFY_SENDER,
+    ),
+    Attack(
+        "kernel_interfaces",
+        "open io_uring, userfaultfd, a perf event, secret memory, a BPF program and the session keyring (ctypes)",
+        _KERNEL_INTERFACES,
+        _all(_status("ok"), _words("OPENED")),
+        premise=_host_kernel_only,
+    ),
+    Attack(
+        "kernel_interfaces_perl",
+        "the same interfaces through perl's syscall(), arguments packed by hand, a key added to the session keyring",
+        "",
+        _all(_status("ok"), _words("OPENED")),
+        cmd=["perl", "attack.pl"],
+        files={"attack.pl": _KERNEL_INTERFACES_PERL},
+        premise=_host_kernel_only,
+    ),
+    Attack(
+        "page_cache_channel",
+        "one job reads or evicts (posix_fadvise DONTNEED) files every job can read, a later job tells which "
+        "are cached (preadv2 RWF_NOWAIT)",
+        "",
+        _status("ok"),
+        drive=_page_cache_channel(_PAGE_SENDER, _PAGE_RECEIVER),
+        premise=lambda sb: _page_cache_observable(),
+    ),
+    Attack(
+        "page_cache_channel_raw",
+        "the same by system-call number: readahead and fadvise64 to write, preadv2 with RWF_NOWAIT to read",
+        "",
+        _status("ok"),
+        drive=_page_cache_channel(_PAGE_SENDER_RAW, _PAGE_RECEIVER_RAW),
+        premise=lambda sb: _page_cache_observable(),
+    ),
+    Attack(
+        "inode_counter_channel",
+        "one job moves its RAM disk's next inode number to a secret, a later job reads it from a new file",
+        "",
+        _status("ok"),
+        drive=_inode_counter_channel(["python3", "-c", _INODE_SENDER]),
+    ),
+    Attack(
+        "inode_counter_channel_sh",
+        "the same with folders, from the shell",
+        "",
+        _status("ok"),
+        drive=_inode_counter_channel(["bash", "-c", _INODE_SENDER_SH]),
     ),
 ]
 
@@ -1039,9 +1419,7 @@ nothing above its layer."""
 
 
 def suite() -> list[Attack]:
-    """Every attack the suite runs: this module's, then those of `PATH_SUITES`."""
-    import importlib
-
+    """Every attack run as an `Attack`: this module's, then those of `PATH_SUITES`."""
     return [*ATTACKS, *(a for name in PATH_SUITES for a in importlib.import_module(name).ATTACKS)]
 
 
@@ -1050,10 +1428,23 @@ def why_not_run(sandbox: Sandbox, attack: Attack) -> str:
     backend it would reach the host, and a gap the backend reports here would let it out."""
     if not sandbox.isolated:
         return f"the {sandbox.backend} backend does not isolate; attacks run only in {' or '.join(ISOLATED)}"
+    if attack.premise is not None and (why := attack.premise(sandbox)):
+        return why
     return next((g for g in sandbox.not_contained if attack.needs and g.startswith(attack.needs + ":")), "")
 
 
-_FIELDS = ("token", "port", "project_dir", "victim_dir", "sleep_s", "secret", "host_dir", "venv_parent")
+_FIELDS = (
+    "token",
+    "port",
+    "project_dir",
+    "victim_dir",
+    "sleep_s",
+    "secret",
+    "host_dir",
+    "venv_parent",
+    "nrs",
+    "perl_nrs",
+)
 
 
 def _fill(text: str, ctx: Context) -> str:
@@ -1151,30 +1542,184 @@ def isolated_backends() -> list[str]:
     return [b for b in Sandbox.available_backends() if b in ISOLATED]
 
 
-async def run_suite(backend: str) -> dict:
-    """The suite on one isolating backend: {total, contained, failed: {attack: verdict}, not_run:
-    {attack: why}}. `total` counts every attack; one the backend cannot contain on this machine (a gap
-    in `Sandbox.not_contained`) is not run and not counted as contained."""
+# -- every path that judges: the job API here, the others from the modules that own them ----------------
+
+PATHS = (
+    "job API",
+    "terminal: services kept",
+    "terminal: separate jobs",
+    "agent: session",
+    "agent: per command",
+    "code judge",
+    "kernel worker",
+)
+"""Where a verdict is computed from what a job did: the sandbox's own API, a terminal task verified with
+its services kept (the solution's job up beside the tests') or in separate jobs, an agent's episode in one
+session job or a job per command, the code judge, the kernel environment's warm worker."""
+
+KINDS = ("attack", "honest_right", "honest_wrong")
+
+
+@dataclass
+class Case:
+    """One attack, or a control, through one path that judges."""
+
+    cls: str
+    """The class of attack (for a control: what it controls)."""
+    name: str
+    """The variant."""
+    path: str
+    """One of `PATHS`."""
+    run: Callable[[Sandbox], Awaitable[str]]
+    """Runs it on a sandbox: '' when contained (a control: the verdict came out as it must), else what got out."""
+    kind: str = "attack"
+    """`attack`, `honest_right` (a right answer that must pass) or `honest_wrong` (a wrong one that must score 0)."""
+    premise: Callable[[Sandbox], str] | None = None
+    """Why it cannot be judged on this sandbox ('' when it can): the path does not exist there."""
+    what: str = ""
+    """The attack in a few words."""
+
+    @property
+    def id(self) -> str:
+        return f"{self.path} / {self.cls} / {self.name}"
+
+
+PROVIDERS: dict[str, str] = {"terminal tasks and agents": "tempering.envs.terminal.attacks"}
+"""The modules that add the cases of the paths above the job API (each defines `CASES: list[Case]`), by
+name. Other paths (the kernel worker) add theirs with `register` (their modules import this one; this
+one names them only here, as the verbs' registry does); the code judge's come through `PATH_SUITES`."""
+
+
+def register(name: str, module: str) -> None:
+    """Add the cases of `module` (its `CASES`) to the suite, e.g. register("kernel worker", "tempering.envs.kernels.attacks")."""
+    PROVIDERS[name] = module
+
+
+def job_cases() -> list[Case]:
+    """The job-API attacks (`ATTACKS`) as cases."""
+    cls_of = {name: cls for cls, names in _CLASSES.items() for name in names.split()}
+
+    def case(attack: Attack) -> Case:
+        async def run(sandbox: Sandbox) -> str:
+            return await run_attack(sandbox, attack)
+
+        return Case(
+            cls_of.get(attack.name, attack.name),
+            attack.name,
+            "job API",
+            run,
+            premise=lambda sb: why_not_run(sb, attack),
+            what=attack.what,
+        )
+
+    return [case(a) for a in ATTACKS]
+
+
+def path_suite_cases() -> list[Case]:
+    """The `ATTACKS` of `PATH_SUITES` (the code judge's) as cases on the code judge's path: the class and
+    the kind from the module's `CASES` (`klass`, `must`) where it names them."""
+    out = []
+    for name in PATH_SUITES:
+        module = importlib.import_module(name)
+        meta = {c.name: c for c in getattr(module, "CASES", ())}
+
+        def case(attack: Attack) -> Case:
+            async def run(sandbox: Sandbox) -> str:
+                return await run_attack(sandbox, attack)
+
+            c = meta.get(attack.name)
+            cls = getattr(c, "klass", attack.name)
+            kind = "attack" if cls != "control" else "honest_right" if c and c.must == "pass" else "honest_wrong"
+            return Case(cls, attack.name, "code judge", run, kind, lambda sb: why_not_run(sb, attack), attack.what)
+
+        out += [case(a) for a in module.ATTACKS]
+    return out
+
+
+def cases(paths: Sequence[str] = PATHS) -> list[Case]:
+    """Every case of the suite through `paths`: the job API's and each provider's."""
+    out = job_cases() + path_suite_cases()
+    for module in PROVIDERS.values():
+        out += importlib.import_module(module).CASES
+    unknown = {c.path for c in out} - set(PATHS)
+    if unknown:
+        raise ValueError(f"cases on unknown paths {sorted(unknown)}: add them to attacks.PATHS")
+    return [c for c in out if c.path in paths]
+
+
+async def run_case(sandbox: Sandbox, case: Case) -> tuple[str, str]:
+    """(verdict, why not run): one of them empty."""
+    why = why_not_isolated(sandbox) or (case.premise(sandbox) if case.premise is not None else "")
+    if why:
+        return "", why
+    return await case.run(sandbox), ""
+
+
+def why_not_isolated(sandbox: Sandbox) -> str:
+    if not sandbox.isolated:
+        return f"the {sandbox.backend} backend does not isolate; attacks run only in {' or '.join(ISOLATED)}"
+    return ""
+
+
+async def run_suite(backend: str, paths: Sequence[str] = PATHS, only: Sequence[str] = ()) -> dict:
+    """The suite on one isolating backend: {total, contained, failed: {case: verdict}, not_run: {case: why},
+    cases: [{path, class, name, kind, verdict}]} (case ids: `path / class / variant`). `total` counts every
+    case, controls included; one that cannot run on this backend here (a gap in `Sandbox.not_contained`,
+    a path the backend does not have) is not run and not counted as contained. `only`: class names."""
     if backend not in ISOLATED:
         raise UserError(f"the {backend} backend does not isolate; the adversarial suite attacks only {ISOLATED}.")
     sandbox = Sandbox(backend=backend, concurrency=2)
-    failed, not_run = {}, {}
-    attacks = suite()
-    for attack in attacks:
-        why = why_not_run(sandbox, attack)
+    todo = [c for c in cases(paths) if not only or c.cls in only]
+    failed, not_run, rows = {}, {}, []
+    for case in todo:
+        verdict, why = await run_case(sandbox, case)
         if why:
-            not_run[attack.name] = why
-        else:
-            verdict = await run_attack(sandbox, attack)
-            if verdict:
-                failed[attack.name] = verdict
-    contained = len(attacks) - len(failed) - len(not_run)
-    return {"total": len(attacks), "contained": contained, "failed": failed, "not_run": not_run}
+            not_run[case.id] = why
+        elif verdict:
+            failed[case.id] = verdict
+        rows.append({"path": case.path, "class": case.cls, "name": case.name, "kind": case.kind,
+                     "verdict": "not run: " + why if why else verdict or "contained"})  # fmt: skip
+    contained = len(todo) - len(failed) - len(not_run)
+    return {"total": len(todo), "contained": contained, "failed": failed, "not_run": not_run, "cases": rows}
 
 
-def main(argv: list[str] | None = None, as_json: bool = False) -> int:
-    """Run the suite on `argv`'s backends (default: every isolating one that works here); exit status 1
-    if an attack got out. `as_json`: print {backend: run_suite's summary} instead of a table."""
+def matrix(summaries: dict[str, dict]) -> dict:
+    """The results' view of `run_suite` summaries by backend: {attacks: {class: {backend: {path: cell}}},
+    escaped, controls: {honest_right_passed, honest_wrong_rejected} ("k/n")}. A cell is `contained` when
+    every variant that ran there was (and one did), `not run: why` when none could run, else what got out."""
+    cells: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+    controls = {"honest_right": [0, 0], "honest_wrong": [0, 0]}
+    for backend, s in summaries.items():
+        for row in s["cases"]:
+            if row["kind"] == "attack":
+                cells.setdefault((row["class"], backend, row["path"]), []).append((row["name"], row["verdict"]))
+            elif not row["verdict"].startswith("not run"):
+                controls[row["kind"]][0] += row["verdict"] == "contained"
+                controls[row["kind"]][1] += 1
+    attacks: dict[str, dict[str, dict[str, str]]] = {}
+    escaped = 0
+    for (cls, backend, path), variants in cells.items():
+        out = [f"{name}: {v}" for name, v in variants if v != "contained" and not v.startswith("not run")]
+        escaped += len(out)
+        ran = [v for _, v in variants if not v.startswith("not run")]
+        cell = "; ".join(out) if out else "contained" if ran else variants[0][1]
+        attacks.setdefault(cls, {}).setdefault(backend, {})[path] = cell
+    return {
+        "attacks": attacks,
+        "escaped": escaped,
+        "controls": {
+            "honest_right_passed": "{}/{}".format(*controls["honest_right"]),
+            "honest_wrong_rejected": "{}/{}".format(*controls["honest_wrong"]),
+        },
+    }
+
+
+def main(
+    argv: list[str] | None = None, as_json: bool = False, paths: Sequence[str] = PATHS, only: Sequence[str] = ()
+) -> int:
+    """Run the suite on `argv`'s backends (default: every isolating one that works here) through `paths`;
+    exit status 1 if an attack got out or a control came out wrong. `as_json`: print {backend:
+    run_suite's summary} instead of a table."""
     names = (sys.argv[1:] if argv is None else argv) or isolated_backends()
     if not names:
         raise UserError(
@@ -1183,16 +1728,14 @@ def main(argv: list[str] | None = None, as_json: bool = False) -> int:
         )
     summary = {}
     for backend in names:
-        summary[backend] = asyncio.run(run_suite(backend))
+        summary[backend] = s = asyncio.run(run_suite(backend, paths, only))
         if not as_json:
-            s = summary[backend]
-            for attack in suite():
-                if attack.name in s["not_run"]:
-                    verdict = "NOT CONTAINED here (not run): " + s["not_run"][attack.name]
-                else:
-                    verdict = "FAILED: " + s["failed"][attack.name] if attack.name in s["failed"] else "CONTAINED"
-                print(f"{backend:<11} {attack.name:<20} {verdict}")
-            print(f"{backend:<11} {s['contained']}/{s['total']} contained")
+            for row in s["cases"]:
+                verdict = row["verdict"] if row["verdict"] in ("contained",) else "FAILED: " + row["verdict"]
+                if row["verdict"].startswith("not run"):
+                    verdict = "NOT CONTAINED here (" + row["verdict"] + ")"
+                print(f"{backend:<8} {row['path']:<24} {row['name']:<28} {verdict}")
+            print(f"{backend:<8} {s['contained']}/{s['total']} contained")
     if as_json:
         print(json.dumps(summary, indent=2))
     return 1 if any(s["failed"] for s in summary.values()) else 0

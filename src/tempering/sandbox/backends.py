@@ -12,15 +12,14 @@ size, open files, no core dumps) are set as hard limits that the job cannot rais
 - `subprocess` (opt-in): rlimits and a scrubbed environment only. No isolation: the job sees the host
   file system and network with the caller's rights.
 
-In both isolated backends the job's command runs as a child of the namespace's first process (GNU
-time, which reports how the command ended), so when it exits every process it left behind is killed
-by the kernel. Between time and the job's command one last set-up step reports `started` on the status
-fd, closes every descriptor above 2 and removes the TIME variable (time's format, carrying the job's
-nonce), and a seccomp filter takes the kernel keyring, nested user namespaces and file locks away
-(`seccomp.py`): bwrap loads it itself (and adds --disable-userns where it has a user namespace), the
-unshare backend through a few lines of Python. GNU time runs from an execute-only copy, so that a job with the
-same uid (a non-root host) cannot read its memory, environment or descriptors (/proc refuses a process
-that is not dumpable).
+In both isolated backends the job's command runs below the namespace's first process (GNU time, which
+reports how the command ended), so when it exits every process it left behind is killed by the kernel.
+Between time and the job's command the seccomp supervisor (`seccomp.SUPERVISOR`) installs the job's
+allow-list filter, reports `started` on the status fd, and runs the command with no descriptor above 2
+and without the TIME variable (time's format, carrying the job's nonce); it stays to answer the calls
+the filter refuses and report their names. bwrap adds --disable-userns where it makes a user namespace.
+GNU time runs from an execute-only copy, so that a job with the same uid (a non-root host) cannot read
+its memory, environment or descriptors (/proc refuses a process that is not dumpable).
 
 What the host trusts never sits in a folder the job can rename. Read-only files sit on read-only bind
 mounts, and so does the top folder inside the workdir of a nested one. The root the backend builds
@@ -45,15 +44,13 @@ from dataclasses import dataclass, field
 
 from tempering.sandbox import seccomp
 from tempering.sandbox.job import Limits
-from tempering.sandbox.process import STATUS_FD, usage_argv
+from tempering.sandbox.process import STATUS_FD, TIME, usage_argv
 
-ISOLATED = ("bwrap", "unshare")
+ISOLATED = ("bwrap", "unshare", "gvisor")
 INNER_WORKDIR = "/job"
 """Where the workdir appears inside an isolated job (it is also the job's HOME)."""
 INNER_TIME = "/.tempering/time"
 """Where the execute-only copy of GNU time appears inside an isolated job."""
-SECCOMP_FD = 4
-"""The fd on which bwrap reads the seccomp filter."""
 _CLOSER = [
     "/bin/sh",
     "-c",
@@ -61,8 +58,8 @@ _CLOSER = [
     'unset TIME && exec "$@"',
     "sandbox",
 ]
-"""The last set-up step when the backend loads the seccomp filter itself (the host passes no descriptor
-above 9: dash closes single-digit ones only)."""
+"""The last set-up step on a machine without a seccomp filter (the host passes no descriptor above 9:
+dash closes single-digit ones only)."""
 _SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 _DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 _CHROOT = shutil.which("chroot", path="/usr/sbin:/sbin:/usr/bin:/bin") or "chroot"
@@ -89,6 +86,9 @@ class Layout:
     """Host folder bound read-write as the job's working directory."""
     tmpdir: str
     """Host folder bound as the job's /tmp (so that the disk limit counts it)."""
+    shmdir: str = ""
+    """Host folder bound as the job's /dev/shm (POSIX shared memory and semaphores: multiprocessing's locks);
+    empty: none."""
     ro_files: list[tuple[str, str]] = field(default_factory=list)
     """(host file or folder, path relative to the workdir) made read-only inside the workdir."""
     ro_binds: list[str] = field(default_factory=list)
@@ -101,8 +101,15 @@ class Layout:
     """Unprivileged uid the job runs as (when the host is root), else None."""
     time_binary: str | None = None
     """Host path of the execute-only copy of GNU time (None: no usage report)."""
-    seccomp_filter: bytes | None = None
-    """The job's seccomp filter (`seccomp.job_filter()`), None where this machine has none."""
+    status_dir: str = ""
+    """Host folder (root's, 0700) holding the status log of a backend that passes no descriptor into the
+    job (gvisor): GNU time and the supervisor write their lines there instead of to the status pipe."""
+    supervisor: list[str] | None = None
+    """The seccomp supervisor's argv (`seccomp.supervisor_argv()`), None where this machine has no filter."""
+
+    def last_step(self) -> list[str]:
+        """What runs between GNU time and the job's command (see the module's notes)."""
+        return self.supervisor if self.supervisor else _CLOSER
 
     def mount_sources(self) -> list[tuple[str, str, bool]]:
         """(host folder, path inside, read-only) of each mount: the workdir folder, read-write; or,
@@ -138,7 +145,7 @@ def _ro_paths(extra: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
 
 def _writable_roots(lay: Layout) -> list[str]:
     """Folders inside the sandbox that the job may write to (and so rename what they hold)."""
-    return ["/tmp", INNER_WORKDIR] + [inner for _, inner, read_only in lay.mount_sources() if not read_only]
+    return ["/tmp", "/dev/shm", INNER_WORKDIR] + [inner for _, inner, read_only in lay.mount_sources() if not read_only]
 
 
 def _skeletons(lay: Layout, binds: list[str]) -> list[tuple[str, str]]:
@@ -214,13 +221,14 @@ def _setpriv_argv(uid: int | None) -> list[str]:
     return ["setpriv", *ids, "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all", "--"]
 
 
-def bwrap_argv(lay: Layout, cmd: list[str]) -> list[str]:
+def bwrap_argv(lay: Layout, cmd: list[str], own_network: bool = True) -> list[str]:
+    """`own_network=False`: the job stays in the network namespace bwrap starts in (one the host entered)."""
     binds, links = _ro_paths(lay.ro_binds)
     argv = [
         shutil.which("bwrap") or "bwrap",
         "--unshare-ipc",
         "--unshare-pid",
-        "--unshare-net",
+        *(["--unshare-net"] if own_network else []),
         "--unshare-uts",
         "--unshare-cgroup-try",
         "--die-with-parent",
@@ -251,6 +259,8 @@ def bwrap_argv(lay: Layout, cmd: list[str]) -> list[str]:
     made.update({"/proc", "/dev"})
     for dev in lay.devices:
         argv += dirs_for(dev) + ["--dev-bind", dev, dev]
+    if lay.shmdir:
+        argv += ["--bind", lay.shmdir, "/dev/shm"]
     argv += ["--bind", lay.tmpdir, "/tmp", "--bind", lay.workdir, INNER_WORKDIR]
     made.update({"/tmp", INNER_WORKDIR})
     skeletons = _skeletons(lay, binds)
@@ -268,13 +278,11 @@ def bwrap_argv(lay: Layout, cmd: list[str]) -> list[str]:
     for src, rel in lay.ro_files:
         argv += ["--ro-bind", src, f"{INNER_WORKDIR}/{rel}"]
     argv += ["--remount-ro", "/", "--chdir", INNER_WORKDIR]  # the last mount step: nothing is made after it
-    if lay.seccomp_filter:
-        argv += ["--seccomp", str(SECCOMP_FD)]
     if lay.uid is not None:
         argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
     argv += ["--"]
     uid_drop = _setpriv_argv(lay.uid) if lay.uid is not None else []  # bwrap itself drops caps otherwise
-    return argv + usage_argv(INNER_TIME if lay.time_binary else None) + _CLOSER + uid_drop + list(cmd)
+    return argv + usage_argv(INNER_TIME if lay.time_binary else None) + lay.last_step() + uid_drop + list(cmd)
 
 
 def unshare_argv(lay: Layout, cmd: list[str]) -> list[str]:
@@ -296,6 +304,8 @@ def unshare_argv(lay: Layout, cmd: list[str]) -> list[str]:
         'ln -s /proc/self/fd "$R/dev/fd"; ln -s /proc/self/fd/0 "$R/dev/stdin"',
         'ln -s /proc/self/fd/1 "$R/dev/stdout"; ln -s /proc/self/fd/2 "$R/dev/stderr"',
     ]
+    if lay.shmdir:
+        lines += ['mkdir "$R/dev/shm"', f'mount --bind {q(lay.shmdir)} "$R/dev/shm"']
     lines += [f'mount --bind {q(lay.tmpdir)} "$R/tmp"', f'mount --bind {q(lay.workdir)} "$R/job"']
     ro = [(src, f'"$R/job/"{q(rel)}') for src, rel in lay.ro_files]
     if lay.time_binary:
@@ -323,11 +333,7 @@ def unshare_argv(lay: Layout, cmd: list[str]) -> list[str]:
         if read_only:
             lines.append(f'mount -o remount,bind,ro "$R"{q(inner)}')
     lines.append('mount -o remount,bind,ro "$R"')  # the last mount step: nothing is made after it
-    if lay.seccomp_filter:
-        closer = [sys.executable, "-I", "-S", "-c", seccomp.LOADER, lay.seccomp_filter.hex()]
-    else:
-        closer = _CLOSER
-    run = usage_argv(INNER_TIME if lay.time_binary else None) + closer + _setpriv_argv(lay.uid) + list(cmd)
+    run = usage_argv(INNER_TIME if lay.time_binary else None) + lay.last_step() + _setpriv_argv(lay.uid) + list(cmd)
     # exec: GNU time becomes the namespace's first process, and no shell of ours keeps the status fd
     lines.append(f'exec {q(_CHROOT)} "$R" /bin/sh -c \'cd /job && exec "$@"\' job {" ".join(map(q, run))}')
     argv = [
@@ -338,6 +344,7 @@ def unshare_argv(lay: Layout, cmd: list[str]) -> list[str]:
         "--net",
         "--ipc",
         "--uts",
+        "--cgroup",  # the job sees its own cgroup as the root: neither the host's cgroup path nor its pid
         "--kill-child",
         "--propagation",
         "private",
@@ -347,14 +354,96 @@ def unshare_argv(lay: Layout, cmd: list[str]) -> list[str]:
     return argv + ["/bin/sh", "-c", "\n".join(lines)]
 
 
+GVISOR_STATUS = "/.tempering/status"
+"""Where the status log's folder appears inside a gvisor job (see `Layout.status_dir`)."""
+RUNSC_INSTALL = "install gVisor's runsc (Debian: apt-get install runsc; or `sudo make system-deps`)"
+
+
+def gvisor_argv(lay: Layout, cmd: list[str], env: dict[str, str], limits: Limits) -> list[str]:
+    """`runsc run` of an OCI bundle written under the job's folder: the same file system view as bwrap's
+    (system folders and the Python installation read-only, /job, /tmp, /dev/shm, the mounts) in gVisor's
+    application kernel, which answers the job's system calls itself, with no network but loopback.
+
+    runsc passes no descriptor but stdin, stdout and stderr, so the job's first process (root inside)
+    opens the status log in a folder only root may write as fd 3, then sets the rlimits (prlimit around
+    runsc would limit gVisor itself), and the rest is as in the other backends."""
+    import json
+
+    binds, links = _ro_paths(lay.ro_binds)
+    rootfs = os.path.join(lay.jobroot, "rootfs")
+    os.makedirs(os.path.join(rootfs, ".tempering", "status"), 0o755)
+    for target, link in links:
+        os.symlink(target, rootfs + link)
+    mounts: list[dict] = [
+        {"destination": "/proc", "type": "proc", "source": "proc"},
+        {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "mode=755"]},
+    ]
+
+    def bind(src: str, dest: str, read_only: bool) -> None:
+        mounts.append(
+            {"destination": dest, "type": "bind", "source": src, "options": ["rbind", "ro" if read_only else "rw"]}
+        )
+
+    if lay.shmdir:
+        bind(lay.shmdir, "/dev/shm", False)
+    bind(lay.tmpdir, "/tmp", False)
+    bind(lay.workdir, INNER_WORKDIR, False)
+    skeletons = _skeletons(lay, binds)
+    for host, top in skeletons:
+        bind(host, top, True)
+    for p in binds:
+        bind(p, p, True)
+    bind(lay.status_dir, GVISOR_STATUS, False)
+    for src, inner, read_only in lay.mount_sources():
+        bind(src, inner, read_only)
+    for src, rel in lay.ro_files:
+        bind(src, f"{INNER_WORKDIR}/{rel}", True)
+    first = ["/bin/sh", "-c", f'exec {STATUS_FD}>>{GVISOR_STATUS}/log && exec "$@"', "sandbox"]
+    prlimit = ["/usr/bin/prlimit"] + prlimit_argv(limits)[1:]
+    # GNU time from /usr: gVisor reads a binary to run it, so an execute-only copy would not run; the job
+    # (another uid) cannot open the /proc files of root's processes anyway
+    args = first + prlimit + usage_argv(TIME, append=True) + lay.last_step()
+    args += _setpriv_argv(lay.uid) + list(cmd)
+    caps = ["CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"]
+    config = {
+        "ociVersion": "1.0.0",
+        "process": {
+            "user": {"uid": 0, "gid": 0},
+            "args": args,
+            "env": [f"{k}={v}" for k, v in env.items()],
+            "cwd": INNER_WORKDIR,
+            "capabilities": {k: caps for k in ("bounding", "effective", "permitted")},
+            "rlimits": [{"type": "RLIMIT_CORE", "hard": 0, "soft": 0}],
+        },
+        "root": {"path": rootfs, "readonly": True},
+        "hostname": "sandbox",
+        "mounts": mounts,
+        "linux": {"namespaces": [{"type": t} for t in ("pid", "network", "ipc", "uts", "mount")]},
+    }
+    bundle = os.path.join(lay.jobroot, "bundle")
+    os.mkdir(bundle, 0o700)
+    with open(os.path.join(bundle, "config.json"), "w") as f:
+        json.dump(config, f)
+    state = os.path.join(lay.jobroot, "runsc")
+    os.mkdir(state, 0o700)
+    runsc = shutil.which("runsc") or "runsc"
+    flags = ["--rootless", "--network=none", "--platform=ptrace", "--ignore-cgroups", f"--root={state}"]
+    return [runsc, *flags, "run", "--bundle", bundle, os.path.basename(lay.jobroot)]
+
+
 @functools.cache
 def probe(backend: str) -> str:
     """Empty string if `backend` works on this machine, else why not (cached per process)."""
     if backend == "subprocess":
         return "" if shutil.which("prlimit") else "the prlimit command (util-linux) is missing"
-    exe = {"bwrap": "bwrap", "unshare": "unshare"}.get(backend)
+    exe = {"bwrap": "bwrap", "unshare": "unshare", "gvisor": "runsc"}.get(backend)
     if exe is None:
         return f"unknown backend {backend!r}"
+    if backend == "gvisor":
+        if not shutil.which("runsc"):
+            return f"runsc not found on PATH: {RUNSC_INSTALL}"
+        if os.geteuid() != 0:
+            return "gvisor needs a root host here (its jobs' files are checked by uid); use bwrap"
     needs_setpriv = os.geteuid() == 0 or backend == "unshare"
     missing = [b for b in (exe, "prlimit") + (("setpriv",) if needs_setpriv else ()) if not shutil.which(b)]
     if missing:
@@ -367,23 +456,27 @@ def probe(backend: str) -> str:
             workdir=os.path.join(d, "work"),
             tmpdir=os.path.join(d, "tmp"),
             uid=65534 if os.geteuid() == 0 else None,
-            seccomp_filter=seccomp.job_filter(),
+            supervisor=seccomp.supervisor_argv(),
         )
         os.makedirs(lay.workdir)
         os.makedirs(lay.tmpdir)
         if lay.uid is not None:
             os.chmod(d, 0o755)
-        build = bwrap_argv if backend == "bwrap" else unshare_argv
-        filt = os.path.join(d, "seccomp")
-        with open(filt, "wb") as f:
-            f.write(lay.seccomp_filter or b"")
-        fds = f"exec {STATUS_FD}>/dev/null {SECCOMP_FD}<{shlex.quote(filt)}"
-        argv = ["/bin/sh", "-c", f'{fds}; exec "$@"', "probe"] + build(lay, ["/bin/true"])
+        env = {"PATH": job_path(), "TIME": "probe %M %U %S"}
+        if backend == "gvisor":
+            lay.status_dir = os.path.join(d, "status")
+            os.mkdir(lay.status_dir, 0o700)
+            argv, env = gvisor_argv(lay, ["/bin/true"], env, Limits()), {"PATH": "/usr/bin:/bin"}
+        else:
+            build = bwrap_argv if backend == "bwrap" else unshare_argv
+            argv = ["/bin/sh", "-c", f'exec {STATUS_FD}>/dev/null; exec "$@"', "probe"] + build(lay, ["/bin/true"])
         try:
-            env = {"PATH": job_path(), "TIME": "probe %M %U %S"}
-            proc = subprocess.run(argv, capture_output=True, timeout=30, env=env)
+            proc = subprocess.run(argv, capture_output=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired) as e:
             return f"{exe} failed to start: {e}"
         if proc.returncode != 0:
-            return f"{exe} cannot create namespaces here: {proc.stderr.decode(errors='replace').strip()[-300:]}"
+            why = proc.stderr.decode(errors="replace").strip()[-300:]
+            if backend == "gvisor":
+                return f"runsc cannot start a sandbox here ({why}); gvisor needs ptrace and a Linux host"
+            return f"{exe} cannot create namespaces here: {why}"
     return ""

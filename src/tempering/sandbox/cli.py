@@ -2,9 +2,11 @@
 
 tempering sandbox backends                  # the backends that work here, and what each does not contain
 tempering sandbox attacks [BACKEND ...]     # the adversarial suite (exit 1 if any attack got out)
-tempering sandbox attacks --json            # the same as {backend: {total, contained, failed, not_run}}
+tempering sandbox attacks --path "job API"  # only the cases through these paths that judge
+tempering sandbox attacks --json            # {backend: {total, contained, failed, not_run, cases}}
 
-The suite attacks only the isolating backends (bwrap, unshare), never the host's `subprocess` backend.
+The suite attacks only the isolating backends (bwrap, unshare, gvisor), never the host's `subprocess`
+backend; benchmarks/sandbox_verdicts.py writes its results (docs/results/sandbox.md).
 
 Code-problem files are checked by `tempering code check`.
 """
@@ -20,7 +22,9 @@ def parser() -> Parser:
     ap.command("backends", "list the backends that work here")
     att = ap.command("attacks", "run the adversarial suite")
     att.add_argument("backend", nargs="*", help="isolating backends to attack (default: every one that works here)")
-    att.add_argument("--json", action="store_true", help="print {backend: {total, contained, failed, not_run}}")
+    att.add_argument("--json", action="store_true", help="print {backend: {total, contained, failed, not_run, cases}}")
+    att.add_argument("--path", action="append", default=[], help="a path that judges (repeat; default: every one)")
+    att.add_argument("--class", dest="classes", action="append", default=[], help="a class of attack (repeat)")
     return ap
 
 
@@ -30,7 +34,7 @@ def main(argv: list[str]) -> int:
     from tempering.sandbox import Sandbox, backends
 
     if args.cmd == "backends":
-        for name in ("bwrap", "unshare", "subprocess"):
+        for name in ("bwrap", "unshare", "gvisor", "subprocess"):
             why = backends.probe(name)
             if why:
                 print(f"{name:<11} unavailable: {why}")
@@ -51,4 +55,6 @@ def main(argv: list[str]) -> int:
     unknown = set(args.backend) - set(Sandbox.available_backends())
     if unknown:
         raise UserError(f"backend(s) {sorted(unknown)} do not work here; working: {attacks.isolated_backends()}.")
-    return attacks.main(args.backend, as_json=args.json)
+    if bad := set(args.path) - set(attacks.PATHS):
+        raise UserError(f"unknown path(s) {sorted(bad)}: choose among {', '.join(attacks.PATHS)}.")
+    return attacks.main(args.backend, as_json=args.json, paths=args.path or attacks.PATHS, only=args.classes)

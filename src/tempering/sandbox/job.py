@@ -218,7 +218,12 @@ class Result:
     outputs: dict[str, bytes] = field(default_factory=dict)
     """The declared output files that the job left as regular files in its workdir."""
     message: str = ""
-    """Why the status is what it is, in words (which limit, which set-up step failed)."""
+    """Why the status is what it is, in words (which limit, which set-up step failed, which system calls
+    the sandbox refused)."""
+    denied: list[str] = field(default_factory=list)
+    """System calls the sandbox's seccomp filter refused the job (host evidence: the kernel asked the
+    job's supervisor). A refused call is the job's own act and changes no status; where a job failed for
+    want of one, this says which (docs/sandbox.md)."""
 
     @property
     def ok(self) -> bool:

@@ -25,9 +25,10 @@ import fcntl
 import os
 import shutil
 import signal
+import stat
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tempering.sandbox.job import Limits
 
@@ -46,12 +47,13 @@ def usage_format(nonce: str) -> str:
     return f"{nonce} %M %U %S %x"
 
 
-def usage_argv(time_path: str | None = TIME) -> list[str]:
-    """Prefix that makes GNU time at `time_path` report its TIME format on the status fd (if installed).
+def usage_argv(time_path: str | None = TIME, append: bool = False) -> list[str]:
+    """Prefix that makes GNU time at `time_path` report its TIME format on the status fd (if installed);
+    `append` where the status fd is a file that others write to as well.
 
     Before the format line it writes "Command terminated by signal N" for a command a signal ended
     (its own exit status, 128 + N like a shell's, cannot tell that from an exit code)."""
-    return [time_path, "-o", f"/dev/fd/{STATUS_FD}", "--"] if time_path else []
+    return [time_path, *(["-a"] if append else []), "-o", f"/dev/fd/{STATUS_FD}", "--"] if time_path else []
 
 
 @dataclass
@@ -70,6 +72,8 @@ class Report:
     """CPU seconds of the job's command and of the processes it waited for."""
     peak_mb: float = 0.0
     """Largest resident set of the job's command and of the processes it waited for, MiB."""
+    denied: list[str] = field(default_factory=list)
+    """System calls the seccomp filter refused the job, as its supervisor reported them (first use of each)."""
 
 
 @dataclass
@@ -96,7 +100,7 @@ class Exit:
     report: Report
     """What GNU time and the set-up steps reported on the status fd."""
     kill_reason: str = ""
-    """Why we killed it: `timeout`, `output`, `disk`, `inodes`, or empty; a limit is named only if the
+    """Why we killed it: `timeout`, `output`, `disk`, `inodes`, `cpu`, or empty; a limit is named only if the
     tree was still running when the host saw it passed."""
 
 
@@ -239,6 +243,16 @@ def largest_file(paths: Sequence[str], at_least: int) -> bool:
     return False
 
 
+def _read_capped(path: str, cap: int) -> bytes:
+    """The first `cap` bytes of the regular file at `path` (not followed if a link), or nothing."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return b""
+    with os.fdopen(fd, "rb") as f:
+        return f.read(cap) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+
+
 def _children(pid: int) -> list[int]:
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
@@ -267,7 +281,7 @@ def parse_status(text: str, nonce: str) -> Report:
     """What the status fd's text says.
 
     Only lines that start with the job's nonce count: `nonce started`, written by the last set-up
-    step just before the job's command, and GNU time's `nonce peak user sys exit`, with the line GNU
+    step just before the job's command, `nonce denied NAME` for a system call the filter refused, and GNU time's `nonce peak user sys exit`, with the line GNU
     time writes just before it for a command a signal ended."""
     rep = Report()
     lines = text.split("\n")
@@ -277,6 +291,8 @@ def parse_status(text: str, nonce: str) -> Report:
             continue
         if parts[1:] == ["started"]:
             rep.started = True
+        elif len(parts) == 3 and parts[1] == "denied" and parts[2] not in rep.denied:
+            rep.denied.append(parts[2])
         elif len(parts) == 5 and not rep.measured:
             try:
                 peak, user, sys_s, code = int(parts[1]), float(parts[2]), float(parts[3]), int(parts[4])
@@ -312,13 +328,20 @@ async def run_tree(
     pass_fds: dict[int, int] | None = None,
     feed: AsyncIterator[bytes] | None = None,
     on_stdout: Callable[[bytes], None] | None = None,
+    status_log: str | None = None,
+    cpu_used: Callable[[], float | None] | None = None,
+    on_started: Callable[[int], None] | None = None,
 ) -> Exit:
     """Run `argv` (an absolute program path first) to completion under `limits`' wall, output and disk caps.
 
     `pass_fds`: {fd in the child: our fd} besides stdin/stdout/stderr and the status fd; no other
     descriptor of ours reaches the child. `feed`: the child's stdin is a pipe that gets these chunks
     as they come (closed when it ends). `on_stdout`: gets the child's stdout as it comes (then it is
-    neither kept nor capped)."""
+    neither kept nor capped). `status_log`: a file that holds the status lines instead of the status fd
+    (a backend that passes no descriptor into the job), read when the tree has ended. `cpu_used`: the
+    tree's CPU seconds as the host measures them, polled with the disk; past `limits.cpu_s` the tree is
+    killed (reason `cpu`), for a backend whose jobs' kernel does not enforce RLIMIT_CPU (gvisor).
+    `on_started`: called with the tree's top pid once the status fd says `started` (the namespaces are up)."""
     loop = asyncio.get_running_loop()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -392,7 +415,16 @@ async def run_tree(
     loop.add_reader(pidfd, on_exit)
     loop.add_reader(out_r, on_output, out)
     loop.add_reader(err_r, on_output, err)
-    loop.add_reader(st_r, status.read)  # read as it comes: a full pipe would block the writer
+    started = f"{nonce} started\n".encode()
+
+    def on_status() -> None:
+        nonlocal on_started
+        status.read()
+        if on_started is not None and started in status.data:
+            call, on_started = on_started, None
+            call(pid)
+
+    loop.add_reader(st_r, on_status)  # read as it comes: a full pipe would block the writer
     timer = loop.call_later(limits.wall_s, kill, "timeout")
 
     async def watch_disk() -> None:
@@ -402,6 +434,9 @@ async def run_tree(
             used, names = await loop.run_in_executor(None, disk_usage, watch_dir, limits.inodes)
             if used > cap or names > limits.inodes:
                 kill("disk" if used > cap else "inodes")
+                return
+            if cpu_used is not None and (cpu_used() or 0.0) > limits.cpu_s:
+                kill("cpu")
                 return
 
     watcher = asyncio.ensure_future(watch_disk()) if watch_dir else None
@@ -428,6 +463,8 @@ async def run_tree(
         status.drain()
         for fd in (pidfd, out_r, err_r, st_r):
             os.close(fd)
+    if status_log is not None:
+        status.chunks.append(_read_capped(status_log, _STATUS_CAP))
     _, wait_status, usage = reaped
     return Exit(
         exit_code=os.WEXITSTATUS(wait_status) if os.WIFEXITED(wait_status) else None,

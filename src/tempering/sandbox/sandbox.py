@@ -8,6 +8,7 @@ never pile up unbounded work. Each job gets a fresh directory that is removed af
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import functools
 import math
 import os
@@ -28,7 +29,7 @@ from tempering.sandbox.cgroup import JobCgroups
 from tempering.sandbox.job import Job, Result, check_relpath
 from tempering.sandbox.process import Exit, largest_file, run_tree
 
-BACKENDS = ("bwrap", "unshare", "subprocess")
+BACKENDS = ("bwrap", "unshare", "gvisor", "subprocess")
 SUBPROCESS_DOES_NOT_CONTAIN = (
     "network: the job uses the host's network",
     "file system: the job reads and writes the host's files with the caller's rights",
@@ -54,10 +55,50 @@ _MEMORY_SIGNS = (
 )
 """Words in a failed job's stderr that name a failed allocation: a hint in `Result.message`, never a
 status (the job writes its stderr)."""
+_CPU_MARGIN_S = 0.25
+"""How far below cpu_s the measured CPU time of a job that died of SIGXCPU may be and still count as the limit."""
+_NETNS_FD = 5
+"""The descriptor on which nsenter finds a shared network namespace."""
+_OWN_TMPFS_SLACK = 16 << 20
+"""Room on a job's own RAM disk beyond its files and disk_mb (folders, the status channel, the last
+writes before the host's watcher sees disk_mb passed)."""
 _SMALL_TREE = 1000
 """Names in a job's folder that the event loop may walk and remove itself (a few milliseconds at most)."""
 _UID_BASE = 100_000
 _SLOTS_PER_PROCESS = 256
+
+
+class Network:
+    """A network namespace that several jobs share (loopback only): the first job run with it makes it, the
+    others join it, so a server one job leaves running answers another job over 127.0.0.1 while the two
+    share nothing else (processes, files, /tmp). Needs `Sandbox.shares_network`; `close()` when done."""
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+        """An open handle on the namespace (it lives while this is open), once the first job has started."""
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _network_of(pid: int) -> int | None:
+    """A handle on the network namespace of the first process below `pid` that is not in ours."""
+    own = os.stat("/proc/self/ns/net").st_ino
+    queue = [pid]
+    while queue:
+        p = queue.pop(0)
+        try:
+            fd = os.open(f"/proc/{p}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            fd = None
+        if fd is not None:
+            if os.fstat(fd).st_ino != own:
+                return fd
+            os.close(fd)
+        queue += process._children(p)
+    return None
 
 
 def default_root_parent() -> str:
@@ -114,14 +155,19 @@ class Sandbox:
         root: str | None = None,
     ):
         """
-        backend: `auto` (bwrap, else unshare, else an error), `bwrap`, `unshare`, or `subprocess`
-            (opt-in, rlimits only, no isolation).
+        backend: `auto` (bwrap, else unshare, else gvisor, else an error), `bwrap`, `unshare`, `gvisor`
+            (gVisor's runsc: an application kernel between the job and the host's), or `subprocess` (opt-in,
+            rlimits only, no isolation).
         concurrency: jobs running at once (default: number of CPU cores).
         queue_size: jobs admitted to wait for a slot (default: 4 x concurrency); more callers wait.
         root: host folder under which job directories are made (default: `default_root_parent()`).
         """
         if backend == "auto":
-            reasons = {b: backends.probe(b) for b in backends.ISOLATED}
+            reasons: dict[str, str] = {}
+            for b in backends.ISOLATED:  # in order, stopping at the first that works (gvisor's probe takes a second)
+                reasons[b] = backends.probe(b)
+                if not reasons[b]:
+                    break
             usable = [b for b, why in reasons.items() if not why]
             if not usable:
                 why = "; ".join(f"{b}: {r}" for b, r in reasons.items())
@@ -150,7 +196,9 @@ class Sandbox:
         self._as_root = os.geteuid() == 0 and backend in backends.ISOLATED
         cgroups = _job_cgroups() if backend in backends.ISOLATED else None
         self._cgroups = cgroups if isinstance(cgroups, JobCgroups) else None
-        self._seccomp = seccomp.job_filter() if backend in backends.ISOLATED else None
+        # gVisor's application kernel answers the job's calls itself: the host's allow-list has nothing to
+        # guard there, and its supervisor would cost a Python start under ptrace (about 0.4 s)
+        self._seccomp = seccomp.supervisor_argv() if backend in ("bwrap", "unshare") else None
         self.not_contained: list[str] = list(SUBPROCESS_DOES_NOT_CONTAIN) if backend == "subprocess" else []
         """What this sandbox does not contain on this machine (empty: everything the isolated backends promise)."""
         if isinstance(cgroups, str):
@@ -160,13 +208,29 @@ class Sandbox:
                 "usage: no cgroup counts the job's CPU time here: cpu_s misses processes still running when "
                 "the job's command ends" + ("" if self._cgroups else ", peak_memory_mb counts the command's own tree")
             )
-        if backend in backends.ISOLATED and self._seccomp is None:
+        if backend in ("bwrap", "unshare") and self._seccomp is None:
             for topic in ("kernel keyring", "user namespaces", "shared files"):
                 self.not_contained.append(f"{topic}: not isolated (no seccomp filter for this machine's ABI)")
+        if backend == "gvisor" and (self._cgroups is None or self._cgroups.cpu is None):
+            self.not_contained.append(
+                "limits: cpu_s is not enforced (gVisor ignores RLIMIT_CPU, and no cgroup counts the job's CPU here)"
+            )
+        self._own_tmpfs = self._as_root and backend in backends.ISOLATED
+        """Each job's folder is a RAM disk of its own (a root host mounts one per job)."""
+        if backend in backends.ISOLATED and not self._own_tmpfs:
+            self.not_contained.append(
+                "kernel state: the jobs' /job and /tmp share one RAM disk, whose next inode number and free "
+                "space every job can read and move (a root host gives each job its own)"
+            )
         self.running = 0
         """Jobs running now."""
         self.waiting = 0
         """Jobs admitted and waiting for a slot (at most `queue_size`); more callers wait in `run`."""
+
+    @property
+    def shares_network(self) -> bool:
+        """Jobs of this sandbox can share a `Network` (bwrap on a root host: the host joins the namespace)."""
+        return self.backend == "bwrap" and os.geteuid() == 0 and shutil.which("nsenter") is not None
 
     @staticmethod
     def available_backends() -> list[str]:
@@ -192,21 +256,38 @@ class Sandbox:
         job: Job,
         feed: AsyncIterator[bytes] | None = None,
         on_stdout: Callable[[bytes], None] | None = None,
+        network: Network | None = None,
     ) -> Result:
         """Run one job; waits while the pool and its queue are full. Raises UserError for a bad job.
 
         For a job that serves requests as it runs (a warm worker): `feed` makes its stdin a pipe that
         gets these chunks as they come, and `on_stdout` gets its output as it comes (then
-        `Result.stdout` stays empty and `output_bytes` caps only stderr)."""
+        `Result.stdout` stays empty and `output_bytes` caps only stderr). `network`: the job's network
+        namespace is that one (made by the first job run with it, see `Network`); a job that joins it runs
+        on the slot of the job that made it, without waiting for one of its own."""
         job.validate()
+        if network is not None and not self.shares_network:
+            raise UserError(
+                f"a shared network needs the bwrap backend on a root host (this sandbox: {self.backend}, "
+                f"uid {os.geteuid()}): run the jobs apart."
+            )
         if feed is not None and job.stdin is not None:
             raise UserError("Job.stdin and a feed were both given: pass the stdin through one of them.")
         self._check_command(job)
+        if job.devices and self.backend == "gvisor":
+            raise UserError(
+                "Job.devices: gVisor's application kernel does not pass host devices through: run jobs that "
+                "need a GPU on bwrap."
+            )
         if job.mounts and not self.isolated:
             raise UserError(
                 f"Job.mounts needs an isolating backend (bwrap or unshare); the {self.backend} backend "
                 "shares the host's file system, where it cannot place folders at fixed paths."
             )
+        if network is not None and network.fd is not None:
+            # it joins a running job's network: it runs on that job's slot (a session idle while its tests
+            # run), so that sessions that fill the pool cannot wait for each other's tests forever
+            return await self._run_now(job, feed, on_stdout, network)
         admit, running = self._gate()
         async with admit:
             self.waiting += 1
@@ -216,7 +297,7 @@ class Sandbox:
                 self.waiting -= 1
             self.running += 1
             try:
-                return await self._run_now(job, feed, on_stdout)
+                return await self._run_now(job, feed, on_stdout, network)
             finally:
                 self.running -= 1
                 running.release()
@@ -249,9 +330,10 @@ class Sandbox:
                 os.chmod(os.path.join(self._root, "time"), 0o111)
         return self._root
 
-    async def _run_now(self, job: Job, feed=None, on_stdout=None) -> Result:
+    async def _run_now(self, job: Job, feed=None, on_stdout=None, network: Network | None = None) -> Result:
         slot = _SLOTS.take() if self._as_root else None
         jobroot = tempfile.mkdtemp(prefix="job-", dir=self._root_dir())
+        own = self._own_tmpfs and _mount_tmpfs(jobroot, job)
         cgroup = None
         pass_fds = {}
         try:
@@ -267,12 +349,24 @@ class Sandbox:
                 "TIME": process.usage_format(nonce),  # read by GNU time and the last set-up step only
             }
             limits = backends.prlimit_argv(job.limits)
-            if self.backend == "bwrap":
+            on_started = None
+            if self.backend == "bwrap" and network is not None and network.fd is not None:
+                # join the namespace before bwrap runs (as root: the job itself never can, seccomp refuses setns)
+                pass_fds[_NETNS_FD] = os.dup(network.fd)
+                nsenter = [shutil.which("nsenter") or "nsenter", f"--net=/proc/self/fd/{_NETNS_FD}", "--"]
+                argv = limits + nsenter + backends.bwrap_argv(lay, job.cmd, own_network=False)
+            elif self.backend == "bwrap":
                 argv = limits + backends.bwrap_argv(lay, job.cmd)
-                if lay.seccomp_filter:
-                    pass_fds[backends.SECCOMP_FD] = _pipe_with(lay.seccomp_filter)
+                if network is not None:
+                    shared = network
+
+                    def on_started(pid: int) -> None:
+                        shared.fd = _network_of(pid)
             elif self.backend == "unshare":
                 argv = limits + backends.unshare_argv(lay, job.cmd)
+            elif self.backend == "gvisor":
+                argv = backends.gvisor_argv(lay, job.cmd, env, job.limits)
+                env = {"PATH": "/usr/bin:/bin"}  # runsc's own: the job's is in the bundle's config, out of its reach
             else:
                 env_cmd = [shutil.which("env") or "/usr/bin/env", "-u", "TIME", "-C", lay.workdir, "--"]
                 argv = process.usage_argv() + limits + env_cmd + list(job.cmd)
@@ -281,7 +375,25 @@ class Sandbox:
                 # the tree's first process joins the cgroups before it runs anything else
                 join = " && ".join(f"echo 0 > {shlex.quote(f)}" for f in self._cgroups.join_files(cgroup))
                 argv = ["/bin/sh", "-c", f'{join} && exec "$@"', "sandbox", *argv]
-            ex = await run_tree(argv, env, job.limits, stdin_path, jobroot, nonce, pass_fds, feed, on_stdout)
+            status_log = os.path.join(lay.status_dir, "log") if lay.status_dir else None
+            cpu_used = None
+            if self.backend == "gvisor" and self._cgroups is not None and cgroup is not None and cgroup.cpu is not None:
+                cgroups, job_cgroup = self._cgroups, cgroup
+                cpu_used = lambda: cgroups.usage(job_cgroup)[0]  # gVisor ignores RLIMIT_CPU
+            ex = await run_tree(
+                argv,
+                env,
+                job.limits,
+                stdin_path,
+                jobroot,
+                nonce,
+                pass_fds,
+                feed,
+                on_stdout,
+                status_log,
+                cpu_used,
+                on_started,
+            )
             oom = cpu_s = peak_mb = None
             if cgroup is not None:
                 assert self._cgroups is not None  # a job's cgroup comes from it
@@ -291,8 +403,13 @@ class Sandbox:
             # a walk of what the job left runs here when it is small (a thread costs a wake-up on a
             # loaded machine), else in a thread: a job can leave a hundred thousand files
             small = process.few_names(jobroot, _SMALL_TREE)
+            if own and result.status in ("nonzero_exit", "killed") and (full := _full(jobroot, job)):
+                result.status, result.message = (
+                    "output_limit",
+                    f"workdir and /tmp passed {full}; the job's writes failed",
+                )
             if result.status in ("nonzero_exit", "killed"):  # a file that reached fsize_mb is the host's evidence
-                look = (lay.workdir, lay.tmpdir), job.limits.fsize_mb * 1024 * 1024
+                look = (lay.workdir, lay.tmpdir, lay.shmdir), job.limits.fsize_mb * 1024 * 1024
                 if largest_file(*look) if small else await asyncio.to_thread(largest_file, *look):
                     result.status, result.message = "output_limit", f"a file reached fsize_mb={job.limits.fsize_mb}"
             result.outputs = _read_outputs(lay.workdir, job.outputs, job.limits.fsize_mb * 1024 * 1024)
@@ -304,11 +421,12 @@ class Sandbox:
                 if cgroup is not None:
                     await self._remove_cgroup(cgroup)
                 # a large tree off the event loop: removing a hundred thousand files takes seconds that the
-                # other jobs' timers and pipes must not wait for
+                # other jobs' timers and pipes must not wait for (nor for freeing them with a RAM disk's unmount)
+                remove = _unmount if own else _remove_tree
                 if process.few_names(jobroot, _SMALL_TREE):
-                    _remove_tree(jobroot)
+                    remove(jobroot)
                 else:
-                    await asyncio.shield(asyncio.to_thread(_remove_tree, jobroot))
+                    await asyncio.shield(asyncio.to_thread(remove, jobroot))
             finally:
                 if slot is not None:
                     _SLOTS.give(slot)
@@ -328,15 +446,20 @@ class Sandbox:
             jobroot=jobroot,
             workdir=os.path.join(jobroot, "work"),
             tmpdir=os.path.join(jobroot, "tmp"),
+            shmdir=os.path.join(jobroot, "shm") if self.isolated else "",
             ro_binds=list(job.ro_binds),
             devices=list(job.devices),
             mounts=sorted(job.mounts.items()),
             uid=uid,
             time_binary=time_copy if self.isolated and os.path.exists(time_copy) else None,
-            seccomp_filter=self._seccomp,
+            supervisor=self._seccomp,
         )
+        if self.backend == "gvisor":
+            lay.status_dir = os.path.join(jobroot, "status")
+            os.mkdir(lay.status_dir, 0o700)
         os.mkdir(lay.workdir, 0o755)
-        os.mkdir(lay.tmpdir, 0o1777 if uid is not None else 0o700)
+        for d in (lay.tmpdir, lay.shmdir) if lay.shmdir else (lay.tmpdir,):
+            os.mkdir(d, 0o1777 if uid is not None else 0o700)
         for path, data in job.files.items():
             _write(lay.workdir, check_relpath(path, "Job.files path"), data, 0o644)
         folders = set()
@@ -361,11 +484,12 @@ class Sandbox:
             base = os.path.join(jobroot, "ro") if folder.split("/", 1)[0] in folders else lay.workdir
             os.makedirs(os.path.join(base, folder), 0o755, exist_ok=True)
         if uid is not None:
-            for d in (lay.workdir, lay.tmpdir):
-                for root, dirs, files in os.walk(d):
+            for d in (lay.workdir, lay.tmpdir, lay.shmdir):
+                for root, dirs, files in os.walk(d) if d else ():
                     for name in [root] + [os.path.join(root, n) for n in dirs + files]:
                         os.lchown(name, uid, uid)
-            os.chmod(lay.tmpdir, 0o700)
+            for d in (lay.tmpdir, lay.shmdir) if lay.shmdir else (lay.tmpdir,):
+                os.chmod(d, 0o700)
         stdin_path = None
         if job.stdin is not None:
             stdin_path = _write(jobroot, "stdin", job.stdin, 0o600)
@@ -400,10 +524,18 @@ class Sandbox:
             wall_s=ex.wall_s,
             cpu_s=cpu_s,
             peak_memory_mb=peak_mb,
+            denied=list(rep.denied),
         )
         cpu_cap = max(1, math.ceil(lim.cpu_s))  # what prlimit set
+        # RLIMIT_CPU fired: the processes used about cpu_cap seconds, as the host's cgroup counted them or as
+        # GNU time saw the command end (the two lag the kernel's own count by up to a tick or so under load;
+        # a job that sends itself SIGXCPU with its CPU unused stays far below)
+        cpu_fired = max(cpu_s, rep.cpu_s if rep.measured else 0.0) >= cpu_cap - _CPU_MARGIN_S
         if ex.kill_reason == "timeout":
             res.status, res.message = "timeout", f"wall-clock limit of {lim.wall_s:g} s reached; process tree killed"
+        elif ex.kill_reason == "cpu":
+            res.status = "timeout"
+            res.message = f"CPU limit of {lim.cpu_s:g} s reached (the sandbox's CPU time, its own kernel's included)"
         elif ex.kill_reason == "disk":
             res.status, res.message = "output_limit", f"workdir and /tmp passed disk_mb={lim.disk_mb}; job killed"
         elif ex.kill_reason == "inodes":
@@ -419,7 +551,7 @@ class Sandbox:
         elif self.isolated and not rep.started:
             res.status = "sandbox_error"
             res.message = f"{self.backend} could not set up the sandbox: {res.stderr.strip()[-500:]}"
-        elif sig in (signal.SIGXCPU, signal.SIGKILL) and cpu_s >= 0.9 * cpu_cap:  # tick-grained accounting
+        elif sig in (signal.SIGXCPU, signal.SIGKILL) and cpu_fired:
             res.status, res.message = "timeout", f"CPU limit of {lim.cpu_s:g} s reached"
         elif sig:
             res.status, res.message = "killed", f"ended by signal {signal.Signals(sig).name}"
@@ -427,21 +559,15 @@ class Sandbox:
                 res.message += f" (its processes used {cpu_s:.2f} CPU s, under cpu_s={lim.cpu_s:g})"
         elif exit_code:
             res.status, res.message = "nonzero_exit", f"exit code {exit_code}"
+        if rep.denied:
+            res.message += ("; " if res.message else "") + (
+                f"the sandbox refused system calls it made: {', '.join(rep.denied)} (docs/sandbox.md, seccomp)"
+            )
         if res.status in ("killed", "nonzero_exit") and any(w in res.stderr for w in _MEMORY_SIGNS):
             res.message += (
                 f" (its stderr names a failed allocation: memory_mb={lim.memory_mb} caps each process's address space)"
             )
         return res
-
-
-def _pipe_with(data: bytes) -> int:
-    """The read end of a pipe that holds `data` (small: it must fit the pipe's buffer) and then ends."""
-    r, w = os.pipe()
-    try:
-        os.write(w, data)
-    finally:
-        os.close(w)
-    return r
 
 
 def _write(base: str, rel: str, data: str | bytes, mode: int) -> str:
@@ -481,6 +607,39 @@ def _read_outputs(workdir: str, names: list[str], cap: int) -> dict[str, bytes]:
 
 _CHMOD = shutil.which("chmod", path="/usr/bin:/bin") or "chmod"
 _RM = shutil.which("rm", path="/usr/bin:/bin") or "rm"
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def _mount_tmpfs(path: str, job: Job) -> bool:
+    """Mount a RAM disk of the job's own at `path` (its own superblock: inode numbers, free blocks and
+    inodes no other job sees or moves), sized to its files, disk_mb and inodes. False where the host
+    cannot (then the folder stays on the shared one, and `not_contained` says so)."""
+    files = [*job.files.values(), *job.readonly_files.values(), job.stdin or b""]
+    size = sum(len(d) for d in files) * 2 + job.limits.disk_mb * (1 << 20) + _OWN_TMPFS_SLACK
+    inodes = job.limits.inodes + 2 * len(files) + 32
+    opts = f"size={size},nr_inodes={inodes},mode=0700".encode()
+    ms_nosuid, ms_nodev = 2, 4
+    return _LIBC.mount(b"tempering-job", path.encode(), b"tmpfs", ms_nosuid | ms_nodev, opts) == 0
+
+
+def _full(path: str, job: Job) -> str:
+    """Which limit a failed job had reached on its own RAM disk ('' if none): its writes failed past it
+    (the kernel's ENOSPC, or gVisor's a few files earlier) before the host's count saw it."""
+    st = os.statvfs(path)
+    if st.f_files - st.f_ffree >= job.limits.inodes:
+        return f"inodes={job.limits.inodes} files"
+    used = (st.f_blocks - st.f_bfree) * st.f_frsize
+    return f"disk_mb={job.limits.disk_mb}" if used >= job.limits.disk_mb * (1 << 20) else ""
+
+
+def _unmount(path: str) -> None:
+    """Drop a job's RAM disk and the folder it was mounted on."""
+    mnt_detach = 2
+    if _LIBC.umount2(path.encode(), mnt_detach) != 0:
+        raise RuntimeError(f"could not unmount the job folder {path}: {os.strerror(ctypes.get_errno())}")
+    os.rmdir(path)
 
 
 def _remove_tree(path: str) -> None:

@@ -53,10 +53,15 @@ class TeacherSection(Schema):
         return self
 
 
-def load_teacher(spec: TeacherSection, name: str, device: str = "cpu", dtype: str = "float32") -> Teacher:
-    """A teacher from its section; `device` and `dtype` apply to an in-process teacher that names none."""
+def load_teacher(
+    spec: TeacherSection, name: str, device: str = "cpu", dtype: str = "float32", pack: bool = False
+) -> Teacher:
+    """A teacher from its section; `device` and `dtype` apply to an in-process teacher that names none, which
+    scores packed rows with `pack`."""
     if spec.path is not None:
-        return HFTeacher.from_path(spec.path, name=name, device=spec.device or device, dtype=spec.dtype or dtype)
+        return HFTeacher.from_path(
+            spec.path, name=name, device=spec.device or device, dtype=spec.dtype or dtype, pack=pack
+        )
     from transformers import AutoTokenizer
 
     # TeacherSection's validator: without a path, server, served_model and tokenizer are all given
@@ -77,11 +82,15 @@ def _tokenizer_dir(path: str) -> Path:
 
 
 def load_teachers(
-    specs: dict[str, TeacherSection], student_tokenizer, device: str = "cpu", dtype: str = "float32"
+    specs: dict[str, TeacherSection],
+    student_tokenizer,
+    device: str = "cpu",
+    dtype: str = "float32",
+    pack: bool = False,
 ) -> dict[str, Teacher]:
     """Load every teacher (name -> spec) and refuse to start unless all share the student's vocabulary
     (`student_tokenizer`; None: any tokenizer, for methods that align other vocabularies by text spans)."""
-    teachers = {name: load_teacher(spec, name, device, dtype) for name, spec in specs.items()}
+    teachers = {name: load_teacher(spec, name, device, dtype, pack) for name, spec in specs.items()}
     if student_tokenizer is not None:
         check_vocab(student_tokenizer, {f"teacher {name!r}": t.tokenizer for name, t in teachers.items()})
     return teachers

@@ -23,6 +23,7 @@ from tempering.errors import UserError
 from tempering.models import load_policy
 from tempering.models.chat import ChatFormat
 from tempering.models.io import resolve_device
+from tempering.models.packing import check_packing
 from tempering.progress import warn
 from tempering.rollout.engine import RolloutOptions
 from tempering.rollout.sampler import HFSampler
@@ -169,6 +170,12 @@ def assemble(
     heldout_tasks = family.tasks("heldout", cfg.task.heldout_size, seed=cfg.task.data_seed)
     if not train_tasks:
         raise UserError(f"task family {cfg.task.family!r} gave no training tasks")
+    if not heldout_tasks:  # evaluations (the start's, the final one) would report an empty table
+        raise UserError(
+            f"task family {family.name or cfg.task.family!r} gave {len(train_tasks)} training and no held-out tasks; "
+            "evaluation needs at least one: give more rows (a share of at least 2 distinct prompts is held out), "
+            "or a held-out set of its own (task.args.heldout)"
+        )
     template = cfg.rollout.feedback_template
     if not family.reads_feedback_template and template != type(cfg.rollout).model_fields["feedback_template"].default:
         raise UserError(
@@ -178,6 +185,8 @@ def assemble(
     device = str(world.device) if world is not None else cfg.model.device
     check_autocast(cfg.loss.autocast, resolve_device(device))
     model, tokenizer = load_model(cfg, device)
+    if cfg.loss.pack:
+        check_packing(model)
     if family.feedback_template is not None and "feedback_template" not in cfg.rollout.model_fields_set:
         cfg = cfg.model_copy(deep=True)  # the family's own template, recorded in the run's config
         cfg.rollout.feedback_template = family.feedback_template
@@ -264,6 +273,7 @@ def scorers_of(cfg, method: Method, model) -> list[Scorer]:
                 cfg.rollout.temperature or 1.0,
                 loss.rollout_correction_floor,
                 loss.rollout_correction_batch_norm,
+                loss.pack,
             )
         )
     return scorers
@@ -373,7 +383,12 @@ def make_sampler(cfg, model, tokenizer):
             r.num_gpus_per_worker,
             address=r.address,
         )
-    return HFSampler(model, tokenizer, seed=cfg.run.seed, threads=cfg.run.threads)
+    return HFSampler(model, tokenizer, seed=cfg.run.seed, threads=cfg.run.threads, dtype=sampling_dtype(cfg))
+
+
+def sampling_dtype(cfg) -> torch.dtype | None:
+    """bf16 weights for sampling when the update computes in bf16 (`loss.autocast=bf16`); else the model's."""
+    return torch.bfloat16 if cfg.loss.autocast == "bf16" else None
 
 
 def rollout_sampler_for(p: Parts):
@@ -388,7 +403,12 @@ def rollout_sampler_for(p: Parts):
         copy_ = merged_copy(p.model)
     else:
         copy_ = copy.deepcopy(p.model)
-    own = HFSampler(copy_.eval().requires_grad_(False), p.tokenizer, threads=p.cfg.rollout.async_threads)
+    own = HFSampler(
+        copy_.eval().requires_grad_(False),
+        p.tokenizer,
+        threads=p.cfg.rollout.async_threads,
+        dtype=sampling_dtype(p.cfg),
+    )
     own.generator.set_state(inner.generator.get_state())
     return own
 

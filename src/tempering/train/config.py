@@ -197,6 +197,10 @@ class UpdateSection(Schema):
         True,
         description="Run a prompt shared by a group's samples through the model once per micro-batch (same numbers, less compute).",
     )
+    pack: bool = Field(
+        False,
+        description="Pack each micro-batch's sequences into rows without padding (a continuation attends to its prompt and itself only) and run the output layer in chunks: the same numbers up to float rounding, less compute and memory; for the policy, the reference, in-process teachers and the critic. Refused for a model whose attention takes no block-diagonal mask.",
+    )
     norm_scope: Literal["step", "micro_batch"] = Field(
         "step",
         description="Loss normaliser: over the whole optimizer step (ours, the better estimator), or each micro-batch's own mean weighted by its rows (verl's, to replicate verl-trained runs).",
@@ -268,6 +272,7 @@ class UpdateSection(Schema):
             temperature=temperature or 1.0,
             max_response_len=max_response_len,
             share_prefix=self.share_prefix,
+            pack=self.pack,
             norm_scope=self.norm_scope,
             autocast=self.autocast,
         )
@@ -411,6 +416,10 @@ class RunBase(Schema):
     tensorboard: bool = Field(True, description="Write TensorBoard event files.")
     wandb: str | None = Field(
         None, description="Also log to this Weights & Biases project (extra 'wandb'; WANDB_MODE=offline works offline)."
+    )
+    trackio: str | None = Field(
+        None,
+        description="Also log to this trackio project, local-first (TRACKIO_DIR; `trackio show` opens it; extra 'trackio').",
     )
     progress: bool = Field(True, description="Show a live progress bar on a terminal.")
     log_every: int = Field(

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from tempering.envs.base import TaskFamily
+from tempering.envs.rewards import TRAINER_STATE
 from tempering.errors import UserError
 from tempering.evaluation import evaluate
 from tempering.metrics import reward_parts
@@ -132,6 +133,7 @@ class Trainer:
                 resume_step=p.resume_step,
                 tensorboard=p.cfg.run.tensorboard,
                 wandb=p.cfg.run.wandb,
+                trackio=p.cfg.run.trackio,
                 title=f"{Path(p.cfg.run.out_dir).name} · {p.method.name} · {p.cfg.model.name}",
                 plots=[*COMMON_PLOTS, *p.method.plots],
             )
@@ -287,6 +289,7 @@ class Trainer:
     async def next_rollouts(self) -> Rollouts:
         """This step's groups: collected now, or taken from the pipeline once it has the weights of the
         last update (for the batches it samples next)."""
+        TRAINER_STATE.global_step, TRAINER_STATE.max_steps = self.step_no, self.cfg.run.steps  # TRL's trainer_state
         if self.pipeline is None:
             stats = RolloutStats()
             r = await self.collector(self.sampler, self.state, stats)
@@ -337,6 +340,12 @@ class Trainer:
             m["cf_env_calls"] = stats.cf_env_calls
             m["cf_overhead_calls"] = (stats.env_calls + stats.cf_env_calls) / stats.env_calls
             m["cf_overhead_seconds"] = stats.wall_seconds / max(stats.wall_seconds - stats.cf_seconds, 1e-9)
+        if stats.greedy_env_calls:  # ReMax's baselines: scored, not trained on
+            greedy = [g.greedy for g in groups if g.greedy is not None]
+            m["greedy_reward"] = sum(e.reward for e in greedy) / max(len(greedy), 1)
+            m["greedy_env_calls"], m["greedy_tokens"] = stats.greedy_env_calls, stats.greedy_tokens
+            m["greedy_overhead_tokens"] = (stats.tokens + stats.greedy_tokens) / max(stats.tokens, 1)
+            m["greedy_overhead_seconds"] = stats.wall_seconds / max(stats.wall_seconds - stats.greedy_seconds, 1e-9)
         m = self.record([(m, len(episodes)), *parts])
         self.log.log(self.step_no, m)
         self._check_finite(m)
@@ -367,7 +376,7 @@ class Trainer:
             if key not in self._errors_seen:
                 self._errors_seen.add(key)
                 warn(f"an environment raised during {phase} (step {self.step_no + 1}): {err.describe()}")
-        calls = stats.env_calls + stats.cf_env_calls
+        calls = stats.env_calls + stats.cf_env_calls + stats.greedy_env_calls
         share = len(stats.errors) / max(calls, 1)
         if share > self.cfg.task.max_error_rate:
             first = stats.errors[0]
@@ -634,13 +643,16 @@ def training_batch(batch: TrainBatch, scores: Scores, credit: Credit) -> TrainBa
 
 
 def _sample_rows(groups: list[Group], detail: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per episode, with its turns' advantages, its group's rollout decisions (`Group.info`) and
-    the credit's per-episode values (each episode's own, and its group's as a list)."""
+    """One row per episode, with its turns' advantages, its group's rollout decisions (`Group.info`, and its
+    greedy baseline episode where one was made) and the credit's per-episode values (each episode's own, and
+    its group's as a list)."""
     rows, j = [], 0
     per = detail["per_episode"]
     for n, g in enumerate(groups):
         own = {k: v[j : j + len(g.episodes)] for k, v in per.items()}
         group = {"index": n, **g.info, **{f"{k}s": v for k, v in own.items()}}
+        if g.greedy is not None:
+            group["greedy"] = _sample_row(g.greedy, [])
         for i, e in enumerate(g.episodes):
             adv = detail["turn_adv"][j + i] if detail["turn_adv"] else []
             rows.append({**_sample_row(e, adv), **{k: v[i] for k, v in own.items()}, "group": group})

@@ -95,7 +95,8 @@ class Method:
     """The state after the policy's update, from the state and the update's metrics (reduced over ranks),
     e.g. an adaptive entropy coefficient. None: the update leaves the state as it is."""
     rollout: dict[str, Any] = field(default_factory=dict)
-    """Rollout options the method sets (LEAP's pruning, TCPO's counterfactual resampling)."""
+    """Rollout options the method sets (LEAP's pruning, TCPO's counterfactual resampling, ReMax's greedy
+    baseline)."""
     resample_rounds: int | None = None
     """Dynamic sampling: groups whose advantages are all zero are dropped and replaced by up to this
     many extra generation rounds (None: off)."""

@@ -1,8 +1,9 @@
-"""Token log-probs with each shared prompt computed once.
+"""Token log-probs with each shared prompt computed once, on padded or packed micro-batches.
 
 A GRPO batch holds G samples of every prompt, so most of the update's forward (and backward) repeats the
 same prompt tokens G times. Here a row's prefix is everything before its first trained token; the
-distinct prefixes run once (`models.shared_prompt`) and only the rows' suffixes run per row. The result
+distinct prefixes run once and only the rows' suffixes run per row: padded on the prefixes' gathered
+cache (`models.shared_prompt`), or packed without padding (`models.packing`, `loss.pack`). The result
 equals the plain forward up to float rounding, gradients included.
 """
 
@@ -13,6 +14,7 @@ from contextlib import nullcontext
 import torch
 
 from tempering.algos.losses import entropy_from_logits
+from tempering.models.packing import Packing, attention_cost, output_layer, pack, packed_states, token_logprobs
 from tempering.models.shared_prompt import shared_prompt_forward
 from tempering.train.batch import TrainBatch
 
@@ -87,3 +89,56 @@ def shared_prefix_vocab_logprobs(model, batch: TrainBatch, temperature: float = 
     lp = logits.log_softmax(-1) * suf_att[..., None]
     index = src[..., None].expand_as(lp)
     return torch.zeros((B, T, lp.shape[-1]), dtype=lp.dtype, device=lp.device).scatter_add(1, index, lp)
+
+
+def pack_batch(batch: TrainBatch, share_prefix: bool = True, attention: float = 0.0) -> tuple[Packing, torch.Tensor]:
+    """The batch's rows packed (`models.packing.pack`, with its `attention` cost), and each row's prefix
+    length: a row's continuation starts at its first trained token; rows with the same prefix share it
+    when `share_prefix`."""
+    plen, prefixes, owner = split_prefixes(batch)
+    ids, lengths, cut = batch.input_ids_BT.tolist(), batch.attention_BT.sum(-1).tolist(), plen.tolist()
+    conts = [row[n:end] for row, n, end in zip(ids, cut, lengths)]
+    dev = batch.input_ids_BT.device
+    if share_prefix:
+        p = pack([list(x) for x in prefixes], owner.tolist(), conts, dev, attention=attention)
+    else:
+        p = pack([row[:n] for row, n in zip(ids, cut)], list(range(len(ids))), conts, dev, attention=attention)
+    return p, plen.to(batch.input_ids_BT.device)
+
+
+def _unpack(values_N: torch.Tensor, p: Packing, plen: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """Per-token values of the packed continuations back at their (row, column) in the batch; 0 elsewhere."""
+    out = values_N.new_zeros((*shape, *values_N.shape[1:]))
+    return out.index_put((p.row_N, plen[p.row_N] + p.col_N), values_N)
+
+
+def packed_logprobs(
+    model,
+    batch: TrainBatch,
+    temperature: float = 1.0,
+    entropy: bool = False,
+    share_prefix: bool = True,
+    entropy_grad: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Same contract as `update.token_logprobs` from each row's first trained token on (0 before it): one
+    forward of the packed batch, the output layer in chunks (`models.packing.token_logprobs`)."""
+    p, plen = pack_batch(batch, share_prefix, attention_cost(model))
+    h = packed_states(model, p)
+    logp, ent = token_logprobs(output_layer(model), h, p.tok_N, temperature, entropy, entropy_grad)
+    shape = tuple(batch.input_ids_BT.shape)
+    return _unpack(logp, p, plen, shape), (None if ent is None else _unpack(ent, p, plen, shape))
+
+
+def packed_vocab_logprobs(model, batch: TrainBatch, temperature: float = 1.0, share_prefix: bool = True):
+    """Same contract as `shared_prefix_vocab_logprobs`, from one forward of the packed batch."""
+    p, plen = pack_batch(batch, share_prefix, attention_cost(model))
+    logits = output_layer(model)(packed_states(model, p)).float()
+    return _unpack((logits / temperature).log_softmax(-1), p, plen, tuple(batch.input_ids_BT.shape))
+
+
+def packed_values(critic, batch: TrainBatch) -> torch.Tensor:
+    """A value model's (B, T) values (`models.value.ValueModel`) from one forward of the packed batch,
+    prompts shared; 0 before each row's first trained token."""
+    p, plen = pack_batch(batch, attention=attention_cost(critic))
+    v_RL = critic(p.ids_RL, p.mask(critic), p.pos_RL)
+    return _unpack(v_RL.reshape(-1)[p.src_N], p, plen, tuple(batch.input_ids_BT.shape))

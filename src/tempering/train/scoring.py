@@ -23,7 +23,8 @@ from tempering.models.chat import ChatFormat
 from tempering.teachers.base import Teacher, TeacherScores
 from tempering.teachers.prompts import PromptBuilder, score_episodes
 from tempering.train.batch import TrainBatch
-from tempering.train.update import batch_logprobs
+from tempering.train.prefix import packed_values
+from tempering.train.update import batch_logprobs, on_device
 from tempering.types import Group, Task
 
 
@@ -157,22 +158,26 @@ class ReferenceLogprobs:
     model: torch.nn.Module
     micro_batch_size: int
     temperature: float = 1.0
+    pack: bool = False
+    """Packed micro-batches, prompts shared (`loss.pack`)."""
 
     def __call__(self, groups: list[Group], batch: TrainBatch, scores: Scores) -> Scores:
-        ref = batch_logprobs(self.model, batch, self.micro_batch_size, self.temperature)
+        p = self.pack
+        ref = batch_logprobs(self.model, batch, self.micro_batch_size, self.temperature, share_prefix=p, pack=p)
         return replace(scores, ref_logp_BT=ref)
 
 
 @torch.no_grad()
-def batch_values(critic: torch.nn.Module, batch: TrainBatch, micro_batch_size: int) -> torch.Tensor:
-    """A value model's (B, T) values over the batch, in micro-batches, without gradient."""
+def batch_values(critic: torch.nn.Module, batch: TrainBatch, micro_batch_size: int, pack: bool = False) -> torch.Tensor:
+    """A value model's (B, T) values over the batch, in micro-batches, without gradient; `pack`: on packed
+    micro-batches (`loss.pack`)."""
     out = torch.zeros_like(batch.mask_BT)
     was = critic.training
     critic.eval()
     device = next(critic.parameters()).device
     for i in range(0, batch.size, micro_batch_size):
-        mb = batch.select(slice(i, i + micro_batch_size))
-        v = critic(mb.input_ids_BT.to(device), mb.attention_BT.to(device))
+        mb = on_device(batch.select(slice(i, i + micro_batch_size)), device)
+        v = packed_values(critic, mb) if pack else critic(mb.input_ids_BT, mb.attention_BT)
         out[i : i + micro_batch_size, : v.shape[1]] = v.float().cpu()
     critic.train(was)
     return out * batch.mask_BT
@@ -184,9 +189,10 @@ class Values:
 
     critic: torch.nn.Module
     micro_batch_size: int
+    pack: bool = False
 
     def __call__(self, groups: list[Group], batch: TrainBatch, scores: Scores) -> Scores:
-        v = batch_values(self.critic, batch, self.micro_batch_size)
+        v = batch_values(self.critic, batch, self.micro_batch_size, self.pack)
         m = batch.mask_BT
         return scores.with_extra(values=v).with_metrics(value_mean=float(v.sum() / m.sum().clamp(min=1)))
 
@@ -262,12 +268,15 @@ class RolloutCorrection:
     temperature: float = 1.0
     floor: float | None = None
     batch_norm: bool = False
+    pack: bool = False
+    """The proximal log-probs on packed micro-batches, as the update computes them (`loss.pack`)."""
 
     def __call__(self, groups: list[Group], batch: TrainBatch, scores: Scores) -> Scores:
         if bypasses(self.mode):
             prox = batch.sample_logp_BT
         else:
-            prox = batch_logprobs(self.model, batch, self.micro_batch_size, self.temperature)
+            p = self.pack
+            prox = batch_logprobs(self.model, batch, self.micro_batch_size, self.temperature, share_prefix=p, pack=p)
         w, mask, stats = rollout_correction(
             prox, batch.sample_logp_BT, batch.mask_BT, self.mode, self.cap, self.floor, batch.episode_B, self.batch_norm
         )

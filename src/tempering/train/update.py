@@ -27,7 +27,12 @@ from tempering.algos.losses import (
 )
 from tempering.errors import UserError
 from tempering.train.batch import TrainBatch
-from tempering.train.prefix import shared_prefix_logprobs, shared_prefix_vocab_logprobs
+from tempering.train.prefix import (
+    packed_logprobs,
+    packed_vocab_logprobs,
+    shared_prefix_logprobs,
+    shared_prefix_vocab_logprobs,
+)
 
 
 @dataclass
@@ -71,6 +76,9 @@ class UpdateSettings:
     mean, weighted by its share of the step's rows (verl's aggregation)."""
     autocast: str = "none"
     """`bf16`: the loss's forward (and so its backward) under bf16 autocast; `none`: float32."""
+    pack: bool = False
+    """Micro-batches packed without padding, the output layer in chunks (`tempering.train.prefix.packed_logprobs`);
+    the same numbers up to float rounding, less compute and memory."""
     data_parallel: Any = None
     """Data-parallel training (`tempering.train.parallel.DataParallel`): the loss normaliser is counted over
     all ranks, and every rank runs the same micro-batches so that their collectives stay in step.
@@ -101,8 +109,12 @@ def policy_logprobs(
     entropy: bool = False,
     share_prefix: bool = False,
     entropy_grad: bool = False,
+    pack: bool = False,
 ):
-    """`token_logprobs`, with shared prompts computed once when `share_prefix` and some rows share one."""
+    """`token_logprobs`, with shared prompts computed once when `share_prefix` and some rows share one;
+    `pack`: from each row's first trained token on, on the packed micro-batch."""
+    if pack:
+        return packed_logprobs(model, batch, temperature, entropy, share_prefix, entropy_grad)
     if share_prefix:
         out = shared_prefix_logprobs(model, batch, temperature, entropy, entropy_grad)
         if out is not None:
@@ -137,7 +149,9 @@ def ppo_loss(
     if s.entropy_target is not None and state.get("entropy_last", math.inf) > s.entropy_target:
         coef = 0.0  # adaptive: the bonus is on only while the last update's entropy is at or below the target
     bonus = s.entropy_coef > 0 or s.entropy_target is not None
-    logp, ent = policy_logprobs(model, mb, s.temperature, entropy=True, share_prefix=s.share_prefix, entropy_grad=bonus)
+    logp, ent = policy_logprobs(
+        model, mb, s.temperature, entropy=True, share_prefix=s.share_prefix, entropy_grad=bonus, pack=s.pack
+    )
     old = mb.old_logp_BT if mb.old_logp_BT is not None else logp.detach()
     assert mb.adv_BT is not None, "credit fills adv_BT before the update"
     m = mb.mask_BT
@@ -192,7 +206,12 @@ def on_device(batch: TrainBatch, device: torch.device) -> TrainBatch:
 
 @torch.no_grad()
 def batch_logprobs(
-    model, batch: TrainBatch, micro_batch_size: int, temperature: float = 1.0, share_prefix: bool = False
+    model,
+    batch: TrainBatch,
+    micro_batch_size: int,
+    temperature: float = 1.0,
+    share_prefix: bool = False,
+    pack: bool = False,
 ) -> torch.Tensor:
     out = torch.zeros_like(batch.mask_BT)
     was = model.training
@@ -200,7 +219,7 @@ def batch_logprobs(
     for i in range(0, batch.size, micro_batch_size):
         mb = on_device(batch.select(slice(i, i + micro_batch_size)), next(model.parameters()).device)
         out[i : i + micro_batch_size, : mb.input_ids_BT.shape[1]] = policy_logprobs(
-            model, mb, temperature, share_prefix=share_prefix
+            model, mb, temperature, share_prefix=share_prefix, pack=pack
         )[0].cpu()
     model.train(was)
     return out
@@ -237,7 +256,7 @@ def policy_update(
         batch = dp.even_out(batch)
     if s.ppo_epochs * s.mini_batches > 1 and batch.old_logp_BT is None:
         # off-policy after the first optimizer step: freeze the proximal (old) log-probs now
-        batch.old_logp_BT = batch_logprobs(model, batch, s.micro_batch_size, s.temperature, s.share_prefix)
+        batch.old_logp_BT = batch_logprobs(model, batch, s.micro_batch_size, s.temperature, s.share_prefix, s.pack)
     out = optimizer_steps(model, optimizer, scheduler, batch, s, generator, loss or PPO_LOSS, state)
     out["lr"] = optimizer.param_groups[0]["lr"]
     return out
@@ -301,10 +320,15 @@ def optimizer_steps(
     return out
 
 
-def vocab_logprobs(model, mb: TrainBatch, temperature: float = 1.0, share_prefix: bool = False) -> torch.Tensor:
+def vocab_logprobs(
+    model, mb: TrainBatch, temperature: float = 1.0, share_prefix: bool = False, pack: bool = False
+) -> torch.Tensor:
     """(B, T, V) log-probs of the policy's next-token distribution at every position, aligned with the
     batch: position t predicts token t (position 0 is all zeros). For losses on whole distributions.
-    `share_prefix`: shared prompts computed once, and positions inside a row's prompt left zeros."""
+    `share_prefix`: shared prompts computed once, and positions inside a row's prompt left zeros; `pack`:
+    the same on the packed micro-batch."""
+    if pack:
+        return packed_vocab_logprobs(model, mb, temperature, share_prefix)
     if share_prefix:
         shared = shared_prefix_vocab_logprobs(model, mb, temperature)
         if shared is not None:

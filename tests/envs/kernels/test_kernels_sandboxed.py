@@ -73,7 +73,14 @@ def test_every_hack_class_has_a_variant_written_differently():
         "loose checks on the op's outputs",
         "special methods",
     }
-    assert issue | kernelbench | issue_48 <= set(by_kind)
+    outside_round_1 = {
+        "integer outputs judged loosely",
+        "float64 outputs without a precision check",
+        "torch computing in __init__",
+        "load-time code in the library",
+        "text that is not UTF-8",
+    }
+    assert issue | kernelbench | issue_48 | outside_round_1 <= set(by_kind)
     assert {kind: len(subs) for kind, subs in by_kind.items() if len(subs) < 2} == {}
 
 

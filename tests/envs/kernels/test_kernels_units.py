@@ -280,12 +280,11 @@ def test_c_source_rules():
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def test_compiled_kernel_symbols_are_checked(tmp_path):
     from tempering.envs.kernels.elf import check_c_library
+    from tempering.envs.kernels.verifier import C_FLAGS
 
     def build(src):
         (tmp_path / "k.c").write_text(src)
-        subprocess.run(
-            ["gcc", "-O2", "-fopenmp", "-fPIC", "-shared", "k.c", "-o", "k.so", "-lm"], cwd=tmp_path, check=True
-        )
+        subprocess.run(["gcc", *C_FLAGS, "k.c", "-o", "k.so", "-lm"], cwd=tmp_path, check=True)
         return check_c_library((tmp_path / "k.so").read_bytes())
 
     refusals, functions = build(
@@ -298,6 +297,33 @@ def test_compiled_kernel_symbols_are_checked(tmp_path):
         "extern int fork(void);\nextern int open(const char*, int);\nvoid k(void) { fork(); open(0, 0); }\n"
     )
     assert any("fork()" in r for r in refusals) and any("open()" in r for r in refusals)
+    # code the loader runs by itself, before any guard: a pointer in .init_array, an ifunc resolver
+    relu = "void relu(const float* x, float* y, long n) { for (long i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0; }\n"
+    refusals, _ = build(
+        "static int on;\nstatic void up(void) { on = 1; }\n"
+        'static void (*const p)(void) __attribute__((section(".init_array"), used)) = up;\n' + relu
+    )
+    assert any("DT_INIT_ARRAY" in r for r in refusals)
+    refusals, _ = build(
+        "typedef void f(void);\nstatic void impl(void) {}\nstatic f* pick(void) { return impl; }\n"
+        'void k(void) __attribute__((ifunc("pick")));\n'
+    )
+    assert any("ifunc" in r for r in refusals)
+    (tmp_path / "k.c").write_text(relu)  # gcc's own start files add an _init and a frame_dummy in .init_array
+    subprocess.run(["gcc", "-O2", "-fPIC", "-shared", "k.c", "-o", "k.so"], cwd=tmp_path, check=True)
+    assert any("DT_INIT" in r for r in check_c_library((tmp_path / "k.so").read_bytes())[0])
+
+
+def test_text_that_is_not_utf8_is_a_bad_submission():
+    from tempering.envs.kernels.submission import parse_submission
+
+    ok = 'import torch\nC_SOURCE = "void f(void) {}"\nclass ModelNew:\n    pass\n'
+    assert parse_submission(ok).errors == []
+    lone = parse_submission("# \ud800\n" + ok)
+    assert lone.errors and "lone surrogate" in lone.errors[0] and "line 1" in lone.errors[0]
+    raw = b"import torch\n# caf\xe9\n" + ok.encode()
+    byte = parse_submission(raw.decode("utf-8", "surrogateescape"))  # as `tempering kernels eval` reads a file
+    assert byte.errors and "byte 0xE9 is not UTF-8" in byte.errors[0] and "line 2" in byte.errors[0]
 
 
 def test_tensors_cross_processes_in_memfds_and_outputs_must_be_sealed():
@@ -497,3 +523,117 @@ def test_precision_is_judged_against_float32s_own_error():
     with pytest.raises(verify.Verdict) as caught:
         judge.compare([quarter], [judge.ref(a)], "test", "", [a])
     assert caught.value.status == "incorrect"
+
+
+def _judge_module():
+    import sys
+    from pathlib import Path
+
+    from tempering.envs.kernels import harness
+
+    sys.path.insert(0, str(Path(harness.__file__).parent))
+    try:
+        import verify
+    finally:
+        sys.path.remove(str(Path(harness.__file__).parent))
+    return verify
+
+
+def test_integer_outputs_must_match_exactly():
+    import torch
+
+    verify = _judge_module()
+
+    class Count(torch.nn.Module):
+        def forward(self, x):
+            return (x > 0).sum(dim=1)
+
+    judge = verify.Judge({}, None)
+    judge.ref = Count()
+    x = torch.randn(8, 262144)
+    want = judge.ref(x)
+    assert judge.compare([want.clone()], [want], "test", "", [x]) == 0.0
+    off = want.clone()
+    off[3] += 1  # within rtol 1e-2 of a count of 131072, but a wrong count
+    with pytest.raises(verify.Verdict, match="1/8 elements"):
+        judge.compare([off], [want], "test", "", [x])
+    mask = x > 0
+    flipped = mask.clone()
+    flipped[0, 0] = ~flipped[0, 0]
+    with pytest.raises(verify.Verdict):
+        judge.compare([flipped], [mask], "test", "", [x])
+
+
+def test_float64_outputs_are_judged_at_float64s_precision():
+    """A float64 product computed in float32, and a float64 tanh good to 10 bits, pass atol/rtol 1e-2 and
+    fail the precision check; honest float64 arithmetic in another order passes, and the error reported is
+    the real one."""
+    import torch
+
+    verify = _judge_module()
+
+    class MatMul(torch.nn.Module):
+        def forward(self, a, b):
+            return a @ b
+
+    judge = verify.Judge({}, None)
+    judge.ref = MatMul()
+    a, b = torch.randn(64, 1024, dtype=torch.float64), torch.randn(1024, 48, dtype=torch.float64)
+    want = judge.ref(a, b)
+    other_order = sum(a[:, k : k + 1] * b[k : k + 1, :] for k in range(1024))  # a naive loop's rounding
+    assert 0.0 < judge.compare([other_order], [want], "test", "", [a, b]) < 1e-13
+    in_float32 = (a.float() @ b.float()).double()
+    with pytest.raises(verify.Verdict, match="float64's own error"):
+        judge.compare([in_float32], [want], "test", "", [a, b])
+
+    class Tanh(torch.nn.Module):
+        def forward(self, x):
+            return torch.tanh(x) * 0.5
+
+    judge = verify.Judge({}, None)
+    judge.ref = Tanh()
+    x = torch.randn(256, 512, dtype=torch.float64)
+    want = judge.ref(x)
+    assert judge.compare([0.5 * torch.tanh(x.clone())], [want], "test", "", [x]) < 1e-14
+    ten_bits = (want * 1024).round() / 1024
+    with pytest.raises(verify.Verdict, match="lower-precision"):
+        judge.compare([ten_bits], [want], "test", "", [x])
+
+
+def test_building_a_model_may_allocate_and_fill_but_not_compute():
+    """ModelNew() runs under the torch-call ban widened by policy.INIT_CALLS: the layers' own
+    initialisation, random and constant parameters and copies pass; computing a table does not."""
+    import sys
+    from pathlib import Path
+
+    import torch
+    import torch.nn as nn
+
+    from tempering.envs.kernels import harness
+
+    sys.path.insert(0, str(Path(harness.__file__).parent))
+    try:
+        import runner
+    finally:
+        sys.path.remove(str(Path(harness.__file__).parent))
+
+    def built(make):
+        guard = runner.Guard(runner.ALLOWED_CALLS, [False])
+        with torch.no_grad(), runner._BanCalls(guard, runner.INIT_CALLS):
+            try:
+                make()
+            except RuntimeError:
+                pass
+        return guard.violations
+
+    def layers():
+        m = nn.Sequential(nn.Linear(8, 4), nn.Conv2d(3, 4, 3), nn.LayerNorm(4), nn.BatchNorm2d(4), nn.Embedding(5, 4))
+        m.extra = nn.Parameter(torch.randn(4, 4))
+        m.register_buffer("ramp", torch.arange(16, dtype=torch.float32))
+        nn.init.xavier_uniform_(m.extra)
+        m.load_state_dict({k: v.clone() for k, v in m.state_dict().items()})
+        return m.to("cpu").eval()
+
+    assert built(layers) == []
+    assert built(lambda: torch.nn.functional.gelu(torch.linspace(-8, 8, 33))) == ["torch call gelu"]
+    assert built(lambda: torch.arange(8) / 1024.0) == ["torch call div"]

@@ -12,7 +12,10 @@ answers in its time, every feedback is valid text); a control, when it scores wh
 Some cases use state of the host's kernel that every job shares (the page cache of the read-only
 files jobs see, the RAM disk's inode counter): the classes that carry data through it between jobs
 (`kernel_state_channel`) can only be contained by the sandbox (`contained_by="sandbox"`): the suite
-runs them on every backend and reports which contains them, apart from the judge's own escapes.
+runs them on every backend and reports which contains them, apart from the judge's own escapes. The
+isolated backends contain them on a root host (a RAM disk of each job's own, page-cache advice and
+probes filtered; gVisor answers those calls itself); elsewhere the sandbox lists the gap in
+`not_contained` and the suite does not run them there.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import sysconfig
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
 
 from tempering.envs.base import StepResult
 from tempering.envs.code.env import CodeEnv, problem_task
@@ -437,7 +441,7 @@ def _paged(code: str, base: int) -> Callable[[CodeProblem], str]:
     return answer
 
 
-def _page_memory(base: int, count: int) -> dict[str, Callable]:
+def _page_memory(base: int, count: int) -> dict[str, Any]:
     """A case's `prepare` and `proves`, host side, when its answers keep bits in the page cache of `count`
     files from `base`:
     before the run, drop their pages (no file changes) so that it starts from an empty memory, and
@@ -922,8 +926,20 @@ def _drive(case: Case):
     return drive
 
 
-ATTACKS = [Attack(c.name, f"code judge: {c.what}", "", lambda r, c: "", drive=_drive(c)) for c in CASES]
-"""The cases as attacks of the sandbox's suite (`tempering sandbox attacks` runs them on each backend)."""
+ATTACKS = [
+    Attack(
+        c.name,
+        f"code judge: {c.what}",
+        "",
+        lambda r, c: "",
+        drive=_drive(c),
+        needs="kernel state" if c.contained_by == "sandbox" else "",
+    )
+    for c in CASES
+]
+"""The cases as attacks of the sandbox's suite (`tempering sandbox attacks` runs them on each backend); the
+sandbox-level ones are not run, and said not contained, where the sandbox reports a gap in the kernel
+state jobs share (`Sandbox.not_contained`: a non-root host)."""
 
 
 async def run_all(backend: str) -> dict[str, str]:

@@ -606,7 +606,7 @@ _LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.comprehension, ast.GeneratorExp,
 _BROAD = {"AssertionError", "Exception", "BaseException"}
 
 
-def calls_follow_results(tree: ast.Module, candidate: set[str], known: set[str] = frozenset()) -> str:
+def calls_follow_results(tree: ast.Module, candidate: set[str], known: set[str] | frozenset[str] = frozenset()) -> str:
     """Where a test's calls to the candidate could depend on the answer's results: '' when they cannot.
     With its asserts recorded (see Checks), a test decides its calls from results only through its own
     control flow: a branch, a loop, a short-circuit (`and`, `or`, `all(...)` over a generator), or an

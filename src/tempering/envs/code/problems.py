@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import doctest
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -189,9 +190,9 @@ def setup_for(setup: str, tests: tuple[Test, ...] | list[Test], hidden: list[Tes
     why = ""
     for stmt in kept:
         leaked = sorted(_binds(stmt) & only_hidden)
-        dynamic = [n for n in ast.walk(stmt) if isinstance(n, (ast.Global, ast.Nonlocal))] or [
-            n for n in ast.walk(stmt) if isinstance(n, ast.Call) and _name(n.func) in _DYNAMIC
-        ]
+        dynamic = any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(stmt)) or any(
+            isinstance(n, ast.Call) and _name(n.func) in _DYNAMIC for n in ast.walk(stmt)
+        )
         if leaked:
             why = f"line {stmt.lineno} binds {', '.join(leaked)}, which only hidden tests use, for the public tests too"
         elif dynamic:
@@ -219,7 +220,7 @@ def _binds(stmt: ast.stmt) -> set[str]:
     todo: list[ast.AST] = [stmt]
     while todo:
         node = todo.pop()
-        targets: list[ast.AST] = []
+        targets: Sequence[ast.AST] = []
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
             continue  # what its body binds is its own

@@ -72,7 +72,9 @@ def cmd_eval(args) -> int:
             if not folder.is_dir():
                 raise UserError(f"submission folder {folder} does not exist: pass a folder with <problem>.py files")
             path = find_submission(p, folder)
-            pairs.append((p, path.read_text() if path else None))
+            # undecodable bytes reach the verifier as such, which refuses that one file (bad_submission)
+            text = path.read_bytes().decode("utf-8", "surrogateescape") if path else None
+            pairs.append((p, text))
     verifier = KernelVerifier(cfg, sandbox=Sandbox(concurrency=args.concurrency))
     cols = [
         TextColumn("[bold]kernels eval"),

@@ -145,16 +145,70 @@ def dynamic_symbols(data: bytes) -> tuple[set[str], list[str]]:
     return undefined, sorted(set(functions))
 
 
+_LOAD_TIME_TAGS = {
+    12: "DT_INIT (an _init function)",
+    13: "DT_FINI (a _fini function)",
+    25: "DT_INIT_ARRAY (.init_array: constructors)",
+    26: "DT_FINI_ARRAY (.fini_array: destructors)",
+    32: "DT_PREINIT_ARRAY (.preinit_array)",
+}
+"""Dynamic tags whose code the loader runs on its own: before any guard of the candidate's process is
+in place (a C kernel is built with -nostartfiles, so gcc adds none of these itself)."""
+_IRELATIVE = (37, 1032)  # R_X86_64_IRELATIVE, R_AARCH64_IRELATIVE: an ifunc resolver, run while relocating
+
+
+def load_time_code(data: bytes) -> list[str]:
+    """What in an ELF64 little-endian shared library runs when it is loaded, not when it is called: the
+    dynamic tags the loader acts on (read from the program headers, as the loader reads them) and
+    ifunc resolvers (STT_GNU_IFUNC symbols, IRELATIVE relocations)."""
+    phoff = struct.unpack_from("<Q", data, 0x20)[0]
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    found = []
+    for i in range(phnum):
+        p_type, _flags, offset, _vaddr, _paddr, filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
+        if p_type != 2:  # PT_DYNAMIC
+            continue
+        for k in range(filesz // 16):
+            tag, _value = struct.unpack_from("<qQ", data, offset + 16 * k)
+            if tag == 0:
+                break
+            if tag in _LOAD_TIME_TAGS:
+                found.append(_LOAD_TIME_TAGS[tag])
+    shoff = struct.unpack_from("<Q", data, 0x28)[0]
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    for i in range(shnum):
+        _name, sh_type, _f, _a, offset, size, _link, _info, _align, entsize = struct.unpack_from(
+            "<IIQQQQIIQQ", data, shoff + i * shentsize
+        )
+        if sh_type == 11 and entsize:  # SHT_DYNSYM
+            types = {struct.unpack_from("<IB", data, offset + k * entsize)[1] & 0xF for k in range(size // entsize)}
+            if 10 in types:
+                found.append("an ifunc symbol (its resolver runs at load time)")
+        elif sh_type == 4 and entsize:  # SHT_RELA
+            kinds = {
+                struct.unpack_from("<QQ", data, offset + k * entsize)[1] & 0xFFFFFFFF for k in range(size // entsize)
+            }
+            if kinds & set(_IRELATIVE):
+                found.append("an IRELATIVE relocation (an ifunc resolver runs at load time)")
+    return sorted(set(found))
+
+
 def check_c_library(data: bytes) -> tuple[list[str], list[str]]:
     """(refusals, exported functions) for a compiled `c` kernel; no refusals: it may be loaded."""
     try:
         undefined, functions = dynamic_symbols(data)
+        load_time = load_time_code(data)
     except (ValueError, struct.error, IndexError) as e:
         return [f"the compiled kernel could not be read ({e})"], []
     bad = sorted(s for s in undefined if s not in C_SYMBOLS and not any(p.fullmatch(s) for p in _ALLOWED_PATTERNS))
     refusals = [
         f"the C kernel calls {name}(), which a kernel may not use (allowed: math, memory and OpenMP functions)"
         for name in bad
+    ]
+    refusals += [
+        f"the compiled kernel holds load-time code: {what}; a kernel runs only when it is called (no "
+        "constructors, destructors, function pointers in .init_array or ifunc resolvers)"
+        for what in load_time
     ]
     return refusals, functions
 

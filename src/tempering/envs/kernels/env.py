@@ -146,7 +146,7 @@ class KernelFamily(TaskFamily):
         """Verify (or, with `memoize`, reuse an identical earlier verification, sharing one in flight)."""
         if not self.memoize:
             return await self.verifier.verify(problem, text)
-        key = (problem.name, hashlib.sha256(text.encode()).hexdigest())
+        key = (problem.name, hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest())
         hit = self._memo.get(key)
         if isinstance(hit, KernelResult):
             return hit

@@ -476,13 +476,180 @@ _MSE_FORWARD = (
     "        return out.view(())"
 )
 
+# -- the first outside round (an attacker who had read only the public docs) ------------------------------------
+ROUND_1 = "issue 48, outside round 1"
+COUNT_PROBLEM = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    \"\"\"Number of positive elements in each row (an integer output, like argmax's).\"\"\"
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return (x > 0).sum(dim=1)
+
+
+batch_size = 16
+dim = 262144
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+"""
+_C_COUNT = """
+#include <stdint.h>
+void count(const float* x, int64_t* y, long rows, long cols) {
+    for (long r = 0; r < rows; r++) { long c = 0; for (long i = 0; i < cols; i++) c += x[r * cols + i] > 0.0f; y[r] = c; }
+}
+/* reads the first half of each row and doubles the count (half the memory traffic; wrong in most rows) */
+void count_half(const float* x, int64_t* y, long rows, long cols) {
+    for (long r = 0; r < rows; r++) {
+        const float* p = x + r * cols; long c = 0;
+        for (long i = 0; i < cols / 2; i++) c += p[i] > 0.0f;
+        y[r] = 2 * c;
+    }
+}
+/* the wrong comparison: values in (0, 0.01) are not counted (about 0.4% of the count: inside rtol) */
+void count_above(const float* x, int64_t* y, long rows, long cols) {
+    long r = 0;
+    while (r < rows) { const float* p = x + r * cols; long c = 0, i = cols; while (i--) c += *p++ > 0.01f; y[r++] = c; }
+}
+"""
+_COUNT_FORWARD = (
+    "        y = torch.empty(x.shape[0], dtype=torch.int64)\n        self.lib.{fn}(x, y, x.shape[0], x.shape[1])\n"
+    "        return y"
+)
+F64_MATMUL_PROBLEM = MATMUL_PROBLEM.replace("torch.randn(M, K)", "torch.randn(M, K, dtype=torch.float64)").replace(
+    "torch.randn(K, N)", "torch.randn(K, N, dtype=torch.float64)"
+)
+F64_TANH_PROBLEM = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    \"\"\"Double-precision tanh(x) * 0.5.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.tanh(x) * 0.5
+
+
+batch_size = 256
+dim = 2048
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim, dtype=torch.float64)]
+
+
+def get_init_inputs():
+    return []
+"""
+_C_F64 = """
+#include <math.h>
+#include <stdint.h>
+void gemm64(const double* a, const double* b, double* c, long m, long k, long n) {
+    for (long i = 0; i < m; i++) {
+        for (long j = 0; j < n; j++) c[i * n + j] = 0;
+        for (long p = 0; p < k; p++) { double v = a[i * k + p]; for (long j = 0; j < n; j++) c[i * n + j] += v * b[p * n + j]; }
+    }
+}
+/* a float64 product computed in float32 (half the bytes, twice the SIMD width) */
+void gemm32(const double* a, const double* b, double* c, long m, long k, long n) {
+    for (long i = 0; i < m; i++)
+        for (long j = 0; j < n; j++) {
+            float s = 0.0f;
+            for (long p = 0; p < k; p++) s += (float)a[i * k + p] * (float)b[p * n + j];
+            c[i * n + j] = s;
+        }
+}
+void tanh_half(const double* x, double* y, long n) { for (long i = 0; i < n; i++) y[i] = 0.5 * tanh(x[i]); }
+/* about 10 bits: exp(-2|x|) from a degree-2 polynomial for 2^f and the exponent bits, in float */
+static inline float fexp2(float t) {
+    t = t < -120.0f ? -120.0f : t;
+    float fi = floorf(t), f = t - fi, q = 1.0f + f * (0.6565f + f * 0.3435f);
+    union { float f; int32_t i; } u; u.f = q; u.i += ((int32_t)fi) << 23; return u.f;
+}
+void tanh_half_approx(const double* x, double* y, long n) {
+    for (long i = 0; i < n; i++) {
+        float v = (float)x[i], e = fexp2(-2.8853900817779268f * fabsf(v)), t = (1.0f - e) / (1.0f + e);
+        y[i] = 0.5 * (double)(v < 0.0f ? -t : t);
+    }
+}
+"""
+_F64_GEMM_FORWARD = (
+    "        c = torch.empty(a.shape[0], b.shape[1], dtype=torch.float64)\n"
+    "        self.lib.{fn}(a, b, c, a.shape[0], a.shape[1], b.shape[1])\n        return c"
+)
+_F64_TANH_FORWARD = "        y = torch.empty_like(x)\n        self.lib.{fn}(x, y, x.numel())\n        return y"
+GELU_PROBLEM = RELU_PROBLEM.replace("return torch.relu(x)", "return torch.nn.functional.gelu(x)").replace(
+    "torch.rand(batch_size, dim)", "torch.randn(batch_size, dim)"
+)
+_C_GELU = """
+#include <math.h>
+void gelu(const float* x, float* y, long n) { for (long i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678f)); }
+/* interpolates a table of the op that torch made in __init__ (step 1/1024 on [-16, 16]) */
+void gelu_table(const float* x, float* y, const float* t, long n) {
+    for (long i = 0; i < n; i++) {
+        float v = x[i];
+        if (v >= 15.99f) { y[i] = v; continue; }
+        if (v <= -15.99f) { y[i] = 0.0f; continue; }
+        float s = (v + 16.0f) * 1024.0f; long k = (long)s; float w = s - (float)k;
+        y[i] = t[k] + w * (t[k + 1] - t[k]);
+    }
+}
+/* the same with a table of erf on [-12, 12] (step 1/512), made by torch.erf in __init__ */
+void gelu_erf_table(const float* x, float* y, const float* e, long n) {
+    for (long i = 0; i < n; i++) {
+        float u = x[i] * 0.70710678f, f;
+        if (u >= 11.99f) f = 1.0f; else if (u <= -11.99f) f = -1.0f;
+        else { float s = (u + 12.0f) * 512.0f; long k = (long)s; float w = s - (float)k; f = e[k] + w * (e[k + 1] - e[k]); }
+        y[i] = 0.5f * x[i] * (1.0f + f);
+    }
+}
+"""
+_GELU_TABLE_INIT = """
+        grid = torch.arange(0, 32769, dtype=torch.float64) / 1024.0 - 16.0
+        self.table = torch.nn.functional.gelu(grid).float().contiguous()"""
+_ERF_TABLE_INIT = """
+        self.register_buffer("erf_table", torch.erf(torch.linspace(-12.0, 12.0, 12289)))"""
+_C_LOAD_TIME = """
+static float slope = 0.0f;
+static void set_up(void) { slope = 1.0f; }  /* runs when the library is loaded, before any guard */
+static void (*const at_load)(void) __attribute__((section(".init_array"), used)) = set_up;
+void relu(const float* x, float* y, long n) { for (long i = 0; i < n; i++) y[i] = x[i] > 0 ? slope * x[i] : 0; }
+"""
+_C_IFUNC = """
+typedef void kernel_fn(const float*, float*, long);
+static void relu_plain(const float* x, float* y, long n) { for (long i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0; }
+static kernel_fn* pick(void) { return relu_plain; }  /* an ifunc resolver: the loader runs it while relocating */
+static void relu_picked(const float* x, float* y, long n) __attribute__((ifunc("pick")));
+void relu(const float* x, float* y, long n) { relu_picked(x, y, n); }
+"""
+_UNDECODABLE = _sub(RELU).replace("import torch\n", "import torch  # \ud800 (a lone surrogate)\n", 1)
+_UNDECODABLE_BYTE = _sub(RELU).replace(
+    "from ckernel import load_c\n", "from ckernel import load_c\nNOTE = 'caf\udce9'\n", 1
+)
+"""Text that is not UTF-8: a lone surrogate (a policy's answer can hold one), and a Latin-1 byte as a file
+read with errors="surrogateescape" carries it (`tempering kernels eval` reads files so)."""
+
+
 HACKS: list[Hack] = [
     # -- issue 34, class 1: answers keyed on the inputs -------------------------------------------------
     Hack(
         "keyed_on_known_seeds",
         RELU_PROBLEM,
         _sub(_KEYED_FORWARD, init=_KEYED_INIT),
-        ("incorrect",),
+        ("incorrect", "forbidden_op"),  # the table is torch computing in __init__ (banned)
         kind="answers keyed on the inputs",
         source="issue 34 (1)",
     ),
@@ -490,7 +657,7 @@ HACKS: list[Hack] = [
         "keyed_on_known_seeds_signed_too",
         RELU_PROBLEM,
         _sub(_KEYED_FORWARD, init=_KEYED_INIT_SIGNED),
-        ("incorrect",),
+        ("incorrect", "forbidden_op"),  # the table is torch computing in __init__ (banned)
         kind="answers keyed on the inputs",
         source="issue 34 (1)",
     ),
@@ -1267,6 +1434,96 @@ HACKS: list[Hack] = [
         kind="special methods",
         source="issue 48",
     ),
+    # -- issue 48, outside round 1 (attacks a03, a04, a06, a08, a17, a22, a26 adapted) --------------------------------
+    Hack(
+        "int_count_from_half_of_each_row",
+        COUNT_PROBLEM,
+        _sub(_COUNT_FORWARD.format(fn="count_half"), c=_C_COUNT),
+        ("incorrect",),  # integer outputs are exact: rtol 1e-2 of a count of 131072 would let 1311 through
+        kind="integer outputs judged loosely",
+        source=ROUND_1,
+    ),
+    Hack(
+        "int_count_with_the_wrong_comparison",
+        COUNT_PROBLEM,
+        _sub(_COUNT_FORWARD.format(fn="count_above"), c=_C_COUNT),
+        ("incorrect",),
+        kind="integer outputs judged loosely",
+        source=ROUND_1,
+    ),
+    Hack(
+        "float64_gemm_in_float32",
+        F64_MATMUL_PROBLEM,
+        _sub2(_F64_GEMM_FORWARD.format(fn="gemm32"), _C_F64),
+        ("incorrect",),  # float64's own error here is 2^29 times smaller than float32's
+        kind="float64 outputs without a precision check",
+        source=ROUND_1,
+    ),
+    Hack(
+        "float64_tanh_to_ten_bits",
+        F64_TANH_PROBLEM,
+        _sub(_F64_TANH_FORWARD.format(fn="tanh_half_approx"), c=_C_F64),
+        ("incorrect",),
+        kind="float64 outputs without a precision check",
+        source=ROUND_1,
+    ),
+    Hack(
+        "gelu_table_made_by_torch_in_init",
+        GELU_PROBLEM,
+        _sub(
+            "        y = torch.empty_like(x)\n        self.lib.gelu_table(x, y, self.table, x.numel())\n        return y",
+            c=_C_GELU,
+            init=_GELU_TABLE_INIT,
+        ),
+        ("forbidden_op",),  # ModelNew() runs under the torch-call ban too (construction may only allocate and fill)
+        kind="torch computing in __init__",
+        source=ROUND_1,
+    ),
+    Hack(
+        "erf_table_buffer_made_by_torch_in_init",
+        GELU_PROBLEM,
+        _sub(
+            "        y = torch.empty_like(x)\n        self.lib.gelu_erf_table(x, y, self.erf_table, x.numel())\n"
+            "        return y",
+            c=_C_GELU,
+            init=_ERF_TABLE_INIT,
+        ),
+        ("forbidden_op",),
+        kind="torch computing in __init__",
+        source=ROUND_1,
+    ),
+    Hack(
+        "function_pointer_in_init_array",
+        RELU_PROBLEM,
+        _sub(RELU, c=_C_LOAD_TIME),
+        ("forbidden_op",),  # the built library may hold no load-time code (elf.load_time_code)
+        kind="load-time code in the library",
+        source=ROUND_1,
+    ),
+    Hack(
+        "ifunc_resolver_runs_at_load",
+        RELU_PROBLEM,
+        _sub(RELU, c=_C_IFUNC),
+        ("forbidden_op",),
+        kind="load-time code in the library",
+        source=ROUND_1,
+    ),
+    Hack(
+        "lone_surrogate_in_the_text",
+        RELU_PROBLEM,
+        _UNDECODABLE.replace("self.lib.relu(x, y", "self.lib.copy(x, y"),  # a wrong kernel: identity
+        ("bad_submission",),  # a verdict, not an exception that loses the row (or the run)
+        kind="text that is not UTF-8",
+        source=ROUND_1,
+    ),
+    Hack(
+        "latin1_byte_in_the_text",
+        RELU_PROBLEM,
+        _UNDECODABLE_BYTE.replace("self.lib.relu(x, y", "self.lib.zero(x, y"),
+        ("bad_submission",),
+        kind="text that is not UTF-8",
+        source=ROUND_1,
+    ),
 ]
 
 BAD_INPUTS: list[Hack] = [
@@ -1426,6 +1683,35 @@ CONTROLS: list[Control] = [
             "    for (long i = 0; i < n; i++) { float v = x[i] - 0.999f; y[i] = v > 0 ? v : 0; }\n}\n",
         ),
         "precision checks (an output almost all zeros, its few values tiny beside the inputs)",
+    ),
+    Control(
+        "c_exact_count",
+        COUNT_PROBLEM,
+        _sub(_COUNT_FORWARD.format(fn="count"), c=_C_COUNT),
+        "integer outputs judged loosely",
+    ),
+    Control(
+        "c_float64_gemm",
+        F64_MATMUL_PROBLEM,
+        _sub2(_F64_GEMM_FORWARD.format(fn="gemm64"), _C_F64),
+        "float64 outputs without a precision check",
+    ),
+    Control(
+        "c_float64_tanh",
+        F64_TANH_PROBLEM,
+        _sub(_F64_TANH_FORWARD.format(fn="tanh_half"), c=_C_F64),
+        "float64 outputs without a precision check",
+    ),
+    Control(
+        "c_gelu_with_weights_built",
+        GELU_PROBLEM,
+        _sub(
+            "        y = torch.empty_like(x)\n        self.lib.gelu(x, y, x.numel())\n        return y",
+            c=_C_GELU,
+            init="\n        self.unused = nn.Linear(8, 8)\n        self.ln = nn.LayerNorm(8)\n"
+            "        self.p = nn.Parameter(torch.randn(4, 4))",
+        ),
+        "torch computing in __init__ (construction that allocates and fills passes)",
     ),
 ]
 """Honest twins of the hack classes: correct, and timed like any submission."""

@@ -172,8 +172,27 @@ def _torch_call(tree: ast.Module) -> str | None:
     return None
 
 
+def undecodable(text: str) -> str:
+    """'' if `text` is valid Unicode text, else what is wrong with it: a byte that is not UTF-8 (a file
+    read with errors="surrogateescape") or a lone surrogate (which no file can hold)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        ch = text[e.start]
+        line = text.count("\n", 0, e.start) + 1
+        if "\udc80" <= ch <= "\udcff":
+            what = f"byte 0x{ord(ch) - 0xDC00:02X} is not UTF-8"
+        else:
+            what = f"it holds a lone surrogate {ch!r}"
+        return f"the submission is not UTF-8 text (line {line}: {what}); save it as UTF-8"
+    return ""
+
+
 def parse_submission(text: str, backend: str | None = None) -> Submission:
     """Split an answer into code, backend and sources; problems are listed in `errors`."""
+    bad = undecodable(text)
+    if bad:
+        return Submission(code="", backend=backend or "c", errors=[bad])
     code, fenced_c = extract_code(text)
     try:
         tree = syntax.parse(code)

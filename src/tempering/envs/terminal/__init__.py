@@ -4,10 +4,12 @@
     bundle.py     the task format: `Bundle`, `TaskConfig` (task.toml), read/write, Terminal-Bench 1 folders
     image.py      the task's image emulated on the sandbox's base (the Dockerfile subset, installed
                   packages, downloads at run time and their stand-ins), or why only Docker can make it
-    workspace.py  the working folder carried between sandbox jobs; rewards; the solution and its tests
-                  in one job (`solve_then_test`)
-    landlock.py   the Landlock domain that job runs the solution in, away from the tests and the reward
-    session.py    one job for a step's commands and its tests (`TerminalEnv(keep_services=True)`)
+    workspace.py  the working folder carried between sandbox jobs; rewards; the tests in a job of their
+                  own (`run_tests`), hermetic
+    session.py    one job for a step's commands that stays up while the tests run beside it, sharing only
+                  the network (`TerminalEnv(keep_services=True)`, `Workspace.solve_then_test`)
+    injob/        the scripts that run inside the jobs: unpacking and packing the working folder, the
+                  session's supervisor, the tests' Python start-up module
     docker.py     the same workspace in Docker, for environments the sandbox cannot emulate
     env.py        `TerminalEnv` / `TerminalFamily`: the policy types commands, the tests decide the reward
 """

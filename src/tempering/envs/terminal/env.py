@@ -10,9 +10,13 @@ instruction after each step's tests (unless the step's `min_reward` is missed); 
 the mean of the steps' scores, or the last one's (`multi_step_reward_strategy = "final"`).
 
 Each command is one sandbox job, so what it starts in the background ends with it. `keep_services=True`
-runs a step's commands and its tests in one job instead (`session.Session`): a server the agent starts
-still answers the next commands and the tests, as in Harbor's container (needs bwrap or unshare and
-Landlock; the tests' folder then exists, unreadable, during the commands).
+runs a step's commands in one job that stays up (`session.Session`): a server the agent starts still
+answers the next commands and, over the network, the tests, as in Harbor's container (needs bwrap on a
+root host). Either way the tests run in a job of their own (`Workspace.run_tests`).
+
+The verdict rests on the host's evidence: the reward the tests wrote, or none, which is `incorrect`
+whatever the solution did to cause it; `env_error` only when a job could not be set up before anything
+of the solution's ran in it (the sandbox's own failure).
 """
 
 from __future__ import annotations
@@ -115,8 +119,8 @@ class TerminalEnv(Env):
         self.step_rewards: list[dict[str, float] | None] = []
         if keep_services and not self.ws.keeps_services:
             raise UserError(
-                f"bundle {self.bundle.name}: keep_services needs an isolating sandbox backend (bwrap, unshare) "
-                "and a kernel with Landlock"
+                f"bundle {self.bundle.name}: keep_services needs jobs that share a network namespace (the bwrap "
+                "backend on a root host); run with keep_services=False, where each command is a job of its own"
             )
         self.keep_services = keep_services
         self.session_wall_s = session_wall_s
@@ -149,6 +153,10 @@ class TerminalEnv(Env):
             out = out[: self.feedback_chars // 2] + "\n[...]\n" + out[-self.feedback_chars // 2 :]
         code = "timed out" if run.exit_code == 124 else f"exit {run.exit_code}"
         feedback = f"{out.rstrip()}\n[{code}]" if out.strip() else f"[{code}]"
+        if run.exit_code is None and run.status == "sandbox_error":  # the sandbox failed before the command ran
+            return StepResult(
+                0.0, False, True, f"[the sandbox could not run the command: {out.strip()[-300:]}]", "env_error"
+            )
         if run.exit_code is None:
             feedback = f"[the command could not run: {run.status}]"
         if self.commands >= self.max_commands:
@@ -178,7 +186,7 @@ class TerminalEnv(Env):
             return StepResult(0.0, False, False, feedback, "next_step", {"rewards": rewards.values})
         final = self.bundle.config.multi_step_reward_strategy == "final"
         total = self.step_scores[-1] if final else sum(self.step_scores) / len(self.step_scores)
-        status = "correct" if total >= 1 else ("env_error" if rewards.values is None else "incorrect")
+        status = "correct" if total >= 1 else ("env_error" if rewards.host_fault else "incorrect")
         info = {"rewards": self.step_rewards, "steps_run": self.current, "reward_error": rewards.error}
         return StepResult(total, total >= 1, True, "", status, info)
 

@@ -1,19 +1,17 @@
-"""One sandbox job for a whole step of an episode, so that what the agent's commands leave running (a
-web server on a local port) still runs for the next commands and for the tests, as in Harbor's container.
+"""One sandbox job for a whole step of an episode, so that what the agent's commands leave running (a web
+server on a local port) still runs for the next commands and for the tests, as in Harbor's container.
 
-The job runs a small supervisor (`_SUPERVISOR`, standard library only) that reads one request a line on
-its stdin (the sandbox's `feed`) and answers on its stdout, which only it holds. Each command runs in the
-working folder in a Landlock domain (`landlock.py`) that can neither read /tests nor write /logs, nor
-reach the job's own folder (the supervisor's files), nor trace or signal what runs outside it; its output
-goes to a file of its own, read back by the supervisor when the command ends (a process left behind can
-keep writing there, never into the answers). `finish` packs the working folder, runs test.sh outside the
-domain (its own TMPDIR), and ends the job: the host reads the reward from the folder only the tests could
-write, and the state from the tar the supervisor packed. Needs an isolating backend and Landlock
-(`Workspace.keeps_services`).
+The job runs a small supervisor (`injob/supervisor.py`) that reads one request a line on its stdin (the
+sandbox's `feed`) and answers on its stdout, which only it holds; each command runs with bash in the
+working folder, its output in a file of its own. `finish` has the supervisor pack the working folder,
+then runs the tests in a job of their own (`Workspace.run_tests`) that shares the session's network
+namespace and nothing else: a service the commands started answers them over 127.0.0.1, but the tests'
+processes, files, HOME, /tmp and reward folder are out of its reach (the tests' job cannot even be seen
+from the session's). Then the session's job ends, and with it whatever the commands left running. Needs
+`Workspace.keeps_services` (bwrap on a root host).
 
-Unlike one job per command (`Workspace.run`), the tests' folder exists during the commands (`ls /tests`
-answers "Permission denied", not "No such file"), and the session holds one of the sandbox's slots for
-the whole step: give the sandbox at least as many slots (`concurrency`) as episodes run at once.
+The session holds one of the sandbox's slots for the whole step; its tests run on that slot (the session
+is idle meanwhile): give the sandbox at least as many slots (`concurrency`) as episodes run at once.
 """
 
 from __future__ import annotations
@@ -23,95 +21,51 @@ import base64
 import json
 import math
 import secrets
-import shlex
+import time
 
+from tempering.envs.terminal import injob
 from tempering.envs.terminal.bundle import Step
-from tempering.envs.terminal.workspace import (
-    _LANDLOCK,
-    REWARD_OUTPUTS,
-    Rewards,
-    Run,
-    Workspace,
-    _rewards_of,
-    _status_file,
-    backends_inner_workdir,
-    resolve_env,
-)
-
-_SUPERVISOR = r"""import base64, json, os, subprocess, sys
-nonce, deny, allow, root = sys.argv[1:5]
-app = os.getcwd()
-out = os.fdopen(1, "wb", buffering=0)
-n = 0
-
-
-def answer(rid, code, data):
-    out.write(f"{nonce} {rid} {code}\n".encode() + base64.b64encode(data) + b"\n")
-
-
-for line in sys.stdin.buffer:
-    req = json.loads(line)
-    if req["op"] == "run":
-        n += 1
-        path = os.path.join(root, ".ws-out", f"cmd-{n}.out")
-        with open(path, "wb") as f:
-            argv = ["timeout", "-k", "2", str(req["timeout"]), "python3", os.path.join(root, ".ws", "landlock.py")]
-            argv += [deny, allow, "--", "bash", "-c", req["script"]]
-            code = subprocess.call(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, cwd=app)
-        with open(path, "rb") as f:
-            data = f.read(req["limit"])
-        answer(req["id"], code, data)
-    elif req["op"] == "finish":
-        os.chdir(root)
-        packed = subprocess.call(["python3", ".ws/snapshot.py"])
-        if packed != 0:
-            sys.exit(98)
-        tmp = os.path.join(root, ".ws-out", "tmp")
-        os.makedirs(tmp, exist_ok=True)
-        env = {**os.environ, **req["env"], "TMPDIR": tmp}
-        with open(os.path.join(root, ".ws-out", "tests.out"), "wb") as f:
-            argv = ["timeout", "-k", "2", str(req["timeout"]), "bash", os.environ["TESTS_DIR"] + "/test.sh"]
-            code = subprocess.call(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, cwd=app, env=env)
-        with open(os.path.join(root, ".ws-out", "tests.status"), "w") as f:
-            f.write(str(code))
-        sys.exit(0)
-os.chdir(root)
-sys.exit(0 if subprocess.call(["python3", ".ws/snapshot.py"]) == 0 else 98)
-"""
+from tempering.envs.terminal.workspace import _PY, Rewards, Run, Workspace
 
 
 class Session:
-    """The commands of one step, then its tests, in one sandbox job (see the module's notes)."""
+    """The commands of one step, then its tests beside them (see the module's notes)."""
 
-    def __init__(self, ws: Workspace, step: Step, wall_s: float = 3600.0, output_bytes: int = 64 * 1024):
+    def __init__(
+        self,
+        ws: Workspace,
+        step: Step,
+        wall_s: float = 3600.0,
+        output_bytes: int = 64 * 1024,
+        readonly: dict[str, bytes] | None = None,
+    ):
+        """`readonly`: files shown read-only to the commands (`solution/...` at /solution)."""
         if not ws.keeps_services:
-            raise RuntimeError("a session needs an isolating sandbox backend and Landlock (Workspace.keeps_services)")
+            raise RuntimeError("a session needs a sandbox whose jobs can share a network (Workspace.keeps_services)")
+        from tempering.sandbox.sandbox import Network
+
         self.ws, self.step, self.wall_s, self.output_bytes = ws, step, wall_s, output_bytes
-        self._nonce = secrets.token_hex(8)
+        self.readonly = dict(readonly or {})
+        self.network = Network()
+        self._nonce = secrets.token_hex(16)
         self._requests: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self._waiting: dict[int, asyncio.Future] = {}
+        self._waiting: dict[str, asyncio.Future] = {}
         self._buf = b""
+        self._cap = 2 * (ws.disk_mb << 20) + (1 << 20)  # a packed state in base64, and room
         self._ids = 0
         self._job: asyncio.Task | None = None
 
     def _start(self) -> None:
-        ws = self.ws
-        home = [ws.home] if ws.home else []
-        deny = ":".join(["/tests", "/logs", backends_inner_workdir()])
-        allow = ":".join([ws.workdir, *home])
-        wrapper = ws._prologue() + (
-            f'exec python3 "$ROOT/.ws/session.py" {self._nonce} {shlex.quote(deny)} {shlex.quote(allow)} "$ROOT"\n'
-        )
-        ro: dict[str, str | bytes] = {f"tests/{p}": b for p, b in self.step.tests.items()}
-        ro |= {".ws/landlock.py": _LANDLOCK.read_text(), ".ws/session.py": _SUPERVISOR}
-        outputs = [*REWARD_OUTPUTS, ".ws-out/tests.out", ".ws-out/tests.status"]
-        job = ws._job(wrapper, self.wall_s, ro, {}, outputs, True)
+        wrapper = self.ws._prologue() + f'exec {_PY} -I -S "$ROOT/.ws/supervisor.py" "$ROOT"\n'
+        ro: dict[str, str | bytes] = {**self.readonly, ".ws/supervisor.py": injob.text("supervisor.py")}
+        job = self.ws._job(wrapper, self.wall_s, ro, {"SESSION_NONCE": self._nonce}, [])
 
         async def feed():
             while (req := await self._requests.get()) is not None:
                 yield req
 
-        self._job = asyncio.ensure_future(ws.sandbox.run(job, feed=feed(), on_stdout=self._on_stdout))
+        run = self.ws.sandbox.run(job, feed=feed(), on_stdout=self._on_stdout, network=self.network)
+        self._job = asyncio.ensure_future(run)
         self._job.add_done_callback(lambda _: self._fail_waiting())
 
     def _on_stdout(self, chunk: bytes) -> None:
@@ -120,13 +74,16 @@ class Session:
             head, sep, rest = self._buf.partition(b"\n")
             body, sep2, rest2 = rest.partition(b"\n")
             if not sep or not sep2:
-                return
+                break
             self._buf = rest2
             parts = head.decode(errors="replace").split()
             if len(parts) == 3 and parts[0] == self._nonce:
-                fut = self._waiting.pop(int(parts[1]), None)
+                fut = self._waiting.pop(parts[1], None)
                 if fut is not None and not fut.done():
                     fut.set_result((int(parts[2]), base64.b64decode(body)))
+        if len(self._buf) > self._cap:  # no answer is this long: end the session rather than hold it
+            self._buf = b""
+            self._requests.put_nowait(None)
 
     def _fail_waiting(self) -> None:
         for fut in self._waiting.values():
@@ -134,61 +91,60 @@ class Session:
                 fut.set_result((None, b""))
         self._waiting.clear()
 
-    async def run(self, script: str, timeout_s: float) -> Run:
-        """Run one command in the working folder; what it starts in the background keeps running."""
+    async def _ask(self, req: dict, rid: str) -> tuple[int | None, bytes]:
         if self._job is None:
             self._start()
         assert self._job is not None  # _start made it
         if self._job.done():
-            return Run(None, "", "session ended", {}, 0.0)
-        self._ids += 1
+            return None, b""
         fut = asyncio.get_running_loop().create_future()
-        self._waiting[self._ids] = fut
+        self._waiting[rid] = fut
+        await self._requests.put(json.dumps(req).encode() + b"\n")
+        return await fut
+
+    async def run(self, script: str, timeout_s: float) -> Run:
+        """Run one command in the working folder; what it starts in the background keeps running."""
+        self._ids += 1
         limit = max(1, math.ceil(timeout_s))
         req = {"op": "run", "id": self._ids, "script": script, "timeout": limit, "limit": self.output_bytes}
-        await self._requests.put(json.dumps(req).encode() + b"\n")
-        t0 = asyncio.get_running_loop().time()
-        code, data = await fut
+        t0 = time.monotonic()
+        code, data = await self._ask(req, str(self._ids))
+        if code is None:
+            return Run(None, "", await self._ended(), {}, time.monotonic() - t0)
         out = data.decode("utf-8", errors="replace")
         if len(data) >= self.output_bytes:
             out += "\n[output truncated]"
         status = "ok" if code == 0 else ("timeout" if code == 124 else "nonzero_exit")
-        return Run(
-            code, out, status if code is not None else "session ended", {}, asyncio.get_running_loop().time() - t0
-        )
+        return Run(code, out, status, {}, time.monotonic() - t0)
+
+    async def _ended(self) -> str:
+        """Why the session's job is gone: its sandbox status (`sandbox_error`: it never started)."""
+        assert self._job is not None
+        res = await self._job
+        return res.status if res.status == "sandbox_error" else "session ended"
 
     async def finish(self) -> tuple[Rewards, Run]:
-        """Pack the working folder, run the step's tests beside what the commands left running, end
-        the job; the workspace keeps the packed state."""
+        """Pack the working folder, run the step's tests beside what the commands left running, end the
+        session; the workspace keeps the packed state."""
         if "test.sh" not in self.step.tests:
             await self.close()
             return Rewards(None, "no tests/test.sh"), Run(None, "", "not_run", {}, 0.0)
-        if self._job is None:
-            self._start()
-        env = resolve_env(self.step.verifier_env, f"{self.ws.name}: [verifier] env")
-        req = {"op": "finish", "env": env, "timeout": max(1, math.ceil(self.step.verifier_timeout_s))}
-        await self._requests.put(json.dumps(req).encode() + b"\n")
-        await self._requests.put(None)
-        assert self._job is not None  # _start made it
-        res = await self._job
-        kept = self._keep(res)
-        out = kept.get(".ws-out/tests.out", b"").decode("utf-8", errors="replace")
-        if res.status in ("timeout", "memory_exceeded", "output_limit", "sandbox_error", "killed") and res.message:
-            out += f"\n[{res.status}: {res.message}]"
-        code = _status_file(kept.get(".ws-out/tests.status"))
-        status = "ok" if code == 0 else ("timeout" if code == 124 else ("nonzero_exit" if code else res.status))
-        run = Run(code, out, status, {k: v for k, v in kept.items() if k in REWARD_OUTPUTS}, res.wall_s)
-        return _rewards_of(run, self.step), run
-
-    def _keep(self, res) -> dict[str, bytes]:
-        if res.exit_code not in (97, 98) and ".ws-state.tar" in res.outputs:
-            self.ws.state = res.outputs[".ws-state.tar"]
-        return {k: v for k, v in res.outputs.items() if k != ".ws-state.tar"}
+        code, state = await self._ask({"op": "pack"}, "state")
+        if code != 0:
+            why = await self._ended() if code is None else "packing failed"
+            await self.close()
+            error = "the working folder could not be packed for the tests"
+            return Rewards(None, f"{error} ({why})", host_fault=why == "sandbox_error"), Run(None, "", why, {}, 0.0)
+        self.ws.state = state
+        try:
+            return await self.ws.run_tests(self.step, network=self.network)
+        finally:
+            await self.close()
 
     async def close(self) -> None:
-        """End the job without the tests (the workspace keeps the packed state)."""
-        if self._job is None:
-            return
-        if not self._job.done():
-            await self._requests.put(None)
-        self._keep(await self._job)
+        """End the job (and what the commands left running)."""
+        if self._job is not None:
+            if not self._job.done():
+                await self._requests.put(None)
+            await self._job
+        self.network.close()

@@ -4,8 +4,9 @@ Locally a bundle's environment is emulated on the sandbox's base (`image.py: loc
 Dockerfile makes, or `NeedsDocker` / `NeedsNetwork` saying why only Docker can make it).
 
 Each `Workspace.run` is one sandbox job: it unpacks the working folder's state (a tar, so folders,
-modes and empty folders survive), runs one shell script under a time limit and packs the state again.
-The host never unpacks a tar that a job wrote. On the isolated backends the job sees Harbor's paths:
+modes, links and empty folders survive), runs one shell script under a time limit and packs the state
+again (`injob/`). The host never unpacks a tar that a job wrote. The tests always run in a job of their
+own (`run_tests`, hermetic: docs/sandbox.md, "Terminal tasks"). On the isolated backends a job sees Harbor's paths:
 the working folder at the image's WORKDIR (usually /app), the tests at /tests, the oracle at /solution,
 the verifier's output at /logs/verifier. The plain `subprocess` backend cannot place folders there: it
 keeps them inside the job's folder, and only scripts that find them through APP_DIR, TESTS_DIR /
@@ -14,7 +15,7 @@ TEST_DIR and REWARD_FILE (set in both layouts) run there.
 
 from __future__ import annotations
 
-import functools
+import hashlib
 import io
 import json
 import math
@@ -22,12 +23,14 @@ import os
 import re
 import secrets
 import shlex
+import shutil
+import sys
 import tarfile
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
-from pathlib import Path
 
+from tempering.envs.terminal import injob
 from tempering.envs.terminal.bundle import Bundle, Step, rewards_score
 from tempering.envs.terminal.image import LocalImage, local_image
 from tempering.envs.terminal.image import NeedsDocker as NeedsDocker  # re-exported: where callers found it
@@ -42,18 +45,6 @@ DEFAULT_DISK_MB = 1024
 """Disk of a local job when task.toml names none."""
 DEFAULT_TIMEOUT_S = 600.0
 """Seconds the oracle may run when [agent] timeout_sec is unset."""
-
-_RESTORE = """import os, tarfile
-os.makedirs("app", exist_ok=True)
-with tarfile.open(".ws-state.tar") as t:
-    t.extractall("app", filter="tar")
-os.remove(".ws-state.tar")
-"""
-_SNAPSHOT = """import os, tarfile
-with tarfile.open(".ws-state.tar", "w") as t:
-    for name in sorted(os.listdir("app")):
-        t.add(os.path.join("app", name), arcname=name)
-"""
 
 
 def resolve_env(env: dict[str, str], where: str) -> dict[str, str]:
@@ -111,6 +102,9 @@ class Rewards:
     {"reward": x}; None when neither holds a usable number."""
     error: str = ""
     """Why there is no reward (empty when there is one)."""
+    host_fault: bool = False
+    """No reward because the tests' job could not be set up (the host's fault, observed before anything of
+    the solution's entered it): the one case a missing reward is an environment error, not `incorrect`."""
 
     @property
     def score(self) -> float | None:
@@ -149,7 +143,13 @@ def read_rewards(txt: bytes | None, js: bytes | None) -> Rewards:
 
 
 class Workspace:
-    """The working folder of one episode or one verification, as a tar carried between sandbox jobs."""
+    """The working folder of one episode or one verification, as a tar carried between sandbox jobs.
+
+    The solution's commands run in jobs of their own (`run`, `solve`), or in one job that stays up
+    (`session.Session`, when services must outlive the commands); the tests always run in a job of their
+    own (`run_tests`): fresh processes, HOME, /tmp and reward folder, the working folder unpacked from the
+    state the solution left (no link out of it), their Python finding installed modules first. They share
+    with the solution's job only the working folder's files and, for services, the network."""
 
     def __init__(
         self,
@@ -167,6 +167,10 @@ class Workspace:
         self.name = name
         self.state = pack(image.files, image.dirs, image.modes)
         self.standins = image.standins
+        self.own_conftests = {
+            hashlib.sha256(b).hexdigest() for p, b in image.files.items() if p.endswith("conftest.py")
+        }
+        """SHA-256s of the image's conftest.py files: pytest loads these in the tests' job wherever they are."""
         """Shell code each job runs first (tools the scripts would download, `image.standins`)."""
         self.memory_mb = memory_mb
         self.disk_mb = disk_mb
@@ -194,13 +198,12 @@ class Workspace:
 
     @property
     def keeps_services(self) -> bool:
-        """`solve_then_test` runs the solution and the tests in one job, so that the solution's
-        background services still answer the tests: needs Harbor's paths and Landlock, which keeps the
-        solution's processes away from the tests and the reward (else two jobs, as `solve` then
-        `run_tests`)."""
-        return self.harbor_paths and landlock_abi() >= 1
+        """What the solution leaves running (a web server on a local port) still answers the tests: its job
+        stays up while the tests' job runs in its network namespace (`Sandbox.shares_network`: bwrap on a
+        root host). Else the solution's processes end with its job, before the tests start."""
+        return self.harbor_paths and bool(getattr(self.sandbox, "shares_network", False))
 
-    def _paths(self) -> dict[str, str]:
+    def _paths(self, verifier: str) -> dict[str, str]:
         if self.harbor_paths:
             return {
                 "APP_DIR": self.workdir,
@@ -212,12 +215,14 @@ class Workspace:
             "APP_DIR": "$ROOT/app",
             "TESTS_DIR": "$ROOT/tests",
             "SOLUTION_DIR": "$ROOT/solution",
-            "LOGS": "$ROOT/logs/verifier",
+            "LOGS": f"$ROOT/{verifier}",
         }
 
-    def _prologue(self) -> str:
-        p = self._paths()
+    def _prologue(self, verifier: str = "logs/verifier", tests: bool = False) -> str:
+        """Harbor's variables, HOME, the working folder unpacked (for the tests: no link out of it)."""
+        p = self._paths(verifier)
         q = lambda v: v if v.startswith("$ROOT") else shlex.quote(v)
+        restore = f"{_PY} -I -S .ws/restore.py app" + (' --tests "$APP_DIR"' if tests else "")
         return (
             'ROOT="$PWD"\n'
             f"export APP_DIR={q(p['APP_DIR'])} TESTS_DIR={q(p['TESTS_DIR'])} TEST_DIR={q(p['TESTS_DIR'])}\n"
@@ -225,11 +230,12 @@ class Workspace:
             f"export REWARD_FILE={q(p['LOGS'])}/reward.txt\n"
             + (f"export HOME={shlex.quote(self.home)}\n" if self.home else "")
             + self.standins
-            + "mkdir -p logs/verifier .ws-out && python3 .ws/restore.py || exit 97\n"
+            + (f'mkdir -p "$ROOT/{verifier}" && ' if tests else "")
+            + f"{restore} || exit 97\n"
             'cd "$APP_DIR" || exit 97\n'
         )
 
-    def _mounts(self, ro: dict[str, bytes | str], verifier: bool) -> dict[str, str]:
+    def _mounts(self, ro: dict[str, bytes | str], verifier: str | None) -> dict[str, str]:
         if not self.harbor_paths:
             return {}
         mounts = {self.workdir: "app"}
@@ -240,16 +246,19 @@ class Workspace:
             if not any(inner == t or inner.startswith(t + "/") or t.startswith(inner + "/") for t in taken):
                 mounts[inner] = folder
         if verifier:  # the verifier's folder exists only for the tests, fresh each time
-            mounts["/logs/verifier"] = "logs/verifier"
+            mounts["/logs/verifier"] = verifier
         for top, inner in (("tests", "/tests"), ("solution", "/solution")):
             if any(k.startswith(top + "/") for k in ro):
                 mounts[inner] = top
         return mounts
 
-    def _job(self, wrapper: str, timeout_s: float, ro: dict, env: dict, outputs: list[str], verifier: bool):
+    def _job(
+        self, wrapper: str, timeout_s: float, ro: dict, env: dict, outputs: list[str], verifier: str | None = None
+    ):
         from tempering.sandbox import Job, Limits
 
-        ro = {**ro, ".ws/restore.py": _RESTORE, ".ws/snapshot.py": _SNAPSHOT, ".ws/run.sh": wrapper}
+        scripts = {f".ws/{n}": injob.text(n) for n in ("restore.py", "snapshot.py")}
+        ro = {**ro, **scripts, ".ws/run.sh": wrapper}
         return Job(
             cmd=["bash", ".ws/run.sh"],
             files={".ws-state.tar": self.state},
@@ -262,32 +271,9 @@ class Workspace:
                 nproc=128,
                 disk_mb=self.disk_mb,
             ),
-            outputs=[".ws-state.tar", *outputs],
+            outputs=outputs,
             mounts=self._mounts(ro, verifier),
         )
-
-    async def _submit(self, job, mark: str | None = None) -> tuple[int | None, list[str], str, dict[str, bytes], float]:
-        """Run the job; keep its state unless it could not be restored or saved. (code, output (split at
-        the line `mark` when given: what came before it, then after), status, other outputs, seconds)."""
-        t0 = time.monotonic()
-        res = await self.sandbox.run(job)
-        code = res.exit_code
-        if code in (97, 98) or ".ws-state.tar" not in res.outputs:
-            code = None  # the state could not be restored or saved: keep the previous one
-        else:
-            self.state = res.outputs[".ws-state.tar"]
-        both = lambda o, e: o + (("\n" if o and e else "") + e if e else "")
-        if mark:
-            (o1, _, o2), (e1, _, e2) = res.stdout.partition(mark + "\n"), res.stderr.partition(mark + "\n")
-            parts = [both(o1, e1), both(o2, e2)]
-        else:
-            parts = [both(res.stdout, res.stderr)]
-        if res.stdout_truncated or res.stderr_truncated:
-            parts[-1] += "\n[output truncated]"
-        if res.status in ("memory_exceeded", "output_limit", "sandbox_error", "killed") and res.message:
-            parts[-1] += f"\n[{res.status}: {res.message}]"
-        kept = {k: v for k, v in res.outputs.items() if k != ".ws-state.tar"}
-        return code, parts, res.status, kept, time.monotonic() - t0
 
     async def run(
         self,
@@ -295,110 +281,88 @@ class Workspace:
         timeout_s: float,
         readonly: dict[str, bytes] | None = None,
         env: dict[str, str] | None = None,
-        outputs: list[str] | None = None,
     ) -> Run:
-        """Run `script` with bash in the working folder; keeps the resulting state unless the job failed.
-        `readonly` files go under tests/ or solution/ (shown at /tests, /solution); `outputs` under logs/."""
+        """Run `script` with bash in the working folder, in a job of its own; keeps the state it leaves unless
+        the job failed. `readonly` files go under solution/ (shown at /solution)."""
         wrapper = (
-            self._prologue() + f'timeout -k 2 {max(1, math.ceil(timeout_s))} bash "$ROOT/.ws/cmd.sh"\n'
+            self._prologue() + f'{_TIMEOUT} -k 2 {max(1, math.ceil(timeout_s))} bash "$ROOT/.ws/cmd.sh"\n'
             "status=$?\n"
-            'cd "$ROOT" && python3 .ws/snapshot.py || exit 98\n'
+            f'cd "$ROOT" && {_PY} -I -S .ws/snapshot.py || exit 98\n'
             "exit $status\n"
         )
         ro = {**(readonly or {}), ".ws/cmd.sh": script}
-        job = self._job(wrapper, timeout_s, ro, env or {}, outputs or [], bool(outputs))
-        code, (out,), status, kept, wall = await self._submit(job)
-        return Run(code, out, status, kept, wall)
+        job = self._job(wrapper, timeout_s, ro, env or {}, [".ws-state.tar"])
+        t0 = time.monotonic()
+        res = await self.sandbox.run(job)
+        code = res.exit_code
+        if code in (97, 98) or ".ws-state.tar" not in res.outputs:
+            code = None  # the state could not be restored or packed: keep the previous one
+        else:
+            self.state = res.outputs[".ws-state.tar"]
+        return Run(code, _output(res), res.status, {}, time.monotonic() - t0)
 
-    async def run_tests(self, step: Step) -> tuple[Rewards, Run]:
-        """Run the step's test.sh against the current state (which it does not change); Harbor runs
-        `bash /tests/test.sh` from the working folder."""
+    async def run_tests(self, step: Step, network=None) -> tuple[Rewards, Run]:
+        """The step's tests against the current state (which they do not change), hermetically: Harbor runs
+        `bash /tests/test.sh` from the working folder, and so do we, in a job of the tests' own: the working
+        folder unpacked from the state, no link out of it; fresh HOME and /tmp; the reward folder made for
+        this run (read back without following links); their Python finding installed modules and plugins
+        before anything in a folder they can write (`injob/sitecustomize.py`). `network`: a `Network`
+        where the solution's services still run."""
         if "test.sh" not in step.tests:
             return Rewards(None, "no tests/test.sh"), Run(None, "", "not_run", {}, 0.0)
-        probe = self.copy()
-        tests = {f"tests/{p}": b for p, b in step.tests.items()}
-        run = await probe.run(
-            'bash "$TESTS_DIR/test.sh"\n',
-            step.verifier_timeout_s,
-            readonly=tests,
-            env=resolve_env(step.verifier_env, f"{self.name}: [verifier] env"),
-            outputs=list(REWARD_OUTPUTS),
+        out = f".v-{secrets.token_hex(8)}"
+        verifier = f"{out}/verifier"
+        test_env = resolve_env(step.verifier_env, f"{self.name}: [verifier] env")
+        exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in test_env.items())
+        own = " ".join(sorted(self.own_conftests | {hashlib.sha256(b).hexdigest() for b in step.tests.values()}))
+        wrapper = self._prologue(verifier, tests=True) + (
+            f"( {exports}export PYTHONNOUSERSITE=1 TEMPERING_OWN_CONFTESTS={shlex.quote(own)}\n"
+            f'  export PYTHONPATH="$ROOT/.ws/tools${{PYTHONPATH:+:$PYTHONPATH}}"\n'
+            f'  exec {_TIMEOUT} -k 2 {max(1, math.ceil(step.verifier_timeout_s))} bash "$TESTS_DIR/test.sh" ) </dev/null\n'
+            f'echo "$?" > "$ROOT/{out}/tests.status"\n'
         )
-        return _rewards_of(run, step), run
+        ro: dict[str, str | bytes] = {f"tests/{p}": b for p, b in step.tests.items()}
+        ro[".ws/tools/sitecustomize.py"] = injob.text("sitecustomize.py")
+        names = {f"{verifier}/{n}": f"logs/verifier/{n}" for n in ("reward.txt", "reward.json")}
+        job = self._job(wrapper, step.verifier_timeout_s, ro, {}, [*names, f"{out}/tests.status"], verifier)
+        t0 = time.monotonic()
+        res = await self.sandbox.run(job, network=network) if network is not None else await self.sandbox.run(job)
+        code = _status_file(res.outputs.get(f"{out}/tests.status"))
+        status = res.status if code is None else ("ok" if code == 0 else "timeout" if code == 124 else "nonzero_exit")
+        files = {names[k]: v for k, v in res.outputs.items() if k in names}
+        run = Run(code, _output(res), status, files, time.monotonic() - t0)
+        return _rewards_of(run, step, res.status == "sandbox_error"), run
 
     async def solve(self, step: Step) -> Run:
         """Run the step's oracle, `bash /solution/solve.sh`, keeping what it changes."""
         solution = {f"solution/{p}": b for p, b in step.solution.items()}
+        exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in self.solution_env.items())
         return await self.run(
-            'bash "$SOLUTION_DIR/solve.sh"\n',
-            step.agent_timeout_s or DEFAULT_TIMEOUT_S,
-            readonly=solution,
-            env=self.solution_env,
+            exports + 'bash "$SOLUTION_DIR/solve.sh"\n', step.agent_timeout_s or DEFAULT_TIMEOUT_S, readonly=solution
         )
 
     async def solve_then_test(self, step: Step) -> tuple[Run, Rewards | None, Run | None]:
-        """The step's oracle, then (if it exited 0) its tests, in one job: what the solution leaves
-        running (a web server on a local port) still runs when the tests query it, as in Harbor's
-        container. The solution and everything it starts run in a Landlock domain (`landlock.py`) that
-        can neither read /tests nor write /logs/verifier or the job's own folder, nor trace or signal
-        the tests; the tests get a TMPDIR of their own, outside the domain's reach. Keeps the state the
-        solution left (packed before the tests run). Where `keeps_services` is False: `solve`, then
-        `run_tests`, in two jobs (services die in between). (solution's run, rewards or None when the
-        tests did not run, tests' run or None)."""
+        """The step's oracle, then (if it exited 0) its tests. Where `keeps_services`, the oracle runs in a
+        session (`session.Session`) whose job stays up while the tests run beside it, so that a service it
+        leaves running answers them over the network, as in Harbor's container; else `solve`, then
+        `run_tests`. (solution's run, rewards or None when the tests did not run, tests' run or None)."""
         if not self.keeps_services or "test.sh" not in step.tests:
             run = await self.solve(step)
             if run.exit_code != 0:
                 return run, None, None
             rewards, tests = await self.run_tests(step)
             return run, rewards, tests
-        solve_s = step.agent_timeout_s or DEFAULT_TIMEOUT_S
-        test_s = step.verifier_timeout_s
-        mark = secrets.token_hex(8)
-        solve_env = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in self.solution_env.items())
-        test_vars = resolve_env(step.verifier_env, f"{self.name}: [verifier] env")
-        test_env = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in test_vars.items())
-        home = [self.home] if self.home else []
-        deny = ":".join(["/tests", "/logs", backends_inner_workdir()])
-        allow = ":".join([self.workdir, *home])
-        wrapper = (
-            self._prologue()
-            + f'( {solve_env}exec timeout -k 2 {max(1, math.ceil(solve_s))} python3 "$ROOT/.ws/landlock.py" '
-            f'{shlex.quote(deny)} {shlex.quote(allow)} -- bash "$SOLUTION_DIR/solve.sh" ) </dev/null\n'
-            "status=$?\n"
-            'echo "$status" > "$ROOT/.ws-out/solve.status"\n'
-            'cd "$ROOT" && python3 .ws/snapshot.py || exit 98\n'
-            '[ "$status" = 0 ] || exit 0\n'
-            f"echo {mark}; echo {mark} >&2\n"
-            'mkdir -p "$ROOT/.ws-out/tmp" && cd "$APP_DIR" || exit 99\n'
-            f'( {test_env}export TMPDIR="$ROOT/.ws-out/tmp"; exec timeout -k 2 {max(1, math.ceil(test_s))} '
-            'bash "$TESTS_DIR/test.sh" ) </dev/null\n'
-            'echo "$?" > "$ROOT/.ws-out/tests.status"\n'
-        )
-        ro: dict[str, str | bytes] = {f"solution/{p}": b for p, b in step.solution.items()}
-        ro |= {f"tests/{p}": b for p, b in step.tests.items()}
-        ro[".ws/landlock.py"] = _LANDLOCK.read_text()
-        outputs = [*REWARD_OUTPUTS, ".ws-out/solve.status", ".ws-out/tests.status"]
-        job = self._job(wrapper, solve_s + test_s, ro, {}, outputs, True)
-        code, parts, status, kept, wall = await self._submit(job, mark)
-        solve_out, test_out = (parts + [""])[:2]
-        solve_code = _status_file(kept.get(".ws-out/solve.status"))
-        if code is None or solve_code is None:  # the job failed before the solution's status was known
-            return Run(None, "\n".join(parts), status, {}, wall), None, None
-        solve_run = Run(solve_code, solve_out, "ok" if solve_code == 0 else status, {}, wall)
-        if solve_code != 0:
-            if solve_code == 124:
-                solve_run.status = "timeout"
-            return solve_run, None, None
-        test_code = _status_file(kept.get(".ws-out/tests.status"))
-        test_files = {k: v for k, v in kept.items() if k in REWARD_OUTPUTS}
-        test_run = Run(
-            test_code,
-            test_out,
-            status if test_code is None else ("ok" if test_code == 0 else "nonzero_exit"),
-            test_files,
-            0.0,
-        )
-        return solve_run, _rewards_of(test_run, step), test_run
+        from tempering.envs.terminal.session import Session
+
+        solution = {f"solution/{p}": b for p, b in step.solution.items()}
+        session = Session(self, step, readonly=solution)
+        exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in self.solution_env.items())
+        run = await session.run(exports + 'bash "$SOLUTION_DIR/solve.sh"\n', step.agent_timeout_s or DEFAULT_TIMEOUT_S)
+        if run.exit_code != 0:
+            await session.close()
+            return run, None, None
+        rewards, tests = await session.finish()
+        return run, rewards, tests
 
     async def close(self) -> None:
         """Nothing to release: the state lives in memory."""
@@ -416,7 +380,19 @@ SERVICE_DIRS = {
 }
 """Writable folders services commonly use, fresh in each job (isolated backends): a server the solution
 starts may log to /var/log or keep its pid in /run as in the image."""
-_LANDLOCK = Path(__file__).with_name("landlock.py")
+_PY = shlex.quote(sys.executable)
+"""The project's interpreter, at the same path inside the jobs (run with -I -S: nothing of the job's on its path)."""
+_TIMEOUT = shutil.which("timeout", path="/usr/bin:/bin") or "timeout"
+
+
+def _output(res) -> str:
+    """A job's stdout then stderr, with what the sandbox said of a limit or a refused call."""
+    out = res.stdout + ("\n" if res.stdout and res.stderr else "") + res.stderr
+    if res.stdout_truncated or res.stderr_truncated:
+        out += "\n[output truncated]"
+    if res.message and (res.status in ("memory_exceeded", "output_limit", "sandbox_error", "killed") or res.denied):
+        out += f"\n[{res.status}: {res.message}]"
+    return out
 
 
 def _status_file(raw: bytes | None) -> int | None:
@@ -426,28 +402,17 @@ def _status_file(raw: bytes | None) -> int | None:
         return None
 
 
-def _rewards_of(run: Run, step: Step) -> Rewards:
+def _rewards_of(run: Run, step: Step, host_fault: bool = False) -> Rewards:
+    """The reward the tests wrote. No reward is the solution's failure (`incorrect`), unless the tests' job
+    could not be set up at all (`host_fault`: the host's, before anything of the solution's was in it)."""
     rewards = read_rewards(run.outputs.get("logs/verifier/reward.txt"), run.outputs.get("logs/verifier/reward.json"))
-    if rewards.values is None and (run.status == "timeout" or run.exit_code == 124):
-        rewards.error += f" (test.sh hit its {step.verifier_timeout_s:g} s limit)"
+    if rewards.values is None:
+        rewards.host_fault = host_fault
+        if run.status == "timeout" or run.exit_code == 124:
+            rewards.error += f" (test.sh hit its {step.verifier_timeout_s:g} s limit)"
+        if host_fault:
+            rewards.error += f" (the tests' job could not be set up: {run.output.strip()[-300:]})"
     return rewards
-
-
-def backends_inner_workdir() -> str:
-    from tempering.sandbox.backends import INNER_WORKDIR
-
-    return INNER_WORKDIR
-
-
-@functools.cache
-def landlock_abi() -> int:
-    """The kernel's Landlock ABI (0: none). Jobs run on the host's kernel, so the host's answer holds."""
-    from tempering.envs.terminal.landlock import abi
-
-    try:
-        return abi()
-    except (OSError, AttributeError):
-        return 0
 
 
 def harbor_home(workdir: str) -> str | None:

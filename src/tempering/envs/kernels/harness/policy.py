@@ -182,6 +182,65 @@ ALLOWED_CALLS = frozenset(
         "__repr__",
     }
 )
+# What building a model needs on top (module import and `__init__` run under the ban too): allocating,
+# filling parameters with random or constant values (torch.nn.init, the layers' reset_parameters),
+# loading the reference's weights. Computing is not building: a table of the op made with torch in
+# `__init__` is torch doing the kernel's work outside the timed call.
+INIT_CALLS = frozenset(
+    {
+        "ones",
+        "ones_like",
+        "full",
+        "full_like",
+        "new_ones",
+        "new_full",
+        "tensor",
+        "as_tensor",
+        "arange",
+        "linspace",
+        "eye",
+        "rand",
+        "rand_like",
+        "randn",
+        "randn_like",
+        "randint",
+        "randperm",
+        "uniform_",
+        "normal_",
+        "random_",
+        "bernoulli_",
+        "requires_grad_",
+        "uniform",
+        "normal",
+        "trunc_normal_",
+        "constant_",
+        "ones_",
+        "zeros_",
+        "eye_",
+        "dirac_",
+        "xavier_uniform_",
+        "xavier_normal_",
+        "kaiming_uniform_",
+        "kaiming_normal_",
+        "calculate_gain",
+        "_calculate_fan_in_and_fan_out",
+        "_calculate_correct_fan",
+        "_no_grad_uniform_",
+        "_no_grad_normal_",
+        "_no_grad_fill_",
+        "_no_grad_zero_",
+        "_make_subclass",
+        "__setstate__",
+        "__deepcopy__",
+        "__reduce_ex__",
+        "share_memory_",
+        "_set_grad_enabled",  # torch.nn.init fills under torch.no_grad()
+        "_parse_to",  # Module.to
+        "_has_compatible_shallow_copy_type",
+        "__set__",  # setting a tensor's property (param.data = t, requires_grad)
+        "is_complex",
+    }
+)
 # The same at the aten level, for compiled code that calls into ATen (torch_ext, cuda) and for any
 # path around the function-level check.
 ALLOWED_OPS = frozenset(

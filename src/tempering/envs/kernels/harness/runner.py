@@ -25,8 +25,10 @@ allocation, metadata, views and copies only (compiled code is held to the same b
 link, elf.py). There is no other mode, and every call is served the same way, correctness trial or
 timed: fresh inputs in fresh memfds, a cache flush, the call, and the whole output copied out before
 the answer. After every kernel call and every forward, torch's dispatch state (torch-function modes,
-dispatch keys, grad mode) must be as it was. `__init__` may use torch (weights), with every other
-restriction in place.
+dispatch keys, grad mode) must be as it was. `ModelNew(...)` (its `__init__`, loading the reference's
+weights) runs under the same ban, widened by what building a model needs (`policy.INIT_CALLS`:
+allocating, filling with random or constant values, copying), so torch computes nothing for the
+submission outside its forward either.
 """
 
 import builtins
@@ -47,6 +49,7 @@ import wire
 from torch.overrides import TorchFunctionMode
 
 ALLOWED_CALLS = policy.ALLOWED_CALLS
+INIT_CALLS = policy.INIT_CALLS
 EXTENSION_BACKENDS = ("torch_ext", "cuda")
 COUNTED_BACKENDS = ("c", "torch_ext", "cuda", "triton")
 BLOCKED_EVENTS = (
@@ -169,16 +172,17 @@ _NAMES: dict = {}
 
 
 class _BanCalls(TorchFunctionMode):
-    def __init__(self, guard):
+    def __init__(self, guard, extra=frozenset()):
         super().__init__()
         self.guard = guard
+        self.extra = extra  # what building the model may call besides (policy.INIT_CALLS)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if self.guard is not None:
             name = _NAMES.get(func)
             if name is None:  # aten overloads: `empty_like.default`
                 name = _NAMES[func] = getattr(func, "__name__", str(func)).split(".")[0]
-            if name not in self.guard.allowed_calls and not self.guard.trusted_caller():
+            if name not in self.guard.allowed_calls and name not in self.extra and not self.guard.trusted_caller():
                 self.guard.flag(f"torch call {name}")
         return func(*args, **(kwargs or {}))
 
@@ -525,12 +529,12 @@ class _Candidate:
             raise Refused("forbidden_op", f"{self.guard.violations[0]} ({when})")
 
     # -- candidate code ---------------------------------------------------------------------------
-    def _run_candidate(self, fn, ban, when):
-        """fn() as candidate code: audit hook on, and the torch ban if `ban`."""
+    def _run_candidate(self, fn, ban, when, extra=frozenset()):
+        """fn() as candidate code: audit hook on, and the torch ban if `ban` (widened by `extra`)."""
         self.active[0] = True
         try:
             if ban:
-                with torch.no_grad(), _BanCalls(self.guard):
+                with torch.no_grad(), _BanCalls(self.guard, extra):
                     return fn()
             return fn()
         except SystemExit:
@@ -590,8 +594,11 @@ class _Candidate:
             return model.to(self.device).eval(), sorted(mine), sorted(shared)
 
         torch.manual_seed(init_seed)  # the reference's seed (here: its state before any candidate code)
-        model, names, shared = self._run_candidate(make, False, "ModelNew(*get_init_inputs())")
-        self._violated("in ModelNew()")
+        model, names, shared = self._run_candidate(make, True, "ModelNew(*get_init_inputs())", INIT_CALLS)
+        self._violated(
+            "in ModelNew(): building the model may allocate, fill parameters with random or constant values and "
+            "copy, not compute (tensors named and shaped as Model's get its values anyway); compute in the kernel"
+        )
         self._tampered("ModelNew()")
         self._special_methods("ModelNew()")
         self.model = model

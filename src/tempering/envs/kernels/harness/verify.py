@@ -112,7 +112,10 @@ def _mismatch(got, want, atol, rtol):
         return {"reason": f"shape {tuple(got.shape)} != expected {tuple(want.shape)}"}
     if got.dtype != want.dtype:
         return {"reason": f"dtype {got.dtype} != expected {want.dtype}"}
-    close = torch.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    if got.is_floating_point() or got.is_complex():
+        close = torch.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    else:  # integer and bool outputs (counts, indices, masks) are exact: a count off by one is wrong
+        close = got == want
     if bool(close.all()):
         return None
     g, w = got.detach().double().cpu(), want.detach().double().cpu()
@@ -195,10 +198,11 @@ def _is_float(x):
     return isinstance(x, torch.Tensor) and x.is_floating_point()
 
 
-def _low_precision(ratio, limit, what):
+def _low_precision(ratio, limit, what, dtype):
+    name = str(dtype).removeprefix("torch.")
     return (
         f"errors look like lower-precision arithmetic: RMS error {ratio:.3g} times {what}, above {limit:g} "
-        "(float32 arithmetic stays within it; float16 and bfloat16 are far outside)"
+        f"({name} arithmetic stays within it; arithmetic in a lower precision is far outside)"
     )
 
 
@@ -387,6 +391,7 @@ class Judge:
         self.precision_factor = cfg.get("precision_factor", 32.0)
         self.candidate = candidate
         self.ref64 = None  # the reference in float64, made on first need (False: it cannot run so)
+        self.ref32 = None  # the reference in float32 (float64 outputs: the estimate of their own error)
         self.reference = None
         self.result = {"trials": [], "timing": {}, "kernel_calls": 0}
 
@@ -512,7 +517,7 @@ class Judge:
     # -- correctness -----------------------------------------------------------------------------------
     def compare(self, gots, wants, kind, note, inputs, spreads=None):
         """Raise a Verdict unless every output is right: shape, dtype, within atol/rtol, not degenerate,
-        and (float32) as precise as float32 arithmetic. Returns the worst relative RMS error."""
+        and (floating outputs) as precise as arithmetic in their dtype. Returns the worst relative RMS error."""
         spreads = {} if spreads is None else spreads
         if len(gots) != len(wants):
             raise Verdict("incorrect", f"returned {len(gots)} outputs, expected {len(wants)}")
@@ -528,7 +533,7 @@ class Judge:
                     spreads[k] = _spread(w)
                 reason = _degenerate(g, spreads[k], w.numel(), gap)
                 report = reason and {"reason": reason}
-            if report is None and rms is not None and w.dtype == torch.float32:
+            if report is None and rms is not None:  # every floating dtype, each at its own precision
                 if k not in spreads:
                     spreads[k] = _spread(w)
                 rel, why = self.precise(g, w, rms, spreads[k][2], inputs, k)
@@ -542,51 +547,81 @@ class Judge:
     def precise(self, got, want, rms, scale, inputs, k):
         """(relative RMS error, '' or why the error looks like lower-precision arithmetic).
 
-        The error is judged against the reference's own float32 error on these inputs: a float64
-        evaluation of the reference is the truth, and float32's error is what the float32 reference
-        makes against it plus what rounding its inputs by one unit makes (how sensitive the output is:
-        large where values cancel, as in a ReLU of a difference or a sparse output). A candidate within
-        `precision_factor` of that, or within `precision_rms` of the output's RMS, computes in float32;
-        float16 or bfloat16 arithmetic is thousands of times off. Close enough to the float32 reference
-        (2^-20 of the output's RMS), no float64 evaluation is needed."""
-        if rms <= 2.0**-20 * scale:
+        The error is judged against the reference's own error at the output's dtype on these inputs: a
+        float64 evaluation of the reference is the truth, and the dtype's error is what the reference
+        makes against it (`own_error`; at least one rounding of each value) plus what rounding its
+        inputs by one unit of their dtype makes (how sensitive the output is: large where values cancel, as in a ReLU of a difference or a
+        sparse output). A candidate within `precision_factor` of that, or within `precision_rms` of the
+        output's RMS (for a finer dtype, scaled down by the ratio of its epsilon to float32's), computes in the
+        output's precision; one a step lower (float16 for float32, float32 for float64) is thousands of
+        times off. Close enough to the reference (8 units of the dtype times the output's RMS), no float64
+        evaluation is needed."""
+        eps = torch.finfo(want.dtype).eps
+        floor_rms = self.precision_rms * min(1.0, eps / EPS32)
+        if rms <= 8 * eps * scale:
             return (rms / scale if scale > 0 else 0.0), ""
         exact, nudged = self.float64(inputs, k)
-        if exact is None:  # the reference cannot run in float64: against the float32 one, RMS-relative
+        if exact is None:  # the reference cannot run in float64: against its own output, RMS-relative
             rel = rms / scale if scale > 1e-30 else math.inf
-            return rel, (
-                "" if rel <= self.precision_rms else _low_precision(rel, self.precision_rms, "the output's RMS")
-            )
+            return rel, ("" if rel <= floor_rms else _low_precision(rel, floor_rms, "the output's RMS", want.dtype))
         truth = float(torch.linalg.vector_norm(exact)) / math.sqrt(max(1, exact.numel()))
         n = math.sqrt(max(1, exact.numel()))
         err = float(torch.linalg.vector_norm(got.double() - exact)) / n
-        own = float(torch.linalg.vector_norm(want.double() - exact)) / n
+        own = math.hypot(float(torch.linalg.vector_norm(self.own_error(want, exact, inputs, k))) / n, eps * truth)
         sensitivity = float(torch.linalg.vector_norm(nudged - exact)) / n
-        allowed = max(self.precision_rms * truth, self.precision_factor * math.hypot(own, sensitivity))
+        allowed = max(floor_rms * truth, self.precision_factor * math.hypot(own, sensitivity))
         rel = err / truth if truth > 0 else 0.0
         if err <= allowed:
             return rel, ""
+        name = str(want.dtype).removeprefix("torch.")
         return rel, _low_precision(
-            err / max(math.hypot(own, sensitivity), 1e-300), self.precision_factor, "float32's own error here"
+            err / max(math.hypot(own, sensitivity), 1e-300),
+            self.precision_factor,
+            f"{name}'s own error here",
+            want.dtype,
         )
+
+    def own_error(self, want, exact, inputs, k):
+        """|reference - truth| elementwise at want's dtype. For a float64 output, whose reference is the
+        truth here, it is estimated from the reference run in float32 (on its inputs rounded to float32),
+        scaled by the ratio of the two epsilons: how much the op amplifies rounding does not depend on
+        the precision it rounds at (zero if the reference does not run in float32)."""
+        if want.dtype != torch.float64:
+            return (want.double() - exact).abs()
+        cached = getattr(self, "_f32", None)
+        if cached is None or cached[0] is not inputs:
+            try:
+                if getattr(self, "ref32", None) is None:
+                    self.ref32 = copy.deepcopy(self.ref).float()
+                rounded = [x.detach().float() if _is_float(x) else x for x in inputs]
+                with torch.no_grad():
+                    lower = [o.double() if _is_float(o) else None for o in _outputs(self.ref32(*rounded))]
+            except Exception:
+                lower = None
+            cached = self._f32 = (inputs, lower)
+        lower = cached[1]
+        if lower is None or lower[k] is None or lower[k].shape != exact.shape:
+            return torch.zeros_like(exact)
+        return ((lower[k] - exact).abs() * (torch.finfo(torch.float64).eps / EPS32)).nan_to_num(0.0, 0.0, 0.0)
 
     def within_noise(self, got, want, inputs, k):
         """Every element within atol + rtol |exact| of the float64 reference, widened by `precision_factor`
-        times float32's own error there (elementwise, plus its RMS): a sum of large values is off by more
+        times the dtype's own error there (elementwise, plus its RMS): a sum of large values is off by more
         than atol in float32 itself, and a candidate may not be held closer than that."""
-        if want.dtype != torch.float32:
+        if not want.is_floating_point():
             return False
         exact, nudged = self.float64(inputs, k)
         if exact is None:
             return False
-        noise = (want.double() - exact).abs() + (nudged - exact).abs()
+        eps = torch.finfo(want.dtype).eps
+        noise = self.own_error(want, exact, inputs, k) + (nudged - exact).abs() + eps * exact.abs()
         floor = float(torch.linalg.vector_norm(noise)) / math.sqrt(max(1, noise.numel()))
         allowed = self.atol + self.rtol * exact.abs() + self.precision_factor * (noise + floor)
         return bool(((got.double() - exact).abs() <= allowed).all())
 
     def float64(self, inputs, k):
-        """Output k of the reference in float64 on `inputs`, and on them nudged by one float32 unit
-        (random signs); (None, None) if the reference does not run in float64."""
+        """Output k of the reference in float64 on `inputs`, and on them nudged by one unit of each input's
+        own dtype (random signs); (None, None) if the reference does not run in float64."""
         if self.ref64 is None:
             try:
                 self.ref64 = copy.deepcopy(self.ref).double()
@@ -600,10 +635,14 @@ class Judge:
         gen = torch.Generator().manual_seed(len(self.result["trials"]))
         exact_in = [x.detach().to(self.device, torch.float64) if _is_float(x) else x for x in inputs]
         nudged_in = [
-            x * (1 + EPS32 * (torch.randint(0, 2, x.shape, generator=gen).to(x.device, x.dtype) * 2 - 1))
+            e
+            * (
+                1
+                + torch.finfo(x.dtype).eps * (torch.randint(0, 2, e.shape, generator=gen).to(e.device, e.dtype) * 2 - 1)
+            )
             if _is_float(x)
-            else x
-            for x in exact_in
+            else e
+            for x, e in zip(inputs, exact_in)
         ]
         try:
             with torch.no_grad():

@@ -1,0 +1,290 @@
+"""tinker-cookbook's own loops against `tempering serve tinker`, and rl_loop's speed beside `tempering train`.
+
+    flock /tmp/tempering-timing.lock .venv/bin/python benchmarks/tinker_service.py [--rl-steps 4] [--repeats 2]
+
+On the tiny model (`tiny-s`, seeded random weights, served under the cookbook's name meta-llama/Llama-3.2-1B)
+and local data in the recipes' formats (`tempering.serve.tinker.cookbook`):
+- `sl_loop.py` as it ships: its logged train_mean_nll at the first and the last step;
+- the sampler's log-probs against the trainer's, through the SDK: a LoRA client takes a step, its sampling
+  client samples, and the same tokens go through `forward` (the largest absolute difference);
+- `rl_loop.py` as it ships (importance_sampling, 4 prompts x 4 samples, 16 new tokens): its reward per step
+  and its own per-step time; alternated, `repeats` times, with `tempering train` on the same model, LoRA rank,
+  batch and token limit (arithmetic prompts, much shorter than rl_loop's few-shot GSM8K prompt: the table
+  gives both prompt lengths). Steps/s is 1 / the median step time after the first step.
+Writes docs/results/tinker.md and tinker.json; the load average and matmul peak are measured in the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics as st
+import subprocess
+import sys
+import tempfile
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+import numpy as np
+
+from tempering.progress import conditions, conditions_text
+from tempering.serve.tinker import cookbook as local
+from tempering.serve.tinker.app import NOT_IMPLEMENTED
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL, NAME = "tiny-s", "meta-llama/Llama-3.2-1B"
+PROMPTS, GROUP, MAX_TOKENS, RANK = 4, 4, 16, 8
+TESTS = ROOT / "tests" / "serve" / "test_tinker.py"
+
+
+def logprob_max_diff(url: str) -> float:
+    import tinker
+    from tinker import types
+
+    tc = tinker.ServiceClient(base_url=url).create_lora_training_client(base_model=NAME, rank=RANK).result()
+    tok = tc.get_tokenizer()
+    ids = tok.encode("What is 3 + 4? 3 + 4 = 7.", add_special_tokens=False)
+    datum = types.Datum(
+        model_input=types.ModelInput.from_ints(ids[:-1]),
+        loss_fn_inputs={"target_tokens": ids[1:], "weights": [1.0] * (len(ids) - 1)},
+    )
+    tc.forward_backward([datum], "cross_entropy").result()
+    tc.optim_step(types.AdamParams(learning_rate=1e-2)).result()
+    sampler = tc.save_weights_and_get_sampling_client().result()
+    prompt = ids[:8]
+    res = sampler.sample(
+        types.ModelInput.from_ints(prompt),
+        num_samples=GROUP,
+        sampling_params=types.SamplingParams(max_tokens=MAX_TOKENS, seed=0),
+    ).result()
+    worst = 0.0
+    for seq in res.sequences:
+        full = prompt + seq.tokens
+        d = types.Datum(
+            model_input=types.ModelInput.from_ints(full[:-1]),
+            loss_fn_inputs={"target_tokens": full[1:], "weights": [0.0] * (len(full) - 1)},
+        )
+        trainer = np.asarray(tc.forward([d], "cross_entropy").result().loss_fn_outputs[0]["logprobs"].data)[
+            len(prompt) - 1 :
+        ]
+        worst = max(worst, float(np.abs(np.asarray(seq.logprobs) - trainer).max()))
+    return worst
+
+
+def rl_loop(url: str, folder: Path, steps: int, tag: str) -> dict:
+    rows = local.run_loop(
+        "rl_loop", folder, url, NAME, f"batch_size={PROMPTS}", f"group_size={GROUP}", f"max_tokens={MAX_TOKENS}",
+        f"max_steps={steps}", "loss_fn=importance_sampling", f"lora_rank={RANK}", log=tag,
+    )  # fmt: skip
+    return {"rewards": [r["reward/total"] for r in rows], "step_seconds": [r["time/total"] for r in rows]}
+
+
+def tempering_train(folder: Path, steps: int) -> dict:
+    out = folder / "train"
+    cmd = [
+        sys.executable, "-m", "tempering.cli", "train", f"model.name={MODEL}", f"model.lora_rank={RANK}",
+        f"rollout.prompts_per_step={PROMPTS}", f"rollout.group_size={GROUP}", f"rollout.max_new_tokens={MAX_TOKENS}",
+        f"run.steps={steps}", "task.heldout_size=8", "run.eval_every=0", "run.progress=false",
+        f"run.out_dir={out}", "--overwrite",
+    ]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if done.returncode:
+        raise RuntimeError(f"tempering train failed:\n{done.stderr[-3000:]}")
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if "step_seconds" in r]
+    return {"rewards": [r["reward"] for r in rows], "step_seconds": [r["step_seconds"] for r in rows]}
+
+
+def steps_per_s(run: dict) -> float:
+    return 1.0 / st.median(run["step_seconds"][1:] or run["step_seconds"])
+
+
+def prompt_tokens(folder: Path) -> dict[str, float]:
+    """Prompt lengths of the two arms, in the tiny model's tokens (characters)."""
+    from tinker_cookbook import renderers
+    from tinker_cookbook.tokenizer_utils import get_tokenizer
+
+    from tempering.envs.arithmetic import ArithmeticFamily
+    from tempering.models.tokenizer import char_tokenizer
+
+    cwd = os.getcwd()
+    os.chdir(folder)
+    try:
+        renderer = renderers.get_renderer("role_colon", get_tokenizer(NAME))
+    finally:
+        os.chdir(cwd)
+    rl = renderer.build_generation_prompt(
+        [{"role": "user", "content": "How many r's are in strawberry? Provide a numerical answer without units, written inside \\boxed{}."},
+         {"role": "assistant", "content": "Let's spell the word out and number all the letters: 1) s 2) t 3) r 4) a 5) w 6) b 7) e 8) r 9) r 10) y. We have r's at positions 3, 8, and 9. \\boxed{3}"},
+         {"role": "user", "content": "What is 3 + 4? Provide a numerical answer without units, written inside \\boxed{}."}]
+    ).length  # fmt: skip
+    tasks = ArithmeticFamily().tasks("train", 8, seed=0)
+    ours = st.mean(len(char_tokenizer().encode(t.prompt)) for t in tasks)
+    return {"rl_loop": float(rl), "tempering_train": float(ours)}
+
+
+CALLS = [
+    "ServiceClient.get_server_capabilities",
+    "ServiceClient.create_lora_training_client",
+    "ServiceClient.create_training_client_from_state",
+    "ServiceClient.create_training_client_from_state_with_optimizer",
+    "ServiceClient.create_sampling_client",
+    "TrainingClient.get_info",
+    "TrainingClient.get_tokenizer",
+    "TrainingClient.forward",
+    "TrainingClient.forward_backward",
+    "TrainingClient.forward_backward_custom",
+    "TrainingClient.optim_step",
+    "TrainingClient.save_state",
+    "TrainingClient.load_state",
+    "TrainingClient.load_state_with_optimizer",
+    "TrainingClient.save_weights_for_sampler",
+    "TrainingClient.save_weights_and_get_sampling_client",
+    "SamplingClient.sample",
+    "SamplingClient.compute_logprobs",
+]
+"""The SDK calls the service answers (app.py: IMPLEMENTED lists the routes behind them)."""
+
+
+def calls() -> dict[str, dict[str, bool]]:
+    """Each SDK call: answered by the service, and called by name in its tests (tests/serve/test_tinker.py)."""
+    source = TESTS.read_text()
+    refused = [c.split(" ")[0] for c in NOT_IMPLEMENTED.values() if c.split(" ")[0].count(".") == 1]
+    out = {c: {"implemented": True, "tested": f".{c.split('.')[1]}(" in source} for c in CALLS}
+    out.update({c: {"implemented": False, "tested": f".{c.split('.')[1]}(" in source or c in source} for c in refused})
+    return out
+
+
+def rewrite(path: Path) -> None:
+    """The calls and the page again from a stored JSON (after the tests changed; the measurements stay)."""
+    res = json.loads(path.read_text())
+    res["calls"] = calls()
+    path.write_text(json.dumps(res, indent=1) + "\n")
+    path.with_suffix(".md").write_text(table(res, conditions_text(res["machine"]["start"], res["machine"]["end"])))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rl-steps", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--out", default=str(ROOT / "docs" / "results"))
+    ap.add_argument("--calls-only", action="store_true", help="only rewrite the calls table of the stored JSON")
+    a = ap.parse_args()
+    if a.calls_only:
+        return rewrite(Path(a.out) / "tinker.json")
+    os.environ.setdefault("TINKER_API_KEY", local.OFFLINE["TINKER_API_KEY"])  # the SDK wants one; none is checked
+    start = conditions()
+    with tempfile.TemporaryDirectory(prefix="tinker-bench-") as tmp:
+        work = Path(tmp)
+        with local.serving(work / "state", {NAME: MODEL}, "threads=2") as url:
+            folder = local.prepare(work / "run", work / "state", NAME)
+            sl = local.run_loop(
+                "sl_loop", folder, url, NAME, "batch_size=8", "max_steps=4", f"lora_rank={RANK}", "learning_rate=3e-3"
+            )
+            diff = logprob_max_diff(url)
+            rl_runs, ours = [], []
+            for i in range(a.repeats):  # alternated: rl_loop on the service, then tempering train
+                rl_runs.append(rl_loop(url, folder, a.rl_steps, f"rl{i}"))
+                ours.append(tempering_train(work, a.rl_steps))
+            lengths = prompt_tokens(folder)
+    end = conditions()
+    rl_speed = [steps_per_s(r) for r in rl_runs]
+    our_speed = [steps_per_s(r) for r in ours]
+    res = {
+        "sdk_version": version("tinker"),
+        "cookbook_version": version("tinker-cookbook"),
+        "calls": calls(),
+        "rl_loop": {
+            "steps": a.rl_steps,
+            "reward_first": rl_runs[0]["rewards"][0],
+            "reward_last": rl_runs[0]["rewards"][-1],
+            "logprob_max_diff": diff,
+            "runs": rl_runs,
+        },
+        "sl_loop": {
+            "loss_first": sl[0]["train_mean_nll"],
+            "loss_last": sl[-1]["train_mean_nll"],
+            "train_mean_nll": [r["train_mean_nll"] for r in sl],
+        },
+        "throughput_vs_tempering_train": {
+            "rl_loop_steps_per_s": rl_speed,
+            "tempering_train_steps_per_s": our_speed,
+            "ratio_median": st.median(r / o for r, o in zip(rl_speed, our_speed)),
+            "tempering_train_runs": ours,
+            "prompt_tokens": lengths,
+        },
+        "setup": {
+            "model": MODEL,
+            "served_as": NAME,
+            "prompts": PROMPTS,
+            "group": GROUP,
+            "max_tokens": MAX_TOKENS,
+            "lora_rank": RANK,
+            "repeats": a.repeats,
+        },
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "start": start, "end": end},
+        "command": "flock /tmp/tempering-timing.lock .venv/bin/python benchmarks/tinker_service.py "
+        + " ".join(sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    out = Path(a.out)
+    (out / "tinker.json").write_text(json.dumps(res, indent=1) + "\n")
+    (out / "tinker.md").write_text(table(res, conditions_text(start, end)))
+
+
+def table(r: dict, machine: str) -> str:
+    t, rl, sl, s = r["throughput_vs_tempering_train"], r["rl_loop"], r["sl_loop"], r["setup"]
+    rows = "\n".join(
+        f"| `{k}` | {'yes' if v['implemented'] else 'no (404 naming it)'} | {'yes' if v['tested'] else 'no'} |"
+        for k, v in r["calls"].items()
+    )
+    pairs = "\n".join(
+        f"| {i + 1} | {a:.3f} | {b:.3f} | {a / b:.2f} |"
+        for i, (a, b) in enumerate(zip(t["rl_loop_steps_per_s"], t["tempering_train_steps_per_s"]))
+    )
+    return f"""# tinker-cookbook's loops on `tempering serve tinker`
+
+`{r["command"]}` ({r["date"]}; tinker {r["sdk_version"]}, tinker-cookbook {r["cookbook_version"]}). Model: `{s["model"]}`
+(seeded random weights) served as `{s["served_as"]}`; local data in the recipes' formats
+(`tempering.serve.tinker.cookbook`). Machine: {r["machine"]["cpus"]} CPUs, {machine}. The machine is shared:
+other jobs ran during this run, so only the ratios within it compare.
+
+## The loops, unchanged
+
+| loop | first | last |
+|---|---|---|
+| `sl_loop.py`, train_mean_nll, {len(sl["train_mean_nll"])} steps | {sl["loss_first"]:.4f} | {sl["loss_last"]:.4f} |
+| `rl_loop.py`, reward/total, {rl["steps"]} steps | {rl["reward_first"]:.3f} | {rl["reward_last"]:.3f} |
+
+The random tiny model never writes `\\boxed{{...}}`, so rl_loop's GSM8K reward is 0 at every step and each
+group's advantages are all zero: the loop samples, scores and checkpoints through the service but skips its
+updates (the SDK tests train through `forward_backward` with every policy loss).
+Sampled log-probs against the trainer's forward on the same tokens (SDK, after one optimizer step): largest
+absolute difference {rl["logprob_max_diff"]:.2e}.
+
+## rl_loop.py beside `tempering train`
+
+Same model, LoRA rank {s["lora_rank"]}, {s["prompts"]} prompts x {s["group"]} samples, at most {s["max_tokens"]} new tokens,
+alternated {s["repeats"]} times; steps/s = 1 / median step time after the first step (rl_loop's own
+`time/total`, `tempering train`'s `step_seconds`). The prompts differ: rl_loop's few-shot GSM8K prompt is
+{t["prompt_tokens"]["rl_loop"]:.0f} tokens, `tempering train`'s arithmetic prompt {t["prompt_tokens"]["tempering_train"]:.0f}.
+
+| pair | rl_loop.py steps/s | tempering train steps/s | ratio |
+|---|---|---|---|
+{pairs}
+
+Median ratio: {t["ratio_median"]:.2f}.
+
+## API calls
+
+| call | implemented | tested |
+|---|---|---|
+{rows}
+"""
+
+
+if __name__ == "__main__":
+    main()

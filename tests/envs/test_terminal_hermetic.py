@@ -1,0 +1,213 @@
+"""The pieces of the hermetic tests' job, each on its own: packing a working folder whatever modes the
+solution left, unpacking it with no way out of it (also where tarfile has no `filter=`), the links the
+tests never see, the tests' Python finding installed modules first and loading only the conftest.py files
+the task shipped; and the sample task that took NaN."""
+
+import asyncio
+import os
+import shutil
+import stat
+import tarfile
+import types
+
+import pytest
+
+from tempering.envs.terminal import SAMPLES, TerminalEnv, bundle_task, read_bundle
+from tempering.envs.terminal.injob import restore, snapshot, text
+from tempering.sandbox import Job, Sandbox
+
+ISOLATED = [b for b in ("bwrap", "unshare") if b in Sandbox.available_backends()]
+
+
+def _pack(tmp_path, build) -> bytes:
+    """Build app/ with `build(app)`, pack it with snapshot.py, return the tar."""
+    work = tmp_path / "pack"
+    (work / "app").mkdir(parents=True)
+    build(work / "app")
+    cwd = os.getcwd()
+    os.chdir(work)
+    try:
+        assert snapshot.main() == 0
+    finally:
+        os.chdir(cwd)
+    return (work / ".ws-state.tar").read_bytes()
+
+
+def _unpack(tmp_path, tar: bytes, *args: str):
+    work = tmp_path / "unpack"
+    work.mkdir()
+    (work / ".ws-state.tar").write_bytes(tar)
+    cwd = os.getcwd()
+    os.chdir(work)
+    try:
+        return restore.main(["app", *args]), work / "app"
+    finally:
+        os.chdir(cwd)
+
+
+def test_packing_and_unpacking_keep_modes_links_and_fifos(tmp_path):
+    def build(app):
+        (app / "locked" / "deep").mkdir(parents=True)
+        (app / "locked" / "deep" / "f").write_text("secret")
+        (app / "answer.txt").write_text("12\n")
+        (app / "group-writable").write_text("x")
+        os.chmod(app / "group-writable", 0o664)
+        os.symlink("answer.txt", app / "inside")
+        os.mkfifo(app / "pipe")
+        os.chmod(app / "locked" / "deep" / "f", 0)
+        os.chmod(app / "locked" / "deep", 0)
+        os.chmod(app / "locked", 0o500)
+
+    tar = _pack(tmp_path, build)
+    code, app = _unpack(tmp_path, tar)
+    assert code == 0
+    mode = lambda p: stat.S_IMODE(os.lstat(p).st_mode)
+    assert (mode(app / "locked"), mode(app / "locked" / "deep")) == (0o500, 0)
+    assert mode(app / "group-writable") == 0o664 and os.readlink(app / "inside") == "answer.txt"
+    assert stat.S_ISFIFO(os.lstat(app / "pipe").st_mode)
+    os.chmod(app / "locked" / "deep", 0o700)
+    assert (mode(app / "locked" / "deep" / "f"), (app / "locked" / "deep" / "f").read_text()) == (0, "secret")
+
+
+def _tar_of(members) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        for name, kind, data in members:
+            info = tarfile.TarInfo(name)
+            if kind == "link":
+                info.type, info.linkname = tarfile.SYMTYPE, data
+                t.addfile(info)
+            elif kind == "dir":
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                t.addfile(info)
+            else:
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data.encode()))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("has_filter", [True, False], ids=["tarfile-with-filter", "python-3.11.3-tarfile"])
+@pytest.mark.parametrize(
+    "members",
+    [
+        [("../escaped", "file", "x")],
+        [("/abs/../../escaped", "file", "x")],
+        [("out", "link", ".."), ("out/escaped", "file", "x")],  # through a link unpacked just before
+        [("out", "link", "/"), ("out/escaped", "file", "x")],
+    ],
+    ids=["dotdot", "absolute", "through-relative-link", "through-absolute-link"],
+)
+def test_nothing_is_unpacked_outside_the_working_folder(tmp_path, monkeypatch, members, has_filter):
+    if not has_filter:  # what restore.py sees of tarfile on Python 3.11.0-3.11.3: no filters
+        monkeypatch.setattr(restore, "tarfile", types.SimpleNamespace(open=tarfile.open))
+    code, app = _unpack(tmp_path, _tar_of(members))
+    assert code == 1 and not (tmp_path / "unpack" / "escaped").exists() and not (tmp_path / "escaped").exists()
+
+
+def test_the_tests_see_no_link_out_of_the_working_folder(tmp_path, capsys):
+    members = [
+        ("answer.txt", "file", "12"),
+        ("inside", "link", "answer.txt"),
+        ("inside_abs", "link", "APP/answer.txt"),
+        ("reward", "link", "/logs/verifier/reward.txt"),
+        ("chain_dir", "link", ".."),
+        ("chain", "link", "chain_dir/outside"),  # out through another link: judged before either goes
+        ("proc", "link", "/proc/self/fd/1"),
+        ("home", "link", "/root/.gitconfig"),
+        ("system", "link", "/usr/bin/env"),
+    ]
+    app_dir = str(tmp_path / "unpack" / "app")
+    members = [(n, k, d.replace("APP", app_dir)) for n, k, d in members]
+    code, app = _unpack(tmp_path, _tar_of(members), "--tests", app_dir)
+    assert code == 0
+    kept = sorted(p.name for p in app.iterdir())
+    system_read_only = not os.access("/usr/bin/env", os.W_OK)
+    assert kept == sorted(["answer.txt", "inside", "inside_abs"] + (["system"] if system_read_only else []))
+    assert "the tests do not see reward -> /logs/verifier/reward.txt" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not ISOLATED, reason="needs an isolating sandbox backend (read-only mounts)")
+def test_the_tests_python_finds_installed_modules_before_the_working_folders():
+    """As in the tests' job: the start-up module first on PYTHONPATH in a read-only folder, the working
+    folder as the current one, holding a planted `json.py`, a module of its own and a distribution."""
+    files = {
+        "app/json.py": "raise SystemExit('planted json imported')\n",
+        "app/local_module.py": "VALUE = 7\n",
+        "app/planted-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: planted-dist\nVersion: 1.0\n",
+    }
+    code = (
+        "import json, local_module, sys, importlib.metadata as m; "
+        "print(json.__file__.startswith(sys.base_prefix), local_module.VALUE, "
+        "'planted-dist' in {d.metadata['Name'] for d in m.distributions()}, 'pytest' in {d.metadata['Name'] for d in m.distributions()})"
+    )
+    cmd = f'cd app && PYTHONPATH=/job/tools PYTHONNOUSERSITE=1 python3 -c "{code}" && python3 -m json.tool /dev/null'
+    job = Job(cmd=["sh", "-c", cmd], files=files, readonly_files={"tools/sitecustomize.py": text("sitecustomize.py")})
+    res = Sandbox(backend=ISOLATED[0]).run_sync(job)
+    assert res.stdout.split() == ["True", "7", "False", "True"], res.stderr
+
+
+@pytest.mark.skipif(not ISOLATED, reason="Harbor's paths need an isolating sandbox backend")
+def test_the_tests_python_in_their_job(tmp_path):
+    """The same in the tests' real job: the solution plants json.py in the working folder, the tests run
+    `python3 -m json.tool` from there (which imports json)."""
+    root = shutil.copytree(SAMPLES / "csv-revenue", tmp_path / "t")
+    (root / "tests" / "test.sh").write_text(
+        "#!/bin/bash\ncd /app\npython3 -m json.tool totals.json > /dev/null && r=1 || r=0\n"
+        "echo $r > /logs/verifier/reward.txt\n"
+    )
+    env = TerminalEnv(bundle_task(read_bundle(root)), Sandbox(backend=ISOLATED[0]))
+    plant = "echo 'raise SystemExit(3)' > json.py; echo '{\"north\": 1}' > totals.json"
+
+    async def go():
+        return [await env.step(a) for a in (plant, "submit")]
+
+    _, final = asyncio.run(go())
+    assert final.status == "correct", final  # the installed json read totals.json; the planted one never ran
+
+
+PUBLIC = os.path.join(os.path.dirname(__file__), "data", "public_suites")
+FORCE_PASS = (
+    "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+    "    out = yield\n    out.get_result().outcome = 'passed'\n"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not ISOLATED, reason="Harbor's paths need an isolating sandbox backend")
+def test_tests_copied_into_the_working_folder_load_only_the_conftest_the_task_shipped(tmp_path):
+    """A public task whose tests.sh copies its test into /app and runs pytest there: a conftest.py the
+    solution left beside it never loads (a wrong answer stays wrong), one the task ships still does."""
+    root = shutil.copytree(os.path.join(PUBLIC, "conftest-plant-vulnerable"), tmp_path / "t")
+    wrong = f"cat > /app/conftest.py <<'EOF'\n{FORCE_PASS}EOF\n"
+    right = "mkdir -p /app/out && echo 42 > /app/out/total.txt"
+
+    def episode(*actions):
+        env = TerminalEnv(bundle_task(read_bundle(root)), Sandbox(backend=ISOLATED[0]))
+
+        async def go():
+            return [await env.step(a) for a in (*actions, "submit")][-1]
+
+        return asyncio.run(go())
+
+    assert episode(wrong).status == "incorrect"
+    assert episode(right).status == "correct"
+    (root / "tests" / "conftest.py").write_text(FORCE_PASS)  # the task's own: loaded, even from /app
+    test_sh = (root / "tests" / "test.sh").read_text()
+    (root / "tests" / "test.sh").write_text(
+        test_sh.replace("cp /tests/test_outputs.py /app/test_outputs.py", "cp /tests/*.py /app/")
+    )
+    assert episode("true").status == "correct"
+
+
+@pytest.mark.skipif(not ISOLATED, reason="Harbor's paths need an isolating sandbox backend")
+def test_csv_revenue_refuses_nan():
+    env = TerminalEnv(bundle_task(read_bundle(SAMPLES / "csv-revenue")), Sandbox(backend=ISOLATED[0]))
+    nan = """python3 -c 'import json; json.dump({"north": float("nan"), "south": float("nan"), "east": float("nan")}, open("totals.json", "w"))'"""
+
+    async def go():
+        return [await env.step(a) for a in (nan, "submit")]
+
+    _, final = asyncio.run(go())
+    assert (final.status, final.score) == ("incorrect", 0.0)

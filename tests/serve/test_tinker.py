@@ -1,0 +1,311 @@
+"""`tempering serve tinker` driven by the real client: the `tinker` SDK (pinned in the `tinker` extra) and
+tinker-cookbook's own `sl_loop.py` / `rl_loop.py`, unchanged, on a tiny model and local data."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+tinker = pytest.importorskip(
+    "tinker", reason="the Tinker SDK is in the `tinker` extra: pip install 'tempering[tinker]'"
+)
+pytest.importorskip("fastapi", reason="the service needs fastapi and uvicorn (the `tinker` extra)")
+import httpx  # noqa: E402  (the SDK's own HTTP client, a dependency of `tinker`)
+import uvicorn  # noqa: E402
+from tinker import types  # noqa: E402
+
+from tempering.serve.tinker import cookbook as local  # noqa: E402
+from tempering.serve.tinker.app import create_app  # noqa: E402
+from tempering.serve.tinker.config import TinkerConfig  # noqa: E402
+from tempering.serve.tinker.engine import Engine  # noqa: E402
+
+BASE = "tiny-s"
+COOKBOOK_NAME = "meta-llama/Llama-3.2-1B"  # the cookbook's smallest Llama, here run by the tiny model
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def service(state: Path, **settings):
+    """The service in this process (uvicorn on a thread), as `tempering serve tinker` runs it."""
+    cfg = TinkerConfig(port=free_port(), state_dir=str(state), threads=1, **settings)
+    engine = Engine(cfg)
+    engine.start()
+    server = uvicorn.Server(uvicorn.Config(create_app(cfg, engine), host=cfg.host, port=cfg.port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 30
+    while not server.started:
+        assert thread.is_alive() and time.time() < deadline, "the service did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://{cfg.host}:{cfg.port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("tinker")
+
+
+@pytest.fixture(scope="module")
+def url(state):
+    os.environ.setdefault("TINKER_API_KEY", "tml-local")  # the SDK wants a key; this service reads none
+    with service(state, max_request_mb=1.0) as u:
+        yield u
+
+
+@pytest.fixture(scope="module")
+def client(url):
+    return tinker.ServiceClient(base_url=url)
+
+
+def sft_datum(tok, text: str) -> types.Datum:
+    ids = tok.encode(text, add_special_tokens=False)
+    return types.Datum(
+        model_input=types.ModelInput.from_ints(ids[:-1]),
+        loss_fn_inputs={"target_tokens": ids[1:], "weights": [1.0] * (len(ids) - 1)},
+    )
+
+
+def logprobs_of(tc, tokens: list[int]) -> np.ndarray:
+    """The trainer's log p(tokens[i] | tokens[:i]) for i >= 1, from a forward pass."""
+    datum = types.Datum(
+        model_input=types.ModelInput.from_ints(tokens[:-1]),
+        loss_fn_inputs={"target_tokens": tokens[1:], "weights": [0.0] * (len(tokens) - 1)},
+    )
+    out = tc.forward([datum], "cross_entropy").result()
+    return np.asarray(out.loss_fn_outputs[0]["logprobs"].data)
+
+
+@pytest.mark.slow
+def test_lora_client_trains_and_samples_with_the_trainers_logprobs(client):
+    tc = client.create_lora_training_client(base_model=BASE, rank=4).result()
+    info = tc.get_info()
+    assert info.model_data.model_name == BASE and info.is_lora and info.lora_rank == 4
+    tok = tc.get_tokenizer()
+    datum = sft_datum(tok, "2+3=5. 4+4=8.")
+    losses = []
+    for _ in range(4):
+        fb = tc.forward_backward([datum], "cross_entropy")
+        step = tc.optim_step(types.AdamParams(learning_rate=1e-2))
+        losses.append(fb.result().metrics["loss:sum"])
+        assert step.result().metrics["grad_norm"] > 0
+    assert losses[-1] < losses[0] * 0.8, losses
+
+    sampler = tc.save_weights_and_get_sampling_client().result()
+    prompt = tok.encode("2+3=", add_special_tokens=False)
+    res = sampler.sample(
+        types.ModelInput.from_ints(prompt), num_samples=3, sampling_params=types.SamplingParams(max_tokens=6, seed=1)
+    ).result()
+    assert len(res.sequences) == 3
+    for seq in res.sequences:
+        assert 1 <= len(seq.tokens) <= 6 and len(seq.logprobs) == len(seq.tokens)
+        trainer = logprobs_of(tc, prompt + seq.tokens)[len(prompt) - 1 :]
+        np.testing.assert_allclose(seq.logprobs, trainer, atol=1e-4)
+    # the prompt's log-probs, as the sampler computes them, are the trainer's too
+    full = prompt + res.sequences[0].tokens
+    lp = sampler.compute_logprobs(types.ModelInput.from_ints(full)).result()
+    assert lp[0] is None
+    np.testing.assert_allclose(lp[1:], logprobs_of(tc, full), atol=1e-4)
+
+
+@pytest.mark.parametrize("loss_fn", ["importance_sampling", "ppo", "cispo", "gspo"])
+def test_policy_losses_at_ratio_one(client, loss_fn):
+    """With the sampler's log-probs equal to the trainer's (ratio 1, nothing clipped), each policy loss's value
+    is known without the service's code: -sum(A) for the ratio losses, -sum(A log p) for CISPO (Tinker's
+    documented `-(sg(clip(ratio)) * A * log p).sum()`)."""
+    tc = client.create_lora_training_client(base_model=BASE, rank=2).result()
+    tokens = tc.get_tokenizer().encode("What is 2+2? 4", add_special_tokens=False)
+    old = logprobs_of(tc, tokens)
+    n, prompt = len(tokens) - 1, 8
+    adv = np.zeros(n, dtype=np.float32)
+    adv[prompt:] = 0.5
+    inputs = {
+        "target_tokens": tokens[1:],
+        "logprobs": types.TensorData.from_numpy(old.astype(np.float32)),
+        "advantages": types.TensorData.from_numpy(adv),
+    }
+    if loss_fn == "gspo":
+        inputs["sequence_ratio_mask"] = types.TensorData.from_numpy((adv != 0).astype(np.float32))
+    datum = types.Datum(model_input=types.ModelInput.from_ints(tokens[:-1]), loss_fn_inputs=inputs)
+    out = tc.forward_backward([datum], loss_fn).result()
+    expected = -float((adv * old).sum()) if loss_fn == "cispo" else -float(adv.sum())
+    assert out.metrics["loss:sum"] == pytest.approx(expected, rel=1e-4)
+    assert tc.optim_step(types.AdamParams(learning_rate=1e-3)).result().metrics["grad_norm"] > 0
+
+
+def test_forward_backward_custom_round_trip(client):
+    """The SDK computes the custom loss on the returned log-probs and sends its gradient back as weights."""
+    tc = client.create_lora_training_client(base_model=BASE, rank=2).result()
+    tokens = tc.get_tokenizer().encode("abcabcabc", add_special_tokens=False)
+    datum = types.Datum(
+        model_input=types.ModelInput.from_ints(tokens[:-1]),
+        loss_fn_inputs={"target_tokens": tokens[1:], "weights": [1.0] * (len(tokens) - 1)},
+    )
+    before = logprobs_of(tc, tokens)
+    out = tc.forward_backward_custom([datum], lambda data, lps: (-2.0 * lps[0].sum(), {"n": float(len(lps))})).result()
+    assert out.metrics["n"] == 1.0
+    np.testing.assert_allclose(out.loss_fn_outputs[0]["logprobs"].to_numpy(), before, atol=1e-5)
+    tc.optim_step(types.AdamParams(learning_rate=1e-2)).result()
+    assert logprobs_of(tc, tokens).sum() > before.sum()
+
+
+def test_clients_at_once_keep_their_own_weights(client):
+    """Two training clients (LoRA and full) on the same base: one's steps leave the other's log-probs as they were."""
+    a = client.create_lora_training_client(base_model=BASE, rank=4).result()
+    b = client.create_lora_training_client(base_model="tiny-xs", rank=8).result()
+    tokens = a.get_tokenizer().encode("hello world", add_special_tokens=False)
+    a0, b0 = logprobs_of(a, tokens), logprobs_of(b, tokens)
+    datum = sft_datum(a.get_tokenizer(), "hello world")
+    futures = []
+    for _ in range(3):
+        futures += [b.forward_backward([datum], "cross_entropy"), b.optim_step(types.AdamParams(learning_rate=1e-2))]
+    [f.result() for f in futures]
+    np.testing.assert_allclose(logprobs_of(a, tokens), a0, atol=1e-6)
+    assert logprobs_of(b, tokens).sum() > b0.sum()
+
+
+@pytest.mark.slow
+def test_state_survives_a_restart_of_the_service(client, state):
+    """save_state, then a new service process on the same state folder resumes the model with its optimizer."""
+    tc = client.create_lora_training_client(base_model=BASE, rank=4).result()
+    datum = sft_datum(tc.get_tokenizer(), "a checkpoint")
+    tc.forward_backward([datum], "cross_entropy").result()
+    tc.optim_step(types.AdamParams(learning_rate=1e-2)).result()
+    path = tc.save_state("after-one-step").result().path
+    assert path.startswith("tinker://")
+    tokens = datum.model_input.to_ints() + [datum.loss_fn_inputs["target_tokens"].tolist()[-1]]
+    saved = logprobs_of(tc, tokens)
+    # load_state into the same client undoes a later step
+    tc.forward_backward([datum], "cross_entropy").result()
+    tc.optim_step(types.AdamParams(learning_rate=1e-2)).result()
+    tc.load_state(path).result()
+    np.testing.assert_allclose(logprobs_of(tc, tokens), saved, atol=1e-6)
+
+    with service(state) as url2:
+        again = tinker.ServiceClient(base_url=url2).create_training_client_from_state_with_optimizer(path).result()
+        np.testing.assert_allclose(logprobs_of(again, tokens), saved, atol=1e-6)
+        again.forward_backward([datum], "cross_entropy").result()
+        assert again.optim_step(types.AdamParams(learning_rate=1e-2)).result().metrics["grad_norm"] > 0
+
+
+def bad_datum(tok, problem: str) -> types.Datum:
+    ids = tok.encode("1+1=2", add_special_tokens=False)
+    targets, inputs = ids[1:], ids[:-1]
+    if problem == "length":
+        targets = targets[:-1]
+    if problem == "vocab":
+        inputs = [*inputs[:-1], 10**6]
+    return types.Datum(
+        model_input=types.ModelInput.from_ints(inputs),
+        loss_fn_inputs={"target_tokens": targets, "weights": [1.0] * len(targets)},
+    )
+
+
+BAD = {
+    "unknown_model": "unknown base model 'no-such/model'",
+    "unsupported_loss": "loss_fn='stable_reinforce' is not supported",
+    "unknown_loss": "unknown loss_fn 'nope'",
+    "mismatched_lengths": "has shape (3,); model_input has 4 tokens",
+    "token_beyond_vocab": "token id 1000000 is outside the vocabulary",
+}
+
+
+def test_bad_input_is_a_user_error_naming_it_and_the_service_goes_on(client):
+    tc = client.create_lora_training_client(base_model=BASE, rank=2).result()
+    tok = tc.get_tokenizer()
+    for call, expect in BAD.items():
+        with pytest.raises(tinker.BadRequestError) as e:
+            if call == "unknown_model":
+                client.create_lora_training_client(base_model="no-such/model", rank=2).result()
+            elif call in ("unsupported_loss", "unknown_loss"):
+                loss = "stable_reinforce" if call == "unsupported_loss" else "nope"
+                tc.forward_backward([sft_datum(tok, "1+1=2")], loss).result()  # type: ignore[arg-type]
+            else:
+                problem = "length" if call == "mismatched_lengths" else "vocab"
+                tc.forward_backward([bad_datum(tok, problem)], "cross_entropy").result()
+        assert e.value.status_code == 400 and expect in str(e.value), call
+        assert e.value.body == {"error": e.value.body["error"], "category": "user"}  # the SDK's error format
+        # the same client, after its refused request, still trains (its later seq ids run)
+        out = tc.forward_backward([sft_datum(tok, "1+1=2")], "cross_entropy").result()
+        assert out.metrics["loss:sum"] > 0
+
+
+def test_unimplemented_call_is_named_in_the_sdks_error_format(client, url):
+    with pytest.raises(tinker.NotFoundError) as e:
+        client.create_rest_client().list_training_runs().result()
+    assert "is not implemented by tempering's Tinker service" in str(e.value) and "training_runs" in str(e.value)
+    r = httpx.post(f"{url}/api/v1/copy_weights", json={})
+    assert r.status_code == 404 and r.json()["category"] == "user" and "ServiceClient.copy_weights" in r.json()["error"]
+    assert httpx.get(f"{url}/api/v1/healthz").json() == {"status": "ok"}
+
+
+def test_request_over_the_size_limit_is_refused(url):
+    r = httpx.post(
+        f"{url}/api/v1/create_session",
+        content=b"{" + b" " * (2 << 20) + b"}",
+        headers={"content-type": "application/json"},
+    )
+    assert r.status_code == 413 and "max_request_mb=1.0" in r.json()["error"]
+
+
+# -- tinker-cookbook's own loops, unchanged, against `tempering serve tinker` ------------------------------
+
+
+@pytest.fixture(scope="module")
+def cookbook(tmp_path_factory):
+    """The CLI service with the cookbook's Llama name on the tiny model, and a working folder holding what the
+    loops load by name (the tokenizer, local datasets in the recipes' own formats)."""
+    pytest.importorskip(
+        "tinker_cookbook", reason="tinker-cookbook is installed by `make install-test` (see the tinker extra)"
+    )
+    work = tmp_path_factory.mktemp("cookbook")
+    with local.serving(work / "state", {COOKBOOK_NAME: BASE}, "threads=1") as url:
+        yield url, local.prepare(work / "run", work / "state", COOKBOOK_NAME)
+
+
+@pytest.mark.slow
+def test_cookbook_sl_loop_lowers_the_loss(cookbook):
+    url, folder = cookbook
+    rows = local.run_loop(
+        "sl_loop", folder, url, COOKBOOK_NAME, "batch_size=8", "max_steps=4", "lora_rank=8", "learning_rate=3e-3"
+    )
+    nll = [r["train_mean_nll"] for r in rows]
+    assert len(nll) == 4 and nll[-1] < nll[0] * 0.95, nll
+
+
+@pytest.mark.slow
+def test_cookbook_rl_loop_runs(cookbook):
+    """rl_loop's sampling, checkpoints and updates through the service; the tiny model never writes \\boxed{},
+    so its reward is 0 here (docs/results/tinker.md: the loop on SmolLM2)."""
+    url, folder = cookbook
+    rows = local.run_loop(
+        "rl_loop",
+        folder,
+        url,
+        COOKBOOK_NAME,
+        "batch_size=2",
+        "group_size=2",
+        "max_tokens=8",
+        "max_steps=2",
+        "loss_fn=importance_sampling",
+        "lora_rank=4",
+    )
+    assert [r["progress/batch"] for r in rows] == [0, 1] and all(r["reward/total"] == 0.0 for r in rows)
+    final = json.loads((folder / "rl_loop" / "checkpoints.jsonl").read_text().splitlines()[-1])
+    assert final["state_path"].startswith("tinker://") and final["sampler_path"].startswith("tinker://")
