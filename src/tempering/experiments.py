@@ -32,6 +32,7 @@ import math
 import os
 import platform
 import statistics as st
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +64,20 @@ def run_arm(cfg: dict[str, Any], family=None) -> dict[str, Any]:
     if not (run_dir / "final" / "config.json").is_file():
         run("train", cfg, family=family)
     return summarize_run(run_dir)
+
+
+def cached_stage(out: str | Path, fn) -> dict[str, Any]:
+    """Run one stage of an experiment once: `fn()`'s result, with its seconds, is kept as the stage's
+    summary.json, which a rerun with the same folder reads instead of running it again."""
+    done = Path(out) / "summary.json"
+    if done.is_file():
+        return json.loads(done.read_text())
+    t0 = time.perf_counter()
+    res = fn()
+    res["seconds"] = time.perf_counter() - t0
+    done.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(done, json.dumps(res, indent=1) + "\n")
+    return res
 
 
 def summarize_run(run_dir: str | Path) -> dict[str, Any]:

@@ -53,7 +53,13 @@ def reward_parts(episodes: list[Episode]) -> dict[str, float]:
         for name, v in parts.items():
             sums.setdefault(name, []).append(float(v))
     parts = {f"reward/{name}": sum(vs) / len(vs) for name, vs in sums.items()}
-    return {**parts, **logged_metrics(episodes), **tool_counts(episodes), **scorer_errors(episodes)}
+    return {
+        **parts,
+        **logged_metrics(episodes),
+        **tool_counts(episodes),
+        **scorer_errors(episodes),
+        **rerendered(episodes),
+    }
 
 
 def logged_metrics(episodes: list[Episode]) -> dict[str, float]:
@@ -88,4 +94,22 @@ def tool_counts(episodes: list[Episode]) -> dict[str, float]:
     n = len(episodes)
     out = {f"tools/{k}": sum(t.info.get(f"tool_{k}", 0) for e in tool_eps for t in e.turns) / n for k in TOOL_COUNTS}
     out["tools/episodes_with_calls"] = sum(any(t.info.get("tool_calls", 0) for t in e.turns) for e in tool_eps) / n
+    return out
+
+
+RERENDERED = {"realign": "realigned", "fork": "forked", "dropped": "dropped"}
+"""The kinds of re-rendered turn (`Turn.info["rerendered"]`, beside `clean`) and their metric names."""
+
+
+def rerendered(episodes: list[Episode]) -> dict[str, float]:
+    """With `rollout.turn_context=template`: the share of episodes where the chat template's re-rendering
+    of the conversation realigned the training row (`rerender/realigned`), forked a new row
+    (`rerender/forked`) or left older turns out to fit the context (`rerender/dropped`), and the tokens
+    held that it rendered otherwise (`rerender/drift_tokens`, per episode); empty in other runs."""
+    seen = [[t.info["rerendered"] for t in e.turns if "rerendered" in t.info] for e in episodes]
+    if not any(seen):
+        return {}
+    n = len(episodes)
+    out = {f"rerender/{name}": sum(k in s for s in seen) / n for k, name in RERENDERED.items()}
+    out["rerender/drift_tokens"] = sum(t.info.get("drift_tokens", 0) for e in episodes for t in e.turns) / n
     return out

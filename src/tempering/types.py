@@ -55,7 +55,14 @@ class Turn:
     """Verifier extras (timings, speedups, mismatch reports)."""
     context_ids: list[int] | None = None
     """The context this turn was sampled from, when it is not the episode so far (older turns were
-    dropped to fit the context window); such a turn starts a new training row."""
+    dropped to fit the context window, or the chat template re-rendered the conversation otherwise);
+    such a turn starts a new training row, unless `realign`."""
+    realign: bool = False
+    """`context_ids` continues the current row: the row keeps the tokens it shares with it and takes the
+    rest of it as context (answer tokens the template re-rendered otherwise are no longer trained)."""
+    reply: list[dict[str, Any]] | None = None
+    """The messages the environment answered with (tool results, or the feedback as a user message),
+    which `feedback_ids` renders."""
 
 
 @dataclass
@@ -92,8 +99,10 @@ class Episode:
     def segments(self) -> list[tuple[list[int], list[int], list[float], list[int]]]:
         """Training rows as (token ids, loss mask, sampling log-probs, turn index; -1 off actions).
 
-        One row holds the whole episode, unless older turns were dropped from a later turn's context:
-        then that turn starts a new row from the context it was really sampled in.
+        One row holds the whole episode, unless a later turn was sampled from another context than the
+        episode so far (older turns dropped, or the conversation re-rendered): then that turn starts a
+        new row from the context it was really sampled in, or, with `realign`, the row takes that context
+        from where the two part.
         """
         rows = []
         ids, mask, logp, turn = (
@@ -103,7 +112,12 @@ class Episode:
             [-1] * len(self.prompt_ids),
         )
         for k, t in enumerate(self.turns):
-            if t.context_ids is not None:
+            if t.context_ids is not None and t.realign:
+                m = common_prefix(ids, t.context_ids)
+                rest = len(t.context_ids) - m
+                ids, mask, logp, turn = ids[:m] + t.context_ids[m:], mask[:m] + [0] * rest, logp[:m], turn[:m]
+                logp, turn = logp + [0.0] * rest, turn + [-1] * rest
+            elif t.context_ids is not None:
                 rows.append((ids, mask, logp, turn))
                 n = len(t.context_ids)
                 ids, mask, logp, turn = list(t.context_ids), [0] * n, [0.0] * n, [-1] * n
@@ -117,6 +131,12 @@ class Episode:
             turn += [-1] * len(t.feedback_ids)
         rows.append((ids, mask, logp, turn))
         return rows
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """How many leading tokens `a` and `b` share."""
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)
 
 
 @dataclass

@@ -18,7 +18,7 @@ from tempering.metrics import reward_parts
 from tempering.models import char_tokenizer
 from tempering.models.chat import ChatFormat
 from tempering.rollout.engine import RolloutOptions, rollout
-from tempering.rollout.sampler import Sample
+from tempering.rollout.sampler import Sample, SamplingParams
 
 DATA = Path(__file__).parent / "data"
 sys.path.insert(0, str(DATA))
@@ -163,12 +163,12 @@ class Script:
         return out
 
 
-def _episode(tok, answers, env=Counter, max_turns=4, use_template=None, split=False, target=3):
+def _episode(tok, answers, env=Counter, max_turns=4, use_template=None, split=False, target=3, **opts_kw):
     fam = ToolFamily(env, ROWS, reached, heldout_share=0.0)
     task = next(t for t in fam.tasks("train", len(ROWS)) if t.meta["target"] == target)
     fmt = ChatFormat(tok, use_chat_template=use_template)
     sampler = Script(tok, answers, split)
-    opts = RolloutOptions(max_turns=max_turns, max_context_tokens=4096)
+    opts = RolloutOptions(**{"max_turns": max_turns, "max_context_tokens": 4096, **opts_kw})
     (g,) = asyncio.run(rollout(sampler, fmt, [task], fam.make_env, 1, opts))
     return fam, fmt, task, sampler, g.episodes[0]
 
@@ -233,6 +233,91 @@ def test_tool_messages_follow_the_answer_as_the_template_renders_them(qwen_tok):
     assert closed == tail + "<|im_start|>assistant\n"
     # an answer cut at the token limit never sampled its <|im_end|>: the template's comes first
     assert qwen_tok.decode(fmt.reply_ids(msgs, prompt, answer_closed=False)) == "<|im_end|>" + closed
+
+
+def test_a_template_that_leaves_tools_out_is_refused_and_a_system_tool_block_offered():
+    """The trial's finding A: SmolLM2's template (plain ChatML, as the toy Qwen folder's) ignores tools=."""
+    from tempering.models.chat import Conversation
+    from tempering.models.toy_qwen import bpe_tokenizer
+
+    chatml = bpe_tokenizer([call("add", n=k) for k in range(20)], vocab_size=300)  # ChatML without tools
+    prompt = Conversation([{"role": "user", "content": "Make the counter 3."}], tools=tool_schemas(Counter()))
+    with pytest.raises(UserError, match="the tool 'add' is not in the rendered prompt.*model.tool_prompt=system"):
+        ChatFormat(chatml).prompt_ids(prompt)
+    shown = chatml.decode(ChatFormat(chatml, tool_prompt="system").prompt_ids(prompt))
+    system = shown.split("<|im_end|>")[0]
+    assert system.startswith("<|im_start|>system\nYou may call the tools below.")
+    assert all(json.dumps(t) in system for t in tool_schemas(Counter()))
+    # a template that names a tool but drops its arguments is refused too, naming the argument
+    chatml.chat_template = "{% for t in tools or [] %}{{ t.function.name }} {% endfor %}" + chatml.chat_template
+    with pytest.raises(UserError, match="argument 'n' of tool 'add' is not in the rendered prompt"):
+        ChatFormat(chatml).prompt_ids(prompt)
+
+
+def test_tool_settings_that_would_do_nothing_are_refused(tmp_path):
+    from tempering.recipes.runner import trainer
+
+    family = make_family("tools", env=Counter, train=ROWS, reward=reached)
+    cfg = {"model": {"name": "tiny-xs"}, "task": {"family": "tools"}, "run": {"out_dir": str(tmp_path / "r")}}
+    with pytest.raises(UserError, match="rollout.max_turns=1: each answer is a turn.*rollout.max_turns=2 or more"):
+        trainer("train", cfg, family=family)
+    cfg["rollout"] = {"max_turns": 2}
+    cfg["model"]["tool_prompt"] = "system"
+    with pytest.raises(UserError, match="model.tool_prompt=system has no effect.*no chat template"):
+        trainer("train", cfg, family=family)
+    cfg["task"]["family"] = "arithmetic"
+    with pytest.raises(UserError, match="model.tool_prompt=system has no effect.*its prompts offer no tools"):
+        trainer("train", cfg)
+
+
+def test_template_contexts_are_clean_where_the_template_preserves_prefixes(qwen_tok):
+    """rollout.turn_context=template: each turn samples from the whole conversation as the chat template
+    renders it; Qwen2.5's template renders an answer the model tokenised canonically as it was sampled."""
+    answers = [call("add", n=2), call("add", n=1), "Done."]
+    fam, fmt, _, sampler, e = _episode(qwen_tok, answers, turn_context="template")
+    assert [t.info["rerendered"] for t in e.turns[:-1]] == ["clean"]
+    full = [{"role": "user", "content": "Make the counter 3."}, {"role": "assistant", "content": answers[0]}]
+    full.append({"role": "tool", "name": "add", "content": "2"})
+    want = qwen_tok.apply_chat_template(full, tools=fam.schemas, add_generation_prompt=True, tokenize=False)
+    assert qwen_tok.decode(sampler.contexts[1]) == want
+    (row,) = e.segments()  # one row, the sampled tokens and the template's tokens after them
+    assert row[0] == sampler.contexts[1] + e.turns[1].action_ids
+    assert reward_parts([e])["rerender/realigned"] == 0.0
+
+
+def test_a_retokenised_answer_realigns_the_row_or_forks_a_new_one(qwen_tok):
+    """An answer sampled one character per token is re-rendered in the tokenizer's own merges: the
+    row realigns (the drifted answer tokens become context) below fork_threshold_tokens, forks above."""
+    answers = [call("add", n=2), call("add", n=1)]
+    _, _, _, sampler, e = _episode(qwen_tok, answers, split=True, turn_context="template")
+    first, second = e.turns
+    assert first.info["rerendered"] == "realign" and second.realign and first.info["drift_tokens"] > 0
+    (row,) = e.segments()
+    ids, mask = row[0], row[1]
+    at = ids.index(second.action_ids[0], len(sampler.contexts[1]) - 1)
+    assert ids[:at] == sampler.contexts[1]  # the second answer's context is exactly what it was sampled from
+    trained_first = sum(m for m, k in zip(mask, row[3]) if k == 0)
+    assert trained_first == len(first.action_ids) - first.info["drift_tokens"]
+    assert reward_parts([e])["rerender/realigned"] == 1.0
+
+    _, _, _, sampler, e = _episode(qwen_tok, answers, split=True, turn_context="template", fork_threshold_tokens=1)
+    assert e.turns[0].info["rerendered"] == "fork"
+    old, new = e.segments()
+    assert sum(old[1]) == len(e.turns[0].action_ids)  # the first row keeps every token it trained on
+    assert new[0][: len(sampler.contexts[1])] == sampler.contexts[1] and reward_parts([e])["rerender/forked"] == 1.0
+
+
+def test_template_contexts_leave_old_turns_out_to_fit_in_a_new_row(qwen_tok):
+    answers = [call("add", n=1), call("add", n=1), call("add", n=1)]
+    fam, fmt, task, _, e = _episode(qwen_tok, answers, turn_context="template")
+    exchanges = [(t.info["text"], t.reply) for t in e.turns[:2]]
+    whole, last = (len(fmt.conversation_ids(e.prompt, x)) for x in (exchanges, exchanges[1:]))
+    budget = {"max_context_tokens": last + 16, "sampling": SamplingParams(max_new_tokens=16)}
+    _, _, _, sampler, e = _episode(qwen_tok, answers, turn_context="template", **budget)
+    assert whole > last + 0 and [t.info["rerendered"] for t in e.turns[:2]] == ["clean", "dropped"]
+    assert len(e.segments()) == 2 and len(sampler.contexts[2]) == last  # the third turn saw the last exchange
+    _, _, _, _, e = _episode(qwen_tok, answers, turn_context="template", drop_old_turns=False, **budget)
+    assert e.stop_reason == "context" and len(e.turns) == 2
 
 
 def test_a_malformed_call_is_the_policys_error_with_feedback_and_counted():

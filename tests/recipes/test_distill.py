@@ -120,7 +120,11 @@ def test_bad_input_is_refused_with_a_clear_message(pretrained_dir, tmp_path, cap
     other = char_tokenizer()
     other.add_tokens(["<extra>"])
     save_policy(tiny_model("tiny-xs"), other, tmp_path / "odd")
-    _fails(base + [f"teacher.path={tmp_path / 'odd'}"], capsys, "'<extra>' only in teacher 'teacher'")
+    _fails(  # another vocabulary: aligned by text spans, which only the sampled-token loss can use
+        base + [f"teacher.path={tmp_path / 'odd'}", "distill.loss=jsd_topk"],
+        capsys,
+        "distill.loss=jsd_topk compares next-token distributions over one vocabulary",
+    )
 
 
 @pytest.mark.parametrize("key, value", [("temperature", 0.7), ("temperature", 0.0), ("top_k", 5), ("top_p", 0.9)])

@@ -202,6 +202,22 @@ def test_an_in_process_sampler_runs_on_the_rollout_thread_and_others_off_it():
         assert (sampler.threads == {threading.get_ident()}) is expect_here
 
 
+def test_rows_that_are_not_the_sampled_tokens_in_their_context_stop_the_run():
+    from tempering.rollout.engine import check_rows
+    from tempering.types import Episode, Turn
+
+    first, second = Turn([5, 6], [-0.1, -0.2], feedback_ids=[7]), Turn([8], [-0.3])
+    e = Episode(Task("t", "q"), [1, 2], [first, second])
+    check_rows(e, [[1, 2], [1, 2, 5, 6, 7]])  # what was sampled, in the contexts it was sampled from
+    with pytest.raises(RuntimeError, match="the training row of turn 2 is not its sampled tokens"):
+        check_rows(e, [[1, 2], [1, 2, 5, 6, 9]])  # the second answer saw other environment tokens
+    second.context_ids, second.realign = [1, 2, 5, 9, 9], True  # the template re-rendered the first answer
+    check_rows(e, [[1, 2], [1, 2, 5, 9, 9]])
+    assert e.segments()[0][:2] == ([1, 2, 5, 9, 9, 8], [0, 0, 1, 0, 0, 1])  # the drifted token is context now
+    with pytest.raises(RuntimeError, match="turn 2"):
+        check_rows(e, [[1, 2], [1, 2, 5, 6, 7]])  # yet it was sampled after the row's old tokens
+
+
 def test_a_greedy_baseline_is_one_temperature_zero_episode_per_group_kept_apart():
     """ReMax's baseline: each group gets one more episode, sampled at temperature 0 through every turn (no
     pruning), scored, and kept out of the group's episodes; its cost is counted apart."""

@@ -71,6 +71,9 @@ class TaskFamily(abc.ABC):
     reads_feedback_template: ClassVar[bool] = True
     """False for families whose environments answer in messages of their own (tool results): a
     `rollout.feedback_template` would do nothing there and is refused."""
+    offers_tools: ClassVar[bool] = False
+    """Its prompts offer tools (`Conversation.tools`) and its environments answer calls: it needs
+    `rollout.max_turns` of 2 or more, and reads `model.tool_prompt`."""
 
     @abc.abstractmethod
     def tasks(self, split: str, n: int, seed: int = 0) -> list[Task]:

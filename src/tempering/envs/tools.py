@@ -360,6 +360,7 @@ class ToolFamily(TaskFamily):
     """
 
     reads_feedback_template = False  # tool results come back as `tool` messages
+    offers_tools = True
 
     def __init__(
         self,

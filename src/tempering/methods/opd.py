@@ -21,6 +21,7 @@ from tempering.algos.opd import generalized_jsd, reverse_kl_advantage, topk_jsd
 from tempering.config import Schema, ignored_unless
 from tempering.errors import UserError
 from tempering.teachers import Teacher, TeacherSection, check_vocab, load_builder, load_teachers
+from tempering.teachers.align import check_teacher_prompt, teacher_format
 from tempering.teachers.prompts import PromptBuilder
 from tempering.train.batch import TrainBatch
 from tempering.train.config import ClippedUpdateSection, LoopConfig
@@ -71,14 +72,29 @@ def check_sampling(rollout) -> None:
         )
 
 
-def teachers_of(ctx: Context, specs: dict[str, TeacherSection], given: dict[str, Teacher] | None = None):
-    """Teachers from config (or ready ones), checked against the student's vocabulary."""
+def teachers_of(
+    ctx: Context, specs: dict[str, TeacherSection], given: dict[str, Teacher] | None = None, aligned: bool = False
+):
+    """Teachers from config (or ready ones), checked against the student's vocabulary unless `aligned`
+    (a teacher with another tokenizer is then scored through text spans, `teachers.align`)."""
     if given:
-        check_vocab(ctx.tokenizer, {f"teacher {n!r}": t.tokenizer for n, t in given.items()})
+        if not aligned:
+            check_vocab(ctx.tokenizer, {f"teacher {n!r}": t.tokenizer for n, t in given.items()})
         return dict(given)
-    return load_teachers(
-        specs, ctx.tokenizer, device=str(ctx.device), dtype=ctx.cfg.model.dtype, pack=ctx.cfg.loss.pack
-    )
+    student = None if aligned else ctx.tokenizer
+    return load_teachers(specs, student, device=str(ctx.device), dtype=ctx.cfg.model.dtype, pack=ctx.cfg.loss.pack)
+
+
+def teacher_formats(ctx: Context, teachers: dict[str, Teacher], prompts: dict[str, PromptBuilder]):
+    """Each teacher's own format where its tokenizer differs from the student's (None where it is the
+    same), its prompt for the first training example rendered once at start-up, so a teacher that cannot
+    read the prompts stops the run before any sampling."""
+    formats = {n: teacher_format(n, t, ctx.fmt) for n, t in teachers.items()}
+    first = ctx.train_tasks[0]
+    for n, f in formats.items():
+        if f is not None and not getattr(prompts[n], "sees_sample", False):
+            check_teacher_prompt(n, f, prompts[n](ctx.raw.get(first.id, first)))
+    return formats
 
 
 def build(ctx: Context) -> Method:
@@ -87,7 +103,17 @@ def build(ctx: Context) -> Method:
     d: DistillSection = ctx.cfg.distill
     teacher: Teacher | None = ctx.parts.get("teacher")
     teacher_prompt: PromptBuilder | None = ctx.parts.get("teacher_prompt")
-    t = teachers_of(ctx, {"teacher": ctx.cfg.teacher}, {"teacher": teacher} if teacher else None)["teacher"]
+    t = teachers_of(ctx, {"teacher": ctx.cfg.teacher}, {"teacher": teacher} if teacher else None, aligned=True)[
+        "teacher"
+    ]
+    build_prompt = teacher_prompt or load_builder(ctx.cfg.teacher.prompt)
+    own = teacher_formats(ctx, {"teacher": t}, {"teacher": build_prompt})["teacher"]
+    if own is not None and d.loss != "reverse_kl":
+        raise UserError(
+            f"distill.loss={d.loss} compares next-token distributions over one vocabulary, and the teacher's "
+            "tokenizer differs from the student's; use distill.loss=reverse_kl (aligned by text spans), or a "
+            "teacher on the student's tokenizer"
+        )
     vocab = ctx.model.get_output_embeddings().weight.shape[0]
     if d.loss == "jsd_topk" and d.top_k > vocab:
         raise UserError(f"distill.top_k={d.top_k} is larger than the vocabulary ({vocab} tokens); use a smaller k")
@@ -100,10 +126,11 @@ def build(ctx: Context) -> Method:
         "teacher",
         t,
         ctx.fmt,
-        build=teacher_prompt or load_builder(ctx.cfg.teacher.prompt),
+        build=build_prompt,
         raw=ctx.raw,
         top_k=d.top_k if d.loss == "jsd_topk" else 0,
         full=d.loss == "jsd_full",
+        teacher_fmt=own,
     )
 
     def credit(scores: Scores, batch: TrainBatch, state) -> Credit:

@@ -25,7 +25,7 @@ from tempering.algos.expand_compress import consensus_residual_advantage, teache
 from tempering.config import Schema, ignored_unless
 from tempering.errors import UserError
 from tempering.evaluation import pass_rates
-from tempering.methods.opd import check_sampling, teachers_of
+from tempering.methods.opd import check_sampling, teacher_formats, teachers_of
 from tempering.rollout.sampler import HFSampler
 from tempering.runlog import atomic_write_text
 from tempering.teachers import HFTeacher, Teacher, TeacherSection, load_builder
@@ -89,7 +89,7 @@ def _read_pass_rates(src: Path, tasks, names: list[str]) -> dict[str, list[float
     return out
 
 
-def _measure(ctx: Context, teachers: dict[str, Teacher], prompts, samples: int) -> dict[str, list[float]]:
+def _measure(ctx: Context, teachers: dict[str, Teacher], prompts, formats, samples: int) -> dict[str, list[float]]:
     cols = {}
     for n, teacher in teachers.items():
         if not isinstance(teacher, HFTeacher):
@@ -98,7 +98,8 @@ def _measure(ctx: Context, teachers: dict[str, Teacher], prompts, samples: int) 
             )
         tasks = [replace(task, prompt=prompts[n](ctx.raw[task.id])) for task in ctx.train_tasks]
         sampler = HFSampler(teacher.model, teacher.tokenizer, seed=ctx.cfg.run.seed)
-        cols[n] = asyncio.run(pass_rates(sampler, ctx.fmt, ctx.family.make_env, tasks, samples, ctx.opts))
+        fmt = formats[n] or ctx.fmt  # a teacher with another tokenizer answers in its own format
+        cols[n] = asyncio.run(pass_rates(sampler, fmt, ctx.family.make_env, tasks, samples, ctx.opts))
     out = {task.id: [cols[n][i] for n in teachers] for i, task in enumerate(ctx.train_tasks)}
     here = Path(ctx.cfg.run.out_dir) / "pass_rates.json"
     here.parent.mkdir(parents=True, exist_ok=True)
@@ -113,16 +114,17 @@ def build(ctx: Context) -> Method:
     teachers: dict[str, Teacher] | None = ctx.parts.get("teachers")
     if not t.teachers and not teachers:
         raise UserError("tu-opd needs teachers: give tu_opd.teachers (name -> {path: ...} or {server: ...})")
-    loaded = teachers_of(ctx, t.teachers, teachers)
+    loaded = teachers_of(ctx, t.teachers, teachers, aligned=True)
     names = list(loaded)
     prompts = {n: load_builder(t.teachers[n].prompt if n in t.teachers else None) for n in names}
+    formats = teacher_formats(ctx, loaded, prompts)
     here = Path(ctx.cfg.run.out_dir) / "pass_rates.json"
     if t.pass_rates:
         table = _read_pass_rates(Path(t.pass_rates), ctx.train_tasks, names)
     elif ctx.resume and here.is_file():  # measured when the run started
         table = _read_pass_rates(here, ctx.train_tasks, names)
     else:
-        table = ctx.ranks.once(lambda: _measure(ctx, loaded, prompts, t.pass_samples))
+        table = ctx.ranks.once(lambda: _measure(ctx, loaded, prompts, formats, t.pass_samples))
     q = {tid: teacher_weights(torch.tensor(row), t.rho, t.weighting, t.gating) for tid, row in table.items()}
     """Teacher weights per training example (all 0: nothing to distil there)."""
     empty = sum(float(w.sum()) == 0 for w in q.values())
@@ -131,7 +133,7 @@ def build(ctx: Context) -> Method:
             f"nothing to distil: no teacher reaches rho={t.rho} on any of the {len(q)} training examples; "
             "lower tu_opd.rho, set tu_opd.empty=grpo, or train stronger teachers"
         )
-    scorers = [TeacherLogprobs(n, loaded[n], ctx.fmt, prompts[n], ctx.raw) for n in names]
+    scorers = [TeacherLogprobs(n, loaded[n], ctx.fmt, prompts[n], ctx.raw, teacher_fmt=formats[n]) for n in names]
     grpo = turn_credit(CREDIT["grpo"])
 
     def credit(scores: Scores, batch: TrainBatch, state) -> Credit:

@@ -23,7 +23,7 @@ from tempering.envs.base import SAMPLED_IDS, Env, StepResult
 from tempering.errors import UserError
 from tempering.models.chat import ChatFormat
 from tempering.rollout.sampler import SamplingParams
-from tempering.types import Episode, Group, Task, Turn
+from tempering.types import Episode, Group, Task, Turn, common_prefix
 
 FEEDBACK_TEMPLATES: dict[str, str] = {
     "parse_error": "unreadable: {feedback}",
@@ -68,6 +68,14 @@ class RolloutOptions:
     truncate_prompts: bool = False
     """A first observation longer than the context budget keeps its last tokens (otherwise: an error)."""
     counterfactual: CounterfactualOptions | None = None
+    turn_context: str = "tokens"
+    """How a later turn's context is made: `tokens` (the previous context, the answer's sampled ids and the
+    environment's reply as the chat template renders it after an answer: exact by construction) or
+    `template` (the whole conversation re-rendered by the chat template, what a chat server would feed
+    the model; where that differs from the tokens held, the training row realigns or forks)."""
+    fork_threshold_tokens: int = 1024
+    """`template`: a re-rendering that differs only inside the last answer, by fewer tokens than this,
+    realigns the row (those answer tokens become context); a larger or earlier difference forks a new row."""
     greedy_baseline: bool = False
     """One more episode per group at temperature 0, scored and kept apart (`Group.greedy`): ReMax's baseline."""
 
@@ -289,6 +297,7 @@ async def rollout(
 
     live = list(eps)
     pending_context: dict[int, list[int]] = {}
+    realign: set[int] = set()
     replies: dict[int, list[dict] | None] = {}
     """Each live episode's last tool messages (None: the feedback template answers)."""
     budget = opts.max_context_tokens - opts.sampling.max_new_tokens
@@ -319,8 +328,10 @@ async def rollout(
                     truncated=s.truncated,
                     info=dict(res.info, text=text, env_seconds=secs),
                     context_ids=pending_context.pop(id(e), None),
+                    realign=id(e) in realign,
                 )
             )
+            realign.discard(id(e))
             if res.status == "env_error":
                 stats.env_errors += 1
                 e.stop_reason = "env_error"
@@ -350,12 +361,24 @@ async def rollout(
                 continue
             last = e.turns[-1]
             reply = replies.get(id(e))
-            if reply is not None:
-                last.feedback_ids = fmt.reply_ids(reply, e.prompt, answer_closed=not last.truncated)
-            else:
-                last.feedback_ids = fmt.feedback_ids(
-                    format_feedback(opts.feedback_templates, _as_result(last)), e.prompt
-                )
+            if reply is None:
+                reply = [fmt.feedback_message(format_feedback(opts.feedback_templates, _as_result(last)), e.prompt)]
+            last.reply = reply
+            if opts.turn_context == "template":
+                context = _rerendered(e, fmt, ctx[id(e)], opts, budget)
+                if context is None:
+                    e.stop_reason = "context"
+                    continue
+                ctx[id(e)], kind = context
+                if kind == "clean":  # the row goes on with the template's tokens after the answer
+                    last.feedback_ids = ctx[id(e)][len(turn_ctx[(id(e), k - 1)]) + len(last.action_ids) :]
+                else:
+                    pending_context[id(e)] = ctx[id(e)]
+                    if kind == "realign":
+                        realign.add(id(e))
+                nxt.append(e)
+                continue
+            last.feedback_ids = fmt.reply_ids(reply, e.prompt, answer_closed=not last.truncated)
             grown = ctx[id(e)] + last.action_ids + last.feedback_ids
             if len(grown) <= budget:
                 ctx[id(e)] = grown
@@ -371,6 +394,7 @@ async def rollout(
 
     for e in eps:
         e.reward = e.turns[-1].score if e.turns else 0.0
+        check_rows(e, [turn_ctx[(id(e), k)] for k in range(len(e.turns))])
     if opts.counterfactual is not None and opts.counterfactual.turns > 0:
         await _counterfactual(sampler, eps, turn_ctx, make_env, opts, stats)
     await asyncio.gather(*(env.close() for env in envs.values()))
@@ -378,6 +402,53 @@ async def rollout(
         await _greedy(sampler, fmt, groups, make_env, opts, stats)
     stats.wall_seconds += time.perf_counter() - t_start
     return groups
+
+
+def _rerendered(
+    e: Episode, fmt: ChatFormat, context: list[int], opts: RolloutOptions, budget: int
+) -> tuple[list[int], str] | None:
+    """The next turn's context as the chat template renders the whole conversation, and how it relates to
+    the tokens held (the last turn's context and its answer): `clean` (they are its prefix), `realign`
+    (they part inside the last answer, by fewer than `fork_threshold_tokens`), `fork` (otherwise), or
+    `dropped` (older turns left out to fit the context window; a new row). None: nothing fits."""
+    exchanges = [(t.info["text"], t.reply or []) for t in e.turns]
+    held = context + e.turns[-1].action_ids
+    for start in range(len(exchanges) if opts.drop_old_turns else 1):
+        ids = fmt.conversation_ids(e.prompt, exchanges[start:])
+        if len(ids) > budget:
+            continue
+        m = common_prefix(held, ids)
+        drift = 0 if start else len(held) - m
+        if start:
+            kind = "dropped"
+        elif not drift:
+            kind = "clean"
+        else:
+            kind = "realign" if m >= len(context) and drift < opts.fork_threshold_tokens else "fork"
+        e.turns[-1].info.update(rerendered=kind, drift_tokens=drift)
+        return ids, kind
+    return None
+
+
+def check_rows(e: Episode, contexts: list[list[int]]) -> None:
+    """The tokens an episode trains on are the tokens sampled, each in the very context it was sampled
+    from (the environment's tokens and re-rendered turns only ever as context): a bookkeeping error
+    here would train the policy on sequences it never produced, so it stops the run."""
+    for ids, mask, _, turn in e.segments():
+        for k in sorted(set(turn) - {-1}):
+            at = [i for i, x in enumerate(turn) if x == k]
+            t = e.turns[k]
+            ok = (
+                at == list(range(at[0], at[0] + len(at)))
+                and ids[: at[0]] == contexts[k]
+                and ids[at[0] : at[-1] + 1] == t.action_ids[: len(at)]
+                and all(mask[i] for i in at)
+            )
+            if not ok:
+                raise RuntimeError(
+                    f"episode of task {e.task.id!r}: the training row of turn {k + 1} is not its sampled tokens "
+                    "in the context they were sampled from (a bookkeeping error in the rollout engine)"
+                )
 
 
 async def _greedy(sampler, fmt: ChatFormat, groups: list[Group], make_env, opts: RolloutOptions, stats: RolloutStats):

@@ -88,7 +88,9 @@ def load_teachers(
     dtype: str = "float32",
     pack: bool = False,
 ) -> dict[str, Teacher]:
-    """Load every teacher (name -> spec) and refuse to start unless all share the student's vocabulary."""
+    """Load every teacher (name -> spec) and refuse to start unless all share the student's vocabulary
+    (`student_tokenizer`; None: any tokenizer, for methods that align other vocabularies by text spans)."""
     teachers = {name: load_teacher(spec, name, device, dtype, pack) for name, spec in specs.items()}
-    check_vocab(student_tokenizer, {f"teacher {name!r}": t.tokenizer for name, t in teachers.items()})
+    if student_tokenizer is not None:
+        check_vocab(student_tokenizer, {f"teacher {name!r}": t.tokenizer for name, t in teachers.items()})
     return teachers

@@ -21,6 +21,7 @@ import torch
 
 from tempering.errors import UserError
 from tempering.models.chat import ChatFormat
+from tempering.teachers.align import aligned_scores, check_teacher_prompt
 from tempering.teachers.base import Teacher, TeacherScores, place, take
 from tempering.types import Episode, Task
 
@@ -94,14 +95,22 @@ def load_builder(spec: str | None) -> PromptBuilder:
 
 
 def requests(
-    episodes: list[Episode], fmt: ChatFormat, build: PromptBuilder | None = None, raw: dict[str, Task] | None = None
+    episodes: list[Episode],
+    fmt: ChatFormat,
+    build: PromptBuilder | None = None,
+    raw: dict[str, Task] | None = None,
+    teacher_fmt: ChatFormat | None = None,
+    name: str = "teacher",
 ):
     """(teacher prompts, continuations, offsets) for a batch of episodes.
 
     The continuation is everything after the student's prompt (actions and feedback); the offset is
     the student's prompt length, i.e. where the continuation starts in a collated row. `raw` maps
     a task id to the example before the student's own prompt was applied (the teacher builds from it).
+    `teacher_fmt`: a teacher with another tokenizer, whose prompts are rendered in its own format.
     """
+    own = teacher_fmt or fmt
+    render = (lambda p: check_teacher_prompt(name, teacher_fmt, p)) if teacher_fmt is not None else own.prompt_ids
     prompts, conts, offsets = [], [], []
     cache: dict[str, list[int]] = {}
     for e in episodes:
@@ -114,12 +123,12 @@ def requests(
         ids = rows[0][0]
         n = len(e.prompt_ids)
         if build is None:
-            tp = list(e.prompt_ids)
+            tp = list(e.prompt_ids) if teacher_fmt is None else render(e.prompt)
         elif getattr(build, "sees_sample", False):
-            tp = fmt.prompt_ids(cast(SampleBuilder, build)((raw or {}).get(e.task.id, e.task), e))
+            tp = render(cast(SampleBuilder, build)((raw or {}).get(e.task.id, e.task), e))
         else:
             if e.task.id not in cache:
-                cache[e.task.id] = fmt.prompt_ids(build((raw or {}).get(e.task.id, e.task)))
+                cache[e.task.id] = render(build((raw or {}).get(e.task.id, e.task)))
             tp = cache[e.task.id]
         prompts.append(tp)
         conts.append(ids[n:])
@@ -137,10 +146,20 @@ def score_episodes(
     candidates_BTK: torch.Tensor | None = None,
     top_k: int = 0,
     full: bool = False,
+    teacher_fmt: ChatFormat | None = None,
 ) -> TeacherScores:
     """Score collated episodes; every tensor comes back aligned with the batch: (B, T, ...), where
-    position t holds the score of token t given tokens < t (0 outside the continuations)."""
-    prompts, conts, offsets = requests(episodes, fmt, build, raw)
+    position t holds the score of token t given tokens < t (0 outside the continuations).
+    `teacher_fmt`: the teacher has another tokenizer (`teachers.align`): its prompts are rendered in
+    that format and its scores aligned to the student's tokens by text spans (token log-probs only)."""
+    prompts, conts, offsets = requests(episodes, fmt, build, raw, teacher_fmt, teacher.name)
+    if teacher_fmt is not None:
+        if candidates_BTK is not None or top_k or full:
+            raise UserError(
+                f"{teacher.name} has another tokenizer than the student: only the log-probs of the student's "
+                "tokens can be aligned (by text spans), not candidates, top-k or whole distributions"
+            )
+        return aligned_scores(teacher, episodes, prompts, offsets, fmt, teacher_fmt, T)
     C = max((len(c) for c in conts), default=0)
     cand = None if candidates_BTK is None else take(candidates_BTK, offsets, C)
     s = teacher.score(prompts, conts, cand, top_k=top_k, full=full)

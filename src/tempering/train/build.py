@@ -190,7 +190,14 @@ def assemble(
     if family.feedback_template is not None and "feedback_template" not in cfg.rollout.model_fields_set:
         cfg = cfg.model_copy(deep=True)  # the family's own template, recorded in the run's config
         cfg.rollout.feedback_template = family.feedback_template
-    fmt = ChatFormat(tokenizer, cfg.model.use_chat_template, cfg.rollout.feedback_template, cfg.model.system_prompt)
+    fmt = ChatFormat(
+        tokenizer,
+        cfg.model.use_chat_template,
+        cfg.rollout.feedback_template,
+        cfg.model.system_prompt,
+        cfg.model.tool_prompt,
+    )
+    check_turns(cfg, family, fmt)
     sampler = make_sampler(cfg, model, tokenizer)
     opts = cfg.rollout.options(cfg.run.seed)
     ctx = Context(
@@ -301,11 +308,38 @@ def load_model(cfg, device: str, lora: bool = True):
     """The policy and its tokenizer as `cfg.model` names them (with its LoRA adapter unless `lora` is off)."""
     c = cfg.model
     model, tok = load_policy(c.name, seed=cfg.run.seed, dtype=c.dtype, device=device, tokenizer=c.tokenizer)
+    if c.chat_template is not None:
+        path = Path(c.chat_template).expanduser()
+        if not path.is_file():
+            raise UserError(f"model.chat_template={c.chat_template}: no such file; give a Jinja chat template file")
+        tok.chat_template = path.read_text()
     if lora and c.lora_rank:
         from tempering.models.lora import add_lora
 
         model = add_lora(model, c.lora_rank, c.lora_alpha, target_modules=c.lora_targets)
     return model, tok
+
+
+def check_turns(cfg, family, fmt: ChatFormat) -> None:
+    """Refuse multi-turn settings that would do nothing, or that this model cannot honour."""
+    tools = getattr(family, "offers_tools", False)
+    turns = max(cfg.rollout.max_turns, cfg.run.eval_max_turns or 1)
+    if tools and turns < 2:
+        raise UserError(
+            f"task.family={cfg.task.family} with rollout.max_turns={cfg.rollout.max_turns}: each answer is a turn, "
+            "so no tool result would ever reach the model; set rollout.max_turns=2 or more"
+        )
+    if cfg.model.tool_prompt != "template" and not (tools and fmt.use_chat_template):
+        why = "its prompts offer no tools" if not tools else "the model has no chat template (tools go in as text)"
+        raise UserError(
+            f"model.tool_prompt={cfg.model.tool_prompt} has no effect with task.family={cfg.task.family}: {why}; "
+            "remove it"
+        )
+    if cfg.rollout.turn_context == "template" and not fmt.use_chat_template:
+        raise UserError(
+            f"rollout.turn_context=template re-renders each conversation with the chat template, and {cfg.model.name} "
+            "has none (or model.use_chat_template=false); use rollout.turn_context=tokens"
+        )
 
 
 def check_context(cfg, model, fmt: ChatFormat, tasks: list[Task]) -> None:

@@ -37,6 +37,14 @@ class ModelSection(Schema):
         None, description="Apply the tokenizer's chat template (default: when it has one)."
     )
     system_prompt: str | None = Field(None, description="System message for chat-template models.")
+    chat_template: str | None = Field(
+        None,
+        description="A Jinja chat template file that replaces the tokenizer's (e.g. one that renders tools, or a prefix-preserving training template); saved with the trained model.",
+    )
+    tool_prompt: Literal["template", "system"] = Field(
+        "template",
+        description="Where a prompt's tools go (task.family=tools): template (the chat template renders tools=; a template that leaves a tool out is refused) or system (tempering writes their schemas into the system message, Hermes' format).",
+    )
     device: str = Field("cpu", description="Where the policy runs: cpu, cuda, cuda:N, or auto (a GPU when visible).")
     dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Parameter dtype of the policy.")
     lora_rank: int = Field(
@@ -107,6 +115,15 @@ class RolloutSection(Schema):
     drop_old_turns: bool = Field(
         True, description="Drop the oldest turns when the context fills (false: stop with stop_reason=context)."
     )
+    turn_context: Literal["tokens", "template"] = Field(
+        "tokens",
+        description="A later turn's context: tokens (the context so far, the sampled answer and the environment's reply rendered after it: exactly what was sampled, whatever the chat template) or template (the whole conversation re-rendered by the chat template, as a chat server would; where that differs from the tokens held, the training row realigns or forks).",
+    )
+    fork_threshold_tokens: int = Field(
+        1024,
+        ge=1,
+        description="turn_context=template: a re-rendering that differs from the tokens held only inside the last answer, by fewer tokens than this, realigns the row (those answer tokens become context); otherwise a new row starts (TRL's fork_threshold_tokens).",
+    )
     truncate_prompts: bool = Field(
         False,
         description="A prompt too long for the context keeps its last tokens (false: the run refuses the task, naming it).",
@@ -134,6 +151,8 @@ class RolloutSection(Schema):
         ignored_unless(self, "rollout", ["vllm"], self.backend == "vllm", "rollout.backend=vllm")
         ignored_unless(self, "rollout", ["ray"], self.backend == "ray", "rollout.backend=ray")
         ignored_unless(self, "rollout", ["clamp_scores"], self.score_range is not None, "rollout.score_range")
+        template = self.turn_context == "template"
+        ignored_unless(self, "rollout", ["fork_threshold_tokens"], template, "rollout.turn_context=template")
         hf_async = self.async_steps > 0 and self.backend == "hf"
         ignored_unless(self, "rollout", ["async_threads"], hf_async, "rollout.async_steps > 0 with rollout.backend=hf")
         return self
@@ -152,6 +171,8 @@ class RolloutSection(Schema):
             score_range=(self.score_range[0], self.score_range[1]) if self.score_range else None,
             clamp_scores=self.clamp_scores,
             truncate_prompts=self.truncate_prompts,
+            turn_context=self.turn_context,
+            fork_threshold_tokens=self.fork_threshold_tokens,
         )
 
 
@@ -498,6 +519,12 @@ class LoopConfig(Schema):
                 "are of the filtered distribution and the trainer's of the whole one, which biases the correction; "
                 "set rollout.top_k=0 and rollout.top_p=1, or loss.rollout_correction=none"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _check_turns(self):
+        turns = max(self.rollout.max_turns, self.run.eval_max_turns or 1)
+        ignored_unless(self.rollout, "rollout", ["turn_context"], turns > 1, "rollout.max_turns > 1")
         return self
 
     @model_validator(mode="after")

@@ -230,6 +230,8 @@ class TeacherLogprobs:
     full: bool = False
     candidates: Callable[[Scores], torch.Tensor] | None = None
     """Ids to score at every position, from the scores so far (e.g. the student's own top-k)."""
+    teacher_fmt: ChatFormat | None = None
+    """The teacher's own format when its tokenizer differs from the student's (`teachers.align`)."""
 
     def __call__(self, groups: list[Group], batch: TrainBatch, scores: Scores) -> Scores:
         episodes = [e for g in groups for e in g.episodes]
@@ -248,6 +250,7 @@ class TeacherLogprobs:
             candidates_BTK=cand,
             top_k=self.top_k,
             full=self.full,
+            teacher_fmt=self.teacher_fmt,
         )
         return replace(scores, teachers={**scores.teachers, self.name: s})
 
