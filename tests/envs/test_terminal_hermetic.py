@@ -201,6 +201,41 @@ def test_tests_copied_into_the_working_folder_load_only_the_conftest_the_task_sh
     assert episode("true").status == "correct"
 
 
+PLANTED_CONFIGS = {
+    "pytest.ini": "[pytest]\naddopts = -p planted\n",
+    "pyproject.toml": '[tool.pytest.ini_options]\naddopts = "-p planted"\n',
+    "setup.cfg": "[tool:pytest]\naddopts = -p planted\n",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not ISOLATED, reason="Harbor's paths need an isolating sandbox backend")
+def test_tests_copied_into_the_working_folder_read_only_the_pytest_configuration_the_task_shipped(tmp_path):
+    """The same public task: a pytest configuration the solution left beside the copied test, naming a
+    plugin it wrote that passes every test, is never read nor the plugin imported (a wrong answer stays
+    wrong); a pytest.ini and plugin the task ships are still used, even from /app."""
+    root = shutil.copytree(os.path.join(PUBLIC, "conftest-plant-vulnerable"), tmp_path / "t")
+
+    def episode(*actions):
+        env = TerminalEnv(bundle_task(read_bundle(root)), Sandbox(backend=ISOLATED[0]))
+
+        async def go():
+            return [await env.step(a) for a in (*actions, "submit")][-1]
+
+        return asyncio.run(go())
+
+    plugin = f"cat > /app/planted.py <<'EOF'\n{FORCE_PASS}EOF\n"
+    for name, text in PLANTED_CONFIGS.items():
+        assert episode(plugin + f"cat > /app/{name} <<'EOF'\n{text}EOF\n").status == "incorrect", name
+    (root / "tests" / "planted.py").write_text(FORCE_PASS)  # the task's own: read and imported, even from /app
+    (root / "tests" / "pytest.ini").write_text(PLANTED_CONFIGS["pytest.ini"])
+    test_sh = (root / "tests" / "test.sh").read_text()
+    (root / "tests" / "test.sh").write_text(
+        test_sh.replace("cp /tests/test_outputs.py /app/test_outputs.py", "cp /tests/*.py /tests/pytest.ini /app/")
+    )
+    assert episode("true").status == "correct"
+
+
 @pytest.mark.skipif(not ISOLATED, reason="Harbor's paths need an isolating sandbox backend")
 def test_csv_revenue_refuses_nan():
     env = TerminalEnv(bundle_task(read_bundle(SAMPLES / "csv-revenue")), Sandbox(backend=ISOLATED[0]))
