@@ -225,8 +225,8 @@ def test_tests_copied_into_the_working_folder_read_only_the_pytest_configuration
         return asyncio.run(go())
 
     plugin = f"cat > /app/planted.py <<'EOF'\n{FORCE_PASS}EOF\n"
-    for name, text in PLANTED_CONFIGS.items():
-        assert episode(plugin + f"cat > /app/{name} <<'EOF'\n{text}EOF\n").status == "incorrect", name
+    for name, config in PLANTED_CONFIGS.items():
+        assert episode(plugin + f"cat > /app/{name} <<'EOF'\n{config}EOF\n").status == "incorrect", name
     (root / "tests" / "planted.py").write_text(FORCE_PASS)  # the task's own: read and imported, even from /app
     (root / "tests" / "pytest.ini").write_text(PLANTED_CONFIGS["pytest.ini"])
     test_sh = (root / "tests" / "test.sh").read_text()
