@@ -47,7 +47,16 @@ DEFAULT_DISK_MB = 1024
 DEFAULT_TIMEOUT_S = 600.0
 """Seconds the oracle may run when [agent] timeout_sec is unset."""
 PYTEST_FILES = frozenset(
-    "conftest.py pytest.toml .pytest.toml pytest.ini .pytest.ini pyproject.toml tox.ini setup.cfg".split()
+    (
+        "conftest.py",
+        "pytest.toml",
+        ".pytest.toml",
+        "pytest.ini",
+        ".pytest.ini",
+        "pyproject.toml",
+        "tox.ini",
+        "setup.cfg",
+    )
 )
 """The files pytest reads by name: the image's are trusted in the tests' job (`injob/sitecustomize.py`)."""
 
