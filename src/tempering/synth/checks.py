@@ -323,5 +323,8 @@ def _tamper(words: list[str], cwd_writable: bool, workdir: str, own: set[str]) -
         planted = [p for p in paths if _writable(p, cwd_writable, workdir)]
         if planted or (not paths and cwd_writable):
             at = planted[0] if planted else "the working directory"
-            out.append(f"runs pytest on {at}, in a folder the solution can write (a planted conftest.py runs there, a planted pytest.ini names its plugins)")
+            out.append(
+                f"runs pytest on {at}, in a folder the solution can write"
+                " (a planted conftest.py runs there, a planted pytest.ini names its plugins)"
+            )
     return out
