@@ -1,9 +1,10 @@
 """The pieces of the hermetic tests' job, each on its own: packing a working folder whatever modes the
 solution left, unpacking it with no way out of it (also where tarfile has no `filter=`), the links the
-tests never see, the tests' Python finding installed modules first and loading only the conftest.py files
-the task shipped; and the sample task that took NaN."""
+tests never see, the tests' Python finding installed modules first and pytest loading only the conftest.py
+files, configuration and plugins the task shipped; and the sample task that took NaN."""
 
 import asyncio
+import hashlib
 import os
 import shutil
 import stat
@@ -146,6 +147,43 @@ def test_the_tests_python_finds_installed_modules_before_the_working_folders():
     job = Job(cmd=["sh", "-c", cmd], files=files, readonly_files={"tools/sitecustomize.py": text("sitecustomize.py")})
     res = Sandbox(backend=ISOLATED[0]).run_sync(job)
     assert res.stdout.split() == ["True", "7", "False", "True"], res.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not ISOLATED, reason="needs an isolating sandbox backend (read-only mounts)")
+def test_the_tests_pytest_reads_only_configuration_and_plugins_the_task_shipped():
+    """As in the tests' job, a failing test in the working folder beside a configuration that names a
+    plugin passing every test: each way pytest would read it (by name, by `-c`, a test module's
+    `pytest_plugins`) is refused and named on stderr; with the files' SHA-256s shipped, all are used."""
+    files = {
+        "app/test_x.py": "def test_x():\n    assert False\n",
+        "app/test_y.py": "pytest_plugins = ['planted']\n\n\ndef test_y():\n    assert False\n",
+        "app/planted.py": FORCE_PASS,
+        "app/pytest.ini": PLANTED_CONFIGS["pytest.ini"],
+        "app/cfg/pyproject.toml": PLANTED_CONFIGS["pyproject.toml"],
+        "app/cfg/test_x.py": "def test_x():\n    assert False\n",
+    }
+    runs = "test_x.py; -c cfg/pyproject.toml test_x.py; -c /dev/null test_y.py; -p planted cfg/test_x.py"
+    script = "".join(
+        f"python3 -m pytest -q -p no:cacheprovider {args} > /dev/null && echo pass || echo fail\n"
+        for args in runs.split("; ")
+    )
+    cmd = f"cd app && export PYTHONPATH=/job/tools PYTHONNOUSERSITE=1\n{script}"
+    shipped = " ".join(
+        hashlib.sha256(files[f"app/{n}"].encode()).hexdigest()
+        for n in ("planted.py", "pytest.ini", "cfg/pyproject.toml")
+    )
+    own = f"export TEMPERING_OWN_PYTEST_FILES='{shipped}'\n"
+    for setup, want in (("", "fail"), (own, "pass")):
+        job = Job(
+            cmd=["sh", "-c", setup + cmd],
+            files=files,
+            readonly_files={"tools/sitecustomize.py": text("sitecustomize.py")},
+        )
+        res = Sandbox(backend=ISOLATED[0]).run_sync(job)
+        assert res.stdout.split() == [want] * 4, res.stdout + res.stderr
+        refused = [line for line in res.stderr.splitlines() if line.startswith("[not loaded: ")]
+        assert len(refused) == (0 if setup else 6), refused  # 4 configuration files, the plugin twice
 
 
 @pytest.mark.skipif(not ISOLATED, reason="Harbor's paths need an isolating sandbox backend")
