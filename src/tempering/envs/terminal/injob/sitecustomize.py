@@ -86,9 +86,13 @@ def _stderr():
 _STDERR = _stderr()
 
 
-def _refuse(what) -> None:
+def _say(line) -> None:
     if _STDERR is not None:
-        os.write(_STDERR, f"[not loaded: {what}]\n".encode(errors="replace"))
+        os.write(_STDERR, f"[{line}]\n".encode(errors="replace"))
+
+
+def _refuse(what) -> None:
+    _say(f"not loaded: {what}")
 
 
 def _plugin_installed(name) -> bool:
@@ -117,7 +121,7 @@ def _entry_point(name) -> bool:
 
 def _guard_config(module) -> None:
     """pytest's conftest and plugin loaders: a conftest.py the task did not ship in a folder the tests can
-    write is not loaded; a plugin (`-p`, `pytest_plugins`, `required_plugins`) is imported only from
+    write is not loaded; a plugin (`-p`, `pytest_plugins`) is imported only from
     outside such folders, or with the bytes the task shipped."""
     manager = module.PytestPluginManager
     load, import_plugin = manager._importconftest, manager.import_plugin
@@ -167,7 +171,7 @@ def _guard_findpaths(module) -> None:
     if not tables and hasattr(module, "load_config_dict_from_file"):
         module.load_config_dict_from_file = _config_loader(module.load_config_dict_from_file)
     elif not tables:
-        sys.stderr.write("[this pytest (< 6) reads configuration files from any folder: not guarded]\n")
+        _say("this pytest (< 6) reads configuration files from any folder: not guarded")
 
 
 _GUARDS = {"_pytest.config": _guard_config, "_pytest.config.findpaths": _guard_findpaths}
