@@ -287,7 +287,7 @@ def render_rounds(rounds: list[dict]) -> list[str]:
         return lines + ["None recorded yet (`--add-round` records one)."]
     lines += [
         "Each round an attacker who had not read the defences wrote attacks against the judge; what got "
-        "through was fixed by its class and every credited attack reproduced before and after the fix.",
+        "through is fixed by its class (reproduced before and after), or says why not in the last column.",
         "",
         "| round | written | credited before the fix | classes | credited after the fix | what remains |",
         "|---|---|---|---|---|---|",
