@@ -1,9 +1,10 @@
 """The pieces of the hermetic tests' job, each on its own: packing a working folder whatever modes the
 solution left, unpacking it with no way out of it (also where tarfile has no `filter=`), the links the
-tests never see, the tests' Python finding installed modules first and loading only the conftest.py files
-the task shipped; and the sample task that took NaN."""
+tests never see, the tests' Python finding installed modules first and pytest loading only the conftest.py
+files, configuration and plugins the task shipped; and the sample task that took NaN."""
 
 import asyncio
+import hashlib
 import os
 import shutil
 import stat
@@ -148,6 +149,43 @@ def test_the_tests_python_finds_installed_modules_before_the_working_folders():
     assert res.stdout.split() == ["True", "7", "False", "True"], res.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not ISOLATED, reason="needs an isolating sandbox backend (read-only mounts)")
+def test_the_tests_pytest_reads_only_configuration_and_plugins_the_task_shipped():
+    """As in the tests' job, a failing test in the working folder beside a configuration that names a
+    plugin passing every test: each way pytest would read it (by name, by `-c`, a test module's
+    `pytest_plugins`) is refused and named on stderr; with the files' SHA-256s shipped, all are used."""
+    files = {
+        "app/test_x.py": "def test_x():\n    assert False\n",
+        "app/test_y.py": "pytest_plugins = ['planted']\n\n\ndef test_y():\n    assert False\n",
+        "app/planted.py": FORCE_PASS,
+        "app/pytest.ini": PLANTED_CONFIGS["pytest.ini"],
+        "app/cfg/pyproject.toml": PLANTED_CONFIGS["pyproject.toml"],
+        "app/cfg/test_x.py": "def test_x():\n    assert False\n",
+    }
+    runs = "test_x.py; -c cfg/pyproject.toml test_x.py; -c /dev/null test_y.py; -p planted cfg/test_x.py"
+    script = "".join(
+        f"python3 -m pytest -q -p no:cacheprovider {args} > /dev/null && echo pass || echo fail\n"
+        for args in runs.split("; ")
+    )
+    cmd = f"cd app && export PYTHONPATH=/job/tools PYTHONNOUSERSITE=1\n{script}"
+    shipped = " ".join(
+        hashlib.sha256(files[f"app/{n}"].encode()).hexdigest()
+        for n in ("planted.py", "pytest.ini", "cfg/pyproject.toml")
+    )
+    own = f"export TEMPERING_OWN_PYTEST_FILES='{shipped}'\n"
+    for setup, want in (("", "fail"), (own, "pass")):
+        job = Job(
+            cmd=["sh", "-c", setup + cmd],
+            files=files,
+            readonly_files={"tools/sitecustomize.py": text("sitecustomize.py")},
+        )
+        res = Sandbox(backend=ISOLATED[0]).run_sync(job)
+        assert res.stdout.split() == [want] * 4, res.stdout + res.stderr
+        refused = [line for line in res.stderr.splitlines() if line.startswith("[not loaded: ")]
+        assert len(refused) == (0 if setup else 6), refused  # 4 configuration files, the plugin twice
+
+
 @pytest.mark.skipif(not ISOLATED, reason="Harbor's paths need an isolating sandbox backend")
 def test_the_tests_python_in_their_job(tmp_path):
     """The same in the tests' real job: the solution plants json.py in the working folder, the tests run
@@ -197,6 +235,41 @@ def test_tests_copied_into_the_working_folder_load_only_the_conftest_the_task_sh
     test_sh = (root / "tests" / "test.sh").read_text()
     (root / "tests" / "test.sh").write_text(
         test_sh.replace("cp /tests/test_outputs.py /app/test_outputs.py", "cp /tests/*.py /app/")
+    )
+    assert episode("true").status == "correct"
+
+
+PLANTED_CONFIGS = {
+    "pytest.ini": "[pytest]\naddopts = -p planted\n",
+    "pyproject.toml": '[tool.pytest.ini_options]\naddopts = "-p planted"\n',
+    "setup.cfg": "[tool:pytest]\naddopts = -p planted\n",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not ISOLATED, reason="Harbor's paths need an isolating sandbox backend")
+def test_tests_copied_into_the_working_folder_read_only_the_pytest_configuration_the_task_shipped(tmp_path):
+    """The same public task: a pytest configuration the solution left beside the copied test, naming a
+    plugin it wrote that passes every test, is never read nor the plugin imported (a wrong answer stays
+    wrong); a pytest.ini and plugin the task ships are still used, even from /app."""
+    root = shutil.copytree(os.path.join(PUBLIC, "conftest-plant-vulnerable"), tmp_path / "t")
+
+    def episode(*actions):
+        env = TerminalEnv(bundle_task(read_bundle(root)), Sandbox(backend=ISOLATED[0]))
+
+        async def go():
+            return [await env.step(a) for a in (*actions, "submit")][-1]
+
+        return asyncio.run(go())
+
+    plugin = f"cat > /app/planted.py <<'EOF'\n{FORCE_PASS}EOF\n"
+    for name, config in PLANTED_CONFIGS.items():
+        assert episode(plugin + f"cat > /app/{name} <<'EOF'\n{config}EOF\n").status == "incorrect", name
+    (root / "tests" / "planted.py").write_text(FORCE_PASS)  # the task's own: read and imported, even from /app
+    (root / "tests" / "pytest.ini").write_text(PLANTED_CONFIGS["pytest.ini"])
+    test_sh = (root / "tests" / "test.sh").read_text()
+    (root / "tests" / "test.sh").write_text(
+        test_sh.replace("cp /tests/test_outputs.py /app/test_outputs.py", "cp /tests/*.py /tests/pytest.ini /app/")
     )
     assert episode("true").status == "correct"
 

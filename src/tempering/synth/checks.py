@@ -235,10 +235,10 @@ _PYTEST_VALUE_OPTIONS = {
 
 def tamper_warnings(bundle: Bundle) -> list[Problem]:
     """Tests that import or run what the solution can change (code `tamper`): pytest on a test file in a
-    folder the solution can write (a planted conftest.py runs inside the tests), `python -m` (pytest or
-    any module) or `python -c` from such a folder (it is first on the import path: a planted pytest.py
-    or json.py is imported instead), `uv run` there (uv installs the project it finds there), PYTHONPATH
-    naming one, a script run from one, and `source` / `.` of a file in one (uv's `$HOME/.local/bin/env`
+    folder the solution can write (a planted conftest.py, or a pytest.ini naming a plugin, runs inside
+    the tests), `python -m` (pytest or any module) or `python -c` from such a folder (it is first on the
+    import path: a planted pytest.py or json.py is imported instead), `uv run` there (uv installs the
+    project it finds there), PYTHONPATH naming one, a script run from one, and `source` / `.` of a file in one (uv's `$HOME/.local/bin/env`
     included: the solution's HOME is the tests'). Folders the solution can write: the working folder,
     HOME and the temporary folders; a file the test script itself writes first is its own. Harbor runs
     the tests in the agent's container after it, so these hold there too."""
@@ -323,5 +323,8 @@ def _tamper(words: list[str], cwd_writable: bool, workdir: str, own: set[str]) -
         planted = [p for p in paths if _writable(p, cwd_writable, workdir)]
         if planted or (not paths and cwd_writable):
             at = planted[0] if planted else "the working directory"
-            out.append(f"runs pytest on {at}, in a folder the solution can write (a planted conftest.py runs there)")
+            out.append(
+                f"runs pytest on {at}, in a folder the solution can write"
+                " (a planted conftest.py runs there, a planted pytest.ini names its plugins)"
+            )
     return out

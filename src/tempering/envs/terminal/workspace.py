@@ -20,6 +20,7 @@ import io
 import json
 import math
 import os
+import posixpath
 import re
 import secrets
 import shlex
@@ -45,6 +46,19 @@ DEFAULT_DISK_MB = 1024
 """Disk of a local job when task.toml names none."""
 DEFAULT_TIMEOUT_S = 600.0
 """Seconds the oracle may run when [agent] timeout_sec is unset."""
+PYTEST_FILES = frozenset(
+    (
+        "conftest.py",
+        "pytest.toml",
+        ".pytest.toml",
+        "pytest.ini",
+        ".pytest.ini",
+        "pyproject.toml",
+        "tox.ini",
+        "setup.cfg",
+    )
+)
+"""The files pytest reads by name: the image's are trusted in the tests' job (`injob/sitecustomize.py`)."""
 
 
 def resolve_env(env: dict[str, str], where: str) -> dict[str, str]:
@@ -167,10 +181,11 @@ class Workspace:
         self.name = name
         self.state = pack(image.files, image.dirs, image.modes)
         self.standins = image.standins
-        self.own_conftests = {
-            hashlib.sha256(b).hexdigest() for p, b in image.files.items() if p.endswith("conftest.py")
+        self.own_pytest_files = {
+            hashlib.sha256(b).hexdigest() for p, b in image.files.items() if posixpath.basename(p) in PYTEST_FILES
         }
-        """SHA-256s of the image's conftest.py files: pytest loads these in the tests' job wherever they are."""
+        """SHA-256s of the image's conftest.py and pytest configuration files: pytest reads these in the tests'
+        job wherever they are."""
         """Shell code each job runs first (tools the scripts would download, `image.standins`)."""
         self.memory_mb = memory_mb
         self.disk_mb = disk_mb
@@ -314,9 +329,9 @@ class Workspace:
         verifier = f"{out}/verifier"
         test_env = resolve_env(step.verifier_env, f"{self.name}: [verifier] env")
         exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in test_env.items())
-        own = " ".join(sorted(self.own_conftests | {hashlib.sha256(b).hexdigest() for b in step.tests.values()}))
+        own = " ".join(sorted(self.own_pytest_files | {hashlib.sha256(b).hexdigest() for b in step.tests.values()}))
         wrapper = self._prologue(verifier, tests=True) + (
-            f"( {exports}export PYTHONNOUSERSITE=1 TEMPERING_OWN_CONFTESTS={shlex.quote(own)}\n"
+            f"( {exports}export PYTHONNOUSERSITE=1 TEMPERING_OWN_PYTEST_FILES={shlex.quote(own)}\n"
             f'  export PYTHONPATH="$ROOT/.ws/tools${{PYTHONPATH:+:$PYTHONPATH}}"\n'
             f'  exec {_TIMEOUT} -k 2 {max(1, math.ceil(step.verifier_timeout_s))} bash "$TESTS_DIR/test.sh" ) </dev/null\n'
             f'echo "$?" > "$ROOT/{out}/tests.status"\n'
