@@ -73,14 +73,14 @@ def machine() -> dict:
     }
 
 
-ISSUE_48 = "issue 48"
+REVIEW_2 = "hack review 2"
 
 
 def hack_suite(cfg: VerifyConfig, pool: Sandbox) -> list[dict]:
-    """Every case on the eval path; the classes of issue 48 on the training reward paths too."""
+    """Every case on the eval path; the classes of hack review 2 on the training reward paths too."""
     verifier = KernelVerifier(cfg, sandbox=pool)
     runs = [(h, "eval") for h in HACKS + BAD_INPUTS]
-    runs += [(h, path) for h in HACKS if h.source.startswith(ISSUE_48) for path in PATHS if path != "eval"]
+    runs += [(h, path) for h in HACKS if h.source.startswith(REVIEW_2) for path in PATHS if path != "eval"]
 
     async def go():
         return await asyncio.gather(*(run_hack(verifier, h, path=path) for h, path in runs))
@@ -343,7 +343,7 @@ def write_markdown(path: Path, data: dict) -> None:
         "",
         "## Classes",
         "",
-        "Every case of a class, on every path it ran (issue 48's classes on the eval path and both training "
+        "Every case of a class, on every path it ran (hack review 2's classes on the eval path and both training "
         "reward paths); `credited`: scored correct or faster than eager.",
         "",
         "| class | cases | credited |",
