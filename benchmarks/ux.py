@@ -80,7 +80,7 @@ def run_readme(work: Path, timeout: float = 900, skip_slow: bool = False) -> lis
     rows = []
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     for line in readme_commands():
-        if skip_slow and any(line.startswith(k + " ") for k in SLOW):
+        if skip_slow and any(line == k or line.startswith(k + " ") for k in SLOW):
             continue
         argv = shlex.split(line)
         assert argv[0] == "tempering", line
