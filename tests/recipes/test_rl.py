@@ -222,7 +222,7 @@ def test_lora_trains_adapters_only_and_exports_merged_and_adapter(pretrained_dir
     assert trainable and all("lora_" in n for n in trainable)
     import asyncio
 
-    asyncio.run(t.run())
+    t.run()
     final = tmp_path / "lora" / "final"
     assert (final / "config.json").is_file() and (final / "adapter" / "adapter_config.json").is_file()
     from tempering.models import load_policy

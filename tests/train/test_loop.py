@@ -84,14 +84,14 @@ def test_a_family_template_applies_unless_the_config_names_one_and_the_family_is
     want = own or "<{feedback}>"
     assert t.fmt.feedback_template == want
     assert yaml.safe_load((tmp_path / "config.yaml").read_text())["rollout"]["feedback_template"] == want
-    asyncio.run(t.run())
+    t.run()
     assert ScreenFamily.closed == 1
 
 
 @pytest.mark.parametrize("on_start", [True, False])
 def test_eval_on_start_decides_the_step_0_evaluation(tmp_path, on_start):
     run = {**CFG["run"], "steps": 1, "out_dir": str(tmp_path), "eval_on_start": on_start}
-    hist = asyncio.run(trainer("train", {**CFG, "run": run}).run())
+    hist = trainer("train", {**CFG, "run": run}).run()
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     evals = [r["step"] for r in rows if "eval/pass@1" in r]
     assert evals == ([0, 1] if on_start else [1])

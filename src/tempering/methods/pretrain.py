@@ -198,7 +198,7 @@ def pretrain(
 
     cfg = as_config(PretrainConfig, cfg)
     t = Trainer(cfg, SPEC, family, resume=resume, overwrite=overwrite)
-    hist = asyncio.run(t.run())
+    hist = t.run()
     return {
         "model": str(Path(cfg.run.out_dir) / "final"),
         "heldout_pass@1": hist["final"]["eval/pass@1"],

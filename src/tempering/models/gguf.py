@@ -124,10 +124,37 @@ def gguf_folder(path: str | Path) -> Path:
     return out
 
 
+HUB_IDS = {"HuggingFaceTB/SmolLM2-135M-Instruct": "smollm2-135m-instruct"}
+"""Hugging Face Hub ids of the packaged models (the packaged file is the same model, quantised to Q4_1)."""
+
+
 def resolve(name: str) -> str:
-    """A built-in GGUF name or a `.gguf` path as its converted folder; anything else unchanged."""
+    """A built-in GGUF name or a `.gguf` path as its converted folder, a Hub id as the packaged model or
+    its snapshot in the local Hugging Face cache (`hub_snapshot`); anything else unchanged."""
+    name = HUB_IDS.get(name, name)
     if name in PACKAGED:
         return str(gguf_folder(packaged_file(name)))
     if name.endswith(".gguf"):
         return str(gguf_folder(name))
-    return name
+    return hub_snapshot(name) or name
+
+
+def hub_snapshot(name: str) -> str | None:
+    """The local Hugging Face cache's snapshot of a Hub id (`org/model`) that is no local path; a Hub id
+    not in the cache is refused, saying how to get it (nothing is downloaded at run time)."""
+    if name.count("/") != 1 or name.startswith((".", "/", "~")) or Path(name).exists():
+        return None
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.constants import HF_HUB_CACHE
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+
+    try:
+        return snapshot_download(name, local_files_only=True)
+    except HFValidationError:
+        return None  # not a Hub id: read as a path
+    except LocalEntryNotFoundError:
+        raise UserError(
+            f"model {name!r} is neither a local folder nor a Hugging Face Hub id in the local cache ({HF_HUB_CACHE}), "
+            f"and models are never downloaded at run time: fetch it once with `hf download {name}`, or give a "
+            "local folder"
+        ) from None
