@@ -26,7 +26,7 @@ LossAgg = Literal[AGG_MODES]  # type: ignore[valid-type]
 class ModelSection(Schema):
     name: str = Field(
         "tiny-s",
-        description="Built-in tiny size (tiny-xs/s/m/l/xl), a packaged model (smollm2-135m-instruct), a .gguf file or a local Hugging Face model folder.",
+        description="Built-in tiny size (tiny-xs/s/m/l/xl), a packaged model (smollm2-135m-instruct, or its Hub id HuggingFaceTB/SmolLM2-135M-Instruct), a .gguf file, a local Hugging Face model folder, or a Hub id already in the local Hugging Face cache (never downloaded).",
     )
     tokenizer: str | None = Field(
         None,
