@@ -96,3 +96,20 @@ def test_eval_on_start_decides_the_step_0_evaluation(tmp_path, on_start):
     evals = [r["step"] for r in rows if "eval/pass@1" in r]
     assert evals == ([0, 1] if on_start else [1])
     assert ("start" in hist) is on_start and "final" in hist
+
+
+def test_the_run_summary_names_the_learning_rate_and_the_kl_reference(tmp_path):
+    """What a user checks after converting a config: the lr and its schedule, the KL coefficient and reference."""
+    run = {**CFG["run"], "out_dir": str(tmp_path / "a")}
+    plain = trainer("train", {**CFG, "run": run}).summary()
+    assert plain["optimizer"] == "AdamW, lr 1e-06, 0 warm-up steps, then constant"
+    assert plain["KL"] == "none (loss.kl_coef=0: no reference model)"
+    cfg = {
+        **CFG,
+        "optim": {"lr": 3e-4, "warmup_steps": 2, "schedule": "linear", "min_lr_ratio": 0.0},
+        "loss": {"kl_coef": 0.04},
+        "run": {**run, "out_dir": str(tmp_path / "b")},
+    }
+    s = trainer("train", cfg).summary()
+    assert s["optimizer"] == "AdamW, lr 0.0003, 2 warm-up steps, then linear to 0 x lr"
+    assert s["KL"] == "loss.kl_coef 0.04 in the loss, to the reference: the starting model (tiny-xs)"
