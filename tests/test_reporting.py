@@ -25,6 +25,21 @@ def test_plain_lines_every_log_every_steps_with_the_method_objective():
     assert lines[3] == "final evaluation at step 5 (4 prompts): pass@1 0.750"
 
 
+def test_slow_steps_get_a_line_each_minute_and_given_answers_no_reward():
+    """Steps of minutes are logged on time too (a file gets a line at least every log_seconds); a supervised
+    method's step reward scores the given answers, not the model, so its line leaves it out."""
+    now, out = [0.0], io.StringIO()
+    r = Reporter(100, "pretrain", log_every=50, bar=False, objective="nll", lines=True, out=out, hide=("reward", "success"))
+    r._clock = lambda: now[0]
+    with r:
+        for s in range(1, 5):
+            now[0] = 40.0 * s
+            r.step(s, {**STEP, "nll": 2.0})
+    lines = out.getvalue().splitlines()
+    assert [ln.split()[1] for ln in lines] == ["2/100", "4/100"]  # 80 s and 160 s: over a minute since the last
+    assert "reward" not in lines[0] and "success" not in lines[0] and "nll 2.000" in lines[0]
+
+
 def test_the_eta_counts_the_evaluations_still_due_from_the_first_step():
     """4 steps, an evaluation of 10 prompts every 2 steps and a final one of 20: the start-up evaluation
     (20 prompts in 10 s) prices them at 0.5 s a prompt before any periodic evaluation ran."""

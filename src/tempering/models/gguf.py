@@ -8,6 +8,7 @@ cores); the converted folder, keyed by the file's checksum, loads in about a sec
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import importlib.util
 import os
@@ -15,6 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from tempering.errors import UserError
 
@@ -71,7 +73,9 @@ def _architecture(path: Path) -> str:
 
 def convert(path: Path, out: Path) -> None:
     """De-quantise `path` to float32 and write a Hugging Face folder at `out` (atomically)."""
+    from tqdm.auto import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
     from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
 
     arch = _architecture(path)
@@ -82,8 +86,10 @@ def convert(path: Path, out: Path) -> None:
         )
     try:
         tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-        # Any: the GGUF marks reset below are instance attributes transformers' classes do not declare
-        model: Any = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype="float32")
+        # its progress bar only on a terminal: in a log file each update is a line of carriage returns
+        with mock.patch.object(gguf_utils, "tqdm", functools.partial(tqdm, disable=None)):
+            # Any: the GGUF marks reset below are instance attributes transformers' classes do not declare
+            model: Any = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype="float32")
     except (OSError, ValueError, KeyError) as e:
         raise UserError(f"could not convert {path}: {type(e).__name__}: {e}") from e
     # the weights are plain float32 now: drop the GGUF marks that make transformers refuse to save them

@@ -492,6 +492,7 @@ class Trainer:
             eval_every=c.eval_every,
             eval_prompts=min(c.eval_size or len(self.heldout_tasks), len(self.heldout_tasks)),
             final_eval_prompts=len(self.heldout_tasks),
+            hide=("reward", "success") if self.method.supervised else (),
         )
         report.summary(self.summary())
         asked = False  # by a callback, to stop after this step
@@ -600,6 +601,8 @@ class Trainer:
             "optimizer": f"AdamW, lr {c.optim.lr:g}, {c.optim.warmup_steps} warm-up steps, then {c.optim.schedule}"
             + (f" to {c.optim.min_lr_ratio:g} x lr" if c.optim.schedule != "constant" else ""),
             **({"KL": self._kl_summary()} if hasattr(c.loss, "kl_coef") else {}),
+            **({"answers": "given (the task's reference answers); the evaluations score the model"}
+               if self.method.supervised else {}),
             "run folder": str(c.run.out_dir)
             + (f" (resuming from step {self.resume_step})" if self.resume_step is not None else ""),
         }
