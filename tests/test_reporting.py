@@ -112,8 +112,20 @@ def test_panels_expand_patterns_and_drop_flat_ones_except_reward_and_evaluations
 def test_evaluations_on_different_set_sizes_are_separate_series(tmp_path):
     assert series(ROWS, "eval/pass@1") == {2: [(2, 0.3)], 8: [(0, 0.1), (4, 0.2)]}
     assert series(ROWS, "reward") == {None: [(1, 0.2), (2, 0.4)]}
-    out = plot_curves(ROWS, ["reward", "eval/pass@1"], tmp_path / "c.png", "run · grpo · tiny-xs")
+    import matplotlib.axes
+
+    drawn, plot = [], matplotlib.axes.Axes.plot
+
+    def spy(ax, *a, **kw):
+        drawn.append((ax.get_title() or "?", kw.get("label"), kw.get("linestyle")))
+        return plot(ax, *a, **kw)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(matplotlib.axes.Axes, "plot", spy)
+        out = plot_curves(ROWS, ["reward", "eval/pass@1"], tmp_path / "c.png", "run · grpo · tiny-xs")
     assert out is not None and out.read_bytes()[:4] == b"\x89PNG"
+    styles = {label: style for _, label, style in drawn}
+    assert styles == {None: "-", "2 prompts": ":", "8 prompts": "none"}  # the full evaluations: markers only
     assert plot_curves(ROWS, ["missing"], tmp_path / "none.png") is None
 
 

@@ -333,7 +333,7 @@ def series(rows: list[dict[str, Any]], key: str) -> dict[int | None, list[tuple[
 def plot_curves(rows: list[dict[str, Any]], keys: list[str], out: Path, title: str = "") -> Path | None:
     """One panel per metric worth drawing (`panels`), written atomically as a PNG. Evaluations carry
     their number of prompts (`eval/n`): each size is its own series, so a periodic check on a few
-    prompts is never joined to the full held-out evaluations."""
+    prompts is never joined to the full held-out evaluations, which are markers without a line."""
     keys = panels(rows, keys)
     if not keys:
         return None
@@ -349,8 +349,10 @@ def plot_curves(rows: list[dict[str, Any]], keys: list[str], out: Path, title: s
         lines = series(rows, k)
         for i, (n, pts) in enumerate(lines.items()):
             xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-            last = i == len(lines) - 1  # the largest set: the full held-out evaluations
-            style: dict[str, str | None] = {"marker": "o" if last else "x", "linestyle": "-" if last else ":"}
+            # the largest set, the full held-out evaluations (often only the start and the end): markers only,
+            # since a line between two evaluations hundreds of steps apart reads as a trend
+            last = i == len(lines) - 1
+            style: dict[str, str | None] = {"marker": "o" if last else "x", "linestyle": "none" if last else ":"}
             if not k.startswith("eval/"):
                 style = {"marker": "." if len(xs) < 30 else None, "linestyle": "-"}
             ax.plot(xs, ys, label=f"{n} prompts" if n is not None else None, **style)
