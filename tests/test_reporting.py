@@ -29,7 +29,9 @@ def test_slow_steps_get_a_line_each_minute_and_given_answers_no_reward():
     """Steps of minutes are logged on time too (a file gets a line at least every log_seconds); a supervised
     method's step reward scores the given answers, not the model, so its line leaves it out."""
     now, out = [0.0], io.StringIO()
-    r = Reporter(100, "pretrain", log_every=50, bar=False, objective="nll", lines=True, out=out, hide=("reward", "success"))
+    r = Reporter(
+        100, "pretrain", log_every=50, bar=False, objective="nll", lines=True, out=out, hide=("reward", "success")
+    )
     r._clock = lambda: now[0]
     with r:
         for s in range(1, 5):

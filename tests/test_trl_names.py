@@ -327,12 +327,21 @@ def test_a_trl_grpo_script_config_converts(script_classes, tmp_path, capsys, mon
     assert parsed[1].lora_r == 8 and parsed[2].per_device_train_batch_size == 8
     rc, cfg, _, err = convert(tmp_path, capsys, script)
     assert rc == 0, err
-    assert cfg["model"] == {"name": "HuggingFaceTB/SmolLM2-135M-Instruct", "lora_rank": 8, "lora_alpha": 32, "lora_targets": ["q_proj", "v_proj"]}
+    assert cfg["model"] == {
+        "name": "HuggingFaceTB/SmolLM2-135M-Instruct",
+        "lora_rank": 8,
+        "lora_alpha": 32,
+        "lora_targets": ["q_proj", "v_proj"],
+    }
     assert cfg["task"] == {
         "family": "dataset",
         "args": {
             "train": "trl-lib/DeepMath-103K",
-            "reward": ["trl.rewards:accuracy_reward", "trl.rewards:think_format_reward", "my_lib.rewards:custom_reward"],
+            "reward": [
+                "trl.rewards:accuracy_reward",
+                "trl.rewards:think_format_reward",
+                "my_lib.rewards:custom_reward",
+            ],
         },
     }
     assert cfg["rollout"]["prompts_per_step"] == 4  # 8 x 2 answers in groups of 4
@@ -343,7 +352,11 @@ def test_a_trl_grpo_script_config_converts(script_classes, tmp_path, capsys, mon
 
 
 def test_script_settings_without_equivalent_are_named(script_classes, tmp_path, capsys):
-    script = {"reward_model_name_or_path": "some/rm", "use_peft": True, "reward_funcs": ["get_soft_overlong_punishment"]}
+    script = {
+        "reward_model_name_or_path": "some/rm",
+        "use_peft": True,
+        "reward_funcs": ["get_soft_overlong_punishment"],
+    }
     rc, cfg, _, err = convert(tmp_path, capsys, {**script, "num_generations": 3})
     assert rc == 0, err
     assert "reward_model_name_or_path='some/rm' (rewards are functions" in err

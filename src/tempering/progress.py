@@ -226,16 +226,19 @@ class Reporter:
 
     def step(self, step: int, m: dict[str, Any]) -> None:
         self.step_no = step
-        shown = lambda k: k and k not in self.hide and isinstance(m.get(k), (int, float))  # noqa: E731
-        keys = [k for k in (*LINE_KEYS, self.objective) if shown(k)]
-        live = [k for k in (self.objective, "reward", "success") if shown(k)]
+        named = [k for k in (*LINE_KEYS, self.objective) if k is not None]
+        shown = [k for k in named if k not in self.hide and isinstance(m.get(k), (int, float))]
+        keys = list(dict.fromkeys(shown))
+        live = [k for k in (self.objective, "reward", "success") if k in shown]
         eta = _duration(self.seconds_left(step))
         self._bar.update({k: m[k] for k in live or keys[:2]}, eta=f"ETA {eta}")
         now = self._clock()
         if self._last_line is None:
             self._last_line = self.t0
-        if self.lines and self.log_every and (
-            step % self.log_every == 0 or step == self.total or now - self._last_line >= self.log_seconds
+        if (
+            self.lines
+            and self.log_every
+            and (step % self.log_every == 0 or step == self.total or now - self._last_line >= self.log_seconds)
         ):
             self._last_line = now
             per = self.seconds_per_step(step)

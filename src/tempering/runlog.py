@@ -82,7 +82,9 @@ def failed_start(out: Path) -> bool:
     step 0, TensorBoard's first files): no checkpoint, no finished stage, no exported model, no metrics of a
     trained step, and no run alive in it."""
     everything = list(out.rglob("*"))
-    if any(p.name == "stage.json" or p.name in ("final", "model") or p.parent.name == "checkpoints" for p in everything):
+    if any(
+        p.name == "stage.json" or p.name in ("final", "model") or p.parent.name == "checkpoints" for p in everything
+    ):
         return False
     for p in everything:
         if p.name == "metrics.jsonl" and p.is_file():

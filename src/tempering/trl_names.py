@@ -358,8 +358,18 @@ SCRIPT_NONE: dict[str, tuple[str, Any]] = {
 }
 """Script arguments with no tempering equivalent, as `NONE`."""
 
-LORA = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "lora_target_parameters", "lora_modules_to_save")
-LORA += ("use_rslora", "use_dora", "lora_task_type")
+LORA = (
+    "lora_r",
+    "lora_alpha",
+    "lora_dropout",
+    "lora_target_modules",
+    "lora_target_parameters",
+    "lora_modules_to_save",
+    "use_rslora",
+    "use_dora",
+    "lora_task_type",
+)
+"""ModelConfig's keys that TRL reads only with use_peft."""
 REWARDS = ("accuracy_reward", "reasoning_accuracy_reward", "think_format_reward")
 """`trl grpo`'s named reward functions that are plain functions of `trl.rewards` (the fourth,
 get_soft_overlong_punishment, is built with arguments of the script's own)."""

@@ -108,7 +108,10 @@ def test_a_hub_id_loads_from_the_local_hugging_face_cache(tmp_path, monkeypatch)
     from tempering.models import char_tokenizer, save_policy
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    with pytest.raises(UserError, match=r"'someorg/tiny-llama' is neither a local folder nor a Hugging Face Hub id in the local cache .*`hf download someorg/tiny-llama`"):
+    with pytest.raises(
+        UserError,
+        match=r"'someorg/tiny-llama' is neither a local folder nor a Hugging Face Hub id in the local cache .*`hf download someorg/tiny-llama`",
+    ):
         load_policy("someorg/tiny-llama")
     # the cache's layout: refs/main names the snapshot that holds the files
     repo, commit = tmp_path / "hub" / "models--someorg--tiny-llama", "0" * 40

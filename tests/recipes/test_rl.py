@@ -220,7 +220,6 @@ def test_lora_trains_adapters_only_and_exports_merged_and_adapter(pretrained_dir
     t = trainer("train", build(TrainConfig, cfg))
     trainable = {n for n, p in t.model.named_parameters() if p.requires_grad}
     assert trainable and all("lora_" in n for n in trainable)
-    import asyncio
 
     t.run()
     final = tmp_path / "lora" / "final"

@@ -1,7 +1,6 @@
 """Callbacks of `Trainer.run`: they see every step's and evaluation's metrics, and a true return stops
 the run with a checkpoint that resumes to the weights of an uninterrupted run."""
 
-import asyncio
 import json
 
 import pytest

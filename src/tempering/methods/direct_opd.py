@@ -11,7 +11,6 @@ are, so the first on-policy ratio is 1 at any sampling temperature.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal

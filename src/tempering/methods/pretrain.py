@@ -10,7 +10,6 @@ feedback, then the right answer), so the policy learns to use feedback.
 
 from __future__ import annotations
 
-import asyncio
 import random
 from pathlib import Path
 from typing import Any

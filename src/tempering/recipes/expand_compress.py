@@ -9,7 +9,6 @@ refused when set, rather than silently replaced.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 

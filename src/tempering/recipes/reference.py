@@ -62,7 +62,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("verb", nargs="?", choices=configured(), help="verb (default: all, as docs/config.md)")
     p.add_argument("family", nargs="?", metavar="task.family=NAME", help="the arguments (task.args.*) of a task family")
     p.add_argument(
-        "--from-trl", metavar="FILE", help="print the `tempering train` YAML of a TRL GRPOConfig or `trl grpo --config` file (YAML or JSON)"
+        "--from-trl",
+        metavar="FILE",
+        help="print the `tempering train` YAML of a TRL GRPOConfig or `trl grpo --config` file (YAML or JSON)",
     )
     p.add_argument(
         "--from-verl",

@@ -601,12 +601,14 @@ class Trainer:
             "optimizer": f"AdamW, lr {c.optim.lr:g}, {c.optim.warmup_steps} warm-up steps, then {c.optim.schedule}"
             + (f" to {c.optim.min_lr_ratio:g} x lr" if c.optim.schedule != "constant" else ""),
             **({"KL": self._kl_summary()} if hasattr(c.loss, "kl_coef") else {}),
-            **({"answers": "given (the task's reference answers); the evaluations score the model"}
-               if self.method.supervised else {}),
+            **(
+                {"answers": "given (the task's reference answers); the evaluations score the model"}
+                if self.method.supervised
+                else {}
+            ),
             "run folder": str(c.run.out_dir)
             + (f" (resuming from step {self.resume_step})" if self.resume_step is not None else ""),
         }
-
 
     def _kl_summary(self) -> str:
         c = self.cfg
