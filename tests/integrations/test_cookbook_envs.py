@@ -10,6 +10,7 @@ import gzip
 import importlib.resources
 import json
 import re
+import runpy
 from pathlib import Path
 
 import pytest
@@ -162,16 +163,17 @@ def test_bad_settings_are_refused_naming_them(tmp_path):
 
 @pytest.mark.slow
 def test_cookbook_rl_train_main_on_a_tempering_family(tmp_path):
+    """examples/tinker/cookbook_rl_arithmetic.py: the cookbook's `rl/train.py` main loop, two steps on the
+    tiny model served by `tempering serve tinker`; every episode's reward is the sum's verdict on its answer."""
     pytest.importorskip("fastapi", reason="the service needs the tinker extra")
-    from tempering.serve.tinker import cookbook as local
-
-    examples = Path(__file__).resolve().parents[2] / "examples" / "tinker"
-    import runpy
-
-    run = runpy.run_path(str(examples / "cookbook_rl_arithmetic.py"))["run"]
-    records, rollouts = run(tmp_path, steps=2, seed=0)
-    assert [r["progress/batch"] for r in records] == [0, 1]
-    for record in rollouts:  # every episode's reward is the sum's verdict on the text the model wrote
-        answer = record["response"].split("\n", 1)[0].strip()
-        assert record["reward"] == float(answer == str(sum_in(record["prompt"]))), record
-    assert local  # the example runs the service through tempering.serve.tinker.cookbook.serving
+    example = Path(__file__).resolve().parents[2] / "examples" / "tinker" / "cookbook_rl_arithmetic.py"
+    run = runpy.run_path(str(example))["run"]
+    metrics, rollouts = run(tmp_path, steps=2, seed=0, family_args={"min_value": 0, "max_value": 9})
+    assert [m["progress/batch"] for m in metrics] == [0, 1]
+    assert [m["env/all/total_episodes"] for m in metrics] == [16, 16]  # batch_size 4 x group_size 4
+    assert {r["iteration"] for r in rollouts} == {0, 1} and len(rollouts) == 32
+    for r in rollouts:
+        (step,) = r["steps"]
+        a, b = map(int, step["logs"]["task"].removeprefix("arith:").split("+"))
+        right = step["logs"]["answer"].split("\n", 1)[0].strip() == str(a + b)
+        assert r["total_reward"] == step["reward"] == float(right), r

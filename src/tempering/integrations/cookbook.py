@@ -116,7 +116,7 @@ class TemperingEnv(rl.Env):
             "success": float(res.success),
             "parsed": float(termination.is_clean),
         }
-        logs: rl.Logs = {"status": res.status, "feedback": res.feedback[:500]}
+        logs: rl.Logs = {"task": self.env.task.id, "answer": text[:500], "status": res.status, "feedback": res.feedback[:500]}
         if done:
             await self.close()
             stop = rl.StopReason.COMPLETED if res.success or res.done else rl.StopReason.MAX_TURNS
