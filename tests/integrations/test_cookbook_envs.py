@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("tinker_cookbook", reason="tinker-cookbook is installed by `make install-test` (the tinker extra)")
-from tinker_cookbook import renderers  # noqa: E402
-from tinker_cookbook.completers import TokenCompleter, TokensWithLogprobs  # noqa: E402
-from tinker_cookbook.rl.rollouts import do_group_rollout  # noqa: E402
-from tinker_cookbook.tokenizer_utils import register_tokenizer  # noqa: E402
+from tinker_cookbook import renderers
+from tinker_cookbook.completers import TokenCompleter, TokensWithLogprobs
+from tinker_cookbook.rl.rollouts import do_group_rollout
+from tinker_cookbook.tokenizer_utils import register_tokenizer
 
-from tempering.errors import UserError  # noqa: E402
-from tempering.integrations.cookbook import TemperingDatasetBuilder  # noqa: E402
-from tempering.models.tokenizer import char_tokenizer  # noqa: E402
+from tempering.errors import UserError
+from tempering.integrations.cookbook import TemperingDatasetBuilder
+from tempering.models.tokenizer import char_tokenizer
 
 TOKENIZER = "tempering/char"
 register_tokenizer(TOKENIZER, char_tokenizer)
@@ -102,9 +102,7 @@ def test_multi_turn_feedback_then_the_last_answers_score():
 
 
 def test_multi_turn_episode_that_never_succeeds_ends_at_max_turns_with_the_last_score():
-    (builder,) = builders("arithmetic", group_size=1, max_turns=3, family_args={"partial_credit": True})[0].get_batch(
-        0
-    )
+    (builder,) = builders("arithmetic", group_size=1, max_turns=3, family_args={"partial_credit": True})[0].get_batch(0)
     target = str(sum_in(builder.task.prompt))
     last = target[:-1] + str((int(target[-1]) + 1) % 10)  # all digits right but the last
     group = rollout(builder, Scripted("x", "x", last))
@@ -116,7 +114,10 @@ def test_multi_turn_episode_that_never_succeeds_ends_at_max_turns_with_the_last_
 
 def test_dataset_family_scored_by_trls_own_reward_function(tmp_path):
     rows = [
-        {"prompt": [{"role": "user", "content": f"What is {a} times {b}? Answer in \\boxed{{}}."}], "solution": f"${a * b}$"}
+        {
+            "prompt": [{"role": "user", "content": f"What is {a} times {b}? Answer in \\boxed{{}}."}],
+            "solution": f"${a * b}$",
+        }
         for a, b in [(3, 4), (6, 7), (8, 9), (5, 5)]
     ]
     data = tmp_path / "rows.jsonl"

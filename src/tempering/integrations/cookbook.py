@@ -31,7 +31,7 @@ import inspect
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import chz
 import tinker
@@ -65,11 +65,16 @@ def family_of(name: str, args: dict[str, Any]) -> TaskFamily:
     return _family(name, json.dumps(args, sort_keys=True))
 
 
+def message(m: dict[str, Any]) -> renderers.Message:
+    """A chat message (`role`, `content`, ...) as the cookbook's renderers take it."""
+    return cast(renderers.Message, dict(m))
+
+
 def prompt_messages(task: Task) -> list[renderers.Message]:
     """The task's prompt as chat messages: a conversation's own (a dataset's chat rows), or one user message."""
     if isinstance(task.prompt, Conversation):
-        return [renderers.Message(**m) for m in task.prompt.messages]  # type: ignore[typeddict-item]
-    return [renderers.Message(role="user", content=task.prompt)]
+        return [message(m) for m in task.prompt.messages]
+    return [message({"role": "user", "content": task.prompt})]
 
 
 class TemperingEnv(rl.Env):
@@ -93,7 +98,7 @@ class TemperingEnv(rl.Env):
         if inspect.isawaitable(first):
             first = await first
         if first != self.env.task.prompt:  # an environment that starts from an observation of its own
-            self.messages = [renderers.Message(role="user", content=str(first))]
+            self.messages = [message({"role": "user", "content": str(first)})]
         else:
             self.messages = prompt_messages(self.env.task)
         return self.renderer.build_generation_prompt(self.messages), self.stop_condition
@@ -101,8 +106,8 @@ class TemperingEnv(rl.Env):
     async def step(self, action: rl.Action, *, extra: rl.ActionExtra | None = None) -> rl.StepResult:
         """Verify the answer with the environment; an exception in it propagates (the cookbook's rollout
         strategy decides: its default fails the run)."""
-        message, termination = self.renderer.parse_response(action)
-        text = renderers.get_text_content(message)
+        answer, termination = self.renderer.parse_response(action)
+        text = renderers.get_text_content(answer)
         SAMPLED_IDS.set(list(action))
         try:
             res = await self.env.step(text)
@@ -116,7 +121,12 @@ class TemperingEnv(rl.Env):
             "success": float(res.success),
             "parsed": float(termination.is_clean),
         }
-        logs: rl.Logs = {"task": self.env.task.id, "answer": text[:500], "status": res.status, "feedback": res.feedback[:500]}
+        logs: rl.Logs = {
+            "task": self.env.task.id,
+            "answer": text[:500],
+            "status": res.status,
+            "feedback": res.feedback[:500],
+        }
         if done:
             await self.close()
             stop = rl.StopReason.COMPLETED if res.success or res.done else rl.StopReason.MAX_TURNS
@@ -132,7 +142,7 @@ class TemperingEnv(rl.Env):
         reply = res.messages or [
             self.feedback.feedback_message(format_feedback(FEEDBACK_TEMPLATES, res), self.env.task.prompt)
         ]
-        self.messages += [message, *(renderers.Message(**m) for m in reply)]  # type: ignore[typeddict-item]
+        self.messages += [answer, *(message(m) for m in reply)]
         return rl.StepResult(
             reward=0.0,
             episode_done=False,

@@ -83,7 +83,7 @@ def register_tokenizer(state_dir: Path, model_name: str) -> None:
         raise FileNotFoundError(
             f"{folder} holds no tokenizer: start `tempering serve tinker` with {model_name} in its models first"
         )
-    register_tokenizer(model_name, lambda: AutoTokenizer.from_pretrained(folder))
+    register_tokenizer(model_name, lambda: AutoTokenizer.from_pretrained(folder))  # type: ignore[arg-type,return-value]
 
 
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TINKER_API_KEY": "tml-local"}
