@@ -35,7 +35,19 @@ FAMILY_ARGS: dict[str, Any] = {"min_value": 0, "max_value": 9, "partial_credit":
 """One-digit sums; a wrong number scores its share of right digits."""
 
 
-def config(log_path: Path, url: str, steps: int, seed: int, family_args: dict[str, Any]) -> train.Config:
+def config(
+    log_path: Path,
+    url: str,
+    steps: int,
+    seed: int,
+    family_args: dict[str, Any] = FAMILY_ARGS,
+    batch_size: int = 4,
+    group_size: int = 4,
+    max_tokens: int = 8,
+    learning_rate: float = 3e-3,
+    lora_rank: int = 8,
+) -> train.Config:
+    """The cookbook's RL config: `steps` batches of `batch_size` arithmetic tasks x `group_size` episodes."""
     return train.Config(
         model_name=MODEL,
         renderer_name="role_colon",
@@ -45,21 +57,29 @@ def config(log_path: Path, url: str, steps: int, seed: int, family_args: dict[st
             family_args=family_args,
             model_name_for_tokenizer=MODEL,
             renderer_name="role_colon",
-            batch_size=4,
-            group_size=4,
+            batch_size=batch_size,
+            group_size=group_size,
             batches=steps,
             seed=seed,
         ),
         base_url=url,
-        learning_rate=3e-3,
-        lora_rank=8,
-        max_tokens=8,
+        learning_rate=learning_rate,
+        lora_rank=lora_rank,
+        max_tokens=max_tokens,
         loss_fn="importance_sampling",
         max_steps=steps,
         eval_every=0,
         save_every=0,
         log_path=str(log_path),
     )
+
+
+def logged(log_path: Path) -> tuple[list[dict], list[dict]]:
+    """The loop's metrics (one record a step) and its rollout summaries, from its log folder."""
+    records = [json.loads(line) for line in (log_path / "metrics.jsonl").read_text().splitlines()]
+    metrics = [r for r in records if "progress/batch" in r]  # the last record holds the run's token totals
+    rollouts = [json.loads(x) for f in sorted(log_path.rglob("train_rollout_summaries.jsonl")) for x in f.open()]
+    return metrics, rollouts
 
 
 def run(
@@ -71,10 +91,7 @@ def run(
     with local.serving(state, {MODEL: BASE}, "threads=2", f"seed={seed}") as url:
         local.register_tokenizer(state, MODEL)
         asyncio.run(train.main(config(log, url, steps, seed, family_args)))
-    records = [json.loads(line) for line in (log / "metrics.jsonl").read_text().splitlines()]
-    metrics = [r for r in records if "progress/batch" in r]  # the last record holds the run's token totals
-    rollouts = [json.loads(line) for f in sorted(log.rglob("train_rollout_summaries.jsonl")) for line in f.open()]
-    return metrics, rollouts
+    return logged(log)
 
 
 def main() -> None:
