@@ -26,6 +26,7 @@ made once per process and shared by its builders (one sandbox, one reward batche
 
 from __future__ import annotations
 
+import atexit
 import functools
 import inspect
 import json
@@ -57,6 +58,7 @@ def _family(name: str, args_json: str) -> TaskFamily:
             "the cookbook's renderers show tools their own way (`create_conversation_prefix_with_tools`): "
             "not supported here, use a family without tools"
         )
+    atexit.register(family.close)  # what it shares between episodes (browser pools), when the process ends
     return family
 
 
