@@ -27,6 +27,7 @@ from tempering.rollout.engine import format_feedback
 from tempering.train.batch import TrainBatch
 from tempering.train.config import LoopConfig, OptimSection, RolloutSection, RunSection, UpdateSection
 from tempering.train.method import Context, Credit, Method, MethodSpec, State
+from tempering.train.rules import Linearity
 from tempering.train.scoring import Scores
 from tempering.train.update import Loss, UpdateSettings, policy_logprobs
 from tempering.types import Episode, Task, Turn
@@ -79,6 +80,9 @@ class PretrainConfig(LoopConfig):
     optim: PretrainOptim = Field(default_factory=PretrainOptim, description="Optimizer and schedule.")
     run: PretrainRun = Field(default_factory=PretrainRun, description="Length, evaluations, early finish, folder.")
     pretrain: PretrainSection = Field(default_factory=PretrainSection, description="Repair examples.")
+
+    def linearity(self) -> Linearity:
+        return Linearity(LOSS.linear, "the pretrain loss (an NLL)")
 
     @model_validator(mode="after")
     def _check(self):
@@ -186,7 +190,7 @@ def build(ctx: Context) -> Method:
     )
 
 
-SPEC = MethodSpec(name="pretrain", config=PretrainConfig, build=build, loss=LOSS)
+SPEC = MethodSpec(name="pretrain", config=PretrainConfig, build=build)
 
 
 def pretrain(

@@ -17,6 +17,7 @@ from tempering.config import Schema
 from tempering.train.batch import TrainBatch
 from tempering.train.config import LoopConfig, UpdateSection
 from tempering.train.method import Context, Credit, Method, MethodSpec, State
+from tempering.train.rules import Linearity
 from tempering.train.scoring import Scores
 from tempering.train.update import Loss, UpdateSettings, policy_logprobs
 from tempering.types import Episode, Group
@@ -114,5 +115,8 @@ class RFTConfig(LoopConfig):
     loss: UpdateSection = Field(default_factory=UpdateSection, description="The NLL update (no clip: plain NLL).")
     rft: RFTSection = Field(default_factory=RFTSection, description="Which trajectories are kept.")
 
+    def linearity(self) -> Linearity:
+        return Linearity(LOSS.linear, "the rft loss (an NLL)")
 
-SPEC = MethodSpec(name="rft", config=RFTConfig, build=build, loss=LOSS)
+
+SPEC = MethodSpec(name="rft", config=RFTConfig, build=build)
