@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from tempering.algos.advantages import dr_grpo_advantage
-from tempering.config import build
 from tempering.errors import UserError
 from tempering.methods.rl import TrainConfig
 from tempering.recipes.runner import trainer
@@ -109,12 +108,6 @@ def test_checkpoints_are_taken_where_nothing_is_in_flight(tmp_path):
     state = torch.load(tmp_path / "run" / "checkpoints" / "step_2" / "trainer_state.pt", weights_only=False)
     assert "rollout_sampler" in state["rng"]["generators"]
     t.close()
-
-
-def test_sampling_threads_act_only_with_asynchronous_rollouts(tmp_path):
-    cfg = _cfg(tmp_path, "c", async_steps=0, async_threads=1)
-    with pytest.raises(UserError, match="rollout.async_threads=1 has no effect unless rollout.async_steps > 0"):
-        build(TrainConfig, cfg)
 
 
 def test_an_error_in_the_producer_thread_stops_the_run_with_its_message(tmp_path):

@@ -23,6 +23,16 @@ def _refused(schema, data, message):
     assert "\n" not in str(e.value)
 
 
+def test_rollout_keys_act_only_with_the_key_they_depend_on():
+    _refused(
+        LoopConfig,
+        {"rollout": {"async_threads": 1}},
+        "rollout.async_threads=1 has no effect unless rollout.async_steps > 0 with rollout.backend=hf",
+    )
+    _refused(LoopConfig, {"rollout": {"clamp_scores": True}}, "rollout.clamp_scores=True has no effect unless")
+    build(LoopConfig, {"rollout": {"async_threads": 1, "async_steps": 1}, "loss": {"rollout_correction": "tis"}})
+
+
 def test_correction_keys_act_only_with_a_correction_that_uses_them():
     _refused(
         LoopConfig, {"loss": {"rollout_correction_floor": 0.5}}, "rollout_correction_floor=0.5 has no effect unless"

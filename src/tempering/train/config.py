@@ -149,13 +149,7 @@ class RolloutSection(Schema):
 
     @model_validator(mode="after")
     def _check_rollout(self):
-        ignored_unless(self, "rollout", ["vllm"], self.backend == "vllm", "rollout.backend=vllm")
-        ignored_unless(self, "rollout", ["ray"], self.backend == "ray", "rollout.backend=ray")
-        ignored_unless(self, "rollout", ["clamp_scores"], self.score_range is not None, "rollout.score_range")
-        template = self.turn_context == "template"
-        ignored_unless(self, "rollout", ["fork_threshold_tokens"], template, "rollout.turn_context=template")
-        hf_async = self.async_steps > 0 and self.backend == "hf"
-        ignored_unless(self, "rollout", ["async_threads"], hf_async, "rollout.async_steps > 0 with rollout.backend=hf")
+        rules.rollout_keys(self)
         return self
 
     def sampling(self) -> SamplingParams:

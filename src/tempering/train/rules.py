@@ -36,6 +36,18 @@ def check(cfg: Any, linearity: Linearity | None) -> None:
     autocast(cfg)
 
 
+def rollout_keys(r: Any) -> None:
+    """The rollout section's keys that act only with another: a backend's options, the score clamp, the fork
+    threshold of re-rendered turns, the sampling thread's cores."""
+    ignored_unless(r, "rollout", ["vllm"], r.backend == "vllm", "rollout.backend=vllm")
+    ignored_unless(r, "rollout", ["ray"], r.backend == "ray", "rollout.backend=ray")
+    ignored_unless(r, "rollout", ["clamp_scores"], r.score_range is not None, "rollout.score_range")
+    template = r.turn_context == "template"
+    ignored_unless(r, "rollout", ["fork_threshold_tokens"], template, "rollout.turn_context=template")
+    hf_async = r.async_steps > 0 and r.backend == "hf"
+    ignored_unless(r, "rollout", ["async_threads"], hf_async, "rollout.async_steps > 0 with rollout.backend=hf")
+
+
 def correction_keys(loss: Any) -> None:
     """The rollout correction's bounds and batch normalisation only act with a correction, each mode's band
     is one it can use, and batch normalisation needs a mode that weights."""
