@@ -40,6 +40,7 @@ from tempering.train.build import FullCopySync, assemble, checkpoint_state
 from tempering.train.checkpoint import save_checkpoint
 from tempering.train.collapse import CollapseRule, CollapseState, check_collapse
 from tempering.train.collect import Collector, Rollouts
+from tempering.train.dynamic import DynamicSampling
 from tempering.train.method import Credit, MethodSpec, zero_signal_groups
 from tempering.train.pipeline import RolloutPipeline
 from tempering.train.scoring import Scores, per_turn, score
@@ -115,9 +116,10 @@ class Trainer:
             p.method,
             p.cfg.rollout.prompts_per_step,
             p.cfg.rollout.group_size,
-            p.sampler.pad_id,
             p.cfg.rollout.on_env_error,
-            p.cfg.loss.mask_truncated,
+            None
+            if p.method.resample_rounds is None
+            else DynamicSampling(p.method, p.cfg.rollout.group_size, p.sampler.pad_id, p.cfg.loss.mask_truncated),
         )
         """One step's groups (`train/collect.py`): called here, or by the rollout pipeline's thread."""
         self.pipeline: RolloutPipeline | None = None
