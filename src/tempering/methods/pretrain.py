@@ -30,7 +30,7 @@ from tempering.train.method import Context, Credit, Method, MethodSpec, State
 from tempering.train.rules import Linearity
 from tempering.train.scoring import Scores
 from tempering.train.update import Loss, UpdateSettings, policy_logprobs
-from tempering.types import Episode, Task, Turn
+from tempering.types import Episode, StopReason, Task, Turn
 
 
 class PretrainSection(Schema):
@@ -133,7 +133,7 @@ def given_answer(
             made[t.id] = tokens(t)
         ids, target = made[t.id]
         turn = Turn(list(target), [0.0] * len(target), score=1.0, success=True, status="given")
-        return Episode(t, list(ids), [turn], stop_reason="success", reward=1.0, prompt=t.prompt)
+        return Episode(t, list(ids), [turn], stop_reason=StopReason.SUCCESS, reward=1.0, prompt=t.prompt)
 
     return episode
 

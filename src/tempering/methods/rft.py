@@ -20,7 +20,7 @@ from tempering.train.method import Context, Credit, Method, MethodSpec, State
 from tempering.train.rules import Linearity
 from tempering.train.scoring import Scores
 from tempering.train.update import Loss, UpdateSettings, policy_logprobs
-from tempering.types import Episode, Group
+from tempering.types import Episode, Group, StopReason
 
 REASONS = ("reward", "invalid_call", "loop", "truncated")
 
@@ -46,7 +46,7 @@ def rejection(e: Episode, r: RFTSection) -> str | None:
     """Why RFT rejects an episode (one of REASONS), or None to keep it."""
     if e.reward <= r.min_reward:
         return "reward"
-    if e.stop_reason == "env_error" or any(t.status in r.reject_statuses for t in e.turns):
+    if e.stop_reason == StopReason.ENV_ERROR or any(t.status in r.reject_statuses for t in e.turns):
         return "invalid_call"
     if r.reject_loops and any(a.action_ids == b.action_ids for a, b in zip(e.turns, e.turns[1:])):
         return "loop"

@@ -17,7 +17,7 @@ from tempering.train.cursor import PromptCursor
 from tempering.train.dynamic import DynamicSampling
 from tempering.train.method import Method, group_stats
 from tempering.train.scoring import Scores
-from tempering.types import Group, Task
+from tempering.types import Group, StopReason, Task
 
 
 class RankCursor:
@@ -88,7 +88,7 @@ class Collector:
         picks = chosen.picks if chosen is not None else [(0, i) for i in range(len(groups))]
         group = chosen.group if chosen is not None else lambda pick: groups[pick[1]]
         if self.on_env_error == "drop":
-            ok = [p for p in picks if not any(e.stop_reason == "env_error" for e in group(p).episodes)]
+            ok = [p for p in picks if not any(e.stop_reason == StopReason.ENV_ERROR for e in group(p).episodes)]
             info["groups_dropped_env_error"] = len(picks) - len(ok)
             picks = ok
         if not picks:
