@@ -571,7 +571,7 @@ def main() -> None:
     ]
     for c in RERUN_CASES:
         s = same[c]
-        why = CHANGED.get(c, "")
+        why = "" if data["bit_identical"][c] else CHANGED.get(c, "")  # notes for the --before they were written for
         rounds = new[c].get("extra_rounds", 0)
         if "dynamic_sampling" in c:
             why = f"{why} (extra rounds sampled to refill dropped groups: {rounds})".lstrip()
