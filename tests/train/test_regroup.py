@@ -33,7 +33,7 @@ def scored(groups):
 
 def test_the_picked_groups_scores_are_those_of_scoring_them_afresh():
     sources = [scored(matrix.groups(1)), scored(matrix.groups(3))]  # one turn and three: K differs
-    picks = [(1, 0), (0, 2), (1, 2), (0, 0)]
+    picks = [(1, 0), (0, 2), (1, 2), (1, 1)]  # out of order, and not as many from each
     kept = [sources[s][0][i] for s, i in picks]
     batch = collate([e for g in kept for e in g.episodes], pad_id=0)
     got = Selection([Scored(g, b, sc, [True] * len(g)) for g, b, sc in sources], picks).scores()
@@ -51,7 +51,7 @@ def test_the_picked_groups_scores_are_those_of_scoring_them_afresh():
         assert got.metrics[name] == pytest.approx(want.metrics[name], abs=1e-6)
     n = [len(sc.task_ids) for _, _, sc in sources]  # other metrics: over everything collected
     collected = sum(k * sc.metrics["kl_ref_in_reward"] for k, (_, _, sc) in zip(n, sources)) / sum(n)
-    assert got.metrics["kl_ref_in_reward"] == pytest.approx(collected)
+    assert got.metrics["kl_ref_in_reward"] == collected  # the same sum, in the same order
 
 
 def test_only_what_it_can_take_apart_is_selected():

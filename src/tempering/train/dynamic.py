@@ -52,7 +52,8 @@ class Selection:
         parts = [([self.batches[s].groups[i] for i in keep], self.batches[s].select(keep)) for s, keep in runs]
         out = Scores.join(parts)
         weight = [float(len(b.scores.task_ids)) for b in self.batches]
-        others = dict.fromkeys(k for b in self.batches for k in b.scores.metrics if k not in out.metrics)
+        own = {f"shaping/{name}" for name in out.terms}  # the kept groups' own; the rest is over what was scored
+        others = dict.fromkeys(k for b in self.batches for k in b.scores.metrics if k not in own)
         mean = {
             k: sum(w * b.scores.metrics.get(k, 0.0) for w, b in zip(weight, self.batches)) / sum(weight) for k in others
         }
