@@ -5,49 +5,183 @@ calls the C function `fn` with tensors passed as data pointers (contiguous, on t
 as `long` (int64) and floats as `float`. C functions return nothing: they write their results into
 output tensors the caller allocated.
 
-The harness opens the library before the submission runs (`open_library`) and hands the submission
-a `load_c` bound to it. Every call is counted in a counter that lives in the harness's closure, not
-in this module: there is nothing here for a submission to import, read or increment.
+The library never enters this process (which holds Python and torch): it runs in the kernel host
+(kernel_host.c), a process of libc, libm and OpenMP only, started before the submission runs. For each
+call the tensors' bytes are copied into an argument memory both processes map, the host calls the
+function on them, and they are copied back (each tensor's storage once, so arguments that share memory
+still share it). Every call is counted in a counter that lives in the harness's closure, not in this
+module: there is nothing here for a submission to import, read or increment.
 """
 
 import ctypes
 import os
+import signal
+import socket
+import struct
+import subprocess
 
+import syscalls
 import torch
 
-
-def _arg(a):
-    if isinstance(a, torch.Tensor):
-        if a.device.type != "cpu":
-            raise ValueError("ckernel: tensors passed to a C kernel must be on the CPU")
-        if not a.is_contiguous():
-            raise ValueError("ckernel: tensor is not contiguous; call .contiguous() before passing it")
-        return ctypes.c_void_p(a.data_ptr())
-    if isinstance(a, bool) or not isinstance(a, (int, float)):
-        raise TypeError(f"ckernel: unsupported argument type {type(a).__name__} (tensor, int or float)")
-    return ctypes.c_long(a) if isinstance(a, int) else ctypes.c_float(a)
+_REQUEST = struct.Struct("=IIII16q8f")  # op, function, pointer mask, bytes; 16 integers, 8 floats
+_ANSWER = struct.Struct("=ii6q200s")  # status, syscall number, its arguments, text
+_CALL, _ARENA, _FILTER = 1, 2, 3
+_OK, _DENIED = 0, 2
+_MAX_INTS, _MAX_FLOATS, _ALIGN = 16, 8, 64
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 
 
-def open_library(path: str, functions, on_call, after=lambda: None):
-    """`load_c` for the library at `path`: its exported `functions` are resolved now (nothing is
-    looked up later), `on_call()` runs before each call and `after()` after it."""
-    dll = ctypes.CDLL(os.path.abspath(path))
-    resolved = {}
-    for name in functions:
-        fn = getattr(dll, name)
-        fn.restype = None
-        resolved[name] = fn
+class KernelFailed(Exception):
+    """The kernel host ended during a call; `status` and the message say how (for the judge)."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+class Host:
+    """The kernel host process and its argument memory."""
+
+    def __init__(self, binary, library, functions, threads, program):
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock = mine
+        self.functions = {name: k for k, name in enumerate(functions)}
+        args = [os.path.abspath(binary), str(theirs.fileno()), os.path.abspath(library), str(threads), str(os.getpid()), *functions]
+        self.proc = subprocess.Popen(args, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, close_fds=True)
+        theirs.close()
+        self.pid = self.proc.pid
+        self.arena, self.size, self.fd = 0, 0, -1
+        self.failure: KernelFailed | None = None  # once it has ended, every later call fails the same way
+        code = program(self.pid)
+        self.sock.send(_REQUEST.pack(_FILTER, 0, 0, len(code), *([0] * _MAX_INTS), *([0.0] * _MAX_FLOATS)))
+        self._send(code, "starting")
+
+    def _send(self, data, what, fds=()):
+        try:
+            if fds:
+                self.sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", *fds))])
+            else:
+                self.sock.send(data)
+        except OSError:  # it has ended: its status says how
+            pass
+        self._answer(what)
+
+    def _answer(self, what):
+        if self.failure is not None:
+            raise self.failure
+        try:
+            data = self.sock.recv(_ANSWER.size)
+        except OSError:
+            data = b""
+        try:
+            self._judge(data, what)
+        except KernelFailed as e:
+            self.failure = e
+            raise
+
+    def _judge(self, data, what):
+        if len(data) == _ANSWER.size:
+            status, nr, *rest = _ANSWER.unpack(data)
+            args, text = rest[:6], rest[6].rstrip(b"\0").decode(errors="replace")
+            if status == _OK:
+                return
+            if status == _DENIED:
+                self.proc.wait()
+                raise KernelFailed("forbidden_op", "the kernel made the system call " + syscalls.describe(nr, args))
+            raise KernelFailed("runtime_error", f"the kernel host failed {what}: {text}")
+        code = self.proc.wait()
+        if code == -signal.SIGSYS:
+            raise KernelFailed("forbidden_op", f"the kernel made a system call a kernel may not make ({what})")
+        how = f"was killed by signal {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+        raise KernelFailed("runtime_error", f"the C kernel's process {how} ({what})")
+
+    def _grow(self, nbytes):
+        size = max(nbytes, 2 * self.size, 1 << 20)
+        fd = os.memfd_create("kernel-arguments", os.MFD_CLOEXEC)
+        os.ftruncate(fd, size)
+        address = _libc.mmap(None, size, 3, 1, fd, 0)  # PROT_READ | PROT_WRITE, MAP_SHARED
+        if address in (None, ctypes.c_void_p(-1).value):
+            os.close(fd)
+            raise MemoryError(f"ckernel: no {size} bytes for the kernel's arguments")
+        request = _REQUEST.pack(_ARENA, 0, 0, 0, size, *([0] * (_MAX_INTS - 1)), *([0.0] * _MAX_FLOATS))
+        try:
+            self._send(request, "mapping the arguments", (fd,))
+        except KernelFailed:
+            _libc.munmap(address, size)
+            os.close(fd)
+            raise
+        if self.arena:
+            _libc.munmap(self.arena, self.size)
+            os.close(self.fd)
+        self.arena, self.size, self.fd = address, size, fd
+
+    def call(self, name, args):
+        index = self.functions.get(name)
+        if index is None:
+            raise AttributeError(f"ckernel: the compiled C source defines no function {name!r}")
+        ints, floats, mask = [], [], 0
+        spans: dict[int, list[int]] = {}  # storage -> [first byte, end] its arguments cover
+        tensors = []
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                if a.device.type != "cpu":
+                    raise ValueError("ckernel: tensors passed to a C kernel must be on the CPU")
+                if not a.is_contiguous():
+                    raise ValueError("ckernel: tensor is not contiguous; call .contiguous() before passing it")
+                lo = a.data_ptr()
+                hi = lo + a.numel() * a.element_size()
+                key = a.untyped_storage().data_ptr()
+                span = spans.setdefault(key, [lo, hi])
+                span[0], span[1] = min(span[0], lo), max(span[1], hi)
+                mask |= 1 << len(ints)
+                tensors.append((len(ints), key, lo))
+                ints.append(0)
+            elif isinstance(a, bool) or not isinstance(a, (int, float)):
+                raise TypeError(f"ckernel: unsupported argument type {type(a).__name__} (tensor, int or float)")
+            elif isinstance(a, int):
+                ints.append(a)
+            else:
+                floats.append(a)
+        if len(ints) > _MAX_INTS or len(floats) > _MAX_FLOATS:
+            raise TypeError(
+                f"ckernel: a C kernel takes at most {_MAX_INTS} tensors and integers and {_MAX_FLOATS} floats"
+            )
+        offsets, end = {}, 0
+        for key, (lo, hi) in spans.items():
+            offsets[key] = end
+            end += (hi - lo + _ALIGN - 1) // _ALIGN * _ALIGN
+        if end > self.size:
+            self._grow(end)
+        for key, (lo, hi) in spans.items():
+            ctypes.memmove(self.arena + offsets[key], lo, hi - lo)
+        for slot, key, lo in tensors:
+            ints[slot] = offsets[key] + lo - spans[key][0]
+        ints += [0] * (_MAX_INTS - len(ints))
+        floats += [0.0] * (_MAX_FLOATS - len(floats))
+        if self.failure is not None:
+            raise self.failure
+        self._send(_REQUEST.pack(_CALL, index, mask, 0, *ints, *floats), f"in {name}()")
+        for key, (lo, hi) in spans.items():
+            ctypes.memmove(lo, self.arena + offsets[key], hi - lo)
+
+
+def open_library(binary, path, functions, threads, program, on_call, after=lambda: None, harness=None):
+    """`load_c` for the library at `path`, and the kernel host `binary` that runs it (started now; its
+    syscall filter is `program(its pid)`): `on_call()` runs before each call and `after()` after it; `harness` (a context
+    manager) wraps the harness's own work in a call."""
+    host = Host(binary, path, list(functions), threads, program)
 
     def caller(name):
-        fn = resolved.get(name)
-        if fn is None:
+        if name not in host.functions:
             raise AttributeError(f"ckernel: the compiled C source defines no function {name!r}")
 
         def call(*args):
             on_call()
-            with torch._C.DisableTorchFunction():  # the harness's own conversions: not the submission's calls
-                converted = [_arg(a) for a in args]
-            fn(*converted)
+            with torch._C.DisableTorchFunction(), harness():  # the harness's own conversions and copies
+                host.call(name, args)
             after()
 
         return call
@@ -68,4 +202,4 @@ def open_library(path: str, functions, on_call, after=lambda: None):
         """The library compiled from the submission's `C_SOURCE`."""
         return library
 
-    return load_c
+    return load_c, host

@@ -32,7 +32,7 @@ submission outside its forward either.
 """
 
 import builtins
-import ctypes
+import contextlib
 import math
 import os
 import resource
@@ -283,16 +283,6 @@ def _changed(before, objects):
     return None
 
 
-def _omp_warm(threads: int) -> None:
-    """Start the OpenMP team a C kernel may use (libgomp keeps it), before threads are refused."""
-    try:
-        gomp = ctypes.CDLL("libgomp.so.1")
-    except OSError:
-        return
-    body = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda _data: None)
-    gomp.GOMP_parallel(body, None, ctypes.c_uint(threads), ctypes.c_uint(0))
-
-
 class _Candidate:
     """Everything the candidate's process does, in order; each step answers the judge."""
 
@@ -309,6 +299,7 @@ class _Candidate:
         self.aliasing = False  # the reference's own outputs share memory with inputs or earlier outputs
         self.state = None  # torch's dispatch state inside a forward, as the harness set it
         self.listener = None
+        self.host = None  # the kernel host of a `c` kernel (ckernel.Host)
         self.flush = None
 
     # -- set-up, before any candidate code ---------------------------------------------------------
@@ -331,18 +322,27 @@ class _Candidate:
                     "mode): a kernel computes, it does not switch torch's checks off",
                 )
 
-        if self.backend == "c" and threads > 1:
-            _omp_warm(threads)
         warm_imports()
+        self.load_c = None
+        self.host = None
+        if self.backend == "c" and cfg.get("library"):  # its own process, started before threads are refused
+            self.load_c, self.host = ckernel.open_library(
+                cfg["host"],
+                cfg["library"],
+                cfg.get("functions", []),
+                threads,
+                syscalls.host_program,
+                count,
+                after,
+                self._harness_work,
+            )
         # from here on no process or thread can start (Triton on a GPU runs its assembler as a process)
         limits = [resource.RLIMIT_MSGQUEUE]
         if not (self.backend == "triton" and self.device == "cuda"):
             limits.append(resource.RLIMIT_NPROC)
         for limit in limits:
             resource.setrlimit(limit, (0, 0))
-        self.load_c = None  # native code is loaded after that: its load-time code is held to it too
-        if self.backend == "c" and cfg.get("library"):
-            self.load_c = ckernel.open_library(cfg["library"], cfg.get("functions", []), count, after)
+        # an extension is loaded after that: its load-time code is held to it too
         self.load_inline = self._extension_loader(count, after)
         if self.backend == "triton":
             self._triton_hook(count)
@@ -368,6 +368,15 @@ class _Candidate:
         if not (self.backend == "triton" and self.device == "cuda"):
             _default_signals()
             self.listener = syscalls.install()
+
+    @contextlib.contextmanager
+    def _harness_work(self):
+        """The harness's own work inside a kernel call (copying the arguments): not the submission's."""
+        was, self.active[0] = self.active[0], False
+        try:
+            yield
+        finally:
+            self.active[0] = was
 
     def _extension_loader(self, count, after):
         """torch_ext, cuda: `load_inline` returns the extension the build job compiled, its calls counted."""
@@ -544,6 +553,8 @@ class _Candidate:
             raise
         except BaseException as e:
             self.active[0] = False
+            if self.host is not None and self.host.failure is not None:  # the kernel's process ended
+                raise Refused(self.host.failure.status, f"{self.host.failure.message} ({when})") from None
             if self.guard.violations:
                 raise Refused("forbidden_op", f"{self.guard.violations[0]} ({when})") from None
             raise Refused(
@@ -616,6 +627,8 @@ class _Candidate:
                 self.state = None
 
         out = self._run_candidate(forward, True, "the forward")
+        if self.host is not None and self.host.failure is not None:  # even if the forward swallowed it
+            raise Refused(self.host.failure.status, f"{self.host.failure.message} (the forward)")
         if self.device == "cuda":
             torch.cuda.synchronize()
         self._violated("in the forward; only allocate outputs, take views and call your kernel")
@@ -642,7 +655,12 @@ class _Candidate:
         chan = self.chan
         try:
             chan.send(
-                {"op": "prepared", "ok": True, "filter": "listener" if self.listener is not None else "kill"},
+                {
+                    "op": "prepared",
+                    "ok": True,
+                    "filter": "listener" if self.listener is not None else "kill",
+                    "kernel_host": self.host.pid if self.host is not None else None,
+                },
                 fd=self.listener,
             )
             if self.listener is not None:
@@ -650,6 +668,7 @@ class _Candidate:
                 self.listener = None
             self.load()
             chan.send({"op": "imported", "ok": True})
+            outs: list = []
             while True:
                 msg = chan.recv(("init", "state", "inputs"), writable=True)
                 op = msg.get("op")
@@ -664,12 +683,13 @@ class _Candidate:
                 elif op == "go":
                     outs, calls = self.call(self.inputs)
                     _answer(chan, outs, calls, spares)
-                    why = _backed(outs, self.inputs, self.aliasing)  # after the answer: not in the timed call
+                elif op == "measured":  # the judge has read the call's CPU time: what follows is not in it
+                    why = _backed(outs, self.inputs, self.aliasing)
                     if why:
                         raise Refused("bad_output", why)
                     # weak: an earlier output the submission still holds is found; one it let go is freed,
                     # as eager's are, and the allocator may reuse its memory
-                    self.previous, self.inputs = [weakref.ref(o) for o in outs], None
+                    self.previous, self.inputs, outs = [weakref.ref(o) for o in outs], None, []
                 elif op == "finish":
                     self._tampered("the run")
                     self._special_methods("the run")
@@ -818,6 +838,8 @@ def reference_main(sock, cfg) -> None:
                     torch.cuda.synchronize()
                 _answer(chan, list(out) if isinstance(out, (tuple, list)) else [out], 0, spares)
                 inputs = None
+            elif op == "measured":
+                pass
             elif op == "end":
                 break
     except wire.PeerGone:

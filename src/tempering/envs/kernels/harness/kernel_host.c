@@ -1,0 +1,210 @@
+/* The process a `c` kernel runs in (read-only; provided by the harness).
+ *
+ * A compiled kernel is native code: whatever its symbols say, pointer arithmetic from any libc function
+ * reaches every library loaded beside it. So it does not run in the candidate's Python process (which
+ * holds libpython and libtorch) but here, in a process that holds only libc, libm, OpenMP and the kernel.
+ *
+ *   kernel_host SOCKET_FD LIBRARY THREADS PARENT_PID FUNCTION...
+ *
+ * In order: die with the parent; open the library (its symbols and load-time code were checked before:
+ * elf.py) and resolve the functions; start the OpenMP team; start no process or thread after that
+ * (RLIMIT_NPROC 0); install the syscall filter the parent sends (syscalls.host_program: denied calls
+ * trap here and are reported, then the process ends); answer "ready". Then serve calls: the arguments'
+ * memory is a shared arena the parent maps too (tensors are copied in and out there by ckernel.py);
+ * a call names the function, its integer and pointer arguments (pointers as offsets into the arena) and
+ * its float arguments, and the answer is sent when the function has returned.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <ucontext.h>
+#include <unistd.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <omp.h>
+
+#define MAX_INTS 16
+#define MAX_FLOATS 8
+#define MAX_FUNCTIONS 256
+#define MAX_FILTER 4096
+
+enum { OP_CALL = 1, OP_ARENA = 2, OP_FILTER = 3 };
+enum { OK = 0, FAILED = 1, DENIED = 2 };
+
+struct request {
+    uint32_t op, fn, ptr_mask, nbytes;
+    int64_t ints[MAX_INTS];
+    float floats[MAX_FLOATS];
+};
+
+struct answer {
+    int32_t status;
+    int32_t nr;
+    int64_t args[6];
+    char text[200];
+};
+
+/* Integer-class arguments fill the integer registers and then the stack in order, float ones the vector
+ * registers (x86-64 and AArch64 C calling conventions), so one signature calls any kernel taking up to
+ * MAX_INTS integers or pointers and MAX_FLOATS floats, whatever their order. */
+typedef void (*kernel_fn)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                          int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float, float,
+                          float, float, float, float, float);
+
+static int channel = -1;
+
+static void answer(int status, const char *text) {
+    struct answer a;
+    memset(&a, 0, sizeof a);
+    a.status = status;
+    if (text)
+        strncpy(a.text, text, sizeof a.text - 1);
+    if (send(channel, &a, sizeof a, 0) < 0)
+        _exit(2);
+}
+
+/* A call the filter denied: tell the parent which, then end. */
+static void denied(int sig, siginfo_t *info, void *context) {
+    (void)sig;
+    struct answer a;
+    memset(&a, 0, sizeof a);
+    a.status = DENIED;
+    a.nr = info->si_syscall;
+#if defined(__x86_64__)
+    greg_t *r = ((ucontext_t *)context)->uc_mcontext.gregs;
+    int64_t args[6] = {r[REG_RDI], r[REG_RSI], r[REG_RDX], r[REG_R10], r[REG_R8], r[REG_R9]};
+    memcpy(a.args, args, sizeof args);
+#elif defined(__aarch64__)
+    memcpy(a.args, ((ucontext_t *)context)->uc_mcontext.regs, sizeof a.args);
+#else
+    (void)context;
+#endif
+    send(channel, &a, sizeof a, 0);
+    _exit(3);
+}
+
+static int receive(struct request *req, int *fd) {
+    char control[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = {req, sizeof *req};
+    struct msghdr msg = {0};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n = recvmsg(channel, &msg, 0);
+    if (n <= 0)
+        _exit(0); /* the parent is gone */
+    *fd = -1;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+        memcpy(fd, CMSG_DATA(c), sizeof(int));
+    return (size_t)n == sizeof *req;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 5)
+        return 64;
+    channel = atoi(argv[1]);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != (pid_t)atol(argv[4]))
+        return 65;
+    int nfunctions = argc - 5;
+    if (nfunctions > MAX_FUNCTIONS) {
+        answer(FAILED, "the library exports more functions than the kernel host serves");
+        return 1;
+    }
+    void *library = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
+    if (!library) {
+        answer(FAILED, dlerror());
+        return 1;
+    }
+    static kernel_fn functions[MAX_FUNCTIONS];
+    for (int i = 0; i < nfunctions; i++) {
+        functions[i] = (kernel_fn)dlsym(library, argv[5 + i]);
+        if (!functions[i]) {
+            answer(FAILED, "a function of the library could not be resolved");
+            return 1;
+        }
+    }
+    int threads = atoi(argv[3]);
+    omp_set_num_threads(threads > 0 ? threads : 1);
+#pragma omp parallel
+    {
+        (void)0; /* the team the kernel may use, started now */
+    }
+    struct rlimit none = {0, 0};
+    setrlimit(RLIMIT_NPROC, &none);
+    setrlimit(RLIMIT_MSGQUEUE, &none);
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_sigaction = denied;
+    action.sa_flags = SA_SIGINFO;
+    sigaction(SIGSYS, &action, NULL);
+
+    struct request req;
+    int fd;
+    static unsigned char program[MAX_FILTER * 8];
+    if (!receive(&req, &fd) || req.op != OP_FILTER || req.nbytes > sizeof program || req.nbytes % 8) {
+        answer(FAILED, "expected the syscall filter first");
+        return 1;
+    }
+    ssize_t got = recv(channel, program, req.nbytes, 0);
+    if (got != (ssize_t)req.nbytes) {
+        answer(FAILED, "the syscall filter did not arrive whole");
+        return 1;
+    }
+    struct sock_fprog prog = {(unsigned short)(req.nbytes / 8), (struct sock_filter *)program};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+        syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog)) {
+        answer(FAILED, "seccomp refused the kernel host's syscall filter");
+        return 1;
+    }
+    answer(OK, "ready");
+
+    char *arena = NULL;
+    size_t arena_size = 0;
+    for (;;) {
+        int ok = receive(&req, &fd);
+        if (ok && req.op == OP_ARENA && fd >= 0) {
+            if (arena)
+                munmap(arena, arena_size);
+            arena_size = (size_t)req.ints[0];
+            arena = mmap(NULL, arena_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            close(fd);
+            if (arena == MAP_FAILED) {
+                arena = NULL;
+                answer(FAILED, "the argument memory could not be mapped");
+                continue;
+            }
+            answer(OK, "");
+        } else if (ok && req.op == OP_CALL && req.fn < (uint32_t)nfunctions) {
+            int64_t *a = req.ints;
+            for (int i = 0; i < MAX_INTS; i++)
+                if (req.ptr_mask >> i & 1) {
+                    if (!arena || (uint64_t)a[i] > arena_size) {
+                        answer(FAILED, "a pointer argument lies outside the argument memory");
+                        goto next;
+                    }
+                    a[i] = (int64_t)(intptr_t)(arena + a[i]);
+                }
+            float *f = req.floats;
+            functions[req.fn](a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12],
+                              a[13], a[14], a[15], f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]);
+            answer(OK, "");
+        } else {
+            if (fd >= 0)
+                close(fd);
+            answer(FAILED, "malformed request");
+        }
+    next:;
+    }
+}
