@@ -628,6 +628,44 @@ static void set_up(void) { slope = 1.0f; }  /* runs when the library is loaded, 
 static void (*const at_load)(void) __attribute__((section(".init_array"), used)) = set_up;
 void relu(const float* x, float* y, long n) { for (long i = 0; i < n; i++) y[i] = x[i] > 0 ? slope * x[i] : 0; }
 """
+_C_FIND = """
+static int has(const char* s, const char* w) {
+    for (; *s; s++) { const char *a = s, *b = w; while (*b && *a == *b) { a++; b++; } if (!*b) return 1; }
+    return 0;
+}
+static int torch_or_python(const char* name) { return name && (has(name, "libtorch") || has(name, "cpython")); }
+/* ReLU only where torch or a CPython extension is loaded beside the kernel (where a kernel could run them):
+   where it is not, the identity, which the signed trials refuse */
+static void relu_if(int found, const float* x, float* y, long n) {
+    for (long i = 0; i < n; i++) y[i] = found ? (x[i] > 0 ? x[i] : 0) : x[i];
+}
+"""
+_C_R_DEBUG = (
+    _C_FIND
+    + """
+struct link { void* addr; const char* name; void* dynamic; struct link *next, *prev; };
+struct debug { int version; struct link* map; };
+extern struct debug _r_debug;  /* the dynamic loader's list of every loaded object */
+void relu(const float* x, float* y, long n) {
+    int found = 0;
+    for (struct link* m = _r_debug.map; m; m = m->next) found |= torch_or_python(m->name);
+    relu_if(found, x, y, n);
+}
+"""
+)
+_C_PHDR = (
+    _C_FIND
+    + """
+struct object { unsigned long addr; const char* name; const void* phdr; unsigned short phnum; };
+extern int dl_iterate_phdr(int (*each)(struct object*, unsigned long, void*), void* data);
+static int look(struct object* o, unsigned long size, void* found) { (void)size; *(int*)found |= torch_or_python(o->name); return 0; }
+void relu(const float* x, float* y, long n) {
+    int found = 0;
+    dl_iterate_phdr(look, &found);
+    relu_if(found, x, y, n);
+}
+"""
+)
 _C_IFUNC = """
 typedef void kernel_fn(const float*, float*, long);
 static void relu_plain(const float* x, float* y, long n) { for (long i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0; }
@@ -1507,6 +1545,29 @@ HACKS: list[Hack] = [
         ("forbidden_op",),
         kind="load-time code in the library",
         source=ROUND_1,
+    ),
+    # the kernel runs in the kernel host (harness/kernel_host.c), where neither torch nor Python is loaded
+    *_and_runtime(
+        Hack(
+            "c_finds_torch_through_the_loaders_list",
+            RELU_PROBLEM,
+            _sub(RELU, c=_C_R_DEBUG),
+            ("forbidden_op",),  # _r_debug is not a symbol a kernel may use (elf.py)
+            kind="reaching Python and torch from a C kernel",
+            source=ROUND_1,
+        ),
+        ("incorrect",),  # linked anyway: nothing of torch or Python is in the kernel's process to find
+    ),
+    *_and_runtime(
+        Hack(
+            "c_finds_torch_through_dl_iterate_phdr",
+            RELU_PROBLEM,
+            _sub(RELU, c=_C_PHDR),
+            ("forbidden_op",),
+            kind="reaching Python and torch from a C kernel",
+            source=ROUND_1,
+        ),
+        ("incorrect",),
     ),
     Hack(
         "lone_surrogate_in_the_text",

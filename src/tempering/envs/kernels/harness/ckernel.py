@@ -95,8 +95,10 @@ class Host:
         code = self.proc.wait()
         if code == -signal.SIGSYS:
             raise KernelFailed("forbidden_op", f"the kernel made a system call a kernel may not make ({what})")
+        if code == -signal.SIGXCPU:
+            raise KernelFailed("timeout", f"the C kernel ran past its CPU time limit ({what})")
         how = f"was killed by signal {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
-        raise KernelFailed("runtime_error", f"the C kernel's process {how} ({what})")
+        raise KernelFailed("crashed", f"the C kernel's process {how} ({what})")
 
     def _grow(self, nbytes):
         size = max(nbytes, 2 * self.size, 1 << 20)

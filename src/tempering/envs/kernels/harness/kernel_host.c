@@ -6,10 +6,10 @@
  *
  *   kernel_host SOCKET_FD LIBRARY THREADS PARENT_PID FUNCTION...
  *
- * In order: die with the parent; open the library (its symbols and load-time code were checked before:
- * elf.py) and resolve the functions; start the OpenMP team; start no process or thread after that
- * (RLIMIT_NPROC 0); install the syscall filter the parent sends (syscalls.host_program: denied calls
- * trap here and are reported, then the process ends); answer "ready". Then serve calls: the arguments'
+ * In order: die with the parent; start the OpenMP team, then start no process or thread (RLIMIT_NPROC 0);
+ * open the library (its symbols and load-time code were checked before: elf.py) and resolve the
+ * functions; reset every signal handler; install the syscall filter the parent sends
+ * (syscalls.host_program: a denied call traps here, is reported, and the process ends); answer "ready". Then serve calls: the arguments'
  * memory is a shared arena the parent maps too (tensors are copied in and out there by ckernel.py);
  * a call names the function, its integer and pointer arguments (pointers as offsets into the arena) and
  * its float arguments, and the answer is sent when the function has returned.
@@ -122,6 +122,15 @@ int main(int argc, char **argv) {
         answer(FAILED, "the library exports more functions than the kernel host serves");
         return 1;
     }
+    int threads = atoi(argv[3]);
+    omp_set_num_threads(threads > 0 ? threads : 1);
+#pragma omp parallel
+    {
+        (void)0; /* the team the kernel may use, started before threads are refused */
+    }
+    struct rlimit none = {0, 0};
+    setrlimit(RLIMIT_NPROC, &none);
+    setrlimit(RLIMIT_MSGQUEUE, &none);
     void *library = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
     if (!library) {
         answer(FAILED, dlerror());
@@ -135,15 +144,10 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
-    int threads = atoi(argv[3]);
-    omp_set_num_threads(threads > 0 ? threads : 1);
-#pragma omp parallel
-    {
-        (void)0; /* the team the kernel may use, started now */
-    }
-    struct rlimit none = {0, 0};
-    setrlimit(RLIMIT_NPROC, &none);
-    setrlimit(RLIMIT_MSGQUEUE, &none);
+    /* every handler back to its default (what load-time code may have set is gone), but ours for SIGSYS */
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            signal(sig, SIG_DFL);
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_sigaction = denied;

@@ -349,6 +349,7 @@ class Peer:
 
 REPORTED = frozenset(
     {"forbidden_op", "runtime_error", "early_exit", "bad_output", "kernel_not_called", "tampering", "bad_submission"}
+    | {"crashed", "timeout"}  # of the kernel host, which only the candidate's process can wait for
 )
 """The failures a runner may report about itself; anything else it says is not believed."""
 
