@@ -303,7 +303,7 @@ class Peer:
         cannot change it). Read once no thread is on a CPU: the kernel adds a running thread's current
         slice only when it stops, so a read while the answering thread is still returning to its wait
         would miss a short call's time (or all of it) and count it in no call."""
-        deadline = _perf_counter() + 0.05
+        deadline = _perf_counter() + 0.2  # a thread that never stops is read as it is
         while True:
             total, running = 0, False
             for pid in self.pids:
