@@ -712,7 +712,12 @@ def _open_host(d, functions):
         sys.path.remove(str(Path(harness.__file__).parent))
     calls = []
     load_c, host = ckernel.open_library(
-        str(d / "kernel_host"), str(d / "k.so"), functions, 1, syscalls.host_program, lambda: calls.append(1),
+        str(d / "kernel_host"),
+        str(d / "k.so"),
+        functions,
+        1,
+        syscalls.host_program,
+        lambda: calls.append(1),
         harness=contextlib.nullcontext,
     )
     return load_c(), host, calls, ckernel
@@ -735,6 +740,13 @@ def test_kernel_host_runs_the_kernel_without_python_or_torch_in_its_process(kern
     out = torch.zeros(1)
     lib.many(1, 2, 3, 4, 5, 6, 7, out, 8)  # more integers than registers
     assert out.item() == 36 and len(calls) == 3
+    import wire  # imported by ckernel, from the harness's folder
+
+    shared = wire.shared_empty(4 * 1000).view(torch.float32)  # memory in a memfd: the host maps it, no copy
+    lib.axpy(2.0, x, 1000, shared, 0.5)
+    assert torch.equal(shared, 2.0 * x + 0.5)
+    lib.shift(shared[500:], 500)  # a view into it: its offset travels with the descriptor
+    assert torch.equal(shared[501:], (2.0 * x + 0.5)[500:999])
     with pytest.raises(AttributeError, match="no function 'nope'"):
         lib.nope(x)
 

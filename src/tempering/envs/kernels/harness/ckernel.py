@@ -22,12 +22,14 @@ import subprocess
 
 import syscalls
 import torch
+import wire
 
-_REQUEST = struct.Struct("=IIII16q8f")  # op, function, pointer mask, bytes; 16 integers, 8 floats
+_REQUEST = struct.Struct("=IIII16q8f16B16Q")  # op, function, pointer mask, count; ints, floats; memory ids, sizes
 _ANSWER = struct.Struct("=ii6q200s")  # status, syscall number, its arguments, text
-_CALL, _ARENA, _FILTER = 1, 2, 3
+_CALL, _ARENA, _FILTER, _MAP, _UNMAP = 1, 2, 3, 4, 5
 _OK, _DENIED = 0, 2
-_MAX_INTS, _MAX_FLOATS, _ALIGN = 16, 8, 64
+_MAX_INTS, _MAX_FLOATS, _ALIGN, _MAX_MAPS = 16, 8, 64, 64
+_NONE = (0,) * (2 * _MAX_INTS)
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
@@ -49,20 +51,30 @@ class Host:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = mine
         self.functions = {name: k for k, name in enumerate(functions)}
-        args = [os.path.abspath(binary), str(theirs.fileno()), os.path.abspath(library), str(threads), str(os.getpid()), *functions]
+        args = [
+            os.path.abspath(binary),
+            str(theirs.fileno()),
+            os.path.abspath(library),
+            str(threads),
+            str(os.getpid()),
+            *functions,
+        ]
         self.proc = subprocess.Popen(args, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, close_fds=True)
         theirs.close()
         self.pid = self.proc.pid
         self.arena, self.size, self.fd = 0, 0, -1
+        self.ids: dict[tuple, int] = {}  # memfd-backed memory the host has mapped -> its id there
+        self.free_ids = list(range(_MAX_MAPS - 1, 0, -1))
+        self.transient: list[tuple] = []  # this call's inputs: unmapped after it
         self.failure: KernelFailed | None = None  # once it has ended, every later call fails the same way
         code = program(self.pid)
-        self.sock.send(_REQUEST.pack(_FILTER, 0, 0, len(code), *([0] * _MAX_INTS), *([0.0] * _MAX_FLOATS)))
+        self.sock.send(_REQUEST.pack(_FILTER, 0, 0, len(code), *([0] * _MAX_INTS), *([0.0] * _MAX_FLOATS), *_NONE))
         self._send(code, "starting")
 
     def _send(self, data, what, fds=()):
         try:
             if fds:
-                self.sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", *fds))])
+                self.sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack(f"{len(fds)}i", *fds))])
             else:
                 self.sock.send(data)
         except OSError:  # it has ended: its status says how
@@ -108,7 +120,7 @@ class Host:
         if address in (None, ctypes.c_void_p(-1).value):
             os.close(fd)
             raise MemoryError(f"ckernel: no {size} bytes for the kernel's arguments")
-        request = _REQUEST.pack(_ARENA, 0, 0, 0, size, *([0] * (_MAX_INTS - 1)), *([0.0] * _MAX_FLOATS))
+        request = _REQUEST.pack(_ARENA, 0, 0, 0, size, *([0] * (_MAX_INTS - 1)), *([0.0] * _MAX_FLOATS), *_NONE)
         try:
             self._send(request, "mapping the arguments", (fd,))
         except KernelFailed:
@@ -120,12 +132,58 @@ class Host:
             os.close(self.fd)
         self.arena, self.size, self.fd = address, size, fd
 
+    @staticmethod
+    def _key(address):
+        """Which memory a memfd-backed storage is, for the host: a pooled memfd is the same memory
+        whatever its address here."""
+        fd, _, pooled = wire.SHARED[address]
+        return ("pool", fd) if pooled else ("input", address)
+
+    def _map(self, addresses, transient):
+        """Have the host map these memfd-backed storages (those it has not): their ids."""
+        todo = []
+        for address in addresses:
+            key = self._key(address)
+            if key not in self.ids and self.free_ids and len(todo) < _MAX_INTS:
+                self.ids[key] = self.free_ids.pop()
+                todo.append((key, address))
+                if transient:
+                    self.transient.append(key)
+        if todo:
+            ids = [self.ids[key] for key, _ in todo] + [0] * (_MAX_INTS - len(todo))
+            sizes = [wire.SHARED[a][1] for _, a in todo] + [0] * (_MAX_INTS - len(todo))
+            request = _REQUEST.pack(_MAP, 0, 0, len(todo), *([0] * _MAX_INTS), *([0.0] * _MAX_FLOATS), *ids, *sizes)
+            self._send(request, "mapping the arguments", [wire.SHARED[a][0] for _, a in todo])
+
+    def _unmap(self, keys):
+        for start in range(0, len(keys), _MAX_INTS):
+            batch = [k for k in keys[start : start + _MAX_INTS] if k in self.ids]
+            ids = [self.ids.pop(k) for k in batch]
+            self.free_ids.extend(ids)
+            ids += [0] * (_MAX_INTS - len(ids))
+            request = _REQUEST.pack(
+                _UNMAP, 0, 0, len(batch), *([0] * _MAX_INTS), *([0.0] * _MAX_FLOATS), *ids, *_NONE[:_MAX_INTS]
+            )
+            self._send(request, "unmapping the arguments")
+
+    def preload(self, inputs):
+        """Before a call: the host maps its inputs' memfds (outside the timed call)."""
+        addresses = [t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor)]
+        self._map([a for a in addresses if a in wire.SHARED], transient=True)
+
+    def release(self):
+        """After a call: the inputs' mappings go, and those of pooled memfds that were closed."""
+        keys, self.transient = self.transient, []
+        self._unmap(keys + [("pool", fd) for fd in wire.retired()])
+
     def call(self, name, args):
         index = self.functions.get(name)
         if index is None:
             raise AttributeError(f"ckernel: the compiled C source defines no function {name!r}")
+        if wire.RETIRED:  # a pooled memfd closed (its number may come back as another)
+            self._unmap([("pool", fd) for fd in wire.retired()])
         ints, floats, mask = [], [], 0
-        spans: dict[int, list[int]] = {}  # storage -> [first byte, end] its arguments cover
+        spans: dict[int, list[int]] = {}  # storage -> [first byte, end] its arguments cover (copied)
         tensors = []
         for a in args:
             if isinstance(a, torch.Tensor):
@@ -136,10 +194,8 @@ class Host:
                 lo = a.data_ptr()
                 hi = lo + a.numel() * a.element_size()
                 key = a.untyped_storage().data_ptr()
-                span = spans.setdefault(key, [lo, hi])
-                span[0], span[1] = min(span[0], lo), max(span[1], hi)
                 mask |= 1 << len(ints)
-                tensors.append((len(ints), key, lo))
+                tensors.append((len(ints), key, lo, hi))
                 ints.append(0)
             elif isinstance(a, bool) or not isinstance(a, (int, float)):
                 raise TypeError(f"ckernel: unsupported argument type {type(a).__name__} (tensor, int or float)")
@@ -151,6 +207,16 @@ class Host:
             raise TypeError(
                 f"ckernel: a C kernel takes at most {_MAX_INTS} tensors and integers and {_MAX_FLOATS} floats"
             )
+        self._map({key for _, key, _, _ in tensors if key in wire.SHARED}, transient=False)
+        mapped = {
+            key: self.ids[self._key(key)]
+            for _, key, _, _ in tensors
+            if key in wire.SHARED and self._key(key) in self.ids
+        }
+        for _, key, lo, hi in tensors:
+            if key not in mapped:
+                span = spans.setdefault(key, [lo, hi])
+                span[0], span[1] = min(span[0], lo), max(span[1], hi)
         offsets, end = {}, 0
         for key, (lo, hi) in spans.items():
             offsets[key] = end
@@ -159,13 +225,17 @@ class Host:
             self._grow(end)
         for key, (lo, hi) in spans.items():
             ctypes.memmove(self.arena + offsets[key], lo, hi - lo)
-        for slot, key, lo in tensors:
-            ints[slot] = offsets[key] + lo - spans[key][0]
+        ids = [0] * _MAX_INTS
+        for slot, key, lo, _ in tensors:
+            if key in mapped:
+                ids[slot], ints[slot] = mapped[key], lo - key
+            else:
+                ints[slot] = offsets[key] + lo - spans[key][0]
         ints += [0] * (_MAX_INTS - len(ints))
         floats += [0.0] * (_MAX_FLOATS - len(floats))
         if self.failure is not None:
             raise self.failure
-        self._send(_REQUEST.pack(_CALL, index, mask, 0, *ints, *floats), f"in {name}()")
+        self._send(_REQUEST.pack(_CALL, index, mask, 0, *ints, *floats, *ids, *_NONE[:_MAX_INTS]), f"in {name}()")
         for key, (lo, hi) in spans.items():
             ctypes.memmove(lo, self.arena + offsets[key], hi - lo)
 

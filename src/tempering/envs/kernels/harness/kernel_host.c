@@ -9,10 +9,12 @@
  * In order: die with the parent; start the OpenMP team, then start no process or thread (RLIMIT_NPROC 0);
  * open the library (its symbols and load-time code were checked before: elf.py) and resolve the
  * functions; reset every signal handler; install the syscall filter the parent sends
- * (syscalls.host_program: a denied call traps here, is reported, and the process ends); answer "ready". Then serve calls: the arguments'
- * memory is a shared arena the parent maps too (tensors are copied in and out there by ckernel.py);
- * a call names the function, its integer and pointer arguments (pointers as offsets into the arena) and
- * its float arguments, and the answer is sent when the function has returned.
+ * (syscalls.host_program: a denied call traps here, is reported, and the process ends); answer "ready".
+ * Then serve requests. Memory comes as memfds, each under an id: the call's inputs (mapped before the
+ * call, unmapped after it), the outputs the forward allocated (mapped once: ckernel.py uses the same
+ * memfds again), and id 0, an argument memory into which ckernel.py copies any other tensor. A call
+ * names the function, its integer and pointer arguments (a pointer as a memory id and an offset) and
+ * its float arguments; the answer goes when the function has returned.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -38,14 +40,19 @@
 #define MAX_FUNCTIONS 256
 #define MAX_FILTER 4096
 
-enum { OP_CALL = 1, OP_ARENA = 2, OP_FILTER = 3 };
+enum { OP_CALL = 1, OP_ARENA = 2, OP_FILTER = 3, OP_MAP = 4, OP_UNMAP = 5 };
 enum { OK = 0, FAILED = 1, DENIED = 2 };
+
+#define MAX_MAPS 64
 
 struct request {
     uint32_t op, fn, ptr_mask, nbytes;
     int64_t ints[MAX_INTS];
     float floats[MAX_FLOATS];
+    uint8_t ids[MAX_INTS];   /* a call: each pointer's memory (0 the argument memory); map, unmap: which */
+    uint64_t sizes[MAX_INTS]; /* map: the bytes of each descriptor */
 };
+_Static_assert(sizeof(struct request) == 320, "the layout ckernel.py packs (no padding)");
 
 struct answer {
     int32_t status;
@@ -93,8 +100,8 @@ static void denied(int sig, siginfo_t *info, void *context) {
     _exit(3);
 }
 
-static int receive(struct request *req, int *fd) {
-    char control[CMSG_SPACE(sizeof(int))];
+static int receive(struct request *req, int *fds, int *nfds) {
+    char control[CMSG_SPACE(MAX_INTS * sizeof(int))];
     struct iovec iov = {req, sizeof *req};
     struct msghdr msg = {0};
     msg.msg_iov = &iov;
@@ -104,10 +111,12 @@ static int receive(struct request *req, int *fd) {
     ssize_t n = recvmsg(channel, &msg, 0);
     if (n <= 0)
         _exit(0); /* the parent is gone */
-    *fd = -1;
+    *nfds = 0;
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-        memcpy(fd, CMSG_DATA(c), sizeof(int));
+    if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+        *nfds = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        memcpy(fds, CMSG_DATA(c), *nfds * sizeof(int));
+    }
     return (size_t)n == sizeof *req;
 }
 
@@ -155,9 +164,9 @@ int main(int argc, char **argv) {
     sigaction(SIGSYS, &action, NULL);
 
     struct request req;
-    int fd;
+    int fds[MAX_INTS], nfds;
     static unsigned char program[MAX_FILTER * 8];
-    if (!receive(&req, &fd) || req.op != OP_FILTER || req.nbytes > sizeof program || req.nbytes % 8) {
+    if (!receive(&req, fds, &nfds) || req.op != OP_FILTER || req.nbytes > sizeof program || req.nbytes % 8) {
         answer(FAILED, "expected the syscall filter first");
         return 1;
     }
@@ -174,41 +183,58 @@ int main(int argc, char **argv) {
     }
     answer(OK, "ready");
 
-    char *arena = NULL;
-    size_t arena_size = 0;
+    /* memory by id: 0 the argument memory (copies), others memfds of tensors, mapped until unmapped */
+    static char *base[MAX_MAPS];
+    static uint64_t size[MAX_MAPS];
     for (;;) {
-        int ok = receive(&req, &fd);
-        if (ok && req.op == OP_ARENA && fd >= 0) {
-            if (arena)
-                munmap(arena, arena_size);
-            arena_size = (size_t)req.ints[0];
-            arena = mmap(NULL, arena_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-            close(fd);
-            if (arena == MAP_FAILED) {
-                arena = NULL;
-                answer(FAILED, "the argument memory could not be mapped");
-                continue;
+        int ok = receive(&req, fds, &nfds);
+        const char *why = NULL;
+        if (ok && (req.op == OP_ARENA || req.op == OP_MAP)) {
+            for (int j = 0; j < nfds; j++) {
+                unsigned id = req.op == OP_ARENA ? 0 : req.ids[j];
+                uint64_t bytes = req.op == OP_ARENA ? (uint64_t)req.ints[0] : req.sizes[j];
+                if (id >= MAX_MAPS || (req.op == OP_MAP && id == 0)) {
+                    why = "no such memory";
+                } else {
+                    if (base[id])
+                        munmap(base[id], size[id]);
+                    base[id] = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fds[j], 0);
+                    size[id] = bytes;
+                    if (base[id] == MAP_FAILED) {
+                        base[id] = NULL;
+                        why = "a tensor's memory could not be mapped";
+                    }
+                }
+                close(fds[j]);
             }
-            answer(OK, "");
+        } else if (ok && req.op == OP_UNMAP && req.nbytes <= MAX_INTS) {
+            for (uint32_t j = 0; j < req.nbytes; j++) {
+                unsigned id = req.ids[j];
+                if (id && id < MAX_MAPS && base[id]) {
+                    munmap(base[id], size[id]);
+                    base[id] = NULL;
+                }
+            }
         } else if (ok && req.op == OP_CALL && req.fn < (uint32_t)nfunctions) {
             int64_t *a = req.ints;
-            for (int i = 0; i < MAX_INTS; i++)
+            for (int i = 0; i < MAX_INTS && !why; i++)
                 if (req.ptr_mask >> i & 1) {
-                    if (!arena || (uint64_t)a[i] > arena_size) {
-                        answer(FAILED, "a pointer argument lies outside the argument memory");
-                        goto next;
-                    }
-                    a[i] = (int64_t)(intptr_t)(arena + a[i]);
+                    unsigned id = req.ids[i];
+                    if (id >= MAX_MAPS || !base[id] || (uint64_t)a[i] > size[id])
+                        why = "a pointer argument lies outside the memory it was given";
+                    else
+                        a[i] = (int64_t)(intptr_t)(base[id] + a[i]);
                 }
-            float *f = req.floats;
-            functions[req.fn](a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12],
-                              a[13], a[14], a[15], f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]);
-            answer(OK, "");
+            if (!why) {
+                float *f = req.floats;
+                functions[req.fn](a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11],
+                                  a[12], a[13], a[14], a[15], f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]);
+            }
         } else {
-            if (fd >= 0)
-                close(fd);
-            answer(FAILED, "malformed request");
+            for (int j = 0; j < nfds; j++)
+                close(fds[j]);
+            why = "malformed request";
         }
-    next:;
+        answer(why ? FAILED : OK, why);
     }
 }

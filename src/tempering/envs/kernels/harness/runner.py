@@ -171,11 +171,21 @@ class Guard:
 _NAMES: dict = {}
 
 
+SHARED_ALLOCATIONS = frozenset(
+    {"empty", "empty_like", "new_empty", "zeros", "zeros_like", "new_zeros", "ones", "ones_like", "new_ones"}
+    | {"full", "full_like", "new_full"}
+)
+"""What a forward allocates its outputs with: for a `c` kernel, made in memfds its kernel host maps."""
+SHARED_MIN_BYTES = 1 << 16
+"""Smaller tensors are copied to the kernel host and back (cheaper than a memfd each)."""
+
+
 class _BanCalls(TorchFunctionMode):
-    def __init__(self, guard, extra=frozenset()):
+    def __init__(self, guard, extra=frozenset(), allocate=None):
         super().__init__()
         self.guard = guard
         self.extra = extra  # what building the model may call besides (policy.INIT_CALLS)
+        self.allocate = allocate  # moves a new tensor into memory a kernel host maps (or None)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if self.guard is not None:
@@ -184,6 +194,8 @@ class _BanCalls(TorchFunctionMode):
                 name = _NAMES[func] = getattr(func, "__name__", str(func)).split(".")[0]
             if name not in self.guard.allowed_calls and name not in self.extra and not self.guard.trusted_caller():
                 self.guard.flag(f"torch call {name}")
+            if self.allocate is not None and name in SHARED_ALLOCATIONS:
+                return self.allocate(func(*args, **(kwargs or {})), name)
         return func(*args, **(kwargs or {}))
 
 
@@ -240,7 +252,7 @@ def _backed(outs, inputs, aliasing):
         hi, at = lo + nbytes, lo
         for start, end, perms in spans:
             if start <= at < end:
-                if not (perms.startswith(b"rw") and (perms.endswith(b"p") or aliasing)):
+                if not (perms.startswith(b"rw") and (perms.endswith(b"p") or aliasing or _own(lo))):
                     return f"output {k} lies in memory mapped {perms.decode()} (it must be ordinary private memory)"
                 at = end
                 if at >= hi:
@@ -248,6 +260,11 @@ def _backed(outs, inputs, aliasing):
         if at < hi:
             return f"output {k} is not fully backed by mapped memory"
     return ""
+
+
+def _own(address):
+    """Memory the harness allocated for a forward's output in a memfd its kernel host maps."""
+    return wire.SHARED.get(address, (0, 0, False))[2]
 
 
 def _overlap(a, b):
@@ -368,6 +385,19 @@ class _Candidate:
         if not (self.backend == "triton" and self.device == "cuda"):
             _default_signals()
             self.listener = syscalls.install()
+
+    def _shared(self, out, name):
+        """A new tensor of the forward, in a memfd the kernel host maps: its bytes need no copy."""
+        if type(out) is not torch.Tensor or out.device.type != "cpu" or not out.is_contiguous() or out.requires_grad:
+            return out
+        nbytes = out.numel() * out.element_size()
+        if nbytes < SHARED_MIN_BYTES:
+            return out
+        with self._harness_work():
+            t = wire.shared_empty(nbytes).view(out.dtype).view(out.shape)
+            if not name.startswith(("empty", "new_empty")):
+                t.copy_(out)
+        return t
 
     @contextlib.contextmanager
     def _harness_work(self):
@@ -538,12 +568,12 @@ class _Candidate:
             raise Refused("forbidden_op", f"{self.guard.violations[0]} ({when})")
 
     # -- candidate code ---------------------------------------------------------------------------
-    def _run_candidate(self, fn, ban, when, extra=frozenset()):
+    def _run_candidate(self, fn, ban, when, extra=frozenset(), allocate=None):
         """fn() as candidate code: audit hook on, and the torch ban if `ban` (widened by `extra`)."""
         self.active[0] = True
         try:
             if ban:
-                with torch.no_grad(), _BanCalls(self.guard, extra):
+                with torch.no_grad(), _BanCalls(self.guard, extra, allocate):
                     return fn()
             return fn()
         except SystemExit:
@@ -626,7 +656,7 @@ class _Candidate:
             finally:
                 self.state = None
 
-        out = self._run_candidate(forward, True, "the forward")
+        out = self._run_candidate(forward, True, "the forward", allocate=self._shared if self.host else None)
         if self.host is not None and self.host.failure is not None:  # even if the forward swallowed it
             raise Refused(self.host.failure.status, f"{self.host.failure.message} (the forward)")
         if self.device == "cuda":
@@ -679,11 +709,14 @@ class _Candidate:
                     self.aliasing = bool(msg.get("aliasing", False))
                     chan.send({"op": "ready", "ok": True})
                 elif op == "inputs":
-                    self.inputs, spares = _load(chan, msg, self.flush, self.device)
+                    self.inputs, spares = _load(chan, msg, self.flush, self.device, self.host)
                 elif op == "go":
                     outs, calls = self.call(self.inputs)
                     _answer(chan, outs, calls, spares)
                 elif op == "measured":  # the judge has read the call's CPU time: what follows is not in it
+                    if self.host is not None:
+                        with self._harness_work():
+                            self.host.release()
                     why = _backed(outs, self.inputs, self.aliasing)
                     if why:
                         raise Refused("bad_output", why)
@@ -712,10 +745,12 @@ _CLASS_DUNDERS = frozenset(
 """What Python itself puts in a class's namespace (and `__init__`)."""
 
 
-def _load(chan, msg, flush, device):
-    """A call's inputs (fresh tensors over fresh memfds, mapped now), memfds for the answer's expected
-    output sizes, then a cache flush: all before the timed call."""
+def _load(chan, msg, flush, device, host=None):
+    """A call's inputs (fresh tensors over fresh memfds, mapped now, and by the kernel host), memfds for the
+    answer's expected output sizes, then a cache flush: all before the timed call."""
     inputs = [x.to(device) if isinstance(x, torch.Tensor) and device != "cpu" else x for x in msg["inputs"]]
+    if host is not None:
+        host.preload(inputs)
     spares = wire.Spares(int(n) for n in msg.get("expect", []))
     if flush is not None:
         flush.fill_(float(msg.get("r", 0)))
