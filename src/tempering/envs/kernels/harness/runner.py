@@ -194,7 +194,7 @@ class _BanCalls(TorchFunctionMode):
                 name = _NAMES[func] = getattr(func, "__name__", str(func)).split(".")[0]
             if name not in self.guard.allowed_calls and name not in self.extra and not self.guard.trusted_caller():
                 self.guard.flag(f"torch call {name}")
-            if self.allocate is not None and name in SHARED_ALLOCATIONS:
+            if self.allocate is not None and name in SHARED_ALLOCATIONS and not (kwargs and "out" in kwargs):
                 return self.allocate(func(*args, **(kwargs or {})), name)
         return func(*args, **(kwargs or {}))
 

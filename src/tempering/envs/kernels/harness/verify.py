@@ -23,8 +23,9 @@ timings) carrying the nonce, on its standard output. No object the submission ca
      whole and checked against those bytes and the reference, so work done after the call returned
      shows. The null model's time is the fixed overhead: reported, and subtracted from both sides.
      Each call is measured twice: wall-clock, and the CPU time the kernel counted for the answering
-     process (all its threads; /proc/PID/task/*/schedstat), which a loaded machine's scheduling delays
-     do not inflate; `clock` says which one the result uses;
+     process and a `c` kernel's host (all their threads; /proc/PID/task/*/schedstat, read once none is
+     on a CPU), which a loaded machine's scheduling delays do not inflate; `clock` says which one the
+     result uses;
   6. the candidate's process reports what it saw itself (forbidden torch calls, kernel calls, a
      replaced attribute): those checks are the second line, behind everything above.
 """
