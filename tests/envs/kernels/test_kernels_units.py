@@ -802,3 +802,21 @@ def test_a_calls_cpu_time_is_read_once_the_process_is_off_the_cpu():
     finally:
         os.write(go_w, b"x")
         os.waitpid(pid, 0)
+
+
+def test_kernel_host_maps_the_calls_inputs_so_the_judge_sees_what_the_kernel_wrote(kernel_host):
+    import torch
+
+    lib, host, _, _ = _open_host(kernel_host, ["shift"])
+    import wire  # imported by ckernel, from the harness's folder
+
+    judge_end, runner_end = wire.pair()
+    sent = torch.arange(1.0, 65537.0)
+    views = wire.Channel(judge_end).send({"op": "inputs"}, {"inputs": [sent]}, shared=True)  # as the judge does
+    (x,) = wire.Channel(runner_end).recv(("inputs",), writable=True)["inputs"]
+    host.preload([x])  # mapped by the host before the call: no copy
+    assert len(host.transient) == 1
+    lib.shift(x, x.numel())
+    assert views[0][:3].tolist() == [1.0, 1.0, 2.0]  # the judge's own view of the memfd: a changed input
+    host.release()
+    assert host.transient == [] and len(host.ids) == 0

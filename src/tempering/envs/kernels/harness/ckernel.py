@@ -139,15 +139,16 @@ class Host:
         fd, _, pooled = wire.SHARED[address]
         return ("pool", fd) if pooled else ("input", address)
 
-    def _map(self, addresses, transient):
-        """Have the host map these memfd-backed storages (those it has not): their ids."""
+    def _map(self, addresses):
+        """Have the host map these memfd-backed storages (those it has not yet); an input's mapping lasts
+        until `release()`, a pooled memfd's until it is closed."""
         todo = []
         for address in addresses:
             key = self._key(address)
             if key not in self.ids and self.free_ids and len(todo) < _MAX_INTS:
                 self.ids[key] = self.free_ids.pop()
                 todo.append((key, address))
-                if transient:
+                if key[0] == "input":
                     self.transient.append(key)
         if todo:
             ids = [self.ids[key] for key, _ in todo] + [0] * (_MAX_INTS - len(todo))
@@ -169,7 +170,7 @@ class Host:
     def preload(self, inputs):
         """Before a call: the host maps its inputs' memfds (outside the timed call)."""
         addresses = [t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor)]
-        self._map([a for a in addresses if a in wire.SHARED], transient=True)
+        self._map([a for a in addresses if a in wire.SHARED])
 
     def release(self):
         """After a call: the inputs' mappings go, and those of pooled memfds that were closed."""
@@ -207,7 +208,7 @@ class Host:
             raise TypeError(
                 f"ckernel: a C kernel takes at most {_MAX_INTS} tensors and integers and {_MAX_FLOATS} floats"
             )
-        self._map({key for _, key, _, _ in tensors if key in wire.SHARED}, transient=False)
+        self._map({key for _, key, _, _ in tensors if key in wire.SHARED})
         mapped = {
             key: self.ids[self._key(key)]
             for _, key, _, _ in tensors
