@@ -758,10 +758,10 @@ class KernelVerifier:
         if req.submission is not None:
             ro["model_new.py"] = req.submission
             if req.artifact and req.backend == "c":
+                assert req.kernel_host is not None  # built before any c candidate runs
                 config["library"] = req.artifact
-                binds.append(req.artifact)
                 config["host"] = req.kernel_host
-                binds.append(req.kernel_host)
+                binds += [req.artifact, req.kernel_host]
             elif req.artifact:
                 config["extension"] = req.artifact
                 binds.append(req.artifact)
