@@ -1546,29 +1546,26 @@ HACKS: list[Hack] = [
         kind="load-time code in the library",
         source=ROUND_1,
     ),
-    # the kernel runs in the kernel host (harness/kernel_host.c), where neither torch nor Python is loaded
-    *_and_runtime(
-        Hack(
-            "c_finds_torch_through_the_loaders_list",
-            RELU_PROBLEM,
-            _sub(RELU, c=_C_R_DEBUG),
-            ("forbidden_op",),  # _r_debug is not a symbol a kernel may use (elf.py)
-            kind="reaching Python and torch from a C kernel",
-            source=ROUND_1,
-        ),
-        ("incorrect",),  # linked anyway: nothing of torch or Python is in the kernel's process to find
-    ),
-    *_and_runtime(
-        Hack(
-            "c_finds_torch_through_dl_iterate_phdr",
-            RELU_PROBLEM,
-            _sub(RELU, c=_C_PHDR),
-            ("forbidden_op",),
-            kind="reaching Python and torch from a C kernel",
-            source=ROUND_1,
-        ),
-        ("incorrect",),
-    ),
+    # the kernel runs in the kernel host (harness/kernel_host.c), where neither torch nor Python is loaded;
+    # with static checks on, _r_debug and dl_iterate_phdr are not symbols a kernel may use (elf.py)
+    *[
+        case
+        for name, c in (
+            ("c_finds_torch_through_the_loaders_list", _C_R_DEBUG),
+            ("c_finds_torch_through_dl_iterate_phdr", _C_PHDR),
+        )
+        for case in _and_runtime(
+            Hack(
+                name,
+                RELU_PROBLEM,
+                _sub(RELU, c=c),
+                ("forbidden_op",),
+                kind="reaching Python and torch from a C kernel",
+                source=ROUND_1,
+            ),
+            ("incorrect",),  # linked anyway: nothing of torch or Python is in the kernel's process to find
+        )
+    ],
     Hack(
         "lone_surrogate_in_the_text",
         RELU_PROBLEM,
