@@ -109,8 +109,11 @@ class Host:
             raise KernelFailed("forbidden_op", f"the kernel made a system call a kernel may not make ({what})")
         if code == -signal.SIGXCPU:
             raise KernelFailed("timeout", f"the C kernel ran past its CPU time limit ({what})")
-        how = f"was killed by signal {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
-        raise KernelFailed("crashed", f"the C kernel's process {how} ({what})")
+        if code >= 0:
+            raise KernelFailed("early_exit", f"the C kernel ended its process (exit code {code}) ({what})")
+        raise KernelFailed(
+            "crashed", f"the C kernel's process was killed by signal {signal.Signals(-code).name} ({what})"
+        )
 
     def _grow(self, nbytes):
         size = max(nbytes, 2 * self.size, 1 << 20)
