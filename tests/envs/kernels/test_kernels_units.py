@@ -441,6 +441,8 @@ def test_syscall_filter_denies_what_a_kernel_does_not_need():
     assert {k: _bpf(prog, *v) for k, v in denied.items()} == dict.fromkeys(denied, deny)
     assert _bpf(prog, 0, (), arch=0x40000003) == deny  # i386 calls
     assert "mprotect with PROT_NONE" in syscalls.describe(10, [0, 4096, 0, 0, 0, 0])
+    with_host = syscalls._program("x86_64", 1234, syscalls._RET_USER_NOTIF, child=99)  # may end its kernel host
+    assert _bpf(with_host, 62, (99, 9)) == allow and _bpf(with_host, 62, (98, 9)) == deny
 
 
 def test_extension_symbols_read_from_the_built_library():

@@ -104,6 +104,10 @@ class Host:
                 self.proc.wait()
                 raise KernelFailed("forbidden_op", "the kernel made the system call " + syscalls.describe(nr, args))
             raise KernelFailed("runtime_error", f"the kernel host failed {what}: {text}")
+        if data:  # not an answer the host writes: the kernel wrote on the channel itself
+            self.proc.kill()
+            self.proc.wait()
+            raise KernelFailed("tampering", f"the kernel wrote on the kernel host's channel to the harness ({what})")
         code = self.proc.wait()
         if code == -signal.SIGSYS:
             raise KernelFailed("forbidden_op", f"the kernel made a system call a kernel may not make ({what})")

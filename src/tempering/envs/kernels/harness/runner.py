@@ -384,7 +384,7 @@ class _Candidate:
         # (a Triton kernel on a GPU is compiled, assembled and loaded on its first launch)
         if not (self.backend == "triton" and self.device == "cuda"):
             _default_signals()
-            self.listener = syscalls.install()
+            self.listener = syscalls.install(self.host.pid if self.host is not None else None)
 
     def _shared(self, out, name):
         """A new tensor of the forward, in a memfd the kernel host maps: its bytes need no copy."""

@@ -235,7 +235,7 @@ class Unsupported(Exception):
     """The filter could not be installed here (the message says why)."""
 
 
-def _program(arch: str, pid: int, denied: int, allowed=ALLOWED, checked=CHECKED) -> bytes:
+def _program(arch: str, pid: int, denied: int, allowed=ALLOWED, checked=CHECKED, child: int | None = None) -> bytes:
     audit, column = _ARCHES[arch]
     nr = {name: numbers[column] for name, numbers in _CALLS.items() if numbers[column] is not None}
     insns: list[tuple[int, int, int, int]] = []
@@ -311,10 +311,12 @@ def _program(arch: str, pid: int, denied: int, allowed=ALLOWED, checked=CHECKED)
     op(_LD, _arg(1))
     allow_if_eq(_TCGETS)
     op(_RET, denied)
-    for name in ("kill", "tgkill"):  # to itself only (abort)
+    for name in ("kill", "tgkill"):  # to itself (abort) and to its kernel host only
         block(name)
         op(_LD, _arg(0))
         allow_if_eq(pid)
+        if child is not None:
+            allow_if_eq(child)
         op(_RET, denied)
     block("prlimit64")  # reading limits, never setting them
     op(_LD, _arg(2))
@@ -340,10 +342,10 @@ class _Prog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
 
 
-def install() -> int | None:
-    """Install the filter on every thread of this process. Returns the listener's descriptor (denied
-    calls wait for the judge's answer), or None where denied calls end the process instead. Raises
-    Unsupported where no filter can be installed."""
+def install(child: int | None = None) -> int | None:
+    """Install the filter on every thread of this process (which may signal itself and `child`, its
+    kernel host). Returns the listener's descriptor (denied calls wait for the judge's answer), or None
+    where denied calls end the process instead. Raises Unsupported where no filter can be installed."""
     arch = platform.machine()
     if arch not in _ARCHES:
         raise Unsupported(f"no syscall filter for the {arch} architecture")
@@ -356,7 +358,7 @@ def install() -> int | None:
     why = ""
     # NEW_LISTENER (8) with TSYNC (1) needs TSYNC_ESRCH (16); without a listener, TSYNC alone
     for flags, denied in ((8 | 1 | 16, _RET_USER_NOTIF), (1, _RET_KILL_PROCESS)):
-        code = _program(arch, os.getpid(), denied)
+        code = _program(arch, os.getpid(), denied, child=child)
         prog = _Prog(len(code) // 8, code)
         fd = libc.syscall(ctypes.c_long(seccomp_nr), ctypes.c_long(1), ctypes.c_long(flags), ctypes.byref(prog))
         if fd >= 0:
