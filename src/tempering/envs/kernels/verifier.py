@@ -578,12 +578,6 @@ class KernelVerifier:
     async def _run(self, problem: Problem, sub: Submission, artifact: str | None, res: KernelResult, mode: str) -> None:
         cfg = self.config
         every = cfg.compile_baseline == "every"
-        if sub.backend == "c":
-            try:
-                await self.kernel_host()
-            except RuntimeError as e:
-                res.status, res.message = "harness_error", str(e)
-                return
         out = await self._harness(problem, sub, artifact, mode, time_compile=every, backend=sub.backend)
         res.run_s = out.pop("_wall_s", 0.0)
         res.run_cpu_s = out.pop("_cpu_s", 0.0)
@@ -712,6 +706,11 @@ class KernelVerifier:
         """Run the harness for one candidate: in a warm worker, or in a sandbox job of its own."""
         from tempering.sandbox import Sandbox
 
+        if sub is not None and backend == "c":
+            try:
+                await self.kernel_host()
+            except RuntimeError as e:
+                return {"status": "harness_error", "message": str(e)}
         req = self._request(problem, sub, artifact, mode, time_compile, backend)
         if not self.config.warm_workers or sub is None or not isinstance(self.sandbox, Sandbox):
             return await self._one(req)
@@ -744,6 +743,8 @@ class KernelVerifier:
         backend: str,
     ) -> dict:
         """Run the harness once in a fresh sandboxed process; its result dict (or a failure status)."""
+        if sub is not None and backend == "c":
+            await self.kernel_host()
         return await self._one(self._request(problem, sub, artifact, mode, time_compile, backend))
 
     async def _one(self, req: _Request) -> dict:
