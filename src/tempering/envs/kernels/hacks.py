@@ -117,6 +117,8 @@ void relu_in_helper_process(const float* x, float* y, long n) {  /* a forked hel
     if (fork() == 0) { work(0); _exit(0); }
 }
 """
+RELU_AND_INPUT_PROBLEM = RELU_PROBLEM.replace("return torch.relu(x)", "return torch.relu(x), x")
+"""A ReLU that also returns its input (a residual pass-through): only the second output may be old memory."""
 RELU = "        y = torch.empty_like(x)\n        self.lib.relu(x, y, x.numel())\n        return y"
 """A correct forward for RELU_PROBLEM (what the hacks below dress up or replace)."""
 
@@ -1204,6 +1206,18 @@ HACKS: list[Hack] = [
         source="this project",
     ),
     Hack(
+        "kept_output_beside_its_passed_through_input",
+        RELU_AND_INPUT_PROBLEM,
+        _sub(
+            "        if self.out is None or self.out.shape != x.shape:\n            self.out = torch.empty_like(x)\n"
+            "        self.lib.relu(x, self.out, x.numel())\n        return self.out, x",
+            init="\n        self.out = None",
+        ),
+        ("bad_output",),  # the reference's second output is its input; its first is new memory every call
+        kind="stale results",
+        source=ROUND_1,
+    ),
+    Hack(
         "caches_per_input_shape",
         RELU_PROBLEM,
         _sub(
@@ -1710,6 +1724,12 @@ CONTROLS: list[Control] = [
         "torch compute from C++",
     ),
     Control("c_relu", RELU_PROBLEM, _sub(RELU), "telling trials from timed calls"),
+    Control(
+        "c_relu_beside_its_input",
+        RELU_AND_INPUT_PROBLEM,
+        _sub("        y = torch.empty_like(x)\n        self.lib.relu(x, y, x.numel())\n        return y, x"),
+        "stale results (a new output beside the passed-through input)",
+    ),
     Control(
         "c_naive_gemm",
         MATMUL_PROBLEM,

@@ -232,7 +232,7 @@ def _default_signals():
             pass
 
 
-def _backed(outs, inputs, aliasing):
+def _backed(outs, inputs, aliasing):  # aliasing: per output, whether the reference's shares memory
     """Why an output is not ordinary memory of this call ('' if it is): it must lie in private,
     readable and writable mappings, and (unless the reference does so too) not share memory with an
     input or an earlier call's output."""
@@ -243,16 +243,17 @@ def _backed(outs, inputs, aliasing):
             start, _, end = head.partition(b"-")
             spans.append((int(start, 16), int(end, 16), rest[:4]))
     for k, o in enumerate(outs):
+        aliased = k < len(aliasing) and aliasing[k]
         nbytes = o.untyped_storage().nbytes()
         if not nbytes:
             continue
-        if not aliasing and any(isinstance(t, torch.Tensor) and t.numel() and _overlap(o, t) for t in inputs):
+        if not aliased and any(isinstance(t, torch.Tensor) and t.numel() and _overlap(o, t) for t in inputs):
             return f"output {k} shares memory with an input: return a new tensor"
         lo = o.untyped_storage().data_ptr()
         hi, at = lo + nbytes, lo
         for start, end, perms in spans:
             if start <= at < end:
-                if not (perms.startswith(b"rw") and (perms.endswith(b"p") or aliasing or _own(lo))):
+                if not (perms.startswith(b"rw") and (perms.endswith(b"p") or aliased or _own(lo))):
                     return f"output {k} lies in memory mapped {perms.decode()} (it must be ordinary private memory)"
                 at = end
                 if at >= hi:
@@ -313,7 +314,7 @@ class _Candidate:
         self.model = None
         self.inputs = None
         self.previous = []  # weak references to the last call's outputs: the next call's must be new memory
-        self.aliasing = False  # the reference's own outputs share memory with inputs or earlier outputs
+        self.aliasing: list = []  # per output: the reference's shares memory with inputs or earlier outputs
         self.state = None  # torch's dispatch state inside a forward, as the harness set it
         self.listener = None
         self.host = None  # the kernel host of a `c` kernel (ckernel.Host)
@@ -668,7 +669,8 @@ class _Candidate:
                 raise Refused("bad_output", f"output {k} is a {type(o).__name__}, not a plain torch.Tensor")
             if o.layout != torch.strided or o.device.type != self.device or o.is_meta:
                 raise Refused("bad_output", f"output {k} is not a materialised {self.device} tensor")
-            if not self.aliasing and any(p() is not None and _overlap(o, p()) for p in self.previous):
+            aliased = k < len(self.aliasing) and self.aliasing[k]
+            if not aliased and any(p() is not None and _overlap(o, p()) for p in self.previous):
                 raise Refused(
                     "bad_output",
                     f"output {k} is the memory of an earlier call's output: every call returns a new tensor",
@@ -706,7 +708,7 @@ class _Candidate:
                     chan.send({"op": "built", "ok": True, **self.build(msg["init"], msg["state"], msg["init_seed"])})
                 elif op == "setup":
                     self.flush = torch.empty(int(msg["flush_mb"] * 2**20) // 4)
-                    self.aliasing = bool(msg.get("aliasing", False))
+                    self.aliasing = [bool(a) for a in msg.get("aliasing", [])]
                     chan.send({"op": "ready", "ok": True})
                 elif op == "inputs":
                     self.inputs, spares = _load(chan, msg, self.flush, self.device, self.host)

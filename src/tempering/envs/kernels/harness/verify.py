@@ -464,13 +464,13 @@ class Judge:
                     peer.pids.append(host)
 
     def aliasing(self, inputs):
-        """Whether the reference's outputs share memory with its inputs, or with its previous call's
-        outputs (a view, a kept buffer): only then may the candidate's do the same."""
+        """Which of the reference's outputs share memory with its inputs, or with its previous call's
+        outputs (a view, a kept buffer): only those of the candidate may do the same."""
         with torch.no_grad():
             first = _outputs(self.ref(*inputs))
             second = _outputs(self.ref(*inputs))
         tensors = [x for x in inputs if isinstance(x, torch.Tensor)] + first
-        return any(runner._overlap(o, t) for o in second for t in tensors if o.numel() and t.numel())
+        return [bool(o.numel()) and any(runner._overlap(o, t) for t in tensors if t.numel()) for o in second]
 
     def init_note(self):
         """For a wrong answer: which of ModelNew's tensors kept their seeded values instead of the reference's."""
