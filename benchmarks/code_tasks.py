@@ -3,6 +3,7 @@
     python benchmarks/code_tasks.py [--file BENCHMARK.jsonl[.gz] ...] [--concurrency N] [--lookup-turns 3]
                                     [--benchmarks [--humaneval FILE] [--mbpp FILE]] [--part all|judge]
     python benchmarks/code_tasks.py --add-round '{"round": 1, "written": 18, "credited_before_fix": 4, ...}'
+        (a round of the same number already recorded is replaced: its numbers after the fix)
 
 For the shipped samples (HumanEval, MBPP and LiveCodeBench formats), the built-in set and every
 benchmark file given (read locally, never downloaded), per file:
@@ -335,12 +336,13 @@ def main() -> None:
     ap.add_argument("--mbpp", help="MBPP's original mbpp.jsonl (974 records); no package ships it")
     ap.add_argument("--out", default=str(ROOT / "docs" / "results" / "code"))
     ap.add_argument("--part", choices=("all", "judge"), default="all", help="judge: only robustness and attacks")
-    ap.add_argument("--add-round", help="record a round of outside attacks (JSON) and rewrite the page")
+    ap.add_argument("--add-round", help="record a round of outside attacks (JSON; one of the same number is replaced)")
     args = ap.parse_args()
     out = Path(args.out)
     old = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {}
-    if args.add_round:
-        old["rounds"] = [*old.get("rounds", []), json.loads(args.add_round)]
+    if args.add_round:  # a round already recorded is replaced (its numbers after the fix)
+        new = json.loads(args.add_round)
+        old["rounds"] = [*(r for r in old.get("rounds", []) if r.get("round") != new.get("round")), new]
         atomic_write_text(out.with_suffix(".json"), json.dumps(old, indent=2) + "\n")
         atomic_write_text(out.with_suffix(".md"), render(old, old["command"]))
         return

@@ -115,10 +115,10 @@ def test_records_that_cannot_be_judged_are_skipped_and_counted(tmp_path, capsys)
 
 def test_eval_takes_a_whole_split_and_never_repeats_a_task():
     family = CodeTaskFamily(problems_path=str(SAMPLES / "mbpp.jsonl"))
-    assert sorted(t.id for t in eval_tasks(family, "all", None, 0)) == [f"code/900{i}" for i in range(1, 7)]
+    assert sorted(t.id for t in eval_tasks(family, "all", None, 0)) == [f"code/900{i}" for i in range(1, 9)]
     assert len(eval_tasks(family, "all", 3, 0)) == 3
-    with pytest.raises(UserError, match=r"the all split of code has 6 tasks, so --n 7 would repeat some"):
-        eval_tasks(family, "all", 7, 0)
+    with pytest.raises(UserError, match=r"the all split of code has 8 tasks, so --n 9 would repeat some"):
+        eval_tasks(family, "all", 9, 0)
     generated = make_family("arithmetic")
     assert generated.split_size("heldout") is None and len(eval_tasks(generated, "heldout", None, 0)) == 500
 

@@ -134,6 +134,36 @@ class CodeProblem:
             need |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} - supplied
         return "".join(ast.unparse(s) + "\n" for s in reversed(kept))
 
+    def expected_from_answer(self) -> str:
+        """Where a test's expected side uses an object of the answer's (a class it supplies besides the
+        entry point, or a setup name bound from one): that side is then computed by the answer's code
+        ('' when no test does). The side of a comparison that calls the entry point is the answer's to
+        compute; the other is the expected side."""
+        answers = set(self.supplied_names()) - {self.entry_point}
+        if not answers:
+            return ""
+        try:
+            setup = syntax.parse(self.setup).body if self.setup.strip() else []
+        except SyntaxError:
+            setup = []
+        for stmt in setup:
+            if _names_in(stmt) & answers:
+                answers |= _binds(stmt)
+        for test in (*self.public_tests, *self.tests):
+            try:
+                tree = syntax.parse(test.source)
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Compare):
+                    continue
+                for side in (node.left, *node.comparators):
+                    calls = any(isinstance(n, ast.Call) and _name(n.func) == self.entry_point for n in ast.walk(side))
+                    used = sorted(_names_in(side) & answers)
+                    if used and not calls:
+                        return f"test {test.text!r}: its expected side `{ast.unparse(side)}` uses {', '.join(used)}, the answer's"
+        return ""
+
     def _reference_body(self) -> list[ast.stmt]:
         """The module-level statements of the reference solution (after the prefix), [] when none parse."""
         if not self.solution:
