@@ -39,9 +39,20 @@ def test_check_runs_reference_solutions(tmp_path, capsys):
 def test_check_passes_the_shipped_samples(capsys):
     assert main(["code", "check", str(SAMPLES / "mbpp.jsonl")]) == 0
     out = capsys.readouterr().out
-    assert "6 problems (6 mbpp)" in out
+    assert "8 problems (8 mbpp)" in out and "the answer's own objects" not in out
     # 9003's setup builds `leaf` (a hidden test's input) as part of `root` (the public test's)
     assert "hidden inputs may be in the public run of 1 problem(s): 9003 (line 5 binds leaf" in out
+
+
+def test_check_names_a_test_whose_expected_side_the_answer_computes(tmp_path, capsys):
+    pair = "class Pair:\n    def __init__(self, a, b):\n        self.a, self.b = a, b\ndef first(p):\n    return p.a\n"
+    tests = ["assert first(Pair(1, 2)) == 1", "assert first(Pair(1, 2)) == Pair(1, 5).a"]
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({"task_id": 1, "text": "First field.", "code": pair, "test_list": tests}) + "\n")
+    assert main(["code", "check", str(path)]) == 0
+    assert "note: the answer's own objects compute the expected side of a test in 1 problem(s): 1 (" in (
+        capsys.readouterr().out
+    )
 
 
 def test_malformed_problem_file_is_a_clear_error(tmp_path, capsys):
