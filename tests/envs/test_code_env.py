@@ -480,7 +480,8 @@ def test_a_reference_helper_on_the_expected_side_is_the_judges(sb):
     liar = "def is_prime(k):\n    return False\ndef count_primes(n):\n    return 4 if n == 10 else 0\n"
     g = run(grade(sb, p, liar))
     assert (g.status, g.passed) == ("incorrect", 1) and "expected 10" in g.detail
-    assert run(grade(sb, p, "def count_primes(n):\n    return len([k for k in range(2, n) if all(k % d for d in range(2, k))])\n")).status == "correct"
+    right = "def count_primes(n):\n    return len([k for k in range(2, n) if all(k % d for d in range(2, k))])\n"
+    assert run(grade(sb, p, right)).status == "correct"
 
 
 def test_hidden_data_inside_a_setup_definition_never_reaches_the_public_run(sb):
@@ -506,7 +507,9 @@ def test_objects_of_the_problems_classes_cross_to_the_answer_as_data(sb):
     probe = "def tree_height(node):\n    return [type(node).__name__, node.value, type(node.left.left).__name__, node.left.left.value]\n"
     assert "got ['Node', 1, 'Node', 4]" in run(grade(sb, p, probe)).detail
     passes = replace(
-        p, setup="def double(x):\n    return 2 * x\n", tests=(CodeTest(text="t", source="assert tree_height(double) == 1"),)
+        p,
+        setup="def double(x):\n    return 2 * x\n",
+        tests=(CodeTest(text="t", source="assert tree_height(double) == 1"),),
     )
     g = run(grade(sb, passes, p.solution))
     assert g.status == "problem_error" and "the test passes double, code of the problem" in g.detail

@@ -212,7 +212,12 @@ def test_an_expected_side_computed_by_the_answers_objects_is_named(tmp_path):
     # the answer supplies Pair (the test builds its input with it): a test whose expected side uses Pair
     # lets the answer's code compute that side; the same class inside the entry point's call does not
     pair = "class Pair:\n    def __init__(self, a, b):\n        self.a, self.b = a, b\ndef first(p):\n    return p.a\n"
-    record = {"task_id": 1, "text": "Return a pair's first field.", "code": pair, "test_list": ["assert first(Pair(1, 2)) == 1"]}
+    record = {
+        "task_id": 1,
+        "text": "Return a pair's first field.",
+        "code": pair,
+        "test_list": ["assert first(Pair(1, 2)) == 1"],
+    }
     (plain,) = load_problems(write(tmp_path, record))
     assert plain.supplied_names() == ["Pair", "first"] and plain.expected_from_answer() == ""
     record["test_list"].append("assert first(Pair(1, 2)) == Pair(1, 5).a")

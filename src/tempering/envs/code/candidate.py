@@ -152,9 +152,12 @@ def main() -> None:
         try:
             req = json.loads(line)
             value = resolve(req["target"])
-            if req["op"] in ("call", "set"):
+            if req["op"] == "set":
+                setattr(value, req["name"], pickle.loads(base64.b64decode(req["args"]))[0][0])
+                value = None
+            elif req["op"] == "call":
                 args, kwargs = pickle.loads(base64.b64decode(req["args"]))
-                value = setattr(value, req["name"], args[0]) if req["op"] == "set" else value(*args, **kwargs)
+                value = value(*args, **kwargs)
             elif req["op"] == "truth":
                 value = bool(value)
         except BaseException:

@@ -971,7 +971,9 @@ class Judge:
             failure = SolutionFailed("problem_error", str(e))
         except Exception as e:
             text = getattr(e, "solution_traceback", None) or describe(e)
-            failure = SolutionFailed("runtime_error", f"the problem's setup code, which uses your code, failed:\n{text}")
+            failure = SolutionFailed(
+                "runtime_error", f"the problem's setup code, which uses your code, failed:\n{text}"
+            )
         else:
             return
         self.solution.close()

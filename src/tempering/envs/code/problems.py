@@ -231,7 +231,10 @@ _DYNAMIC = {"globals", "locals", "vars", "exec", "eval", "setattr", "__import__"
 
 
 def setup_for(
-    setup: str, tests: tuple[Test, ...] | list[Test], hidden: list[Test], supplied: set[str] | frozenset[str] = frozenset()
+    setup: str,
+    tests: tuple[Test, ...] | list[Test],
+    hidden: list[Test],
+    supplied: set[str] | frozenset[str] = frozenset(),
 ) -> tuple[str, str]:
     """The statements of `setup` that `tests` depend on (the names they use, and transitively what
     those statements use; imports and statements that bind nothing are kept), in their order; and
