@@ -3,22 +3,24 @@ in other jobs, which the host starts when the judge asks. The judge and the cand
 process, a namespace, a PID namespace or a file: the candidate cannot name the judge, and the judge
 receives only what the candidate declares, through a channel the host owns.
 
-- function problems: a candidate job (candidate.py) loads solution.py, then the problem's setup code
-  in the same namespace (as MBPP's harness does: it may build objects of the solution's classes);
-  the setup reaches it on its stdin, and a public run's job gets only the statements the public tests
-  need. The tests run here, as the benchmark wrote them (HumanEval's `check(candidate)`, MBPP's
-  asserts), except that every assert is recorded instead of stopping the test (`Checks`): the calls a
-  test makes never depend on whether an earlier check passed, so being called again tells an answer
-  nothing. A test whose own control flow would decide its calls from the results is not run
-  (`calls_follow_results`).
-  A test's free names resolve here, from the problem's own code (its prefix, the imports of its
-  setup and of its reference solution), the builtins and the real modules; only the names the
-  reference solution and the setup code define (the entry point, helper classes, objects the setup
-  builds) are the candidate's, as stand-ins (`Remote`) whose calls go to the candidate job. Arguments
-  go down pickled; results come back as JSON data (numbers, strings, containers, Counter, Fraction,
-  Decimal, ...) rebuilt here, so every comparison is Python's own `==` on the judge's values and no
-  object, method or `__eq__` of the candidate's ever runs here or sees an expected value. Any other
-  object stays in the candidate job as a handle (calls, attribute reads and its truth go there).
+- function problems: a candidate job (candidate.py) loads solution.py and nothing else. The problem's
+  own code runs here: its prefix, the imports of its setup and reference solution, the reference's
+  helpers the tests use, and the setup code (MBPP's test_setup_code, run again for each candidate
+  job; a public run's only the statements the public tests need), whose calls of the answer's classes
+  build the answer's objects in its job. The tests run here, as the benchmark wrote them (HumanEval's
+  `check(candidate)`, MBPP's asserts), except that every assert is recorded instead of stopping the
+  test (`Checks`): the calls a test makes never depend on whether an earlier check passed, so being
+  called again tells an answer nothing. A test whose own control flow would decide its calls from
+  the results is not run (`calls_follow_results`).
+  Only the answer's entry points (the entry point, the reference's classes the setup or tests use)
+  are the candidate's, as stand-ins (`Remote`) whose calls go to the candidate job; every other name
+  resolves here, from the problem's own code, the builtins and the real modules, so a test's
+  expected side is computed from the judge's names only. Arguments go down pickled (`_Arguments`:
+  data, handles, and objects of the problem's classes as their attributes); results come back as
+  JSON data (numbers, strings, containers, Counter, Fraction, Decimal, ...) rebuilt here, so every
+  comparison is Python's own `==` on the judge's values and no object, method or `__eq__` of the
+  candidate's ever runs here or sees an expected value. Any other object stays in the candidate job
+  as a handle (calls, attribute reads and sets and its truth go there).
 - program problems: each test is one candidate job (`python3 -I solution.py`, the input on stdin);
   the host reports its output and how it ended (its own evidence), and the judge compares the output
   line by line (numbers as decimals), as LiveCodeBench does.
