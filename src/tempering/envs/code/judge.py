@@ -823,6 +823,7 @@ class Judge:
                     except Exception:
                         pass
                 exec(compile(self.spec["helpers"], "<reference>", "exec"), self.ns)
+            setups = {"public": ast.parse(self.spec["public_setup"]), "hidden": ast.parse(self.spec["setup"])}
         except Exception as e:
             return self._load_failed(report, "problem_error", f"the problem's own code failed: {describe(e)}")
         self.base = dict(self.ns)
@@ -835,7 +836,7 @@ class Judge:
                 self.refused[source] = why
             self.trees[source] = recorded(tree)
         if self.spec["run_public"]:
-            shown = self.run_phase(public, setup=self.spec["public_setup"])
+            shown = self.run_phase(public, None, setups["public"])
             report["public"] = shown["results"]
             self.channel.op({"op": "public", **shown})
             done = {json.dumps(t, sort_keys=True): r for t, r in zip(public, shown["results"])}
@@ -843,7 +844,7 @@ class Judge:
             done = {}
         todo = [t for t in tests if json.dumps(t, sort_keys=True) not in done]
         stop = self.spec["stop_at_timeout"] and any(r["status"] == "timeout" for r in done.values())
-        hidden = self.run_phase(todo, "not run: an earlier test timed out" if stop else None, self.spec["setup"])
+        hidden = self.run_phase(todo, "not run: an earlier test timed out" if stop else None, setups["hidden"])
         ran = dict(zip(map(id, todo), hidden["results"]))
         report["results"] = [done.get(json.dumps(t, sort_keys=True)) or ran[id(t)] for t in tests]
         report["load_status"], report["load_error"] = hidden["load_status"], hidden["load_error"]
@@ -857,11 +858,11 @@ class Judge:
             self.channel.op({"op": "public", "results": report["public"], "load_status": status, "load_error": error})
         return report
 
-    def run_phase(self, tests: list, stopped: str | None = None, setup: str = "") -> dict:
+    def run_phase(self, tests: list, stopped: str | None, setup: ast.Module) -> dict:
         """Run `tests` in fresh candidate jobs, `setup` run here for each: {results, load_status,
         load_error}. Failures are put in words only once the phase's last job has ended."""
         out: dict[str, Any] = {"results": [], "load_status": None, "load_error": None}
-        self.setup = ast.parse(setup)
+        self.setup = setup
         try:
             out["results"] = self.run_tests(tests, stopped)
         except SolutionFailed as e:  # the solution did not load: every test of the phase fails alike
