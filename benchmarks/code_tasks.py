@@ -305,7 +305,8 @@ def render_rounds(rounds: list[dict]) -> list[str]:
     for n, x in reruns:  # every attack file and control of a round, run again against a later judge
         lines.append(
             f"Round {n} rerun against {x['against']}: {x['attack_files']} attack files, {x['credited']} credited; "
-            f"{x['controls_right']} / {x['controls']} controls as they must." + (f" {x['note']}" if x.get("note") else "")
+            f"{x['controls_right']} / {x['controls']} controls as they must."
+            + (f" {x['note']}" if x.get("note") else "")
         )
     return lines
 
