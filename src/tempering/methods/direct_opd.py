@@ -11,7 +11,6 @@ are, so the first on-policy ratio is 1 at any sampling temperature.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -194,7 +193,7 @@ def run_pairs(spec: MethodSpec, cfg: DirectOPDConfig, **kwargs: Any) -> dict[str
     pairs = cfg.direct_opd.pairs
     callbacks = kwargs.pop("callbacks", ())
     if len(pairs) == 1:
-        return asyncio.run(Trainer(cfg, spec, **kwargs).run(callbacks))
+        return Trainer(cfg, spec, **kwargs).run(callbacks)
     resume, overwrite = kwargs.pop("resume", False), kwargs.pop("overwrite", False)
     parts = kwargs.pop("parts", None) or {}
     root = Path(cfg.run.out_dir)
@@ -209,7 +208,7 @@ def run_pairs(spec: MethodSpec, cfg: DirectOPDConfig, **kwargs: Any) -> dict[str
 
         def train(c: DirectOPDConfig, resume: bool, overwrite: bool, i: int = i) -> dict[str, Any]:
             t = Trainer(c, spec, resume=resume, overwrite=overwrite, parts={**parts, "pair": i}, **kwargs)
-            return asyncio.run(t.run(callbacks))
+            return t.run(callbacks)
 
         s = stages.run(f"pair_{i + 1}", stage, train, after)
         h, after = s.result, s.digest

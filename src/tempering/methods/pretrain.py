@@ -10,7 +10,6 @@ feedback, then the right answer), so the policy learns to use feedback.
 
 from __future__ import annotations
 
-import asyncio
 import random
 from pathlib import Path
 from typing import Any
@@ -202,7 +201,7 @@ def pretrain(
 
     cfg = as_config(PretrainConfig, cfg)
     t = Trainer(cfg, SPEC, family, resume=resume, overwrite=overwrite)
-    hist = asyncio.run(t.run())
+    hist = t.run()
     return {
         "model": str(Path(cfg.run.out_dir) / "final"),
         "heldout_pass@1": hist["final"]["eval/pass@1"],

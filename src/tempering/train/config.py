@@ -27,7 +27,7 @@ LossAgg = Literal[AGG_MODES]  # type: ignore[valid-type]
 class ModelSection(Schema):
     name: str = Field(
         "tiny-s",
-        description="Built-in tiny size (tiny-xs/s/m/l/xl), a packaged model (smollm2-135m-instruct), a .gguf file or a local Hugging Face model folder.",
+        description="Built-in tiny size (tiny-xs/s/m/l/xl), a packaged model (smollm2-135m-instruct, or its Hub id HuggingFaceTB/SmolLM2-135M-Instruct), a .gguf file, a local Hugging Face model folder, or a Hub id already in the local Hugging Face cache (never downloaded).",
     )
     tokenizer: str | None = Field(
         None,
@@ -377,12 +377,15 @@ class OptimSection(Schema):
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
-    schedule: Literal["cosine", "constant"] = Field("constant", description="Decay after warm-up.")
-    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Final lr as a share of the peak (cosine).")
+    schedule: Literal["cosine", "linear", "constant"] = Field(
+        "constant", description="Decay after warm-up to min_lr_ratio at the last step (linear: TRL's default)."
+    )
+    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Final lr as a share of the peak (cosine, linear).")
 
     @model_validator(mode="after")
     def _check(self):
-        ignored_unless(self, "optim", ["min_lr_ratio"], self.schedule == "cosine", "optim.schedule=cosine")
+        decays = self.schedule != "constant"
+        ignored_unless(self, "optim", ["min_lr_ratio"], decays, "optim.schedule=cosine or linear")
         return self
 
 

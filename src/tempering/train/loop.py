@@ -429,7 +429,15 @@ class Trainer:
         done = self.step_no >= self.cfg.run.steps or bool(self.progress["finished_early"])
         return done and (Path(self.cfg.run.out_dir) / "final" / "config.json").is_file()
 
-    async def run(self, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
+    def run(self, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
+        """`arun` to the end, from code that runs no event loop (`await trainer.arun()` inside one)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.arun(callbacks))
+        raise UserError("Trainer.run() trains to the end itself; inside an event loop, await trainer.arun(callbacks)")
+
+    async def arun(self, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
         """Train to `run.steps` (evaluating and checkpointing on schedule), export, plot. A finished run
         says so and returns its start and final evaluations from its metrics.
 
@@ -492,6 +500,7 @@ class Trainer:
             eval_every=c.eval_every,
             eval_prompts=min(c.eval_size or len(self.heldout_tasks), len(self.heldout_tasks)),
             final_eval_prompts=len(self.heldout_tasks),
+            hide=("reward", "success") if self.method.supervised else (),
         )
         report.summary(self.summary())
         asked = False  # by a callback, to stop after this step
@@ -595,9 +604,24 @@ class Trainer:
             "task": f"{self.family.name or c.task.family}: {len(self.train_tasks)} train / "
             f"{len(self.heldout_tasks)} held-out prompts",
             "steps": f"{c.run.steps} x {c.rollout.prompts_per_step} prompts x {c.rollout.group_size} samples",
+            "optimizer": f"AdamW, lr {c.optim.lr:g}, {c.optim.warmup_steps} warm-up steps, then {c.optim.schedule}"
+            + (f" to {c.optim.min_lr_ratio:g} x lr" if c.optim.schedule != "constant" else ""),
+            **({"KL": self._kl_summary()} if hasattr(c.loss, "kl_coef") else {}),
+            **(
+                {"answers": "given (the task's reference answers); the evaluations score the model"}
+                if self.method.supervised
+                else {}
+            ),
             "run folder": str(c.run.out_dir)
             + (f" (resuming from step {self.resume_step})" if self.resume_step is not None else ""),
         }
+
+    def _kl_summary(self) -> str:
+        c = self.cfg
+        if not c.loss.kl_coef:
+            return "none (loss.kl_coef=0: no reference model)"
+        where = "in the reward" if getattr(c.loss, "kl_in_reward", False) else "in the loss"
+        return f"loss.kl_coef {c.loss.kl_coef:g} {where}, to the reference: the starting model ({c.model.name})"
 
 
 class StopAtStepEnd:
