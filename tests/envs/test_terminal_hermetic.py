@@ -214,7 +214,10 @@ def test_the_tests_pytest_reads_only_configuration_and_plugins_the_task_shipped(
     sha = lambda names: " ".join(hashlib.sha256(files[f"app/{n}"].encode()).hexdigest() for n in names)
     tests = sha(("test_x.py", "test_y.py", "cfg/test_x.py"))  # the task's tests: always its own
     shipped = sha(("planted.py", "pytest.ini", "cfg/pyproject.toml"))
-    setups = (f"export TEMPERING_OWN_PYTEST_FILES='{tests}'\n", f"export TEMPERING_OWN_PYTEST_FILES='{tests} {shipped}'\n")
+    setups = (
+        f"export TEMPERING_OWN_PYTEST_FILES='{tests}'\n",
+        f"export TEMPERING_OWN_PYTEST_FILES='{tests} {shipped}'\n",
+    )
     for setup, want in zip(setups, ("fail", "pass")):
         job = Job(
             cmd=["sh", "-c", setup + cmd],

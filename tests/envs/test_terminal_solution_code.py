@@ -6,7 +6,6 @@ asking for it (an optional import of the standard library, a sourceless .pyc, an
 controls (the tests import the solution's own module, a link to /usr/bin/python3) must still pass."""
 
 import asyncio
-import os
 import shutil
 import sys
 
@@ -19,13 +18,15 @@ ISOLATED = [b for b in ("bwrap", "unshare") if b in Sandbox.available_backends()
 pytestmark = pytest.mark.skipif(not ISOLATED, reason="Harbor's paths need an isolating sandbox backend")
 
 RIGHT, WRONG = "42", "12345"
-TASK_TOML = '[verifier]\ntimeout_sec = 60.0\n\n[agent]\ntimeout_sec = 120.0\n\n[environment]\nnetwork_mode = "no-network"\n'
+TASK_TOML = (
+    '[verifier]\ntimeout_sec = 60.0\n\n[agent]\ntimeout_sec = 120.0\n\n[environment]\nnetwork_mode = "no-network"\n'
+)
 TEST_OUTPUTS = (
     "from pathlib import Path\nfrom helpers import expected_answer\n\n\ndef test_answer():\n"
     "    assert Path('/app/answer.txt').read_text().strip() == expected_answer()\n"
 )
 HELPERS = f"def expected_answer():\n    return '{RIGHT}'\n"
-REWARD = 'if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n'
+REWARD = "if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n"
 TEST_SH = {
     # pytest started from the working folder: it stays on sys.path
     "from_app": "#!/bin/bash\ncd /app\npython3 -m pytest -q -p no:cacheprovider /tests/test_outputs.py\n" + REWARD,
@@ -71,7 +72,7 @@ def _compiled(path: str, source: str, mode: str = "TIMESTAMP", cfile: str = "") 
     """Shell that writes `source` compiled to `path` (or `cfile`) and removes the source."""
     return _plant(path, source) + (
         f"python3 -c \"import py_compile as c; c.compile('{path}', cfile='{cfile or path + 'c'}', "
-        f"invalidation_mode=c.PycInvalidationMode.{mode}, doraise=True)\" && rm {path}\n"
+        f'invalidation_mode=c.PycInvalidationMode.{mode}, doraise=True)" && rm {path}\n'
     )
 
 
@@ -123,7 +124,9 @@ def test_an_extension_module_the_stdlib_tries_stays_unloaded(tmp_path):
 
     so = "/app/org" + sysconfig.get_config_var("EXT_SUFFIX")
     c = "#include <unistd.h>\nstatic void bye(void){_exit(0);}\n__attribute__((constructor)) static void f(void){atexit(bye);}\n"
-    command = WRONG_ANSWER + _plant("/tmp/org.c", "#include <stdlib.h>\n" + c) + f"gcc -shared -fPIC -o {so} /tmp/org.c\n"
+    command = (
+        WRONG_ANSWER + _plant("/tmp/org.c", "#include <stdlib.h>\n" + c) + f"gcc -shared -fPIC -o {so} /tmp/org.c\n"
+    )
     assert _episode(_bundle(tmp_path / "b", "from_app"), command) == "incorrect"
 
 
@@ -135,9 +138,7 @@ SOLUTION_MODULE_TESTS = (
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "answer, want", [(RIGHT, "correct"), (WRONG, "incorrect")], ids=["right", "wrong"]
-)
+@pytest.mark.parametrize("answer, want", [(RIGHT, "correct"), (WRONG, "incorrect")], ids=["right", "wrong"])
 def test_tests_that_import_the_solutions_module_still_judge_it(tmp_path, answer, want):
     """The tests import /app/solver.py, which imports a helper of its own from /app: both load."""
     bundle = _bundle(tmp_path / "b", "from_app", SOLUTION_MODULE_TESTS)
