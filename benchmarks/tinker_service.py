@@ -10,16 +10,21 @@ and local data in the recipes' formats (`tempering.serve.tinker.cookbook`):
 - `rl_loop.py` as it ships (importance_sampling, 4 prompts x 4 samples, 16 new tokens): its reward per step
   and its own per-step time; alternated, `repeats` times, with `tempering train` on the same model, LoRA rank,
   batch and token limit (arithmetic prompts, much shorter than rl_loop's few-shot GSM8K prompt: the table
-  gives both prompt lengths). Steps/s is 1 / the median step time after the first step.
+  gives both prompt lengths). Steps/s is 1 / the median step time after the first step;
+- the cookbook's `rl/train.py` main loop on tempering's arithmetic family (`tempering.integrations.cookbook`,
+  examples/tinker/cookbook_rl_arithmetic.py) beside `tempering train` on the same family, model, LoRA rank,
+  batch, token limit and learning rate, alternated over `--seeds`: steps/s and the mean reward of each step.
 Writes docs/results/tinker.md and tinker.json; the load average and matmul peak are measured in the run.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import platform
+import runpy
 import statistics as st
 import subprocess
 import sys
@@ -38,6 +43,9 @@ ROOT = Path(__file__).resolve().parents[1]
 MODEL, NAME = "tiny-s", "meta-llama/Llama-3.2-1B"
 PROMPTS, GROUP, MAX_TOKENS, RANK = 4, 4, 16, 8
 TESTS = ROOT / "tests" / "serve" / "test_tinker.py"
+EXAMPLE = ROOT / "examples" / "tinker" / "cookbook_rl_arithmetic.py"
+ENV_LR = 3e-4
+"""Learning rate of both arms on the arithmetic family (tempering's advice for a tiny model from scratch)."""
 
 
 def logprob_max_diff(url: str) -> float:
@@ -82,13 +90,26 @@ def rl_loop(url: str, folder: Path, steps: int, tag: str) -> dict:
     return {"rewards": [r["reward/total"] for r in rows], "step_seconds": [r["time/total"] for r in rows]}
 
 
-def tempering_train(folder: Path, steps: int) -> dict:
+def cookbook_train(url: str, folder: Path, steps: int, seed: int) -> dict:
+    """The cookbook's rl/train.py main loop on the arithmetic family, through the service at `url`."""
+    example = runpy.run_path(str(EXAMPLE))
+    log = folder / f"cookbook{seed}"
+    cfg = example["config"](
+        log, url, steps, seed, family_args={}, batch_size=PROMPTS, group_size=GROUP, max_tokens=MAX_TOKENS,
+        learning_rate=ENV_LR, lora_rank=RANK,
+    )  # fmt: skip
+    asyncio.run(example["train"].main(cfg))
+    rows, _ = example["logged"](log)
+    return {"rewards": [r["env/all/reward/total"] for r in rows], "step_seconds": [r["time/total"] for r in rows]}
+
+
+def tempering_train(folder: Path, steps: int, *settings: str) -> dict:
     out = folder / "train"
     cmd = [
         sys.executable, "-m", "tempering.cli", "train", f"model.name={MODEL}", f"model.lora_rank={RANK}",
         f"rollout.prompts_per_step={PROMPTS}", f"rollout.group_size={GROUP}", f"rollout.max_new_tokens={MAX_TOKENS}",
         f"run.steps={steps}", "task.heldout_size=8", "run.eval_every=0", "run.progress=false",
-        f"run.out_dir={out}", "--overwrite",
+        f"run.out_dir={out}", "--overwrite", *settings,
     ]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if done.returncode:
@@ -170,6 +191,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rl-steps", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--env-steps", type=int, default=4, help="steps of each arm on the arithmetic family")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--out", default=str(ROOT / "docs" / "results"))
     ap.add_argument("--calls-only", action="store_true", help="only rewrite the calls table of the stored JSON")
     a = ap.parse_args()
@@ -190,6 +213,11 @@ def main() -> None:
                 rl_runs.append(rl_loop(url, folder, a.rl_steps, f"rl{i}"))
                 ours.append(tempering_train(work, a.rl_steps))
             lengths = prompt_tokens(folder)
+            local.register_tokenizer(work / "state", NAME)
+            cookbook_runs, env_ours = [], []
+            for seed in a.seeds:  # alternated: the cookbook's loop on the family, then tempering train on it
+                cookbook_runs.append(cookbook_train(url, work, a.env_steps, seed))
+                env_ours.append(tempering_train(work, a.env_steps, f"run.seed={seed}", f"optim.lr={ENV_LR}"))
     end = conditions()
     rl_speed = [steps_per_s(r) for r in rl_runs]
     our_speed = [steps_per_s(r) for r in ours]
@@ -216,6 +244,19 @@ def main() -> None:
             "tempering_train_runs": ours,
             "prompt_tokens": lengths,
         },
+        "environment_loop": {
+            "family": "arithmetic",
+            "steps": a.env_steps,
+            "seeds": a.seeds,
+            "learning_rate": ENV_LR,
+            "cookbook_train": cookbook_runs,
+            "tempering_train": env_ours,
+            "cookbook_steps_per_s": [steps_per_s(r) for r in cookbook_runs],
+            "tempering_train_steps_per_s": [steps_per_s(r) for r in env_ours],
+            "ratio_median": st.median(steps_per_s(c) / steps_per_s(o) for c, o in zip(cookbook_runs, env_ours)),
+            "reward_last_cookbook": [r["rewards"][-1] for r in cookbook_runs],
+            "reward_last_tempering_train": [r["rewards"][-1] for r in env_ours],
+        },
         "setup": {
             "model": MODEL,
             "served_as": NAME,
@@ -237,6 +278,14 @@ def main() -> None:
 
 def table(r: dict, machine: str) -> str:
     t, rl, sl, s = r["throughput_vs_tempering_train"], r["rl_loop"], r["sl_loop"], r["setup"]
+    e = r["environment_loop"]
+    env_rows = "\n".join(
+        f"| {seed} | {a:.3f} | {b:.3f} | {a / b:.2f} | {ra:.3f} | {rb:.3f} |"
+        for seed, a, b, ra, rb in zip(
+            e["seeds"], e["cookbook_steps_per_s"], e["tempering_train_steps_per_s"],
+            e["reward_last_cookbook"], e["reward_last_tempering_train"],
+        )
+    )  # fmt: skip
     rows = "\n".join(
         f"| `{k}` | {'yes' if v['implemented'] else 'no (404 naming it)'} | {'yes' if v['tested'] else 'no'} |"
         for k, v in r["calls"].items()
@@ -277,6 +326,22 @@ alternated {s["repeats"]} times; steps/s = 1 / median step time after the first 
 {pairs}
 
 Median ratio: {t["ratio_median"]:.2f}.
+
+## The cookbook's rl/train.py on a tempering environment, beside `tempering train`
+
+The cookbook's main RL loop (`tinker_cookbook.rl.train.main`, importance_sampling, through the service) on
+tempering's `arithmetic` family (`tempering.integrations.cookbook.TemperingDatasetBuilder`, role_colon
+renderer), and `tempering train` (ppo_clip: on-policy, one update per batch, its ratio is 1 as importance_sampling's) on the
+same family, model, LoRA rank {s["lora_rank"]}, {s["prompts"]} prompts x {s["group"]} samples, at most
+{s["max_tokens"]} new tokens, learning rate {e["learning_rate"]:g}, {e["steps"]} steps, alternated per seed.
+Steps/s as above (the cookbook's `time/total`); reward: the mean verifier score of the last step's episodes.
+
+| seed | cookbook loop steps/s | tempering train steps/s | ratio | cookbook reward, last step | tempering train reward, last step |
+|---|---|---|---|---|---|
+{env_rows}
+
+Median ratio: {e["ratio_median"]:.2f}. Largest mean reward of any step, any seed: {max(x for c in e["cookbook_train"] for x in c["rewards"]):.3f}
+(cookbook loop), {max(x for c in e["tempering_train"] for x in c["rewards"]):.3f} (`tempering train`); the tiny model's weights are random.
 
 ## API calls
 

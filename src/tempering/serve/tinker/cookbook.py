@@ -5,7 +5,8 @@ The loops load their tokenizer (`AutoTokenizer.from_pretrained(model_name)`) and
 read a folder of that relative name first. So the folder holds `MODEL_NAME/` (a link to the tokenizer the
 service wrote under `state_dir/names/`) and small local datasets in the recipes' own formats: chat
 messages for SL, GSM8K's `question` / `answer` (`... #### N`) for RL, both on sums of one-digit numbers.
-Run a loop from this folder with `HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1` (docs/tinker.md).
+Run a loop from this folder with `HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1` (docs/tinker.md). A loop run
+in this process (`tinker_cookbook.rl.train.main`) finds the served tokenizer through `register_tokenizer`.
 """
 
 from __future__ import annotations
@@ -69,6 +70,20 @@ def prepare(folder: Path, state_dir: Path, model_name: str) -> Path:
         },
     )
     return folder
+
+
+def register_tokenizer(state_dir: Path, model_name: str) -> None:
+    """Make the cookbook's `get_tokenizer(model_name)` (which `rl/train.py` calls) load the tokenizer the
+    service wrote for that served name, in this process: no working folder, no download."""
+    from tinker_cookbook.tokenizer_utils import register_tokenizer
+    from transformers import AutoTokenizer
+
+    folder = state_dir / "names" / model_name
+    if not (folder / "tokenizer_config.json").is_file():
+        raise FileNotFoundError(
+            f"{folder} holds no tokenizer: start `tempering serve tinker` with {model_name} in its models first"
+        )
+    register_tokenizer(model_name, lambda: AutoTokenizer.from_pretrained(folder))  # type: ignore[arg-type,return-value]
 
 
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TINKER_API_KEY": "tml-local"}

@@ -101,8 +101,6 @@ def check(name: str, data: list[Datum], vocab: int, max_tokens: int) -> None:
             raise BadRequest(
                 f"data[{i}]: loss_fn_inputs {extra} have no effect on loss_fn={name!r}; it reads {sorted(needed)}"
             )
-        if d.has_provenance:
-            raise BadRequest(f"data[{i}]: provenance spans are read only by stable_reinforce, which is not supported")
         bad = d.tokens[(d.tokens < 0) | (d.tokens >= vocab)]
         if len(bad):
             raise BadRequest(f"data[{i}].model_input: token id {int(bad[0])} is outside the vocabulary [0, {vocab})")

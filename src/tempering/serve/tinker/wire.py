@@ -39,7 +39,6 @@ class Datum:
     tokens: np.ndarray
     """int64, (N,)."""
     inputs: dict[str, np.ndarray]
-    has_provenance: bool = False
 
 
 @dataclass
@@ -103,7 +102,7 @@ def forward_backward(body: bytes) -> ForwardBackward:
             parts.append(np.frombuffer(c.encoded_text.tokens, dtype=np.int32))
         tokens = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
         inputs = {k: _tensor(t, f"data[{i}].loss_fn_inputs[{k!r}]") for k, t in d.loss_fn_inputs.items()}
-        out.data.append(Datum(tokens, inputs, bool(len(d.model_input_spans) or len(d.loss_fn_input_spans))))
+        out.data.append(Datum(tokens, inputs))  # provenance spans: where tokens came from, read by no loss here
     return out
 
 
