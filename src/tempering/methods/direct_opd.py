@@ -28,6 +28,7 @@ from tempering.teachers import HFTeacher, TeacherSection, load_builder
 from tempering.train.batch import TrainBatch
 from tempering.train.config import ClippedUpdateSection, LoopConfig
 from tempering.train.method import Context, Credit, Method, MethodSpec
+from tempering.train.rules import Linearity
 from tempering.train.scoring import Scores, TeacherLogprobs
 from tempering.train.stages import Stages
 from tempering.train.update import Loss, vocab_logprobs
@@ -181,6 +182,9 @@ class DirectOPDConfig(LoopConfig):
     )
     direct_opd: DirectOPDSection = Field(..., description="Teacher pairs, top-k and the KL anchor.")
 
+    def linearity(self) -> Linearity:
+        return Linearity(LOSS.linear, "the direct-opd loss (a top-k PPO over candidates)")
+
 
 def run_pairs(spec: MethodSpec, cfg: DirectOPDConfig, **kwargs: Any) -> dict[str, Any]:
     """Every teacher pair in turn, each a stage that starts from the previous one's end, anchors the KL
@@ -217,4 +221,4 @@ def run_pairs(spec: MethodSpec, cfg: DirectOPDConfig, **kwargs: Any) -> dict[str
     return history
 
 
-SPEC = MethodSpec(name="direct-opd", config=DirectOPDConfig, build=build, parts=("pair",), run=run_pairs, loss=LOSS)
+SPEC = MethodSpec(name="direct-opd", config=DirectOPDConfig, build=build, parts=("pair",), run=run_pairs)

@@ -27,9 +27,10 @@ from tempering.rollout.engine import format_feedback
 from tempering.train.batch import TrainBatch
 from tempering.train.config import LoopConfig, OptimSection, RolloutSection, RunSection, UpdateSection
 from tempering.train.method import Context, Credit, Method, MethodSpec, State
+from tempering.train.rules import Linearity
 from tempering.train.scoring import Scores
 from tempering.train.update import Loss, UpdateSettings, policy_logprobs
-from tempering.types import Episode, Task, Turn
+from tempering.types import Episode, StopReason, Task, Turn
 
 
 class PretrainSection(Schema):
@@ -80,6 +81,9 @@ class PretrainConfig(LoopConfig):
     run: PretrainRun = Field(default_factory=PretrainRun, description="Length, evaluations, early finish, folder.")
     pretrain: PretrainSection = Field(default_factory=PretrainSection, description="Repair examples.")
 
+    def linearity(self) -> Linearity:
+        return Linearity(LOSS.linear, "the pretrain loss (an NLL)")
+
     @model_validator(mode="after")
     def _check(self):
         given = "a sampled batch (pretrain trains on given answers)"
@@ -129,7 +133,7 @@ def given_answer(
             made[t.id] = tokens(t)
         ids, target = made[t.id]
         turn = Turn(list(target), [0.0] * len(target), score=1.0, success=True, status="given")
-        return Episode(t, list(ids), [turn], stop_reason="success", reward=1.0, prompt=t.prompt)
+        return Episode(t, list(ids), [turn], stop_reason=StopReason.SUCCESS, reward=1.0, prompt=t.prompt)
 
     return episode
 
@@ -186,7 +190,7 @@ def build(ctx: Context) -> Method:
     )
 
 
-SPEC = MethodSpec(name="pretrain", config=PretrainConfig, build=build, loss=LOSS)
+SPEC = MethodSpec(name="pretrain", config=PretrainConfig, build=build)
 
 
 def pretrain(
