@@ -281,7 +281,7 @@ def test_c_source_is_checked_as_the_compiler_reads_it():
     """Digraphs, trigraphs, spliced lines and comments inside a directive or a keyword are what the
     compiler reads; pragmas and attributes that re-enable fast-math are refused; honest C passes."""
     from tempering.envs.kernels.hacks import _C_READ_AS_COMPILED
-    from tempering.envs.kernels.submission import c_source_check, c_logical_lines
+    from tempering.envs.kernels.submission import c_logical_lines, c_source_check
 
     for name, c in _C_READ_AS_COMPILED.items():
         assert c_source_check(c), name
