@@ -57,7 +57,9 @@ def c_logical_lines(source: str) -> list[tuple[int, str]]:
     goes on past a comment's newlines), and digraphs written as the tokens they are, so that a check on
     the text sees what the preprocessor sees."""
     text = re.sub(r"\?\?([=(/)'<!>-])", lambda m: _TRIGRAPHS[m.group(1)], source)
-    starts, lines, parts = [], [], []
+    starts: list[int] = []
+    lines: list[str] = []
+    parts: list[str] = []
     for k, line in enumerate(text.split("\n"), 1):
         if not parts:
             starts.append(k)
