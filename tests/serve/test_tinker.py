@@ -291,8 +291,8 @@ def test_cookbook_sl_loop_lowers_the_loss(cookbook):
 
 @pytest.mark.slow
 def test_cookbook_rl_loop_runs(cookbook):
-    """rl_loop's sampling, checkpoints and updates through the service; the tiny model never writes \\boxed{},
-    so its reward is 0 here (docs/results/tinker.md: the loop on SmolLM2)."""
+    """rl_loop's sampling and checkpoints through the service; the random tiny model never writes \\boxed{},
+    so its reward is 0 here (a warm-started one below)."""
     url, folder = cookbook
     rows = local.run_loop(
         "rl_loop",

@@ -114,9 +114,10 @@ WARM_START: dict[str, Any] = {
 
 def warm_start(cache: Path, model_name: str = "meta-llama/Llama-3.2-1B", **settings: Any) -> Path:
     """A tiny model warm-started on `SUMS` as rl_loop.py asks them of `model_name` (its renderer, few-shot
-    prompt and question suffix), each answered ` \\boxed{N}` then end-of-sequence, to a starting
-    accuracy inside (0, 1), so rl_loop's groups have advantages. Built once under `cache` (keyed by the settings, the code that makes it and torch's version);
-    returns the model's folder, which `tempering serve tinker` serves under `model_name`."""
+    prompt and question suffix), each answered ` \\boxed{N}` then end-of-sequence, to a starting accuracy
+    inside (0, 1), so rl_loop's groups have advantages. Built once under `cache` (keyed by the settings, the
+    rows, the training code and torch); returns the model's folder, which `tempering serve tinker` serves
+    under `model_name`."""
     import shutil
     import tempfile
 
@@ -134,12 +135,6 @@ def warm_start(cache: Path, model_name: str = "meta-llama/Llama-3.2-1B", **setti
     if cfg["model"]["name"] not in tiny.TINY_SIZES:
         raise ValueError(f"warm_start makes a tiny model; model.name={cfg['model']['name']} is not one")
     renderer_name = model_info.get_recommended_renderer_name(model_name)
-    key = hashlib.sha256(json.dumps([cfg, model_name, renderer_name, torch.__version__], sort_keys=True).encode())
-    for code in (__file__, pretrain_module.__file__, tiny.__file__):  # a change to the recipe builds it again
-        key.update(Path(code).read_bytes())
-    done = cache / f"rl_loop_sums-{key.hexdigest()[:16]}"
-    if (done / "model" / "config.json").is_file():
-        return done / "model"
     tok = char_tokenizer()
     renderer = renderers.get_renderer(renderer_name, tok)
     rows = []
@@ -147,8 +142,16 @@ def warm_start(cache: Path, model_name: str = "meta-llama/Llama-3.2-1B", **setti
         ids = rl_loop_prompt(renderer, question(a, b))
         text = tok.decode(ids)
         if tok.encode(text, add_special_tokens=False) != ids:
-            raise RuntimeError(f"the {renderer_name} prompt does not survive decoding with the tiny tokenizer: {text!r}")
+            raise RuntimeError(
+                f"the {renderer_name} prompt does not survive decoding with the tiny tokenizer: {text!r}"
+            )
         rows.append({"prompt": text, "answer": f" \\boxed{{{a + b}}}"})
+    key = hashlib.sha256(json.dumps([cfg, rows, torch.__version__], sort_keys=True).encode())
+    for code in (pretrain_module.__file__, tiny.__file__):  # a change to the recipe builds it again
+        key.update(Path(code).read_bytes())
+    done = cache / f"rl_loop_sums-{key.hexdigest()[:16]}"
+    if (done / "model" / "config.json").is_file():
+        return done / "model"
     family = DatasetFamily(rows, reward="exact", heldout=rows, name="rl_loop_sums")
     cache.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".rl_loop_sums.", dir=cache))
