@@ -320,6 +320,7 @@ def warm_cookbook(tmp_path_factory):
     )
     from conftest import CACHE
 
+    os.environ.setdefault("TINKER_API_KEY", "tml-local")  # the SDK wants a key; this service reads none
     model = local.warm_start(CACHE, COOKBOOK_NAME)
     work = tmp_path_factory.mktemp("warm")
     with local.serving(work / "state", {COOKBOOK_NAME: str(model)}, "threads=1") as url:
