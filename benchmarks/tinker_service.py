@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tempering.experiments import RULE, Arm, claims_table, judge
+from tempering.experiments import Arm, claims_table, judge
 from tempering.progress import conditions, conditions_text
 from tempering.serve.tinker import cookbook as local
 from tempering.serve.tinker.app import NOT_IMPLEMENTED
@@ -380,8 +380,6 @@ mean over the first and the last {rl["window"]} steps.
 Mean over seeds: {rl["reward_first"]:.3f} (first), {rl["reward_last"]:.3f} (last).
 
 {chr(10).join(claims_table({"rl_loop's reward rises over its run": rl["claim"]}))}
-
-{RULE}
 
 Sampled log-probs against the trainer's forward on the same tokens (SDK, warm-started model, after one
 optimizer step): largest absolute difference {rl["logprob_max_diff"]:.2e}.

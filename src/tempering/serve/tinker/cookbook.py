@@ -136,7 +136,7 @@ def warm_start(cache: Path, model_name: str = "meta-llama/Llama-3.2-1B", **setti
         raise ValueError(f"warm_start makes a tiny model; model.name={cfg['model']['name']} is not one")
     renderer_name = model_info.get_recommended_renderer_name(model_name)
     tok = char_tokenizer()
-    renderer = renderers.get_renderer(renderer_name, tok)
+    renderer = renderers.get_renderer(renderer_name, tok)  # type: ignore[arg-type]
     rows = []
     for a, b in SUMS:
         ids = rl_loop_prompt(renderer, question(a, b))
