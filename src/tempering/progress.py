@@ -159,12 +159,19 @@ class Reporter:
         eval_every: int = 0,
         eval_prompts: int = 0,
         final_eval_prompts: int = 0,
+        hide: tuple[str, ...] = (),
+        log_seconds: float = 60.0,
     ):
         import sys
         import time
 
         self.total, self.label, self.start, self.step_no = total, label, start, start
         self.log_every, self.objective = log_every, objective
+        self.hide = hide
+        """Step metrics that do not describe the model (a supervised method's reward scores the given answers)."""
+        self.log_seconds = log_seconds
+        """A plain line is also due when the last one is this old (steps of many minutes)."""
+        self._last_line: float | None = None
         self.out = out if out is not None else sys.stdout
         self.lines = (not _isatty(self.out)) if lines is None else lines
         self.bar_on = bar and console.is_terminal and not quiet
@@ -219,11 +226,21 @@ class Reporter:
 
     def step(self, step: int, m: dict[str, Any]) -> None:
         self.step_no = step
-        keys = [k for k in (*LINE_KEYS, self.objective) if k and isinstance(m.get(k), (int, float))]
-        live = [k for k in (self.objective, "reward", "success") if k and isinstance(m.get(k), (int, float))]
+        named = [k for k in (*LINE_KEYS, self.objective) if k is not None]
+        shown = [k for k in named if k not in self.hide and isinstance(m.get(k), (int, float))]
+        keys = list(dict.fromkeys(shown))
+        live = [k for k in (self.objective, "reward", "success") if k in shown]
         eta = _duration(self.seconds_left(step))
         self._bar.update({k: m[k] for k in live or keys[:2]}, eta=f"ETA {eta}")
-        if self.lines and self.log_every and (step % self.log_every == 0 or step == self.total):
+        now = self._clock()
+        if self._last_line is None:
+            self._last_line = self.t0
+        if (
+            self.lines
+            and self.log_every
+            and (step % self.log_every == 0 or step == self.total or now - self._last_line >= self.log_seconds)
+        ):
+            self._last_line = now
             per = self.seconds_per_step(step)
             fields = "  ".join(f"{k} {_fmt(m[k])}" for k in dict.fromkeys(keys))
             self.say(f"step {step}/{self.total}  {fields}  {per:.2f} s/step  ETA {eta}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import fnmatch
 import json
 import math
@@ -66,10 +67,43 @@ def foreign_entries(folder: Path) -> list[Path]:
     return sorted(e for e in Path(folder).iterdir() if not _is_runs(e))
 
 
+def _in_use(config: Path) -> bool:
+    """A live run holds its config.yaml locked (`RunLog`)."""
+    with config.open() as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+    return False
+
+
+def failed_start(out: Path) -> bool:
+    """The folder holds only what a run that stopped before training wrote (its config, an evaluation at
+    step 0, TensorBoard's first files): no checkpoint, no finished stage, no exported model, no metrics of a
+    trained step, and no run alive in it."""
+    everything = list(out.rglob("*"))
+    if any(
+        p.name == "stage.json" or p.name in ("final", "model") or p.parent.name == "checkpoints" for p in everything
+    ):
+        return False
+    for p in everything:
+        if p.name == "metrics.jsonl" and p.is_file():
+            for ln in p.read_text(errors="replace").splitlines():
+                try:
+                    if json.loads(ln).get("step", 0) > 0:
+                        return False
+                except (json.JSONDecodeError, AttributeError):
+                    return False
+        if p.name == "config.yaml" and p.is_file() and _in_use(p):
+            return False
+    return True
+
+
 def prepare_run_dir(out: Path, resume: bool, overwrite: bool) -> None:
     """A new run never mixes with anything: an empty or new folder is used; a folder that holds a run is
-    refused unless `overwrite`, which removes what the run wrote and nothing else (a folder that also
-    holds other files is refused, naming one); a folder of other files is refused."""
+    refused unless `overwrite`, or it holds only a failed start (`failed_start`), and then what the run
+    wrote is removed and nothing else (a folder that also holds other files is refused, naming one); a
+    folder of other files is refused."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise UserError(f"run.out_dir={out} is a file; give a folder for the run")
@@ -82,21 +116,18 @@ def prepare_run_dir(out: Path, resume: bool, overwrite: bool) -> None:
             f"run.out_dir={out} is not empty and holds no run ({foreign[0].name} is there); a run writes into an "
             "empty or new folder: choose another run.out_dir"
         )
-    if not overwrite:
+    if not overwrite and not failed_start(out):
         # a run with a checkpoint, or a staged verb with a finished or checkpointed stage, can be continued
         started = any((out / "checkpoints").glob("step_*")) or any(
             (e / "stage.json").is_file() or any((e / "checkpoints").glob("step_*")) for e in entries
         )
-        how = (
-            f"continue it with --resume {out}, replace it"
-            if started
-            else "it stopped before its first checkpoint: start it again"
-        )
+        how = f"continue it with --resume {out}, replace it" if started else "replace it"
         raise UserError(f"run.out_dir={out} already holds a run; {how} with --overwrite, or choose another run.out_dir")
     if foreign:
         more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
         raise UserError(
-            f"--overwrite removes only what a run wrote, and run.out_dir={out} also holds {foreign[0].name}{more}, "
+            f"{'--overwrite' if overwrite else 'a new run over a failed start'} removes only what a run wrote, and "
+            f"run.out_dir={out} also holds {foreign[0].name}{more}, "
             "which no run writes: move it out of the folder, or choose another run.out_dir"
         )
     for e in entries:
@@ -128,6 +159,8 @@ class RunLog:
         self.samples_path = self.dir / "samples.jsonl"
         # a resume rewrites it too: what the continued run uses (e.g. a longer run.steps) is what the next reads
         atomic_write_text(self.dir / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+        self._lock = (self.dir / "config.yaml").open()  # held while the run lives: `failed_start` reads it
+        fcntl.flock(self._lock, fcntl.LOCK_SH)
         if resume_step is None:
             for p in (self.metrics_path, self.samples_path):
                 p.unlink(missing_ok=True)
@@ -213,6 +246,7 @@ class RunLog:
         return plot_curves(self.read_metrics(), keys or self.plots, self.dir / name, self.title)
 
     def close(self) -> None:
+        self._lock.close()
         if self.tb is not None:
             self.tb.close()
         if self.wandb is not None:
@@ -301,7 +335,7 @@ def series(rows: list[dict[str, Any]], key: str) -> dict[int | None, list[tuple[
 def plot_curves(rows: list[dict[str, Any]], keys: list[str], out: Path, title: str = "") -> Path | None:
     """One panel per metric worth drawing (`panels`), written atomically as a PNG. Evaluations carry
     their number of prompts (`eval/n`): each size is its own series, so a periodic check on a few
-    prompts is never joined to the full held-out evaluations."""
+    prompts is never joined to the full held-out evaluations, which are markers without a line."""
     keys = panels(rows, keys)
     if not keys:
         return None
@@ -317,8 +351,10 @@ def plot_curves(rows: list[dict[str, Any]], keys: list[str], out: Path, title: s
         lines = series(rows, k)
         for i, (n, pts) in enumerate(lines.items()):
             xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-            last = i == len(lines) - 1  # the largest set: the full held-out evaluations
-            style: dict[str, str | None] = {"marker": "o" if last else "x", "linestyle": "-" if last else ":"}
+            # the largest set, the full held-out evaluations (often only the start and the end): markers only,
+            # since a line between two evaluations hundreds of steps apart reads as a trend
+            last = i == len(lines) - 1
+            style: dict[str, str | None] = {"marker": "o" if last else "x", "linestyle": "none" if last else ":"}
             if not k.startswith("eval/"):
                 style = {"marker": "." if len(xs) < 30 else None, "linestyle": "-"}
             ax.plot(xs, ys, label=f"{n} prompts" if n is not None else None, **style)

@@ -34,6 +34,8 @@ SAME: dict[str, str] = {
     "adam_beta1": "optim.betas",
     "adam_beta2": "optim.betas",
     "max_steps": "run.steps",
+    "per_device_train_batch_size": "rollout.prompts_per_step",
+    "gradient_accumulation_steps": "rollout.prompts_per_step",
     "seed": "run.seed",
     "output_dir": "run.out_dir",
     "save_steps": "run.checkpoint_every",
@@ -70,6 +72,8 @@ DEFAULTS: dict[str, Any] = {
     "use_bias_correction_kl": True,
     "vllm_importance_sampling_correction": True,
     "bf16": None,  # TRL reads None as True unless fp16 is set
+    "per_device_train_batch_size": 8,
+    "gradient_accumulation_steps": 1,
 }
 """GRPOConfig's defaults where they differ from tempering's (the other mapped keys' agree): a TRL config
 that leaves them out means these."""
@@ -79,7 +83,12 @@ VALUES: dict[str, dict[Any, Any]] = {
     "bf16": {True: "bf16", False: "none", None: "bf16"},
     "vllm_mode": {"colocate": "colocated", "server": "server"},
     "scale_rewards": {"group": "grpo", True: "grpo", "none": "dr_grpo", False: "dr_grpo"},
-    "lr_scheduler_type": {"constant": "constant", "constant_with_warmup": "constant", "cosine": "cosine"},
+    "lr_scheduler_type": {
+        "constant": "constant",
+        "constant_with_warmup": "constant",
+        "cosine": "cosine",
+        "linear": "linear",
+    },
 }
 """TRL values spelt differently here; a value not listed has no equivalent."""
 
@@ -102,8 +111,6 @@ IS_MODES = {
 }
 """TRL's vllm_importance_sampling_mode -> loss.rollout_correction (the same weights, algos/correction.py)."""
 NONE: dict[str, tuple[str, Any]] = {
-    "per_device_train_batch_size": (BATCH, ()),
-    "gradient_accumulation_steps": (BATCH, ()),
     "generation_batch_size": (BATCH, (None,)),
     "steps_per_generation": (BATCH + " and loss.mini_batches", (None,)),
     "num_train_epochs": ("tempering counts steps over a cycled task pool: set run.steps", ()),
@@ -312,6 +319,106 @@ evaluation datasets, vLLM server plumbing; none changes what is trained."""
 NAMES = frozenset(SAME) | frozenset(NONE) | MACHINERY
 """Every GRPOConfig field this table knows (TRL 1.x)."""
 
+SCRIPT_SAME: dict[str, str] = {
+    "model_name_or_path": "model.name",
+    "dtype": "model.dtype",
+    "dataset_name": "task.args.train",
+    "reward_funcs": "task.args.reward",
+    "use_peft": "model.lora_rank",
+    "lora_r": "model.lora_rank",
+    "lora_alpha": "model.lora_alpha",
+    "lora_target_modules": "model.lora_targets",
+}
+"""The arguments of `trl grpo --config` beside GRPOConfig's (its GRPOScriptArguments, ModelConfig and
+DatasetMixtureConfig) with a tempering key of the same meaning."""
+
+SCRIPT_NONE: dict[str, tuple[str, Any]] = {
+    "dataset_config": ("a Hub dataset is read from a folder saved with save_to_disk (task.args.train)", (None,)),
+    "dataset_train_split": ("a saved DatasetDict's train split is read (task.args.train)", ("train",)),
+    "dataset_test_split": ("held-out prompts come from the rows (task.heldout_size) or task.args.heldout", ANY),
+    "dataset_streaming": ("rows are read whole", (False,)),
+    "datasets": ("one dataset per run (task.args.train), or task.family=mixture", ([], None)),
+    "streaming": ("rows are read whole", (False,)),
+    "test_split_size": ("held-out prompts: task.args.heldout_share", (None,)),
+    "reward_model_name_or_path": ("rewards are functions (task.args.reward), not reward models", (None,)),
+    "model_revision": ("model.name is one local folder, Hub id or packaged model", ("main",)),
+    "lora_dropout": ("LoRA adapters train without dropout", (0.0,)),
+    "lora_target_parameters": ("LoRA adapts linear layers only (model.lora_targets)", (None,)),
+    "lora_modules_to_save": ("only the adapters train under LoRA", (None,)),
+    "use_rslora": ("LoRA scales by lora_alpha / rank", (False,)),
+    "use_dora": ("no DoRA", (False,)),
+    "load_in_8bit": ("no quantised training", (False,)),
+    "load_in_4bit": ("no quantised training", (False,)),
+    "bnb_4bit_quant_type": ("only read with load_in_4bit", ANY),
+    "use_bnb_nested_quant": ("only read with load_in_4bit", ANY),
+    "bnb_4bit_quant_storage": ("only read with load_in_4bit", ANY),
+    "lora_task_type": ("a causal language model's adapters", ("CAUSAL_LM",)),
+    "attn_implementation": ("the model's attention is transformers' default", ANY),
+    "ignore_bias_buffers": ("a DDP option for models with boolean buffers", ANY),
+}
+"""Script arguments with no tempering equivalent, as `NONE`."""
+
+LORA = (
+    "lora_r",
+    "lora_alpha",
+    "lora_dropout",
+    "lora_target_modules",
+    "lora_target_parameters",
+    "lora_modules_to_save",
+    "use_rslora",
+    "use_dora",
+    "lora_task_type",
+)
+"""ModelConfig's keys that TRL reads only with use_peft."""
+REWARDS = ("accuracy_reward", "reasoning_accuracy_reward", "think_format_reward")
+"""`trl grpo`'s named reward functions that are plain functions of `trl.rewards` (the fourth,
+get_soft_overlong_punishment, is built with arguments of the script's own)."""
+
+
+def _script(name: str, value: Any, trl: dict[str, Any]) -> dict[str, Any]:
+    """The tempering keys of one script argument, or _NoEquivalent(why)."""
+    key = SCRIPT_SAME[name]
+    if name == "dataset_name":
+        return {"task.family": "dataset", key: value}
+    if name == "reward_funcs":
+        if not isinstance(value, list) or not all(isinstance(f, str) for f in value):
+            raise ValueError(f"reward_funcs={value!r} is not a list of names")
+        out = []
+        for f in value:
+            if f in REWARDS:
+                out.append(f"trl.rewards:{f}")
+            elif "." in f:  # a dotted import path, as the script reads it
+                module, _, fn = f.rpartition(".")
+                out.append(f"{module}:{fn}")
+            else:
+                raise _NoEquivalent(f"{f} is not one of {', '.join(REWARDS)} nor an import path")
+        return {key: out if len(out) > 1 else out[0]}
+    if name == "use_peft":
+        return {key: trl.get("lora_r", 16)} if value is True else {}
+    if name == "lora_r":
+        return {}  # read with use_peft
+    if name == "lora_target_modules":
+        if value == "all-linear":  # every linear layer but the output layer: tempering's default
+            return {}
+        if not isinstance(value, list):
+            raise _NoEquivalent("a list of layer names, or all-linear")
+    if name == "dtype":
+        if value in ("auto", None):
+            raise _NoEquivalent("the checkpoint's own dtype: set model.dtype")
+        if value not in ("float32", "bfloat16", "float16"):
+            raise _NoEquivalent("no equivalent value")
+    return {key: value}
+
+
+SCRIPT_NEEDS: dict[str, Callable[[dict], bool]] = {
+    **{k: (lambda c: c.get("use_peft") is True) for k in LORA},
+    **{k: (lambda c: c.get("load_in_4bit") is True) for k in SCRIPT_NONE if k.startswith(("bnb", "use_bnb"))},
+}
+SCRIPT_DEFAULTS = {"lora_r": 16, "lora_alpha": 32, "lora_dropout": 0.05}
+"""ModelConfig's LoRA defaults, which `use_peft: true` alone means."""
+SCRIPT_NAMES = frozenset(SCRIPT_SAME) | frozenset(SCRIPT_NONE)
+"""Every field of GRPOScriptArguments, ModelConfig and DatasetMixtureConfig (TRL 1.x)."""
+
 RETIRED = {
     "warmup_ratio": "older TRL's; today's warmup_steps below 1 is the ratio, optim.warmup_steps here counts steps"
 }
@@ -321,7 +428,16 @@ RETIRED = {
 def hint(name: str, value: Any, has: Callable[[str], bool]) -> str | None:
     """What to write instead of a TRL name given as a tempering key (`has`: the schema has this key), or None."""
     if name in SAME and has(SAME[name]):
-        if name in ("adam_beta1", "adam_beta2", "epsilon_high", "max_steps", "warmup_steps", "entropy_coef_min"):
+        if name in (
+            "adam_beta1",
+            "adam_beta2",
+            "epsilon_high",
+            "max_steps",
+            "warmup_steps",
+            "entropy_coef_min",
+            "per_device_train_batch_size",
+            "gradient_accumulation_steps",
+        ):
             return f"{name!r} is TRL's name for {SAME[name]} (docs/from_trl.md)"
         try:
             keys = _convert(name, value, {name: value})
@@ -360,8 +476,8 @@ def _convert(name: str, value: Any, trl: dict[str, Any]) -> dict[str, Any]:
     key = SAME[name]
     if name in VALUES:
         value = _lookup(name, value)
-        if name == "lr_scheduler_type" and value == "cosine":
-            return {key: value, "optim.min_lr_ratio": 0.0}  # Trainer's cosine decays to 0
+        if name == "lr_scheduler_type" and value in ("cosine", "linear"):
+            return {key: value, "optim.min_lr_ratio": 0.0}  # Trainer's decay to 0
     elif name == "epsilon_high" and value is None:
         value = trl.get("epsilon", 0.2)  # TRL: the same as epsilon
     elif name in ("max_steps", "warmup_steps") and (isinstance(value, bool) or not isinstance(value, (int, float))):
@@ -374,6 +490,8 @@ def _convert(name: str, value: Any, trl: dict[str, Any]) -> dict[str, Any]:
         value = math.ceil(trl["max_steps"] * value)
     elif name in ("adam_beta1", "adam_beta2"):
         value = [trl.get("adam_beta1", 0.9), trl.get("adam_beta2", 0.999)]
+    elif key == "rollout.prompts_per_step":
+        value = _prompts_per_step(trl)
     elif name == "vllm_importance_sampling_correction":
         return _correction(value, trl)
     elif name in LOSSES:
@@ -381,6 +499,25 @@ def _convert(name: str, value: Any, trl: dict[str, Any]) -> dict[str, Any]:
     elif name == "epsilon_high" and _loss_type(trl) == "cispo":
         return {}  # loss_type=cispo reads it as the ratio's bound
     return {key: value}
+
+
+def _prompts_per_step(trl: dict[str, Any]) -> int:
+    """A TRL step's answers (per_device_train_batch_size x gradient_accumulation_steps, one process) in groups
+    of num_generations: the prompts of one step here."""
+    batch, accumulate, group = (
+        trl.get("per_device_train_batch_size", 8),
+        trl.get("gradient_accumulation_steps", 1),
+        trl.get("num_generations", 8),
+    )
+    for name, v in (("per_device_train_batch_size", batch), ("gradient_accumulation_steps", accumulate)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name}={v!r} is not a positive whole number")
+    if not isinstance(group, int) or group < 1 or (batch * accumulate) % group:
+        raise _NoEquivalent(
+            f"a step's {batch * accumulate} answers (per_device_train_batch_size x gradient_accumulation_steps) "
+            f"are not whole groups of num_generations={group!r}, as TRL requires"
+        )
+    return batch * accumulate // group
 
 
 def _loss(kind: Any, trl: dict[str, Any]) -> dict[str, Any]:
@@ -463,30 +600,45 @@ def _correction(on: Any, trl: dict[str, Any]) -> dict[str, Any]:
 
 def from_trl(trl: dict[str, Any]) -> tuple[dict[str, Any], list[str], dict[str, list[str]], int]:
     """(tempering `key.sub` -> value, the mapped TRL names, why -> the TRL `name=value`s tempering cannot do,
-    how many keys change nothing), TRL's defaults filled in; KeyError naming the keys GRPOConfig lacks,
-    ValueError for a value of the wrong type."""
-    unknown = sorted(k for k in trl if k not in NAMES)
+    how many keys change nothing), TRL's defaults filled in; KeyError naming the keys neither GRPOConfig nor
+    `trl grpo`'s script arguments have, ValueError for a value of the wrong type. warmup_ratio (older TRL's)
+    is a share of the steps, unless warmup_steps is set."""
+    unknown = sorted(k for k in trl if k not in NAMES | SCRIPT_NAMES | {"warmup_ratio"})
     if unknown:
         raise KeyError(", ".join(unknown))
-    trl = trl | {k: v for k, v in DEFAULTS.items() if k not in trl}
+    trl = dict(trl)
+    ratio = trl.pop("warmup_ratio", None)  # older TRL's: a share of the steps, as today's warmup_steps below 1
+    from_ratio = ratio is not None and not trl.get("warmup_steps")  # else TRL reads warmup_steps alone
+    if from_ratio:
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio < 1:
+            raise ValueError(f"warmup_ratio={ratio!r} is not a share in [0, 1)")
+        trl["warmup_steps"] = ratio
+    trl |= {k: v for k, v in DEFAULTS.items() if k not in trl}
+    if trl.get("use_peft") is True:
+        trl |= {k: v for k, v in SCRIPT_DEFAULTS.items() if k not in trl}
     out: dict[str, Any] = {}
     mapped: list[str] = []
     missing: dict[str, list[str]] = {}
     inert = 0
+    needs, none = NEEDS | SCRIPT_NEEDS, NONE | SCRIPT_NONE
     for name, value in trl.items():
         why = None
-        if name in NEEDS and not NEEDS[name](trl):
+        if name in needs and not needs[name](trl):
             inert += 1
-        elif name in SAME:
+        elif name in SAME or name in SCRIPT_SAME:
             try:
-                out |= _convert(name, value, trl)
-                mapped.append(name)
+                out |= _convert(name, value, trl) if name in SAME else _script(name, value, trl)
+                mapped.append("warmup_ratio" if name == "warmup_steps" and from_ratio else name)
             except _NoEquivalent as e:
                 why = str(e)
-        elif name in NONE and NONE[name][1] is not ANY and value not in NONE[name][1]:
-            why = NONE[name][0]
+        elif name in none and none[name][1] is not ANY and value not in none[name][1]:
+            why = none[name][0]
         else:
             inert += 1
         if why is not None:
             missing.setdefault(why, []).append(f"{name}={value!r}")
+    if ratio is not None and not from_ratio:
+        inert += 1
+    if out.get("model.dtype", "float32") != "float32" and out.get("loss.autocast") == "bf16":
+        del out["loss.autocast"]  # the weights already compute in their dtype: TRL's bf16 changes nothing
     return out, mapped, missing, inert

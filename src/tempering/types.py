@@ -10,6 +10,7 @@ Sampled tokens are never re-tokenised: the ids here are exactly what the policy 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 
@@ -65,6 +66,27 @@ class Turn:
     which `feedback_ids` renders."""
 
 
+class StopReason(str, Enum):
+    """Why an episode ended (tinker's `StopReason`, for episodes); equal to its value, the string the sample
+    rows and `e.stop_reason == "success"` read. `RUNNING` (empty, false) until it ends."""
+
+    RUNNING = ""
+    SUCCESS = "success"
+    """The verifier accepted an answer."""
+    DONE = "done"
+    """The environment ended the episode (its `StepResult.done`) without a success."""
+    MAX_TURNS = "max_turns"
+    """`rollout.max_turns` turns without a success."""
+    CONTEXT = "context"
+    """The context window is full (`rollout.drop_old_turns=false`, or nothing left to drop)."""
+    PRUNED = "pruned"
+    """LEAP's pruning left its group without later turns."""
+    ENV_ERROR = "env_error"
+    """The environment raised (an environment error, counted against `task.max_error_rate`)."""
+
+    __str__ = str.__str__  # the value, as in a sample row
+
+
 @dataclass
 class Episode:
     """A single rollout of one task: prompt, then turns."""
@@ -72,8 +94,8 @@ class Episode:
     task: Task
     prompt_ids: list[int]
     turns: list[Turn] = field(default_factory=list)
-    stop_reason: str = ""
-    """Why the episode ended: `success`, `done`, `max_turns`, `context`, `pruned`, `env_error`."""
+    stop_reason: StopReason = StopReason.RUNNING
+    """Why the episode ended."""
     reward: float = 0.0
     """Scalar outcome reward used by outcome credit (after shaping)."""
     info: dict[str, Any] = field(default_factory=dict)

@@ -67,27 +67,17 @@ def test_a_loss_defined_in_a_test_trains(reinforce, pretrained_dir, tmp_path):
         ({"policy_loss": "sapo", "clip_high": 0.3}, "loss.clip_high=0.3 has no effect unless loss.policy_loss="),
         ({"policy_loss": "gspo_seq"}, "loss.policy_loss='gspo_seq' is unknown; choose one of ppo_clip, gspo"),
         (
-            {"policy_loss": "dro", "rollout_correction": "tis"},
-            "loss.rollout_correction weights the advantages, and loss.policy_loss=dro is not linear in them",
-        ),
-        (
             {"advantage": "reinforce_pp", "dynamic_sampling": True},
             "loss.dynamic_sampling drops groups whose advantages are all zero, and loss.advantage=reinforce_pp",
         ),
         ({"rollout_correction": "token_k3"}, "rollout correction token_k3 rejects above a divergence bound"),
         ({"rollout_correction": "decoupled_geo_rs", "rollout_correction_cap": 2.0}, "is verl's preset with its own"),
-        ({"rollout_correction": "seq_sum_k1", "rollout_correction_batch_norm": True}, "normalises weights"),
     ],
 )
 def test_settings_a_loss_does_not_read_are_refused_naming_both_keys(loss, message):
     with pytest.raises(ConfigError) as e:
         build(TrainConfig, {"loss": loss})
     assert message in str(e.value) and "\n" not in str(e.value)
-
-
-def test_a_nonlinear_loss_refuses_asynchronous_rollouts():
-    with pytest.raises(ConfigError, match="rollout.async_steps weights the advantages, and loss.policy_loss=kl_cov"):
-        build(TrainConfig, {"loss": {"policy_loss": "kl_cov"}, "rollout": {"async_steps": 1}})
 
 
 def test_every_loss_parameter_has_a_key():

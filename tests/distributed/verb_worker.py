@@ -24,6 +24,7 @@ import torch
 from tempering.envs.pool import PoolFamily
 from tempering.envs.registry import make_family
 from tempering.recipes import runner
+from tempering.train.dynamic import Selection
 
 TASK = {"family": "arithmetic", "args": {"min_value": 0, "max_value": 30}, "train_size": 40, "heldout_size": 4}
 CASES = [
@@ -141,10 +142,11 @@ def run(
     for case in cases:
         t = trainer(case, model, fresh, out / f"{case}-{strategy}-{size}", world, strategy, loss)
         share, scores = mine, None
-        if t.method.resample_rounds is not None:
-            batches = [t.collector.scored(mine, t.state)]
-            picks = t.collector.signal(batches)
-            share, scores = t.collector.picked(batches, picks) if picks else ([], None)
+        if t.collector.select is not None:
+            batches = [t.collector.select.scored(mine, t.state)]
+            chosen = Selection(batches, t.collector.select.signal(batches))
+            share = [chosen.group(p) for p in chosen.picks]
+            scores = chosen.scores() if share else None
         metrics = t.record(t.train_on(share or mine[:1], trainable=bool(share), scores=scores)[0])
         results[case] = {
             "grads": gradients(t),

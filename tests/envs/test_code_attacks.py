@@ -34,6 +34,9 @@ def test_each_class_has_two_variants_and_both_kinds_of_control():
         "code_hidden_status_error_kind",
         "code_public_setup_process_memory",
         "code_feedback_text_surrogate_error",
+        "code_judge_side_names_setup_helper_rebound",
+        "code_judge_side_names_reference_helper_redefined",
+        "code_public_setup_setup_definition_constants",
     ],
 )
 def test_the_classes_that_got_through_before_are_contained(sb, name):

@@ -39,9 +39,20 @@ def test_check_runs_reference_solutions(tmp_path, capsys):
 def test_check_passes_the_shipped_samples(capsys):
     assert main(["code", "check", str(SAMPLES / "mbpp.jsonl")]) == 0
     out = capsys.readouterr().out
-    assert "6 problems (6 mbpp)" in out
+    assert "8 problems (8 mbpp)" in out and "the answer's own objects" not in out
     # 9003's setup builds `leaf` (a hidden test's input) as part of `root` (the public test's)
     assert "hidden inputs may be in the public run of 1 problem(s): 9003 (line 5 binds leaf" in out
+
+
+def test_check_names_a_test_whose_expected_side_the_answer_computes(tmp_path, capsys):
+    pair = "class Pair:\n    def __init__(self, a, b):\n        self.a, self.b = a, b\ndef first(p):\n    return p.a\n"
+    tests = ["assert first(Pair(1, 2)) == 1", "assert first(Pair(1, 2)) == Pair(1, 5).a"]
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({"task_id": 1, "text": "First field.", "code": pair, "test_list": tests}) + "\n")
+    assert main(["code", "check", str(path)]) == 0
+    assert "note: the answer's own objects compute the expected side of a test in 1 problem(s): 1 (" in (
+        capsys.readouterr().out
+    )
 
 
 def test_malformed_problem_file_is_a_clear_error(tmp_path, capsys):
@@ -115,10 +126,10 @@ def test_records_that_cannot_be_judged_are_skipped_and_counted(tmp_path, capsys)
 
 def test_eval_takes_a_whole_split_and_never_repeats_a_task():
     family = CodeTaskFamily(problems_path=str(SAMPLES / "mbpp.jsonl"))
-    assert sorted(t.id for t in eval_tasks(family, "all", None, 0)) == [f"code/900{i}" for i in range(1, 7)]
+    assert sorted(t.id for t in eval_tasks(family, "all", None, 0)) == [f"code/900{i}" for i in range(1, 9)]
     assert len(eval_tasks(family, "all", 3, 0)) == 3
-    with pytest.raises(UserError, match=r"the all split of code has 6 tasks, so --n 7 would repeat some"):
-        eval_tasks(family, "all", 7, 0)
+    with pytest.raises(UserError, match=r"the all split of code has 8 tasks, so --n 9 would repeat some"):
+        eval_tasks(family, "all", 9, 0)
     generated = make_family("arithmetic")
     assert generated.split_size("heldout") is None and len(eval_tasks(generated, "heldout", None, 0)) == 500
 

@@ -120,14 +120,14 @@ def test_an_entry_point_with_a_builtins_name_is_the_answers(sb):
     assert g.status == "runtime_error" and "does not define `sum`" in g.feedback
 
 
-def test_mbpp_setup_code_runs_after_the_answer_in_its_namespace(sb):
-    p = SHAPES["8367"]  # shaped like MBPP 367 and 927: the setup builds trees of the answer's Node class
+def test_mbpp_setup_code_builds_objects_of_the_answers_classes_through_its_job(sb):
+    p = SHAPES["8367"]  # shaped like MBPP 367 and 927: the setup, in the judge, builds trees of the answer's Node
     g = run(grade(sb, p, p.solution, public=True))
     assert g.status == "correct" and all(r["passed"] for r in g.public_results)
     wrong = p.solution.replace("return 1\r\n", "return 2\r\n")
     assert run(grade(sb, p, wrong)).status == "incorrect"
     g = run(grade(sb, p, "def count_leaves(node):\n    return 0\n"))  # no Node class: the setup cannot run
-    assert g.status == "runtime_error" and "setup code, which runs after your code, failed" in g.feedback
+    assert g.status == "runtime_error" and "setup code, which uses your code, failed" in g.feedback
     assert "NameError: name 'Node' is not defined" in g.feedback
 
 
@@ -435,21 +435,84 @@ def test_a_test_whose_calls_would_follow_the_results_is_refused(sb, tmp_path):
     assert g.passed == len(ADD.tests)  # the other tests ran
 
 
-def test_the_public_run_loads_only_the_setup_its_public_tests_need(sb):
-    # MBPP 927's shape: the setup builds the public test's tree and the hidden tests' trees
+def test_the_public_run_runs_only_the_setup_its_public_tests_need(sb):
+    # MBPP 927's shape: the setup builds the public test's tree and the hidden tests' trees, of the
+    # answer's Node, in the judge: the public run's answer is asked to build only the public tree
     p = MBPP["9006"]
     code, mixed = p.public_setup()
     assert "root = Node(1)" in code and "root1" not in code and "777" not in code and mixed == ""
     spy = (
-        "import os\nclass Node:\n    def __init__(self, data):\n        self.data, self.left, self.right = data, None, None\n"
-        "def max_height(node):\n"
-        "    return [sorted(k for k, v in globals().items() if isinstance(v, Node)), sorted(os.listdir('.'))]\n"
+        "import os\nmade = []\nclass Node:\n    def __init__(self, data):\n        made.append(data)\n"
+        "        self.data, self.left, self.right = data, None, None\n"
+        "def max_height(node):\n    return [made, sorted(k for k in globals() if not k.startswith('__')), os.listdir('.')]\n"
     )
     g = run(grade(sb, p, spy, public=True))
-    assert "Your code gave: [['root'], ['candidate.py', 'solution.py']]" in g.feedback
+    assert "Your code gave: [[1, 2, 3, 4], ['Node', 'made', 'max_height', 'os'], ['" in g.feedback
     assert run(grade(sb, p, p.solution, public=True)).status == "correct"  # the hidden tests get all of it
     # 9003's setup builds `leaf`, a hidden test's input, as part of the public test's `root`: said so
-    assert MBPP["9003"].public_setup()[1] == "line 5 binds leaf, which only hidden tests use, for the public tests too"
+    assert MBPP["9003"].public_setup()[1] == (
+        "line 5 binds leaf, which only hidden tests use, and hands it on in the public run"
+    )
+
+
+JUDGE_SIDE = {p.id: p for p in load_problems(Path(__file__).with_name("data") / "mbpp_judge_side.jsonl")}
+"""MBPP records whose setup code or reference solution defines names their tests use."""
+
+
+def test_a_setup_name_the_answer_rebinds_stays_the_judges(sb):
+    # the setup's `case` gives a test its input and its expected value, `EPS` a tolerance: the answer
+    # rebinds both in its own globals while it is called, and returns nothing right
+    rebind = (
+        "def sort_box(x):\n    real = globals().get('case')\n"
+        "    globals()['case'] = lambda i: (None, [0])\n    globals()['EPS'] = 1e9\n    return [0]\n"
+        "def circle_area(r):\n    globals()['EPS'] = 1e9\n    return 0.0\n"
+    )
+    for pid in ("8930", "8931"):
+        p = JUDGE_SIDE[pid]
+        assert p.supplied_names() == [p.entry_point]
+        assert (run(grade(sb, p, rebind)).passed, run(grade(sb, p, p.solution)).status) == (0, "correct")
+
+
+def test_a_reference_helper_on_the_expected_side_is_the_judges(sb):
+    # the tests count primes with the reference's is_prime: the answer's own is_prime is never asked
+    p = JUDGE_SIDE["8932"]
+    assert p.supplied_names() == ["count_primes"] and "def is_prime" in p.reference_helpers()
+    liar = "def is_prime(k):\n    return False\ndef count_primes(n):\n    return 4 if n == 10 else 0\n"
+    g = run(grade(sb, p, liar))
+    assert (g.status, g.passed) == ("incorrect", 1) and "expected 10" in g.detail
+    right = "def count_primes(n):\n    return len([k for k in range(2, n) if all(k % d for d in range(2, k))])\n"
+    assert run(grade(sb, p, right)).status == "correct"
+
+
+def test_hidden_data_inside_a_setup_definition_never_reaches_the_public_run(sb):
+    # the public test needs `make`, whose body holds every case, and `Data` holds hidden inputs: both run
+    # in the judge, so the answer sees only the argument of its call (an answer that remembers is shown
+    # no more than the prompt's example)
+    spy = (
+        "import types\ndef sort_box(x):\n    found = {}\n    for k, v in list(globals().items()):\n"
+        "        if not k.startswith('__') and k != 'sort_box' and not isinstance(v, types.ModuleType):\n"
+        "            found[k] = repr(v)\n    return [x, found]\n"
+    )
+    p = JUDGE_SIDE["8933"]
+    step = run(CodeEnv(problem_task(p), sb, max_turns=2).step(spy))
+    assert "Your code gave: [[3, 1, 2], {}]" in step.feedback
+    assert not re.search(r"50|60|70|80|90", step.feedback)
+    assert p.public_setup() == ("def make(i):\r\n    return [[3, 1, 2], [50, 40, 60]][i]\n", "")
+
+
+def test_objects_of_the_problems_classes_cross_to_the_answer_as_data(sb):
+    # 9003's setup defines Node and builds a tree of it in the judge: the answer gets an object of a
+    # class named Node with the same attributes (its methods stay in the judge); a function cannot cross
+    p = MBPP["9003"]
+    probe = "def tree_height(node):\n    return [type(node).__name__, node.value, type(node.left.left).__name__, node.left.left.value]\n"
+    assert "got ['Node', 1, 'Node', 4]" in run(grade(sb, p, probe)).detail
+    passes = replace(
+        p,
+        setup="def double(x):\n    return 2 * x\n",
+        tests=(CodeTest(text="t", source="assert tree_height(double) == 1"),),
+    )
+    g = run(grade(sb, passes, p.solution))
+    assert g.status == "problem_error" and "the test passes double, code of the problem" in g.detail
 
 
 def test_a_huge_fraction_is_refused_before_the_judge_rebuilds_it(sb):

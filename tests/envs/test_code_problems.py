@@ -68,7 +68,7 @@ def test_humaneval_sample_runs_check_as_written_after_the_prompt():
 
 def test_mbpp_sample_keeps_setup_code_and_shows_the_first_test():
     problems = {p.id: p for p in load_problems(SAMPLES / "mbpp.jsonl")}
-    assert sorted(problems) == ["9001", "9002", "9003", "9004", "9005", "9006"]
+    assert sorted(problems) == ["9001", "9002", "9003", "9004", "9005", "9006", "9007", "9008"]
     tree = problems["9003"]
     assert tree.entry_point == "tree_height" and tree.prefix == ""
     assert "class Node" in tree.setup and len(tree.tests) == 3
@@ -76,6 +76,11 @@ def test_mbpp_sample_keeps_setup_code_and_shows_the_first_test():
     assert tree.tests[1].text not in tree.prompt
     assert problems["9001"].entry_point == "shared_elements"  # `set(...)` around the call is a builtin
     assert problems["9005"].prompt.count("Fibonacci") == 1  # the sanitized release's `prompt` field
+    # the setup's `case` and the reference's `is_prime` are the judge's: the answer supplies its entry point
+    assert problems["9007"].supplied_names() == ["sort_numbers"] and problems["9007"].reference_helpers() == ""
+    assert problems["9008"].supplied_names() == ["count_primes"]
+    assert problems["9008"].reference_helpers().startswith("def is_prime(k):")
+    assert problems["9006"].supplied_names() == ["Node", "max_height"]  # its setup builds the answer's Nodes
 
 
 def test_mbpp_records_shaped_like_the_real_files_odd_ones(capsys):
@@ -128,7 +133,7 @@ def test_gzip_json_array_and_explicit_format(tmp_path):
     rows = [json.loads(line) for line in (SAMPLES / "mbpp.jsonl").read_text().splitlines()]
     array = tmp_path / "mbpp.json"
     array.write_text(json.dumps(rows))
-    assert len(load_problems(array)) == 6
+    assert len(load_problems(array)) == len(rows)
     gz = tmp_path / "HumanEval.jsonl.gz"
     gz.write_bytes(gzip.compress((SAMPLES / "humaneval.jsonl").read_bytes()))
     assert [p.format for p in load_problems(gz, format="humaneval")] == ["humaneval"] * 5
@@ -201,3 +206,22 @@ def test_missing_field_bad_json_duplicates_unknown_format_and_empty_file(tmp_pat
         load_problems(tmp_path / "missing.jsonl")
     with pytest.raises(UserError, match="unknown code problem format 'apps'"):
         load_problems(write(tmp_path, GOOD), format="apps")
+
+
+def test_an_expected_side_computed_by_the_answers_objects_is_named(tmp_path):
+    # the answer supplies Pair (the test builds its input with it): a test whose expected side uses Pair
+    # lets the answer's code compute that side; the same class inside the entry point's call does not
+    pair = "class Pair:\n    def __init__(self, a, b):\n        self.a, self.b = a, b\ndef first(p):\n    return p.a\n"
+    record = {
+        "task_id": 1,
+        "text": "Return a pair's first field.",
+        "code": pair,
+        "test_list": ["assert first(Pair(1, 2)) == 1"],
+    }
+    (plain,) = load_problems(write(tmp_path, record))
+    assert plain.supplied_names() == ["Pair", "first"] and plain.expected_from_answer() == ""
+    record["test_list"].append("assert first(Pair(1, 2)) == Pair(1, 5).a")
+    (answered,) = load_problems(write(tmp_path, record))
+    assert answered.expected_from_answer() == (
+        "test 'assert first(Pair(1, 2)) == Pair(1, 5).a': its expected side `Pair(1, 5).a` uses Pair, the answer's"
+    )

@@ -109,8 +109,6 @@ def test_a_method_refuses_what_it_cannot_do_before_any_model_loads(tmp_path):
     cfg = {"model": {"name": str(tmp_path / "no-such-model")}, "run": {"out_dir": str(tmp_path / "r")}}
     with pytest.raises(UserError, match="the brevity method takes no teacher"):
         trainer(SPEC, cfg, teacher=object())
-    with pytest.raises(UserError, match="loss.rollout_correction=tis reweights advantages, and the rft loss"):
-        trainer("rft", {**cfg, "loss": {"rollout_correction": "tis"}})
     with pytest.raises(UserError, match="no method is registered as 'trian' \\(did you mean 'train'\\?\\)"):
         trainer("trian", cfg)
     from tempering.config import build

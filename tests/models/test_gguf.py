@@ -98,3 +98,33 @@ def test_the_packaged_model_loads_with_its_chat_template():
     assert folder.parent == gguf.cache_root() and (folder / "model.safetensors").is_file()
     # the same weights load from a path to the file itself
     assert gguf.resolve(str(SMOL)) == str(folder)
+    assert gguf.resolve("HuggingFaceTB/SmolLM2-135M-Instruct") == str(folder)  # its Hub id too
+
+
+def test_a_hub_id_loads_from_the_local_hugging_face_cache(tmp_path, monkeypatch):
+    from huggingface_hub import constants, scan_cache_dir
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from tempering.models import char_tokenizer, save_policy
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    with pytest.raises(
+        UserError,
+        match=r"'someorg/tiny-llama' is neither a local folder nor a Hugging Face Hub id in the local cache .*`hf download someorg/tiny-llama`",
+    ):
+        load_policy("someorg/tiny-llama")
+    # the cache's layout: refs/main names the snapshot that holds the files
+    repo, commit = tmp_path / "hub" / "models--someorg--tiny-llama", "0" * 40
+    tok = char_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2
+    )
+    save_policy(LlamaForCausalLM(config), tok, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    assert [r.repo_id for r in scan_cache_dir(tmp_path / "hub").repos] == ["someorg/tiny-llama"]
+    model, _ = load_policy("someorg/tiny-llama")
+    assert model.config.model_type == "llama"
+    (tmp_path / "runs" / "final").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert gguf.resolve("runs/final") == "runs/final"  # a folder that is there stays a path

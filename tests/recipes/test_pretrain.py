@@ -95,7 +95,7 @@ def test_a_resumed_warm_start_keeps_its_count_of_checks(tmp_path, monkeypatch):
         def on_evaluation(self, step, metrics):
             return step == 4
 
-    assert asyncio.run(loop.Trainer(cfg, pretrain_mod.SPEC).run([StopAtStep4()]))["stopped_at"] == 4
+    assert loop.Trainer(cfg, pretrain_mod.SPEC).run([StopAtStep4()])["stopped_at"] == 4
     assert pretrain_mod.pretrain(cfg, resume=True)["steps"] == 6  # hits at steps 4 and 6
 
 

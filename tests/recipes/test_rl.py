@@ -220,9 +220,8 @@ def test_lora_trains_adapters_only_and_exports_merged_and_adapter(pretrained_dir
     t = trainer("train", build(TrainConfig, cfg))
     trainable = {n for n, p in t.model.named_parameters() if p.requires_grad}
     assert trainable and all("lora_" in n for n in trainable)
-    import asyncio
 
-    asyncio.run(t.run())
+    t.run()
     final = tmp_path / "lora" / "final"
     assert (final / "config.json").is_file() and (final / "adapter" / "adapter_config.json").is_file()
     from tempering.models import load_policy

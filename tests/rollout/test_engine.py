@@ -1,4 +1,5 @@
 import asyncio
+import json
 from dataclasses import replace
 
 import pytest
@@ -10,7 +11,7 @@ from tempering.models.chat import ChatFormat
 from tempering.rollout.engine import CounterfactualOptions, RolloutOptions, RolloutStats, rollout
 from tempering.rollout.sampler import Sample, SamplingParams
 from tempering.train.batch import collate
-from tempering.types import Task
+from tempering.types import StopReason, Task
 
 TOK = char_tokenizer()
 
@@ -57,7 +58,8 @@ def test_multi_turn_appends_templated_feedback_and_stops_on_success():
     sampler = ScriptedSampler(lambda ctx, n: "ok" if "wrong: try1" in ctx else "no")
     g = _run(sampler, RolloutOptions(max_turns=3))[0]
     e = g.episodes[0]
-    assert [t.status for t in e.turns] == ["incorrect", "correct"] and e.stop_reason == "success"
+    assert [t.status for t in e.turns] == ["incorrect", "correct"] and e.stop_reason is StopReason.SUCCESS
+    assert e.stop_reason == "success" and json.dumps(e.stop_reason) == '"success"' and f"{e.stop_reason}" == "success"
     assert TOK.decode(e.turns[0].feedback_ids) == "|wrong: try1|"
     assert e.turns[-1].feedback_ids == [] and e.reward == 1.0 and e.first_success_turn == 2
     # the whole episode is one training row: prompt, answer, feedback (masked), answer

@@ -2,13 +2,11 @@
 correction, reproducibility, the refusals, and errors raised in the producer thread."""
 
 import asyncio
-from dataclasses import replace
 
 import pytest
 import torch
 
 from tempering.algos.advantages import dr_grpo_advantage
-from tempering.config import build
 from tempering.errors import UserError
 from tempering.methods.rl import TrainConfig
 from tempering.recipes.runner import trainer
@@ -51,12 +49,6 @@ def build_odd(ctx: Context) -> Method:
 
 
 ODD = MethodSpec(name="odd", config=TrainConfig, build=build_odd)
-
-
-def build_nonlinear(ctx: Context) -> Method:
-    """ODD with a loss that declares itself not linear in its advantages."""
-    method = build_odd(ctx)
-    return replace(method, loss=replace(method.loss, linear=False))
 
 
 def _steps(t, n):
@@ -116,21 +108,6 @@ def test_checkpoints_are_taken_where_nothing_is_in_flight(tmp_path):
     state = torch.load(tmp_path / "run" / "checkpoints" / "step_2" / "trainer_state.pt", weights_only=False)
     assert "rollout_sampler" in state["rng"]["generators"]
     t.close()
-
-
-def test_a_loss_that_refuses_rollout_correction_refuses_async(tmp_path):
-    with pytest.raises(UserError, match="rollout.async_steps=1 .* not linear"):
-        trainer(MethodSpec(name="x", config=TrainConfig, build=build_nonlinear), _cfg(tmp_path))
-    cfg = _cfg(tmp_path, "b")
-    cfg["loss"] = {"rollout_correction": "none"}
-    with pytest.raises(UserError, match="loss.rollout_correction=none does not weight them .*: tis, sequence_truncate"):
-        trainer("train", cfg)
-    cfg["loss"] = {"rollout_correction": "seq_mean_k1"}  # rejection alone leaves the stale samples unweighted
-    with pytest.raises(UserError, match="loss.rollout_correction=seq_mean_k1 does not weight them"):
-        trainer(ODD, cfg)
-    cfg = _cfg(tmp_path, "c", async_steps=0, async_threads=1)
-    with pytest.raises(UserError, match="rollout.async_threads=1 has no effect unless rollout.async_steps > 0"):
-        build(TrainConfig, cfg)
 
 
 def test_an_error_in_the_producer_thread_stops_the_run_with_its_message(tmp_path):

@@ -1,7 +1,6 @@
 """Callbacks of `Trainer.run`: they see every step's and evaluation's metrics, and a true return stops
 the run with a checkpoint that resumes to the weights of an uninterrupted run."""
 
-import asyncio
 import json
 
 import pytest
@@ -61,12 +60,12 @@ def test_a_callback_sees_every_step_and_evaluation(tmp_path, cfg):
 def test_stopping_early_resumes_to_the_uninterrupted_weights(tmp_path, cfg):
     whole = trainer("train", cfg(tmp_path / "whole"))
     start = {k: v.clone() for k, v in whole.model.state_dict().items()}
-    asyncio.run(whole.run())
+    whole.run()
     assert any(not torch.equal(start[k], v) for k, v in whole.model.state_dict().items())  # it trained
 
     stopper = Record(stop_at=2)
     cut = trainer("train", cfg(tmp_path / "cut"))
-    history = asyncio.run(cut.run([stopper]))
+    history = cut.run([stopper])
     assert history["stopped_at"] == 2 and "final" not in history and "start" in history
     assert [s for s, _ in stopper.steps] == [1, 2]
     assert [p.name for p in (tmp_path / "cut" / "checkpoints").iterdir()] == ["step_2"]
@@ -76,7 +75,7 @@ def test_stopping_early_resumes_to_the_uninterrupted_weights(tmp_path, cfg):
     rest = Record()
     resumed = trainer("train", cfg(tmp_path / "cut"), resume=True)
     assert resumed.step_no == 2
-    history = asyncio.run(resumed.run([rest]))
+    history = resumed.run([rest])
     assert [s for s, _ in rest.steps] == [3, 4] and "final" in history and "start" in history
     for (k, a), (_, b) in zip(whole.model.state_dict().items(), resumed.model.state_dict().items(), strict=True):
         assert torch.equal(a, b), k

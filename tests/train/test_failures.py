@@ -104,7 +104,7 @@ def test_a_prompt_longer_than_the_context_is_refused_or_truncated_on_request(tmp
 
 def test_a_folder_that_holds_a_run_is_refused_without_resume_or_overwrite(tmp_path):
     out = tmp_path / "r"
-    asyncio.run(trainer("train", cfg(out)).run())
+    trainer("train", cfg(out)).run()
     with pytest.raises(UserError, match="already holds a run.*--resume.*--overwrite"):
         trainer("train", cfg(out))
     t = trainer("train", cfg(out), overwrite=True)
@@ -122,7 +122,7 @@ def test_a_folder_that_holds_a_run_is_refused_without_resume_or_overwrite(tmp_pa
 
 def test_overwrite_removes_only_what_a_run_wrote(tmp_path):
     out = tmp_path / "r"
-    asyncio.run(trainer("train", cfg(out, run={"checkpoint_every": 1})).run())
+    trainer("train", cfg(out, run={"checkpoint_every": 1})).run()
     (out / "important.txt").write_text("mine")
     (out / "sub").mkdir()
     (out / "sub" / "data.bin").write_bytes(b"\0")
@@ -138,11 +138,26 @@ def test_overwrite_removes_only_what_a_run_wrote(tmp_path):
     assert not list_checkpoints(out) and not (out / "final").exists()
 
 
+def test_a_folder_holding_only_a_failed_start_is_reused(tmp_path):
+    out = tmp_path / "r"
+    first = trainer("train", cfg(out, run={"tensorboard": True}))  # config.yaml and tb/, nothing trained
+    with pytest.raises(UserError, match="already holds a run; replace it with --overwrite"):
+        trainer("train", cfg(out))  # that run is still alive in the folder
+    first.log.close()  # it stopped there: a failed start
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match="a new run over a failed start removes only what a run wrote.*notes.txt"):
+        trainer("train", cfg(out))
+    assert (out / "notes.txt").read_text() == "mine" and (out / "tb").is_dir()
+    (out / "notes.txt").unlink()
+    history = trainer("train", cfg(out)).run()  # the README's call trains, in the reused folder
+    assert history["final"]["eval/n"] == 4 and (out / "final").is_dir()
+
+
 def test_a_run_stopped_before_its_first_checkpoint_restarts_on_resume(tmp_path, capsys):
     out = tmp_path / "r"
     t = trainer("train", cfg(out))
     asyncio.run(t.step())  # config.yaml and metrics, no checkpoint
-    with pytest.raises(UserError, match="stopped before its first checkpoint: start it again with --overwrite"):
+    with pytest.raises(UserError, match="already holds a run; replace it with --overwrite"):
         trainer("train", cfg(out))
     t = trainer("train", cfg(out), resume=True)
     assert t.step_no == 0 and "starting it again from step 0" in capsys.readouterr().err
@@ -155,7 +170,7 @@ def _cli(*args):
 @pytest.mark.slow
 def test_resuming_a_finished_run_says_so_and_adds_nothing(tmp_path):
     out = tmp_path / "r"
-    asyncio.run(trainer("train", cfg(out)).run())
+    trainer("train", cfg(out)).run()
     rows = (out / "metrics.jsonl").read_text()
     r = _cli("train", "--resume", str(out))
     assert r.returncode == 0, r.stderr
@@ -179,7 +194,7 @@ def test_a_run_on_a_family_from_python_refuses_a_resume_that_cannot_rebuild_it(t
 @pytest.mark.parametrize("victim", ["model/model.safetensors", "trainer_state.pt", "manifest.json"])
 def test_a_damaged_checkpoint_falls_back_to_the_newest_intact_one(tmp_path, capsys, victim):
     out = tmp_path / "r"
-    asyncio.run(trainer("train", cfg(out, run={"steps": 2, "checkpoint_every": 1, "keep_checkpoints": 2})).run())
+    trainer("train", cfg(out, run={"steps": 2, "checkpoint_every": 1, "keep_checkpoints": 2})).run()
     assert [p.name for p in list_checkpoints(out)] == ["step_1", "step_2"]
     bad = out / "checkpoints" / "step_2" / victim
     bad.write_bytes(bad.read_bytes()[:-7])  # truncated

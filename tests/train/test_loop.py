@@ -84,15 +84,32 @@ def test_a_family_template_applies_unless_the_config_names_one_and_the_family_is
     want = own or "<{feedback}>"
     assert t.fmt.feedback_template == want
     assert yaml.safe_load((tmp_path / "config.yaml").read_text())["rollout"]["feedback_template"] == want
-    asyncio.run(t.run())
+    t.run()
     assert ScreenFamily.closed == 1
 
 
 @pytest.mark.parametrize("on_start", [True, False])
 def test_eval_on_start_decides_the_step_0_evaluation(tmp_path, on_start):
     run = {**CFG["run"], "steps": 1, "out_dir": str(tmp_path), "eval_on_start": on_start}
-    hist = asyncio.run(trainer("train", {**CFG, "run": run}).run())
+    hist = trainer("train", {**CFG, "run": run}).run()
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     evals = [r["step"] for r in rows if "eval/pass@1" in r]
     assert evals == ([0, 1] if on_start else [1])
     assert ("start" in hist) is on_start and "final" in hist
+
+
+def test_the_run_summary_names_the_learning_rate_and_the_kl_reference(tmp_path):
+    """What a user checks after converting a config: the lr and its schedule, the KL coefficient and reference."""
+    run = {**CFG["run"], "out_dir": str(tmp_path / "a")}
+    plain = trainer("train", {**CFG, "run": run}).summary()
+    assert plain["optimizer"] == "AdamW, lr 1e-06, 0 warm-up steps, then constant"
+    assert plain["KL"] == "none (loss.kl_coef=0: no reference model)"
+    cfg = {
+        **CFG,
+        "optim": {"lr": 3e-4, "warmup_steps": 2, "schedule": "linear", "min_lr_ratio": 0.0},
+        "loss": {"kl_coef": 0.04},
+        "run": {**run, "out_dir": str(tmp_path / "b")},
+    }
+    s = trainer("train", cfg).summary()
+    assert s["optimizer"] == "AdamW, lr 0.0003, 2 warm-up steps, then linear to 0 x lr"
+    assert s["KL"] == "loss.kl_coef 0.04 in the loss, to the reference: the starting model (tiny-xs)"

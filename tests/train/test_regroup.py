@@ -1,5 +1,5 @@
 """Dynamic sampling scores each collected batch once: the kept groups' scores are taken from their
-batches' scores, and are what scoring the kept groups afresh gives."""
+batches' scores (`Scores.select`, `Scores.join`), and are what scoring the kept groups afresh gives."""
 
 import importlib.util
 from dataclasses import replace
@@ -11,7 +11,8 @@ import torch
 from tempering.models import tiny_model
 from tempering.teachers.base import TeacherScores
 from tempering.train.batch import collate
-from tempering.train.scoring import KLPenalty, OverlongPenalty, ReferenceLogprobs, regroup, score
+from tempering.train.dynamic import Scored, Selection
+from tempering.train.scoring import KLPenalty, OverlongPenalty, ReferenceLogprobs, score
 
 SPEC = importlib.util.spec_from_file_location(
     "composition_matrix", Path(__file__).parents[2] / "examples" / "composition" / "matrix.py"
@@ -32,10 +33,10 @@ def scored(groups):
 
 def test_the_picked_groups_scores_are_those_of_scoring_them_afresh():
     sources = [scored(matrix.groups(1)), scored(matrix.groups(3))]  # one turn and three: K differs
-    picks = [(1, 0), (0, 2), (1, 2), (0, 0)]
+    picks = [(1, 0), (0, 2), (1, 2), (1, 1)]  # out of order, and not as many from each
     kept = [sources[s][0][i] for s, i in picks]
     batch = collate([e for g in kept for e in g.episodes], pad_id=0)
-    got = regroup(sources, picks)
+    got = Selection([Scored(g, b, sc, [True] * len(g)) for g, b, sc in sources], picks).scores()
     want = score(kept, batch, SCORERS)
     assert got.task_ids == want.task_ids
     assert got.turns.scores_NGK.shape == want.turns.scores_NGK.shape
@@ -50,11 +51,11 @@ def test_the_picked_groups_scores_are_those_of_scoring_them_afresh():
         assert got.metrics[name] == pytest.approx(want.metrics[name], abs=1e-6)
     n = [len(sc.task_ids) for _, _, sc in sources]  # other metrics: over everything collected
     collected = sum(k * sc.metrics["kl_ref_in_reward"] for k, (_, _, sc) in zip(n, sources)) / sum(n)
-    assert got.metrics["kl_ref_in_reward"] == pytest.approx(collected)
+    assert got.metrics["kl_ref_in_reward"] == collected  # the same sum, in the same order
 
 
-def test_only_what_it_can_take_apart_is_regrouped():
+def test_only_what_it_can_take_apart_is_selected():
     groups, batch, sc = scored(matrix.groups(1))
     teacher = TeacherScores(torch.zeros_like(batch.mask_BT), batch.mask_BT)
-    with pytest.raises(ValueError, match="regroup takes"):
-        regroup([(groups, batch, replace(sc, teachers={"t": teacher}))], [(0, 0)])
+    with pytest.raises(ValueError, match="Scores.select takes"):
+        replace(sc, teachers={"t": teacher}).select([0], groups, batch)

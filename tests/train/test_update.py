@@ -164,16 +164,6 @@ def test_bf16_autocast_gives_the_float32_gradient_to_bf16_rounding_and_keeps_flo
     assert 0 < rel < 0.05  # bf16 has 8 bits of mantissa: not equal, but the same gradient
 
 
-def test_bf16_autocast_with_half_precision_weights_is_refused():
-    from tempering.config import load_config
-    from tempering.errors import ConfigError
-    from tempering.methods.rl import TrainConfig
-
-    load_config(TrainConfig, None, ["loss.autocast=bf16"])
-    with pytest.raises(ConfigError, match="loss.autocast=bf16 has no effect with model.dtype=bfloat16"):
-        load_config(TrainConfig, None, ["loss.autocast=bf16", "model.dtype=bfloat16"])
-
-
 def test_bf16_autocast_is_refused_where_the_cpu_has_no_bf16(monkeypatch):
     from tempering.errors import UserError
     from tempering.train.update import check_autocast

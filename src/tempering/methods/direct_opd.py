@@ -11,7 +11,6 @@ are, so the first on-policy ratio is 1 at any sampling temperature.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +27,7 @@ from tempering.teachers import HFTeacher, TeacherSection, load_builder
 from tempering.train.batch import TrainBatch
 from tempering.train.config import ClippedUpdateSection, LoopConfig
 from tempering.train.method import Context, Credit, Method, MethodSpec
+from tempering.train.rules import Linearity
 from tempering.train.scoring import Scores, TeacherLogprobs
 from tempering.train.stages import Stages
 from tempering.train.update import Loss, vocab_logprobs
@@ -181,6 +181,9 @@ class DirectOPDConfig(LoopConfig):
     )
     direct_opd: DirectOPDSection = Field(..., description="Teacher pairs, top-k and the KL anchor.")
 
+    def linearity(self) -> Linearity:
+        return Linearity(LOSS.linear, "the direct-opd loss (a top-k PPO over candidates)")
+
 
 def run_pairs(spec: MethodSpec, cfg: DirectOPDConfig, **kwargs: Any) -> dict[str, Any]:
     """Every teacher pair in turn, each a stage that starts from the previous one's end, anchors the KL
@@ -190,7 +193,7 @@ def run_pairs(spec: MethodSpec, cfg: DirectOPDConfig, **kwargs: Any) -> dict[str
     pairs = cfg.direct_opd.pairs
     callbacks = kwargs.pop("callbacks", ())
     if len(pairs) == 1:
-        return asyncio.run(Trainer(cfg, spec, **kwargs).run(callbacks))
+        return Trainer(cfg, spec, **kwargs).run(callbacks)
     resume, overwrite = kwargs.pop("resume", False), kwargs.pop("overwrite", False)
     parts = kwargs.pop("parts", None) or {}
     root = Path(cfg.run.out_dir)
@@ -205,7 +208,7 @@ def run_pairs(spec: MethodSpec, cfg: DirectOPDConfig, **kwargs: Any) -> dict[str
 
         def train(c: DirectOPDConfig, resume: bool, overwrite: bool, i: int = i) -> dict[str, Any]:
             t = Trainer(c, spec, resume=resume, overwrite=overwrite, parts={**parts, "pair": i}, **kwargs)
-            return asyncio.run(t.run(callbacks))
+            return t.run(callbacks)
 
         s = stages.run(f"pair_{i + 1}", stage, train, after)
         h, after = s.result, s.digest
@@ -217,4 +220,4 @@ def run_pairs(spec: MethodSpec, cfg: DirectOPDConfig, **kwargs: Any) -> dict[str
     return history
 
 
-SPEC = MethodSpec(name="direct-opd", config=DirectOPDConfig, build=build, parts=("pair",), run=run_pairs, loss=LOSS)
+SPEC = MethodSpec(name="direct-opd", config=DirectOPDConfig, build=build, parts=("pair",), run=run_pairs)

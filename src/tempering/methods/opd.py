@@ -26,6 +26,7 @@ from tempering.teachers.prompts import PromptBuilder
 from tempering.train.batch import TrainBatch
 from tempering.train.config import ClippedUpdateSection, LoopConfig
 from tempering.train.method import Context, Credit, Method, MethodSpec
+from tempering.train.rules import Linearity
 from tempering.train.scoring import Scores, TeacherLogprobs
 from tempering.train.update import PPO_LOSS, Loss, vocab_logprobs
 
@@ -184,17 +185,12 @@ class DistillConfig(LoopConfig):
         check_sampling(self.rollout)
         direct = self.distill.loss != "reverse_kl"
         ignored_unless(self.loss, "loss", ["clip_low", "clip_high", "dual_clip"], not direct, "distill.loss=reverse_kl")
-        if direct:  # a direct loss: nothing on the sampled tokens to reweight
-            for key, on in (
-                ("rollout.async_steps", self.rollout.async_steps),
-                ("loss.rollout_correction", self.loss.rollout_correction != "none"),
-            ):
-                if on:
-                    raise ValueError(
-                        f"{key} needs a loss linear in its advantages, and distill.loss={self.distill.loss} is a "
-                        f"direct loss on whole distributions; use distill.loss=reverse_kl or unset {key}"
-                    )
         return self
+
+    def linearity(self) -> Linearity:
+        """A direct loss on whole distributions has nothing on the sampled tokens to reweight."""
+        what = f"distill.loss={self.distill.loss} (a direct loss on whole distributions)"
+        return Linearity(self.distill.loss == "reverse_kl", what, "use distill.loss=reverse_kl")
 
 
 SPEC = MethodSpec(name="distill", config=DistillConfig, build=build, parts=("teacher", "teacher_prompt"))

@@ -10,7 +10,6 @@ feedback, then the right answer), so the policy learns to use feedback.
 
 from __future__ import annotations
 
-import asyncio
 import random
 from pathlib import Path
 from typing import Any
@@ -27,9 +26,10 @@ from tempering.rollout.engine import format_feedback
 from tempering.train.batch import TrainBatch
 from tempering.train.config import LoopConfig, OptimSection, RolloutSection, RunSection, UpdateSection
 from tempering.train.method import Context, Credit, Method, MethodSpec, State
+from tempering.train.rules import Linearity
 from tempering.train.scoring import Scores
 from tempering.train.update import Loss, UpdateSettings, policy_logprobs
-from tempering.types import Episode, Task, Turn
+from tempering.types import Episode, StopReason, Task, Turn
 
 
 class PretrainSection(Schema):
@@ -80,6 +80,9 @@ class PretrainConfig(LoopConfig):
     run: PretrainRun = Field(default_factory=PretrainRun, description="Length, evaluations, early finish, folder.")
     pretrain: PretrainSection = Field(default_factory=PretrainSection, description="Repair examples.")
 
+    def linearity(self) -> Linearity:
+        return Linearity(LOSS.linear, "the pretrain loss (an NLL)")
+
     @model_validator(mode="after")
     def _check(self):
         given = "a sampled batch (pretrain trains on given answers)"
@@ -129,7 +132,7 @@ def given_answer(
             made[t.id] = tokens(t)
         ids, target = made[t.id]
         turn = Turn(list(target), [0.0] * len(target), score=1.0, success=True, status="given")
-        return Episode(t, list(ids), [turn], stop_reason="success", reward=1.0, prompt=t.prompt)
+        return Episode(t, list(ids), [turn], stop_reason=StopReason.SUCCESS, reward=1.0, prompt=t.prompt)
 
     return episode
 
@@ -186,7 +189,7 @@ def build(ctx: Context) -> Method:
     )
 
 
-SPEC = MethodSpec(name="pretrain", config=PretrainConfig, build=build, loss=LOSS)
+SPEC = MethodSpec(name="pretrain", config=PretrainConfig, build=build)
 
 
 def pretrain(
@@ -198,7 +201,7 @@ def pretrain(
 
     cfg = as_config(PretrainConfig, cfg)
     t = Trainer(cfg, SPEC, family, resume=resume, overwrite=overwrite)
-    hist = asyncio.run(t.run())
+    hist = t.run()
     return {
         "model": str(Path(cfg.run.out_dir) / "final"),
         "heldout_pass@1": hist["final"]["eval/pass@1"],

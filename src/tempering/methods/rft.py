@@ -17,9 +17,10 @@ from tempering.config import Schema
 from tempering.train.batch import TrainBatch
 from tempering.train.config import LoopConfig, UpdateSection
 from tempering.train.method import Context, Credit, Method, MethodSpec, State
+from tempering.train.rules import Linearity
 from tempering.train.scoring import Scores
 from tempering.train.update import Loss, UpdateSettings, policy_logprobs
-from tempering.types import Episode, Group
+from tempering.types import Episode, Group, StopReason
 
 REASONS = ("reward", "invalid_call", "loop", "truncated")
 
@@ -45,7 +46,7 @@ def rejection(e: Episode, r: RFTSection) -> str | None:
     """Why RFT rejects an episode (one of REASONS), or None to keep it."""
     if e.reward <= r.min_reward:
         return "reward"
-    if e.stop_reason == "env_error" or any(t.status in r.reject_statuses for t in e.turns):
+    if e.stop_reason == StopReason.ENV_ERROR or any(t.status in r.reject_statuses for t in e.turns):
         return "invalid_call"
     if r.reject_loops and any(a.action_ids == b.action_ids for a, b in zip(e.turns, e.turns[1:])):
         return "loop"
@@ -114,5 +115,8 @@ class RFTConfig(LoopConfig):
     loss: UpdateSection = Field(default_factory=UpdateSection, description="The NLL update (no clip: plain NLL).")
     rft: RFTSection = Field(default_factory=RFTSection, description="Which trajectories are kept.")
 
+    def linearity(self) -> Linearity:
+        return Linearity(LOSS.linear, "the rft loss (an NLL)")
 
-SPEC = MethodSpec(name="rft", config=RFTConfig, build=build, loss=LOSS)
+
+SPEC = MethodSpec(name="rft", config=RFTConfig, build=build)

@@ -27,6 +27,7 @@ from tempering.rollout.engine import CounterfactualOptions
 from tempering.train.batch import TrainBatch
 from tempering.train.config import LoopConfig, PolicyLossSection, RolloutSection
 from tempering.train.method import Context, Credit, CreditFn, Method, MethodSpec, turn_credit
+from tempering.train.rules import Linearity
 from tempering.train.scoring import KLPenalty, OverlongPenalty, ReferenceLogprobs, Scores
 from tempering.train.update import Loss, UpdateSettings, policy_loss_of
 from tempering.types import Group
@@ -153,16 +154,6 @@ WHITENED = ("reinforce_pp", "reinforce_pp_baseline", "gdpo")
 def check(cfg) -> None:
     """Checks across sections of an RL config (raise ValueError inside a validator)."""
     r, loss = cfg.rollout, cfg.loss
-    if not POLICY_LOSSES[loss.policy_loss].linear:
-        for key, on in (
-            ("rollout.async_steps", r.async_steps > 0),
-            ("loss.rollout_correction", loss.rollout_correction != "none"),
-        ):
-            if on:
-                raise ValueError(
-                    f"{key} weights the advantages, and loss.policy_loss={loss.policy_loss} is not linear in them; "
-                    f"use a linear loss ({', '.join(n for n, p in POLICY_LOSSES.items() if p.linear)}) or unset {key}"
-                )
     if loss.dynamic_sampling and loss.advantage in WHITENED:
         raise ValueError(
             f"loss.dynamic_sampling drops groups whose advantages are all zero, and loss.advantage={loss.advantage} "
@@ -290,6 +281,11 @@ class TrainConfig(LoopConfig):
     rollout: RLRolloutSection = Field(default_factory=RLRolloutSection, description="Sampling and turns.")
     loss: RLLossSection = Field(default_factory=RLLossSection, description="Credit and policy loss.")
 
+    def linearity(self) -> Linearity:
+        linear = ", ".join(n for n, p in POLICY_LOSSES.items() if p.linear)
+        name = self.loss.policy_loss
+        return Linearity(POLICY_LOSSES[name].linear, f"loss.policy_loss={name}", f"use a linear loss ({linear})")
+
     @model_validator(mode="after")
     def _check(self):
         check(self)
@@ -301,4 +297,4 @@ def rl_loss(cfg: TrainConfig) -> Loss:
     return policy_loss_of(cfg.loss.policy_loss)
 
 
-SPEC = MethodSpec(name="rl", config=TrainConfig, build=build, loss=rl_loss)
+SPEC = MethodSpec(name="rl", config=TrainConfig, build=build)

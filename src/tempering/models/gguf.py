@@ -8,6 +8,7 @@ cores); the converted folder, keyed by the file's checksum, loads in about a sec
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import importlib.util
 import os
@@ -15,6 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from tempering.errors import UserError
 
@@ -71,7 +73,9 @@ def _architecture(path: Path) -> str:
 
 def convert(path: Path, out: Path) -> None:
     """De-quantise `path` to float32 and write a Hugging Face folder at `out` (atomically)."""
+    from tqdm.auto import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
     from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
 
     arch = _architecture(path)
@@ -82,8 +86,10 @@ def convert(path: Path, out: Path) -> None:
         )
     try:
         tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-        # Any: the GGUF marks reset below are instance attributes transformers' classes do not declare
-        model: Any = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype="float32")
+        # its progress bar only on a terminal: in a log file each update is a line of carriage returns
+        with mock.patch.object(gguf_utils, "tqdm", functools.partial(tqdm, disable=None)):
+            # Any: the GGUF marks reset below are instance attributes transformers' classes do not declare
+            model: Any = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype="float32")
     except (OSError, ValueError, KeyError) as e:
         raise UserError(f"could not convert {path}: {type(e).__name__}: {e}") from e
     # the weights are plain float32 now: drop the GGUF marks that make transformers refuse to save them
@@ -124,10 +130,37 @@ def gguf_folder(path: str | Path) -> Path:
     return out
 
 
+HUB_IDS = {"HuggingFaceTB/SmolLM2-135M-Instruct": "smollm2-135m-instruct"}
+"""Hugging Face Hub ids of the packaged models (the packaged file is the same model, quantised to Q4_1)."""
+
+
 def resolve(name: str) -> str:
-    """A built-in GGUF name or a `.gguf` path as its converted folder; anything else unchanged."""
+    """A built-in GGUF name or a `.gguf` path as its converted folder, a Hub id as the packaged model or
+    its snapshot in the local Hugging Face cache (`hub_snapshot`); anything else unchanged."""
+    name = HUB_IDS.get(name, name)
     if name in PACKAGED:
         return str(gguf_folder(packaged_file(name)))
     if name.endswith(".gguf"):
         return str(gguf_folder(name))
-    return name
+    return hub_snapshot(name) or name
+
+
+def hub_snapshot(name: str) -> str | None:
+    """The local Hugging Face cache's snapshot of a Hub id (`org/model`) that is no local path; a Hub id
+    not in the cache is refused, saying how to get it (nothing is downloaded at run time)."""
+    if name.count("/") != 1 or name.startswith((".", "/", "~")) or Path(name).exists():
+        return None
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.constants import HF_HUB_CACHE
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+
+    try:
+        return snapshot_download(name, local_files_only=True)
+    except HFValidationError:
+        return None  # not a Hub id: read as a path
+    except LocalEntryNotFoundError:
+        raise UserError(
+            f"model {name!r} is neither a local folder nor a Hugging Face Hub id in the local cache ({HF_HUB_CACHE}), "
+            f"and models are never downloaded at run time: fetch it once with `hf download {name}`, or give a "
+            "local folder"
+        ) from None

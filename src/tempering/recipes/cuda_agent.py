@@ -244,9 +244,7 @@ class Pipeline:
             self.evaluate("pretrain", model)
 
         def trained(cfg, resume: bool, overwrite: bool):
-            return asyncio.run(
-                Trainer(cfg, self.method(cfg), family=self.family, resume=resume, overwrite=overwrite).run()
-            )
+            return Trainer(cfg, self.method(cfg), family=self.family, resume=resume, overwrite=overwrite).run()
 
         if c.warmup.enabled:
             d = self.common("warmup", c.warmup.steps, c.warmup.lr, model)

@@ -18,7 +18,7 @@ from typing import Any
 
 from tempering.config import apply_overrides, build
 from tempering.errors import UserError
-from tempering.progress import conditions, conditions_text, print_eval_table
+from tempering.progress import conditions, conditions_text, print_eval_table, warn
 from tempering.runlog import atomic_write_text
 from tempering.train.stages import Stages
 
@@ -138,6 +138,13 @@ def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) 
     # a demo run again continues (or only reports) its stages
     stages = Stages(out, None, resume=True, overwrite=False)
     pre = stages.run("pretrain", pcfg, pretrain)
+    target = pcfg.run.stop_at_pass
+    if target is not None and pre.result["heldout_pass@1"] < target:
+        warn(
+            f"the warm start ended at held-out pass@1 {pre.result['heldout_pass@1']:.3f}, below its target "
+            f"pretrain.run.stop_at_pass={target} after {pre.result['steps']} steps: GRPO starts from a weaker model "
+            "(more pretrain.run.steps reach it)"
+        )
     t1 = time.perf_counter()
     cfg.model.name = pre.result["model"]
     hist = stages.run("grpo", cfg, grpo, after=pre.digest).result
@@ -243,6 +250,27 @@ def main(argv: list[str]) -> int:
         )
     base = Path(a.out or ("runs/demo" if not a.model else f"runs/demo-{a.model}"))
     start = conditions() if a.results else {}
+    try:
+        rows = _demos(a, base)
+    except KeyboardInterrupt:
+        warn(
+            "tempering demo continues where it stopped when run again with the same arguments (it has no --resume; "
+            "the line above names a stage's own run)"
+        )
+        raise
+    if a.results:
+        write_results(
+            Path(a.results),
+            rows,
+            "tempering " + " ".join(["demo", *sys.argv[2:]] if sys.argv[1:2] == ["demo"] else ["demo", *argv]),
+            start,
+            conditions(),
+        )
+    return 0
+
+
+def _demos(a: argparse.Namespace, base: Path) -> list[dict]:
+    """Each seed's demo, its table, and where its runs are."""
     rows = []
     for s in a.seed:
         out = base if len(a.seed) == 1 else base / f"seed{s}"
@@ -267,12 +295,9 @@ def main(argv: list[str]) -> int:
             title=f"quickstart, seed {s}: {r['heldout_prompts']} held-out prompts, {r['seconds_total']:.0f}s",
         )
         atomic_write_text(out / "summary.json", json.dumps(r, indent=2) + "\n")
-    if a.results:
-        write_results(
-            Path(a.results),
-            rows,
-            "tempering " + " ".join(["demo", *sys.argv[2:]] if sys.argv[1:2] == ["demo"] else ["demo", *argv]),
-            start,
-            conditions(),
+        grpo_dir = out / "grpo"
+        print(
+            f"runs: {', '.join(str(d) for d in sorted(out.iterdir()) if (d / 'config.yaml').is_file())}\n"
+            f"next: tempering view {grpo_dir}  (curves and samples)  |  tempering eval {grpo_dir}  (held-out table)"
         )
-    return 0
+    return rows

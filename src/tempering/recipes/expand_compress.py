@@ -9,7 +9,6 @@ refused when set, rather than silently replaced.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +95,7 @@ def expand_compress(
     c = compress_config(cfg, expanded["teachers"], expanded["pass_rates"])
 
     def train(tu: TUOPDConfig, resume: bool, overwrite: bool) -> dict[str, Any]:
-        return asyncio.run(Trainer(tu, method.SPEC, family, resume, world, strategy, overwrite).run())
+        return Trainer(tu, method.SPEC, family, resume, world, strategy, overwrite).run()
 
     hist = stages.run("compress", c, train, after=last.digest).result  # the last round's digest names every round
     return {

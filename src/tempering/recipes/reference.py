@@ -16,7 +16,7 @@ import yaml
 from tempering.config import build, describe
 from tempering.errors import UserError
 from tempering.recipes.verbs import configured, schema
-from tempering.trl_names import RETIRED, from_trl
+from tempering.trl_names import from_trl
 
 KEYS = Path(__file__).with_name("config_keys.json")
 
@@ -62,7 +62,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("verb", nargs="?", choices=configured(), help="verb (default: all, as docs/config.md)")
     p.add_argument("family", nargs="?", metavar="task.family=NAME", help="the arguments (task.args.*) of a task family")
     p.add_argument(
-        "--from-trl", metavar="FILE", help="print the `tempering train` YAML of a TRL GRPOConfig (YAML or JSON)"
+        "--from-trl",
+        metavar="FILE",
+        help="print the `tempering train` YAML of a TRL GRPOConfig or `trl grpo --config` file (YAML or JSON)",
     )
     p.add_argument(
         "--from-verl",
@@ -117,10 +119,15 @@ def trl_yaml(path: Path) -> str:
     try:
         keys, mapped, missing, inert = from_trl(trl)
     except KeyError as e:
-        retired = "".join(f" ({k} is {why})" for k, why in RETIRED.items() if k in trl)
-        raise UserError(f"{path}: not GRPOConfig fields: {e.args[0]}{retired}; fix or remove them") from None
+        raise UserError(
+            f"{path}: neither GRPOConfig fields nor `trl grpo` script arguments: {e.args[0]}; fix or remove them"
+        ) from None
     except ValueError as e:
         raise UserError(f"{path}: {e}; fix the file") from None
+    here = ""
+    if keys.get("loss.autocast") == "bf16" and not _bf16_computes_here():
+        keys["loss.autocast"] = "none"
+        here = "; bf16 converts to loss.autocast=none: this machine does not compute in bf16 (bf16 there: loss.autocast=bf16)"
     data: dict = {}
     for key, value in keys.items():
         *sections, leaf = key.split(".")
@@ -135,8 +142,21 @@ def trl_yaml(path: Path) -> str:
     report = f"mapped {len(given)} keys ({', '.join(given) or 'none'})"
     report += f", and TRL's defaults of {', '.join(defaults)}" if defaults else ""
     report += f"; not mapped: {gaps}"
-    print(report + (f"; keys that change nothing here: {inert}" if inert else ""), file=sys.stderr)
+    print(report + (f"; keys that change nothing here: {inert}" if inert else "") + here, file=sys.stderr)
     return yaml.safe_dump(data, sort_keys=False)
+
+
+def _bf16_computes_here() -> bool:
+    """Whether `loss.autocast=bf16` starts on this machine's default device (model.device=cpu)."""
+    import torch
+
+    from tempering.train.update import check_autocast
+
+    try:
+        check_autocast("bf16", torch.device("cpu"))
+    except UserError:
+        return False
+    return True
 
 
 def _nest(keys: dict) -> dict:

@@ -136,7 +136,7 @@ def rounds(
         def train(c: RGRPOConfig, resume: bool, overwrite: bool, weights=weights) -> dict[str, Any]:
             fam = PoolFamily(base, weighted_pool(pool, weights, c.run.seed))
             trainer = Trainer(c, rl.SPEC, fam, resume, world, strategy, overwrite)
-            hist = asyncio.run(trainer.run())
+            hist = trainer.run()
             p = trainer.ranks.once(
                 lambda: asyncio.run(
                     pass_rates(trainer.sampler, trainer.fmt, base.make_env, pool, g.pass_samples, trainer.opts)

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,4 +65,4 @@ def run(method: str | MethodSpec, cfg: Any, callbacks: Sequence[Any] = (), **kwa
         parts = {k: v for k, v in kwargs.items() if k not in run_keys}
         rest = {k: v for k, v in kwargs.items() if k in run_keys}
         return spec.run(spec, cfg, callbacks=callbacks, parts=parts, **rest)
-    return asyncio.run(trainer(spec, cfg, **kwargs).run(callbacks))
+    return trainer(spec, cfg, **kwargs).run(callbacks)

@@ -23,7 +23,7 @@ from tempering.envs.base import SAMPLED_IDS, Env, StepResult
 from tempering.errors import UserError
 from tempering.models.chat import ChatFormat
 from tempering.rollout.sampler import SamplingParams
-from tempering.types import Episode, Group, Task, Turn, common_prefix
+from tempering.types import Episode, Group, StopReason, Task, Turn, common_prefix
 
 FEEDBACK_TEMPLATES: dict[str, str] = {
     "parse_error": "unreadable: {feedback}",
@@ -334,13 +334,13 @@ async def rollout(
             realign.discard(id(e))
             if res.status == "env_error":
                 stats.env_errors += 1
-                e.stop_reason = "env_error"
+                e.stop_reason = StopReason.ENV_ERROR
             elif res.success:
-                e.stop_reason = "success"
+                e.stop_reason = StopReason.SUCCESS
             elif res.done:
-                e.stop_reason = "done"
+                e.stop_reason = StopReason.DONE
             elif k == opts.max_turns:
-                e.stop_reason = "max_turns"
+                e.stop_reason = StopReason.MAX_TURNS
         if k == 1 and opts.max_turns > 1:
             for g in groups:  # which groups with a turn-1 failure get more turns
                 failed = [e for e in g.episodes if not e.stop_reason]
@@ -349,7 +349,7 @@ async def rollout(
                 )
                 cut = [e for e, ok in zip(g.episodes, keep) if not e.stop_reason and not ok]
                 for e in cut:
-                    e.stop_reason = "pruned"
+                    e.stop_reason = StopReason.PRUNED
                 g.info.update(turn1_failures=len(failed), expanded=bool(failed) and len(cut) < len(failed))
                 if failed:
                     stats.groups_expanded += len(cut) < len(failed)
@@ -367,7 +367,7 @@ async def rollout(
             if opts.turn_context == "template":
                 context = _rerendered(e, fmt, ctx[id(e)], opts, budget)
                 if context is None:
-                    e.stop_reason = "context"
+                    e.stop_reason = StopReason.CONTEXT
                     continue
                 ctx[id(e)], kind = context
                 if kind == "clean":  # the row goes on with the template's tokens after the answer
@@ -386,7 +386,7 @@ async def rollout(
                 fitted = _fit_context(e.prompt_ids, e.turns, budget) if opts.drop_old_turns else None
                 if fitted is None:
                     last.feedback_ids = []
-                    e.stop_reason = "context"
+                    e.stop_reason = StopReason.CONTEXT
                     continue
                 ctx[id(e)] = pending_context[id(e)] = fitted
             nxt.append(e)

@@ -16,7 +16,6 @@ from typing import Any
 
 import torch
 
-from tempering.algos.correction import CORRECTIONS, reweights
 from tempering.envs.base import TaskFamily
 from tempering.envs.registry import make_family, set_reward_timeout
 from tempering.errors import UserError
@@ -37,9 +36,10 @@ from tempering.train.checkpoint import (
 )
 from tempering.train.collect import RankCursor
 from tempering.train.cursor import PromptCursor
-from tempering.train.method import Context, Method, MethodSpec, Trainable, check_linear
+from tempering.train.method import Context, Method, MethodSpec, Trainable
 from tempering.train.optim import make_optimizer, make_scheduler
 from tempering.train.parallel import DataParallel, Solo, wrap_model
+from tempering.train.rules import Linearity, linear_loss, refuse
 from tempering.train.scoring import RolloutCorrection, Scorer
 from tempering.train.update import UpdateSettings, check_autocast
 from tempering.train.world import World
@@ -147,7 +147,6 @@ def assemble(
 ) -> Parts:
     """The parts of a run of `spec` (the arguments of `Trainer`); every refusal comes before any model loads."""
     spec.check(cfg, parts or {})
-    check_async(cfg)
     ranks: Solo | DataParallel = Solo() if world is None else DataParallel(world)
     check_parallel(cfg, ranks.size, strategy, resume)
     out = Path(cfg.run.out_dir)
@@ -217,7 +216,7 @@ def assemble(
         load_start=lambda: load_model(cfg, device, lora=False)[0].eval().requires_grad_(False),
     )
     method = spec.build(ctx)
-    check_linear(cfg, method.loss, method.name)
+    refuse(linear_loss, cfg, Linearity(method.loss.linear, f"the {method.name} loss"))
     opts = replace(opts, **method.rollout)
     if method.student_prompt is not None:
         build = method.student_prompt
@@ -263,7 +262,7 @@ def scorers_of(cfg, method: Method, model) -> list[Scorer]:
     """The method's scorers, then the rollout correction when the config asks for one."""
     scorers = list(method.scorers)
     loss = cfg.loss
-    if loss.rollout_correction != "none":  # the method's loss is linear (`check_linear`)
+    if loss.rollout_correction != "none":  # the method's loss is linear (`train/rules.py: linear_loss`)
         scorers.append(
             RolloutCorrection(
                 model,
@@ -523,21 +522,6 @@ def check_family(p: Parts, saved: dict[str, Any] | None) -> None:
 
 
 # ---- refusals before any work ------------------------------------------------------------------
-def check_async(cfg) -> None:
-    """Asynchronous rollouts train on samples of older weights, which the rollout correction reweights
-    (a method whose loss is not linear in its advantages refuses both: `method.check_linear`)."""
-    k = cfg.rollout.async_steps
-    if not k:
-        return
-    mode = cfg.loss.rollout_correction
-    if mode == "none" or not reweights(mode):
-        raise UserError(
-            f"rollout.async_steps={k} trains on samples of weights up to {k} update(s) old, and "
-            f"loss.rollout_correction={mode} does not weight them by pi_proximal / pi_behaviour; set it to one that "
-            f"does: {', '.join(m for m in CORRECTIONS if reweights(m))}"
-        )
-
-
 def check_parallel(cfg, size: int, strategy: str, resume: bool) -> None:
     """What a data-parallel run cannot do, before any work starts."""
     if size == 1:

@@ -11,13 +11,14 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from tempering.algos.correction import CORRECTIONS, MODES, RENAMED, steps
+from tempering.algos.correction import CORRECTIONS, RENAMED
 from tempering.algos.losses import AGG_MODES, CLIP_KEYS, POLICY_LOSSES
 from tempering.config import Schema, ignored_unless
 from tempering.rollout.engine import FEEDBACK_TEMPLATES, RolloutOptions
 from tempering.rollout.ray_workers import RaySection
 from tempering.rollout.sampler import SamplingParams
 from tempering.rollout.vllm_sampler import VLLMSection
+from tempering.train import rules
 from tempering.train.update import UpdateSettings
 
 LossAgg = Literal[AGG_MODES]  # type: ignore[valid-type]
@@ -26,7 +27,7 @@ LossAgg = Literal[AGG_MODES]  # type: ignore[valid-type]
 class ModelSection(Schema):
     name: str = Field(
         "tiny-s",
-        description="Built-in tiny size (tiny-xs/s/m/l/xl), a packaged model (smollm2-135m-instruct), a .gguf file or a local Hugging Face model folder.",
+        description="Built-in tiny size (tiny-xs/s/m/l/xl), a packaged model (smollm2-135m-instruct, or its Hub id HuggingFaceTB/SmolLM2-135M-Instruct), a .gguf file, a local Hugging Face model folder, or a Hub id already in the local Hugging Face cache (never downloaded).",
     )
     tokenizer: str | None = Field(
         None,
@@ -148,13 +149,7 @@ class RolloutSection(Schema):
 
     @model_validator(mode="after")
     def _check_rollout(self):
-        ignored_unless(self, "rollout", ["vllm"], self.backend == "vllm", "rollout.backend=vllm")
-        ignored_unless(self, "rollout", ["ray"], self.backend == "ray", "rollout.backend=ray")
-        ignored_unless(self, "rollout", ["clamp_scores"], self.score_range is not None, "rollout.score_range")
-        template = self.turn_context == "template"
-        ignored_unless(self, "rollout", ["fork_threshold_tokens"], template, "rollout.turn_context=template")
-        hf_async = self.async_steps > 0 and self.backend == "hf"
-        ignored_unless(self, "rollout", ["async_threads"], hf_async, "rollout.async_steps > 0 with rollout.backend=hf")
+        rules.rollout_keys(self)
         return self
 
     def sampling(self) -> SamplingParams:
@@ -250,16 +245,7 @@ class UpdateSection(Schema):
 
     @model_validator(mode="after")
     def _check_update(self):
-        on = self.rollout_correction != "none"
-        for key in ("rollout_correction_cap", "rollout_correction_floor", "rollout_correction_batch_norm"):
-            ignored_unless(self, "loss", [key], on, "loss.rollout_correction=" + "|".join(MODES))
-        bounds_of = steps(self.rollout_correction, self.rollout_correction_cap, self.rollout_correction_floor)
-        weighting = [m for m, _, _ in bounds_of if MODES[m].rule in ("truncate", "mask")]
-        if self.rollout_correction_batch_norm and not weighting:
-            raise ValueError(
-                f"loss.rollout_correction_batch_norm=true normalises weights, and loss.rollout_correction="
-                f"{self.rollout_correction} has none; use a weighting mode (tis, sequence_truncate, ...) or remove it"
-            )
+        rules.correction_keys(self)
         return self
 
     def update_settings(self, temperature: float, max_response_len: int) -> UpdateSettings:
@@ -391,12 +377,15 @@ class OptimSection(Schema):
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
     warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps.")
-    schedule: Literal["cosine", "constant"] = Field("constant", description="Decay after warm-up.")
-    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Final lr as a share of the peak (cosine).")
+    schedule: Literal["cosine", "linear", "constant"] = Field(
+        "constant", description="Decay after warm-up to min_lr_ratio at the last step (linear: TRL's default)."
+    )
+    min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Final lr as a share of the peak (cosine, linear).")
 
     @model_validator(mode="after")
     def _check(self):
-        ignored_unless(self, "optim", ["min_lr_ratio"], self.schedule == "cosine", "optim.schedule=cosine")
+        decays = self.schedule != "constant"
+        ignored_unless(self, "optim", ["min_lr_ratio"], decays, "optim.schedule=cosine or linear")
         return self
 
 
@@ -507,31 +496,12 @@ class LoopConfig(Schema):
     optim: OptimSection = Field(default_factory=OptimSection, description="Optimizer and schedule.")
     run: RunSection = Field(default_factory=RunSection, description="Length, logging, evaluation, checkpoints.")
 
-    @model_validator(mode="after")
-    def _check_correction_sampling(self):
-        """The sampler's log-probs come from the top-k / top-p filtered distribution and the trainer's from the
-        whole one, so rho < 1 on every kept token even at staleness 0: the correction would be biased."""
-        r = self.rollout
-        off = [f"rollout.{k}={v}" for k, v, plain in (("top_k", r.top_k, 0), ("top_p", r.top_p, 1.0)) if v != plain]
-        if off and self.loss.rollout_correction != "none":
-            raise ValueError(
-                f"loss.rollout_correction={self.loss.rollout_correction} with {', '.join(off)}: the sampler's log-probs "
-                "are of the filtered distribution and the trainer's of the whole one, which biases the correction; "
-                "set rollout.top_k=0 and rollout.top_p=1, or loss.rollout_correction=none"
-            )
-        return self
+    def linearity(self) -> rules.Linearity | None:
+        """Whether this verb's loss is linear in its advantages, where its config alone decides it (None: the
+        built method's loss says, checked by `assemble`)."""
+        return None
 
     @model_validator(mode="after")
-    def _check_turns(self):
-        turns = max(self.rollout.max_turns, self.run.eval_max_turns or 1)
-        ignored_unless(self.rollout, "rollout", ["turn_context"], turns > 1, "rollout.max_turns > 1")
-        return self
-
-    @model_validator(mode="after")
-    def _check_autocast(self):
-        if self.loss.autocast == "bf16" and self.model.dtype != "float32":
-            raise ValueError(
-                f"loss.autocast=bf16 has no effect with model.dtype={self.model.dtype} (the weights already compute "
-                "in half precision); remove loss.autocast, or set model.dtype=float32 to keep float32 weights"
-            )
+    def _check_across(self):
+        rules.check(self, self.linearity())
         return self

@@ -40,6 +40,7 @@ from tempering.train.build import FullCopySync, assemble, checkpoint_state
 from tempering.train.checkpoint import save_checkpoint
 from tempering.train.collapse import CollapseRule, CollapseState, check_collapse
 from tempering.train.collect import Collector, Rollouts
+from tempering.train.dynamic import DynamicSampling
 from tempering.train.method import Credit, MethodSpec, zero_signal_groups
 from tempering.train.pipeline import RolloutPipeline
 from tempering.train.scoring import Scores, per_turn, score
@@ -115,9 +116,10 @@ class Trainer:
             p.method,
             p.cfg.rollout.prompts_per_step,
             p.cfg.rollout.group_size,
-            p.sampler.pad_id,
             p.cfg.rollout.on_env_error,
-            p.cfg.loss.mask_truncated,
+            None
+            if p.method.resample_rounds is None
+            else DynamicSampling(p.method, p.cfg.rollout.group_size, p.sampler.pad_id, p.cfg.loss.mask_truncated),
         )
         """One step's groups (`train/collect.py`): called here, or by the rollout pipeline's thread."""
         self.pipeline: RolloutPipeline | None = None
@@ -151,11 +153,17 @@ class Trainer:
         every = [n for n in (r.eval_every, r.checkpoint_every) if n]
         return step >= r.steps or any(step % n == 0 for n in every)
 
+    @property
+    def drained(self) -> bool:
+        """Nothing is in flight at this step: no rollout pipeline, or one that drains here (`_drains_after`).
+        Checkpoints, evaluations on the pipeline's sampler and every stop wait for it."""
+        return self.pipeline is None or self.pipeline.drained_at(self.step_no)
+
     # ---- state -------------------------------------------------------------------------------
     def save(self) -> Path | None:
         """An atomic checkpoint of everything needed to resume exactly (rank 0 writes it). With
         asynchronous rollouts only where the pipeline drains (nothing in flight)."""
-        if self.pipeline is not None and not self.pipeline.drained_at(self.step_no):
+        if not self.drained:
             raise UserError(
                 f"a checkpoint at step {self.step_no} would miss the batches generated ahead of it "
                 f"(rollout.async_steps={self.cfg.rollout.async_steps}); checkpoint at steps where the pipeline "
@@ -391,7 +399,7 @@ class Trainer:
         out = None
         if self.ranks.is_main:
             if self.pipeline is not None and self.rollout_sampler is self.sampler:  # shared with the pipeline
-                if not self.pipeline.drained_at(self.step_no):
+                if not self.drained:
                     raise UserError(
                         f"evaluating at step {self.step_no} would share the sampler with the rollouts generated "
                         "ahead of it; evaluate where the pipeline drains (run.eval_every, run.checkpoint_every)"
@@ -421,7 +429,15 @@ class Trainer:
         done = self.step_no >= self.cfg.run.steps or bool(self.progress["finished_early"])
         return done and (Path(self.cfg.run.out_dir) / "final" / "config.json").is_file()
 
-    async def run(self, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
+    def run(self, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
+        """`arun` to the end, from code that runs no event loop (`await trainer.arun()` inside one)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.arun(callbacks))
+        raise UserError("Trainer.run() trains to the end itself; inside an event loop, await trainer.arun(callbacks)")
+
+    async def arun(self, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
         """Train to `run.steps` (evaluating and checkpointing on schedule), export, plot. A finished run
         says so and returns its start and final evaluations from its metrics.
 
@@ -484,6 +500,7 @@ class Trainer:
             eval_every=c.eval_every,
             eval_prompts=min(c.eval_size or len(self.heldout_tasks), len(self.heldout_tasks)),
             final_eval_prompts=len(self.heldout_tasks),
+            hide=("reward", "success") if self.method.supervised else (),
         )
         report.summary(self.summary())
         asked = False  # by a callback, to stop after this step
@@ -499,8 +516,7 @@ class Trainer:
         t_run, spent = time.perf_counter(), self.progress["seconds"]
         with report, StopAtStepEnd(enabled=self.ranks.size == 1) as stop:
             while self.step_no < c.steps:
-                drained = self.pipeline is None or self.pipeline.drained_at(self.step_no)
-                if asked and drained:
+                if asked and self.drained:
                     self.save()
                     self.log.plot()
                     self.log.close()
@@ -510,7 +526,7 @@ class Trainer:
                 report.step(self.step_no, m)
                 self._watch_collapse(history, entropy=m.get("entropy"))
                 asked = self._tell(callbacks, "on_step_end", m) or asked
-                if stop.requested and (self.pipeline is None or self.pipeline.drained_at(self.step_no)):
+                if stop.requested and self.drained:
                     self.save()
                     self.log.plot()
                     warn(
@@ -565,8 +581,7 @@ class Trainer:
         pipeline drains)."""
         c = self.cfg.run
         over = c.max_seconds is not None and self.progress["seconds"] > c.max_seconds
-        drained = self.pipeline is None or self.pipeline.drained_at(self.step_no)
-        return f"training ran past run.max_seconds={c.max_seconds}" if over and drained else None
+        return f"training ran past run.max_seconds={c.max_seconds}" if over and self.drained else None
 
     def _watch_collapse(self, history: dict[str, Any], entropy=None, heldout=None) -> None:
         """Warn once per sign of a collapsed policy (train/collapse.py), flagged in metrics.jsonl."""
@@ -589,9 +604,24 @@ class Trainer:
             "task": f"{self.family.name or c.task.family}: {len(self.train_tasks)} train / "
             f"{len(self.heldout_tasks)} held-out prompts",
             "steps": f"{c.run.steps} x {c.rollout.prompts_per_step} prompts x {c.rollout.group_size} samples",
+            "optimizer": f"AdamW, lr {c.optim.lr:g}, {c.optim.warmup_steps} warm-up steps, then {c.optim.schedule}"
+            + (f" to {c.optim.min_lr_ratio:g} x lr" if c.optim.schedule != "constant" else ""),
+            **({"KL": self._kl_summary()} if hasattr(c.loss, "kl_coef") else {}),
+            **(
+                {"answers": "given (the task's reference answers); the evaluations score the model"}
+                if self.method.supervised
+                else {}
+            ),
             "run folder": str(c.run.out_dir)
             + (f" (resuming from step {self.resume_step})" if self.resume_step is not None else ""),
         }
+
+    def _kl_summary(self) -> str:
+        c = self.cfg
+        if not c.loss.kl_coef:
+            return "none (loss.kl_coef=0: no reference model)"
+        where = "in the reward" if getattr(c.loss, "kl_in_reward", False) else "in the loss"
+        return f"loss.kl_coef {c.loss.kl_coef:g} {where}, to the reference: the starting model ({c.model.name})"
 
 
 class StopAtStepEnd:

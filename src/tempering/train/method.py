@@ -159,7 +159,8 @@ MethodBuilder = Callable[[Context], Method]
 @dataclass(frozen=True)
 class MethodSpec:
     """A training method as the registry, the CLI and `tempering config` know it: each `methods/X.py`
-    exports one as `SPEC`. What it supports is data, checked when its config is read (`check`)."""
+    exports one as `SPEC`. What its loss supports is its config's to say (`LoopConfig.linearity`, checked by
+    `train/rules.py` when the config is read) or, where the config does not decide it, the built loss's."""
 
     name: str
     config: type
@@ -167,42 +168,18 @@ class MethodSpec:
     build: MethodBuilder
     parts: tuple[str, ...] = ()
     """Keyword objects a Python caller may give in place of the config's (`Context.parts`)."""
-    loss: Loss | Callable[[Any], Loss] | None = None
-    """The method's loss where its config alone decides it (a `Loss`, or a function of the config): what it
-    declares (`Loss.linear`) is checked when the config is read, before any model loads. None: once built."""
     run: Callable[..., dict[str, Any]] | None = None
     """The verb, when it is more than one run of the loop (`(spec, cfg, **kwargs) -> history`); None:
     one `Trainer(cfg, spec).run()`."""
 
     def check(self, cfg: Any, parts: Mapping[str, Any] = {}) -> None:
-        """Refuse what this method cannot do with `cfg`, before any model loads."""
+        """Refuse objects this method does not take, before any model loads."""
         unknown = sorted(set(parts) - set(self.parts))
         if unknown:
             raise UserError(
                 f"the {self.name} method takes no {', '.join(unknown)}; it accepts "
                 f"{', '.join(self.parts) or 'no objects'} besides the config"
             )
-        loss = self.loss(cfg) if callable(self.loss) else self.loss
-        if loss is not None:
-            check_linear(cfg, loss, self.name)
-
-
-def check_linear(cfg: Any, loss: Loss, name: str) -> None:
-    """Refuse the rollout correction and asynchronous rollouts unless the method's loss is linear in its
-    advantages (`Loss.linear`): both weight the advantages."""
-    if loss.linear:
-        return
-    if cfg.rollout.async_steps:
-        raise UserError(
-            f"rollout.async_steps={cfg.rollout.async_steps} trains on samples of older weights, which the "
-            f"rollout correction reweights, and the {name} loss is not linear in its advantages; set "
-            "rollout.async_steps=0"
-        )
-    if cfg.loss.rollout_correction != "none":
-        raise UserError(
-            f"loss.rollout_correction={cfg.loss.rollout_correction} reweights advantages, and the {name} "
-            "loss is not linear in them; set loss.rollout_correction=none"
-        )
 
 
 def turn_credit(fn: Callable[[TurnTensors], torch.Tensor]) -> CreditFn:

@@ -1,4 +1,4 @@
-"""AdamW with linear warm-up and cosine (or constant) decay."""
+"""AdamW with linear warm-up and cosine, linear (or no) decay."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ def make_scheduler(optimizer, warmup_steps: int, total_steps: int, schedule: str
             return 1.0
         span = max(1, total_steps - warmup_steps)
         progress = min(1.0, (step - warmup_steps) / span)
+        if schedule == "linear":
+            return min_lr_ratio + (1.0 - min_lr_ratio) * (1.0 - progress)
         return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)

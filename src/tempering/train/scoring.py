@@ -78,6 +78,48 @@ class Scores:
     def with_metrics(self, **m: float) -> Scores:
         return replace(self, metrics={**self.metrics, **m})
 
+    def select(self, keep: Sequence[int], groups: Sequence[Group], batch: TrainBatch) -> Scores:
+        """The scores of the groups `keep` (indices into `groups`, the groups this record scored as `batch`, in
+        order), taken from this record, not recomputed: each group's turn scores and shaping terms, the
+        reference's log-probs of its rows (as wide as the kept rows' longest, the kept groups' own batch). The
+        verifier's and the shaping metrics are the kept groups'; other metrics stay this record's. Teachers,
+        a method's extras and the rollout correction are the update's to compute on what it trains."""
+        if self.teachers or self.extras or self.proximal_logp_BT is not None or self.correction_BT is not None:
+            raise ValueError("Scores.select takes verifier scores, shaping terms and reference log-probs only")
+        kept = [groups[i] for i in keep]
+        out = Scores.of(kept)
+        K = out.turns.scores_NGK.shape[-1]
+        for name, term in self.terms.items():
+            out = out.with_term(name, torch.stack([_fit(term[i], K) for i in keep]))
+        if self.ref_logp_BT is not None:
+            assert batch.episode_B is not None
+            starts = [sum(len(g.episodes) for g in groups[:i]) for i in range(len(groups) + 1)]
+            rows = torch.cat(
+                [((batch.episode_B >= starts[i]) & (batch.episode_B < starts[i + 1])).nonzero().flatten() for i in keep]
+            )
+            ref = self.ref_logp_BT[rows] * batch.attention_BT[rows]
+            out = replace(out, ref_logp_BT=_fit(ref, int(batch.attention_BT[rows].sum(-1).max())))
+        return out.with_metrics(**{k: v for k, v in self.metrics.items() if k not in out.metrics})
+
+    @classmethod
+    def join(cls, parts: Sequence[tuple[Sequence[Group], Scores]]) -> Scores:
+        """Records of different groups as one, their groups in order: turn scores and shaping terms, the
+        reference's rows zero-padded to the widest. The verifier's and the shaping metrics are over all the
+        groups; any other is the mean of the parts', weighted by their episodes."""
+        groups = [g for gs, _ in parts for g in gs]
+        out = Scores.of(groups)
+        K = out.turns.scores_NGK.shape[-1]
+        for name in parts[0][1].terms:  # every part ran the same scorers
+            out = out.with_term(name, torch.cat([_fit(sc.terms[name], K) for _, sc in parts]))
+        refs = [sc.ref_logp_BT for _, sc in parts]
+        if refs[0] is not None:
+            T = max(r.shape[-1] for r in refs if r is not None)
+            out = replace(out, ref_logp_BT=torch.cat([_fit(r, T) for r in refs if r is not None]))
+        weight = [float(len(sc.task_ids)) for _, sc in parts]
+        others = dict.fromkeys(k for _, sc in parts for k in sc.metrics if k not in out.metrics)
+        mean = {k: sum(w * sc.metrics.get(k, 0.0) for w, (_, sc) in zip(weight, parts)) / sum(weight) for k in others}
+        return out.with_metrics(**mean)
+
 
 class Scorer(Protocol):
     def __call__(self, groups: list[Group], batch: TrainBatch, scores: Scores) -> Scores: ...
@@ -96,34 +138,6 @@ def _fit(t: torch.Tensor, n: int) -> torch.Tensor:
     if t.shape[-1] >= n:
         return t[..., :n]
     return torch.nn.functional.pad(t, (0, n - t.shape[-1]))
-
-
-def regroup(sources: Sequence[tuple[list[Group], TrainBatch, Scores]], picks: Sequence[tuple[int, int]]) -> Scores:
-    """The scores of the picked groups ((source, group index) pairs, in order), taken from the scores their
-    sources were given, not recomputed: dynamic sampling scores each collected batch once. Rows follow the
-    picked groups' own batch. The shaping metrics are the picked groups'; any other scorer metric is the
-    mean over every episode of the sources (what was collected)."""
-    for _, _, sc in sources:
-        if sc.teachers or sc.extras or sc.proximal_logp_BT is not None or sc.correction_BT is not None:
-            raise ValueError("regroup takes verifier scores, shaping terms and reference log-probs only")
-    out = Scores.of([sources[s][0][i] for s, i in picks])
-    K = out.turns.scores_NGK.shape[-1]
-    for name in sources[0][2].terms:  # every source ran the same scorers
-        out = out.with_term(name, torch.stack([_fit(sources[s][2].terms[name][i], K) for s, i in picks]))
-    if sources[0][2].ref_logp_BT is not None:
-        rows = []
-        for s, i in picks:
-            groups, b, sc = sources[s]
-            assert b.episode_B is not None and sc.ref_logp_BT is not None
-            G = len(groups[i].episodes)
-            mine = ((b.episode_B >= i * G) & (b.episode_B < (i + 1) * G)).nonzero().flatten()
-            rows.append((sc.ref_logp_BT[mine] * b.attention_BT[mine], int(b.attention_BT[mine].sum(-1).max())))
-        T = max(n for _, n in rows)  # the longest picked row: the picked groups' batch is that wide
-        out = replace(out, ref_logp_BT=torch.cat([_fit(r, T) for r, _ in rows]))
-    weight = [float(len(sc.task_ids)) for _, _, sc in sources]
-    others = dict.fromkeys(k for _, _, sc in sources for k in sc.metrics if k not in out.metrics)
-    means = {k: sum(w * sc.metrics.get(k, 0.0) for w, (_, _, sc) in zip(weight, sources)) / sum(weight) for k in others}
-    return out.with_metrics(**means)
 
 
 def per_turn(values_BT: torch.Tensor, batch: TrainBatch, shape_NGK: torch.Size) -> torch.Tensor:

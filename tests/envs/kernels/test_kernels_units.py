@@ -441,6 +441,8 @@ def test_syscall_filter_denies_what_a_kernel_does_not_need():
     assert {k: _bpf(prog, *v) for k, v in denied.items()} == dict.fromkeys(denied, deny)
     assert _bpf(prog, 0, (), arch=0x40000003) == deny  # i386 calls
     assert "mprotect with PROT_NONE" in syscalls.describe(10, [0, 4096, 0, 0, 0, 0])
+    with_host = syscalls._program("x86_64", 1234, syscalls._RET_USER_NOTIF, child=99)  # may end its kernel host
+    assert _bpf(with_host, 62, (99, 9)) == allow and _bpf(with_host, 62, (98, 9)) == deny
 
 
 def test_extension_symbols_read_from_the_built_library():
@@ -637,3 +639,186 @@ def test_building_a_model_may_allocate_and_fill_but_not_compute():
     assert built(layers) == []
     assert built(lambda: torch.nn.functional.gelu(torch.linspace(-8, 8, 33))) == ["torch call gelu"]
     assert built(lambda: torch.arange(8) / 1024.0) == ["torch call div"]
+
+
+def test_kernel_host_filter_allows_its_channel_and_memory_only():
+    from tempering.envs.kernels.harness import syscalls
+
+    prog = syscalls._program("x86_64", 77, syscalls._RET_TRAP, syscalls.HOST_ALLOWED, syscalls.HOST_CHECKED)
+    allow, trap = syscalls._RET_ALLOW, syscalls._RET_TRAP
+    allowed = {
+        "recvmsg": (47, ()),
+        "sendmsg": (46, ()),
+        "futex": (202, ()),
+        "mmap shared read-write": (9, (0, 4096, 3, 0x01)),
+        "mremap may move": (25, (0, 4096, 8192, 1)),
+        "munmap": (11, ()),
+        "kill itself": (62, (77, 6)),
+    }
+    assert {k: _bpf(prog, *v) for k, v in allowed.items()} == dict.fromkeys(allowed, allow)
+    denied = {
+        "openat for reading": (257, (0, 0, 0)),  # the candidate's process may read files; the kernel may not
+        "open": (2, (0, 0)),
+        "memfd_create": (319, ()),
+        "ftruncate": (77, ()),
+        "mremap over pages": (25, (0, 4096, 8192, 3)),
+        "mprotect executable": (10, (0, 4096, 7)),
+        "rt_sigaction set": (13, (11, 0x7FFF0000)),
+        "clone": (56, ()),
+        "wait4": (61, ()),
+        "kill another": (62, (1, 9)),
+    }
+    assert {k: _bpf(prog, *v) for k, v in denied.items()} == dict.fromkeys(denied, trap)
+
+
+@pytest.fixture(scope="module")
+def kernel_host(tmp_path_factory):
+    """The kernel host built as the verifier builds it, and a library of test kernels (needs gcc)."""
+    from pathlib import Path
+
+    from tempering.envs.kernels import harness
+    from tempering.envs.kernels.verifier import C_FLAGS
+
+    if not shutil.which("gcc"):
+        pytest.skip("no gcc")
+    d = tmp_path_factory.mktemp("kernel_host")
+    source = Path(harness.__file__).parent / "kernel_host.c"
+    subprocess.run(["gcc", "-O2", "-fopenmp", str(source), "-o", str(d / "kernel_host"), "-ldl"], check=True)
+    (d / "k.c").write_text(
+        """#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+void axpy(float a, const float* x, long n, float* y, float b) { for (long i = 0; i < n; i++) y[i] = a * x[i] + b; }
+void shift(float* x, long n) { memmove(x + 1, x, (n - 1) * sizeof(float)); }
+void many(long a, long b, long c, long d, long e, long f, long g, float* out, long h) { out[0] = a + b + c + d + e + f + g + h; }
+void crash(float* x) { *(volatile float*)0 = x[0]; }
+void exec_page(float* x) { mprotect((void*)((uintptr_t)x & ~(uintptr_t)4095), 4096, 7); }
+"""
+    )
+    subprocess.run(["gcc", *C_FLAGS, str(d / "k.c"), "-o", str(d / "k.so")], check=True)
+    return d
+
+
+def _open_host(d, functions):
+    import contextlib
+    import sys
+    from pathlib import Path
+
+    from tempering.envs.kernels import harness
+
+    sys.path.insert(0, str(Path(harness.__file__).parent))
+    try:
+        import ckernel
+        import syscalls
+    finally:
+        sys.path.remove(str(Path(harness.__file__).parent))
+    calls = []
+    load_c, host = ckernel.open_library(
+        str(d / "kernel_host"),
+        str(d / "k.so"),
+        functions,
+        1,
+        syscalls.host_program,
+        lambda: calls.append(1),
+        harness=contextlib.nullcontext,
+    )
+    return load_c(), host, calls, ckernel
+
+
+def test_kernel_host_runs_the_kernel_without_python_or_torch_in_its_process(kernel_host):
+    import torch
+
+    lib, host, calls, _ = _open_host(kernel_host, ["axpy", "shift", "many"])
+    with open(f"/proc/{host.pid}/maps") as f:
+        mapped = f.read()
+    assert "k.so" in mapped and "libtorch" not in mapped and "python" not in mapped.lower()
+    x, y = torch.randn(1000), torch.empty(1000)
+    lib.axpy(2.0, x, 1000, y, 0.5)  # floats and pointers in any order
+    assert torch.equal(y, 2.0 * x + 0.5)
+    base = torch.arange(10.0)
+    view = base[2:]  # a view: the bytes it covers go across and come back, the rest stay
+    lib.shift(view, view.numel())
+    assert base.tolist() == [0, 1, 2, 2, 3, 4, 5, 6, 7, 8]
+    out = torch.zeros(1)
+    lib.many(1, 2, 3, 4, 5, 6, 7, out, 8)  # more integers than registers
+    assert out.item() == 36 and len(calls) == 3
+    import wire  # imported by ckernel, from the harness's folder
+
+    shared = wire.shared_empty(4 * 1000).view(torch.float32)  # memory in a memfd: the host maps it, no copy
+    lib.axpy(2.0, x, 1000, shared, 0.5)
+    assert torch.equal(shared, 2.0 * x + 0.5)
+    lib.shift(shared[500:], 500)  # a view into it: its offset travels with the descriptor
+    assert torch.equal(shared[501:], (2.0 * x + 0.5)[500:999])
+    with pytest.raises(AttributeError, match="no function 'nope'"):
+        lib.nope(x)
+
+
+@pytest.mark.parametrize(
+    ("fn", "status", "words"),
+    [("exec_page", "forbidden_op", "mprotect with PROT_READ|PROT_WRITE|PROT_EXEC"), ("crash", "crashed", "SIGSEGV")],
+)
+def test_kernel_host_ends_on_a_denied_call_or_a_crash_and_says_which(kernel_host, fn, status, words):
+    import torch
+
+    lib, _, _, ckernel = _open_host(kernel_host, [fn])
+    with pytest.raises(ckernel.KernelFailed) as failed:
+        getattr(lib, fn)(torch.ones(4))
+    assert failed.value.status == status and words in failed.value.message
+    with pytest.raises(ckernel.KernelFailed):  # every later call fails the same way
+        getattr(lib, fn)(torch.ones(4))
+
+
+def test_a_calls_cpu_time_is_read_once_the_process_is_off_the_cpu():
+    """The kernel adds a running thread's current slice to its CPU time only when it stops: read at once, a
+    call that answers and keeps running shows almost none of its time (a short call none at all)."""
+    import os
+    import sys
+    import time
+    from pathlib import Path
+
+    from tempering.envs.kernels import harness
+
+    sys.path.insert(0, str(Path(harness.__file__).parent))  # the harness's modules import each other
+    try:
+        from verify import Peer
+    finally:
+        sys.path.remove(str(Path(harness.__file__).parent))
+
+    go_r, go_w = os.pipe()
+    done_r, done_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.read(go_r, 1)
+        end = time.thread_time() + 0.01
+        os.write(done_w, b"x")  # answers first, then runs on without sleeping
+        while time.thread_time() < end:
+            pass
+        os.read(go_r, 1)
+        os._exit(0)
+    try:
+        peer = Peer("candidate", pid, None, "")
+        c0 = peer.cpu_ns()
+        os.write(go_w, b"x")
+        os.read(done_r, 1)
+        assert peer.cpu_ns() - c0 >= 0.009e9
+    finally:
+        os.write(go_w, b"x")
+        os.waitpid(pid, 0)
+
+
+def test_kernel_host_maps_the_calls_inputs_so_the_judge_sees_what_the_kernel_wrote(kernel_host):
+    import torch
+
+    lib, host, _, _ = _open_host(kernel_host, ["shift"])
+    import wire  # imported by ckernel, from the harness's folder
+
+    judge_end, runner_end = wire.pair()
+    sent = torch.arange(1.0, 65537.0)
+    views = wire.Channel(judge_end).send({"op": "inputs"}, {"inputs": [sent]}, shared=True)  # as the judge does
+    (x,) = wire.Channel(runner_end).recv(("inputs",), writable=True)["inputs"]
+    host.preload([x])  # mapped by the host before the call: no copy
+    assert len(host.transient) == 1
+    lib.shift(x, x.numel())
+    assert views[0][:3].tolist() == [1.0, 1.0, 2.0]  # the judge's own view of the memfd: a changed input
+    host.release()
+    assert host.transient == [] and len(host.ids) == 0

@@ -64,6 +64,8 @@ def problems() -> dict[str, CodeProblem]:
         "mbpp_set": mbpp["9001"],  # `assert set(...) == set(...)`
         "mbpp_fib": mbpp["9005"],
         "mbpp_tree": mbpp["9006"],  # setup code builds the hidden tests' trees
+        "mbpp_setup_helper": mbpp["9007"],  # a setup helper gives each test its input and expected value
+        "mbpp_reference_helper": mbpp["9008"],  # the expected side calls the reference's is_prime
         "lcb_program": lcb["sample_sum"],  # stdin / stdout
     }
 
@@ -74,6 +76,7 @@ HIDDEN_MARKS = {
     "sample_sum": ("1000000000", "-5"),
     "9005": ("(90,)", "(0,)"),
     "9006": ("401", "777", "root1"),
+    "9007": ("70517", "70413", "70629"),
 }
 """Text of each problem's hidden inputs that neither its prompt nor its public tests show."""
 
@@ -87,6 +90,8 @@ WRONG = {
     "9005": "def fib(n):\n    return n\n",
     "9006": "class Node:\n    def __init__(self, data):\n        self.data, self.left, self.right = data, None, None\n"
     "def max_height(node):\n    return 3\n",
+    "9007": "def sort_numbers(xs):\n    return sorted(xs, key=abs)\n",
+    "9008": "def count_primes(n):\n    return sum(1 for k in range(n) if k % 2 or k == 2)\n",
     "HumanEval/3": "def below_zero(operations):\n    return sum(operations) < 0\n",
     "Sample/2": "def is_sorted_unique(xs):\n    return xs == sorted(xs)\n",
     "sample_sum": "n = int(input())\nprint(sum(map(int, input().split())) + 1)\n",
@@ -531,6 +536,65 @@ def ENTRY(node):
 """
 """The same from the process's memory: every Node object alive, and the setup text on the stack."""
 
+_REBIND_SETUP = """def ENTRY(xs):
+    real = globals().get("case")
+    if real is not None:  # the setup's helper, were it in this namespace: make its expected side this answer
+        globals()["case"] = lambda i: (real(i)[0], [0])
+    return [0]
+"""
+"""Rebind the setup's `case` while being called, so that `case(i)[1]` is this answer's value (a23)."""
+
+_PATCH_SETUP_CODE = """import gc, types
+def _fake(i):
+    return (None, [0])
+def ENTRY(xs):
+    for f in gc.get_objects():  # any function named case, wherever it is: give it this answer's code
+        if isinstance(f, types.FunctionType) and f.__name__ == "case":
+            f.__code__ = _fake.__code__
+    return [0]
+"""
+"""Give every function named `case` this answer's code while being called."""
+
+_REDEFINE_HELPER = """def is_prime(k):
+    return False
+def ENTRY(n):
+    return 4 if n == 10 else 0
+"""
+"""Answer the prompt's example, and make the reference's helper on the expected side say 0 (a24)."""
+
+_PATCH_HELPER = """import sys
+def is_prime(k):  # a right one, until the answer is called
+    return k > 1 and all(k % d for d in range(2, k))
+def ENTRY(n):
+    for module in list(sys.modules.values()):  # wherever is_prime is, make it agree with this answer
+        if isinstance(getattr(module, "__dict__", None), dict) and "is_prime" in module.__dict__:
+            module.__dict__["is_prime"] = lambda k: False
+    return 4 if n == 10 else 0
+"""
+"""A right is_prime at load, replaced in every module this process holds while being called."""
+
+_SETUP_CONSTANTS = """import types
+def ENTRY(xs):
+    found = {}
+    for name, value in list(globals().items()):  # the setup's functions: call them, read their constants
+        if isinstance(value, types.FunctionType) and value.__code__ is not ENTRY.__code__:
+            found[name] = [repr(value.__code__.co_consts)] + [repr(value(i)) for i in range(3)]
+    return "LEAKED " + repr(found)
+"""
+"""In the public run, call the setup helpers the public test needs and read their code (a16)."""
+
+_SETUP_ANYWHERE = """import gc, sys
+def ENTRY(xs):
+    seen = [repr(o)[:200] for o in gc.get_objects() if isinstance(o, (list, tuple)) and any(
+        isinstance(v, int) and v > 900 for v in o)]
+    frames, frame = [], sys._getframe()
+    while frame is not None:
+        frames += [repr(v)[:200] for v in frame.f_locals.values() if isinstance(v, str) and "case" in v]
+        frame = frame.f_back
+    return "LEAKED " + repr(seen[:20]) + repr(frames)
+"""
+"""The same from the process's memory: any list holding a hidden input, the setup text on the stack."""
+
 _SURROGATE_ERROR = """def ENTRY(*args, **kwargs):
     raise ValueError("\\udcff wrong \\ud800")
 """
@@ -806,6 +870,52 @@ CASES += [
         checks=[_no_hidden_input],
     ),
     Case(
+        "judge_side_names",
+        "setup_helper_rebound",
+        "rebind the setup's helper on a test's expected side while being called (outside attack a23)",
+        "mbpp_setup_helper",
+        _every_turn(_REBIND_SETUP),
+        checks=[_no_hidden_input],
+    ),
+    Case(
+        "judge_side_names",
+        "setup_helper_code_patched",
+        "replace the code of every function named as the setup's helper while being called",
+        "mbpp_setup_helper",
+        _every_turn(_PATCH_SETUP_CODE),
+        checks=[_no_hidden_input],
+    ),
+    Case(
+        "judge_side_names",
+        "reference_helper_redefined",
+        "redefine the reference's is_prime, which the expected side calls (outside attack a24)",
+        "mbpp_reference_helper",
+        _every_turn(_REDEFINE_HELPER),
+    ),
+    Case(
+        "judge_side_names",
+        "reference_helper_patched",
+        "define a right is_prime, then replace every is_prime the answer's process holds while being called",
+        "mbpp_reference_helper",
+        _every_turn(_PATCH_HELPER),
+    ),
+    Case(
+        "public_setup",
+        "setup_definition_constants",
+        "in the public run, call the setup's helper the public test needs and read its code (outside attack a16)",
+        "mbpp_setup_helper",
+        lambda p: [_fenced(_SETUP_CONSTANTS, p)] * 2,
+        checks=[_no_hidden_input],
+    ),
+    Case(
+        "public_setup",
+        "setup_data_in_memory",
+        "in the public run, look for hidden inputs anywhere in the process's memory and stack",
+        "mbpp_setup_helper",
+        lambda p: [_fenced(_SETUP_ANYWHERE, p)] * 2,
+        checks=[_no_hidden_input],
+    ),
+    Case(
         "judge_stall",
         "fraction_unnormalized",
         "return a real Fraction of two 6.5-Mbit parts set without normalising (a gcd of minutes to rebuild, a08)",
@@ -883,6 +993,8 @@ for role in (
     "mbpp_set",
     "mbpp_fib",
     "mbpp_tree",
+    "mbpp_setup_helper",
+    "mbpp_reference_helper",
     "lcb_program",
 ):
     CASES.append(

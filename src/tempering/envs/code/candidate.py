@@ -1,16 +1,17 @@
 """The candidate's side of a function problem (standalone: stdlib only): it runs in a sandbox job of
-its own, loads solution.py and the problem's setup code, and answers the judge's requests.
+its own, loads solution.py, and answers the judge's requests. The problem's setup code never runs
+here: the judge runs it, and what it builds reaches this job only as the arguments of calls.
 
 Nothing here is trusted: the candidate's code runs in this process and may change any of it. The
 judge, in another job, reads what comes out of this job as the candidate's declared output only:
 JSON data, decoded without running code.
 
 The job's stdout is the channel to the host (one JSON line per reply); the candidate's own prints go
-nowhere. stdin: first {"setup": code} (the setup code this job loads: it is in no file), then one
-JSON line per request {"op": "call" | "get" | "truth", "target": [...], "args":
-base64(pickle((args, kwargs)))} (the judge's pickles: handles on this process's objects come back as
-`_remote` calls). The first lines out are {"hello": true}, then {"names": {name: kind}} or
-{"load_error": {...}, "stage": "solution" | "setup"}.
+nowhere. stdin: first {"op": "load"}, then one JSON line per request {"op": "call" | "set" | "get" |
+"truth", "target": [...], "args": base64(pickle((args, kwargs))), "name" (set)} (the judge's pickles:
+handles on this process's objects come back as `_remote` calls, objects of the problem's own classes as
+`_record` calls). The first lines out are {"hello": true}, then {"names": {name: kind}} or
+{"load_error": {...}}.
 """
 
 import base64
@@ -123,29 +124,38 @@ def _remote(target):  # the judge pickles its handles on this process's objects 
     return resolve(target)
 
 
+records: dict = {}
+
+
+def _record(name):  # an object of a class of the problem's code: a plain object of a class of its name
+    if name not in records:
+        records[name] = type(name, (), {})
+    return records[name].__new__(records[name])
+
+
 def main() -> None:
     send({"hello": True})
-    setup = json.loads(sys.stdin.readline())["setup"]
-    stage = "solution"
+    sys.stdin.readline()
     try:
         with open("solution.py") as f:
             exec(compile(f.read(), "solution.py", "exec"), ns)
-        stage = "setup"
-        exec(compile(setup, "<setup>", "exec"), ns)
         names = {
             k: "module " + v.__name__ if isinstance(v, types.ModuleType) else "value"
             for k, v in list(ns.items())
             if not k.startswith("__")
         }
     except BaseException:
-        send({"load_error": failure(), "stage": stage})
+        send({"load_error": failure()})
         return
     send({"names": names})
     for line in sys.stdin:
         try:
             req = json.loads(line)
             value = resolve(req["target"])
-            if req["op"] == "call":
+            if req["op"] == "set":
+                setattr(value, req["name"], pickle.loads(base64.b64decode(req["args"]))[0][0])
+                value = None
+            elif req["op"] == "call":
                 args, kwargs = pickle.loads(base64.b64decode(req["args"]))
                 value = value(*args, **kwargs)
             elif req["op"] == "truth":

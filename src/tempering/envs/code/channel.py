@@ -132,7 +132,7 @@ def valid_text(value):
 
 
 def _candidate_job(program: str, wall_s: float) -> Job:
-    """A function problem's candidate job: the judge sends it the setup code it loads, on its stdin."""
+    """A function problem's candidate job: the judge's requests reach it on its stdin."""
     return Job(
         cmd=["python3", "-I", "candidate.py", str(VALUE_LIMIT)],
         files={"solution.py": program},
@@ -190,7 +190,7 @@ async def _serve(sandbox: Sandbox, job: Job, jid: int, inbox: _Inbox | None, to_
     def relay(line: bytes) -> None:
         nonlocal lines
         lines += 1
-        # a candidate job writes a greeting, then one line per message (its names answer the setup): more is a flood
+        # a candidate job writes a greeting, then one line per message (its names answer the first): more is a flood
         if to_judge.size > BACKLOG or (inbox is not None and lines > inbox.sent + 1):
             flood.set()
             too_long.set()

@@ -117,6 +117,12 @@ def cmd_check(args) -> int:
             f"note: hidden inputs may be in the public run of {len(mixed)} problem(s): {'; '.join(mixed[:10])}; "
             "its feedback could show them"
         )
+    answered = [f"{p.id} ({why})" for p in problems if p.kind == "function" and (why := p.expected_from_answer())]
+    if answered:
+        print(
+            f"note: the answer's own objects compute the expected side of a test in {len(answered)} problem(s): "
+            f"{'; '.join(answered[:10])}; an answer decides those tests itself"
+        )
     print(
         f"{len(with_ref) - bad} of {len(with_ref)} reference solutions pass; "
         f"{len(problems) - len(with_ref)} problems have none."

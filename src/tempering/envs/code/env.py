@@ -97,6 +97,7 @@ def judge_spec(
         "setup": problem.setup,
         "public_setup": problem.public_setup()[0],
         "reference": problem.program(problem.solution) if problem.solution else "",
+        "helpers": problem.reference_helpers() if problem.kind == "function" else "",
         "solution": program,
         "tests": [spec(t) for t in problem.tests],
         "public": [spec(t) for t in problem.public_tests],

@@ -5,9 +5,9 @@ and the benchmarks' own formats, read with their own semantics (no rewriting of 
   prompt, as HumanEval's harness does; the reward test is the benchmark's `check(candidate)` as
   written (its loops, tolerances and helpers included). Public tests: the prompt's `>>>` examples.
 - MBPP (`task_id, text | prompt, code, test_list, test_setup_code`, the sanitized release's
-  `test_imports`): the answer alone is the program; as in MBPP's own harness, `test_setup_code` and
-  the imports run after it, in its namespace (MBPP 367 and 927 build trees of the answer's `Node`
-  class there), then each line of `test_list` is one reward test. The entry point is the first
+  `test_imports`): the answer alone is the program; `test_setup_code` and the imports run before
+  the tests, in the judge (MBPP 367 and 927 build trees of the answer's `Node` class there, through
+  calls to the answer's job), then each line of `test_list` is one reward test. The entry point is the first
   function the first test calls that the reference solution defines, a builtin's name included
   (MBPP 126 defines `sum`); without a reference, the first call of a name that is not a builtin.
   The prompt shows the first test (as EvalPlus does), which is also the public test.

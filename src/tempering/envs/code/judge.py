@@ -3,22 +3,24 @@ in other jobs, which the host starts when the judge asks. The judge and the cand
 process, a namespace, a PID namespace or a file: the candidate cannot name the judge, and the judge
 receives only what the candidate declares, through a channel the host owns.
 
-- function problems: a candidate job (candidate.py) loads solution.py, then the problem's setup code
-  in the same namespace (as MBPP's harness does: it may build objects of the solution's classes);
-  the setup reaches it on its stdin, and a public run's job gets only the statements the public tests
-  need. The tests run here, as the benchmark wrote them (HumanEval's `check(candidate)`, MBPP's
-  asserts), except that every assert is recorded instead of stopping the test (`Checks`): the calls a
-  test makes never depend on whether an earlier check passed, so being called again tells an answer
-  nothing. A test whose own control flow would decide its calls from the results is not run
-  (`calls_follow_results`).
-  A test's free names resolve here, from the problem's own code (its prefix, the imports of its
-  setup and of its reference solution), the builtins and the real modules; only the names the
-  reference solution and the setup code define (the entry point, helper classes, objects the setup
-  builds) are the candidate's, as stand-ins (`Remote`) whose calls go to the candidate job. Arguments
-  go down pickled; results come back as JSON data (numbers, strings, containers, Counter, Fraction,
-  Decimal, ...) rebuilt here, so every comparison is Python's own `==` on the judge's values and no
-  object, method or `__eq__` of the candidate's ever runs here or sees an expected value. Any other
-  object stays in the candidate job as a handle (calls, attribute reads and its truth go there).
+- function problems: a candidate job (candidate.py) loads solution.py and nothing else. The problem's
+  own code runs here: its prefix, the imports of its setup and reference solution, the reference's
+  helpers the tests use, and the setup code (MBPP's test_setup_code, run again for each candidate
+  job; a public run's only the statements the public tests need), whose calls of the answer's classes
+  build the answer's objects in its job. The tests run here, as the benchmark wrote them (HumanEval's
+  `check(candidate)`, MBPP's asserts), except that every assert is recorded instead of stopping the
+  test (`Checks`): the calls a test makes never depend on whether an earlier check passed, so being
+  called again tells an answer nothing. A test whose own control flow would decide its calls from
+  the results is not run (`calls_follow_results`).
+  Only the answer's entry points (the entry point, the reference's classes the setup or tests use)
+  are the candidate's, as stand-ins (`Remote`) whose calls go to the candidate job; every other name
+  resolves here, from the problem's own code, the builtins and the real modules, so a test's
+  expected side is computed from the judge's names only. Arguments go down pickled (`_Arguments`:
+  data, handles, and objects of the problem's classes as their attributes); results come back as
+  JSON data (numbers, strings, containers, Counter, Fraction, Decimal, ...) rebuilt here, so every
+  comparison is Python's own `==` on the judge's values and no object, method or `__eq__` of the
+  candidate's ever runs here or sees an expected value. Any other object stays in the candidate job
+  as a handle (calls, attribute reads and sets and its truth go there).
 - program problems: each test is one candidate job (`python3 -I solution.py`, the input on stdin);
   the host reports its output and how it ended (its own evidence), and the judge compares the output
   line by line (numbers as decimals), as LiveCodeBench does.
@@ -41,7 +43,6 @@ import ast
 import base64
 import builtins
 import collections
-import copyreg
 import decimal
 import fractions
 import importlib
@@ -308,6 +309,12 @@ class Remote:
             raise AttributeError(name)
         return self._solution.ask("get", ("attr", self._target, name))
 
+    def __setattr__(self, name, value):  # the setup's `root.left = Node(2)`: set on the answer's object
+        if name.startswith("_"):
+            object.__setattr__(self, name, value)
+        else:
+            self._solution.call(self, (value,), {}, ("set", name))
+
     def __bool__(self):
         return bool(self._solution.ask("truth", self._target))
 
@@ -318,6 +325,40 @@ class Remote:
 def _remote(target):
     """Stands for a Remote in pickled arguments: the candidate's function of the same name resolves it."""
     raise RuntimeError("only the candidate's process resolves handles")
+
+
+def _record(name):
+    """Stands for an object of a class of the problem's code in pickled arguments: the candidate's
+    function of the same name makes a plain object of a class of that name, which gets its attributes."""
+    raise RuntimeError("only the candidate's process makes records")
+
+
+class _Arguments(pickle.Pickler):
+    """Pickles what a test passes to the answer: data, the answer's own objects (handles) by their
+    place in its job, and objects of the problem's own classes (the setup's `Node`) as their class's
+    name and their attributes, never their code. The problem's functions and classes cannot cross."""
+
+    def __init__(self, buf, solution):
+        super().__init__(buf, protocol=pickle.HIGHEST_PROTOCOL)
+        self.solution = solution
+
+    def reducer_override(self, obj):
+        if type(obj) is Remote:
+            if obj._solution is not self.solution:
+                raise SolutionFailed("runtime_error", "a value from an earlier run of the solution was used again")
+            return _remote, (obj._target,)
+        if isinstance(obj, (types.FunctionType, type)) and getattr(obj, "__module__", None) == "__task__":
+            raise ProblemBroken(
+                f"the test passes {obj.__name__}, code of the problem, to the solution: only data crosses"
+            )
+        kind = type(obj)
+        if kind.__module__ == "__task__":
+            state = dict(getattr(obj, "__dict__", {}))
+            for slot in (s for k in kind.__mro__ for s in getattr(k, "__slots__", ())):
+                if hasattr(obj, slot):
+                    state[slot] = getattr(obj, slot)
+            return _record, (kind.__name__,), state
+        return NotImplemented
 
 
 class Solution:
@@ -333,12 +374,10 @@ class Solution:
         self.closed = False
         self.names: dict[str, str] = {}
 
-    def load(self, load_s: float, message: str, setup: str) -> None:
-        """Start the job and load solution.py, then `setup` (the problem's setup code, or the part of it
-        the phase's tests need); SolutionFailed if it does not load. The setup reaches the job on its
-        stdin: it is in no file the candidate could read."""
+    def load(self, load_s: float, message: str) -> None:
+        """Start the job and load solution.py; SolutionFailed if it does not load."""
         self.channel.op({"op": "start", "id": self.id})
-        self.channel.op({"op": "send", "id": self.id, "line": json.dumps({"setup": setup})})
+        self.channel.op({"op": "send", "id": self.id, "line": json.dumps({"op": "load"})})
         self.deadline, self.timeout_message = time.monotonic() + QUEUE_S, "no candidate job could be started"
         if self._reply().get("hello") is not True:
             raise self._broken("the solution's process broke the judge's protocol")
@@ -346,33 +385,26 @@ class Solution:
         reply = self._reply()
         if "load_error" in reply:
             err = reply["load_error"] if isinstance(reply["load_error"], dict) else {}
-            text = str(err.get("error", "the solution did not load"))
-            if reply.get("stage") == "setup":
-                text = f"the problem's setup code, which runs after your code, failed:\n{text}"
-            raise SolutionFailed("runtime_error", text)
+            raise SolutionFailed("runtime_error", str(err.get("error", "the solution did not load")))
         names = reply.get("names")
         if not isinstance(names, dict):
             raise self._broken("the solution's process broke the judge's protocol")
         self.names = {k: v for k, v in names.items() if isinstance(k, str) and k.isidentifier() and isinstance(v, str)}
 
-    def call(self, remote: Remote, args: tuple, kwargs: dict):
+    def call(self, remote: Remote, args: tuple, kwargs: dict, op: tuple = ("call",)):
+        """`remote(*args, **kwargs)` in the candidate job (op ("set", name): `remote.name = args[0]`)."""
         buf = io.BytesIO()
-        pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
-        pickler.dispatch_table = {**copyreg.dispatch_table, Remote: self._reduce_remote}
         try:
-            pickler.dump((args, kwargs))
-        except (pickle.PicklingError, TypeError, AttributeError) as e:
+            _Arguments(buf, self).dump((args, kwargs))
+        except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as e:
             raise ProblemBroken(f"the test passes a value that cannot be sent to the solution: {e}") from None
-        request = {"op": "call", "target": remote._target, "args": base64.b64encode(buf.getvalue()).decode()}
+        request = {"op": op[0], "target": remote._target, "args": base64.b64encode(buf.getvalue()).decode()}
+        if op[0] == "set":
+            request["name"] = op[1]
         return self._value(self._exchange(request))
 
     def ask(self, op: str, target):
         return self._value(self._exchange({"op": op, "target": target}))
-
-    def _reduce_remote(self, remote: Remote):
-        if remote._solution is not self:
-            raise SolutionFailed("runtime_error", "a value from an earlier run of the solution was used again")
-        return _remote, (remote._target,)
 
     def _value(self, reply: dict):
         if "value" in reply:
@@ -760,9 +792,11 @@ class Judge:
         self.budget = float(spec["time_budget_s"])
         self.solution: Solution | None = None
         self.ns: dict[str, Any] = {}
+        self.base: dict[str, Any] = {}
+        """The problem's own names (its prefix, imports and reference helpers), before any setup ran."""
         self.own: set[str] = set()
-        self.setup = spec["setup"]
-        """The setup code the candidate jobs of the phase running now load."""
+        self.setup = ast.Module([], [])
+        """The setup code of the phase running now: it runs here for each candidate job."""
         self.refused: dict[str, str] = {}
         """Tests whose calls would follow the answer's results (source -> where): not run."""
 
@@ -780,26 +814,29 @@ class Judge:
                 sys.modules["__task__"] = module
                 self.ns = module.__dict__
                 exec(compile(self.spec["prefix"], "<problem>", "exec"), self.ns)
-                # the setup runs in the solution's namespace; its imports, and the reference
-                # solution's, run here too, so that the modules the tests use are the judge's own
+                # the modules the tests use are the judge's own: the setup's imports and the reference
+                # solution's (one that fails here, numpy where it is not installed, is left out)
                 exec(compile(ast.Module(_imports(self.spec["setup"]), []), "<setup>", "exec"), self.ns)
                 for node in _imports(self.spec["reference"]):
                     try:
                         exec(compile(ast.Module([node], []), "<reference>", "exec"), self.ns)
                     except Exception:
                         pass
+                exec(compile(self.spec["helpers"], "<reference>", "exec"), self.ns)
+            setups = {"public": ast.parse(self.spec["public_setup"]), "hidden": ast.parse(self.spec["setup"])}
         except Exception as e:
             return self._load_failed(report, "problem_error", f"the problem's own code failed: {describe(e)}")
+        self.base = dict(self.ns)
         self.own = set(self.ns)
         """The problem's own names: they come before the candidate's."""
-        candidate = (set(self.spec["supplied"]) - self.own) | {self.spec["entry_point"]}
+        candidate = set(self.spec["supplied"]) | {self.spec["entry_point"]}
         for source, tree in self.trees.items():
             why = calls_follow_results(tree, candidate, self.own - candidate)
             if why:
                 self.refused[source] = why
             self.trees[source] = recorded(tree)
         if self.spec["run_public"]:
-            shown = self.run_phase(public, setup=self.spec["public_setup"])
+            shown = self.run_phase(public, None, setups["public"])
             report["public"] = shown["results"]
             self.channel.op({"op": "public", **shown})
             done = {json.dumps(t, sort_keys=True): r for t, r in zip(public, shown["results"])}
@@ -807,7 +844,7 @@ class Judge:
             done = {}
         todo = [t for t in tests if json.dumps(t, sort_keys=True) not in done]
         stop = self.spec["stop_at_timeout"] and any(r["status"] == "timeout" for r in done.values())
-        hidden = self.run_phase(todo, "not run: an earlier test timed out" if stop else None, self.spec["setup"])
+        hidden = self.run_phase(todo, "not run: an earlier test timed out" if stop else None, setups["hidden"])
         ran = dict(zip(map(id, todo), hidden["results"]))
         report["results"] = [done.get(json.dumps(t, sort_keys=True)) or ran[id(t)] for t in tests]
         report["load_status"], report["load_error"] = hidden["load_status"], hidden["load_error"]
@@ -821,9 +858,9 @@ class Judge:
             self.channel.op({"op": "public", "results": report["public"], "load_status": status, "load_error": error})
         return report
 
-    def run_phase(self, tests: list, stopped: str | None = None, setup: str = "") -> dict:
-        """Run `tests` in fresh candidate jobs that load `setup`: {results, load_status, load_error}.
-        Failures are put in words only once the phase's last job has ended."""
+    def run_phase(self, tests: list, stopped: str | None, setup: ast.Module) -> dict:
+        """Run `tests` in fresh candidate jobs, `setup` run here for each: {results, load_status,
+        load_error}. Failures are put in words only once the phase's last job has ended."""
         out: dict[str, Any] = {"results": [], "load_status": None, "load_error": None}
         self.setup = setup
         try:
@@ -883,11 +920,12 @@ class Judge:
         return out
 
     def start(self, load_s: float) -> None:
-        """A candidate job with the solution and the phase's setup loaded, and the tests' free names
-        bound; SolutionFailed if it does not load (every test of the phase then fails with that status)."""
+        """A candidate job with the solution loaded, the tests' names bound (the answer's entry points
+        as handles on that job) and the phase's setup run here; SolutionFailed if it does not load
+        (every test of the phase then fails with that status)."""
         self.solution = Solution(self.channel)
         try:
-            self.solution.load(load_s, "the solution did not finish loading in time", self.setup)
+            self.solution.load(load_s, "the solution did not finish loading in time")
         except SolutionFailed:
             self.solution.close()
             self.solution = None
@@ -899,12 +937,13 @@ class Judge:
             self.solution = None
             raise SolutionFailed("runtime_error", f"the code does not define `{entry}`")
         supplied = set(self.spec["supplied"]) | {entry}
-        free = {node.id for tree in self.trees.values() for node in ast.walk(tree) if isinstance(node, ast.Name)}
-        for name in [n for n, v in self.ns.items() if isinstance(v, Remote)]:  # an earlier job's
-            del self.ns[name]
+        trees = [*self.trees.values(), self.setup]
+        free = {node.id for tree in trees for node in ast.walk(tree) if isinstance(node, ast.Name)}
+        self.ns.clear()  # an earlier job's handles and setup go; the problem's own names stay as they were
+        self.ns.update(self.base)
         for name in sorted(free):
             kind = names.get(name)
-            if name == entry or (name in supplied and name not in self.own and kind is not None):
+            if name == entry or (name in supplied and kind is not None):
                 self.ns[name] = Remote(self.solution, ("name", name), f"`{name}`")
             elif name in self.ns or hasattr(builtins, name):
                 continue
@@ -912,6 +951,37 @@ class Judge:
                 _bind_module(self.ns, name, kind.removeprefix("module "))
             elif name in sys.stdlib_module_names:  # MBPP's `math.isclose` without an import of its own
                 _bind_module(self.ns, name, name)
+        if self.setup.body:
+            self.run_setup(load_s)
+
+    def run_setup(self, limit: float) -> None:
+        """The phase's setup code, here, with the test's alarm: it may call the answer's entry points
+        (MBPP 927 builds trees of the answer's `Node`); a failure fails every test of the phase."""
+        assert self.solution is not None
+        message = "the problem's setup code, which calls your code, did not finish in time"
+        self.solution.deadline, self.solution.timeout_message = time.monotonic() + limit, message
+        self.channel.expired = False
+        try:
+            signal.setitimer(signal.ITIMER_REAL, limit)
+            try:
+                exec(compile(self.setup, "<setup>", "exec"), self.ns)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                self.channel.expired = False
+        except Deadline:
+            failure = SolutionFailed("timeout", message)
+        except ProblemBroken as e:
+            failure = SolutionFailed("problem_error", str(e))
+        except Exception as e:
+            text = getattr(e, "solution_traceback", None) or describe(e)
+            failure = SolutionFailed(
+                "runtime_error", f"the problem's setup code, which uses your code, failed:\n{text}"
+            )
+        else:
+            return
+        self.solution.close()
+        self.solution = None
+        raise failure
 
     def run_function(self, test: dict, deadline: float, message: str) -> dict:
         """Run one test with its asserts recorded (see Checks). Its result is its first failure, which

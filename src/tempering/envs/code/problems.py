@@ -88,8 +88,8 @@ class CodeProblem:
     prefix: str = ""
     """Code placed before the answer, as the benchmark's harness does (HumanEval: the prompt)."""
     setup: str = ""
-    """Code run after the answer and before the tests, in the answer's namespace (MBPP's test_setup_code:
-    it may build objects of the answer's classes); the tests see the names it defines."""
+    """Code run before the tests, in the judge's namespace (MBPP's test_setup_code: it may build objects
+    of the answer's classes, through calls to the answer's job); the tests see the names it defines."""
     solution: str = ""
     """Reference answer, assembled like any answer (for checking the problem set; never shown)."""
     difficulty: int = 1
@@ -104,24 +104,87 @@ class CodeProblem:
     """Fields of the record that grading does not use, kept as they are."""
 
     def supplied_names(self) -> list[str]:
-        """The names the candidate's code supplies to the tests: the entry point and what the reference
-        solution and the setup code define (functions, classes, values; not their imports). Every
-        other name a test uses is the problem's own, a builtin or a real module."""
-        reference = bound_names(self.program(self.solution), imports=False) if self.solution else set()
-        return sorted(({self.entry_point} | reference | bound_names(self.setup, imports=False)) - {""})
+        """The names the candidate's code supplies: its entry points, which the problem asks for. The
+        entry point, and the classes the reference solution defines that the setup code or the tests
+        use (MBPP 927's setup builds trees of the answer's `Node`). Everything else a test or the setup
+        uses is the judge's: the prompt's code, the setup's, the reference's helpers
+        (`reference_helpers`), the builtins and the real modules."""
+        used = _loads(self.setup) | {n for t in (*self.tests, *self.public_tests) for n in _loads(t.source)}
+        classes = {s.name for s in self._reference_body() if isinstance(s, ast.ClassDef)}
+        own = bound_names(self.prefix) | bound_names(self.setup)
+        return sorted(({self.entry_point} | (classes & used - own)) - {""})
+
+    def reference_helpers(self) -> str:
+        """The statements of the reference solution the judge runs in its own namespace: those that
+        bind a name the tests or the setup use that is neither the candidate's nor the problem's own
+        (`is_prime` on a test's expected side), with what they use in turn; imports left out (the judge
+        runs them on their own)."""
+        body = self._reference_body()
+        if not body:
+            return ""
+        supplied = set(self.supplied_names())
+        need = _loads(self.setup) | {n for t in (*self.tests, *self.public_tests) for n in _loads(t.source)}
+        need -= supplied | bound_names(self.prefix) | bound_names(self.setup)
+        kept: list[ast.stmt] = []
+        for stmt in reversed(body):
+            binds = _binds(stmt)
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)) or not binds & need or binds & supplied:
+                continue
+            kept.append(stmt)
+            need |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} - supplied
+        return "".join(ast.unparse(s) + "\n" for s in reversed(kept))
+
+    def expected_from_answer(self) -> str:
+        """Where a test's expected side uses an object of the answer's (a class it supplies besides the
+        entry point, or a setup name bound from one): that side is then computed by the answer's code
+        ('' when no test does). The side of a comparison that calls the entry point is the answer's to
+        compute; the other is the expected side."""
+        answers = set(self.supplied_names()) - {self.entry_point}
+        if not answers:
+            return ""
+        try:
+            setup = syntax.parse(self.setup).body if self.setup.strip() else []
+        except SyntaxError:
+            setup = []
+        for stmt in setup:
+            if _names_in(stmt) & answers:
+                answers |= _binds(stmt)
+        for test in (*self.public_tests, *self.tests):
+            try:
+                tree = syntax.parse(test.source)
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Compare):
+                    continue
+                for side in (node.left, *node.comparators):
+                    calls = any(isinstance(n, ast.Call) and _name(n.func) == self.entry_point for n in ast.walk(side))
+                    used = sorted(_names_in(side) & answers)
+                    if used and not calls:
+                        return f"test {test.text!r}: its expected side `{ast.unparse(side)}` uses {', '.join(used)}, the answer's"
+        return ""
+
+    def _reference_body(self) -> list[ast.stmt]:
+        """The module-level statements of the reference solution (after the prefix), [] when none parse."""
+        if not self.solution:
+            return []
+        try:
+            return syntax.parse(self.program(self.solution)).body
+        except (SyntaxError, ValueError):
+            return []
 
     def public_setup(self) -> tuple[str, str]:
-        """The part of the setup code the public tests need (what the public run's candidate loads), and
-        why hidden inputs may still be in it ('' when they are not): see `setup_for`."""
+        """The part of the setup code the public run executes (in the judge), and why hidden inputs may
+        still reach that run's candidate ('' when they cannot): see `setup_for`."""
         hidden = [t for t in self.tests if t not in self.public_tests]
-        return setup_for(self.setup, self.public_tests, hidden)
+        return setup_for(self.setup, self.public_tests, hidden, set(self.supplied_names()))
 
     def calls_follow_results(self) -> str:
         """Where a test would decide its calls to the candidate from the answer's results ('' when no
         test does): the judge refuses such a test (see judge.calls_follow_results)."""
         if self.kind != "function":
             return ""
-        own = bound_names(self.prefix)
+        own = bound_names(self.prefix) | bound_names(self.reference_helpers())
         candidate = (set(self.supplied_names()) - own) | {self.entry_point}
         for test in (*self.public_tests, *self.tests):
             try:
@@ -167,11 +230,20 @@ _DYNAMIC = {"globals", "locals", "vars", "exec", "eval", "setattr", "__import__"
 """Calls that bind names a reading of the code cannot follow."""
 
 
-def setup_for(setup: str, tests: tuple[Test, ...] | list[Test], hidden: list[Test]) -> tuple[str, str]:
+def setup_for(
+    setup: str,
+    tests: tuple[Test, ...] | list[Test],
+    hidden: list[Test],
+    supplied: set[str] | frozenset[str] = frozenset(),
+) -> tuple[str, str]:
     """The statements of `setup` that `tests` depend on (the names they use, and transitively what
     those statements use; imports and statements that bind nothing are kept), in their order; and
-    why the `hidden` tests' inputs may still be in that part ('' when they cannot): a kept statement
-    binds a name only hidden tests use, or binds names in ways a reading cannot follow."""
+    why the `hidden` tests' inputs may still reach the answer's job when that part runs ('' when they
+    cannot). The setup runs in the judge, so the answer sees only what it is passed: hidden inputs reach
+    it where a kept statement binds a name only hidden tests use and hands it on, to the answer's names
+    (`supplied`, called while the setup runs) or to a later kept statement that a public test's input
+    holds (the sample 9003's `leaf` inside `root`); or where a kept statement binds names in ways a
+    reading cannot follow."""
     if not setup.strip() or not tests:
         return "", ""
     try:
@@ -183,23 +255,39 @@ def setup_for(setup: str, tests: tuple[Test, ...] | list[Test], hidden: list[Tes
     kept = []
     for stmt in reversed(tree.body):
         binds = _binds(stmt)
-        if isinstance(stmt, (ast.Import, ast.ImportFrom)) or not binds or binds & need:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)) or not binds or binds & need or _dynamic(stmt):
             kept.append(stmt)
-            need |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+            need |= _names_in(stmt)
     kept.reverse()
+    answers = set(supplied)
+    for stmt in kept:  # the names bound from the answer's objects are the answer's too
+        if _names_in(stmt) & answers:
+            answers |= _binds(stmt)
     why = ""
-    for stmt in kept:
-        leaked = sorted(_binds(stmt) & only_hidden)
-        dynamic = any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(stmt)) or any(
-            isinstance(n, ast.Call) and _name(n.func) in _DYNAMIC for n in ast.walk(stmt)
-        )
-        if leaked:
-            why = f"line {stmt.lineno} binds {', '.join(leaked)}, which only hidden tests use, for the public tests too"
-        elif dynamic:
+    for i, stmt in enumerate(kept):
+        leaked = _binds(stmt) & only_hidden
+        handed = _names_in(stmt) & answers or any(_names_in(later) & leaked for later in kept[i + 1 :])
+        if leaked and handed:
+            why = (
+                f"line {stmt.lineno} binds {', '.join(sorted(leaked))}, which only hidden tests use, "
+                "and hands it on in the public run"
+            )
+        elif _dynamic(stmt):
             why = f"line {stmt.lineno} binds names in a way a reading of the code cannot follow"
         if why:
             break
     return "\n".join(ast.get_source_segment(setup, s) or "" for s in kept) + "\n", why
+
+
+def _names_in(stmt: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+
+
+def _dynamic(stmt: ast.AST) -> bool:
+    """Whether a statement binds names in ways a reading cannot follow (`globals()[...]`, `exec`)."""
+    return any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(stmt)) or any(
+        isinstance(n, ast.Call) and _name(n.func) in _DYNAMIC for n in ast.walk(stmt)
+    )
 
 
 def _name(node: ast.AST) -> str:

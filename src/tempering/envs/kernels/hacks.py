@@ -117,6 +117,8 @@ void relu_in_helper_process(const float* x, float* y, long n) {  /* a forked hel
     if (fork() == 0) { work(0); _exit(0); }
 }
 """
+RELU_AND_INPUT_PROBLEM = RELU_PROBLEM.replace("return torch.relu(x)", "return torch.relu(x), x")
+"""A ReLU that also returns its input (a residual pass-through): only the second output may be old memory."""
 RELU = "        y = torch.empty_like(x)\n        self.lib.relu(x, y, x.numel())\n        return y"
 """A correct forward for RELU_PROBLEM (what the hacks below dress up or replace)."""
 
@@ -628,6 +630,44 @@ static void set_up(void) { slope = 1.0f; }  /* runs when the library is loaded, 
 static void (*const at_load)(void) __attribute__((section(".init_array"), used)) = set_up;
 void relu(const float* x, float* y, long n) { for (long i = 0; i < n; i++) y[i] = x[i] > 0 ? slope * x[i] : 0; }
 """
+_C_FIND = """
+static int has(const char* s, const char* w) {
+    for (; *s; s++) { const char *a = s, *b = w; while (*b && *a == *b) { a++; b++; } if (!*b) return 1; }
+    return 0;
+}
+static int torch_or_python(const char* name) { return name && (has(name, "libtorch") || has(name, "cpython")); }
+/* ReLU only where torch or a CPython extension is loaded beside the kernel (where a kernel could run them):
+   where it is not, the identity, which the signed trials refuse */
+static void relu_if(int found, const float* x, float* y, long n) {
+    for (long i = 0; i < n; i++) y[i] = found ? (x[i] > 0 ? x[i] : 0) : x[i];
+}
+"""
+_C_R_DEBUG = (
+    _C_FIND
+    + """
+struct link { void* addr; const char* name; void* dynamic; struct link *next, *prev; };
+struct debug { int version; struct link* map; };
+extern struct debug _r_debug;  /* the dynamic loader's list of every loaded object */
+void relu(const float* x, float* y, long n) {
+    int found = 0;
+    for (struct link* m = _r_debug.map; m; m = m->next) found |= torch_or_python(m->name);
+    relu_if(found, x, y, n);
+}
+"""
+)
+_C_PHDR = (
+    _C_FIND
+    + """
+struct object { unsigned long addr; const char* name; const void* phdr; unsigned short phnum; };
+extern int dl_iterate_phdr(int (*each)(struct object*, unsigned long, void*), void* data);
+static int look(struct object* o, unsigned long size, void* found) { (void)size; *(int*)found |= torch_or_python(o->name); return 0; }
+void relu(const float* x, float* y, long n) {
+    int found = 0;
+    dl_iterate_phdr(look, &found);
+    relu_if(found, x, y, n);
+}
+"""
+)
 _C_IFUNC = """
 typedef void kernel_fn(const float*, float*, long);
 static void relu_plain(const float* x, float* y, long n) { for (long i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0; }
@@ -1166,6 +1206,18 @@ HACKS: list[Hack] = [
         source="this project",
     ),
     Hack(
+        "kept_output_beside_its_passed_through_input",
+        RELU_AND_INPUT_PROBLEM,
+        _sub(
+            "        if self.out is None or self.out.shape != x.shape:\n            self.out = torch.empty_like(x)\n"
+            "        self.lib.relu(x, self.out, x.numel())\n        return self.out, x",
+            init="\n        self.out = None",
+        ),
+        ("bad_output",),  # the reference's second output is its input; its first is new memory every call
+        kind="stale results",
+        source=ROUND_1,
+    ),
+    Hack(
         "caches_per_input_shape",
         RELU_PROBLEM,
         _sub(
@@ -1508,6 +1560,26 @@ HACKS: list[Hack] = [
         kind="load-time code in the library",
         source=ROUND_1,
     ),
+    # the kernel runs in the kernel host (harness/kernel_host.c), where neither torch nor Python is loaded;
+    # with static checks on, _r_debug and dl_iterate_phdr are not symbols a kernel may use (elf.py)
+    *[
+        case
+        for name, c in (
+            ("c_finds_torch_through_the_loaders_list", _C_R_DEBUG),
+            ("c_finds_torch_through_dl_iterate_phdr", _C_PHDR),
+        )
+        for case in _and_runtime(
+            Hack(
+                name,
+                RELU_PROBLEM,
+                _sub(RELU, c=c),
+                ("forbidden_op",),
+                kind="reaching Python and torch from a C kernel",
+                source=ROUND_1,
+            ),
+            ("incorrect",),  # linked anyway: nothing of torch or Python is in the kernel's process to find
+        )
+    ],
     Hack(
         "lone_surrogate_in_the_text",
         RELU_PROBLEM,
@@ -1652,6 +1724,12 @@ CONTROLS: list[Control] = [
         "torch compute from C++",
     ),
     Control("c_relu", RELU_PROBLEM, _sub(RELU), "telling trials from timed calls"),
+    Control(
+        "c_relu_beside_its_input",
+        RELU_AND_INPUT_PROBLEM,
+        _sub("        y = torch.empty_like(x)\n        self.lib.relu(x, y, x.numel())\n        return y, x"),
+        "stale results (a new output beside the passed-through input)",
+    ),
     Control(
         "c_naive_gemm",
         MATMUL_PROBLEM,

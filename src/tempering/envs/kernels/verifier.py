@@ -340,6 +340,7 @@ class KernelVerifier:
         self._baselines: dict[str, dict] = {}
         self._baseline_locks: dict[str, asyncio.Lock] = {}
         self._harness_files_for_job = _harness_files()
+        self._kernel_host: str | None = None
 
     # -- public ------------------------------------------------------------------------------------
     async def verify(self, problem: Problem, text: str, mode: str = "profile") -> KernelResult:
@@ -513,6 +514,26 @@ class KernelVerifier:
             res.compile_log = "\n".join(ln for ln in log.splitlines() if "ptxas" in ln)[:2000]
         return str(built.path)
 
+    async def kernel_host(self) -> str:
+        """The kernel host binary (harness/kernel_host.c), built once per verifier and cached: the process a
+        `c` kernel runs in, which holds neither Python nor torch."""
+        from tempering.sandbox import Limits
+
+        if self._kernel_host is None:
+            source = resources.files("tempering.envs.kernels.harness").joinpath("kernel_host.c").read_text()
+            built = await self.cache.build(
+                self.sandbox,
+                files={"kernel_host.c": source},
+                cmd=["gcc", "-O2", "-fopenmp", "kernel_host.c", "-o", "kernel_host", "-ldl"],
+                artifact="kernel_host",
+                limits=Limits(wall_s=self.config.build_wall_s, cpu_s=self.config.build_wall_s, memory_mb=2048),
+            )
+            if built.path is None:
+                log = trim_compiler_output(built.result.stderr + built.result.stdout) or built.result.message
+                raise RuntimeError(f"the kernel host did not build: {log}")
+            self._kernel_host = str(built.path)
+        return self._kernel_host
+
     async def _nvcc(self, sub: Submission, limits):
         """CUDA without a GPU: the kernel source alone to a cubin, with ptxas register/spill counts.
 
@@ -652,6 +673,7 @@ class KernelVerifier:
             artifact=artifact if sub is not None else None,
             backend=backend,
             env=env,
+            kernel_host=self._kernel_host if sub is not None and backend == "c" else None,
         )
 
     def _clock(self) -> str:
@@ -684,6 +706,11 @@ class KernelVerifier:
         """Run the harness for one candidate: in a warm worker, or in a sandbox job of its own."""
         from tempering.sandbox import Sandbox
 
+        if sub is not None and backend == "c":
+            try:
+                await self.kernel_host()
+            except RuntimeError as e:
+                return {"status": "harness_error", "message": str(e)}
         req = self._request(problem, sub, artifact, mode, time_compile, backend)
         if not self.config.warm_workers or sub is None or not isinstance(self.sandbox, Sandbox):
             return await self._one(req)
@@ -716,6 +743,8 @@ class KernelVerifier:
         backend: str,
     ) -> dict:
         """Run the harness once in a fresh sandboxed process; its result dict (or a failure status)."""
+        if sub is not None and backend == "c":
+            await self.kernel_host()
         return await self._one(self._request(problem, sub, artifact, mode, time_compile, backend))
 
     async def _one(self, req: _Request) -> dict:
@@ -730,8 +759,10 @@ class KernelVerifier:
         if req.submission is not None:
             ro["model_new.py"] = req.submission
             if req.artifact and req.backend == "c":
+                assert req.kernel_host is not None  # built before any c candidate runs
                 config["library"] = req.artifact
-                binds.append(req.artifact)
+                config["host"] = req.kernel_host
+                binds += [req.artifact, req.kernel_host]
             elif req.artifact:
                 config["extension"] = req.artifact
                 binds.append(req.artifact)
@@ -766,6 +797,9 @@ class KernelVerifier:
         if req.artifact and req.backend == "c":
             files["kernel.so"] = Path(req.artifact).read_bytes()
             config["library"] = "kernel.so"
+            assert req.kernel_host is not None  # built before any c candidate runs
+            files["kernel_host"] = Path(req.kernel_host).read_bytes()
+            config["host"] = "kernel_host"
         elif req.artifact:
             files["ext.so"] = Path(req.artifact).read_bytes()
             config["extension"] = "ext.so"
@@ -793,6 +827,8 @@ class _Request:
     artifact: str | None
     backend: str
     env: dict
+    kernel_host: str | None = None
+    """`c`: the kernel host binary the kernel runs in."""
 
 
 def _candidate_exit(entry: dict):

@@ -32,7 +32,7 @@ submission outside its forward either.
 """
 
 import builtins
-import ctypes
+import contextlib
 import math
 import os
 import resource
@@ -171,11 +171,21 @@ class Guard:
 _NAMES: dict = {}
 
 
+SHARED_ALLOCATIONS = frozenset(
+    {"empty", "empty_like", "new_empty", "zeros", "zeros_like", "new_zeros", "ones", "ones_like", "new_ones"}
+    | {"full", "full_like", "new_full"}
+)
+"""What a forward allocates its outputs with: for a `c` kernel, made in memfds its kernel host maps."""
+SHARED_MIN_BYTES = 1 << 16
+"""Smaller tensors are copied to the kernel host and back (cheaper than a memfd each)."""
+
+
 class _BanCalls(TorchFunctionMode):
-    def __init__(self, guard, extra=frozenset()):
+    def __init__(self, guard, extra=frozenset(), allocate=None):
         super().__init__()
         self.guard = guard
         self.extra = extra  # what building the model may call besides (policy.INIT_CALLS)
+        self.allocate = allocate  # moves a new tensor into memory a kernel host maps (or None)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if self.guard is not None:
@@ -184,6 +194,8 @@ class _BanCalls(TorchFunctionMode):
                 name = _NAMES[func] = getattr(func, "__name__", str(func)).split(".")[0]
             if name not in self.guard.allowed_calls and name not in self.extra and not self.guard.trusted_caller():
                 self.guard.flag(f"torch call {name}")
+            if self.allocate is not None and name in SHARED_ALLOCATIONS and not (kwargs and "out" in kwargs):
+                return self.allocate(func(*args, **(kwargs or {})), name)
         return func(*args, **(kwargs or {}))
 
 
@@ -220,7 +232,7 @@ def _default_signals():
             pass
 
 
-def _backed(outs, inputs, aliasing):
+def _backed(outs, inputs, aliasing):  # aliasing: per output, whether the reference's shares memory
     """Why an output is not ordinary memory of this call ('' if it is): it must lie in private,
     readable and writable mappings, and (unless the reference does so too) not share memory with an
     input or an earlier call's output."""
@@ -231,16 +243,17 @@ def _backed(outs, inputs, aliasing):
             start, _, end = head.partition(b"-")
             spans.append((int(start, 16), int(end, 16), rest[:4]))
     for k, o in enumerate(outs):
+        aliased = k < len(aliasing) and aliasing[k]
         nbytes = o.untyped_storage().nbytes()
         if not nbytes:
             continue
-        if not aliasing and any(isinstance(t, torch.Tensor) and t.numel() and _overlap(o, t) for t in inputs):
+        if not aliased and any(isinstance(t, torch.Tensor) and t.numel() and _overlap(o, t) for t in inputs):
             return f"output {k} shares memory with an input: return a new tensor"
         lo = o.untyped_storage().data_ptr()
         hi, at = lo + nbytes, lo
         for start, end, perms in spans:
             if start <= at < end:
-                if not (perms.startswith(b"rw") and (perms.endswith(b"p") or aliasing)):
+                if not (perms.startswith(b"rw") and (perms.endswith(b"p") or aliased or _own(lo))):
                     return f"output {k} lies in memory mapped {perms.decode()} (it must be ordinary private memory)"
                 at = end
                 if at >= hi:
@@ -248,6 +261,11 @@ def _backed(outs, inputs, aliasing):
         if at < hi:
             return f"output {k} is not fully backed by mapped memory"
     return ""
+
+
+def _own(address):
+    """Memory the harness allocated for a forward's output in a memfd its kernel host maps."""
+    return wire.SHARED.get(address, (0, 0, False))[2]
 
 
 def _overlap(a, b):
@@ -283,16 +301,6 @@ def _changed(before, objects):
     return None
 
 
-def _omp_warm(threads: int) -> None:
-    """Start the OpenMP team a C kernel may use (libgomp keeps it), before threads are refused."""
-    try:
-        gomp = ctypes.CDLL("libgomp.so.1")
-    except OSError:
-        return
-    body = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda _data: None)
-    gomp.GOMP_parallel(body, None, ctypes.c_uint(threads), ctypes.c_uint(0))
-
-
 class _Candidate:
     """Everything the candidate's process does, in order; each step answers the judge."""
 
@@ -306,9 +314,10 @@ class _Candidate:
         self.model = None
         self.inputs = None
         self.previous = []  # weak references to the last call's outputs: the next call's must be new memory
-        self.aliasing = False  # the reference's own outputs share memory with inputs or earlier outputs
+        self.aliasing: list = []  # per output: the reference's shares memory with inputs or earlier outputs
         self.state = None  # torch's dispatch state inside a forward, as the harness set it
         self.listener = None
+        self.host = None  # the kernel host of a `c` kernel (ckernel.Host)
         self.flush = None
 
     # -- set-up, before any candidate code ---------------------------------------------------------
@@ -331,18 +340,27 @@ class _Candidate:
                     "mode): a kernel computes, it does not switch torch's checks off",
                 )
 
-        if self.backend == "c" and threads > 1:
-            _omp_warm(threads)
         warm_imports()
+        self.load_c = None
+        self.host = None
+        if self.backend == "c" and cfg.get("library"):  # its own process, started before threads are refused
+            self.load_c, self.host = ckernel.open_library(
+                cfg["host"],
+                cfg["library"],
+                cfg.get("functions", []),
+                threads,
+                syscalls.host_program,
+                count,
+                after,
+                self._harness_work,
+            )
         # from here on no process or thread can start (Triton on a GPU runs its assembler as a process)
         limits = [resource.RLIMIT_MSGQUEUE]
         if not (self.backend == "triton" and self.device == "cuda"):
             limits.append(resource.RLIMIT_NPROC)
         for limit in limits:
             resource.setrlimit(limit, (0, 0))
-        self.load_c = None  # native code is loaded after that: its load-time code is held to it too
-        if self.backend == "c" and cfg.get("library"):
-            self.load_c = ckernel.open_library(cfg["library"], cfg.get("functions", []), count, after)
+        # an extension is loaded after that: its load-time code is held to it too
         self.load_inline = self._extension_loader(count, after)
         if self.backend == "triton":
             self._triton_hook(count)
@@ -367,7 +385,29 @@ class _Candidate:
         # (a Triton kernel on a GPU is compiled, assembled and loaded on its first launch)
         if not (self.backend == "triton" and self.device == "cuda"):
             _default_signals()
-            self.listener = syscalls.install()
+            self.listener = syscalls.install(self.host.pid if self.host is not None else None)
+
+    def _shared(self, out, name):
+        """A new tensor of the forward, in a memfd the kernel host maps: its bytes need no copy."""
+        if type(out) is not torch.Tensor or out.device.type != "cpu" or not out.is_contiguous() or out.requires_grad:
+            return out
+        nbytes = out.numel() * out.element_size()
+        if nbytes < SHARED_MIN_BYTES:
+            return out
+        with self._harness_work():
+            t = wire.shared_empty(nbytes).view(out.dtype).view(out.shape)
+            if not name.startswith(("empty", "new_empty")):
+                t.copy_(out)
+        return t
+
+    @contextlib.contextmanager
+    def _harness_work(self):
+        """The harness's own work inside a kernel call (copying the arguments): not the submission's."""
+        was, self.active[0] = self.active[0], False
+        try:
+            yield
+        finally:
+            self.active[0] = was
 
     def _extension_loader(self, count, after):
         """torch_ext, cuda: `load_inline` returns the extension the build job compiled, its calls counted."""
@@ -529,12 +569,12 @@ class _Candidate:
             raise Refused("forbidden_op", f"{self.guard.violations[0]} ({when})")
 
     # -- candidate code ---------------------------------------------------------------------------
-    def _run_candidate(self, fn, ban, when, extra=frozenset()):
+    def _run_candidate(self, fn, ban, when, extra=frozenset(), allocate=None):
         """fn() as candidate code: audit hook on, and the torch ban if `ban` (widened by `extra`)."""
         self.active[0] = True
         try:
             if ban:
-                with torch.no_grad(), _BanCalls(self.guard, extra):
+                with torch.no_grad(), _BanCalls(self.guard, extra, allocate):
                     return fn()
             return fn()
         except SystemExit:
@@ -544,6 +584,8 @@ class _Candidate:
             raise
         except BaseException as e:
             self.active[0] = False
+            if self.host is not None and self.host.failure is not None:  # the kernel's process ended
+                raise Refused(self.host.failure.status, f"{self.host.failure.message} ({when})") from None
             if self.guard.violations:
                 raise Refused("forbidden_op", f"{self.guard.violations[0]} ({when})") from None
             raise Refused(
@@ -615,7 +657,9 @@ class _Candidate:
             finally:
                 self.state = None
 
-        out = self._run_candidate(forward, True, "the forward")
+        out = self._run_candidate(forward, True, "the forward", allocate=self._shared if self.host else None)
+        if self.host is not None and self.host.failure is not None:  # even if the forward swallowed it
+            raise Refused(self.host.failure.status, f"{self.host.failure.message} (the forward)")
         if self.device == "cuda":
             torch.cuda.synchronize()
         self._violated("in the forward; only allocate outputs, take views and call your kernel")
@@ -625,7 +669,8 @@ class _Candidate:
                 raise Refused("bad_output", f"output {k} is a {type(o).__name__}, not a plain torch.Tensor")
             if o.layout != torch.strided or o.device.type != self.device or o.is_meta:
                 raise Refused("bad_output", f"output {k} is not a materialised {self.device} tensor")
-            if not self.aliasing and any(p() is not None and _overlap(o, p()) for p in self.previous):
+            aliased = k < len(self.aliasing) and self.aliasing[k]
+            if not aliased and any(p() is not None and _overlap(o, p()) for p in self.previous):
                 raise Refused(
                     "bad_output",
                     f"output {k} is the memory of an earlier call's output: every call returns a new tensor",
@@ -642,7 +687,12 @@ class _Candidate:
         chan = self.chan
         try:
             chan.send(
-                {"op": "prepared", "ok": True, "filter": "listener" if self.listener is not None else "kill"},
+                {
+                    "op": "prepared",
+                    "ok": True,
+                    "filter": "listener" if self.listener is not None else "kill",
+                    "kernel_host": self.host.pid if self.host is not None else None,
+                },
                 fd=self.listener,
             )
             if self.listener is not None:
@@ -650,6 +700,7 @@ class _Candidate:
                 self.listener = None
             self.load()
             chan.send({"op": "imported", "ok": True})
+            outs: list = []
             while True:
                 msg = chan.recv(("init", "state", "inputs"), writable=True)
                 op = msg.get("op")
@@ -657,19 +708,23 @@ class _Candidate:
                     chan.send({"op": "built", "ok": True, **self.build(msg["init"], msg["state"], msg["init_seed"])})
                 elif op == "setup":
                     self.flush = torch.empty(int(msg["flush_mb"] * 2**20) // 4)
-                    self.aliasing = bool(msg.get("aliasing", False))
+                    self.aliasing = [bool(a) for a in msg.get("aliasing", [])]
                     chan.send({"op": "ready", "ok": True})
                 elif op == "inputs":
-                    self.inputs, spares = _load(chan, msg, self.flush, self.device)
+                    self.inputs, spares = _load(chan, msg, self.flush, self.device, self.host)
                 elif op == "go":
                     outs, calls = self.call(self.inputs)
                     _answer(chan, outs, calls, spares)
-                    why = _backed(outs, self.inputs, self.aliasing)  # after the answer: not in the timed call
+                elif op == "measured":  # the judge has read the call's CPU time: what follows is not in it
+                    if self.host is not None:
+                        with self._harness_work():
+                            self.host.release()
+                    why = _backed(outs, self.inputs, self.aliasing)
                     if why:
                         raise Refused("bad_output", why)
                     # weak: an earlier output the submission still holds is found; one it let go is freed,
                     # as eager's are, and the allocator may reuse its memory
-                    self.previous, self.inputs = [weakref.ref(o) for o in outs], None
+                    self.previous, self.inputs, outs = [weakref.ref(o) for o in outs], None, []
                 elif op == "finish":
                     self._tampered("the run")
                     self._special_methods("the run")
@@ -692,10 +747,12 @@ _CLASS_DUNDERS = frozenset(
 """What Python itself puts in a class's namespace (and `__init__`)."""
 
 
-def _load(chan, msg, flush, device):
-    """A call's inputs (fresh tensors over fresh memfds, mapped now), memfds for the answer's expected
-    output sizes, then a cache flush: all before the timed call."""
+def _load(chan, msg, flush, device, host=None):
+    """A call's inputs (fresh tensors over fresh memfds, mapped now, and by the kernel host), memfds for the
+    answer's expected output sizes, then a cache flush: all before the timed call."""
     inputs = [x.to(device) if isinstance(x, torch.Tensor) and device != "cpu" else x for x in msg["inputs"]]
+    if host is not None:
+        host.preload(inputs)
     spares = wire.Spares(int(n) for n in msg.get("expect", []))
     if flush is not None:
         flush.fill_(float(msg.get("r", 0)))
@@ -818,6 +875,8 @@ def reference_main(sock, cfg) -> None:
                     torch.cuda.synchronize()
                 _answer(chan, list(out) if isinstance(out, (tuple, list)) else [out], 0, spares)
                 inputs = None
+            elif op == "measured":
+                pass
             elif op == "end":
                 break
     except wire.PeerGone:

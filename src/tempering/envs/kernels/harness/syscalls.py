@@ -38,6 +38,7 @@ def _arg(i, high=False):
 _RET_ALLOW = 0x7FFF0000
 _RET_USER_NOTIF = 0x7FC00000
 _RET_KILL_PROCESS = 0x80000000
+_RET_TRAP = 0x00030000
 _LD, _JEQ, _JSET, _JA, _RET = 0x20, 0x15, 0x45, 0x05, 0x06
 _X32_BIT = 0x40000000
 
@@ -81,6 +82,7 @@ _CALLS = {
     "sendmsg": (46, 211),
     "recvmsg": (47, 212),
     "exit": (60, 93),
+    "wait4": (61, 260),
     "kill": (62, 129),
     "uname": (63, 160),
     "fcntl": (72, 25),
@@ -146,6 +148,7 @@ ALLOWED = [
     "sendmsg",
     "recvmsg",
     "exit",
+    "wait4",  # the kernel host's end (the only child this process has)
     "uname",
     "ftruncate",
     "getcwd",
@@ -180,6 +183,40 @@ ALLOWED = [
 """Allowed whatever their arguments: reading files and the clock, memory, the channel, waiting, exiting."""
 CHECKED = ("mmap", "mprotect", "open", "openat", "rt_sigaction", "fcntl", "ioctl", "kill", "tgkill", "prlimit64")
 """Allowed only with some arguments (see `_program`)."""
+HOST_ALLOWED = [
+    "read",
+    "write",
+    "close",
+    "munmap",
+    "brk",
+    "rt_sigprocmask",
+    "rt_sigreturn",
+    "sched_yield",
+    "madvise",
+    "nanosleep",
+    "getpid",
+    "gettid",
+    "sendto",
+    "recvfrom",
+    "sendmsg",
+    "recvmsg",
+    "exit",
+    "exit_group",
+    "futex",
+    "futex_waitv",
+    "sched_getaffinity",
+    "clock_gettime",
+    "clock_getres",
+    "clock_nanosleep",
+    "gettimeofday",
+    "time",
+    "getcpu",
+    "getrandom",
+]
+"""What the kernel host (kernel_host.c) may ask whatever the arguments: its channel, memory, waiting,
+the clock, exiting. No file, no descriptor made, no process or thread."""
+HOST_CHECKED = ("mmap", "mprotect", "mremap", "rt_sigaction", "kill", "tgkill")
+MREMAP_FIXED, MREMAP_DONTUNMAP = 2, 4
 _ARCHES = {"x86_64": (0xC000003E, 0), "aarch64": (0xC00000B7, 1)}
 
 ADVICE = {
@@ -198,7 +235,7 @@ class Unsupported(Exception):
     """The filter could not be installed here (the message says why)."""
 
 
-def _program(arch: str, pid: int, denied: int) -> bytes:
+def _program(arch: str, pid: int, denied: int, allowed=ALLOWED, checked=CHECKED, child: int | None = None) -> bytes:
     audit, column = _ARCHES[arch]
     nr = {name: numbers[column] for name, numbers in _CALLS.items() if numbers[column] is not None}
     insns: list[tuple[int, int, int, int]] = []
@@ -223,10 +260,10 @@ def _program(arch: str, pid: int, denied: int) -> bytes:
     if arch == "x86_64":  # x32 calls share the numbers with this bit set
         op(_JSET, _X32_BIT, 0, 1)
         op(_RET, denied)
-    for name in ALLOWED:
+    for name in allowed:
         if name in nr:
             allow_if_eq(nr[name])
-    for name in CHECKED:
+    for name in checked:
         if name in nr:
             op(_JEQ, nr[name], 0, 1)
             far(name)
@@ -241,6 +278,11 @@ def _program(arch: str, pid: int, denied: int) -> bytes:
     op(_RET, denied)
     op(_LD, _arg(3))
     op(_JSET, MAP_FIXED | MAP_FIXED_NOREPLACE, 0, 1)
+    op(_RET, denied)
+    op(_RET, _RET_ALLOW)
+    block("mremap")  # growing or moving an allocation, never over other pages
+    op(_LD, _arg(3))
+    op(_JSET, MREMAP_FIXED | MREMAP_DONTUNMAP, 0, 1)
     op(_RET, denied)
     op(_RET, _RET_ALLOW)
     block("mprotect")  # read or read-write only (an allocator growing its heap)
@@ -269,10 +311,12 @@ def _program(arch: str, pid: int, denied: int) -> bytes:
     op(_LD, _arg(1))
     allow_if_eq(_TCGETS)
     op(_RET, denied)
-    for name in ("kill", "tgkill"):  # to itself only (abort)
+    for name in ("kill", "tgkill"):  # to itself (abort) and to its kernel host only
         block(name)
         op(_LD, _arg(0))
         allow_if_eq(pid)
+        if child is not None:
+            allow_if_eq(child)
         op(_RET, denied)
     block("prlimit64")  # reading limits, never setting them
     op(_LD, _arg(2))
@@ -286,14 +330,22 @@ def _program(arch: str, pid: int, denied: int) -> bytes:
     return b"".join(struct.pack("=HBBI", *insn) for insn in insns)
 
 
+def host_program(pid: int) -> bytes:
+    """The kernel host's filter (classic BPF): denied calls trap (SIGSYS), and its handler reports them."""
+    arch = platform.machine()
+    if arch not in _ARCHES:
+        raise Unsupported(f"no syscall filter for the {arch} architecture")
+    return _program(arch, pid, _RET_TRAP, HOST_ALLOWED, HOST_CHECKED)
+
+
 class _Prog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
 
 
-def install() -> int | None:
-    """Install the filter on every thread of this process. Returns the listener's descriptor (denied
-    calls wait for the judge's answer), or None where denied calls end the process instead. Raises
-    Unsupported where no filter can be installed."""
+def install(child: int | None = None) -> int | None:
+    """Install the filter on every thread of this process (which may signal itself and `child`, its
+    kernel host). Returns the listener's descriptor (denied calls wait for the judge's answer), or None
+    where denied calls end the process instead. Raises Unsupported where no filter can be installed."""
     arch = platform.machine()
     if arch not in _ARCHES:
         raise Unsupported(f"no syscall filter for the {arch} architecture")
@@ -306,7 +358,7 @@ def install() -> int | None:
     why = ""
     # NEW_LISTENER (8) with TSYNC (1) needs TSYNC_ESRCH (16); without a listener, TSYNC alone
     for flags, denied in ((8 | 1 | 16, _RET_USER_NOTIF), (1, _RET_KILL_PROCESS)):
-        code = _program(arch, os.getpid(), denied)
+        code = _program(arch, os.getpid(), denied, child=child)
         prog = _Prog(len(code) // 8, code)
         fd = libc.syscall(ctypes.c_long(seccomp_nr), ctypes.c_long(1), ctypes.c_long(flags), ctypes.byref(prog))
         if fd >= 0:

@@ -23,8 +23,9 @@ timings) carrying the nonce, on its standard output. No object the submission ca
      whole and checked against those bytes and the reference, so work done after the call returned
      shows. The null model's time is the fixed overhead: reported, and subtracted from both sides.
      Each call is measured twice: wall-clock, and the CPU time the kernel counted for the answering
-     process (all its threads; /proc/PID/task/*/schedstat), which a loaded machine's scheduling delays
-     do not inflate; `clock` says which one the result uses;
+     process and a `c` kernel's host (all their threads; /proc/PID/task/*/schedstat, read once none is
+     on a CPU), which a loaded machine's scheduling delays do not inflate; `clock` says which one the
+     result uses;
   6. the candidate's process reports what it saw itself (forbidden torch calls, kernel calls, a
      replaced attribute): those checks are the second line, behind everything above.
 """
@@ -221,6 +222,7 @@ class Peer:
         self.answered = None  # the last request answered (a refusal found after an answer names it)
         self.listener = None  # the candidate's syscall-filter listener: its denied calls come here
         self.filter = None  # how its denied calls end: "listener" or "kill"
+        self.pids = [pid]  # whose CPU time a call costs: the process and the kernel host it started
 
     def tell(self, msg, tensors=None, shared=False):
         """Send a request whose answer comes with the next one's."""
@@ -298,16 +300,30 @@ class Peer:
         return Verdict("crashed", f"the {self.who} process {how}\n{tail[-800:]}".strip())
 
     def cpu_ns(self):
-        """CPU time the process has run, all its threads, as the kernel counts it (it cannot change it)."""
-        total = 0
-        base = f"/proc/{self.pid}/task"
-        for tid in os.listdir(base):
-            try:
-                with open(f"{base}/{tid}/schedstat") as f:
-                    total += int(f.read().split()[0])
-            except (OSError, ValueError, IndexError):
-                pass
-        return total
+        """CPU time the process (and its kernel host) has run, all threads, as the kernel counts it (they
+        cannot change it). Read once no thread is on a CPU: the kernel adds a running thread's current
+        slice only when it stops, so a read while the answering thread is still returning to its wait
+        would miss a short call's time (or all of it) and count it in no call."""
+        deadline = _perf_counter() + 0.2  # a thread that never stops is read as it is
+        while True:
+            total, running = 0, False
+            for pid in self.pids:
+                base = f"/proc/{pid}/task"
+                try:
+                    tids = os.listdir(base)
+                except OSError:  # gone: its death is the verdict
+                    continue
+                for tid in tids:
+                    try:
+                        with open(f"{base}/{tid}/stat") as f:
+                            running |= f.read().rpartition(")")[2].split()[0] == "R"
+                        with open(f"{base}/{tid}/schedstat") as f:
+                            total += int(f.read().split()[0])
+                    except (OSError, ValueError, IndexError):
+                        pass
+            if not running or _perf_counter() > deadline:
+                return total
+            os.sched_yield()
 
     def end(self):
         if self.listener is not None:
@@ -334,6 +350,7 @@ class Peer:
 
 REPORTED = frozenset(
     {"forbidden_op", "runtime_error", "early_exit", "bad_output", "kernel_not_called", "tampering", "bad_submission"}
+    | {"crashed", "timeout"}  # of the kernel host, which only the candidate's process can wait for
 )
 """The failures a runner may report about itself; anything else it says is not believed."""
 
@@ -348,6 +365,14 @@ def _refusal(reply):
         )
     tb = reply.get("traceback")
     return Verdict(status, message, **({"traceback": str(tb)[:4000]} if tb else {}))
+
+
+def _parent(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _tail(path, n=4000):
@@ -432,15 +457,20 @@ class Judge:
                 peer.filter = reply.get("filter")
                 if isinstance(reply.get("fd"), int):
                     peer.listener = reply["fd"]
+                host = reply.get("kernel_host")
+                # told before any submission code ran; counted while it is the candidate's child (once the
+                # candidate is gone, its death is the verdict)
+                if isinstance(host, int) and _parent(host) == peer.pid:
+                    peer.pids.append(host)
 
     def aliasing(self, inputs):
-        """Whether the reference's outputs share memory with its inputs, or with its previous call's
-        outputs (a view, a kept buffer): only then may the candidate's do the same."""
+        """Which of the reference's outputs share memory with its inputs, or with its previous call's
+        outputs (a view, a kept buffer): only those of the candidate may do the same."""
         with torch.no_grad():
             first = _outputs(self.ref(*inputs))
             second = _outputs(self.ref(*inputs))
         tensors = [x for x in inputs if isinstance(x, torch.Tensor)] + first
-        return any(runner._overlap(o, t) for o in second for t in tensors if o.numel() and t.numel())
+        return [bool(o.numel()) and any(runner._overlap(o, t) for t in tensors if t.numel()) for o in second]
 
     def init_note(self):
         """For a wrong answer: which of ModelNew's tensors kept their seeded values instead of the reference's."""
@@ -664,7 +694,12 @@ class Judge:
         t0 = _perf_counter()
         reply = peer.ask({"op": "go", "model": model})
         elapsed = _perf_counter() - t0
-        return reply, views, elapsed, 1e-9 * (peer.cpu_ns() - c0)
+        used = 1e-9 * (peer.cpu_ns() - c0)
+        try:  # only now does it check its answer's memory (outside the measured time)
+            peer.chan.send({"op": "measured", "token": peer.answered})  # a refusal now names the call
+        except wire.PeerGone:
+            raise peer.death() from None
+        return reply, views, elapsed, used
 
     def unchanged(self, views, inputs, when):
         for v, x in zip(iter(views), (x for x in inputs if isinstance(x, torch.Tensor))):

@@ -18,6 +18,7 @@ import mmap
 import os
 import socket
 import warnings
+import weakref
 
 import torch
 
@@ -74,6 +75,53 @@ class Spares:
 
 
 _POPULATE = mmap.MAP_SHARED | mmap.MAP_POPULATE  # the pages made in one go, not one fault at a time
+
+SHARED: dict[int, tuple[int, int, bool]] = {}
+"""Tensors' memory in memfds, by address: (descriptor, bytes, pooled). A `c` kernel's host maps these
+itself (ckernel.py) instead of having their bytes copied; an entry goes when its mapping does."""
+_POOL: dict[int, list[int]] = {}  # memfds of shared_empty's tensors that are gone, by size: pages kept
+_POOL_MAX = 4
+
+
+def _share(mm, address: int, fd: int, nbytes: int, pooled: bool) -> None:
+    SHARED[address] = (fd, nbytes, pooled)
+
+    def gone():
+        SHARED.pop(address, None)
+        free = _POOL.setdefault(nbytes, [])
+        if pooled and len(free) < _POOL_MAX:
+            free.append(fd)
+        else:
+            os.close(fd)
+            if pooled:
+                RETIRED.append(fd)
+
+    weakref.finalize(mm, gone)
+
+
+RETIRED: list[int] = []
+"""Pooled memfds closed since `retired()` was last asked (a kernel host unmaps what it mapped of them)."""
+
+
+def retired() -> list[int]:
+    out = RETIRED[:]
+    del RETIRED[: len(out)]
+    return out
+
+
+def shared_empty(nbytes: int) -> torch.Tensor:
+    """`nbytes` of memory in a memfd (a kernel host maps it once and keeps it), as a uint8 tensor. The
+    memfd of one that is gone serves again: a forward allocates the same sizes every call."""
+    free = _POOL.get(nbytes)
+    if free:
+        fd = free.pop()
+    else:
+        fd = os.memfd_create("kernel-output", os.MFD_CLOEXEC)
+        os.ftruncate(fd, nbytes)
+    mm = mmap.mmap(fd, nbytes)
+    t = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes)
+    _share(mm, t.data_ptr(), fd, nbytes, pooled=True)
+    return t
 
 
 def _encode(obj, fds: list, shared: bool, views: list, spares: "Spares | None" = None):
@@ -138,7 +186,10 @@ def _decode(entry, fds: list, writable: bool, expect_sealed: bool):
         if writable:  # inputs: mapped now, so that a call does not pay the page faults
             flags |= mmap.MAP_POPULATE
         mm = mmap.mmap(fd, nbytes, flags=flags, prot=prot)
-        return torch.frombuffer(mm, dtype=torch.uint8, count=nbytes).view(dtype).view(shape)
+        t = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes)
+        if writable and flags & mmap.MAP_SHARED:
+            _share(mm, t.data_ptr(), os.dup(fd), nbytes, pooled=False)
+        return t.view(dtype).view(shape)
     if "list" in entry:
         return [_decode(x, fds, writable, expect_sealed) for x in entry["list"]]
     if "tuple" in entry:

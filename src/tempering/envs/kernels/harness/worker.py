@@ -105,7 +105,7 @@ def _run(item, isolated, workdir):
         path = os.path.join(folder, name)
         with open(path, "wb") as f:
             f.write(base64.b64decode(data))
-        os.chmod(path, 0o755 if name.endswith(".so") else 0o644)
+        os.chmod(path, 0o755 if name.endswith(".so") or name == "kernel_host" else 0o644)
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(item["config"], f)
     nonce_r, nonce_w = os.pipe()
