@@ -120,7 +120,8 @@ def rl_reward(work: Path, steps: int, seeds: list[int]) -> dict:
     on = f"rl_loop's sums, {PROMPTS} prompts x {GROUP} samples per step"
     claim = judge(Arm(f"last {WINDOW} steps", last, on, None), Arm(f"first {WINDOW} steps", first, on, None))
     return {
-        "steps": steps,
+        "steps": len(runs[0]["rewards"]),  # at most `steps`: rl_loop stops at the end of its dataset
+        "steps_asked": steps,
         "window": WINDOW,
         "seeds": seeds,
         "learning_rate": REWARD_LR,
@@ -328,6 +329,12 @@ def main() -> None:
 def table(r: dict, machine: str) -> str:
     t, rl, sl, s = r["throughput_vs_tempering_train"], r["rl_loop"], r["sl_loop"], r["setup"]
     w = rl["warm_start"]
+    moved = (
+        ""
+        if rl["claim"]["verdict"] == "reproduced"
+        else " rl_loop grades right answers at every seed (the groups have advantages and it trains), but over "
+        f"{rl['steps']} steps its reward does not rise beyond the spread of its seeds (the rule below)."
+    )
     reward_rows = "\n".join(
         f"| {seed} | {a:.3f} | {b:.3f} | {' '.join(f'{x:.2f}' for x in run['rewards'])} |"
         for seed, a, b, run in zip(rl["seeds"], rl["reward_first_per_seed"], rl["reward_last_per_seed"], rl["runs"])
@@ -377,7 +384,7 @@ mean over the first and the last {rl["window"]} steps.
 |---|---|---|---|
 {reward_rows}
 
-Mean over seeds: {rl["reward_first"]:.3f} (first), {rl["reward_last"]:.3f} (last).
+Mean over seeds: {rl["reward_first"]:.3f} (first), {rl["reward_last"]:.3f} (last).{moved}
 
 {chr(10).join(claims_table({"rl_loop's reward rises over its run": rl["claim"]}))}
 
