@@ -229,7 +229,8 @@ def run_loop(
     recipe: str, folder: Path, url: str, model_name: str, *args: str, log: str | None = None, timeout: float = 1800
 ) -> list[dict]:
     """Run `tinker_cookbook.recipes.RECIPE` as it ships, from `folder`, against `url`; its logged metrics, one
-    dict per step (`folder/LOG/metrics.jsonl`, LOG the recipe's name unless given)."""
+    dict per step (`folder/LOG/metrics.jsonl`, LOG the recipe's name unless given). The datasets cache is the
+    folder's own: offline, `datasets` would otherwise read another folder's copy of the same name."""
     log_path = folder / (log or recipe)
     cmd = [
         sys.executable,
@@ -242,7 +243,12 @@ def run_loop(
         *args,
     ]
     done = subprocess.run(
-        cmd, cwd=folder, env={**os.environ, **OFFLINE}, capture_output=True, text=True, timeout=timeout
+        cmd,
+        cwd=folder,
+        env={**os.environ, **OFFLINE, "HF_DATASETS_CACHE": str(folder / ".datasets-cache")},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     if done.returncode:
         raise RuntimeError(f"{recipe} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
