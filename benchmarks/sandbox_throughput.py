@@ -3,6 +3,7 @@ judges, the seccomp allow-list's families.
 
     python benchmarks/sandbox_throughput.py [--n 40] [--seed 0] [--part timings|attacks|all]
     python benchmarks/sandbox_throughput.py --add-round '{"round": 1, "written": 15, "escaped_before_fix": 2}'
+    (optional keys: "credited_before_fix", "credited_after_fix", "what")
 
 Timings (inside flock /tmp/tempering-timing.lock, which the script takes itself, with the load and the
 matmul peak measured in the same run), interleaved so that load on the machine hits every method alike:
@@ -338,9 +339,16 @@ def render(report: dict, command: str) -> str:
         lines += ["", "Any other call: ENOSYS. Calls through a 32-bit or x32 ABI: ENOSYS.", ""]
     lines += ["## Hacker-fixer rounds", ""]
     if report.get("rounds"):
-        lines += ["| round | attacks written | escaped before the fix |", "|---|---|---|"]
         lines += [
-            f"| {r.get('round', i + 1)} | {r.get('written', '-')} | {r.get('escaped_before_fix', '-')} |"
+            "Escaped: crossed the sandbox (another job, the host). Credited: a wrong solution the judge scored "
+            "right without leaving its job; after the fix, the same attacks rerun on the fixed code.",
+            "",
+            "| round | attacks written | escaped before the fix | credited before the fix | credited after the fix | what |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r.get('round', i + 1)} | {r.get('written', '-')} | {r.get('escaped_before_fix', '-')} | "
+            f"{r.get('credited_before_fix', '-')} | {r.get('credited_after_fix', '-')} | {r.get('what', '')} |"
             for i, r in enumerate(report["rounds"])
         ]
     else:

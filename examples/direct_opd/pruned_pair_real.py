@@ -41,6 +41,7 @@ from weak_to_strong_real import (
     cached,
     machine,
     machine_line,
+    resumable,
     spread,
 )
 
@@ -145,7 +146,7 @@ def reference(root: Path, a) -> dict:
             "optim": {"lr": a.heal_lr},
             "run": _run(out, a.heal_steps, 0),
         }
-        run("distill", cfg)
+        run("distill", cfg, **resumable(out))
         model = str(out / "final")
         res["healed"] = {"model": model, "steps": a.heal_steps, **greedy(model, a, student)}
     return {**res, "model": model, "pass@1": res.get("healed", res["pruned"])["pass@1"]}
@@ -163,7 +164,7 @@ def teacher_rl(root: Path, seed: int, a, ref: dict) -> dict:
         "optim": {"lr": a.teacher_lr},
         "run": _run(out, a.teacher_steps, seed),
     }
-    return {"model": str(out / "final"), **_final(run("train", cfg))}
+    return {"model": str(out / "final"), **_final(run("train", cfg, **resumable(out)))}
 
 
 def auc(pos: list[float], neg: list[float]) -> float:
@@ -250,7 +251,7 @@ def arm(name: str, root: Path, seed: int, a, ref: dict, teacher: dict) -> dict:
         "direct_opd_zero_shift": ("direct-opd", {**common, "loss": clip, "direct_opd": pair(ref["model"])}),
     }
     verb, cfg = configs[name]
-    return _final(run(verb, cfg))
+    return _final(run(verb, cfg, **resumable(out)))
 
 
 def stages(root: Path, seed: int, a) -> dict:

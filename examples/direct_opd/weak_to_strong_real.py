@@ -70,12 +70,21 @@ def _run(out: Path, steps: int, seed: int, eval_k: int = 1) -> dict:
         "out_dir": str(out),
         "eval_every": 0,
         "eval_k": eval_k,
-        "checkpoint_every": 0,
+        "checkpoint_every": 5,
+        "keep_checkpoints": 1,
         "log_samples": 0,
         "tensorboard": False,
         "progress": False,
         "threads": 1,
     }
+
+
+def resumable(out: Path) -> dict:
+    """How to start a stage's run in `out`: continue from its last checkpoint, or start again over a run that
+    stopped before its first one (a stage takes hours on a CPU; a stopped script loses at most 5 steps)."""
+    if any((out / "checkpoints").glob("step_*")):
+        return {"resume": True}
+    return {"overwrite": True} if (out / "config.yaml").is_file() else {}
 
 
 def cached(out: Path, fn, *args, settings: dict | None = None) -> dict:
@@ -151,7 +160,7 @@ def teacher_rl(root: Path, seed: int, a, tref: dict) -> dict:
         "optim": {"lr": a.teacher_lr},
         "run": _run(out, a.teacher_steps, seed),
     }
-    return {"model": str(out / "final"), **_final(run("train", cfg))}
+    return {"model": str(out / "final"), **_final(run("train", cfg, **resumable(out)))}
 
 
 def arm(name: str, root: Path, seed: int, a, teacher: dict, tref: dict) -> dict:
@@ -168,13 +177,15 @@ def arm(name: str, root: Path, seed: int, a, teacher: dict, tref: dict) -> dict:
     pair = {"pairs": [{"teacher": {"path": teacher["model"]}, "reference": {"path": tref["model"]}}], "top_k": 16}
     clip = {"clip_low": 0.2, "clip_high": 0.2, "dual_clip": 3.0}
     if name == "grpo":
-        return _final(run("train", {**common, "loss": {"advantage": "grpo"}}))
+        return _final(run("train", {**common, "loss": {"advantage": "grpo"}}, **resumable(out)))
     if name == "opd":
-        return _final(run("distill", {**common, "teacher": {"path": teacher["model"]}}))
+        return _final(run("distill", {**common, "teacher": {"path": teacher["model"]}}, **resumable(out)))
     if name == "direct_opd":
-        return _final(run("direct-opd", {**common, "loss": clip, "direct_opd": pair}))
+        return _final(run("direct-opd", {**common, "loss": clip, "direct_opd": pair}, **resumable(out)))
     if name == "direct_opd_fixed_alpha":
-        return _final(run("direct-opd", {**common, "loss": clip, "direct_opd": {**pair, "alpha_rate": 0.0}}))
+        return _final(
+            run("direct-opd", {**common, "loss": clip, "direct_opd": {**pair, "alpha_rate": 0.0}}, **resumable(out))
+        )
     raise ValueError(name)
 
 

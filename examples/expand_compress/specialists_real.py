@@ -29,7 +29,17 @@ from pathlib import Path
 from tempering.recipes.demo import REAL_GRPO
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "direct_opd"))
-from weak_to_strong_real import STUDENT, STUDENT_ROLLOUT, _final, _run, arm_summaries, cached, machine, machine_line
+from weak_to_strong_real import (
+    STUDENT,
+    STUDENT_ROLLOUT,
+    _final,
+    _run,
+    arm_summaries,
+    cached,
+    machine,
+    machine_line,
+    resumable,
+)
 
 ARITHMETIC = REAL_GRPO["task"]["args"]  # the real-model demo's sums in words
 SUBTASKS = {
@@ -81,7 +91,7 @@ def teacher(root: Path, seed: int, a, part: str) -> dict:
         "optim": {"lr": a.teacher_lr},
         "run": _run(out, a.teacher_steps, seed),
     }
-    return {"model": str(out / "final"), "own_part": _final(run("train", cfg))["pass@1"]}
+    return {"model": str(out / "final"), "own_part": _final(run("train", cfg, **resumable(out)))["pass@1"]}
 
 
 def whole_task_answers(model: str, a) -> list[bool]:
@@ -134,7 +144,7 @@ def arm(name: str, root: Path, seed: int, a, teachers: dict[str, dict], best: st
         "grpo": ("train", {**common, "loss": {"advantage": "grpo"}}),
     }
     verb, cfg = configs[name]
-    return _final(run(verb, cfg))
+    return _final(run(verb, cfg, **resumable(out)))
 
 
 def stages(root: Path, seed: int, a) -> dict:

@@ -530,6 +530,23 @@ def test_a_huge_fraction_is_refused_before_the_judge_rebuilds_it(sb):
     assert run(grade(sb, ADD, small)).status == "correct"
 
 
+def test_a_huge_range_is_refused_before_a_test_walks_it(sb, tmp_path):
+    # `sum(r)` over range(1, 2**62) is one C call no alarm interrupts: it would hold the judge to its wall limit
+    record = {
+        "task_id": 9301,
+        "text": "Return the numbers 1 to n.",
+        "code": "def upto(n):\n    return range(1, n + 1)",
+        "test_setup_code": "",
+        "test_list": ["assert sum(upto(3)) == 6", "assert max(upto(4)) == 4"],
+        "challenge_test_list": [],
+    }
+    (tmp_path / "upto.jsonl").write_text(json.dumps(record) + "\n")
+    (problem,) = load_problems(tmp_path / "upto.jsonl")
+    g = run(grade(sb, problem, "def upto(n):\n    return range(1, 2**62)\n"))
+    assert g.status == "runtime_error" and "a range of more than 16777216 items" in g.detail, g
+    assert run(grade(sb, problem, record["code"])).status == "correct"
+
+
 def test_feedback_is_valid_text_whatever_the_answer_writes(sb):
     # a lone surrogate crosses JSON as \udcff; no UTF-8 encoder or fast tokenizer takes it raw
     from tempering.models.tokenizer import char_tokenizer

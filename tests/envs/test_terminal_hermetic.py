@@ -8,6 +8,7 @@ import hashlib
 import os
 import shutil
 import stat
+import sys
 import tarfile
 import types
 
@@ -15,7 +16,7 @@ import pytest
 
 from tempering.envs.terminal import SAMPLES, TerminalEnv, bundle_task, read_bundle
 from tempering.envs.terminal.injob import restore, snapshot, text
-from tempering.sandbox import Job, Sandbox
+from tempering.sandbox import Job, Limits, Sandbox
 
 ISOLATED = [b for b in ("bwrap", "unshare") if b in Sandbox.available_backends()]
 
@@ -117,16 +118,31 @@ def test_the_tests_see_no_link_out_of_the_working_folder(tmp_path, capsys):
         ("chain", "link", "chain_dir/outside"),  # out through another link: judged before either goes
         ("proc", "link", "/proc/self/fd/1"),
         ("home", "link", "/root/.gitconfig"),
+        ("tests", "link", "/tests/expected_answer.txt"),  # read-only for the tests, and still out
+        ("tests_mount", "link", "/job/tests/expected_answer.txt"),
+        ("tests_relative", "link", "../../../../../../../../../../tests/expected_answer.txt"),
+        ("tests_proc_root", "link", "/proc/self/root/tests/expected_answer.txt"),
+        ("dev", "link", "/dev/null"),
         ("system", "link", "/usr/bin/env"),
+        ("system_proc_root", "link", "/proc/self/root/usr/bin/env"),
+        ("python", "link", os.path.join(sys.base_prefix, "bin", "python3")),
+        ("venv_python", "link", sys.executable),
     ]
     app_dir = str(tmp_path / "unpack" / "app")
     members = [(n, k, d.replace("APP", app_dir)) for n, k, d in members]
     code, app = _unpack(tmp_path, _tar_of(members), "--tests", app_dir)
     assert code == 0
     kept = sorted(p.name for p in app.iterdir())
-    system_read_only = not os.access("/usr/bin/env", os.W_OK)
-    assert kept == sorted(["answer.txt", "inside", "inside_abs"] + (["system"] if system_read_only else []))
-    assert "the tests do not see reward -> /logs/verifier/reward.txt" in capsys.readouterr().err
+    assert kept == sorted(["answer.txt", "inside", "inside_abs", "system", "system_proc_root", "python", "venv_python"])
+    err = capsys.readouterr().err
+    assert "the tests do not see reward -> /logs/verifier/reward.txt" in err
+    assert "the tests do not see tests_proc_root -> /proc/self/root/tests/expected_answer.txt" in err
+
+
+def test_the_image_the_links_may_reach_is_what_the_backends_show():
+    from tempering.sandbox.backends import _SYSTEM_PATHS
+
+    assert restore.IMAGE == _SYSTEM_PATHS
 
 
 @pytest.mark.skipif(not ISOLATED, reason="needs an isolating sandbox backend (read-only mounts)")
@@ -149,6 +165,32 @@ def test_the_tests_python_finds_installed_modules_before_the_working_folders():
     assert res.stdout.split() == ["True", "7", "False", "True"], res.stderr
 
 
+@pytest.mark.skipif(not ISOLATED, reason="needs an isolating sandbox backend (read-only mounts)")
+def test_the_tests_python_runs_solution_code_only_where_the_tests_import_it(tmp_path):
+    """As in the tests' job: library code (a read-only module) tries optional imports that the working
+    folder holds as a module, a sourceless .pyc and a package in a folder left without write bits: none
+    loads. The `-c` code the tests ran imports the solution's module, whose own import of a helper loads."""
+    import py_compile
+
+    planted = "raise SystemExit('planted module ran')\n"
+    (tmp_path / "nt.py").write_text(planted)
+    py_compile.compile(str(tmp_path / "nt.py"), cfile=str(tmp_path / "nt.pyc"), doraise=True)
+    files = {
+        "app/org.py": planted,
+        "app/nt.pyc": (tmp_path / "nt.pyc").read_bytes(),
+        "app/msvcrt/__init__.py": planted,
+        "app/solver.py": "import parts\n\nVALUE = parts.V\n",
+        "app/parts.py": "V = 7\n",
+    }
+    probe = "for name in ('org', 'nt', 'msvcrt'):\n    try:\n        __import__(name)\n    except ImportError:\n        print('absent')\n"
+    code = "import probe, solver; print(solver.VALUE)"
+    cmd = f'chmod a-w app/msvcrt && cd app && PYTHONPATH=/job/tools PYTHONNOUSERSITE=1 python3 -c "{code}"'
+    readonly = {"tools/sitecustomize.py": text("sitecustomize.py"), "tools/probe.py": probe}
+    res = Sandbox(backend=ISOLATED[0]).run_sync(Job(cmd=["sh", "-c", cmd], files=files, readonly_files=readonly))
+    assert res.stdout.split() == ["absent", "absent", "absent", "7"], res.stdout + res.stderr
+    assert res.stderr.count("[not loaded: /job/app/") == 3, res.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not ISOLATED, reason="needs an isolating sandbox backend (read-only mounts)")
 def test_the_tests_pytest_reads_only_configuration_and_plugins_the_task_shipped():
@@ -169,21 +211,24 @@ def test_the_tests_pytest_reads_only_configuration_and_plugins_the_task_shipped(
         for args in runs.split("; ")
     )
     cmd = f"cd app && export PYTHONPATH=/job/tools PYTHONNOUSERSITE=1\n{script}"
-    shipped = " ".join(
-        hashlib.sha256(files[f"app/{n}"].encode()).hexdigest()
-        for n in ("planted.py", "pytest.ini", "cfg/pyproject.toml")
+    sha = lambda names: " ".join(hashlib.sha256(files[f"app/{n}"].encode()).hexdigest() for n in names)
+    tests = sha(("test_x.py", "test_y.py", "cfg/test_x.py"))  # the task's tests: always its own
+    shipped = sha(("planted.py", "pytest.ini", "cfg/pyproject.toml"))
+    setups = (
+        f"export TEMPERING_OWN_PYTEST_FILES='{tests}'\n",
+        f"export TEMPERING_OWN_PYTEST_FILES='{tests} {shipped}'\n",
     )
-    own = f"export TEMPERING_OWN_PYTEST_FILES='{shipped}'\n"
-    for setup, want in (("", "fail"), (own, "pass")):
+    for setup, want in zip(setups, ("fail", "pass")):
         job = Job(
             cmd=["sh", "-c", setup + cmd],
             files=files,
             readonly_files={"tools/sitecustomize.py": text("sitecustomize.py")},
+            limits=Limits(wall_s=120, cpu_s=120),  # four pytest runs in one job
         )
         res = Sandbox(backend=ISOLATED[0]).run_sync(job)
         assert res.stdout.split() == [want] * 4, res.stdout + res.stderr
         refused = [line for line in res.stderr.splitlines() if line.startswith("[not loaded: ")]
-        assert len(refused) == (0 if setup else 6), refused  # 4 configuration files, the plugin twice
+        assert len(refused) == (0 if want == "pass" else 6), refused  # 4 configuration files, the plugin twice
 
 
 @pytest.mark.skipif(not ISOLATED, reason="Harbor's paths need an isolating sandbox backend")

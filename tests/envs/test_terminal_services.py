@@ -295,3 +295,22 @@ def test_sessions_go_step_by_step_and_keep_the_state(sandbox):
     r = episode(sandbox, bundle, [s1, "submit", s2, "sleep 5", "submit"], command_timeout_s=1)
     assert r[1].status == "next_step" and r[3].status == "timeout"
     assert r[4].done and r[4].score == 1.0 and r[4].info["steps_run"] == 2
+
+
+@needs_isolation
+@needs_shared_network
+def test_a_stopped_supervisor_ends_the_session_within_the_commands_limit(sandbox, monkeypatch):
+    """A command stops the session's supervisor (its uid) and the host stops waiting after the command's
+    limit, not the session's wall: the session ends, charged to the candidate."""
+    import time
+
+    from tempering.envs.terminal import session as session_mod
+
+    monkeypatch.setattr(session_mod, "ANSWER_GRACE_S", 2.0)
+    stop = "echo 12345 > answer.txt; for p in $(pgrep -f supervisor.py); do kill -STOP $p; done; echo stopped"
+    t0 = time.monotonic()
+    r = episode(sandbox, read_bundle(PUBLIC / "http-service"), [stop, "echo second", "submit"], command_timeout_s=2)
+    assert time.monotonic() - t0 < 60
+    assert r[0].feedback.startswith("[the command could not run: session ended: no answer within")
+    assert r[1].feedback.startswith("[the command could not run: session ended")
+    assert r[2].done and r[2].status == "incorrect" and "session ended" in r[2].info["reward_error"]

@@ -69,6 +69,9 @@ CLIP = 300
 FRACTION_BITS = 1 << 16
 """Bits a Fraction's numerator or denominator may have: rebuilding one takes a gcd, quadratic in its
 size and in one C call no alarm interrupts (65536 bits: tens of milliseconds)."""
+RANGE_LEN = 1 << 24
+"""Items a range may have: a test's `sum(r)` or `set(r)` walks it in one C call no alarm interrupts
+(16M items: well under a second)."""
 
 
 class SolutionFailed(BaseException):
@@ -233,7 +236,7 @@ _MAP = {
 
 
 class TooCostly(ValueError):
-    """A value whose rebuilding here would cost more than its size allows (a huge Fraction)."""
+    """A value whose rebuilding or use here would cost more than its size allows (a huge Fraction or range)."""
 
 
 def _of(value, kind):
@@ -268,7 +271,10 @@ def decode(x, solution, depth=0):
     if tag == "Decimal":
         return decimal.Decimal(_of(x[1], str))
     if tag == "range":
-        return range(*(int(_of(v, str), 16) for v in x[1:4]))
+        r = range(*(int(_of(v, str), 16) for v in x[1:4]))
+        if (r.stop - r.start) // r.step > RANGE_LEN:
+            raise TooCostly(f"a range of more than {RANGE_LEN} items")
+        return r
     if tag == "ref":
         return Remote(solution, ("ref", _of(x[1], int)), f"{_of(x[2], str)} object")
     raise ValueError(f"unknown value kind {tag!r}")

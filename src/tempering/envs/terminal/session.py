@@ -12,6 +12,11 @@ from the session's). Then the session's job ends, and with it whatever the comma
 
 The session holds one of the sandbox's slots for the whole step; its tests run on that slot (the session
 is idle meanwhile): give the sandbox at least as many slots (`concurrency`) as episodes run at once.
+
+The host keeps each command's limit itself, counted from the supervisor's `ready` (so not the wait for a
+slot): a command whose answer has not come `ANSWER_GRACE_S` after its limit, or a pack that takes more
+than `PACK_TIMEOUT_S`, ends the session (a process the commands left can stop the supervisor, which runs
+with their uid); what follows is charged to the candidate like any other session that ended.
 """
 
 from __future__ import annotations
@@ -26,6 +31,11 @@ import time
 from tempering.envs.terminal import injob
 from tempering.envs.terminal.bundle import Step
 from tempering.envs.terminal.workspace import _PY, Rewards, Run, Workspace
+
+ANSWER_GRACE_S = 15.0
+"""Seconds past a command's limit the host waits for its answer (the supervisor kills it 2 s past it)."""
+PACK_TIMEOUT_S = 120.0
+"""Seconds the host waits for the packed working folder."""
 
 
 class Session:
@@ -54,6 +64,8 @@ class Session:
         self._cap = 2 * (ws.disk_mb << 20) + (1 << 20)  # a packed state in base64, and room
         self._ids = 0
         self._job: asyncio.Task | None = None
+        self._stopped: str | None = None
+        """Why the host ended the session, if it did."""
 
     def _start(self) -> None:
         wrapper = self.ws._prologue() + f'exec {_PY} -I -S "$ROOT/.ws/supervisor.py" "$ROOT"\n'
@@ -64,6 +76,7 @@ class Session:
             while (req := await self._requests.get()) is not None:
                 yield req
 
+        self._waiting["ready"] = asyncio.get_running_loop().create_future()
         run = self.ws.sandbox.run(job, feed=feed(), on_stdout=self._on_stdout, network=self.network)
         self._job = asyncio.ensure_future(run)
         self._job.add_done_callback(lambda _: self._fail_waiting())
@@ -91,16 +104,31 @@ class Session:
                 fut.set_result((None, b""))
         self._waiting.clear()
 
-    async def _ask(self, req: dict, rid: str) -> tuple[int | None, bytes]:
+    async def _ask(self, req: dict, rid: str, timeout_s: float) -> tuple[int | None, bytes]:
+        """Send one request; its answer, or (None, b"") when the session ended or the answer did not come
+        within `timeout_s` of the supervisor's start (then the host ends the session)."""
         if self._job is None:
             self._start()
         assert self._job is not None  # _start made it
+        if "ready" in self._waiting:  # the job waits for a slot: not the command's time
+            await asyncio.shield(self._waiting["ready"])
         if self._job.done():
             return None, b""
         fut = asyncio.get_running_loop().create_future()
         self._waiting[rid] = fut
         await self._requests.put(json.dumps(req).encode() + b"\n")
-        return await fut
+        try:
+            return await asyncio.wait_for(fut, timeout_s)
+        except asyncio.TimeoutError:
+            await self._stop(f"no answer within {timeout_s:g} s")
+            return None, b""
+
+    async def _stop(self, why: str) -> None:
+        """End the session's job from the host (its supervisor may be stopped or gone)."""
+        assert self._job is not None
+        self._stopped = self._stopped or why
+        self._job.cancel()
+        await asyncio.wait([self._job])
 
     async def run(self, script: str, timeout_s: float) -> Run:
         """Run one command in the working folder; what it starts in the background keeps running."""
@@ -108,7 +136,7 @@ class Session:
         limit = max(1, math.ceil(timeout_s))
         req = {"op": "run", "id": self._ids, "script": script, "timeout": limit, "limit": self.output_bytes}
         t0 = time.monotonic()
-        code, data = await self._ask(req, str(self._ids))
+        code, data = await self._ask(req, str(self._ids), limit + ANSWER_GRACE_S)
         if code is None:
             return Run(None, "", await self._ended(), {}, time.monotonic() - t0)
         out = data.decode("utf-8", errors="replace")
@@ -120,6 +148,8 @@ class Session:
     async def _ended(self) -> str:
         """Why the session's job is gone: its sandbox status (`sandbox_error`: it never started)."""
         assert self._job is not None
+        if self._stopped:
+            return f"session ended: {self._stopped}"
         res = await self._job
         return res.status if res.status == "sandbox_error" else "session ended"
 
@@ -129,7 +159,7 @@ class Session:
         if "test.sh" not in self.step.tests:
             await self.close()
             return Rewards(None, "no tests/test.sh"), Run(None, "", "not_run", {}, 0.0)
-        code, state = await self._ask({"op": "pack"}, "state")
+        code, state = await self._ask({"op": "pack"}, "state", PACK_TIMEOUT_S)
         if code != 0:
             why = await self._ended() if code is None else "packing failed"
             await self.close()
@@ -143,8 +173,10 @@ class Session:
 
     async def close(self) -> None:
         """End the job (and what the commands left running)."""
-        if self._job is not None:
-            if not self._job.done():
-                await self._requests.put(None)
-            await self._job
+        if self._job is not None and not self._job.done():
+            await self._requests.put(None)
+            try:
+                await asyncio.wait_for(asyncio.shield(self._job), ANSWER_GRACE_S)
+            except asyncio.TimeoutError:
+                await self._stop("it did not end when asked")
         self.network.close()

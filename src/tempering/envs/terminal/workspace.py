@@ -332,7 +332,7 @@ class Workspace:
         own = " ".join(sorted(self.own_pytest_files | {hashlib.sha256(b).hexdigest() for b in step.tests.values()}))
         wrapper = self._prologue(verifier, tests=True) + (
             f"( {exports}export PYTHONNOUSERSITE=1 TEMPERING_OWN_PYTEST_FILES={shlex.quote(own)}\n"
-            f'  export PYTHONPATH="$ROOT/.ws/tools${{PYTHONPATH:+:$PYTHONPATH}}"\n'
+            f'  export PYTHONPATH="$ROOT/.ws/tools${{PYTHONPATH:+:$PYTHONPATH}}" PYTHONPYCACHEPREFIX="$ROOT/{out}/pycache"\n'
             f'  exec {_TIMEOUT} -k 2 {max(1, math.ceil(step.verifier_timeout_s))} bash "$TESTS_DIR/test.sh" ) </dev/null\n'
             f'echo "$?" > "$ROOT/{out}/tests.status"\n'
         )

@@ -5,10 +5,13 @@
 Every member must land inside DEST once the links unpacked before it are followed (what tarfile's `tar`
 filter checks, done here by hand: Python 3.11.0-3.11.3 and 3.10 before 3.10.12 have no `filter=`);
 modes are kept as packed, folders' last (a folder the solution made unreadable is filled first).
-`--tests`: the state is for the tests, so no symbolic link may lead them out of the working folder
-(DEST, also seen at APP_DIR) to a place they can write: such a link (to the verifier's folder, /proc,
-/tmp, HOME, or nowhere) is removed and named on stderr. Links to places they cannot write (a venv's
-python in /usr) stay. Exit 1 with a message when the state cannot be unpacked.
+`--tests`: the state is for the tests, so a symbolic link may lead only inside the working folder (DEST,
+also seen at APP_DIR) or into the environment's installed image (`IMAGE`: the system's folders and the
+Python installation the jobs run, a venv's `python -> /usr/bin/python3`), judged on its target resolved
+through every spelling (relative, chains of links, `..`, `/proc/self/root`). Any other link (to the
+tests' own files at /tests or /job/tests, the verifier's folder, /proc, /dev, /run, /tmp, HOME, or
+nowhere) is removed and named on stderr: an allow-list, so a place nobody thought of is out too. Exit 1
+with a message when the state cannot be unpacked.
 """
 
 import os
@@ -21,16 +24,19 @@ def inside(path: str, roots: list) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
-def writable(path: str) -> bool:
-    """Something the tests could write: a missing path (they would create it), or one the kernel lets them
-    write (`access`: a read-only mount, or a file not theirs, is not)."""
-    return not os.path.exists(path) or os.access(path, os.W_OK)
+IMAGE = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+"""The system folders every isolating backend shows read-only (`sandbox.backends._SYSTEM_PATHS`); with the
+installation of the interpreter running this script, the image a job sees."""
+
+
+def image_roots() -> list:
+    return [os.path.realpath(p) for p in (*IMAGE, sys.prefix, sys.base_prefix)]
 
 
 def main(argv: list) -> int:
     dest = os.path.realpath(argv[0])
     tests = argv[1:2] == ["--tests"]
-    roots = [dest] + ([os.path.realpath(argv[2]), argv[2]] if tests and len(argv) > 2 else [])
+    roots = [dest] + ([os.path.realpath(argv[2]), argv[2]] if tests and len(argv) > 2 else []) + image_roots()
     os.makedirs(dest, exist_ok=True)
     extra: dict = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
     with tarfile.open(".ws-state.tar") as t:
@@ -50,11 +56,7 @@ def main(argv: list) -> int:
                 t.extract(m, dest, set_attrs=True, **extra)
         if tests:  # judged all first: a link out through another one goes too
             links = [m for m in members if m.issym() and os.path.islink(os.path.join(dest, m.name))]
-            out = [
-                m
-                for m in links
-                if not inside(to := os.path.realpath(os.path.join(dest, m.name)), roots) and writable(to)
-            ]
+            out = [m for m in links if not inside(os.path.realpath(os.path.join(dest, m.name)), roots)]
             for m in out:
                 os.unlink(os.path.join(dest, m.name))
                 print(

@@ -11,11 +11,26 @@ ones. pytest loads a `conftest.py` or reads a configuration file (`pytest.ini`, 
 `tox.ini`, `setup.cfg`, ...) only from a folder the tests cannot write or with the bytes of one the task
 shipped (its tests or its image: `TEMPERING_OWN_PYTEST_FILES`, their SHA-256s), and imports a plugin
 (`-p`, `pytest_plugins`) only from such a folder or with such bytes, so tests copied into the working
-folder neither run hooks nor take options the solution wrote beside them. Standard library only; the
-same for every Python version the tests may run.
+folder neither run hooks nor take options the solution wrote beside them.
+
+Code the solution wrote runs in the tests' process only when the tests ask for it: a module whose file
+lies in a folder the tests can write (the working folder: anything there may be the solution's) is
+created only when the code importing it is a tests file (bytes the task shipped, wherever test.sh copied
+them; or the main script the tests ran), or a module so imported. Library code (the standard library's
+optional imports such as `org` or `_winapi`, a package's optional dependency, pytest collecting a test
+module or a package `__init__.py` above one) never gets one, and a module the task shipped is never
+shadowed by a solution file of the same name in its folder (a package, an extension or a .pyc beside
+it). The check sits in `module_from_spec`, which every loader goes through before it runs anything
+(an extension's constructor included). Bytecode caches are read from and written to a folder of the
+tests' job only (the job sets PYTHONPYCACHEPREFIX, so `sys.pycache_prefix`, which pytest's rewritten
+modules follow too), never the working folder's `__pycache__`; a sourceless `.pyc` there is a solution
+file like any other. Standard library only; the same for every
+Python version the tests may run.
 """
 
+import _frozen_importlib
 import hashlib
+import importlib.util
 import os
 import sys
 import types
@@ -25,11 +40,19 @@ _ro: dict = {}
 
 
 def _read_only(entry):
-    """The tests cannot write the sys.path entry (a read-only mount, or not theirs; a missing folder they
-    could make counts as writable). Cached: the job's mounts and folders' owners do not change."""
+    """The tests cannot write the sys.path entry nor make it writable: a read-only mount, or a folder not
+    theirs that they cannot write (one of theirs with its write bits off, as the solution may leave it,
+    counts as writable; a missing folder they could make too). Cached: the job's mounts and folders'
+    owners do not change."""
     path = os.path.abspath(entry or os.getcwd())
     if path not in _ro:
-        _ro[path] = os.path.exists(path) and not os.access(path, os.W_OK)
+        try:
+            st, fs = os.stat(path), os.statvfs(path)
+        except OSError:
+            _ro[path] = False
+        else:
+            locked = fs.f_flag & os.ST_RDONLY or st.st_uid != os.geteuid()
+            _ro[path] = bool(locked) and not os.access(path, os.W_OK)
     return _ro[path]
 
 
@@ -67,12 +90,24 @@ PathFinder.find_distributions = staticmethod(_installed_only)  # type: ignore[me
 sys.meta_path.insert(sys.meta_path.index(PathFinder) if PathFinder in sys.meta_path else 0, ReadOnlyFirst)
 
 
+_OWN = frozenset(os.environ.get("TEMPERING_OWN_PYTEST_FILES", "").split())
+_hashes: dict = {}
+
+
+def _own_bytes(path) -> bool:
+    """The file has the bytes of one the task shipped (its tests, its image's pytest files)."""
+    if path not in _hashes:
+        try:
+            with open(path, "rb") as f:
+                _hashes[path] = hashlib.sha256(f.read()).hexdigest()
+        except OSError:
+            _hashes[path] = ""
+    return _hashes[path] in _OWN
+
+
 def _shipped(file) -> bool:
     path = os.fspath(file)
-    if _read_only(os.path.dirname(path)):
-        return True
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest() in os.environ.get("TEMPERING_OWN_PYTEST_FILES", "").split()
+    return _read_only(os.path.dirname(path)) or _own_bytes(path)
 
 
 def _stderr():
@@ -197,3 +232,82 @@ class GuardPytest:
 
 
 sys.meta_path.insert(0, GuardPytest)
+
+
+_admitted: set = set()
+"""Files of modules in writable folders that the tests imported (their imports are the tests' too)."""
+_refused_modules: set = set()
+_SKIPPED = (
+    os.path.dirname(importlib.util.__file__) + os.sep,  # importlib's own wrappers (import_module)
+    os.path.dirname(os.__file__) + os.sep + "runpy.py",  # `python -m`: the tests' command line
+    __file__,
+)
+_ON_BEHALF = {
+    ("outcomes.py", "importorskip"),
+    ("monkeypatch.py", "resolve"),
+    ("monkeypatch.py", "derive_importpath"),
+    ("mock.py", "_importer"),
+    ("mock.py", "_dot_lookup"),
+    ("pkgutil.py", "resolve_name"),
+}
+"""Helpers that import a module the caller names (pytest.importorskip, monkeypatch and mock.patch targets):
+the importer is their caller."""
+
+
+def _importer():
+    """The file of the code that asked for the import under way (None where the interpreter itself did:
+    `python -m`), skipping the import system's own frames; with whether that code is a main script."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        skipped = name.startswith("<frozen ") or name.startswith(_SKIPPED)
+        if not skipped and (os.path.basename(name), frame.f_code.co_name) not in _ON_BEHALF:
+            return name, frame.f_globals.get("__name__") == "__main__"
+        frame = frame.f_back
+    return None, True
+
+
+def _shadows_shipped(spec, origin) -> bool:
+    """A solution file that would hide a module the task shipped in the same folder (`helpers/`,
+    `helpers.cpython-311-x86_64-linux-gnu.so` or `helpers.pyc` beside the tests' `helpers.py`)."""
+    folder = os.path.dirname(origin)
+    if spec.submodule_search_locations is not None:
+        folder = os.path.dirname(folder)
+    source = os.path.join(folder, spec.name.rpartition(".")[2] + ".py")
+    return source != origin and os.path.isfile(source) and _own_bytes(source)
+
+
+def _allowed(spec) -> bool:
+    origin = spec.origin if spec.has_location else None
+    if not origin or _read_only(os.path.dirname(origin)):
+        return True
+    origin = os.path.abspath(origin)
+    if origin in _admitted or _own_bytes(origin):
+        _admitted.add(origin)
+        return True
+    if _shadows_shipped(spec, origin):
+        _refuse(f"{origin}, a solution file in place of the module {spec.name} the task shipped")
+        return False
+    importer, main = _importer()
+    if main or importer in _admitted or (importer and _own_bytes(importer)):
+        _admitted.add(origin)
+        return True
+    if origin not in _refused_modules:
+        _refused_modules.add(origin)
+        _refuse(f"{origin}, a module in a folder the solution could write, imported by {importer}, not the tests")
+    return False
+
+
+_module_from_spec = _frozen_importlib.module_from_spec
+
+
+def _guarded_module_from_spec(spec):
+    """Every loader's first step (`import`, importlib.import_module, pytest's own module loading): a module
+    the tests did not ask for is not found."""
+    if not _allowed(spec):
+        raise ModuleNotFoundError(f"No module named {spec.name!r}", name=spec.name)
+    return _module_from_spec(spec)
+
+
+_frozen_importlib.module_from_spec = _guarded_module_from_spec
+importlib.util.module_from_spec = _guarded_module_from_spec

@@ -7,7 +7,8 @@ tests' own job, for the tests.
 Requests come one a line on stdin (JSON): `{"op": "run", "id", "script", "timeout", "limit"}` runs the
 script with bash in the working folder (output to a new file, read back from the descriptor that wrote
 it: a process left behind may keep writing there, never into the answers); `{"op": "pack"}` packs the working folder (snapshot.py) and
-sends it. Answers go to stdout, which only this process holds: `NONCE ID CODE` and a base64 line. It is
+sends it. Answers go to stdout, which only this process holds: `NONCE ID CODE` and a base64 line (the
+first, `NONCE ready 0`, once it reads requests). It is
 not dumpable, so a process the commands leave behind (the same uid) can neither open its descriptors
 nor read its memory. Stdin's end ends the session (and everything the commands left running).
 """
@@ -35,6 +36,7 @@ def main(root: str) -> int:
     def answer(rid, code: int, data: bytes) -> None:
         out.write(f"{nonce} {rid} {code}\n".encode() + base64.b64encode(data) + b"\n")
 
+    answer("ready", 0, b"")  # the host counts the commands' limits from here
     for line in sys.stdin.buffer:
         req = json.loads(line)
         if req["op"] == "run":

@@ -1,0 +1,168 @@
+"""Public-format tasks (Harbor: task.toml, environment/, tests/test.sh) whose tests compare /app/answer.txt
+with the right sum, against wrong solutions that try to be credited without computing it: a link to the
+tests' own fixture (every spelling), code the solution wrote run in the tests' Python without the tests
+asking for it (an optional import of the standard library, a sourceless .pyc, an extension, a package
+`__init__.py` above copied tests, an unchecked-hash .pyc of a copied helper). Each must stay wrong; the
+controls (the tests import the solution's own module, a link to /usr/bin/python3) must still pass."""
+
+import asyncio
+import shutil
+import sys
+
+import pytest
+
+from tempering.envs.terminal import TerminalEnv, bundle_task, read_bundle
+from tempering.sandbox import Sandbox
+
+ISOLATED = [b for b in ("bwrap", "unshare") if b in Sandbox.available_backends()]
+pytestmark = pytest.mark.skipif(not ISOLATED, reason="Harbor's paths need an isolating sandbox backend")
+
+RIGHT, WRONG = "42", "12345"
+TASK_TOML = (
+    '[verifier]\ntimeout_sec = 60.0\n\n[agent]\ntimeout_sec = 120.0\n\n[environment]\nnetwork_mode = "no-network"\n'
+)
+TEST_OUTPUTS = (
+    "from pathlib import Path\nfrom helpers import expected_answer\n\n\ndef test_answer():\n"
+    "    assert Path('/app/answer.txt').read_text().strip() == expected_answer()\n"
+)
+HELPERS = f"def expected_answer():\n    return '{RIGHT}'\n"
+REWARD = "if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n"
+TEST_SH = {
+    # pytest started from the working folder: it stays on sys.path
+    "from_app": "#!/bin/bash\ncd /app\npython3 -m pytest -q -p no:cacheprovider /tests/test_outputs.py\n" + REWARD,
+    # the tests copied into the working folder and run there
+    "copied": "#!/bin/bash\nmkdir -p /app/tests\ncp /tests/test_outputs.py /tests/helpers.py /app/tests/\ncd /app\n"
+    "python3 -m pytest -q -p no:cacheprovider tests/test_outputs.py\n" + REWARD,
+}
+TEST_SH["copied_folder"] = TEST_SH["copied"].replace("tests/test_outputs.py\n", "tests/\n")  # pytest collects it all
+EXIT_ZERO = "import atexit, os\natexit.register(lambda: os._exit(0))\n"
+"""A module that, once imported in the tests' pytest, ends it with status 0 whatever the tests found."""
+
+
+def _bundle(root, shape: str, test_outputs: str = TEST_OUTPUTS):
+    (root / "environment").mkdir(parents=True)
+    (root / "environment" / "Dockerfile").write_text("FROM python:3.12-slim\nWORKDIR /app\n")
+    (root / "tests").mkdir()
+    (root / "tests" / "test.sh").write_text(TEST_SH[shape])
+    (root / "tests" / "test_outputs.py").write_text(test_outputs)
+    (root / "tests" / "helpers.py").write_text(HELPERS)
+    (root / "tests" / "expected_answer.txt").write_text(RIGHT + "\n")
+    (root / "solution").mkdir()
+    (root / "solution" / "solve.sh").write_text(f"#!/bin/bash\necho {RIGHT} > /app/answer.txt\n")
+    (root / "task.toml").write_text(TASK_TOML)
+    (root / "instruction.md").write_text("Write the answer to /app/answer.txt.\n")
+    return read_bundle(root)
+
+
+def _episode(bundle, command: str) -> str:
+    env = TerminalEnv(bundle_task(bundle), Sandbox(backend=ISOLATED[0]))
+
+    async def go():
+        await env.step(command)
+        return await env.step("submit")
+
+    return asyncio.run(go()).status
+
+
+def _plant(path: str, source: str) -> str:
+    return f"mkdir -p $(dirname {path}) && cat > {path} <<'EOF'\n{source}EOF\n"
+
+
+def _compiled(path: str, source: str, mode: str = "TIMESTAMP", cfile: str = "") -> str:
+    """Shell that writes `source` compiled to `path` (or `cfile`) and removes the source."""
+    return _plant(path, source) + (
+        f"python3 -c \"import py_compile as c; c.compile('{path}', cfile='{cfile or path + 'c'}', "
+        f'invalidation_mode=c.PycInvalidationMode.{mode}, doraise=True)" && rm {path}\n'
+    )
+
+
+WRONG_ANSWER = f"echo {WRONG} > /app/answer.txt\n"
+ATTACKS = {
+    "link_tests_fixture": ("from_app", "ln -s /tests/expected_answer.txt /app/answer.txt"),
+    "link_relative": ("from_app", "ln -s ../tests/expected_answer.txt /app/answer.txt"),
+    "link_second_mount": ("from_app", "ln -s /job/tests/expected_answer.txt /app/answer.txt"),
+    "link_proc_root": ("from_app", "ln -s /proc/self/root/tests/expected_answer.txt /app/answer.txt"),
+    "link_chain": ("from_app", "ln -s /proc/self/root /app/r && ln -s r/tests/expected_answer.txt /app/answer.txt"),
+    "stdlib_optional_import": ("from_app", WRONG_ANSWER + _plant("/app/org.py", EXIT_ZERO)),
+    "windows_only_import": ("from_app", WRONG_ANSWER + _plant("/app/_winapi.py", EXIT_ZERO)),
+    "sourceless_pyc": ("from_app", WRONG_ANSWER + _compiled("/app/org.py", EXIT_ZERO)),
+    "package_init_above_copied_tests": ("copied", WRONG_ANSWER + _plant("/app/tests/__init__.py", EXIT_ZERO)),
+    "unchecked_pyc_of_copied_helper": (
+        "copied",
+        WRONG_ANSWER
+        + _compiled(
+            "/app/tests/helpers.py",
+            f"def expected_answer():\n    return '{WRONG}'\n",
+            "UNCHECKED_HASH",
+            f"/app/tests/__pycache__/helpers.cpython-{sys.version_info[0]}{sys.version_info[1]}.pyc",
+        ),
+    ),
+    "package_shadowing_copied_helper": (
+        "copied",
+        WRONG_ANSWER + _plant("/app/tests/helpers/__init__.py", f"def expected_answer():\n    return '{WRONG}'\n"),
+    ),
+    "planted_test_module_collected": (
+        "copied_folder",
+        WRONG_ANSWER + _plant("/app/tests/test_planted.py", EXIT_ZERO),
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(ATTACKS))
+def test_a_wrong_solution_stays_wrong(tmp_path, name):
+    shape, command = ATTACKS[name]
+    assert _episode(_bundle(tmp_path / "b", shape), command) == "incorrect"
+
+
+@pytest.mark.slow
+def test_an_extension_module_the_stdlib_tries_stays_unloaded(tmp_path):
+    """The .so form of the optional import: its constructor would run at dlopen, before Python looks in it."""
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc to build the extension")
+    import sysconfig
+
+    so = "/app/org" + sysconfig.get_config_var("EXT_SUFFIX")
+    c = "#include <unistd.h>\nstatic void bye(void){_exit(0);}\n__attribute__((constructor)) static void f(void){atexit(bye);}\n"
+    command = (
+        WRONG_ANSWER + _plant("/tmp/org.c", "#include <stdlib.h>\n" + c) + f"gcc -shared -fPIC -o {so} /tmp/org.c\n"
+    )
+    assert _episode(_bundle(tmp_path / "b", "from_app"), command) == "incorrect"
+
+
+SOLUTION_MODULE_TESTS = (
+    "from pathlib import Path\nfrom solver import total\n\n\ndef test_answer():\n"
+    "    assert str(total()) == Path('/tests/expected_answer.txt').read_text().strip()\n"
+    "    assert Path('/app/answer.txt').read_text().strip() == str(total())\n"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("answer, want", [(RIGHT, "correct"), (WRONG, "incorrect")], ids=["right", "wrong"])
+def test_tests_that_import_the_solutions_module_still_judge_it(tmp_path, answer, want):
+    """The tests import /app/solver.py, which imports a helper of its own from /app: both load."""
+    bundle = _bundle(tmp_path / "b", "from_app", SOLUTION_MODULE_TESTS)
+    command = (
+        _plant("/app/parts.py", f"PARTS = [{answer}, 0]\n")
+        + _plant("/app/solver.py", "from parts import PARTS\n\n\ndef total():\n    return sum(PARTS)\n")
+        + f"echo {answer} > /app/answer.txt\n"
+    )
+    assert _episode(bundle, command) == want
+
+
+@pytest.mark.slow
+def test_a_link_into_the_image_stays(tmp_path):
+    tests = (
+        "import os, subprocess\nfrom pathlib import Path\n\n\ndef test_answer():\n"
+        "    out = subprocess.run(['/app/py', '-c', 'print(6 * 7)'], capture_output=True, text=True).stdout\n"
+        "    assert os.path.islink('/app/py') and out.strip() == Path('/app/answer.txt').read_text().strip()\n"
+    )
+    target = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
+    command = f"ln -s {target} /app/py && echo {RIGHT} > /app/answer.txt"
+    assert _episode(_bundle(tmp_path / "b", "from_app", tests), command) == "correct"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", list(TEST_SH))
+def test_a_right_solution_passes(tmp_path, shape):
+    assert _episode(_bundle(tmp_path / "b", shape), f"echo {RIGHT} > /app/answer.txt") == "correct"
