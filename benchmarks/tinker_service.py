@@ -1,12 +1,17 @@
 """tinker-cookbook's own loops against `tempering serve tinker`, and rl_loop's speed beside `tempering train`.
 
     flock /tmp/tempering-timing.lock .venv/bin/python benchmarks/tinker_service.py [--rl-steps 4] [--repeats 2]
+        [--reward-steps 20] [--seeds 0 1 2] [--reward-only]
 
 On the tiny model (`tiny-s`, seeded random weights, served under the cookbook's name meta-llama/Llama-3.2-1B)
 and local data in the recipes' formats (`tempering.serve.tinker.cookbook`):
 - `sl_loop.py` as it ships: its logged train_mean_nll at the first and the last step;
-- the sampler's log-probs against the trainer's, through the SDK: a LoRA client takes a step, its sampling
-  client samples, and the same tokens go through `forward` (the largest absolute difference);
+- `rl_loop.py` as it ships on a tiny model warm-started by `tempering pretrain` on the sums as rl_loop
+  renders them (`cookbook.warm_start`, cached under .tempering-cache/), for `--reward-steps` steps, once per
+  service seed (`--seeds`): its reward per step, the mean of the first and of the last `WINDOW` steps, and
+  whether the last are higher by the shared statistics rule (`tempering.experiments.judge`);
+- the sampler's log-probs against the trainer's, through the SDK on that model: a LoRA client takes a step,
+  its sampling client samples, and the same tokens go through `forward` (the largest absolute difference);
 - `rl_loop.py` as it ships (importance_sampling, 4 prompts x 4 samples, 16 new tokens): its reward per step
   and its own per-step time; alternated, `repeats` times, with `tempering train` on the same model, LoRA rank,
   batch and token limit (arithmetic prompts, much shorter than rl_loop's few-shot GSM8K prompt: the table
@@ -15,6 +20,8 @@ and local data in the recipes' formats (`tempering.serve.tinker.cookbook`):
   examples/tinker/cookbook_rl_arithmetic.py) beside `tempering train` on the same family, model, LoRA rank,
   batch, token limit and learning rate, alternated over `--seeds`: steps/s and the mean reward of each step.
 Writes docs/results/tinker.md and tinker.json; the load average and matmul peak are measured in the run.
+`--reward-only` measures only the warm-started rl_loop (and the log-probs) and keeps the stored JSON's other
+measurements; the page gives each part's own command and machine conditions.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tempering.experiments import Arm, claims_table, judge
 from tempering.progress import conditions, conditions_text
 from tempering.serve.tinker import cookbook as local
 from tempering.serve.tinker.app import NOT_IMPLEMENTED
@@ -46,6 +54,11 @@ TESTS = ROOT / "tests" / "serve" / "test_tinker.py"
 EXAMPLE = ROOT / "examples" / "tinker" / "cookbook_rl_arithmetic.py"
 ENV_LR = 3e-4
 """Learning rate of both arms on the arithmetic family (tempering's advice for a tiny model from scratch)."""
+CACHE = ROOT / ".tempering-cache" / "tinker"
+REWARD_LR = 1e-3
+"""rl_loop's learning rate on the warm-started tiny model (its default, 4e-5, is for billions of weights)."""
+WINDOW = 3
+"""Steps averaged at each end of a warm-started rl_loop run."""
 
 
 def logprob_max_diff(url: str) -> float:
@@ -82,12 +95,45 @@ def logprob_max_diff(url: str) -> float:
     return worst
 
 
-def rl_loop(url: str, folder: Path, steps: int, tag: str) -> dict:
+def rl_loop(url: str, folder: Path, steps: int, tag: str, *args: str) -> dict:
     rows = local.run_loop(
         "rl_loop", folder, url, NAME, f"batch_size={PROMPTS}", f"group_size={GROUP}", f"max_tokens={MAX_TOKENS}",
-        f"max_steps={steps}", "loss_fn=importance_sampling", f"lora_rank={RANK}", log=tag,
+        f"max_steps={steps}", "loss_fn=importance_sampling", f"lora_rank={RANK}", *args, log=tag,
     )  # fmt: skip
     return {"rewards": [r["reward/total"] for r in rows], "step_seconds": [r["time/total"] for r in rows]}
+
+
+def rl_reward(work: Path, steps: int, seeds: list[int]) -> dict:
+    """rl_loop.py on the warm-started tiny model, one fresh service per seed (the samplers' seed); the
+    log-probs compared on the first."""
+    model = local.warm_start(CACHE, NAME)
+    made = json.loads((model / "warm_start.json").read_text())
+    runs, diff = [], None
+    for seed in seeds:
+        with local.serving(work / f"warm{seed}", {NAME: str(model)}, "threads=2", f"seed={seed}") as url:
+            folder = local.prepare(work / f"warm{seed}-run", work / f"warm{seed}", NAME)
+            runs.append(rl_loop(url, folder, steps, "rl", f"learning_rate={REWARD_LR}"))
+            if diff is None:
+                diff = logprob_max_diff(url)
+    first = {s: st.mean(r["rewards"][:WINDOW]) for s, r in zip(seeds, runs)}
+    last = {s: st.mean(r["rewards"][-WINDOW:]) for s, r in zip(seeds, runs)}
+    on = f"rl_loop's sums, {PROMPTS} prompts x {GROUP} samples per step"
+    claim = judge(Arm(f"last {WINDOW} steps", last, on, None), Arm(f"first {WINDOW} steps", first, on, None))
+    return {
+        "steps": len(runs[0]["rewards"]),  # at most `steps`: rl_loop stops at the end of its dataset
+        "steps_asked": steps,
+        "window": WINDOW,
+        "seeds": seeds,
+        "learning_rate": REWARD_LR,
+        "reward_first": st.mean(first.values()),
+        "reward_last": st.mean(last.values()),
+        "reward_first_per_seed": list(first.values()),
+        "reward_last_per_seed": list(last.values()),
+        "logprob_max_diff": diff,
+        "warm_start": {k: made[k] for k in ("heldout_pass@1", "steps", "seconds", "settings")},
+        "runs": runs,
+        "claim": claim,
+    }
 
 
 def cookbook_train(url: str, folder: Path, steps: int, seed: int) -> dict:
@@ -137,11 +183,7 @@ def prompt_tokens(folder: Path) -> dict[str, float]:
         renderer = renderers.get_renderer("role_colon", get_tokenizer(NAME))
     finally:
         os.chdir(cwd)
-    rl = renderer.build_generation_prompt(
-        [{"role": "user", "content": "How many r's are in strawberry? Provide a numerical answer without units, written inside \\boxed{}."},
-         {"role": "assistant", "content": "Let's spell the word out and number all the letters: 1) s 2) t 3) r 4) a 5) w 6) b 7) e 8) r 9) r 10) y. We have r's at positions 3, 8, and 9. \\boxed{3}"},
-         {"role": "user", "content": "What is 3 + 4? Provide a numerical answer without units, written inside \\boxed{}."}]
-    ).length  # fmt: skip
+    rl = len(local.rl_loop_prompt(renderer, local.question(3, 4)))
     tasks = ArithmeticFamily().tasks("train", 8, seed=0)
     ours = st.mean(len(char_tokenizer().encode(t.prompt)) for t in tasks)
     return {"rl_loop": float(rl), "tempering_train": float(ours)}
@@ -194,12 +236,27 @@ def main() -> None:
     ap.add_argument("--env-steps", type=int, default=4, help="steps of each arm on the arithmetic family")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--out", default=str(ROOT / "docs" / "results"))
+    ap.add_argument("--reward-steps", type=int, default=20, help="steps of rl_loop on the warm-started model")
     ap.add_argument("--calls-only", action="store_true", help="only rewrite the calls table of the stored JSON")
+    ap.add_argument("--reward-only", action="store_true", help="only measure the warm-started rl_loop")
     a = ap.parse_args()
     if a.calls_only:
         return rewrite(Path(a.out) / "tinker.json")
     os.environ.setdefault("TINKER_API_KEY", local.OFFLINE["TINKER_API_KEY"])  # the SDK wants one; none is checked
+    command = "flock /tmp/tempering-timing.lock .venv/bin/python benchmarks/tinker_service.py " + " ".join(sys.argv[1:])
     start = conditions()
+    with tempfile.TemporaryDirectory(prefix="tinker-bench-") as tmp:
+        reward = rl_reward(Path(tmp), a.reward_steps, a.seeds)
+    reward["machine"] = {"start": start, "end": conditions()}
+    reward["command"] = command
+    if a.reward_only:
+        res = json.loads((Path(a.out) / "tinker.json").read_text())
+        t = res["throughput_vs_tempering_train"]
+        t.setdefault("rl_loop_runs", res["rl_loop"].get("runs"))  # a JSON from before the warm start
+        res["rl_loop"] = reward
+        res["calls"] = calls()
+        (Path(a.out) / "tinker.json").write_text(json.dumps(res, indent=1) + "\n")
+        return rewrite(Path(a.out) / "tinker.json")
     with tempfile.TemporaryDirectory(prefix="tinker-bench-") as tmp:
         work = Path(tmp)
         with local.serving(work / "state", {NAME: MODEL}, "threads=2") as url:
@@ -207,7 +264,6 @@ def main() -> None:
             sl = local.run_loop(
                 "sl_loop", folder, url, NAME, "batch_size=8", "max_steps=4", f"lora_rank={RANK}", "learning_rate=3e-3"
             )
-            diff = logprob_max_diff(url)
             rl_runs, ours = [], []
             for i in range(a.repeats):  # alternated: rl_loop on the service, then tempering train
                 rl_runs.append(rl_loop(url, folder, a.rl_steps, f"rl{i}"))
@@ -225,13 +281,7 @@ def main() -> None:
         "sdk_version": version("tinker"),
         "cookbook_version": version("tinker-cookbook"),
         "calls": calls(),
-        "rl_loop": {
-            "steps": a.rl_steps,
-            "reward_first": rl_runs[0]["rewards"][0],
-            "reward_last": rl_runs[0]["rewards"][-1],
-            "logprob_max_diff": diff,
-            "runs": rl_runs,
-        },
+        "rl_loop": reward,
         "sl_loop": {
             "loss_first": sl[0]["train_mean_nll"],
             "loss_last": sl[-1]["train_mean_nll"],
@@ -241,6 +291,7 @@ def main() -> None:
             "rl_loop_steps_per_s": rl_speed,
             "tempering_train_steps_per_s": our_speed,
             "ratio_median": st.median(r / o for r, o in zip(rl_speed, our_speed)),
+            "rl_loop_runs": rl_runs,
             "tempering_train_runs": ours,
             "prompt_tokens": lengths,
         },
@@ -267,8 +318,7 @@ def main() -> None:
             "repeats": a.repeats,
         },
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "start": start, "end": end},
-        "command": "flock /tmp/tempering-timing.lock .venv/bin/python benchmarks/tinker_service.py "
-        + " ".join(sys.argv[1:]),
+        "command": command,
         "date": time.strftime("%Y-%m-%d"),
     }
     out = Path(a.out)
@@ -278,6 +328,17 @@ def main() -> None:
 
 def table(r: dict, machine: str) -> str:
     t, rl, sl, s = r["throughput_vs_tempering_train"], r["rl_loop"], r["sl_loop"], r["setup"]
+    w = rl["warm_start"]
+    moved = (
+        ""
+        if rl["claim"]["verdict"] == "reproduced"
+        else " rl_loop grades right answers at every seed (the groups have advantages and it trains), but over "
+        f"{rl['steps']} steps its reward does not rise beyond the spread of its seeds (the rule below)."
+    )
+    reward_rows = "\n".join(
+        f"| {seed} | {a:.3f} | {b:.3f} | {' '.join(f'{x:.2f}' for x in run['rewards'])} |"
+        for seed, a, b, run in zip(rl["seeds"], rl["reward_first_per_seed"], rl["reward_last_per_seed"], rl["runs"])
+    )
     e = r["environment_loop"]
     env_rows = "\n".join(
         f"| {seed} | {a:.3f} | {b:.3f} | {a / b:.2f} | {ra:.3f} | {rb:.3f} |"
@@ -297,7 +358,7 @@ def table(r: dict, machine: str) -> str:
     return f"""# tinker-cookbook's loops on `tempering serve tinker`
 
 `{r["command"]}` ({r["date"]}; tinker {r["sdk_version"]}, tinker-cookbook {r["cookbook_version"]}). Model: `{s["model"]}`
-(seeded random weights) served as `{s["served_as"]}`; local data in the recipes' formats
+(seeded random weights, except where warm-started) served as `{s["served_as"]}`; local data in the recipes' formats
 (`tempering.serve.tinker.cookbook`). Machine: {r["machine"]["cpus"]} CPUs, {machine}. The machine is shared:
 other jobs ran during this run, so only the ratios within it compare.
 
@@ -306,17 +367,33 @@ other jobs ran during this run, so only the ratios within it compare.
 | loop | first | last |
 |---|---|---|
 | `sl_loop.py`, train_mean_nll, {len(sl["train_mean_nll"])} steps | {sl["loss_first"]:.4f} | {sl["loss_last"]:.4f} |
-| `rl_loop.py`, reward/total, {rl["steps"]} steps | {rl["reward_first"]:.3f} | {rl["reward_last"]:.3f} |
 
-The random tiny model never writes `\\boxed{{...}}`, so rl_loop's GSM8K reward is 0 at every step and each
-group's advantages are all zero: the loop samples, scores and checkpoints through the service but skips its
-updates (the SDK tests train through `forward_backward` with every policy loss).
-Sampled log-probs against the trainer's forward on the same tokens (SDK, after one optimizer step): largest
-absolute difference {rl["logprob_max_diff"]:.2e}.
+## rl_loop.py on a warm-started tiny model
+
+`{rl["command"]}`; machine: {conditions_text(rl["machine"]["start"], rl["machine"]["end"])}.
+
+rl_loop.py as it ships (importance_sampling, {s["prompts"]} prompts x {s["group"]} samples, at most {s["max_tokens"]} new tokens,
+LoRA rank {s["lora_rank"]}, learning rate {rl["learning_rate"]:g}) for {rl["steps"]} steps, once per service seed (the
+samplers' seed), on `{s["model"]}` warm-started by `tempering pretrain` on the local dataset's sums as rl_loop
+renders them (its role_colon prompt, few-shot example and question suffix), answered ` \\boxed{{N}}`
+(`tempering.serve.tinker.cookbook.warm_start`: {w["steps"]} steps, {w["seconds"]:.0f} s, greedy accuracy on the sums
+{w["heldout_pass@1"]:.3f}). Reward: rl_loop's own `reward/total` (its GSM8K grader on the `\\boxed{{}}` answer), the
+mean over the first and the last {rl["window"]} steps.
+
+| seed | first {rl["window"]} steps | last {rl["window"]} steps | every step |
+|---|---|---|---|
+{reward_rows}
+
+Mean over seeds: {rl["reward_first"]:.3f} (first), {rl["reward_last"]:.3f} (last).{moved}
+
+{chr(10).join(claims_table({"rl_loop's reward rises over its run": rl["claim"]}))}
+
+Sampled log-probs against the trainer's forward on the same tokens (SDK, warm-started model, after one
+optimizer step): largest absolute difference {rl["logprob_max_diff"]:.2e}.
 
 ## rl_loop.py beside `tempering train`
 
-Same model, LoRA rank {s["lora_rank"]}, {s["prompts"]} prompts x {s["group"]} samples, at most {s["max_tokens"]} new tokens,
+Same model (`{s["model"]}`, random), LoRA rank {s["lora_rank"]}, {s["prompts"]} prompts x {s["group"]} samples, at most {s["max_tokens"]} new tokens,
 alternated {s["repeats"]} times; steps/s = 1 / median step time after the first step (rl_loop's own
 `time/total`, `tempering train`'s `step_seconds`). The prompts differ: rl_loop's few-shot GSM8K prompt is
 {t["prompt_tokens"]["rl_loop"]:.0f} tokens, `tempering train`'s arithmetic prompt {t["prompt_tokens"]["tempering_train"]:.0f}.

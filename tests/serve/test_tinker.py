@@ -291,8 +291,8 @@ def test_cookbook_sl_loop_lowers_the_loss(cookbook):
 
 @pytest.mark.slow
 def test_cookbook_rl_loop_runs(cookbook):
-    """rl_loop's sampling, checkpoints and updates through the service; the tiny model never writes \\boxed{},
-    so its reward is 0 here (docs/results/tinker.md: the loop on SmolLM2)."""
+    """rl_loop's sampling and checkpoints through the service; the random tiny model never writes \\boxed{},
+    so its reward is 0 here (a warm-started one below)."""
     url, folder = cookbook
     rows = local.run_loop(
         "rl_loop",
@@ -309,3 +309,53 @@ def test_cookbook_rl_loop_runs(cookbook):
     assert [r["progress/batch"] for r in rows] == [0, 1] and all(r["reward/total"] == 0.0 for r in rows)
     final = json.loads((folder / "rl_loop" / "checkpoints.jsonl").read_text().splitlines()[-1])
     assert final["state_path"].startswith("tinker://") and final["sampler_path"].startswith("tinker://")
+
+
+@pytest.fixture(scope="module")
+def warm_cookbook(tmp_path_factory):
+    """The CLI service with the cookbook's Llama name on a tiny model warm-started on the sums as rl_loop asks
+    them (built once, cached with the other test fixtures), and its working folder."""
+    pytest.importorskip(
+        "tinker_cookbook", reason="tinker-cookbook is installed by `make install-test` (see the tinker extra)"
+    )
+    from conftest import CACHE
+
+    os.environ.setdefault("TINKER_API_KEY", "tml-local")  # the SDK wants a key; this service reads none
+    model = local.warm_start(CACHE, COOKBOOK_NAME)
+    work = tmp_path_factory.mktemp("warm")
+    with local.serving(work / "state", {COOKBOOK_NAME: str(model)}, "threads=1") as url:
+        yield url, local.prepare(work / "run", work / "state", COOKBOOK_NAME)
+
+
+@pytest.mark.slow
+def test_cookbook_rl_loop_grades_real_answers_of_a_warm_started_model(warm_cookbook):
+    """rl_loop's own grader finds right `\\boxed{}` answers in what the service samples, so its groups have
+    advantages and it trains; the sampler's log-probs are the trainer's."""
+    url, folder = warm_cookbook
+    rows = local.run_loop(
+        "rl_loop",
+        folder,
+        url,
+        COOKBOOK_NAME,
+        "batch_size=4",
+        "group_size=4",
+        "max_tokens=16",
+        "max_steps=2",
+        "loss_fn=importance_sampling",
+        "lora_rank=4",
+        "learning_rate=1e-3",
+    )
+    rewards = [r["reward/total"] for r in rows]
+    assert len(rows) == 2 and max(rewards) > 0, rewards
+    tc = tinker.ServiceClient(base_url=url).create_lora_training_client(base_model=COOKBOOK_NAME, rank=4).result()
+    tok = tc.get_tokenizer()
+    tc.forward_backward([sft_datum(tok, "User: What is 2 + 2? Assistant: \\boxed{4}")], "cross_entropy").result()
+    tc.optim_step(types.AdamParams(learning_rate=1e-2)).result()
+    prompt = tok.encode("User: What is 2 + 2?", add_special_tokens=False)
+    sampler = tc.save_weights_and_get_sampling_client().result()
+    res = sampler.sample(
+        types.ModelInput.from_ints(prompt), num_samples=2, sampling_params=types.SamplingParams(max_tokens=8, seed=1)
+    ).result()
+    for seq in res.sequences:
+        trainer = logprobs_of(tc, prompt + seq.tokens)[len(prompt) - 1 :]
+        np.testing.assert_allclose(seq.logprobs, trainer, atol=1e-4)

@@ -7,11 +7,15 @@ service wrote under `state_dir/names/`) and small local datasets in the recipes'
 messages for SL, GSM8K's `question` / `answer` (`... #### N`) for RL, both on sums of one-digit numbers.
 Run a loop from this folder with `HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1` (docs/tinker.md). A loop run
 in this process (`tinker_cookbook.rl.train.main`) finds the served tokenizer through `register_tokenizer`.
+
+`warm_start` makes a tiny model for which rl_loop's reward can move: `tempering pretrain` on those sums,
+rendered as rl_loop renders its prompts, answered as its grader reads answers (`\\boxed{N}`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import socket
@@ -20,6 +24,10 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+SUMS = [(a, b) for a in range(1, 10) for b in range(1, 10)]
+"""The local datasets' questions: every sum of two one-digit numbers."""
 
 
 def _dataset(folder: Path, name: str, config: str, columns: dict[str, list]) -> None:
@@ -45,7 +53,7 @@ def prepare(folder: Path, state_dir: Path, model_name: str) -> Path:
     link.parent.mkdir(parents=True, exist_ok=True)
     if not link.exists():
         link.symlink_to(tokenizer.resolve())
-    pairs = [(a, b) for a in range(1, 10) for b in range(1, 10)]
+    pairs = SUMS
     _dataset(
         folder,
         "HuggingFaceH4/no_robots",
@@ -65,11 +73,98 @@ def prepare(folder: Path, state_dir: Path, model_name: str) -> Path:
         "openai/gsm8k",
         "main",
         {
-            "question": [f"What is {a} + {b}?" for a, b in pairs],
+            "question": [question(a, b) for a, b in pairs],
             "answer": [f"{a} + {b} = {a + b}\n#### {a + b}" for a, b in pairs],
         },
     )
     return folder
+
+
+def question(a: int, b: int) -> str:
+    return f"What is {a} + {b}?"
+
+
+RL_LOOP_SUFFIX = " Provide a numerical answer without units, written inside \\boxed{}."
+RL_LOOP_SHOT = [
+    {"role": "user", "content": "How many r's are in strawberry?" + RL_LOOP_SUFFIX},
+    {
+        "role": "assistant",
+        "content": "Let's spell the word out and number all the letters: 1) s 2) t 3) r 4) a 5) w 6) b 7) e 8) r "
+        "9) r 10) y. We have r's at positions 3, 8, and 9. \\boxed{3}",
+    },
+]
+"""The conversation rl_loop.py (tinker-cookbook 0.6.1) puts before each GSM8K question, and its question suffix."""
+
+
+def rl_loop_prompt(renderer, text: str) -> list[int]:
+    """The tokens rl_loop.py samples from for the GSM8K question `text`."""
+    convo = [*RL_LOOP_SHOT, {"role": "user", "content": text + RL_LOOP_SUFFIX}]
+    return renderer.build_generation_prompt(convo).to_ints()
+
+
+WARM_START: dict[str, Any] = {
+    "model": {"name": "tiny-s"},
+    "rollout": {"prompts_per_step": 32, "max_new_tokens": 16},
+    "optim": {"lr": 3e-3, "warmup_steps": 20},
+    "run": {"steps": 40, "eval_every": 0, "progress": False, "tensorboard": False},
+}
+"""`tempering pretrain` settings of the warm start: 40 steps learn the answer's form and some of the sums
+(about 10% greedy accuracy; on a loaded 2-core machine, 8 s a step: the prompts are rl_loop's 370 tokens)."""
+
+
+def warm_start(cache: Path, model_name: str = "meta-llama/Llama-3.2-1B", **settings: Any) -> Path:
+    """A tiny model warm-started on `SUMS` as rl_loop.py asks them of `model_name` (its renderer, few-shot
+    prompt and question suffix), each answered ` \\boxed{N}` then end-of-sequence, to a starting accuracy
+    inside (0, 1), so rl_loop's groups have advantages. Built once under `cache` (keyed by the settings, the
+    rows, the training code and torch); returns the model's folder, which `tempering serve tinker` serves
+    under `model_name`."""
+    import shutil
+    import tempfile
+
+    import torch
+    from tinker_cookbook import model_info, renderers
+
+    from tempering.config import build
+    from tempering.envs.dataset import DatasetFamily
+    from tempering.methods import pretrain as pretrain_module
+    from tempering.methods.pretrain import PretrainConfig, pretrain
+    from tempering.models import tiny
+    from tempering.models.tokenizer import char_tokenizer
+
+    cfg = {k: {**WARM_START.get(k, {}), **settings.get(k, {})} for k in {*WARM_START, *settings}}
+    if cfg["model"]["name"] not in tiny.TINY_SIZES:
+        raise ValueError(f"warm_start makes a tiny model; model.name={cfg['model']['name']} is not one")
+    renderer_name = model_info.get_recommended_renderer_name(model_name)
+    tok = char_tokenizer()
+    renderer = renderers.get_renderer(renderer_name, tok)  # type: ignore[arg-type]
+    rows = []
+    for a, b in SUMS:
+        ids = rl_loop_prompt(renderer, question(a, b))
+        text = tok.decode(ids)
+        if tok.encode(text, add_special_tokens=False) != ids:
+            raise RuntimeError(
+                f"the {renderer_name} prompt does not survive decoding with the tiny tokenizer: {text!r}"
+            )
+        rows.append({"prompt": text, "answer": f" \\boxed{{{a + b}}}"})
+    key = hashlib.sha256(json.dumps([cfg, rows, torch.__version__], sort_keys=True).encode())
+    for code in (pretrain_module.__file__, tiny.__file__):  # a change to the recipe builds it again
+        key.update(Path(code).read_bytes())
+    done = cache / f"rl_loop_sums-{key.hexdigest()[:16]}"
+    if (done / "model" / "config.json").is_file():
+        return done / "model"
+    family = DatasetFamily(rows, reward="exact", heldout=rows, name="rl_loop_sums")
+    cache.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".rl_loop_sums.", dir=cache))
+    cfg["run"] = {**cfg["run"], "out_dir": str(work / "run")}
+    result = pretrain(build(PretrainConfig, cfg), family=family)
+    shutil.move(work / "run" / "final", work / "model")
+    (work / "model" / "warm_start.json").write_text(json.dumps({**result, "settings": cfg}, indent=1) + "\n")
+    shutil.rmtree(work / "run")
+    try:
+        os.replace(work, done)  # atomic: a parallel build that got there first keeps its copy
+    except OSError:
+        shutil.rmtree(work, ignore_errors=True)
+    return done / "model"
 
 
 def register_tokenizer(state_dir: Path, model_name: str) -> None:
@@ -134,7 +229,8 @@ def run_loop(
     recipe: str, folder: Path, url: str, model_name: str, *args: str, log: str | None = None, timeout: float = 1800
 ) -> list[dict]:
     """Run `tinker_cookbook.recipes.RECIPE` as it ships, from `folder`, against `url`; its logged metrics, one
-    dict per step (`folder/LOG/metrics.jsonl`, LOG the recipe's name unless given)."""
+    dict per step (`folder/LOG/metrics.jsonl`, LOG the recipe's name unless given). The datasets cache is the
+    folder's own: offline, `datasets` would otherwise read another folder's copy of the same name."""
     log_path = folder / (log or recipe)
     cmd = [
         sys.executable,
@@ -147,7 +243,12 @@ def run_loop(
         *args,
     ]
     done = subprocess.run(
-        cmd, cwd=folder, env={**os.environ, **OFFLINE}, capture_output=True, text=True, timeout=timeout
+        cmd,
+        cwd=folder,
+        env={**os.environ, **OFFLINE, "HF_DATASETS_CACHE": str(folder / ".datasets-cache")},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     if done.returncode:
         raise RuntimeError(f"{recipe} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
