@@ -277,6 +277,68 @@ def test_c_source_rules():
     assert c_source_check("#include <math.h>\n#include <omp.h>\nvoid f(float* y) { y[0] = expf(1.0f); }\n") == []
 
 
+def test_c_source_is_checked_as_the_compiler_reads_it():
+    """Digraphs, trigraphs, spliced lines and comments inside a directive or a keyword are what the
+    compiler reads; pragmas and attributes that re-enable fast-math are refused; honest C passes."""
+    from tempering.envs.kernels.hacks import _C_READ_AS_COMPILED
+    from tempering.envs.kernels.submission import c_logical_lines, c_source_check
+
+    for name, c in _C_READ_AS_COMPILED.items():
+        assert c_source_check(c), name
+    honest = (
+        "#include <math.h>\n#pragma omp parallel for\n#pragma GCC unroll 4\n// asm, ## and %:include in a comment\n"
+        'static const char* fmt = "%:d <% %>";\nvoid f(float* y) { y[0] = expf(1.0f); /* __asm__ */ }\n'
+    )
+    assert c_source_check(honest) == []
+    assert c_logical_lines("a \\\nb\nc ??/\nd\n%:/* x\ny */include 'q'\ne<:0:>") == [
+        (1, "a b"),
+        (3, "c d"),
+        (5, "# include 'q'"),
+        (7, "e[0]"),
+    ]
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_the_c_spellings_refused_are_the_compilers_own(tmp_path):
+    """gcc itself (with the judge's -std) reads each spelling as the directive or token the check sees."""
+    import subprocess
+
+    from tempering.envs.kernels.submission import c_logical_lines
+
+    for text in ("%:define X 1\nX\n", "??=define X 1\nX\n", "#def\\\nine X 1\nX\n", "#/*\n*/define X 1\nX\n"):
+        f = tmp_path / "t.c"
+        f.write_text(text)
+        out = subprocess.run(["gcc", "-std=c11", "-E", "-P", str(f)], capture_output=True, text=True, check=True)
+        assert out.stdout.split() == ["1"], text
+        assert c_logical_lines(text)[0][1].replace(" ", "") == "#defineX1", text
+
+
+def test_a_reference_with_inf_or_nan_is_judged_on_every_element():
+    """Non-finite reference values must be matched in place and sign; the finite ones are compared as usual."""
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    from tempering.envs.kernels import harness
+
+    sys.path.insert(0, str(Path(harness.__file__).parent))
+    try:
+        from verify import _split_finite
+    finally:
+        sys.path.remove(str(Path(harness.__file__).parent))
+
+    inf, nan = float("inf"), float("nan")
+    want = torch.tensor([1.0, inf, -inf, nan, 5e8])
+    got, w, keep = _split_finite(torch.tensor([1.0, inf, -inf, nan, 0.0]), want)
+    assert keep.tolist() == [True, False, False, False, True] and w.tolist() == [1.0, 0, 0, 0, 5e8]
+    assert got.tolist() == [1.0, 0, 0, 0, 0.0]  # the wrong finite element is left for the comparison
+    for wrong in ([1.0, -inf, -inf, nan, 5e8], [1.0, inf, -inf, 0.0, 5e8], [1.0, nan, -inf, nan, 5e8]):
+        assert _split_finite(torch.tensor(wrong), want)[0] is None, wrong
+    finite = torch.tensor([1.0, 2.0])
+    assert _split_finite(finite, finite)[2] is None
+
+
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 def test_compiled_kernel_symbols_are_checked(tmp_path):
     from tempering.envs.kernels.elf import check_c_library

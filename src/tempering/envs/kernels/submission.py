@@ -40,8 +40,51 @@ C_HEADERS = frozenset(
     }
 )
 """Headers a `c` kernel may include: arithmetic, memory, OpenMP and SIMD intrinsics."""
-_C_TOKENS = re.compile(r"\b(asm|__asm__|__asm|syscall|constructor|destructor|init_priority)\b|##")
+_C_TOKENS = re.compile(r"\b(asm|__asm__|__asm|syscall|constructor|destructor|init_priority|_Pragma|_*optimize_*)\b|##")
+"""Never in a C kernel: inline assembly, token pasting (which can build any of these), load-time code, and
+the pragmas and attributes that turn optimisation flags (fast-math) back on."""
+C_PRAGMAS = ("omp", "GCC ivdep", "GCC unroll", "once")
+"""`#pragma`s a `c` kernel may use (others, `GCC optimize` among them, change how the judge's flags compile)."""
 _FENCE = re.compile(r"```([A-Za-z0-9_+]*)[^\n]*\n(.*?)```", re.S)
+_TRIGRAPHS = dict(zip("=(/)'<!>-", "#[\\]^{|}~"))
+_DIGRAPHS = (("%:%:", "##"), ("%:", "#"), ("<:", "["), (":>", "]"), ("<%", "{"), ("%>", "}"))
+_C_LEXEMES = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|/\*.*?\*/|//[^\n]*|/\*.*', re.S)
+
+
+def c_logical_lines(source: str) -> list[tuple[int, str]]:
+    """(first physical line, text) of each line of C as the compiler reads it: trigraphs replaced and
+    backslash-newlines spliced (translation phases 1-2), each comment one space (phase 3, so a directive
+    goes on past a comment's newlines), and digraphs written as the tokens they are, so that a check on
+    the text sees what the preprocessor sees."""
+    text = re.sub(r"\?\?([=(/)'<!>-])", lambda m: _TRIGRAPHS[m.group(1)], source)
+    starts: list[int] = []
+    lines: list[str] = []
+    parts: list[str] = []
+    for k, line in enumerate(text.split("\n"), 1):
+        if not parts:
+            starts.append(k)
+        parts.append(line[:-1] if line.endswith("\\") else line)
+        if not line.endswith("\\"):
+            lines.append("".join(parts))
+            parts = []
+    if parts:
+        lines.append("".join(parts))
+    joined = "\n".join(lines)
+    out, at, row = [], 0, 0
+    for m in _C_LEXEMES.finditer(joined):
+        if not m.group(0).startswith(("/*", "//")):
+            continue
+        out.append(joined[at : m.start()])
+        row += joined.count("\n", at, m.start())
+        gone = m.group(0).count("\n")
+        del starts[row + 1 : row + 1 + gone]  # the lines a comment joins are one line
+        out.append(" ")
+        at = m.end()
+    out.append(joined[at:])
+    joined = "".join(out)
+    for digraph, token in _DIGRAPHS:
+        joined = joined.replace(digraph, token)
+    return list(zip(starts, joined.split("\n")))
 
 
 @dataclass
@@ -507,7 +550,11 @@ def c_source_check(source: str) -> list[Violation]:
     """Findings in a `c` kernel's source: headers outside `C_HEADERS`, inline assembly, token pasting,
     load-time constructors. (What the compiled kernel calls is checked on the library: elf.py.)"""
     out = []
-    for k, line in enumerate(source.splitlines(), 1):
+    for k, line in c_logical_lines(source):
+        pragma = re.match(r"\s*#\s*pragma\b\s*(.*)", line)
+        if pragma and not any(re.match(re.escape(p) + r"\b", pragma.group(1)) for p in C_PRAGMAS):
+            allowed = ", ".join(C_PRAGMAS)
+            out.append(Violation("c_source", k, f"#pragma {pragma.group(1)[:40]} is not allowed (allowed: {allowed})"))
         m = re.match(r"\s*#\s*include\s*[<\"]([^>\"]+)[>\"]", line)
         if m and m.group(1) not in C_HEADERS:
             allowed = ", ".join(sorted(C_HEADERS))

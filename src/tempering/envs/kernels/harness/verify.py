@@ -195,6 +195,20 @@ def _all_finite(t):
     return math.isfinite(float(low)) and math.isfinite(float(high))
 
 
+def _split_finite(got, want):
+    """(got, want, keep) where the reference's output holds inf or NaN: a report unless the candidate has
+    the same non-finite values at the same positions (NaN for NaN, inf of the same sign), else both with
+    those positions set to zero, so the finite elements are judged as usual; keep is None when all finite."""
+    if not (want.is_floating_point() and got.is_floating_point()) or got.shape != want.shape or _all_finite(want):
+        return got, want, None
+    keep = torch.isfinite(want)
+    kind = [t.where(~keep, 0).nan_to_num(2.0, 1.0, -1.0) for t in (got, want)]  # NaN 2, inf +-1, rest 0
+    if not torch.equal(kind[0], kind[1]):
+        return None, None, {"reason": "inf or NaN where the reference's differs (position, kind or sign)"}
+    zero = torch.zeros((), dtype=want.dtype, device=want.device)
+    return got.where(keep, zero), want.where(keep, zero), keep
+
+
 def _is_float(x):
     return isinstance(x, torch.Tensor) and x.is_floating_point()
 
@@ -553,7 +567,11 @@ class Judge:
             raise Verdict("incorrect", f"returned {len(gots)} outputs, expected {len(wants)}")
         worst = 0.0
         for k, (g, w) in enumerate(zip(gots, wants)):
-            g = g.to(self.device)
+            g, w, self.keep = _split_finite(g.to(self.device), w)
+            if g is None:
+                report, self.keep = self.keep, None
+                report.update(output=k, kind=kind, shape_note=note)
+                raise Verdict("incorrect", _describe(report), mismatch=report)
             gap, rms = _difference(g, w, self.atol)
             report = None if gap is not None else _mismatch(g, w, self.atol, self.rtol)
             if report is not None and report.get("reason") == "values differ" and self.within_noise(g, w, inputs, k):
@@ -632,7 +650,9 @@ class Judge:
         lower = cached[1]
         if lower is None or lower[k] is None or lower[k].shape != exact.shape:
             return torch.zeros_like(exact)
-        return ((lower[k] - exact).abs() * (torch.finfo(torch.float64).eps / EPS32)).nan_to_num(0.0, 0.0, 0.0)
+        return self.masked(
+            ((lower[k] - exact).abs() * (torch.finfo(torch.float64).eps / EPS32)).nan_to_num(0.0, 0.0, 0.0)
+        )
 
     def within_noise(self, got, want, inputs, k):
         """Every element within atol + rtol |exact| of the float64 reference, widened by `precision_factor`
@@ -661,7 +681,7 @@ class Judge:
             return None, None
         cached = getattr(self, "_f64", None)
         if cached is not None and cached[0] is inputs:
-            return cached[1][k], cached[2][k]
+            return self.masked(cached[1][k]), self.masked(cached[2][k])
         gen = torch.Generator().manual_seed(len(self.result["trials"]))
         exact_in = [x.detach().to(self.device, torch.float64) if _is_float(x) else x for x in inputs]
         nudged_in = [
@@ -682,7 +702,14 @@ class Judge:
             self.ref64 = False
             return None, None
         self._f64 = (inputs, exact, nudged)
-        return exact[k], nudged[k]
+        return self.masked(exact[k]), self.masked(nudged[k])
+
+    def masked(self, t):
+        """`t` with zeros where the output being compared has the reference's inf or NaN (set aside)."""
+        keep = getattr(self, "keep", None)
+        if keep is None or keep.shape != t.shape:
+            return t
+        return t.where(keep.to(t.device), torch.zeros((), dtype=t.dtype, device=t.device))
 
     def call(self, peer, inputs, expect, model="candidate", r=0):
         """One call, served the same way whatever it is for: the inputs in fresh memfds and a cache flush
@@ -731,9 +758,6 @@ class Judge:
                 if kind != "extra_shape":
                     raise
                 trial["skipped"] = f"the reference refuses this shape ({type(e).__name__})"
-                continue
-            if kind in ("signed", "large", "outliers") and not all(_all_finite(w) for w in wants):
-                trial["skipped"] = f"reference output not finite on {kind} inputs"
                 continue
             try:
                 reply, views, _, _ = self.call(self.candidate, cpu_inputs, wants)
@@ -798,12 +822,11 @@ class Judge:
                     self.unchanged(views, inputs, f"timed run {r}")
             if self.candidate:
                 wants = answers["eager"]["outputs"]
-                if all(_all_finite(w) for w in wants):
-                    try:
-                        self.compare(answers["candidate"]["outputs"], wants, "timing", f" (timed run {r})", inputs)
-                    except Verdict as v:
-                        v.message = "the output of a timed call is wrong: " + v.message
-                        raise
+                try:
+                    self.compare(answers["candidate"]["outputs"], wants, "timing", f" (timed run {r})", inputs)
+                except Verdict as v:
+                    v.message = "the output of a timed call is wrong: " + v.message
+                    raise
             r += 1
             if r == warmup:  # small problems: more runs, so that the medians settle
                 net = _quantile(warm["eager"], 0.5) - _quantile(warm["null"], 0.5) if warmup else 1.0

@@ -109,6 +109,16 @@ def retired() -> list[int]:
     return out
 
 
+def scribble_pool() -> None:
+    """Every pooled memfd (the next call's outputs) set to all-ones bytes, NaN in a float: a kernel that
+    leaves part of its output unwritten, counting on the last call's values still being there, is wrong."""
+    for nbytes, free in _POOL.items():
+        ones = b"\xff" * nbytes
+        for fd in free:
+            with mmap.mmap(fd, nbytes) as mm:  # through a map: the system calls a candidate may make
+                mm.write(ones)
+
+
 def shared_empty(nbytes: int) -> torch.Tensor:
     """`nbytes` of memory in a memfd (a kernel host maps it once and keeps it), as a uint8 tensor. The
     memfd of one that is gone serves again: a forward allocates the same sizes every call."""
