@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -88,9 +89,21 @@ def run(
     """Serve, train `steps` steps; the loop's metrics (one record a step) and its rollout summaries."""
     os.environ.update(local.OFFLINE)
     state, log = work / "state", work / "log"
-    with local.serving(state, {MODEL: BASE}, "threads=2", f"seed={seed}") as url:
-        local.register_tokenizer(state, MODEL)
-        asyncio.run(train.main(config(log, url, steps, seed, family_args)))
+    # the cookbook's loop replaces the root logger's handlers with its own (one writing into `log`):
+    # the caller's come back when it ends, so a process that goes on never logs into a removed folder
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        with local.serving(state, {MODEL: BASE}, "threads=2", f"seed={seed}") as url:
+            local.register_tokenizer(state, MODEL)
+            asyncio.run(train.main(config(log, url, steps, seed, family_args)))
+    finally:
+        for h in root.handlers[:]:
+            root.removeHandler(h)
+            h.close()
+        for h in handlers:
+            root.addHandler(h)
+        root.setLevel(level)
     return logged(log)
 
 
