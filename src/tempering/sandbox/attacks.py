@@ -981,7 +981,8 @@ def _inode_counter_channel(sender: list[str]) -> Callable[[Sandbox, Attack, Cont
     """A job moves its RAM disk's next inode number to a secret, a later job reads it from a new file."""
 
     async def drive(sandbox: Sandbox, attack: Attack, ctx: Context) -> str:
-        mark = 256 + int(ctx.token[:4], 16) % 3800  # never a fresh disk's first numbers
+        # never a fresh disk's first numbers, nor so near 4096 that they come right after it (mod 4096)
+        mark = 256 + int(ctx.token[:4], 16) % 3584
         sent = await sandbox.run(Job(cmd=[a.format(mark=mark) for a in sender], limits=Limits(wall_s=60, cpu_s=60)))
         got = await sandbox.run(Job(cmd=["python3", "-c", _INODE_RECEIVER]))
         try:
