@@ -318,10 +318,13 @@ def warm_cookbook(tmp_path_factory):
     pytest.importorskip(
         "tinker_cookbook", reason="tinker-cookbook is installed by `make install-test` (see the tinker extra)"
     )
-    from conftest import CACHE
+    # the tests' fixture cache (tests/conftest.py's CACHE; `conftest` may name another folder's module here)
+    cache = Path(
+        os.environ.get("TEMPERING_TEST_CACHE", Path(__file__).resolve().parents[2] / ".tempering-cache" / "tests")
+    )
 
     os.environ.setdefault("TINKER_API_KEY", "tml-local")  # the SDK wants a key; this service reads none
-    model = local.warm_start(CACHE, COOKBOOK_NAME)
+    model = local.warm_start(cache, COOKBOOK_NAME)
     work = tmp_path_factory.mktemp("warm")
     with local.serving(work / "state", {COOKBOOK_NAME: str(model)}, "threads=1") as url:
         yield url, local.prepare(work / "run", work / "state", COOKBOOK_NAME)
