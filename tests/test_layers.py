@@ -92,7 +92,10 @@ def test_imports_point_down_the_layers():
 def module_imports() -> dict[str, set[str]]:
     """Each module of the package -> the package's modules it imports (`from pkg import mod` counts as mod,
     `from pkg import name` as pkg's `__init__`)."""
-    files = {".".join(["tempering", *p.relative_to(SRC).with_suffix("").parts]).removesuffix(".__init__"): p for p in SRC.rglob("*.py")}
+    files = {
+        ".".join(["tempering", *p.relative_to(SRC).with_suffix("").parts]).removesuffix(".__init__"): p
+        for p in SRC.rglob("*.py")
+    }
     graph = {}
     for me, path in files.items():
         tree = syntax.parse(path.read_text())

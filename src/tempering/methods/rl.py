@@ -23,12 +23,12 @@ from tempering.algos.credit import CREDIT, GREEDY_BASELINE, credit_params, resol
 from tempering.algos.leap import dcp_expand
 from tempering.algos.losses import KL_ALIASES, KL_ESTIMATORS, POLICY_LOSSES
 from tempering.config import ignored_unless
+from tempering.errors import UserError
 from tempering.rollout.engine import CounterfactualOptions
 from tempering.train.batch import TrainBatch
 from tempering.train.config import LoopConfig, PolicyLossSection, RolloutSection
 from tempering.train.method import Context, Credit, CreditFn, Method, MethodSpec, turn_credit
 from tempering.train.rules import Linearity
-from tempering.errors import UserError
 from tempering.train.scoring import GroupRewards, KLPenalty, OverlongPenalty, ReferenceLogprobs, Scores
 from tempering.train.update import Loss, UpdateSettings, policy_loss_of
 from tempering.types import Group

@@ -120,7 +120,9 @@ class Scores:
         for name in parts[0][1].terms:  # every part ran the same scorers
             out = out.with_term(name, torch.cat([_fit(sc.terms[name], K) for _, sc in parts]))
         if parts[0][1].turns.group_NG is not None:  # every part ran the same scorers
-            out = out.with_group_reward(torch.cat([sc.turns.group_NG for _, sc in parts if sc.turns.group_NG is not None]))
+            out = out.with_group_reward(
+                torch.cat([sc.turns.group_NG for _, sc in parts if sc.turns.group_NG is not None])
+            )
         refs = [sc.ref_logp_BT for _, sc in parts]
         if refs[0] is not None:
             T = max(r.shape[-1] for r in refs if r is not None)
