@@ -146,6 +146,7 @@ async def gold_steps(ws, bundle: Bundle, check_unsolved: bool = True, backend: s
             return Verdict(False, "solution", msg, None, backend, wall)
         if not together:
             rewards, test_run = await ws.run_tests(step)
+        assert rewards is not None and test_run is not None  # the solution exited 0: its tests ran
         run = test_run
         wall += run.wall_s
         score = rewards.score
