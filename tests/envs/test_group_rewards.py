@@ -100,7 +100,10 @@ def test_a_familys_own_group_reward_is_added_to_each_episodes_reward():
     torch.testing.assert_close(adv, want)
     # dynamic sampling keeps a group's scores with its group reward
     batch = collate([e for g in groups for e in g.episodes], pad_id=0)
-    assert s.select([1], groups, batch).turns.group_NG.tolist() == [[0.0, 1.0, 0.0]]
+    kept = s.select([1], groups, batch)
+    assert kept.turns.group_NG.tolist() == [[0.0, 1.0, 0.0]] and kept.metrics["group_reward_abs"] == pytest.approx(
+        1 / 3
+    )
     both = Scores.join([(groups[:1], s.select([0], groups, batch)), (groups[1:], s.select([1], groups, batch))])
     assert both.turns.group_NG.tolist() == s.turns.group_NG.tolist()
 

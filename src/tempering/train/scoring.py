@@ -75,8 +75,11 @@ class Scores:
         )
 
     def with_group_reward(self, group_NG: torch.Tensor) -> Scores:
-        """Each episode's group-level reward (`TurnTensors.group_NG`), added to its reward."""
-        return replace(self, turns=replace(self.turns, group_NG=group_NG.float()))
+        """Each episode's group-level reward (`TurnTensors.group_NG`), added to its reward, and logged as its
+        mean |value| per episode (`group_reward_abs`: a tournament's values sum to 0)."""
+        g = group_NG.float()
+        out = replace(self, turns=replace(self.turns, group_NG=g))
+        return out.with_metrics(group_reward_abs=float(g.abs().mean()))
 
     def with_extra(self, **tensors: torch.Tensor) -> Scores:
         return replace(self, extras={**self.extras, **tensors})
@@ -88,7 +91,7 @@ class Scores:
         """The scores of the groups `keep` (indices into `groups`, the groups this record scored as `batch`, in
         order), taken from this record, not recomputed: each group's turn scores and shaping terms, the
         reference's log-probs of its rows (as wide as the kept rows' longest, the kept groups' own batch). The
-        verifier's and the shaping metrics are the kept groups'; other metrics stay this record's. Teachers,
+        verifier's, the group reward's and the shaping metrics are the kept groups'; other metrics stay this record's. Teachers,
         a method's extras and the rollout correction are the update's to compute on what it trains."""
         if self.teachers or self.extras or self.proximal_logp_BT is not None or self.correction_BT is not None:
             raise ValueError("Scores.select takes verifier scores, shaping terms and reference log-probs only")
@@ -167,7 +170,7 @@ def per_turn(values_BT: torch.Tensor, batch: TrainBatch, shape_NGK: torch.Size) 
 @dataclass
 class GroupRewards:
     """A task family's group-level reward (`TaskFamily.group_reward`), called once per group on its finished
-    episodes; logged as the mean |value| per episode (`group_reward_abs`, the values of a tournament sum to 0)."""
+    episodes."""
 
     reward: GroupReward
 
@@ -176,8 +179,7 @@ class GroupRewards:
         for g, v in zip(groups, values):
             if len(v) != len(g.episodes):
                 raise ValueError(f"a group reward gave {len(v)} values for a group of {len(g.episodes)} episodes")
-        group_NG = torch.tensor(values, dtype=torch.float32)
-        return scores.with_group_reward(group_NG).with_metrics(group_reward_abs=float(group_NG.abs().mean()))
+        return scores.with_group_reward(torch.tensor(values, dtype=torch.float32))
 
 
 @dataclass
