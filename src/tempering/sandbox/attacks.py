@@ -18,6 +18,7 @@ import asyncio
 import importlib
 import json
 import os
+import random
 import platform
 import secrets
 import shutil
@@ -996,6 +997,94 @@ def _inode_counter_channel(sender: list[str]) -> Callable[[Sandbox, Attack, Cont
     return drive
 
 
+_TIMING_BITS = 32
+_TIMING_AGREE = 28
+"""Bits of 32 a receiver must get right for a read-timing channel to count as open: by chance (both files
+of every pair equally fast) 28 or more agree once in about 27,000 runs."""
+
+_TIMING_SENDER = """pool = {pool}
+for i, b in enumerate("{bits}"):  # of each pair, the file the bit names is read: its pages are cached
+    with open(pool[2 * i + int(b)], "rb") as f:
+        f.read()
+"""
+
+_TIMING_RECEIVER = """import time
+pool = {pool}
+def took(p):
+    start = time.perf_counter_ns()
+    with open(p, "rb") as f:
+        f.read()
+    return time.perf_counter_ns() - start
+# of each pair, the file read faster is the cached one: a comparison within the pair, whatever the load
+print("BITS", "".join("1" if took(pool[2 * i + 1]) < took(pool[2 * i]) else "0" for i in range({n})))
+"""
+
+_TIMING_SENDER_MMAP = """import mmap, os
+pool = {pool}
+for i, b in enumerate("{bits}"):  # a page fault on a mapping caches the page as a read does
+    fd = os.open(pool[2 * i + int(b)], os.O_RDONLY)
+    with mmap.mmap(fd, 0, prot=mmap.PROT_READ) as m:
+        sum(m[k] for k in range(0, len(m), 4096))
+    os.close(fd)
+"""
+
+_TIMING_RECEIVER_MMAP = """import mmap, os, time
+pool = {pool}
+def fault(p):  # the first touch of a mapped page: a minor fault if cached, a read from disk if not
+    fd = os.open(p, os.O_RDONLY)
+    with mmap.mmap(fd, 0, prot=mmap.PROT_READ) as m:
+        start = time.monotonic_ns()
+        m[0]
+        took = time.monotonic_ns() - start
+    os.close(fd)
+    return took
+bits = ""
+for i in range({n}):
+    bits += "1" if fault(pool[2 * i + 1]) < fault(pool[2 * i]) else "0"
+print("BITS", bits)
+"""
+
+
+def _timing_pool(sandbox: Sandbox, seed: str) -> list[str]:
+    """Pairs of files every job sees and no other attack reads (kernel headers), evicted from the host's
+    page cache where it can (a RAM image's copies cannot be)."""
+    folder = "/usr/include/linux"
+    names = sorted(
+        n
+        for n in os.listdir(sandbox.image_dir + folder if sandbox.image_dir else folder)
+        if os.path.isfile(os.path.join(folder, n)) and os.path.getsize(os.path.join(folder, n)) >= 4096
+    )
+    pool = [os.path.join(folder, n) for n in random.Random(seed).sample(names, 2 * _TIMING_BITS)]
+    for p in pool:
+        for host in {p, sandbox.image_dir + p}:
+            if os.path.isfile(host):
+                fd = os.open(host, os.O_RDONLY)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                os.close(fd)
+    return pool
+
+
+def _read_timing_channel(sender: str, receiver: str) -> Callable[[Sandbox, Attack, Context], Awaitable[str]]:
+    """A job reads one file of each pair, a later job times a read of both (the hidden run of turn t and
+    the public run of turn t+1 of a code task)."""
+
+    async def drive(sandbox: Sandbox, attack: Attack, ctx: Context) -> str:
+        pool = _timing_pool(sandbox, ctx.token)
+        bits = format(int(ctx.token[:8], 16), f"0{_TIMING_BITS}b")
+        fill = {"bits": bits, "pool": repr(pool), "n": _TIMING_BITS}
+        sent = await sandbox.run(Job(cmd=["python3", "-c", sender.format(**fill)]))
+        got = await sandbox.run(Job(cmd=["python3", "-c", receiver.format(**fill)]))
+        read = got.stdout.split("BITS", 1)[-1].strip()
+        if got.status != "ok" or len(read) != _TIMING_BITS:
+            return f"the receiver ended {got.status}: {got.message} {got.stderr[-300:]}"
+        agree = sum(a == b for a, b in zip(read, bits))
+        if agree >= _TIMING_AGREE:
+            return f"the receiver read {agree} of the sender's {_TIMING_BITS} bits from read times ({sent.status})"
+        return ""
+
+    return drive
+
+
 _CLASSES = {
     "resource limits": "infinite_loop cpu_limit fork_bomb memory_bomb big_file disk_fill output_flood ignore_sigterm raise_rlimits",
     "the host's network, environment and files": "network env_secret proc_environ write_project write_host_tmp output_symlink",
@@ -1010,6 +1099,7 @@ _CLASSES = {
     "channels through the host kernel's shared state (page cache, RAM disk counters)": (
         "page_cache_channel page_cache_channel_raw inode_counter_channel inode_counter_channel_sh"
     ),
+    "the time a read of a file every job sees takes (page cache)": "read_timing_channel read_timing_channel_mmap",
     "cache poisoning": "cache_limit_poison cache_flaky_poison",
     "an inode flood and a host stalled by its removal": "inode_flood inode_flood_links deep_tree",
     "cleanup that follows a job's link": "cleanup_symlink cleanup_symlink_dirs",
@@ -1409,6 +1499,21 @@ ATTACKS = [
         "",
         _status("ok"),
         drive=_inode_counter_channel(["bash", "-c", _INODE_SENDER_SH]),
+    ),
+    Attack(
+        "read_timing_channel",
+        "one job reads one file of each pair of system files, a later job times a read of both and takes "
+        "the faster as cached",
+        "",
+        _status("ok"),
+        drive=_read_timing_channel(_TIMING_SENDER, _TIMING_RECEIVER),
+    ),
+    Attack(
+        "read_timing_channel_mmap",
+        "the same through mappings: the sender touches mapped pages, the receiver times its first page fault",
+        "",
+        _status("ok"),
+        drive=_read_timing_channel(_TIMING_SENDER_MMAP, _TIMING_RECEIVER_MMAP),
     ),
 ]
 
