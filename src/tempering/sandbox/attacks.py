@@ -18,8 +18,8 @@ import asyncio
 import importlib
 import json
 import os
-import random
 import platform
+import random
 import secrets
 import shutil
 import signal
@@ -1001,6 +1001,7 @@ _TIMING_BITS = 32
 _TIMING_AGREE = 28
 """Bits of 32 a receiver must get right for a read-timing channel to count as open: by chance (both files
 of every pair equally fast) 28 or more agree once in about 27,000 runs."""
+_TIMING_ROUNDS = 3
 
 _TIMING_SENDER = """pool = {pool}
 for i, b in enumerate("{bits}"):  # of each pair, the file the bit names is read: its pages are cached
@@ -1046,40 +1047,54 @@ print("BITS", bits)
 
 
 def _timing_pool(sandbox: Sandbox, seed: str) -> list[str]:
-    """Pairs of files every job sees and no other attack reads (kernel headers), evicted from the host's
-    page cache where it can (a RAM image's copies cannot be)."""
-    folder = "/usr/include/linux"
-    names = sorted(
-        n
-        for n in os.listdir(sandbox.image_dir + folder if sandbox.image_dir else folder)
-        if os.path.isfile(os.path.join(folder, n)) and os.path.getsize(os.path.join(folder, n)) >= 4096
-    )
-    pool = [os.path.join(folder, n) for n in random.Random(seed).sample(names, 2 * _TIMING_BITS)]
+    """Pairs of files every job sees and nothing else here reads: the kernel's headers in the folders
+    below /usr/include/linux (netfilter, usb, ...), which the C library's headers never include (unlike
+    the top folder's, or byteorder/, which any compile on the machine would cache)."""
+    top = sandbox.image_dir + "/usr/include/linux"
+    files = [
+        os.path.join(root, n)[len(sandbox.image_dir) :]
+        for root, _, names in os.walk(top)
+        if root != top and "byteorder" not in root
+        for n in names
+        if os.path.getsize(os.path.join(root, n)) >= 1024
+    ]
+    return random.Random(seed).sample(sorted(files), 2 * _TIMING_BITS)
+
+
+def _evict(sandbox: Sandbox, pool: list[str]) -> None:
+    """Drop the pool's pages from the host's page cache where it can (a RAM image's copies cannot be)."""
     for p in pool:
         for host in {p, sandbox.image_dir + p}:
             if os.path.isfile(host):
                 fd = os.open(host, os.O_RDONLY)
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
                 os.close(fd)
-    return pool
 
 
 def _read_timing_channel(sender: str, receiver: str) -> Callable[[Sandbox, Attack, Context], Awaitable[str]]:
     """A job reads one file of each pair, a later job times a read of both (the hidden run of turn t and
-    the public run of turn t+1 of a code task)."""
+    the public run of turn t+1 of a code task). Three rounds, each bit decided by their majority: a read
+    slowed by the machine's load in one round is outvoted, and where the channel is closed a majority of
+    coin flips is a coin flip."""
 
     async def drive(sandbox: Sandbox, attack: Attack, ctx: Context) -> str:
         pool = _timing_pool(sandbox, ctx.token)
         bits = format(int(ctx.token[:8], 16), f"0{_TIMING_BITS}b")
         fill = {"bits": bits, "pool": repr(pool), "n": _TIMING_BITS}
-        sent = await sandbox.run(Job(cmd=["python3", "-c", sender.format(**fill)]))
-        got = await sandbox.run(Job(cmd=["python3", "-c", receiver.format(**fill)]))
-        read = got.stdout.split("BITS", 1)[-1].strip()
-        if got.status != "ok" or len(read) != _TIMING_BITS:
-            return f"the receiver ended {got.status}: {got.message} {got.stderr[-300:]}"
-        agree = sum(a == b for a, b in zip(read, bits))
+        rounds = []
+        for _ in range(_TIMING_ROUNDS):
+            _evict(sandbox, pool)
+            sent = await sandbox.run(Job(cmd=["python3", "-c", sender.format(**fill)]))
+            got = await sandbox.run(Job(cmd=["python3", "-c", receiver.format(**fill)]))
+            read = got.stdout.split("BITS", 1)[-1].strip()
+            if got.status != "ok" or len(read) != _TIMING_BITS:
+                return f"the receiver ended {got.status}: {got.message} {got.stderr[-300:]}"
+            rounds.append(read)
+        voted = "".join(max("01", key=[r[i] for r in rounds].count) for i in range(_TIMING_BITS))
+        agree = sum(a == b for a, b in zip(voted, bits))
         if agree >= _TIMING_AGREE:
-            return f"the receiver read {agree} of the sender's {_TIMING_BITS} bits from read times ({sent.status})"
+            each = ", ".join(str(sum(a == b for a, b in zip(r, bits))) for r in rounds)
+            return f"the receiver read {agree} of the sender's {_TIMING_BITS} bits from read times ({each} by round; {sent.status})"
         return ""
 
     return drive

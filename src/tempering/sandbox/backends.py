@@ -4,8 +4,8 @@ Every backend starts the job through `prlimit`, so the rlimits (CPU, address spa
 size, open files, no core dumps) are set as hard limits that the job cannot raise. On top of that:
 
 - `bwrap` (bubblewrap, preferred): new PID, network, IPC and UTS namespaces, a fresh root that holds
-  only the system directories and the Python installation (read-only), the workdir (read-write) and a
-  private /tmp. When the host runs as root, the job drops to a per-slot unprivileged uid with no
+  only the system directories and the Python installation (read-only: the RAM image's copies, see
+  `image.py`, or the host's own), the workdir (read-write) and a private /tmp. When the host runs as root, the job drops to a per-slot unprivileged uid with no
   capabilities (`setpriv`); otherwise bwrap adds a user namespace.
 - `unshare` (fallback): the same layout built by a short shell script in new mount, PID, network, IPC
   and UTS namespaces, then `chroot` and the same uid drop.

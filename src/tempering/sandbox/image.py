@@ -107,9 +107,12 @@ def _python_files(distributions: tuple[str, ...]) -> set[str]:
     they require."""
     paths = sysconfig.get_paths()
     stdlib = os.path.realpath(paths["stdlib"])
-    files = _walk(stdlib, _STDLIB_NOT_COPIED + ("site-packages", "dist-packages") + tuple(
-        d for d in os.listdir(stdlib) if d.startswith("config-")
-    ))
+    files = _walk(
+        stdlib,
+        _STDLIB_NOT_COPIED
+        + ("site-packages", "dist-packages")
+        + tuple(d for d in os.listdir(stdlib) if d.startswith("config-")),
+    )
     exe = os.path.realpath(sys.executable)
     files.add(exe)
     libdir = sysconfig.get_config_var("LIBDIR") or ""
