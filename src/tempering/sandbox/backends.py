@@ -42,8 +42,8 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-from tempering.errors import UserError
 from tempering.sandbox import seccomp
+from tempering.sandbox.image import mount_point as image_mount_point
 from tempering.sandbox.job import Limits
 from tempering.sandbox.process import STATUS_FD, TIME, usage_argv
 
@@ -132,34 +132,31 @@ class Layout:
 def _ro_paths(extra: list[str], image: str = "") -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """((host source, path inside) of each read-only bind, (symlink target, link path)), nested duplicates
     removed. With an `image`, the system folders and the Python installation come from it (those it does
-    not hold are not shown); `extra` paths are the host's own."""
+    not hold are not shown), and an `extra` path inside them is the host's, bound over the image on a
+    mount point made in it (a CUDA toolkit under /usr/local)."""
     binds, links = [], []
     for p in _SYSTEM_PATHS:
         if os.path.islink(p):
             links.append((os.readlink(p), p))
         elif os.path.isdir(p):
             binds.append(p)
-    base = binds + _python_dirs()
-    binds = base + list(extra)
-    kept: list[str] = []
-    for p in sorted(set(binds), key=len):
-        if not any(p == k or p.startswith(k.rstrip("/") + "/") for k in kept):
-            kept.append(p)
-    # a bound path below a symlinked one (e.g. /lib64/x) is already visible through its target
-    kept = [p for p in kept if not any(p.startswith(lp + "/") for _, lp in links)]
+
+    def outermost(paths: list[str]) -> list[str]:
+        kept: list[str] = []
+        for p in sorted(set(paths), key=len):
+            if not any(p == k or p.startswith(k.rstrip("/") + "/") for k in kept):
+                kept.append(p)
+        # a bound path below a symlinked one (e.g. /lib64/x) is already visible through its target
+        return [p for p in kept if not any(p.startswith(lp + "/") for _, lp in links)]
+
     if not image:
-        return [(p, p) for p in kept], links
+        return [(p, p) for p in outermost(binds + _python_dirs() + list(extra))], links
+    base = [p for p in outermost(binds + _python_dirs()) if os.path.lexists(image + p)]
+    extra = [p for p in outermost(list(extra)) if p not in base]
     for p in extra:
-        if p not in kept and any(p.startswith(k.rstrip("/") + "/") for k in kept if k not in extra):
-            raise UserError(
-                f"Job.ro_binds entry {p!r} lies inside the sandbox's image (at {_inside(p, kept)}), which holds "
-                "copies: bind a folder outside it, or use a Sandbox with image='host'."
-            )
-    return [(p if p in extra else image + p, p) for p in kept if p in extra or os.path.lexists(image + p)], links
-
-
-def _inside(p: str, kept: list[str]) -> str:
-    return next(k for k in kept if p.startswith(k.rstrip("/") + "/"))
+        if any(p.startswith(b.rstrip("/") + "/") for b in base):
+            image_mount_point(image, p)
+    return [(image + p, p) for p in base] + [(p, p) for p in extra], links
 
 
 def _writable_roots(lay: Layout) -> list[str]:

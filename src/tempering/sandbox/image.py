@@ -36,7 +36,7 @@ PYTHON_DISTRIBUTIONS = ("pytest", "numpy")
 """Distributions of the virtualenv in the default image (with what they require)."""
 _NOT_COPIED = ("/usr/share/doc/", "/usr/share/man/", "/usr/share/info/", "/usr/share/locale/", "/usr/share/lintian/")
 _STDLIB_NOT_COPIED = ("test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "unittest/test")
-_FORMAT = 1
+_FORMAT = 4
 """Part of every image's name: a change to what an image holds bumps it."""
 
 
@@ -172,7 +172,11 @@ def _contents(packages: tuple[str, ...], distributions: tuple[str, ...]) -> list
             if not os.path.islink(f):
                 break
             f = os.path.join(os.path.dirname(f), os.readlink(f))
-    return sorted(f for f in real if os.path.islink(f) or os.path.isfile(f))
+    kept = {f for f in real if (os.path.islink(f) or os.path.isfile(f)) and not f.startswith(_NOT_COPIED)}
+    # links no package lists (the alternatives system's /usr/bin/awk -> /etc/alternatives/awk -> mawk)
+    walked = _walk("/usr")
+    kept |= {f for f in walked if os.path.islink(f) and not f.startswith(_NOT_COPIED) and os.path.realpath(f) in kept}
+    return sorted(kept)
 
 
 def _key(packages: tuple[str, ...], distributions: tuple[str, ...]) -> str:
@@ -203,6 +207,18 @@ def _copy(files: list[str], dest: str) -> None:
         for d in dirs:
             os.chmod(os.path.join(root, d), 0o755)
     os.chmod(dest, 0o755)
+
+
+def mount_point(image: str, path: str) -> None:
+    """Make the folder or empty file in `image` on which a host path is bound over it (`Job.ro_binds`)."""
+    target = image + path
+    if os.path.lexists(target):
+        return
+    os.makedirs(os.path.dirname(target), 0o755, exist_ok=True)
+    if os.path.isdir(path):
+        os.makedirs(target, 0o755, exist_ok=True)
+    else:
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
 
 
 @functools.cache
