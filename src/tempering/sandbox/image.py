@@ -89,7 +89,7 @@ def _package_files(packages: list[str]) -> set[str]:
 
 def _walk(top: str, skip: tuple[str, ...] = ()) -> set[str]:
     """Every file and link below `top`, without the folders `skip` (relative to `top`)."""
-    out = set()
+    out: set[str] = set()
     for root, dirs, files in os.walk(top):
         rel = os.path.relpath(root, top)
         dirs[:] = [d for d in dirs if os.path.normpath(os.path.join(rel, d)) not in skip]
