@@ -1084,8 +1084,9 @@ def _read_timing_channel(sender: str, receiver: str) -> Callable[[Sandbox, Attac
         rounds = []
         for _ in range(_TIMING_ROUNDS):
             _evict(sandbox, pool)
-            sent = await sandbox.run(Job(cmd=["python3", "-c", sender.format(**fill)]))
-            got = await sandbox.run(Job(cmd=["python3", "-c", receiver.format(**fill)]))
+            slow = Limits(wall_s=120, cpu_s=60)  # a loaded machine, under gVisor's ptrace, is slow to start Python
+            sent = await sandbox.run(Job(cmd=["python3", "-c", sender.format(**fill)], limits=slow))
+            got = await sandbox.run(Job(cmd=["python3", "-c", receiver.format(**fill)], limits=slow))
             read = got.stdout.split("BITS", 1)[-1].strip()
             if got.status != "ok" or len(read) != _TIMING_BITS:
                 return f"the receiver ended {got.status}: {got.message} {got.stderr[-300:]}"
