@@ -1,16 +1,15 @@
 """tinker-cookbook's own loops against `tempering serve tinker`, and rl_loop's speed beside `tempering train`.
 
     flock /tmp/tempering-timing.lock .venv/bin/python benchmarks/tinker_service.py [--rl-steps 4] [--repeats 2]
-        [--reward-passes 4] [--seeds 0 1 2] [--reward-only]
+        [--reward-steps 20] [--seeds 0 1 2] [--reward-only]
 
 On the tiny model (`tiny-s`, seeded random weights, served under the cookbook's name meta-llama/Llama-3.2-1B)
 and local data in the recipes' formats (`tempering.serve.tinker.cookbook`):
 - `sl_loop.py` as it ships: its logged train_mean_nll at the first and the last step;
 - `rl_loop.py` as it ships on a tiny model warm-started by `tempering pretrain` on the sums as rl_loop
-  renders them (`cookbook.warm_start`, `WARM_STEPS` steps, cached under .tempering-cache/), for
-  `--reward-passes` shuffled passes over the 81 sums (9 prompts x 8 samples a step), once per service seed
-  (`--seeds`): its reward per step, the mean of the first and of the last pass (the same questions), and
-  whether the last is higher by the shared statistics rule (`tempering.experiments.judge`);
+  renders them (`cookbook.warm_start`, cached under .tempering-cache/), for `--reward-steps` steps, once per
+  service seed (`--seeds`): its reward per step, the mean of the first and of the last `WINDOW` steps, and
+  whether the last are higher by the shared statistics rule (`tempering.experiments.judge`);
 - the sampler's log-probs against the trainer's, through the SDK on that model: a LoRA client takes a step,
   its sampling client samples, and the same tokens go through `forward` (the largest absolute difference);
 - `rl_loop.py` as it ships (importance_sampling, 4 prompts x 4 samples, 16 new tokens): its reward per step
@@ -58,12 +57,8 @@ ENV_LR = 3e-4
 CACHE = ROOT / ".tempering-cache" / "tinker"
 REWARD_LR = 1e-3
 """rl_loop's learning rate on the warm-started tiny model (its default, 4e-5, is for billions of weights)."""
-REWARD_PROMPTS, REWARD_GROUP, REWARD_PASSES = 9, 8, 4
-"""rl_loop's batch on the warm-started model, and its passes over the 81 sums (each pass shuffled): 9 steps a
-pass, so the first and the last pass ask the same questions and their mean rewards compare."""
-WARM_STEPS = 120
-"""`tempering pretrain` steps of the benchmark's warm start (the tests' 40 reach about 10% greedy accuracy;
-more put it nearer 30%, where most of rl_loop's groups have both right and wrong answers)."""
+WINDOW = 3
+"""Steps averaged at each end of a warm-started rl_loop run."""
 
 
 def logprob_max_diff(url: str) -> float:
@@ -100,45 +95,34 @@ def logprob_max_diff(url: str) -> float:
     return worst
 
 
-def rl_loop(
-    url: str, folder: Path, steps: int, tag: str, *args: str, prompts: int = PROMPTS, group: int = GROUP
-) -> dict:
+def rl_loop(url: str, folder: Path, steps: int, tag: str, *args: str) -> dict:
     rows = local.run_loop(
-        "rl_loop", folder, url, NAME, f"batch_size={prompts}", f"group_size={group}", f"max_tokens={MAX_TOKENS}",
+        "rl_loop", folder, url, NAME, f"batch_size={PROMPTS}", f"group_size={GROUP}", f"max_tokens={MAX_TOKENS}",
         f"max_steps={steps}", "loss_fn=importance_sampling", f"lora_rank={RANK}", *args, log=tag,
     )  # fmt: skip
     return {"rewards": [r["reward/total"] for r in rows], "step_seconds": [r["time/total"] for r in rows]}
 
 
-def rl_reward(work: Path, passes: int, seeds: list[int]) -> dict:
-    """rl_loop.py on the warm-started tiny model for `passes` shuffled passes over the sums, one fresh service
-    per seed (the samplers' seed); the first pass's mean reward against the last's; the log-probs compared on
-    the first seed."""
-    model = local.warm_start(CACHE, NAME, run={"steps": WARM_STEPS})
+def rl_reward(work: Path, steps: int, seeds: list[int]) -> dict:
+    """rl_loop.py on the warm-started tiny model, one fresh service per seed (the samplers' seed); the
+    log-probs compared on the first."""
+    model = local.warm_start(CACHE, NAME)
     made = json.loads((model / "warm_start.json").read_text())
-    window = len(local.SUMS) // REWARD_PROMPTS
     runs, diff = [], None
     for seed in seeds:
         with local.serving(work / f"warm{seed}", {NAME: str(model)}, "threads=2", f"seed={seed}") as url:
-            folder = local.prepare(work / f"warm{seed}-run", work / f"warm{seed}", NAME, repeats=passes)
-            steps = passes * window
-            runs.append(
-                rl_loop(
-                    url, folder, steps, "rl", f"learning_rate={REWARD_LR}", prompts=REWARD_PROMPTS, group=REWARD_GROUP
-                )
-            )
+            folder = local.prepare(work / f"warm{seed}-run", work / f"warm{seed}", NAME)
+            runs.append(rl_loop(url, folder, steps, "rl", f"learning_rate={REWARD_LR}"))
             if diff is None:
                 diff = logprob_max_diff(url)
-    first = {s: st.mean(r["rewards"][:window]) for s, r in zip(seeds, runs)}
-    last = {s: st.mean(r["rewards"][-window:]) for s, r in zip(seeds, runs)}
-    on = f"rl_loop's 81 sums, {REWARD_PROMPTS} prompts x {REWARD_GROUP} samples per step"
-    claim = judge(Arm("last pass", last, on, None), Arm("first pass", first, on, None))
+    first = {s: st.mean(r["rewards"][:WINDOW]) for s, r in zip(seeds, runs)}
+    last = {s: st.mean(r["rewards"][-WINDOW:]) for s, r in zip(seeds, runs)}
+    on = f"rl_loop's sums, {PROMPTS} prompts x {GROUP} samples per step"
+    claim = judge(Arm(f"last {WINDOW} steps", last, on, None), Arm(f"first {WINDOW} steps", first, on, None))
     return {
-        "steps": len(runs[0]["rewards"]),
-        "passes": passes,
-        "window": window,
-        "prompts": REWARD_PROMPTS,
-        "group": REWARD_GROUP,
+        "steps": len(runs[0]["rewards"]),  # at most `steps`: rl_loop stops at the end of its dataset
+        "steps_asked": steps,
+        "window": WINDOW,
         "seeds": seeds,
         "learning_rate": REWARD_LR,
         "reward_first": st.mean(first.values()),
@@ -252,7 +236,7 @@ def main() -> None:
     ap.add_argument("--env-steps", type=int, default=4, help="steps of each arm on the arithmetic family")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--out", default=str(ROOT / "docs" / "results"))
-    ap.add_argument("--reward-passes", type=int, default=REWARD_PASSES, help="rl_loop's passes over the sums")
+    ap.add_argument("--reward-steps", type=int, default=20, help="steps of rl_loop on the warm-started model")
     ap.add_argument("--calls-only", action="store_true", help="only rewrite the calls table of the stored JSON")
     ap.add_argument("--reward-only", action="store_true", help="only measure the warm-started rl_loop")
     a = ap.parse_args()
@@ -262,7 +246,7 @@ def main() -> None:
     command = "flock /tmp/tempering-timing.lock .venv/bin/python benchmarks/tinker_service.py " + " ".join(sys.argv[1:])
     start = conditions()
     with tempfile.TemporaryDirectory(prefix="tinker-bench-") as tmp:
-        reward = rl_reward(Path(tmp), a.reward_passes, a.seeds)
+        reward = rl_reward(Path(tmp), a.reward_steps, a.seeds)
     reward["machine"] = {"start": start, "end": conditions()}
     reward["command"] = command
     if a.reward_only:
@@ -388,15 +372,15 @@ other jobs ran during this run, so only the ratios within it compare.
 
 `{rl["command"]}`; machine: {conditions_text(rl["machine"]["start"], rl["machine"]["end"])}.
 
-rl_loop.py as it ships (importance_sampling, {rl["prompts"]} prompts x {rl["group"]} samples, at most {s["max_tokens"]} new tokens,
-LoRA rank {s["lora_rank"]}, learning rate {rl["learning_rate"]:g}) for {rl["steps"]} steps ({rl["passes"]} passes over the 81
-sums, each shuffled), once per service seed (the samplers' seed), on `{s["model"]}` warm-started by `tempering pretrain` on the local dataset's sums as rl_loop
+rl_loop.py as it ships (importance_sampling, {s["prompts"]} prompts x {s["group"]} samples, at most {s["max_tokens"]} new tokens,
+LoRA rank {s["lora_rank"]}, learning rate {rl["learning_rate"]:g}) for {rl["steps"]} steps, once per service seed (the
+samplers' seed), on `{s["model"]}` warm-started by `tempering pretrain` on the local dataset's sums as rl_loop
 renders them (its role_colon prompt, few-shot example and question suffix), answered ` \\boxed{{N}}`
 (`tempering.serve.tinker.cookbook.warm_start`: {w["steps"]} steps, {w["seconds"]:.0f} s, greedy accuracy on the sums
 {w["heldout_pass@1"]:.3f}). Reward: rl_loop's own `reward/total` (its GSM8K grader on the `\\boxed{{}}` answer), the
-mean over the first and the last pass ({rl["window"]} steps each, the same 81 questions).
+mean over the first and the last {rl["window"]} steps.
 
-| seed | first pass | last pass | every step |
+| seed | first {rl["window"]} steps | last {rl["window"]} steps | every step |
 |---|---|---|---|
 {reward_rows}
 
