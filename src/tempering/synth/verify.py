@@ -4,7 +4,7 @@ Both backends run the same steps (`gold_steps`), for each step of the task in or
 the state before the step's solution and must write a reward below 1 (they write a reward on failure,
 and the step is not already solved); then the step's solution/solve.sh runs; then the tests must write
 reward 1. The sandbox backend emulates the environment locally (`Workspace`, Harbor's paths on the
-isolated backends) and runs the solution and the tests after it in one job (`Workspace.solve_then_test`),
+isolated backends) and runs the solution and the tests after it in one job (`session.solve_then_test`),
 so that a service the solution starts in the background still answers the tests, as in Harbor's
 container; the Docker backend builds environment/Dockerfile (or pulls docker_image) and runs
 the same steps in containers (`DockerWorkspace`).
@@ -22,6 +22,7 @@ from tempering.config import Schema
 from tempering.envs.terminal.bundle import Bundle
 from tempering.envs.terminal.docker import BuildFailed, DockerWorkspace, docker_unreachable
 from tempering.envs.terminal.image import NeedsDocker, NeedsNetwork, local_image
+from tempering.envs.terminal.session import solve_then_test
 from tempering.envs.terminal.workspace import Workspace
 from tempering.errors import UserError
 
@@ -133,9 +134,9 @@ async def gold_steps(ws, bundle: Bundle, check_unsolved: bool = True, backend: s
                 return Verdict(False, "unsolved", msg, rewards.score, backend, wall)
         if not step.solution.get("solve.sh", b"").strip():
             return Verdict(False, "solution", f"{at}no solution/solve.sh to verify with", None, backend, wall)
-        together = getattr(ws, "solve_then_test", None)
-        if together is not None:  # one job: what the solution leaves running answers the tests
-            run, rewards, test_run = await together(step)
+        together = isinstance(ws, Workspace)
+        if together:  # one job: what the solution leaves running answers the tests
+            run, rewards, test_run = await solve_then_test(ws, step)
         else:
             run = await ws.solve(step)
         wall += run.wall_s
@@ -143,8 +144,9 @@ async def gold_steps(ws, bundle: Bundle, check_unsolved: bool = True, backend: s
             why = "timed out" if run.exit_code == 124 else f"exited with {run.exit_code} ({run.status})"
             msg = f"{at}solution/solve.sh {why}. Output:\n{_tail(run.output)}{hint}"
             return Verdict(False, "solution", msg, None, backend, wall)
-        if together is None:
+        if not together:
             rewards, test_run = await ws.run_tests(step)
+        assert rewards is not None and test_run is not None  # the solution exited 0: its tests ran
         run = test_run
         wall += run.wall_s
         score = rewards.score

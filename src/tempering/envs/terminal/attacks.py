@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tempering.envs.terminal.bundle import read_bundle
 from tempering.envs.terminal.env import TerminalEnv, bundle_task
+from tempering.envs.terminal.session import solve_then_test
 from tempering.envs.terminal.workspace import Rewards, Workspace
 from tempering.sandbox.attacks import Case
 from tempering.sandbox.sandbox import Sandbox
@@ -158,7 +159,7 @@ async def _verify(sandbox: Sandbox, solution: str, services: bool) -> str:
     bundle = _bundle(solution)
     ws, step = Workspace.for_bundle(sandbox, bundle), bundle.steps[0]
     if services:
-        run, rewards, _ = await ws.solve_then_test(step)
+        run, rewards, _ = await solve_then_test(ws, step)
         return _status(rewards)
     run = await ws.solve(step)
     return _status((await ws.run_tests(step))[0] if run.exit_code == 0 else None)

@@ -356,29 +356,6 @@ class Workspace:
             exports + 'bash "$SOLUTION_DIR/solve.sh"\n', step.agent_timeout_s or DEFAULT_TIMEOUT_S, readonly=solution
         )
 
-    async def solve_then_test(self, step: Step) -> tuple[Run, Rewards | None, Run | None]:
-        """The step's oracle, then (if it exited 0) its tests. Where `keeps_services`, the oracle runs in a
-        session (`session.Session`) whose job stays up while the tests run beside it, so that a service it
-        leaves running answers them over the network, as in Harbor's container; else `solve`, then
-        `run_tests`. (solution's run, rewards or None when the tests did not run, tests' run or None)."""
-        if not self.keeps_services or "test.sh" not in step.tests:
-            run = await self.solve(step)
-            if run.exit_code != 0:
-                return run, None, None
-            rewards, tests = await self.run_tests(step)
-            return run, rewards, tests
-        from tempering.envs.terminal.session import Session
-
-        solution = {f"solution/{p}": b for p, b in step.solution.items()}
-        session = Session(self, step, readonly=solution)
-        exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in self.solution_env.items())
-        run = await session.run(exports + 'bash "$SOLUTION_DIR/solve.sh"\n', step.agent_timeout_s or DEFAULT_TIMEOUT_S)
-        if run.exit_code != 0:
-            await session.close()
-            return run, None, None
-        rewards, tests = await session.finish()
-        return run, rewards, tests
-
     async def close(self) -> None:
         """Nothing to release: the state lives in memory."""
 
