@@ -169,7 +169,7 @@ def test_the_tests_python_finds_installed_modules_before_the_working_folders():
 def test_the_tests_python_runs_solution_code_only_where_the_tests_import_it(tmp_path):
     """As in the tests' job: library code (a read-only module) tries optional imports that the working
     folder holds as a module, a sourceless .pyc and a package in a folder left without write bits: none
-    loads. The `-c` code the tests ran imports the solution's module, whose own import of a helper loads."""
+    loads. The `-c` code imports the solution's module the task names, whose own import of a helper loads."""
     import py_compile
 
     planted = "raise SystemExit('planted module ran')\n"
@@ -184,7 +184,8 @@ def test_the_tests_python_runs_solution_code_only_where_the_tests_import_it(tmp_
     }
     probe = "for name in ('org', 'nt', 'msvcrt'):\n    try:\n        __import__(name)\n    except ImportError:\n        print('absent')\n"
     code = "import probe, solver; print(solver.VALUE)"
-    cmd = f'chmod a-w app/msvcrt && cd app && PYTHONPATH=/job/tools PYTHONNOUSERSITE=1 python3 -c "{code}"'
+    env = "PYTHONPATH=/job/tools PYTHONNOUSERSITE=1 TEMPERING_SOLUTION_MODULES=solver"
+    cmd = f'chmod a-w app/msvcrt && cd app && {env} python3 -c "{code}"'
     readonly = {"tools/sitecustomize.py": text("sitecustomize.py"), "tools/probe.py": probe}
     res = Sandbox(backend=ISOLATED[0]).run_sync(Job(cmd=["sh", "-c", cmd], files=files, readonly_files=readonly))
     assert res.stdout.split() == ["absent", "absent", "absent", "7"], res.stdout + res.stderr

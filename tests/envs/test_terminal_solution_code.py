@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from tempering.envs.terminal import TerminalEnv, bundle_task, read_bundle
+from tempering.envs.terminal.bundle import required_imports
 from tempering.sandbox import Sandbox
 
 ISOLATED = [b for b in ("bwrap", "unshare") if b in Sandbox.available_backends()]
@@ -166,3 +167,80 @@ def test_a_link_into_the_image_stays(tmp_path):
 @pytest.mark.parametrize("shape", list(TEST_SH))
 def test_a_right_solution_passes(tmp_path, shape):
     assert _episode(_bundle(tmp_path / "b", shape), f"echo {RIGHT} > /app/answer.txt") == "correct"
+
+
+OPTIONAL_FAST_JSON_TESTS = (
+    "from pathlib import Path\n\ntry:\n    import ujson as json\nexcept ImportError:\n    import json\n\n\n"
+    f"def test_answer():\n    assert json.loads(Path('/app/answer.txt').read_text()) == {RIGHT}\n"
+)
+PICKLED_ANSWER_TESTS = (
+    f"import pickle\n\n\ndef test_answer():\n    with open('/app/answer.pkl', 'rb') as f:\n"
+    f"        assert pickle.load(f) == {RIGHT}\n"
+)
+EQUAL_TO_ALL = (
+    "class A(int):\n    def __eq__(self, o): return True\n    def __ne__(self, o): return False\n"
+    "    __hash__ = int.__hash__\n"
+)
+def _pickle_of(source: str) -> str:
+    """Shell that writes /app/answer.pkl, the pickle of `obj` as `source` (run from /app) defines it."""
+    return _plant("/tmp/dump.py", source + "pickle.dump(obj, open('/app/answer.pkl', 'wb'))\n") + (
+        "cd /app && python3 /tmp/dump.py\n"
+    )
+
+
+SOLUTION_CODE_ATTACKS = {
+    # the tests' own optional import finds the module the solution wrote
+    "tests_optional_import": (
+        OPTIONAL_FAST_JSON_TESTS,
+        "echo 0 > /app/answer.txt\n"
+        + _plant("/app/ujson.py", EQUAL_TO_ALL + "def loads(s, *a, **k):\n    return A(0)\n"),
+    ),
+    # the C unpickler imports a module the solution wrote while a test function is the nearest Python frame
+    "unpickler_imports_solution_module": (
+        PICKLED_ANSWER_TESTS,
+        _plant("/app/answerlib.py", EQUAL_TO_ALL + "def make():\n    return A(0)\n")
+        + _pickle_of(
+            "import pickle, answerlib\n\n\nclass R:\n    def __reduce__(self):\n"
+            "        return (answerlib.make, ())\n\n\nobj = R()\n"
+        ),
+    ),
+    # a pickle whose __reduce__ evaluates code with a builtin: no module of the solution's at all
+    "pickle_reduce_eval": (
+        PICKLED_ANSWER_TESTS,
+        _pickle_of(
+            "import pickle\n\nCODE = \"type('A', (int,), {'__eq__': lambda s, o: True})(0)\"\n\n\n"
+            "class E:\n    def __reduce__(self):\n        return (eval, (CODE,))\n\n\nobj = E()\n"
+        ),
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(SOLUTION_CODE_ATTACKS))
+def test_solution_code_the_task_does_not_name_stays_out_of_the_tests(tmp_path, name):
+    tests, command = SOLUTION_CODE_ATTACKS[name]
+    assert _episode(_bundle(tmp_path / "b", "from_app", tests), command) == "incorrect"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "tests, command",
+    [
+        (OPTIONAL_FAST_JSON_TESTS, f"echo {RIGHT} > /app/answer.txt"),
+        (PICKLED_ANSWER_TESTS, _pickle_of(f"import pickle\n\nobj = {RIGHT}\n")),
+    ],
+    ids=["optional_import", "pickled_int"],
+)
+def test_the_same_tests_still_pass_a_right_answer(tmp_path, tests, command):
+    assert _episode(_bundle(tmp_path / "b", "from_app", tests), command) == "correct"
+
+
+def test_the_modules_the_tests_require_are_read_from_their_files():
+    tests = {
+        "test_outputs.py": OPTIONAL_FAST_JSON_TESTS.encode() + b"from solver.core import total\nimport importlib\n"
+        b"m = importlib.import_module('plugins')\ntry:\n    import fast\nexcept (ValueError, ModuleNotFoundError):\n"
+        b"    pass\ntry:\n    import strict\nexcept ValueError:\n    pass\n",
+        "test.sh": b"cd /app\npython3 -c 'import cli, json; cli.main()'\npython3 -m pytest /tests\n",
+    }
+    assert required_imports(tests) == {"json", "solver", "importlib", "plugins", "strict", "cli", "pathlib"}
+
