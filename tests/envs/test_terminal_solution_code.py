@@ -244,3 +244,43 @@ def test_the_modules_the_tests_require_are_read_from_their_files():
     }
     assert required_imports(tests) == {"json", "solver", "importlib", "plugins", "strict", "cli", "pathlib"}
 
+
+
+def _suite_cases():
+    from tempering.envs.terminal import attacks
+
+    controls = {f"honest_right_{label}" for label, _, _ in attacks.VARIANT_TASKS.values()}
+    return {
+        f"{c.name} / {c.path}": c
+        for c in attacks.CASES
+        if c.path in ("terminal: separate jobs", "agent: per command")
+        and (c.cls in attacks.VARIANT_TASKS or c.name in controls)
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(_suite_cases()))
+def test_the_attack_suites_solution_code_cases_hold(name):
+    """`tempering sandbox attacks`' cases of these classes, with their tasks' honest-right controls."""
+    case = _suite_cases()[name]
+    assert asyncio.run(case.run(Sandbox(backend=ISOLATED[0]))) == ""
+
+
+ALL_OVER_THE_ANSWER = (
+    "from pathlib import Path\n\n\ndef test_answer():\n"
+    f"    assert all(float(x) == {RIGHT} for x in Path('/app/answer.txt').read_text().split())\n"
+)
+"""Tests that pass an empty answer: `all` over no numbers is True (as numpy's allclose over an empty array)."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "tests, want",
+    [(ALL_OVER_THE_ANSWER, ("mutants", "answer.txt", "emptied")), (TEST_OUTPUTS, ("ok",))],
+    ids=["accepts_empty", "strict"],
+)
+def test_synth_check_rejects_tests_that_pass_a_mutated_reference_output(tmp_path, tests, want):
+    from tempering.synth.verify import SandboxVerifier
+
+    verdict = asyncio.run(SandboxVerifier(Sandbox(backend=ISOLATED[0])).verify(_bundle(tmp_path / "b", "from_app", tests)))
+    assert verdict.stage == want[0] and all(w in verdict.summary for w in want[1:]), verdict.summary

@@ -117,6 +117,10 @@ async def check_one(bundle: Bundle, verifier, backend: str = "sandbox") -> tuple
     return ("accepted" if v.accepted else "rejected"), v.stage, v.summary
 
 
+MUTANTS = 8
+"""Mutated reference outputs `synth check` runs the tests on, at most, per step."""
+
+
 async def gold_steps(
     ws, bundle: Bundle, check_unsolved: bool = True, backend: str = "sandbox", mutants: int = MUTANTS
 ) -> Verdict:
@@ -164,7 +168,7 @@ async def gold_steps(
                 refused += " (here the solution's processes end before the tests run: use bwrap or unshare)"
             msg = f"{at}after the oracle solution ran, {got}{refused}. Test output:\n{_tail(run.output)}{hint}"
             return Verdict(False, "tests", msg, score, backend, wall)
-        if mutants and isinstance(ws, Workspace) and not ws.keeps_services:
+        if mutants and isinstance(ws, Workspace):  # the state the reference left (a service it started is gone)
             accepted, spent = await _accepted_mutant(ws, step, before, mutants)
             wall += spent
             if accepted:
@@ -173,8 +177,6 @@ async def gold_steps(
     return Verdict(True, "ok", "", score, backend, wall)
 
 
-MUTANTS = 8
-"""Mutated reference outputs `synth check` runs the tests on, at most, per step."""
 _MUTATIONS = (
     ("emptied", lambda b: b""),
     ("replaced by a comment line", lambda b: b"# \n"),
