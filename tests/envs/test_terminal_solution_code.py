@@ -284,3 +284,17 @@ def test_synth_check_rejects_tests_that_pass_a_mutated_reference_output(tmp_path
 
     verdict = asyncio.run(SandboxVerifier(Sandbox(backend=ISOLATED[0])).verify(_bundle(tmp_path / "b", "from_app", tests)))
     assert verdict.stage == want[0] and all(w in verdict.summary for w in want[1:]), verdict.summary
+
+
+def test_synth_check_warns_of_tests_that_deserialise_the_answer_with_code(tmp_path):
+    from tempering.synth.checks import tamper_warnings
+
+    tests = (
+        "import pickle, json, yaml\nimport numpy as np\n\n\ndef test_answer():\n"
+        "    a = pickle.load(open('/app/a.pkl', 'rb'))\n    b = np.load('/app/b.npy', allow_pickle=True)\n"
+        "    c = yaml.load(open('/app/c.yaml'), Loader=yaml.UnsafeLoader)\n    d = json.load(open('/app/d.json'))\n"
+        "    e = yaml.safe_load(open('/app/e.yaml'))\n    f = np.load('/app/f.npy')\n"
+    )
+    b = _bundle(tmp_path / "b", "from_app", tests)
+    lines = sorted(int(str(p).split(" line ")[1].split(":")[0]) for p in tamper_warnings(b) if "deserialises" in str(p))
+    assert lines == [6, 7, 8]

@@ -275,7 +275,7 @@ def tamper_warnings(bundle: Bundle) -> list[Problem]:
 
 _DESERIALISERS = re.compile(
     r"\bpickle\.loads?\(|\bpickle\.Unpickler\(|\bread_pickle\(|\btorch\.load\(|\byaml\.unsafe_load(_all)?\("
-    r"|\byaml\.load(_all)?\([^)]*Loader\s*=\s*(yaml\.)?(Unsafe|Full)?Loader\b|allow_pickle\s*=\s*True|\bjoblib\.load\("
+    r"|\byaml\.load(_all)?\(.*Loader\s*=\s*(yaml\.)?(Unsafe|Full)?Loader\b|allow_pickle\s*=\s*True|\bjoblib\.load\("
 )
 
 

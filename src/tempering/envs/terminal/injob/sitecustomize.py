@@ -308,11 +308,12 @@ importlib.util.module_from_spec = _guarded_module_from_spec
 _DATA_TYPES = frozenset(
     "int float complex str bytes bytearray list dict set frozenset tuple bool slice range object".split()
 )
-_DATA_MODULES = frozenset({"collections", "copyreg", "datetime", "decimal", "fractions", "numpy"})
-"""Modules of plain data types a pickle of the tests' objects refers to (a pandas frame's numpy blocks)."""
+_DATA_MODULES = frozenset({"collections", "copyreg", "datetime", "decimal", "fractions", "numpy", "multiprocessing"})
+"""Modules of plain data types a pickle of the tests' objects refers to (a pandas frame's numpy blocks), and
+the pool machinery that carries the tests' own functions to worker processes."""
 _RUNS_CODE = frozenset(
     "builtins os posix nt sys subprocess importlib runpy code codeop pty ctypes types functools operator pickle "
-    "_pickle marshal shutil socket multiprocessing platform webbrowser pdb io _io pathlib".split()
+    "_pickle marshal shutil socket platform webbrowser pdb io _io pathlib".split()
 )
 """Modules whose callables run code or commands: never a pickle's global, whatever the tests import."""
 
@@ -321,13 +322,17 @@ def _pickle_global(module: str, name: str) -> bool:
     top = module.partition(".")[0]
     if top == "builtins":
         return name in _DATA_TYPES
-    return top not in _RUNS_CODE and (top in _DATA_MODULES or top in _SOLUTION_MODULES)
+    if top in _RUNS_CODE:
+        return False
+    loaded = getattr(sys.modules.get(module), "__file__", None)
+    return top in _DATA_MODULES or top in _SOLUTION_MODULES or module == "__main__" or bool(loaded and _own_bytes(loaded))
 
 
 def _audit(event, args) -> None:
     """A deserialiser in the tests' process (pickle, numpy.load(allow_pickle=True), pandas.read_pickle,
-    torch.load) resolves only globals of data types and of modules the task's tests require: a `__reduce__`
-    of the solution's naming eval, os.system or a module it wrote is refused before it runs."""
+    torch.load) resolves only globals of data types, of modules the task's tests require and of the tests'
+    own modules (a pool's workers): a `__reduce__` of the solution's naming eval, os.system or a module it
+    wrote is refused before it runs."""
     if event == "pickle.find_class" and not _pickle_global(*args):
         _refuse(f"{args[0]}.{args[1]}, a global a pickle the solution wrote names (not a data type the tests use)")
         raise RuntimeError(f"unpickling {args[0]}.{args[1]} is refused in the tests' process")
