@@ -148,7 +148,8 @@ def test_the_image_the_links_may_reach_is_what_the_backends_show():
 @pytest.mark.skipif(not ISOLATED, reason="needs an isolating sandbox backend (read-only mounts)")
 def test_the_tests_python_finds_installed_modules_before_the_working_folders():
     """As in the tests' job: the start-up module first on PYTHONPATH in a read-only folder, the working
-    folder as the current one, holding a planted `json.py`, a module of its own and a distribution."""
+    folder as the current one, holding a planted `json.py` (a name the tests require: the installed one is
+found first), a module of their own and a distribution."""
     files = {
         "app/json.py": "raise SystemExit('planted json imported')\n",
         "app/local_module.py": "VALUE = 7\n",
@@ -159,7 +160,8 @@ def test_the_tests_python_finds_installed_modules_before_the_working_folders():
         "print(json.__file__.startswith(sys.base_prefix), local_module.VALUE, "
         "'planted-dist' in {d.metadata['Name'] for d in m.distributions()}, 'pytest' in {d.metadata['Name'] for d in m.distributions()})"
     )
-    cmd = f'cd app && PYTHONPATH=/job/tools PYTHONNOUSERSITE=1 python3 -c "{code}" && python3 -m json.tool /dev/null'
+    env = "PYTHONPATH=/job/tools PYTHONNOUSERSITE=1 TEMPERING_SOLUTION_MODULES='json local_module'"
+    cmd = f'cd app && {env} python3 -c "{code}" && python3 -m json.tool /dev/null'
     job = Job(cmd=["sh", "-c", cmd], files=files, readonly_files={"tools/sitecustomize.py": text("sitecustomize.py")})
     res = Sandbox(backend=ISOLATED[0]).run_sync(job)
     assert res.stdout.split() == ["True", "7", "False", "True"], res.stderr
