@@ -148,8 +148,8 @@ def test_the_image_the_links_may_reach_is_what_the_backends_show():
 @pytest.mark.skipif(not ISOLATED, reason="needs an isolating sandbox backend (read-only mounts)")
 def test_the_tests_python_finds_installed_modules_before_the_working_folders():
     """As in the tests' job: the start-up module first on PYTHONPATH in a read-only folder, the working
-    folder as the current one, holding a planted `json.py` (a name the tests require: the installed one is
-found first), a module of their own and a distribution."""
+        folder as the current one, holding a planted `json.py` (a name the tests require: the installed one is
+    found first), a module of their own and a distribution."""
     files = {
         "app/json.py": "raise SystemExit('planted json imported')\n",
         "app/local_module.py": "VALUE = 7\n",

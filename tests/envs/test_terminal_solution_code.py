@@ -181,6 +181,8 @@ EQUAL_TO_ALL = (
     "class A(int):\n    def __eq__(self, o): return True\n    def __ne__(self, o): return False\n"
     "    __hash__ = int.__hash__\n"
 )
+
+
 def _pickle_of(source: str) -> str:
     """Shell that writes /app/answer.pkl, the pickle of `obj` as `source` (run from /app) defines it."""
     return _plant("/tmp/dump.py", source + "pickle.dump(obj, open('/app/answer.pkl', 'wb'))\n") + (
@@ -245,7 +247,6 @@ def test_the_modules_the_tests_require_are_read_from_their_files():
     assert required_imports(tests) == {"json", "solver", "importlib", "plugins", "strict", "cli", "pathlib"}
 
 
-
 def _suite_cases():
     from tempering.envs.terminal import attacks
 
@@ -282,7 +283,9 @@ ALL_OVER_THE_ANSWER = (
 def test_synth_check_rejects_tests_that_pass_a_mutated_reference_output(tmp_path, tests, want):
     from tempering.synth.verify import SandboxVerifier
 
-    verdict = asyncio.run(SandboxVerifier(Sandbox(backend=ISOLATED[0])).verify(_bundle(tmp_path / "b", "from_app", tests)))
+    verdict = asyncio.run(
+        SandboxVerifier(Sandbox(backend=ISOLATED[0])).verify(_bundle(tmp_path / "b", "from_app", tests))
+    )
     assert verdict.stage == want[0] and all(w in verdict.summary for w in want[1:]), verdict.summary
 
 

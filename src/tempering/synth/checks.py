@@ -284,8 +284,11 @@ def deserialisers(data: bytes) -> list[tuple[int, str]]:
     `__reduce__`, YAML's python/object tags): the tests' process refuses a pickle's globals other than data
     types and the modules the tests import, but the answer's format is the task's design."""
     return [
-        (n, f"`{line.strip()[:80]}` deserialises the answer with a loader that runs code the file names; "
-         "store answers as JSON, CSV or numbers instead")
+        (
+            n,
+            f"`{line.strip()[:80]}` deserialises the answer with a loader that runs code the file names; "
+            "store answers as JSON, CSV or numbers instead",
+        )
         for n, line in enumerate(data.decode(errors="replace").splitlines(), 1)
         if _DESERIALISERS.search(line)
     ]

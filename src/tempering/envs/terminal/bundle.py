@@ -364,7 +364,9 @@ def rewards_score(rewards: dict[str, float]) -> float:
 
 
 _OPTIONAL = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
-_SHELL_IMPORT = re.compile(r"(?m)(?:^|[;\"'(]|-c\s)\s*(?:from\s+([A-Za-z_][\w.]*)\s+import\b|import\s+([A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*))")
+_SHELL_IMPORT = re.compile(
+    r"(?m)(?:^|[;\"'(]|-c\s)\s*(?:from\s+([A-Za-z_][\w.]*)\s+import\b|import\s+([A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*))"
+)
 
 
 def required_imports(tests: dict[str, bytes]) -> frozenset[str]:
@@ -384,10 +386,10 @@ def required_imports(tests: dict[str, bytes]) -> frozenset[str]:
                 if n is not None
             }
             bare = any(h.type is None for h in node.handlers)
-            for child in node.body:
-                visit(child, optional or bare or bool(catches & _OPTIONAL))
-            for child in [*node.handlers, *node.orelse, *node.finalbody]:
-                visit(child, optional)
+            for stmt in node.body:
+                visit(stmt, optional or bare or bool(catches & _OPTIONAL))
+            for part in [*node.handlers, *node.orelse, *node.finalbody]:
+                visit(part, optional)
             return
         if not optional:
             if isinstance(node, ast.Import):

@@ -151,7 +151,11 @@ def read_rewards(txt: bytes | None, js: bytes | None) -> Rewards:
         return _in_range(values, "reward.json")
     if txt is not None:
         x = number(txt)
-        return _in_range({"reward": x}, "reward.txt") if x is not None else Rewards(None, f"reward.txt is not a number: {txt[:80]!r}")
+        return (
+            _in_range({"reward": x}, "reward.txt")
+            if x is not None
+            else Rewards(None, f"reward.txt is not a number: {txt[:80]!r}")
+        )
     return Rewards(None, "the tests wrote no reward (/logs/verifier/reward.txt or reward.json)")
 
 

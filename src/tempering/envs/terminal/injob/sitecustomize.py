@@ -306,14 +306,56 @@ importlib.util.module_from_spec = _guarded_module_from_spec
 
 
 _DATA_TYPES = frozenset(
-    "int float complex str bytes bytearray list dict set frozenset tuple bool slice range object".split()
+    [
+        "int",
+        "float",
+        "complex",
+        "str",
+        "bytes",
+        "bytearray",
+        "list",
+        "dict",
+        "set",
+        "frozenset",
+        "tuple",
+        "bool",
+        "slice",
+        "range",
+        "object",
+    ]
 )
 _DATA_MODULES = frozenset({"collections", "copyreg", "datetime", "decimal", "fractions", "numpy", "multiprocessing"})
 """Modules of plain data types a pickle of the tests' objects refers to (a pandas frame's numpy blocks), and
 the pool machinery that carries the tests' own functions to worker processes."""
 _RUNS_CODE = frozenset(
-    "builtins os posix nt sys subprocess importlib runpy code codeop pty ctypes types functools operator pickle "
-    "_pickle marshal shutil socket platform webbrowser pdb io _io pathlib".split()
+    [
+        "builtins",
+        "os",
+        "posix",
+        "nt",
+        "sys",
+        "subprocess",
+        "importlib",
+        "runpy",
+        "code",
+        "codeop",
+        "pty",
+        "ctypes",
+        "types",
+        "functools",
+        "operator",
+        "pickle",
+        "_pickle",
+        "marshal",
+        "shutil",
+        "socket",
+        "platform",
+        "webbrowser",
+        "pdb",
+        "io",
+        "_io",
+        "pathlib",
+    ]
 )
 """Modules whose callables run code or commands: never a pickle's global, whatever the tests import."""
 
@@ -325,7 +367,9 @@ def _pickle_global(module: str, name: str) -> bool:
     if top in _RUNS_CODE:
         return False
     loaded = getattr(sys.modules.get(module), "__file__", None)
-    return top in _DATA_MODULES or top in _SOLUTION_MODULES or module == "__main__" or bool(loaded and _own_bytes(loaded))
+    return (
+        top in _DATA_MODULES or top in _SOLUTION_MODULES or module == "__main__" or bool(loaded and _own_bytes(loaded))
+    )
 
 
 def _audit(event, args) -> None:
