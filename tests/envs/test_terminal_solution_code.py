@@ -240,11 +240,11 @@ def test_the_same_tests_still_pass_a_right_answer(tmp_path, tests, command):
 def test_the_modules_the_tests_require_are_read_from_their_files():
     tests = {
         "test_outputs.py": OPTIONAL_FAST_JSON_TESTS.encode() + b"from solver.core import total\nimport importlib\n"
-        b"m = importlib.import_module('plugins')\ntry:\n    import fast\nexcept (ValueError, ModuleNotFoundError):\n"
+        b"m = importlib.import_module('plugins')\nspec = importlib.util.spec_from_file_location('solution', '/app/s.py')\ntry:\n    import fast\nexcept (ValueError, ModuleNotFoundError):\n"
         b"    pass\ntry:\n    import strict\nexcept ValueError:\n    pass\n",
         "test.sh": b"cd /app\npython3 -c 'import cli, json; cli.main()'\npython3 -m pytest /tests\n",
     }
-    assert required_imports(tests) == {"json", "solver", "importlib", "plugins", "strict", "cli", "pathlib"}
+    assert required_imports(tests) == {"json", "solver", "importlib", "plugins", "solution", "strict", "cli", "pathlib"}
 
 
 def _suite_cases():

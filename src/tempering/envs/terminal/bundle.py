@@ -364,6 +364,8 @@ def rewards_score(rewards: dict[str, float]) -> float:
 
 
 _OPTIONAL = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+_LOADERS = frozenset({"import_module", "__import__", "spec_from_file_location", "SourceFileLoader", "load_source"})
+"""Calls that load a module by the name in their first argument."""
 _SHELL_IMPORT = re.compile(
     r"(?m)(?:^|[;\"'(]|-c\s)\s*(?:from\s+([A-Za-z_][\w.]*)\s+import\b|import\s+([A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*))"
 )
@@ -371,8 +373,8 @@ _SHELL_IMPORT = re.compile(
 
 def required_imports(tests: dict[str, bytes]) -> frozenset[str]:
     """The top-level module names the task's tests require: what their Python files import outside a
-    `try` that catches ImportError (an optional import falls back to what is installed), with
-    `importlib.import_module("name")`; and every import statement in their other scripts (test.sh's
+    `try` that catches ImportError (an optional import falls back to what is installed), or load by a
+    literal name (`importlib.import_module("name")`, `spec_from_file_location("name", path)`); and every import statement in their other scripts (test.sh's
     `python3 -c` or heredocs). Only these may come from the solution's working folder in the tests'
     process (`injob/sitecustomize.py`): the list is fixed by the task, never by the candidate."""
     names: set[str] = set()
@@ -398,7 +400,7 @@ def required_imports(tests: dict[str, bytes]) -> frozenset[str]:
                 names.add(node.module.partition(".")[0])
             elif (
                 isinstance(node, ast.Call)
-                and getattr(node.func, "attr", getattr(node.func, "id", "")) in ("import_module", "__import__")
+                and getattr(node.func, "attr", getattr(node.func, "id", "")) in _LOADERS
                 and node.args
                 and isinstance(node.args[0], ast.Constant)
                 and isinstance(node.args[0].value, str)
