@@ -175,7 +175,7 @@ class TerminalEnv(Env):
             rewards, _ = await session.finish()
         else:
             rewards, _ = await self.ws.run_tests(step)
-        score = 0.0 if rewards.score is None else max(0.0, min(1.0, rewards.score))
+        score = 0.0 if rewards.score is None else rewards.score  # read_rewards keeps only [0, 1]
         self.step_scores.append(score)
         self.step_rewards.append(rewards.values)
         self.current += 1
