@@ -78,6 +78,10 @@ class VerifyConfig:
     outlier_trials: int = 1
     """Extra trials with `get_inputs()` plus outliers (one element in a thousand set to a thousand times
     the input's spread): a reduction that skips elements misses them."""
+    special_trials: int = 1
+    """Extra trials with special values placed among `get_inputs()`'s (infinities, a row of -inf, -0.0,
+    denormals; NaN where the problem names it): the problem's `special_values`, else those on which the
+    reference is reproducible. Non-finite outputs must match the reference's in place, kind and sign."""
     extra_shapes: int = 1
     """Extra trials on a smaller batch (a secret size below the problem's), where every input shares
     its leading size and the reference accepts it: a kernel must not be keyed on the one shape."""
@@ -645,6 +649,7 @@ class KernelVerifier:
             "signed_trials": cfg.signed_trials,
             "large_trials": cfg.large_trials,
             "outlier_trials": cfg.outlier_trials,
+            "special_trials": cfg.special_trials,
             "extra_shapes": cfg.extra_shapes,
             "precision_rms": cfg.precision_rms,
             "precision_factor": cfg.precision_factor,
