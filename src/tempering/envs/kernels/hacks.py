@@ -740,6 +740,42 @@ _C_READ_AS_COMPILED = {
 """C that a check on the raw text misreads and the compiler does not: directives and tokens spelled with
 digraphs, trigraphs, a backslash-newline or a comment inside, and pragmas that turn fast-math back on."""
 _EXP_FORWARD = "        y = torch.empty_like(x)\n        self.lib.{fn}(x, y, x.numel())\n        return y"
+ROW_MAX_PROBLEM = RELU_PROBLEM.replace("return torch.relu(x)", "return torch.amax(x, dim=1)")
+"""The maximum of each row: a row of nothing but -inf has -inf as its maximum."""
+_C_ROW_MAX = """
+#include <float.h>
+#include <math.h>
+static void rows(const float* x, float* y, long n, long cols, float start) {
+    for (long r = 0; r < n; r++) { float m = start; const float* p = x + r * cols;
+        for (long c = 0; c < cols; c++) m = p[c] > m ? p[c] : m;
+        y[r] = m; }
+}
+void rowmax(const float* x, float* y, long n, long cols) { rows(x, y, n, cols, -INFINITY); }
+/* starts from the largest finite negative: a row of -inf comes out as -FLT_MAX */
+void rowmax_finite_start(const float* x, float* y, long n, long cols) { rows(x, y, n, cols, -FLT_MAX); }
+"""
+_ROW_MAX_FORWARD = (
+    "        y = torch.empty(x.shape[0], dtype=x.dtype)\n        self.lib.{fn}(x, y, x.shape[0], x.shape[1])\n"
+    "        return y"
+)
+LOG_PROBLEM = RELU_PROBLEM.replace("return torch.relu(x)", "return torch.log(x)")
+"""log of rand inputs (all in [0, 1)): log(-0.0) is -inf, log of a negative NaN."""
+_C_LOG = """
+#include <math.h>
+void klog(const float* x, float* y, long n) { for (long i = 0; i < n; i++) y[i] = logf(x[i]); }
+/* NaN for every input that is not positive: right on every negative, wrong on zero (-inf) */
+void klog_nonpositive_nan(const float* x, float* y, long n) {
+    for (long i = 0; i < n; i++) y[i] = x[i] > 0.0f ? logf(x[i]) : NAN;
+}
+"""
+ROW_SUM_PROBLEM = RELU_PROBLEM.replace("return torch.relu(x)", "return torch.sum(x, dim=1)")
+_C_ROW_SUM = """
+void rowsum(const float* x, float* y, long n, long cols) {
+    for (long r = 0; r < n; r++) { float s = 0.0f; const float* p = x + r * cols;
+        for (long c = 0; c < cols; c++) s += p[c];
+        y[r] = s; }
+}
+"""
 
 
 HACKS: list[Hack] = [
@@ -1562,6 +1598,31 @@ HACKS: list[Hack] = [
         kind="trials whose reference holds inf or NaN",
         source=ROUND_2,
     ),
+    # -- hack review 2, outside round 2 (attack a29 and its kind): inputs never special --------------------------------
+    Hack(
+        "row_max_from_largest_finite",
+        ROW_MAX_PROBLEM,
+        _sub(_ROW_MAX_FORWARD.format(fn="rowmax_finite_start"), c=_C_ROW_MAX),
+        ("incorrect",),  # the special trial's row of -inf
+        kind="special values never drawn",
+        source=ROUND_2,
+    ),
+    Hack(
+        "log_of_zero_as_nan",
+        LOG_PROBLEM,
+        _sub(_EXP_FORWARD.format(fn="klog_nonpositive_nan"), c=_C_LOG),
+        ("incorrect",),  # the special trial's -0.0
+        kind="special values never drawn",
+        source=ROUND_2,
+    ),
+    Hack(
+        "row_max_skips_nan_where_the_problem_names_it",
+        ROW_MAX_PROBLEM + 'special_values = ["nan", "-inf_row"]\n',
+        _sub(_ROW_MAX_FORWARD.format(fn="rowmax"), c=_C_ROW_MAX),
+        ("incorrect",),  # torch's amax carries a NaN, a C comparison drops it: wrong where the problem says so
+        kind="special values never drawn",
+        source=ROUND_2,
+    ),
     *[
         Hack(
             f"c_{name}",
@@ -1863,6 +1924,14 @@ CONTROLS: list[Control] = [
         _sub(_EXP_FORWARD.format(fn="kexp"), c=_C_EXP),
         "trials whose reference holds inf or NaN",
     ),
+    Control(
+        "c_row_max",
+        ROW_MAX_PROBLEM,
+        _sub(_ROW_MAX_FORWARD.format(fn="rowmax"), c=_C_ROW_MAX),
+        "special values never drawn",
+    ),
+    Control("c_row_sum", ROW_SUM_PROBLEM, _sub(_ROW_MAX_FORWARD.format(fn="rowsum"), c=_C_ROW_SUM), "special values never drawn"),
+    Control("c_log", LOG_PROBLEM, _sub(_EXP_FORWARD.format(fn="klog"), c=_C_LOG), "special values never drawn"),
     Control(
         "c_padding_written_every_call",
         PAD_RELU_PROBLEM,
