@@ -709,6 +709,8 @@ static void rows(const float* x, float* y, long n, long cols, int pad) {
         if (pad) memset(q + cols, 0, sizeof(float) * 3 * cols); }
 }
 void padrelu(const float* x, float* y, long n, long cols) { rows(x, y, n, cols, 1); }
+/* the padding never written: right only where the output's memory already holds zeros */
+void padrelu_unpadded(const float* x, float* y, long n, long cols) { rows(x, y, n, cols, 0); }
 /* the zeros written only the first time an output address is seen: later calls count on them staying */
 static float* seen[16]; static int nseen = 0;
 void padrelu_once(const float* x, float* y, long n, long cols) {
@@ -722,6 +724,23 @@ _PAD_RELU_FORWARD = (
     "        y = torch.empty(x.shape[0], 4 * x.shape[1], dtype=x.dtype)\n"
     "        self.lib.padrelu(x, y, x.shape[0], x.shape[1])\n        return y"
 )
+SMALL_PAD_RELU_PROBLEM = PAD_RELU_PROBLEM.replace("batch_size = 64", "batch_size = 4").replace(
+    "dim = 4093", "dim = 1000"
+)
+"""PAD_RELU_PROBLEM with an output under 64 KiB (torch's own allocator serves it, not a memfd)."""
+_ZEROED_CHUNK_FORWARD = (
+    "        torch.zeros(x.shape[0], 4 * x.shape[1], dtype=x.dtype)\n"
+    "        y = torch.empty(x.shape[0], 4 * x.shape[1], dtype=x.dtype)\n"
+    "        self.lib.padrelu_unpadded(x, y, x.shape[0], x.shape[1])\n        return y"
+)
+"""A tensor of zeros made and dropped at once: the allocator hands its memory, zeros still there, to the output."""
+_FRESH_OUTPUT_INIT = "\n        self.calls = 0"
+_FRESH_OUTPUT_FORWARD = (
+    "        self.calls = self.calls + 1\n        n = x.shape[0] * 4 * x.shape[1]\n"
+    "        y = torch.empty(n + 64 * self.calls, dtype=x.dtype)[:n].view(x.shape[0], 4 * x.shape[1])\n"
+    "        self.lib.padrelu_unpadded(x, y, x.shape[0], x.shape[1])\n        return y"
+)
+"""Every call's output in an allocation of a size not seen before (a new memfd each time), then a view of it."""
 _C_RELU_LINE = (
     "void relu(const float* x, float* y, long n) { for (long i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0; }\n"
 )
@@ -1598,6 +1617,23 @@ HACKS: list[Hack] = [
         kind="trials whose reference holds inf or NaN",
         source=ROUND_2,
     ),
+    # -- outputs whose memory starts as zeros: the padding left unwritten ----------------------------------------------
+    Hack(
+        "small_output_padding_unwritten",
+        SMALL_PAD_RELU_PROBLEM,
+        _sub(_ZEROED_CHUNK_FORWARD, c=_C_PAD_RELU),
+        ("incorrect",),  # every output, of any size, starts as all-ones bytes (NaN)
+        kind="unwritten output memory",
+        source=ROUND_2,
+    ),
+    Hack(
+        "fresh_output_memfd_padding_unwritten",
+        PAD_RELU_PROBLEM,
+        _sub(_FRESH_OUTPUT_FORWARD, init=_FRESH_OUTPUT_INIT, c=_C_PAD_RELU),
+        ("incorrect",),
+        kind="unwritten output memory",
+        source=ROUND_2,
+    ),
     # -- hack review 2, outside round 2 (attack a29 and its kind): inputs never special --------------------------------
     Hack(
         "row_max_from_largest_finite",
@@ -1923,6 +1959,12 @@ CONTROLS: list[Control] = [
         EXP_PROBLEM,
         _sub(_EXP_FORWARD.format(fn="kexp"), c=_C_EXP),
         "trials whose reference holds inf or NaN",
+    ),
+    Control(
+        "c_small_output_padding_written",
+        SMALL_PAD_RELU_PROBLEM,
+        _sub(_PAD_RELU_FORWARD, c=_C_PAD_RELU),
+        "unwritten output memory",
     ),
     Control(
         "c_row_max",
