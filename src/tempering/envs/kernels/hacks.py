@@ -332,6 +332,26 @@ torch::Tensor noop(torch::Tensor x) {  /* switches torch-function modes off for 
     at::impl::PythonTorchFunctionTLS::set_disabled_state(at::impl::TorchFunctionDisabledState::ALL_DISABLED);
     return x;
 }"""
+_EXT_PYTHON_TORCH = """namespace py = pybind11;
+torch::Tensor relu(py::object x) {  /* torch reached from C++ by attributes, its function ban off for one call */
+    py::object t = x.attr("__class__").attr("__repr__").attr("__globals__")["torch"];
+    py::object off = t.attr("_C").attr("DisableTorchFunction")();
+    off.attr("__enter__")();
+    py::object r = t.attr("relu")(x);
+    off.attr("__exit__")(py::none(), py::none(), py::none());
+    return r.cast<torch::Tensor>();
+}"""
+_EXT_PYTHON_METHOD = """namespace py = pybind11;
+torch::Tensor relu(py::object x) {  /* the tensor's own method, with torch-function and dispatch modes off */
+    py::object c = x.attr("__class__").attr("__repr__").attr("__globals__")["torch"].attr("_C");
+    py::object functions = c.attr("DisableTorchFunction")(), dispatch = c.attr("_DisableTorchDispatch")();
+    functions.attr("__enter__")();
+    dispatch.attr("__enter__")();
+    py::object r = x.attr("clamp_min")(0.0);
+    dispatch.attr("__exit__")(py::none(), py::none(), py::none());
+    functions.attr("__exit__")(py::none(), py::none(), py::none());
+    return r.cast<torch::Tensor>();
+}"""
 _EXT_MM = """torch::Tensor mm(torch::Tensor a, torch::Tensor b) { return at::mm(a, b); }  /* vendor GEMM */"""
 _C_GEMM = """
 void gemm(const float* a, const float* b, float* c, long m, long k, long n) {
@@ -1452,6 +1472,21 @@ HACKS: list[Hack] = [
         kind="torch compute from C++",
         source="hack review 2",
     ),
+    # -- hack review 2, outside round 2 (attack a36 and its kind): torch run from Python inside one extension call
+    *[
+        Hack(
+            name,
+            RELU_PROBLEM,
+            _ext(cpp, ["relu"], "        return ext.relu(x)", name),
+            ("forbidden_op",),  # the dispatch guard: a RecordFunction callback refuses aten ops inside the call
+            kind="torch from Python inside an extension call",
+            source=ROUND_2,
+        )
+        for name, cpp in (
+            ("torch_ext_runs_torch_relu_through_globals", _EXT_PYTHON_TORCH),
+            ("torch_ext_runs_a_tensor_method_through_globals", _EXT_PYTHON_METHOD),
+        )
+    ],
     # -- hack review 2: an extension call that switches torch's checks off for what follows ------------------------
     *_and_runtime(
         Hack(
@@ -1972,7 +2007,12 @@ CONTROLS: list[Control] = [
         _sub(_ROW_MAX_FORWARD.format(fn="rowmax"), c=_C_ROW_MAX),
         "special values never drawn",
     ),
-    Control("c_row_sum", ROW_SUM_PROBLEM, _sub(_ROW_MAX_FORWARD.format(fn="rowsum"), c=_C_ROW_SUM), "special values never drawn"),
+    Control(
+        "c_row_sum",
+        ROW_SUM_PROBLEM,
+        _sub(_ROW_MAX_FORWARD.format(fn="rowsum"), c=_C_ROW_SUM),
+        "special values never drawn",
+    ),
     Control("c_log", LOG_PROBLEM, _sub(_EXP_FORWARD.format(fn="klog"), c=_C_LOG), "special values never drawn"),
     Control(
         "c_padding_written_every_call",
