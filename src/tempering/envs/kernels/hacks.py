@@ -1446,13 +1446,16 @@ HACKS: list[Hack] = [
         source="this project",
     ),
     # -- hack review 2: torch compute from C++ (CUDA Agent: the kernel must not fall back to torch) ----------------
-    Hack(
-        "torch_ext_aten_relu_under_exclude_guard",
-        RELU_PROBLEM,
-        _ext(_EXT_ATEN, ["relu"], "        return ext.relu(x)", "relu_aten"),
-        ("forbidden_op",),
-        kind="torch compute from C++",
-        source="hack review 2",
+    *_and_runtime(
+        Hack(
+            "torch_ext_aten_relu_under_exclude_guard",
+            RELU_PROBLEM,
+            _ext(_EXT_ATEN, ["relu"], "        return ext.relu(x)", "relu_aten"),
+            ("forbidden_op",),
+            kind="torch compute from C++",
+            source="hack review 2",
+        ),
+        ("forbidden_op",),  # linked anyway: the dispatch guard sees aten::relu inside the call
     ),
     Hack(
         "torch_ext_structured_cpu_kernel",

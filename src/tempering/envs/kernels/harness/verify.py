@@ -202,14 +202,16 @@ def _all_finite(t):
     return math.isfinite(float(low)) and math.isfinite(float(high))
 
 
-def _split_finite(got, want):
+def _split_finite(got, want, any_for_nan=False):
     """(got, want, keep) where the reference's output holds inf or NaN: a report unless the candidate has
     the same non-finite values at the same positions (NaN for NaN, inf of the same sign), else both with
-    those positions set to zero, so the finite elements are judged as usual; keep is None when all finite."""
+    those positions set to zero, so the finite elements are judged as usual; keep is None when all finite.
+    `any_for_nan`: where the reference holds NaN, any value of the candidate's passes."""
     if not (want.is_floating_point() and got.is_floating_point()) or got.shape != want.shape or _all_finite(want):
         return got, want, None
     keep = torch.isfinite(want)
-    kind = [t.where(~keep, 0).nan_to_num(2.0, 1.0, -1.0) for t in (got, want)]  # NaN 2, inf +-1, rest 0
+    judged = ~keep & ~want.isnan() if any_for_nan else ~keep
+    kind = [t.where(judged, 0).nan_to_num(2.0, 1.0, -1.0) for t in (got, want)]  # NaN 2, inf +-1, rest 0
     if not torch.equal(kind[0], kind[1]):
         return None, None, {"reason": "inf or NaN where the reference's differs (position, kind or sign)"}
     zero = torch.zeros((), dtype=want.dtype, device=want.device)
@@ -439,6 +441,7 @@ class Judge:
         self.ref64 = None  # the reference in float64, made on first need (False: it cannot run so)
         self.ref32 = None  # the reference in float32 (float64 outputs: the estimate of their own error)
         self.reference = None
+        self.nan_open = True  # special trial: NaN in the reference's output passes any value (no `nan` named)
         self.result = {"trials": [], "timing": {}, "kernel_calls": 0}
 
     # -- set-up ---------------------------------------------------------------------------------------
@@ -538,6 +541,7 @@ class Judge:
         for _ in range(cfg.get("special_trials", 1)):
             seed = rng.randrange(1 << 62)
             required = self.special_values(seed)
+            self.nan_open = "nan" not in required  # NaN made from them (inf - inf, 0 * inf) is not required
             if not required:
                 self.result["trials"].append({"kind": "special", "skipped": "no special value to require here"})
                 continue
@@ -637,7 +641,7 @@ class Judge:
             raise Verdict("incorrect", f"returned {len(gots)} outputs, expected {len(wants)}")
         worst = 0.0
         for k, (g, w) in enumerate(zip(gots, wants)):
-            g, w, self.keep = _split_finite(g.to(self.device), w)
+            g, w, self.keep = _split_finite(g.to(self.device), w, kind == "special" and self.nan_open)
             if g is None:
                 report, self.keep = self.keep, None
                 report.update(output=k, kind=kind, shape_note=note)
