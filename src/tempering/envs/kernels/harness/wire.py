@@ -154,7 +154,7 @@ def shared_empty(nbytes: int) -> torch.Tensor:
     """`nbytes` of memory in a memfd (a kernel host maps it once and keeps it), as a uint8 tensor. The
     memfd of one that is gone serves again: a forward allocates the same sizes every call. One that a
     call has not had scribbled before it (new, so zeros, or freed within this call) is scribbled now."""
-    free = _POOL.get(nbytes)
+    free = _POOL.get(nbytes) or []
     fresh = not free
     fd = _output_memfd(nbytes) if fresh else free.pop()
     if fresh or fd in _USED:
