@@ -524,42 +524,36 @@ class KernelVerifier:
     async def kernel_host(self) -> str:
         """The kernel host binary (harness/kernel_host.c), built once per verifier and cached: the process a
         `c` kernel runs in, which holds neither Python nor torch."""
-        from tempering.sandbox import Limits
-
         if self._kernel_host is None:
-            source = resources.files("tempering.envs.kernels.harness").joinpath("kernel_host.c").read_text()
-            built = await self.cache.build(
-                self.sandbox,
-                files={"kernel_host.c": source},
-                cmd=["gcc", "-O2", "-fopenmp", "kernel_host.c", "-o", "kernel_host", "-ldl"],
-                artifact="kernel_host",
-                limits=Limits(wall_s=self.config.build_wall_s, cpu_s=self.config.build_wall_s, memory_mb=2048),
-            )
-            if built.path is None:
-                log = trim_compiler_output(built.result.stderr + built.result.stdout) or built.result.message
-                raise RuntimeError(f"the kernel host did not build: {log}")
-            self._kernel_host = str(built.path)
+            cmd = ["gcc", "-O2", "-fopenmp", "kernel_host.c", "-o", "kernel_host", "-ldl"]
+            self._kernel_host = await self._harness_build("kernel_host.c", cmd, "kernel_host", "the kernel host")
         return self._kernel_host
 
     async def dispatch_guard(self) -> str:
         """The dispatcher-level ban on torch ops inside an extension call (harness/dispatch_guard.cpp): a
         small library against libtorch, built once per verifier and cached."""
+        if self._dispatch_guard is None:
+            self._dispatch_guard = await self._harness_build(
+                "dispatch_guard.cpp", dispatch_guard_cmd(), "dispatch_guard.so", "the dispatch guard"
+            )
+        return self._dispatch_guard
+
+    async def _harness_build(self, source: str, cmd: list[str], artifact: str, what: str) -> str:
+        """A program of the harness's own (its source in harness/), built in a sandbox job and cached."""
         from tempering.sandbox import Limits
 
-        if self._dispatch_guard is None:
-            source = resources.files("tempering.envs.kernels.harness").joinpath("dispatch_guard.cpp").read_text()
-            built = await self.cache.build(
-                self.sandbox,
-                files={"dispatch_guard.cpp": source},
-                cmd=dispatch_guard_cmd(),
-                artifact="dispatch_guard.so",
-                limits=Limits(wall_s=self.config.build_wall_s, cpu_s=self.config.build_wall_s, memory_mb=2048),
-            )
-            if built.path is None:
-                log = trim_compiler_output(built.result.stderr + built.result.stdout) or built.result.message
-                raise RuntimeError(f"the dispatch guard did not build: {log}")
-            self._dispatch_guard = str(built.path)
-        return self._dispatch_guard
+        text = resources.files("tempering.envs.kernels.harness").joinpath(source).read_text()
+        built = await self.cache.build(
+            self.sandbox,
+            files={source: text},
+            cmd=cmd,
+            artifact=artifact,
+            limits=Limits(wall_s=self.config.build_wall_s, cpu_s=self.config.build_wall_s, memory_mb=2048),
+        )
+        if built.path is None:
+            log = trim_compiler_output(built.result.stderr + built.result.stdout) or built.result.message
+            raise RuntimeError(f"{what} did not build: {log}")
+        return str(built.path)
 
     async def _nvcc(self, sub: Submission, limits):
         """CUDA without a GPU: the kernel source alone to a cubin, with ptxas register/spill counts.
