@@ -43,6 +43,10 @@ from tempering.envs.kernels.submission import Submission, c_source_check, parse_
 from tempering.envs.kernels.workers import workers_for
 from tempering.errors import UserError
 
+KERNEL_IMAGE = "host"
+"""The sandbox image kernel jobs see: the host's own files (they import torch and build with its headers
+and the CUDA toolkit, which the RAM image does not hold; docs/sandbox.md, "Channels between jobs")."""
+
 HARNESS_FILES = (
     "verify.py",
     "runner.py",
@@ -339,7 +343,7 @@ class KernelVerifier:
         from tempering.sandbox import BuildCache, Sandbox
 
         self.config = config or VerifyConfig()
-        self.sandbox = sandbox or Sandbox()
+        self.sandbox = sandbox or Sandbox(image=KERNEL_IMAGE)
         root = self.config.cache_dir or os.path.join(os.path.expanduser("~"), ".cache", "tempering", "kernels")
         self._cache_root = root
         self.cache = cache or BuildCache(root=os.path.join(root, "builds"))

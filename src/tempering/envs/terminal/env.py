@@ -258,7 +258,8 @@ class TerminalFamily(TaskFamily):
         if self._sandbox is None:
             from tempering.sandbox import Sandbox
 
-            self._sandbox = Sandbox(backend=self.sandbox_backend)
+            # a task's image stands on the host's whole system and Python (`image.py`), not the RAM image
+            self._sandbox = Sandbox(backend=self.sandbox_backend, image="host")
         return TerminalEnv(
             task, self._sandbox, self.max_commands, self.command_timeout_s, keep_services=self.keep_services
         )
