@@ -575,7 +575,7 @@ def main() -> None:
     if args.update_throughput:  # re-measure the `c` throughput rows, the baseline cache and the hacks
         data = json.loads((out / "kernels.json").read_text())
         work = Path(tempfile.mkdtemp(prefix="kernels-bench-"))
-        pool = Sandbox(concurrency=args.concurrency)
+        pool = Sandbox(image="host", concurrency=args.concurrency)
         cfg = VerifyConfig(threads=args.threads, compile_baseline="off", cache_dir=str(work / "tp-cache"))
         problems = builtin_problems()
         load = os.getloadavg()
@@ -607,7 +607,7 @@ def main() -> None:
         data = json.loads((out / "kernels.json").read_text())
         scfg = VerifyConfig(seeds=3, signed_trials=1, timed_runs=10, compile_baseline="off")  # SketchFamily's checks
         data["sketch_spread"] = asyncio.run(
-            sketch_spread(KernelVerifier(scfg, sandbox=Sandbox(concurrency=1)), args.sketches, args.sketch_seed)
+            sketch_spread(KernelVerifier(scfg, sandbox=Sandbox(image="host", concurrency=1)), args.sketches, args.sketch_seed)
         )
         data["config"]["sketch_seed"] = args.sketch_seed
         data["command_sketches"] = "python " + " ".join([os.path.relpath(__file__, ROOT)] + sys.argv[1:])
@@ -633,7 +633,7 @@ def main() -> None:
     data["builtin_problems"] = len(builtin_problems())
 
     # 1. reference eval (candidate, eager and torch.compile interleaved in each job)
-    serial = KernelVerifier(cfg, sandbox=Sandbox(concurrency=args.eval_concurrency))
+    serial = KernelVerifier(cfg, sandbox=Sandbox(image="host", concurrency=args.eval_concurrency))
     t0 = time.perf_counter()
     ref = asyncio.run(evaluate(serial, [(p, p.solution) for p in problems]))
     summary = summarize(ref)
@@ -647,7 +647,7 @@ def main() -> None:
     atomic_write(out / "kernels.partial.json", json.dumps(data, default=str))
 
     # 2. throughput, c backend
-    pool = Sandbox(concurrency=args.concurrency)
+    pool = Sandbox(image="host", concurrency=args.concurrency)
     vcfg = replace(cfg, compile_baseline="off", cache_dir=str(work / "tp-cache"))
     rows = c_throughput(problems, pool, vcfg, work)
     _c_headline(data, rows)
@@ -697,7 +697,7 @@ def main() -> None:
     scfg = replace(vcfg, seeds=3, signed_trials=1, timed_runs=10)  # SketchFamily's checks
     data["sketch_spread"] = asyncio.run(
         sketch_spread(
-            KernelVerifier(scfg, sandbox=Sandbox(concurrency=1)), 4 if args.quick else args.sketches, args.sketch_seed
+            KernelVerifier(scfg, sandbox=Sandbox(image="host", concurrency=1)), 4 if args.quick else args.sketches, args.sketch_seed
         )
     )
     if args.kernelbench:

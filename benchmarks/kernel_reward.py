@@ -112,7 +112,7 @@ from tempering.envs.kernels.problems import Problem
 from tempering.envs.kernels.verifier import KernelVerifier, VerifyConfig
 from tempering.sandbox import Sandbox
 cases = json.load(sys.stdin)
-v = KernelVerifier(VerifyConfig(compile_baseline="off", cache_dir=cases["cache"]), sandbox=Sandbox(concurrency=1))
+v = KernelVerifier(VerifyConfig(compile_baseline="off", cache_dir=cases["cache"]), sandbox=Sandbox(image="host", concurrency=1))
 out = {}
 for name, (problem, text) in cases["pairs"].items():
     r = asyncio.run(v.verify(Problem(name=name, source=problem), text))
@@ -504,7 +504,7 @@ def main() -> None:
         add_round(out, args.add_round)
         return
     work = Path(tempfile.mkdtemp(prefix="kernel-reward-"))
-    pool = Sandbox(concurrency=args.concurrency)
+    pool = Sandbox(image="host", concurrency=args.concurrency)
     cfg = VerifyConfig(compile_baseline="off", cache_dir=str(work / "cache"))
     data: dict = {
         "command": "python " + " ".join([os.path.relpath(__file__, ROOT)] + sys.argv[1:]),
@@ -545,7 +545,7 @@ def main() -> None:
         data["hacks"] = hack_suite(cfg, pool)
         print(f"hacks: {sum(r['caught'] for r in data['hacks'])}/{len(data['hacks'])} caught", flush=True)
     # one job at a time: timings that do not share the CPU with another candidate (the suite's own rule)
-    serial = Sandbox(concurrency=1)
+    serial = Sandbox(image="host", concurrency=1)
     if "controls" in sections:
         before = Path(args.before_src) if args.before_src else None
         data["controls"] = controls(cfg, serial, before, work, 1 if args.quick else args.control_reps)

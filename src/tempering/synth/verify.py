@@ -239,7 +239,7 @@ class SandboxVerifier:
         if sandbox is None:
             from tempering.sandbox import Sandbox
 
-            sandbox = Sandbox(backend="auto")
+            sandbox = Sandbox(backend="auto", image="host")
         self.sandbox = sandbox
         self.check_unsolved = check_unsolved
 

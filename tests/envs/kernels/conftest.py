@@ -11,7 +11,7 @@ def kernel_verifier(tmp_path_factory):
     from tempering.sandbox import Sandbox
 
     try:
-        sandbox = Sandbox(concurrency=2)
+        sandbox = Sandbox(image="host", concurrency=2)
     except UserError as e:
         pytest.skip(f"no sandbox backend: {e}")
     cfg = VerifyConfig(
