@@ -103,7 +103,7 @@ LOSS = Loss(topk_loss, ("policy_loss", "kl_start"), linear=False)
 """Not linear in the sampled tokens' advantages: its advantages are the candidates'."""
 
 
-def build(ctx: Context) -> Method:
+def build(ctx: Context[DirectOPDConfig]) -> Method:
     """One stage: teacher pair `pair` (a part; default the first), the KL anchored at the student's own
     start (`model.name`)."""
     d: DirectOPDSection = ctx.cfg.direct_opd

@@ -25,7 +25,7 @@ from tempering.teachers.align import check_teacher_prompt, teacher_format
 from tempering.teachers.prompts import PromptBuilder
 from tempering.train.batch import TrainBatch
 from tempering.train.config import ClippedUpdateSection, LoopConfig
-from tempering.train.method import Context, Credit, Method, MethodSpec
+from tempering.train.method import C, Context, Credit, Method, MethodSpec
 from tempering.train.rules import Linearity
 from tempering.train.scoring import Scores, TeacherLogprobs
 from tempering.train.update import PPO_LOSS, Loss, vocab_logprobs
@@ -74,7 +74,7 @@ def check_sampling(rollout) -> None:
 
 
 def teachers_of(
-    ctx: Context, specs: dict[str, TeacherSection], given: dict[str, Teacher] | None = None, aligned: bool = False
+    ctx: Context[C], specs: dict[str, TeacherSection], given: dict[str, Teacher] | None = None, aligned: bool = False
 ):
     """Teachers from config (or ready ones), checked against the student's vocabulary unless `aligned`
     (a teacher with another tokenizer is then scored through text spans, `teachers.align`)."""
@@ -86,7 +86,7 @@ def teachers_of(
     return load_teachers(specs, student, device=str(ctx.device), dtype=ctx.cfg.model.dtype, pack=ctx.cfg.loss.pack)
 
 
-def teacher_formats(ctx: Context, teachers: dict[str, Teacher], prompts: dict[str, PromptBuilder]):
+def teacher_formats(ctx: Context[C], teachers: dict[str, Teacher], prompts: dict[str, PromptBuilder]):
     """Each teacher's own format where its tokenizer differs from the student's (None where it is the
     same), its prompt for the first training example rendered once at start-up, so a teacher that cannot
     read the prompts stops the run before any sampling."""
@@ -98,7 +98,7 @@ def teacher_formats(ctx: Context, teachers: dict[str, Teacher], prompts: dict[st
     return formats
 
 
-def build(ctx: Context) -> Method:
+def build(ctx: Context[DistillConfig]) -> Method:
     """OPD from `cfg.teacher`; the parts `teacher` (a `Teacher`) and `teacher_prompt` (`Task -> str`)
     override the config's (Python callers)."""
     d: DistillSection = ctx.cfg.distill

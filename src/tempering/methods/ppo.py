@@ -79,7 +79,7 @@ class CriticSection(Schema):
         return self
 
 
-def check(cfg) -> None:
+def check(cfg: PPOConfig) -> None:
     """Checks across sections of a PPO config."""
     if cfg.critic.pretrain_steps > cfg.run.steps:
         raise ValueError(
@@ -153,7 +153,7 @@ def critic_update(critic: CriticSection):
     return update
 
 
-def make_critic(ctx: Context, c: CriticSection) -> ValueModel:
+def make_critic(ctx: Context[PPOConfig], c: CriticSection) -> ValueModel:
     cfg = ctx.cfg
     if c.kind == "head":
         critic = ValueModel.on_policy(ctx.model)
@@ -170,7 +170,7 @@ def make_critic(ctx: Context, c: CriticSection) -> ValueModel:
     return critic
 
 
-def build(ctx: Context) -> Method:
+def build(ctx: Context[PPOConfig]) -> Method:
     cfg = ctx.cfg
     loss: PPOLossSection = cfg.loss
     c: CriticSection = cfg.critic

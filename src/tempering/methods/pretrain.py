@@ -176,7 +176,7 @@ LOSS = Loss(answer_nll, ("nll",), linear=False)
 """A supervised NLL: no advantages to weight."""
 
 
-def build(ctx: Context) -> Method:
+def build(ctx: Context[PretrainConfig]) -> Method:
     c = ctx.cfg
     return Method(
         name="pretrain",

@@ -99,7 +99,7 @@ LOSS = Loss(nll_loss, ("nll",), linear=False)
 """A supervised NLL: no advantages to weight."""
 
 
-def build(ctx: Context) -> Method:
+def build(ctx: Context[RFTConfig]) -> Method:
     return Method(
         name="rft",
         credit=kept_credit,

@@ -151,7 +151,7 @@ WHITENED = ("reinforce_pp", "reinforce_pp_baseline", "gdpo")
 """Credits normalised over the whole batch: a group with equal rewards still gets advantages."""
 
 
-def check(cfg) -> None:
+def check(cfg: TrainConfig) -> None:
     """Checks across sections of an RL config (raise ValueError inside a validator)."""
     r, loss = cfg.rollout, cfg.loss
     if loss.dynamic_sampling and loss.advantage in WHITENED:
@@ -214,7 +214,7 @@ def adaptive_entropy(target: float, delta: float, low: float, high: float):
     return after
 
 
-def build(ctx: Context) -> Method:
+def build(ctx: Context[TrainConfig]) -> Method:
     c = ctx.cfg
     loss: RLLossSection = c.loss
     r: RLRolloutSection = c.rollout

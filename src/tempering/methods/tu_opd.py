@@ -89,7 +89,9 @@ def _read_pass_rates(src: Path, tasks, names: list[str]) -> dict[str, list[float
     return out
 
 
-def _measure(ctx: Context, teachers: dict[str, Teacher], prompts, formats, samples: int) -> dict[str, list[float]]:
+def _measure(
+    ctx: Context[TUOPDConfig], teachers: dict[str, Teacher], prompts, formats, samples: int
+) -> dict[str, list[float]]:
     cols = {}
     for n, teacher in teachers.items():
         if not isinstance(teacher, HFTeacher):
@@ -108,7 +110,7 @@ def _measure(ctx: Context, teachers: dict[str, Teacher], prompts, formats, sampl
     return out
 
 
-def build(ctx: Context) -> Method:
+def build(ctx: Context[TUOPDConfig]) -> Method:
     """TU-OPD over `tu_opd.teachers`; the part `teachers` (name -> Teacher) overrides the config's."""
     t: TUOPDSection = ctx.cfg.tu_opd
     teachers: dict[str, Teacher] | None = ctx.parts.get("teachers")
