@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Literal, get_args
 
 import torch
 from pydantic import Field, model_validator
+from typing_extensions import Self
 
 from tempering.algos.advantages import OUTCOME_ESTIMATORS
 from tempering.algos.credit import CREDIT, GREEDY_BASELINE, credit_params, leap_tournament, resolve_credit
@@ -26,9 +28,9 @@ from tempering.config import ignored_unless
 from tempering.rollout.engine import CounterfactualOptions
 from tempering.train.batch import TrainBatch
 from tempering.train.config import LoopConfig, PolicyLossSection, RolloutSection
-from tempering.train.method import Context, Credit, CreditFn, Method, MethodSpec, turn_credit
+from tempering.train.method import Context, Credit, CreditFn, Method, MethodSpec, State, turn_credit
 from tempering.train.rules import Linearity
-from tempering.train.scoring import KLPenalty, OverlongPenalty, ReferenceLogprobs, Scores
+from tempering.train.scoring import KLPenalty, OverlongPenalty, ReferenceLogprobs, Scorer, Scores
 from tempering.train.update import Loss, UpdateSettings, policy_loss_of
 from tempering.types import Group
 
@@ -60,7 +62,7 @@ class RLRolloutSection(RolloutSection):
     )
 
     @model_validator(mode="after")
-    def _check_rl(self):
+    def _check_rl(self) -> Self:
         dcp = self.prune == "dcp"
         ignored_unless(self, "rollout", ["dcp_min_fail", "dcp_max_fail"], dcp, "rollout.prune=dcp")
         ignored_unless(self, "rollout", ["prune"], self.max_turns > 1, "rollout.max_turns > 1")
@@ -110,7 +112,7 @@ class RLLossSection(PolicyLossSection):
     )
 
     @model_validator(mode="after")
-    def _check_rl(self):
+    def _check_rl(self) -> Self:
         if self.advantage not in CREDIT:
             raise ValueError(f"loss.advantage={self.advantage!r} is unknown; choose one of {', '.join(sorted(CREDIT))}")
         bad = sorted(set(self.credit_args) - set(credit_params(self.advantage)))
@@ -191,7 +193,7 @@ def with_tournament(credit: CreditFn, token_efficiency: bool) -> CreditFn:
     """LEAP's credit, with each episode's tournament score kept for its sample row and two metrics: the
     share of groups the tournament ranks at all (some score != 0) and the mean |score|."""
 
-    def logged(scores: Scores, batch: TrainBatch, state) -> Credit:
+    def logged(scores: Scores, batch: TrainBatch, state: State) -> Credit:
         s_NG = leap_tournament(scores.turns, token_efficiency)
         ranked = (s_NG != 0).any(-1).float()
         metrics = {"leap/groups_ranked": float(ranked.mean()), "leap/rank_score_abs": float(s_NG.abs().mean())}
@@ -201,12 +203,14 @@ def with_tournament(credit: CreditFn, token_efficiency: bool) -> CreditFn:
     return logged
 
 
-def adaptive_entropy(target: float, delta: float, low: float, high: float):
+def adaptive_entropy(
+    target: float, delta: float, low: float, high: float
+) -> Callable[[State, Mapping[str, float]], dict[str, float]]:
     """TRL's adaptive entropy controller: after each update, the coefficient moves up by `delta` if the update's
     entropy was at or below `target`, else down, within [low, high]; the next update applies it only while that
     entropy stays at or below the target (`train/update.py: ppo_loss`)."""
 
-    def after(state, metrics) -> dict[str, float]:
+    def after(state: State, metrics: Mapping[str, float]) -> dict[str, float]:
         h = metrics["entropy"]
         coef = min(state["entropy_coef"] + delta, high) if h <= target else max(state["entropy_coef"] - delta, low)
         return {**state, "entropy_coef": coef, "entropy_last": h}
@@ -218,7 +222,7 @@ def build(ctx: Context[TrainConfig]) -> Method:
     c = ctx.cfg
     loss: RLLossSection = c.loss
     r: RLRolloutSection = c.rollout
-    scorers: list = []
+    scorers: list[Scorer] = []
     if loss.kl_coef > 0:  # beta = 0 never loads or runs a reference model
         scorers.append(ReferenceLogprobs(ctx.load_start(), loss.micro_batch_size, r.temperature or 1.0, loss.pack))
         if loss.kl_in_reward:
@@ -287,7 +291,7 @@ class TrainConfig(LoopConfig):
         return Linearity(POLICY_LOSSES[name].linear, f"loss.policy_loss={name}", f"use a linear loss ({linear})")
 
     @model_validator(mode="after")
-    def _check(self):
+    def _check(self) -> Self:
         check(self)
         return self
 
