@@ -132,6 +132,12 @@ class Method:
         return self.scorers if self.signal_scorers is None else self.signal_scorers
 
 
+def _no_start() -> torch.nn.Module:
+    raise ValueError(
+        "this Context was made without load_start: give it one to build a method that needs the starting policy"
+    )
+
+
 @dataclass
 class Context(Generic[C]):
     """What a method builder may use: the run's config (its verb's config class), policy, data and helpers."""
@@ -150,11 +156,11 @@ class Context(Generic[C]):
     opts: RolloutOptions
     ranks: Solo | DataParallel
     """`Solo` or `DataParallel`: `once(fn)` runs work on rank 0 and shares the result."""
-    load_start: Callable[[], torch.nn.Module]
-    """A frozen copy of the starting policy (`model.name`), e.g. a KL reference or anchor."""
     resume: bool = False
     parts: Mapping[str, Any] = field(default_factory=dict)
     """Objects a Python caller gave in place of the config's (`MethodSpec.parts`, e.g. a ready teacher)."""
+    load_start: Callable[[], torch.nn.Module] = _no_start
+    """A frozen copy of the starting policy (`model.name`), e.g. a KL reference or anchor."""
 
     @property
     def device(self) -> torch.device:
