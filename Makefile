@@ -94,10 +94,14 @@ test: install-test system-deps
 test-fast: install-test
 	$(PY) -m pytest -q -n 2 -m "not slow" --durations=10
 
+# packages mypy checks with --strict (every other file: pyproject's [tool.mypy])
+MYPY_STRICT = src/tempering/algos src/tempering/methods
+
 lint: install-test
 	$(VENV)/bin/ruff check src tests benchmarks examples
 	$(VENV)/bin/ruff format --check src tests benchmarks examples
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --strict $(MYPY_STRICT)
 
 # the stored config reference (src/tempering/recipes/config_keys.json) and docs/config.md, from the schemas
 config-docs: install

@@ -131,7 +131,7 @@ def test_dual_level_grpo_trains_on_recorded_states(tmp_path):
             TrainConfig, {**_run(tmp_path / reference), "rollout": {**_run(tmp_path)["rollout"], "group_size": 4}}
         )
         t = trainer("train", cfg, family=fam)
-        t.parts.sampler = ScriptedOutputs(t.sampler, outputs)
+        t.sampler = ScriptedOutputs(t.sampler, outputs)
         before = [p.detach().clone() for p in t.model.parameters()]
         step = asyncio.run(t.step())
         rewards[reference] = [[e.reward for e in g.episodes] for g in step.groups]

@@ -166,7 +166,9 @@ def mismatch_kl(prox_logp_BT: torch.Tensor, behav_logp_BT: torch.Tensor, mask_BT
     return ((d.exp() - d - 1.0) * m).sum() / m.sum().clamp(min=1)
 
 
-def episode_reduce(values_BT: torch.Tensor, mask_BT: torch.Tensor, episode_B: torch.Tensor | None, how: str):
+def episode_reduce(
+    values_BT: torch.Tensor, mask_BT: torch.Tensor, episode_B: torch.Tensor | None, how: str
+) -> torch.Tensor:
     """Each row's episode sum, per-token mean or max of `values_BT` over its loss tokens, shaped (B,): the rows
     of one episode share it."""
     m = mask_BT.float()
@@ -231,7 +233,16 @@ def rollout_correction(
     return w, mask, stats
 
 
-def _one(prox_logp_BT, behav_logp_BT, mask_BT, mode: Mode, cap, floor, episode_B, n_tok):
+def _one(
+    prox_logp_BT: torch.Tensor,
+    behav_logp_BT: torch.Tensor,
+    mask_BT: torch.Tensor,
+    mode: Mode,
+    cap: float | None,
+    floor: float | None,
+    episode_B: torch.Tensor | None,
+    n_tok: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
     m = mask_BT.float()
     stats: dict[str, float] = {}
     log_rho_raw = (prox_logp_BT - behav_logp_BT) * m
@@ -247,6 +258,7 @@ def _one(prox_logp_BT, behav_logp_BT, mask_BT, mode: Mode, cap, floor, episode_B
             assert cap is not None and floor is not None
             keep = ((token >= math.log(floor)) & (token <= math.log(cap))).float()
         else:
+            assert cap is not None  # `bounds` gives k2 and k3 a cap
             keep = (token <= cap).float()
         new_mask = mask_BT * keep.to(mask_BT.dtype)
         stats["masked_token_share"] = float(((1 - keep) * m).sum() / n_tok)

@@ -24,6 +24,7 @@ import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -156,7 +157,7 @@ def trloo_credit(t: TurnTensors, gamma: float = 1.0) -> torch.Tensor:
     return trloo_turn_advantage(t.scores_NGK + t.shaping, t.valid_NGK, gamma)
 
 
-def tcpo_credit(t: TurnTensors, **kw) -> torch.Tensor:
+def tcpo_credit(t: TurnTensors, **kw: Any) -> torch.Tensor:
     """TCPO: trajectory advantage + normalised turn credit (see algos/tcpo.py for the arguments)."""
     return tcpo_advantage(
         t.scores_NGK,
@@ -258,7 +259,9 @@ def credit_params(name: str) -> list[str]:
     return [p for p in inspect.signature(CREDIT[name]).parameters if p != "t"]
 
 
-def resolve_credit(name: str, args: dict, singleton_group: str = "zero") -> Callable[[TurnTensors], torch.Tensor]:
+def resolve_credit(
+    name: str, args: dict[str, Any], singleton_group: str = "zero"
+) -> Callable[[TurnTensors], torch.Tensor]:
     """The credit function `name` with its keyword arguments checked against its signature;
     `singleton_group` is the outcome estimators' convention for a group of one (`algos/advantages.py`)."""
     if name not in CREDIT:

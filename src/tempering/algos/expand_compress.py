@@ -13,6 +13,8 @@ Pass rates p_j(x) of teacher j on example x come from n samples each.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 
@@ -21,7 +23,7 @@ def covered(pass_JN: torch.Tensor, kappa: float = 0.5) -> torch.Tensor:
     return (pass_JN >= kappa).any(0)
 
 
-def coverage_report(pass_JN: torch.Tensor, kappa: float = 0.5) -> dict:
+def coverage_report(pass_JN: torch.Tensor, kappa: float = 0.5) -> dict[str, Any]:
     """Coverage of each teacher, of the union after each round, what each round added, and the
     pairwise overlap (Jaccard index of the covered sets)."""
     cov_JN = pass_JN >= kappa

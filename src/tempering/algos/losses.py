@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 import torch
+from torch import Tensor
 
 AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 KL_ESTIMATORS = ("k1", "k2", "k3", "abs")
@@ -83,10 +84,9 @@ class LossSettings:
     """The loss's own settings by name (`PolicyLoss.params`, each filled in)."""
 
 
-PolicyLossFn = Callable[
-    [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, LossSettings, "torch.Tensor | None"],
-    tuple[torch.Tensor, dict[str, torch.Tensor]],
-]
+LossTerms = tuple[Tensor, dict[str, Tensor]]
+"""A policy loss's per-token loss and its token-mean statistics."""
+PolicyLossFn = Callable[[Tensor, Tensor, Tensor, Tensor, LossSettings, "Tensor | None"], LossTerms]
 """`(logp_BT, old_logp_BT, adv_BT, mask_BT, settings, rollout_logp_BT) -> (loss_BT, statistics)`: the per-token
 loss (the update aggregates it, `aggregate`) and token-mean statistics (no gradient)."""
 
@@ -170,7 +170,14 @@ def sequence_log_ratio(log_ratio_BT: torch.Tensor, mask_BT: torch.Tensor) -> tor
 
 
 @register_policy_loss("ppo_clip", linear=True, clips=CLIP_KEYS)
-def ppo_clip(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
+def ppo_clip(
+    logp_BT: Tensor,
+    old_logp_BT: Tensor,
+    adv_BT: Tensor,
+    mask_BT: Tensor,
+    s: LossSettings,
+    rollout_logp_BT: Tensor | None = None,
+) -> LossTerms:
     """PPO-clip per token with clip-higher and the dual clip (verl's `vanilla`; TRL's grpo, dapo, bnpo,
     dr_grpo, whose `delta` is this dual clip)."""
     log_ratio = (logp_BT - old_logp_BT).clamp(-20.0, 20.0)
@@ -179,7 +186,14 @@ def ppo_clip(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
 
 
 @register_policy_loss("gspo", linear=True, clips=CLIP_KEYS)
-def gspo(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
+def gspo(
+    logp_BT: Tensor,
+    old_logp_BT: Tensor,
+    adv_BT: Tensor,
+    mask_BT: Tensor,
+    s: LossSettings,
+    rollout_logp_BT: Tensor | None = None,
+) -> LossTerms:
     """GSPO: one ratio per sequence, s_i = exp(mean_t log r_t), clipped (TRL's
     `importance_sampling_level=sequence`; its gradient reaches every token through the mean)."""
     log_ratio = logp_BT - old_logp_BT
@@ -189,7 +203,14 @@ def gspo(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
 
 
 @register_policy_loss("gspo_token", linear=True, clips=("clip_low", "clip_high"))
-def gspo_token(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
+def gspo_token(
+    logp_BT: Tensor,
+    old_logp_BT: Tensor,
+    adv_BT: Tensor,
+    mask_BT: Tensor,
+    s: LossSettings,
+    rollout_logp_BT: Tensor | None = None,
+) -> LossTerms:
     """GSPO-token: s_it = sg(s_i) pi_t / sg(pi_t), the sequence ratio's value with each token's own gradient,
     so per-token advantages may differ (verl's `gspo`; log s_it capped at 10 as there)."""
     log_ratio = logp_BT - old_logp_BT
@@ -200,7 +221,14 @@ def gspo_token(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
 
 
 @register_policy_loss("cispo", linear=True, clips=("clip_low", "clip_high"))
-def cispo(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
+def cispo(
+    logp_BT: Tensor,
+    old_logp_BT: Tensor,
+    adv_BT: Tensor,
+    mask_BT: Tensor,
+    s: LossSettings,
+    rollout_logp_BT: Tensor | None = None,
+) -> LossTerms:
     """CISPO: -sg(clip(r, 1 - low, 1 + high)) A log pi (MiniMax-M1; verl's `cispo`; TRL's `cispo` bounds r
     above only, at epsilon_high: clip_low=1 and clip_high=epsilon_high - 1 here)."""
     log_ratio = (logp_BT - old_logp_BT).clamp(-20.0, 20.0)
@@ -212,7 +240,14 @@ def cispo(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
 
 
 @register_policy_loss("sapo", linear=True, params={"sapo_tau_pos": 1.0, "sapo_tau_neg": 1.05})
-def sapo(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
+def sapo(
+    logp_BT: Tensor,
+    old_logp_BT: Tensor,
+    adv_BT: Tensor,
+    mask_BT: Tensor,
+    s: LossSettings,
+    rollout_logp_BT: Tensor | None = None,
+) -> LossTerms:
     """SAPO: a soft gate instead of the clip, -(4 / tau) sigmoid(tau (r - 1)) A, tau by the advantage's sign
     (verl's and TRL's `sapo`)."""
     log_ratio = (logp_BT - old_logp_BT).clamp(-20.0, 20.0)
@@ -223,7 +258,14 @@ def sapo(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
 
 
 @register_policy_loss("gmpo", linear=False, clips=("clip_low", "clip_high"))
-def gmpo(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
+def gmpo(
+    logp_BT: Tensor,
+    old_logp_BT: Tensor,
+    adv_BT: Tensor,
+    mask_BT: Tensor,
+    s: LossSettings,
+    rollout_logp_BT: Tensor | None = None,
+) -> LossTerms:
     """GMPO: the geometric mean of the token ratios per sequence, each log-ratio clipped to
     [-clip_low, clip_high] on the side its advantage's sign makes pessimistic, times the sequence's mean
     advantage (verl's `geo_mean`). Every token of a sequence carries the sequence's loss, so
@@ -244,7 +286,9 @@ def gmpo(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
     return loss, {**stats, **_ratio_stats(log_ratio.clamp(-20.0, 20.0), mask_BT)}
 
 
-def _dppo(valid: torch.Tensor, logp_BT, old_logp_BT, adv_BT, mask_BT, s):
+def _dppo(
+    valid: Tensor, logp_BT: Tensor, old_logp_BT: Tensor, adv_BT: Tensor, mask_BT: Tensor, s: LossSettings
+) -> LossTerms:
     """DPPO's shared part: -A sg(min(r, c)) log pi on the tokens whose divergence stays in the trust region."""
     log_ratio = (logp_BT - old_logp_BT).clamp(-20.0, 20.0)
     ratio = log_ratio.exp()
@@ -259,7 +303,14 @@ def _dppo(valid: torch.Tensor, logp_BT, old_logp_BT, adv_BT, mask_BT, s):
 
 
 @register_policy_loss("dppo_tv", linear=True, clips=CLIP_KEYS)
-def dppo_tv(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
+def dppo_tv(
+    logp_BT: Tensor,
+    old_logp_BT: Tensor,
+    adv_BT: Tensor,
+    mask_BT: Tensor,
+    s: LossSettings,
+    rollout_logp_BT: Tensor | None = None,
+) -> LossTerms:
     """DPPO with the binary total variation: a token leaves the loss once pi - pi_old passes clip_high
     (A > 0) or -clip_low (A <= 0); the ratio weight is truncated at dual_clip (verl's `dppo_tv`, whose
     clip_ratio_c it is)."""
@@ -269,7 +320,14 @@ def dppo_tv(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
 
 
 @register_policy_loss("dppo_kl", linear=True, clips=CLIP_KEYS)
-def dppo_kl(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
+def dppo_kl(
+    logp_BT: Tensor,
+    old_logp_BT: Tensor,
+    adv_BT: Tensor,
+    mask_BT: Tensor,
+    s: LossSettings,
+    rollout_logp_BT: Tensor | None = None,
+) -> LossTerms:
     """DPPO with the binary KL between Bernoulli(pi_old) and Bernoulli(pi) of the sampled token, bounded by
     clip_high (A > 0, while pi grows) or clip_low (A <= 0, while pi shrinks) (verl's `dppo_kl`)."""
     p, p_old = logp_BT.exp(), old_logp_BT.exp()
@@ -284,7 +342,14 @@ def dppo_kl(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
     clips=("clip_low", "clip_high"),
     params={"clip_cov_ratio": 0.0002, "clip_cov_lb": 1.0, "clip_cov_ub": 5.0},
 )
-def clip_cov(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
+def clip_cov(
+    logp_BT: Tensor,
+    old_logp_BT: Tensor,
+    adv_BT: Tensor,
+    mask_BT: Tensor,
+    s: LossSettings,
+    rollout_logp_BT: Tensor | None = None,
+) -> LossTerms:
     """Clip-Cov: PPO-clip, and a random clip_cov_ratio share of the unclipped tokens whose centred
     advantage x log-prob covariance lies in (lb, ub) leave the gradient (verl's `clip_cov`; the draw uses
     torch's global generator, as there)."""
@@ -309,7 +374,14 @@ def clip_cov(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
 
 
 @register_policy_loss("kl_cov", linear=False, params={"kl_cov_ratio": 0.0002, "kl_cov_coef": 0.1})
-def kl_cov(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
+def kl_cov(
+    logp_BT: Tensor,
+    old_logp_BT: Tensor,
+    adv_BT: Tensor,
+    mask_BT: Tensor,
+    s: LossSettings,
+    rollout_logp_BT: Tensor | None = None,
+) -> LossTerms:
     """KL-Cov: -A r, plus kl_cov_coef |log r| on the kl_cov_ratio share of loss tokens with the largest
     centred advantage x log-prob covariance (verl's `kl_cov`)."""
     log_ratio = logp_BT - old_logp_BT
@@ -331,7 +403,14 @@ def kl_cov(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
 
 
 @register_policy_loss("dro", linear=False, params={"dro_beta": 1.0})
-def dro(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
+def dro(
+    logp_BT: Tensor,
+    old_logp_BT: Tensor,
+    adv_BT: Tensor,
+    mask_BT: Tensor,
+    s: LossSettings,
+    rollout_logp_BT: Tensor | None = None,
+) -> LossTerms:
     """DRO: -(A log pi - beta / 2 (log r)^2), a policy gradient with a quadratic log-ratio penalty (verl's `dro`)."""
     log_ratio = logp_BT - old_logp_BT
     loss = -(logp_BT * adv_BT - 0.5 * s.params["dro_beta"] * log_ratio.square())
@@ -343,7 +422,14 @@ def dro(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
     linear=True,
     params={"vespo_k_pos": 2.0, "vespo_lambda_pos": 3.0, "vespo_k_neg": 3.0, "vespo_lambda_neg": 2.0},
 )
-def vespo(logp_BT, old_logp_BT, adv_BT, mask_BT, s, rollout_logp_BT=None):
+def vespo(
+    logp_BT: Tensor,
+    old_logp_BT: Tensor,
+    adv_BT: Tensor,
+    mask_BT: Tensor,
+    s: LossSettings,
+    rollout_logp_BT: Tensor | None = None,
+) -> LossTerms:
     """VESPO: -sg(phi(w)) A log pi, with w the sequence ratio (the summed log-ratio) and the gamma weight
     phi(w) = e^lambda w^k e^(-lambda w) (phi(1) = 1), k and lambda by the advantage's sign (TRL's `vespo`)."""
     log_ratio = logp_BT - old_logp_BT

@@ -9,6 +9,11 @@ outside the package, one `register(...)` call.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tempering.train.method import MethodSpec
+
 METHODS: dict[str, tuple[str, str]] = {
     "pretrain": (
         "tempering.methods.pretrain",
@@ -44,7 +49,7 @@ def register(verb: str, module: str, help: str) -> None:
     METHODS[verb] = (module, help)
 
 
-def spec(verb: str):
+def spec(verb: str) -> MethodSpec[Any]:
     """The `MethodSpec` of a registered method's verb (imports its module)."""
     import difflib
     import importlib
@@ -55,7 +60,8 @@ def spec(verb: str):
         near = difflib.get_close_matches(verb, list(METHODS), n=1)
         hint = f" (did you mean {near[0]!r}?)" if near else ""
         raise UserError(f"no method is registered as {verb!r}{hint}; the methods: {', '.join(METHODS)}")
-    return importlib.import_module(METHODS[verb][0]).SPEC
+    found: MethodSpec[Any] = importlib.import_module(METHODS[verb][0]).SPEC
+    return found
 
 
 __all__ = ["METHODS", "register", "spec"]

@@ -17,20 +17,21 @@ from typing import Any, Literal
 
 import torch
 from pydantic import Field, model_validator
+from typing_extensions import Self
 
 from tempering.algos.direct_opd import adaptive_alpha, direct_opd_advantage, mean_shift, topk_ppo_loss, topk_weights
-from tempering.algos.losses import aggregate, kl_estimate
+from tempering.algos.losses import LossNorm, aggregate, kl_estimate
 from tempering.config import Schema
 from tempering.errors import UserError
 from tempering.methods.opd import teachers_of
 from tempering.teachers import HFTeacher, TeacherSection, load_builder
 from tempering.train.batch import TrainBatch
 from tempering.train.config import ClippedUpdateSection, LoopConfig
-from tempering.train.method import Context, Credit, Method, MethodSpec
+from tempering.train.method import Context, Credit, Method, MethodSpec, State
 from tempering.train.rules import Linearity
 from tempering.train.scoring import Scores, TeacherLogprobs
 from tempering.train.stages import Stages
-from tempering.train.update import Loss, vocab_logprobs
+from tempering.train.update import Loss, UpdateSettings, vocab_logprobs
 
 
 class TeacherPair(Schema):
@@ -60,7 +61,7 @@ class DirectOPDSection(Schema):
     )
 
     @model_validator(mode="after")
-    def _check(self):
+    def _check(self) -> Self:
         if not self.alpha_min <= self.alpha <= self.alpha_max:
             raise ValueError(
                 f"direct_opd.alpha={self.alpha} lies outside [alpha_min, alpha_max] = [{self.alpha_min}, {self.alpha_max}]"
@@ -78,7 +79,9 @@ def next_alpha(d: DirectOPDSection, state: Mapping[str, float], metrics: Mapping
     return {"alpha": state["pending"], "pending": moved}
 
 
-def topk_loss(model, mb: TrainBatch, norm, s, state) -> tuple[torch.Tensor, dict]:
+def topk_loss(
+    model: torch.nn.Module, mb: TrainBatch, norm: LossNorm, s: UpdateSettings, state: State
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Top-k PPO on the candidates plus alpha (the state) times the k3 KL to the starting policy."""
     logp_BTV = vocab_logprobs(model, mb, 1.0, share_prefix=s.share_prefix, pack=s.pack)  # untempered, as the credit's
     cand_logp = logp_BTV.gather(-1, mb.extra["cand_ids"])
@@ -103,7 +106,7 @@ LOSS = Loss(topk_loss, ("policy_loss", "kl_start"), linear=False)
 """Not linear in the sampled tokens' advantages: its advantages are the candidates'."""
 
 
-def build(ctx: Context) -> Method:
+def build(ctx: Context[DirectOPDConfig]) -> Method:
     """One stage: teacher pair `pair` (a part; default the first), the KL anchored at the student's own
     start (`model.name`)."""
     d: DirectOPDSection = ctx.cfg.direct_opd
@@ -134,7 +137,7 @@ def build(ctx: Context) -> Method:
         TeacherLogprobs("anchor", anchor, ctx.fmt),
     ]
 
-    def credit(scores: Scores, batch: TrainBatch, state) -> Credit:
+    def credit(scores: Scores, batch: TrainBatch, state: State) -> Credit:
         mine, t, tr = scores.teachers["student"], scores.teachers["teacher"], scores.teachers["reference"]
         assert mine.top_logp_BCK is not None and mine.top_ids_BCK is not None
         assert t.cand_logp_BCK is not None and tr.cand_logp_BCK is not None
@@ -185,7 +188,7 @@ class DirectOPDConfig(LoopConfig):
         return Linearity(LOSS.linear, "the direct-opd loss (a top-k PPO over candidates)")
 
 
-def run_pairs(spec: MethodSpec, cfg: DirectOPDConfig, **kwargs: Any) -> dict[str, Any]:
+def run_pairs(spec: MethodSpec[DirectOPDConfig], cfg: DirectOPDConfig, **kwargs: Any) -> dict[str, Any]:
     """Every teacher pair in turn, each a stage that starts from the previous one's end, anchors the KL
     there and resets alpha; with several pairs, stage i writes to OUT_DIR/pair_i."""
     from tempering.train.loop import Trainer

@@ -15,20 +15,22 @@ from typing import Literal
 
 import torch
 from pydantic import Field, model_validator
+from typing_extensions import Self
 
-from tempering.algos.losses import aggregate
+from tempering.algos.losses import LossNorm, aggregate
 from tempering.algos.opd import generalized_jsd, reverse_kl_advantage, topk_jsd
 from tempering.config import Schema, ignored_unless
 from tempering.errors import UserError
+from tempering.models.chat import ChatFormat
 from tempering.teachers import Teacher, TeacherSection, check_vocab, load_builder, load_teachers
 from tempering.teachers.align import check_teacher_prompt, teacher_format
 from tempering.teachers.prompts import PromptBuilder
 from tempering.train.batch import TrainBatch
-from tempering.train.config import ClippedUpdateSection, LoopConfig
-from tempering.train.method import Context, Credit, Method, MethodSpec
+from tempering.train.config import ClippedUpdateSection, LoopConfig, RolloutSection
+from tempering.train.method import C, Context, Credit, Method, MethodSpec, State
 from tempering.train.rules import Linearity
 from tempering.train.scoring import Scores, TeacherLogprobs
-from tempering.train.update import PPO_LOSS, Loss, vocab_logprobs
+from tempering.train.update import PPO_LOSS, Loss, UpdateSettings, vocab_logprobs
 
 
 class DistillSection(Schema):
@@ -45,13 +47,13 @@ class DistillSection(Schema):
     )
 
     @model_validator(mode="after")
-    def _check(self):
+    def _check(self) -> Self:
         ignored_unless(self, "distill", ["beta"], self.loss != "reverse_kl", "distill.loss=jsd_topk|jsd_full")
         ignored_unless(self, "distill", ["top_k"], self.loss == "jsd_topk", "distill.loss=jsd_topk")
         return self
 
 
-def check_sampling(rollout) -> None:
+def check_sampling(rollout: RolloutSection) -> None:
     """The reverse-KL advantage (and TU-OPD's) subtracts the student's sampling log-probs from the
     teacher's, and teachers score at temperature 1 over the whole vocabulary (a server's top-N cannot be
     re-tempered or re-filtered): sampling from a tempered or truncated student would compare two different
@@ -74,8 +76,8 @@ def check_sampling(rollout) -> None:
 
 
 def teachers_of(
-    ctx: Context, specs: dict[str, TeacherSection], given: dict[str, Teacher] | None = None, aligned: bool = False
-):
+    ctx: Context[C], specs: dict[str, TeacherSection], given: dict[str, Teacher] | None = None, aligned: bool = False
+) -> dict[str, Teacher]:
     """Teachers from config (or ready ones), checked against the student's vocabulary unless `aligned`
     (a teacher with another tokenizer is then scored through text spans, `teachers.align`)."""
     if given:
@@ -86,7 +88,9 @@ def teachers_of(
     return load_teachers(specs, student, device=str(ctx.device), dtype=ctx.cfg.model.dtype, pack=ctx.cfg.loss.pack)
 
 
-def teacher_formats(ctx: Context, teachers: dict[str, Teacher], prompts: dict[str, PromptBuilder]):
+def teacher_formats(
+    ctx: Context[C], teachers: dict[str, Teacher], prompts: dict[str, PromptBuilder]
+) -> dict[str, ChatFormat | None]:
     """Each teacher's own format where its tokenizer differs from the student's (None where it is the
     same), its prompt for the first training example rendered once at start-up, so a teacher that cannot
     read the prompts stops the run before any sampling."""
@@ -98,7 +102,7 @@ def teacher_formats(ctx: Context, teachers: dict[str, Teacher], prompts: dict[st
     return formats
 
 
-def build(ctx: Context) -> Method:
+def build(ctx: Context[DistillConfig]) -> Method:
     """OPD from `cfg.teacher`; the parts `teacher` (a `Teacher`) and `teacher_prompt` (`Task -> str`)
     override the config's (Python callers)."""
     d: DistillSection = ctx.cfg.distill
@@ -134,7 +138,7 @@ def build(ctx: Context) -> Method:
         teacher_fmt=own,
     )
 
-    def credit(scores: Scores, batch: TrainBatch, state) -> Credit:
+    def credit(scores: Scores, batch: TrainBatch, state: State) -> Credit:
         s = scores.teachers["teacher"]
         m = batch.mask_BT
         n = m.sum().clamp(min=1)
@@ -151,7 +155,9 @@ def build(ctx: Context) -> Method:
             extra = {"teacher_logp": s.full_logp_BCV}
         return Credit(reverse_kl_advantage(batch.sample_logp_BT, s.token_logp_BC, m), extra, metrics=metrics)
 
-    def jsd_loss(model, mb: TrainBatch, norm, s, state) -> tuple[torch.Tensor, dict]:
+    def jsd_loss(
+        model: torch.nn.Module, mb: TrainBatch, norm: LossNorm, s: UpdateSettings, state: State
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         logp = vocab_logprobs(model, mb, s.temperature, share_prefix=s.share_prefix, pack=s.pack)
         if d.loss == "jsd_topk":
             per_tok = topk_jsd(logp.gather(-1, mb.extra["teacher_ids"]), mb.extra["teacher_logp"], d.beta)
@@ -181,7 +187,7 @@ class DistillConfig(LoopConfig):
     distill: DistillSection = Field(default_factory=DistillSection, description="Distillation loss.")
 
     @model_validator(mode="after")
-    def _check(self):
+    def _check(self) -> Self:
         check_sampling(self.rollout)
         direct = self.distill.loss != "reverse_kl"
         ignored_unless(self.loss, "loss", ["clip_low", "clip_high", "dual_clip"], not direct, "distill.loss=reverse_kl")

@@ -11,21 +11,25 @@ the first steps train the critic alone (the policy frozen): CUDA Agent's value p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from typing import Literal
 
 import torch
 from pydantic import Field, model_validator
+from typing_extensions import Self
 
 from tempering.algos.gae import clipped_value_loss, episode_gae, masked_moments, unbiased_var, whiten
+from tempering.algos.losses import LossNorm
 from tempering.config import Schema, ignored_unless
 from tempering.models import load_module, load_policy
 from tempering.models.packing import check_packing
 from tempering.models.value import ValueModel
 from tempering.train.batch import TrainBatch
 from tempering.train.config import ClippedUpdateSection, LoopConfig, LossAgg
-from tempering.train.method import Context, Credit, Method, MethodSpec, State, Trainable
+from tempering.train.method import Context, Credit, CreditFn, Method, MethodSpec, State, Trainable
+from tempering.train.parallel import DataParallel, Solo
 from tempering.train.prefix import packed_values
 from tempering.train.scoring import Scores, Values
 from tempering.train.update import Loss, UpdateSettings, optimizer_steps
@@ -74,12 +78,12 @@ class CriticSection(Schema):
     )
 
     @model_validator(mode="after")
-    def _check(self):
+    def _check(self) -> Self:
         ignored_unless(self, "critic", ["model"], self.kind == "model", "critic.kind=model")
         return self
 
 
-def check(cfg) -> None:
+def check(cfg: PPOConfig) -> None:
     """Checks across sections of a PPO config."""
     if cfg.critic.pretrain_steps > cfg.run.steps:
         raise ValueError(
@@ -100,7 +104,7 @@ def turn_end_rewards(scores: Scores, batch: TrainBatch) -> torch.Tensor:
     return out
 
 
-def gae_credit(gamma: float, lam: float, whiten_advantages: bool, ranks):
+def gae_credit(gamma: float, lam: float, whiten_advantages: bool, ranks: Solo | DataParallel) -> CreditFn:
     """GAE credit; whitening statistics are combined over `ranks` (the same numbers as one process)."""
 
     def credit(scores: Scores, batch: TrainBatch, state: State) -> Credit:
@@ -125,7 +129,9 @@ def gae_credit(gamma: float, lam: float, whiten_advantages: bool, ranks):
     return credit
 
 
-def value_loss(model, mb: TrainBatch, norm, s: UpdateSettings, state: State, clip: float | None):
+def value_loss(
+    model: torch.nn.Module, mb: TrainBatch, norm: LossNorm, s: UpdateSettings, state: State, clip: float | None
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The critic's clipped value loss on one micro-batch (targets: credit's returns)."""
     v = packed_values(model, mb) if s.pack else model(mb.input_ids_BT, mb.attention_BT)
     loss, stats = clipped_value_loss(v, mb.extra["values"], mb.extra["returns"], mb.mask_BT, clip, s.loss_agg, norm)
@@ -133,10 +139,16 @@ def value_loss(model, mb: TrainBatch, norm, s: UpdateSettings, state: State, cli
     return loss, stats
 
 
-def critic_update(critic: CriticSection):
+def critic_update(critic: CriticSection) -> Callable[..., dict[str, float]]:
     """The critic's update step: its own epochs and clipping over the batch the policy trained on."""
 
-    def update(module, optimizer, batch: TrainBatch, settings: UpdateSettings, generator) -> dict[str, float]:
+    def update(
+        module: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        batch: TrainBatch,
+        settings: UpdateSettings,
+        generator: torch.Generator,
+    ) -> dict[str, float]:
         s = replace(settings, ppo_epochs=critic.epochs, max_grad_norm=critic.max_grad_norm, loss_agg=critic.loss_agg)
         if s.data_parallel is not None:
             batch = s.data_parallel.even_out(batch)
@@ -153,7 +165,7 @@ def critic_update(critic: CriticSection):
     return update
 
 
-def make_critic(ctx: Context, c: CriticSection) -> ValueModel:
+def make_critic(ctx: Context[PPOConfig], c: CriticSection) -> ValueModel:
     cfg = ctx.cfg
     if c.kind == "head":
         critic = ValueModel.on_policy(ctx.model)
@@ -170,7 +182,7 @@ def make_critic(ctx: Context, c: CriticSection) -> ValueModel:
     return critic
 
 
-def build(ctx: Context) -> Method:
+def build(ctx: Context[PPOConfig]) -> Method:
     cfg = ctx.cfg
     loss: PPOLossSection = cfg.loss
     c: CriticSection = cfg.critic
@@ -195,7 +207,7 @@ class PPOConfig(LoopConfig):
     critic: CriticSection = Field(default_factory=CriticSection, description="The value model.")
 
     @model_validator(mode="after")
-    def _check(self):
+    def _check(self) -> Self:
         check(self)
         return self
 

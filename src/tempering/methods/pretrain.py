@@ -11,13 +11,15 @@ feedback, then the right answer), so the policy learns to use feedback.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 from pydantic import Field, model_validator
+from typing_extensions import Self
 
-from tempering.algos.losses import aggregate
+from tempering.algos.losses import LossNorm, aggregate
 from tempering.config import Schema, as_config, ignored_unless
 from tempering.envs.base import StepResult, TaskFamily
 from tempering.errors import UserError
@@ -84,7 +86,7 @@ class PretrainConfig(LoopConfig):
         return Linearity(LOSS.linear, "the pretrain loss (an NLL)")
 
     @model_validator(mode="after")
-    def _check(self):
+    def _check(self) -> Self:
         given = "a sampled batch (pretrain trains on given answers)"
         ignored_unless(self.rollout, "rollout", ["async_steps"], False, given)
         ignored_unless(self.loss, "loss", ["share_prefix", "mask_truncated"], False, given)
@@ -98,13 +100,16 @@ def given_answer(
     repair_share: float,
     seed: int,
     templates: dict[str, str] | None = None,
-):
+) -> Callable[[Task], Episode]:
     """`Method.supervised`: a task's episode is its prompt and its answer (the one turn trained on); for a
     `repair_share` of the tasks (drawn once per task from `seed`) the context also holds a corrupted answer
     (from the characters of `tasks`' answers) and the verifier's feedback on it, worded by `templates`
     (`rollout.feedback_templates`, as the rollout engine words it)."""
     eos = fmt.tokenizer.eos_token_id
-    encode = lambda s: list(fmt.tokenizer.encode(s, add_special_tokens=False))
+
+    def encode(s: str) -> list[int]:
+        return list(fmt.tokenizer.encode(s, add_special_tokens=False))
+
     if repair_share and not hasattr(family, "check"):
         raise UserError(
             f"pretrain.repair_share needs a family with a check() verifier; {type(family).__name__} has none"
@@ -150,7 +155,9 @@ def every_token(scores: Scores, batch: TrainBatch, state: State) -> Credit:
     return Credit(batch.mask_BT.clone())
 
 
-def answer_nll(model, mb: TrainBatch, norm, s: UpdateSettings, state: State) -> tuple[torch.Tensor, dict]:
+def answer_nll(
+    model: torch.nn.Module, mb: TrainBatch, norm: LossNorm, s: UpdateSettings, state: State
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """NLL of the answer tokens, the output layer applied only from the first answer on (with a real
     vocabulary it is most of the cost of a step); on packed rows from each row's own first answer token."""
     if s.pack:
@@ -176,7 +183,7 @@ LOSS = Loss(answer_nll, ("nll",), linear=False)
 """A supervised NLL: no advantages to weight."""
 
 
-def build(ctx: Context) -> Method:
+def build(ctx: Context[PretrainConfig]) -> Method:
     c = ctx.cfg
     return Method(
         name="pretrain",
@@ -193,7 +200,10 @@ SPEC = MethodSpec(name="pretrain", config=PretrainConfig, build=build)
 
 
 def pretrain(
-    cfg: PretrainConfig | dict, resume: bool = False, overwrite: bool = False, family: TaskFamily | None = None
+    cfg: PretrainConfig | dict[str, Any],
+    resume: bool = False,
+    overwrite: bool = False,
+    family: TaskFamily | None = None,
 ) -> dict[str, Any]:
     """Run a warm start; returns its exported model, final greedy held-out pass@1 and steps. `family`
     overrides `cfg.task` (e.g. one shared with later stages); a finished run only reports."""

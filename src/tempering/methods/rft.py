@@ -12,13 +12,13 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from tempering.algos.losses import aggregate
+from tempering.algos.losses import LossNorm, aggregate
 from tempering.config import Schema
 from tempering.train.batch import TrainBatch
 from tempering.train.config import LoopConfig, UpdateSection
 from tempering.train.method import Context, Credit, Method, MethodSpec, State
 from tempering.train.rules import Linearity
-from tempering.train.scoring import Scores
+from tempering.train.scoring import Scorer, Scores
 from tempering.train.update import Loss, UpdateSettings, policy_logprobs
 from tempering.types import Episode, Group, StopReason
 
@@ -55,13 +55,13 @@ def rejection(e: Episode, r: RFTSection) -> str | None:
     return None
 
 
-def rejection_filter(r: RFTSection):
+def rejection_filter(r: RFTSection) -> Scorer:
     """Scorer: `Scores.extras["keep"]` (per episode, 1 = train on it) and why the others were rejected (`rft/*`, per episode)."""
 
     def scorer(groups: list[Group], batch: TrainBatch, scores: Scores) -> Scores:
         keep = torch.zeros(scores.turns.rewards_NG.shape)
         counts = dict.fromkeys(REASONS, 0) | {"duplicate": 0}
-        seen: set = set()
+        seen: set[tuple[str, tuple[tuple[int, ...], ...]]] = set()
         for n, g in enumerate(groups):
             for i, e in enumerate(g.episodes):
                 why = rejection(e, r)
@@ -87,7 +87,9 @@ def kept_credit(scores: Scores, batch: TrainBatch, state: State) -> Credit:
     return Credit(mask.clone(), mask_BT=mask)
 
 
-def nll_loss(model, mb: TrainBatch, norm, s: UpdateSettings, state: State) -> tuple[torch.Tensor, dict]:
+def nll_loss(
+    model: torch.nn.Module, mb: TrainBatch, norm: LossNorm, s: UpdateSettings, state: State
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Negative log-likelihood of the kept action tokens (the policy at temperature 1)."""
     logp, ent = policy_logprobs(model, mb, 1.0, entropy=True, share_prefix=s.share_prefix, pack=s.pack)
     loss = aggregate(-logp, mb.mask_BT, s.loss_agg, norm)
@@ -99,7 +101,7 @@ LOSS = Loss(nll_loss, ("nll",), linear=False)
 """A supervised NLL: no advantages to weight."""
 
 
-def build(ctx: Context) -> Method:
+def build(ctx: Context[RFTConfig]) -> Method:
     return Method(
         name="rft",
         credit=kept_credit,

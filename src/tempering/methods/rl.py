@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Literal, get_args
 
 import torch
 from pydantic import Field, model_validator
+from typing_extensions import Self
 
 from tempering.algos.advantages import OUTCOME_ESTIMATORS
 from tempering.algos.credit import CREDIT, GREEDY_BASELINE, credit_params, resolve_credit
@@ -27,9 +29,9 @@ from tempering.errors import UserError
 from tempering.rollout.engine import CounterfactualOptions
 from tempering.train.batch import TrainBatch
 from tempering.train.config import LoopConfig, PolicyLossSection, RolloutSection
-from tempering.train.method import Context, Credit, CreditFn, Method, MethodSpec, turn_credit
+from tempering.train.method import Context, Credit, CreditFn, Method, MethodSpec, State, turn_credit
 from tempering.train.rules import Linearity
-from tempering.train.scoring import GroupRewards, KLPenalty, OverlongPenalty, ReferenceLogprobs, Scores
+from tempering.train.scoring import GroupRewards, KLPenalty, OverlongPenalty, ReferenceLogprobs, Scorer, Scores
 from tempering.train.update import Loss, UpdateSettings, policy_loss_of
 from tempering.types import Group
 
@@ -61,7 +63,7 @@ class RLRolloutSection(RolloutSection):
     )
 
     @model_validator(mode="after")
-    def _check_rl(self):
+    def _check_rl(self) -> Self:
         dcp = self.prune == "dcp"
         ignored_unless(self, "rollout", ["dcp_min_fail", "dcp_max_fail"], dcp, "rollout.prune=dcp")
         ignored_unless(self, "rollout", ["prune"], self.max_turns > 1, "rollout.max_turns > 1")
@@ -117,7 +119,7 @@ class RLLossSection(PolicyLossSection):
     )
 
     @model_validator(mode="after")
-    def _check_rl(self):
+    def _check_rl(self) -> Self:
         if self.advantage == "leap" and "token_efficiency" in self.credit_args:
             raise ValueError(
                 "loss.credit_args.token_efficiency is now LEAP's group reward: remove it and set "
@@ -168,7 +170,7 @@ WHITENED = ("reinforce_pp", "reinforce_pp_baseline", "gdpo")
 """Credits normalised over the whole batch: a group with equal rewards still gets advantages."""
 
 
-def check(cfg) -> None:
+def check(cfg: TrainConfig) -> None:
     """Checks across sections of an RL config (raise ValueError inside a validator)."""
     r, loss = cfg.rollout, cfg.loss
     if loss.dynamic_sampling and loss.advantage in WHITENED:
@@ -208,7 +210,7 @@ def with_tournament(credit: CreditFn) -> CreditFn:
     """LEAP's credit, with each episode's group reward (its tournament score) kept for its sample row and the
     share of groups the tournament ranks at all (some score != 0) as a metric."""
 
-    def logged(scores: Scores, batch: TrainBatch, state) -> Credit:
+    def logged(scores: Scores, batch: TrainBatch, state: State) -> Credit:
         s_NG = scores.turns.group_NG
         assert s_NG is not None, "LEAP's scorers begin with its group reward"
         metrics = {"leap/groups_ranked": float((s_NG != 0).any(-1).float().mean())}
@@ -218,12 +220,14 @@ def with_tournament(credit: CreditFn) -> CreditFn:
     return logged
 
 
-def adaptive_entropy(target: float, delta: float, low: float, high: float):
+def adaptive_entropy(
+    target: float, delta: float, low: float, high: float
+) -> Callable[[State, Mapping[str, float]], dict[str, float]]:
     """TRL's adaptive entropy controller: after each update, the coefficient moves up by `delta` if the update's
     entropy was at or below `target`, else down, within [low, high]; the next update applies it only while that
     entropy stays at or below the target (`train/update.py: ppo_loss`)."""
 
-    def after(state, metrics) -> dict[str, float]:
+    def after(state: State, metrics: Mapping[str, float]) -> dict[str, float]:
         h = metrics["entropy"]
         coef = min(state["entropy_coef"] + delta, high) if h <= target else max(state["entropy_coef"] - delta, low)
         return {**state, "entropy_coef": coef, "entropy_last": h}
@@ -231,11 +235,11 @@ def adaptive_entropy(target: float, delta: float, low: float, high: float):
     return after
 
 
-def build(ctx: Context) -> Method:
+def build(ctx: Context[TrainConfig]) -> Method:
     c = ctx.cfg
     loss: RLLossSection = c.loss
     r: RLRolloutSection = c.rollout
-    scorers: list = []
+    scorers: list[Scorer] = []
     name = group_reward_name(loss)
     if name is not None:  # first: a family's reward of the group's episodes, before any shaping
         fn = ctx.family.group_reward(name)
@@ -314,7 +318,7 @@ class TrainConfig(LoopConfig):
         return Linearity(POLICY_LOSSES[name].linear, f"loss.policy_loss={name}", f"use a linear loss ({linear})")
 
     @model_validator(mode="after")
-    def _check(self):
+    def _check(self) -> Self:
         check(self)
         return self
 

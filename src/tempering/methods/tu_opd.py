@@ -19,6 +19,7 @@ from typing import Literal
 
 import torch
 from pydantic import Field, model_validator
+from typing_extensions import Self
 
 from tempering.algos.credit import CREDIT
 from tempering.algos.expand_compress import consensus_residual_advantage, teacher_weights, tu_opd_advantage
@@ -26,13 +27,16 @@ from tempering.config import Schema, ignored_unless
 from tempering.errors import UserError
 from tempering.evaluation import pass_rates
 from tempering.methods.opd import check_sampling, teacher_formats, teachers_of
+from tempering.models.chat import ChatFormat
 from tempering.rollout.sampler import HFSampler
 from tempering.runlog import atomic_write_text
 from tempering.teachers import HFTeacher, Teacher, TeacherSection, load_builder
+from tempering.teachers.prompts import PromptBuilder
 from tempering.train.batch import TrainBatch
 from tempering.train.config import ClippedUpdateSection, LoopConfig
-from tempering.train.method import Context, Credit, Method, MethodSpec, turn_credit
+from tempering.train.method import Context, Credit, Method, MethodSpec, State, turn_credit
 from tempering.train.scoring import Scores, TeacherLogprobs
+from tempering.types import Task
 
 
 class TUOPDSection(Schema):
@@ -63,13 +67,13 @@ class TUOPDSection(Schema):
     )
 
     @model_validator(mode="after")
-    def _check(self):
+    def _check(self) -> Self:
         ignored_unless(self, "tu_opd", ["eta"], self.residual, "tu_opd.residual=true")
         ignored_unless(self, "tu_opd", ["pass_samples"], self.pass_rates is None, "tu_opd.pass_rates=null (measured)")
         return self
 
 
-def _read_pass_rates(src: Path, tasks, names: list[str]) -> dict[str, list[float]]:
+def _read_pass_rates(src: Path, tasks: list[Task], names: list[str]) -> dict[str, list[float]]:
     if not src.is_file():
         raise UserError(
             f"tu_opd.pass_rates: {src} does not exist; give the pass_rates.json an rgrpo run wrote, or null to measure"
@@ -89,7 +93,13 @@ def _read_pass_rates(src: Path, tasks, names: list[str]) -> dict[str, list[float
     return out
 
 
-def _measure(ctx: Context, teachers: dict[str, Teacher], prompts, formats, samples: int) -> dict[str, list[float]]:
+def _measure(
+    ctx: Context[TUOPDConfig],
+    teachers: dict[str, Teacher],
+    prompts: dict[str, PromptBuilder],
+    formats: dict[str, ChatFormat | None],
+    samples: int,
+) -> dict[str, list[float]]:
     cols = {}
     for n, teacher in teachers.items():
         if not isinstance(teacher, HFTeacher):
@@ -108,7 +118,7 @@ def _measure(ctx: Context, teachers: dict[str, Teacher], prompts, formats, sampl
     return out
 
 
-def build(ctx: Context) -> Method:
+def build(ctx: Context[TUOPDConfig]) -> Method:
     """TU-OPD over `tu_opd.teachers`; the part `teachers` (name -> Teacher) overrides the config's."""
     t: TUOPDSection = ctx.cfg.tu_opd
     teachers: dict[str, Teacher] | None = ctx.parts.get("teachers")
@@ -136,7 +146,7 @@ def build(ctx: Context) -> Method:
     scorers = [TeacherLogprobs(n, loaded[n], ctx.fmt, prompts[n], ctx.raw, teacher_fmt=formats[n]) for n in names]
     grpo = turn_credit(CREDIT["grpo"])
 
-    def credit(scores: Scores, batch: TrainBatch, state) -> Credit:
+    def credit(scores: Scores, batch: TrainBatch, state: State) -> Credit:
         logp_BTJ = torch.stack([scores.teachers[n].token_logp_BC for n in names], -1)
         q_EJ = torch.stack([q[tid] for tid in scores.task_ids])
         q_BJ = q_EJ[batch.episode_B]
@@ -185,7 +195,7 @@ class TUOPDConfig(LoopConfig):
     )
 
     @model_validator(mode="after")
-    def _check(self):
+    def _check(self) -> Self:
         check_sampling(self.rollout)
         return self
 

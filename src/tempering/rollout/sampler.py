@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass, field
 from functools import partial
-from typing import cast
+from typing import Any, Protocol, cast
 
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
@@ -61,6 +61,17 @@ def _filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tens
         sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
         logits = torch.full_like(logits, float("-inf")).scatter(-1, idx, sorted_logits)
     return logits
+
+
+class Sampler(Protocol):
+    """What the loop samples with: this module's `HFSampler`, a vLLM server's or Ray workers' (each draws
+    its seeds from `generator`, saved in checkpoints)."""
+
+    tokenizer: Any
+    pad_id: int
+    generator: torch.Generator
+
+    def sample(self, prompts: list[list[int]], params: SamplingParams) -> list[Sample]: ...
 
 
 class HFSampler:

@@ -12,7 +12,7 @@ import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -25,7 +25,7 @@ from tempering.models.io import resolve_device
 from tempering.models.packing import check_packing
 from tempering.progress import warn
 from tempering.rollout.engine import RolloutOptions
-from tempering.rollout.sampler import HFSampler
+from tempering.rollout.sampler import HFSampler, Sampler
 from tempering.runlog import prepare_run_dir
 from tempering.train.checkpoint import (
     latest_checkpoint,
@@ -35,6 +35,7 @@ from tempering.train.checkpoint import (
     set_rng_state,
 )
 from tempering.train.collect import RankCursor
+from tempering.train.config import LoopConfig
 from tempering.train.cursor import PromptCursor
 from tempering.train.method import Context, Method, MethodSpec, Trainable
 from tempering.train.optim import make_optimizer, make_scheduler
@@ -44,6 +45,9 @@ from tempering.train.scoring import RolloutCorrection, Scorer
 from tempering.train.update import UpdateSettings, check_autocast
 from tempering.train.world import World
 from tempering.types import Task
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 NO_PROGRESS = {"seconds": 0.0, "hits": 0.0, "finished_early": 0.0}
 """A new run's count for the early-finish rules: seconds trained, evaluations in a row at run.stop_at_pass."""
@@ -60,31 +64,12 @@ class OwnedModule:
     generator: torch.Generator
 
 
-class FullCopySync:
-    """Under FSDP2 the trainer keeps a full copy of the sharded policy (sampled from, evaluated, saved);
-    after every update this refreshes the copy, then passes it on to a sampler with weights of its own
-    (unless `pass_on` is off: asynchronous rollouts load each batch's weights themselves)."""
-
-    def __init__(self, sampler, full_model: torch.nn.Module, pass_on: bool = True):
-        self.sampler, self.full_model, self.pass_on = sampler, full_model, pass_on
-
-    def sync_weights(self, train_model: torch.nn.Module, version: int | None = None) -> None:
-        from tempering.models.io import full_state_dict
-
-        self.full_model.load_state_dict(full_state_dict(train_model))
-        if self.pass_on and hasattr(self.sampler, "sync_weights"):
-            self.sampler.sync_weights(self.full_model, version)
-
-    def __getattr__(self, name: str):
-        return getattr(self.sampler, name)
-
-
 @dataclass
-class Parts:
-    """One run's assembled parts; `start_state` and `start_step` are where training starts (a resume's
-    checkpoint), the loop keeps the current ones."""
+class Assembly:
+    """One run as `assemble` builds it, the fields the `Trainer` takes over; `start_state` and `start_step`
+    are where training starts (a resume's checkpoint), the loop keeps the current ones."""
 
-    cfg: Any
+    cfg: LoopConfig
     spec: MethodSpec
     ranks: Solo | DataParallel
     family: TaskFamily
@@ -94,11 +79,12 @@ class Parts:
     heldout_tasks: list[Task]
     raw: dict[str, Task]
     """Examples by id as the family made them (before the method's student prompt)."""
-    model: Any
-    tokenizer: Any
+    model: PreTrainedModel
+    """The policy the samplers read, evaluated and saved (under FSDP2 a full copy of the sharded `train_model`)."""
+    tokenizer: PreTrainedTokenizerBase
     fmt: ChatFormat
-    sampler: Any
-    rollout_sampler: Any
+    sampler: Sampler
+    rollout_sampler: Sampler
     """What the rollout stage samples with: `sampler`, or (asynchronous rollouts in this process) a
     sampler with a copy of the weights of its own."""
     opts: RolloutOptions
@@ -109,7 +95,7 @@ class Parts:
     train_model: torch.nn.Module
     """The module the update runs on: `model` itself, or its DDP/FSDP form in data-parallel training."""
     optimizer: torch.optim.Optimizer
-    scheduler: Any
+    scheduler: torch.optim.lr_scheduler.LRScheduler
     cursor: PromptCursor | RankCursor
     update_gen: torch.Generator
     settings: UpdateSettings
@@ -118,25 +104,45 @@ class Parts:
     start_progress: dict[str, float] = field(default_factory=lambda: dict(NO_PROGRESS))
     """What the early-finish rules had counted (`Trainer.progress`)."""
     resume_step: int | None = None
+    full_copy: bool = False
+    """FSDP2: `model` is a full copy of the sharded `train_model`, refreshed after every update."""
 
-    def generators(self) -> dict[str, torch.Generator]:
-        """Every random stream a checkpoint saves, by name."""
-        gens = {
-            "sampler": self.sampler.generator,
-            "update": self.update_gen,
-            **{f"owned/{name}": own.generator for name, own in self.owned.items()},
-        }
-        if self.rollout_sampler is not self.sampler:
-            gens["rollout_sampler"] = self.rollout_sampler.generator
-        return gens
 
-    def family_record(self) -> dict[str, Any]:
-        cls = type(self.family)
-        return {"class": f"{cls.__module__}.{cls.__qualname__}", "from_config": not self.family_given}
+class Checkpointed(Protocol):
+    """What a checkpoint saves besides the policy's weights: an `Assembly` (restored into) or the
+    `Trainer` that took its fields over (saved from)."""
+
+    method: Method
+    family: TaskFamily
+    family_given: bool
+    sampler: Sampler
+    rollout_sampler: Sampler
+    owned: dict[str, OwnedModule]
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    cursor: PromptCursor | RankCursor
+    update_gen: torch.Generator
+
+
+def generators(r: Checkpointed) -> dict[str, torch.Generator]:
+    """Every random stream a checkpoint saves, by name."""
+    gens = {
+        "sampler": r.sampler.generator,
+        "update": r.update_gen,
+        **{f"owned/{name}": own.generator for name, own in r.owned.items()},
+    }
+    if r.rollout_sampler is not r.sampler:
+        gens["rollout_sampler"] = r.rollout_sampler.generator
+    return gens
+
+
+def family_record(r: Checkpointed) -> dict[str, Any]:
+    cls = type(r.family)
+    return {"class": f"{cls.__module__}.{cls.__qualname__}", "from_config": not r.family_given}
 
 
 def assemble(
-    cfg,
+    cfg: LoopConfig,
     spec: MethodSpec,
     family: TaskFamily | None = None,
     resume: bool = False,
@@ -144,7 +150,7 @@ def assemble(
     strategy: str = "ddp",
     overwrite: bool = False,
     parts: Mapping[str, Any] | None = None,
-) -> Parts:
+) -> Assembly:
     """The parts of a run of `spec` (the arguments of `Trainer`); every refusal comes before any model loads."""
     spec.check(cfg, parts or {})
     ranks: Solo | DataParallel = Solo() if world is None else DataParallel(world)
@@ -224,7 +230,7 @@ def assemble(
         heldout_tasks = [replace(t, prompt=build(t)) for t in heldout_tasks]
     check_context(cfg, model, fmt, train_tasks + heldout_tasks)
     optimizer = make_optimizer(model, cfg.optim.lr, cfg.optim.weight_decay, cfg.optim.betas)
-    p = Parts(
+    p = Assembly(
         cfg=cfg,
         spec=spec,
         ranks=ranks,
@@ -258,7 +264,7 @@ def assemble(
     return p
 
 
-def scorers_of(cfg, method: Method, model) -> list[Scorer]:
+def scorers_of(cfg: LoopConfig, method: Method, model: PreTrainedModel) -> list[Scorer]:
     """The method's scorers, then the rollout correction when the config asks for one."""
     scorers = list(method.scorers)
     loss = cfg.loss
@@ -278,7 +284,7 @@ def scorers_of(cfg, method: Method, model) -> list[Scorer]:
     return scorers
 
 
-def owned_modules(cfg, method: Method) -> dict[str, OwnedModule]:
+def owned_modules(cfg: LoopConfig, method: Method) -> dict[str, OwnedModule]:
     """The method's own trainable modules, each with its optimizer and random stream."""
     return {
         name: OwnedModule(
@@ -291,7 +297,7 @@ def owned_modules(cfg, method: Method) -> dict[str, OwnedModule]:
     }
 
 
-def resume_from(p: Parts, ckpt: Path) -> None:
+def resume_from(p: Assembly, ckpt: Path) -> None:
     """A resume: the checkpoint restored into the parts, and a sampler with weights of its own given them."""
     p.resume_step = restore(p, ckpt)
     if p.cfg.run.steps < p.start_step:
@@ -303,7 +309,7 @@ def resume_from(p: Parts, ckpt: Path) -> None:
         p.sampler.sync_weights(p.train_model, version=p.start_step)
 
 
-def load_model(cfg, device: str, lora: bool = True):
+def load_model(cfg: LoopConfig, device: str, lora: bool = True) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The policy and its tokenizer as `cfg.model` names them (with its LoRA adapter unless `lora` is off)."""
     c = cfg.model
     model, tok = load_policy(c.name, seed=cfg.run.seed, dtype=c.dtype, device=device, tokenizer=c.tokenizer)
@@ -319,7 +325,7 @@ def load_model(cfg, device: str, lora: bool = True):
     return model, tok
 
 
-def check_turns(cfg, family, fmt: ChatFormat) -> None:
+def check_turns(cfg: LoopConfig, family: TaskFamily, fmt: ChatFormat) -> None:
     """Refuse multi-turn settings that would do nothing, or that this model cannot honour."""
     tools = getattr(family, "offers_tools", False)
     turns = max(cfg.rollout.max_turns, cfg.run.eval_max_turns or 1)
@@ -341,7 +347,7 @@ def check_turns(cfg, family, fmt: ChatFormat) -> None:
         )
 
 
-def check_context(cfg, model, fmt: ChatFormat, tasks: list[Task]) -> None:
+def check_context(cfg: LoopConfig, model: PreTrainedModel, fmt: ChatFormat, tasks: list[Task]) -> None:
     """Every task's prompt leaves room for an answer, within the model's own context (checked when the
     tasks are loaded; observations that only `reset()` knows are checked when they arrive)."""
     r = cfg.rollout
@@ -363,7 +369,7 @@ def check_context(cfg, model, fmt: ChatFormat, tasks: list[Task]) -> None:
         )
 
 
-def make_sampler(cfg, model, tokenizer):
+def make_sampler(cfg: LoopConfig, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Sampler:
     """The sampler `rollout.backend` names: in process (HF), a vLLM server, or Ray workers."""
     if cfg.rollout.backend == "vllm":
         from tempering.rollout.vllm_sampler import make_vllm_sampler
@@ -385,16 +391,15 @@ def make_sampler(cfg, model, tokenizer):
     return HFSampler(model, tokenizer, seed=cfg.run.seed, threads=cfg.run.threads, dtype=sampling_dtype(cfg))
 
 
-def sampling_dtype(cfg) -> torch.dtype | None:
+def sampling_dtype(cfg: LoopConfig) -> torch.dtype | None:
     """bf16 weights for sampling when the update computes in bf16 (`loss.autocast=bf16`); else the model's."""
     return torch.bfloat16 if cfg.loss.autocast == "bf16" else None
 
 
-def rollout_sampler_for(p: Parts):
+def rollout_sampler_for(p: Assembly) -> Sampler:
     """Asynchronous rollouts with the in-process sampler: a sampler of their own, on a frozen copy of
     the policy, with its own torch threads, continuing the sampling stream the trainer's had."""
-    inner = p.sampler.sampler if isinstance(p.sampler, FullCopySync) else p.sampler
-    if not p.cfg.rollout.async_steps or not isinstance(inner, HFSampler):
+    if not p.cfg.rollout.async_steps or not isinstance(p.sampler, HFSampler):
         return p.sampler
     if p.cfg.model.lora_rank:
         from tempering.models.lora import merged_copy
@@ -408,16 +413,16 @@ def rollout_sampler_for(p: Parts):
         threads=p.cfg.rollout.async_threads,
         dtype=sampling_dtype(p.cfg),
     )
-    own.generator.set_state(inner.generator.get_state())
+    own.generator.set_state(p.sampler.generator.get_state())
     return own
 
 
-def make_scheduler_for(cfg, optimizer: torch.optim.Optimizer):
+def make_scheduler_for(cfg: LoopConfig, optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.LRScheduler:
     o = cfg.optim
     return make_scheduler(optimizer, o.warmup_steps, cfg.run.steps, o.schedule, o.min_lr_ratio)
 
 
-def go_parallel(p: Parts, dp: DataParallel, strategy: str) -> None:
+def go_parallel(p: Assembly, dp: DataParallel, strategy: str) -> None:
     """Each rank rolls out its own share with its own sampling stream; the update is DDP or FSDP2."""
     assert isinstance(p.cursor, PromptCursor)
     p.cursor = RankCursor(p.cursor, dp.rank, dp.size)
@@ -429,7 +434,7 @@ def go_parallel(p: Parts, dp: DataParallel, strategy: str) -> None:
         o = p.cfg.optim
         p.optimizer = make_optimizer(p.train_model, o.lr, o.weight_decay, o.betas)
         p.scheduler = make_scheduler_for(p.cfg, p.optimizer)
-        p.sampler = FullCopySync(p.sampler, p.model, pass_on=not p.cfg.rollout.async_steps)
+        p.full_copy = True
         # every forward of a sharded model is a collective: ranks must run the same forwards, and a
         # shared-prompt forward (two passes) on one rank beside a plain one elsewhere would deadlock
         p.settings.share_prefix = False
@@ -440,29 +445,34 @@ def go_parallel(p: Parts, dp: DataParallel, strategy: str) -> None:
 
 # ---- checkpoints -------------------------------------------------------------------------------
 def checkpoint_state(
-    p: Parts, step: int, state: Mapping[str, float], progress: Mapping[str, float], rngs: list, rollout_rngs: list
-) -> dict:
+    r: Checkpointed,
+    step: int,
+    state: Mapping[str, float],
+    progress: Mapping[str, float],
+    rngs: list[torch.Tensor],
+    rollout_rngs: list[torch.Tensor],
+) -> dict[str, Any]:
     """What a checkpoint holds besides the policy's weights (`restore` reads it back)."""
     return {
         "step": step,
-        "optimizer": p.optimizer.state_dict(),
-        "scheduler": p.scheduler.state_dict(),
-        "cursor": p.cursor.state_dict(),
-        "rng": rng_state(p.generators()),
+        "optimizer": r.optimizer.state_dict(),
+        "scheduler": r.scheduler.state_dict(),
+        "cursor": r.cursor.state_dict(),
+        "rng": rng_state(generators(r)),
         "rank_sampler_rng": rngs,
         "rank_rollout_rng": rollout_rngs,
-        "method": p.method.name,
+        "method": r.method.name,
         "method_state": dict(state),
         "progress": dict(progress),
         "owned": {
             name: {"module": own.trainable.module.state_dict(), "optimizer": own.optimizer.state_dict()}
-            for name, own in p.owned.items()
+            for name, own in r.owned.items()
         },
-        "task_family": p.family_record(),
+        "task_family": family_record(r),
     }
 
 
-def restore(p: Parts, ckpt: Path) -> int:
+def restore(p: Assembly, ckpt: Path) -> int:
     """Load checkpoint `ckpt` into the parts (weights, optimizers, cursor, random streams, the method's
     state and modules); returns its step."""
     from safetensors.torch import load_file
@@ -478,7 +488,7 @@ def restore(p: Parts, ckpt: Path) -> int:
     p.optimizer.load_state_dict(s["optimizer"])
     p.scheduler.load_state_dict(s["scheduler"])
     p.cursor.load_state_dict(s["cursor"])
-    set_rng_state(s["rng"], p.generators())
+    set_rng_state(s["rng"], generators(p))
     rngs = s.get("rank_sampler_rng") or []
     if isinstance(p.ranks, DataParallel):
         if len(rngs) != p.ranks.size:
@@ -504,11 +514,11 @@ def restore(p: Parts, ckpt: Path) -> int:
     return p.start_step
 
 
-def check_family(p: Parts, saved: dict[str, Any] | None) -> None:
+def check_family(p: Assembly, saved: dict[str, Any] | None) -> None:
     """A resume trains on what the run trained on, or refuses."""
     if saved is None:
         return
-    here = p.family_record()
+    here = family_record(p)
     if not saved["from_config"] and not p.family_given:
         raise UserError(
             f"this run trained on a task family given from Python ({saved['class']}), which its config cannot "
@@ -522,7 +532,7 @@ def check_family(p: Parts, saved: dict[str, Any] | None) -> None:
 
 
 # ---- refusals before any work ------------------------------------------------------------------
-def check_parallel(cfg, size: int, strategy: str, resume: bool) -> None:
+def check_parallel(cfg: LoopConfig, size: int, strategy: str, resume: bool) -> None:
     """What a data-parallel run cannot do, before any work starts."""
     if size == 1:
         return

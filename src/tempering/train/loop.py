@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -32,23 +32,31 @@ from tempering.errors import UserError
 from tempering.evaluation import evaluate
 from tempering.metrics import reward_parts
 from tempering.models import save_module, save_policy
+from tempering.models.chat import ChatFormat
 from tempering.progress import Reporter, count_parameters, human, warn
-from tempering.rollout.engine import RolloutStats
+from tempering.rollout.engine import RolloutOptions, RolloutStats
+from tempering.rollout.sampler import Sampler
 from tempering.runlog import RunLog
 from tempering.train.batch import TrainBatch, collate
-from tempering.train.build import FullCopySync, assemble, checkpoint_state
+from tempering.train.build import OwnedModule, assemble, checkpoint_state
 from tempering.train.checkpoint import save_checkpoint
 from tempering.train.collapse import CollapseRule, CollapseState, check_collapse
-from tempering.train.collect import Collector, Rollouts
+from tempering.train.collect import Collector, RankCursor, Rollouts
+from tempering.train.config import LoopConfig
+from tempering.train.cursor import PromptCursor
 from tempering.train.dynamic import DynamicSampling
-from tempering.train.method import Credit, MethodSpec, zero_signal_groups
+from tempering.train.method import Credit, Method, MethodSpec, zero_signal_groups
+from tempering.train.parallel import DataParallel, Solo
 from tempering.train.pipeline import RolloutPipeline
-from tempering.train.scoring import Scores, per_turn, score
-from tempering.train.update import policy_update
+from tempering.train.scoring import Scorer, Scores, per_turn, score
+from tempering.train.update import UpdateSettings, policy_update
 from tempering.train.world import World
-from tempering.types import Episode, Group
+from tempering.types import Episode, Group, Task
 
-Part = tuple[dict[str, float], float | None]
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+Weighted = tuple[dict[str, float], float | None]
 """Metrics of a step and the weight their reduction over ranks gives this rank (None: already reduced)."""
 
 COMMON_PLOTS = (
@@ -71,11 +79,23 @@ class StepResult:
     groups: list[Group] = field(default_factory=list)
 
 
-class _NoLog:
-    """The run log on ranks other than 0: they write nothing."""
+class NoLog:
+    """The run log on ranks other than 0: they write nothing (and read nothing: rank 0 shares what it reads)."""
 
-    def __getattr__(self, name: str):
-        return lambda *a, **k: None
+    def log(self, step: int, metrics: Mapping[str, Any]) -> None:
+        pass
+
+    def samples(self, step: int, rows: list[dict[str, Any]]) -> None:
+        pass
+
+    def plot(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def read_metrics(self) -> list[dict[str, Any]]:
+        return []
 
 
 class Trainer:
@@ -91,7 +111,7 @@ class Trainer:
 
     def __init__(
         self,
-        cfg,
+        cfg: LoopConfig,
         method: MethodSpec,
         family: TaskFamily | None = None,
         resume: bool = False,
@@ -100,52 +120,74 @@ class Trainer:
         overwrite: bool = False,
         parts: Mapping[str, Any] | None = None,
     ):
-        self.parts = p = assemble(cfg, method, family, resume, world, strategy, overwrite, parts)
-        self.state: dict[str, float] = dict(p.start_state)
-        self.step_no = p.start_step
-        self.progress: dict[str, float] = dict(p.start_progress)
+        a = assemble(cfg, method, family, resume, world, strategy, overwrite, parts)
+        # the assembled run (`train/build.py: Assembly`), each part the trainer's own field from here on
+        self.cfg: LoopConfig = a.cfg
+        self.spec: MethodSpec = a.spec
+        self.method: Method = a.method
+        self.ranks: Solo | DataParallel = a.ranks
+        self.family: TaskFamily = a.family
+        self.family_given: bool = a.family_given
+        self.train_tasks: list[Task] = a.train_tasks
+        self.heldout_tasks: list[Task] = a.heldout_tasks
+        self.raw: dict[str, Task] = a.raw
+        self.model: PreTrainedModel = a.model
+        self.tokenizer: PreTrainedTokenizerBase = a.tokenizer
+        self.fmt: ChatFormat = a.fmt
+        self.sampler: Sampler = a.sampler
+        self.rollout_sampler: Sampler = a.rollout_sampler
+        self.opts: RolloutOptions = a.opts
+        self.scorers: list[Scorer] = a.scorers
+        self.owned: dict[str, OwnedModule] = a.owned
+        self.train_model: torch.nn.Module = a.train_model
+        self.full_copy: bool = a.full_copy
+        self.optimizer: torch.optim.Optimizer = a.optimizer
+        self.scheduler: torch.optim.lr_scheduler.LRScheduler = a.scheduler
+        self.cursor: PromptCursor | RankCursor = a.cursor
+        self.update_gen: torch.Generator = a.update_gen
+        self.settings: UpdateSettings = a.settings
+        self.resume_step: int | None = a.resume_step
+        self.state: dict[str, float] = dict(a.start_state)
+        self.step_no = a.start_step
+        self.progress: dict[str, float] = dict(a.start_progress)
         """What the early-finish rules count (`run.stop_at_pass`, `run.max_seconds`); saved in checkpoints."""
         self._errors_seen: set[tuple[str, str]] = set()
         self._nonfinite_streak = 0
+        self.collapse = CollapseState()
+        r = self.cfg.rollout
         self.collector = Collector(
-            p.train_tasks,
-            p.cursor,
-            p.family,
-            p.fmt,
-            p.opts,
-            p.method,
-            p.cfg.rollout.prompts_per_step,
-            p.cfg.rollout.group_size,
-            p.cfg.rollout.on_env_error,
+            self.train_tasks,
+            self.cursor,
+            self.family,
+            self.fmt,
+            self.opts,
+            self.method,
+            r.prompts_per_step,
+            r.group_size,
+            r.on_env_error,
             None
-            if p.method.resample_rounds is None
-            else DynamicSampling(p.method, p.cfg.rollout.group_size, p.sampler.pad_id, p.cfg.loss.mask_truncated),
+            if self.method.resample_rounds is None
+            else DynamicSampling(self.method, r.group_size, self.sampler.pad_id, self.cfg.loss.mask_truncated),
         )
         """One step's groups (`train/collect.py`): called here, or by the rollout pipeline's thread."""
         self.pipeline: RolloutPipeline | None = None
-        if p.cfg.rollout.async_steps:
+        if r.async_steps:
             self.pipeline = RolloutPipeline(
-                self.collector, p.rollout_sampler, p.cfg.rollout.async_steps, self._drains_after, start=self.step_no
+                self.collector, self.rollout_sampler, r.async_steps, self._drains_after, start=self.step_no
             )
-        self.log: RunLog | _NoLog = _NoLog()
-        if p.ranks.is_main:
+        self.log: RunLog | NoLog = NoLog()
+        if self.ranks.is_main:
             self.log = RunLog(
-                p.cfg.run.out_dir,
-                p.cfg.model_dump(mode="json"),
-                resume_step=p.resume_step,
-                tensorboard=p.cfg.run.tensorboard,
-                wandb=p.cfg.run.wandb,
-                trackio=p.cfg.run.trackio,
-                title=f"{Path(p.cfg.run.out_dir).name} · {p.method.name} · {p.cfg.model.name}",
-                plots=[*COMMON_PLOTS, *p.method.plots],
+                self.cfg.run.out_dir,
+                self.cfg.model_dump(mode="json"),
+                resume_step=self.resume_step,
+                tensorboard=self.cfg.run.tensorboard,
+                wandb=self.cfg.run.wandb,
+                trackio=self.cfg.run.trackio,
+                title=f"{Path(self.cfg.run.out_dir).name} · {self.method.name} · {self.cfg.model.name}",
+                plots=[*COMMON_PLOTS, *self.method.plots],
             )
-        p.ranks.barrier()  # rank 0 has prepared the run folder
-
-    def __getattr__(self, name: str) -> Any:
-        """The run's parts read as the trainer's own (`t.model`, `t.sampler`, `t.cfg`, ...: `train/build.py: Parts`)."""
-        if name == "parts":  # not assembled (yet)
-            raise AttributeError(name)
-        return getattr(self.parts, name)
+        self.ranks.barrier()  # rank 0 has prepared the run folder
 
     def _drains_after(self, step: int) -> bool:
         """Steps after which asynchronous rollouts have nothing in flight: evaluations, checkpoints, the end."""
@@ -178,7 +220,7 @@ class Trainer:
                 self.step_no,
                 self.model,
                 self.tokenizer,
-                checkpoint_state(self.parts, self.step_no, self.state, self.progress, rngs, rollout_rngs),
+                checkpoint_state(self, self.step_no, self.state, self.progress, rngs, rollout_rngs),
                 self.cfg.run.keep_checkpoints,
             )
         self.ranks.barrier()
@@ -202,8 +244,8 @@ class Trainer:
     # ---- one step ----------------------------------------------------------------------------
     def train_on(
         self, groups: list[Group], trainable: bool = True, scores: Scores | None = None
-    ) -> tuple[list[Part], dict[str, Any]]:
-        """Score, credit and update on this rank's groups: (the step's metrics as parts for `record`,
+    ) -> tuple[list[Weighted], dict[str, Any]]:
+        """Score, credit and update on this rank's groups: (the step's weighted metrics for `record`,
         per-episode turn advantages and the credit's per-episode values). `scores`: what the method's
         filter scorers already made of the groups (dynamic sampling); the rest of the scorers run here.
         `trainable=False`: the groups only keep this rank's collectives in step (empty loss mask). When no
@@ -261,32 +303,37 @@ class Trainer:
         shape = scores.turns.scores_NGK.shape
         adv_NGK = per_turn(trained.adv_BT, trained, shape) / per_turn(trained.mask_BT, trained, shape).clamp(min=1)
         signal = {} if self.method.resample_rounds is not None else {"frac_zero_adv_groups": float(zero.float().mean())}
-        parts: list[Part] = [
+        weighted: list[Weighted] = [
             ({**scores.metrics, **signal}, len(episodes)),
             ({**reduced, **{f"state/{k}": v for k, v in self.state.items()}}, None),
             (upd, 1.0),
             ({"loss_tokens": loss_tokens}, None),
         ]
         per_episode = {k: v.tolist() for k, v in credit.per_episode.items()} if trainable else {}
-        return parts, {"turn_adv": adv_NGK.reshape(-1, shape[-1]).tolist(), "per_episode": per_episode}
+        return weighted, {"turn_adv": adv_NGK.reshape(-1, shape[-1]).tolist(), "per_episode": per_episode}
 
-    def record(self, parts: list[Part]) -> dict[str, float]:
-        """One step's metrics from its parts, (values, weight) in the order they override each other:
-        every rank's values of the parts with a weight reduced in one collective; weight None: already
-        the same on every rank."""
-        local = [(m, w) for m, w in parts if w is not None]
+    def record(self, weighted: list[Weighted]) -> dict[str, float]:
+        """One step's metrics from (values, weight) pairs in the order they override each other: every
+        rank's values of the pairs with a weight reduced in one collective; weight None: already the same
+        on every rank."""
+        local = [(m, w) for m, w in weighted if w is not None]
         reduced = iter(self.ranks.reduce_all(local))
         out: dict[str, float] = {}
-        for m, w in parts:
+        for m, w in weighted:
             out |= next(reduced) if w is not None else m
         return out
 
     def _sync_sampler(self) -> None:
-        """After an update, a sampler with weights of its own gets them (vLLM, Ray; FSDP2's full copy) and
-        is checked to hold them (`rollout/sync.py`: a mismatch stops the run). Asynchronous rollouts load
-        each batch's weights through the pipeline instead, with the same check."""
-        if isinstance(self.sampler, FullCopySync) or (self.pipeline is None and hasattr(self.sampler, "sync_weights")):
-            self.sampler.sync_weights(self.train_model, version=self.step_no + 1)
+        """After an update, FSDP2's full copy of the policy is refreshed, and a sampler with weights of its
+        own gets them (vLLM, Ray) and is checked to hold them (`rollout/sync.py`: a mismatch stops the run).
+        Asynchronous rollouts load each batch's weights through the pipeline instead, with the same check."""
+        if self.full_copy:
+            from tempering.models.io import full_state_dict
+
+            self.model.load_state_dict(full_state_dict(self.train_model))
+        sync = getattr(self.sampler, "sync_weights", None)
+        if self.pipeline is None and sync is not None:
+            sync(self.model if self.full_copy else self.train_model, version=self.step_no + 1)
 
     def _policy_snapshot(self) -> dict[str, torch.Tensor]:
         """The current weights under Hugging Face names, copied (the next update changes the originals)."""
@@ -317,7 +364,7 @@ class Trainer:
         self._check_errors(stats, "training")
         episodes = [e for g in groups for e in g.episodes]
         t1 = time.perf_counter()
-        parts, detail = self.train_on(groups, trainable, r.scores)
+        weighted, detail = self.train_on(groups, trainable, r.scores)
         t2 = time.perf_counter()
         self.step_no += 1
         n_tok = [e.num_action_tokens for e in episodes]
@@ -354,7 +401,7 @@ class Trainer:
             m["greedy_env_calls"], m["greedy_tokens"] = stats.greedy_env_calls, stats.greedy_tokens
             m["greedy_overhead_tokens"] = (stats.tokens + stats.greedy_tokens) / max(stats.tokens, 1)
             m["greedy_overhead_seconds"] = stats.wall_seconds / max(stats.wall_seconds - stats.greedy_seconds, 1e-9)
-        m = self.record([(m, len(episodes)), *parts])
+        m = self.record([(m, len(episodes)), *weighted])
         self.log.log(self.step_no, m)
         self._check_finite(m)
         if c.run.log_samples:
@@ -488,7 +535,7 @@ class Trainer:
     async def _run(self, callbacks: list[Any]) -> dict[str, Any]:
         c = self.cfg.run
         history: dict[str, Any] = {}
-        self.collapse = CollapseState()
+        self.collapse = CollapseState()  # collapse signs are watched from the start of each `arun`
         report = Reporter(
             c.steps,
             self.method.name,
@@ -606,7 +653,7 @@ class Trainer:
             "steps": f"{c.run.steps} x {c.rollout.prompts_per_step} prompts x {c.rollout.group_size} samples",
             "optimizer": f"AdamW, lr {c.optim.lr:g}, {c.optim.warmup_steps} warm-up steps, then {c.optim.schedule}"
             + (f" to {c.optim.min_lr_ratio:g} x lr" if c.optim.schedule != "constant" else ""),
-            **({"KL": self._kl_summary()} if hasattr(c.loss, "kl_coef") else {}),
+            **({"KL": self._kl_summary(c.loss.kl_coef)} if hasattr(c.loss, "kl_coef") else {}),
             **(
                 {"answers": "given (the task's reference answers); the evaluations score the model"}
                 if self.method.supervised
@@ -616,12 +663,12 @@ class Trainer:
             + (f" (resuming from step {self.resume_step})" if self.resume_step is not None else ""),
         }
 
-    def _kl_summary(self) -> str:
+    def _kl_summary(self, kl_coef: float) -> str:
         c = self.cfg
-        if not c.loss.kl_coef:
+        if not kl_coef:
             return "none (loss.kl_coef=0: no reference model)"
         where = "in the reward" if getattr(c.loss, "kl_in_reward", False) else "in the loss"
-        return f"loss.kl_coef {c.loss.kl_coef:g} {where}, to the reference: the starting model ({c.model.name})"
+        return f"loss.kl_coef {kl_coef:g} {where}, to the reference: the starting model ({c.model.name})"
 
 
 class StopAtStepEnd:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import torch
 
@@ -26,13 +26,21 @@ from tempering.envs.base import TaskFamily
 from tempering.errors import UserError
 from tempering.models.chat import ChatFormat
 from tempering.rollout.engine import RolloutOptions
+from tempering.rollout.sampler import Sampler
 from tempering.teachers.prompts import PromptBuilder
 from tempering.train.batch import TrainBatch, broadcast_turn_adv
+from tempering.train.config import LoopConfig
+from tempering.train.parallel import DataParallel, Solo
 from tempering.train.scoring import Scorer, Scores
 from tempering.train.update import PPO_LOSS, Loss
 from tempering.types import Episode, Task
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
 State = Mapping[str, float]
+C = TypeVar("C", bound=LoopConfig)
+"""A verb's config class: a method's `Context`, builder and `MethodSpec` share it."""
 
 
 @dataclass(frozen=True)
@@ -124,28 +132,34 @@ class Method:
         return self.scorers if self.signal_scorers is None else self.signal_scorers
 
 
-@dataclass
-class Context:
-    """What a method builder may use: the run's config, policy, data and helpers."""
+def _no_start() -> torch.nn.Module:
+    raise ValueError(
+        "this Context was made without load_start: give it one to build a method that needs the starting policy"
+    )
 
-    cfg: Any
-    model: Any
+
+@dataclass
+class Context(Generic[C]):
+    """What a method builder may use: the run's config (its verb's config class), policy, data and helpers."""
+
+    cfg: C
+    model: PreTrainedModel
     """The policy (unwrapped: the module the sampler reads; a Hugging Face causal LM)."""
-    tokenizer: Any
+    tokenizer: PreTrainedTokenizerBase
     fmt: ChatFormat
     family: TaskFamily
     train_tasks: list[Task]
     heldout_tasks: list[Task]
     raw: dict[str, Task]
     """Examples by id, before the student's prompt is applied (teacher prompts are built from these)."""
-    sampler: Any
+    sampler: Sampler
     opts: RolloutOptions
-    ranks: Any
+    ranks: Solo | DataParallel
     """`Solo` or `DataParallel`: `once(fn)` runs work on rank 0 and shares the result."""
     resume: bool = False
     parts: Mapping[str, Any] = field(default_factory=dict)
     """Objects a Python caller gave in place of the config's (`MethodSpec.parts`, e.g. a ready teacher)."""
-    load_start: Callable[[], Any] = lambda: None
+    load_start: Callable[[], torch.nn.Module] = _no_start
     """A frozen copy of the starting policy (`model.name`), e.g. a KL reference or anchor."""
 
     @property
@@ -153,26 +167,26 @@ class Context:
         return next(self.model.parameters()).device
 
 
-MethodBuilder = Callable[[Context], Method]
+MethodBuilder = Callable[[Context[C]], Method]
 
 
 @dataclass(frozen=True)
-class MethodSpec:
+class MethodSpec(Generic[C]):
     """A training method as the registry, the CLI and `tempering config` know it: each `methods/X.py`
     exports one as `SPEC`. What its loss supports is its config's to say (`LoopConfig.linearity`, checked by
     `train/rules.py` when the config is read) or, where the config does not decide it, the built loss's."""
 
     name: str
-    config: type
+    config: type[C]
     """Its verb's config schema (a `train.config.LoopConfig`)."""
-    build: MethodBuilder
+    build: MethodBuilder[C]
     parts: tuple[str, ...] = ()
     """Keyword objects a Python caller may give in place of the config's (`Context.parts`)."""
     run: Callable[..., dict[str, Any]] | None = None
     """The verb, when it is more than one run of the loop (`(spec, cfg, **kwargs) -> history`); None:
     one `Trainer(cfg, spec).run()`."""
 
-    def check(self, cfg: Any, parts: Mapping[str, Any] = {}) -> None:
+    def check(self, cfg: C, parts: Mapping[str, Any] = {}) -> None:
         """Refuse objects this method does not take, before any model loads."""
         unknown = sorted(set(parts) - set(self.parts))
         if unknown:

@@ -14,16 +14,21 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
 from tempering.config import Schema
 from tempering.errors import UserError
 from tempering.runlog import atomic_write_text, prepare_run_dir
+from tempering.train.config import LoopConfig
 
 if TYPE_CHECKING:
     from tempering.train.world import World
+
+
+L = TypeVar("L", bound=LoopConfig)
+"""The config class of a stage (each stage a training verb's)."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,7 @@ class Stages:
         text = json.dumps({"stage": name, "config": dump, "after": after}, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    def run(self, name: str, cfg: Any, train: Callable[[Any, bool, bool], Any], after: str = "") -> Stage:
+    def run(self, name: str, cfg: L, train: Callable[[L, bool, bool], Any], after: str = "") -> Stage:
         """Stage `name` in `cfg.run.out_dir`: reused when it finished with this digest, refused when it
         finished with another, else `train(cfg, resume, overwrite)` (a stage with a checkpoint resumes; one
         started but never checkpointed starts again), whose JSON result `stage.json` records. A run that a
