@@ -855,7 +855,9 @@ def kernel_worker(work: Path, trials: int) -> dict:
     relu = _sub("        y = torch.empty_like(x)\n        self.lib.relu(x, y, x.numel())\n        return y")
     slow = slow_relu(4.0)  # a submission's Python cannot sleep (no time module): its kernel spins
     cfg = VerifyConfig(seeds=1, signed_trials=1, warmup=1, timed_runs=3, compile_baseline="off", memory_mb=8192)
-    v = KernelVerifier(replace(cfg, static_checks=False, cache_dir=str(work / "kernel-cache")), sandbox=Sandbox(image="host"))
+    v = KernelVerifier(
+        replace(cfg, static_checks=False, cache_dir=str(work / "kernel-cache")), sandbox=Sandbox(image="host")
+    )
     problem = Problem(name="rand_relu", source=RELU_PROBLEM)
     me = os.getpid()
 

@@ -607,7 +607,9 @@ def main() -> None:
         data = json.loads((out / "kernels.json").read_text())
         scfg = VerifyConfig(seeds=3, signed_trials=1, timed_runs=10, compile_baseline="off")  # SketchFamily's checks
         data["sketch_spread"] = asyncio.run(
-            sketch_spread(KernelVerifier(scfg, sandbox=Sandbox(image="host", concurrency=1)), args.sketches, args.sketch_seed)
+            sketch_spread(
+                KernelVerifier(scfg, sandbox=Sandbox(image="host", concurrency=1)), args.sketches, args.sketch_seed
+            )
         )
         data["config"]["sketch_seed"] = args.sketch_seed
         data["command_sketches"] = "python " + " ".join([os.path.relpath(__file__, ROOT)] + sys.argv[1:])
@@ -697,7 +699,9 @@ def main() -> None:
     scfg = replace(vcfg, seeds=3, signed_trials=1, timed_runs=10)  # SketchFamily's checks
     data["sketch_spread"] = asyncio.run(
         sketch_spread(
-            KernelVerifier(scfg, sandbox=Sandbox(image="host", concurrency=1)), 4 if args.quick else args.sketches, args.sketch_seed
+            KernelVerifier(scfg, sandbox=Sandbox(image="host", concurrency=1)),
+            4 if args.quick else args.sketches,
+            args.sketch_seed,
         )
     )
     if args.kernelbench:

@@ -102,7 +102,9 @@ def verifier(kernel_verifier):
 def test_candidates_served_by_one_worker_see_nothing_of_each_other(verifier):
     from tempering.sandbox import Sandbox
 
-    one = KernelVerifier(verifier.config, sandbox=Sandbox(image="host", concurrency=1), cache=verifier.cache)  # one worker
+    one = KernelVerifier(
+        verifier.config, sandbox=Sandbox(image="host", concurrency=1), cache=verifier.cache
+    )  # one worker
     problem = Problem(name="rand_relu", source=RELU_PROBLEM)
 
     async def go():
