@@ -163,4 +163,7 @@ def test_paths_a_run_reads_are_stored_absolute_and_gone_ones_are_named(tmp_path,
     assert gone_paths(data) == []
     (tmp_path / "env.py").unlink()
     data["run"]["out_dir"] = str(tmp_path / "gone_run")  # a run's own folder is made by the run
-    assert gone_paths(data) == [("task.args.env", f"{tmp_path / 'env.py'}:Env.make"), ("task.args.rewards.0", f"{tmp_path / 'env.py'}:f")]
+    assert gone_paths(data) == [
+        ("task.args.env", f"{tmp_path / 'env.py'}:Env.make"),
+        ("task.args.rewards.0", f"{tmp_path / 'env.py'}:f"),
+    ]

@@ -147,7 +147,12 @@ def gone_paths(data: dict) -> list[tuple[str, str]]:
     gone = []
     for key, box, k in _leaf_items(data):
         v = box[k]
-        if isinstance(v, str) and v.startswith("/") and not key.endswith("_dir") and not Path(_split_spec(v)[0]).exists():
+        if (
+            isinstance(v, str)
+            and v.startswith("/")
+            and not key.endswith("_dir")
+            and not Path(_split_spec(v)[0]).exists()
+        ):
             gone.append((key, v))
     return gone
 
