@@ -119,7 +119,7 @@ def _split_spec(value: str) -> tuple[str, str]:
 def _leaf_items(data: Any, key: str = "") -> list[tuple[str, Any, Any]]:
     """(`a.b.c`, container, index) of every leaf value in nested mappings and lists."""
     items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
-    out = []
+    out: list[tuple[str, Any, Any]] = []
     for k, v in items:
         name = f"{key}.{k}" if key else str(k)
         out += _leaf_items(v, name) if isinstance(v, (dict, list)) else [(name, data, k)]
