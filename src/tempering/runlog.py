@@ -14,7 +14,6 @@ from typing import Any
 
 import yaml
 
-from tempering.config import anchor_paths
 from tempering.errors import UserError
 
 
@@ -159,7 +158,7 @@ class RunLog:
         self.metrics_path = self.dir / "metrics.jsonl"
         self.samples_path = self.dir / "samples.jsonl"
         # a resume rewrites it too: what the continued run uses (e.g. a longer run.steps) is what the next reads
-        atomic_write_text(self.dir / "config.yaml", yaml.safe_dump(anchor_paths(config), sort_keys=False))
+        atomic_write_text(self.dir / "config.yaml", yaml.safe_dump(config, sort_keys=False))
         self._lock = (self.dir / "config.yaml").open()  # held while the run lives: `failed_start` reads it
         fcntl.flock(self._lock, fcntl.LOCK_SH)
         if resume_step is None:

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from tempering.config import anchor_paths
 from tempering.envs.base import TaskFamily
 from tempering.envs.rewards import TRAINER_STATE
 from tempering.errors import UserError
@@ -132,7 +133,7 @@ class Trainer:
         if p.ranks.is_main:
             self.log = RunLog(
                 p.cfg.run.out_dir,
-                p.cfg.model_dump(mode="json"),
+                anchor_paths(p.cfg.model_dump(mode="json")),  # what --resume reads, from any folder
                 resume_step=p.resume_step,
                 tensorboard=p.cfg.run.tensorboard,
                 wandb=p.cfg.run.wandb,
