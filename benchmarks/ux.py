@@ -1,6 +1,6 @@
 """The README's commands, run as written, in order, from a fresh folder; and how fast `tempering config` answers.
 
-    python benchmarks/ux.py [--out docs/results/ux] [--bad-inputs-only | --findings-only]
+    python benchmarks/ux.py [--out docs/results/ux] [--bad-inputs-only | --findings-only | --memory-only]
 
 Each line of the README's command-line block runs in a scratch folder holding a copy of `examples/`,
 so one command's output (runs/pt, runs/train, ...) feeds the next as it would for a user. To keep the
@@ -399,6 +399,18 @@ def render(report: dict) -> str:
     for r in rows:
         if r["exit"]:
             md += [f"- `{r['command']}` failed: " + " / ".join(r["stderr_tail"])]
+    if "quickstart_memory" in report:
+        md += [
+            "",
+            "Peak resident memory of the real quickstart's process (GNU time), one setting at a time:",
+            "",
+            "| setting | command | exit | peak RSS (GB) |",
+            "|---|---|---|---|",
+            *[
+                f"| {k} | `{v['command']}` | {v['exit']} | {v['peak_rss_gb']} |"
+                for k, v in report["quickstart_memory"].items()
+            ],
+        ]
     if "findings" in report:
         md += [
             "",
@@ -423,9 +435,22 @@ def main() -> None:
         action="store_true",
         help="take the bad-input figures of reliability.json (benchmarks/faults.py --bad-inputs-only) into ux.json",
     )
+    ap.add_argument(
+        "--memory-only",
+        action="store_true",
+        help="measure only the real quickstart's peak memory, as written and with loss.pack, into ux.json",
+    )
     args = ap.parse_args()
     out = Path(args.out)
     from tempering.runlog import atomic_write_text
+
+    if args.memory_only:
+        report = json.loads(out.with_suffix(".json").read_text())
+        with tempfile.TemporaryDirectory(prefix="memory_") as d:
+            report["quickstart_memory"] = quickstart_memory(Path(d))
+        atomic_write_text(out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
+        atomic_write_text(out.with_suffix(".md"), render(report))
+        return
 
     if args.findings_only:
         report = json.loads(out.with_suffix(".json").read_text())
