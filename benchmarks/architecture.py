@@ -1,6 +1,6 @@
 """The package's shape, measured, and reruns of every training verb before and after a change.
 
-    python benchmarks/architecture.py --before REF [--results docs/results]
+    python benchmarks/architecture.py --before REF [--results docs/results] [--cases NAME ...]
 
 Static figures (from the source, with `ast`): lines per top-level package, the Trainer's lines, the ten
 longest functions, the modules that speak HTTP themselves, import circles between modules, and the
@@ -13,7 +13,8 @@ package is edited, so the count is the module and the one registration.
 Reruns: every training verb (and the quickstart's two stages, shortened) runs a few steps on a tiny
 model warm-started on sums, once with the code at REF (a git worktree) and once with the working tree;
 each case compares a digest of the final weights, of every metric row (timings left out) and of the
-held-out history. Metric names a change renamed are mapped first (`RENAMED`) and listed.
+held-out history. Metric names a change renamed are mapped first (`RENAMED`) and listed. `--cases` reruns
+only the cases named, prints their comparison and writes no results files (a check while changing code).
 """
 
 from __future__ import annotations
@@ -36,8 +37,10 @@ SRC = ROOT / "src" / "tempering"
 RENAMED = {
     "rollout/tis_mean_weight": "rollout/mean_weight",
     "rollout/tis_truncated_frac": "rollout/clipped_token_share",
+    "leap/rank_score_abs": "group_reward_abs",
 }
-"""Metric names the rollout-correction modes renamed (same values)."""
+"""Metric names a change renamed (same values): the rollout-correction modes; LEAP's mean |tournament score|,
+now logged by the scoring step for any group reward."""
 
 DROPPED = ("state/step",)
 """Metrics a documented fix removed: PPO's state no longer counts trained steps (value pre-training counts
@@ -433,6 +436,8 @@ RERUN_CASES = [
     "train+kl",
     "train+async",
     "train+tcpo",
+    "train+leap",
+    "train+leap+dynamic_sampling",
     "rgrpo_round",
     "ppo",
     "ppo+head",
@@ -446,12 +451,12 @@ RERUN_CASES = [
 ]
 
 
-def rerun(src: Path, work: Path, teacher: str, model: str) -> dict[str, dict]:
+def rerun(src: Path, work: Path, teacher: str, model: str, cases: list[str]) -> dict[str, dict]:
     work.mkdir(parents=True, exist_ok=True)
     script = ROOT / "benchmarks" / "architecture_cases.py"  # runs with `src` first on its path
     env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "2"}
     res = subprocess.run(
-        [sys.executable, str(script), str(work / "runs"), teacher, model, json.dumps(RENAMED), ",".join(RERUN_CASES)]
+        [sys.executable, str(script), str(work / "runs"), teacher, model, json.dumps(RENAMED), ",".join(cases)]
         + [",".join(TIMING)],
         capture_output=True,
         text=True,
@@ -492,7 +497,11 @@ def main() -> None:
     p.add_argument("--after", default=None, help="the git ref compared with it (default: the working tree)")
     p.add_argument("--results", default=str(ROOT / "docs" / "results"))
     p.add_argument("--work", default=None, help="scratch folder (default: a temporary one, removed)")
+    p.add_argument(
+        "--cases", nargs="+", choices=RERUN_CASES, default=None, help="rerun only these cases; writes no results"
+    )
     a = p.parse_args()
+    cases = a.cases or RERUN_CASES
     sys.path.insert(0, str(ROOT))
     from tempering.experiments import conditions, conditions_text, machine, write_results
 
@@ -510,15 +519,19 @@ def main() -> None:
         subprocess.run(add, cwd=ROOT, check=True, capture_output=True)
     try:
         teacher, model = warm_start(work)
-        old = rerun(work / "before" / "src", work / "runs_before", teacher, model)
-        new = rerun(work / "after" / "src" if a.after else SRC.parent, work / "runs_after", teacher, model)
-        added = add_a_method(model, work)
+        old = rerun(work / "before" / "src", work / "runs_before", teacher, model, cases)
+        new = rerun(work / "after" / "src" if a.after else SRC.parent, work / "runs_after", teacher, model, cases)
+        added = add_a_method(model, work) if a.cases is None else {}
     finally:
         for name in trees:
             subprocess.run(["git", "worktree", "remove", "--force", str(work / name)], cwd=ROOT, capture_output=True)
         if a.work is None:
             shutil.rmtree(work, ignore_errors=True)
-    same = {c: {k: old[c][k] == new[c][k] for k in ("weights", "metrics", "history")} for c in RERUN_CASES}
+    same = {c: {k: old[c][k] == new[c][k] for k in ("weights", "metrics", "history")} for c in cases}
+    if a.cases is not None:
+        end = conditions_text(start, conditions())
+        print(json.dumps({"before": a.before, "conditions": end, "same": same, "runs": {"before": old, "after": new}}))
+        return
     longest = functions()[:10]
     circles = import_circles()
     clients = http_clients()

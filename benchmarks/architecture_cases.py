@@ -64,6 +64,11 @@ def case(name: str, out: Path, model: str, teacher: str):
     if name == "train+async":
         c["rollout"]["async_steps"] = 1
         c["loss"]["rollout_correction"] = "tis"
+    if name.startswith("train+leap"):  # LEAP's rank tournament (a group reward) and its turn credit
+        c["rollout"] |= {"max_turns": 2, "prune": "dcp"}
+        c["loss"]["advantage"] = "leap"
+        if name.endswith("dynamic_sampling"):
+            c["loss"]["dynamic_sampling"] = True
     if name == "train+tcpo":
         c["rollout"]["max_turns"] = 2
         c["loss"]["advantage"] = "tcpo"

@@ -1,7 +1,7 @@
 """The sandbox's numbers: per-job overhead of each backend, the adversarial suite through every path that
 judges, the seccomp allow-list's families.
 
-    python benchmarks/sandbox_throughput.py [--n 40] [--seed 0] [--part timings|attacks|all]
+    python benchmarks/sandbox_throughput.py [--n 40] [--seed 0] [--part timings|attacks|image|all]
     python benchmarks/sandbox_throughput.py --add-round '{"round": 1, "written": 15, "escaped_before_fix": 2}'
     (optional keys: "credited_before_fix", "credited_after_fix", "what")
 
@@ -13,6 +13,8 @@ matmul peak measured in the same run), interleaved so that load on the machine h
 - a terminal task verified (the csv-revenue sample: its oracle in one job, its tests in their own) and a
   kernel build (nvcc, where a CUDA toolkit is installed) on each isolating backend, against bwrap;
 - the build cache: a cold build (miss) against the same build again (hit).
+Image (`--part image`, in the same lock): the RAM image's size and a cold build's time, and the latency of
+the Python and C jobs on each isolating backend with the host's files (`image="host"`) against the RAM image.
 Attacks: every case of `tempering sandbox attacks` on every isolating backend (class -> backend -> path).
 Each part rewrites its own keys of docs/results/sandbox.json (the others are kept, `rounds` always: the
 hacker-fixer rounds, recorded with --add-round) and docs/results/sandbox.md from the whole.
@@ -40,6 +42,7 @@ from tempering.envs.terminal import SAMPLES, read_bundle
 from tempering.envs.terminal.workspace import Workspace
 from tempering.experiments import conditions, conditions_text
 from tempering.sandbox import BuildCache, Job, Limits, Sandbox, seccomp
+from tempering.sandbox import image as ram_image
 from tempering.sandbox.attacks import PATHS, isolated_backends, matrix, run_suite
 from tempering.sandbox.backends import ISOLATED
 from tempering.sandbox.sandbox import default_root_parent
@@ -297,6 +300,28 @@ def render(report: dict, command: str) -> str:
             f"cache hit {c['hit_ms_median']:.2f} ms (median): {c['build_cache_speedup']:.0f}x faster.",
             "",
         ]
+    if "image" in report:
+        im = report["image"]
+        lines += [
+            "## The RAM image",
+            "",
+            f"What jobs see of the system and the Python installation, copied onto a RAM disk: {im['files']} files, "
+            f"{im['bytes'] / 2**20:.0f} MiB (Debian's required packages and {', '.join(im['packages'])} with their "
+            f"dependencies, no documentation; /etc; the interpreter without its tests; the virtualenv with "
+            f"{', '.join(im['distributions'])}); a cold build took {im['build_s']:.1f} s, once per host and contents.",
+            f"Per-job latency with the host's files against the image, interleaved ({report.get('n', '?')} Python jobs, "
+            f"a third as many C compile-and-run jobs per backend; {conditions_text(im['conditions_start'], im['conditions_end'])}):",
+            "",
+            "| backend | job | host files median ms | RAM image median ms | host files min ms | RAM image min ms |",
+            "|---|---|---|---|---|---|",
+        ]
+        for b, kinds in im["jobs"].items():
+            for kind, r in kinds.items():
+                h, ram = r["host"], r["ram"]
+                lines.append(
+                    f"| {b} | {kind} | {h['median_ms']:.0f} | {ram['median_ms']:.0f} | {h['min_ms']:.0f} | {ram['min_ms']:.0f} |"
+                )
+        lines.append("")
     if "attacks" in report:
         ctl = report["controls"]
         lines += [
@@ -395,6 +420,32 @@ def timings(report: dict, n: int, seed: int) -> None:
     report["build_cache_speedup"] = report["cache"]["build_cache_speedup"]
 
 
+def image(report: dict, n: int, seed: int) -> None:
+    """The RAM image: a cold build (in a folder of its own, removed after), and per-job latency with and
+    without it, interleaved per backend."""
+    start = conditions()
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as parent:
+        t0 = time.perf_counter()
+        path = ram_image.build.__wrapped__(parent)
+        build_s = time.perf_counter() - t0
+        about = json.loads(Path(path, ".tempering-image.json").read_text())
+    out: dict = {"files": about["files"], "bytes": about["bytes"], "build_s": build_s, "jobs": {}}
+    out["packages"], out["distributions"] = about["packages"], about["distributions"]
+    py = ([sys.executable, "-c", "pass"], {})
+    for b in isolated_backends():
+        sandboxes = {img: Sandbox(backend=b, image=img) for img in ("host", "ram")}
+        for kind, (cmd, files), count in (("python", py, n), ("c", (C_CMD, {"main.c": C_SRC}), max(5, n // 3))):
+            print(f"image: {b} {kind}", file=sys.stderr)
+            times = latency(sandboxes, cmd, files, count, seed)
+            out["jobs"].setdefault(b, {})[kind] = {
+                m: {"median_ms": 1e3 * statistics.median(xs), "min_ms": 1e3 * min(xs)}
+                for m, xs in times.items()
+                if m != "subprocess.run"
+            }
+    out["conditions_start"], out["conditions_end"] = start, conditions()
+    report["image"] = out
+
+
 def attack_runs(report: dict, old: dict, classes: list[str]) -> None:
     """The suite on every isolating backend; with `classes`, only those are run again and their rows
     replace the stored run's (`old`), the rest kept as measured."""
@@ -421,7 +472,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=40, help="jobs per method for the latency tables")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--part", choices=["all", "timings", "attacks"], default="all")
+    ap.add_argument("--part", choices=["all", "timings", "attacks", "image"], default="all")
     ap.add_argument(
         "--add-round", help='record a hacker-fixer round: {"round": k, "written": n, "escaped_before_fix": m}'
     )
@@ -436,32 +487,42 @@ def main() -> None:
         report = old | {"rounds": report["rounds"] + [json.loads(args.add_round)]}
     else:
         report |= {"seed": args.seed, "machine": machine(), "seccomp": seccomp_families()}
+        timed = (
+            "n",
+            "root",
+            "python",
+            "c",
+            "terminal",
+            "cache",
+            "conditions_start",
+            "conditions_after_timings",
+            "kernel_build",
+            "overhead_ms",
+            "build_cache_speedup",
+        )
+        attacked = ("attacks", "attack_runs", "escaped", "controls", "attacks_when")
         keep = {
-            "timings": ("attacks", "attack_runs", "escaped", "controls", "attacks_when"),
-            "attacks": (
-                "n",
-                "root",
-                "python",
-                "c",
-                "terminal",
-                "cache",
-                "conditions_start",
-                "conditions_after_timings",
-                "kernel_build",
-                "overhead_ms",
-                "build_cache_speedup",
-            ),
+            "timings": attacked + ("image",),
+            "image": timed + attacked,
+            "attacks": timed + ("image",),
             "all": (),
         }[args.part]
         report |= {k: old[k] for k in keep if k in old}
-        if args.part in ("all", "timings"):
+        if args.part in ("all", "timings", "image"):
             with open("/tmp/tempering-timing.lock", "a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)  # no two timing runs on this machine overlap
-                timings(report, args.n, args.seed)
+                if args.part != "image":
+                    timings(report, args.n, args.seed)
+                if args.part in ("all", "image"):
+                    image(report, args.n, args.seed)
         if args.part in ("all", "attacks"):
             attack_runs(report, old, args.classes)
         command = " ".join(["python benchmarks/sandbox_throughput.py", *map(shlex.quote, sys.argv[1:])]).strip()
-        report["command"] = f"{old['command']}, then {command}" if args.classes and "command" in old else command
+        report["command"] = (
+            f"{old['command']}, then {command}"
+            if (args.classes or args.part == "image") and "command" in old
+            else command
+        )
     write_atomic(out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
     text = render(report, report.get("command", "python benchmarks/sandbox_throughput.py"))
     write_atomic(out.with_suffix(".md"), text)

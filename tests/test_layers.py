@@ -6,6 +6,7 @@ Every `import` counts, including those inside functions (lazy imports still tie 
 from __future__ import annotations
 
 import ast
+import graphlib
 from pathlib import Path
 
 from tempering import syntax
@@ -86,3 +87,45 @@ def upward_imports() -> list[str]:
 
 def test_imports_point_down_the_layers():
     assert upward_imports() == []
+
+
+def module_imports() -> dict[str, set[str]]:
+    """Each module of the package -> the package's modules it imports (`from pkg import mod` counts as mod,
+    `from pkg import name` as pkg's `__init__`)."""
+    files = {
+        ".".join(["tempering", *p.relative_to(SRC).with_suffix("").parts]).removesuffix(".__init__"): p
+        for p in SRC.rglob("*.py")
+    }
+    graph = {}
+    for me, path in files.items():
+        tree = syntax.parse(path.read_text())
+        pkg = me if path.name == "__init__.py" else me.rpartition(".")[0]
+        out = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                    base = ".".join([*up, base] if base else up)
+                names = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names]
+            else:
+                continue
+            for n in names:
+                while n and n not in files:
+                    n = n.rpartition(".")[0]
+                if n and n != me:
+                    out.add(n)
+        graph[me] = out
+    return graph
+
+
+def test_no_two_modules_import_each_other():
+    """No circle of imports, however long (a circle ties its modules into one: neither can be read, tested or
+    moved alone)."""
+    graph = module_imports()
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as e:
+        raise AssertionError(f"import circle: {' -> '.join(e.args[1])}") from None

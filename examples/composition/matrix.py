@@ -22,6 +22,7 @@ from tempering.algos.credit import CREDIT, turn_tensors
 from tempering.algos.losses import kl_estimate
 from tempering.algos.shaping import overlong_penalty
 from tempering.config import build
+from tempering.envs.registry import make_family
 from tempering.errors import ConfigError
 from tempering.methods import rl
 from tempering.methods.rl import TrainConfig
@@ -98,7 +99,8 @@ def _config(credit: str, turns: int, option: dict[str, Any]) -> TrainConfig:
 
 
 def _advantages(cfg: TrainConfig, gs: list[Group], start: torch.nn.Module):
-    ctx = Context(cfg, start, char_tokenizer(), None, None, [], [], {}, None, None, None, load_start=lambda: start)  # type: ignore[arg-type]
+    family = make_family(cfg.task.family, **cfg.task.args)
+    ctx = Context(cfg, start, char_tokenizer(), None, family, [], [], {}, None, None, None, load_start=lambda: start)  # type: ignore[arg-type]
     method = rl.build(ctx)
     batch = collate([e for g in gs for e in g.episodes], 0)
     scores = score(gs, batch, method.scorers)

@@ -137,3 +137,23 @@ def test_rewards_are_read_as_harbor_reads_them():
     assert "not a number" in read_rewards(b"pass", None).error
     assert "one object" in read_rewards(None, b"[1]").error
     assert "wrote no reward" in read_rewards(None, None).error
+
+
+@pytest.mark.parametrize(
+    "txt, js, shown",
+    [
+        (b"40.0\n", None, "reward=40.0"),
+        (b"-0.5", None, "reward=-0.5"),
+        (b"nan", None, "reward=nan"),
+        (b"inf", None, "reward=inf"),
+        (None, b'{"reward": 1.5}', "reward=1.5"),
+        (None, b'{"reward": NaN}', "reward=nan"),
+        (None, b'{"style": 3, "speed": -1}', "style=3.0, speed=-1.0"),  # the mean would be 1
+    ],
+)
+def test_a_reward_outside_zero_one_is_no_reward(txt, js, shown):
+    """An uncapped partial credit is the candidate's failure, never a full pass after clipping."""
+    rewards = read_rewards(txt, js)
+    assert rewards.values is None and rewards.score is None and not rewards.host_fault
+    assert shown in rewards.error and "outside [0, 1]" in rewards.error
+    assert read_rewards(None, b'{"reward": 1, "runtime_s": 12.5}').score == 1.0  # only what is scored is capped

@@ -148,7 +148,8 @@ def test_the_image_the_links_may_reach_is_what_the_backends_show():
 @pytest.mark.skipif(not ISOLATED, reason="needs an isolating sandbox backend (read-only mounts)")
 def test_the_tests_python_finds_installed_modules_before_the_working_folders():
     """As in the tests' job: the start-up module first on PYTHONPATH in a read-only folder, the working
-    folder as the current one, holding a planted `json.py`, a module of its own and a distribution."""
+        folder as the current one, holding a planted `json.py` (a name the tests require: the installed one is
+    found first), a module of their own and a distribution."""
     files = {
         "app/json.py": "raise SystemExit('planted json imported')\n",
         "app/local_module.py": "VALUE = 7\n",
@@ -159,7 +160,8 @@ def test_the_tests_python_finds_installed_modules_before_the_working_folders():
         "print(json.__file__.startswith(sys.base_prefix), local_module.VALUE, "
         "'planted-dist' in {d.metadata['Name'] for d in m.distributions()}, 'pytest' in {d.metadata['Name'] for d in m.distributions()})"
     )
-    cmd = f'cd app && PYTHONPATH=/job/tools PYTHONNOUSERSITE=1 python3 -c "{code}" && python3 -m json.tool /dev/null'
+    env = "PYTHONPATH=/job/tools PYTHONNOUSERSITE=1 TEMPERING_SOLUTION_MODULES='json local_module'"
+    cmd = f'cd app && {env} python3 -c "{code}" && python3 -m json.tool /dev/null'
     job = Job(cmd=["sh", "-c", cmd], files=files, readonly_files={"tools/sitecustomize.py": text("sitecustomize.py")})
     res = Sandbox(backend=ISOLATED[0]).run_sync(job)
     assert res.stdout.split() == ["True", "7", "False", "True"], res.stderr
@@ -169,7 +171,7 @@ def test_the_tests_python_finds_installed_modules_before_the_working_folders():
 def test_the_tests_python_runs_solution_code_only_where_the_tests_import_it(tmp_path):
     """As in the tests' job: library code (a read-only module) tries optional imports that the working
     folder holds as a module, a sourceless .pyc and a package in a folder left without write bits: none
-    loads. The `-c` code the tests ran imports the solution's module, whose own import of a helper loads."""
+    loads. The `-c` code imports the solution's module the task names, whose own import of a helper loads."""
     import py_compile
 
     planted = "raise SystemExit('planted module ran')\n"
@@ -184,7 +186,8 @@ def test_the_tests_python_runs_solution_code_only_where_the_tests_import_it(tmp_
     }
     probe = "for name in ('org', 'nt', 'msvcrt'):\n    try:\n        __import__(name)\n    except ImportError:\n        print('absent')\n"
     code = "import probe, solver; print(solver.VALUE)"
-    cmd = f'chmod a-w app/msvcrt && cd app && PYTHONPATH=/job/tools PYTHONNOUSERSITE=1 python3 -c "{code}"'
+    env = "PYTHONPATH=/job/tools PYTHONNOUSERSITE=1 TEMPERING_SOLUTION_MODULES=solver"
+    cmd = f'chmod a-w app/msvcrt && cd app && {env} python3 -c "{code}"'
     readonly = {"tools/sitecustomize.py": text("sitecustomize.py"), "tools/probe.py": probe}
     res = Sandbox(backend=ISOLATED[0]).run_sync(Job(cmd=["sh", "-c", cmd], files=files, readonly_files=readonly))
     assert res.stdout.split() == ["absent", "absent", "absent", "7"], res.stdout + res.stderr

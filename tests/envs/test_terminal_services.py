@@ -12,6 +12,7 @@ import pytest
 from tempering.envs.terminal import NeedsDocker, downloads, local_image, read_bundle
 from tempering.envs.terminal import workspace as ws_mod
 from tempering.envs.terminal.image import apt_installed, pip_installed
+from tempering.envs.terminal.session import solve_then_test
 from tempering.sandbox import Sandbox
 from tempering.synth.verify import SandboxVerifier, short_reason
 
@@ -84,7 +85,7 @@ exit 0
 """
     bundle = service_bundle(tmp_path, solve)
     ws = ws_mod.Workspace.for_bundle(sandbox, bundle)
-    run, rewards, tests = asyncio.run(ws.solve_then_test(bundle.steps[0]))
+    run, rewards, tests = asyncio.run(solve_then_test(ws, bundle.steps[0]))
     assert run.exit_code == 0 and rewards.values == {"reward": 0.0} and tests.exit_code == 0
     seen = asyncio.run(ws.run("cat seen.txt\n", 10)).output.splitlines()
     assert seen[0] == f"home={ws.home or '/job'}" and seen[1] == "/app"

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from tempering.envs.terminal import TerminalEnv, bundle_task, read_bundle
+from tempering.envs.terminal.bundle import required_imports
 from tempering.sandbox import Sandbox
 
 ISOLATED = [b for b in ("bwrap", "unshare") if b in Sandbox.available_backends()]
@@ -166,3 +167,137 @@ def test_a_link_into_the_image_stays(tmp_path):
 @pytest.mark.parametrize("shape", list(TEST_SH))
 def test_a_right_solution_passes(tmp_path, shape):
     assert _episode(_bundle(tmp_path / "b", shape), f"echo {RIGHT} > /app/answer.txt") == "correct"
+
+
+OPTIONAL_FAST_JSON_TESTS = (
+    "from pathlib import Path\n\ntry:\n    import ujson as json\nexcept ImportError:\n    import json\n\n\n"
+    f"def test_answer():\n    assert json.loads(Path('/app/answer.txt').read_text()) == {RIGHT}\n"
+)
+PICKLED_ANSWER_TESTS = (
+    f"import pickle\n\n\ndef test_answer():\n    with open('/app/answer.pkl', 'rb') as f:\n"
+    f"        assert pickle.load(f) == {RIGHT}\n"
+)
+EQUAL_TO_ALL = (
+    "class A(int):\n    def __eq__(self, o): return True\n    def __ne__(self, o): return False\n"
+    "    __hash__ = int.__hash__\n"
+)
+
+
+def _pickle_of(source: str) -> str:
+    """Shell that writes /app/answer.pkl, the pickle of `obj` as `source` (run from /app) defines it."""
+    return _plant("/tmp/dump.py", source + "pickle.dump(obj, open('/app/answer.pkl', 'wb'))\n") + (
+        "cd /app && python3 /tmp/dump.py\n"
+    )
+
+
+SOLUTION_CODE_ATTACKS = {
+    # the tests' own optional import finds the module the solution wrote
+    "tests_optional_import": (
+        OPTIONAL_FAST_JSON_TESTS,
+        "echo 0 > /app/answer.txt\n"
+        + _plant("/app/ujson.py", EQUAL_TO_ALL + "def loads(s, *a, **k):\n    return A(0)\n"),
+    ),
+    # the C unpickler imports a module the solution wrote while a test function is the nearest Python frame
+    "unpickler_imports_solution_module": (
+        PICKLED_ANSWER_TESTS,
+        _plant("/app/answerlib.py", EQUAL_TO_ALL + "def make():\n    return A(0)\n")
+        + _pickle_of(
+            "import pickle, answerlib\n\n\nclass R:\n    def __reduce__(self):\n"
+            "        return (answerlib.make, ())\n\n\nobj = R()\n"
+        ),
+    ),
+    # a pickle whose __reduce__ evaluates code with a builtin: no module of the solution's at all
+    "pickle_reduce_eval": (
+        PICKLED_ANSWER_TESTS,
+        _pickle_of(
+            "import pickle\n\nCODE = \"type('A', (int,), {'__eq__': lambda s, o: True})(0)\"\n\n\n"
+            "class E:\n    def __reduce__(self):\n        return (eval, (CODE,))\n\n\nobj = E()\n"
+        ),
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(SOLUTION_CODE_ATTACKS))
+def test_solution_code_the_task_does_not_name_stays_out_of_the_tests(tmp_path, name):
+    tests, command = SOLUTION_CODE_ATTACKS[name]
+    assert _episode(_bundle(tmp_path / "b", "from_app", tests), command) == "incorrect"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "tests, command",
+    [
+        (OPTIONAL_FAST_JSON_TESTS, f"echo {RIGHT} > /app/answer.txt"),
+        (PICKLED_ANSWER_TESTS, _pickle_of(f"import pickle\n\nobj = {RIGHT}\n")),
+    ],
+    ids=["optional_import", "pickled_int"],
+)
+def test_the_same_tests_still_pass_a_right_answer(tmp_path, tests, command):
+    assert _episode(_bundle(tmp_path / "b", "from_app", tests), command) == "correct"
+
+
+def test_the_modules_the_tests_require_are_read_from_their_files():
+    tests = {
+        "test_outputs.py": OPTIONAL_FAST_JSON_TESTS.encode() + b"from solver.core import total\nimport importlib\n"
+        b"m = importlib.import_module('plugins')\nspec = importlib.util.spec_from_file_location('solution', '/app/s.py')\ntry:\n    import fast\nexcept (ValueError, ModuleNotFoundError):\n"
+        b"    pass\ntry:\n    import strict\nexcept ValueError:\n    pass\n",
+        "test.sh": b"cd /app\npython3 -c 'import cli, json; cli.main()'\npython3 -m pytest /tests\n",
+    }
+    assert required_imports(tests) == {"json", "solver", "importlib", "plugins", "solution", "strict", "cli", "pathlib"}
+
+
+def _suite_cases():
+    from tempering.envs.terminal import attacks
+
+    controls = {f"honest_right_{label}" for label, _, _ in attacks.VARIANT_TASKS.values()}
+    return {
+        f"{c.name} / {c.path}": c
+        for c in attacks.CASES
+        if c.path in ("terminal: separate jobs", "agent: per command")
+        and (c.cls in attacks.VARIANT_TASKS or c.name in controls)
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(_suite_cases()))
+def test_the_attack_suites_solution_code_cases_hold(name):
+    """`tempering sandbox attacks`' cases of these classes, with their tasks' honest-right controls."""
+    case = _suite_cases()[name]
+    assert asyncio.run(case.run(Sandbox(backend=ISOLATED[0]))) == ""
+
+
+ALL_OVER_THE_ANSWER = (
+    "from pathlib import Path\n\n\ndef test_answer():\n"
+    f"    assert all(float(x) == {RIGHT} for x in Path('/app/answer.txt').read_text().split())\n"
+)
+"""Tests that pass an empty answer: `all` over no numbers is True (as numpy's allclose over an empty array)."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "tests, want",
+    [(ALL_OVER_THE_ANSWER, ("mutants", "answer.txt", "emptied")), (TEST_OUTPUTS, ("ok",))],
+    ids=["accepts_empty", "strict"],
+)
+def test_synth_check_rejects_tests_that_pass_a_mutated_reference_output(tmp_path, tests, want):
+    from tempering.synth.verify import SandboxVerifier
+
+    verdict = asyncio.run(
+        SandboxVerifier(Sandbox(backend=ISOLATED[0])).verify(_bundle(tmp_path / "b", "from_app", tests))
+    )
+    assert verdict.stage == want[0] and all(w in verdict.summary for w in want[1:]), verdict.summary
+
+
+def test_synth_check_warns_of_tests_that_deserialise_the_answer_with_code(tmp_path):
+    from tempering.synth.checks import tamper_warnings
+
+    tests = (
+        "import pickle, json, yaml\nimport numpy as np\n\n\ndef test_answer():\n"
+        "    a = pickle.load(open('/app/a.pkl', 'rb'))\n    b = np.load('/app/b.npy', allow_pickle=True)\n"
+        "    c = yaml.load(open('/app/c.yaml'), Loader=yaml.UnsafeLoader)\n    d = json.load(open('/app/d.json'))\n"
+        "    e = yaml.safe_load(open('/app/e.yaml'))\n    f = np.load('/app/f.npy')\n"
+    )
+    b = _bundle(tmp_path / "b", "from_app", tests)
+    lines = sorted(int(str(p).split(" line ")[1].split(":")[0]) for p in tamper_warnings(b) if "deserialises" in str(p))
+    assert lines == [6, 7, 8]

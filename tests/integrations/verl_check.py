@@ -2,6 +2,7 @@
 return with tempering's own functions on the same inputs."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -9,6 +10,7 @@ from verl.trainer.ppo import core_algos
 
 import tempering.integrations.verl as adapter
 from tempering.algos.credit import TurnTensors
+from tempering.algos.leap import rank_scores
 from tempering.algos.losses import LossNorm, ppo_clip_loss
 
 torch.manual_seed(0)
@@ -74,7 +76,11 @@ for name, fn in adapter.VERL_CREDIT.items():
     got, _ = core_algos.get_adv_estimator_fn(f"tempering_{name}")(
         token_level_rewards=rew, response_mask=mask, index=index, config=None
     )
-    want = expected_tokens(fn(tt), mask, order)
+    if name == "leap":  # LEAP's credit passes its group reward back: the rank tournament of each group
+        ranked = rank_scores(tt.success_NG, tt.first_success_NG, tt.tokens_NGK.sum(-1))
+        want = expected_tokens(fn(replace(tt, group_NG=ranked)), mask, order)
+    else:
+        want = expected_tokens(fn(tt), mask, order)
     diffs[f"tempering_{name}"] = float((got - want).abs().max())
 report["estimator_max_diff"] = diffs
 

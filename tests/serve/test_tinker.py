@@ -246,6 +246,59 @@ def test_bad_input_is_a_user_error_naming_it_and_the_service_goes_on(client):
         assert out.metrics["loss:sum"] > 0
 
 
+def test_topk_prompt_logprobs_are_the_trainers_likeliest_tokens(client):
+    """The SDK's `topk_prompt_logprobs` (what the cookbook's off-policy distillation asks a teacher for): at
+    each prompt position k tokens in falling order, their log-probs the trainer's own for those tokens, and
+    no token of the prompt that is left out likelier than the k-th."""
+    k = 4
+    tc = client.create_lora_training_client(base_model=BASE, rank=2).result()
+    tok = tc.get_tokenizer()
+    prompt = tok.encode("What is 3 + 4? 3 + 4 = 7.", add_special_tokens=False)
+    sampler = tc.save_weights_and_get_sampling_client().result()
+    res = sampler.sample(
+        types.ModelInput.from_ints(prompt),
+        num_samples=1,
+        sampling_params=types.SamplingParams(max_tokens=1),
+        include_prompt_logprobs=True,
+        topk_prompt_logprobs=k,
+    ).result()
+    top = res.topk_prompt_logprobs
+    assert top is not None and len(top) == len(prompt) and top[0] is None
+    ids = np.array([[t for t, _ in row] for row in top[1:]])
+    lps = np.array([[lp for _, lp in row] for row in top[1:]])
+    assert ids.shape == (len(prompt) - 1, k) and (np.diff(lps, axis=1) <= 0).all()
+    for j in range(k):  # the trainer's forward, scoring the j-th likeliest token at every position
+        datum = types.Datum(
+            model_input=types.ModelInput.from_ints(prompt[:-1]),
+            loss_fn_inputs={"target_tokens": ids[:, j].tolist(), "weights": [0.0] * (len(prompt) - 1)},
+        )
+        trainer = np.asarray(tc.forward([datum], "cross_entropy").result().loss_fn_outputs[0]["logprobs"].data)
+        np.testing.assert_allclose(lps[:, j], trainer, atol=1e-4)
+    own = np.asarray(res.prompt_logprobs[1:])
+    left_out = ~(ids == np.asarray(prompt[1:])[:, None]).any(1)
+    assert left_out.any() and (own[left_out] <= lps[left_out, -1] + 1e-5).all()
+
+
+def test_image_chunks_are_refused_naming_the_call(client):
+    """The served models are text-only: an image chunk in a prompt or a datum is a user error naming the call."""
+    tc = client.create_lora_training_client(base_model=BASE, rank=2).result()
+    tok = tc.get_tokenizer()
+    ids = tok.encode("What is in the picture?", add_special_tokens=False)
+    image = types.ImageChunk(data=b"\x89PNG\r\n\x1a\n", format="png", expected_tokens=4)
+    model_input = types.ModelInput(chunks=[types.EncodedTextChunk(tokens=ids), image])
+    sampler = tc.save_weights_and_get_sampling_client().result()
+    with pytest.raises(tinker.BadRequestError) as e:
+        sampler.sample(model_input, num_samples=1, sampling_params=types.SamplingParams(max_tokens=2)).result()
+    assert "sample: the prompt has image chunks; the served models are text-only" in str(e.value)
+    datum = types.Datum(
+        model_input=model_input,
+        loss_fn_inputs={"target_tokens": [0] * model_input.length, "weights": [0.0] * model_input.length},
+    )
+    with pytest.raises(tinker.BadRequestError) as e:
+        tc.forward_backward([datum], "cross_entropy").result()
+    assert "forward_backward: data[0].model_input has image chunks; the served models are text-only" in str(e.value)
+
+
 def test_unimplemented_call_is_named_in_the_sdks_error_format(client, url):
     with pytest.raises(tinker.NotFoundError) as e:
         client.create_rest_client().list_training_runs().result()
@@ -287,6 +340,20 @@ def test_cookbook_sl_loop_lowers_the_loss(cookbook):
     )
     nll = [r["train_mean_nll"] for r in rows]
     assert len(nll) == 4 and nll[-1] < nll[0] * 0.95, nll
+
+
+@pytest.mark.slow
+def test_cookbook_sl_loop_at_its_default_settings(cookbook, tmp_path):
+    """sl_loop.py with every setting as the cookbook ships it (batch 128, LoRA rank 32, learning rate 1e-4, its
+    checkpoint cadence) but the model, the service and the data (two passes over the sums: one batch)."""
+    url, folder = cookbook
+    state = folder.parent / "state"
+    rows = local.run_loop(
+        "sl_loop", local.prepare(tmp_path, state, COOKBOOK_NAME, repeats=2), url, COOKBOOK_NAME, save_every=None
+    )
+    assert len(rows) == 1 and rows[0]["num_sequences"] == 128 and np.isfinite(rows[0]["train_mean_nll"]), rows
+    final = json.loads((tmp_path / "sl_loop" / "checkpoints.jsonl").read_text().splitlines()[-1])
+    assert final["state_path"].startswith("tinker://")
 
 
 @pytest.mark.slow
@@ -362,3 +429,69 @@ def test_cookbook_rl_loop_grades_real_answers_of_a_warm_started_model(warm_cookb
     for seq in res.sequences:
         trainer = logprobs_of(tc, prompt + seq.tokens)[len(prompt) - 1 :]
         np.testing.assert_allclose(seq.logprobs, trainer, atol=1e-4)
+
+
+TEACHER = "meta-llama/Llama-3.1-8B-Instruct"  # the warm-started tiny model, as the cookbook would name a teacher
+
+
+@pytest.fixture(scope="module")
+def distill(tmp_path_factory):
+    """The CLI service with a student (the random tiny model, under the cookbook's Llama name) and teachers
+    (the warm-started tiny model; `tiny-m` as itself, for the second dataset), and a working folder."""
+    pytest.importorskip(
+        "tinker_cookbook", reason="tinker-cookbook is installed by `make install-test` (see the tinker extra)"
+    )
+    cache = Path(
+        os.environ.get("TEMPERING_TEST_CACHE", Path(__file__).resolve().parents[2] / ".tempering-cache" / "tests")
+    )
+    os.environ.setdefault("TINKER_API_KEY", "tml-local")
+    teacher = local.warm_start(cache, COOKBOOK_NAME)  # the warm_cookbook fixture's model, from the same cache
+    work = tmp_path_factory.mktemp("distill")
+    with local.serving(work / "state", {COOKBOOK_NAME: BASE, TEACHER: str(teacher)}, "threads=1") as url:
+        yield url, local.prepare(work / "run", work / "state", COOKBOOK_NAME), work / "state"
+
+
+def logged_calls(state: Path, since: int) -> list[str]:
+    """The kinds of the service's requests logged after the first `since`."""
+    lines = (state / "requests.jsonl").read_text().splitlines()[since:]
+    return [json.loads(line)["kind"] for line in lines]
+
+
+OPD = ("eval_every=0", "max_tokens=16", "group_size=2", "lora_rank=8", "learning_rate=1e-2", "max_steps=3")
+
+
+@pytest.mark.slow
+def test_cookbook_on_policy_distillation_runs_with_the_teachers_log_probs(distill):
+    """on_policy_distillation.py, unchanged: the student samples, the teacher scores the samples
+    (`compute_logprobs`), the reverse KL is the per-token advantage of an importance-sampling step. The KL it
+    logs is the teacher's (a random student is far from it: were the student's own log-probs returned, it
+    would be 0), and its own check of the sampler's log-probs against the trainer's finds them equal."""
+    url, folder, state = distill
+    before = len((state / "requests.jsonl").read_text().splitlines())
+    rows = local.run_loop(
+        "distillation.on_policy_distillation", folder, url, COOKBOOK_NAME, f"teacher_model={TEACHER}",
+        "dataset=deepmath", "groups_per_batch=4", *OPD, log="opd",
+    )  # fmt: skip
+    assert [r["progress/batch"] for r in rows] == [0, 1, 2]
+    for r in rows:
+        assert 1.0 < r["teacher_kl"] < 20.0, r["teacher_kl"]
+        assert abs(r["optim/kl_sample_train_v1"]) < 1e-4, r["optim/kl_sample_train_v1"]
+    # the SDK's compute_logprobs is a one-token `sample` asking for the prompt's log-probs
+    calls = set(logged_calls(state, before))
+    assert {"create_model", "sample", "forward_backward", "optim_step", "save_weights_for_sampler"} <= calls, calls
+
+
+@pytest.mark.slow
+def test_cookbook_on_policy_multi_teacher_scores_each_dataset_with_its_teacher(distill):
+    """on_policy_multi_teacher.py, unchanged: DeepMath's prompts go to one teacher, Tulu 3's to another; it
+    logs the KL to each, and the two differ (different teachers)."""
+    url, folder, _ = distill
+    rows = local.run_loop(
+        "distillation.on_policy_multi_teacher", folder, url, COOKBOOK_NAME,
+        f"deepmath_teacher_model={TEACHER}", "tulu3_teacher_model=tiny-m",
+        "deepmath_groups_per_batch=2", "tulu3_groups_per_batch=2", *OPD[:-1], "max_steps=2", log="multi",
+    )  # fmt: skip
+    assert len(rows) == 2
+    first = rows[0]
+    assert {"teacher_kl/dataset_0", "teacher_kl/dataset_1"} <= first.keys(), sorted(first)
+    assert first["teacher_kl/dataset_0"] != first["teacher_kl/dataset_1"]

@@ -11,7 +11,11 @@ kept apart from the verifier's scores, and each credit says how it uses them:
 - kevin, trloo: each turn's score plus its own term, inside the discounted returns;
 - tcpo: the trajectory score plus the sum of the terms (the turn components compare verifier scores
   with each other and with tau, so a penalty there would read as a regression);
-- leap: none; it ranks by (success, first success turn, tokens), so shaping is refused.
+- leap: none; its credit is the group reward alone (`group_NG`, LEAP's rank tournament by default), passed
+  back over the turns, so shaping is refused.
+
+A group-level reward (`group_NG`, one value per episode from its group's finished episodes) is added to the
+episode's reward: every credit but leap reads it as a shaping term on the episode's last turn.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from tempering.algos.advantages import (
     reinforce_pp_baseline_advantage,
     remax_advantage,
 )
-from tempering.algos.leap import rank_scores, rank_turn_credit
+from tempering.algos.leap import rank_turn_credit
 from tempering.algos.multiturn import kevin_turn_advantage, trloo_turn_advantage
 from tempering.algos.tcpo import tcpo_advantage
 from tempering.errors import ConfigError
@@ -63,10 +67,18 @@ class TurnTensors:
     greedy_N: torch.Tensor | None = None
     """The reward of each group's greedy episode (`Group.greedy`, ReMax's baseline); None when the rollout
     made none."""
+    group_NG: torch.Tensor | None = None
+    """The group-level reward of each episode (the family's `group_reward`, computed per group by the scoring
+    step); None: no group reward."""
 
     @property
     def shaping(self) -> torch.Tensor:
-        return self.shaping_NGK if self.shaping_NGK is not None else torch.zeros_like(self.scores_NGK)
+        """The shaping terms of each turn, and the group reward on each episode's last turn."""
+        s = self.shaping_NGK if self.shaping_NGK is not None else torch.zeros_like(self.scores_NGK)
+        if self.group_NG is None:
+            return s
+        last = (self.valid_NGK.sum(-1, keepdim=True).long() - 1).clamp(min=0)
+        return s.scatter_add(-1, last, self.group_NG[..., None].float())
 
     @property
     def success_NG(self) -> torch.Tensor:
@@ -124,17 +136,14 @@ def _outcome(estimator: Callable[[torch.Tensor], torch.Tensor]) -> Callable[...,
     return credit
 
 
-def leap_tournament(t: TurnTensors, token_efficiency: bool = False) -> torch.Tensor:
-    """(N, G) tournament scores of LEAP's rank reward (logged per episode beside the credit)."""
-    return rank_scores(t.success_NG, t.first_success_NG, t.tokens_NGK.sum(-1), token_efficiency)
-
-
-def leap_credit(t: TurnTensors, gamma: float = 0.5, token_efficiency: bool = False) -> torch.Tensor:
-    """LEAP's rank tournament over (success, first-success turn, tokens), passed back to earlier turns."""
+def leap_credit(t: TurnTensors, gamma: float = 0.5) -> torch.Tensor:
+    """LEAP's group reward (its rank tournament over success, first-success turn and tokens: the group
+    reward `rank`), passed back to earlier turns."""
     if t.shaping_NGK is not None and bool(t.shaping_NGK.any()):
         raise ValueError("LEAP ranks episodes by (success, turn, tokens) and has no use for reward shaping")
-    s = leap_tournament(t, token_efficiency)
-    return rank_turn_credit(s, t.valid_NGK.sum(-1), t.valid_NGK.shape[-1], gamma)
+    if t.group_NG is None:
+        raise ValueError("LEAP's credit passes its group reward back over the turns, and these scores have none")
+    return rank_turn_credit(t.group_NG, t.valid_NGK.sum(-1), t.valid_NGK.shape[-1], gamma)
 
 
 def kevin_credit(t: TurnTensors, gamma: float = 0.4) -> torch.Tensor:
@@ -220,7 +229,7 @@ def gdpo_credit(
     if unknown:
         raise ValueError(f"loss.credit_args.weights names {unknown}, which are not reward functions: {names}")
     comps, w = t.components_NGC, [float((weights or {}).get(n, 1.0)) for n in names]
-    if t.shaping_NGK is not None:
+    if t.shaping_NGK is not None or t.group_NG is not None:
         comps, w = torch.cat([comps, t.shaping.sum(-1, keepdim=True)], -1), [*w, 1.0]
     return _per_episode(gdpo_advantage(comps, t.tokens_NGK.sum(-1), torch.tensor(w), eps, batch_norm), t)
 

@@ -4,17 +4,19 @@
 `StepResult` (score, success, done, feedback). `step` is async so that slow verifiers (sandboxes,
 compilers, browsers) overlap with each other while the rollout engine waits for a whole turn.
 
-A `TaskFamily` makes tasks (train / held-out splits by seed) and the env that serves each one.
+A `TaskFamily` makes tasks (train / held-out splits by seed) and the env that serves each one, and may
+offer group-level rewards (`group_rewards`: a pure function of one group's finished episodes).
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from tempering.envs.group import GROUP_REWARDS, GroupReward
 from tempering.types import Task
 
 SAMPLED_IDS: ContextVar[list[int] | None] = ContextVar("SAMPLED_IDS", default=None)
@@ -74,6 +76,16 @@ class TaskFamily(abc.ABC):
     offers_tools: ClassVar[bool] = False
     """Its prompts offer tools (`Conversation.tools`) and its environments answer calls: it needs
     `rollout.max_turns` of 2 or more, and reads `model.tool_prompt`."""
+
+    group_rewards: ClassVar[Mapping[str, GroupReward]] = {}
+    """This family's own group-level rewards by name (`loss.group_reward` picks one): each a pure function
+    of one group's finished episodes (one task, in order: rewards, turns, verdicts) giving one value per
+    episode, added to its reward by the scoring step once per group, before dynamic sampling and credit."""
+
+    def group_reward(self, name: str) -> GroupReward | None:
+        """The group reward `name`: the family's own, else one every family has (`envs/group.py`: LEAP's
+        `rank`, `rank_tokens`); None: the family defines none by that name. Wrappers forward it."""
+        return self.group_rewards.get(name) or GROUP_REWARDS.get(name)
 
     @abc.abstractmethod
     def tasks(self, split: str, n: int, seed: int = 0) -> list[Task]:

@@ -7,12 +7,14 @@ verifier and its own train / held-out separation.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from tempering.envs.base import Env, TaskFamily
+from tempering.envs.group import GroupReward
 from tempering.errors import UserError
-from tempering.types import Task
+from tempering.types import Episode, Task
 
 
 @dataclass
@@ -69,3 +71,16 @@ class MixtureFamily(TaskFamily):
         if task.family not in self.families:
             raise UserError(f"task {task.id} belongs to no member of this mixture ({', '.join(self.families)})")
         return self.families[task.family].make_env(task)
+
+    def group_reward(self, name: str) -> GroupReward | None:
+        """Each group's reward from the member its task belongs to; None unless every member defines `name`."""
+        own = {m: f.group_reward(name) for m, f in self.families.items()}
+        if any(fn is None for fn in own.values()):
+            return None
+
+        def by_member(episodes: Sequence[Episode]) -> list[float]:
+            fn = own[episodes[0].task.family]
+            assert fn is not None
+            return fn(episodes)
+
+        return by_member

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from tempering.envs.base import Env, TaskFamily
+from tempering.envs.group import GroupReward
 from tempering.types import Task
 
 
@@ -26,6 +27,9 @@ class PoolFamily(TaskFamily):
 
     def make_env(self, task: Task) -> Env:
         return self.base.make_env(task)
+
+    def group_reward(self, name: str) -> GroupReward | None:
+        return self.base.group_reward(name)
 
 
 def weighted_pool(tasks: list[Task], weights: torch.Tensor, seed: int) -> list[Task]:

@@ -18,7 +18,8 @@ Every entry of `tempering.algos.credit.CREDIT` is registered (adding a credit fu
 here), except `gdpo`: it normalises each reward function on its own, and verl's `token_level_rewards`
 carry one summed reward (use verl's own `gdpo` estimator); and `remax`, whose greedy baseline verl's trainer
 makes for its own `remax` estimator. Keyword arguments per estimator come from `register(credit_args=...)` or the environment
-variable TEMPERING_VERL_CREDIT_ARGS (JSON, e.g. '{"tempering_leap": {"gamma": 0.5}}').
+variable TEMPERING_VERL_CREDIT_ARGS (JSON, e.g. '{"tempering_leap": {"gamma": 0.5}}'); tempering_leap ranks
+the group from verl's tensors (LEAP's group reward `rank`; `token_efficiency: true` for `rank_tokens`).
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import torch
 
 from tempering.algos.credit import CREDIT, TurnTensors
+from tempering.algos.leap import rank_scores
 from tempering.algos.losses import AGG_MODES, LossNorm, ppo_clip_loss
 from tempering.errors import UserError
 
@@ -109,12 +112,16 @@ def verl_to_turns(
 def credit_estimator(name: str, **credit_args) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
     """tempering credit function `name` with verl's advantage-estimator signature."""
     fn = VERL_CREDIT[name]
+    args = dict(credit_args)
+    tokens = bool(args.pop("token_efficiency", False)) if name == "leap" else False
 
     def estimator(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index=None, config=None, **_):
         if index is None:
             raise ValueError(f"{PREFIX}{name} needs the group ids (non_tensor_batch['uid'])")
         tt, group_B, slot_B = verl_to_turns(token_level_rewards.cpu(), response_mask.cpu(), index)
-        adv_NGK = fn(tt, **credit_args)
+        if name == "leap":  # verl hands tensors, not episodes: LEAP's group reward from them
+            tt = replace(tt, group_NG=rank_scores(tt.success_NG, tt.first_success_NG, tt.tokens_NGK.sum(-1), tokens))
+        adv_NGK = fn(tt, **args)
         turn_BT = turn_index(response_mask.cpu())[0]  # `_` already holds the ignored keyword arguments
         adv = adv_NGK[group_B, slot_B].gather(1, turn_BT.clamp(min=0)) * response_mask.cpu().float()
         adv = adv.to(token_level_rewards.device)

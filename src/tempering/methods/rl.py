@@ -19,16 +19,17 @@ import torch
 from pydantic import Field, model_validator
 
 from tempering.algos.advantages import OUTCOME_ESTIMATORS
-from tempering.algos.credit import CREDIT, GREEDY_BASELINE, credit_params, leap_tournament, resolve_credit
+from tempering.algos.credit import CREDIT, GREEDY_BASELINE, credit_params, resolve_credit
 from tempering.algos.leap import dcp_expand
 from tempering.algos.losses import KL_ALIASES, KL_ESTIMATORS, POLICY_LOSSES
 from tempering.config import ignored_unless
+from tempering.errors import UserError
 from tempering.rollout.engine import CounterfactualOptions
 from tempering.train.batch import TrainBatch
 from tempering.train.config import LoopConfig, PolicyLossSection, RolloutSection
 from tempering.train.method import Context, Credit, CreditFn, Method, MethodSpec, turn_credit
 from tempering.train.rules import Linearity
-from tempering.train.scoring import KLPenalty, OverlongPenalty, ReferenceLogprobs, Scores
+from tempering.train.scoring import GroupRewards, KLPenalty, OverlongPenalty, ReferenceLogprobs, Scores
 from tempering.train.update import Loss, UpdateSettings, policy_loss_of
 from tempering.types import Group
 
@@ -105,12 +106,23 @@ class RLLossSection(PolicyLossSection):
         False, description="DAPO: drop groups whose advantages are all zero (no signal) and refill the batch."
     )
     max_resample_rounds: int = Field(3, ge=0, description="Extra generation rounds allowed to refill the batch.")
+    group_reward: str | None = Field(
+        None,
+        description="A group-level reward the task family defines (a function of each group's finished episodes), "
+        "added to each episode's reward before credit: rank or rank_tokens (LEAP's tournament, every family), or "
+        "the family's own. loss.advantage=leap passes it back over turns alone (default rank).",
+    )
     overlong_cache: int = Field(
         0, ge=0, description="DAPO overlong shaping: ramp length before rollout.max_new_tokens, per answer (0 = off)."
     )
 
     @model_validator(mode="after")
     def _check_rl(self):
+        if self.advantage == "leap" and "token_efficiency" in self.credit_args:
+            raise ValueError(
+                "loss.credit_args.token_efficiency is now LEAP's group reward: remove it and set "
+                "loss.group_reward=rank_tokens (the token tie-break) or rank"
+            )
         if self.advantage not in CREDIT:
             raise ValueError(f"loss.advantage={self.advantage!r} is unknown; choose one of {', '.join(sorted(CREDIT))}")
         bad = sorted(set(self.credit_args) - set(credit_params(self.advantage)))
@@ -136,7 +148,7 @@ class RLLossSection(PolicyLossSection):
                 if on:
                     raise ValueError(
                         f"loss.{key} shapes rewards, and loss.advantage=leap ranks episodes by (success, turn, tokens) "
-                        "without them; drop the shaping (use loss.credit_args.token_efficiency for length)"
+                        "without them; drop the shaping (use loss.group_reward=rank_tokens for length)"
                     )
         return self
 
@@ -145,6 +157,11 @@ class RLLossSection(PolicyLossSection):
         if not self.kl_in_reward:
             s.kl_coef, s.kl_estimator, s.kl_bias_correction = self.kl_coef, self.kl_estimator, self.kl_bias_correction
         return s
+
+
+def group_reward_name(loss: RLLossSection) -> str | None:
+    """The group reward the config asks for: `loss.group_reward`, else LEAP's tournament for its credit."""
+    return loss.group_reward or ("rank" if loss.advantage == "leap" else None)
 
 
 WHITENED = ("reinforce_pp", "reinforce_pp_baseline", "gdpo")
@@ -187,14 +204,14 @@ def check(cfg) -> None:
         )
 
 
-def with_tournament(credit: CreditFn, token_efficiency: bool) -> CreditFn:
-    """LEAP's credit, with each episode's tournament score kept for its sample row and two metrics: the
-    share of groups the tournament ranks at all (some score != 0) and the mean |score|."""
+def with_tournament(credit: CreditFn) -> CreditFn:
+    """LEAP's credit, with each episode's group reward (its tournament score) kept for its sample row and the
+    share of groups the tournament ranks at all (some score != 0) as a metric."""
 
     def logged(scores: Scores, batch: TrainBatch, state) -> Credit:
-        s_NG = leap_tournament(scores.turns, token_efficiency)
-        ranked = (s_NG != 0).any(-1).float()
-        metrics = {"leap/groups_ranked": float(ranked.mean()), "leap/rank_score_abs": float(s_NG.abs().mean())}
+        s_NG = scores.turns.group_NG
+        assert s_NG is not None, "LEAP's scorers begin with its group reward"
+        metrics = {"leap/groups_ranked": float((s_NG != 0).any(-1).float().mean())}
         out = credit(scores, batch, state)
         return replace(out, metrics={**out.metrics, **metrics}, per_episode={"rank_score": s_NG.flatten()})
 
@@ -219,6 +236,16 @@ def build(ctx: Context) -> Method:
     loss: RLLossSection = c.loss
     r: RLRolloutSection = c.rollout
     scorers: list = []
+    name = group_reward_name(loss)
+    if name is not None:  # first: a family's reward of the group's episodes, before any shaping
+        fn = ctx.family.group_reward(name)
+        if fn is None:
+            asked = f"loss.group_reward={name}" if loss.group_reward else f"loss.advantage={loss.advantage}"
+            raise UserError(
+                f"{asked} asks for the group reward {name!r}, which task.family={c.task.family} does not define; "
+                "give a family that defines it (TaskFamily.group_rewards) or another loss.group_reward"
+            )
+        scorers.append(GroupRewards(fn))
     if loss.kl_coef > 0:  # beta = 0 never loads or runs a reference model
         scorers.append(ReferenceLogprobs(ctx.load_start(), loss.micro_batch_size, r.temperature or 1.0, loss.pack))
         if loss.kl_in_reward:
@@ -251,7 +278,7 @@ def build(ctx: Context) -> Method:
         plots += ["turns", "acc@1"]
     credit = turn_credit(resolve_credit(loss.advantage, loss.credit_args, loss.singleton_group))
     if loss.advantage == "leap":
-        credit = with_tournament(credit, loss.credit_args.get("token_efficiency", False))
+        credit = with_tournament(credit)
         plots += ["leap/groups_ranked"]
     state, after_update = {}, None
     if loss.entropy_adaptive:

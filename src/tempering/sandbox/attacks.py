@@ -19,6 +19,7 @@ import importlib
 import json
 import os
 import platform
+import random
 import secrets
 import shutil
 import signal
@@ -996,6 +997,110 @@ def _inode_counter_channel(sender: list[str]) -> Callable[[Sandbox, Attack, Cont
     return drive
 
 
+_TIMING_BITS = 32
+_TIMING_AGREE = 28
+"""Bits of 32 a receiver must get right for a read-timing channel to count as open: by chance (both files
+of every pair equally fast) 28 or more agree once in about 27,000 runs."""
+_TIMING_ROUNDS = 3
+
+_TIMING_SENDER = """pool = {pool}
+for i, b in enumerate("{bits}"):  # of each pair, the file the bit names is read: its pages are cached
+    with open(pool[2 * i + int(b)], "rb") as f:
+        f.read()
+"""
+
+_TIMING_RECEIVER = """import time
+pool = {pool}
+def took(p):
+    start = time.perf_counter_ns()
+    with open(p, "rb") as f:
+        f.read()
+    return time.perf_counter_ns() - start
+# of each pair, the file read faster is the cached one: a comparison within the pair, whatever the load
+print("BITS", "".join("1" if took(pool[2 * i + 1]) < took(pool[2 * i]) else "0" for i in range({n})))
+"""
+
+_TIMING_SENDER_MMAP = """import mmap, os
+pool = {pool}
+for i, b in enumerate("{bits}"):  # a page fault on a mapping caches the page as a read does
+    fd = os.open(pool[2 * i + int(b)], os.O_RDONLY)
+    with mmap.mmap(fd, 0, prot=mmap.PROT_READ) as m:
+        sum(m[k] for k in range(0, len(m), 4096))
+    os.close(fd)
+"""
+
+_TIMING_RECEIVER_MMAP = """import mmap, os, time
+pool = {pool}
+def fault(p):  # the first touch of a mapped page: a minor fault if cached, a read from disk if not
+    fd = os.open(p, os.O_RDONLY)
+    with mmap.mmap(fd, 0, prot=mmap.PROT_READ) as m:
+        start = time.monotonic_ns()
+        m[0]
+        took = time.monotonic_ns() - start
+    os.close(fd)
+    return took
+bits = ""
+for i in range({n}):
+    bits += "1" if fault(pool[2 * i + 1]) < fault(pool[2 * i]) else "0"
+print("BITS", bits)
+"""
+
+
+def _timing_pool(sandbox: Sandbox, seed: str) -> list[str]:
+    """Pairs of files every job sees and nothing else here reads: the kernel's headers in the folders
+    below /usr/include/linux (netfilter, usb, ...), which the C library's headers never include (unlike
+    the top folder's, or byteorder/, which any compile on the machine would cache)."""
+    top = sandbox.image_dir + "/usr/include/linux"
+    files = [
+        os.path.join(root, n)[len(sandbox.image_dir) :]
+        for root, _, names in os.walk(top)
+        if root != top and "byteorder" not in root
+        for n in names
+        if os.path.getsize(os.path.join(root, n)) >= 1024
+    ]
+    return random.Random(seed).sample(sorted(files), 2 * _TIMING_BITS)
+
+
+def _evict(sandbox: Sandbox, pool: list[str]) -> None:
+    """Drop the pool's pages from the host's page cache where it can (a RAM image's copies cannot be)."""
+    for p in pool:
+        for host in {p, sandbox.image_dir + p}:
+            if os.path.isfile(host):
+                fd = os.open(host, os.O_RDONLY)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                os.close(fd)
+
+
+def _read_timing_channel(sender: str, receiver: str) -> Callable[[Sandbox, Attack, Context], Awaitable[str]]:
+    """A job reads one file of each pair, a later job times a read of both (the hidden run of turn t and
+    the public run of turn t+1 of a code task). Three rounds, each bit decided by their majority: a read
+    slowed by the machine's load in one round is outvoted, and where the channel is closed a majority of
+    coin flips is a coin flip."""
+
+    async def drive(sandbox: Sandbox, attack: Attack, ctx: Context) -> str:
+        pool = _timing_pool(sandbox, ctx.token)
+        bits = format(int(ctx.token[:8], 16), f"0{_TIMING_BITS}b")
+        fill = {"bits": bits, "pool": repr(pool), "n": _TIMING_BITS}
+        rounds = []
+        for _ in range(_TIMING_ROUNDS):
+            _evict(sandbox, pool)
+            slow = Limits(wall_s=120, cpu_s=60)  # a loaded machine, under gVisor's ptrace, is slow to start Python
+            sent = await sandbox.run(Job(cmd=["python3", "-c", sender.format(**fill)], limits=slow))
+            got = await sandbox.run(Job(cmd=["python3", "-c", receiver.format(**fill)], limits=slow))
+            read = got.stdout.split("BITS", 1)[-1].strip()
+            if got.status != "ok" or len(read) != _TIMING_BITS:
+                return f"the receiver ended {got.status}: {got.message} {got.stderr[-300:]}"
+            rounds.append(read)
+        voted = "".join(max("01", key=[r[i] for r in rounds].count) for i in range(_TIMING_BITS))
+        agree = sum(a == b for a, b in zip(voted, bits))
+        if agree >= _TIMING_AGREE:
+            each = ", ".join(str(sum(a == b for a, b in zip(r, bits))) for r in rounds)
+            return f"the receiver read {agree} of the sender's {_TIMING_BITS} bits from read times ({each} by round; {sent.status})"
+        return ""
+
+    return drive
+
+
 _CLASSES = {
     "resource limits": "infinite_loop cpu_limit fork_bomb memory_bomb big_file disk_fill output_flood ignore_sigterm raise_rlimits",
     "the host's network, environment and files": "network env_secret proc_environ write_project write_host_tmp output_symlink",
@@ -1010,6 +1115,7 @@ _CLASSES = {
     "channels through the host kernel's shared state (page cache, RAM disk counters)": (
         "page_cache_channel page_cache_channel_raw inode_counter_channel inode_counter_channel_sh"
     ),
+    "the time a read of a file every job sees takes (page cache)": "read_timing_channel read_timing_channel_mmap",
     "cache poisoning": "cache_limit_poison cache_flaky_poison",
     "an inode flood and a host stalled by its removal": "inode_flood inode_flood_links deep_tree",
     "cleanup that follows a job's link": "cleanup_symlink cleanup_symlink_dirs",
@@ -1409,6 +1515,21 @@ ATTACKS = [
         "",
         _status("ok"),
         drive=_inode_counter_channel(["bash", "-c", _INODE_SENDER_SH]),
+    ),
+    Attack(
+        "read_timing_channel",
+        "one job reads one file of each pair of system files, a later job times a read of both and takes "
+        "the faster as cached",
+        "",
+        _status("ok"),
+        drive=_read_timing_channel(_TIMING_SENDER, _TIMING_RECEIVER),
+    ),
+    Attack(
+        "read_timing_channel_mmap",
+        "the same through mappings: the sender touches mapped pages, the receiver times its first page fault",
+        "",
+        _status("ok"),
+        drive=_read_timing_channel(_TIMING_SENDER_MMAP, _TIMING_RECEIVER_MMAP),
     ),
 ]
 

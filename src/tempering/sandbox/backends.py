@@ -4,8 +4,8 @@ Every backend starts the job through `prlimit`, so the rlimits (CPU, address spa
 size, open files, no core dumps) are set as hard limits that the job cannot raise. On top of that:
 
 - `bwrap` (bubblewrap, preferred): new PID, network, IPC and UTS namespaces, a fresh root that holds
-  only the system directories and the Python installation (read-only), the workdir (read-write) and a
-  private /tmp. When the host runs as root, the job drops to a per-slot unprivileged uid with no
+  only the system directories and the Python installation (read-only: the RAM image's copies, see
+  `image.py`, or the host's own), the workdir (read-write) and a private /tmp. When the host runs as root, the job drops to a per-slot unprivileged uid with no
   capabilities (`setpriv`); otherwise bwrap adds a user namespace.
 - `unshare` (fallback): the same layout built by a short shell script in new mount, PID, network, IPC
   and UTS namespaces, then `chroot` and the same uid drop.
@@ -43,6 +43,7 @@ import sys
 from dataclasses import dataclass, field
 
 from tempering.sandbox import seccomp
+from tempering.sandbox.image import mount_point as image_mount_point
 from tempering.sandbox.job import Limits
 from tempering.sandbox.process import STATUS_FD, TIME, usage_argv
 
@@ -106,6 +107,9 @@ class Layout:
     job (gvisor): GNU time and the supervisor write their lines there instead of to the status pipe."""
     supervisor: list[str] | None = None
     """The seccomp supervisor's argv (`seccomp.supervisor_argv()`), None where this machine has no filter."""
+    image: str = ""
+    """Host folder on a RAM disk holding the system files and Python installation jobs see (`image.build`);
+    empty: the host's own."""
 
     def last_step(self) -> list[str]:
         """What runs between GNU time and the job's command (see the module's notes)."""
@@ -125,22 +129,34 @@ class Layout:
         return out
 
 
-def _ro_paths(extra: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
-    """(folders/files to bind read-only, (symlink target, link path)), nested duplicates removed."""
+def _ro_paths(extra: list[str], image: str = "") -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """((host source, path inside) of each read-only bind, (symlink target, link path)), nested duplicates
+    removed. With an `image`, the system folders and the Python installation come from it (those it does
+    not hold are not shown), and an `extra` path inside them is the host's, bound over the image on a
+    mount point made in it (a CUDA toolkit under /usr/local)."""
     binds, links = [], []
     for p in _SYSTEM_PATHS:
         if os.path.islink(p):
             links.append((os.readlink(p), p))
         elif os.path.isdir(p):
             binds.append(p)
-    binds += _python_dirs() + list(extra)
-    kept: list[str] = []
-    for p in sorted(set(binds), key=len):
-        if not any(p == k or p.startswith(k.rstrip("/") + "/") for k in kept):
-            kept.append(p)
-    # a bound path below a symlinked one (e.g. /lib64/x) is already visible through its target
-    kept = [p for p in kept if not any(p.startswith(lp + "/") for _, lp in links)]
-    return kept, links
+
+    def outermost(paths: list[str]) -> list[str]:
+        kept: list[str] = []
+        for p in sorted(set(paths), key=len):
+            if not any(p == k or p.startswith(k.rstrip("/") + "/") for k in kept):
+                kept.append(p)
+        # a bound path below a symlinked one (e.g. /lib64/x) is already visible through its target
+        return [p for p in kept if not any(p.startswith(lp + "/") for _, lp in links)]
+
+    if not image:
+        return [(p, p) for p in outermost(binds + _python_dirs() + list(extra))], links
+    base = [p for p in outermost(binds + _python_dirs()) if os.path.lexists(image + p)]
+    extra = [p for p in outermost(list(extra)) if p not in base]
+    for p in extra:
+        if any(p.startswith(b.rstrip("/") + "/") for b in base):
+            image_mount_point(image, p)
+    return [(image + p, p) for p in base] + [(p, p) for p in extra], links
 
 
 def _writable_roots(lay: Layout) -> list[str]:
@@ -223,7 +239,8 @@ def _setpriv_argv(uid: int | None) -> list[str]:
 
 def bwrap_argv(lay: Layout, cmd: list[str], own_network: bool = True) -> list[str]:
     """`own_network=False`: the job stays in the network namespace bwrap starts in (one the host entered)."""
-    binds, links = _ro_paths(lay.ro_binds)
+    sources, links = _ro_paths(lay.ro_binds, lay.image)
+    binds = [p for _, p in sources]
     argv = [
         shutil.which("bwrap") or "bwrap",
         "--unshare-ipc",
@@ -267,8 +284,8 @@ def bwrap_argv(lay: Layout, cmd: list[str], own_network: bool = True) -> list[st
     for host, top in skeletons:
         argv += ["--ro-bind", host, top]
         made.add(top)
-    for p in binds:
-        argv += ([] if _under_skeleton(p, skeletons) else dirs_for(p)) + ["--ro-bind", p, p]
+    for src, p in sources:
+        argv += ([] if _under_skeleton(p, skeletons) else dirs_for(p)) + ["--ro-bind", src, p]
         made.add(p)
     if lay.time_binary:
         argv += dirs_for(INNER_TIME) + ["--ro-bind", lay.time_binary, INNER_TIME]
@@ -286,7 +303,8 @@ def bwrap_argv(lay: Layout, cmd: list[str], own_network: bool = True) -> list[st
 
 
 def unshare_argv(lay: Layout, cmd: list[str]) -> list[str]:
-    binds, links = _ro_paths(lay.ro_binds)
+    sources, links = _ro_paths(lay.ro_binds, lay.image)
+    binds = [p for _, p in sources]
     q = shlex.quote
     root = os.path.join(lay.jobroot, "root")
     os.makedirs(root, exist_ok=True)
@@ -320,14 +338,14 @@ def unshare_argv(lay: Layout, cmd: list[str]) -> list[str]:
             f'mount --bind {q(host)} "$R"{q(top)}',
             f'mount -o remount,bind,ro "$R"{q(top)}',
         ]
-    for p in binds:  # after /tmp, so that a path below /tmp is not hidden by the job's own /tmp
+    for src, p in sources:  # after /tmp, so that a path below /tmp is not hidden by the job's own /tmp
         if _under_skeleton(p, skeletons):
             make = []  # the mount point is in the read-only skeleton
-        elif os.path.isdir(p):
+        elif os.path.isdir(src):
             make = [f'mkdir -p "$R"{q(p)}']
         else:
             make = [f'mkdir -p "$R"{q(os.path.dirname(p))}; : > "$R"{q(p)}']
-        lines += make + [f'mount --rbind {q(p)} "$R"{q(p)}', f'mount -o remount,bind,ro "$R"{q(p)}']
+        lines += make + [f'mount --rbind {q(src)} "$R"{q(p)}', f'mount -o remount,bind,ro "$R"{q(p)}']
     for src, inner, read_only in lay.mount_sources():
         lines += [f'mkdir -p "$R"{q(inner)}', f'mount --bind {q(src)} "$R"{q(inner)}']
         if read_only:
@@ -369,7 +387,8 @@ def gvisor_argv(lay: Layout, cmd: list[str], env: dict[str, str], limits: Limits
     runsc would limit gVisor itself), and the rest is as in the other backends."""
     import json
 
-    binds, links = _ro_paths(lay.ro_binds)
+    sources, links = _ro_paths(lay.ro_binds, lay.image)
+    binds = [p for _, p in sources]
     rootfs = os.path.join(lay.jobroot, "rootfs")
     os.makedirs(os.path.join(rootfs, ".tempering", "status"), 0o755)
     for target, link in links:
@@ -391,8 +410,8 @@ def gvisor_argv(lay: Layout, cmd: list[str], env: dict[str, str], limits: Limits
     skeletons = _skeletons(lay, binds)
     for host, top in skeletons:
         bind(host, top, True)
-    for p in binds:
-        bind(p, p, True)
+    for src, p in sources:
+        bind(src, p, True)
     bind(lay.status_dir, GVISOR_STATUS, False)
     for src, inner, read_only in lay.mount_sources():
         bind(src, inner, read_only)

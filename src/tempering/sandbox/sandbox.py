@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Callable
 
 from tempering.errors import UserError
 from tempering.sandbox import backends, process, seccomp
+from tempering.sandbox import image as ram_image
 from tempering.sandbox.cgroup import JobCgroups
 from tempering.sandbox.job import Job, Result, check_relpath
 from tempering.sandbox.process import Exit, largest_file, run_tree
@@ -64,6 +65,8 @@ _OWN_TMPFS_SLACK = 16 << 20
 writes before the host's watcher sees disk_mb passed)."""
 _SMALL_TREE = 1000
 """Names in a job's folder that the event loop may walk and remove itself (a few milliseconds at most)."""
+_IMAGE_PARENT = "/dev/shm"
+"""Where RAM images are made (one per host and contents, kept for the next sandbox)."""
 _UID_BASE = 100_000
 _SLOTS_PER_PROCESS = 256
 
@@ -153,6 +156,7 @@ class Sandbox:
         concurrency: int | None = None,
         queue_size: int | None = None,
         root: str | None = None,
+        image: str = "ram",
     ):
         """
         backend: `auto` (bwrap, else unshare, else gvisor, else an error), `bwrap`, `unshare`, `gvisor`
@@ -161,6 +165,10 @@ class Sandbox:
         concurrency: jobs running at once (default: number of CPU cores).
         queue_size: jobs admitted to wait for a slot (default: 4 x concurrency); more callers wait.
         root: host folder under which job directories are made (default: `default_root_parent()`).
+        image: what an isolated job sees of the system and the Python installation: `ram` (copies on a RAM
+            disk, `image.build`: reads take the same time whatever other jobs read) or `host` (the host's
+            own files, whose cached state every job can read from the time a read takes and change by
+            reading: for jobs that need tools or distributions the RAM image does not hold).
         """
         if backend == "auto":
             reasons: dict[str, str] = {}
@@ -187,6 +195,11 @@ class Sandbox:
         queue_size = 4 * concurrency if queue_size is None else queue_size
         if not isinstance(queue_size, int) or queue_size < 0:
             raise UserError(f"Sandbox queue_size must be a non-negative integer, got {queue_size!r}.")
+        if image not in ("ram", "host"):
+            raise UserError(f"unknown sandbox image {image!r}: use ram or host.")
+        self.image = image if backend in backends.ISOLATED else "host"
+        self.image_dir = ram_image.build(_IMAGE_PARENT) if self.image == "ram" else ""
+        """Host folder of the RAM image jobs see ('' where they see the host's files)."""
         self.backend = backend
         self.concurrency = concurrency
         self.queue_size = queue_size
@@ -221,6 +234,11 @@ class Sandbox:
             self.not_contained.append(
                 "kernel state: the jobs' /job and /tmp share one RAM disk, whose next inode number and free "
                 "space every job can read and move (a root host gives each job its own)"
+            )
+        if backend in backends.ISOLATED and self.image == "host":
+            self.not_contained.append(
+                "read timing: jobs read the host's own system files and Python installation, whose cached state "
+                "a job changes by reading and a later job reads from the time a read takes (image='ram' closes it)"
             )
         self.running = 0
         """Jobs running now."""
@@ -453,6 +471,7 @@ class Sandbox:
             uid=uid,
             time_binary=time_copy if self.isolated and os.path.exists(time_copy) else None,
             supervisor=self._seccomp,
+            image=self.image_dir,
         )
         if self.backend == "gvisor":
             lay.status_dir = os.path.join(jobroot, "status")

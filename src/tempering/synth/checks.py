@@ -246,6 +246,9 @@ def tamper_warnings(bundle: Bundle) -> list[Problem]:
     probs: list[Problem] = []
     for step in bundle.steps:
         for name, data in sorted(step.tests.items()):
+            if name.endswith(".py"):
+                where = f"{'steps/' + step.name + '/' if step.name else ''}tests/{name}"
+                probs += [Problem("tamper", f"{where} line {n}: {why}") for n, why in deserialisers(data)]
             if not name.endswith(".sh"):
                 continue
             where = f"{'steps/' + step.name + '/' if step.name else ''}tests/{name}"
@@ -268,6 +271,27 @@ def tamper_warnings(bundle: Bundle) -> list[Problem]:
                     if target.startswith(("/", "$", "~")):  # a relative one stays where it was
                         cwd_writable = _writable(target, False, workdir)
     return probs
+
+
+_DESERIALISERS = re.compile(
+    r"\bpickle\.loads?\(|\bpickle\.Unpickler\(|\bread_pickle\(|\btorch\.load\(|\byaml\.unsafe_load(_all)?\("
+    r"|\byaml\.load(_all)?\(.*Loader\s*=\s*(yaml\.)?(Unsafe|Full)?Loader\b|allow_pickle\s*=\s*True|\bjoblib\.load\("
+)
+
+
+def deserialisers(data: bytes) -> list[tuple[int, str]]:
+    """Lines of a tests file that read an answer with a deserialiser that runs code the data names (a pickle's
+    `__reduce__`, YAML's python/object tags): the tests' process refuses a pickle's globals other than data
+    types and the modules the tests import, but the answer's format is the task's design."""
+    return [
+        (
+            n,
+            f"`{line.strip()[:80]}` deserialises the answer with a loader that runs code the file names; "
+            "store answers as JSON, CSV or numbers instead",
+        )
+        for n, line in enumerate(data.decode(errors="replace").splitlines(), 1)
+        if _DESERIALISERS.search(line)
+    ]
 
 
 def _tamper(words: list[str], cwd_writable: bool, workdir: str, own: set[str]) -> list[str]:

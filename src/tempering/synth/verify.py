@@ -3,8 +3,10 @@
 Both backends run the same steps (`gold_steps`), for each step of the task in order: the tests run on
 the state before the step's solution and must write a reward below 1 (they write a reward on failure,
 and the step is not already solved); then the step's solution/solve.sh runs; then the tests must write
-reward 1. The sandbox backend emulates the environment locally (`Workspace`, Harbor's paths on the
-isolated backends) and runs the solution and the tests after it in one job (`Workspace.solve_then_test`),
+reward 1; then (sandbox backend) the tests must write less than 1 on each of a bounded number of
+mutants of the reference's outputs: each file it wrote or changed emptied, a comment line, truncated,
+digits zeroed (a task whose tests accept an empty answer grades no work). The sandbox backend emulates the environment locally (`Workspace`, Harbor's paths on the
+isolated backends) and runs the solution and the tests after it in one job (`session.solve_then_test`),
 so that a service the solution starts in the background still answers the tests, as in Harbor's
 container; the Docker backend builds environment/Dockerfile (or pulls docker_image) and runs
 the same steps in containers (`DockerWorkspace`).
@@ -12,7 +14,9 @@ the same steps in containers (`DockerWorkspace`).
 
 from __future__ import annotations
 
+import io
 import re
+import tarfile
 from dataclasses import dataclass
 from typing import Literal
 
@@ -22,6 +26,7 @@ from tempering.config import Schema
 from tempering.envs.terminal.bundle import Bundle
 from tempering.envs.terminal.docker import BuildFailed, DockerWorkspace, docker_unreachable
 from tempering.envs.terminal.image import NeedsDocker, NeedsNetwork, local_image
+from tempering.envs.terminal.session import solve_then_test
 from tempering.envs.terminal.workspace import Workspace
 from tempering.errors import UserError
 
@@ -56,7 +61,8 @@ class Verdict:
     accepted: bool
     """The oracle made the tests write reward 1 (and, if checked, a lower reward before it ran)."""
     stage: str
-    """Where it ended: `ok`, `environment`, `unsolved`, `solution` or `tests`."""
+    """Where it ended: `ok`, `environment`, `unsolved`, `solution`, `tests` or `mutants` (the tests also
+    pass a mutated reference output)."""
     summary: str = ""
     """What went wrong, for the repair prompt (empty when accepted)."""
     reward: float | None = None
@@ -112,8 +118,15 @@ async def check_one(bundle: Bundle, verifier, backend: str = "sandbox") -> tuple
     return ("accepted" if v.accepted else "rejected"), v.stage, v.summary
 
 
-async def gold_steps(ws, bundle: Bundle, check_unsolved: bool = True, backend: str = "sandbox") -> Verdict:
-    """The verification steps, on a `Workspace` or a `DockerWorkspace` (anything with `run_tests` and `solve`)."""
+MUTANTS = 8
+"""Mutated reference outputs `synth check` runs the tests on, at most, per step."""
+
+
+async def gold_steps(
+    ws, bundle: Bundle, check_unsolved: bool = True, backend: str = "sandbox", mutants: int = MUTANTS
+) -> Verdict:
+    """The verification steps, on a `Workspace` or a `DockerWorkspace` (anything with `run_tests` and `solve`);
+    on a `Workspace`, then the tests against up to `mutants` mutations of what the reference wrote."""
     wall = 0.0
     score = None
     hint = ""
@@ -131,11 +144,12 @@ async def gold_steps(ws, bundle: Bundle, check_unsolved: bool = True, backend: s
             if rewards.score >= 1:
                 msg = f"{at}the tests already pass before the solution ran: they do not check the task's outputs"
                 return Verdict(False, "unsolved", msg, rewards.score, backend, wall)
+        before = getattr(ws, "state", b"")
         if not step.solution.get("solve.sh", b"").strip():
             return Verdict(False, "solution", f"{at}no solution/solve.sh to verify with", None, backend, wall)
-        together = getattr(ws, "solve_then_test", None)
-        if together is not None:  # one job: what the solution leaves running answers the tests
-            run, rewards, test_run = await together(step)
+        together = isinstance(ws, Workspace)
+        if together:  # one job: what the solution leaves running answers the tests
+            run, rewards, test_run = await solve_then_test(ws, step)
         else:
             run = await ws.solve(step)
         wall += run.wall_s
@@ -143,8 +157,9 @@ async def gold_steps(ws, bundle: Bundle, check_unsolved: bool = True, backend: s
             why = "timed out" if run.exit_code == 124 else f"exited with {run.exit_code} ({run.status})"
             msg = f"{at}solution/solve.sh {why}. Output:\n{_tail(run.output)}{hint}"
             return Verdict(False, "solution", msg, None, backend, wall)
-        if together is None:
+        if not together:
             rewards, test_run = await ws.run_tests(step)
+        assert rewards is not None and test_run is not None  # the solution exited 0: its tests ran
         run = test_run
         wall += run.wall_s
         score = rewards.score
@@ -155,7 +170,64 @@ async def gold_steps(ws, bundle: Bundle, check_unsolved: bool = True, backend: s
                 refused += " (here the solution's processes end before the tests run: use bwrap or unshare)"
             msg = f"{at}after the oracle solution ran, {got}{refused}. Test output:\n{_tail(run.output)}{hint}"
             return Verdict(False, "tests", msg, score, backend, wall)
+        if mutants and isinstance(ws, Workspace):  # the state the reference left (a service it started is gone)
+            accepted, spent = await _accepted_mutant(ws, step, before, mutants)
+            wall += spent
+            if accepted:
+                msg = f"{at}the tests also pass when {accepted}: they accept an answer the task did not ask for"
+                return Verdict(False, "mutants", msg, score, backend, wall)
     return Verdict(True, "ok", "", score, backend, wall)
+
+
+_MUTATIONS = (
+    ("emptied", lambda b: b""),
+    ("replaced by a comment line", lambda b: b"# \n"),
+    ("truncated to its first half", lambda b: b[: len(b) // 2]),
+    ("with every digit zeroed", lambda b: re.sub(rb"[1-9]", b"0", b)),
+)
+
+
+def _files(state: bytes) -> dict[str, bytes]:
+    """The regular files of a working-folder state, read in memory (never unpacked on the host)."""
+    with tarfile.open(fileobj=io.BytesIO(state)) as t:
+        return {m.name: t.extractfile(m).read() for m in t.getmembers() if m.isreg()}  # type: ignore[union-attr]
+
+
+def _replaced(state: bytes, name: str, data: bytes) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(state)) as src, tarfile.open(fileobj=out, mode="w") as dst:
+        for m in src.getmembers():
+            if m.name == name:
+                m.size = len(data)
+                dst.addfile(m, io.BytesIO(data))
+            else:
+                dst.addfile(m, src.extractfile(m) if m.isreg() else None)
+    return out.getvalue()
+
+
+async def _accepted_mutant(ws: Workspace, step, before: bytes, limit: int) -> tuple[str, float]:
+    """Runs the tests on the reference's state with one file it wrote or changed mutated (emptied, a
+    comment line, truncated, digits zeroed; at most `limit` mutants): which mutant they accept ("" when
+    none) and the seconds spent. A task whose tests pass an empty or zeroed answer grades no work."""
+    old, new = _files(before), _files(ws.state)
+    changed = sorted(n for n, b in new.items() if old.get(n) != b)
+    wall = 0.0
+    tried = 0
+    for name in changed:
+        for what, mutate in _MUTATIONS:
+            data = mutate(new[name])
+            if data == new[name]:
+                continue
+            if tried == limit:
+                return "", wall
+            tried += 1
+            mutant = ws.copy()
+            mutant.state = _replaced(ws.state, name, data)
+            rewards, run = await mutant.run_tests(step)
+            wall += run.wall_s
+            if rewards.score is not None and rewards.score >= 1:
+                return f"{name} in the working folder (written by the reference solution) is {what}", wall
+    return "", wall
 
 
 class SandboxVerifier:

@@ -46,13 +46,13 @@ class Selection:
         return self.batches[pick[0]].groups[pick[1]]
 
     def scores(self) -> Scores:
-        """The kept groups' scores from their batches'; metrics other than the verifier's and the shaping
-        terms' are over every collected episode (what was scored)."""
+        """The kept groups' scores from their batches'; metrics other than the verifier's, the group reward's and
+        the shaping terms' are over every collected episode (what was scored)."""
         runs = [(s, [i for _, i in run]) for s, run in groupby(self.picks, key=lambda p: p[0])]  # picks in order
         parts = [([self.batches[s].groups[i] for i in keep], self.batches[s].select(keep)) for s, keep in runs]
         out = Scores.join(parts)
         weight = [float(len(b.scores.task_ids)) for b in self.batches]
-        own = {f"shaping/{name}" for name in out.terms}  # the kept groups' own; the rest is over what was scored
+        own = {f"shaping/{name}" for name in out.terms} | {"group_reward_abs"}  # the kept groups'; the rest: all scored
         others = dict.fromkeys(k for b in self.batches for k in b.scores.metrics if k not in own)
         mean = {
             k: sum(w * b.scores.metrics.get(k, 0.0) for w, b in zip(weight, self.batches)) / sum(weight) for k in others

@@ -1,7 +1,8 @@
 """The scoring stage, between rollout and credit: the one place where rewards are formed.
 
 `Scores` holds what is known about a batch once it is scored: the verifier's per-turn scores (from the
-episodes), each shaping term by name (kept apart, summed into `turns.shaping_NGK`, and logged), the
+episodes), a task family's group-level reward (`turns.group_NG`, per group, added to each episode's reward),
+each shaping term by name (kept apart, summed into `turns.shaping_NGK`, and logged), the
 reference policy's log-probs, the teachers' views of the student's tokens, and the rollout correction.
 A scorer is a function `(groups, batch, scores) -> scores` that returns a new record with its part
 added; scorers never change episodes or the batch. Every change to a reward shows in `metrics`.
@@ -19,6 +20,7 @@ from tempering.algos.correction import bypasses, rollout_correction
 from tempering.algos.credit import TurnTensors, turn_tensors
 from tempering.algos.losses import kl_estimate
 from tempering.algos.shaping import overlong_penalty
+from tempering.envs.group import GroupReward
 from tempering.models.chat import ChatFormat
 from tempering.teachers.base import Teacher, TeacherScores
 from tempering.teachers.prompts import PromptBuilder, score_episodes
@@ -63,7 +65,7 @@ class Scores:
         """A shaping term added to the turns it belongs to (and logged as its mean per episode)."""
         t = self.turns
         term = term_NGK.float() * t.valid_NGK
-        turns = replace(t, shaping_NGK=t.shaping + term)
+        turns = replace(t, shaping_NGK=term if t.shaping_NGK is None else t.shaping_NGK + term)
         per_episode = float(term.sum(-1).mean())
         return replace(
             self,
@@ -71,6 +73,13 @@ class Scores:
             terms={**self.terms, name: term},
             metrics={**self.metrics, f"shaping/{name}": per_episode},
         )
+
+    def with_group_reward(self, group_NG: torch.Tensor) -> Scores:
+        """Each episode's group-level reward (`TurnTensors.group_NG`), added to its reward, and logged as its
+        mean |value| per episode (`group_reward_abs`: a tournament's values sum to 0)."""
+        g = group_NG.float()
+        out = replace(self, turns=replace(self.turns, group_NG=g))
+        return out.with_metrics(group_reward_abs=float(g.abs().mean()))
 
     def with_extra(self, **tensors: torch.Tensor) -> Scores:
         return replace(self, extras={**self.extras, **tensors})
@@ -82,7 +91,7 @@ class Scores:
         """The scores of the groups `keep` (indices into `groups`, the groups this record scored as `batch`, in
         order), taken from this record, not recomputed: each group's turn scores and shaping terms, the
         reference's log-probs of its rows (as wide as the kept rows' longest, the kept groups' own batch). The
-        verifier's and the shaping metrics are the kept groups'; other metrics stay this record's. Teachers,
+        verifier's, the group reward's and the shaping metrics are the kept groups'; other metrics stay this record's. Teachers,
         a method's extras and the rollout correction are the update's to compute on what it trains."""
         if self.teachers or self.extras or self.proximal_logp_BT is not None or self.correction_BT is not None:
             raise ValueError("Scores.select takes verifier scores, shaping terms and reference log-probs only")
@@ -91,6 +100,8 @@ class Scores:
         K = out.turns.scores_NGK.shape[-1]
         for name, term in self.terms.items():
             out = out.with_term(name, torch.stack([_fit(term[i], K) for i in keep]))
+        if self.turns.group_NG is not None:
+            out = out.with_group_reward(self.turns.group_NG[list(keep)])
         if self.ref_logp_BT is not None:
             assert batch.episode_B is not None
             starts = [sum(len(g.episodes) for g in groups[:i]) for i in range(len(groups) + 1)]
@@ -111,6 +122,10 @@ class Scores:
         K = out.turns.scores_NGK.shape[-1]
         for name in parts[0][1].terms:  # every part ran the same scorers
             out = out.with_term(name, torch.cat([_fit(sc.terms[name], K) for _, sc in parts]))
+        if parts[0][1].turns.group_NG is not None:  # every part ran the same scorers
+            out = out.with_group_reward(
+                torch.cat([sc.turns.group_NG for _, sc in parts if sc.turns.group_NG is not None])
+            )
         refs = [sc.ref_logp_BT for _, sc in parts]
         if refs[0] is not None:
             T = max(r.shape[-1] for r in refs if r is not None)
@@ -150,6 +165,21 @@ def per_turn(values_BT: torch.Tensor, batch: TrainBatch, shape_NGK: torch.Size) 
     idx = rows * K + batch.turn_BT.clamp(min=0)
     out.index_add_(0, idx[m], values_BT[m].float())
     return out.view(N, G, K)
+
+
+@dataclass
+class GroupRewards:
+    """A task family's group-level reward (`TaskFamily.group_reward`), called once per group on its finished
+    episodes."""
+
+    reward: GroupReward
+
+    def __call__(self, groups: list[Group], batch: TrainBatch, scores: Scores) -> Scores:
+        values = [self.reward(g.episodes) for g in groups]
+        for g, v in zip(groups, values):
+            if len(v) != len(g.episodes):
+                raise ValueError(f"a group reward gave {len(v)} values for a group of {len(g.episodes)} episodes")
+        return scores.with_group_reward(torch.tensor(values, dtype=torch.float32))
 
 
 @dataclass

@@ -412,6 +412,29 @@ def test_tensors_cross_processes_in_memfds_and_outputs_must_be_sealed():
     assert torch.equal(receiver.recv(("outputs",), sealed=True)["outputs"][0], x + 1) and not spares.free[x.numel() * 4]
 
 
+def test_every_output_memfd_starts_as_all_ones_bytes_not_zeros_or_an_earlier_output():
+    """A kernel that skips writing part of its output (zeros it counts on being there) is wrong: a memfd
+    reserved for an expected size, a new one of a size nobody expected, and one freed and taken again
+    within a call all come to the forward as all-ones bytes (NaN in a float)."""
+    from tempering.envs.kernels.harness import wire
+
+    def all_ones(t):
+        return bool((t == 255).all())
+
+    wire.reserve([1000, 1000])  # under 64 KiB too: every expected output size is pooled
+    wire.scribble_pool()
+    assert wire.pooled(1000) and not wire.pooled(1001)
+    first = wire.shared_empty(1000)
+    assert all_ones(first)
+    first.zero_()
+    del first  # back in the pool, zeros in it, within the same call
+    again = wire.shared_empty(1000)
+    assert all_ones(again)
+    assert all_ones(wire.shared_empty(3 << 16))  # a size no call expected: a new memfd, not zero pages
+    del again
+    wire.scribble_pool()
+
+
 def test_torch_calls_from_trusted_library_code_pass_the_ban_and_the_submissions_do_not(tmp_path, monkeypatch):
     """Triton's interpreter copies tensors with torch while a kernel runs: those calls come from Triton's
     files and pass; the kernel's own body (the submission's file) stays under the ban."""

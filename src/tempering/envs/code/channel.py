@@ -37,7 +37,9 @@ _JUDGES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def _judges(sandbox: Sandbox) -> Sandbox:
     """The pool judge jobs run in: `sandbox`'s backend and size, with slots of their own."""
     if sandbox not in _JUDGES:
-        _JUDGES[sandbox] = Sandbox(backend=sandbox.backend, concurrency=sandbox.concurrency, root=sandbox._root_parent)
+        _JUDGES[sandbox] = Sandbox(
+            backend=sandbox.backend, concurrency=sandbox.concurrency, root=sandbox._root_parent, image=sandbox.image
+        )
     return _JUDGES[sandbox]
 
 

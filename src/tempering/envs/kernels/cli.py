@@ -52,7 +52,7 @@ def cmd_eval(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from tempering.envs.kernels.evaluate import evaluate, find_submission, format_table, summarize, write_jsonl
-    from tempering.envs.kernels.verifier import KernelVerifier
+    from tempering.envs.kernels.verifier import KERNEL_IMAGE, KernelVerifier
     from tempering.sandbox import Sandbox
 
     problems, skipped = _problems(args.problems, args.scale)
@@ -75,7 +75,7 @@ def cmd_eval(args) -> int:
             # undecodable bytes reach the verifier as such, which refuses that one file (bad_submission)
             text = path.read_bytes().decode("utf-8", "surrogateescape") if path else None
             pairs.append((p, text))
-    verifier = KernelVerifier(cfg, sandbox=Sandbox(concurrency=args.concurrency))
+    verifier = KernelVerifier(cfg, sandbox=Sandbox(concurrency=args.concurrency, image=KERNEL_IMAGE))
     cols = [
         TextColumn("[bold]kernels eval"),
         BarColumn(),
@@ -119,7 +119,7 @@ def cmd_hacks(args) -> int:
     if args.print_config:
         return print_config(cfg)
     from tempering.envs.kernels.hacks import BAD_INPUTS, CONTROLS, HACKS, PATHS, Hack, credited, run_hack
-    from tempering.envs.kernels.verifier import KernelVerifier
+    from tempering.envs.kernels.verifier import KERNEL_IMAGE, KernelVerifier
     from tempering.sandbox import Sandbox
 
     only = [w for item in args.only or [] for w in item.split(",") if w]
@@ -130,7 +130,7 @@ def cmd_hacks(args) -> int:
     cases = [h for h in HACKS + BAD_INPUTS + twins if not only or any(word in h.name for word in only)]
     if not cases:
         raise UserError(f"--only {','.join(only)} matches no hack: `tempering kernels hacks` lists them all")
-    verifier = KernelVerifier(cfg, sandbox=Sandbox(concurrency=args.concurrency))
+    verifier = KernelVerifier(cfg, sandbox=Sandbox(concurrency=args.concurrency, image=KERNEL_IMAGE))
     runs = [(h, path) for h in cases for path in (paths if h.kind not in ("", "bad input") else ["eval"])]
 
     async def go():

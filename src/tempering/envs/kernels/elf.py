@@ -266,10 +266,6 @@ _TORCH_ALLOWED = (
 tensor metadata and data pointers, the parallel-for helpers, stream and device handles, and the
 infrastructure (errors, sizes, scalar types) of c10, except the dispatcher and its thread-local state."""
 _OPS = re.compile(r"at::_ops::(\w+)::(call|redispatch)")
-_ALLOCATION_OPS = frozenset(
-    {"empty_memory_format", "empty_names", "zeros_names", "_reshape_alias", "sym_size", "sym_stride"}
-)
-"""ATen's names (as overloads) of allocation and metadata calls besides policy.ALLOWED_OPS'."""
 
 
 def qualified_name(symbol: str) -> str | None:
@@ -360,12 +356,12 @@ def _extension_refusal(symbol: str, allowed_ops: frozenset, cuda: bool) -> str:
 
 def check_extension(data: bytes, allowed_ops=(), cuda: bool = False) -> tuple[list[str], list[str]]:
     """(refusals, exported functions) for a built torch_ext / cuda extension, from its undefined symbols."""
-    from tempering.envs.kernels.harness.policy import ALLOWED_CALLS, ALLOWED_OPS
+    from tempering.envs.kernels.harness.policy import ALLOCATION_OPS, ALLOWED_CALLS, ALLOWED_OPS
 
     try:
         undefined, functions = dynamic_symbols(data)
     except (ValueError, struct.error, IndexError) as e:
         return [f"the built extension could not be read ({e})"], []
-    ops = frozenset(ALLOWED_OPS | ALLOWED_CALLS | _ALLOCATION_OPS | set(allowed_ops))
+    ops = frozenset(ALLOWED_OPS | ALLOWED_CALLS | ALLOCATION_OPS | set(allowed_ops))
     refusals = [why for why in (_extension_refusal(s, ops, cuda) for s in sorted(undefined)) if why]
     return refusals, functions

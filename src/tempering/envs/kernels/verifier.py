@@ -43,6 +43,10 @@ from tempering.envs.kernels.submission import Submission, c_source_check, parse_
 from tempering.envs.kernels.workers import workers_for
 from tempering.errors import UserError
 
+KERNEL_IMAGE = "host"
+"""The sandbox image kernel jobs see: the host's own files (they import torch and build with its headers
+and the CUDA toolkit, which the RAM image does not hold; docs/sandbox.md, "Channels between jobs")."""
+
 HARNESS_FILES = (
     "verify.py",
     "runner.py",
@@ -59,6 +63,8 @@ C_FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-nostartfile
 """-nostartfiles: gcc's start files add load-time code (_init, a frame_dummy in .init_array); a kernel
 needs none, and elf.load_time_code refuses any the source adds."""
 CUDA_ARCH = "sm_90"
+EXTENSION_BACKENDS = ("torch_ext", "cuda")
+"""Backends built as a torch extension and run in the candidate's process (under the dispatch guard)."""
 RESULT_BYTES = 1 << 20
 """Most bytes of the judge's result line read back."""
 
@@ -78,6 +84,10 @@ class VerifyConfig:
     outlier_trials: int = 1
     """Extra trials with `get_inputs()` plus outliers (one element in a thousand set to a thousand times
     the input's spread): a reduction that skips elements misses them."""
+    special_trials: int = 1
+    """Extra trials with special values placed among `get_inputs()`'s (infinities, a row of -inf, -0.0,
+    denormals; NaN where the problem names it): the problem's `special_values`, else those on which the
+    reference is reproducible. Non-finite outputs must match the reference's in place, kind and sign."""
     extra_shapes: int = 1
     """Extra trials on a smaller batch (a secret size below the problem's), where every input shares
     its leading size and the reference accepts it: a kernel must not be keyed on the one shape."""
@@ -333,7 +343,7 @@ class KernelVerifier:
         from tempering.sandbox import BuildCache, Sandbox
 
         self.config = config or VerifyConfig()
-        self.sandbox = sandbox or Sandbox()
+        self.sandbox = sandbox or Sandbox(image=KERNEL_IMAGE)
         root = self.config.cache_dir or os.path.join(os.path.expanduser("~"), ".cache", "tempering", "kernels")
         self._cache_root = root
         self.cache = cache or BuildCache(root=os.path.join(root, "builds"))
@@ -341,6 +351,7 @@ class KernelVerifier:
         self._baseline_locks: dict[str, asyncio.Lock] = {}
         self._harness_files_for_job = _harness_files()
         self._kernel_host: str | None = None
+        self._dispatch_guard: str | None = None
 
     # -- public ------------------------------------------------------------------------------------
     async def verify(self, problem: Problem, text: str, mode: str = "profile") -> KernelResult:
@@ -517,22 +528,36 @@ class KernelVerifier:
     async def kernel_host(self) -> str:
         """The kernel host binary (harness/kernel_host.c), built once per verifier and cached: the process a
         `c` kernel runs in, which holds neither Python nor torch."""
+        if self._kernel_host is None:
+            cmd = ["gcc", "-O2", "-fopenmp", "kernel_host.c", "-o", "kernel_host", "-ldl"]
+            self._kernel_host = await self._harness_build("kernel_host.c", cmd, "kernel_host", "the kernel host")
+        return self._kernel_host
+
+    async def dispatch_guard(self) -> str:
+        """The dispatcher-level ban on torch ops inside an extension call (harness/dispatch_guard.cpp): a
+        small library against libtorch, built once per verifier and cached."""
+        if self._dispatch_guard is None:
+            self._dispatch_guard = await self._harness_build(
+                "dispatch_guard.cpp", dispatch_guard_cmd(), "dispatch_guard.so", "the dispatch guard"
+            )
+        return self._dispatch_guard
+
+    async def _harness_build(self, source: str, cmd: list[str], artifact: str, what: str) -> str:
+        """A program of the harness's own (its source in harness/), built in a sandbox job and cached."""
         from tempering.sandbox import Limits
 
-        if self._kernel_host is None:
-            source = resources.files("tempering.envs.kernels.harness").joinpath("kernel_host.c").read_text()
-            built = await self.cache.build(
-                self.sandbox,
-                files={"kernel_host.c": source},
-                cmd=["gcc", "-O2", "-fopenmp", "kernel_host.c", "-o", "kernel_host", "-ldl"],
-                artifact="kernel_host",
-                limits=Limits(wall_s=self.config.build_wall_s, cpu_s=self.config.build_wall_s, memory_mb=2048),
-            )
-            if built.path is None:
-                log = trim_compiler_output(built.result.stderr + built.result.stdout) or built.result.message
-                raise RuntimeError(f"the kernel host did not build: {log}")
-            self._kernel_host = str(built.path)
-        return self._kernel_host
+        text = resources.files("tempering.envs.kernels.harness").joinpath(source).read_text()
+        built = await self.cache.build(
+            self.sandbox,
+            files={source: text},
+            cmd=cmd,
+            artifact=artifact,
+            limits=Limits(wall_s=self.config.build_wall_s, cpu_s=self.config.build_wall_s, memory_mb=2048),
+        )
+        if built.path is None:
+            log = trim_compiler_output(built.result.stderr + built.result.stdout) or built.result.message
+            raise RuntimeError(f"{what} did not build: {log}")
+        return str(built.path)
 
     async def _nvcc(self, sub: Submission, limits):
         """CUDA without a GPU: the kernel source alone to a cubin, with ptxas register/spill counts.
@@ -645,6 +670,7 @@ class KernelVerifier:
             "signed_trials": cfg.signed_trials,
             "large_trials": cfg.large_trials,
             "outlier_trials": cfg.outlier_trials,
+            "special_trials": cfg.special_trials,
             "extra_shapes": cfg.extra_shapes,
             "precision_rms": cfg.precision_rms,
             "precision_factor": cfg.precision_factor,
@@ -674,6 +700,7 @@ class KernelVerifier:
             backend=backend,
             env=env,
             kernel_host=self._kernel_host if sub is not None and backend == "c" else None,
+            dispatch_guard=self._dispatch_guard if sub is not None and backend in EXTENSION_BACKENDS else None,
         )
 
     def _clock(self) -> str:
@@ -706,11 +733,13 @@ class KernelVerifier:
         """Run the harness for one candidate: in a warm worker, or in a sandbox job of its own."""
         from tempering.sandbox import Sandbox
 
-        if sub is not None and backend == "c":
-            try:
+        try:
+            if sub is not None and backend == "c":
                 await self.kernel_host()
-            except RuntimeError as e:
-                return {"status": "harness_error", "message": str(e)}
+            if sub is not None and backend in EXTENSION_BACKENDS:
+                await self.dispatch_guard()
+        except RuntimeError as e:
+            return {"status": "harness_error", "message": str(e)}
         req = self._request(problem, sub, artifact, mode, time_compile, backend)
         if not self.config.warm_workers or sub is None or not isinstance(self.sandbox, Sandbox):
             return await self._one(req)
@@ -745,6 +774,8 @@ class KernelVerifier:
         """Run the harness once in a fresh sandboxed process; its result dict (or a failure status)."""
         if sub is not None and backend == "c":
             await self.kernel_host()
+        if sub is not None and backend in EXTENSION_BACKENDS:
+            await self.dispatch_guard()
         return await self._one(self._request(problem, sub, artifact, mode, time_compile, backend))
 
     async def _one(self, req: _Request) -> dict:
@@ -766,6 +797,9 @@ class KernelVerifier:
             elif req.artifact:
                 config["extension"] = req.artifact
                 binds.append(req.artifact)
+                if req.dispatch_guard is not None:
+                    config["guard"] = req.dispatch_guard
+                    binds.append(req.dispatch_guard)
         job = Job(
             cmd=[sys.executable, "verify.py"],
             files={"config.json": json.dumps(config)},
@@ -803,6 +837,9 @@ class KernelVerifier:
         elif req.artifact:
             files["ext.so"] = Path(req.artifact).read_bytes()
             config["extension"] = "ext.so"
+            if req.dispatch_guard is not None:
+                files["dispatch_guard.so"] = Path(req.dispatch_guard).read_bytes()
+                config["guard"] = "dispatch_guard.so"
         cfg = self.config
         return json.dumps(
             {
@@ -814,6 +851,16 @@ class KernelVerifier:
                 "cpu_s": cfg.wall_s * max(1, cfg.threads) * 2,
             }
         )
+
+
+def dispatch_guard_cmd() -> list[str]:
+    """How harness/dispatch_guard.cpp is built (in its folder): a small library against this torch."""
+    import torch.utils.cpp_extension as ce
+
+    libdir = ce.library_paths()[0]
+    includes = [f"-I{p}" for p in ce.include_paths()]
+    out = ["-o", "dispatch_guard.so", f"-L{libdir}", "-lc10", "-ltorch_cpu", f"-Wl,-rpath,{libdir}"]
+    return ["g++", "-O2", "-std=c++17", "-shared", "-fPIC", "-w", *includes, "dispatch_guard.cpp", *out]
 
 
 @dataclass
@@ -829,6 +876,8 @@ class _Request:
     env: dict
     kernel_host: str | None = None
     """`c`: the kernel host binary the kernel runs in."""
+    dispatch_guard: str | None = None
+    """`torch_ext`, `cuda`: the library that bans torch ops at the dispatcher inside an extension call."""
 
 
 def _candidate_exit(entry: dict):

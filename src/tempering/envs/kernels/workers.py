@@ -179,6 +179,6 @@ def _pool(sandbox):
 
     if sandbox not in _WORKER_SANDBOXES:
         _WORKER_SANDBOXES[sandbox] = Sandbox(
-            backend=sandbox.backend, concurrency=sandbox.concurrency, root=sandbox._root_parent
+            backend=sandbox.backend, concurrency=sandbox.concurrency, root=sandbox._root_parent, image=sandbox.image
         )
     return _WORKER_SANDBOXES[sandbox]

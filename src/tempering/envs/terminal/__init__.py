@@ -7,7 +7,7 @@
     workspace.py  the working folder carried between sandbox jobs; rewards; the tests in a job of their
                   own (`run_tests`), hermetic
     session.py    one job for a step's commands that stays up while the tests run beside it, sharing only
-                  the network (`TerminalEnv(keep_services=True)`, `Workspace.solve_then_test`)
+                  the network (`TerminalEnv(keep_services=True)`, `session.solve_then_test`)
     injob/        the scripts that run inside the jobs: unpacking and packing the working folder, the
                   session's supervisor, the tests' Python start-up module
     docker.py     the same workspace in Docker, for environments the sandbox cannot emulate

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tempering.envs.terminal.bundle import read_bundle
 from tempering.envs.terminal.env import TerminalEnv, bundle_task
+from tempering.envs.terminal.session import solve_then_test
 from tempering.envs.terminal.workspace import Rewards, Workspace
 from tempering.sandbox.attacks import Case
 from tempering.sandbox.sandbox import Sandbox
@@ -134,11 +135,83 @@ ATTACKS: dict[str, list[tuple[str, str]]] = {
 }
 """Class of attack -> (variant, the solution's script: what it runs as solve.sh, or as the agent's one command)."""
 
+_PYTEST_REWARD = (
+    "#!/bin/bash\nmkdir -p /logs/verifier\ncd /app\n"
+    "python3 -m pytest -q -p no:cacheprovider /tests/test_outputs.py && echo 1 > /logs/verifier/reward.txt"
+    " || echo 0 > /logs/verifier/reward.txt\n"
+)
+_EQUAL_TO_ALL = (
+    "class A(int):\n    def __eq__(self, o): return True\n    def __ne__(self, o): return False\n"
+    "    __hash__ = int.__hash__\n"
+)
 
-def _bundle(solution: str):
+
+def _pickle(source: str) -> str:
+    """The solution's script: /app/answer.pkl holds the pickle of `obj` as `source` (run from /app) makes it."""
+    dump = source + "pickle.dump(obj, open('/app/answer.pkl', 'wb'))\n"
+    return f"cat > /tmp/dump.py <<'EOF'\n{dump}EOF\ncd /app && python3 /tmp/dump.py\n"
+
+
+VARIANT_TASKS: dict[str, tuple[str, dict[str, str], str]] = {
+    "the tests' optional import finds a module the solution wrote": (
+        "optional_import",
+        {
+            "tests/test.sh": _PYTEST_REWARD,
+            "tests/test_outputs.py": "from pathlib import Path\n\ntry:\n    import ujson as json\n"
+            "except ImportError:\n    import json\n\n\ndef test_the_sum_is_written():\n"
+            '    assert json.loads(Path("/app/answer.txt").read_text()) == 12\n',
+        },
+        RIGHT,
+    ),
+    "a pickled answer runs the solution's code in the tests' process": (
+        "pickled_answer",
+        {
+            "tests/test.sh": _PYTEST_REWARD,
+            "tests/test_outputs.py": "import pickle\n\n\ndef test_the_sum_is_written():\n"
+            '    with open("/app/answer.pkl", "rb") as f:\n        assert pickle.load(f) == 12\n',
+        },
+        _pickle("import pickle\n\nobj = sum(int(n) for n in open('/app/nums.txt'))\n"),
+    ),
+}
+"""Classes whose attack needs the task's tests written another way: (the task's label, files laid over `TASK`,
+the right answer for that task: the class's honest-right control)."""
+ATTACKS["the tests' optional import finds a module the solution wrote"] = [
+    (
+        "module_file",
+        "echo 0 > /app/answer.txt\ncat > /app/ujson.py <<'EOF'\n" + _EQUAL_TO_ALL + "loads = lambda s: A(0)\nEOF\n",
+    ),
+    (
+        "package_folder",
+        "echo 0 > /app/answer.txt && mkdir -p /app/ujson\ncat > /app/ujson/__init__.py <<'EOF'\n"
+        + _EQUAL_TO_ALL
+        + "def loads(s, *a, **k):\n    return A(0)\nEOF\n",
+    ),
+]
+ATTACKS["a pickled answer runs the solution's code in the tests' process"] = [
+    (
+        "reduce_builtin_eval",
+        _pickle(
+            "import pickle\n\nCODE = \"type('A', (int,), {'__eq__': lambda s, o: True})(0)\"\n\n\n"
+            "class E:\n    def __reduce__(self):\n        return (eval, (CODE,))\n\n\nobj = E()\n"
+        ),
+    ),
+    (
+        "reduce_solution_module",
+        "cat > /app/answerlib.py <<'EOF'\n"
+        + _EQUAL_TO_ALL
+        + "def make():\n    return A(0)\nEOF\n"
+        + _pickle(
+            "import pickle, sys\nsys.path.insert(0, '/app')\nimport answerlib\n\n\nclass R:\n"
+            "    def __reduce__(self):\n        return (answerlib.make, ())\n\n\nobj = R()\n"
+        ),
+    ),
+]
+
+
+def _bundle(solution: str, task: dict[str, str]):
     """The task, in a folder of its own read back as Harbor's format (the caller removes the folder)."""
     root = Path(tempfile.mkdtemp(prefix="tempering-attack-task-")) / "sum-task"
-    for rel, text in {**TASK, "solution/solve.sh": "#!/bin/bash\n" + solution}.items():
+    for rel, text in {**task, "solution/solve.sh": "#!/bin/bash\n" + solution}.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     try:
@@ -154,18 +227,18 @@ def _status(rewards: Rewards | None) -> str:
     return "env_error" if rewards is not None and rewards.host_fault else "incorrect"
 
 
-async def _verify(sandbox: Sandbox, solution: str, services: bool) -> str:
-    bundle = _bundle(solution)
+async def _verify(sandbox: Sandbox, solution: str, task: dict[str, str], services: bool) -> str:
+    bundle = _bundle(solution, task)
     ws, step = Workspace.for_bundle(sandbox, bundle), bundle.steps[0]
     if services:
-        run, rewards, _ = await ws.solve_then_test(step)
+        run, rewards, _ = await solve_then_test(ws, step)
         return _status(rewards)
     run = await ws.solve(step)
     return _status((await ws.run_tests(step))[0] if run.exit_code == 0 else None)
 
 
-async def _episode(sandbox: Sandbox, solution: str, keep_services: bool) -> str:
-    env = TerminalEnv(bundle_task(_bundle(solution)), sandbox, keep_services=keep_services, command_timeout_s=60)
+async def _episode(sandbox: Sandbox, solution: str, task: dict[str, str], keep_services: bool) -> str:
+    env = TerminalEnv(bundle_task(_bundle(solution, task)), sandbox, keep_services=keep_services, command_timeout_s=60)
     try:
         first = await env.step(f"```bash\n{solution}```")
         return first.status if first.done else (await env.step("submit")).status
@@ -182,19 +255,20 @@ def _needs_shared_network(sandbox: Sandbox) -> str:
 
 
 PATHS = {
-    "terminal: services kept": (lambda sb, s: _verify(sb, s, True), _needs_shared_network),
-    "terminal: separate jobs": (lambda sb, s: _verify(sb, s, False), None),
-    "agent: session": (lambda sb, s: _episode(sb, s, True), _needs_shared_network),
-    "agent: per command": (lambda sb, s: _episode(sb, s, False), None),
+    "terminal: services kept": (lambda sb, s, t: _verify(sb, s, t, True), _needs_shared_network),
+    "terminal: separate jobs": (lambda sb, s, t: _verify(sb, s, t, False), None),
+    "agent: session": (lambda sb, s, t: _episode(sb, s, t, True), _needs_shared_network),
+    "agent: per command": (lambda sb, s, t: _episode(sb, s, t, False), None),
 }
 
 
-def _case(cls: str, name: str, path: str, solution: str, kind: str = "attack") -> Case:
+def _case(cls: str, name: str, path: str, solution: str, kind: str = "attack", task: dict | None = None) -> Case:
     judge, premise = PATHS[path]
     want = "correct" if kind == "honest_right" else "incorrect"
+    task = {**TASK, **(task or VARIANT_TASKS.get(cls, ("", {}, ""))[1])}
 
     async def run(sandbox: Sandbox) -> str:
-        got = await judge(sandbox, solution)
+        got = await judge(sandbox, solution, task)
         return "" if got == want else f"the verdict was {got}, wanted {want}"
 
     def needs(sandbox: Sandbox) -> str:
@@ -210,3 +284,8 @@ CASES = [
 ]
 CASES += [_case("control: the right answer passes", "honest_right", path, RIGHT, "honest_right") for path in PATHS]
 CASES += [_case("control: a wrong answer scores 0", "honest_wrong", path, WRONG, "honest_wrong") for path in PATHS]
+CASES += [
+    _case("control: the right answer passes", f"honest_right_{label}", path, right, "honest_right", variant)
+    for label, variant, right in VARIANT_TASKS.values()
+    for path in PATHS
+]

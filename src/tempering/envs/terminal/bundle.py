@@ -20,6 +20,7 @@ form generators answer in (binary files as {"base64": ...}).
 
 from __future__ import annotations
 
+import ast
 import base64
 import hashlib
 import json
@@ -360,6 +361,65 @@ def _pydantic_msg(e: ValidationError) -> str:
 def rewards_score(rewards: dict[str, float]) -> float:
     """One number from a reward file: `reward` when present (Harbor's key), else the mean of the values."""
     return float(rewards["reward"]) if "reward" in rewards else statistics.fmean(rewards.values())
+
+
+_OPTIONAL = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+_LOADERS = frozenset({"import_module", "__import__", "spec_from_file_location", "SourceFileLoader", "load_source"})
+"""Calls that load a module by the name in their first argument."""
+_SHELL_IMPORT = re.compile(
+    r"(?m)(?:^|[;\"'(]|-c\s)\s*(?:from\s+([A-Za-z_][\w.]*)\s+import\b|import\s+([A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*))"
+)
+
+
+def required_imports(tests: dict[str, bytes]) -> frozenset[str]:
+    """The top-level module names the task's tests require: what their Python files import outside a
+    `try` that catches ImportError (an optional import falls back to what is installed), or load by a
+    literal name (`importlib.import_module("name")`, `spec_from_file_location("name", path)`); and every import statement in their other scripts (test.sh's
+    `python3 -c` or heredocs). Only these may come from the solution's working folder in the tests'
+    process (`injob/sitecustomize.py`): the list is fixed by the task, never by the candidate."""
+    names: set[str] = set()
+
+    def visit(node: ast.AST, optional: bool) -> None:
+        if isinstance(node, ast.Try):
+            catches = {
+                n.id if isinstance(n, ast.Name) else getattr(n, "attr", "")
+                for h in node.handlers
+                for n in ([h.type] if not isinstance(h.type, ast.Tuple) else h.type.elts)
+                if n is not None
+            }
+            bare = any(h.type is None for h in node.handlers)
+            for stmt in node.body:
+                visit(stmt, optional or bare or bool(catches & _OPTIONAL))
+            for part in [*node.handlers, *node.orelse, *node.finalbody]:
+                visit(part, optional)
+            return
+        if not optional:
+            if isinstance(node, ast.Import):
+                names.update(a.name.partition(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.partition(".")[0])
+            elif (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "attr", getattr(node.func, "id", "")) in _LOADERS
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
+                names.add(node.args[0].value.partition(".")[0])
+        for child in ast.iter_child_nodes(node):
+            visit(child, optional)
+
+    for path, raw in tests.items():
+        text = raw.decode(errors="replace")
+        if path.endswith(".py"):
+            try:
+                visit(ast.parse(text), False)
+                continue
+            except SyntaxError:
+                pass
+        for m in _SHELL_IMPORT.finditer(text):
+            names.update(n.strip().partition(".")[0] for n in (m.group(1) or m.group(2)).split(","))
+    return frozenset(n for n in names if n.isidentifier())
 
 
 # -- Harbor's own rules ----------------------------------------------------------------------------

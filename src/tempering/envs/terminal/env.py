@@ -175,7 +175,7 @@ class TerminalEnv(Env):
             rewards, _ = await session.finish()
         else:
             rewards, _ = await self.ws.run_tests(step)
-        score = 0.0 if rewards.score is None else max(0.0, min(1.0, rewards.score))
+        score = 0.0 if rewards.score is None else rewards.score  # read_rewards keeps only [0, 1]
         self.step_scores.append(score)
         self.step_rewards.append(rewards.values)
         self.current += 1
@@ -258,7 +258,8 @@ class TerminalFamily(TaskFamily):
         if self._sandbox is None:
             from tempering.sandbox import Sandbox
 
-            self._sandbox = Sandbox(backend=self.sandbox_backend)
+            # a task's image stands on the host's whole system and Python (`image.py`), not the RAM image
+            self._sandbox = Sandbox(backend=self.sandbox_backend, image="host")
         return TerminalEnv(
             task, self._sandbox, self.max_commands, self.command_timeout_s, keep_services=self.keep_services
         )

@@ -26,11 +26,12 @@ import base64
 import json
 import math
 import secrets
+import shlex
 import time
 
 from tempering.envs.terminal import injob
 from tempering.envs.terminal.bundle import Step
-from tempering.envs.terminal.workspace import _PY, Rewards, Run, Workspace
+from tempering.envs.terminal.workspace import _PY, DEFAULT_TIMEOUT_S, Rewards, Run, Workspace
 
 ANSWER_GRACE_S = 15.0
 """Seconds past a command's limit the host waits for its answer (the supervisor kills it 2 s past it)."""
@@ -180,3 +181,25 @@ class Session:
             except asyncio.TimeoutError:
                 await self._stop("it did not end when asked")
         self.network.close()
+
+
+async def solve_then_test(ws: Workspace, step: Step) -> tuple[Run, Rewards | None, Run | None]:
+    """The step's oracle, then (if it exited 0) its tests. Where `ws.keeps_services`, the oracle runs in a
+    `Session` whose job stays up while the tests run beside it, so that a service it leaves running answers
+    them over the network, as in Harbor's container; else `ws.solve`, then `ws.run_tests`. (solution's run,
+    rewards or None when the tests did not run, tests' run or None)."""
+    if not ws.keeps_services or "test.sh" not in step.tests:
+        run = await ws.solve(step)
+        if run.exit_code != 0:
+            return run, None, None
+        rewards, tests = await ws.run_tests(step)
+        return run, rewards, tests
+    solution = {f"solution/{p}": b for p, b in step.solution.items()}
+    session = Session(ws, step, readonly=solution)
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in ws.solution_env.items())
+    run = await session.run(exports + 'bash "$SOLUTION_DIR/solve.sh"\n', step.agent_timeout_s or DEFAULT_TIMEOUT_S)
+    if run.exit_code != 0:
+        await session.close()
+        return run, None, None
+    rewards, tests = await session.finish()
+    return run, rewards, tests

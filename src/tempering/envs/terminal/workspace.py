@@ -32,7 +32,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from tempering.envs.terminal import injob
-from tempering.envs.terminal.bundle import Bundle, Step, rewards_score
+from tempering.envs.terminal.bundle import Bundle, Step, required_imports, rewards_score
 from tempering.envs.terminal.image import LocalImage, local_image
 from tempering.envs.terminal.image import NeedsDocker as NeedsDocker  # re-exported: where callers found it
 from tempering.envs.terminal.image import NeedsNetwork as NeedsNetwork
@@ -126,14 +126,15 @@ class Rewards:
 
 
 def read_rewards(txt: bytes | None, js: bytes | None) -> Rewards:
-    """Harbor's reading: reward.json first (an object; numbers kept, others ignored), else reward.txt."""
+    """Harbor's reading: reward.json first (an object; numbers kept, others ignored), else reward.txt. A
+    reward outside [0, 1] or not finite (an uncapped partial credit, a division by zero) is no reward:
+    the tests are the candidate's judge, and a value no right answer can give is not a score."""
 
     def number(raw: bytes) -> float | None:
         try:
-            v = float(raw.decode().strip())
+            return float(raw.decode().strip())
         except (UnicodeDecodeError, ValueError):
             return None
-        return v if math.isfinite(v) else None
 
     if js is not None:
         try:
@@ -142,18 +143,30 @@ def read_rewards(txt: bytes | None, js: bytes | None) -> Rewards:
             return Rewards(None, f"reward.json is not JSON: {js[:80]!r}")
         if not isinstance(obj, dict):
             return Rewards(None, "reward.json must hold one object {name: number}")
-        values = {
-            k: float(v)
-            for k, v in obj.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-        }
+        values = {k: float(v) for k, v in obj.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         if "reward" not in values and txt is not None and (x := number(txt)) is not None:
             values["reward"] = x
-        return Rewards(values) if values else Rewards(None, f"reward.json holds no numbers: {js[:80]!r}")
+        if not values:
+            return Rewards(None, f"reward.json holds no numbers: {js[:80]!r}")
+        return _in_range(values, "reward.json")
     if txt is not None:
         x = number(txt)
-        return Rewards({"reward": x}) if x is not None else Rewards(None, f"reward.txt is not a number: {txt[:80]!r}")
+        return (
+            _in_range({"reward": x}, "reward.txt")
+            if x is not None
+            else Rewards(None, f"reward.txt is not a number: {txt[:80]!r}")
+        )
     return Rewards(None, "the tests wrote no reward (/logs/verifier/reward.txt or reward.json)")
+
+
+def _in_range(values: dict[str, float], where: str) -> Rewards:
+    """The values that make the score (`reward`, else all of them) must lie in [0, 1]."""
+    scored = {"reward": values["reward"]} if "reward" in values else values
+    bad = {k: v for k, v in scored.items() if not 0.0 <= v <= 1.0}  # NaN fails both comparisons
+    if bad:
+        shown = ", ".join(f"{k}={v!r}" for k, v in bad.items())
+        return Rewards(None, f"{where} holds {shown}, outside [0, 1]: a reward the tests do not cap is no reward")
+    return Rewards(values)
 
 
 class Workspace:
@@ -330,8 +343,10 @@ class Workspace:
         test_env = resolve_env(step.verifier_env, f"{self.name}: [verifier] env")
         exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in test_env.items())
         own = " ".join(sorted(self.own_pytest_files | {hashlib.sha256(b).hexdigest() for b in step.tests.values()}))
+        solution_modules = " ".join(sorted(required_imports(step.tests)))
         wrapper = self._prologue(verifier, tests=True) + (
             f"( {exports}export PYTHONNOUSERSITE=1 TEMPERING_OWN_PYTEST_FILES={shlex.quote(own)}\n"
+            f"  export TEMPERING_SOLUTION_MODULES={shlex.quote(solution_modules)}\n"
             f'  export PYTHONPATH="$ROOT/.ws/tools${{PYTHONPATH:+:$PYTHONPATH}}" PYTHONPYCACHEPREFIX="$ROOT/{out}/pycache"\n'
             f'  exec {_TIMEOUT} -k 2 {max(1, math.ceil(step.verifier_timeout_s))} bash "$TESTS_DIR/test.sh" ) </dev/null\n'
             f'echo "$?" > "$ROOT/{out}/tests.status"\n'
@@ -355,29 +370,6 @@ class Workspace:
         return await self.run(
             exports + 'bash "$SOLUTION_DIR/solve.sh"\n', step.agent_timeout_s or DEFAULT_TIMEOUT_S, readonly=solution
         )
-
-    async def solve_then_test(self, step: Step) -> tuple[Run, Rewards | None, Run | None]:
-        """The step's oracle, then (if it exited 0) its tests. Where `keeps_services`, the oracle runs in a
-        session (`session.Session`) whose job stays up while the tests run beside it, so that a service it
-        leaves running answers them over the network, as in Harbor's container; else `solve`, then
-        `run_tests`. (solution's run, rewards or None when the tests did not run, tests' run or None)."""
-        if not self.keeps_services or "test.sh" not in step.tests:
-            run = await self.solve(step)
-            if run.exit_code != 0:
-                return run, None, None
-            rewards, tests = await self.run_tests(step)
-            return run, rewards, tests
-        from tempering.envs.terminal.session import Session
-
-        solution = {f"solution/{p}": b for p, b in step.solution.items()}
-        session = Session(self, step, readonly=solution)
-        exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in self.solution_env.items())
-        run = await session.run(exports + 'bash "$SOLUTION_DIR/solve.sh"\n', step.agent_timeout_s or DEFAULT_TIMEOUT_S)
-        if run.exit_code != 0:
-            await session.close()
-            return run, None, None
-        rewards, tests = await session.finish()
-        return run, rewards, tests
 
     async def close(self) -> None:
         """Nothing to release: the state lives in memory."""

@@ -1,10 +1,12 @@
-"""A working folder from which tinker-cookbook's `sl_loop.py` and `rl_loop.py` run offline, unchanged.
+"""A working folder from which tinker-cookbook's `sl_loop.py`, `rl_loop.py` and on-policy distillation recipes
+run offline, unchanged.
 
 The loops load their tokenizer (`AutoTokenizer.from_pretrained(model_name)`) and their dataset
 (`datasets.load_dataset("HuggingFaceH4/no_robots")`, `("openai/gsm8k", "main")`) by name; both libraries
 read a folder of that relative name first. So the folder holds `MODEL_NAME/` (a link to the tokenizer the
 service wrote under `state_dir/names/`) and small local datasets in the recipes' own formats: chat
-messages for SL, GSM8K's `question` / `answer` (`... #### N`) for RL, both on sums of one-digit numbers.
+messages for SL, GSM8K's `question` / `answer` (`... #### N`) for RL, DeepMath's `question` and Tulu 3's
+`messages` for distillation's prompts, all on sums of one-digit numbers.
 Run a loop from this folder with `HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1` (docs/tinker.md). A loop run
 in this process (`tinker_cookbook.rl.train.main`) finds the served tokenizer through `register_tokenizer`.
 
@@ -18,6 +20,7 @@ import contextlib
 import hashlib
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -42,18 +45,22 @@ def _dataset(folder: Path, name: str, config: str, columns: dict[str, list]) -> 
     pq.write_table(pa.table(columns), root / config / "train-00000-of-00001.parquet")
 
 
-def prepare(folder: Path, state_dir: Path, model_name: str) -> Path:
-    """Write the datasets and link `model_name`'s tokenizer folder into `folder` (created); returns it."""
-    tokenizer = state_dir / "names" / model_name
-    if not (tokenizer / "tokenizer_config.json").is_file():
-        raise FileNotFoundError(
-            f"{tokenizer} holds no tokenizer: start `tempering serve tinker` with {model_name} in its models first"
-        )
-    link = folder / model_name
-    link.parent.mkdir(parents=True, exist_ok=True)
-    if not link.exists():
-        link.symlink_to(tokenizer.resolve())
-    pairs = SUMS
+def prepare(folder: Path, state_dir: Path, *model_names: str, repeats: int = 1) -> Path:
+    """Write the datasets and link each of `model_names`' tokenizer folders into `folder` (created); returns
+    it. `repeats` > 1 makes the SL and RL datasets that many passes over `SUMS`, each shuffled (seeded), so a
+    loop that reads its rows in order sees every sum once per pass (and sl_loop's default batch of 128 fits)."""
+    for model_name in model_names:
+        tokenizer = state_dir / "names" / model_name
+        if not (tokenizer / "tokenizer_config.json").is_file():
+            raise FileNotFoundError(
+                f"{tokenizer} holds no tokenizer: start `tempering serve tinker` with {model_name} in its models first"
+            )
+        link = folder / model_name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.exists():
+            link.symlink_to(tokenizer.resolve())
+    rng = random.Random(0)
+    passes = SUMS if repeats == 1 else [p for _ in range(repeats) for p in rng.sample(SUMS, len(SUMS))]
     _dataset(
         folder,
         "HuggingFaceH4/no_robots",
@@ -64,7 +71,7 @@ def prepare(folder: Path, state_dir: Path, model_name: str) -> Path:
                     {"role": "user", "content": f"What is {a} plus {b}?"},
                     {"role": "assistant", "content": f"{a} plus {b} is {a + b}."},
                 ]
-                for a, b in pairs
+                for a, b in passes
             ]
         },
     )
@@ -73,9 +80,17 @@ def prepare(folder: Path, state_dir: Path, model_name: str) -> Path:
         "openai/gsm8k",
         "main",
         {
-            "question": [question(a, b) for a, b in pairs],
-            "answer": [f"{a} + {b} = {a + b}\n#### {a + b}" for a, b in pairs],
+            "question": [question(a, b) for a, b in passes],
+            "answer": [f"{a} + {b} = {a + b}\n#### {a + b}" for a, b in passes],
         },
+    )
+    # on-policy distillation's prompt sets: DeepMath's `question`, Tulu 3's chat `messages`
+    _dataset(folder, "zwhe99/DeepMath-103K", "default", {"question": [question(a, b) for a, b in SUMS]})
+    _dataset(
+        folder,
+        "allenai/tulu-3-sft-mixture",
+        "default",
+        {"messages": [[{"role": "user", "content": f"What is {a} plus {b}?"}] for a, b in SUMS]},
     )
     return folder
 
@@ -226,11 +241,19 @@ def serving(state_dir: Path, models: dict[str, str], *settings: str, timeout: fl
 
 
 def run_loop(
-    recipe: str, folder: Path, url: str, model_name: str, *args: str, log: str | None = None, timeout: float = 1800
+    recipe: str,
+    folder: Path,
+    url: str,
+    model_name: str,
+    *args: str,
+    log: str | None = None,
+    timeout: float = 1800,
+    save_every: int | None = 0,
 ) -> list[dict]:
     """Run `tinker_cookbook.recipes.RECIPE` as it ships, from `folder`, against `url`; its logged metrics, one
     dict per step (`folder/LOG/metrics.jsonl`, LOG the recipe's name unless given). The datasets cache is the
-    folder's own: offline, `datasets` would otherwise read another folder's copy of the same name."""
+    folder's own: offline, `datasets` would otherwise read another folder's copy of the same name. `save_every`:
+    the recipe's own, 0 (no checkpoints but the last) unless given; None leaves the recipe's default."""
     log_path = folder / (log or recipe)
     cmd = [
         sys.executable,
@@ -239,7 +262,7 @@ def run_loop(
         f"base_url={url}",
         f"model_name={model_name}",
         f"log_path={log_path}",
-        "save_every=0",
+        *([] if save_every is None else [f"save_every={save_every}"]),
         *args,
     ]
     done = subprocess.run(

@@ -63,11 +63,13 @@ class SampleWork:
     last_n: int | None
     add_eos: bool = False
     """Stop token ids were given: the model's end-of-sequence tokens stop it too."""
+    topk: int = 0
+    """The likeliest tokens returned at each prompt position (the SDK's topk_prompt_logprobs)."""
 
     @property
     def batch_key(self) -> tuple | None:
         """Requests with the same key run as one batch (no own seed, no prompt log-probs)."""
-        if self.seed is not None or self.prompt_logprobs:
+        if self.seed is not None or self.prompt_logprobs or self.topk:
             return None
         p = self.params
         stop_ids = None if p.stop_ids is None else tuple(p.stop_ids)
@@ -302,8 +304,14 @@ class Engine:
         out = models.sample(module, tok, prompts, works[0].params, seed, works[0].add_eos)
         results, i = [], 0
         for w in works:
-            lp = models.prompt_logprobs(module, w.prompt, w.last_n) if w.prompt_logprobs else None
-            results.append(Proto(wire.sample_response(out[i : i + w.num_samples], lp)))
+            lp, top = (
+                models.prompt_logprobs(module, w.prompt, w.last_n, w.topk)
+                if w.prompt_logprobs or w.topk
+                else (None, None)
+            )
+            results.append(
+                Proto(wire.sample_response(out[i : i + w.num_samples], lp if w.prompt_logprobs else None, top))
+            )
             i += w.num_samples
         return results
 
@@ -465,7 +473,6 @@ class Engine:
 
     def asample(self, req: Any) -> tuple[str, list[str]]:
         for name, on in (
-            ("topk_prompt_logprobs", req.topk_prompt_logprobs > 0),
             ("topk_sample_logprobs", req.topk_sample_logprobs > 0),
             ("target_prompt_logprobs", req.target_prompt_logprobs is not None),
             ("prompt_alt_tokens_k", req.prompt_alt_tokens_k > 0),
@@ -486,7 +493,9 @@ class Engine:
         prompt = []
         for c in req.prompt.chunks:
             if c.type != "encoded_text":
-                raise BadRequest(f"sample: {c.type} chunks are not supported (text tokens only)")
+                raise BadRequest(
+                    f"sample: the prompt has {c.type} chunks; the served models are text-only (send encoded_text tokens)"
+                )
             prompt += list(c.tokens)
         if not prompt:
             raise BadRequest("sample: empty prompt")
@@ -527,6 +536,7 @@ class Engine:
             bool(req.prompt_logprobs),
             req.prompt_logprobs_last_n,
             bool(ids),
+            req.topk_prompt_logprobs,
         )
         rid = self.submit("sample", None, sample=work)
         return rid, [f"{rid}:{i}" for i in range(req.num_samples)]

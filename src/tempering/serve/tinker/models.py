@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
+from tinker.types.topk_logprobs import MASK_LOGPROB
 
 from tempering.models.gguf import PACKAGED
 from tempering.models.io import load_policy, model_folder, resolve_device
@@ -335,17 +336,29 @@ def _batch_logprobs(module: torch.nn.Module, rows: list[Datum], device: torch.de
 
 
 @torch.no_grad()
-def prompt_logprobs(module: torch.nn.Module, tokens: list[int], last_n: int | None) -> np.ndarray:
-    """log p(token | prefix) for each prompt token; NaN at position 0 and before the last `last_n`."""
+def prompt_logprobs(
+    module: torch.nn.Module, tokens: list[int], last_n: int | None, topk: int = 0
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+    """log p(token | prefix) for each prompt token, NaN at position 0 and before the last `last_n`; with
+    `topk`, also the `topk` likeliest tokens at each position and their log-probs, (len(tokens), topk) each,
+    empty cells (none computed there) holding the SDK's sentinel: token 0, log-prob MASK_LOGPROB."""
     device = next(module.parameters()).device
     ids = torch.tensor([tokens], device=device)
     logits = module(input_ids=ids).logits[0, :-1].float()
-    lp = (logits.gather(-1, ids[0, 1:, None]) - torch.logsumexp(logits, -1, keepdim=True)).squeeze(-1)
+    logp = logits - torch.logsumexp(logits, -1, keepdim=True)
     out = np.full(len(tokens), np.nan, dtype=np.float32)
-    out[1:] = lp.cpu().numpy()
-    if last_n is not None:
-        out[: len(tokens) - last_n] = np.nan
-    return out
+    out[1:] = logp.gather(-1, ids[0, 1:, None]).squeeze(-1).cpu().numpy()
+    skip = 1 if last_n is None else len(tokens) - last_n
+    out[:skip] = np.nan
+    if not topk:
+        return out, None
+    values, index = logp.topk(min(topk, logp.shape[-1]), -1)
+    top_ids = np.zeros((len(tokens), topk), dtype=np.int32)
+    top_lp = np.full((len(tokens), topk), MASK_LOGPROB, dtype=np.float32)
+    top_ids[1:, : index.shape[1]] = index.cpu().numpy()
+    top_lp[1:, : values.shape[1]] = values.cpu().numpy()
+    top_ids[:skip], top_lp[:skip] = 0, MASK_LOGPROB
+    return out, (top_ids, top_lp)
 
 
 def sample(

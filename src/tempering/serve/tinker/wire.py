@@ -98,7 +98,10 @@ def forward_backward(body: bytes) -> ForwardBackward:
         for c in d.model_input:
             kind = c.WhichOneof("chunk")
             if kind != "encoded_text":
-                raise BadRequest(f"data[{i}].model_input: {kind} chunks are not supported (text tokens only)")
+                call = "forward" if msg.forward_only else "forward_backward"
+                raise BadRequest(
+                    f"{call}: data[{i}].model_input has {kind} chunks; the served models are text-only (send encoded_text tokens)"
+                )
             parts.append(np.frombuffer(c.encoded_text.tokens, dtype=np.int32))
         tokens = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
         inputs = {k: _tensor(t, f"data[{i}].loss_fn_inputs[{k!r}]") for k, t in d.loss_fn_inputs.items()}
@@ -132,8 +135,11 @@ class Sampled:
     """Ended at a stop token or string (else it reached max_tokens)."""
 
 
-def sample_response(sequences: list[Sampled], prompt_logprobs: np.ndarray | None) -> bytes:
-    """`SampleResponse` as the SDK decodes it; `prompt_logprobs` has NaN where none was computed."""
+def sample_response(
+    sequences: list[Sampled], prompt_logprobs: np.ndarray | None, topk: tuple[np.ndarray, np.ndarray] | None = None
+) -> bytes:
+    """`SampleResponse` as the SDK decodes it; `prompt_logprobs` has NaN where none was computed; `topk`: the
+    (positions, k) token ids and log-probs of the likeliest tokens at each prompt position."""
     msg = pb.SampleResponse()
     for s in sequences:
         seq = msg.sequences.add()
@@ -142,4 +148,14 @@ def sample_response(sequences: list[Sampled], prompt_logprobs: np.ndarray | None
         seq.logprobs = np.asarray(s.logprobs, dtype=np.float32).tobytes()
     if prompt_logprobs is not None:
         msg.prompt_logprobs = np.asarray(prompt_logprobs, dtype=np.float32).tobytes()
+    if topk is not None:
+        ids, lps = topk
+        msg.topk_prompt_logprobs.CopyFrom(
+            pb.TopkLogprobs(
+                token_ids=ids.astype(np.int32).tobytes(),
+                logprobs=lps.astype(np.float32).tobytes(),
+                k=ids.shape[1],
+                length=ids.shape[0],
+            )
+        )
     return msg.SerializeToString()

@@ -280,6 +280,10 @@ ALLOWED_OPS = frozenset(
         "resize_",
     }
 )
+ALLOCATION_OPS = frozenset(
+    {"empty_memory_format", "empty_names", "zeros_names", "_reshape_alias", "sym_size", "sym_stride"}
+)
+"""ATen's names (some as overloads) of allocation and metadata calls besides ALLOWED_OPS'."""
 
 
 def refusal(module: str, name: str, value=None, known: bool = True) -> str:

@@ -49,6 +49,7 @@ import wire
 from torch.overrides import TorchFunctionMode
 
 ALLOWED_CALLS = policy.ALLOWED_CALLS
+ALLOWED_OPS = policy.ALLOWED_OPS | policy.ALLOCATION_OPS
 INIT_CALLS = policy.INIT_CALLS
 EXTENSION_BACKENDS = ("torch_ext", "cuda")
 COUNTED_BACKENDS = ("c", "torch_ext", "cuda", "triton")
@@ -361,6 +362,7 @@ class _Candidate:
         for limit in limits:
             resource.setrlimit(limit, (0, 0))
         # an extension is loaded after that: its load-time code is held to it too
+        self.dispatch_guard = self._dispatch_guard()
         self.load_inline = self._extension_loader(count, after)
         if self.backend == "triton":
             self._triton_hook(count)
@@ -392,7 +394,10 @@ class _Candidate:
         if type(out) is not torch.Tensor or out.device.type != "cpu" or not out.is_contiguous() or out.requires_grad:
             return out
         nbytes = out.numel() * out.element_size()
-        if nbytes < SHARED_MIN_BYTES:
+        if nbytes < SHARED_MIN_BYTES and not wire.pooled(nbytes):
+            if name.startswith(("empty", "new_empty")):  # malloc's memory may hold zeros or an old output
+                with self._harness_work():
+                    out.reshape(-1).view(torch.uint8).fill_(255)
             return out
         with self._harness_work():
             t = wire.shared_empty(nbytes).view(out.dtype).view(out.shape)
@@ -409,6 +414,33 @@ class _Candidate:
         finally:
             self.active[0] = was
 
+    def _dispatch_guard(self):
+        """torch_ext, cuda: the dispatcher-level ban (harness/dispatch_guard.cpp) an extension call runs
+        under, and the two Python switches that would turn it off from within a call removed."""
+        path = self.cfg.get("guard")
+        if self.backend not in EXTENSION_BACKENDS or not path:
+            return None
+        import ctypes
+
+        lib = ctypes.CDLL(os.path.abspath(path))
+        names = ALLOWED_OPS | set(self.cfg.get("allow_ops", []))
+        lib.guard_install("\n".join(sorted(names)).encode())
+        for module in (torch._C._autograd, torch.autograd):
+            for name in ("_enable_record_function", "_clear_callbacks"):
+                if hasattr(module, name):
+                    delattr(module, name)
+        buffer = ctypes.create_string_buffer(256)
+
+        def refused():
+            """The first op the call ran that an extension may not, or why the ban no longer holds."""
+            if not lib.guard_intact():
+                return "a call that switched torch's record-function callbacks off"
+            if lib.guard_take(buffer, len(buffer)):
+                return f"the torch op {buffer.value.decode(errors='replace')} inside an extension call"
+            return ""
+
+        return lib.guard_arm, refused
+
     def _extension_loader(self, count, after):
         """torch_ext, cuda: `load_inline` returns the extension the build job compiled, its calls counted."""
         prebuilt = self.cfg.get("extension")
@@ -420,6 +452,8 @@ class _Candidate:
             spec = importlib.util.spec_from_file_location(names[0], prebuilt)
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
+
+        guard, harness, violations = self.dispatch_guard, self._harness_work, self.guard.violations
 
         def load_inline(name, *args, **kwargs):
             if module is None:
@@ -437,7 +471,24 @@ class _Candidate:
 
                     def call(*a, **k):
                         count()
-                        out = fn(*a, **k)
+                        if guard is None:
+                            out = fn(*a, **k)
+                        else:
+                            with harness():
+                                guard[0](1)
+                            try:
+                                out = fn(*a, **k)
+                            finally:
+                                with harness():
+                                    guard[0](0)
+                                    why = guard[1]()
+                            if why:
+                                violations.append(why)
+                                raise Refused(
+                                    "forbidden_op",
+                                    f"{why}: an extension computes with its own code; from torch it may only "
+                                    "allocate, view and copy tensors",
+                                )
                         after()
                         return out
 
@@ -754,6 +805,8 @@ def _load(chan, msg, flush, device, host=None):
     if host is not None:
         host.preload(inputs)
     spares = wire.Spares(int(n) for n in msg.get("expect", []))
+    if host is not None:
+        wire.reserve(int(n) for n in msg.get("expect", []))
     wire.scribble_pool()  # no output starts with the last call's values
     if flush is not None:
         flush.fill_(float(msg.get("r", 0)))

@@ -52,6 +52,13 @@ import wire
 _perf_counter = time.perf_counter
 EPS32 = 2.0**-23
 """float32's machine epsilon: the relative size of one rounding of an input."""
+SPECIAL_VALUES = ("nan", "inf", "-inf", "-inf_row", "neg_zero", "denormal")
+"""What a problem's `special_values` may name: NaN, the infinities and a whole last-dimension row of -inf
+(an empty softmax row, a maximum over nothing but -inf), -0.0, and denormals, at random positions."""
+DEFAULT_SPECIAL = ("inf", "-inf", "-inf_row", "neg_zero", "denormal")
+"""Required where a problem declares none and the reference is reproducible on them. Not NaN: C's
+comparisons drop a NaN where torch's max, clamp and ReLU carry it, both documented IEEE conventions, so
+NaN is required only where a problem names it; arithmetic on the others is IEEE in both."""
 MEMORY_SIGNS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "out of memory", "Could not allocate")
 
 
@@ -195,14 +202,16 @@ def _all_finite(t):
     return math.isfinite(float(low)) and math.isfinite(float(high))
 
 
-def _split_finite(got, want):
+def _split_finite(got, want, any_for_nan=False):
     """(got, want, keep) where the reference's output holds inf or NaN: a report unless the candidate has
     the same non-finite values at the same positions (NaN for NaN, inf of the same sign), else both with
-    those positions set to zero, so the finite elements are judged as usual; keep is None when all finite."""
+    those positions set to zero, so the finite elements are judged as usual; keep is None when all finite.
+    `any_for_nan`: where the reference holds NaN, any value of the candidate's passes."""
     if not (want.is_floating_point() and got.is_floating_point()) or got.shape != want.shape or _all_finite(want):
         return got, want, None
     keep = torch.isfinite(want)
-    kind = [t.where(~keep, 0).nan_to_num(2.0, 1.0, -1.0) for t in (got, want)]  # NaN 2, inf +-1, rest 0
+    judged = ~keep & ~want.isnan() if any_for_nan else ~keep
+    kind = [t.where(judged, 0).nan_to_num(2.0, 1.0, -1.0) for t in (got, want)]  # NaN 2, inf +-1, rest 0
     if not torch.equal(kind[0], kind[1]):
         return None, None, {"reason": "inf or NaN where the reference's differs (position, kind or sign)"}
     zero = torch.zeros((), dtype=want.dtype, device=want.device)
@@ -432,6 +441,7 @@ class Judge:
         self.ref64 = None  # the reference in float64, made on first need (False: it cannot run so)
         self.ref32 = None  # the reference in float32 (float64 outputs: the estimate of their own error)
         self.reference = None
+        self.nan_open = True  # special trial: NaN in the reference's output passes any value (no `nan` named)
         self.result = {"trials": [], "timing": {}, "kernel_calls": 0}
 
     # -- set-up ---------------------------------------------------------------------------------------
@@ -444,6 +454,14 @@ class Judge:
         for attr in ("Model", "get_inputs", "get_init_inputs"):
             if not hasattr(problem, attr):
                 raise Verdict("bad_problem", f"the problem file defines no {attr}")
+        declared = getattr(problem, "special_values", None)
+        if declared is not None and (
+            not isinstance(declared, (list, tuple)) or any(v not in SPECIAL_VALUES for v in declared)
+        ):
+            raise Verdict(
+                "bad_problem",
+                f"the problem's special_values must be a list of {', '.join(SPECIAL_VALUES)}; got {declared!r}",
+            )
         self.problem = problem
         init = problem.get_init_inputs()
         torch.manual_seed(cfg.get("init_seed", 42))
@@ -520,6 +538,14 @@ class Judge:
         for _ in range(cfg.get("outlier_trials", 1)):
             seed = rng.randrange(1 << 62)
             yield "outliers", seed, self.outliers(self.draw(seed), seed), ""
+        for _ in range(cfg.get("special_trials", 1)):
+            seed = rng.randrange(1 << 62)
+            required = self.special_values(seed)
+            self.nan_open = "nan" not in required  # NaN made from them (inf - inf, 0 * inf) is not required
+            if not required:
+                self.result["trials"].append({"kind": "special", "skipped": "no special value to require here"})
+                continue
+            yield "special", seed, self.special(self.draw(seed), seed, required), f" (with {', '.join(required)})"
         for _ in range(cfg.get("extra_shapes", 1)):
             seed = rng.randrange(1 << 62)
             base = self.draw(seed)
@@ -558,6 +584,54 @@ class Judge:
             flat[picks] = torch.where(flat[picks] < 0, -size, size).to(x.dtype)
         return inputs
 
+    def special_values(self, seed):
+        """The special values this problem's answers must get right: those its `special_values` names, or
+        else each of DEFAULT_SPECIAL on which the reference runs and gives the same bytes twice (where
+        the reference refuses a value or is not reproducible on it, nothing about it can be required)."""
+        declared = getattr(self.problem, "special_values", None)
+        if declared is not None:
+            return tuple(declared)
+        base = self.draw(seed)
+        if not any(_is_float(x) and x.numel() for x in base):
+            return ()
+        kept = []
+        for name in DEFAULT_SPECIAL:
+            inputs = self.special(_clone(base, "cpu"), seed, (name,))
+            try:
+                with torch.no_grad():
+                    first, second = (_outputs(self.ref(*_clone(inputs, self.device))) for _ in range(2))
+            except Exception:
+                continue
+            if len(first) == len(second) and all(
+                isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and _same_bytes(a.cpu(), b.cpu())
+                for a, b in zip(first, second)
+            ):
+                kept.append(name)
+        return tuple(kept)
+
+    def special(self, inputs, seed, names):
+        """`inputs` with special values placed in each floating tensor: every named value at its own random
+        positions (one element in 32768, at least one), `-inf_row` over one whole last-dimension row."""
+        gen = torch.Generator().manual_seed(seed)
+        for x in inputs:
+            if not (_is_float(x) and x.numel()):
+                continue
+            flat = x.view(-1)
+            for name in names:
+                if name == "-inf_row":
+                    if x.dim() >= 2 and x.shape[-1] > 1:
+                        rows = x.view(-1, x.shape[-1])
+                        rows[int(torch.randint(0, rows.shape[0], (1,), generator=gen))] = -math.inf
+                    continue
+                picks = torch.randint(0, flat.numel(), (max(1, flat.numel() // 32768),), generator=gen)
+                if name == "denormal":
+                    size = torch.rand(len(picks), generator=gen, dtype=torch.float64) * torch.finfo(x.dtype).tiny
+                    sign = torch.randint(0, 2, (len(picks),), generator=gen) * 2 - 1
+                    flat[picks] = (size * sign).to(x.dtype)
+                else:
+                    flat[picks] = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "neg_zero": -0.0}[name]
+        return inputs
+
     # -- correctness -----------------------------------------------------------------------------------
     def compare(self, gots, wants, kind, note, inputs, spreads=None):
         """Raise a Verdict unless every output is right: shape, dtype, within atol/rtol, not degenerate,
@@ -567,7 +641,7 @@ class Judge:
             raise Verdict("incorrect", f"returned {len(gots)} outputs, expected {len(wants)}")
         worst = 0.0
         for k, (g, w) in enumerate(zip(gots, wants)):
-            g, w, self.keep = _split_finite(g.to(self.device), w)
+            g, w, self.keep = _split_finite(g.to(self.device), w, kind == "special" and self.nan_open)
             if g is None:
                 report, self.keep = self.keep, None
                 report.update(output=k, kind=kind, shape_note=note)
@@ -739,7 +813,7 @@ class Judge:
         for kind, seed, inputs, note in trials:
             trial = {"kind": kind, "seed": seed}
             if note:
-                trial["shape"] = note.strip(" ()")
+                trial["values" if kind == "special" else "shape"] = note.strip(" ()").removeprefix("with ")
             self.result["trials"].append(trial)
             cpu_inputs = [x.detach().cpu() if isinstance(x, torch.Tensor) else x for x in inputs]
             if not getattr(self, "set_up", False):

@@ -88,9 +88,10 @@ def _share(mm, address: int, fd: int, nbytes: int, pooled: bool) -> None:
 
     def gone():
         SHARED.pop(address, None)
-        free = _POOL.setdefault(nbytes, [])
-        if pooled and len(free) < _POOL_MAX:
+        free = _POOL.setdefault(nbytes, []) if pooled else None
+        if free is not None and len(free) < _POOL_MAX:
             free.append(fd)
+            _USED.add(fd)
         else:
             os.close(fd)
             if pooled:
@@ -99,6 +100,8 @@ def _share(mm, address: int, fd: int, nbytes: int, pooled: bool) -> None:
     weakref.finalize(mm, gone)
 
 
+_USED: set[int] = set()
+"""Pooled memfds back in the pool since it was last scribbled (freed within a call: they hold its values)."""
 RETIRED: list[int] = []
 """Pooled memfds closed since `retired()` was last asked (a kernel host unmaps what it mapped of them)."""
 
@@ -113,21 +116,50 @@ def scribble_pool() -> None:
     """Every pooled memfd (the next call's outputs) set to all-ones bytes, NaN in a float: a kernel that
     leaves part of its output unwritten, counting on the last call's values still being there, is wrong."""
     for nbytes, free in _POOL.items():
-        ones = b"\xff" * nbytes
         for fd in free:
-            with mmap.mmap(fd, nbytes) as mm:  # through a map: the system calls a candidate may make
-                mm.write(ones)
+            _scribble(fd, nbytes)
+    _USED.clear()
+
+
+def _scribble(fd: int, nbytes: int) -> None:
+    with mmap.mmap(fd, nbytes) as mm:  # through a map: the system calls a candidate may make
+        mm.write(b"\xff" * nbytes)
+
+
+def _output_memfd(nbytes: int) -> int:
+    fd = os.memfd_create("kernel-output", os.MFD_CLOEXEC)
+    os.ftruncate(fd, nbytes)
+    return fd
+
+
+def reserve(sizes) -> None:
+    """Pooled memfds made ahead for a call's expected output sizes, any size (scribbled with the pool,
+    before the call): a forward's outputs start as all-ones bytes from the first call on, not as zeros."""
+    need: dict[int, int] = {}
+    for nbytes in sizes:
+        if nbytes > 0:
+            need[nbytes] = need.get(nbytes, 0) + 1
+    for nbytes, count in need.items():
+        free = _POOL.setdefault(nbytes, [])
+        while len(free) < min(count, _POOL_MAX):
+            free.append(_output_memfd(nbytes))
+
+
+def pooled(nbytes: int) -> bool:
+    """An output size of this candidate's (expected, or allocated before): served from the pool."""
+    return nbytes in _POOL
 
 
 def shared_empty(nbytes: int) -> torch.Tensor:
     """`nbytes` of memory in a memfd (a kernel host maps it once and keeps it), as a uint8 tensor. The
-    memfd of one that is gone serves again: a forward allocates the same sizes every call."""
-    free = _POOL.get(nbytes)
-    if free:
-        fd = free.pop()
-    else:
-        fd = os.memfd_create("kernel-output", os.MFD_CLOEXEC)
-        os.ftruncate(fd, nbytes)
+    memfd of one that is gone serves again: a forward allocates the same sizes every call. One that a
+    call has not had scribbled before it (new, so zeros, or freed within this call) is scribbled now."""
+    free = _POOL.get(nbytes) or []
+    fresh = not free
+    fd = _output_memfd(nbytes) if fresh else free.pop()
+    if fresh or fd in _USED:
+        _USED.discard(fd)
+        _scribble(fd, nbytes)
     mm = mmap.mmap(fd, nbytes)
     t = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes)
     _share(mm, t.data_ptr(), fd, nbytes, pooled=True)

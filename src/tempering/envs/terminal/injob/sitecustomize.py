@@ -13,12 +13,14 @@ shipped (its tests or its image: `TEMPERING_OWN_PYTEST_FILES`, their SHA-256s), 
 (`-p`, `pytest_plugins`) only from such a folder or with such bytes, so tests copied into the working
 folder neither run hooks nor take options the solution wrote beside them.
 
-Code the solution wrote runs in the tests' process only when the tests ask for it: a module whose file
+Code the solution wrote runs in the tests' process only when the task asks for it: a module whose file
 lies in a folder the tests can write (the working folder: anything there may be the solution's) is
-created only when the code importing it is a tests file (bytes the task shipped, wherever test.sh copied
-them; or the main script the tests ran), or a module so imported. Library code (the standard library's
-optional imports such as `org` or `_winapi`, a package's optional dependency, pytest collecting a test
-module or a package `__init__.py` above one) never gets one, and a module the task shipped is never
+created only when its top-level name is one the task's tests require (`TEMPERING_SOLUTION_MODULES`,
+read by the host from the tests' own files, optional imports left out), or when a module so admitted
+imports it (the solution's package importing its own helpers). Who asks does not matter: the tests'
+optional `try: import ujson`, library code (the standard library's optional imports such as `org` or
+`_winapi`, a C unpickler naming a module, pytest collecting a test module or a package `__init__.py`
+above one) never gets a module the task did not name, and a module the task shipped is never
 shadowed by a solution file of the same name in its folder (a package, an extension or a .pyc beside
 it). The check sits in `module_from_spec`, which every loader goes through before it runs anything
 (an extension's constructor included). Bytecode caches are read from and written to a folder of the
@@ -234,37 +236,27 @@ class GuardPytest:
 sys.meta_path.insert(0, GuardPytest)
 
 
+_SOLUTION_MODULES = frozenset(os.environ.get("TEMPERING_SOLUTION_MODULES", "").split())
 _admitted: set = set()
-"""Files of modules in writable folders that the tests imported (their imports are the tests' too)."""
+"""Files in writable folders admitted as the task's own (its bytes) or as a solution module it names."""
+_solution_files: set = set()
+"""The solution modules admitted: their own imports are the solution's package, admitted too."""
 _refused_modules: set = set()
 _SKIPPED = (
     os.path.dirname(importlib.util.__file__) + os.sep,  # importlib's own wrappers (import_module)
-    os.path.dirname(os.__file__) + os.sep + "runpy.py",  # `python -m`: the tests' command line
     __file__,
 )
-_ON_BEHALF = {
-    ("outcomes.py", "importorskip"),
-    ("monkeypatch.py", "resolve"),
-    ("monkeypatch.py", "derive_importpath"),
-    ("mock.py", "_importer"),
-    ("mock.py", "_dot_lookup"),
-    ("pkgutil.py", "resolve_name"),
-}
-"""Helpers that import a module the caller names (pytest.importorskip, monkeypatch and mock.patch targets):
-the importer is their caller."""
 
 
 def _importer():
-    """The file of the code that asked for the import under way (None where the interpreter itself did:
-    `python -m`), skipping the import system's own frames; with whether that code is a main script."""
+    """The file of the code that asked for the import under way, skipping the import system's frames."""
     frame = sys._getframe(2)
     while frame is not None:
         name = frame.f_code.co_filename
-        skipped = name.startswith("<frozen ") or name.startswith(_SKIPPED)
-        if not skipped and (os.path.basename(name), frame.f_code.co_name) not in _ON_BEHALF:
-            return name, frame.f_globals.get("__name__") == "__main__"
+        if not (name.startswith("<frozen ") or name.startswith(_SKIPPED)):
+            return name
         frame = frame.f_back
-    return None, True
+    return None
 
 
 def _shadows_shipped(spec, origin) -> bool:
@@ -288,13 +280,13 @@ def _allowed(spec) -> bool:
     if _shadows_shipped(spec, origin):
         _refuse(f"{origin}, a solution file in place of the module {spec.name} the task shipped")
         return False
-    importer, main = _importer()
-    if main or importer in _admitted or (importer and _own_bytes(importer)):
+    if spec.name.partition(".")[0] in _SOLUTION_MODULES or _importer() in _solution_files:
         _admitted.add(origin)
+        _solution_files.add(origin)
         return True
     if origin not in _refused_modules:
         _refused_modules.add(origin)
-        _refuse(f"{origin}, a module in a folder the solution could write, imported by {importer}, not the tests")
+        _refuse(f"{origin}, a module in a folder the solution could write that the task's tests do not require")
     return False
 
 
@@ -311,3 +303,83 @@ def _guarded_module_from_spec(spec):
 
 _frozen_importlib.module_from_spec = _guarded_module_from_spec
 importlib.util.module_from_spec = _guarded_module_from_spec
+
+
+_DATA_TYPES = frozenset(
+    [
+        "int",
+        "float",
+        "complex",
+        "str",
+        "bytes",
+        "bytearray",
+        "list",
+        "dict",
+        "set",
+        "frozenset",
+        "tuple",
+        "bool",
+        "slice",
+        "range",
+        "object",
+    ]
+)
+_DATA_MODULES = frozenset({"collections", "copyreg", "datetime", "decimal", "fractions", "numpy", "multiprocessing"})
+"""Modules of plain data types a pickle of the tests' objects refers to (a pandas frame's numpy blocks), and
+the pool machinery that carries the tests' own functions to worker processes."""
+_RUNS_CODE = frozenset(
+    [
+        "builtins",
+        "os",
+        "posix",
+        "nt",
+        "sys",
+        "subprocess",
+        "importlib",
+        "runpy",
+        "code",
+        "codeop",
+        "pty",
+        "ctypes",
+        "types",
+        "functools",
+        "operator",
+        "pickle",
+        "_pickle",
+        "marshal",
+        "shutil",
+        "socket",
+        "platform",
+        "webbrowser",
+        "pdb",
+        "io",
+        "_io",
+        "pathlib",
+    ]
+)
+"""Modules whose callables run code or commands: never a pickle's global, whatever the tests import."""
+
+
+def _pickle_global(module: str, name: str) -> bool:
+    top = module.partition(".")[0]
+    if top == "builtins":
+        return name in _DATA_TYPES
+    if top in _RUNS_CODE:
+        return False
+    loaded = getattr(sys.modules.get(module), "__file__", None)
+    return (
+        top in _DATA_MODULES or top in _SOLUTION_MODULES or module == "__main__" or bool(loaded and _own_bytes(loaded))
+    )
+
+
+def _audit(event, args) -> None:
+    """A deserialiser in the tests' process (pickle, numpy.load(allow_pickle=True), pandas.read_pickle,
+    torch.load) resolves only globals of data types, of modules the task's tests require and of the tests'
+    own modules (a pool's workers): a `__reduce__` of the solution's naming eval, os.system or a module it
+    wrote is refused before it runs."""
+    if event == "pickle.find_class" and not _pickle_global(*args):
+        _refuse(f"{args[0]}.{args[1]}, a global a pickle the solution wrote names (not a data type the tests use)")
+        raise RuntimeError(f"unpickling {args[0]}.{args[1]} is refused in the tests' process")
+
+
+sys.addaudithook(_audit)

@@ -1,0 +1,256 @@
+"""The read-only image jobs see, copied once per host onto a RAM disk.
+
+A file every job can read is one memory shared by all of them: on a disk, its pages are cached or not,
+and the time a read takes (microseconds against milliseconds) tells a job whether an earlier job read it.
+On a RAM disk (tmpfs) a file's pages and names are always in memory, so a read takes the same time
+whoever read it before, and no job can change that. So the system files and the Python installation
+that jobs see are copies on a RAM disk, not the host's files: the Debian packages a job's tools come
+from (the essential and required ones, `SYSTEM_PACKAGES` and everything they depend on, without their
+documentation), `/etc`, the interpreter's installation without its test suite, the libraries it links,
+and the virtualenv with only the distributions named (`PYTHON_DISTRIBUTIONS` by default) and what they
+require. The image is named by a hash of what it is made from (the package database, /etc, the interpreter, the
+virtualenv's installed distributions), so it is built once per host and virtualenv and rebuilt when the
+system or the virtualenv changes.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+
+from tempering.errors import UserError
+
+SYSTEM_PACKAGES = ("time", "util-linux", "gcc", "g++", "make", "libc6-dev")
+"""Debian packages in every image beyond the essential and required ones (with their dependencies): GNU
+time, setpriv and prlimit, which run every job, and a C/C++ toolchain."""
+PYTHON_DISTRIBUTIONS = ("pytest", "numpy")
+"""Distributions of the virtualenv in the default image (with what they require)."""
+_NOT_COPIED = ("/usr/share/doc/", "/usr/share/man/", "/usr/share/info/", "/usr/share/locale/", "/usr/share/lintian/")
+_STDLIB_NOT_COPIED = ("test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "unittest/test")
+_FORMAT = 4
+"""Part of every image's name: a change to what an image holds bumps it."""
+
+
+def ram_disk(path: str) -> str:
+    """The mount point of the RAM disk (tmpfs) holding `path`, or '' when `path` lies on anything else."""
+    best, fstype = "", ""
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            parts = line.split()
+            point = parts[1].replace("\\040", " ")
+            if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+                best, fstype = point, parts[2]
+    return best if fstype == "tmpfs" else ""
+
+
+def _packages(names: tuple[str, ...]) -> list[str]:
+    """Installed Debian packages: the essential and required ones, `names`, and all they depend on."""
+    if not shutil.which("dpkg-query"):
+        raise UserError(
+            "the sandbox's RAM image is made of Debian packages and needs dpkg-query; "
+            "pass image='host' to Sandbox to show jobs the host's own files."
+        )
+    fmt = "${Package}\t${Essential}\t${Priority}\t${db:Status-Status}\t${Pre-Depends}, ${Depends}\n"
+    out = subprocess.run(["dpkg-query", "-W", "-f", fmt], capture_output=True, text=True, check=True).stdout
+    deps: dict[str, list[str]] = {}
+    roots = list(names)
+    for line in out.splitlines():
+        name, essential, priority, status, needs = line.split("\t")
+        if status != "installed":
+            continue
+        deps[name] = [re.split(r"[\s(:]", alt.strip())[0] for d in needs.split(",") for alt in d.split("|")]
+        if essential == "yes" or priority == "required":
+            roots.append(name)
+    missing = [n for n in names if n not in deps]
+    if missing:
+        raise UserError(f"the sandbox's RAM image needs Debian packages not installed here: {' '.join(missing)}.")
+    seen: set[str] = set()
+    while roots:
+        name = roots.pop()
+        if name in deps and name not in seen:
+            seen.add(name)
+            roots += deps[name]
+    return sorted(seen)
+
+
+def _package_files(packages: list[str]) -> set[str]:
+    out = subprocess.run(["dpkg-query", "-L", *packages], capture_output=True, text=True, check=True).stdout
+    return {p for p in out.splitlines() if p.startswith("/") and not p.startswith(_NOT_COPIED)}
+
+
+def _walk(top: str, skip: tuple[str, ...] = ()) -> set[str]:
+    """Every file and link below `top`, without the folders `skip` (relative to `top`)."""
+    out: set[str] = set()
+    for root, dirs, files in os.walk(top):
+        rel = os.path.relpath(root, top)
+        dirs[:] = [d for d in dirs if os.path.normpath(os.path.join(rel, d)) not in skip]
+        out.update(os.path.join(root, n) for n in files + [d for d in dirs if os.path.islink(os.path.join(root, d))])
+    return out
+
+
+def _required(dist: importlib.metadata.Distribution) -> list[str]:
+    """Names of the distributions `dist` requires without an extra."""
+    return [re.split(r"[\s;<>=!~\[(]", r, maxsplit=1)[0] for r in dist.requires or [] if "extra" not in r]
+
+
+def _python_files(distributions: tuple[str, ...]) -> set[str]:
+    """The interpreter's installation (no test suite) and the virtualenv with `distributions` and what
+    they require."""
+    paths = sysconfig.get_paths()
+    stdlib = os.path.realpath(paths["stdlib"])
+    files = _walk(
+        stdlib,
+        _STDLIB_NOT_COPIED
+        + ("site-packages", "dist-packages")
+        + tuple(d for d in os.listdir(stdlib) if d.startswith("config-")),
+    )
+    exe = os.path.realpath(sys.executable)
+    files.add(exe)
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    for name in os.listdir(libdir) if os.path.isdir(libdir) else []:
+        if name.startswith("libpython") and ".so" in name:
+            files.add(os.path.join(libdir, name))
+    if sys.prefix != sys.base_prefix:
+        files.add(os.path.join(sys.prefix, "pyvenv.cfg"))
+        files.update(_walk(os.path.join(sys.prefix, "bin")))
+    todo, seen = list(distributions), set()
+    while todo:
+        name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            if name in distributions:
+                raise UserError(f"the sandbox's RAM image names {name!r}, which this Python does not have.") from None
+            continue
+        files.update(str(dist.locate_file(f)) for f in dist.files or [])
+        todo += _required(dist)
+    return {os.path.normpath(f) for f in files if os.path.lexists(f)}
+
+
+def _linked(files: set[str]) -> set[str]:
+    """The shared libraries that the ELF files among `files` load (as `ldd` finds them), with their links."""
+    elf = [f for f in files if not os.path.islink(f) and _is_elf(f)]
+    out: set[str] = set()
+    for i in range(0, len(elf), 200):
+        res = subprocess.run(["ldd", *elf[i : i + 200]], capture_output=True, text=True)
+        for m in re.finditer(r"=> (/\S+)", res.stdout):
+            out.update({m.group(1), os.path.realpath(m.group(1))})
+    return out
+
+
+def _is_elf(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+def _contents(packages: tuple[str, ...], distributions: tuple[str, ...]) -> list[str]:
+    python = _python_files(distributions)
+    files = _package_files(_packages(packages)) | _walk("/etc") | python
+    files |= _linked(python)
+    # each at its real folder (a path through a link, /lib/x of a merged-usr system, is copied as
+    # usr/lib/x), with every link on the way to a linked file (python3 -> python3.11)
+    real = set()
+    for f in files:
+        for _ in range(40):
+            f = os.path.join(os.path.realpath(os.path.dirname(f)), os.path.basename(f))
+            real.add(f)
+            if not os.path.islink(f):
+                break
+            f = os.path.join(os.path.dirname(f), os.readlink(f))
+    kept = {f for f in real if (os.path.islink(f) or os.path.isfile(f)) and not f.startswith(_NOT_COPIED)}
+    # links no package lists (the alternatives system's /usr/bin/awk -> /etc/alternatives/awk -> mawk)
+    walked = _walk("/usr")
+    kept |= {f for f in walked if os.path.islink(f) and not f.startswith(_NOT_COPIED) and os.path.realpath(f) in kept}
+    return sorted(kept)
+
+
+def _key(packages: tuple[str, ...], distributions: tuple[str, ...]) -> str:
+    """A hash of what the image is made from: the package database, /etc, the interpreter and the
+    virtualenv's installed distributions (their metadata folders change with every install)."""
+    h = hashlib.sha256(json.dumps([_FORMAT, packages, distributions, sys.prefix]).encode())
+    site = sysconfig.get_paths()["purelib"]
+    sources = ["/var/lib/dpkg/status", os.path.realpath(sys.executable), site, *sorted(_walk("/etc"))]
+    sources += sorted(os.path.join(site, n) for n in os.listdir(site) if n.endswith((".dist-info", ".egg-info")))
+    for f in sources:
+        st = os.lstat(f) if os.path.lexists(f) else None
+        h.update(f"{f}\0{st and (st.st_size, st.st_mtime_ns, st.st_mode)}\n".encode())
+    return h.hexdigest()[:24]
+
+
+def _copy(files: list[str], dest: str) -> None:
+    for f in files:
+        target = dest + f
+        os.makedirs(os.path.dirname(target), 0o755, exist_ok=True)
+        if os.path.islink(f):
+            os.symlink(os.readlink(f), target)
+        else:
+            try:
+                shutil.copy2(f, target, follow_symlinks=False)
+            except PermissionError:  # a file the host's user may not read is not the jobs' either
+                continue
+    for root, dirs, _ in os.walk(dest):  # makedirs' mode is masked by the umask
+        for d in dirs:
+            os.chmod(os.path.join(root, d), 0o755)
+    os.chmod(dest, 0o755)
+
+
+def mount_point(image: str, path: str) -> None:
+    """Make the folder or empty file in `image` on which a host path is bound over it (`Job.ro_binds`)."""
+    target = image + path
+    if os.path.lexists(target):
+        return
+    os.makedirs(os.path.dirname(target), 0o755, exist_ok=True)
+    if os.path.isdir(path):
+        os.makedirs(target, 0o755, exist_ok=True)
+    else:
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
+
+
+@functools.cache
+def build(
+    parent: str, packages: tuple[str, ...] = SYSTEM_PACKAGES, distributions: tuple[str, ...] = PYTHON_DISTRIBUTIONS
+) -> str:
+    """The image's folder under `parent` (a RAM disk), made unless an image of the same contents is there."""
+    if not ram_disk(parent):
+        raise UserError(
+            f"the sandbox's RAM image must lie on a RAM disk (tmpfs), and {parent} does not; "
+            "pass root= a folder on one (e.g. /dev/shm), or image='host'."
+        )
+    path = os.path.join(parent, f"tempering-image-{_key(tuple(packages), tuple(distributions))}")
+    if os.path.isdir(path):
+        return path
+    start = time.monotonic()
+    files = _contents(tuple(packages), tuple(distributions))
+    building = f"{path}.building-{os.getpid()}"
+    shutil.rmtree(building, ignore_errors=True)
+    os.makedirs(building, 0o755)
+    try:
+        _copy(files, building)
+        size = sum(os.lstat(building + f).st_size for f in files if os.path.lexists(building + f))
+        about = {"files": len(files), "bytes": size, "build_s": round(time.monotonic() - start, 3)}
+        with open(os.path.join(building, ".tempering-image.json"), "w") as f:
+            json.dump({**about, "packages": list(packages), "distributions": list(distributions)}, f)
+        os.rename(building, path)
+    except OSError as e:
+        shutil.rmtree(building, ignore_errors=True)
+        if not os.path.isdir(path):  # else made by another process meanwhile
+            raise RuntimeError(f"could not make the sandbox's image {path}: {e}") from e
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    return path
