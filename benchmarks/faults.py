@@ -259,6 +259,16 @@ def _user_files(scratch: Path) -> None:
     failed.mkdir()
     (failed / "config.yaml").write_text("model: {name: tiny-xs}\n")
     (failed / "notes.txt").write_text("mine\n")
+    gone = scratch / "gone_data"  # a run whose dataset was moved away since
+    gone.mkdir()
+    cfg = {"model": {"name": "tiny-xs"}, "task": {"family": "dataset", "args": {"train": str(scratch / "gone.jsonl")}}}
+    (gone / "config.yaml").write_text(json.dumps(cfg))
+    (gone / "checkpoints" / "step_1").mkdir(parents=True)
+    final_only = scratch / "final_only"  # a finished run that kept only its final model
+    (final_only / "final").mkdir(parents=True)
+    (final_only / "config.yaml").write_text(json.dumps({"model": {"name": "tiny-xs"}, "run": {"keep_checkpoints": 0}}))
+    (final_only / "final" / "config.json").write_text("{}\n")
+    (scratch / "one_row.jsonl").write_text('{"prompt": "1+1?", "answer": "2"}\n')
 
 
 def _data_cases(scratch: Path) -> list[list[str]]:
@@ -298,6 +308,10 @@ def _data_cases(scratch: Path) -> list[list[str]]:
         ["config", "--from-trl", str(scratch / "trl_batch.yaml")],
         ["train", "model.name=someorg/not-in-the-cache", f"run.out_dir={scratch / 'd11'}"],
         ["train", "model.name=tiny-xs", f"run.out_dir={scratch / 'failed_start'}"],
+        ["train", "--resume", str(scratch / "gone_data")],
+        ["train", "--resume", str(scratch / "final_only"), "run.steps=600"],
+        [*data, f"task.args.train={scratch / 'one_row.jsonl'}", f"run.out_dir={scratch / 'd12'}"],
+        ["view", str(scratch / "final_only"), "--smooth", "1.5"],
     ]
     if (scratch / "no_prompt.parquet").exists():
         cases.append([*data, f"task.args.train={scratch / 'no_prompt.parquet'}", f"run.out_dir={scratch / 'd10'}"])

@@ -1,6 +1,6 @@
 """The README's commands, run as written, in order, from a fresh folder; and how fast `tempering config` answers.
 
-    python benchmarks/ux.py [--out docs/results/ux] [--bad-inputs-only | --findings-only]
+    python benchmarks/ux.py [--out docs/results/ux] [--bad-inputs-only | --findings-only | --memory-only]
 
 Each line of the README's command-line block runs in a scratch folder holding a copy of `examples/`,
 so one command's output (runs/pt, runs/train, ...) feeds the next as it would for a user. To keep the
@@ -276,6 +276,78 @@ def findings(work: Path) -> dict[str, dict]:
         "ok": r.returncode == 0 and bool(steps) and not any("reward" in ln or "success" in ln for ln in steps),
         "detail": steps[-1] if steps else r.stderr.strip()[-200:],
     }
+    # a run started with relative paths, its folder copied elsewhere, resumes from a third folder
+    project, other = work / "project", work / "other"
+    project.mkdir()
+    other.mkdir()
+    shutil.copy(work / "rows.jsonl", project / "rows.jsonl")
+    rel = ["task.family=dataset", "task.args.train=rows.jsonl", "task.args.reward=exact", "run.checkpoint_every=1"]
+    first = cli("train", *TINY, *rel, "run.out_dir=runs/rel", cwd=project)
+    shutil.copytree(project / "runs" / "rel", work / "copied")
+    again = cli("train", "--resume", str(work / "copied"), "run.steps=2", "run.progress=false", cwd=other)
+    out["resume_from_another_folder"] = {
+        "ok": first.returncode == 0 and again.returncode == 0 and (work / "copied" / "checkpoints" / "step_2").is_dir(),
+        "detail": f"started in project/ exit {first.returncode}, the copy resumed from other/ exit {again.returncode}",
+    }
+    # run.keep_checkpoints=0 leaves only the final model
+    r = cli("train", *TINY, "run.keep_checkpoints=0", "run.out_dir=final_only")
+    kept = sorted(p.name for p in (work / "final_only").iterdir()) if (work / "final_only").is_dir() else []
+    out["keep_only_the_final_model"] = {
+        "ok": r.returncode == 0 and "final" in kept and "checkpoints" not in kept,
+        "detail": f"exit {r.returncode}; the run folder holds {', '.join(kept)}",
+    }
+    # a dataset too small to hold a prompt out is refused in one line; a small one says how many it holds out
+    (work / "one_row.jsonl").write_text('{"prompt": "1+1=", "answer": "2"}\n')
+    one = cli("train", *TINY, "task.family=dataset", "task.args.train=one_row.jsonl", "run.out_dir=one_row")
+    small = cli(
+        "train", *TINY, "task.family=dataset", "task.args.train=rows.jsonl", "task.heldout_size=8", "run.out_dir=small"
+    )
+    said = [ln.strip() for ln in small.stdout.splitlines() if ln.strip().startswith("task")]
+    out["tiny_dataset_heldout_rule"] = {
+        "ok": one.returncode == 2
+        and len(one.stderr.strip().splitlines()) == 1
+        and small.returncode == 0
+        and any("(all it holds out; task.heldout_size=8)" in ln for ln in said),
+        "detail": f"1 row: {one.stderr.strip()[-120:]} / 40 rows: {said[0] if said else small.stderr.strip()[-120:]}",
+    }
+    # the view page smooths per-step curves on request
+    r = cli("view", "small", "--smooth", "0.6", "--out", "smooth.html")
+    out["view_smoothing"] = {
+        "ok": r.returncode == 0 and "data:image/png;base64," in (work / "smooth.html").read_text(),
+        "detail": (r.stdout.strip() or r.stderr.strip())[-200:],
+    }
+    return out
+
+
+QUICKSTART = [
+    "demo",
+    "--model",
+    "smollm2-135m-instruct",
+    "--no-progress",
+    "train.run.steps=3",
+    "train.task.heldout_size=16",
+]
+"""The README's real quickstart (`make demo-real`: 8 prompts x 8 samples x 12 new tokens per step), shortened to
+3 steps and evaluations on 16 prompts: the steps are the ones measured, the run's length and evaluations smaller."""
+MEMORY_SETTINGS = {"as_written": [], "loss.pack=true": ["train.loss.pack=true"]}
+"""The quickstart as written, and with the packed, chunked output layer (`loss.pack`)."""
+
+
+def quickstart_memory(work: Path) -> dict[str, dict]:
+    """Peak resident memory of the real quickstart's process (GNU time's maximum RSS), one setting at a time."""
+    out = {}
+    for name, extra in MEMORY_SETTINGS.items():
+        run = work / name.replace("=", "_")
+        cmd = ["/usr/bin/time", "-v", PY, "-m", "tempering.cli", *QUICKSTART, "--out", str(run), *extra]
+        r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "2"})
+        kb = next(int(ln.split(":")[1]) for ln in r.stderr.splitlines() if "Maximum resident set size" in ln)
+        out[name] = {
+            "command": "tempering " + shlex.join([*QUICKSTART, *extra]),
+            "exit": r.returncode,
+            "peak_rss_gb": round(kb * 1024 / 1e9, 2),
+        }
+        print(json.dumps({name: out[name]}), file=sys.stderr)
+        shutil.rmtree(run, ignore_errors=True)
     return out
 
 
@@ -327,6 +399,18 @@ def render(report: dict) -> str:
     for r in rows:
         if r["exit"]:
             md += [f"- `{r['command']}` failed: " + " / ".join(r["stderr_tail"])]
+    if "quickstart_memory" in report:
+        md += [
+            "",
+            "Peak resident memory of the real quickstart's process (GNU time), one setting at a time:",
+            "",
+            "| setting | command | exit | peak RSS (GB) |",
+            "|---|---|---|---|",
+            *[
+                f"| {k} | `{v['command']}` | {v['exit']} | {v['peak_rss_gb']} |"
+                for k, v in report["quickstart_memory"].items()
+            ],
+        ]
     if "findings" in report:
         md += [
             "",
@@ -351,9 +435,22 @@ def main() -> None:
         action="store_true",
         help="take the bad-input figures of reliability.json (benchmarks/faults.py --bad-inputs-only) into ux.json",
     )
+    ap.add_argument(
+        "--memory-only",
+        action="store_true",
+        help="measure only the real quickstart's peak memory, as written and with loss.pack, into ux.json",
+    )
     args = ap.parse_args()
     out = Path(args.out)
     from tempering.runlog import atomic_write_text
+
+    if args.memory_only:
+        report = json.loads(out.with_suffix(".json").read_text())
+        with tempfile.TemporaryDirectory(prefix="memory_") as d:
+            report["quickstart_memory"] = quickstart_memory(Path(d))
+        atomic_write_text(out.with_suffix(".json"), json.dumps(report, indent=2) + "\n")
+        atomic_write_text(out.with_suffix(".md"), render(report))
+        return
 
     if args.findings_only:
         report = json.loads(out.with_suffix(".json").read_text())

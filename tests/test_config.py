@@ -133,3 +133,37 @@ def test_a_loss_without_the_clip_keys_keeps_the_clip_defaults():
     assert asdict(UpdateSection().update_settings(0.7, 32)) == asdict(ClippedUpdateSection().update_settings(0.7, 32))
     s = ClippedUpdateSection(clip_low=0.1, clip_high=0.3, dual_clip=None).update_settings(1.0, 16)
     assert (s.clip_low, s.clip_high, s.dual_clip) == (0.1, 0.3, None)
+
+
+def test_paths_a_run_reads_are_stored_absolute_and_gone_ones_are_named(tmp_path, monkeypatch):
+    from tempering.config import anchor_paths, gone_paths
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "rows.jsonl").write_text("{}\n")
+    (tmp_path / "env.py").write_text("")
+    (tmp_path / "train").mkdir()  # a folder named like a plain word: a word stays a word
+    data = {
+        "task": {
+            "family": "dataset",
+            "args": {"train": "data/rows.jsonl", "env": "./env.py:Env.make", "rewards": ["env.py:f", "exact"]},
+            "split": "train",
+        },
+        "model": {"name": "Qwen/Qwen3-0.6B"},  # a Hub id, not a file here
+        "run": {"out_dir": "runs/x", "note": "https://example.com/a.py"},
+    }
+    anchor_paths(data)
+    assert data["task"]["args"] == {
+        "train": str(tmp_path / "data" / "rows.jsonl"),
+        "env": f"{tmp_path / 'env.py'}:Env.make",
+        "rewards": [f"{tmp_path / 'env.py'}:f", "exact"],
+    }
+    assert data["task"]["split"] == "train" and data["model"]["name"] == "Qwen/Qwen3-0.6B"
+    assert data["run"] == {"out_dir": "runs/x", "note": "https://example.com/a.py"}
+    assert gone_paths(data) == []
+    (tmp_path / "env.py").unlink()
+    data["run"]["out_dir"] = str(tmp_path / "gone_run")  # a run's own folder is made by the run
+    assert gone_paths(data) == [
+        ("task.args.env", f"{tmp_path / 'env.py'}:Env.make"),
+        ("task.args.rewards.0", f"{tmp_path / 'env.py'}:f"),
+    ]

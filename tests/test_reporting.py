@@ -7,7 +7,7 @@ import pytest
 
 from tempering.errors import UserError
 from tempering.progress import Reporter, Watch
-from tempering.runlog import RunLog, panels, plot_curves, series
+from tempering.runlog import RunLog, ema, panels, plot_curves, series
 
 STEP = {"reward": 0.5, "success": 0.25, "entropy": 1.25, "grad_norm": 0.5, "distill/reverse_kl": 0.125}
 
@@ -129,6 +129,30 @@ def test_evaluations_on_different_set_sizes_are_separate_series(tmp_path):
     styles = {label: style for _, label, style in drawn}
     assert styles == {None: "-", "2 prompts": ":", "8 prompts": "none"}  # the full evaluations: markers only
     assert plot_curves(ROWS, ["missing"], tmp_path / "none.png") is None
+
+
+def test_smoothing_is_tensorboards_debiased_moving_average_and_leaves_evaluations_as_markers(tmp_path):
+    # w = 0.5 over 0, 1, 1: (0.5 * 0) / 0.5, (0.25 * 0 + 0.5) / 0.75, (0.125 * 0 + 0.25 + 0.5) / 0.875
+    assert ema([0.0, 1.0, 1.0], 0.5) == pytest.approx([0.0, 2 / 3, 6 / 7])
+    assert ema([3.0] * 5, 0.9) == pytest.approx([3.0] * 5)  # no pull towards 0 at the start
+    assert ema([1.0, 5.0], 0.0) == [1.0, 5.0]
+    import matplotlib.axes
+
+    drawn, plot = [], matplotlib.axes.Axes.plot
+
+    def spy(ax, *a, **kw):
+        drawn.append((kw.get("label"), kw.get("linestyle"), [float(y) for y in a[1]]))
+        return plot(ax, *a, **kw)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(matplotlib.axes.Axes, "plot", spy)
+        plot_curves(ROWS, ["reward", "eval/pass@1"], tmp_path / "c.png", smooth=0.5)
+    assert drawn == [
+        (None, "-", [0.2, 0.4]),  # the raw per-step curve (faint), then its average over it
+        ("EMA 0.5", None, pytest.approx(ema([0.2, 0.4], 0.5))),
+        ("2 prompts", ":", [0.3]),
+        ("8 prompts", "none", [0.1, 0.2]),  # the full evaluations: markers only, never smoothed
+    ]
 
 
 def test_runlog_plots_its_own_keys_with_its_title(tmp_path, monkeypatch):

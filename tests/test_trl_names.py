@@ -84,6 +84,10 @@ def test_defaults_when_left_out_and_values_without_equivalent(tmp_path, capsys):
     rc, cfg, _, err = convert(tmp_path, capsys, {"epsilon": 0.3, "loss_type": "cispo"}, ".json")
     assert rc == 0 and "loss_type='cispo' (loss_type=cispo bounds the ratio at epsilon_high=0.3" in err
     assert "max_steps=-1 (TRL then counts epochs; set run.steps)" in err
+    # Trainer keeps every checkpoint at save_total_limit 0; tempering's 0 keeps none, so it is not carried over
+    rc, cfg, _, err = convert(tmp_path, capsys, {"save_total_limit": 0}, ".json")
+    assert rc == 0 and "keep_checkpoints" not in cfg.get("run", {})
+    assert "save_total_limit=0 (Trainer then keeps every checkpoint" in err
 
 
 def test_bf16_is_bf16_autocast_where_the_machine_computes_in_bf16(tmp_path, capsys, monkeypatch):

@@ -108,6 +108,55 @@ def build(schema: type[S], data: dict) -> S:
         raise ConfigError(format_errors(schema, e)) from None
 
 
+def _split_spec(value: str) -> tuple[str, str]:
+    """(file, `:Name`) of a `file.py:Name` spec; (value, "") for anything else."""
+    head, sep, name = value.rpartition(":")
+    if sep and head and all(part.isidentifier() for part in name.split(".")):
+        return head, sep + name
+    return value, ""
+
+
+def _leaf_items(data: Any, key: str = "") -> list[tuple[str, Any, Any]]:
+    """(`a.b.c`, container, index) of every leaf value in nested mappings and lists."""
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    out: list[tuple[str, Any, Any]] = []
+    for k, v in items:
+        name = f"{key}.{k}" if key else str(k)
+        out += _leaf_items(v, name) if isinstance(v, (dict, list)) else [(name, data, k)]
+    return out
+
+
+def anchor_paths(data: dict) -> dict:
+    """Relative paths in a config made absolute (in place, and returned): a string that names an existing
+    file or folder from here and looks like a path (has a `/` or a suffix), or a `file.py:Name` spec. The
+    run's config.yaml then reads the same files whatever folder `--resume` is started from, and wherever
+    the run folder is copied to."""
+    for _, box, k in _leaf_items(data):
+        v = box[k]
+        if not isinstance(v, str) or "://" in v or v.startswith(("/", "~")):
+            continue
+        path, name = _split_spec(v)
+        if ("/" in path or Path(path).suffix) and Path(path).exists():
+            box[k] = str(Path(path).resolve()) + name
+    return data
+
+
+def gone_paths(data: dict) -> list[tuple[str, str]]:
+    """(key, value) of the absolute paths a config names that no longer exist (folders of a run's own
+    outputs, keys ending in `_dir`, left out: runs create them)."""
+    gone = []
+    for key, box, k in _leaf_items(data):
+        v = box[k]
+        if (
+            isinstance(v, str)
+            and v.startswith("/")
+            and not key.endswith("_dir")
+            and not Path(_split_spec(v)[0]).exists()
+        ):
+            gone.append((key, v))
+    return gone
+
+
 def as_config(schema: type[S], cfg: S | dict) -> S:
     """A validated config from a dict (Python callers), or the config itself."""
     return build(schema, cfg) if isinstance(cfg, dict) else cfg

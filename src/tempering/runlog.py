@@ -332,10 +332,23 @@ def series(rows: list[dict[str, Any]], key: str) -> dict[int | None, list[tuple[
     return dict(sorted(out.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)))
 
 
-def plot_curves(rows: list[dict[str, Any]], keys: list[str], out: Path, title: str = "") -> Path | None:
+def ema(ys: list[float], weight: float) -> list[float]:
+    """TensorBoard's smoothing: an exponential moving average, debiased so the first points are not pulled
+    towards zero (weight 0: the values themselves)."""
+    out, last, norm = [], 0.0, 0.0
+    for y in ys:
+        last, norm = last * weight + (1 - weight) * y, norm * weight + (1 - weight)
+        out.append(last / norm if norm else y)
+    return out
+
+
+def plot_curves(
+    rows: list[dict[str, Any]], keys: list[str], out: Path, title: str = "", smooth: float = 0.0
+) -> Path | None:
     """One panel per metric worth drawing (`panels`), written atomically as a PNG. Evaluations carry
     their number of prompts (`eval/n`): each size is its own series, so a periodic check on a few
-    prompts is never joined to the full held-out evaluations, which are markers without a line."""
+    prompts is never joined to the full held-out evaluations, which are markers without a line.
+    `smooth` > 0: per-step curves drawn faint, their `ema` with that weight over them."""
     keys = panels(rows, keys)
     if not keys:
         return None
@@ -357,8 +370,12 @@ def plot_curves(rows: list[dict[str, Any]], keys: list[str], out: Path, title: s
             style: dict[str, str | None] = {"marker": "o" if last else "x", "linestyle": "none" if last else ":"}
             if not k.startswith("eval/"):
                 style = {"marker": "." if len(xs) < 30 else None, "linestyle": "-"}
+                if smooth:
+                    raw = ax.plot(xs, ys, alpha=0.25, **style)[0]
+                    ax.plot(xs, ema(ys, smooth), color=raw.get_color(), label=f"EMA {smooth:g}")
+                    continue
             ax.plot(xs, ys, label=f"{n} prompts" if n is not None else None, **style)
-        if len(lines) > 1:
+        if len(lines) > 1 or (smooth and not k.startswith("eval/")):
             ax.legend(fontsize=7)
         ax.set_title(k)
         ax.set_xlabel("step")

@@ -484,6 +484,8 @@ def _convert(name: str, value: Any, trl: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"{name}={value!r} is not a number")
     elif name == "max_steps" and value <= 0:
         raise _NoEquivalent("TRL then counts epochs; set run.steps")
+    elif name == "save_total_limit" and isinstance(value, int) and value <= 0:
+        raise _NoEquivalent("Trainer then keeps every checkpoint; run.keep_checkpoints=0 keeps only the final model")
     elif name == "warmup_steps" and 0 < value < 1:  # Trainer: a share of the training steps
         if trl.get("max_steps", -1) <= 0:
             raise _NoEquivalent("a share of the steps, and max_steps is not set")

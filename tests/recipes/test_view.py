@@ -57,6 +57,18 @@ def test_the_page_holds_everything_and_no_model_text_as_html(run):
     assert main(["view", str(run)]) == 0 and (run / "view.html").read_text() == html
 
 
+def test_smooth_redraws_the_curves_and_a_weight_outside_0_1_is_one_line(run, capsys):
+    (run / "curves.png").write_bytes(b"\x89PNG the run's own")
+    assert page_data(run)["curves"].endswith(__import__("base64").b64encode(b"\x89PNG the run's own").decode())
+    smoothed = page_data(run, smooth=0.6)["curves"]
+    assert smoothed.startswith("data:image/png;base64,") and "the run" not in smoothed
+    before = sorted(p.name for p in run.iterdir())
+    assert main(["view", str(run), "--smooth", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--smooth 1 is not a smoothing weight" in err
+    assert sorted(p.name for p in run.iterdir()) == before
+
+
 @pytest.mark.slow
 def test_the_page_loads_and_filters_in_headless_chromium(run, tmp_path):
     pytest.importorskip("selenium")

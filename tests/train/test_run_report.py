@@ -118,3 +118,21 @@ def test_eval_of_a_run_reproduces_its_final_evaluation(pretrained_dir, tmp_path,
     assert "settings of" in capsys.readouterr().out
     assert cli(["eval", str(out), "--max-new-tokens", "1", "--json", str(tmp_path / "short.json")]) == 0
     assert json.loads((tmp_path / "short.json").read_text())["pass@1"] < got["pass@1"]
+
+
+@pytest.mark.slow
+def test_a_dataset_too_small_to_hold_out_is_refused_and_a_small_one_says_what_it_holds_out(tmp_path, capsys):
+    from tempering.errors import UserError
+
+    def cfg(rows: int, out: str) -> dict:
+        data = tmp_path / f"{rows}.jsonl"
+        data.write_text("".join(json.dumps({"prompt": f"{i}+0=", "answer": str(i)}) + "\n" for i in range(rows)))
+        task = {"family": "dataset", "args": {"train": str(data), "reward": "exact"}, "heldout_size": 500}
+        return {**CFG, "task": task, "run": {**CFG["run"], "steps": 1, "out_dir": str(tmp_path / out)}}
+
+    with pytest.raises(UserError, match=r"gave 1 training and no held-out tasks; evaluation needs at least one"):
+        run("train", cfg(1, "one"))
+    assert not (tmp_path / "one").exists()
+    run("train", cfg(12, "twelve"))  # 10% of 12 distinct prompts, rounded: 1
+    out = capsys.readouterr().out
+    assert "11 train / 1 held-out prompts (all it holds out; task.heldout_size=500)" in out

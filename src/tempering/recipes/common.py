@@ -12,7 +12,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tempering.config import Parser, Schema, as_written, check_keys, load_config, print_config, read_data
+from tempering.config import (
+    Parser,
+    Schema,
+    anchor_paths,
+    as_written,
+    build,
+    check_keys,
+    gone_paths,
+    load_config,
+    print_config,
+    read_data,
+)
 from tempering.config import parse as parse_args
 from tempering.errors import UserError
 
@@ -68,6 +79,11 @@ def resolve(schema: type[Schema], a: argparse.Namespace, out_key: str = "run.out
         if a.config:
             raise UserError(f"--resume reads {run_dir / 'config.yaml'}; give no CONFIG file with it")
         saved = load_config(schema, run_dir / "config.yaml", [f"{out_key}={run_dir}"])
+        for key, path in gone_paths(read_data(run_dir / "config.yaml")):
+            raise UserError(
+                f"{run_dir / 'config.yaml'} names {key}={path}, which no longer exists: put it back at that path to "
+                f"resume {run_dir}, or start a new run with the file where it is now"
+            )
         cfg = load_config(schema, run_dir / "config.yaml", [*a.overrides, f"{out_key}={run_dir}"])
         before, after = _leaves(saved.model_dump(mode="json")), _leaves(cfg.model_dump(mode="json"))
         for key in sorted(before.keys() | after.keys()):
@@ -80,7 +96,8 @@ def resolve(schema: type[Schema], a: argparse.Namespace, out_key: str = "run.out
                     f"{key}={value} {out_key}=NEW_DIR"
                 )
         return cfg
-    return load_config(schema, a.config, a.overrides)
+    # paths the run reads are stored absolute: --resume works from any folder, and on a copied run folder
+    return build(schema, anchor_paths(read_data(a.config, a.overrides)))
 
 
 def _leaves(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -36,21 +36,21 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _curves(run: Path, metrics: list[dict[str, Any]], title: str) -> str | None:
-    """The curves as a PNG data URL."""
+def _curves(run: Path, metrics: list[dict[str, Any]], title: str, smooth: float = 0.0) -> str | None:
+    """The curves as a PNG data URL: the run's own, or drawn anew (none yet, or smoothed)."""
     png = run / "curves.png"
-    if not png.is_file() and metrics:
+    if (smooth or not png.is_file()) and metrics:
         import tempfile
 
         from tempering.runlog import plot_curves
 
         with tempfile.TemporaryDirectory() as tmp:
-            out = plot_curves(metrics, list(PLOTS), Path(tmp) / "curves.png", title)
+            out = plot_curves(metrics, list(PLOTS), Path(tmp) / "curves.png", title, smooth)
             return None if out is None else "data:image/png;base64," + base64.b64encode(out.read_bytes()).decode()
     return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode() if png.is_file() else None
 
 
-def page_data(run: Path) -> dict[str, Any]:
+def page_data(run: Path, smooth: float = 0.0) -> dict[str, Any]:
     """Everything the page shows, as one JSON-able dict."""
     if not (run / "config.yaml").is_file():
         raise UserError(f"{run} is not a run folder (no config.yaml); give the folder a run wrote")
@@ -66,7 +66,7 @@ def page_data(run: Path) -> dict[str, Any]:
     return {
         "title": title,
         "config": cfg,
-        "curves": _curves(run, metrics, title),
+        "curves": _curves(run, metrics, title, smooth),
         "evals": [e for e in evals if len(e) > 1],
         "steps": max((r["step"] for r in metrics), default=0),
         "samples": samples,
@@ -160,18 +160,20 @@ apply();
 """
 
 
-def render(run: Path) -> str:
+def render(run: Path, smooth: float = 0.0) -> str:
     """The page: the template with the run's data embedded (no `<` in it, so no text can end the script)."""
-    data = page_data(run)
+    data = page_data(run, smooth)
     blob = json.dumps(data).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     title = data["title"].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return TEMPLATE.replace("__TITLE__", title).replace("__DATA__", blob)
 
 
-def write_view(run: str | Path, out: str | Path | None = None) -> Path:
+def write_view(run: str | Path, out: str | Path | None = None, smooth: float = 0.0) -> Path:
     run = Path(run)
+    if not 0 <= smooth < 1:
+        raise UserError(f"--smooth {smooth:g} is not a smoothing weight; give one in [0, 1), e.g. --smooth 0.6")
     dest = Path(out) if out else run / "view.html"
-    atomic_write_text(dest, render(run))
+    atomic_write_text(dest, render(run, smooth))
     return dest
 
 
@@ -201,8 +203,17 @@ def main(argv: list[str]) -> int:
         metavar="PORT",
         help="also serve it on localhost (default port 8000)",
     )
+    p.add_argument(
+        "--smooth",
+        type=float,
+        default=0.0,
+        metavar="W",
+        help="draw per-step curves smoothed by an exponential moving average of weight W in [0, 1), as "
+        "TensorBoard's and W&B's smoothing slider (e.g. 0.6; the raw curve stays, faint); default 0: the run's "
+        "curves.png",
+    )
     a = p.parse_args(argv)
-    path = write_view(a.run, a.out)
+    path = write_view(a.run, a.out, a.smooth)
     print(f"wrote {path}")
     if a.serve is not None:
         _serve(path, a.serve)

@@ -156,6 +156,11 @@ def assemble(
     ranks: Solo | DataParallel = Solo() if world is None else DataParallel(world)
     check_parallel(cfg, ranks.size, strategy, resume)
     out = Path(cfg.run.out_dir)
+    if resume and (out / "final" / "config.json").is_file() and not list_checkpoints(out):
+        raise UserError(
+            f"{out} finished and kept no checkpoint (run.keep_checkpoints=0), so it cannot be resumed; train its "
+            f"model further in a new run: model.name={out / 'final'} run.out_dir=NEW_DIR"
+        )
     if resume and (out / "config.yaml").is_file() and not list_checkpoints(out):
         if ranks.is_main:
             warn(

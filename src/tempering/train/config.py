@@ -436,7 +436,12 @@ class RunSection(RunBase):
         description="Turn limit at evaluation (default: rollout.max_turns), e.g. to give a single-turn policy feedback turns.",
     )
     checkpoint_every: int = Field(50, ge=0, description="Checkpoint every N steps (0 = only at the end).")
-    keep_checkpoints: int = Field(2, ge=1, description="Complete checkpoints kept on disk.")
+    keep_checkpoints: int = Field(
+        2,
+        ge=0,
+        description="Complete checkpoints kept on disk (0: the latest while training, none once OUT_DIR/final is "
+        "written: only the final model stays, and a finished run cannot be trained further with --resume).",
+    )
     log_samples: int = Field(4, ge=0, description="Episodes written to samples.jsonl per step.")
     max_nonfinite_steps: int = Field(
         3,

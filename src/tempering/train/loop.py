@@ -16,6 +16,7 @@ run folder.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import signal
 import threading
 import time
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from tempering.config import anchor_paths
 from tempering.envs.base import TaskFamily
 from tempering.envs.rewards import TRAINER_STATE
 from tempering.errors import UserError
@@ -179,7 +181,7 @@ class Trainer:
         if self.ranks.is_main:
             self.log = RunLog(
                 self.cfg.run.out_dir,
-                self.cfg.model_dump(mode="json"),
+                anchor_paths(self.cfg.model_dump(mode="json")),  # what --resume reads, from any folder
                 resume_step=self.resume_step,
                 tensorboard=self.cfg.run.tensorboard,
                 wandb=self.cfg.run.wandb,
@@ -221,7 +223,7 @@ class Trainer:
                 self.model,
                 self.tokenizer,
                 checkpoint_state(self, self.step_no, self.state, self.progress, rngs, rollout_rngs),
-                self.cfg.run.keep_checkpoints,
+                max(self.cfg.run.keep_checkpoints, 1),
             )
         self.ranks.barrier()
         return path
@@ -606,8 +608,11 @@ class Trainer:
         report.evaluation(self.step_no, final, len(self.heldout_tasks), "final evaluation")
         history["final"] = final
         self._tell(callbacks, "on_evaluation", final)
-        self.save()
+        if c.keep_checkpoints:
+            self.save()
         self.export(Path(c.out_dir) / "final")
+        if not c.keep_checkpoints and self.ranks.is_main:  # the final model is all that stays
+            shutil.rmtree(Path(c.out_dir) / "checkpoints", ignore_errors=True)
         self.log.plot()
         self.log.close()
         return history
@@ -649,7 +654,12 @@ class Trainer:
             "model": f"{c.model.name} ({human(total)} parameters, {human(trained)} trained, {c.model.dtype})",
             "device": f"{device}{ranks}",
             "task": f"{self.family.name or c.task.family}: {len(self.train_tasks)} train / "
-            f"{len(self.heldout_tasks)} held-out prompts",
+            f"{len(self.heldout_tasks)} held-out prompts"
+            + (
+                f" (all it holds out; task.heldout_size={c.task.heldout_size})"
+                if len(self.heldout_tasks) < c.task.heldout_size
+                else ""
+            ),
             "steps": f"{c.run.steps} x {c.rollout.prompts_per_step} prompts x {c.rollout.group_size} samples",
             "optimizer": f"AdamW, lr {c.optim.lr:g}, {c.optim.warmup_steps} warm-up steps, then {c.optim.schedule}"
             + (f" to {c.optim.min_lr_ratio:g} x lr" if c.optim.schedule != "constant" else ""),
