@@ -133,16 +133,18 @@ def test_job_folders_are_removed_off_the_event_loop(backend, monkeypatch):
 
 @pytest.mark.slow  # imports torch
 def test_stdin_env_and_project_interpreter(backend):
-    res = run(
-        backend,
-        cmd=[
-            "python3",
-            "-c",
-            "import os, sys, torch; print(sys.stdin.read(), os.environ['MY_VAR'], sys.executable, sorted(os.environ))",
-        ],
-        stdin="from stdin",
-        env={"MY_VAR": "v1", "OMP_NUM_THREADS": "1"},
-        limits=Limits(memory_mb=8192, wall_s=60),
+    # torch is the host's (kernel jobs' image): the RAM image holds only pytest and numpy of the venv
+    res = Sandbox(backend=backend, image="host").run_sync(
+        Job(
+            cmd=[
+                "python3",
+                "-c",
+                "import os, sys, torch; print(sys.stdin.read(), os.environ['MY_VAR'], sys.executable, sorted(os.environ))",
+            ],
+            stdin="from stdin",
+            env={"MY_VAR": "v1", "OMP_NUM_THREADS": "1"},
+            limits=Limits(memory_mb=8192, wall_s=60),
+        )
     )
     assert res.status == "ok", res.stderr
     assert res.stdout.startswith("from stdin v1 ")

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import torch
-
-from tempering.algos.leap import rank_scores
 from tempering.types import Episode
 
 GroupReward = Callable[[Sequence[Episode]], list[float]]
@@ -22,6 +19,10 @@ def rank(token_efficiency: bool = False) -> GroupReward:
     first success, and with `token_efficiency` fewer tokens between two successes), in [-1, 1], zero-sum."""
 
     def tournament(episodes: Sequence[Episode]) -> list[float]:
+        import torch  # here: every family's module imports this one, and help comes before torch
+
+        from tempering.algos.leap import rank_scores
+
         K = max((len(e.turns) for e in episodes), default=0)
         success = torch.tensor([float(e.success) for e in episodes])
         first = torch.tensor([e.first_success_turn or K + 1 for e in episodes])

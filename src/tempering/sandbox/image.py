@@ -33,7 +33,8 @@ SYSTEM_PACKAGES = ("time", "util-linux", "gcc", "g++", "make", "libc6-dev")
 """Debian packages in every image beyond the essential and required ones (with their dependencies): GNU
 time, setpriv and prlimit, which run every job, and a C/C++ toolchain."""
 PYTHON_DISTRIBUTIONS = ("pytest", "numpy")
-"""Distributions of the virtualenv in the default image (with what they require)."""
+"""Distributions of the virtualenv in the default image (with what they require), those this Python has
+(a system Python without numpy still gets an image)."""
 _NOT_COPIED = ("/usr/share/doc/", "/usr/share/man/", "/usr/share/info/", "/usr/share/locale/", "/usr/share/lintian/")
 _STDLIB_NOT_COPIED = ("test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "unittest/test")
 _FORMAT = 4
@@ -131,7 +132,7 @@ def _python_files(distributions: tuple[str, ...]) -> set[str]:
         try:
             dist = importlib.metadata.distribution(name)
         except importlib.metadata.PackageNotFoundError:
-            if name in distributions:
+            if name in distributions and distributions != PYTHON_DISTRIBUTIONS:  # the default: those it has
                 raise UserError(f"the sandbox's RAM image names {name!r}, which this Python does not have.") from None
             continue
         files.update(str(dist.locate_file(f)) for f in dist.files or [])
@@ -205,7 +206,8 @@ def _copy(files: list[str], dest: str) -> None:
                 continue
     for root, dirs, _ in os.walk(dest):  # makedirs' mode is masked by the umask
         for d in dirs:
-            os.chmod(os.path.join(root, d), 0o755)
+            if not os.path.islink(os.path.join(root, d)):  # a link's mode is its target's (/var/run -> /run)
+                os.chmod(os.path.join(root, d), 0o755)
     os.chmod(dest, 0o755)
 
 

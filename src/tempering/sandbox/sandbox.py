@@ -240,6 +240,7 @@ class Sandbox:
                 "read timing: jobs read the host's own system files and Python installation, whose cached state "
                 "a job changes by reading and a later job reads from the time a read takes (image='ram' closes it)"
             )
+        self._siblings: dict[str, Sandbox] = {}
         self.running = 0
         """Jobs running now."""
         self.waiting = 0
@@ -258,6 +259,17 @@ class Sandbox:
     @property
     def isolated(self) -> bool:
         return self.backend in backends.ISOLATED
+
+    def showing(self, image: str) -> Sandbox:
+        """This sandbox when its jobs see `image`, else a sibling that shows it: the same backend, size and
+        root, with slots of its own (terminal tasks and kernel jobs need the host's tools and torch)."""
+        if image == self.image:
+            return self
+        if image not in self._siblings:
+            self._siblings[image] = Sandbox(
+                self.backend, self.concurrency, self.queue_size, root=self._root_parent, image=image
+            )
+        return self._siblings[image]
 
     def _gate(self) -> tuple[asyncio.Semaphore, asyncio.Semaphore]:
         """(admission, running) semaphores of the current event loop."""

@@ -21,13 +21,13 @@ import yaml
 from tempering.config import Schema
 from tempering.errors import UserError
 from tempering.runlog import atomic_write_text, prepare_run_dir
-from tempering.train.config import LoopConfig
 
 if TYPE_CHECKING:
+    from tempering.train.config import LoopConfig  # imports torch: help and config reading come first
     from tempering.train.world import World
 
 
-L = TypeVar("L", bound=LoopConfig)
+L = TypeVar("L", bound="LoopConfig")
 """The config class of a stage (each stage a training verb's)."""
 
 

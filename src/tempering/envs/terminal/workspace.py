@@ -187,7 +187,10 @@ class Workspace:
         solution_env: dict[str, str] | None = None,
         name: str = "",
     ):
-        self.sandbox = sandbox
+        showing = getattr(sandbox, "showing", None)
+        # a task's image is emulated on the host's whole system (curl, git, ...): its jobs see the host's
+        # files whatever the sandbox shows other jobs (docs/sandbox.md, "The image")
+        self.sandbox = showing("host") if showing else sandbox
         self.workdir = image.workdir
         self.env = dict(image.env)
         self.solution_env = dict(solution_env or {})

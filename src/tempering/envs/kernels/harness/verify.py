@@ -617,7 +617,8 @@ class Judge:
             if not (_is_float(x) and x.numel()):
                 continue
             flat = x.view(-1)
-            for name in names:
+            # the row of -inf last: a value placed after it would land in it and leave it not all -inf
+            for name in sorted(names, key=lambda n: n == "-inf_row"):
                 if name == "-inf_row":
                     if x.dim() >= 2 and x.shape[-1] > 1:
                         rows = x.view(-1, x.shape[-1])
