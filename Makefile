@@ -88,7 +88,7 @@ system-deps:
 
 # two workers, one per core of a 2-core machine (each test runs torch on one thread: tests/conftest.py)
 test: install-test system-deps
-	$(PY) -m pytest -q -n 2 --durations=25 --cov=tempering --cov-report=
+	$(PY) -m pytest -q -n 2 --dist worksteal --durations=25 --cov=tempering --cov-report=
 	@echo "coverage of src/tempering (this process's lines): $$($(PY) -m coverage report --format=total)%"
 
 test-fast: install-test
