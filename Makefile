@@ -18,7 +18,7 @@ TRACKIO ?= trackio==0.43.0
 # the Tinker service's tests run tinker-cookbook's loops; --no-deps: see the `tinker` extra in pyproject.toml
 COOKBOOK ?= tinker-cookbook==0.6.1
 
-.PHONY: install install-test system-deps real-model demo demo-real test test-fast lint format config-docs clean
+.PHONY: install install-test system-deps real-model demo demo-real test coverage test-fast lint format config-docs clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -88,7 +88,11 @@ system-deps:
 
 # two workers, one per core of a 2-core machine (each test runs torch on one thread: tests/conftest.py)
 test: install-test system-deps
-	$(PY) -m pytest -q -n 2 --dist worksteal --durations=25 --cov=tempering --cov-report=
+	$(PY) -m pytest -q -n 2 --dist worksteal --durations=25
+
+# the suite with line coverage of src/tempering (slower than `make test`, which CI runs)
+coverage: install-test system-deps
+	$(PY) -m pytest -q -n 2 --dist worksteal --cov=tempering --cov-report=
 	@echo "coverage of src/tempering (this process's lines): $$($(PY) -m coverage report --format=total)%"
 
 test-fast: install-test
