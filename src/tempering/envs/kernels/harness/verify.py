@@ -600,7 +600,9 @@ class Judge:
             try:
                 with torch.no_grad():
                     first, second = (_outputs(self.ref(*_clone(inputs, self.device))) for _ in range(2))
-            except Exception:
+            except Exception as e:  # the reference's own refusal: said in the result, not required
+                refused = self.result.setdefault("special_not_required", {})
+                refused[name] = f"the reference raised {type(e).__name__}: {str(e)[:200]}"
                 continue
             if len(first) == len(second) and all(
                 isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and _same_bytes(a.cpu(), b.cpu())
