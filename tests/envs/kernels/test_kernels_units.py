@@ -924,7 +924,8 @@ def _judge_on(monkeypatch, model):
 
 
 @pytest.mark.parametrize(
-    "low, high, scale", [(-3.0, 3.0, 1e-30), (-3.0, 3.0, 1.0), (-3.0, 3.0, 1e30), (50.0, 88.0, 1.0), (-80.0, -60.0, 1.0)]
+    "low, high, scale",
+    [(-3.0, 3.0, 1e-30), (-3.0, 3.0, 1.0), (-3.0, 3.0, 1e30), (50.0, 88.0, 1.0), (-80.0, -60.0, 1.0)],
 )
 def test_the_precision_verdict_does_not_depend_on_the_outputs_scale(monkeypatch, low, high, scale):
     """exp(x) * scale, outputs from 1e-35 to 1e38: float32 squares of them overflow or vanish, so checks

@@ -289,7 +289,12 @@ def _weights(live, state):
         if k in found or not v.is_floating_point():
             continue
         for name, mine in live.items():
-            if name not in taken and mine.shape == v.shape and mine.dtype == v.dtype and torch.equal(mine.detach().cpu(), v):
+            if (
+                name not in taken
+                and mine.shape == v.shape
+                and mine.dtype == v.dtype
+                and torch.equal(mine.detach().cpu(), v)
+            ):
                 found[k] = mine
                 taken.add(name)
                 break
@@ -950,7 +955,9 @@ def reference_main(sock, cfg) -> None:
                         reply["compile_error"] = f"{type(e).__name__}: {str(e)[:300]}"
                 chan.send(reply)
             elif op == "weights":
-                models["eager"].load_state_dict(msg["state"], strict=False)  # in place: torch.compile's model shares them
+                models["eager"].load_state_dict(
+                    msg["state"], strict=False
+                )  # in place: torch.compile's model shares them
                 chan.send({"op": "weighted", "ok": True})
             elif op == "inputs":
                 inputs, spares = _load(chan, msg, flush, device)

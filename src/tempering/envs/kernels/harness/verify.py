@@ -673,7 +673,11 @@ class Judge:
             atol = self.atol * _finite_or_one(spreads[k][2])  # atol is in units of the reference's RMS
             gap, rms = _difference(g, w, atol)
             report = None if gap is not None else _mismatch(g, w, atol, self.rtol)
-            if report is not None and report.get("reason") == "values differ" and self.within_noise(g, w, inputs, k, atol):
+            if (
+                report is not None
+                and report.get("reason") == "values differ"
+                and self.within_noise(g, w, inputs, k, atol)
+            ):
                 report = None  # outside atol/rtol only where float32 itself is that far off (large values)
             if report is None and w.numel() >= 2 and w.is_floating_point():
                 reason = _degenerate(g, spreads[k], w.numel(), gap)
