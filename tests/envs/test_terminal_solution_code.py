@@ -6,12 +6,14 @@ asking for it (an optional import of the standard library, a sourceless .pyc, an
 controls (the tests import the solution's own module, a link to /usr/bin/python3) must still pass."""
 
 import asyncio
+import os
 import shutil
+import subprocess
 import sys
 
 import pytest
 
-from tempering.envs.terminal import TerminalEnv, bundle_task, read_bundle
+from tempering.envs.terminal import TerminalEnv, bundle_task, injob, read_bundle
 from tempering.envs.terminal.bundle import required_imports
 from tempering.sandbox import Sandbox
 
@@ -190,6 +192,16 @@ def _pickle_of(source: str) -> str:
     )
 
 
+YAML_ANSWER_TESTS = (
+    f"import yaml\n\n\ndef test_answer():\n    with open('/app/answer.yaml') as f:\n"
+    f"        assert yaml.load(f, Loader=yaml.UnsafeLoader) == {RIGHT}\n"
+)
+YAML_UNSAFE_LOAD_TESTS = (
+    f"import yaml\nfrom pathlib import Path\n\n\ndef test_answer():\n"
+    f"    assert yaml.unsafe_load(Path('/app/answer.yaml').read_text()) == {RIGHT}\n"
+)
+EQUAL_TO_ALL_EXPR = "type('A', (int,), {'__eq__': lambda s, o: True, '__hash__': int.__hash__})(0)"
+
 SOLUTION_CODE_ATTACKS = {
     # the tests' own optional import finds the module the solution wrote
     "tests_optional_import": (
@@ -214,6 +226,15 @@ SOLUTION_CODE_ATTACKS = {
             "class E:\n    def __reduce__(self):\n        return (eval, (CODE,))\n\n\nobj = E()\n"
         ),
     ),
+    # YAML's python tags: eval through the unsafe loader's apply tag, in its list and its mapping form
+    "yaml_apply_eval": (
+        YAML_ANSWER_TESTS,
+        _plant("/app/answer.yaml", f'!!python/object/apply:builtins.eval ["{EQUAL_TO_ALL_EXPR}"]\n'),
+    ),
+    "yaml_unsafe_load_mapping": (
+        YAML_UNSAFE_LOAD_TESTS,
+        _plant("/app/answer.yaml", f'!!python/object/apply:eval\nargs: ["{EQUAL_TO_ALL_EXPR}"]\n'),
+    ),
 }
 
 
@@ -230,11 +251,35 @@ def test_solution_code_the_task_does_not_name_stays_out_of_the_tests(tmp_path, n
     [
         (OPTIONAL_FAST_JSON_TESTS, f"echo {RIGHT} > /app/answer.txt"),
         (PICKLED_ANSWER_TESTS, _pickle_of(f"import pickle\n\nobj = {RIGHT}\n")),
+        (YAML_ANSWER_TESTS, f"echo {RIGHT} > /app/answer.yaml"),
     ],
-    ids=["optional_import", "pickled_int"],
+    ids=["optional_import", "pickled_int", "yaml_int"],
 )
 def test_the_same_tests_still_pass_a_right_answer(tmp_path, tests, command):
     assert _episode(_bundle(tmp_path / "b", "from_app", tests), command) == "correct"
+
+
+def test_yamls_python_tags_name_only_data_types_in_the_tests_python(tmp_path):
+    """With PyYAML as installed: the unsafe and full loaders (C or not) resolve a global or a module only
+    where a pickle may; data types still load."""
+    yaml = pytest.importorskip("yaml")
+    script = (
+        "import yaml\nC = getattr(yaml, 'CUnsafeLoader', yaml.UnsafeLoader)\n"
+        "print(yaml.load('!!python/object/apply:collections.OrderedDict [[[a, 1]]]', Loader=yaml.UnsafeLoader),"
+        " yaml.load('!!python/tuple [1, 2]', Loader=yaml.FullLoader))\n"
+        "for text, loader in [('!!python/object/apply:builtins.eval [\"6*7\"]', yaml.UnsafeLoader),"
+        " ('!!python/object/apply:os.system [\"true\"]', C), ('!!python/module:subprocess', yaml.Loader),"
+        " ('!!python/name:os.system', yaml.FullLoader), ('!!python/object/new:subprocess.Popen [[true]]', C)]:\n"
+        "    try:\n        print('loaded', yaml.load(text, Loader=loader))\n"
+        "    except RuntimeError as e:\n        print('refused')\n"
+        "try:\n    print('loaded', yaml.unsafe_load('!!python/object/apply:eval {args: [\"1\"]}'))\n"
+        "except RuntimeError:\n    print('refused')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(injob.__file__), "TEMPERING_SOLUTION_MODULES": "yaml"}
+    env.pop("PYTHONSAFEPATH", None)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert out.stdout.splitlines() == ["OrderedDict([('a', 1)]) (1, 2)"] + ["refused"] * 6, out.stderr
+    assert yaml.__version__ and out.stderr.count("a YAML document the solution wrote names") == 6
 
 
 def test_the_modules_the_tests_require_are_read_from_their_files():
