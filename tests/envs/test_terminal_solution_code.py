@@ -346,3 +346,18 @@ def test_synth_check_warns_of_tests_that_deserialise_the_answer_with_code(tmp_pa
     b = _bundle(tmp_path / "b", "from_app", tests)
     lines = sorted(int(str(p).split(" line ")[1].split(":")[0]) for p in tamper_warnings(b) if "deserialises" in str(p))
     assert lines == [6, 7, 8]
+
+
+@pytest.mark.slow
+def test_a_task_that_pays_for_an_empty_answer_is_refused_for_training(tmp_path):
+    """Loaded without `synth check`: the family's screen runs the cheap stages on the training tasks."""
+    from tempering.envs.terminal import TerminalFamily
+    from tempering.errors import UserError
+
+    lax, strict = _bundle(tmp_path / "lax", "from_app", ALL_OVER_THE_ANSWER), _bundle(tmp_path / "strict", "from_app")
+    fam = TerminalFamily([lax, strict], heldout_share=0.0, sandbox_backend=ISOLATED[0])
+    with pytest.raises(UserError, match=r"^terminal: task lax pays for no work \(the tests pass when answer.txt .* is emptied\)"):
+        fam.tasks("train", 2)
+    assert fam._screened == {"lax": fam._screened["lax"], "strict": ""}
+    assert [t.id for t in TerminalFamily([strict], heldout_share=0.0).tasks("train", 1)] == ["terminal:strict"]
+    assert len(TerminalFamily([lax], heldout_share=0.0, screen=False).tasks("train", 1)) == 1
