@@ -356,7 +356,9 @@ def test_a_task_that_pays_for_an_empty_answer_is_refused_for_training(tmp_path):
 
     lax, strict = _bundle(tmp_path / "lax", "from_app", ALL_OVER_THE_ANSWER), _bundle(tmp_path / "strict", "from_app")
     fam = TerminalFamily([lax, strict], heldout_share=0.0, sandbox_backend=ISOLATED[0])
-    with pytest.raises(UserError, match=r"^terminal: task lax pays for no work \(the tests pass when answer.txt .* is emptied\)"):
+    with pytest.raises(
+        UserError, match=r"^terminal: task lax pays for no work \(the tests pass when answer.txt .* is emptied\)"
+    ):
         fam.tasks("train", 2)
     assert fam._screened == {"lax": fam._screened["lax"], "strict": ""}
     assert [t.id for t in TerminalFamily([strict], heldout_share=0.0).tasks("train", 1)] == ["terminal:strict"]

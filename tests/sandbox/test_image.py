@@ -89,8 +89,14 @@ def test_a_build_removes_the_images_no_live_process_holds(tmp_path):
         import sys
 
         holder = subprocess.Popen(
-            [sys.executable, "-c", f"import fcntl,sys; f=open({held + '.lock'!r}); fcntl.flock(f, fcntl.LOCK_SH); print(1, flush=True); sys.stdin.read()"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-c",
+                f"import fcntl,sys; f=open({held + '.lock'!r}); fcntl.flock(f, fcntl.LOCK_SH); print(1, flush=True); sys.stdin.read()",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         try:
             assert holder.stdout.readline().strip() == "1"

@@ -45,6 +45,7 @@ from tempering.envs.kernels.workers import workers_for
 from tempering.errors import UserError
 from tempering.sandbox.image import PYTHON_DISTRIBUTIONS, SYSTEM_PACKAGES, Spec
 
+
 def _kernel_image() -> Spec:
     """The default RAM image, torch, and ninja (torch builds C++ extensions with it) from Debian or PyPI."""
     debian = ("ninja-build",) if os.path.exists("/usr/bin/ninja") and os.path.exists(_NINJA_DPKG) else ()

@@ -11,6 +11,7 @@ written, then a note left in the working folder.
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import tempfile
 from pathlib import Path
@@ -19,6 +20,7 @@ from tempering.envs.terminal.bundle import read_bundle
 from tempering.envs.terminal.env import TerminalEnv, bundle_task
 from tempering.envs.terminal.session import solve_then_test
 from tempering.envs.terminal.workspace import Rewards, Workspace
+from tempering.sandbox import attacks as _attacks
 from tempering.sandbox.attacks import Case
 from tempering.sandbox.sandbox import Sandbox
 
@@ -289,3 +291,25 @@ CASES += [
     for label, variant, right in VARIANT_TASKS.values()
     for path in PATHS
 ]
+
+
+def _timing_case(mmap: bool) -> Case:
+    """`read_timing_channel`: one task's command reads one file of each pair its image shows, another
+    task's command (a job of the same pool, later) times reads of both."""
+
+    async def run(sandbox: Sandbox) -> str:
+        bundle = _bundle(RIGHT, TASK)
+        sender, receiver = Workspace.for_bundle(sandbox, bundle), Workspace.for_bundle(sandbox, bundle)
+        turn = iter([sender, receiver] * _attacks.TIMING_ROUNDS)
+
+        async def script(source: str) -> tuple[str, str]:
+            ran = await next(turn).run(f"python3 - <<'EOF'\n{source}EOF\n", 120)
+            return ran.status, ran.output
+
+        return await _attacks.read_timing(receiver.sandbox, secrets.token_hex(8), script, mmap)
+
+    name = "read_timing_channel_mmap" if mmap else "read_timing_channel"
+    return Case(_attacks.TIMING_CLASS, name, "agent: per command", run, what="reads another task's commands cached")
+
+
+CASES += [_timing_case(False), _timing_case(True)]

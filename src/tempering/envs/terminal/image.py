@@ -989,7 +989,19 @@ def local_image(bundle: Bundle) -> LocalImage:
     return img
 
 
-TERMINAL_PACKAGES = ("curl", "wget", "git", "procps", "ca-certificates", "jq", "sqlite3", "unzip", "zip", "xz-utils", "file")
+TERMINAL_PACKAGES = (
+    "curl",
+    "wget",
+    "git",
+    "procps",
+    "ca-certificates",
+    "jq",
+    "sqlite3",
+    "unzip",
+    "zip",
+    "xz-utils",
+    "file",
+)
 """Tools tasks use without installing them (tests fetching uv's installer with curl, git, ps), in a task's
 image where the host has them."""
 
