@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import secrets
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -208,6 +209,81 @@ ATTACKS["a pickled answer runs the solution's code in the tests' process"] = [
         ),
     ),
 ]
+
+
+_EXIT_ZERO = "import atexit, os\natexit.register(lambda: os._exit(0))\n"
+"""A module that, once imported in the tests' pytest, ends it with status 0 whatever the tests found."""
+_COPIED_REWARD = _PYTEST_REWARD.replace(
+    "cd /app\npython3 -m pytest -q -p no:cacheprovider /tests/test_outputs.py",
+    "mkdir -p /app/tests && cp /tests/test_outputs.py /tests/helpers.py /app/tests/\ncd /app\n"
+    "python3 -m pytest -q -p no:cacheprovider tests/test_outputs.py",
+)
+
+
+def _plant(path: str, source: str) -> str:
+    return f"mkdir -p $(dirname {path}) && cat > {path} <<'EOF'\n{source}EOF\n"
+
+
+def _compiled(path: str, source: str, mode: str = "TIMESTAMP", cfile: str = "") -> str:
+    """The solution's script: `source` compiled to `path`c (or `cfile`), its source removed."""
+    return _plant(path, source) + (
+        f"python3 -c \"import py_compile as c; c.compile('{path}', cfile='{cfile or path + 'c'}', "
+        f'invalidation_mode=c.PycInvalidationMode.{mode}, doraise=True)" && rm {path}\n'
+    )
+
+
+_HELPER_PYC = "/app/tests/__pycache__/helpers.cpython-{v}.pyc"
+VARIANT_TASKS.update(
+    {
+        "a link the solution made shows the tests their own fixture": (
+            "fixture_answer",
+            {
+                "tests/test.sh": _PYTEST_REWARD,
+                "tests/test_outputs.py": "from pathlib import Path\n\n\ndef test_the_sum_is_written():\n"
+                '    assert Path("/app/answer.txt").read_text() == Path("/tests/expected.txt").read_text()\n',
+            },
+            RIGHT,
+        ),
+        "an optional import of the standard library finds a module in the working folder": (
+            "pytest_from_app",
+            {"tests/test.sh": _PYTEST_REWARD},
+            RIGHT,
+        ),
+        "a module beside the tests copied into the working folder": (
+            "copied_tests",
+            {
+                "tests/test.sh": _COPIED_REWARD,
+                "tests/helpers.py": "def expected():\n    return '12'\n",
+                "tests/test_outputs.py": "from pathlib import Path\nfrom helpers import expected\n\n\n"
+                "def test_the_sum_is_written():\n"
+                '    assert Path("/app/answer.txt").read_text().strip() == expected()\n',
+            },
+            RIGHT,
+        ),
+    }
+)
+ATTACKS["a link the solution made shows the tests their own fixture"] = [
+    ("link_to_fixture", "ln -sf /tests/expected.txt /app/answer.txt\n"),
+    ("link_through_proc_root", "ln -s /proc/self/root /app/r && ln -sf r/tests/expected.txt /app/answer.txt\n"),
+]
+ATTACKS["an optional import of the standard library finds a module in the working folder"] = [
+    ("module_org", WRONG + _plant("/app/org.py", _EXIT_ZERO)),
+    ("sourceless_pyc", WRONG + _compiled("/app/_winapi.py", _EXIT_ZERO)),
+]
+ATTACKS["a module beside the tests copied into the working folder"] = [
+    ("package_init_above", WRONG + _plant("/app/tests/__init__.py", _EXIT_ZERO)),
+    (
+        "unchecked_pyc_of_helper",
+        WRONG
+        + _compiled(
+            "/app/tests/helpers.py",
+            "def expected():\n    return '13'\n",
+            "UNCHECKED_HASH",
+            _HELPER_PYC.format(v=f"{sys.version_info[0]}{sys.version_info[1]}"),
+        ),
+    ),
+]
+"""Round 3's classes (the regressions of tests/envs/test_terminal_solution_code.py, in this suite's task)."""
 
 
 def _bundle(solution: str, task: dict[str, str]):
