@@ -220,13 +220,14 @@ _COPIED_REWARD = _PYTEST_REWARD.replace(
 )
 
 
-def _plant(path: str, source: str) -> str:
+def plant(path: str, source: str) -> str:
+    """The solution's script: `source` written to `path`."""
     return f"mkdir -p $(dirname {path}) && cat > {path} <<'EOF'\n{source}EOF\n"
 
 
-def _compiled(path: str, source: str, mode: str = "TIMESTAMP", cfile: str = "") -> str:
+def compiled(path: str, source: str, mode: str = "TIMESTAMP", cfile: str = "") -> str:
     """The solution's script: `source` compiled to `path`c (or `cfile`), its source removed."""
-    return _plant(path, source) + (
+    return plant(path, source) + (
         f"python3 -c \"import py_compile as c; c.compile('{path}', cfile='{cfile or path + 'c'}', "
         f'invalidation_mode=c.PycInvalidationMode.{mode}, doraise=True)" && rm {path}\n'
     )
@@ -267,15 +268,15 @@ ATTACKS["a link the solution made shows the tests their own fixture"] = [
     ("link_through_proc_root", "ln -s /proc/self/root /app/r && ln -sf r/tests/expected.txt /app/answer.txt\n"),
 ]
 ATTACKS["an optional import of the standard library finds a module in the working folder"] = [
-    ("module_org", WRONG + _plant("/app/org.py", _EXIT_ZERO)),
-    ("sourceless_pyc", WRONG + _compiled("/app/_winapi.py", _EXIT_ZERO)),
+    ("module_org", WRONG + plant("/app/org.py", _EXIT_ZERO)),
+    ("sourceless_pyc", WRONG + compiled("/app/_winapi.py", _EXIT_ZERO)),
 ]
 ATTACKS["a module beside the tests copied into the working folder"] = [
-    ("package_init_above", WRONG + _plant("/app/tests/__init__.py", _EXIT_ZERO)),
+    ("package_init_above", WRONG + plant("/app/tests/__init__.py", _EXIT_ZERO)),
     (
         "unchecked_pyc_of_helper",
         WRONG
-        + _compiled(
+        + compiled(
             "/app/tests/helpers.py",
             "def expected():\n    return '13'\n",
             "UNCHECKED_HASH",

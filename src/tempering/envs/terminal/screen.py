@@ -73,8 +73,8 @@ async def pays_for_nothing(ws: Workspace, bundle: Bundle, mutants: int = CHEAP_M
     says why)."""
     for step in bundle.steps:
         at = f"step {step.name}: " if step.name else ""
-        rewards, _ = await ws.run_tests(step)
-        if rewards.score is not None and rewards.score >= 1:
+        unsolved, _ = await ws.run_tests(step)
+        if unsolved.score is not None and unsolved.score >= 1:
             return f"{at}the tests pass before any command ran"
         if not step.solution.get("solve.sh", b"").strip():
             return ""
