@@ -82,7 +82,7 @@ def test_a_build_removes_the_images_no_live_process_holds(tmp_path):
         held, free, old, dead, keep = (os.path.join(top, f"tempering-image-{n}") for n in ("a", "b", "c", "d", "e"))
         for d in (held, free, old, keep, f"{dead}.building-999999999"):
             os.makedirs(os.path.join(d, "usr"))
-        for d in (held, free):
+        for d in (held, free, os.path.join(top, "tempering-image-failed")):
             open(d + ".lock", "w").close()
         # another process holds `held` (a shared lock, as every user of an image does)
         import subprocess
@@ -101,9 +101,10 @@ def test_a_build_removes_the_images_no_live_process_holds(tmp_path):
         try:
             assert holder.stdout.readline().strip() == "1"
             removed = ram_image.remove_unused(top, keep)
-            # free: unused; the dead builder's half-made folder; kept: held, the one asked for, and one
-            # without a lock file (made before locks: nothing tells whether a process uses it)
-            assert sorted(removed) == sorted([free, f"{dead}.building-999999999"])
+            # free: unused; a failed build's lock; the dead builder's half-made folder; kept: held, the
+            # one asked for, and one without a lock file (made before locks: nothing tells whether one uses it)
+            failed = os.path.join(top, "tempering-image-failed")
+            assert sorted(removed) == sorted([free, failed, f"{dead}.building-999999999"])
             assert sorted(os.listdir(top)) == sorted(os.path.basename(p) for p in (held, held + ".lock", old, keep))
         finally:
             holder.communicate("")

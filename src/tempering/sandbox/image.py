@@ -266,13 +266,18 @@ def _hold(lock: str) -> None:
 
 def remove_unused(parent: str, keep: str) -> list[str]:
     """Remove the images and copies under `parent` other than `keep` that no live process holds (their
-    `.lock` is free), and folders left half-built by processes that died. Returns what it removed.
+    `.lock` is free), the free locks of builds that failed, and folders left half-built by processes that
+    died. Returns what it removed.
     An image without a lock file (made before locks) is left alone: nothing tells whether one uses it."""
     removed = []
     for name in sorted(os.listdir(parent)):
         path = os.path.join(parent, name)
-        if not name.startswith(_PREFIXES) or path == keep or name.endswith(".lock"):
+        if not name.startswith(_PREFIXES) or path == keep:
             continue
+        if name.endswith(".lock"):
+            path = path.removesuffix(".lock")
+            if path == keep or os.path.lexists(path):
+                continue  # else a failed build's lock, its folder never made
         if ".building-" in name:
             pid = name.rsplit("-", 1)[1]
             if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
