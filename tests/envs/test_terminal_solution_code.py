@@ -6,6 +6,7 @@ asking for it (an optional import of the standard library, a sourceless .pyc, an
 controls (the tests import the solution's own module, a link to /usr/bin/python3) must still pass."""
 
 import asyncio
+import pickle
 import shutil
 import sys
 
@@ -301,3 +302,93 @@ def test_synth_check_warns_of_tests_that_deserialise_the_answer_with_code(tmp_pa
     b = _bundle(tmp_path / "b", "from_app", tests)
     lines = sorted(int(str(p).split(" line ")[1].split(":")[0]) for p in tamper_warnings(b) if "deserialises" in str(p))
     assert lines == [6, 7, 8]
+
+
+def _short(s: str) -> bytes:
+    return b"\x8c" + bytes([len(s.encode())]) + s.encode()
+
+
+def _global4(module: str, name: str) -> bytes:
+    return _short(module) + _short(name) + b"\x93"
+
+
+_REWARD_1 = "echo '{\"reward\": 1}' > /logs/verifier/reward.json"
+PICKLE_PAYLOADS = {
+    # a numpy function with effects: writes a reward file
+    "numpy_savetxt": b"\x80\x02cnumpy\nsavetxt\n"
+    + pickle.dumps(("/logs/verifier/reward.json", [], "%d", " ", "\n", '{"reward": 1}', "", ""), 2)[2:-1]
+    + b"R.",
+    # a numpy reader: the answer becomes the tests' own expected file
+    "numpy_loadtxt": b"\x80\x02cnumpy\nloadtxt\n"
+    + pickle.dumps(("/tests/expected_answer.txt", "int64"), 2)[2:-1]
+    + b"R.",
+    # a dotted name through an allowed module reaches os.system
+    "numpy_dotted_os_system": b"\x80\x04" + _global4("numpy", "_pytesttester.os.system") + _short(_REWARD_1) + b"\x85R.",
+    # a submodule of an allowed package that runs code
+    "numpy_submodule_runstring": b"\x80\x04"
+    + _global4("numpy.testing._private.utils", "runstring")
+    + _short("open('/logs/verifier/reward.json', 'w').write('{\"reward\": 1}')")
+    + b"}\x86R.",
+    # the standard library's data modules, through their imports
+    "collections_dotted_sys_exit": b"\x80\x04" + _global4("collections", "_sys.exit") + b"K\x00\x85R.",
+    "fractions_operator_chain": b"\x80\x04"
+    + _global4("fractions", "operator.methodcaller")
+    + _short("system")
+    + _short(_REWARD_1)
+    + b"\x86R"
+    + _global4("fractions", "operator.getitem")
+    + _global4("fractions", "sys.modules")
+    + _short("os")
+    + b"\x86R\x85R.",
+    "builtins_exec": b"\x80\x02cbuiltins\nexec\n" + pickle.dumps(("import os",), 2)[2:-1] + b"R.",
+    "python2_name_of_exec": b"\x80\x02c__builtin__\neval\n" + pickle.dumps(("1",), 2)[2:-1] + b"R.",
+}
+"""Pickles that name a callable with effects through a module of plain data types (hand-written opcodes, as
+no library pickles these): each must be refused when the tests load it."""
+REAL_VALUES = """import collections, datetime, decimal, fractions, pickle
+import numpy as np
+
+values = [
+    np.arange(6).reshape(2, 3), np.float64(1.5), np.int64(3), np.array(["a", "bc"]), np.bool_(True),
+    np.array([1, "x", None, fractions.Fraction(1, 2)], dtype=object), np.array([(1, 2.0)], dtype="i4,f8"),
+    np.ma.masked_array([1, 2], mask=[0, 1]), np.array(["2020-01-01"], dtype="datetime64[D]"), np.dtype(">i4"),
+    np.asfortranarray(np.ones((2, 2))), np.arange(5)[::2], np.complex128(1j), np.recarray((1,), dtype=[("a", "i4")]),
+    collections.OrderedDict(a=1), collections.defaultdict(list, a=[1]), collections.deque([1], maxlen=3),
+    collections.Counter("ab"), fractions.Fraction(1, 3), decimal.Decimal("1.5"), datetime.date(2020, 1, 1),
+    datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone(datetime.timedelta(hours=2))), datetime.timedelta(1),
+    datetime.time(1, 2), {1, 2}, frozenset([1]), bytearray(b"x"), b"x", 1 + 2j, slice(1, 2), range(3), ValueError("x"),
+]
+try:
+    import pandas as pd
+except ImportError:
+    pass
+else:
+    values += [pd.DataFrame({"a": [1, 2], "b": ["x", "y"]}), pd.Series([1.0]), pd.Timestamp("2020-01-01")]
+blobs = [pickle.dumps(v, protocol=p) for v in values for p in range(pickle.HIGHEST_PROTOCOL + 1)]
+pickle.dump(blobs, open("/app/values.pkl", "wb"))
+"""
+PICKLE_RULE_TESTS = (
+    "import pickle\nfrom pathlib import Path\n\n\ndef test_plain_data_loads():\n"
+    "    blobs = pickle.loads(Path('/app/values.pkl').read_bytes())\n"
+    "    assert len(blobs) > 100 and all(pickle.loads(b) is not None for b in blobs)\n\n\n"
+    "def test_every_payload_is_refused():\n"
+    "    for name, blob in pickle.loads(Path('/app/payloads.pkl').read_bytes()).items():\n"
+    "        try:\n            pickle.loads(blob)\n        except RuntimeError as e:\n"
+    "            assert 'refused' in str(e), name\n        else:\n            raise AssertionError(name)\n"
+)
+
+
+@pytest.mark.slow
+def test_pickles_load_plain_data_and_refuse_every_other_global(tmp_path):
+    """Values pickled by numpy, pandas and the standard library at every protocol load in the tests; each
+    payload of `PICKLE_PAYLOADS` is refused (a payload that ran would fail the tests, or write a reward.json
+    that disagrees with test.sh's)."""
+    import base64
+
+    payloads = base64.b64encode(pickle.dumps(PICKLE_PAYLOADS)).decode()
+    command = (
+        f"echo {RIGHT} > /app/answer.txt && echo {payloads} | base64 -d > /app/payloads.pkl\n"
+        + _plant("/tmp/values.py", REAL_VALUES)
+        + "cd /app && python3 /tmp/values.py\n"
+    )
+    assert _episode(_bundle(tmp_path / "b", "from_app", PICKLE_RULE_TESTS), command) == "correct"
