@@ -394,3 +394,20 @@ def test_pickles_load_plain_data_and_refuse_every_other_global(tmp_path):
         f"echo {values} | base64 -d > /app/values.pkl\n"
     )
     assert _episode(_bundle(tmp_path / "b", "from_app", PICKLE_RULE_TESTS), command) == "correct"
+
+
+@pytest.mark.slow
+def test_synth_check_rejects_an_oracle_that_hacks_its_tests(tmp_path):
+    """A reference solution that writes a pickle reaching os.system through `fractions` (so its tests would
+    pass any answer) fails its own gold check."""
+    from tempering.synth.verify import SandboxVerifier
+
+    b = tmp_path / "b"
+    bundle = _bundle(b, "from_app", PICKLED_ANSWER_TESTS)
+    payload = pickle.dumps({"hack": PICKLE_PAYLOADS["fractions_operator_chain"]})
+    bundle.files["solution/solve.sh"] = (
+        "#!/bin/bash\ncd /app && python3 -c \"import pickle, sys; open('answer.pkl', 'wb').write(pickle.loads("
+        f"bytes.fromhex('{payload.hex()}'))['hack'])\"\n"
+    ).encode()
+    verdict = asyncio.run(SandboxVerifier(Sandbox(backend=ISOLATED[0])).verify(bundle))
+    assert verdict.stage != "ok" and "fractions.operator.methodcaller" in verdict.summary, verdict.summary
