@@ -323,7 +323,10 @@ PICKLE_PAYLOADS = {
     + pickle.dumps(("/tests/expected_answer.txt", "int64"), 2)[2:-1]
     + b"R.",
     # a dotted name through an allowed module reaches os.system
-    "numpy_dotted_os_system": b"\x80\x04" + _global4("numpy", "_pytesttester.os.system") + _short(_REWARD_1) + b"\x85R.",
+    "numpy_dotted_os_system": b"\x80\x04"
+    + _global4("numpy", "_pytesttester.os.system")
+    + _short(_REWARD_1)
+    + b"\x85R.",
     # a submodule of an allowed package that runs code
     "numpy_submodule_runstring": b"\x80\x04"
     + _global4("numpy.testing._private.utils", "runstring")
@@ -345,6 +348,8 @@ PICKLE_PAYLOADS = {
 }
 """Pickles that name a callable with effects through a module of plain data types (hand-written opcodes, as
 no library pickles these): each must be refused when the tests load it."""
+
+
 def _real_values() -> list:
     """Values of the types tests compare answers with, as numpy and the standard library make them (pandas'
     frames, in the allow-list too, are left out: importing pandas in the tests' job takes tens of seconds)."""

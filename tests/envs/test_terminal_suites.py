@@ -14,7 +14,15 @@ import pytest
 
 from tempering.envs.terminal import NeedsDocker, downloads, local_image, read_bundle
 from tempering.envs.terminal.bundle import Bundle
-from tempering.envs.terminal.image import apt_installed, guard_drops, base_kind, commands, image_name, install_names, pip_installed
+from tempering.envs.terminal.image import (
+    apt_installed,
+    base_kind,
+    commands,
+    guard_drops,
+    image_name,
+    install_names,
+    pip_installed,
+)
 from tempering.sandbox import Job, Sandbox
 from tempering.synth.checks import check_bundle, tamper_warnings
 
@@ -133,26 +141,26 @@ def test_a_solution_copied_into_the_image_is_found_by_what_the_dockerfile_copies
 
 
 DROPS_THE_GUARD = [
-    'python3 -I -c pass',
-    'python3 -E -c pass',
-    'python3 -S -c pass',
-    '/usr/bin/env python3 -IB -c pass',
-    'python3 -Wignore -E -c pass',
-    'python3 -W ignore -X utf8 -I -c pass',
+    "python3 -I -c pass",
+    "python3 -E -c pass",
+    "python3 -S -c pass",
+    "/usr/bin/env python3 -IB -c pass",
+    "python3 -Wignore -E -c pass",
+    "python3 -W ignore -X utf8 -I -c pass",
     'env -i PATH="$PATH" python3 -c pass',
     'env - PATH="$PATH" python3 -c pass',
     'env --ignore-environment PATH="$PATH" python3 -c pass',
-    'env -u PYTHONPATH python3 -c pass',
+    "env -u PYTHONPATH python3 -c pass",
     'timeout 5 env -i PATH="$PATH" python3 -c pass',
 ]
 KEEPS_THE_GUARD = [
-    'python3 -c pass',
-    'python3 -s -B -P -c pass',
-    'python3 -W ignore -c pass',
+    "python3 -c pass",
+    "python3 -s -B -P -c pass",
+    "python3 -W ignore -c pass",
     'python3 -c "import sys" -I',
-    'env FOO=1 python3 -c pass',
-    'env -u FOO python3 -c pass',
-    'timeout 5 python3 -c pass -E',
+    "env FOO=1 python3 -c pass",
+    "env -u FOO python3 -c pass",
+    "timeout 5 python3 -c pass -E",
 ]
 
 
@@ -162,7 +170,9 @@ def test_tests_that_start_python_without_its_start_up_guard_are_refused(tmp_path
     marker = tmp_path / "imported"
     (tmp_path / "sitecustomize.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
     lines = DROPS_THE_GUARD + KEEPS_THE_GUARD
-    probe = "".join(f"rm -f {marker}; {line} && if [ -e {marker} ]; then echo kept; else echo dropped; fi\n" for line in lines)
+    probe = "".join(
+        f"rm -f {marker}; {line} && if [ -e {marker} ]; then echo kept; else echo dropped; fi\n" for line in lines
+    )
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "python3").symlink_to(os.path.realpath(sys.executable))  # no version manager's shim
     env = {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "PYTHONPATH": str(tmp_path)}
