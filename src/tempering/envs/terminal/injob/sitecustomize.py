@@ -336,14 +336,12 @@ _PICKLE_DATA = frozenset().union(
     _pairs("pandas._libs.tslibs.timestamps", "_unpickle_timestamp"),
     _pairs("pandas.arrays", "ArrowStringArray"),
     _pairs("pyarrow.lib", "_restore_array py_buffer type_for_alias"),
-    _pairs("multiprocessing.pool", "mapstar starmapstar rebuild_exc RemoteTraceback"),
 )
 """The globals that pickles of plain data name, found by pickling values of each type (numpy arrays, scalars,
 dtypes, masked and record arrays; pandas frames; collections, fractions, decimal and datetime values;
 builtins' containers and exceptions) at every protocol, with numpy 1's `numpy.core` spelling: constructors
-of data with no effect outside the object they make, and the pool's helpers that carry the tests' own
-functions to their workers. Exact (module, name) pairs: no other function of these modules (numpy.savetxt,
-numpy.loadtxt) and no dotted name through them (`collections._sys.exit`) resolves."""
+of data with no effect outside the object they make. Exact (module, name) pairs: no other function of these
+modules (numpy.savetxt, numpy.loadtxt) and no dotted name through them (`collections._sys.exit`) resolves."""
 
 
 def _defined_in(module: str, name: str) -> bool:
@@ -354,17 +352,16 @@ def _defined_in(module: str, name: str) -> bool:
 
 def _pickle_global(module: str, name: str) -> bool:
     """A global a pickle names may resolve when it is a plain data constructor (`_PICKLE_DATA`), or a
-    function or class defined in the tests' own code (`__main__`, a module with the bytes of a file the
-    task shipped: what a pool sends its workers) or in a module the tests import from the solution, whose
-    code the tests run anyway. Python 2 names are read as the unpickler reads them (`__builtin__.set`)."""
+    function or class defined in a solution module the tests import (whose code they run anyway). Never
+    one of the tests' own (a pickle calling their reward writer with its arguments). Python 2 names are
+    read as the unpickler reads them (`__builtin__.set`)."""
     from _compat_pickle import IMPORT_MAPPING, NAME_MAPPING
 
     module, name = NAME_MAPPING.get((module, name), (IMPORT_MAPPING.get(module, module), name))
     if (module, name) in _PICKLE_DATA:
         return True
     loaded = getattr(sys.modules.get(module), "__file__", None)
-    own = module == "__main__" or bool(loaded and (_own_bytes(loaded) or os.path.abspath(loaded) in _solution_files))
-    return own and _defined_in(module, name)
+    return bool(loaded) and os.path.abspath(loaded) in _solution_files and _defined_in(module, name)
 
 
 def _audit(event, args) -> None:
