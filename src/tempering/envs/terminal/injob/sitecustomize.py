@@ -361,7 +361,7 @@ def _pickle_global(module: str, name: str) -> bool:
     if (module, name) in _PICKLE_DATA:
         return True
     loaded = getattr(sys.modules.get(module), "__file__", None)
-    return bool(loaded) and os.path.abspath(loaded) in _solution_files and _defined_in(module, name)
+    return loaded is not None and os.path.abspath(loaded) in _solution_files and _defined_in(module, name)
 
 
 def _audit(event, args) -> None:
