@@ -7,6 +7,7 @@ controls (the tests import the solution's own module, a link to /usr/bin/python3
 
 import asyncio
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -352,3 +353,117 @@ def test_a_task_that_pays_for_an_empty_answer_is_refused_for_training(tmp_path):
     assert fam._screened == {"lax": fam._screened["lax"], "strict": ""}
     assert [t.id for t in TerminalFamily([strict], heldout_share=0.0).tasks("train", 1)] == ["terminal:strict"]
     assert len(TerminalFamily([lax], heldout_share=0.0, screen=False).tasks("train", 1)) == 1
+
+
+def _short(s: str) -> bytes:
+    return b"\x8c" + bytes([len(s.encode())]) + s.encode()
+
+
+def _global4(module: str, name: str) -> bytes:
+    return _short(module) + _short(name) + b"\x93"
+
+
+_REWARD_1 = "echo '{\"reward\": 1}' > /logs/verifier/reward.json"
+PICKLE_PAYLOADS = {
+    # a numpy function with effects: writes a reward file
+    "numpy_savetxt": b"\x80\x02cnumpy\nsavetxt\n"
+    + pickle.dumps(("/logs/verifier/reward.json", [], "%d", " ", "\n", '{"reward": 1}', "", ""), 2)[2:-1]
+    + b"R.",
+    # a numpy reader: the answer becomes the tests' own expected file
+    "numpy_loadtxt": b"\x80\x02cnumpy\nloadtxt\n"
+    + pickle.dumps(("/tests/expected_answer.txt", "int64"), 2)[2:-1]
+    + b"R.",
+    # a dotted name through an allowed module reaches os.system
+    "numpy_dotted_os_system": b"\x80\x04"
+    + _global4("numpy", "_pytesttester.os.system")
+    + _short(_REWARD_1)
+    + b"\x85R.",
+    # a submodule of an allowed package that runs code
+    "numpy_submodule_runstring": b"\x80\x04"
+    + _global4("numpy.testing._private.utils", "runstring")
+    + _short("open('/logs/verifier/reward.json', 'w').write('{\"reward\": 1}')")
+    + b"}\x86R.",
+    # the standard library's data modules, through their imports
+    "collections_dotted_sys_exit": b"\x80\x04" + _global4("collections", "_sys.exit") + b"K\x00\x85R.",
+    "fractions_operator_chain": b"\x80\x04"
+    + _global4("fractions", "operator.methodcaller")
+    + _short("system")
+    + _short(_REWARD_1)
+    + b"\x86R"
+    + _global4("fractions", "operator.getitem")
+    + _global4("fractions", "sys.modules")
+    + _short("os")
+    + b"\x86R\x85R.",
+    "builtins_exec": b"\x80\x02cbuiltins\nexec\n" + pickle.dumps(("import os",), 2)[2:-1] + b"R.",
+    "python2_name_of_exec": b"\x80\x02c__builtin__\neval\n" + pickle.dumps(("1",), 2)[2:-1] + b"R.",
+}
+"""Pickles that name a callable with effects through a module of plain data types (hand-written opcodes, as
+no library pickles these): each must be refused when the tests load it."""
+
+
+def _real_values() -> list:
+    """Values of the types tests compare answers with, as numpy and the standard library make them (pandas'
+    frames, in the allow-list too, are left out: importing pandas in the tests' job takes tens of seconds)."""
+    import collections
+    import datetime
+    import decimal
+    import fractions
+
+    import numpy as np
+
+    values = [
+        np.arange(6).reshape(2, 3), np.float64(1.5), np.int64(3), np.array(["a", "bc"]), np.bool_(True),
+        np.array([1, "x", None, fractions.Fraction(1, 2)], dtype=object), np.array([(1, 2.0)], dtype="i4,f8"),
+        np.ma.masked_array([1, 2], mask=[0, 1]), np.array(["2020-01-01"], dtype="datetime64[D]"), np.dtype(">i4"),
+        np.asfortranarray(np.ones((2, 2))), np.arange(5)[::2], np.complex128(1j), np.rec.fromrecords([(1, 2.0)], names="a,b"),
+        collections.OrderedDict(a=1), collections.defaultdict(list, a=[1]), collections.deque([1], maxlen=3),
+        collections.Counter("ab"), fractions.Fraction(1, 3), decimal.Decimal("1.5"), datetime.date(2020, 1, 1),
+        datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone(datetime.timedelta(hours=2))), datetime.timedelta(1),
+        datetime.time(1, 2), {1, 2}, frozenset([1]), bytearray(b"x"), b"x", 1 + 2j, slice(1, 2), range(3), ValueError(),
+    ]  # fmt: skip
+    return values
+
+
+PICKLE_RULE_TESTS = (
+    "import pickle\nfrom pathlib import Path\n\n\ndef test_plain_data_loads():\n"
+    "    blobs = pickle.loads(Path('/app/values.pkl').read_bytes())\n"
+    "    assert len(blobs) > 100 and all(pickle.loads(b) is not None for b in blobs)\n\n\n"
+    "def test_every_payload_is_refused():\n"
+    "    for name, blob in pickle.loads(Path('/app/payloads.pkl').read_bytes()).items():\n"
+    "        try:\n            pickle.loads(blob)\n        except RuntimeError as e:\n"
+    "            assert 'refused' in str(e), name\n        else:\n            raise AssertionError(name)\n"
+)
+
+
+@pytest.mark.slow
+def test_pickles_load_plain_data_and_refuse_every_other_global(tmp_path):
+    """Values pickled by numpy and the standard library at every protocol load in the tests; each
+    payload of `PICKLE_PAYLOADS` is refused (a payload that ran would fail the tests, or write a reward.json
+    that disagrees with test.sh's)."""
+    import base64
+
+    payloads = base64.b64encode(pickle.dumps(PICKLE_PAYLOADS)).decode()
+    blobs = [pickle.dumps(v, protocol=p) for v in _real_values() for p in range(pickle.HIGHEST_PROTOCOL + 1)]
+    values = base64.b64encode(pickle.dumps(blobs)).decode()
+    command = (
+        f"echo {RIGHT} > /app/answer.txt && echo {payloads} | base64 -d > /app/payloads.pkl\n"
+        f"echo {values} | base64 -d > /app/values.pkl\n"
+    )
+    assert _episode(_bundle(tmp_path / "b", "from_app", PICKLE_RULE_TESTS), command) == "correct"
+
+
+@pytest.mark.slow
+def test_synth_check_rejects_an_oracle_that_hacks_its_tests(tmp_path):
+    """A reference solution that writes a pickle reaching os.system through `fractions` (so its tests would
+    pass any answer) fails its own gold check."""
+    from tempering.synth.verify import SandboxVerifier
+
+    b = tmp_path / "b"
+    bundle = _bundle(b, "from_app", PICKLED_ANSWER_TESTS)
+    payload = pickle.dumps({"hack": PICKLE_PAYLOADS["fractions_operator_chain"]})
+    bundle.files["solution/solve.sh"] = (
+        "#!/bin/bash\ncd /app && python3 -c \"import pickle, sys; open('answer.pkl', 'wb').write(pickle.loads("
+        f"bytes.fromhex('{payload.hex()}'))['hack'])\"\n"
+    ).encode()
+    verdict = asyncio.run(SandboxVerifier(Sandbox(backend=ISOLATED[0])).verify(bundle))
+    assert verdict.stage != "ok" and "fractions.operator.methodcaller" in verdict.summary, verdict.summary

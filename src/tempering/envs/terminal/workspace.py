@@ -129,7 +129,9 @@ class Rewards:
 def read_rewards(txt: bytes | None, js: bytes | None) -> Rewards:
     """Harbor's reading: reward.json first (an object; numbers kept, others ignored), else reward.txt. A
     reward outside [0, 1] or not finite (an uncapped partial credit, a division by zero) is no reward:
-    the tests are the candidate's judge, and a value no right answer can give is not a score."""
+    the tests are the candidate's judge, and a value no right answer can give is not a score. Both files
+    written must agree (reward.json's `reward`, when it has one, is reward.txt's number): any process of
+    the tests' job can write either, so a second file never overrides the one test.sh wrote."""
 
     def number(raw: bytes) -> float | None:
         try:
@@ -145,8 +147,14 @@ def read_rewards(txt: bytes | None, js: bytes | None) -> Rewards:
         if not isinstance(obj, dict):
             return Rewards(None, "reward.json must hold one object {name: number}")
         values = {k: float(v) for k, v in obj.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        if "reward" not in values and txt is not None and (x := number(txt)) is not None:
-            values["reward"] = x
+        if txt is not None:
+            x = number(txt)
+            if x is None or values.setdefault("reward", x) != x:
+                return Rewards(
+                    None,
+                    f"reward.txt holds {txt[:40]!r} and reward.json {js[:80]!r}: two writers disagree on the "
+                    "reward, so neither is taken (write one file, or the same reward in both)",
+                )
         if not values:
             return Rewards(None, f"reward.json holds no numbers: {js[:80]!r}")
         return _in_range(values, "reward.json")
