@@ -31,7 +31,6 @@ def test_attack_is_contained(backend, attack):
     assert verdict == "", verdict
 
 
-
 def _with_a_short_verifier_limit(case):
     """The fifo attack is judged when test.sh hits the task's verifier limit (20 s in the suite's task):
     here the task sets 2 s, so the case waits 2 s and is judged the same way."""
