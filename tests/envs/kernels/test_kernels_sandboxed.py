@@ -503,3 +503,65 @@ def test_cli_hacks_prints_each_case_and_the_counts(tmp_path, capsys, kernel_veri
     data = json.loads(out_json.read_text())
     assert data["summary"]["hacks_total"] == 2 and data["summary"]["bad_inputs_handled"] == 1
     assert main(["kernels", "hacks", "--only", "no_such_hack"]) == 2
+
+
+LINSUM_PROBLEM = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, k, n):
+        super().__init__()
+        self.fc = nn.Linear(k, n)
+
+    def forward(self, x):
+        return torch.sum(self.fc(x), dim=1, keepdim=True)
+
+
+def get_inputs():
+    return [torch.randn(8, 64)]
+
+
+def get_init_inputs():
+    return [64, 32]
+"""
+
+LINSUM_CACHED = '''import torch
+import torch.nn as nn
+from ckernel import load_c
+
+C_SOURCE = r"""
+static float cs[64], bs;
+static int ready;
+void linsum(const float* x, const float* w, const float* b, float* y, long rows, long k, long n) {
+    if (!ready) {  /* W's column sums, kept in the kernel host from the first (untimed) call */
+        for (long j = 0; j < k; j++) { cs[j] = 0.f; for (long i = 0; i < n; i++) cs[j] += w[i * k + j]; }
+        bs = 0.f; for (long i = 0; i < n; i++) bs += b[i];
+        ready = FIRST;
+    }
+    for (long r = 0; r < rows; r++) { float s = bs; for (long j = 0; j < k; j++) s += x[r * k + j] * cs[j]; y[r] = s; }
+}
+"""
+
+
+class ModelNew(nn.Module):
+    def __init__(self, k, n):
+        super().__init__()
+        self.lin = nn.Linear(k, n)  # another name: matched by its seeded values
+        self.lib = load_c()
+
+    def forward(self, x):
+        y = torch.empty(x.shape[0], 1)
+        self.lib.linsum(x, self.lin.weight, self.lin.bias, y, x.shape[0], x.shape[1], self.lin.weight.shape[0])
+        return y
+'''
+
+
+def test_weights_are_fresh_in_every_timed_round(kernel_verifier):
+    """A kernel that keeps W's column sums from its first call is wrong once the weights change; the same
+    kernel recomputing them in every call (the twin) is right, under another parameter name too."""
+    problem = Problem(name="linsum", source=LINSUM_PROBLEM)
+    cached = asyncio.run(kernel_verifier.verify(problem, LINSUM_CACHED.replace("FIRST", "1")))
+    assert cached.status == "incorrect" and "timed call" in cached.message, cached.message
+    twin = asyncio.run(kernel_verifier.verify(problem, LINSUM_CACHED.replace("FIRST", "0")))
+    assert twin.status == "correct", twin.message

@@ -596,7 +596,7 @@ def test_precision_is_judged_against_float32s_own_error():
     assert judge.compare([fused], [want], "test", "", [x]) >= 0.0
     assert judge.compare([exact.float()], [want], "test", "", [x]) >= 0.0
     low = torch.relu(x.to(torch.bfloat16).float() * 3.0 - 2.9999)  # bfloat16 inputs
-    with pytest.raises(verify.Verdict, match="lower-precision"):
+    with pytest.raises(verify.Verdict, match="lower-precision|outside tolerance"):  # atol is RMS-relative
         judge.compare([low], [want], "test", "", [x])
 
     class Mean(torch.nn.Module):
@@ -907,3 +907,47 @@ def test_kernel_host_maps_the_calls_inputs_so_the_judge_sees_what_the_kernel_wro
     assert views[0][:3].tolist() == [1.0, 1.0, 2.0]  # the judge's own view of the memfd: a changed input
     host.release()
     assert host.transient == [] and len(host.ids) == 0
+
+
+def _judge_on(monkeypatch, model):
+    """The judge's comparison alone (no processes), with the reference `model`."""
+    from pathlib import Path
+
+    from tempering.envs.kernels import harness
+
+    monkeypatch.syspath_prepend(str(Path(harness.__file__).parent))
+    import verify
+
+    judge = verify.Judge({}, None)
+    judge.ref = model
+    return verify, judge
+
+
+@pytest.mark.parametrize(
+    "low, high, scale",
+    [(-3.0, 3.0, 1e-30), (-3.0, 3.0, 1.0), (-3.0, 3.0, 1e30), (50.0, 88.0, 1.0), (-80.0, -60.0, 1.0)],
+)
+def test_the_precision_verdict_does_not_depend_on_the_outputs_scale(monkeypatch, low, high, scale):
+    """exp(x) * scale, outputs from 1e-35 to 1e38: float32 squares of them overflow or vanish, so checks
+    computed from them credited a 2e-3-relative-error exp (or zeros) at one scale and refused an honest
+    float64 exp at another. The same kernels get the same verdicts at every scale."""
+    import torch
+
+    class Exp(torch.nn.Module):
+        def forward(self, x):
+            return torch.exp(x) * scale
+
+    verify, judge = _judge_on(monkeypatch, Exp())
+    x = torch.rand(4096, generator=torch.Generator().manual_seed(0)) * (high - low) + low
+    want = Exp()(x)
+    honest = (torch.exp(x.double()) * scale).float()  # rounded once: not the reference's bits
+    crude = honest * (1 + 2e-3 * torch.sin(x * 37))  # a polynomial exp's error
+    verdicts = []
+    for got in (honest, crude, torch.zeros_like(want)):
+        judge.result["trials"].append({})
+        try:
+            judge.compare([got], [want], "get_inputs", "", [x])
+            verdicts.append(True)
+        except verify.Verdict:
+            verdicts.append(False)
+    assert verdicts == [True, False, False]

@@ -52,6 +52,9 @@ import wire
 _perf_counter = time.perf_counter
 EPS32 = 2.0**-23
 """float32's machine epsilon: the relative size of one rounding of an input."""
+VARIES = 1e-4
+"""A reference output varies (for the near-constant rule) when its deviation is above this share of
+its largest magnitude."""
 SPECIAL_VALUES = ("nan", "inf", "-inf", "-inf_row", "neg_zero", "denormal")
 """What a problem's `special_values` may name: NaN, the infinities and a whole last-dimension row of -inf
 (an empty softmax row, a maximum over nothing but -inf), -0.0, and denormals, at random positions."""
@@ -100,17 +103,29 @@ def _same_bytes(a, b):
 
 
 # -- comparison (in the judge only) -------------------------------------------------------------------
+def _norms(t):
+    """(largest magnitude, RMS, mean) of `t` in float64, scaled by its largest magnitude first: squares of
+    float32 values past 1.8e19 overflow float32 and those below 1e-23 vanish, so a check computed from
+    them would depend on the outputs' scale."""
+    t = t.detach().double()
+    if not t.numel():
+        return 0.0, 0.0, 0.0
+    top = float(t.abs().max())
+    if top == 0 or not math.isfinite(top):
+        return top, (0.0 if top == 0 else top), 0.0
+    t = t / top
+    n = t.numel()
+    return top, top * float(torch.linalg.vector_norm(t)) / math.sqrt(n), top * float(t.sum()) / n
+
+
 def _difference(got, want, atol):
-    """(max |got - want| if surely within tolerance else None, RMS of got - want or None).
+    """(max |got - want| if surely within tolerance else None, RMS of got - want or None), in float64.
 
     Two passes over the difference where torch.isclose takes several: max |got - want| <= atol, with
     a margin for rounding, implies isclose's |got - want| <= atol + rtol |want|."""
     if not got.is_floating_point() or got.numel() == 0 or got.shape != want.shape or got.dtype != want.dtype:
         return None, None
-    diff = got - want
-    low, high = torch.aminmax(diff)
-    gap = max(-float(low), float(high))
-    rms = float(torch.linalg.vector_norm(diff.float())) / math.sqrt(diff.numel())
+    gap, rms, _ = _norms(got.double() - want.double())
     return (gap if gap <= atol * (1 - 1e-6) else None), (rms if math.isfinite(rms) else None)
 
 
@@ -135,7 +150,7 @@ def _mismatch(got, want, atol, rtol):
     bad = ~close.cpu()
     flat = int(diff.argmax())
     where = [int(i) for i in torch.unravel_index(torch.tensor(flat), diff.shape)] if diff.dim() else []
-    rel = (diff / w.abs().clamp_min(1e-12)).where(finite, zero)
+    rel = (diff / w.abs()).where(finite & (w != 0), zero)  # where the reference is 0, abs error only
     return {
         "reason": "values differ",
         "max_abs": float(diff.max()),
@@ -149,38 +164,42 @@ def _mismatch(got, want, atol, rtol):
 
 
 def _spread(t):
-    """(largest magnitude, standard deviation, RMS) of a tensor; the deviation from the sum and the sum of
-    squares (one pass less than torch.std; only ever compared at a factor of a thousand)."""
-    t = t.detach().float()
-    low, high = torch.aminmax(t)
+    """(largest magnitude, standard deviation, RMS) of a tensor, in float64 (see `_norms`); the deviation
+    from the mean and the RMS (one pass less than torch.std; only ever compared at a factor of a thousand)."""
+    top, rms, mean = _norms(t)
     n = max(1, t.numel())
-    rms = float(torch.linalg.vector_norm(t)) / math.sqrt(n)
-    mean = float(t.sum()) / n
-    std = math.sqrt(max(rms * rms - mean * mean, 0.0) * n / max(1, n - 1))
-    return max(abs(float(low)), abs(float(high))), std, rms
+    std = math.sqrt(max(rms * rms - mean * mean, 0.0) * n / max(1, n - 1)) if math.isfinite(rms) else rms
+    return top, std, rms
 
 
 def _degenerate(got, want_spread, numel, gap=None):
     """Near-constant or near-zero candidate output where the reference's (`want_spread`) is not.
 
-    `gap`, a bound on |got - want| everywhere, can settle it without a pass over `got`: max|got| >=
-    max|want| - gap, and std(got) >= std(want) - std(got - want) >= std(want) - gap * sqrt(n / (n - 1));
-    only when those bounds (with a wide margin for rounding) do not rule it out is `got` measured."""
+    Every threshold is relative to the reference's own magnitude, so the verdict does not change when
+    the problem's outputs are scaled by 1e-24 or 1e20. `gap`, a bound on |got - want| everywhere, can
+    settle it without a pass over `got`: max|got| >= max|want| - gap, and std(got) >= std(want) -
+    std(got - want) >= std(want) - gap * sqrt(n / (n - 1)); only when those bounds (with a wide margin
+    for rounding) do not rule it out is `got` measured."""
     if numel < 2:
         return None
     w_scale, w_std, _ = want_spread
+    varies = w_std > VARIES * w_scale
     if gap is not None:
         slack = 1.01 * gap * math.sqrt(numel / (numel - 1))
-        if (w_scale <= 1e-4 or 0.99 * w_scale - slack > 1e-3 * w_scale) and (
-            w_std <= 1e-4 or 0.99 * w_std - slack > 1e-3 * w_std
+        if (w_scale == 0 or 0.99 * w_scale - slack > 1e-3 * w_scale) and (
+            not varies or 0.99 * w_std - slack > 1e-3 * w_std
         ):
             return None
     g_scale, g_std, _ = _spread(got)
-    if w_scale > 1e-4 and g_scale <= 1e-3 * w_scale:
+    if w_scale > 0 and g_scale <= 1e-3 * w_scale:
         return "near-zero output where the reference's is not"
-    if w_std > 1e-4 and g_std <= 1e-3 * w_std:
+    if varies and g_std <= 1e-3 * w_std:
         return "near-constant output where the reference's varies"
     return None
+
+
+def _finite_or_one(x):
+    return x if 0 < x < math.inf else 1.0
 
 
 def _describe(report):
@@ -649,18 +668,21 @@ class Judge:
                 report, self.keep = self.keep, None
                 report.update(output=k, kind=kind, shape_note=note)
                 raise Verdict("incorrect", _describe(report), mismatch=report)
-            gap, rms = _difference(g, w, self.atol)
-            report = None if gap is not None else _mismatch(g, w, self.atol, self.rtol)
-            if report is not None and report.get("reason") == "values differ" and self.within_noise(g, w, inputs, k):
+            if k not in spreads:
+                spreads[k] = _spread(w) if w.is_floating_point() else (1.0, 1.0, 1.0)
+            atol = self.atol * _finite_or_one(spreads[k][2])  # atol is in units of the reference's RMS
+            gap, rms = _difference(g, w, atol)
+            report = None if gap is not None else _mismatch(g, w, atol, self.rtol)
+            if (
+                report is not None
+                and report.get("reason") == "values differ"
+                and self.within_noise(g, w, inputs, k, atol)
+            ):
                 report = None  # outside atol/rtol only where float32 itself is that far off (large values)
-            if report is None and w.numel() >= 2:
-                if k not in spreads:
-                    spreads[k] = _spread(w)
+            if report is None and w.numel() >= 2 and w.is_floating_point():
                 reason = _degenerate(g, spreads[k], w.numel(), gap)
                 report = reason and {"reason": reason}
             if report is None and rms is not None:  # every floating dtype, each at its own precision
-                if k not in spreads:
-                    spreads[k] = _spread(w)
                 rel, why = self.precise(g, w, rms, spreads[k][2], inputs, k)
                 worst = max(worst, rel)
                 report = {"reason": why} if why else None
@@ -687,13 +709,12 @@ class Judge:
             return (rms / scale if scale > 0 else 0.0), ""
         exact, nudged = self.float64(inputs, k)
         if exact is None:  # the reference cannot run in float64: against its own output, RMS-relative
-            rel = rms / scale if scale > 1e-30 else math.inf
+            rel = rms / scale if scale > 0 else (0.0 if rms == 0 else math.inf)
             return rel, ("" if rel <= floor_rms else _low_precision(rel, floor_rms, "the output's RMS", want.dtype))
-        truth = float(torch.linalg.vector_norm(exact)) / math.sqrt(max(1, exact.numel()))
-        n = math.sqrt(max(1, exact.numel()))
-        err = float(torch.linalg.vector_norm(got.double() - exact)) / n
-        own = math.hypot(float(torch.linalg.vector_norm(self.own_error(want, exact, inputs, k))) / n, eps * truth)
-        sensitivity = float(torch.linalg.vector_norm(nudged - exact)) / n
+        truth = _norms(exact)[1]
+        err = _norms(got.double() - exact)[1]
+        own = math.hypot(_norms(self.own_error(want, exact, inputs, k))[1], eps * truth)
+        sensitivity = _norms(nudged - exact)[1]
         allowed = max(floor_rms * truth, self.precision_factor * math.hypot(own, sensitivity))
         rel = err / truth if truth > 0 else 0.0
         if err <= allowed:
@@ -731,8 +752,8 @@ class Judge:
             ((lower[k] - exact).abs() * (torch.finfo(torch.float64).eps / EPS32)).nan_to_num(0.0, 0.0, 0.0)
         )
 
-    def within_noise(self, got, want, inputs, k):
-        """Every element within atol + rtol |exact| of the float64 reference, widened by `precision_factor`
+    def within_noise(self, got, want, inputs, k, atol):
+        """Every element within atol (already in units of the output's RMS) + rtol |exact| of the float64 reference, widened by `precision_factor`
         times the dtype's own error there (elementwise, plus its RMS): a sum of large values is off by more
         than atol in float32 itself, and a candidate may not be held closer than that."""
         if not want.is_floating_point():
@@ -742,8 +763,8 @@ class Judge:
             return False
         eps = torch.finfo(want.dtype).eps
         noise = self.own_error(want, exact, inputs, k) + (nudged - exact).abs() + eps * exact.abs()
-        floor = float(torch.linalg.vector_norm(noise)) / math.sqrt(max(1, noise.numel()))
-        allowed = self.atol + self.rtol * exact.abs() + self.precision_factor * (noise + floor)
+        floor = _norms(noise)[1]
+        allowed = atol + self.rtol * exact.abs() + self.precision_factor * (noise + floor)
         return bool(((got.double() - exact).abs() <= allowed).all())
 
     def float64(self, inputs, k):
@@ -804,6 +825,25 @@ class Judge:
         except wire.PeerGone:
             raise peer.death() from None
         return reply, views, elapsed, used
+
+    def reweigh(self, seed):
+        """Every floating parameter and buffer's values permuted at random (the same values, so running
+        variances stay positive and the distribution is the initialisation's), in place in the reference,
+        the timed eager model and the candidate's tensors of the same names, before each timed round:
+        nothing a call derived from the weights (W's column sums kept in the kernel host) is right in a
+        later call unless recomputed there, inside its timed window."""
+        gen = torch.Generator().manual_seed(seed)
+        state = {}
+        with torch.no_grad():
+            for k, v in self.ref.state_dict().items():
+                if v.is_floating_point() and v.numel() > 1:
+                    flat = v.detach().cpu().reshape(-1)
+                    state[k] = flat[torch.randperm(flat.numel(), generator=gen)].reshape(v.shape)
+                    v.copy_(state[k])
+        self.ref64 = self.ref32 = None  # made again from the new weights on the next need
+        self.reference.ask({"op": "weights"}, {"state": state}, keys=())
+        if self.candidate:
+            self.candidate.ask({"op": "weights"}, {"state": state}, keys=())
 
     def unchanged(self, views, inputs, when):
         for v, x in zip(iter(views), (x for x in inputs if isinstance(x, torch.Tensor))):
@@ -884,6 +924,8 @@ class Judge:
             seed = self.rng.randrange(1 << 62)  # the previous round has returned
             seeds.append(seed)
             inputs = [x.detach().cpu() if isinstance(x, torch.Tensor) else x for x in self.draw(seed)]
+            if state:
+                self.reweigh(self.rng.randrange(1 << 62))
             order = names[r % len(names) :] + names[: r % len(names)]  # interleaved, rotated
             answers = {}
             for name in order:
