@@ -559,14 +559,20 @@ def test_feedback_is_valid_text_whatever_the_answer_writes(sb):
 
 
 STALLS = {  # a test's own code that one C call holds, the judge's alarm cannot ring in it
-    "range_of_huge_ints": ("def f(n):\n    return range(10**300000, 10**300000 + 2**24) if n == 3 else [*range(1, n + 1)]\n", 0),
-    "hash_flooded_list": ("def f(n):\n    return [k * (2**61 - 1) for k in range(1, 50001)] if n == 4 else [*range(1, n + 1)]\n", 1),
+    "range_of_huge_ints": (
+        "def f(n):\n    return range(10**300000, 10**300000 + 2**24) if n == 3 else [*range(1, n + 1)]\n",
+        0,
+    ),
+    "hash_flooded_list": (
+        "def f(n):\n    return [k * (2**61 - 1) for k in range(1, 30001)] if n == 4 else [*range(1, n + 1)]\n",
+        1,
+    ),
 }
 
 
 @pytest.mark.parametrize("stall", sorted(STALLS))
 def test_a_test_held_in_one_c_call_is_a_timeout_within_its_limit(sb, tmp_path, stall):
-    # sum() of 2**24 million-bit ints, set() of 50,000 ints of one hash: minutes in one call each
+    # sum() of 2**24 million-bit ints, set() of 30,000 ints of one hash (hash 0): minutes, half a minute
     record = {
         "task_id": 9302,
         "text": "Return the numbers 1 to n.",
@@ -576,7 +582,7 @@ def test_a_test_held_in_one_c_call_is_a_timeout_within_its_limit(sb, tmp_path, s
         "challenge_test_list": [],
     }
     (tmp_path / "f.jsonl").write_text(json.dumps(record) + "\n")
-    (problem,) = load_problems(tmp_path / "f.jsonl", test_timeout_s=0.5)
+    (problem,) = load_problems(tmp_path / "f.jsonl", test_timeout_s=1.0)
     answer, held = STALLS[stall]  # test 0 is the public one: its rerun keeps the public results, 1 is hidden
     started = time.monotonic()
     g = run(grade(sb, problem, answer, public=True, stop_at_timeout=False))

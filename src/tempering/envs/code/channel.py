@@ -155,7 +155,9 @@ async def _judge_once(sandbox: Sandbox, spec: dict, program: str, wall_s: float)
                 await _end(run)
                 raise
     if stall is not None:
-        return Verdict(None, public, Result(status="timeout", message="ended by the host: a test ran past its time")), stall
+        return Verdict(
+            None, public, Result(status="timeout", message="ended by the host: a test ran past its time")
+        ), stall
     return Verdict(report, public, result), None
 
 

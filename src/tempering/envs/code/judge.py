@@ -855,7 +855,9 @@ class Judge:
             done = {}
         todo = [t for t in tests if json.dumps(t, sort_keys=True) not in done]
         stop = self.spec["stop_at_timeout"] and any(r["status"] == "timeout" for r in done.values())
-        hidden = self.run_phase(todo, "not run: an earlier test timed out" if stop else None, setups["hidden"], "hidden")
+        hidden = self.run_phase(
+            todo, "not run: an earlier test timed out" if stop else None, setups["hidden"], "hidden"
+        )
         ran = dict(zip(map(id, todo), hidden["results"]))
         report["results"] = [done.get(json.dumps(t, sort_keys=True)) or ran[id(t)] for t in tests]
         report["load_status"], report["load_error"] = hidden["load_status"], hidden["load_error"]
