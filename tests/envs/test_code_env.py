@@ -556,3 +556,46 @@ def test_feedback_is_valid_text_whatever_the_answer_writes(sb):
     assert "ValueError: \\udcff wrong \\ud800" in step.feedback  # shown, escaped
     step.feedback.encode("utf-8")
     assert char_tokenizer()(step.feedback)["input_ids"]
+
+
+STALLS = {  # a test's own code that one C call holds, the judge's alarm cannot ring in it
+    "range_of_huge_ints": (
+        "def f(n):\n    return range(10**300000, 10**300000 + 2**24) if n == 3 else [*range(1, n + 1)]\n",
+        0,
+    ),
+    "hash_flooded_list": (
+        "def f(n):\n    return [k * (2**61 - 1) for k in range(1, 30001)] if n == 4 else [*range(1, n + 1)]\n",
+        1,
+    ),
+}
+
+
+@pytest.mark.parametrize("stall", sorted(STALLS))
+def test_a_test_held_in_one_c_call_is_a_timeout_within_its_limit(sb, tmp_path, stall):
+    # sum() of 2**24 million-bit ints, set() of 30,000 ints of one hash (hash 0): minutes, half a minute
+    record = {
+        "task_id": 9302,
+        "text": "Return the numbers 1 to n.",
+        "code": "def f(n):\n    return list(range(1, n + 1))",
+        "test_setup_code": "",
+        "test_list": ["assert sum(f(3)) == 6", "assert len(set(f(4))) == 4", "assert max(f(5)) == 5"],
+        "challenge_test_list": [],
+    }
+    (tmp_path / "f.jsonl").write_text(json.dumps(record) + "\n")
+    (problem,) = load_problems(tmp_path / "f.jsonl", test_timeout_s=1.0)
+    answer, held = STALLS[stall]  # test 0 is the public one: its rerun keeps the public results, 1 is hidden
+    started = time.monotonic()
+    g = run(grade(sb, problem, answer, public=True, stop_at_timeout=False))
+    assert time.monotonic() - started < 15
+    assert [r["status"] for r in g.results] == ["timeout" if k == held else "passed" for k in range(3)], g.results
+    assert g.status == "timeout" and g.public_status == ("timeout" if held == 0 else "incorrect")
+    assert run(grade(sb, problem, record["code"], public=True)).status == "correct"
+
+
+def test_float_tolerance_applies_to_floats_the_answer_gives_only(sb, tmp_path):
+    record = {"id": "tol", "prompt": "def f():\n    pass\n", "entry_point": "f", "tests": ["assert f() == 12345678.0"]}
+    (tmp_path / "tol.jsonl").write_text(json.dumps(record) + "\n")
+    (problem,) = load_problems(tmp_path / "tol.jsonl")
+    assert run(grade(sb, problem, "def f():\n    return 12345679\n")).status == "incorrect"  # an int: exact
+    assert run(grade(sb, problem, "def f():\n    return 12345678\n")).status == "correct"
+    assert run(grade(sb, problem, "def f():\n    return 12345678.000001\n")).status == "correct"  # within 1e-6

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -56,7 +58,27 @@ class Verdict:
 
 
 async def judge(sandbox: Sandbox, spec: dict, program: str, wall_s: float) -> Verdict:
-    """Run the judge on `spec` (see judge.py) against `program`."""
+    """Run the judge on `spec` (see judge.py) against `program`, within `wall_s` in all. The test the
+    judge runs is timed here too (`STALL_GRACE_S`): a judge held past it in one C call (the test's own
+    `set()` or `sum()` over the answer's values, which the judge's alarm cannot interrupt) is ended,
+    and the judge runs again from the start with that test a timeout (its public results, once sent,
+    are kept as they were), so the test's limit holds whatever its code does with the answer's values."""
+    end = time.monotonic() + wall_s
+    stalled: dict[str, list[int]] = {"public": [], "hidden": []}
+    public = None
+    while True:
+        again = {**spec, "stalled": stalled, "public_results": public}
+        verdict, stall = await _judge_once(sandbox, again, program, max(1.0, end - time.monotonic()))
+        public = verdict.public
+        if stall is None or time.monotonic() >= end:
+            took = wall_s - (end - time.monotonic())
+            return dataclasses.replace(verdict, judge=dataclasses.replace(verdict.judge, wall_s=took))
+        stalled[stall[0]].append(stall[1])
+
+
+async def _judge_once(sandbox: Sandbox, spec: dict, program: str, wall_s: float) -> tuple[Verdict, tuple | None]:
+    """One run of the judge job: its verdict, and the (phase, index) of the test it was ended in for
+    running past that test's limit (None when it was not)."""
     to_judge = _Backlog()
     lines: asyncio.Queue[bytes] = asyncio.Queue()
     on_stdout = _lines_to(lines.put_nowait)
@@ -75,15 +97,21 @@ async def judge(sandbox: Sandbox, spec: dict, program: str, wall_s: float) -> Ve
     run = asyncio.ensure_future(_judges(sandbox).run(job, feed=feed(), on_stdout=on_stdout))
     candidates: dict[int, asyncio.Task] = {}
     inboxes: dict[int, _Inbox] = {}
-    report = public = None
+    report, public = None, spec["public_results"]
+    clock = _TestClock()
+    stall = None
     try:
         while True:
             if lines.empty():
                 get = asyncio.ensure_future(lines.get())
-                await asyncio.wait({get, run}, return_when=asyncio.FIRST_COMPLETED)
-                if not get.done():  # the judge's job ended: what it wrote before is still read
+                waiting = {get, run, *clock.waits_for()}
+                await asyncio.wait(waiting, timeout=clock.left(), return_when=asyncio.FIRST_COMPLETED)
+                if not get.done():
                     get.cancel()
-                    if lines.empty():
+                    if clock.expired() and not run.done():  # the judge said nothing within the test's time
+                        stall = clock.test
+                        break
+                    if run.done() and lines.empty():  # the judge's job ended: what it wrote before is still read
                         break
                     continue
                 line = get.result()
@@ -94,7 +122,11 @@ async def judge(sandbox: Sandbox, spec: dict, program: str, wall_s: float) -> Ve
             if op == "report":
                 report = msg
                 break
-            if op == "public":
+            if op == "test":
+                clock.start(msg["phase"], msg["index"], msg["seconds"])
+            elif op == "tested":
+                clock.stop()
+            elif op == "public":
                 public = msg
             elif op == "start":
                 inboxes[jid] = _Inbox()
@@ -104,20 +136,72 @@ async def judge(sandbox: Sandbox, spec: dict, program: str, wall_s: float) -> Ve
                 inboxes[jid].put_nowait(msg["line"].encode() + b"\n")
             elif op == "run":
                 job = _program_job(program, msg["stdin"], float(msg["wall_s"]))
-                candidates[jid] = asyncio.ensure_future(_serve(sandbox, job, jid, None, to_judge))
+                ran = asyncio.ensure_future(_serve(sandbox, job, jid, None, to_judge))
+                candidates[jid] = ran
+                clock.after(ran)
             elif op == "stop" and jid in candidates:
                 await _end(candidates.pop(jid))
                 inboxes.pop(jid, None)
     finally:
+        if stall is not None:
+            await _end(run)
         for task in candidates.values():
             await _end(task)
         to_judge.put_nowait(None)
-        try:
-            result = await asyncio.wait_for(asyncio.shield(run), 30)
-        except asyncio.TimeoutError:
-            await _end(run)
-            raise
-    return Verdict(report, public, result)
+        if stall is None:
+            try:
+                result = await asyncio.wait_for(asyncio.shield(run), 30)
+            except asyncio.TimeoutError:
+                await _end(run)
+                raise
+    if stall is not None:
+        return Verdict(
+            None, public, Result(status="timeout", message="ended by the host: a test ran past its time")
+        ), stall
+    return Verdict(report, public, result), None
+
+
+STALL_GRACE_S = 2.0
+"""Seconds past a test's limit (and at least the limit again) that the judge may stay silent in that
+test before it is ended: its own alarm ends the test at the limit wherever Python code runs."""
+
+
+class _TestClock:
+    """The test the judge runs now and when its time is up, as the judge announced it: a function
+    test's code from its start, a program test's comparison from the end of the program's job."""
+
+    def __init__(self) -> None:
+        self.test: tuple[str, int] | None = None
+        self.seconds = 0.0
+        self.deadline: float | None = None
+        self.job: asyncio.Future | None = None
+
+    def start(self, phase: str, index: int, seconds: float) -> None:
+        self.test, self.seconds, self.job = (phase, index), float(seconds), None
+        self.deadline = time.monotonic() + self.seconds + max(STALL_GRACE_S, self.seconds)
+
+    def after(self, job: asyncio.Future) -> None:
+        """The test's time counts from the end of `job` (a program's own time is its job's limit)."""
+        self.job, self.deadline = job, None
+
+    def stop(self) -> None:
+        self.test = self.deadline = self.job = None
+
+    def waits_for(self) -> set[asyncio.Future]:
+        """The program job whose end starts the clock, while it runs."""
+        return {self.job} if self.job is not None and not self.job.done() else set()
+
+    def left(self) -> float | None:
+        """Seconds until the test's time is up (None: not counting now)."""
+        if self.test is None or (self.job is not None and not self.job.done()):
+            return None
+        if self.deadline is None:
+            self.deadline = time.monotonic() + self.seconds + max(STALL_GRACE_S, self.seconds)
+        return max(0.0, self.deadline - time.monotonic())
+
+    def expired(self) -> bool:
+        left = self.left()
+        return left is not None and left <= 0
 
 
 def valid_text(value):

@@ -34,7 +34,9 @@ The host channel: stdin carries the spec (one JSON line), then framed messages: 
 bytes (one line the candidate job `id` wrote), `E <id> <json>\\n` (that job ended: the host's Result).
 The judge writes JSON lines to the host on the stdout it had at start (the test code's prints go
 nowhere): {"op": "start", "id"} (a function candidate job), {"op": "send", "id", "line"}, {"op": "run",
-"id", "stdin", "wall_s"} (a program job), {"op": "stop", "id"}, {"op": "public", ...} and, last,
+"id", "stdin", "wall_s"} (a program job), {"op": "stop", "id"}, {"op": "test", "phase", "index",
+"seconds"} and {"op": "tested"} (a test's own code starts and ends: the host's clock, see
+channel.judge), {"op": "public", ...} and, last,
 {"op": "report", "load_status", "load_error", "results", "public"}; result: {"passed", "status",
 "got", "expected", "error", "error_type", "seconds"}.
 """
@@ -487,8 +489,9 @@ def ended_how(info: dict) -> str:
 
 
 def same(got, expected, tol: float) -> bool:
-    """Python's `==`, except that floats (also inside lists and tuples) match within `tol`."""
-    if isinstance(expected, float) and isinstance(got, (int, float)):
+    """Python's `==`, except that a float the answer gives matches an expected float within `tol`
+    (relative or absolute), also inside lists and tuples; an int is compared exactly."""
+    if isinstance(expected, float) and isinstance(got, float):
         return math.isclose(got, expected, rel_tol=tol, abs_tol=tol)
     if isinstance(expected, (list, tuple)) and type(got) is type(expected):
         return len(got) == len(expected) and all(same(g, e, tol) for g, e in zip(got, expected))
@@ -805,6 +808,8 @@ class Judge:
         """The setup code of the phase running now: it runs here for each candidate job."""
         self.refused: dict[str, str] = {}
         """Tests whose calls would follow the answer's results (source -> where): not run."""
+        self.test: tuple[str, int] = ("public", 0)
+        """The phase and place in it of the test running now."""
 
     def run(self) -> dict:
         report: dict[str, Any] = {"load_status": None, "load_error": None, "results": [], "public": None}
@@ -841,8 +846,8 @@ class Judge:
             if why:
                 self.refused[source] = why
             self.trees[source] = recorded(tree)
-        if self.spec["run_public"]:
-            shown = self.run_phase(public, None, setups["public"])
+        if self.spec["run_public"]:  # a rerun after a stalled hidden test keeps the public results it sent
+            shown = self.spec["public_results"] or self.run_phase(public, None, setups["public"], "public")
             report["public"] = shown["results"]
             self.channel.op({"op": "public", **shown})
             done = {json.dumps(t, sort_keys=True): r for t, r in zip(public, shown["results"])}
@@ -850,7 +855,9 @@ class Judge:
             done = {}
         todo = [t for t in tests if json.dumps(t, sort_keys=True) not in done]
         stop = self.spec["stop_at_timeout"] and any(r["status"] == "timeout" for r in done.values())
-        hidden = self.run_phase(todo, "not run: an earlier test timed out" if stop else None, setups["hidden"])
+        hidden = self.run_phase(
+            todo, "not run: an earlier test timed out" if stop else None, setups["hidden"], "hidden"
+        )
         ran = dict(zip(map(id, todo), hidden["results"]))
         report["results"] = [done.get(json.dumps(t, sort_keys=True)) or ran[id(t)] for t in tests]
         report["load_status"], report["load_error"] = hidden["load_status"], hidden["load_error"]
@@ -864,13 +871,13 @@ class Judge:
             self.channel.op({"op": "public", "results": report["public"], "load_status": status, "load_error": error})
         return report
 
-    def run_phase(self, tests: list, stopped: str | None, setup: ast.Module) -> dict:
+    def run_phase(self, tests: list, stopped: str | None, setup: ast.Module, phase: str) -> dict:
         """Run `tests` in fresh candidate jobs, `setup` run here for each: {results, load_status,
         load_error}. Failures are put in words only once the phase's last job has ended."""
         out: dict[str, Any] = {"results": [], "load_status": None, "load_error": None}
         self.setup = setup
         try:
-            out["results"] = self.run_tests(tests, stopped)
+            out["results"] = self.run_tests(tests, stopped, phase)
         except SolutionFailed as e:  # the solution did not load: every test of the phase fails alike
             out["load_status"], out["load_error"] = e.status, str(e)
             out["results"] = [result(e.status, error=str(e)) for _ in tests]
@@ -884,10 +891,14 @@ class Judge:
                 res.update(checks.render(), seconds=res["seconds"])
         return out
 
-    def run_tests(self, tests: list, stopped: str | None) -> list:
+    def run_tests(self, tests: list, stopped: str | None, phase: str) -> list:
+        """The tests' results. Before each test's own code runs, the host is told which test it is and
+        its time (`test`), after it, that it is over (`tested`): a judge held past that time in one C
+        call is ended by the host and run again with the test in `spec["stalled"]`, a timeout here."""
         end = time.monotonic() + self.budget
         out = []
-        for test in tests:
+        for index, test in enumerate(tests):
+            self.test = (phase, index)
             now = time.monotonic()
             if stopped is None and now >= end:
                 stopped = f"not run: the problem's time budget of {self.budget:g} s ran out"
@@ -901,7 +912,8 @@ class Judge:
                 )
                 continue
             limit = float(test["timeout_s"])
-            if self.kind == "function" and self.solution is None:
+            stalled = index in self.spec["stalled"][phase]  # it held an earlier run of the judge past its time
+            if self.kind == "function" and self.solution is None and not stalled:
                 self.start(limit + LOAD_GRACE_S)
                 now = time.monotonic()
             deadline = min(now + limit, end)
@@ -911,8 +923,15 @@ class Judge:
                 else f"the problem's time budget of {self.budget:g} s ran out"
             )
             timed_out = False
-            if self.kind == "program":
+            if stalled:
+                res, timed_out = result("timeout", error=message), True
+                res["seconds"] = round(deadline - now, 4)
+                if self.solution is not None:  # the rest run in a fresh job, as after any timeout
+                    self.solution.close()
+                    self.solution = None
+            elif self.kind == "program":
                 res = self.run_program(test, deadline, message)
+                self.clock(None)
             else:
                 res = self.run_function(test, deadline, message)
                 assert self.solution is not None  # started above
@@ -960,6 +979,13 @@ class Judge:
         if self.setup.body:
             self.run_setup(load_s)
 
+    def clock(self, seconds: float | None) -> None:
+        """Tell the host that the current test's own code runs now, for at most `seconds` (None: it ended)."""
+        if seconds is None:
+            self.channel.op({"op": "tested"})
+        else:
+            self.channel.op({"op": "test", "phase": self.test[0], "index": self.test[1], "seconds": seconds})
+
     def run_setup(self, limit: float) -> None:
         """The phase's setup code, here, with the test's alarm: it may call the answer's entry points
         (MBPP 927 builds trees of the answer's `Node`); a failure fails every test of the phase."""
@@ -968,12 +994,14 @@ class Judge:
         self.solution.deadline, self.solution.timeout_message = time.monotonic() + limit, message
         self.channel.expired = False
         try:
+            self.clock(limit)
             signal.setitimer(signal.ITIMER_REAL, limit)
             try:
                 exec(compile(self.setup, "<setup>", "exec"), self.ns)
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 self.channel.expired = False
+                self.clock(None)
         except Deadline:
             failure = SolutionFailed("timeout", message)
         except ProblemBroken as e:
@@ -998,12 +1026,14 @@ class Judge:
         self.channel.expired = False
         res = result("passed")
         try:
+            self.clock(max(0.01, deadline - time.monotonic()))
             signal.setitimer(signal.ITIMER_REAL, max(0.01, deadline - time.monotonic()))
             try:
                 exec(compile(self.trees[test["source"]], "<test>", "exec"), self.ns)
             finally:  # the alarm is off before any outcome is handled
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 self.channel.expired = False
+                self.clock(None)
         except SolutionFailed as e:
             res = result(e.status, error=str(e))
         except Deadline:
@@ -1024,6 +1054,7 @@ class Judge:
     def run_program(self, test: dict, deadline: float, message: str) -> dict:
         job = self.channel.new_id()
         wall = max(0.01, deadline - time.monotonic())
+        self.clock(wall)  # counted by the host from the end of the program's job: the comparison's time
         self.channel.op({"op": "run", "id": job, "stdin": test["stdin"], "wall_s": wall})
         msg = self.channel.wait(job, deadline + QUEUE_S)
         if msg is None or msg[0] != "ended":
