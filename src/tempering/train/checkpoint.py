@@ -16,14 +16,17 @@ import random
 import re
 import shutil
 import tempfile
-from pathlib import Path
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from tempering.errors import UserError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 _STEP = re.compile(r"^step_(\d+)$")
 
@@ -58,7 +61,7 @@ def _torch_save(obj: Any, path: Path) -> None:
 
 
 def save_checkpoint(
-    run_dir: Path, step: int, model: torch.nn.Module, tokenizer: Any, trainer_state: dict[str, Any], keep: int = 2
+    run_dir: Path, step: int, model: PreTrainedModel, tokenizer: Any, trainer_state: dict[str, Any], keep: int = 2
 ) -> Path:
     ckpt_root = Path(run_dir) / "checkpoints"
     ckpt_root.mkdir(parents=True, exist_ok=True)

@@ -157,6 +157,7 @@ def ppo_loss(
     logp, ent = policy_logprobs(
         model, mb, s.temperature, entropy=True, share_prefix=s.share_prefix, entropy_grad=bonus, pack=s.pack
     )
+    assert ent is not None  # asked for
     old = mb.old_logp_BT if mb.old_logp_BT is not None else logp.detach()
     assert mb.adv_BT is not None, "credit fills adv_BT before the update"
     m = mb.mask_BT
@@ -270,7 +271,7 @@ def policy_update(
 def optimizer_steps(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None,
     batch: TrainBatch,
     s: UpdateSettings,
     generator: torch.Generator | None,
