@@ -33,8 +33,9 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from tempering.envs.terminal.bundle import Bundle
+from tempering.envs.terminal.bundle import Bundle, required_imports
 from tempering.errors import UserError
+from tempering.sandbox.image import PYTHON_DISTRIBUTIONS, SYSTEM_PACKAGES, Spec
 from tempering.sandbox.job import check_mount
 
 # -- image names -------------------------------------------------------------------------------------
@@ -382,6 +383,8 @@ class _Scan:
     """Debian packages the scripts install that are installed (the apt-get stand-in accepts them)."""
     uv: bool = False
     """The scripts use uv or uvx (the stand-ins run the project's Python)."""
+    pip_ok: set[str] = field(default_factory=set)
+    """Distributions the scripts install that the project's Python has."""
 
 
 def _scripts(bundle: Bundle) -> dict[str, bytes]:
@@ -452,6 +455,7 @@ def _scan(bundle: Bundle) -> _Scan:
                 how = "uvx" if words[0] == "uvx" else " ".join(words[:2])
                 how = "uv pip install" if words[1:3] == ["pip", "install"] else how
                 scan.missing += [Download(p, how, where) for p in _uv_packages(words) if not pip_installed(p)]
+                scan.pip_ok.update(p for p in _uv_packages(words) if pip_installed(p))
                 for req in _requirements(words):
                     scan.missing.append(Download(f"the packages of {req}", how + " -r", where))
             elif (at := _pip_at(words)) is not None:
@@ -460,6 +464,7 @@ def _scan(bundle: Bundle) -> _Scan:
                 # pip answers "Requirement already satisfied" offline for what the project's Python has
                 upgrade = any(a in ("-U", "--upgrade", "--force-reinstall") for a in args)
                 names = install_names(args, "pip")
+                scan.pip_ok.update(p for p in names if pip_installed(p))
                 scan.missing += [Download(p, how, where) for p in names if upgrade or not pip_installed(p)]
                 for req in _requirements(args):
                     scan.missing.append(Download(f"the packages of {req}", how + " -r", where))
@@ -578,6 +583,10 @@ class LocalImage:
     """Modes set by `RUN chmod` (others: 0755 for `.sh`, else 0644)."""
     standins: str = ""
     """Shell code every job runs first: the stand-ins of tools the scripts would download (`standins`)."""
+    packages: set[str] = field(default_factory=set)
+    """Debian packages the Dockerfile and the scripts install (all installed here)."""
+    distributions: set[str] = field(default_factory=set)
+    """Python distributions the Dockerfile and the scripts install (all in the project's Python)."""
 
 
 @dataclass
@@ -833,6 +842,7 @@ def _run(img: LocalImage, item: _Line, line: str) -> None:
             continue
         if words[0] in ("apt-get", "apt") and "install" in words:
             missing = [p for p in install_names(words[words.index("install") + 1 :], "apt") if not apt_installed(p)]
+            img.packages.update(install_names(words[words.index("install") + 1 :], "apt"))
             if missing:
                 raise NeedsDocker(
                     f"Dockerfile line {n}: `{line}` installs {', '.join(missing)}, which the sandbox's base lacks "
@@ -845,6 +855,7 @@ def _run(img: LocalImage, item: _Line, line: str) -> None:
         if at is not None:
             missing = [p for p in install_names(words[at + 1 :], "pip") if not pip_installed(p)]
             missing += [f"the packages of {r}" for r in _requirements(words[at + 1 :])]
+            img.distributions.update(install_names(words[at + 1 :], "pip"))
             if missing:
                 raise NeedsDocker(
                     f"Dockerfile line {n}: `{line}` installs {', '.join(missing)}, which the project's Python lacks",
@@ -972,4 +983,43 @@ def local_image(bundle: Bundle) -> LocalImage:
     if found := downloads(bundle):
         raise NeedsNetwork(found)
     img.standins = standins(bundle)
+    scan = _scan(bundle)
+    img.packages |= scan.apt_ok
+    img.distributions |= scan.pip_ok
     return img
+
+
+TERMINAL_PACKAGES = (
+    "curl",
+    "wget",
+    "git",
+    "procps",
+    "ca-certificates",
+    "jq",
+    "sqlite3",
+    "unzip",
+    "zip",
+    "xz-utils",
+    "file",
+)
+"""Tools tasks use without installing them (tests fetching uv's installer with curl, git, ps), in a task's
+image where the host has them."""
+
+
+def image_spec(bundle: Bundle, img: LocalImage) -> Spec:
+    """The RAM image a task's jobs see (`sandbox.image.Spec`): the sandbox's default one, `TERMINAL_PACKAGES`,
+    the Debian packages and Python distributions the task installs, and the distributions of the modules
+    its tests' and solutions' files import (`required_imports`)."""
+    from importlib import metadata
+
+    packages = {re.split(r"[=:]", p, maxsplit=1)[0] for p in img.packages}
+    packages |= {p for p in TERMINAL_PACKAGES if apt_installed(p)}
+    files = {f"tests/{p}": b for s in bundle.steps for p, b in s.tests.items()}
+    files |= {f"solution/{s.name}/{p}": b for s in bundle.steps for p, b in s.solution.items()}
+    by_module = metadata.packages_distributions()
+    dists = {re.split(r"[<>=!~\[; @]", d, maxsplit=1)[0] for d in img.distributions}
+    dists |= {d for m in required_imports(files) for d in by_module.get(m, [])}
+    return Spec(
+        tuple(sorted(set(SYSTEM_PACKAGES) | packages)),
+        tuple(sorted(set(PYTHON_DISTRIBUTIONS) | {re.sub(r"[-_.]+", "-", d).lower() for d in dists})),
+    )

@@ -33,10 +33,11 @@ from dataclasses import dataclass
 
 from tempering.envs.terminal import injob
 from tempering.envs.terminal.bundle import Bundle, Step, required_imports, rewards_score
-from tempering.envs.terminal.image import LocalImage, local_image
+from tempering.envs.terminal.image import LocalImage, image_spec, local_image
 from tempering.envs.terminal.image import NeedsDocker as NeedsDocker  # re-exported: where callers found it
 from tempering.envs.terminal.image import NeedsNetwork as NeedsNetwork
 from tempering.errors import UserError
+from tempering.sandbox.image import Spec
 from tempering.sandbox.job import check_mount
 
 _ENV_REF = re.compile(r"\$\{(\w+)(?::-(.*?))?\}")
@@ -186,11 +187,12 @@ class Workspace:
         disk_mb: int = DEFAULT_DISK_MB,
         solution_env: dict[str, str] | None = None,
         name: str = "",
+        spec: Spec | None = None,
     ):
         showing = getattr(sandbox, "showing", None)
-        # a task's image is emulated on the host's whole system (curl, git, ...): its jobs see the host's
-        # files whatever the sandbox shows other jobs (docs/sandbox.md, "The image")
-        self.sandbox = showing("host") if showing else sandbox
+        # the task's own RAM image: the default one and the tools and distributions the task uses
+        # (docs/sandbox.md, "The image")
+        self.sandbox = showing(spec or Spec()) if showing else sandbox
         self.workdir = image.workdir
         self.env = dict(image.env)
         self.solution_env = dict(solution_env or {})
@@ -219,7 +221,7 @@ class Workspace:
         image.env.update(resolve_env(cfg.environment.env, f"{bundle.name}: [environment] env"))
         solution_env = resolve_env(cfg.solution.env, f"{bundle.name}: [solution] env")
         memory, disk = cfg.environment.memory_mb or DEFAULT_MEMORY_MB, cfg.environment.storage_mb or DEFAULT_DISK_MB
-        return cls(sandbox, image, memory, disk, solution_env, bundle.name)
+        return cls(sandbox, image, memory, disk, solution_env, bundle.name, image_spec(bundle, image))
 
     def copy(self) -> Workspace:
         other = object.__new__(Workspace)

@@ -211,11 +211,33 @@ def _guard_findpaths(module) -> None:
         _say("this pytest (< 6) reads configuration files from any folder: not guarded")
 
 
-_GUARDS = {"_pytest.config": _guard_config, "_pytest.config.findpaths": _guard_findpaths}
+def _guard_yaml(module) -> None:
+    """PyYAML's `!!python/name`, `!!python/module` and `!!python/object...` tags (the unsafe and full
+    loaders, C-accelerated or not, all resolve them here) name only what a pickle may (`_pickle_global`)."""
+    full = module.FullConstructor
+    find_name, find_module = full.find_python_name, full.find_python_module
+
+    def find_python_name(self, name, mark, unsafe=False):
+        where, _, attr = name.rpartition(".")
+        _refuse_global(where or "builtins", attr, "a YAML document")
+        return find_name(self, name, mark, unsafe)
+
+    def find_python_module(self, name, mark, unsafe=False):
+        _refuse_global(name, "", "a YAML document")
+        return find_module(self, name, mark, unsafe)
+
+    full.find_python_name, full.find_python_module = find_python_name, find_python_module
 
 
-class GuardPytest:
-    """Applies `_GUARDS` when pytest's configuration modules are first imported."""
+_GUARDS = {
+    "_pytest.config": _guard_config,
+    "_pytest.config.findpaths": _guard_findpaths,
+    "yaml.constructor": _guard_yaml,
+}
+
+
+class GuardModules:
+    """Applies `_GUARDS` when pytest's configuration modules and PyYAML's constructors are first imported."""
 
     @classmethod
     def find_spec(cls, name, path=None, target=None):
@@ -233,7 +255,7 @@ class GuardPytest:
         return spec
 
 
-sys.meta_path.insert(0, GuardPytest)
+sys.meta_path.insert(0, GuardModules)
 
 
 _SOLUTION_MODULES = frozenset(os.environ.get("TEMPERING_SOLUTION_MODULES", "").split())
@@ -377,9 +399,15 @@ def _audit(event, args) -> None:
     torch.load) resolves only globals of data types, of modules the task's tests require and of the tests'
     own modules (a pool's workers): a `__reduce__` of the solution's naming eval, os.system or a module it
     wrote is refused before it runs."""
-    if event == "pickle.find_class" and not _pickle_global(*args):
-        _refuse(f"{args[0]}.{args[1]}, a global a pickle the solution wrote names (not a data type the tests use)")
-        raise RuntimeError(f"unpickling {args[0]}.{args[1]} is refused in the tests' process")
+    if event == "pickle.find_class":
+        _refuse_global(args[0], args[1], "a pickle")
+
+
+def _refuse_global(module: str, name: str, what: str) -> None:
+    if not _pickle_global(module, name):
+        shown = f"{module}.{name}" if name else f"module {module}"
+        _refuse(f"{shown}, a global {what} the solution wrote names (not a data type the tests use)")
+        raise RuntimeError(f"loading {shown} from {what} is refused in the tests' process")
 
 
 sys.addaudithook(_audit)
