@@ -99,7 +99,7 @@ test-fast: install-test
 	$(PY) -m pytest -q -n 2 -m "not slow" --durations=10
 
 # packages mypy checks with --strict (every other file: pyproject's [tool.mypy])
-MYPY_STRICT = src/tempering/algos src/tempering/methods
+MYPY_STRICT = src/tempering/train src/tempering/algos src/tempering/methods
 
 lint: install-test
 	$(VENV)/bin/ruff check src tests benchmarks examples

@@ -442,11 +442,14 @@ RERUN_CASES = [
     "direct-opd",
     "direct-opd+two_pairs",
     "tu-opd",
+    "expand-compress",
+    "cuda-agent",
     "demo",
 ]
 
 
 def rerun(src: Path, work: Path, teacher: str, model: str, cases: list[str]) -> dict[str, dict]:
+    shutil.rmtree(work / "runs", ignore_errors=True)  # a reused --work: the cases run afresh
     work.mkdir(parents=True, exist_ok=True)
     script = ROOT / "benchmarks" / "architecture_cases.py"  # runs with `src` first on its path
     env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "2"}
@@ -465,10 +468,13 @@ def rerun(src: Path, work: Path, teacher: str, model: str, cases: list[str]) -> 
 
 
 def warm_start(work: Path) -> tuple[str, str]:
-    """A tiny model pre-trained on the cases' sums (some right, some wrong) and an untrained one."""
+    """A tiny model pre-trained on the cases' sums (some right, some wrong) and an untrained one; those a
+    given --work already holds are reused (the warm start is most of a short check's time)."""
     from tempering.models import char_tokenizer, save_policy, tiny_model
 
     teacher = save_policy(tiny_model("tiny-xs", seed=7), char_tokenizer(), work / "untrained")
+    if (work / "warm" / "final" / "model.safetensors").is_file():
+        return str(teacher), str(work / "warm" / "final")
     subprocess.run(
         [sys.executable, "-m", "tempering.cli", "pretrain", "model.name=tiny-xs", "task.family=arithmetic"]
         + ["task.args.min_value=0", "task.args.max_value=30", "task.train_size=700", "task.heldout_size=40"]
@@ -491,7 +497,11 @@ def main() -> None:
     p.add_argument("--before", required=True, help="the git ref the reruns compare with (e.g. the last release)")
     p.add_argument("--after", default=None, help="the git ref compared with it (default: the working tree)")
     p.add_argument("--results", default=str(ROOT / "docs" / "results"))
-    p.add_argument("--work", default=None, help="scratch folder (default: a temporary one, removed)")
+    p.add_argument(
+        "--work",
+        default=None,
+        help="scratch folder, kept (default: a temporary one, removed); its warm start is reused",
+    )
     p.add_argument(
         "--cases", nargs="+", choices=RERUN_CASES, default=None, help="rerun only these cases; writes no results"
     )

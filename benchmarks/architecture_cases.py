@@ -98,9 +98,64 @@ def case(name: str, out: Path, model: str, teacher: str):
         over = ["pretrain.run.steps=60", "pretrain.run.eval_every=30", "train.run.steps=3"]
         over += ["train.task.heldout_size=8", "train.rollout.prompts_per_step=4"]
         return lambda: run_demo(out, 0, over, progress=False)
+    if verb == "cuda-agent":  # every stage, from the warm start; its kernels timed by a fixed verifier
+        from tempering.envs.kernels.agent import SketchAgentFamily
+
+        fam = SketchAgentFamily(problem_names=["01_relu", "13_scale_shift", "34_residual_relu"], answer_keys=("vec",))
+        fam._verifier = FixedTimings()
+        c = {k: c[k] for k in ("model", "loss", "run")} | {
+            "task": {"family": "kernel_sketch_agent", "train_size": 20, "heldout_size": 1},
+            "rollout": {"group_size": 2, "prompts_per_step": 2, "max_new_tokens": 24, "max_turns": 2},
+            "pretrain": {"steps": 20, "lr": 3e-3, "batch_size": 8},
+            "warmup": {"steps": 2},
+            "rft": {"steps": 1, "min_reward": -2.0},
+            "critic_pretrain": {"steps": 1},
+            "rl": {"steps": 2},
+        }
+        c["run"] = {k: v for k, v in c["run"].items() if k != "steps"} | {"eval_k": 2}
+        from tempering.recipes.cuda_agent import CudaAgentConfig, cuda_agent
+
+        def columns() -> dict:  # the report's numbers (its paths name the run folder)
+            out = cuda_agent(build(CudaAgentConfig, c), family=fam)
+            return {
+                s: {k: v for k, v in cols.items() if k != "model"} for s, cols in out.items() if isinstance(cols, dict)
+            }
+
+        return columns
+    if verb == "expand-compress":  # two RGRPO rounds on the sums, then TU-OPD of both into one student
+        rounds = {k: c[k] for k in ("model", "task", "rollout", "loss", "optim")}
+        rounds["run"] = {k: v for k, v in c["run"].items() if k != "out_dir"} | {"steps": 2}
+        rounds["rgrpo"] = {"rounds": 2, "pass_samples": 2, "kappa": 0.5}
+        compress = {k: c[k] for k in ("rollout", "loss", "optim")} | {"run": rounds["run"]}
+        compress["tu_opd"] = {"rho": 0.5, "residual": True, "empty": "grpo"}
+        c = {"run": {"out_dir": str(out)}, "expand": rounds, "compress": compress}
     v = VERBS[verb]
     run = v.runner() if hasattr(v, "runner") else load(v.run)
     return lambda: run(build(load(v.schema), c), **kw)
+
+
+class FixedTimings:
+    """Kernel verification without a compiler or a clock: vectorised sketches (`omp simd`) beat eager
+    PyTorch but not torch.compile (CUDA Agent reward 2), the others are correct and slower (1)."""
+
+    async def verify(self, problem, text):
+        from tempering.envs.kernels.verifier import KernelResult
+
+        t = 2.0 if "omp simd" in text else 6.0
+        reward = 2 if t < 3 else 1
+        return KernelResult(
+            problem=problem.name,
+            backend="c",
+            status="correct",
+            compiled=True,
+            correct=True,
+            t_ms=t,
+            t_eager_ms=3.0,
+            t_compile_ms=1.8,
+            speedup_eager=3.0 / t,
+            speedup_compile=1.8 / t,
+            cuda_agent_reward=reward,
+        )
 
 
 def digest(obj) -> str:

@@ -1,6 +1,7 @@
 """Composition on the one training loop: every verb data-parallel, every option combination defined.
 
     python examples/composition/run.py            # docs/results/composition.{md,json}
+    python examples/composition/run.py --combinations-only   # 2 and 3 again, 1 kept from the last full run
 
 1. Every training verb's update on 2 CPU ranks (torchrun, gloo; DDP and FSDP2) against one process on
    the whole batch, on the same pre-rolled groups (tests/distributed/verb_worker.py): the largest
@@ -16,6 +17,7 @@ import argparse
 import asyncio
 import copy
 import importlib.util
+import json
 import subprocess
 import sys
 import tempfile
@@ -95,14 +97,28 @@ def parallel_equivalence(work: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--results", default=str(ROOT / "docs" / "results"))
+    p.add_argument(
+        "--combinations-only",
+        action="store_true",
+        help="rerun the combinations and the layers (seconds); keep the data-parallel rows (a quarter of an "
+        "hour) of the last full run, from the results folder's composition.json",
+    )
     a = p.parse_args(argv)
     t0 = time.time()
     load = Path("/proc/loadavg").read_text().split()[:3]
     matrix = _load("composition_matrix", Path(__file__).parent / "matrix.py").matrix()
     layers = _load("test_layers", ROOT / "tests" / "test_layers.py")
     upward = layers.upward_imports()
-    with tempfile.TemporaryDirectory() as tmp:
-        cases = parallel_equivalence(Path(tmp))
+    parallel_run: dict = {}
+    if a.combinations_only:
+        last = json.loads((Path(a.results) / "composition.json").read_text())
+        parallel_run = last.get("parallel_run") or {
+            k: last[k] for k in ("command", "machine", "load_at_start", "seconds")
+        }
+        cases = last["cases"]
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            cases = parallel_equivalence(Path(tmp))
     tol = 2e-6
     verbs: dict[str, dict] = {}
     for case, row in cases.items():
@@ -124,10 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         "upward_imports": len(upward),
         "upward_import_list": upward,
         "tolerance": tol,
-        "command": "python examples/composition/run.py",
+        "command": "python examples/composition/run.py" + (" --combinations-only" if a.combinations_only else ""),
         "machine": machine(),
         "load_at_start": load,
         "seconds": time.time() - t0,
+        **({"parallel_run": parallel_run} if parallel_run else {}),
     }
     lines = [
         "# Composition: one loop, every verb data-parallel, every combination defined",
@@ -140,6 +157,14 @@ def main(argv: list[str] | None = None) -> int:
         "One update of each verb's method on fixed pre-rolled groups (5 groups of 4 episodes, tiny-xs warm start on",
         "sums, teachers tiny-xs models), on 2 CPU ranks (torchrun, gloo) against one process on the whole batch.",
         "Ranks hold uneven shares; dynamic sampling filters each share. Gradients after clipping.",
+        *(
+            [
+                f"These rows are the last full run's (`{parallel_run['command']}` on {parallel_run['machine']}; "
+                f"load average at start {' '.join(parallel_run['load_at_start'])}; {parallel_run['seconds']:.0f} s).",
+            ]
+            if parallel_run
+            else []
+        ),
         "",
         "| case | verb | max abs grad diff (DDP) | max abs grad diff (FSDP2) | largest grad | state equal |",
         "| --- | --- | --- | --- | --- | --- |",

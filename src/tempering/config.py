@@ -285,9 +285,12 @@ def check_keys(rows: Sequence[Sequence[str]], data: dict) -> None:
         raise ConfigError("invalid config: " + "; ".join(lines))
 
 
-def ignored_unless(section: BaseModel, prefix: str, keys: list[str], condition: bool, unless: str) -> None:
-    """Refuse values that would silently do nothing: unless `condition` holds, each of `keys` must keep
-    its default. Raises ValueError (inside a validator) naming the key and what would make it count."""
+def ignored_unless(section: object, prefix: str, keys: list[str], condition: bool, unless: str) -> None:
+    """Refuse values that would silently do nothing: unless `condition` holds, each of `keys` of `section`
+    (a schema section, which a caller may type by the keys it reads) must keep its default. Raises
+    ValueError (inside a validator) naming the key and what would make it count."""
+    if not isinstance(section, BaseModel):
+        raise TypeError(f"ignored_unless reads a schema section's defaults, and was given a {type(section).__name__}")
     if condition:
         return
     for k in keys:

@@ -180,3 +180,21 @@ def test_cookbook_rl_train_main_on_a_tempering_family(tmp_path):
         a, b = map(int, step["logs"]["task"].removeprefix("arith:").split("+"))
         right = step["logs"]["answer"].split("\n", 1)[0].strip() == str(a + b)
         assert r["total_reward"] == step["reward"] == float(right), r
+
+
+def test_a_group_reward_reaches_the_cookbooks_compute_group_rewards():
+    """LEAP's rank tournament through the cookbook's own group rollout: of two episodes, the one that
+    succeeds wins (+1) and the other loses (-1), added by the cookbook to each episode's summed step rewards
+    (its score); a family without the named reward is refused before any rollout."""
+    train, _ = builders("arithmetic", group_size=2, batches=1, group_reward="rank", family_args={"max_value": 99})
+    (b,) = train.get_batch(0)
+    right = str(sum_in(b.task.prompt))
+    group = rollout(b, Scripted(right, str(int(right) + 1)))
+    assert group.final_rewards_G == [1.0, -1.0]
+    assert group.get_total_rewards() == [2.0, -1.0]
+    assert [m["group_reward"] for m in group.metrics_G] == [1.0, -1.0]
+    plain, _ = builders("arithmetic", group_size=2, batches=1, family_args={"max_value": 99})
+    (p,) = plain.get_batch(0)
+    assert rollout(p, Scripted(right, right)).final_rewards_G == [0.0, 0.0]
+    with pytest.raises(UserError, match="group_reward=tournament: task family 'arithmetic' defines no group reward"):
+        builders("arithmetic", group_size=2, group_reward="tournament")

@@ -42,11 +42,12 @@ from tinker_cookbook.rl import types as rl
 from tinker_cookbook.tokenizer_utils import get_tokenizer
 
 from tempering.envs.base import SAMPLED_IDS, Env, TaskFamily
+from tempering.envs.group import GroupReward
 from tempering.envs.registry import make_family
 from tempering.errors import UserError
 from tempering.models.chat import ChatFormat, Conversation
 from tempering.rollout.engine import FEEDBACK_TEMPLATES, format_feedback
-from tempering.types import Task
+from tempering.types import Episode, StopReason, Task, Turn
 
 
 @functools.cache
@@ -65,6 +66,17 @@ def _family(name: str, args_json: str) -> TaskFamily:
 def family_of(name: str, args: dict[str, Any]) -> TaskFamily:
     """The family `name` with `args` (its `task.args`), made once per process."""
     return _family(name, json.dumps(args, sort_keys=True))
+
+
+def group_reward_of(family: TaskFamily, name: str, reward: str) -> GroupReward:
+    """Family `name`'s group reward `reward`, or one line naming both and the way out."""
+    fn = family.group_reward(reward)
+    if fn is None:
+        raise UserError(
+            f"group_reward={reward}: task family {name!r} defines no group reward of that name; give one it "
+            "defines (TaskFamily.group_rewards) or one every family has (rank, rank_tokens)"
+        )
+    return fn
 
 
 def message(m: dict[str, Any]) -> renderers.Message:
@@ -88,8 +100,13 @@ class TemperingEnv(rl.Env):
         if feedback_template:
             self.feedback.feedback_template = feedback_template
         self.messages: list[renderers.Message] = []
-        self.turns = 0
+        self.episode = Episode(env.task, [])
+        """The episode so far, as tempering's rollouts record it (what a group reward reads)."""
         self.closed = False
+
+    @property
+    def turns(self) -> int:
+        return len(self.episode.turns)
 
     @property
     def stop_condition(self) -> StopCondition:
@@ -103,7 +120,9 @@ class TemperingEnv(rl.Env):
             self.messages = [message({"role": "user", "content": str(first)})]
         else:
             self.messages = prompt_messages(self.env.task)
-        return self.renderer.build_generation_prompt(self.messages), self.stop_condition
+        ob = self.renderer.build_generation_prompt(self.messages)
+        self.episode = Episode(self.env.task, ob.to_ints(), prompt=str(first))
+        return ob, self.stop_condition
 
     async def step(self, action: rl.Action, *, extra: rl.ActionExtra | None = None) -> rl.StepResult:
         """Verify the answer with the environment; an exception in it propagates (the cookbook's rollout
@@ -116,7 +135,17 @@ class TemperingEnv(rl.Env):
         except BaseException:
             await self.close()
             raise
-        self.turns += 1
+        self.episode.turns.append(
+            Turn(
+                list(action),
+                [],  # the sampler's log-probs stay with the cookbook's trajectory
+                score=float(res.score),
+                success=res.success,
+                status=res.status,
+                feedback=res.feedback,
+                truncated=bool(extra and extra.get("stop_reason") == "length"),
+            )
+        )
         done = res.success or res.done or self.turns >= self.max_turns
         metrics: rl.Metrics = {
             "score": float(res.score),
@@ -132,6 +161,8 @@ class TemperingEnv(rl.Env):
         if done:
             await self.close()
             stop = rl.StopReason.COMPLETED if res.success or res.done else rl.StopReason.MAX_TURNS
+            ended = StopReason.SUCCESS if res.success else StopReason.DONE if res.done else StopReason.MAX_TURNS
+            self.episode.stop_reason, self.episode.reward = ended, float(res.score)
             metrics.update({"turns": self.turns, f"{rl.STOP_METRIC_PREFIX}{stop}": 1.0})
             return rl.StepResult(
                 reward=float(res.score),
@@ -170,6 +201,9 @@ class TemperingGroupBuilder(rl.EnvGroupBuilder):
     group_size: int
     renderer: renderers.Renderer
     max_turns: int = 1
+    group_reward: str | None = None
+    """The family's group-level reward by name (`TaskFamily.group_reward`, `loss.group_reward` of
+    `tempering train`), added to each episode's reward by `compute_group_rewards`; None: none."""
     envs: list[TemperingEnv] = field(default_factory=list, repr=False)
 
     async def make_envs(self) -> Sequence[rl.Env]:
@@ -181,6 +215,20 @@ class TemperingGroupBuilder(rl.EnvGroupBuilder):
         ]
         self.envs += made
         return made
+
+    async def compute_group_rewards(
+        self, trajectory_group: list[rl.Trajectory], env_group: Sequence[rl.Env]
+    ) -> list[tuple[float, rl.Metrics]]:
+        """The family's group reward of the finished episodes (one value each, which the cookbook adds to
+        the episode's summed step rewards, as tempering's scoring step adds it to the episode's reward)."""
+        if self.group_reward is None:
+            return await super().compute_group_rewards(trajectory_group, env_group)
+        reward = group_reward_of(family_of(self.family, self.family_args), self.family, self.group_reward)
+        episodes = [cast(TemperingEnv, env).episode for env in env_group]
+        values = reward(episodes)
+        if len(values) != len(episodes):
+            raise ValueError(f"a group reward gave {len(values)} values for a group of {len(episodes)} episodes")
+        return [(float(v), {"group_reward": float(v)}) for v in values]
 
     async def cleanup(self) -> None:
         for env in self.envs:
@@ -209,7 +257,9 @@ class TemperingDataset(rl.RLDataset):
 class TemperingDatasetBuilder(rl.RLDatasetBuilder):
     """A tempering task family as the cookbook's RL dataset: `batches` batches of `batch_size` groups of
     `group_size` episodes, on the family's `train` split drawn with `seed`; with `heldout` > 0, that many
-    held-out tasks (one episode each) as the test set the cookbook's loop evaluates every `eval_every`."""
+    held-out tasks (one episode each) as the test set the cookbook's loop evaluates every `eval_every`.
+    `group_reward` names a group-level reward of the family (LEAP's `rank`, say), which each group adds to
+    its episodes' rewards through the cookbook's `compute_group_rewards`."""
 
     family: str
     model_name_for_tokenizer: str
@@ -221,6 +271,7 @@ class TemperingDatasetBuilder(rl.RLDatasetBuilder):
     max_turns: int = 1
     seed: int = 0
     heldout: int = 0
+    group_reward: str | None = None
 
     async def __call__(self) -> tuple[TemperingDataset, TemperingDataset | None]:
         if self.batch_size < 1 or self.group_size < 1 or self.batches < 1 or self.max_turns < 1:
@@ -230,6 +281,8 @@ class TemperingDatasetBuilder(rl.RLDatasetBuilder):
             )
         renderer = renderers.get_renderer(self.renderer_name, tokenizer=get_tokenizer(self.model_name_for_tokenizer))
         family = family_of(self.family, self.family_args)
+        if self.group_reward is not None:
+            group_reward_of(family, self.family, self.group_reward)  # refused before any rollout
         tasks = family.tasks("train", self.batch_size * self.batches, seed=self.seed)
         if len(tasks) < self.batch_size:
             raise UserError(
@@ -246,4 +299,6 @@ class TemperingDatasetBuilder(rl.RLDatasetBuilder):
         return train, TemperingDataset([self._builder(t, 1, renderer) for t in held], 1)
 
     def _builder(self, task: Task, group_size: int, renderer: renderers.Renderer) -> TemperingGroupBuilder:
-        return TemperingGroupBuilder(self.family, dict(self.family_args), task, group_size, renderer, self.max_turns)
+        return TemperingGroupBuilder(
+            self.family, dict(self.family_args), task, group_size, renderer, self.max_turns, self.group_reward
+        )

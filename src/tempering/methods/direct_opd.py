@@ -11,9 +11,10 @@ are, so the first on-policy ratio is 1 at any sampling temperature.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 from pydantic import Field, model_validator
@@ -27,10 +28,10 @@ from tempering.methods.opd import teachers_of
 from tempering.teachers import HFTeacher, TeacherSection, load_builder
 from tempering.train.batch import TrainBatch
 from tempering.train.config import ClippedUpdateSection, LoopConfig
-from tempering.train.method import Context, Credit, Method, MethodSpec, State
+from tempering.train.method import Context, Credit, Method, MethodSpec, StageTrain, State
 from tempering.train.rules import Linearity
 from tempering.train.scoring import Scores, TeacherLogprobs
-from tempering.train.stages import Stages
+from tempering.train.stages import Done, Stage
 from tempering.train.update import Loss, UpdateSettings, vocab_logprobs
 
 
@@ -188,39 +189,23 @@ class DirectOPDConfig(LoopConfig):
         return Linearity(LOSS.linear, "the direct-opd loss (a top-k PPO over candidates)")
 
 
-def run_pairs(spec: MethodSpec[DirectOPDConfig], cfg: DirectOPDConfig, **kwargs: Any) -> dict[str, Any]:
-    """Every teacher pair in turn, each a stage that starts from the previous one's end, anchors the KL
-    there and resets alpha; with several pairs, stage i writes to OUT_DIR/pair_i."""
-    from tempering.train.loop import Trainer
-
-    pairs = cfg.direct_opd.pairs
-    callbacks = kwargs.pop("callbacks", ())
-    if len(pairs) == 1:
-        return Trainer(cfg, spec, **kwargs).run(callbacks)
-    resume, overwrite = kwargs.pop("resume", False), kwargs.pop("overwrite", False)
-    parts = kwargs.pop("parts", None) or {}
+def pair_stages(cfg: DirectOPDConfig, train: StageTrain[DirectOPDConfig]) -> list[Stage[DirectOPDConfig]]:
+    """Several teacher pairs: one stage each, in OUT_DIR/pair_i, starting from the stage before it (which
+    anchors the KL there; alpha starts again). One pair: no stages (one run in OUT_DIR)."""
     root = Path(cfg.run.out_dir)
-    stages = Stages(root, cfg, resume, overwrite, kwargs.get("world"))
-    history: dict[str, Any] = {}
-    after = ""
-    for i in range(len(pairs)):
-        stage = cfg.model_copy(deep=True)
-        stage.run.out_dir = str(root / f"pair_{i + 1}")
-        if i:
-            stage.model.name = str(root / f"pair_{i}" / "final")
 
-        def train(c: DirectOPDConfig, resume: bool, overwrite: bool, i: int = i) -> dict[str, Any]:
-            t = Trainer(c, spec, resume=resume, overwrite=overwrite, parts={**parts, "pair": i}, **kwargs)
-            return t.run(callbacks)
+    def config(i: int) -> Callable[[Done | None], DirectOPDConfig]:
+        def stage(last: Done | None) -> DirectOPDConfig:
+            c = cfg.model_copy(deep=True)
+            c.run.out_dir = str(root / f"pair_{i + 1}")
+            if last is not None:
+                c.model.name = last.final
+            return c
 
-        s = stages.run(f"pair_{i + 1}", stage, train, after)
-        h, after = s.result, s.digest
-        if i == 0 and "start" in h:
-            history["start"] = h["start"]
-        if "stopped_at" in h:  # a callback stopped it: --resume continues this stage
-            return history | {"stopped_at": h["stopped_at"]}
-        history[f"after pair {i + 1}"] = h["final"]
-    return history
+        return stage
+
+    pairs = range(len(cfg.direct_opd.pairs))
+    return [Stage(f"pair_{i + 1}", config(i), partial(train, {"pair": i})) for i in pairs] if len(pairs) > 1 else []
 
 
-SPEC = MethodSpec(name="direct-opd", config=DirectOPDConfig, build=build, parts=("pair",), run=run_pairs)
+SPEC = MethodSpec(name="direct-opd", config=DirectOPDConfig, build=build, parts=("pair",), stages=pair_stages)

@@ -92,6 +92,7 @@ def nll_loss(
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Negative log-likelihood of the kept action tokens (the policy at temperature 1)."""
     logp, ent = policy_logprobs(model, mb, 1.0, entropy=True, share_prefix=s.share_prefix, pack=s.pack)
+    assert ent is not None  # asked for
     loss = aggregate(-logp, mb.mask_BT, s.loss_agg, norm)
     m = mb.mask_BT
     return loss, {"nll": loss.detach(), "entropy": (ent * m).sum() / m.sum().clamp(min=1)}

@@ -24,7 +24,7 @@ import asyncio
 import json
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import Field, model_validator
 
@@ -34,20 +34,31 @@ from tempering.envs.registry import make_family
 from tempering.errors import UserError
 from tempering.methods import ppo, rft, rl
 from tempering.methods.ppo import PPOConfig
-from tempering.methods.pretrain import PretrainConfig, pretrain
+from tempering.methods.pretrain import PretrainConfig, PretrainOptim, PretrainRollout, PretrainRun, pretrain
 from tempering.methods.rft import RFTConfig
-from tempering.methods.rl import TrainConfig
+from tempering.methods.rl import RLLossSection, TrainConfig
 from tempering.models import load_policy
 from tempering.models.chat import ChatFormat
 from tempering.rollout.engine import rollout
 from tempering.rollout.sampler import HFSampler
 from tempering.runlog import atomic_write_text
-from tempering.train.config import ModelSection, OptimSection, RolloutSection, RunSection, TaskSection
+from tempering.train.config import (
+    LoopConfig,
+    ModelSection,
+    OptimSection,
+    RolloutSection,
+    RunSection,
+    TaskSection,
+    UpdateSection,
+)
 from tempering.train.loop import Trainer
-from tempering.train.stages import Stages
+from tempering.train.method import MethodSpec
+from tempering.train.stages import Done, Stage, Stages
 from tempering.types import Episode
 
 STAGES = ("pretrain", "warmup", "rft", "critic_pretrain", "rl")
+L = TypeVar("L", bound=LoopConfig)
+S = TypeVar("S", bound=Schema)
 
 
 class PretrainStage(Schema):
@@ -170,39 +181,140 @@ def cuda_agent_columns(episodes: list[Episode]) -> dict[str, float]:
     }
 
 
+def stage_config(schema: type[L], **sections: Schema) -> L:
+    """A stage's config from typed sections, each read again as the stage verb's own section class
+    (`RLRolloutSection` from a `RolloutSection`, say): what a section was given is kept, the rest defaults."""
+    return build(schema, {k: s.model_dump(exclude_unset=True) for k, s in sections.items()})
+
+
 class Pipeline:
     """The stages of one cuda-agent run folder (see the module docstring)."""
 
-    def __init__(self, cfg: CudaAgentConfig, family: TaskFamily, stages: Stages):
-        self.cfg, self.family, self.stages = cfg, family, stages
+    def __init__(self, cfg: CudaAgentConfig, family: TaskFamily):
+        self.cfg, self.family = cfg, family
         self.root = Path(cfg.run.out_dir)
-        self.after = ""  # the digest of the last stage run: the next one starts from it
         self.report_path = self.root / "report.json"
         self.report: dict[str, Any] = json.loads(self.report_path.read_text()) if self.report_path.is_file() else {}
 
-    def common(self, name: str, steps: int, lr: float | None, model: str) -> dict[str, Any]:
+    def stages(self) -> list[Stage[Any]]:
+        return [
+            Stage("pretrain", self.pretrain, partial(pretrain, family=self.family), self.evaluate),
+            Stage("warmup", self.warmup, self.trained, self.evaluate),
+            Stage("rft", self.rft, self.trained, self.evaluate),
+            Stage("critic_pretrain", self.critic_pretrain, self.trained),
+            Stage("rl", self.rl, self.trained, self.evaluate),
+        ]
+
+    def policy(self, last: Done | None) -> ModelSection:
+        """The policy a stage starts from: the last stage's, or the one critic pre-training started from."""
+        if last is None:
+            name = self.cfg.model.name
+        elif last.name == "critic_pretrain":
+            name = last.config.model.name
+        else:
+            name = last.final
+        return self.cfg.model.model_copy(update={"name": name})
+
+    def run_section(self, name: str, steps: int) -> RunSection:
+        out_dir = str(self.root / f"{STAGES.index(name) + 1}_{name}")
+        return RunSection(**self.cfg.run.model_dump(exclude={"out_dir", "steps"}), steps=steps, out_dir=out_dir)
+
+    def optim(self, lr: float | None) -> OptimSection:
+        return self.cfg.optim.model_copy(update={"lr": lr}) if lr else self.cfg.optim
+
+    def loss(self, section: type[S], **keys: Any) -> S:
+        """The keys of `loss` that a stage's update `section` has (not GAE's), with `keys`."""
+        fields = set(section.model_fields) - {"gamma", "lam", "whiten_advantages"} - set(keys)
+        return section(**self.cfg.loss.model_dump(include=fields, exclude_unset=True), **keys)
+
+    def pretrain(self, last: Done | None) -> PretrainConfig | None:
+        c, p = self.cfg, self.cfg.pretrain
+        if not p.enabled:
+            return None
+        run = PretrainRun(
+            steps=p.steps,
+            seed=c.run.seed,
+            out_dir=str(self.root / "1_pretrain"),
+            eval_every=0,
+            progress=c.run.progress,
+            tensorboard=c.run.tensorboard,
+        )
+        return stage_config(
+            PretrainConfig,
+            model=self.policy(last),
+            task=c.task,
+            rollout=PretrainRollout(prompts_per_step=p.batch_size, max_new_tokens=c.rollout.max_new_tokens),
+            optim=PretrainOptim(lr=p.lr, warmup_steps=min(50, p.steps // 5)),
+            run=run,
+        )
+
+    def warmup(self, last: Done | None) -> TrainConfig | None:
+        """Single-turn GRPO."""
+        c, w = self.cfg, self.cfg.warmup
+        if not w.enabled:
+            return None
+        return stage_config(
+            TrainConfig,
+            model=self.policy(last),
+            task=c.task,
+            rollout=c.rollout.model_copy(update={"max_turns": 1}),
+            loss=self.loss(RLLossSection, advantage="grpo"),
+            optim=self.optim(w.lr),
+            run=self.run_section("warmup", w.steps),
+        )
+
+    def rft(self, last: Done | None) -> RFTConfig | None:
+        c, r = self.cfg, self.cfg.rft
+        if not r.enabled:
+            return None
+        return stage_config(
+            RFTConfig,
+            model=self.policy(last),
+            task=c.task,
+            rollout=c.rollout,
+            loss=self.loss(UpdateSection),
+            optim=self.optim(r.lr),
+            run=self.run_section("rft", r.steps),
+            rft=rft.RFTSection(**r.model_dump(exclude={"enabled", "steps", "lr"})),
+        )
+
+    def critic_pretrain(self, last: Done | None) -> PPOConfig | None:
+        """Value pre-training (PPO with the policy frozen); only before PPO."""
         c = self.cfg
-        run = c.run.model_dump(exclude={"out_dir"})
-        run.update(steps=steps, out_dir=str(self.root / f"{STAGES.index(name) + 1}_{name}"))
-        return {
-            "model": {**c.model.model_dump(exclude_defaults=True), "name": model},
-            "task": c.task.model_dump(),
-            "rollout": c.rollout.model_dump(exclude_defaults=True),
-            "optim": {**c.optim.model_dump(exclude_defaults=True), **({"lr": lr} if lr else {})},
-            "run": run,
-        }
+        if c.rl.algorithm != "ppo" or not c.critic_pretrain.enabled:
+            return None
+        steps = c.critic_pretrain.steps
+        return stage_config(
+            PPOConfig,
+            model=self.policy(last),
+            task=c.task,
+            rollout=c.rollout,
+            loss=c.loss,
+            critic=c.critic.model_copy(update={"pretrain_steps": steps}),
+            optim=c.optim,
+            run=self.run_section("critic_pretrain", steps),
+        )
 
-    def update_keys(self) -> dict[str, Any]:
-        return self.cfg.loss.model_dump(exclude={"gamma", "lam", "whiten_advantages"}, exclude_defaults=True)
+    def rl(self, last: Done | None) -> PPOConfig | TrainConfig:
+        """Multi-turn PPO, its critic the pre-trained one when there is one; or GRPO."""
+        c = self.cfg
+        shared = {"model": self.policy(last), "task": c.task, "rollout": c.rollout, "optim": self.optim(c.rl.lr)}
+        run = self.run_section("rl", c.rl.steps)
+        if c.rl.algorithm == "grpo":
+            return stage_config(TrainConfig, **shared, loss=self.loss(RLLossSection, advantage="grpo"), run=run)
+        critic = c.critic
+        if last is not None and last.name == "critic_pretrain":
+            critic = critic.model_copy(update={"init": str(Path(last.final) / "critic.safetensors")})
+        return stage_config(PPOConfig, **shared, loss=c.loss, critic=critic, run=run)
 
-    def stage(self, name: str, cfg: Any, train) -> str:
-        """Run (or reuse) one stage after the last one; returns its final model folder."""
-        s = self.stages.run(name, cfg, train, self.after)
-        self.after = s.digest
-        return str(s.out / "final")
+    def trained(self, cfg: LoopConfig, resume: bool, overwrite: bool) -> dict[str, Any]:
+        return Trainer(cfg, self.method(cfg), family=self.family, resume=resume, overwrite=overwrite).run()
 
-    def evaluate(self, name: str, model: str) -> None:
-        """The paper's columns for `model` on the held-out problems (`run.eval_k` episodes each)."""
+    def evaluate(self, done: Done) -> None:
+        """The paper's columns for the stage's model on the held-out problems (`run.eval_k` episodes each)."""
+        self.columns(done.name, done.final)
+
+    def columns(self, name: str, model: str) -> None:
         if name in self.report:
             return
         c = self.cfg
@@ -217,71 +329,14 @@ class Pipeline:
         self.root.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.report_path, json.dumps(self.report, indent=2) + "\n")
 
-    def run(self) -> dict[str, Any]:
-        c = self.cfg
-        model = c.model.name
-        self.evaluate("start", model)
-        if c.pretrain.enabled:
-            p = c.pretrain
-            cfg = build(
-                PretrainConfig,
-                {
-                    "model": {**c.model.model_dump(exclude_defaults=True), "name": model},
-                    "task": c.task.model_dump(),
-                    "rollout": {"prompts_per_step": p.batch_size, "max_new_tokens": c.rollout.max_new_tokens},
-                    "optim": {"lr": p.lr, "warmup_steps": min(50, p.steps // 5)},
-                    "run": {
-                        "steps": p.steps,
-                        "seed": c.run.seed,
-                        "out_dir": str(self.root / "1_pretrain"),
-                        "eval_every": 0,
-                        "progress": c.run.progress,
-                        "tensorboard": c.run.tensorboard,
-                    },
-                },
-            )
-            model = self.stage("pretrain", cfg, partial(pretrain, family=self.family))
-            self.evaluate("pretrain", model)
-
-        def trained(cfg, resume: bool, overwrite: bool):
-            return Trainer(cfg, self.method(cfg), family=self.family, resume=resume, overwrite=overwrite).run()
-
-        if c.warmup.enabled:
-            d = self.common("warmup", c.warmup.steps, c.warmup.lr, model)
-            d["rollout"]["max_turns"] = 1
-            d["loss"] = {**self.update_keys(), "advantage": "grpo"}
-            model = self.stage("warmup", build(TrainConfig, d), trained)
-            self.evaluate("warmup", model)
-        if c.rft.enabled:
-            d = self.common("rft", c.rft.steps, c.rft.lr, model)
-            d["rft"] = c.rft.model_dump(exclude={"enabled", "steps", "lr"})
-            d["loss"] = {k: v for k, v in self.update_keys().items() if k not in ("clip_low", "clip_high", "dual_clip")}
-            model = self.stage("rft", build(RFTConfig, d), trained)
-            self.evaluate("rft", model)
-        critic_init = None
-        if c.rl.algorithm == "ppo" and c.critic_pretrain.enabled:
-            s = c.critic_pretrain.steps
-            d = self.common("critic_pretrain", s, None, model)
-            d["loss"] = c.loss.model_dump(exclude_defaults=True)
-            d["critic"] = {**c.critic.model_dump(exclude_defaults=True), "pretrain_steps": s}
-            folder = self.stage("critic_pretrain", build(PPOConfig, d), trained)
-            critic_init = str(Path(folder) / "critic.safetensors")
-        d = self.common("rl", c.rl.steps, c.rl.lr, model)
-        if c.rl.algorithm == "ppo":
-            d["loss"] = c.loss.model_dump(exclude_defaults=True)
-            d["critic"] = {
-                **c.critic.model_dump(exclude_defaults=True),
-                **({"init": critic_init} if critic_init else {}),
-            }
-            model = self.stage("rl", build(PPOConfig, d), trained)
-        else:
-            d["loss"] = {**self.update_keys(), "advantage": "grpo"}
-            model = self.stage("rl", build(TrainConfig, d), trained)
-        self.evaluate("rl", model)
+    def run(self, stages: Stages) -> dict[str, Any]:
+        self.columns("start", self.cfg.model.name)
+        done = stages.run(self.stages())
+        model = self.policy(done[-1] if done else None).name
         return {"model": model, "report": str(self.report_path), **{k: v for k, v in self.report.items()}}
 
     @staticmethod
-    def method(cfg):
+    def method(cfg: LoopConfig) -> MethodSpec[Any]:
         if isinstance(cfg, PPOConfig):
             return ppo.SPEC
         if isinstance(cfg, RFTConfig):
@@ -304,7 +359,7 @@ def cuda_agent(
         )
     stages = Stages(Path(cfg.run.out_dir), cfg, resume, overwrite)
     try:
-        return Pipeline(cfg, family, stages).run()
+        return Pipeline(cfg, family).run(stages)
     finally:
         family.close()
 

@@ -20,7 +20,7 @@ from tempering.config import apply_overrides, build
 from tempering.errors import UserError
 from tempering.progress import conditions, conditions_text, print_eval_table, warn
 from tempering.runlog import atomic_write_text
-from tempering.train.stages import Stages
+from tempering.train.stages import Done, Stage, Stages
 
 TASK = {"family": "arithmetic", "args": {"min_value": 10, "max_value": 999}, "train_size": 20000, "heldout_size": 500}
 
@@ -90,7 +90,7 @@ def run_real_demo(model: str, out: Path, seed: int, overrides: list[str], progre
     if not cfg.run.eval_on_start:
         raise UserError("the demo compares pass@1 before and after RL; leave train.run.eval_on_start true")
     # a demo run again continues (or only reports) its stage
-    hist = Stages(out, None, resume=True, overwrite=False).run("grpo", cfg, grpo).result
+    hist = Stages(out, None, resume=True, overwrite=False).run([Stage("grpo", lambda _: cfg, grpo)])[0].result
     return {
         "model": model,
         "pass_at_1_before": hist["start"]["eval/pass@1"],
@@ -116,7 +116,6 @@ def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) 
     from tempering.methods.pretrain import PretrainConfig, pretrain
     from tempering.methods.rl import TrainConfig
 
-    t0 = time.perf_counter()
     pre_over = [o[len("pretrain.") :] for o in overrides if o.startswith("pretrain.")]
     rl_over = [o[len("train.") :] for o in overrides if o.startswith("train.")]
     pcfg = build(
@@ -135,20 +134,30 @@ def run_demo(out: Path, seed: int, overrides: list[str], progress: bool = True) 
     cfg = build(TrainConfig, rl)  # before pre-training: a bad override fails in a second, not after it
     if not cfg.run.eval_on_start:
         raise UserError("the demo compares pass@1 before and after RL; leave train.run.eval_on_start true")
+    times = [time.perf_counter()]
+
+    def warm(pre: Done) -> None:
+        target = pcfg.run.stop_at_pass
+        if target is not None and pre.result["heldout_pass@1"] < target:
+            warn(
+                f"the warm start ended at held-out pass@1 {pre.result['heldout_pass@1']:.3f}, below its target "
+                f"pretrain.run.stop_at_pass={target} after {pre.result['steps']} steps: GRPO starts from a weaker "
+                "model (more pretrain.run.steps reach it)"
+            )
+        times.append(time.perf_counter())
+
+    def after_warm_start(pre: Done | None) -> TrainConfig:
+        assert pre is not None
+        c = cfg.model_copy(deep=True)
+        c.model.name = pre.result["model"]
+        return c
+
     # a demo run again continues (or only reports) its stages
-    stages = Stages(out, None, resume=True, overwrite=False)
-    pre = stages.run("pretrain", pcfg, pretrain)
-    target = pcfg.run.stop_at_pass
-    if target is not None and pre.result["heldout_pass@1"] < target:
-        warn(
-            f"the warm start ended at held-out pass@1 {pre.result['heldout_pass@1']:.3f}, below its target "
-            f"pretrain.run.stop_at_pass={target} after {pre.result['steps']} steps: GRPO starts from a weaker model "
-            "(more pretrain.run.steps reach it)"
-        )
-    t1 = time.perf_counter()
-    cfg.model.name = pre.result["model"]
-    hist = stages.run("grpo", cfg, grpo, after=pre.digest).result
-    t2 = time.perf_counter()
+    pre, rl_stage = Stages(out, None, resume=True, overwrite=False).run(
+        [Stage("pretrain", lambda _: pcfg, pretrain, warm), Stage("grpo", after_warm_start, grpo)]
+    )
+    hist = rl_stage.result
+    t0, t1, t2 = times[0], times[1], time.perf_counter()
     return {
         "pass_at_1_before": hist["start"]["eval/pass@1"],
         "pass_at_1_after": hist["final"]["eval/pass@1"],

@@ -19,11 +19,11 @@ from tempering.envs.base import TaskFamily
 from tempering.envs.registry import make_family
 from tempering.methods import tu_opd as method
 from tempering.methods.tu_opd import TUOPDConfig
-from tempering.recipes.rgrpo import RGRPOConfig, rounds
+from tempering.recipes.rgrpo import RGRPOConfig, Rounds
 from tempering.teachers import TeacherSection
 from tempering.train.config import ModelSection, RunSection, TaskSection
 from tempering.train.loop import Trainer
-from tempering.train.stages import Stages
+from tempering.train.stages import Done, Stage, Stages
 from tempering.train.world import World
 
 
@@ -85,19 +85,25 @@ def expand_compress(
     strategy: str = "ddp",
     overwrite: bool = False,
 ) -> dict[str, Any]:
+    """The RGRPO rounds (in RUN/expand), then the compress stage after the last of them."""
     cfg = as_config(ExpandCompressConfig, cfg)
     root = Path(cfg.run.out_dir)
     stages = Stages(root, cfg, resume, overwrite, world)
     ex = cfg.expand.model_copy(deep=True)
     ex.run.out_dir = str(root / "expand")
     base = family or make_family(ex.task.family, **ex.task.args)
-    expanded, last = rounds(Stages(root / "expand", ex, resume, False, world), ex, base, world, strategy)
-    c = compress_config(cfg, expanded["teachers"], expanded["pass_rates"])
+    rounds = Rounds(ex, base, world, strategy, stages.main)
+
+    def compress(last: Done | None) -> TUOPDConfig:
+        rounds.write()  # with why the rounds stopped early
+        return compress_config(cfg, rounds.saved["teachers"], str(rounds.pass_rates_path))
 
     def train(tu: TUOPDConfig, resume: bool, overwrite: bool) -> dict[str, Any]:
         return Trainer(tu, method.SPEC, family, resume, world, strategy, overwrite).run()
 
-    hist = stages.run("compress", c, train, after=last.digest).result  # the last round's digest names every round
+    done = stages.run([*rounds.stages(), Stage("compress", compress, train)])
+    hist = done[-1].result
+    expanded = rounds.result()
     return {
         **{f"teacher {n}": expanded[n] for n in expanded["teachers"]},
         "student start": hist.get("start"),

@@ -27,7 +27,7 @@ from tempering.methods import rl
 from tempering.methods.rl import TrainConfig
 from tempering.runlog import atomic_write_text
 from tempering.train.loop import Trainer
-from tempering.train.stages import Stage, Stages
+from tempering.train.stages import Done, Stage, Stages
 from tempering.train.world import World
 from tempering.types import Task
 
@@ -94,6 +94,87 @@ def coverage_markdown(rep: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+class Rounds:
+    """RGRPO's rounds on `base`'s training pool as stages (in cfg.run.out_dir), each after the one before
+    it, whose pass rates decide what it trains on; what they measured is written after each round."""
+
+    def __init__(self, cfg: RGRPOConfig, base: TaskFamily, world: World | None, strategy: str, main: bool):
+        self.cfg, self.base, self.world, self.strategy, self.main = cfg, base, world, strategy, main
+        self.pool = base.tasks("train", cfg.task.train_size, seed=cfg.task.data_seed)
+        self.root = Path(cfg.run.out_dir)
+        self.saved: dict[str, Any] = {"teachers": {}, "tasks": {}, "heldout": {}, "train_examples": {}}
+        self.names: list[str] = []
+        self.rows: list[torch.Tensor] = []
+
+    @property
+    def pass_rates_path(self) -> Path:
+        return self.root / "pass_rates.json"
+
+    def stages(self) -> list[Stage[RGRPOConfig]]:
+        return [Stage(f"round_{r}", self.config, self.train, self.record) for r in range(1, self.cfg.rgrpo.rounds + 1)]
+
+    def weights(self) -> torch.Tensor:
+        """Of the pool's examples in the next round, from the rounds before it."""
+        g = self.cfg.rgrpo
+        if not self.rows:
+            return torch.ones(len(self.pool))
+        return residual_weights(torch.stack(self.rows), g.kappa, g.upweight if g.mode == "upweight" else None)
+
+    def config(self, last: Done | None) -> RGRPOConfig | None:
+        """The next round's config (its seed the run's plus the rounds before it); None once every
+        training example is covered."""
+        w = self.weights()
+        if self.rows and (float(w.sum()) == 0 or (self.cfg.rgrpo.mode == "upweight" and bool((w == 1).all()))):
+            self.saved["stopped"] = f"every training example was covered after {self.names[-1]}"
+            return None
+        c = self.cfg.model_copy(deep=True)
+        c.run.out_dir = str(self.root / f"round_{len(self.rows) + 1}")
+        c.run.seed = self.cfg.run.seed + len(self.rows)
+        return c
+
+    def train(self, c: RGRPOConfig, resume: bool, overwrite: bool) -> dict[str, Any]:
+        fam = PoolFamily(self.base, weighted_pool(self.pool, self.weights(), c.run.seed))
+        trainer = Trainer(c, rl.SPEC, fam, resume, self.world, self.strategy, overwrite)
+        hist = trainer.run()
+        samples = self.cfg.rgrpo.pass_samples
+        p = trainer.ranks.once(
+            lambda: asyncio.run(
+                pass_rates(trainer.sampler, trainer.fmt, self.base.make_env, self.pool, samples, trainer.opts)
+            )
+        )
+        return {"heldout": hist["final"], "pass_rates": p}
+
+    def record(self, done: Done) -> None:
+        """The round's teacher, pass rates and coverage, written with the rounds before it."""
+        p = done.result["pass_rates"]
+        self.saved["train_examples"][done.name] = int((self.weights() > 0).sum())
+        self.names.append(done.name)
+        self.rows.append(torch.tensor(p))
+        self.saved["teachers"][done.name] = done.final
+        self.saved["heldout"][done.name] = done.result["heldout"]
+        for t, v in zip(self.pool, p):
+            self.saved["tasks"].setdefault(t.id, {})[done.name] = v
+        if self.main:
+            atomic_write_text(self.root / "coverage.json", json.dumps(self.coverage(), indent=2) + "\n")
+            atomic_write_text(self.root / "coverage.md", coverage_markdown(self.coverage()))
+            self.write()
+
+    def coverage(self) -> dict[str, Any]:
+        return coverage_tables(self.names, torch.stack(self.rows), self.pool, self.cfg.rgrpo.kappa)
+
+    def write(self) -> None:
+        if self.main:
+            atomic_write_text(self.pass_rates_path, json.dumps(self.saved, indent=1) + "\n")
+
+    def result(self) -> dict[str, Any]:
+        return {
+            "teachers": self.saved["teachers"],
+            "coverage": self.coverage(),
+            "pass_rates": str(self.pass_rates_path),
+            **self.saved["heldout"],
+        }
+
+
 def rgrpo(
     cfg: RGRPOConfig | dict,
     family: TaskFamily | None = None,
@@ -105,61 +186,8 @@ def rgrpo(
     """Train the rounds in turn, each a stage of the run folder (a finished round is reused when resuming)."""
     cfg = as_config(RGRPOConfig, cfg)
     base = family or make_family(cfg.task.family, **cfg.task.args)
-    return rounds(Stages(Path(cfg.run.out_dir), cfg, resume, overwrite, world), cfg, base, world, strategy)[0]
-
-
-def rounds(
-    stages: Stages, cfg: RGRPOConfig, base: TaskFamily, world: World | None, strategy: str
-) -> tuple[dict[str, Any], Stage]:
-    """The rounds on `base`'s training pool, as stages in cfg.run.out_dir (each after the one before it,
-    whose pass rates decide what it trains on); returns rgrpo's result and the last round's stage."""
-    g = cfg.rgrpo
-    pool = base.tasks("train", cfg.task.train_size, seed=cfg.task.data_seed)
-    root = Path(cfg.run.out_dir)
-    saved_path = root / "pass_rates.json"
-    saved: dict[str, Any] = {"teachers": {}, "tasks": {}, "heldout": {}, "train_examples": {}}
-    names: list[str] = []
-    rows: list[torch.Tensor] = []
-    last: Stage | None = None
-    for r in range(1, g.rounds + 1):
-        name = f"round_{r}"
-        weights = torch.ones(len(pool))
-        if rows:
-            weights = residual_weights(torch.stack(rows), g.kappa, g.upweight if g.mode == "upweight" else None)
-            if float(weights.sum()) == 0 or (g.mode == "upweight" and bool((weights == 1).all())):
-                saved["stopped"] = f"every training example was covered after {names[-1]}"
-                break
-        stage = cfg.model_copy(deep=True)
-        stage.run.out_dir = str(root / name)
-        stage.run.seed = cfg.run.seed + r - 1
-
-        def train(c: RGRPOConfig, resume: bool, overwrite: bool, weights=weights) -> dict[str, Any]:
-            fam = PoolFamily(base, weighted_pool(pool, weights, c.run.seed))
-            trainer = Trainer(c, rl.SPEC, fam, resume, world, strategy, overwrite)
-            hist = trainer.run()
-            p = trainer.ranks.once(
-                lambda: asyncio.run(
-                    pass_rates(trainer.sampler, trainer.fmt, base.make_env, pool, g.pass_samples, trainer.opts)
-                )
-            )
-            return {"heldout": hist["final"], "pass_rates": p}
-
-        last = stages.run(name, stage, train, after=last.digest if last else "")
-        p = last.result["pass_rates"]
-        names.append(name)
-        rows.append(torch.tensor(p))
-        saved["teachers"][name] = str(root / name / "final")
-        saved["heldout"][name] = last.result["heldout"]
-        for t, v in zip(pool, p):
-            saved["tasks"].setdefault(t.id, {})[name] = v
-        saved["train_examples"][name] = int((weights > 0).sum())
-        rep = coverage_tables(names, torch.stack(rows), pool, g.kappa)
-        if stages.main:
-            atomic_write_text(saved_path, json.dumps(saved, indent=1) + "\n")
-            atomic_write_text(root / "coverage.json", json.dumps(rep, indent=2) + "\n")
-            atomic_write_text(root / "coverage.md", coverage_markdown(rep))
-    if stages.main:
-        atomic_write_text(saved_path, json.dumps(saved, indent=1) + "\n")
-    assert last is not None  # the first round always runs
-    rep = coverage_tables(names, torch.stack(rows), pool, g.kappa)
-    return {"teachers": saved["teachers"], "coverage": rep, "pass_rates": str(saved_path), **saved["heldout"]}, last
+    stages = Stages(Path(cfg.run.out_dir), cfg, resume, overwrite, world)
+    rounds = Rounds(cfg, base, world, strategy, stages.main)
+    stages.run(rounds.stages())
+    rounds.write()  # with why the rounds stopped early
+    return rounds.result()

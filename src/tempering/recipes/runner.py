@@ -12,7 +12,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from tempering.config import as_config
@@ -21,6 +22,7 @@ from tempering.errors import UserError
 from tempering.methods import spec as registered
 from tempering.train.loop import Trainer
 from tempering.train.method import MethodSpec
+from tempering.train.stages import Stages
 from tempering.train.world import World
 
 
@@ -56,13 +58,23 @@ def trainer(
 
 
 def run(method: str | MethodSpec, cfg: Any, callbacks: Sequence[Any] = (), **kwargs: Any) -> dict[str, Any]:
-    """Run `method`'s verb (the arguments of `trainer`); returns the start and final held-out metrics.
-    `callbacks` see every step's and evaluation's metrics and may stop the run (`Trainer.run`)."""
+    """Run `method`'s verb (the arguments of `trainer`); returns the start and final held-out metrics
+    (a staged method: the first stage's start and each stage's final, `after NAME`). `callbacks` see every
+    step's and evaluation's metrics and may stop the run (`Trainer.run`; a stopped stage ends its verb)."""
     spec = method_spec(method)
     cfg = config_of(spec, cfg)
-    if spec.run is not None:
-        run_keys = ("family", "resume", "world", "strategy", "overwrite")
-        parts = {k: v for k, v in kwargs.items() if k not in run_keys}
-        rest = {k: v for k, v in kwargs.items() if k in run_keys}
-        return spec.run(spec, cfg, callbacks=callbacks, parts=parts, **rest)
-    return trainer(spec, cfg, **kwargs).run(callbacks)
+
+    def train(parts: Mapping[str, Any], c: Any, resume: bool, overwrite: bool) -> dict[str, Any]:
+        return trainer(spec, c, **{**kwargs, **parts, "resume": resume, "overwrite": overwrite}).run(callbacks)
+
+    plan = spec.stages(cfg, train) if spec.stages is not None else []
+    if not plan:
+        return trainer(spec, cfg, **kwargs).run(callbacks)
+    resume, overwrite = kwargs.get("resume", False), kwargs.get("overwrite", False)
+    done = Stages(Path(cfg.run.out_dir), cfg, resume, overwrite, kwargs.get("world")).run(plan)
+    history = {"start": done[0].result["start"]} if "start" in done[0].result else {}
+    for d in done:
+        if d.stopped:  # --resume continues this stage
+            return history | {"stopped_at": d.result["stopped_at"]}
+        history[f"after {d.name.replace('_', ' ')}"] = d.result["final"]
+    return history

@@ -73,6 +73,9 @@ class Sampler(Protocol):
 
     def sample(self, prompts: list[list[int]], params: SamplingParams) -> list[Sample]: ...
 
+    def load_weights(self, weights: dict[str, torch.Tensor], version: int | None = None) -> None:
+        """The trainer's weights (`version`: the update they are of), for the next samples."""
+
 
 class HFSampler:
     """Samples from a Hugging Face causal LM in one process (CPU or one GPU).

@@ -70,7 +70,7 @@ class Assembly:
     are where training starts (a resume's checkpoint), the loop keeps the current ones."""
 
     cfg: LoopConfig
-    spec: MethodSpec
+    spec: MethodSpec[Any]
     ranks: Solo | DataParallel
     family: TaskFamily
     family_given: bool
@@ -143,7 +143,7 @@ def family_record(r: Checkpointed) -> dict[str, Any]:
 
 def assemble(
     cfg: LoopConfig,
-    spec: MethodSpec,
+    spec: MethodSpec[Any],
     family: TaskFamily | None = None,
     resume: bool = False,
     world: World | None = None,

@@ -16,13 +16,17 @@ import random
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from tempering.errors import UserError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 _STEP = re.compile(r"^step_(\d+)$")
 
@@ -56,7 +60,9 @@ def _torch_save(obj: Any, path: Path) -> None:
         raise OSError(errno.ENOSPC, f"{path.name} was cut short, {free} bytes free on its disk") from e
 
 
-def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer_state: dict[str, Any], keep: int = 2) -> Path:
+def save_checkpoint(
+    run_dir: Path, step: int, model: PreTrainedModel, tokenizer: Any, trainer_state: dict[str, Any], keep: int = 2
+) -> Path:
     ckpt_root = Path(run_dir) / "checkpoints"
     ckpt_root.mkdir(parents=True, exist_ok=True)
     final = ckpt_root / f"step_{step}"
@@ -139,7 +145,7 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
-def latest_checkpoint(run_dir: Path, warn=None) -> Path:
+def latest_checkpoint(run_dir: Path, warn: Callable[[str], None] | None = None) -> Path:
     """The newest intact checkpoint; damaged newer ones are named (through `warn`) and skipped."""
     run_dir = Path(run_dir)
     if not (run_dir / "config.yaml").is_file():
@@ -159,4 +165,5 @@ def latest_checkpoint(run_dir: Path, warn=None) -> Path:
 
 
 def load_trainer_state(ckpt: Path) -> dict[str, Any]:
-    return torch.load(Path(ckpt) / "trainer_state.pt", weights_only=False)
+    state: dict[str, Any] = torch.load(Path(ckpt) / "trainer_state.pt", weights_only=False)
+    return state

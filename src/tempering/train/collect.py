@@ -13,6 +13,7 @@ from typing import Any
 from tempering.envs.base import TaskFamily
 from tempering.models.chat import ChatFormat
 from tempering.rollout.engine import RolloutOptions, RolloutStats, rollout
+from tempering.rollout.sampler import Sampler
 from tempering.train.cursor import PromptCursor
 from tempering.train.dynamic import DynamicSampling
 from tempering.train.method import Method, group_stats
@@ -68,13 +69,13 @@ class Collector:
     select: DynamicSampling | None = None
     """Dynamic sampling (`train/dynamic.py`), when the method asks for it."""
 
-    async def rollout(self, sampler, stats: RolloutStats) -> list[Group]:
+    async def rollout(self, sampler: Sampler, stats: RolloutStats) -> list[Group]:
         tasks = [self.tasks[i] for i in self.cursor.next(self.prompts_per_step)]
         if self.method.supervised is not None:
             return [Group(t, [self.method.supervised(t)]) for t in tasks]
         return await rollout(sampler, self.fmt, tasks, self.family.make_env, self.group_size, self.opts, stats)
 
-    async def __call__(self, sampler, state: dict[str, float], stats: RolloutStats) -> Rollouts:
+    async def __call__(self, sampler: Sampler, state: dict[str, float], stats: RolloutStats) -> Rollouts:
         """This rank's groups for one step, and whether they are to be trained on: collected, then, with
         dynamic sampling (`select`), the groups with a signal of as many batches as it takes (refills sampled
         by the same sampler), then those with an env_error dropped when `on_env_error=drop`. A rank left with

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
+from typing_extensions import Self
 
 from tempering.algos.correction import CORRECTIONS, RENAMED
 from tempering.algos.losses import AGG_MODES, CLIP_KEYS, POLICY_LOSSES
@@ -57,7 +58,7 @@ class ModelSection(Schema):
     )
 
     @model_validator(mode="after")
-    def _check(self):
+    def _check(self) -> Self:
         ignored_unless(self, "model", ["lora_alpha", "lora_targets"], self.lora_rank > 0, "model.lora_rank > 0")
         return self
 
@@ -148,7 +149,7 @@ class RolloutSection(Schema):
     )
 
     @model_validator(mode="after")
-    def _check_rollout(self):
+    def _check_rollout(self) -> Self:
         rules.rollout_keys(self)
         return self
 
@@ -238,13 +239,13 @@ class UpdateSection(Schema):
 
     @field_validator("rollout_correction", mode="before")
     @classmethod
-    def _renamed_correction(cls, v):
+    def _renamed_correction(cls, v: object) -> object:
         if isinstance(v, str) and v in RENAMED:
             raise ValueError(RENAMED[v])
         return v
 
     @model_validator(mode="after")
-    def _check_update(self):
+    def _check_update(self) -> Self:
         rules.correction_keys(self)
         return self
 
@@ -329,7 +330,7 @@ class PolicyLossSection(ClippedUpdateSection):
     )
 
     @model_validator(mode="after")
-    def _check_policy_loss(self):
+    def _check_policy_loss(self) -> Self:
         if self.policy_loss not in POLICY_LOSSES:
             raise ValueError(
                 f"loss.policy_loss={self.policy_loss!r} is unknown; choose one of {', '.join(POLICY_LOSSES)}"
@@ -383,7 +384,7 @@ class OptimSection(Schema):
     min_lr_ratio: float = Field(0.1, ge=0, le=1, description="Final lr as a share of the peak (cosine, linear).")
 
     @model_validator(mode="after")
-    def _check(self):
+    def _check(self) -> Self:
         decays = self.schedule != "constant"
         ignored_unless(self, "optim", ["min_lr_ratio"], decays, "optim.schedule=cosine or linear")
         return self
@@ -418,7 +419,7 @@ class RunBase(Schema):
     )
 
     @model_validator(mode="after")
-    def _check(self):
+    def _check(self) -> Self:
         ignored_unless(self, "run", ["eval_size"], self.eval_every > 0, "run.eval_every > 0")
         return self
 
@@ -480,7 +481,7 @@ class RunSection(RunBase):
     )
 
     @model_validator(mode="after")
-    def _check_collapse(self):
+    def _check_collapse(self) -> Self:
         ignored_unless(self, "run", ["collapse_patience"], self.collapse_entropy > 0, "run.collapse_entropy > 0")
         ignored_unless(self, "run", ["collapse_heldout"], self.eval_on_start, "run.eval_on_start=true")
         ignored_unless(self, "run", ["stop_checks"], self.stop_at_pass is not None, "run.stop_at_pass")
@@ -507,6 +508,6 @@ class LoopConfig(Schema):
         return None
 
     @model_validator(mode="after")
-    def _check_across(self):
+    def _check_across(self) -> Self:
         rules.check(self, self.linearity())
         return self

@@ -23,6 +23,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -114,7 +115,7 @@ class Trainer:
     def __init__(
         self,
         cfg: LoopConfig,
-        method: MethodSpec,
+        method: MethodSpec[Any],
         family: TaskFamily | None = None,
         resume: bool = False,
         world: World | None = None,
@@ -125,7 +126,7 @@ class Trainer:
         a = assemble(cfg, method, family, resume, world, strategy, overwrite, parts)
         # the assembled run (`train/build.py: Assembly`), each part the trainer's own field from here on
         self.cfg: LoopConfig = a.cfg
-        self.spec: MethodSpec = a.spec
+        self.spec: MethodSpec[Any] = a.spec
         self.method: Method = a.method
         self.ranks: Solo | DataParallel = a.ranks
         self.family: TaskFamily = a.family
@@ -468,7 +469,8 @@ class Trainer:
                 gen.set_state(training_stream)
             self._check_errors(stats, "evaluation")
             out = {f"eval/{k}": v for k, v in m.items()} | {"eval/n": len(tasks)}
-        return self.ranks.share(out)
+        shared: dict[str, float] = self.ranks.share(out)
+        return shared
 
     # ---- the loop ----------------------------------------------------------------------------
     @property
@@ -507,7 +509,8 @@ class Trainer:
                         f"{out} is finished (step {self.step_no} of {self.cfg.run.steps}); to train further: "
                         f"--resume {out} run.steps=N (N > {self.step_no})"
                     )
-                return self.ranks.share(self._history() if self.ranks.is_main else None)
+                history: dict[str, Any] = self.ranks.share(self._history() if self.ranks.is_main else None)
+                return history
             return await self._run(list(callbacks))
         finally:
             self.close()
@@ -635,7 +638,9 @@ class Trainer:
         over = c.max_seconds is not None and self.progress["seconds"] > c.max_seconds
         return f"training ran past run.max_seconds={c.max_seconds}" if over and self.drained else None
 
-    def _watch_collapse(self, history: dict[str, Any], entropy=None, heldout=None) -> None:
+    def _watch_collapse(
+        self, history: dict[str, Any], entropy: float | None = None, heldout: dict[str, Any] | None = None
+    ) -> None:
         """Warn once per sign of a collapsed policy (train/collapse.py), flagged in metrics.jsonl."""
         c = self.cfg.run
         rule = CollapseRule(c.collapse_entropy, c.collapse_patience, c.collapse_heldout)
@@ -692,7 +697,7 @@ class StopAtStepEnd:
         self.requested: str | None = None
         self.previous: dict[int, Any] = {}
 
-    def _handle(self, signum, frame) -> None:
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.requested = signal.Signals(signum).name
         self._restore()
         warn(f"{self.requested}: stopping after this step with a checkpoint (again to stop at once)")
@@ -708,7 +713,7 @@ class StopAtStepEnd:
                 self.previous[sig] = signal.signal(sig, self._handle)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._restore()
 
 

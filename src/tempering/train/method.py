@@ -32,6 +32,7 @@ from tempering.train.batch import TrainBatch, broadcast_turn_adv
 from tempering.train.config import LoopConfig
 from tempering.train.parallel import DataParallel, Solo
 from tempering.train.scoring import Scorer, Scores
+from tempering.train.stages import Stage
 from tempering.train.update import PPO_LOSS, Loss
 from tempering.types import Episode, Task
 
@@ -170,6 +171,11 @@ class Context(Generic[C]):
 MethodBuilder = Callable[[Context[C]], Method]
 
 
+StageTrain = Callable[[Mapping[str, Any], C, bool, bool], Any]
+"""`(parts, cfg, resume, overwrite) -> history`: one run of a method's loop as its stage trains it, with
+the method's parts the stage adds (Direct-OPD's `pair`)."""
+
+
 @dataclass(frozen=True)
 class MethodSpec(Generic[C]):
     """A training method as the registry, the CLI and `tempering config` know it: each `methods/X.py`
@@ -182,9 +188,10 @@ class MethodSpec(Generic[C]):
     build: MethodBuilder[C]
     parts: tuple[str, ...] = ()
     """Keyword objects a Python caller may give in place of the config's (`Context.parts`)."""
-    run: Callable[..., dict[str, Any]] | None = None
-    """The verb, when it is more than one run of the loop (`(spec, cfg, **kwargs) -> history`); None:
-    one `Trainer(cfg, spec).run()`."""
+    stages: Callable[[C, StageTrain[C]], list[Stage[C]]] | None = None
+    """The verb's stages, when it is more than one run of the loop (`(cfg, train) -> stages`, each
+    training with `train`: one run of this method), run by `train/stages.py`; no
+    stages (None, or an empty list for this config): one run in `run.out_dir`."""
 
     def check(self, cfg: C, parts: Mapping[str, Any] = {}) -> None:
         """Refuse objects this method does not take, before any model loads."""

@@ -7,12 +7,20 @@ import math
 import torch
 
 
-def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, betas: tuple[float, float]):
+def make_optimizer(
+    model: torch.nn.Module, lr: float, weight_decay: float, betas: tuple[float, float]
+) -> torch.optim.AdamW:
     params = [p for p in model.parameters() if p.requires_grad]
     return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, betas=betas)
 
 
-def make_scheduler(optimizer, warmup_steps: int, total_steps: int, schedule: str = "cosine", min_lr_ratio: float = 0.0):
+def make_scheduler(
+    optimizer: torch.optim.Optimizer,
+    warmup_steps: int,
+    total_steps: int,
+    schedule: str = "cosine",
+    min_lr_ratio: float = 0.0,
+) -> torch.optim.lr_scheduler.LambdaLR:
     def factor(step: int) -> float:
         if warmup_steps > 0 and step < warmup_steps:
             return (step + 1) / warmup_steps

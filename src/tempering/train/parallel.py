@@ -128,7 +128,8 @@ class DataParallel:
 
     def once(self, fn: Callable[[], T]) -> T:
         """`fn()` run on rank 0 only; every rank gets its result."""
-        return self.share(fn() if self.world.is_main else None)
+        shared: T = self.share(fn() if self.world.is_main else None)
+        return shared
 
     def share(self, obj: Any) -> Any:
         """Rank 0's `obj` on every rank."""

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from tempering.rollout.engine import RolloutStats
+from tempering.rollout.sampler import Sampler
 from tempering.train.collect import Rollouts
 
 Collect = Callable[[Any, dict[str, float], RolloutStats], Awaitable[Rollouts]]
@@ -37,7 +38,7 @@ class RolloutPipeline:
     a sampler in this process has a copy of the weights of its own.
     """
 
-    def __init__(self, collect: Collect, sampler, k: int, drains_after: Callable[[int], bool], start: int = 0):
+    def __init__(self, collect: Collect, sampler: Sampler, k: int, drains_after: Callable[[int], bool], start: int = 0):
         if k < 1:
             raise ValueError(f"a rollout pipeline runs ahead by k >= 1 updates, got {k}")
         self.collect, self.sampler, self.k, self.drains_after = collect, sampler, k, drains_after

@@ -31,7 +31,9 @@ def split_prefixes(batch: TrainBatch) -> tuple[torch.Tensor, list[tuple[int, ...
     return plen, list(keys), torch.tensor(owner)
 
 
-def _suffix_logits(model, batch: TrainBatch, temperature: float):
+def _suffix_logits(
+    model: torch.nn.Module, batch: TrainBatch, temperature: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None:
     """Each row's next-token logits over its suffix, (B, S, V) float, with the suffix's positions in the
     batch (B, S), its mask and its token ids; None when no two rows share a prefix (the plain forward is
     then cheaper)."""
@@ -57,8 +59,12 @@ def _suffix_logits(model, batch: TrainBatch, temperature: float):
 
 
 def shared_prefix_logprobs(
-    model, batch: TrainBatch, temperature: float = 1.0, entropy: bool = False, entropy_grad: bool = False
-):
+    model: torch.nn.Module,
+    batch: TrainBatch,
+    temperature: float = 1.0,
+    entropy: bool = False,
+    entropy_grad: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None] | None:
     """Same contract as `update.token_logprobs`: (B, T) log-prob of each token given its prefix (0 at
     position 0 and wherever nothing is predicted), and optionally the entropy (with its gradient when
     `entropy_grad`). None when no two rows share a prefix."""
@@ -77,7 +83,9 @@ def shared_prefix_logprobs(
     return logp, ent
 
 
-def shared_prefix_vocab_logprobs(model, batch: TrainBatch, temperature: float = 1.0) -> torch.Tensor | None:
+def shared_prefix_vocab_logprobs(
+    model: torch.nn.Module, batch: TrainBatch, temperature: float = 1.0
+) -> torch.Tensor | None:
     """Same contract as `update.vocab_logprobs` on the trained positions: (B, T, V) next-token log-probs,
     each prefix computed once; positions inside a prefix (never trained) are zeros. None when no two rows
     share a prefix."""
@@ -113,7 +121,7 @@ def _unpack(values_N: torch.Tensor, p: Packing, plen: torch.Tensor, shape: tuple
 
 
 def packed_logprobs(
-    model,
+    model: torch.nn.Module,
     batch: TrainBatch,
     temperature: float = 1.0,
     entropy: bool = False,
@@ -129,14 +137,16 @@ def packed_logprobs(
     return _unpack(logp, p, plen, shape), (None if ent is None else _unpack(ent, p, plen, shape))
 
 
-def packed_vocab_logprobs(model, batch: TrainBatch, temperature: float = 1.0, share_prefix: bool = True):
+def packed_vocab_logprobs(
+    model: torch.nn.Module, batch: TrainBatch, temperature: float = 1.0, share_prefix: bool = True
+) -> torch.Tensor:
     """Same contract as `shared_prefix_vocab_logprobs`, from one forward of the packed batch."""
     p, plen = pack_batch(batch, share_prefix, attention_cost(model))
     logits = output_layer(model)(packed_states(model, p)).float()
     return _unpack((logits / temperature).log_softmax(-1), p, plen, tuple(batch.input_ids_BT.shape))
 
 
-def packed_values(critic, batch: TrainBatch) -> torch.Tensor:
+def packed_values(critic: torch.nn.Module, batch: TrainBatch) -> torch.Tensor:
     """A value model's (B, T) values (`models.value.ValueModel`) from one forward of the packed batch,
     prompts shared; 0 before each row's first trained token."""
     p, plen = pack_batch(batch, attention=attention_cost(critic))

@@ -9,11 +9,69 @@ calls `linear_loss` again with the built loss (`refuse`: the same message as a `
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from tempering.algos.correction import CORRECTIONS, MODES, reweights, steps
 from tempering.config import ignored_unless
 from tempering.errors import UserError
+
+
+class RolloutKeys(Protocol):
+    """The rollout section's keys the rules read (`train/config.py: RolloutSection`; typed by what they read,
+    since config.py imports this module)."""
+
+    @property
+    def backend(self) -> str: ...
+    @property
+    def score_range(self) -> tuple[float, float] | None: ...
+    @property
+    def turn_context(self) -> str: ...
+    @property
+    def async_steps(self) -> int: ...
+    @property
+    def top_k(self) -> int: ...
+    @property
+    def top_p(self) -> float: ...
+    @property
+    def max_turns(self) -> int: ...
+
+
+class LossKeys(Protocol):
+    """The update section's keys the rules read (`UpdateSection`)."""
+
+    @property
+    def rollout_correction(self) -> str: ...
+    @property
+    def rollout_correction_cap(self) -> float | None: ...
+    @property
+    def rollout_correction_floor(self) -> float | None: ...
+    @property
+    def rollout_correction_batch_norm(self) -> bool: ...
+    @property
+    def autocast(self) -> str: ...
+
+
+class RunKeys(Protocol):
+    @property
+    def eval_max_turns(self) -> int | None: ...
+
+
+class ModelKeys(Protocol):
+    @property
+    def dtype(self) -> str: ...
+
+
+class Config(Protocol):
+    """A training config as the rules read it (`LoopConfig`)."""
+
+    @property
+    def model(self) -> ModelKeys: ...
+    @property
+    def rollout(self) -> RolloutKeys: ...
+    @property
+    def loss(self) -> LossKeys: ...
+    @property
+    def run(self) -> RunKeys: ...
 
 
 class Linearity(NamedTuple):
@@ -25,7 +83,7 @@ class Linearity(NamedTuple):
     instead: str = ""
 
 
-def check(cfg: Any, linearity: Linearity | None) -> None:
+def check(cfg: Config, linearity: Linearity | None) -> None:
     """The rules across sections of a training config (`LoopConfig`); `linearity`: its loss's, where the
     config alone decides it."""
     correction_sampling(cfg)
@@ -36,7 +94,7 @@ def check(cfg: Any, linearity: Linearity | None) -> None:
     autocast(cfg)
 
 
-def rollout_keys(r: Any) -> None:
+def rollout_keys(r: RolloutKeys) -> None:
     """The rollout section's keys that act only with another: a backend's options, the score clamp, the fork
     threshold of re-rendered turns, the sampling thread's cores."""
     ignored_unless(r, "rollout", ["vllm"], r.backend == "vllm", "rollout.backend=vllm")
@@ -48,7 +106,7 @@ def rollout_keys(r: Any) -> None:
     ignored_unless(r, "rollout", ["async_threads"], hf_async, "rollout.async_steps > 0 with rollout.backend=hf")
 
 
-def correction_keys(loss: Any) -> None:
+def correction_keys(loss: LossKeys) -> None:
     """The rollout correction's bounds and batch normalisation only act with a correction, each mode's band
     is one it can use, and batch normalisation needs a mode that weights."""
     on = loss.rollout_correction != "none"
@@ -63,7 +121,7 @@ def correction_keys(loss: Any) -> None:
         )
 
 
-def correction_sampling(cfg: Any) -> None:
+def correction_sampling(cfg: Config) -> None:
     """The sampler's log-probs come from the top-k / top-p filtered distribution and the trainer's from the
     whole one, so rho < 1 on every kept token even at staleness 0: the correction would be biased."""
     r = cfg.rollout
@@ -76,7 +134,7 @@ def correction_sampling(cfg: Any) -> None:
         )
 
 
-def linear_loss(cfg: Any, loss: Linearity) -> None:
+def linear_loss(cfg: Config, loss: Linearity) -> None:
     """Asynchronous rollouts and the rollout correction weight the advantages (rho = pi_proximal /
     pi_behaviour): a loss not linear in its advantages does not take those weights as weights of its terms."""
     if loss.linear:
@@ -95,7 +153,7 @@ def linear_loss(cfg: Any, loss: Linearity) -> None:
             raise ValueError(f"{key}={value} {why}, and {loss.what} is not linear in them; {way}")
 
 
-def async_correction(cfg: Any) -> None:
+def async_correction(cfg: Config) -> None:
     """Asynchronous rollouts train on samples of older weights, which only a correction that weights by
     pi_proximal / pi_behaviour accounts for (a rejection alone leaves them unweighted)."""
     k, mode = cfg.rollout.async_steps, cfg.loss.rollout_correction
@@ -107,13 +165,13 @@ def async_correction(cfg: Any) -> None:
         )
 
 
-def turn_context(cfg: Any) -> None:
+def turn_context(cfg: Config) -> None:
     """How a later turn's context is built matters only where an episode has later turns."""
     turns = max(cfg.rollout.max_turns, cfg.run.eval_max_turns or 1)
     ignored_unless(cfg.rollout, "rollout", ["turn_context"], turns > 1, "rollout.max_turns > 1")
 
 
-def autocast(cfg: Any) -> None:
+def autocast(cfg: Config) -> None:
     """bf16 autocast changes nothing for weights that already compute in half precision."""
     if cfg.loss.autocast == "bf16" and cfg.model.dtype != "float32":
         raise ValueError(

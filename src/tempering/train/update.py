@@ -86,8 +86,12 @@ class UpdateSettings:
 
 
 def token_logprobs(
-    model, batch: TrainBatch, temperature: float = 1.0, entropy: bool = False, entropy_grad: bool = False
-):
+    model: torch.nn.Module,
+    batch: TrainBatch,
+    temperature: float = 1.0,
+    entropy: bool = False,
+    entropy_grad: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-prob of every token given its prefix (position 0 gets 0), and optionally the entropy (with its
     gradient when `entropy_grad`: an entropy bonus)."""
     logits = model(input_ids=batch.input_ids_BT, attention_mask=batch.attention_BT).logits[:, :-1].float()
@@ -103,14 +107,14 @@ def token_logprobs(
 
 
 def policy_logprobs(
-    model,
+    model: torch.nn.Module,
     batch: TrainBatch,
     temperature: float = 1.0,
     entropy: bool = False,
     share_prefix: bool = False,
     entropy_grad: bool = False,
     pack: bool = False,
-):
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """`token_logprobs`, with shared prompts computed once when `share_prefix` and some rows share one;
     `pack`: from each row's first trained token on, on the packed micro-batch."""
     if pack:
@@ -123,7 +127,8 @@ def policy_logprobs(
 
 
 LossFn = Callable[
-    [torch.nn.Module, TrainBatch, LossNorm, UpdateSettings, Mapping[str, float]], tuple[torch.Tensor, dict]
+    [torch.nn.Module, TrainBatch, LossNorm, UpdateSettings, Mapping[str, float]],
+    tuple[torch.Tensor, dict[str, torch.Tensor]],
 ]
 """`(model, micro_batch, norm, settings, state) -> (loss, statistics)`: every loss has this signature."""
 
@@ -141,8 +146,8 @@ class Loss:
 
 
 def ppo_loss(
-    model, mb: TrainBatch, norm: LossNorm, s: UpdateSettings, state: Mapping[str, float] = {}
-) -> tuple[torch.Tensor, dict]:
+    model: torch.nn.Module, mb: TrainBatch, norm: LossNorm, s: UpdateSettings, state: Mapping[str, float] = {}
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The configured policy loss (`s.policy_loss`, PPO-clip by default) on the sampled tokens, with its
     token masks (top-entropy share, off-policy sequences), an entropy bonus and a KL-to-reference term."""
     coef = state.get("entropy_coef", s.entropy_coef)
@@ -152,6 +157,7 @@ def ppo_loss(
     logp, ent = policy_logprobs(
         model, mb, s.temperature, entropy=True, share_prefix=s.share_prefix, entropy_grad=bonus, pack=s.pack
     )
+    assert ent is not None  # asked for
     old = mb.old_logp_BT if mb.old_logp_BT is not None else logp.detach()
     assert mb.adv_BT is not None, "credit fills adv_BT before the update"
     m = mb.mask_BT
@@ -196,7 +202,7 @@ def on_device(batch: TrainBatch, device: torch.device) -> TrainBatch:
     if batch.input_ids_BT.device == device:
         return batch
 
-    def move(v):
+    def move(v: Any) -> Any:
         if isinstance(v, dict):  # method-specific per-token tensors
             return {k: t.to(device) for k, t in v.items()}
         return v.to(device) if torch.is_tensor(v) else v
@@ -206,7 +212,7 @@ def on_device(batch: TrainBatch, device: torch.device) -> TrainBatch:
 
 @torch.no_grad()
 def batch_logprobs(
-    model,
+    model: torch.nn.Module,
     batch: TrainBatch,
     micro_batch_size: int,
     temperature: float = 1.0,
@@ -239,9 +245,9 @@ def check_autocast(kind: str, device: torch.device) -> None:
 
 
 def policy_update(
-    model,
-    optimizer,
-    scheduler,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
     batch: TrainBatch,
     s: UpdateSettings,
     generator: torch.Generator | None = None,
@@ -263,9 +269,9 @@ def policy_update(
 
 
 def optimizer_steps(
-    model,
-    optimizer,
-    scheduler,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None,
     batch: TrainBatch,
     s: UpdateSettings,
     generator: torch.Generator | None,
@@ -298,7 +304,7 @@ def optimizer_steps(
                         value = value * scale
                     else:
                         value, stats = loss.fn(model, mb, norm, s, state)
-                value.backward()
+                torch.autograd.backward(value)
                 # means are weighted by token share; with data parallelism norm.tokens is the global count
                 # over the world size, so the ranks' average of these sums is the global token mean
                 w = float(mb.mask_BT.sum()) / norm.tokens
@@ -321,7 +327,7 @@ def optimizer_steps(
 
 
 def vocab_logprobs(
-    model, mb: TrainBatch, temperature: float = 1.0, share_prefix: bool = False, pack: bool = False
+    model: torch.nn.Module, mb: TrainBatch, temperature: float = 1.0, share_prefix: bool = False, pack: bool = False
 ) -> torch.Tensor:
     """(B, T, V) log-probs of the policy's next-token distribution at every position, aligned with the
     batch: position t predicts token t (position 0 is all zeros). For losses on whole distributions.
