@@ -279,6 +279,57 @@ def test_topk_prompt_logprobs_are_the_trainers_likeliest_tokens(client):
     assert left_out.any() and (own[left_out] <= lps[left_out, -1] + 1e-5).all()
 
 
+def test_topk_sample_logprobs_are_the_trainers_likeliest_tokens(client):
+    """The SDK's `topk_sample_logprobs`: at each sampled position k tokens in falling order with the trainer's
+    log-probs for them, the sampled token among them whenever its log-prob reaches the k-th's, with the value
+    the sampler gave it; at a top_k below k, only that many tokens (the rest are what the sampler cannot draw)."""
+    k = 5
+    tc = client.create_lora_training_client(base_model=BASE, rank=2).result()
+    tok = tc.get_tokenizer()
+    prompt = tok.encode("What is 3 + 4?", add_special_tokens=False)
+    sampler = tc.save_weights_and_get_sampling_client().result()
+    res = sampler.sample(
+        types.ModelInput.from_ints(prompt),
+        num_samples=2,
+        sampling_params=types.SamplingParams(max_tokens=6, seed=3),
+        topk_sample_logprobs=k,
+    ).result()
+    assert res.topk_prompt_logprobs is None
+    for seq in res.sequences:
+        top = seq.topk_logprobs
+        assert top is not None and len(top) == len(seq.tokens) and all(len(row) == k for row in top)
+        ids = np.array([[t for t, _ in row] for row in top])
+        lps = np.array([[lp for _, lp in row] for row in top])
+        assert (np.diff(lps, axis=1) <= 0).all()
+        full = prompt + seq.tokens
+        for j in range(k):  # the trainer's forward, scoring the j-th likeliest token at every sampled position
+            datum = types.Datum(
+                model_input=types.ModelInput.from_ints(full[:-1]),
+                loss_fn_inputs={
+                    "target_tokens": [*full[1 : len(prompt)], *ids[:, j]],
+                    "weights": [0.0] * (len(full) - 1),
+                },
+            )
+            trainer = tc.forward([datum], "cross_entropy").result().loss_fn_outputs[0]["logprobs"].to_numpy()
+            np.testing.assert_allclose(lps[:, j], trainer[len(prompt) - 1 :], atol=1e-4)
+        for t, lp, row_ids, row_lps in zip(seq.tokens, seq.logprobs, ids, lps, strict=True):
+            if lp >= row_lps[-1] + 1e-4:
+                assert t in row_ids and abs(row_lps[list(row_ids).index(t)] - lp) < 1e-4
+    narrow = (
+        sampler.sample(
+            types.ModelInput.from_ints(prompt),
+            num_samples=1,
+            sampling_params=types.SamplingParams(max_tokens=4, seed=3, top_k=2),
+            topk_sample_logprobs=k,
+        )
+        .result()
+        .sequences[0]
+    )
+    assert narrow.topk_logprobs is not None and all(len(row) == 2 for row in narrow.topk_logprobs)
+    for t, row in zip(narrow.tokens, narrow.topk_logprobs, strict=True):
+        assert t in [i for i, _ in row]
+
+
 def test_image_chunks_are_refused_naming_the_call(client):
     """The served models are text-only: an image chunk in a prompt or a datum is a user error naming the call."""
     tc = client.create_lora_training_client(base_model=BASE, rank=2).result()
