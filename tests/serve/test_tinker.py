@@ -431,8 +431,8 @@ def test_cookbook_rl_loop_runs(cookbook):
 
 @pytest.fixture(scope="module")
 def warm_cookbook(tmp_path_factory):
-    """The CLI service with the cookbook's Llama name on a tiny model warm-started on the sums as rl_loop asks
-    them (built once, cached with the other test fixtures), and its working folder."""
+    """The CLI service with the cookbook's Llama name on a tiny model warm-started on the nine small sums as
+    rl_loop asks them (built once, cached with the other test fixtures), and its working folder."""
     pytest.importorskip(
         "tinker_cookbook", reason="tinker-cookbook is installed by `make install-test` (see the tinker extra)"
     )
@@ -442,10 +442,10 @@ def warm_cookbook(tmp_path_factory):
     )
 
     os.environ.setdefault("TINKER_API_KEY", "tml-local")  # the SDK wants a key; this service reads none
-    model = local.warm_start(cache, COOKBOOK_NAME)
+    model = local.warm_start(cache, COOKBOOK_NAME, local.SMALL_SUMS, **local.SMALL_WARM_START)
     work = tmp_path_factory.mktemp("warm")
     with local.serving(work / "state", {COOKBOOK_NAME: str(model)}, "threads=1") as url:
-        yield url, local.prepare(work / "run", work / "state", COOKBOOK_NAME)
+        yield url, local.prepare(work / "run", work / "state", COOKBOOK_NAME, sums=local.SMALL_SUMS)
 
 
 @pytest.mark.slow
@@ -496,7 +496,8 @@ def distill(tmp_path_factory):
         os.environ.get("TEMPERING_TEST_CACHE", Path(__file__).resolve().parents[2] / ".tempering-cache" / "tests")
     )
     os.environ.setdefault("TINKER_API_KEY", "tml-local")
-    teacher = local.warm_start(cache, COOKBOOK_NAME)  # the warm_cookbook fixture's model, from the same cache
+    # the warm_cookbook fixture's model, from the same cache
+    teacher = local.warm_start(cache, COOKBOOK_NAME, local.SMALL_SUMS, **local.SMALL_WARM_START)
     work = tmp_path_factory.mktemp("distill")
     with local.serving(work / "state", {COOKBOOK_NAME: BASE, TEACHER: str(teacher)}, "threads=1") as url:
         yield url, local.prepare(work / "run", work / "state", COOKBOOK_NAME), work / "state"
