@@ -68,20 +68,26 @@ def judged(per_seed: dict[int, tuple[float, float, list[float]]], scale: float, 
     }
 
 
+def per_seed(work: Path, seeds: list[int], models: dict[str, str], recipe: str, key: str, *args: str, **data) -> dict:
+    """`recipe` run once per seed on a fresh service (its sampling seed) and folder (`prepare(**data)`, seeded
+    too): the first and last `WINDOW` means of its logged `key`, and its curve."""
+    runs = {}
+    for seed in seeds:
+        state = work / f"{recipe}{seed}"
+        with local.serving(state, models, "threads=2", f"seed={seed}") as url:
+            folder = local.prepare(work / f"{recipe}{seed}-run", state, NAME, seed=seed, **data)
+            runs[seed] = first_last(local.run_loop(recipe, folder, url, NAME, *args, log="log"), key)
+    return runs
+
+
 def rl(work: Path, steps: int, seeds: list[int]) -> dict:
     model = local.warm_start(CACHE, NAME, local.SMALL_SUMS, **local.SMALL_WARM_START)
     made = json.loads((model / "warm_start.json").read_text())
-    runs = {}
-    for seed in seeds:
-        state = work / f"rl{seed}"
-        with local.serving(state, {NAME: str(model)}, "threads=2", f"seed={seed}") as url:
-            folder = local.prepare(work / f"rl{seed}-run", state, NAME, repeats=steps, seed=seed, sums=local.SMALL_SUMS)
-            rows = local.run_loop(
-                "rl_loop", folder, url, NAME, f"batch_size={len(local.SMALL_SUMS)}", f"group_size={RL_GROUP}",
-                f"max_tokens={RL_TOKENS}", f"max_steps={steps}", "loss_fn=importance_sampling",
-                f"lora_rank={RL_RANK}", f"learning_rate={RL_LR}",
-            )  # fmt: skip
-        runs[seed] = first_last(rows, "reward/total")
+    runs = per_seed(
+        work, seeds, {NAME: str(model)}, "rl_loop", "reward/total", f"batch_size={len(local.SMALL_SUMS)}",
+        f"group_size={RL_GROUP}", f"max_tokens={RL_TOKENS}", f"max_steps={steps}", "loss_fn=importance_sampling",
+        f"lora_rank={RL_RANK}", f"learning_rate={RL_LR}", repeats=steps, sums=local.SMALL_SUMS,
+    )  # fmt: skip
     return {
         **judged(runs, 100.0, True),
         "steps": steps,
@@ -100,18 +106,12 @@ def rl(work: Path, steps: int, seeds: list[int]) -> dict:
 
 def opd(work: Path, steps: int, seeds: list[int]) -> dict:
     teacher = local.warm_start(CACHE, NAME, local.SMALL_SUMS, **local.SMALL_WARM_START)
-    runs = {}
-    for seed in seeds:
-        state = work / f"opd{seed}"
-        with local.serving(state, {NAME: "tiny-s", TEACHER: str(teacher)}, "threads=2", f"seed={seed}") as url:
-            folder = local.prepare(work / f"opd{seed}-run", state, NAME)
-            rows = local.run_loop(
-                "distillation.on_policy_distillation", folder, url, NAME, f"teacher_model={TEACHER}",
-                "dataset=deepmath", f"groups_per_batch={OPD_GROUPS}", f"group_size={OPD_GROUP}",
-                f"max_tokens={OPD_TOKENS}", f"lora_rank={OPD_RANK}", f"learning_rate={OPD_LR}",
-                f"max_steps={steps}", "eval_every=0", log="opd",
-            )  # fmt: skip
-        runs[seed] = first_last(rows, "teacher_kl")
+    runs = per_seed(
+        work, seeds, {NAME: "tiny-s", TEACHER: str(teacher)}, "distillation.on_policy_distillation", "teacher_kl",
+        f"teacher_model={TEACHER}", "dataset=deepmath", f"groups_per_batch={OPD_GROUPS}", f"group_size={OPD_GROUP}",
+        f"max_tokens={OPD_TOKENS}", f"lora_rank={OPD_RANK}", f"learning_rate={OPD_LR}", f"max_steps={steps}",
+        "eval_every=0",
+    )  # fmt: skip
     return {
         **judged(runs, 1.0, False),
         "steps": steps,
