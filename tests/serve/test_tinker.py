@@ -246,15 +246,19 @@ def test_bad_input_is_a_user_error_naming_it_and_the_service_goes_on(client):
         assert out.metrics["loss:sum"] > 0
 
 
+def lora_sampler(client, text: str):
+    """A fresh LoRA client on the base model, `text`'s tokens and a sampling client on its weights."""
+    tc = client.create_lora_training_client(base_model=BASE, rank=2).result()
+    prompt = tc.get_tokenizer().encode(text, add_special_tokens=False)
+    return tc, prompt, tc.save_weights_and_get_sampling_client().result()
+
+
 def test_topk_prompt_logprobs_are_the_trainers_likeliest_tokens(client):
     """The SDK's `topk_prompt_logprobs` (what the cookbook's off-policy distillation asks a teacher for): at
     each prompt position k tokens in falling order, their log-probs the trainer's own for those tokens, and
     no token of the prompt that is left out likelier than the k-th."""
     k = 4
-    tc = client.create_lora_training_client(base_model=BASE, rank=2).result()
-    tok = tc.get_tokenizer()
-    prompt = tok.encode("What is 3 + 4? 3 + 4 = 7.", add_special_tokens=False)
-    sampler = tc.save_weights_and_get_sampling_client().result()
+    tc, prompt, sampler = lora_sampler(client, "What is 3 + 4? 3 + 4 = 7.")
     res = sampler.sample(
         types.ModelInput.from_ints(prompt),
         num_samples=1,
@@ -284,10 +288,7 @@ def test_topk_sample_logprobs_are_the_trainers_likeliest_tokens(client):
     log-probs for them, the sampled token among them whenever its log-prob reaches the k-th's, with the value
     the sampler gave it; at a top_k below k, only that many tokens (the rest are what the sampler cannot draw)."""
     k = 5
-    tc = client.create_lora_training_client(base_model=BASE, rank=2).result()
-    tok = tc.get_tokenizer()
-    prompt = tok.encode("What is 3 + 4?", add_special_tokens=False)
-    sampler = tc.save_weights_and_get_sampling_client().result()
+    tc, prompt, sampler = lora_sampler(client, "What is 3 + 4?")
     res = sampler.sample(
         types.ModelInput.from_ints(prompt),
         num_samples=2,
