@@ -56,6 +56,7 @@ TINY = [
     "run.progress=false",
     "run.tensorboard=false",
     "run.log_every=1",
+    "run.keep_checkpoints=0",  # only final/ is read: no 1.6 GB checkpoint (weights and optimizer state) at the end
 ]
 # on-policy distillation compares log-probs at temperature 1 (tempering refuses a tempered student)
 OPD = [*TINY, "rollout.temperature=1"]

@@ -309,7 +309,26 @@ def render(report: dict, command: str) -> str:
             f"{im['bytes'] / 2**20:.0f} MiB (Debian's required packages and {', '.join(im['packages'])} with their "
             f"dependencies, no documentation; /etc; the interpreter without its tests; the virtualenv with "
             f"{', '.join(im['distributions'])}); a cold build took {im['build_s']:.1f} s, once per host and contents.",
-            f"Per-job latency with the host's files against the image, interleaved ({report.get('n', '?')} Python jobs, "
+        ]
+        if "images" in im:
+            lines += [
+                "",
+                "Each path's image (terminal: the csv-revenue sample's; kernel: with torch), its cold build, and a "
+                f"fresh process's first job on {im['first_job_backend']} with the image built against the host's "
+                "files (median of 3, interleaved):",
+                "",
+                "| image | files | MiB | cold build s | first job s (host files) | first job s (image) | distributions |",
+                "|---|---|---|---|---|---|---|",
+            ]
+            for name, r in im["images"].items():
+                fj = r["first_job_s"]
+                lines.append(
+                    f"| {name} | {r['files']} | {r['bytes'] / 2**20:.0f} | {r['build_s']:.1f} | {fj['host']:.2f} | "
+                    f"{fj['image']:.2f} | {', '.join(r['distributions'])} |"
+                )
+        lines += [
+            "",
+            f"Per-job latency with the host's files against the image, interleaved ({im.get('n', report.get('n', '?'))} Python jobs, "
             f"a third as many C compile-and-run jobs per backend; {conditions_text(im['conditions_start'], im['conditions_end'])}):",
             "",
             "| backend | job | host files median ms | RAM image median ms | host files min ms | RAM image min ms |",
@@ -420,17 +439,59 @@ def timings(report: dict, n: int, seed: int) -> None:
     report["build_cache_speedup"] = report["cache"]["build_cache_speedup"]
 
 
+FIRST_JOB = """import json, sys, time
+t0 = time.perf_counter()
+from tempering.sandbox import Job, Sandbox
+from tempering.sandbox.image import Spec
+spec = json.loads(sys.argv[2])
+sb = Sandbox(backend=sys.argv[1], image=Spec(*map(tuple, spec)) if spec else "host")
+res = sb.run_sync(Job(cmd=[sys.executable, "-c", "pass"]))
+assert res.status == "ok", res.stderr
+print(time.perf_counter() - t0)
+"""
+"""A fresh process's first job on a sandbox showing an image already built (or the host's files): the
+image's lookup (its hash of the package database, /etc and the virtualenv), its lock, and the job."""
+
+
+def image_specs() -> dict[str, ram_image.Spec]:
+    """The images the paths use: the default (code judge, job API), a terminal task's (csv-revenue), kernel jobs'."""
+    from tempering.envs.kernels.verifier import KERNEL_IMAGE
+    from tempering.envs.terminal.image import image_spec, local_image
+
+    bundle = read_bundle(SAMPLES / "csv-revenue")
+    return {"default": ram_image.Spec(), "terminal": image_spec(bundle, local_image(bundle)), "kernel": KERNEL_IMAGE}
+
+
 def image(report: dict, n: int, seed: int) -> None:
-    """The RAM image: a cold build (in a folder of its own, removed after), and per-job latency with and
-    without it, interleaved per backend."""
+    """The RAM images: each one's cold build (in a folder of its own, removed after) and a fresh process's
+    first job on it against the host's files (interleaved, on the first isolating backend); per-job latency
+    with and without the default image, interleaved per backend."""
     start = conditions()
-    with tempfile.TemporaryDirectory(dir="/dev/shm") as parent:
-        t0 = time.perf_counter()
-        path = ram_image.build.__wrapped__(parent)
-        build_s = time.perf_counter() - t0
-        about = json.loads(Path(path, ".tempering-image.json").read_text())
-    out: dict = {"files": about["files"], "bytes": about["bytes"], "build_s": build_s, "jobs": {}}
-    out["packages"], out["distributions"] = about["packages"], about["distributions"]
+    out: dict = {"images": {}, "jobs": {}, "n": n}
+    first = isolated_backends()[0]
+    for name, spec in image_specs().items():
+        print(f"image: build {name}", file=sys.stderr)
+        with tempfile.TemporaryDirectory(dir="/dev/shm") as parent:
+            t0 = time.perf_counter()
+            path = ram_image.build.__wrapped__(parent, spec)
+            build_s = time.perf_counter() - t0
+            about = json.loads(Path(path, ".tempering-image.json").read_text())
+        row = {k: about[k] for k in ("files", "bytes", "packages", "distributions")} | {"build_s": build_s}
+        Sandbox(backend=first, image=spec)  # built once where jobs find it, before the first-job timings
+        starts: dict[str, list[float]] = {"host": [], "image": []}
+        for _ in range(3):
+            for which, arg in (("host", []), ("image", [list(spec.packages), list(spec.distributions)])):
+                got = subprocess.run(
+                    [sys.executable, "-c", FIRST_JOB, first, json.dumps(arg)], capture_output=True, text=True
+                )
+                if got.returncode != 0:
+                    raise SystemExit(f"first job on {name} ({which}) failed: {got.stderr[-500:]}")
+                starts[which].append(float(got.stdout.split()[-1]))
+        row["first_job_s"] = {k: statistics.median(v) for k, v in starts.items()}
+        out["images"][name] = row
+    out["first_job_backend"] = first
+    default = out["images"]["default"]
+    out |= {k: default[k] for k in ("files", "bytes", "build_s", "packages", "distributions")}
     py = ([sys.executable, "-c", "pass"], {})
     for b in isolated_backends():
         sandboxes = {img: Sandbox(backend=b, image=img) for img in ("host", "ram")}

@@ -140,6 +140,17 @@ def test_rewards_are_read_as_harbor_reads_them():
 
 
 @pytest.mark.parametrize(
+    "txt, js",
+    [(b"0\n", b'{"reward": 1}'), (b"1", b'{"reward": 0.0, "style": 1}'), (b"pass", b'{"reward": 1}')],
+)
+def test_two_reward_files_that_disagree_give_no_reward(txt, js):
+    """Any process of the tests' job can write either file: one written beside test.sh's never decides."""
+    rewards = read_rewards(txt, js)
+    assert rewards.values is None and "disagree" in rewards.error
+    assert read_rewards(b"1", b'{"reward": 1.0, "style": 0}').values == {"reward": 1.0, "style": 0.0}
+
+
+@pytest.mark.parametrize(
     "txt, js, shown",
     [
         (b"40.0\n", None, "reward=40.0"),

@@ -124,8 +124,10 @@ ASYNC = ["rollout.async_steps=2", "rollout.async_threads=1", "loss.rollout_corre
 @pytest.mark.slow
 @pytest.mark.parametrize("extra", [[], ASYNC], ids=["sync", "async"])
 def test_resume_after_sigkill_reproduces_the_uninterrupted_run(pretrained_dir, tmp_path, extra):
-    """Asynchronous rollouts drain at checkpoints: the resumed run generates what the uninterrupted one did."""
-    steps = 10
+    """Asynchronous rollouts drain at checkpoints: the resumed run generates what the uninterrupted one did
+    (killed once step 3's checkpoint is written, its steps after the last checkpoint are compared up to 7:
+    asynchronous, the drains at steps 3 and 6 both show)."""
+    steps = 7
     over = [
         f"model.name={pretrained_dir}",
         "task.family=arithmetic",
@@ -175,7 +177,7 @@ def test_resume_after_sigkill_reproduces_the_uninterrupted_run(pretrained_dir, t
         for k in keys:
             assert a[step][k] == pytest.approx(b[step][k], rel=1e-6, abs=1e-9), (step, k)
     if extra:  # batches really were generated ahead: up to 2 updates old between the checkpoints
-        assert [a[n]["async/staleness"] for n in range(1, steps + 1)] == [0, 1, 2, 0, 1, 2, 0, 1, 2, 0]
+        assert [a[n]["async/staleness"] for n in range(1, steps + 1)] == [0, 1, 2, 0, 1, 2, 0]
 
 
 @pytest.mark.slow

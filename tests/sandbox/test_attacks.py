@@ -11,6 +11,7 @@ every backend).
 """
 
 import asyncio
+import importlib
 
 import pytest
 
@@ -31,7 +32,22 @@ def test_attack_is_contained(backend, attack):
     assert verdict == "", verdict
 
 
-PATH_CASES = [c for c in attacks.cases() if c.path not in ("job API", "code judge")]  # the judge's: test_code_attacks
+def _with_a_short_verifier_limit(case):
+    """The fifo attack is judged when test.sh hits the task's verifier limit (20 s in the suite's task):
+    here the task sets 2 s, so the case waits 2 s and is judged the same way."""
+    from tempering.envs.terminal import attacks as terminal
+
+    if case.name != "fifo_answer_and_reward_folder":
+        return case
+    script = dict(terminal.ATTACKS[case.cls])[case.name]
+    toml = terminal.TASK["task.toml"].replace("[verifier]\ntimeout_sec = 20.0", "[verifier]\ntimeout_sec = 2.0")
+    assert toml != terminal.TASK["task.toml"], "the suite's task no longer sets the verifier limit this test shortens"
+    return terminal._case(case.cls, case.name, case.path, script, case.kind, {"task.toml": toml})
+
+
+PATH_CASES = [  # the judge's: test_code_attacks
+    _with_a_short_verifier_limit(c) for c in attacks.cases() if c.path not in ("job API", "code judge")
+]
 
 
 @pytest.mark.slow
@@ -136,5 +152,6 @@ def test_the_results_matrix_counts_what_got_out():
 def test_providers_are_registered_by_module(monkeypatch):
     monkeypatch.setattr(attacks, "PROVIDERS", dict(attacks.PROVIDERS))
     attacks.register("terminal again", "tempering.envs.terminal.attacks")
-    assert len(attacks.cases()) == len(attacks.job_cases()) + len(attacks.path_suite_cases()) + 2 * len(PATH_CASES)
+    again = len(importlib.import_module("tempering.envs.terminal.attacks").CASES)
+    assert len(attacks.cases()) == len(attacks.job_cases()) + len(attacks.path_suite_cases()) + len(PATH_CASES) + again
     assert {c.path for c in attacks.cases(["agent: session"])} == {"agent: session"}

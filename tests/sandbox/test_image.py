@@ -70,3 +70,70 @@ def test_read_timing_channel_open_with_host_files_closed_with_the_image(isolated
         assert any(o.startswith("the receiver read") for o in opened), opened
     assert asyncio.run(run_attack(Sandbox(backend=isolated, concurrency=2), attack)) == ""
     assert attack.name in " ".join(attacks._CLASSES.values())
+
+
+def test_a_build_removes_the_images_no_live_process_holds(tmp_path):
+    parent = "/dev/shm" if ram_image.ram_disk("/dev/shm") else ""
+    if not parent:
+        pytest.skip("no RAM disk at /dev/shm here")
+    top = os.path.join(parent, f"tempering-gc-test-{os.getpid()}")
+    os.makedirs(top)
+    try:
+        held, free, old, dead, keep = (os.path.join(top, f"tempering-image-{n}") for n in ("a", "b", "c", "d", "e"))
+        for d in (held, free, old, keep, f"{dead}.building-999999999"):
+            os.makedirs(os.path.join(d, "usr"))
+        for d in (held, free, os.path.join(top, "tempering-image-failed")):
+            open(d + ".lock", "w").close()
+        # another process holds `held` (a shared lock, as every user of an image does)
+        import subprocess
+        import sys
+
+        holder = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                f"import fcntl,sys; f=open({held + '.lock'!r}); fcntl.flock(f, fcntl.LOCK_SH); print(1, flush=True); sys.stdin.read()",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert holder.stdout.readline().strip() == "1"
+            removed = ram_image.remove_unused(top, keep)
+            # free: unused; a failed build's lock; the dead builder's half-made folder; kept: held, the
+            # one asked for, and one without a lock file (made before locks: nothing tells whether one uses it)
+            failed = os.path.join(top, "tempering-image-failed")
+            assert sorted(removed) == sorted([free, failed, f"{dead}.building-999999999"])
+            assert sorted(os.listdir(top)) == sorted(os.path.basename(p) for p in (held, held + ".lock", old, keep))
+        finally:
+            holder.communicate("")
+        assert ram_image.remove_unused(top, keep) == [held]  # its holder has ended
+    finally:
+        import shutil
+
+        shutil.rmtree(top)
+
+
+def test_a_bound_host_folder_is_shown_as_a_copy_on_the_ram_disk(isolated, tmp_path):
+    src, one = tmp_path / "data", tmp_path / "one.txt"
+    src.mkdir()
+    (src / "a.txt").write_text("first")
+    one.write_text("file")
+    # each bind's source as the job's mount table names it: its path on the file system it comes from
+    script = (
+        "import sys; m = [l.split() for l in open('/proc/self/mountinfo')];"
+        "print(open(sys.argv[1] + '/a.txt').read(), open(sys.argv[2]).read(),"
+        " *[l[3] for a in sys.argv[1:] for l in m if l[4] == a])"
+    )
+    sb = Sandbox(backend=isolated)
+    res = sb.run_sync(Job(cmd=["python3", "-c", script, str(src), str(one)], ro_binds=[str(src), str(one)]))
+    assert res.status == "ok", res.stderr
+    first, file, *roots = res.stdout.split()
+    assert (first, file) == ("first", "file")
+    if isolated != "gvisor":  # its mount table names no sources
+        assert roots[0].startswith("/tempering-copy-") and roots[0].endswith(str(src)), roots
+        assert roots[1].startswith(("/tempering-sandbox-", "/")) and roots[1].endswith("bind-1"), roots
+    (src / "a.txt").write_text("changed")  # new contents: a new copy, the job sees them
+    res = sb.run_sync(Job(cmd=["python3", "-c", script, str(src), str(one)], ro_binds=[str(src), str(one)]))
+    assert res.stdout.split()[0] == "changed", res.stderr

@@ -1001,7 +1001,8 @@ _TIMING_BITS = 32
 _TIMING_AGREE = 28
 """Bits of 32 a receiver must get right for a read-timing channel to count as open: by chance (both files
 of every pair equally fast) 28 or more agree once in about 27,000 runs."""
-_TIMING_ROUNDS = 3
+TIMING_ROUNDS = 3
+TIMING_CLASS = "the time a read of a file every job sees takes (page cache)"
 
 _TIMING_SENDER = """pool = {pool}
 for i, b in enumerate("{bits}"):  # of each pair, the file the bit names is read: its pages are cached
@@ -1071,32 +1072,50 @@ def _evict(sandbox: Sandbox, pool: list[str]) -> None:
                 os.close(fd)
 
 
-def _read_timing_channel(sender: str, receiver: str) -> Callable[[Sandbox, Attack, Context], Awaitable[str]]:
+RunScript = Callable[[str], Awaitable[tuple[str, str]]]
+"""Runs a Python script in a path's job: (status, output)."""
+
+
+async def read_timing(sandbox: Sandbox, token: str, run: RunScript, mmap: bool = False) -> str:
     """A job reads one file of each pair, a later job times a read of both (the hidden run of turn t and
-    the public run of turn t+1 of a code task). Three rounds, each bit decided by their majority: a read
-    slowed by the machine's load in one round is outvoted, and where the channel is closed a majority of
-    coin flips is a coin flip."""
+    the public run of turn t+1 of a code task; two terminal tasks' commands; two kernel candidates). Three
+    rounds, each bit decided by their majority: a read slowed by the machine's load in one round is
+    outvoted, and where the channel is closed a majority of coin flips is a coin flip. `sandbox` is the
+    pool the path's jobs run on (its image gives the files), `run` runs a script as the path runs one."""
+    sender, receiver = (_TIMING_SENDER_MMAP, _TIMING_RECEIVER_MMAP) if mmap else (_TIMING_SENDER, _TIMING_RECEIVER)
+    pool = _timing_pool(sandbox, token)
+    bits = format(int(token[:8], 16), f"0{_TIMING_BITS}b")
+    fill = {"bits": bits, "pool": repr(pool), "n": _TIMING_BITS}
+    rounds = []
+    sent = ""
+    for _ in range(TIMING_ROUNDS):
+        _evict(sandbox, pool)
+        sent, _ = await run(sender.format(**fill))
+        status, out = await run(receiver.format(**fill))
+        read = out.split("BITS", 1)[-1].strip().split()[0] if "BITS" in out else ""
+        if status != "ok" or len(read) != _TIMING_BITS:
+            return f"the receiver ended {status}: {out[-300:]}"
+        rounds.append(read)
+    voted = "".join(max("01", key=[r[i] for r in rounds].count) for i in range(_TIMING_BITS))
+    agree = sum(a == b for a, b in zip(voted, bits))
+    if agree >= _TIMING_AGREE:
+        each = ", ".join(str(sum(a == b for a, b in zip(r, bits))) for r in rounds)
+        return (
+            f"the receiver read {agree} of the sender's {_TIMING_BITS} bits from read times ({each} by round; {sent})"
+        )
+    return ""
+
+
+def _read_timing_channel(mmap: bool) -> Callable[[Sandbox, Attack, Context], Awaitable[str]]:
+    """`read_timing` between two jobs of the job API."""
 
     async def drive(sandbox: Sandbox, attack: Attack, ctx: Context) -> str:
-        pool = _timing_pool(sandbox, ctx.token)
-        bits = format(int(ctx.token[:8], 16), f"0{_TIMING_BITS}b")
-        fill = {"bits": bits, "pool": repr(pool), "n": _TIMING_BITS}
-        rounds = []
-        for _ in range(_TIMING_ROUNDS):
-            _evict(sandbox, pool)
+        async def run(script: str) -> tuple[str, str]:
             slow = Limits(wall_s=120, cpu_s=60)  # a loaded machine, under gVisor's ptrace, is slow to start Python
-            sent = await sandbox.run(Job(cmd=["python3", "-c", sender.format(**fill)], limits=slow))
-            got = await sandbox.run(Job(cmd=["python3", "-c", receiver.format(**fill)], limits=slow))
-            read = got.stdout.split("BITS", 1)[-1].strip()
-            if got.status != "ok" or len(read) != _TIMING_BITS:
-                return f"the receiver ended {got.status}: {got.message} {got.stderr[-300:]}"
-            rounds.append(read)
-        voted = "".join(max("01", key=[r[i] for r in rounds].count) for i in range(_TIMING_BITS))
-        agree = sum(a == b for a, b in zip(voted, bits))
-        if agree >= _TIMING_AGREE:
-            each = ", ".join(str(sum(a == b for a, b in zip(r, bits))) for r in rounds)
-            return f"the receiver read {agree} of the sender's {_TIMING_BITS} bits from read times ({each} by round; {sent.status})"
-        return ""
+            res = await sandbox.run(Job(cmd=["python3", "-c", script], limits=slow))
+            return res.status, res.stdout + (f"\n{res.message} {res.stderr}" if res.status != "ok" else "")
+
+        return await read_timing(sandbox, ctx.token, run, mmap)
 
     return drive
 
@@ -1115,7 +1134,7 @@ _CLASSES = {
     "channels through the host kernel's shared state (page cache, RAM disk counters)": (
         "page_cache_channel page_cache_channel_raw inode_counter_channel inode_counter_channel_sh"
     ),
-    "the time a read of a file every job sees takes (page cache)": "read_timing_channel read_timing_channel_mmap",
+    TIMING_CLASS: "read_timing_channel read_timing_channel_mmap",
     "cache poisoning": "cache_limit_poison cache_flaky_poison",
     "an inode flood and a host stalled by its removal": "inode_flood inode_flood_links deep_tree",
     "cleanup that follows a job's link": "cleanup_symlink cleanup_symlink_dirs",
@@ -1522,14 +1541,14 @@ ATTACKS = [
         "the faster as cached",
         "",
         _status("ok"),
-        drive=_read_timing_channel(_TIMING_SENDER, _TIMING_RECEIVER),
+        drive=_read_timing_channel(mmap=False),
     ),
     Attack(
         "read_timing_channel_mmap",
         "the same through mappings: the sender touches mapped pages, the receiver times its first page fault",
         "",
         _status("ok"),
-        drive=_read_timing_channel(_TIMING_SENDER_MMAP, _TIMING_RECEIVER_MMAP),
+        drive=_read_timing_channel(mmap=True),
     ),
 ]
 
@@ -1706,10 +1725,13 @@ class Case:
         return f"{self.path} / {self.cls} / {self.name}"
 
 
-PROVIDERS: dict[str, str] = {"terminal tasks and agents": "tempering.envs.terminal.attacks"}
+PROVIDERS: dict[str, str] = {
+    "terminal tasks and agents": "tempering.envs.terminal.attacks",
+    "kernel jobs": "tempering.envs.kernels.attacks",
+}
 """The modules that add the cases of the paths above the job API (each defines `CASES: list[Case]`), by
-name. Other paths (the kernel worker) add theirs with `register` (their modules import this one; this
-one names them only here, as the verbs' registry does); the code judge's come through `PATH_SUITES`."""
+name (their modules import this one; this one names them only here, as the verbs' registry does); others
+add theirs with `register`; the code judge's come through `PATH_SUITES`."""
 
 
 def register(name: str, module: str) -> None:

@@ -94,6 +94,8 @@ class Layout:
     """(host file or folder, path relative to the workdir) made read-only inside the workdir."""
     ro_binds: list[str] = field(default_factory=list)
     """Extra host paths visible read-only at the same path."""
+    ro_copies: dict[str, str] = field(default_factory=dict)
+    """Host path in `ro_binds` -> the copy on a RAM disk shown there instead (jobs with an `image`)."""
     devices: list[str] = field(default_factory=list)
     """Host device nodes usable at the same path."""
     mounts: list[tuple[str, str]] = field(default_factory=list)
@@ -129,11 +131,13 @@ class Layout:
         return out
 
 
-def _ro_paths(extra: list[str], image: str = "") -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+def _ro_paths(
+    extra: list[str], image: str = "", copies: dict[str, str] | None = None
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """((host source, path inside) of each read-only bind, (symlink target, link path)), nested duplicates
     removed. With an `image`, the system folders and the Python installation come from it (those it does
-    not hold are not shown), and an `extra` path inside them is the host's, bound over the image on a
-    mount point made in it (a CUDA toolkit under /usr/local)."""
+    not hold are not shown), and an `extra` path inside them is bound over the image on a mount point made
+    in it (a CUDA toolkit under /usr/local), from its copy in `copies` where it has one."""
     binds, links = [], []
     for p in _SYSTEM_PATHS:
         if os.path.islink(p):
@@ -156,7 +160,7 @@ def _ro_paths(extra: list[str], image: str = "") -> tuple[list[tuple[str, str]],
     for p in extra:
         if any(p.startswith(b.rstrip("/") + "/") for b in base):
             image_mount_point(image, p)
-    return [(image + p, p) for p in base] + [(p, p) for p in extra], links
+    return [(image + p, p) for p in base] + [((copies or {}).get(p, p), p) for p in extra], links
 
 
 def _writable_roots(lay: Layout) -> list[str]:
@@ -239,7 +243,7 @@ def _setpriv_argv(uid: int | None) -> list[str]:
 
 def bwrap_argv(lay: Layout, cmd: list[str], own_network: bool = True) -> list[str]:
     """`own_network=False`: the job stays in the network namespace bwrap starts in (one the host entered)."""
-    sources, links = _ro_paths(lay.ro_binds, lay.image)
+    sources, links = _ro_paths(lay.ro_binds, lay.image, lay.ro_copies)
     binds = [p for _, p in sources]
     argv = [
         shutil.which("bwrap") or "bwrap",
@@ -303,7 +307,7 @@ def bwrap_argv(lay: Layout, cmd: list[str], own_network: bool = True) -> list[st
 
 
 def unshare_argv(lay: Layout, cmd: list[str]) -> list[str]:
-    sources, links = _ro_paths(lay.ro_binds, lay.image)
+    sources, links = _ro_paths(lay.ro_binds, lay.image, lay.ro_copies)
     binds = [p for _, p in sources]
     q = shlex.quote
     root = os.path.join(lay.jobroot, "root")
@@ -387,7 +391,7 @@ def gvisor_argv(lay: Layout, cmd: list[str], env: dict[str, str], limits: Limits
     runsc would limit gVisor itself), and the rest is as in the other backends."""
     import json
 
-    sources, links = _ro_paths(lay.ro_binds, lay.image)
+    sources, links = _ro_paths(lay.ro_binds, lay.image, lay.ro_copies)
     binds = [p for _, p in sources]
     rootfs = os.path.join(lay.jobroot, "rootfs")
     os.makedirs(os.path.join(rootfs, ".tempering", "status"), 0o755)

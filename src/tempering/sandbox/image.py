@@ -11,10 +11,17 @@ and the virtualenv with only the distributions named (`PYTHON_DISTRIBUTIONS` by 
 require. The image is named by a hash of what it is made from (the package database, /etc, the interpreter, the
 virtualenv's installed distributions), so it is built once per host and virtualenv and rebuilt when the
 system or the virtualenv changes.
+
+A path that gets more than the default image (terminal tasks: the tools and distributions the task
+declares; kernel jobs: torch) names a `Spec`, an image of its own built the same way, and a host folder a
+job binds (`Job.ro_binds`) is copied onto the RAM disk too (`copy`), named by a hash of its files. Every
+process that uses an image or a copy holds a shared lock on its `.lock` file for as long as it runs; a
+build removes the images and copies no live process holds (other installations, earlier versions).
 """
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import importlib.metadata
@@ -26,6 +33,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+from dataclasses import dataclass
 
 from tempering.errors import UserError
 
@@ -37,8 +45,22 @@ PYTHON_DISTRIBUTIONS = ("pytest", "numpy")
 (a system Python without numpy still gets an image)."""
 _NOT_COPIED = ("/usr/share/doc/", "/usr/share/man/", "/usr/share/info/", "/usr/share/locale/", "/usr/share/lintian/")
 _STDLIB_NOT_COPIED = ("test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "unittest/test")
-_FORMAT = 4
+_FORMAT = 5
 """Part of every image's name: a change to what an image holds bumps it."""
+_PREFIXES = ("tempering-image-", "tempering-copy-")
+"""Names of the folders this module makes under a RAM disk (images, copies of bound folders)."""
+_HELD: dict[str, int] = {}
+"""Lock file -> descriptor holding its shared lock, for as long as this process runs."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What an image holds beyond the essential and required Debian packages and the interpreter."""
+
+    packages: tuple[str, ...] = SYSTEM_PACKAGES
+    """Debian packages (with what they depend on), those the host has installed."""
+    distributions: tuple[str, ...] = PYTHON_DISTRIBUTIONS
+    """Distributions of the virtualenv (with what they require)."""
 
 
 def ram_disk(path: str) -> str:
@@ -114,6 +136,7 @@ def _python_files(distributions: tuple[str, ...]) -> set[str]:
         + ("site-packages", "dist-packages")
         + tuple(d for d in os.listdir(stdlib) if d.startswith("config-")),
     )
+    files |= _walk(paths["include"]) if os.path.isdir(paths["include"]) else set()  # Python.h: C extensions' builds
     exe = os.path.realpath(sys.executable)
     files.add(exe)
     libdir = sysconfig.get_config_var("LIBDIR") or ""
@@ -223,36 +246,129 @@ def mount_point(image: str, path: str) -> None:
         os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
 
 
-@functools.cache
-def build(
-    parent: str, packages: tuple[str, ...] = SYSTEM_PACKAGES, distributions: tuple[str, ...] = PYTHON_DISTRIBUTIONS
-) -> str:
-    """The image's folder under `parent` (a RAM disk), made unless an image of the same contents is there."""
+def _hold(lock: str) -> None:
+    """Take a shared lock on `lock` (made if missing) for the rest of this process's life: no build
+    elsewhere removes what it guards while the lock is held."""
+    if lock in _HELD:
+        return
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        try:
+            same = os.stat(lock).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:  # else removed by a build between our open and our lock: lock the new one
+            _HELD[lock] = fd
+            return
+        os.close(fd)
+
+
+def remove_unused(parent: str, keep: str) -> list[str]:
+    """Remove the images and copies under `parent` other than `keep` that no live process holds (their
+    `.lock` is free), the free locks of builds that failed, and folders left half-built by processes that
+    died. Returns what it removed.
+    An image without a lock file (made before locks) is left alone: nothing tells whether one uses it."""
+    removed = []
+    for name in sorted(os.listdir(parent)):
+        path = os.path.join(parent, name)
+        if not name.startswith(_PREFIXES) or path == keep:
+            continue
+        if name.endswith(".lock"):
+            path = path.removesuffix(".lock")
+            if path == keep or os.path.lexists(path):
+                continue  # else a failed build's lock, its folder never made
+        if ".building-" in name:
+            pid = name.rsplit("-", 1)[1]
+            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+            continue
+        lock = path + ".lock"
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        try:
+            shutil.rmtree(path, ignore_errors=True)
+            os.unlink(lock)  # a process waiting on this lock file finds it gone and locks the next one
+            removed.append(path)
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _made(path: str, parent: str, make, what: str) -> str:
+    """`path`, held by this process; made by `make(folder)` into a folder renamed to `path` unless it is
+    there. The first build in a process removes what no live process holds under `parent`."""
+    _hold(path + ".lock")
+    if os.path.isdir(path):
+        return path
+    remove_unused(parent, path)
+    building = f"{path}.building-{os.getpid()}"
+    shutil.rmtree(building, ignore_errors=True)
+    os.makedirs(building, 0o755)
+    try:
+        make(building)
+        os.rename(building, path)
+    except OSError as e:
+        shutil.rmtree(building, ignore_errors=True)
+        if not os.path.isdir(path):  # else made by another process meanwhile
+            raise RuntimeError(f"could not make the sandbox's {what} {path}: {e}") from e
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    return path
+
+
+def _on_ram_disk(parent: str) -> None:
     if not ram_disk(parent):
         raise UserError(
             f"the sandbox's RAM image must lie on a RAM disk (tmpfs), and {parent} does not; "
             "pass root= a folder on one (e.g. /dev/shm), or image='host'."
         )
-    path = os.path.join(parent, f"tempering-image-{_key(tuple(packages), tuple(distributions))}")
-    if os.path.isdir(path):
-        return path
-    start = time.monotonic()
-    files = _contents(tuple(packages), tuple(distributions))
-    building = f"{path}.building-{os.getpid()}"
-    shutil.rmtree(building, ignore_errors=True)
-    os.makedirs(building, 0o755)
-    try:
+
+
+@functools.cache
+def build(parent: str, spec: Spec = Spec()) -> str:
+    """The image's folder under `parent` (a RAM disk), made unless an image of the same contents is there."""
+    _on_ram_disk(parent)
+    packages, distributions = tuple(spec.packages), tuple(spec.distributions)
+
+    def make(building: str) -> None:
+        start = time.monotonic()
+        files = _contents(packages, distributions)
         _copy(files, building)
         size = sum(os.lstat(building + f).st_size for f in files if os.path.lexists(building + f))
         about = {"files": len(files), "bytes": size, "build_s": round(time.monotonic() - start, 3)}
         with open(os.path.join(building, ".tempering-image.json"), "w") as f:
             json.dump({**about, "packages": list(packages), "distributions": list(distributions)}, f)
-        os.rename(building, path)
-    except OSError as e:
-        shutil.rmtree(building, ignore_errors=True)
-        if not os.path.isdir(path):  # else made by another process meanwhile
-            raise RuntimeError(f"could not make the sandbox's image {path}: {e}") from e
-    except BaseException:
-        shutil.rmtree(building, ignore_errors=True)
-        raise
-    return path
+
+    path = os.path.join(parent, f"tempering-image-{_key(packages, distributions)}")
+    return _made(path, parent, make, "image")
+
+
+def copy(parent: str, source: str) -> str:
+    """A copy of the host file or folder `source` under `parent` (a RAM disk), named by a hash of its
+    files' names, sizes, times and modes (made once per contents, looked up for every job: a toolkit's
+    tens of thousands of files take tens of milliseconds): what a job binds at `source` instead of the
+    host's own, whose cached pages every job could time. Links are copied as links."""
+    _on_ram_disk(parent)
+    files = sorted(_walk(source)) if os.path.isdir(source) and not os.path.islink(source) else [source]
+    h = hashlib.sha256(json.dumps([_FORMAT, source]).encode())
+    for f in files:
+        st = os.lstat(f)
+        h.update(f"{f}\0{st.st_size, st.st_mtime_ns, st.st_mode}\n".encode())
+
+    def make(building: str) -> None:
+        _copy(files, building)
+        if os.path.isdir(source):
+            os.makedirs(building + source, 0o755, exist_ok=True)  # an empty folder is shown empty
+
+    path = os.path.join(parent, f"tempering-copy-{h.hexdigest()[:24]}")
+    return _made(path, parent, make, "copy of a bound folder") + source

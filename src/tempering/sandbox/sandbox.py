@@ -104,6 +104,10 @@ def _network_of(pid: int) -> int | None:
     return None
 
 
+def _spec(image: str | ram_image.Spec) -> str | ram_image.Spec:
+    return ram_image.Spec() if image == "ram" else image
+
+
 def default_root_parent() -> str:
     """Where job folders go by default: /dev/shm when it is a roomy RAM disk (making and removing a
     folder costs microseconds there, against milliseconds on a journaling disk), else the temp folder."""
@@ -156,7 +160,7 @@ class Sandbox:
         concurrency: int | None = None,
         queue_size: int | None = None,
         root: str | None = None,
-        image: str = "ram",
+        image: str | ram_image.Spec = "ram",
     ):
         """
         backend: `auto` (bwrap, else unshare, else gvisor, else an error), `bwrap`, `unshare`, `gvisor`
@@ -166,9 +170,10 @@ class Sandbox:
         queue_size: jobs admitted to wait for a slot (default: 4 x concurrency); more callers wait.
         root: host folder under which job directories are made (default: `default_root_parent()`).
         image: what an isolated job sees of the system and the Python installation: `ram` (copies on a RAM
-            disk, `image.build`: reads take the same time whatever other jobs read) or `host` (the host's
-            own files, whose cached state every job can read from the time a read takes and change by
-            reading: for jobs that need tools or distributions the RAM image does not hold).
+            disk, `image.build`: reads take the same time whatever other jobs read), an `image.Spec` (such
+            an image holding more packages or distributions: terminal tasks, kernel jobs) or `host` (the
+            host's own files, whose cached state every job can read from the time a read takes and change
+            by reading). With an image, a job's `ro_binds` are shown as copies on the RAM disk too.
         """
         if backend == "auto":
             reasons: dict[str, str] = {}
@@ -195,10 +200,11 @@ class Sandbox:
         queue_size = 4 * concurrency if queue_size is None else queue_size
         if not isinstance(queue_size, int) or queue_size < 0:
             raise UserError(f"Sandbox queue_size must be a non-negative integer, got {queue_size!r}.")
-        if image not in ("ram", "host"):
-            raise UserError(f"unknown sandbox image {image!r}: use ram or host.")
-        self.image = image if backend in backends.ISOLATED else "host"
-        self.image_dir = ram_image.build(_IMAGE_PARENT) if self.image == "ram" else ""
+        if not isinstance(image, ram_image.Spec) and image not in ("ram", "host"):
+            raise UserError(f"unknown sandbox image {image!r}: use ram, host or an image.Spec.")
+        self.image = _spec(image) if backend in backends.ISOLATED else "host"
+        """What jobs see: an `image.Spec` (a RAM image) or 'host'."""
+        self.image_dir = ram_image.build(_IMAGE_PARENT, self.image) if self.image != "host" else ""
         """Host folder of the RAM image jobs see ('' where they see the host's files)."""
         self.backend = backend
         self.concurrency = concurrency
@@ -240,7 +246,7 @@ class Sandbox:
                 "read timing: jobs read the host's own system files and Python installation, whose cached state "
                 "a job changes by reading and a later job reads from the time a read takes (image='ram' closes it)"
             )
-        self._siblings: dict[str, Sandbox] = {}
+        self._siblings: dict[str | ram_image.Spec, Sandbox] = {}
         self.running = 0
         """Jobs running now."""
         self.waiting = 0
@@ -260,9 +266,10 @@ class Sandbox:
     def isolated(self) -> bool:
         return self.backend in backends.ISOLATED
 
-    def showing(self, image: str) -> Sandbox:
+    def showing(self, image: str | ram_image.Spec) -> Sandbox:
         """This sandbox when its jobs see `image`, else a sibling that shows it: the same backend, size and
-        root, with slots of its own (terminal tasks and kernel jobs need the host's tools and torch)."""
+        root, with slots of its own (terminal tasks and kernel jobs need more tools, torch)."""
+        image = _spec(image) if self.isolated else "host"
         if image == self.image:
             return self
         if image not in self._siblings:
@@ -485,6 +492,15 @@ class Sandbox:
             supervisor=self._seccomp,
             image=self.image_dir,
         )
+        if self.image_dir:  # a host path the job binds is shown as a copy on a RAM disk, as the image is
+            for i, path in enumerate(job.ro_binds):
+                if ram_image.ram_disk(path):
+                    continue
+                if os.path.isdir(path):  # once per contents, shared (a CUDA toolkit)
+                    lay.ro_copies[path] = ram_image.copy(_IMAGE_PARENT, path)
+                else:  # a file (a candidate's build): the job's own copy, removed with it
+                    lay.ro_copies[path] = os.path.join(jobroot, f"bind-{i}")
+                    shutil.copy2(path, lay.ro_copies[path])
         if self.backend == "gvisor":
             lay.status_dir = os.path.join(jobroot, "status")
             os.mkdir(lay.status_dir, 0o700)

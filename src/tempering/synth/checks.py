@@ -281,8 +281,8 @@ _DESERIALISERS = re.compile(
 
 def deserialisers(data: bytes) -> list[tuple[int, str]]:
     """Lines of a tests file that read an answer with a deserialiser that runs code the data names (a pickle's
-    `__reduce__`, YAML's python/object tags): the tests' process refuses a pickle's globals other than data
-    types and the modules the tests import, but the answer's format is the task's design."""
+    `__reduce__`, YAML's python/object tags): the tests' process refuses a pickle's globals other than plain
+    data constructors and the tests' own, but the answer's format is the task's design."""
     return [
         (
             n,

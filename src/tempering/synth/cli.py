@@ -42,7 +42,7 @@ def _out_dir(path: str) -> Path:
 def _sandbox(kind: str):
     from tempering.sandbox import Sandbox
 
-    return Sandbox(backend=kind, image="host")  # terminal tasks emulate their images on the host's system
+    return Sandbox(backend=kind)
 
 
 def run(args) -> int:

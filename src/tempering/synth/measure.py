@@ -73,7 +73,7 @@ class PolicyMeasure:
             if self._sandbox is None:
                 from tempering.sandbox import Sandbox
 
-                self._sandbox = Sandbox(backend=self.sandbox_backend, image="host")
+                self._sandbox = Sandbox(backend=self.sandbox_backend)
             make_env = lambda task: TerminalEnv(task, self._sandbox, self.max_commands)
             opts = RolloutOptions(
                 SamplingParams(self.command_tokens, self.temperature),

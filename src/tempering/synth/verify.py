@@ -14,9 +14,7 @@ the same steps in containers (`DockerWorkspace`).
 
 from __future__ import annotations
 
-import io
 import re
-import tarfile
 from dataclasses import dataclass
 from typing import Literal
 
@@ -26,6 +24,7 @@ from tempering.config import Schema
 from tempering.envs.terminal.bundle import Bundle
 from tempering.envs.terminal.docker import BuildFailed, DockerWorkspace, docker_unreachable
 from tempering.envs.terminal.image import NeedsDocker, NeedsNetwork, local_image
+from tempering.envs.terminal.screen import accepted_mutant
 from tempering.envs.terminal.session import solve_then_test
 from tempering.envs.terminal.workspace import Workspace
 from tempering.errors import UserError
@@ -171,63 +170,12 @@ async def gold_steps(
             msg = f"{at}after the oracle solution ran, {got}{refused}. Test output:\n{_tail(run.output)}{hint}"
             return Verdict(False, "tests", msg, score, backend, wall)
         if mutants and isinstance(ws, Workspace):  # the state the reference left (a service it started is gone)
-            accepted, spent = await _accepted_mutant(ws, step, before, mutants)
+            accepted, spent = await accepted_mutant(ws, step, before, mutants)
             wall += spent
             if accepted:
                 msg = f"{at}the tests also pass when {accepted}: they accept an answer the task did not ask for"
                 return Verdict(False, "mutants", msg, score, backend, wall)
     return Verdict(True, "ok", "", score, backend, wall)
-
-
-_MUTATIONS = (
-    ("emptied", lambda b: b""),
-    ("replaced by a comment line", lambda b: b"# \n"),
-    ("truncated to its first half", lambda b: b[: len(b) // 2]),
-    ("with every digit zeroed", lambda b: re.sub(rb"[1-9]", b"0", b)),
-)
-
-
-def _files(state: bytes) -> dict[str, bytes]:
-    """The regular files of a working-folder state, read in memory (never unpacked on the host)."""
-    with tarfile.open(fileobj=io.BytesIO(state)) as t:
-        return {m.name: t.extractfile(m).read() for m in t.getmembers() if m.isreg()}  # type: ignore[union-attr]
-
-
-def _replaced(state: bytes, name: str, data: bytes) -> bytes:
-    out = io.BytesIO()
-    with tarfile.open(fileobj=io.BytesIO(state)) as src, tarfile.open(fileobj=out, mode="w") as dst:
-        for m in src.getmembers():
-            if m.name == name:
-                m.size = len(data)
-                dst.addfile(m, io.BytesIO(data))
-            else:
-                dst.addfile(m, src.extractfile(m) if m.isreg() else None)
-    return out.getvalue()
-
-
-async def _accepted_mutant(ws: Workspace, step, before: bytes, limit: int) -> tuple[str, float]:
-    """Runs the tests on the reference's state with one file it wrote or changed mutated (emptied, a
-    comment line, truncated, digits zeroed; at most `limit` mutants): which mutant they accept ("" when
-    none) and the seconds spent. A task whose tests pass an empty or zeroed answer grades no work."""
-    old, new = _files(before), _files(ws.state)
-    changed = sorted(n for n, b in new.items() if old.get(n) != b)
-    wall = 0.0
-    tried = 0
-    for name in changed:
-        for what, mutate in _MUTATIONS:
-            data = mutate(new[name])
-            if data.strip() == new[name].strip():  # the same answer ("7\n" truncated is "7"): no mutant
-                continue
-            if tried == limit:
-                return "", wall
-            tried += 1
-            mutant = ws.copy()
-            mutant.state = _replaced(ws.state, name, data)
-            rewards, run = await mutant.run_tests(step)
-            wall += run.wall_s
-            if rewards.score is not None and rewards.score >= 1:
-                return f"{name} in the working folder (written by the reference solution) is {what}", wall
-    return "", wall
 
 
 class SandboxVerifier:
@@ -239,7 +187,7 @@ class SandboxVerifier:
         if sandbox is None:
             from tempering.sandbox import Sandbox
 
-            sandbox = Sandbox(backend="auto", image="host")
+            sandbox = Sandbox(backend="auto")
         self.sandbox = sandbox
         self.check_unsolved = check_unsolved
 

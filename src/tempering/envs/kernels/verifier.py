@@ -21,6 +21,7 @@ import asyncio
 import base64
 import functools
 import hashlib
+import importlib.util
 import json
 import os
 import platform
@@ -42,10 +43,21 @@ from tempering.envs.kernels.problems import Problem
 from tempering.envs.kernels.submission import Submission, c_source_check, parse_submission, static_check
 from tempering.envs.kernels.workers import workers_for
 from tempering.errors import UserError
+from tempering.sandbox.image import PYTHON_DISTRIBUTIONS, SYSTEM_PACKAGES, Spec
 
-KERNEL_IMAGE = "host"
-"""The sandbox image kernel jobs see: the host's own files (they import torch and build with its headers
-and the CUDA toolkit, which the RAM image does not hold; docs/sandbox.md, "Channels between jobs")."""
+
+def _kernel_image() -> Spec:
+    """The default RAM image, torch, and ninja (torch builds C++ extensions with it) from Debian or PyPI."""
+    debian = ("ninja-build",) if os.path.exists("/usr/bin/ninja") and os.path.exists(_NINJA_DPKG) else ()
+    pypi = ("ninja",) if importlib.util.find_spec("ninja") else ()
+    return Spec((*SYSTEM_PACKAGES, *debian), (*PYTHON_DISTRIBUTIONS, "torch", *pypi))
+
+
+_NINJA_DPKG = "/var/lib/dpkg/info/ninja-build.list"
+KERNEL_IMAGE = _kernel_image()
+"""The sandbox image kernel jobs see: the default RAM image (with its C/C++ toolchain and the interpreter's
+headers), torch and ninja; a CUDA toolkit a job binds is copied onto the RAM disk (docs/sandbox.md,
+"The image")."""
 
 HARNESS_FILES = (
     "verify.py",
@@ -343,7 +355,7 @@ class KernelVerifier:
         from tempering.sandbox import BuildCache, Sandbox
 
         self.config = config or VerifyConfig()
-        # the RAM image holds no torch or CUDA: kernel jobs see the host's, whatever the sandbox shows others
+        # kernel jobs see a RAM image with torch (and a CUDA toolkit they bind, copied), whatever others see
         self.sandbox = (sandbox or Sandbox(image=KERNEL_IMAGE)).showing(KERNEL_IMAGE)
         root = self.config.cache_dir or os.path.join(os.path.expanduser("~"), ".cache", "tempering", "kernels")
         self._cache_root = root

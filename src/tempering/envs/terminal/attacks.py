@@ -11,7 +11,9 @@ written, then a note left in the working folder.
 
 from __future__ import annotations
 
+import secrets
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from tempering.envs.terminal.bundle import read_bundle
 from tempering.envs.terminal.env import TerminalEnv, bundle_task
 from tempering.envs.terminal.session import solve_then_test
 from tempering.envs.terminal.workspace import Rewards, Workspace
+from tempering.sandbox import attacks as _attacks
 from tempering.sandbox.attacks import Case
 from tempering.sandbox.sandbox import Sandbox
 
@@ -208,6 +211,82 @@ ATTACKS["a pickled answer runs the solution's code in the tests' process"] = [
 ]
 
 
+_EXIT_ZERO = "import atexit, os\natexit.register(lambda: os._exit(0))\n"
+"""A module that, once imported in the tests' pytest, ends it with status 0 whatever the tests found."""
+_COPIED_REWARD = _PYTEST_REWARD.replace(
+    "cd /app\npython3 -m pytest -q -p no:cacheprovider /tests/test_outputs.py",
+    "mkdir -p /app/tests && cp /tests/test_outputs.py /tests/helpers.py /app/tests/\ncd /app\n"
+    "python3 -m pytest -q -p no:cacheprovider tests/test_outputs.py",
+)
+
+
+def plant(path: str, source: str) -> str:
+    """The solution's script: `source` written to `path`."""
+    return f"mkdir -p $(dirname {path}) && cat > {path} <<'EOF'\n{source}EOF\n"
+
+
+def compiled(path: str, source: str, mode: str = "TIMESTAMP", cfile: str = "") -> str:
+    """The solution's script: `source` compiled to `path`c (or `cfile`), its source removed."""
+    return plant(path, source) + (
+        f"python3 -c \"import py_compile as c; c.compile('{path}', cfile='{cfile or path + 'c'}', "
+        f'invalidation_mode=c.PycInvalidationMode.{mode}, doraise=True)" && rm {path}\n'
+    )
+
+
+_HELPER_PYC = "/app/tests/__pycache__/helpers.cpython-{v}.pyc"
+VARIANT_TASKS.update(
+    {
+        "a link the solution made shows the tests their own fixture": (
+            "fixture_answer",
+            {
+                "tests/test.sh": _PYTEST_REWARD,
+                "tests/test_outputs.py": "from pathlib import Path\n\n\ndef test_the_sum_is_written():\n"
+                '    assert Path("/app/answer.txt").read_text() == Path("/tests/expected.txt").read_text()\n',
+            },
+            RIGHT,
+        ),
+        "an optional import of the standard library finds a module in the working folder": (
+            "pytest_from_app",
+            {"tests/test.sh": _PYTEST_REWARD},
+            RIGHT,
+        ),
+        "a module beside the tests copied into the working folder": (
+            "copied_tests",
+            {
+                "tests/test.sh": _COPIED_REWARD,
+                "tests/helpers.py": "def expected():\n    return '12'\n",
+                "tests/test_outputs.py": "from pathlib import Path\nfrom helpers import expected\n\n\n"
+                "def test_the_sum_is_written():\n"
+                '    assert Path("/app/answer.txt").read_text().strip() == expected()\n',
+            },
+            RIGHT,
+        ),
+    }
+)
+ATTACKS["a link the solution made shows the tests their own fixture"] = [
+    ("link_to_fixture", "ln -sf /tests/expected.txt /app/answer.txt\n"),
+    ("link_through_proc_root", "ln -s /proc/self/root /app/r && ln -sf r/tests/expected.txt /app/answer.txt\n"),
+]
+ATTACKS["an optional import of the standard library finds a module in the working folder"] = [
+    ("module_org", WRONG + plant("/app/org.py", _EXIT_ZERO)),
+    ("sourceless_pyc", WRONG + compiled("/app/_winapi.py", _EXIT_ZERO)),
+]
+ATTACKS["a module beside the tests copied into the working folder"] = [
+    ("package_init_above", WRONG + plant("/app/tests/__init__.py", _EXIT_ZERO)),
+    (
+        "unchecked_pyc_of_helper",
+        WRONG
+        + compiled(
+            "/app/tests/helpers.py",
+            "def expected():\n    return '13'\n",
+            "UNCHECKED_HASH",
+            _HELPER_PYC.format(v=f"{sys.version_info[0]}{sys.version_info[1]}"),
+        ),
+    ),
+]
+"""Round 3's classes (the regressions of tests/envs/test_terminal_solution_code.py, in this suite's task)."""
+
+
 def _bundle(solution: str, task: dict[str, str]):
     """The task, in a folder of its own read back as Harbor's format (the caller removes the folder)."""
     root = Path(tempfile.mkdtemp(prefix="tempering-attack-task-")) / "sum-task"
@@ -289,3 +368,25 @@ CASES += [
     for label, variant, right in VARIANT_TASKS.values()
     for path in PATHS
 ]
+
+
+def _timing_case(mmap: bool) -> Case:
+    """`read_timing_channel`: one task's command reads one file of each pair its image shows, another
+    task's command (a job of the same pool, later) times reads of both."""
+
+    async def run(sandbox: Sandbox) -> str:
+        bundle = _bundle(RIGHT, TASK)
+        sender, receiver = Workspace.for_bundle(sandbox, bundle), Workspace.for_bundle(sandbox, bundle)
+        turn = iter([sender, receiver] * _attacks.TIMING_ROUNDS)
+
+        async def script(source: str) -> tuple[str, str]:
+            ran = await next(turn).run(f"python3 - <<'EOF'\n{source}EOF\n", 120)
+            return ran.status, ran.output
+
+        return await _attacks.read_timing(receiver.sandbox, secrets.token_hex(8), script, mmap)
+
+    name = "read_timing_channel_mmap" if mmap else "read_timing_channel"
+    return Case(_attacks.TIMING_CLASS, name, "agent: per command", run, what="reads another task's commands cached")
+
+
+CASES += [_timing_case(False), _timing_case(True)]

@@ -200,7 +200,11 @@ class TerminalFamily(TaskFamily):
     """Bundles from a folder (or the built-in samples) as terminal tasks; ~20% held out by name hash.
 
     Bundles that cannot run in the local sandbox (unreadable, refused by Harbor's rules, or needing
-    Docker) are left out when the family is made, with a warning that names each and why."""
+    Docker) are left out when the family is made, with a warning that names each and why. The tasks
+    handed out for training are first screened (`screen.pays_for_nothing`, once per bundle): a task whose
+    tests give a full reward before any command ran, or to the reference's output emptied or made a
+    comment line, is refused with one line naming it (`screen=False` skips this, for tasks `synth check`
+    accepted)."""
 
     name = "terminal"
 
@@ -212,6 +216,7 @@ class TerminalFamily(TaskFamily):
         command_timeout_s: float = 30.0,
         sandbox_backend: str = "auto",
         keep_services: bool = False,
+        screen: bool = True,
     ):
         skipped: dict[str, str]
         if isinstance(bundles, list):
@@ -240,6 +245,9 @@ class TerminalFamily(TaskFamily):
         self.command_timeout_s = command_timeout_s
         self.sandbox_backend = sandbox_backend
         self.keep_services = keep_services
+        self.screen = screen
+        self._screened: dict[str, str] = {}
+        """{bundle: why it pays for nothing, or ''}."""
         self._sandbox: Sandbox | None = None
 
     def _heldout(self, b: Bundle) -> bool:
@@ -252,14 +260,42 @@ class TerminalFamily(TaskFamily):
         pool = [b for b in self.bundles if self._heldout(b) == (split == "heldout")]
         if len(pool) < n:
             raise UserError(f"terminal: only {len(pool)} {split} bundles (asked for {n}); add bundles or ask for fewer")
+        if split == "train" and self.screen:
+            self._screen(pool[:n])
         return [bundle_task(b) for b in pool[:n]]
 
-    def make_env(self, task: Task) -> TerminalEnv:
+    def _screen(self, bundles: list[Bundle]) -> None:
+        """Refuse the first of `bundles` whose tests pay for no work (each bundle screened once)."""
+        import asyncio
+        import concurrent.futures
+
+        from tempering.envs.terminal.screen import pays_for_nothing
+
+        todo = [b for b in bundles if b.name not in self._screened]
+
+        async def screen_all() -> list[str]:
+            sandbox = self._pool()
+            return await asyncio.gather(*(pays_for_nothing(Workspace.for_bundle(sandbox, b), b) for b in todo))
+
+        if todo:
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:  # callers inside an event loop too
+                found = pool.submit(asyncio.run, screen_all()).result()
+            self._screened.update({b.name: why for b, why in zip(todo, found)})
+        for b in bundles:
+            if why := self._screened[b.name]:
+                raise UserError(
+                    f"terminal: task {b.name} pays for no work ({why}): make its tests check the answer "
+                    "(`tempering synth check` runs every stage), leave it out, or pass screen=False if it is meant so."
+                )
+
+    def _pool(self) -> Sandbox:
         if self._sandbox is None:
             from tempering.sandbox import Sandbox
 
-            # a task's image stands on the host's whole system and Python (`image.py`), not the RAM image
-            self._sandbox = Sandbox(backend=self.sandbox_backend, image="host")
+            self._sandbox = Sandbox(backend=self.sandbox_backend)
+        return self._sandbox
+
+    def make_env(self, task: Task) -> TerminalEnv:
         return TerminalEnv(
-            task, self._sandbox, self.max_commands, self.command_timeout_s, keep_services=self.keep_services
+            task, self._pool(), self.max_commands, self.command_timeout_s, keep_services=self.keep_services
         )

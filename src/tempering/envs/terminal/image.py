@@ -28,13 +28,15 @@ from __future__ import annotations
 import bisect
 import functools
 import os
+import posixpath
 import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from tempering.envs.terminal.bundle import Bundle
+from tempering.envs.terminal.bundle import Bundle, required_imports
 from tempering.errors import UserError
+from tempering.sandbox.image import PYTHON_DISTRIBUTIONS, SYSTEM_PACKAGES, Spec
 from tempering.sandbox.job import check_mount
 
 # -- image names -------------------------------------------------------------------------------------
@@ -382,6 +384,8 @@ class _Scan:
     """Debian packages the scripts install that are installed (the apt-get stand-in accepts them)."""
     uv: bool = False
     """The scripts use uv or uvx (the stand-ins run the project's Python)."""
+    pip_ok: set[str] = field(default_factory=set)
+    """Distributions the scripts install that the project's Python has."""
 
 
 def _scripts(bundle: Bundle) -> dict[str, bytes]:
@@ -452,6 +456,7 @@ def _scan(bundle: Bundle) -> _Scan:
                 how = "uvx" if words[0] == "uvx" else " ".join(words[:2])
                 how = "uv pip install" if words[1:3] == ["pip", "install"] else how
                 scan.missing += [Download(p, how, where) for p in _uv_packages(words) if not pip_installed(p)]
+                scan.pip_ok.update(p for p in _uv_packages(words) if pip_installed(p))
                 for req in _requirements(words):
                     scan.missing.append(Download(f"the packages of {req}", how + " -r", where))
             elif (at := _pip_at(words)) is not None:
@@ -460,6 +465,7 @@ def _scan(bundle: Bundle) -> _Scan:
                 # pip answers "Requirement already satisfied" offline for what the project's Python has
                 upgrade = any(a in ("-U", "--upgrade", "--force-reinstall") for a in args)
                 names = install_names(args, "pip")
+                scan.pip_ok.update(p for p in names if pip_installed(p))
                 scan.missing += [Download(p, how, where) for p in names if upgrade or not pip_installed(p)]
                 for req in _requirements(args):
                     scan.missing.append(Download(f"the packages of {req}", how + " -r", where))
@@ -478,6 +484,76 @@ def downloads(bundle: Bundle) -> list[Download]:
     `pip install` of a distribution the project's Python has (pip finds it satisfied), uv's installer and
     `uv` / `uvx` commands whose distributions the project's Python has (`standins`)."""
     return _scan(bundle).missing
+
+
+_PYTHON = re.compile(r"(?:\S*/)?python[\d.]*")
+_DROPPED = {
+    "I": "`-I` ignores the environment",
+    "E": "`-E` ignores the PYTHON* variables",
+    "S": "`-S` skips the site module, and with it the start-up file",
+}
+
+
+def _env_wipes(args: list[str]) -> bool:
+    """`env ARGS...` starts its command without the environment, or without PYTHONPATH."""
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        a = args[i]
+        if a in ("-", "--ignore-environment") or re.fullmatch(r"-[0v]*i[0v]*", a):
+            return True
+        if a in ("-u", "--unset") and args[i + 1 : i + 2] == ["PYTHONPATH"]:
+            return True
+        if a in ("-uPYTHONPATH", "--unset=PYTHONPATH"):
+            return True
+        i += 2 if a in ("-u", "--unset", "-C", "--chdir", "-S", "--split-string") else 1
+    return False
+
+
+def _python_drops(args: list[str]) -> list[str]:
+    """The options before Python's script, `-c` or `-m` that drop the guard (`_DROPPED`)."""
+    found, i = [], 0
+    while i < len(args) and args[i].startswith("-") and args[i] not in ("-", "--") and not args[i].startswith("--"):
+        flags = re.fullmatch(r"-([^cmWX]*)(.?)(.*)", args[i], re.S)
+        if flags is None:
+            break
+        found += [_DROPPED[f] for f in flags.group(1) if f in _DROPPED]
+        if flags.group(2) in ("c", "m"):
+            break
+        i += 2 if flags.group(2) and not flags.group(3) else 1  # -W / -X with its value in the next word
+    return found
+
+
+def _guard_dropped(words: list[str]) -> str | None:
+    """Why this command starts Python without the tests' guard, or None."""
+    wiped = False
+    for i, word in enumerate(words):
+        if posixpath.basename(word) == "env":
+            wiped = wiped or _env_wipes(words[i + 1 :])
+        elif _PYTHON.fullmatch(word):
+            if wiped:
+                return f"`env` wipes the environment before {word}"
+            if dropped := _python_drops(words[i + 1 :]):
+                return f"{word}: " + "; ".join(dropped)
+    return None
+
+
+def guard_drops(bundle: Bundle) -> list[str]:
+    """Where the tests' shell scripts start Python so that it loses the guard the tests' job gives every
+    Python it starts (`injob/sitecustomize.py`, carried by PYTHONPATH): `-I` and `-E` ignore the
+    environment, `-S` skips the start-up files altogether, `env -i` (or `env -u PYTHONPATH`) wipes them.
+    Such tests would import the solution's modules and run its pickles unguarded."""
+    out = []
+    for step in bundle.steps:
+        for name, data in sorted(step.tests.items()):
+            if not name.endswith(".sh"):
+                continue
+            text = data.decode("utf-8", errors="replace")
+            lines = text.splitlines()
+            for n, cmd in script_commands(text):
+                if why := _guard_dropped(cmd.words):
+                    where = f"{'steps/' + step.name + '/' if step.name else ''}tests/{name} line {n}"
+                    out.append(f"{where}: `{lines[n - 1].strip() if n <= len(lines) else ''}`: {why}")
+    return out
 
 
 _UV_STANDIN = r"""
@@ -578,6 +654,10 @@ class LocalImage:
     """Modes set by `RUN chmod` (others: 0755 for `.sh`, else 0644)."""
     standins: str = ""
     """Shell code every job runs first: the stand-ins of tools the scripts would download (`standins`)."""
+    packages: set[str] = field(default_factory=set)
+    """Debian packages the Dockerfile and the scripts install (all installed here)."""
+    distributions: set[str] = field(default_factory=set)
+    """Python distributions the Dockerfile and the scripts install (all in the project's Python)."""
 
 
 @dataclass
@@ -833,6 +913,7 @@ def _run(img: LocalImage, item: _Line, line: str) -> None:
             continue
         if words[0] in ("apt-get", "apt") and "install" in words:
             missing = [p for p in install_names(words[words.index("install") + 1 :], "apt") if not apt_installed(p)]
+            img.packages.update(install_names(words[words.index("install") + 1 :], "apt"))
             if missing:
                 raise NeedsDocker(
                     f"Dockerfile line {n}: `{line}` installs {', '.join(missing)}, which the sandbox's base lacks "
@@ -845,6 +926,7 @@ def _run(img: LocalImage, item: _Line, line: str) -> None:
         if at is not None:
             missing = [p for p in install_names(words[at + 1 :], "pip") if not pip_installed(p)]
             missing += [f"the packages of {r}" for r in _requirements(words[at + 1 :])]
+            img.distributions.update(install_names(words[at + 1 :], "pip"))
             if missing:
                 raise NeedsDocker(
                     f"Dockerfile line {n}: `{line}` installs {', '.join(missing)}, which the project's Python lacks",
@@ -971,5 +1053,52 @@ def local_image(bundle: Bundle) -> LocalImage:
         ) from None
     if found := downloads(bundle):
         raise NeedsNetwork(found)
+    if drops := guard_drops(bundle):
+        raise NeedsDocker(
+            f"{drops[0]}: the tests' guard (the import gate for the solution's files, the pickle allow-list) "
+            "comes with the environment, so the local judge refuses these tests; start Python without -I, -E, "
+            "-S or `env -i` (-P or PYTHONSAFEPATH=1 keeps the working folder off the import path)",
+            drops[0],
+            "tests start Python unguarded",
+        )
     img.standins = standins(bundle)
+    scan = _scan(bundle)
+    img.packages |= scan.apt_ok
+    img.distributions |= scan.pip_ok
     return img
+
+
+TERMINAL_PACKAGES = (
+    "curl",
+    "wget",
+    "git",
+    "procps",
+    "ca-certificates",
+    "jq",
+    "sqlite3",
+    "unzip",
+    "zip",
+    "xz-utils",
+    "file",
+)
+"""Tools tasks use without installing them (tests fetching uv's installer with curl, git, ps), in a task's
+image where the host has them."""
+
+
+def image_spec(bundle: Bundle, img: LocalImage) -> Spec:
+    """The RAM image a task's jobs see (`sandbox.image.Spec`): the sandbox's default one, `TERMINAL_PACKAGES`,
+    the Debian packages and Python distributions the task installs, and the distributions of the modules
+    its tests' and solutions' files import (`required_imports`)."""
+    from importlib import metadata
+
+    packages = {re.split(r"[=:]", p, maxsplit=1)[0] for p in img.packages}
+    packages |= {p for p in TERMINAL_PACKAGES if apt_installed(p)}
+    files = {f"tests/{p}": b for s in bundle.steps for p, b in s.tests.items()}
+    files |= {f"solution/{s.name}/{p}": b for s in bundle.steps for p, b in s.solution.items()}
+    by_module = metadata.packages_distributions()
+    dists = {re.split(r"[<>=!~\[; @]", d, maxsplit=1)[0] for d in img.distributions}
+    dists |= {d for m in required_imports(files) for d in by_module.get(m, [])}
+    return Spec(
+        tuple(sorted(set(SYSTEM_PACKAGES) | packages)),
+        tuple(sorted(set(PYTHON_DISTRIBUTIONS) | {re.sub(r"[-_.]+", "-", d).lower() for d in dists})),
+    )

@@ -33,10 +33,11 @@ from dataclasses import dataclass
 
 from tempering.envs.terminal import injob
 from tempering.envs.terminal.bundle import Bundle, Step, required_imports, rewards_score
-from tempering.envs.terminal.image import LocalImage, local_image
+from tempering.envs.terminal.image import LocalImage, image_spec, local_image
 from tempering.envs.terminal.image import NeedsDocker as NeedsDocker  # re-exported: where callers found it
 from tempering.envs.terminal.image import NeedsNetwork as NeedsNetwork
 from tempering.errors import UserError
+from tempering.sandbox.image import Spec
 from tempering.sandbox.job import check_mount
 
 _ENV_REF = re.compile(r"\$\{(\w+)(?::-(.*?))?\}")
@@ -128,7 +129,9 @@ class Rewards:
 def read_rewards(txt: bytes | None, js: bytes | None) -> Rewards:
     """Harbor's reading: reward.json first (an object; numbers kept, others ignored), else reward.txt. A
     reward outside [0, 1] or not finite (an uncapped partial credit, a division by zero) is no reward:
-    the tests are the candidate's judge, and a value no right answer can give is not a score."""
+    the tests are the candidate's judge, and a value no right answer can give is not a score. Both files
+    written must agree (reward.json's `reward`, when it has one, is reward.txt's number): any process of
+    the tests' job can write either, so a second file never overrides the one test.sh wrote."""
 
     def number(raw: bytes) -> float | None:
         try:
@@ -144,8 +147,14 @@ def read_rewards(txt: bytes | None, js: bytes | None) -> Rewards:
         if not isinstance(obj, dict):
             return Rewards(None, "reward.json must hold one object {name: number}")
         values = {k: float(v) for k, v in obj.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        if "reward" not in values and txt is not None and (x := number(txt)) is not None:
-            values["reward"] = x
+        if txt is not None:
+            x = number(txt)
+            if x is None or values.setdefault("reward", x) != x:
+                return Rewards(
+                    None,
+                    f"reward.txt holds {txt[:40]!r} and reward.json {js[:80]!r}: two writers disagree on the "
+                    "reward, so neither is taken (write one file, or the same reward in both)",
+                )
         if not values:
             return Rewards(None, f"reward.json holds no numbers: {js[:80]!r}")
         return _in_range(values, "reward.json")
@@ -186,11 +195,12 @@ class Workspace:
         disk_mb: int = DEFAULT_DISK_MB,
         solution_env: dict[str, str] | None = None,
         name: str = "",
+        spec: Spec | None = None,
     ):
         showing = getattr(sandbox, "showing", None)
-        # a task's image is emulated on the host's whole system (curl, git, ...): its jobs see the host's
-        # files whatever the sandbox shows other jobs (docs/sandbox.md, "The image")
-        self.sandbox = showing("host") if showing else sandbox
+        # the task's own RAM image: the default one and the tools and distributions the task uses
+        # (docs/sandbox.md, "The image")
+        self.sandbox = showing(spec or Spec()) if showing else sandbox
         self.workdir = image.workdir
         self.env = dict(image.env)
         self.solution_env = dict(solution_env or {})
@@ -219,7 +229,7 @@ class Workspace:
         image.env.update(resolve_env(cfg.environment.env, f"{bundle.name}: [environment] env"))
         solution_env = resolve_env(cfg.solution.env, f"{bundle.name}: [solution] env")
         memory, disk = cfg.environment.memory_mb or DEFAULT_MEMORY_MB, cfg.environment.storage_mb or DEFAULT_DISK_MB
-        return cls(sandbox, image, memory, disk, solution_env, bundle.name)
+        return cls(sandbox, image, memory, disk, solution_env, bundle.name, image_spec(bundle, image))
 
     def copy(self) -> Workspace:
         other = object.__new__(Workspace)

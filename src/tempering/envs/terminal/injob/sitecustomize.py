@@ -31,6 +31,7 @@ Python version the tests may run.
 """
 
 import _frozen_importlib
+import builtins
 import hashlib
 import importlib.util
 import os
@@ -211,11 +212,33 @@ def _guard_findpaths(module) -> None:
         _say("this pytest (< 6) reads configuration files from any folder: not guarded")
 
 
-_GUARDS = {"_pytest.config": _guard_config, "_pytest.config.findpaths": _guard_findpaths}
+def _guard_yaml(module) -> None:
+    """PyYAML's `!!python/name`, `!!python/module` and `!!python/object...` tags (the unsafe and full
+    loaders, C-accelerated or not, all resolve them here) name only what a pickle may (`_pickle_global`)."""
+    full = module.FullConstructor
+    find_name, find_module = full.find_python_name, full.find_python_module
+
+    def find_python_name(self, name, mark, unsafe=False):
+        where, _, attr = name.rpartition(".")
+        _refuse_global(where or "builtins", attr, "a YAML document")
+        return find_name(self, name, mark, unsafe)
+
+    def find_python_module(self, name, mark, unsafe=False):
+        _refuse_global(name, "", "a YAML document")
+        return find_module(self, name, mark, unsafe)
+
+    full.find_python_name, full.find_python_module = find_python_name, find_python_module
 
 
-class GuardPytest:
-    """Applies `_GUARDS` when pytest's configuration modules are first imported."""
+_GUARDS = {
+    "_pytest.config": _guard_config,
+    "_pytest.config.findpaths": _guard_findpaths,
+    "yaml.constructor": _guard_yaml,
+}
+
+
+class GuardModules:
+    """Applies `_GUARDS` when pytest's configuration modules and PyYAML's constructors are first imported."""
 
     @classmethod
     def find_spec(cls, name, path=None, target=None):
@@ -233,7 +256,7 @@ class GuardPytest:
         return spec
 
 
-sys.meta_path.insert(0, GuardPytest)
+sys.meta_path.insert(0, GuardModules)
 
 
 _SOLUTION_MODULES = frozenset(os.environ.get("TEMPERING_SOLUTION_MODULES", "").split())
@@ -305,81 +328,78 @@ _frozen_importlib.module_from_spec = _guarded_module_from_spec
 importlib.util.module_from_spec = _guarded_module_from_spec
 
 
-_DATA_TYPES = frozenset(
-    [
-        "int",
-        "float",
-        "complex",
-        "str",
-        "bytes",
-        "bytearray",
-        "list",
-        "dict",
-        "set",
-        "frozenset",
-        "tuple",
-        "bool",
-        "slice",
-        "range",
-        "object",
-    ]
+def _pairs(module: str, names: str) -> set:
+    return {(module, name) for name in names.split()}
+
+
+_BUILTIN_DATA = _pairs(
+    "builtins", "int float complex str bytes bytearray list dict set frozenset tuple bool slice range object Ellipsis"
+) | {("builtins", n) for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)}
+_PICKLE_DATA = frozenset().union(
+    _BUILTIN_DATA,
+    _pairs("copyreg", "_reconstructor"),
+    _pairs("_codecs", "encode"),
+    _pairs("collections", "OrderedDict defaultdict deque Counter ChainMap UserDict UserList UserString"),
+    _pairs("fractions", "Fraction"),
+    _pairs("decimal", "Decimal"),
+    _pairs("datetime", "date datetime time timedelta timezone"),
+    _pairs("numpy", "ndarray dtype matrix record"),
+    _pairs("numpy.ma", "MaskedArray"),
+    _pairs("numpy.ma.core", "MaskedArray _mareconstruct"),
+    _pairs("numpy.rec", "recarray"),
+    *(_pairs(f"numpy.{core}.multiarray", "_reconstruct scalar") for core in ("core", "_core")),
+    *(_pairs(f"numpy.{core}.numeric", "_frombuffer") for core in ("core", "_core")),
+    _pairs("numpy._core._internal", "_convert_to_stringdtype_kwargs"),
+    _pairs("pandas", "DataFrame Series Index RangeIndex Categorical CategoricalDtype StringDtype"),
+    _pairs("pandas.core.indexes.base", "_new_Index"),
+    _pairs("pandas.core.internals.managers", "BlockManager SingleBlockManager"),
+    _pairs("pandas._libs.internals", "_unpickle_block"),
+    _pairs("pandas._libs.arrays", "__pyx_unpickle_NDArrayBacked"),
+    _pairs("pandas._libs.tslibs.timestamps", "_unpickle_timestamp"),
+    _pairs("pandas.arrays", "ArrowStringArray"),
+    _pairs("pyarrow.lib", "_restore_array py_buffer type_for_alias"),
 )
-_DATA_MODULES = frozenset({"collections", "copyreg", "datetime", "decimal", "fractions", "numpy", "multiprocessing"})
-"""Modules of plain data types a pickle of the tests' objects refers to (a pandas frame's numpy blocks), and
-the pool machinery that carries the tests' own functions to worker processes."""
-_RUNS_CODE = frozenset(
-    [
-        "builtins",
-        "os",
-        "posix",
-        "nt",
-        "sys",
-        "subprocess",
-        "importlib",
-        "runpy",
-        "code",
-        "codeop",
-        "pty",
-        "ctypes",
-        "types",
-        "functools",
-        "operator",
-        "pickle",
-        "_pickle",
-        "marshal",
-        "shutil",
-        "socket",
-        "platform",
-        "webbrowser",
-        "pdb",
-        "io",
-        "_io",
-        "pathlib",
-    ]
-)
-"""Modules whose callables run code or commands: never a pickle's global, whatever the tests import."""
+"""The globals that pickles of plain data name, found by pickling values of each type (numpy arrays, scalars,
+dtypes, masked and record arrays; pandas frames; collections, fractions, decimal and datetime values;
+builtins' containers and exceptions) at every protocol, with numpy 1's `numpy.core` spelling: constructors
+of data with no effect outside the object they make. Exact (module, name) pairs: no other function of these
+modules (numpy.savetxt, numpy.loadtxt) and no dotted name through them (`collections._sys.exit`) resolves."""
+
+
+def _defined_in(module: str, name: str) -> bool:
+    """`name` is a function or class defined at the top of `module` itself, not one it imported."""
+    value = getattr(sys.modules.get(module), name, None)
+    return "." not in name and getattr(value, "__module__", None) == module
 
 
 def _pickle_global(module: str, name: str) -> bool:
-    top = module.partition(".")[0]
-    if top == "builtins":
-        return name in _DATA_TYPES
-    if top in _RUNS_CODE:
-        return False
+    """A global a pickle names may resolve when it is a plain data constructor (`_PICKLE_DATA`), or a
+    function or class defined in a solution module the tests import (whose code they run anyway). Never
+    one of the tests' own (a pickle calling their reward writer with its arguments). Python 2 names are
+    read as the unpickler reads them (`__builtin__.set`)."""
+    from _compat_pickle import IMPORT_MAPPING, NAME_MAPPING
+
+    module, name = NAME_MAPPING.get((module, name), (IMPORT_MAPPING.get(module, module), name))
+    if (module, name) in _PICKLE_DATA:
+        return True
     loaded = getattr(sys.modules.get(module), "__file__", None)
-    return (
-        top in _DATA_MODULES or top in _SOLUTION_MODULES or module == "__main__" or bool(loaded and _own_bytes(loaded))
-    )
+    return loaded is not None and os.path.abspath(loaded) in _solution_files and _defined_in(module, name)
 
 
 def _audit(event, args) -> None:
     """A deserialiser in the tests' process (pickle, numpy.load(allow_pickle=True), pandas.read_pickle,
-    torch.load) resolves only globals of data types, of modules the task's tests require and of the tests'
-    own modules (a pool's workers): a `__reduce__` of the solution's naming eval, os.system or a module it
-    wrote is refused before it runs."""
-    if event == "pickle.find_class" and not _pickle_global(*args):
-        _refuse(f"{args[0]}.{args[1]}, a global a pickle the solution wrote names (not a data type the tests use)")
-        raise RuntimeError(f"unpickling {args[0]}.{args[1]} is refused in the tests' process")
+    torch.load) and PyYAML's python tags resolve only the globals `_pickle_global` admits: a `__reduce__`
+    of the solution's naming eval, os.system, numpy.savetxt or a module it wrote is refused before anything
+    runs."""
+    if event == "pickle.find_class":
+        _refuse_global(args[0], args[1], "a pickle")
+
+
+def _refuse_global(module: str, name: str, what: str) -> None:
+    if not _pickle_global(module, name):
+        shown = f"{module}.{name}" if name else f"module {module}"
+        _refuse(f"{shown}, a global {what} the solution wrote names (not a plain data constructor)")
+        raise RuntimeError(f"loading {shown} from {what} is refused in the tests' process")
 
 
 sys.addaudithook(_audit)
