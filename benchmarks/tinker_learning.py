@@ -133,7 +133,7 @@ def page(res: dict) -> str:
         "# Learning through the Tinker API: rl_loop's reward, on-policy distillation's teacher KL",
         "",
         "tinker-cookbook's recipes, unchanged, against `tempering serve tinker` on tiny models (one fresh service",
-        f"per seed); per seed the mean of the first and of the last {WINDOW} steps. Written by",
+        f"per seed); per seed the mean of the first (b) and of the last (a) {WINDOW} steps. Written by",
         "`benchmarks/tinker_learning.py`; " + RULE,
         "",
         "| recipe | metric | steps | seeds | first (per seed) | last (per seed) | last - first | 95% interval | verdict |",
