@@ -246,15 +246,19 @@ def test_bad_input_is_a_user_error_naming_it_and_the_service_goes_on(client):
         assert out.metrics["loss:sum"] > 0
 
 
+def lora_sampler(client, text: str):
+    """A fresh LoRA client on the base model, `text`'s tokens and a sampling client on its weights."""
+    tc = client.create_lora_training_client(base_model=BASE, rank=2).result()
+    prompt = tc.get_tokenizer().encode(text, add_special_tokens=False)
+    return tc, prompt, tc.save_weights_and_get_sampling_client().result()
+
+
 def test_topk_prompt_logprobs_are_the_trainers_likeliest_tokens(client):
     """The SDK's `topk_prompt_logprobs` (what the cookbook's off-policy distillation asks a teacher for): at
     each prompt position k tokens in falling order, their log-probs the trainer's own for those tokens, and
     no token of the prompt that is left out likelier than the k-th."""
     k = 4
-    tc = client.create_lora_training_client(base_model=BASE, rank=2).result()
-    tok = tc.get_tokenizer()
-    prompt = tok.encode("What is 3 + 4? 3 + 4 = 7.", add_special_tokens=False)
-    sampler = tc.save_weights_and_get_sampling_client().result()
+    tc, prompt, sampler = lora_sampler(client, "What is 3 + 4? 3 + 4 = 7.")
     res = sampler.sample(
         types.ModelInput.from_ints(prompt),
         num_samples=1,
@@ -277,6 +281,54 @@ def test_topk_prompt_logprobs_are_the_trainers_likeliest_tokens(client):
     own = np.asarray(res.prompt_logprobs[1:])
     left_out = ~(ids == np.asarray(prompt[1:])[:, None]).any(1)
     assert left_out.any() and (own[left_out] <= lps[left_out, -1] + 1e-5).all()
+
+
+def test_topk_sample_logprobs_are_the_trainers_likeliest_tokens(client):
+    """The SDK's `topk_sample_logprobs`: at each sampled position k tokens in falling order with the trainer's
+    log-probs for them, the sampled token among them whenever its log-prob reaches the k-th's, with the value
+    the sampler gave it; at a top_k below k, only that many tokens (the rest are what the sampler cannot draw)."""
+    k = 5
+    tc, prompt, sampler = lora_sampler(client, "What is 3 + 4?")
+    res = sampler.sample(
+        types.ModelInput.from_ints(prompt),
+        num_samples=2,
+        sampling_params=types.SamplingParams(max_tokens=6, seed=3),
+        topk_sample_logprobs=k,
+    ).result()
+    assert res.topk_prompt_logprobs is None
+    for seq in res.sequences:
+        top = seq.topk_logprobs
+        assert top is not None and len(top) == len(seq.tokens) and all(len(row) == k for row in top)
+        ids = np.array([[t for t, _ in row] for row in top])
+        lps = np.array([[lp for _, lp in row] for row in top])
+        assert (np.diff(lps, axis=1) <= 0).all()
+        full = prompt + seq.tokens
+        for j in range(k):  # the trainer's forward, scoring the j-th likeliest token at every sampled position
+            datum = types.Datum(
+                model_input=types.ModelInput.from_ints(full[:-1]),
+                loss_fn_inputs={
+                    "target_tokens": [*full[1 : len(prompt)], *ids[:, j]],
+                    "weights": [0.0] * (len(full) - 1),
+                },
+            )
+            trainer = tc.forward([datum], "cross_entropy").result().loss_fn_outputs[0]["logprobs"].to_numpy()
+            np.testing.assert_allclose(lps[:, j], trainer[len(prompt) - 1 :], atol=1e-4)
+        for t, lp, row_ids, row_lps in zip(seq.tokens, seq.logprobs, ids, lps, strict=True):
+            if lp >= row_lps[-1] + 1e-4:
+                assert t in row_ids and abs(row_lps[list(row_ids).index(t)] - lp) < 1e-4
+    narrow = (
+        sampler.sample(
+            types.ModelInput.from_ints(prompt),
+            num_samples=1,
+            sampling_params=types.SamplingParams(max_tokens=4, seed=3, top_k=2),
+            topk_sample_logprobs=k,
+        )
+        .result()
+        .sequences[0]
+    )
+    assert narrow.topk_logprobs is not None and all(len(row) == 2 for row in narrow.topk_logprobs)
+    for t, row in zip(narrow.tokens, narrow.topk_logprobs, strict=True):
+        assert t in [i for i, _ in row]
 
 
 def test_image_chunks_are_refused_naming_the_call(client):
@@ -380,8 +432,8 @@ def test_cookbook_rl_loop_runs(cookbook):
 
 @pytest.fixture(scope="module")
 def warm_cookbook(tmp_path_factory):
-    """The CLI service with the cookbook's Llama name on a tiny model warm-started on the sums as rl_loop asks
-    them (built once, cached with the other test fixtures), and its working folder."""
+    """The CLI service with the cookbook's Llama name on a tiny model warm-started on the nine small sums as
+    rl_loop asks them (built once, cached with the other test fixtures), and its working folder."""
     pytest.importorskip(
         "tinker_cookbook", reason="tinker-cookbook is installed by `make install-test` (see the tinker extra)"
     )
@@ -391,10 +443,10 @@ def warm_cookbook(tmp_path_factory):
     )
 
     os.environ.setdefault("TINKER_API_KEY", "tml-local")  # the SDK wants a key; this service reads none
-    model = local.warm_start(cache, COOKBOOK_NAME)
+    model = local.warm_start(cache, COOKBOOK_NAME, local.SMALL_SUMS, **local.SMALL_WARM_START)
     work = tmp_path_factory.mktemp("warm")
     with local.serving(work / "state", {COOKBOOK_NAME: str(model)}, "threads=1") as url:
-        yield url, local.prepare(work / "run", work / "state", COOKBOOK_NAME)
+        yield url, local.prepare(work / "run", work / "state", COOKBOOK_NAME, sums=local.SMALL_SUMS)
 
 
 @pytest.mark.slow
@@ -445,7 +497,8 @@ def distill(tmp_path_factory):
         os.environ.get("TEMPERING_TEST_CACHE", Path(__file__).resolve().parents[2] / ".tempering-cache" / "tests")
     )
     os.environ.setdefault("TINKER_API_KEY", "tml-local")
-    teacher = local.warm_start(cache, COOKBOOK_NAME)  # the warm_cookbook fixture's model, from the same cache
+    # the warm_cookbook fixture's model, from the same cache
+    teacher = local.warm_start(cache, COOKBOOK_NAME, local.SMALL_SUMS, **local.SMALL_WARM_START)
     work = tmp_path_factory.mktemp("distill")
     with local.serving(work / "state", {COOKBOOK_NAME: BASE, TEACHER: str(teacher)}, "threads=1") as url:
         yield url, local.prepare(work / "run", work / "state", COOKBOOK_NAME), work / "state"

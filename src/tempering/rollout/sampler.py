@@ -63,6 +63,14 @@ def _filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tens
     return logits
 
 
+def sampling_logprobs(logits: torch.Tensor, p: SamplingParams) -> torch.Tensor:
+    """Log-probs of the distribution a token is drawn from under `p` (temperature, top-k, top-p applied:
+    -inf outside them); the model's own when greedy."""
+    if p.temperature <= 0:
+        return logits.log_softmax(-1)
+    return _filter_logits(logits / p.temperature, p.top_k, p.top_p).log_softmax(-1)
+
+
 class Sampler(Protocol):
     """What the loop samples with: this module's `HFSampler`, a vLLM server's or Ray workers' (each draws
     its seeds from `generator`, saved in checkpoints)."""
@@ -191,7 +199,7 @@ class HFSampler:
                 tok = logits.argmax(-1)
                 lp = torch.zeros(len(rows), device=dev)
             else:
-                logp = _filter_logits(logits / p.temperature, p.top_k, p.top_p).log_softmax(-1)
+                logp = sampling_logprobs(logits, p)
                 tok = draw(logp, self.generator).to(dev)
                 lp = logp.gather(-1, tok[:, None]).squeeze(-1)
             live = rows[~done]

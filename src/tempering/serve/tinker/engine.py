@@ -18,7 +18,7 @@ import uuid
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,8 @@ class SampleWork:
     """Stop token ids were given: the model's end-of-sequence tokens stop it too."""
     topk: int = 0
     """The likeliest tokens returned at each prompt position (the SDK's topk_prompt_logprobs)."""
+    topk_sample: int = 0
+    """The likeliest tokens returned at each sampled position (the SDK's topk_sample_logprobs)."""
 
     @property
     def batch_key(self) -> tuple | None:
@@ -304,6 +306,10 @@ class Engine:
         out = models.sample(module, tok, prompts, works[0].params, seed, works[0].add_eos)
         results, i = [], 0
         for w in works:
+            if w.topk_sample:
+                mine = out[i : i + w.num_samples]
+                tops = models.sampled_topk(module, w.prompt, mine, w.topk_sample, w.params)
+                out[i : i + w.num_samples] = [replace(s, topk=t) for s, t in zip(mine, tops, strict=True)]
             lp, top = (
                 models.prompt_logprobs(module, w.prompt, w.last_n, w.topk)
                 if w.prompt_logprobs or w.topk
@@ -473,7 +479,6 @@ class Engine:
 
     def asample(self, req: Any) -> tuple[str, list[str]]:
         for name, on in (
-            ("topk_sample_logprobs", req.topk_sample_logprobs > 0),
             ("target_prompt_logprobs", req.target_prompt_logprobs is not None),
             ("prompt_alt_tokens_k", req.prompt_alt_tokens_k > 0),
             ("record_stability_info", bool(req.record_stability_info)),
@@ -537,6 +542,7 @@ class Engine:
             req.prompt_logprobs_last_n,
             bool(ids),
             req.topk_prompt_logprobs,
+            req.topk_sample_logprobs,
         )
         rid = self.submit("sample", None, sample=work)
         return rid, [f"{rid}:{i}" for i in range(req.num_samples)]

@@ -29,7 +29,7 @@ from tempering.models.gguf import PACKAGED
 from tempering.models.io import load_policy, model_folder, resolve_device
 from tempering.models.lora import add_lora
 from tempering.models.tiny import TINY_SIZES
-from tempering.rollout.sampler import HFSampler, SamplingParams
+from tempering.rollout.sampler import HFSampler, SamplingParams, sampling_logprobs
 from tempering.serve.tinker import losses
 from tempering.serve.tinker.wire import BadRequest, Datum, Sampled
 
@@ -352,13 +352,38 @@ def prompt_logprobs(
     out[:skip] = np.nan
     if not topk:
         return out, None
-    values, index = logp.topk(min(topk, logp.shape[-1]), -1)
-    top_ids = np.zeros((len(tokens), topk), dtype=np.int32)
-    top_lp = np.full((len(tokens), topk), MASK_LOGPROB, dtype=np.float32)
-    top_ids[1:, : index.shape[1]] = index.cpu().numpy()
-    top_lp[1:, : values.shape[1]] = values.cpu().numpy()
+    top_ids, top_lp = _topk(logp, topk, 1)
     top_ids[:skip], top_lp[:skip] = 0, MASK_LOGPROB
     return out, (top_ids, top_lp)
+
+
+def _topk(logp: torch.Tensor, k: int, skip: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The `k` likeliest tokens at each row of `logp` (T, V) and their log-probs, (skip + T, k) each, in falling
+    order; a cell with none (the first `skip` rows, beyond the vocabulary, -inf) holds the SDK's sentinel: token
+    0, log-prob MASK_LOGPROB."""
+    values, index = logp.topk(min(k, logp.shape[-1]), -1)
+    top_ids = np.zeros((skip + len(logp), k), dtype=np.int32)
+    top_lp = np.full((skip + len(logp), k), MASK_LOGPROB, dtype=np.float32)
+    real = torch.isfinite(values).cpu().numpy()
+    top_ids[skip:, : index.shape[1]] = np.where(real, index.cpu().numpy(), 0)
+    top_lp[skip:, : values.shape[1]] = np.where(real, values.cpu().numpy(), MASK_LOGPROB)
+    return top_ids, top_lp
+
+
+@torch.no_grad()
+def sampled_topk(
+    module: torch.nn.Module, prompt: list[int], sequences: list[Sampled], k: int, params: SamplingParams
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each sequence sampled from `prompt`, the `k` likeliest tokens at each sampled position and their
+    log-probs, (len(tokens), k) each, from the distribution its tokens' log-probs are of (`params`' temperature,
+    top-k and top-p: tokens outside them get the sentinel), by one forward pass over prompt and sample."""
+    device = next(module.parameters()).device
+    out = []
+    for s in sequences:
+        ids = torch.tensor([prompt + s.tokens], device=device)
+        logits = module(input_ids=ids).logits[0, len(prompt) - 1 : -1].float()
+        out.append(_topk(sampling_logprobs(logits, params), k))
+    return out
 
 
 def sample(

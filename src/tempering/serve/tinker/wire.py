@@ -133,6 +133,9 @@ class Sampled:
     logprobs: list[float]
     stopped: bool
     """Ended at a stop token or string (else it reached max_tokens)."""
+    topk: tuple[np.ndarray, np.ndarray] | None = None
+    """The SDK's topk_sample_logprobs: (len(tokens), k) token ids and log-probs of the likeliest tokens at each
+    sampled position."""
 
 
 def sample_response(
@@ -146,16 +149,19 @@ def sample_response(
         seq.stop_reason = pb.STOP_REASON_STOP if s.stopped else pb.STOP_REASON_LENGTH
         seq.tokens = np.asarray(s.tokens, dtype=np.int32).tobytes()
         seq.logprobs = np.asarray(s.logprobs, dtype=np.float32).tobytes()
+        if s.topk is not None:
+            seq.topk_sampled_logprobs.CopyFrom(_topk_proto(*s.topk))
     if prompt_logprobs is not None:
         msg.prompt_logprobs = np.asarray(prompt_logprobs, dtype=np.float32).tobytes()
     if topk is not None:
-        ids, lps = topk
-        msg.topk_prompt_logprobs.CopyFrom(
-            pb.TopkLogprobs(
-                token_ids=ids.astype(np.int32).tobytes(),
-                logprobs=lps.astype(np.float32).tobytes(),
-                k=ids.shape[1],
-                length=ids.shape[0],
-            )
-        )
+        msg.topk_prompt_logprobs.CopyFrom(_topk_proto(*topk))
     return msg.SerializeToString()
+
+
+def _topk_proto(ids: np.ndarray, lps: np.ndarray) -> pb.TopkLogprobs:
+    return pb.TopkLogprobs(
+        token_ids=ids.astype(np.int32).tobytes(),
+        logprobs=lps.astype(np.float32).tobytes(),
+        k=ids.shape[1],
+        length=ids.shape[0],
+    )
