@@ -1069,6 +1069,7 @@ def local_image(bundle: Bundle) -> LocalImage:
 
 
 TERMINAL_PACKAGES = (
+    "python3",  # the system's own interpreter: tasks call /usr/bin/python3 by path, not only the tests' Python
     "curl",
     "wget",
     "git",
