@@ -829,7 +829,7 @@ SLOPE_PROBLEM = RELU_PROBLEM.replace(
 """A leaky ramp whose one-element slope is learned (as PReLU's)."""
 GAIN_PROBLEM = RELU_PROBLEM.replace(
     "        super().__init__()\n",
-    "        super().__init__()\n        self.register_buffer(\"gain\", torch.rand(dim) + 0.5, persistent=False)\n",
+    "        super().__init__()\n        self.register_buffer(\"gain\", torch.empty(dim).uniform_(0.5, 1.5), persistent=False)\n",
 ).replace("return torch.relu(x)", "return x * self.gain")
 """A fixed per-column gain held as a non-persistent buffer (outside state_dict)."""
 _C_WEIGHTED = """
@@ -860,7 +860,7 @@ _AFFINE_FORWARD = (
 )
 _SLOPE_INIT = "\n        self.slope = nn.Parameter(torch.full((1,), 0.25))"
 _SLOPE_FORWARD = "        y = torch.empty_like(x)\n        self.lib.{fn}(x, self.slope, y, x.numel())\n        return y"
-_GAIN_INIT = '\n        self.register_buffer("gain", torch.rand(4093) + 0.5, persistent=False)'
+_GAIN_INIT = '\n        self.register_buffer("gain", torch.empty(4093).uniform_(0.5, 1.5), persistent=False)'
 _GAIN_FORWARD = (
     "        y = torch.empty_like(x)\n        self.lib.{fn}(x, self.gain, y, x.shape[0], x.shape[1])\n        return y"
 )
