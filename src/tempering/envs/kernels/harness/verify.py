@@ -187,6 +187,16 @@ def _degenerate(got, want_spread, numel, gap=None):
     return None
 
 
+def _intermediate(out_rms, inputs):
+    """The size of the values an honest kernel may round on the way to an element: the smaller of the
+    output's RMS and the largest floating input's (log_softmax's x - logsumexp rounds at the inputs' size
+    where the reference's output is almost 0; an output far smaller than its inputs is judged at its own
+    size). Its rounding is in no element's sensitivity to the inputs; one denormal step at least."""
+    sizes = [_norms(x)[1] for x in inputs if _is_float(x) and x.numel()]
+    size = min(out_rms, max((v for v in sizes if math.isfinite(v)), default=out_rms))
+    return max(size if math.isfinite(size) else 0.0, torch.finfo(torch.float64).tiny)
+
+
 def _finite_or_one(x):
     return x if 0 < x < math.inf else 1.0
 
@@ -269,36 +279,38 @@ def _wrong_everywhere(group, gen):
     """Bytes to start an output with that differ from the reference's value at every element, for each
     output in `group` (those of one size and dtype: the memfd may become any of them), new each call and
     telling the kernel nothing it could pass with: floats of random sign and a random size of 1 to 100
-    times (2 |ref| + the output's RMS), so never within tolerance and finite where the reference is not;
+    times (2 |ref| + the output's largest magnitude), so never within tolerance and finite where the
+    reference is not;
     integers drawn over the dtype's range, moved by one where they hit the reference's value; bool bytes
     2-255, which are no bool (a bool output holding one is `bad_output`). None: all-ones bytes."""
     w = group[0]
     n = w.numel()
     if w.dtype == torch.bool:
         return torch.randint(2, 256, (n,), generator=gen, dtype=torch.uint8)
-    if w.is_floating_point():
-        info = torch.finfo(w.dtype)
-        vals = [o.detach().cpu().double().reshape(-1) for o in group]
-        size = torch.zeros(n, dtype=torch.float64)
-        spread = 0.0
-        for o in vals:
-            size = torch.maximum(size, o.abs().nan_to_num(0.0, 0.0, 0.0))
-            spread = max(spread, _norms(o.nan_to_num(0.0, 0.0, 0.0))[1])
-        base = 2 * size + max(spread, 4 * info.tiny)
-        sign = torch.randint(0, 2, (n,), generator=gen, dtype=torch.float64) * 2 - 1
-        fill = sign * base * 10 ** (2 * torch.rand(n, generator=gen, dtype=torch.float64))
-        top = fill.abs() >= info.max  # past the dtype's range: the largest value, opposite to the reference's
-        fill = fill.where(~top, -vals[0].sign().where(vals[0] != 0, sign) * info.max)
+    if w.is_floating_point():  # a few passes over the output in its own precision (float32 for narrower ones)
+        info, work = torch.finfo(w.dtype), torch.float64 if w.dtype == torch.float64 else torch.float32
+        size = torch.zeros(n, dtype=work)
+        for o in group:
+            torch.maximum(size, o.detach().cpu().reshape(-1).to(work).abs().nan_to_num_(0.0, 0.0, 0.0), out=size)
+        top = float(size.max()) if n else 0.0
+        side = torch.rand(n, generator=gen, dtype=work).sub_(0.5)  # its sign is the fill's, its size the factor
+        fill = size.mul_(2).add_(max(top, 4 * info.tiny)).mul_(side.abs().mul(198).add_(1)).copysign_(side)
+        over = fill.abs() >= info.max  # past the dtype's range: the largest value, opposite to the reference's
+        if bool(over.any()):
+            first = group[0].detach().cpu().reshape(-1).to(work)[over]
+            fill[over] = -torch.where(first > 0, 1.0, -1.0).to(work) * info.max
         return fill.to(w.dtype).view(torch.uint8)
     if w.is_complex() or w.dtype.itemsize > 8 or not torch.empty(0, dtype=w.dtype).is_signed() and w.dtype != torch.uint8:
         return None
     info = torch.iinfo(w.dtype)
-    fill = torch.randint(info.min, info.max, (n,), generator=gen, dtype=torch.int64 if w.dtype == torch.int64 else torch.int32)
+    fill = torch.randint(info.min, info.max, (n,), generator=gen, dtype=w.dtype if w.dtype.itemsize >= 4 else torch.int32)
     fill = fill.to(w.dtype)
-    for _ in range(2):  # twice: one step may land on another output's value
+    for _ in range(2 if len(group) > 1 else 1):  # twice for several: one step may land on another's value
         for o in group:
             o = o.detach().cpu().reshape(-1)
-            fill = torch.where(fill == o, o + 1, fill)
+            hit = fill == o
+            if bool(hit.any()):
+                fill[hit] = o[hit] + 1
     return fill.view(torch.uint8)
 
 
@@ -774,7 +786,8 @@ class Judge:
         """Per element, how far from the reference an answer may be: `rtol` |ref| plus `noise_factor` times
         the reference's own numerical noise there, the change of its float64 evaluation when every floating
         input and weight moves by one unit of its dtype (`float64`) plus its own error against that truth
-        (`own_error`). An element is judged at its own size, not the output's RMS: zeros in place of exp's
+        (`own_error`), plus one unit of the output's dtype at the size of the values a kernel may round on the
+        way (`_intermediate`). An element is judged at its own size, not the output's RMS: zeros in place of exp's
         small values, or of the small half of an output, are wrong, while a matmul's near-zero outputs get
         the rounding its terms' size brings. A reference that does not run in float64 (and complex outputs)
         keeps KernelBench's rule: `atol` in units of the output's RMS, plus rtol."""
@@ -784,7 +797,7 @@ class Judge:
             return self.rtol * size + self.atol * _finite_or_one(spread[2])
         own = self.own_error(want, exact, inputs, k)
         info = torch.finfo(want.dtype)
-        return self.rtol * size + self.noise_factor * (change + own) + info.tiny * info.eps  # one denormal step
+        return self.rtol * size + self.noise_factor * (change + own + info.eps * _intermediate(spread[2], inputs))
 
     def precise(self, got, want, rms, scale, inputs, k):
         """(relative RMS error, '' or why the error looks like lower-precision arithmetic).
