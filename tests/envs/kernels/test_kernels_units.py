@@ -973,7 +973,10 @@ def test_each_element_is_judged_at_its_own_size_not_the_outputs_rms(monkeypatch)
     x = torch.randn(64, 256, generator=gen)
     cases = [
         (lambda t: torch.exp(t * 8.0), lambda want: want.where(want > want.max() * 1e-7, torch.zeros(()))),
-        (lambda t: torch.cat([t * 1e5, torch.tanh(t)], 1), lambda want: torch.cat([want[:, :256], 0 * want[:, 256:]], 1)),
+        (
+            lambda t: torch.cat([t * 1e5, torch.tanh(t)], 1),
+            lambda want: torch.cat([want[:, :256], 0 * want[:, 256:]], 1),
+        ),
     ]
     for fn, crude in cases:
         verify, judge = _judge_on(monkeypatch, Op(fn))

@@ -824,12 +824,13 @@ AFFINE_PROBLEM = RELU_PROBLEM.replace(
 ).replace("return torch.relu(x)", "return x * self.scale + self.shift")
 """A per-column scale and shift, as a norm's affine starts: ones and zeros (a trained one holds other values)."""
 SLOPE_PROBLEM = RELU_PROBLEM.replace(
-    "        super().__init__()\n", "        super().__init__()\n        self.slope = nn.Parameter(torch.full((1,), 0.25))\n"
+    "        super().__init__()\n",
+    "        super().__init__()\n        self.slope = nn.Parameter(torch.full((1,), 0.25))\n",
 ).replace("return torch.relu(x)", "return torch.where(x >= 0.5, x, self.slope * x)")
 """A leaky ramp whose one-element slope is learned (as PReLU's)."""
 GAIN_PROBLEM = RELU_PROBLEM.replace(
     "        super().__init__()\n",
-    "        super().__init__()\n        self.register_buffer(\"gain\", torch.empty(dim).uniform_(0.5, 1.5), persistent=False)\n",
+    '        super().__init__()\n        self.register_buffer("gain", torch.empty(dim).uniform_(0.5, 1.5), persistent=False)\n',
 ).replace("return torch.relu(x)", "return x * self.gain")
 """A fixed per-column gain held as a non-persistent buffer (outside state_dict)."""
 _C_WEIGHTED = """
@@ -853,7 +854,9 @@ void gain_kept(const float* x, const float* g, float* y, long rows, long d) {
     for (long r = 0; r < rows; r++) for (long j = 0; j < d; j++) y[r * d + j] = x[r * d + j] * kept[j];
 }
 """
-_AFFINE_INIT = "\n        self.scale = nn.Parameter(torch.ones(4093))\n        self.shift = nn.Parameter(torch.zeros(4093))"
+_AFFINE_INIT = (
+    "\n        self.scale = nn.Parameter(torch.ones(4093))\n        self.shift = nn.Parameter(torch.zeros(4093))"
+)
 _AFFINE_FORWARD = (
     "        y = torch.empty_like(x)\n        self.lib.{fn}(x, self.scale, self.shift, y, x.shape[0], x.shape[1])\n"
     "        return y"
@@ -884,7 +887,9 @@ void above(const float* x, bool* y, long n) { for (long i = 0; i < n; i++) y[i] 
 /* writes the False bytes only: the memory's 0xFF bytes read as True */
 void above_sparse(const float* x, bool* y, long n) { for (long i = 0; i < n; i++) if (!(x[i] > 0.1f)) y[i] = 0; }
 """
-_FILLED_FORWARD = "        y = torch.empty(x.shape, dtype={dtype})\n        self.lib.{fn}(x, y, x.numel())\n        return y"
+_FILLED_FORWARD = (
+    "        y = torch.empty(x.shape, dtype={dtype})\n        self.lib.{fn}(x, y, x.numel())\n        return y"
+)
 WIDE_EXP_PROBLEM = GELU_PROBLEM.replace("return torch.nn.functional.gelu(x)", "return torch.exp(x * 8.0)")
 """exp over 30 orders of magnitude: the output's RMS is its few largest values'."""
 MIXED_SCALE_PROBLEM = GELU_PROBLEM.replace(
@@ -2227,7 +2232,10 @@ CONTROLS: list[Control] = [
         "weights assumed or kept",
     ),
     Control(
-        "c_gain", GAIN_PROBLEM, _sub(_GAIN_FORWARD.format(fn="gain"), init=_GAIN_INIT, c=_C_WEIGHTED), "weights assumed or kept"
+        "c_gain",
+        GAIN_PROBLEM,
+        _sub(_GAIN_FORWARD.format(fn="gain"), init=_GAIN_INIT, c=_C_WEIGHTED),
+        "weights assumed or kept",
     ),
     Control(
         "c_nan_written",
@@ -2248,7 +2256,10 @@ CONTROLS: list[Control] = [
         "outputs left to the harness's fill",
     ),
     Control(
-        "c_wide_exp", WIDE_EXP_PROBLEM, _sub(_EXP_FORWARD.format(fn="wexp"), c=_C_SCALES), "elements far below the output's RMS"
+        "c_wide_exp",
+        WIDE_EXP_PROBLEM,
+        _sub(_EXP_FORWARD.format(fn="wexp"), c=_C_SCALES),
+        "elements far below the output's RMS",
     ),
     Control(
         "c_mixed_scales",

@@ -300,10 +300,12 @@ def _wrong_everywhere(group, gen):
             first = group[0].detach().cpu().reshape(-1).to(work)[over]
             fill[over] = -torch.where(first > 0, 1.0, -1.0).to(work) * info.max
         return fill.to(w.dtype).view(torch.uint8)
-    if w.is_complex() or w.dtype.itemsize > 8 or not torch.empty(0, dtype=w.dtype).is_signed() and w.dtype != torch.uint8:
+    if w.dtype not in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8):  # complex, wide unsigned
         return None
     info = torch.iinfo(w.dtype)
-    fill = torch.randint(info.min, info.max, (n,), generator=gen, dtype=w.dtype if w.dtype.itemsize >= 4 else torch.int32)
+    fill = torch.randint(
+        info.min, info.max, (n,), generator=gen, dtype=w.dtype if w.dtype.itemsize >= 4 else torch.int32
+    )
     fill = fill.to(w.dtype)
     for _ in range(2 if len(group) > 1 else 1):  # twice for several: one step may land on another's value
         for o in group:
@@ -950,7 +952,9 @@ class Judge:
         draw starts from the initial values, so repeated draws do not drift."""
         gen = torch.Generator().manual_seed(seed)
         if getattr(self, "initial", None) is None:
-            self.initial = {k: v.detach().cpu().clone() for k, v in runner.held(self.ref).items() if v.is_floating_point()}
+            self.initial = {
+                k: v.detach().cpu().clone() for k, v in runner.held(self.ref).items() if v.is_floating_point()
+            }
         if not self.initial:
             return
         state = {k: _fresh(v, gen) for k, v in self.initial.items()}
@@ -1053,7 +1057,9 @@ class Judge:
             answers = {}
             for name in order:
                 peer = self.candidate if name == "candidate" else self.reference
-                reply, views, elapsed, used = self.call(peer, inputs, round_wants if name == "candidate" else expect, name, r)
+                reply, views, elapsed, used = self.call(
+                    peer, inputs, round_wants if name == "candidate" else expect, name, r
+                )
                 (times if r >= warmup else warm)[name].append(used if clock == "cpu" else elapsed)
                 if r >= warmup:
                     cpu[name].append(used)
