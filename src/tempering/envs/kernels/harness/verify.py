@@ -531,7 +531,7 @@ class Judge:
         self.atol, self.rtol = cfg.get("atol", 1e-2), cfg.get("rtol", 1e-2)
         self.precision_rms = cfg.get("precision_rms", 1e-4)
         self.precision_factor = cfg.get("precision_factor", 32.0)
-        self.noise_factor = cfg.get("noise_factor", NOISE_FACTOR)
+        self.noise_factor = NOISE_FACTOR
         self.candidate = candidate
         self.ref64 = None  # the reference in float64, made on first need (False: it cannot run so)
         self.ref32 = None  # the reference in float32 (float64 outputs: the estimate of their own error)
