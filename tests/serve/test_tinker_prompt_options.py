@@ -131,7 +131,9 @@ def test_prompt_alt_tokens_are_draws_from_the_models_distribution_at_the_tempera
     k = 20_000  # sampling error of the total variation: about 0.4 sqrt(V / k) = 0.03 at V = 101
     draws = {}
     for t in (1.0, 0.5):
-        alt = one_prefill(sampler, prompt, prompt_alt_tokens_k=k, params={"temperature": t, "seed": 5}).prompt_alt_tokens
+        alt = one_prefill(
+            sampler, prompt, prompt_alt_tokens_k=k, params={"temperature": t, "seed": 5}
+        ).prompt_alt_tokens
         assert alt is not None and alt.tokens.dtype == "int64" and alt.logprobs.dtype == "float32"
         assert alt.tokens.shape == alt.logprobs.shape == [rows, k]
         ids = alt.tokens.to_torch()

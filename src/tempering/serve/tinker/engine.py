@@ -323,24 +323,16 @@ class Engine:
                 mine = out[i : i + w.num_samples]
                 tops = models.sampled_topk(module, w.prompt, mine, w.topk_sample, w.params)
                 out[i : i + w.num_samples] = [replace(s, topk=t) for s, t in zip(mine, tops, strict=True)]
-            scores = (
-                models.score_prompt(
+            seqs = out[i : i + w.num_samples]
+            if not w.scores_prompt:
+                results.append(Proto(wire.sample_response(seqs, None)))
+            else:
+                sc = models.score_prompt(
                     module, w.prompt, w.last_n, w.topk, w.targets, w.alt_k, w.params.temperature, seed
                 )
-                if w.scores_prompt
-                else None
-            )
-            results.append(
-                Proto(
-                    wire.sample_response(
-                        out[i : i + w.num_samples],
-                        scores.logprobs if scores and w.prompt_logprobs else None,
-                        scores.topk if scores else None,
-                        w.targets.answer(scores.targets) if scores and w.targets else None,
-                        scores.alt if scores else None,
-                    )
-                )
-            )
+                targets = w.targets.answer(sc.targets) if w.targets and sc.targets is not None else None
+                lp = sc.logprobs if w.prompt_logprobs else None
+                results.append(Proto(wire.sample_response(seqs, lp, sc.topk, targets, sc.alt)))
             i += w.num_samples
         return results
 

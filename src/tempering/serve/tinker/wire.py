@@ -185,7 +185,9 @@ def targets(td: Any, rows: int) -> Targets:
     else:
         crow = np.asarray(td.sparse_crow_indices, dtype=np.int64)
         col = np.asarray(td.sparse_col_indices, dtype=np.int64)
-        fits = len(crow) == rows + 1 and crow[0] == 0 and (np.diff(crow) >= 0).all() and crow[-1] == len(col) == len(ids)
+        fits = (
+            len(crow) == rows + 1 and crow[0] == 0 and (np.diff(crow) >= 0).all() and crow[-1] == len(col) == len(ids)
+        )
         row_of = np.repeat(np.arange(rows), np.diff(crow)) if fits else None
         if row_of is None or (
             len(col)
