@@ -175,7 +175,10 @@ def targets(td: Any, rows: int) -> Targets:
         raise BadRequest(
             f"{name} has {shape[0]} rows; a prompt of {rows + 1} tokens needs {rows} (row i scores position i + 1)"
         )
-    ids = np.asarray(td.data, dtype=np.int64)
+    raw = np.asarray(td.data)
+    if raw.size and raw.dtype.kind not in "iu":
+        raise BadRequest(f"{name} holds token ids: whole numbers, not {raw.dtype} values")
+    ids = raw.astype(np.int64)
     if (td.sparse_crow_indices is None) != (td.sparse_col_indices is None):
         raise BadRequest(f"{name}: a sparse tensor needs both sparse_crow_indices and sparse_col_indices")
     if td.sparse_crow_indices is None:
