@@ -135,7 +135,7 @@ def _mismatch(got, want, diff=None, allowed=None):
         return {"reason": "non-finite values where the reference is finite (or the reverse)"}
     if diff is None:
         diff = (g - w).abs()
-    bad = diff > (0 if allowed is None else allowed.cpu())
+    bad = (got != want).cpu() if allowed is None else diff > allowed.cpu()  # integers exactly, not via float64
     flat = int(diff.argmax())
     where = [int(i) for i in torch.unravel_index(torch.tensor(flat), diff.shape)] if diff.dim() else []
     zero = torch.zeros_like(w)
@@ -191,7 +191,7 @@ def _intermediate(out_rms, inputs):
     """The size of the values an honest kernel may round on the way to an element: the smaller of the
     output's RMS and the largest floating input's (log_softmax's x - logsumexp rounds at the inputs' size
     where the reference's output is almost 0; an output far smaller than its inputs is judged at its own
-    size). Its rounding is in no element's sensitivity to the inputs; one denormal step at least."""
+    size). Its rounding is in no element's sensitivity to the inputs."""
     sizes = [_norms(x)[1] for x in inputs if _is_float(x) and x.numel()]
     size = min(out_rms, max((v for v in sizes if math.isfinite(v)), default=out_rms))
     return max(size if math.isfinite(size) else 0.0, torch.finfo(torch.float64).tiny)
