@@ -25,6 +25,8 @@ from tempering.envs.code import CodeEnv, CodeTaskFamily, extract_code, grade, lo
 from tempering.envs.code.env import reference_limits
 from tempering.envs.code.problems import SAMPLES
 from tempering.envs.code.problems import Test as CodeTest
+from tempering.envs.mixture import MixtureFamily
+from tempering.envs.pool import PoolFamily
 from tempering.errors import UserError
 from tempering.rollout.engine import check_feedback_templates
 from tempering.sandbox import Sandbox
@@ -333,6 +335,8 @@ def test_feedback_templates_may_name_only_the_keys_the_family_declares(tmp_path)
     check_feedback_templates({"incorrect": "{passed}/{total} pass: {feedback}"}, keys, "code")
     with pytest.raises(UserError, match=r"incorrect names \{wall_s\}.*allowed: feedback, passed, total"):
         check_feedback_templates({"incorrect": "{feedback} ({wall_s:.1f} s)"}, keys, "code")
+    mixed = MixtureFamily({"c": {"family": "code"}, "a": {"family": "arithmetic"}})  # one template serves both
+    assert mixed.template_keys() == PoolFamily(CodeTaskFamily(), []).template_keys() == keys
     from tempering.recipes.runner import trainer
 
     cfg = {"model": {"name": "tiny-xs"}, "rollout": {"feedback_templates": {"incorrect": "{wall_s}"}}}

@@ -43,6 +43,7 @@ from tempering.envs.code.problems import (
     BUILTIN,
     FORMATS,
     FUNCTION_INSTRUCTION,
+    REL_TOL,
     CodeProblem,
     Record,
     Skipped,
@@ -51,7 +52,6 @@ from tempering.envs.code.problems import (
     bound_names,
     check_statements,
     defines,
-    REL_TOL,
     doctest_tests,
 )
 from tempering.errors import UserError
