@@ -335,6 +335,8 @@ def test_feedback_templates_may_name_only_the_keys_the_family_declares(tmp_path)
     check_feedback_templates({"incorrect": "{passed}/{total} pass: {feedback}"}, keys, "code")
     with pytest.raises(UserError, match=r"incorrect names \{wall_s\}.*allowed: feedback, passed, total"):
         check_feedback_templates({"incorrect": "{feedback} ({wall_s:.1f} s)"}, keys, "code")
+    with pytest.raises(UserError, match=r"names \{wall_s\}"):  # inside a format spec too
+        check_feedback_templates({"correct": "{passed:{wall_s}}"}, keys, "code")
     mixed = MixtureFamily({"c": {"family": "code"}, "a": {"family": "arithmetic"}})  # one template serves both
     assert mixed.template_keys() == PoolFamily(CodeTaskFamily(), []).template_keys() == keys
     from tempering.recipes.runner import trainer

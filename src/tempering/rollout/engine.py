@@ -124,14 +124,25 @@ def check_feedback_templates(templates: Mapping[str, str], allowed: frozenset[st
         return
     for status, template in templates.items():
         try:
-            fields = {f.split(".")[0].split("[")[0] for _, f, _, _ in string.Formatter().parse(template) if f}
+            unknown = sorted(_fields(template) - allowed - {"feedback"})
         except ValueError as e:
             raise UserError(f"rollout.feedback_templates.{status} is not a format string ({e})") from None
-        for name in sorted(fields - allowed - {"feedback"}):
+        if unknown:
             raise UserError(
-                f"rollout.feedback_templates.{status} names {{{name}}}, which task family {family!r} does not let "
-                f"feedback show; allowed: {', '.join(sorted(allowed | {'feedback'}))}"
+                f"rollout.feedback_templates.{status} names {{{unknown[0]}}}, which task family {family!r} does not "
+                f"let feedback show; allowed: {', '.join(sorted(allowed | {'feedback'}))}"
             )
+
+
+def _fields(template: str) -> set[str]:
+    """The names a format string reads, those inside format specs (`{a:{b}}`) included."""
+    names = set()
+    for _, name, spec, _ in string.Formatter().parse(template):
+        if name:
+            names.add(name.split(".")[0].split("[")[0])
+        if spec:
+            names |= _fields(spec)
+    return names
 
 
 def format_feedback(templates: dict[str, str], res: StepResult) -> str:

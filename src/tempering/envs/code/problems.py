@@ -12,9 +12,9 @@ tests = MBPP-style assert lines):
 Required: `id` (unique), `prompt` (defines the entry point), `entry_point`, `tests` (Python assert
 statements; they decide the reward and are never shown to the policy). Optional: `public_tests`
 (asserts shown in multi-turn feedback; default: the `>>>` examples of the prompt), `difficulty`
-(1 easiest .. 5), `solution` (a reference, never shown), `rel_tol` and `abs_tol` (how `assert a == b`
-tests match floats, default 1e-9 and 0: see `judge.same`), `test_timeout_s` (per test, default 2), `time_budget_s` (the
-whole problem, default 60). A malformed file is an error naming the line and the field.
+(1 easiest .. 5), `solution` (a reference, never shown), `rel_tol` and `abs_tol` (how
+`assert a == b` tests match floats, default 1e-9 and 0: see `judge.same`), `test_timeout_s` (per
+test, default 2), `time_budget_s` (the whole problem, default 60). A malformed file is an error naming the line and the field.
 
 A benchmark record that is well formed but cannot be judged (its test calls no function, its
 entry point is not defined, it has no tests; see formats.py) is skipped with a warning naming its
