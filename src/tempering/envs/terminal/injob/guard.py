@@ -324,8 +324,6 @@ def _guarded_module_from_spec(spec):
     return _module_from_spec(spec)
 
 
-
-
 def _pairs(module: str, names: str) -> set:
     return {(module, name) for name in names.split()}
 
@@ -398,7 +396,6 @@ def _refuse_global(module: str, name: str, what: str) -> None:
         shown = f"{module}.{name}" if name else f"module {module}"
         _refuse(f"{shown}, a global {what} the solution wrote names (not a plain data constructor)")
         raise RuntimeError(f"loading {shown} from {what} is refused in the tests' process")
-
 
 
 def _install() -> None:
