@@ -106,11 +106,17 @@ def install_startup(root: str, stdlib: str, source: str) -> None:
     for name in os.listdir(cache) if os.path.isdir(cache) else []:
         if name.startswith("__init__."):
             os.unlink(os.path.join(cache, name))
+    written = [init, os.path.join(folder, STARTUP_MODULE + ".py")]
     if os.path.basename(stdlib) == f"python{sys.version_info[0]}.{sys.version_info[1]}":  # our bytecode's version
-        for path in (init, os.path.join(folder, STARTUP_MODULE + ".py")):
+        for path in written[:2]:
             stem = os.path.splitext(os.path.basename(path))[0]
-            cfile = os.path.join(os.path.dirname(path), "__pycache__", f"{stem}.{sys.implementation.cache_tag}.pyc")
-            py_compile.compile(path, cfile, doraise=True)
+            written.append(
+                os.path.join(os.path.dirname(path), "__pycache__", f"{stem}.{sys.implementation.cache_tag}.pyc")
+            )
+            py_compile.compile(path, written[-1], doraise=True)
+    for path in written:  # whatever this process's umask: every job's user reads them
+        os.chmod(path, 0o644)
+        os.chmod(os.path.dirname(path), 0o755)
 
 
 def stdlib_folders(files: list[str]) -> list[str]:

@@ -131,9 +131,11 @@ class Rewards:
 def read_rewards(txt: bytes | None, js: bytes | None) -> Rewards:
     """Harbor's reading: reward.json first (an object; numbers kept, others ignored), else reward.txt. A
     reward outside [0, 1] or not finite (an uncapped partial credit, a division by zero) is no reward:
-    the tests are the candidate's judge, and a value no right answer can give is not a score. Both files
-    written must agree (reward.json's `reward`, when it has one, is reward.txt's number): any process of
-    the tests' job can write either, so a second file never overrides the one test.sh wrote."""
+    the tests are the candidate's judge, and a value no right answer can give is not a score. The reward
+    is one number, written once: any process of the tests' job can write either file, so when both are
+    there reward.json must hold `reward` and reward.txt the same number. A reward.json without `reward`
+    (metrics only) scores alone; beside a reward.txt it is no reward, as a reward.txt that named the
+    score would be another process's word against the tests' own file."""
 
     def number(raw: bytes) -> float | None:
         try:
@@ -150,8 +152,14 @@ def read_rewards(txt: bytes | None, js: bytes | None) -> Rewards:
             return Rewards(None, "reward.json must hold one object {name: number}")
         values = {k: float(v) for k, v in obj.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         if txt is not None:
-            x = number(txt)
-            if x is None or values.setdefault("reward", x) != x:
+            if "reward" not in values:
+                return Rewards(
+                    None,
+                    f"reward.txt holds {txt[:40]!r} beside a reward.json without `reward` ({js[:80]!r}): which "
+                    "file scores would depend on which process wrote the other, so neither is taken (put the "
+                    "reward in reward.json, or write reward.txt alone)",
+                )
+            if number(txt) != values["reward"]:
                 return Rewards(
                     None,
                     f"reward.txt holds {txt[:40]!r} and reward.json {js[:80]!r}: two writers disagree on the "

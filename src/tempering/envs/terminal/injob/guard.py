@@ -44,6 +44,13 @@ import posix
 import sys
 from _frozen_importlib_external import PathFinder
 
+TYPE_CHECKING = False  # no `typing` at start-up
+if TYPE_CHECKING:  # imported by `_install`, once the guard's finder is in place
+    import hashlib
+    import importlib.util  # noqa: F401 (used by `_install`)
+    import os
+    import types
+
 SETTINGS = "guard.cfg"
 """Beside it: one line per setting, its name and its value (`pycache`, `solution_modules`,
 `own_pytest_files`: words separated by spaces)."""
