@@ -17,5 +17,7 @@ else:
     from _frozen_importlib_external import spec_from_file_location
 
     spec = spec_from_file_location("_tempering_guard", GUARD)
+    if spec is None or spec.loader is None:  # a .py file always has both
+        raise ImportError(f"the tests' guard {GUARD} cannot be loaded")
     sys.modules[spec.name] = module = module_from_spec(spec)
     spec.loader.exec_module(module)
