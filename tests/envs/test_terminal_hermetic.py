@@ -139,6 +139,19 @@ def test_the_tests_see_no_link_out_of_the_working_folder(tmp_path, capsys):
     assert "the tests do not see tests_proc_root -> /proc/self/root/tests/expected_answer.txt" in err
 
 
+def test_the_tests_see_no_module_encodings_in_the_working_folder(tmp_path, capsys):
+    """A PYTHONPATH naming the working folder would import its `encodings` before the interpreter's own,
+    where the tests' guard starts: the tests' unpacking removes every form of that module, and only it."""
+    planted = ["encodings.py", "src/encodings.pyc", "lib/encodings.cpython-311-x86_64-linux-gnu.so"]
+    planted += ["pkg/encodings/__init__.py", "encodings/__init__.pyc"]
+    kept = ["encodings/utf_8.py", "data/encodings.txt", "my_encodings.py", "encodings.json"]
+    members = [("encodings", "dir", ""), *((name, "file", "x = 1\n") for name in planted + kept)]
+    code, app = _unpack(tmp_path, _tar_of(members), "--tests", str(tmp_path / "unpack" / "app"))
+    assert code == 0
+    assert sorted(str(p.relative_to(app)) for p in app.rglob("*") if p.is_file()) == sorted(kept)
+    assert capsys.readouterr().err.count("Python imports `encodings` before the tests' guard") == len(planted)
+
+
 def test_the_image_the_links_may_reach_is_what_the_backends_show():
     from tempering.sandbox.backends import _SYSTEM_PATHS
 

@@ -407,7 +407,13 @@ def build(parent: str, spec: Spec = Spec()) -> str:
         start = time.monotonic()
         files = _contents(packages, distributions)
         _copy(files, building)
-        for stdlib in stdlib_folders(files) if spec.python_startup else []:
+        stdlibs = stdlib_folders(files) if spec.python_startup else []
+        if spec.python_startup and os.path.realpath(sysconfig.get_paths()["stdlib"]) not in stdlibs:
+            raise UserError(
+                f"the sandbox's image needs a start-up module in this Python's standard library, and "
+                f"{sysconfig.get_paths()['stdlib']} has no encodings/__init__.py and os.py to hold it."
+            )
+        for stdlib in stdlibs:
             install_startup(building, stdlib, spec.python_startup)
         size = sum(os.lstat(building + f).st_size for f in files if os.path.lexists(building + f))
         about = {"files": len(files), "bytes": size, "build_s": round(time.monotonic() - start, 3)}
