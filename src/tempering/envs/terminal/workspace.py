@@ -380,8 +380,8 @@ class Workspace:
         )
         ro: dict[str, str | bytes] = {f"tests/{p}": b for p, b in step.tests.items()}
         ro[".ws/guard.py"] = injob.text("guard.py")
-        cached, code = injob.bytecode("guard.py")  # not compiled again by every Python the tests start
-        ro[f".ws/{cached}"] = code
+        cached, pyc = injob.bytecode("guard.py")  # not compiled again by every Python the tests start
+        ro[f".ws/{cached}"] = pyc
         ro[".ws/guard.cfg"] = "".join(f"{k} {v}\n" for k, v in settings.items())
         names = {f"{verifier}/{n}": f"logs/verifier/{n}" for n in ("reward.txt", "reward.json")}
         job = self._job(wrapper, step.verifier_timeout_s, ro, {}, [*names, f"{out}/tests.status"], verifier)
