@@ -278,9 +278,20 @@ def decode(x, solution, depth=0):
             raise TooCostly(f"a range of more than {RANGE_LEN} items")
         return r
     if tag == "ref":
-        return Remote(solution, ("ref", _of(x[1], int)), f"{_of(x[2], str)} object")
+        return Remote(solution, ("ref", _of(x[1], int)), HANDLE_KINDS.get(_of(x[2], str), "an object"))
     raise ValueError(f"unknown value kind {tag!r}")
 
+
+HANDLE_KINDS = {
+    "class": "a class",
+    "function": "a function",
+    "generator": "a generator",
+    "module": "a module",
+    "object": "an object",
+}
+"""How feedback names a handle, from the kind the candidate's job reports (`candidate.kind`); any other
+text the job sends is "an object": the class's own name is the answer's text, and feedback is the
+judge's."""
 
 _CONTROL_FLOW = (StopIteration, StopAsyncIteration)
 
