@@ -349,7 +349,7 @@ def test_jobs_given_one_network_share_it_and_nothing_else():
 
     sb = Sandbox(backend=Sandbox.available_backends()[0], concurrency=1)
     if not sb.shares_network:
-        with pytest.raises(UserError, match="shared network needs the bwrap backend on a root host"):
+        with pytest.raises(UserError, match="shared network needs the bwrap or unshare backend on a root host"):
             asyncio.run(sb.run(Job(cmd=["true"]), network=Network()))
         return
     server = (
@@ -383,6 +383,55 @@ def test_jobs_given_one_network_share_it_and_nothing_else():
     pong, sees_files, processes = joined.stdout.split()
     assert (pong, sees_files) == ("pong", "False"), joined.stderr  # the server's answer; not its files
     assert int(processes) <= 3  # its own: GNU time, the supervisor, itself
+
+
+def test_a_bridge_forwards_only_its_ports_and_only_one_way():
+    """A job run through a `Bridge` reaches the named port of another job's network and no other; a port it
+    binds itself is its own, even one the other job holds; the other job reaches nothing of the bridged one."""
+    from tempering.sandbox.sandbox import Bridge, Network
+
+    sb = Sandbox(backend=Sandbox.available_backends()[0], concurrency=1)
+    if not sb.shares_network:
+        pytest.skip("a bridge joins jobs' networks: bwrap on a root host")
+    server = (
+        "import socket, sys, threading, time\n"
+        "def serve(port, answer):\n    s = socket.create_server(('127.0.0.1', port))\n    while True:\n"
+        "        c, _ = s.accept(); c.sendall(answer); c.close()\n"
+        "for port, answer in ((8765, b'fwd'), (8766, b'theirs')):\n"
+        "    threading.Thread(target=serve, args=(port, answer), daemon=True).start()\n"
+        "time.sleep(0.5); print('up', flush=True)\n"
+        "while True:\n    time.sleep(0.2)\n    try:\n        socket.create_connection(('127.0.0.1', 8767), 1)\n"
+        "        print('REACHED', flush=True)\n    except OSError:\n        pass\n"
+    )
+    client = (
+        "import socket, time\nmine = socket.create_server(('127.0.0.1', 8766))\n"
+        "own = socket.create_server(('127.0.0.1', 8767))\n"
+        "got = socket.create_connection(('127.0.0.1', 8765), 5).recv(10).decode()\n"
+        "try:\n    socket.create_connection(('127.0.0.1', 8768), 1)\n    other = 'reached'\n"
+        "except OSError:\n    other = 'refused'\ntime.sleep(1)\nprint(got, other)\n"
+    )
+    seen: list[bytes] = []
+
+    async def main():
+        net, up = Network(), asyncio.Event()
+        job = Job(cmd=["python3", "-c", server], limits=Limits(wall_s=60))
+        serving = asyncio.ensure_future(sb.run(job, network=net, on_stdout=lambda b: (seen.append(b), up.set())))
+        await asyncio.wait_for(up.wait(), 60)
+        bridge = Bridge(net, [8765])
+        try:
+            return await sb.run(Job(cmd=["python3", "-c", client]), network=await bridge.open())
+        finally:
+            await bridge.close()
+            serving.cancel()
+            try:
+                await serving
+            except asyncio.CancelledError:
+                pass
+            net.close()
+
+    res = asyncio.run(main())
+    assert res.stdout.split() == ["fwd", "refused"], res.stderr
+    assert b"REACHED" not in b"".join(seen)
 
 
 def test_a_job_sees_neither_the_hosts_cgroup_path_nor_its_pid(isolated):
