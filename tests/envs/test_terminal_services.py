@@ -51,7 +51,10 @@ def test_without_one_job_the_verdict_names_the_refused_connection(sandbox, monke
     monkeypatch.setattr(ws_mod.Workspace, "keeps_services", property(lambda self: False))
     v = verify(sandbox, read_bundle(PUBLIC / "http-service"))
     assert (v.accepted, v.stage) == (False, "tests")
-    assert "connection refused: was a service expected to still run, on a port environment/Dockerfile EXPOSEs?" in v.summary.splitlines()[0]
+    assert (
+        "connection refused: was a service expected to still run, on a port environment/Dockerfile EXPOSEs?"
+        in v.summary.splitlines()[0]
+    )
 
 
 @needs_isolation

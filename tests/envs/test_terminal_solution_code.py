@@ -452,6 +452,7 @@ PICKLE_RULE_TESTS = (
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
 def test_pickles_load_plain_data_and_refuse_every_other_global(tmp_path):
     """Values pickled by numpy and the standard library at every protocol load in the tests; each payload
     of `PICKLE_PAYLOADS`, and each type whose equality its data decides (`_data_switches`), is refused (a

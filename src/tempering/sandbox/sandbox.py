@@ -17,8 +17,8 @@ import shlex
 import shutil
 import signal
 import stat
-import sys
 import subprocess
+import sys
 import tempfile
 import threading
 import weakref

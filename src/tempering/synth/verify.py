@@ -170,7 +170,9 @@ async def gold_steps(
             got = rewards.error if score is None else f"the tests wrote reward {score:g} ({rewards.values})"
             refused = refused_connection(run.output)
             if refused and not getattr(ws, "keeps_services", False):
-                refused += " (here the solution's processes end before the tests run: use bwrap or unshare on a root host)"
+                refused += (
+                    " (here the solution's processes end before the tests run: use bwrap or unshare on a root host)"
+                )
             msg = f"{at}after the oracle solution ran, {got}{refused}. Test output:\n{_tail(run.output)}{hint}"
             return Verdict(False, "tests", msg, score, backend, wall)
         if mutants and isinstance(ws, Workspace):  # the state the reference left (a service it started is gone)

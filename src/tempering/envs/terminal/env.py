@@ -235,7 +235,9 @@ class TerminalFamily(TaskFamily):
         if not self.bundles:
             why = "; ".join(f"{k}: {v}" for k, v in self.skipped.items())
             raise UserError(f"terminal: no bundle of {bundles} can run in the local sandbox ({why})")
-        if keep_services and (silent := sorted(b.name for b in self.bundles if not Workspace.for_bundle(None, b).ports)):
+        if keep_services and (
+            silent := sorted(b.name for b in self.bundles if not Workspace.for_bundle(None, b).ports)
+        ):
             warnings.warn(
                 f"terminal: keep_services: {len(silent)} bundle(s) declare no service port (EXPOSE in "
                 f"environment/Dockerfile), so their tests reach none of the solution's services: {', '.join(silent)}",
