@@ -60,8 +60,8 @@ status (the job writes its stderr)."""
 _CPU_MARGIN_S = 0.25
 """How far below cpu_s the measured CPU time of a job that died of SIGXCPU may be and still count as the limit."""
 _NETNS_FD = 5
-_SHARING = {"bwrap": backends.bwrap_argv, "unshare": backends.unshare_argv}
-"""The backends whose jobs can share a network namespace, and their argv with or without one of their own."""
+_SHARING = ("bwrap", "unshare")
+"""The backends whose jobs can share a network namespace (`backends.<name>_argv(..., own_network=False)`)."""
 """The descriptor on which nsenter finds a shared network namespace."""
 _OWN_TMPFS_SLACK = 16 << 20
 """Room on a job's own RAM disk beyond its files and disk_mb (folders, the status channel, the last
@@ -455,9 +455,9 @@ class Sandbox:
                 # join the namespace before the backend runs (as root: the job itself never can, seccomp refuses setns)
                 pass_fds[_NETNS_FD] = os.dup(network.fd)
                 nsenter = [shutil.which("nsenter") or "nsenter", f"--net=/proc/self/fd/{_NETNS_FD}", "--"]
-                argv = limits + nsenter + _SHARING[self.backend](lay, job.cmd, own_network=False)
+                argv = limits + nsenter + getattr(backends, f"{self.backend}_argv")(lay, job.cmd, own_network=False)
             elif self.backend in _SHARING:
-                argv = limits + _SHARING[self.backend](lay, job.cmd)
+                argv = limits + getattr(backends, f"{self.backend}_argv")(lay, job.cmd)
                 if network is not None:
                     shared = network
 
