@@ -2,6 +2,7 @@
 
 import ast
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -342,6 +343,28 @@ def test_mounts_need_isolation_and_a_free_path():
         Job(cmd=["true"], mounts={"/logs": "a", "/logs/verifier": "b"}).validate()
 
 
+async def _beside(sb, server: str, client: str, network, seen: list[bytes] | None = None):
+    """Run `client` while `server` (a Python program that prints once it serves) runs with a `Network`;
+    `network(net)`: the async context giving the client's network (or the net itself)."""
+    from tempering.sandbox.sandbox import Network
+
+    net, up = Network(), asyncio.Event()
+    job = Job(cmd=["python3", "-c", server], limits=Limits(wall_s=60))
+    out = seen if seen is not None else []
+    serving = asyncio.ensure_future(sb.run(job, network=net, on_stdout=lambda b: (out.append(b), up.set())))
+    await asyncio.wait_for(up.wait(), 60)
+    try:
+        async with network(net) as client_net:
+            return await sb.run(Job(cmd=["python3", "-c", client]), network=client_net)
+    finally:
+        serving.cancel()
+        try:
+            await serving
+        except asyncio.CancelledError:
+            pass
+        net.close()
+
+
 def test_jobs_given_one_network_share_it_and_nothing_else():
     """A server one job leaves running answers another job over 127.0.0.1; the second job sees none of the
     first's processes or files, and runs on the first one's slot (a pool of one slot does not deadlock)."""
@@ -364,22 +387,7 @@ def test_jobs_given_one_network_share_it_and_nothing_else():
         " os.path.exists('mine.txt'), len([p for p in os.listdir('/proc') if p.isdigit()]))"
     )
 
-    async def main():
-        net, up = Network(), asyncio.Event()
-        job = Job(cmd=["python3", "-c", server], limits=Limits(wall_s=60))
-        serving = asyncio.ensure_future(sb.run(job, network=net, on_stdout=lambda b: up.set()))
-        await asyncio.wait_for(up.wait(), 60)
-        try:
-            return await sb.run(Job(cmd=["python3", "-c", client]), network=net)
-        finally:
-            serving.cancel()
-            try:
-                await serving
-            except asyncio.CancelledError:
-                pass
-            net.close()
-
-    joined = asyncio.run(main())
+    joined = asyncio.run(_beside(sb, server, client, contextlib.nullcontext))
     pong, sees_files, processes = joined.stdout.split()
     assert (pong, sees_files) == ("pong", "False"), joined.stderr  # the server's answer; not its files
     assert int(processes) <= 3  # its own: GNU time, the supervisor, itself
@@ -388,7 +396,7 @@ def test_jobs_given_one_network_share_it_and_nothing_else():
 def test_a_bridge_forwards_only_its_ports_and_only_one_way():
     """A job run through a `Bridge` reaches the named port of another job's network and no other; a port it
     binds itself is its own, even one the other job holds; the other job reaches nothing of the bridged one."""
-    from tempering.sandbox.sandbox import Bridge, Network
+    from tempering.sandbox.sandbox import Bridge
 
     sb = Sandbox(backend=Sandbox.available_backends()[0], concurrency=1)
     if not sb.shares_network:
@@ -412,24 +420,15 @@ def test_a_bridge_forwards_only_its_ports_and_only_one_way():
     )
     seen: list[bytes] = []
 
-    async def main():
-        net, up = Network(), asyncio.Event()
-        job = Job(cmd=["python3", "-c", server], limits=Limits(wall_s=60))
-        serving = asyncio.ensure_future(sb.run(job, network=net, on_stdout=lambda b: (seen.append(b), up.set())))
-        await asyncio.wait_for(up.wait(), 60)
+    @contextlib.asynccontextmanager
+    async def bridged(net):
         bridge = Bridge(net, [8765])
         try:
-            return await sb.run(Job(cmd=["python3", "-c", client]), network=await bridge.open())
+            yield await bridge.open()
         finally:
             await bridge.close()
-            serving.cancel()
-            try:
-                await serving
-            except asyncio.CancelledError:
-                pass
-            net.close()
 
-    res = asyncio.run(main())
+    res = asyncio.run(_beside(sb, server, client, bridged, seen))
     assert res.stdout.split() == ["fwd", "refused"], res.stderr
     assert b"REACHED" not in b"".join(seen)
 
