@@ -472,14 +472,30 @@ def _real_values() -> list:
     values = [
         np.arange(6).reshape(2, 3), np.float64(1.5), np.int64(3), np.array(["a", "bc"]), np.bool_(True),
         np.array([1, "x", None, fractions.Fraction(1, 2)], dtype=object), np.array([(1, 2.0)], dtype="i4,f8"),
-        np.ma.masked_array([1, 2], mask=[0, 1]), np.array(["2020-01-01"], dtype="datetime64[D]"), np.dtype(">i4"),
-        np.asfortranarray(np.ones((2, 2))), np.arange(5)[::2], np.complex128(1j), np.rec.fromrecords([(1, 2.0)], names="a,b"),
+        np.array(["2020-01-01"], dtype="datetime64[D]"), np.dtype(">i4"), np.zeros(3, dtype="V4"),
+        np.asfortranarray(np.ones((2, 2))), np.arange(5)[::2], np.complex128(1j),
         collections.OrderedDict(a=1), collections.defaultdict(list, a=[1]), collections.deque([1], maxlen=3),
         collections.Counter("ab"), fractions.Fraction(1, 3), decimal.Decimal("1.5"), datetime.date(2020, 1, 1),
         datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone(datetime.timedelta(hours=2))), datetime.timedelta(1),
         datetime.time(1, 2), {1, 2}, frozenset([1]), bytearray(b"x"), b"x", 1 + 2j, slice(1, 2), range(3), ValueError(),
     ]  # fmt: skip
     return values
+
+
+def _data_switches() -> dict[str, bytes]:
+    """Pickles of numpy types whose equality the data decides: a fully masked array (masked elements are
+    skipped by every `np.testing` assert, so it equals any array), and ndarray subclasses with their own
+    `__array_finalize__` / `__eq__` (matrix, recarray and its records): each must be refused too."""
+    import numpy as np
+
+    values = {
+        "masked_all": np.ma.masked_all((10,), dtype="int64"),
+        "masked_some": np.ma.masked_array([1, 2], mask=[0, 1]),
+        "matrix": np.matrix([[1, 2]]),
+        "recarray": np.rec.fromrecords([(1, 2.0)], names="a,b"),
+        "record": np.rec.fromrecords([(1, 2.0)], names="a,b")[0],
+    }
+    return {f"{k}_{p}": pickle.dumps(v, protocol=p) for k, v in values.items() for p in (2, pickle.HIGHEST_PROTOCOL)}
 
 
 PICKLE_RULE_TESTS = (
@@ -494,13 +510,14 @@ PICKLE_RULE_TESTS = (
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
 def test_pickles_load_plain_data_and_refuse_every_other_global(tmp_path):
-    """Values pickled by numpy and the standard library at every protocol load in the tests; each
-    payload of `PICKLE_PAYLOADS` is refused (a payload that ran would fail the tests, or write a reward.json
-    that disagrees with test.sh's)."""
+    """Values pickled by numpy and the standard library at every protocol load in the tests; each payload
+    of `PICKLE_PAYLOADS`, and each type whose equality its data decides (`_data_switches`), is refused (a
+    payload that ran would fail the tests, or write a reward.json that disagrees with test.sh's)."""
     import base64
 
-    payloads = base64.b64encode(pickle.dumps(PICKLE_PAYLOADS)).decode()
+    payloads = base64.b64encode(pickle.dumps({**PICKLE_PAYLOADS, **_data_switches()})).decode()
     blobs = [pickle.dumps(v, protocol=p) for v in _real_values() for p in range(pickle.HIGHEST_PROTOCOL + 1)]
     values = base64.b64encode(pickle.dumps(blobs)).decode()
     command = (

@@ -9,7 +9,7 @@ working folder:
   mirror `public.ecr.aws/docker/library/python:3.11-slim`), Terminal-Bench's `python-3-13`, or a plain
   system image (`ubuntu`, `debian`, Terminal-Bench's `ubuntu-24-04`);
 - `WORKDIR`, `ENV`, `COPY`/`ADD` of the task's files into the working folder (or `COPY <<EOF` files),
-  the no-ops `LABEL`, `EXPOSE`, `CMD`, `ENTRYPOINT`, ...;
+  `EXPOSE` (the ports the tests reach the solution's services on); the no-ops `LABEL`, `CMD`, `ENTRYPOINT`, ...;
 - `RUN` commands that create what the image would hold: `mkdir -p`, files written by `printf`, `echo`
   or `cat <<EOF` (computed here, as the image's `/bin/sh`, dash, would write them), `cp` and `chmod` of
   those files, and package installs of what the base already has: Debian packages looked up in the
@@ -561,7 +561,7 @@ def standins(bundle: Bundle) -> str:
 
 # -- the Dockerfile ----------------------------------------------------------------------------------
 _LINE_CMD = re.compile(r"^\s*(\w+)\s*(.*)$", re.S)
-_NO_OPS = {"LABEL", "EXPOSE", "CMD", "ENTRYPOINT", "MAINTAINER", "STOPSIGNAL", "HEALTHCHECK"}
+_NO_OPS = {"LABEL", "CMD", "ENTRYPOINT", "MAINTAINER", "STOPSIGNAL", "HEALTHCHECK"}
 _HEREDOC = re.compile(r"<<(-?)\s*(['\"]?)([A-Za-z_][\w.-]*)\2")
 
 
@@ -587,6 +587,8 @@ class LocalImage:
     """Debian packages the Dockerfile and the scripts install (all installed here)."""
     distributions: set[str] = field(default_factory=set)
     """Python distributions the Dockerfile and the scripts install (all in the project's Python)."""
+    ports: set[int] = field(default_factory=set)
+    """TCP ports the image's services listen on (EXPOSE): the ports the tests reach them on (`Bridge`)."""
 
 
 @dataclass
@@ -873,6 +875,28 @@ def _run(img: LocalImage, item: _Line, line: str) -> None:
         )
 
 
+_MAX_RANGE = 64
+"""Ports one EXPOSE word may name (each gets a listener in the tests' network)."""
+_EXPOSED = re.compile(r"(\d+)(?:-(\d+))?(?:/(tcp|udp))?", re.I)
+
+
+def _exposed(rest: str, n: int, line: str) -> set[int]:
+    """The TCP ports of an EXPOSE line (`80`, `8000-8002/tcp`; UDP ones are not forwarded)."""
+    ports: set[int] = set()
+    for word in rest.split():
+        m = _EXPOSED.fullmatch(word)
+        low, high = (int(m.group(1)), int(m.group(2) or m.group(1))) if m else (0, 0)
+        if not 0 < low <= high < min(65536, low + _MAX_RANGE):
+            raise NeedsDocker(
+                f"Dockerfile line {n}: EXPOSE {word} is not a port or a range of at most {_MAX_RANGE} ports",
+                line,
+                "EXPOSE",
+            )
+        if m and (m.group(3) or "tcp").lower() == "tcp":
+            ports |= set(range(low, high + 1))
+    return ports
+
+
 def _compose_services(bundle: Bundle) -> int:
     import yaml
 
@@ -961,6 +985,8 @@ def local_image(bundle: Bundle) -> LocalImage:
                 _copy(bundle, img, src, dest, len(srcs) > 1, n, line)
         elif instr == "RUN":
             _run(img, item, line)
+        elif instr == "EXPOSE":
+            img.ports |= _exposed(rest, n, line)
         elif instr not in _NO_OPS:
             raise NeedsDocker(
                 f"Dockerfile line {n}: {instr} is outside the local subset (FROM, WORKDIR, COPY, ENV, RUN that "

@@ -41,6 +41,7 @@ from tempering.errors import UserError
 from tempering.sandbox.backends import INNER_WORKDIR
 from tempering.sandbox.image import Spec
 from tempering.sandbox.job import check_mount
+from tempering.sandbox.sandbox import Bridge, BridgeError, Network
 
 _ENV_REF = re.compile(r"\$\{(\w+)(?::-(.*?))?\}")
 DEFAULT_MEMORY_MB = 2048
@@ -61,7 +62,7 @@ PYTEST_FILES = frozenset(
         "setup.cfg",
     )
 )
-"""The files pytest reads by name: the image's are trusted in the tests' job (`injob/sitecustomize.py`)."""
+"""The files pytest reads by name: the image's are trusted in the tests' job (`injob/guard.py`)."""
 
 
 def resolve_env(env: dict[str, str], where: str) -> dict[str, str]:
@@ -218,6 +219,8 @@ class Workspace:
         self.name = name
         self.state = pack(image.files, image.dirs, image.modes)
         self.standins = image.standins
+        self.ports = frozenset(image.ports)
+        """The ports the tests reach the solution's services on (the image's EXPOSE), with `keeps_services`."""
         self.own_pytest_files = {
             hashlib.sha256(b).hexdigest() for p, b in image.files.items() if posixpath.basename(p) in PYTEST_FILES
         }
@@ -250,9 +253,11 @@ class Workspace:
 
     @property
     def keeps_services(self) -> bool:
-        """What the solution leaves running (a web server on a local port) still answers the tests: its job
-        stays up while the tests' job runs in its network namespace (`Sandbox.shares_network`: bwrap on a
-        root host). Else the solution's processes end with its job, before the tests start."""
+        """What the solution leaves running (a web server on a local port) still answers the tests on the
+        ports the image declares (`ports`): its job stays up while the tests run in a network namespace of
+        their own, where a forwarder of the host's relays each of those ports, one way, to the solution's
+        (`Sandbox.shares_network`: bwrap or unshare on a root host). Else the solution's processes end with its job,
+        before the tests start."""
         return self.harbor_paths and bool(getattr(self.sandbox, "shares_network", False))
 
     def _paths(self, verifier: str) -> dict[str, str]:
@@ -353,14 +358,16 @@ class Workspace:
             self.state = res.outputs[".ws-state.tar"]
         return Run(code, _output(res), res.status, {}, time.monotonic() - t0)
 
-    async def run_tests(self, step: Step, network=None) -> tuple[Rewards, Run]:
+    async def run_tests(self, step: Step, services: Network | None = None) -> tuple[Rewards, Run]:
         """The step's tests against the current state (which they do not change), hermetically: Harbor runs
         `bash /tests/test.sh` from the working folder, and so do we, in a job of the tests' own: the working
         folder unpacked from the state, no link out of it; fresh HOME and /tmp; the reward folder made for
         this run (read back without following links); every Python they start guarded (`injob/guard.py`:
         installed modules and plugins before anything in a folder they can write, the solution's modules
-        only where the tests require them, pickles of data only). `network`: a `Network` where the
-        solution's services still run."""
+        only where the tests require them, pickles of data only). `services`: the `Network` where the
+        solution's services still run; the tests then reach `ports` there, one way, from a network of their
+        own (`Bridge`: nothing of the solution's can connect to what the tests run, nor take a port the tests
+        bind)."""
         if "test.sh" not in step.tests:
             return Rewards(None, "no tests/test.sh"), Run(None, "", "not_run", {}, 0.0)
         out = f".v-{secrets.token_hex(8)}"
@@ -386,7 +393,17 @@ class Workspace:
         names = {f"{verifier}/{n}": f"logs/verifier/{n}" for n in ("reward.txt", "reward.json")}
         job = self._job(wrapper, step.verifier_timeout_s, ro, {}, [*names, f"{out}/tests.status"], verifier)
         t0 = time.monotonic()
-        res = await self.sandbox.run(job, network=network) if network is not None else await self.sandbox.run(job)
+        if services is None:
+            res = await self.sandbox.run(job)
+        else:
+            bridge = Bridge(services, self.ports)
+            try:
+                res = await self.sandbox.run(job, network=await bridge.open())
+            except BridgeError as e:
+                why = f"the tests' network could not be set up: {e}"
+                return Rewards(None, why, host_fault=True), Run(None, why, "sandbox_error", {}, time.monotonic() - t0)
+            finally:
+                await bridge.close()
         code = _status_file(res.outputs.get(f"{out}/tests.status"))
         status = res.status if code is None else ("ok" if code == 0 else "timeout" if code == 124 else "nonzero_exit")
         files = {names[k]: v for k, v in res.outputs.items() if k in names}

@@ -346,26 +346,22 @@ _PICKLE_DATA = frozenset().union(
     _pairs("fractions", "Fraction"),
     _pairs("decimal", "Decimal"),
     _pairs("datetime", "date datetime time timedelta timezone"),
-    _pairs("numpy", "ndarray dtype matrix record"),
-    _pairs("numpy.ma", "MaskedArray"),
-    _pairs("numpy.ma.core", "MaskedArray _mareconstruct"),
-    _pairs("numpy.rec", "recarray"),
+    _pairs("numpy", "ndarray dtype"),
     *(_pairs(f"numpy.{core}.multiarray", "_reconstruct scalar") for core in ("core", "_core")),
     *(_pairs(f"numpy.{core}.numeric", "_frombuffer") for core in ("core", "_core")),
     _pairs("numpy._core._internal", "_convert_to_stringdtype_kwargs"),
-    _pairs("pandas", "DataFrame Series Index RangeIndex Categorical CategoricalDtype StringDtype"),
+    _pairs("pandas", "DataFrame Series Index RangeIndex Categorical CategoricalDtype"),
     _pairs("pandas.core.indexes.base", "_new_Index"),
     _pairs("pandas.core.internals.managers", "BlockManager SingleBlockManager"),
     _pairs("pandas._libs.internals", "_unpickle_block"),
     _pairs("pandas._libs.arrays", "__pyx_unpickle_NDArrayBacked"),
     _pairs("pandas._libs.tslibs.timestamps", "_unpickle_timestamp"),
-    _pairs("pandas.arrays", "ArrowStringArray"),
-    _pairs("pyarrow.lib", "_restore_array py_buffer type_for_alias"),
 )
 """The globals that pickles of plain data name, found by pickling values of each type (numpy arrays, scalars,
-dtypes, masked and record arrays; pandas frames; collections, fractions, decimal and datetime values;
-builtins' containers and exceptions) at every protocol, with numpy 1's `numpy.core` spelling: constructors
-of data with no effect outside the object they make. Exact (module, name) pairs: no other function of these
+dtypes; pandas frames; collections, fractions, decimal and datetime values; builtins' containers and
+exceptions) at every protocol, with numpy 1's `numpy.core` spelling: constructors of data with no effect
+outside the object they make, whose equality is value equality the data cannot switch off (no masked,
+pyarrow-backed or matrix / record arrays: a fully masked array equals any array under `np.testing`). Exact (module, name) pairs: no other function of these
 modules (numpy.savetxt, numpy.loadtxt) and no dotted name through them (`collections._sys.exit`) resolves."""
 
 
