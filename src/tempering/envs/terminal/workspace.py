@@ -360,12 +360,15 @@ class Workspace:
         wrapper = self._prologue(verifier, tests=True) + (
             f"( {exports}export PYTHONNOUSERSITE=1 TEMPERING_OWN_PYTEST_FILES={shlex.quote(own)}\n"
             f"  export TEMPERING_SOLUTION_MODULES={shlex.quote(solution_modules)}\n"
+            f'  export TEMPERING_REWARD_DIRS="${{REWARD_FILE%/*}} $ROOT/{out}"\n'
+            f'  export TEMPERING_TESTS_OWN="$TESTS_DIR $ROOT/tests $TEMPERING_REWARD_DIRS"\n'
             f'  export PYTHONPATH="$ROOT/.ws/tools${{PYTHONPATH:+:$PYTHONPATH}}" PYTHONPYCACHEPREFIX="$ROOT/{out}/pycache"\n'
             f'  exec {_TIMEOUT} -k 2 {max(1, math.ceil(step.verifier_timeout_s))} bash "$TESTS_DIR/test.sh" ) </dev/null\n'
             f'echo "$?" > "$ROOT/{out}/tests.status"\n'
         )
         ro: dict[str, str | bytes] = {f"tests/{p}": b for p, b in step.tests.items()}
         ro[".ws/tools/sitecustomize.py"] = injob.text("sitecustomize.py")
+        ro[".ws/tools/tempering_fence.py"] = injob.text("fence.py")
         names = {f"{verifier}/{n}": f"logs/verifier/{n}" for n in ("reward.txt", "reward.json")}
         job = self._job(wrapper, step.verifier_timeout_s, ro, {}, [*names, f"{out}/tests.status"], verifier)
         t0 = time.monotonic()

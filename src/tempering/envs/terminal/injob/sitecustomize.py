@@ -403,3 +403,7 @@ def _refuse_global(module: str, name: str, what: str) -> None:
 
 
 sys.addaudithook(_audit)
+
+import tempering_fence  # noqa: E402  (the tests' own files: no link into them, the solution's programs confined)
+
+tempering_fence.install(lambda folder: not _read_only(folder), _say)
