@@ -70,7 +70,9 @@ def _call(nr: int, *args) -> int:
 
 
 def _handled(abi: int) -> int:
-    return (1 << 13) - 1 | (_REFER if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0) | (_IOCTL_DEV if abi >= 5 else 0)
+    return (
+        (1 << 13) - 1 | (_REFER if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0) | (_IOCTL_DEV if abi >= 5 else 0)
+    )
 
 
 def ruleset(args=()):
@@ -223,7 +225,7 @@ def guard_subprocess(writable) -> None:
             return
         init(self, args, *rest, **kwargs)
 
-    subprocess.Popen.__init__ = __init__
+    subprocess.Popen.__init__ = __init__  # type: ignore[method-assign]
 
 
 def install(writable, say) -> None:
