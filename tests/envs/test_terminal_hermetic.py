@@ -342,10 +342,10 @@ def _landlock() -> bool:
 
 @pytest.mark.skipif(not ISOLATED or not _landlock(), reason="needs an isolating sandbox backend and Landlock")
 def test_the_tests_own_files_are_fenced_off_from_links_and_the_solutions_programs():
-    """As in the tests' job: the tests' Python opens their fixture but not through a link; the solution's
-    main script reads the input the tests name but neither their expected output nor the reward folder,
-    and neither does its child; a script of the solution's that the tests start with subprocess cannot
-    write the reward, the tests' own shell line can."""
+    """As in the tests' job: the tests' Python opens their fixture but not through a link (absolute, or
+    relative to a folder above it); the solution's main script reads the input the tests name but neither
+    their expected output nor the reward folder, and neither does its child; a script of the solution's
+    that the tests start with subprocess cannot write the reward, the tests' own shell line can."""
     solution = (
         "import os, subprocess, sys\n"
         "def attempt(what, act):\n"
@@ -361,8 +361,10 @@ def test_the_tests_own_files_are_fenced_off_from_links_and_the_solutions_program
         "import os, subprocess\n"
         "print('fixture', open('/job/own/expected.txt').read().strip())\n"
         "os.symlink('/job/own/expected.txt', '/job/app/answer.txt')\n"
-        "try:\n    open('/job/app/answer.txt').read()\n    print('link done')\nexcept PermissionError:\n"
-        "    print('link refused')\n"
+        "os.symlink('../../' * 6 + 'job/own', '/job/app/d')\n"
+        "for link in ('/job/app/answer.txt', '/job/app/d/expected.txt'):\n"
+        "    try:\n        open(link).read()\n        print('link done')\n    except PermissionError:\n"
+        "        print('link refused')\n"
         "subprocess.run(['python3', '/job/app/sum.py', '/job/own/nums.txt'])\n"
         "subprocess.run(['sh', '/job/app/run.sh'], stderr=subprocess.DEVNULL)\n"
         "print('script', 'done' if os.path.exists('/job/reward/script.txt') else 'refused')\n"
@@ -384,6 +386,7 @@ def test_the_tests_own_files_are_fenced_off_from_links_and_the_solutions_program
     res = Sandbox(backend=ISOLATED[0]).run_sync(job)
     assert res.stdout.split("\n")[:-1] == [
         "fixture 12",
+        "link refused",
         "link refused",
         "input done",
         "expected refused",

@@ -392,14 +392,12 @@ VARIANT_TASKS.update(
 )
 ATTACKS["a link the tests' own tools make from the solution's archive shows them their fixture"] = [
     ("tarfile_symlink_member", _MEMBER.format(kind="SYMTYPE", target="/tests/expected.txt")),
-    ("relative_symlink_member", _MEMBER.format(kind="SYMTYPE", target="../" * 12 + "tests/expected.txt")),
     ("hard_link_member", _MEMBER.format(kind="LNKTYPE", target="/tests/expected.txt")),
     ("gnu_tar_symlink", "ln -s /tests/expected.txt /tmp/answer.txt && tar -cf /app/answer.tar -C /tmp answer.txt\n"),
 ]
 ATTACKS["the solution's program the tests run acts with the tests' rights"] = [
     ("daemon_replaces_the_reward", plant("/app/sum.py", _DAEMON)),
     ("child_writes_the_reward_and_ends_the_tests", plant("/app/sum.py", PLANT + "print(13)\n")),
-    ("prints_the_expected_output", plant("/app/sum.py", "print(open('/tests/expected.txt').read().strip())\n")),
 ]
 
 
