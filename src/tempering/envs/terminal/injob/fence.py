@@ -178,7 +178,7 @@ def _solution_paths(words, writable, cwd) -> bool:
             continue
         word = os.fsdecode(os.fspath(word))
         path = os.path.join(cwd or os.getcwd(), word)
-        if "/" in word and os.path.exists(path):
+        if word and not word.startswith("-") and os.path.exists(path):
             folder = path if os.path.isdir(path) else os.path.dirname(path)
             if writable(folder) or writable(os.path.dirname(os.path.realpath(path))):
                 return True
