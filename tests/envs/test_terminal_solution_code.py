@@ -249,6 +249,66 @@ def test_the_same_tests_still_pass_a_right_answer(tmp_path, tests, command):
     assert _episode(_bundle(tmp_path / "b", "from_app", tests), command) == "correct"
 
 
+def _guarded(folder, solution_modules: str) -> dict[str, str]:
+    """An environment whose Python runs the tests' guard on this host, as `sitecustomize` (in the tests'
+    job every interpreter of the image runs it first, whatever its flags)."""
+    (folder / "sitecustomize.py").write_text(injob.text("guard.py"))
+    (folder / "guard.cfg").write_text(
+        f"pycache {folder}/pycache\nsolution_modules {solution_modules}\nown_pytest_files\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(folder)}
+    env.pop("PYTHONSAFEPATH", None)
+    return env
+
+
+UNGUARDED_STARTS_TESTS = """import os
+import subprocess
+import sys
+
+LOAD = "import pickle; pickle.load(open('/app/answer.pkl', 'rb'))"
+STARTS = {
+    "-I": [sys.executable, "-I", "-c", LOAD],
+    "-S": [sys.executable, "-S", "-c", LOAD],
+    "empty environment, the system's python3 -E -s": ["/usr/bin/python3", "-E", "-s", "-c", LOAD],
+    "env -i, frozen_modules=off": ["env", "-i", sys.executable, "-X", "frozen_modules=off", "-c", LOAD],
+    "-m pickle": [sys.executable, "-I", "-S", "-m", "pickle", "/app/answer.pkl"],
+    "flags in a shell variable": ["bash", "-c", 'F="-I -S"; exec python3 $F -c "$0"', LOAD],
+}
+
+
+def refused(argv, **kwargs):
+    out = subprocess.run(argv, capture_output=True, text=True, **kwargs)
+    return out.returncode != 0 and "refused in the tests' process" in out.stderr
+
+
+def test_every_start_refuses_the_pickle():
+    for name, argv in STARTS.items():
+        assert refused(argv, env={} if "empty" in name else None), name
+    assert not os.path.exists("/tmp/ran")
+
+
+def test_execv_and_a_venv_of_the_tests_refuse_it():
+    pid = os.fork()
+    if pid == 0:
+        os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", LOAD])
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "/tmp/venv"], check=True)
+    assert refused(["/tmp/venv/bin/python", "-I", "-S", "-c", LOAD])
+    assert not os.path.exists("/tmp/ran")
+"""
+"""Tests whose own Python code starts Python in every way that skips the environment or `site`, each loading
+the answer's pickle."""
+
+
+@pytest.mark.slow
+def test_python_the_tests_start_from_python_is_guarded_whatever_its_flags(tmp_path):
+    """`-I`, `-S`, an empty environment, `env -i`, `-X frozen_modules=off`, `-m pickle`, flags in a shell
+    variable, `os.execv` and a venv the tests make: each Python refuses a pickle that runs os.system."""
+    obj = "import os\n\n\nclass P:\n    def __reduce__(self):\n        return (os.system, ('touch /tmp/ran',))\n\n\nobj = P()\n"
+    command = "import pickle\n" + obj
+    assert _episode(_bundle(tmp_path / "b", "from_app", UNGUARDED_STARTS_TESTS), _pickle_of(command)) == "correct"
+
+
 def test_yamls_python_tags_name_only_data_types_in_the_tests_python(tmp_path):
     """With PyYAML as installed: the unsafe and full loaders (C or not) resolve a global or a module only
     where a pickle may; data types still load."""
@@ -265,9 +325,7 @@ def test_yamls_python_tags_name_only_data_types_in_the_tests_python(tmp_path):
         "try:\n    print('loaded', yaml.unsafe_load('!!python/object/apply:eval {args: [\"1\"]}'))\n"
         "except RuntimeError:\n    print('refused')\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.path.dirname(injob.__file__), "TEMPERING_SOLUTION_MODULES": "yaml"}
-    env.pop("PYTHONSAFEPATH", None)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=_guarded(tmp_path, "yaml"))
     assert out.stdout.splitlines() == ["OrderedDict([('a', 1)]) (1, 2)"] + ["refused"] * 6, out.stderr
     assert yaml.__version__ and out.stderr.count("a YAML document the solution wrote names") == 6
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import bisect
 import functools
 import os
-import posixpath
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -484,76 +483,6 @@ def downloads(bundle: Bundle) -> list[Download]:
     `pip install` of a distribution the project's Python has (pip finds it satisfied), uv's installer and
     `uv` / `uvx` commands whose distributions the project's Python has (`standins`)."""
     return _scan(bundle).missing
-
-
-_PYTHON = re.compile(r"(?:\S*/)?python[\d.]*")
-_DROPPED = {
-    "I": "`-I` ignores the environment",
-    "E": "`-E` ignores the PYTHON* variables",
-    "S": "`-S` skips the site module, and with it the start-up file",
-}
-
-
-def _env_wipes(args: list[str]) -> bool:
-    """`env ARGS...` starts its command without the environment, or without PYTHONPATH."""
-    i = 0
-    while i < len(args) and args[i].startswith("-"):
-        a = args[i]
-        if a in ("-", "--ignore-environment") or re.fullmatch(r"-[0v]*i[0v]*", a):
-            return True
-        if a in ("-u", "--unset") and args[i + 1 : i + 2] == ["PYTHONPATH"]:
-            return True
-        if a in ("-uPYTHONPATH", "--unset=PYTHONPATH"):
-            return True
-        i += 2 if a in ("-u", "--unset", "-C", "--chdir", "-S", "--split-string") else 1
-    return False
-
-
-def _python_drops(args: list[str]) -> list[str]:
-    """The options before Python's script, `-c` or `-m` that drop the guard (`_DROPPED`)."""
-    found, i = [], 0
-    while i < len(args) and args[i].startswith("-") and args[i] not in ("-", "--") and not args[i].startswith("--"):
-        flags = re.fullmatch(r"-([^cmWX]*)(.?)(.*)", args[i], re.S)
-        if flags is None:
-            break
-        found += [_DROPPED[f] for f in flags.group(1) if f in _DROPPED]
-        if flags.group(2) in ("c", "m"):
-            break
-        i += 2 if flags.group(2) and not flags.group(3) else 1  # -W / -X with its value in the next word
-    return found
-
-
-def _guard_dropped(words: list[str]) -> str | None:
-    """Why this command starts Python without the tests' guard, or None."""
-    wiped = False
-    for i, word in enumerate(words):
-        if posixpath.basename(word) == "env":
-            wiped = wiped or _env_wipes(words[i + 1 :])
-        elif _PYTHON.fullmatch(word):
-            if wiped:
-                return f"`env` wipes the environment before {word}"
-            if dropped := _python_drops(words[i + 1 :]):
-                return f"{word}: " + "; ".join(dropped)
-    return None
-
-
-def guard_drops(bundle: Bundle) -> list[str]:
-    """Where the tests' shell scripts start Python so that it loses the guard the tests' job gives every
-    Python it starts (`injob/sitecustomize.py`, carried by PYTHONPATH): `-I` and `-E` ignore the
-    environment, `-S` skips the start-up files altogether, `env -i` (or `env -u PYTHONPATH`) wipes them.
-    Such tests would import the solution's modules and run its pickles unguarded."""
-    out = []
-    for step in bundle.steps:
-        for name, data in sorted(step.tests.items()):
-            if not name.endswith(".sh"):
-                continue
-            text = data.decode("utf-8", errors="replace")
-            lines = text.splitlines()
-            for n, cmd in script_commands(text):
-                if why := _guard_dropped(cmd.words):
-                    where = f"{'steps/' + step.name + '/' if step.name else ''}tests/{name} line {n}"
-                    out.append(f"{where}: `{lines[n - 1].strip() if n <= len(lines) else ''}`: {why}")
-    return out
 
 
 _UV_STANDIN = r"""
@@ -1053,14 +982,6 @@ def local_image(bundle: Bundle) -> LocalImage:
         ) from None
     if found := downloads(bundle):
         raise NeedsNetwork(found)
-    if drops := guard_drops(bundle):
-        raise NeedsDocker(
-            f"{drops[0]}: the tests' guard (the import gate for the solution's files, the pickle allow-list) "
-            "comes with the environment, so the local judge refuses these tests; start Python without -I, -E, "
-            "-S or `env -i` (-P or PYTHONSAFEPATH=1 keeps the working folder off the import path)",
-            drops[0],
-            "tests start Python unguarded",
-        )
     img.standins = standins(bundle)
     scan = _scan(bundle)
     img.packages |= scan.apt_ok

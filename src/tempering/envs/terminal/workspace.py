@@ -15,6 +15,7 @@ TEST_DIR and REWARD_FILE (set in both layouts) run there.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -37,6 +38,7 @@ from tempering.envs.terminal.image import LocalImage, image_spec, local_image
 from tempering.envs.terminal.image import NeedsDocker as NeedsDocker  # re-exported: where callers found it
 from tempering.envs.terminal.image import NeedsNetwork as NeedsNetwork
 from tempering.errors import UserError
+from tempering.sandbox.backends import INNER_WORKDIR
 from tempering.sandbox.image import Spec
 from tempering.sandbox.job import check_mount
 
@@ -129,9 +131,11 @@ class Rewards:
 def read_rewards(txt: bytes | None, js: bytes | None) -> Rewards:
     """Harbor's reading: reward.json first (an object; numbers kept, others ignored), else reward.txt. A
     reward outside [0, 1] or not finite (an uncapped partial credit, a division by zero) is no reward:
-    the tests are the candidate's judge, and a value no right answer can give is not a score. Both files
-    written must agree (reward.json's `reward`, when it has one, is reward.txt's number): any process of
-    the tests' job can write either, so a second file never overrides the one test.sh wrote."""
+    the tests are the candidate's judge, and a value no right answer can give is not a score. The reward
+    is one number, written once: any process of the tests' job can write either file, so when both are
+    there reward.json must hold `reward` and reward.txt the same number. A reward.json without `reward`
+    (metrics only) scores alone; beside a reward.txt it is no reward, as a reward.txt that named the
+    score would be another process's word against the tests' own file."""
 
     def number(raw: bytes) -> float | None:
         try:
@@ -148,8 +152,14 @@ def read_rewards(txt: bytes | None, js: bytes | None) -> Rewards:
             return Rewards(None, "reward.json must hold one object {name: number}")
         values = {k: float(v) for k, v in obj.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         if txt is not None:
-            x = number(txt)
-            if x is None or values.setdefault("reward", x) != x:
+            if "reward" not in values:
+                return Rewards(
+                    None,
+                    f"reward.txt holds {txt[:40]!r} beside a reward.json without `reward` ({js[:80]!r}): which "
+                    "file scores would depend on which process wrote the other, so neither is taken (put the "
+                    "reward in reward.json, or write reward.txt alone)",
+                )
+            if number(txt) != values["reward"]:
                 return Rewards(
                     None,
                     f"reward.txt holds {txt[:40]!r} and reward.json {js[:80]!r}: two writers disagree on the "
@@ -198,9 +208,10 @@ class Workspace:
         spec: Spec | None = None,
     ):
         showing = getattr(sandbox, "showing", None)
-        # the task's own RAM image: the default one and the tools and distributions the task uses
-        # (docs/sandbox.md, "The image")
-        self.sandbox = showing(spec or Spec()) if showing else sandbox
+        # the task's own RAM image: the default one and the tools and distributions the task uses, every
+        # interpreter in it starting with the tests' guard in the tests' job (docs/sandbox.md, "The image")
+        spec = dataclasses.replace(spec or Spec(), python_startup=injob.text("startup.py"))
+        self.sandbox = showing(spec) if showing else sandbox
         self.workdir = image.workdir
         self.env = dict(image.env)
         self.solution_env = dict(solution_env or {})
@@ -346,29 +357,36 @@ class Workspace:
         """The step's tests against the current state (which they do not change), hermetically: Harbor runs
         `bash /tests/test.sh` from the working folder, and so do we, in a job of the tests' own: the working
         folder unpacked from the state, no link out of it; fresh HOME and /tmp; the reward folder made for
-        this run (read back without following links); their Python finding installed modules and plugins
-        before anything in a folder they can write (`injob/sitecustomize.py`). `network`: a `Network`
-        where the solution's services still run."""
+        this run (read back without following links); every Python they start guarded (`injob/guard.py`:
+        installed modules and plugins before anything in a folder they can write, the solution's modules
+        only where the tests require them, pickles of data only). `network`: a `Network` where the
+        solution's services still run."""
         if "test.sh" not in step.tests:
             return Rewards(None, "no tests/test.sh"), Run(None, "", "not_run", {}, 0.0)
         out = f".v-{secrets.token_hex(8)}"
         verifier = f"{out}/verifier"
         test_env = resolve_env(step.verifier_env, f"{self.name}: [verifier] env")
         exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in test_env.items())
-        own = " ".join(sorted(self.own_pytest_files | {hashlib.sha256(b).hexdigest() for b in step.tests.values()}))
-        solution_modules = " ".join(sorted(required_imports(step.tests)))
+        own = sorted(self.own_pytest_files | {hashlib.sha256(b).hexdigest() for b in step.tests.values()})
+        settings = {
+            "pycache": f"{INNER_WORKDIR}/{out}/pycache",
+            "solution_modules": " ".join(sorted(required_imports(step.tests))),
+            "own_pytest_files": " ".join(own),
+        }
+        paths = {k: v.replace("$ROOT", INNER_WORKDIR) for k, v in self._paths(verifier).items()}
+        settings["reward_dirs"] = f"{paths['LOGS']} {INNER_WORKDIR}/{out}"  # the tests' own files: `injob/fence.py`
+        settings["tests_own"] = f"{paths['TESTS_DIR']} {INNER_WORKDIR}/tests {settings['reward_dirs']}"
         wrapper = self._prologue(verifier, tests=True) + (
-            f"( {exports}export PYTHONNOUSERSITE=1 TEMPERING_OWN_PYTEST_FILES={shlex.quote(own)}\n"
-            f"  export TEMPERING_SOLUTION_MODULES={shlex.quote(solution_modules)}\n"
-            f'  export TEMPERING_REWARD_DIRS="${{REWARD_FILE%/*}} $ROOT/{out}"\n'
-            f'  export TEMPERING_TESTS_OWN="$TESTS_DIR $ROOT/tests $TEMPERING_REWARD_DIRS"\n'
-            f'  export PYTHONPATH="$ROOT/.ws/tools${{PYTHONPATH:+:$PYTHONPATH}}" PYTHONPYCACHEPREFIX="$ROOT/{out}/pycache"\n'
+            f"( {exports}export PYTHONNOUSERSITE=1\n"
             f'  exec {_TIMEOUT} -k 2 {max(1, math.ceil(step.verifier_timeout_s))} bash "$TESTS_DIR/test.sh" ) </dev/null\n'
             f'echo "$?" > "$ROOT/{out}/tests.status"\n'
         )
         ro: dict[str, str | bytes] = {f"tests/{p}": b for p, b in step.tests.items()}
-        ro[".ws/tools/sitecustomize.py"] = injob.text("sitecustomize.py")
-        ro[".ws/tools/tempering_fence.py"] = injob.text("fence.py")
+        ro[".ws/guard.py"] = injob.text("guard.py")
+        cached, pyc = injob.bytecode("guard.py")  # not compiled again by every Python the tests start
+        ro[f".ws/{cached}"] = pyc
+        ro[".ws/fence.py"] = injob.text("fence.py")
+        ro[".ws/guard.cfg"] = "".join(f"{k} {v}\n" for k, v in settings.items())
         names = {f"{verifier}/{n}": f"logs/verifier/{n}" for n in ("reward.txt", "reward.json")}
         job = self._job(wrapper, step.verifier_timeout_s, ro, {}, [*names, f"{out}/tests.status"], verifier)
         t0 = time.monotonic()

@@ -1,6 +1,6 @@
-"""The tests' own files (their folder, the reward folder, the tests' job's own folders: the paths in
-`TEMPERING_TESTS_OWN`) fenced off from what the solution made, in every Python the tests start (imported
-by the tests' start-up module, `sitecustomize.py`):
+"""The tests' own files (their folder, the reward folder, the tests' job's own folders: `tests_own` in the
+guard's settings) fenced off from what the solution made, in every Python the tests start (loaded by the
+tests' guard, `guard.py`):
 
 - **no link leads into them**: a file of theirs is opened only by a name inside their folders, never
   through a symbolic link elsewhere, whoever made it (the solution, or the tests' own `tarfile`, GNU
@@ -26,9 +26,9 @@ import shlex
 import shutil
 import sys
 
-OWN = tuple(os.path.abspath(p) for p in os.environ.get("TEMPERING_TESTS_OWN", "").split())
-_REAL_OWN = tuple({os.path.realpath(p) for p in OWN} | set(OWN))
-_REWARD = tuple(os.path.abspath(p) for p in os.environ.get("TEMPERING_REWARD_DIRS", "").split())
+OWN: tuple = ()
+_REAL_OWN: tuple = ()
+_REWARD: tuple = ()
 
 
 def _under(path: str, roots) -> bool:
@@ -228,9 +228,14 @@ def guard_subprocess(writable) -> None:
     subprocess.Popen.__init__ = __init__  # type: ignore[method-assign]
 
 
-def install(writable, say) -> None:
-    """Everything above, in this Python: `writable(folder)` says whether the tests can write a folder, `say`
-    writes a line where the tests' output shows it."""
+def install(own, reward, writable, say) -> None:
+    """Everything above, in this Python: `own` the tests' own folders, `reward` those of them that hold the
+    reward, `writable(folder)` whether the tests can write a folder, `say` a line where the tests' output
+    shows it."""
+    global OWN, _REAL_OWN, _REWARD
+    OWN = tuple(os.path.abspath(p) for p in own)
+    _REAL_OWN = tuple({os.path.realpath(p) for p in OWN} | set(OWN))
+    _REWARD = tuple(os.path.abspath(p) for p in reward)
 
     def refuse_links(event, args) -> None:
         if event == "open" and args and through_link(args[0]):
