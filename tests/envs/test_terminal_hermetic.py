@@ -348,3 +348,69 @@ def test_csv_revenue_refuses_nan():
 
     _, final = asyncio.run(go())
     assert (final.status, final.score) == ("incorrect", 0.0)
+
+
+def _landlock() -> bool:
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True).syscall(444, None, 0, 1) >= 1  # landlock_create_ruleset's ABI version
+
+
+@pytest.mark.skipif(not ISOLATED or not _landlock(), reason="needs an isolating sandbox backend and Landlock")
+def test_the_tests_own_files_are_fenced_off_from_links_and_the_solutions_programs():
+    """As in the tests' job: the tests' Python opens their fixture but not through a link (absolute, or
+    relative to a folder above it); the solution's main script reads the input the tests name but neither
+    their expected output nor the reward folder, and neither does its child; a script of the solution's
+    that the tests start with subprocess cannot write the reward, the tests' own shell line can."""
+    solution = (
+        "import os, subprocess, sys\n"
+        "def attempt(what, act):\n"
+        "    try:\n        act()\n        print(what, 'done')\n    except OSError:\n        print(what, 'refused')\n"
+        "attempt('input', lambda: open(sys.argv[1]).read())\n"
+        "attempt('expected', lambda: open('/job/own/expected.txt').read())\n"
+        "attempt('reward', lambda: open('/job/reward/reward.txt', 'w').write('1'))\n"
+        "attempt('fifo', lambda: os.mkfifo('/job/reward/reward.txt'))\n"
+        "code = subprocess.run(['sh', '-c', 'echo 1 > /job/reward/reward.txt'], stderr=subprocess.DEVNULL).returncode\n"
+        "print('child', 'done' if code == 0 else 'refused')\n"
+    )
+    tests = (
+        "import os, subprocess\n"
+        "print('fixture', open('/job/own/expected.txt').read().strip())\n"
+        "os.symlink('/job/own/expected.txt', '/job/app/answer.txt')\n"
+        "os.symlink('../../' * 6 + 'job/own', '/job/app/d')\n"
+        "for link in ('/job/app/answer.txt', '/job/app/d/expected.txt'):\n"
+        "    try:\n        open(link).read()\n        print('link done')\n    except PermissionError:\n"
+        "        print('link refused')\n"
+        "subprocess.run(['python3', '/job/app/sum.py', '/job/own/nums.txt'])\n"
+        "subprocess.run(['sh', '/job/app/run.sh'], stderr=subprocess.DEVNULL)\n"
+        "print('script', 'done' if os.path.exists('/job/reward/script.txt') else 'refused')\n"
+        "subprocess.run(['sh', '-c', 'echo 0 > /job/reward/reward.txt'])\n"
+        "print('tests', open('/job/reward/reward.txt').read().strip())\n"
+    )
+    guard = _guard()
+    guard["tools/guard.cfg"] += "tests_own /job/own /job/reward\nreward_dirs /job/reward\n"
+    env = "PYTHONUNBUFFERED=1 PYTHONPATH=/job/tools"
+    job = Job(
+        cmd=["sh", "-c", f"{env} python3 /job/checks/tests.py"],
+        files={"app/sum.py": solution, "app/run.sh": "echo 1 > /job/reward/script.txt\n", "reward/.keep": ""},
+        readonly_files={
+            **guard,
+            "tools/fence.py": text("fence.py"),
+            "checks/tests.py": tests,
+            "own/expected.txt": "12\n",
+            "own/nums.txt": "3\n4\n5\n",
+        },
+    )
+    res = Sandbox(backend=ISOLATED[0]).run_sync(job)
+    assert res.stdout.split("\n")[:-1] == [
+        "fixture 12",
+        "link refused",
+        "link refused",
+        "input done",
+        "expected refused",
+        "reward refused",
+        "fifo refused",
+        "child refused",
+        "script refused",
+        "tests 0",
+    ], res.stdout + res.stderr

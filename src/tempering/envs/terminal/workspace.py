@@ -380,6 +380,9 @@ class Workspace:
             "solution_modules": " ".join(sorted(required_imports(step.tests))),
             "own_pytest_files": " ".join(own),
         }
+        paths = {k: v.replace("$ROOT", INNER_WORKDIR) for k, v in self._paths(verifier).items()}
+        settings["reward_dirs"] = f"{paths['LOGS']} {INNER_WORKDIR}/{out}"  # the tests' own files: `injob/fence.py`
+        settings["tests_own"] = f"{paths['TESTS_DIR']} {INNER_WORKDIR}/tests {settings['reward_dirs']}"
         wrapper = self._prologue(verifier, tests=True) + (
             f"( {exports}export PYTHONNOUSERSITE=1\n"
             f'  exec {_TIMEOUT} -k 2 {max(1, math.ceil(step.verifier_timeout_s))} bash "$TESTS_DIR/test.sh" ) </dev/null\n'
@@ -389,6 +392,7 @@ class Workspace:
         ro[".ws/guard.py"] = injob.text("guard.py")
         cached, pyc = injob.bytecode("guard.py")  # not compiled again by every Python the tests start
         ro[f".ws/{cached}"] = pyc
+        ro[".ws/fence.py"] = injob.text("fence.py")
         ro[".ws/guard.cfg"] = "".join(f"{k} {v}\n" for k, v in settings.items())
         names = {f"{verifier}/{n}": f"logs/verifier/{n}" for n in ("reward.txt", "reward.json")}
         job = self._job(wrapper, step.verifier_timeout_s, ro, {}, [*names, f"{out}/tests.status"], verifier)

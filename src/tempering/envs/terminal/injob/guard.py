@@ -424,6 +424,34 @@ def _install() -> None:
     _frozen_importlib.module_from_spec = _guarded_module_from_spec
     importlib.util.module_from_spec = _guarded_module_from_spec
     sys.addaudithook(_audit)
+    if settings.get("tests_own"):
+        _fence(settings)
+
+
+def _fence(settings) -> None:
+    """The tests' own files fenced off from links and from the solution's programs (`fence.py`, beside),
+    once the interpreter is about to run its main code (`cpython.run_file`, `run_module`, `run_command`,
+    ...): its arguments are known then and the standard library is set up. Not in the job's own scripts."""
+    loaded: list = []
+
+    def load(event, args) -> None:
+        if loaded or not event.startswith("cpython.run_"):
+            return
+        loaded.append(event)
+        here = os.path.dirname(__file__)
+        if sys.argv and sys.argv[0] and os.path.dirname(os.path.abspath(sys.argv[0])) == here:  # restore.py
+            return
+        from _frozen_importlib_external import spec_from_file_location
+
+        spec = spec_from_file_location("_tempering_fence", os.path.join(here, "fence.py"))
+        if spec is None or spec.loader is None:  # a .py file always has both
+            raise ImportError("the tests' fence cannot be loaded")
+        fence = _module_from_spec(spec)
+        spec.loader.exec_module(fence)
+        own, reward = settings["tests_own"].split(), settings["reward_dirs"].split()
+        fence.install(own, reward, lambda folder: not _read_only(folder), _say)
+
+    sys.addaudithook(load)
 
 
 _install()
