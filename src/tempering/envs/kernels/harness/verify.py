@@ -44,6 +44,7 @@ import sys
 import time
 import traceback
 
+import ipsample
 import runner
 import syscalls
 import torch
@@ -458,6 +459,7 @@ class Judge:
         self.precision_factor = cfg.get("precision_factor", 32.0)
         self.candidate = candidate
         self.ref64 = None  # the reference in float64, made on first need (False: it cannot run so)
+        self.sampler = None  # where the candidate's time goes (ipsample.Sampler), once it is prepared
         self.ref32 = None  # the reference in float32 (float64 outputs: the estimate of their own error)
         self.reference = None
         self.nan_open = True  # special trial: NaN in the reference's output passes any value (no `nan` named)
@@ -513,6 +515,68 @@ class Judge:
                 # candidate is gone, its death is the verdict)
                 if isinstance(host, int) and _parent(host) == peer.pid:
                     peer.pids.append(host)
+                self.attach_sampler()
+
+    def attach_sampler(self):
+        """Perf events on every thread of the candidate's process (and its kernel host): from here on no
+        thread can start there (RLIMIT_NPROC 0 and the syscall filter), and one that does is refused."""
+        mode = self.cfg.get("ip_sampling", "require")
+        self.result["ip_sampling"] = mode
+        if mode == "off":
+            return
+        try:
+            ipsample.probe()
+            self.sampler = ipsample.Sampler(self.candidate.pids)
+        except ipsample.Unavailable as e:
+            raise Verdict(
+                "harness_error",
+                f"the judge cannot sample where the candidate's time goes: {e}. ip_sampling='off' verifies "
+                "without it (library code a kernel reaches at run time is then not seen)",
+            ) from None
+        except ipsample.Untraceable as e:
+            raise Verdict("tampering", str(e)) from None
+
+    def judge_samples(self):
+        """Where the candidate's sampled time went: the timed calls' samples (the correctness trials' where
+        nothing was timed), by kind; library code above `library_share` of them is `library_compute`."""
+        if self.sampler is None:
+            return
+        phase = "timed" if any(p == "timed" for p, _, _ in self.sampler.samples) else "trials"
+        try:
+            located = self.sampler.attribute(phase)
+        except ipsample.Untraceable as e:
+            raise Verdict("tampering", str(e)) from None
+        here = os.getcwd() + "/"
+        kinds, library = {}, {}
+        for path, address in located:
+            kind = ipsample.classify(path, address, here)
+            if kind.startswith("library"):
+                where = kind.removeprefix("library ")
+                library[where] = library.get(where, 0) + 1
+                kind = "library"
+            kinds[kind] = kinds.get(kind, 0) + 1
+        total = len(located)
+        share = kinds.get("library", 0) / total if total else 0.0
+        top = dict(sorted(library.items(), key=lambda kv: -kv[1])[:8])
+        self.result["ip_samples"] = {
+            "phase": phase,
+            "samples": total,
+            "by_kind": kinds,
+            "library_share": share,
+            "library": top,
+            "lost": self.sampler.lost,
+            "period_ns": self.sampler.period,
+        }
+        limit = self.cfg.get("library_share", 0.25)
+        if share > limit:
+            named = ", ".join(f"{k} ({v})" for k, v in list(top.items())[:3])
+            raise Verdict(
+                "library_compute",
+                f"{100 * share:.0f}% of the kernel's sampled time ({kinds['library']} of {total} samples of the "
+                f"{'timed calls' if phase == 'timed' else 'correctness trials'}) ran in library code, not in the "
+                f"kernel: {named}. A kernel computes in its own code (the C library, libm and OpenMP allowed); "
+                f"at most {100 * limit:.0f}% may lie elsewhere",
+            )
 
     def aliasing(self, inputs):
         """Which of the reference's outputs share memory with its inputs, or with its previous call's
@@ -815,11 +879,24 @@ class Judge:
         Returns (answer, the judge's views of the inputs it sent, wall seconds, CPU seconds)."""
         sizes = [o.numel() * o.element_size() for o in expect]
         views = peer.ask({"op": "inputs", "r": r, "expect": sizes}, {"inputs": inputs}, shared=True, keys=())["_views"]
+        sampler = self.sampler if peer is self.candidate else None
+        if sampler is not None:
+            started = sampler.new_threads()
+            if started:
+                raise Verdict(
+                    "tampering",
+                    f"the candidate's process started thread {started[0]} after the judge attached its sampler: "
+                    "every thread of a kernel's process is sampled",
+                )
+            sampler.enable()
         c0 = peer.cpu_ns()
         t0 = _perf_counter()
         reply = peer.ask({"op": "go", "model": model})
         elapsed = _perf_counter() - t0
         used = 1e-9 * (peer.cpu_ns() - c0)
+        if sampler is not None:
+            sampler.disable()
+            sampler.drain()
         try:  # only now does it check its answer's memory (outside the measured time)
             peer.chan.send({"op": "measured", "token": peer.answered})  # a refusal now names the call
         except wire.PeerGone:
@@ -910,6 +987,8 @@ class Judge:
             self.result["compile_error"] = ready["compile_error"]
             models.discard("compile")
         names = (["candidate"] if self.candidate else []) + [m for m in ("eager", "compile") if m in models] + ["null"]
+        if self.sampler is not None:
+            self.sampler.phase = "timed"
         with torch.no_grad():
             expect = _outputs(self.ref(*_clone(base, self.device)))  # the output sizes every call answers with
         warmup, runs = cfg.get("warmup", 3), cfg.get("timed_runs", 20)
@@ -990,6 +1069,7 @@ def run(cfg, candidate, reference=None):
             judge.verify()
         if mode in ("profile", "baseline"):
             judge.time_all()
+        judge.judge_samples()
         judge.result["status"] = "correct" if candidate is not None else "baseline"
         judge.result["message"] = ""
     except Verdict as v:
@@ -999,6 +1079,8 @@ def run(cfg, candidate, reference=None):
             status="harness_error", message=f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=-4)
         )
     finally:
+        if judge.sampler is not None:
+            judge.sampler.close()
         for peer in (candidate, judge.reference):
             if peer is not None:
                 peer.end()
