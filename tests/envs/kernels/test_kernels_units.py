@@ -951,3 +951,145 @@ def test_the_precision_verdict_does_not_depend_on_the_outputs_scale(monkeypatch,
         except verify.Verdict:
             verdicts.append(False)
     assert verdicts == [True, False, False]
+
+
+def _sampler_module():
+    _judge_module()  # the judge imports it by name, as in its job
+    import sys
+
+    return sys.modules["ipsample"]
+
+
+def _child(dumpable: bool, busy: bool = False) -> int:
+    import ctypes
+    import os
+
+    import signal
+
+    ready, done = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            ctypes.CDLL(None).prctl(4, int(dumpable), 0, 0, 0)  # PR_SET_DUMPABLE
+            os.write(done, b"1")
+            x = 0
+            while True:
+                if busy:
+                    x += 1
+                else:
+                    signal.pause()
+        finally:
+            os._exit(0)
+    os.read(ready, 1)
+    os.close(ready)
+    os.close(done)
+    return pid
+
+
+def _as_judge(check) -> dict:
+    """`check()`'s dict, computed in a forked process without privileges (as in a sandbox job: root could
+    trace any process, a job's judge cannot)."""
+    import json
+    import os
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setresgid(65534, 65534, 65534)
+                os.setresuid(65534, 65534, 65534)
+            out = check()
+        except BaseException as e:
+            out = {"error": repr(e)}
+        os.write(write, json.dumps(out).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        text = f.read()
+    os.waitpid(pid, 0)
+    return json.loads(text)
+
+
+def test_the_judge_refuses_a_process_its_sampler_cannot_attach_to():
+    """A candidate that made itself non-traceable is refused (never excused); a machine where perf events
+    cannot be opened at all is a harness error that names `ip_sampling`, never a silent pass."""
+    import os
+    import signal
+
+    verify = _judge_module()
+    ipsample = _sampler_module()
+    try:
+        ipsample.probe()
+    except ipsample.Unavailable as e:
+        pytest.skip(f"perf events unavailable here: {e}")
+
+    class Peer:
+        def __init__(self, pid):
+            self.pids = [pid]
+
+    def attach(dumpable):
+        def check():
+            pid = _child(dumpable)
+            try:
+                judge = verify.Judge({"ip_sampling": "require"}, Peer(pid))
+                judge.attach_sampler()
+                return {"status": None, "events": len(judge.sampler.events)}
+            except verify.Verdict as v:
+                return {"status": v.status, "message": v.message}
+            finally:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+
+        return check
+
+    refused = _as_judge(attach(False))
+    assert refused.get("status") == "tampering" and "non-traceable" in refused["message"], refused
+    attached = _as_judge(attach(True))
+    assert attached.get("status") is None and attached["events"] >= 1, attached
+
+    def unavailable(*args, **kwargs):
+        raise ipsample.Unavailable("perf_event_open: ENOSYS")
+
+    judge = verify.Judge({"ip_sampling": "require"}, Peer(os.getpid()))
+    real, ipsample.probe = ipsample.probe, unavailable
+    try:
+        with pytest.raises(verify.Verdict) as caught:
+            judge.attach_sampler()
+    finally:
+        ipsample.probe = real
+    assert caught.value.status == "harness_error" and "ip_sampling='off'" in caught.value.message
+    off = verify.Judge({"ip_sampling": "off"}, Peer(os.getpid()))
+    off.attach_sampler()
+    assert off.sampler is None and off.result["ip_sampling"] == "off"
+
+
+def test_the_sampler_places_a_busy_thread_in_its_object():
+    """Samples read from the judge's ring buffers land in the object the other process was running."""
+    import os
+    import signal
+    import time
+
+    ipsample = _sampler_module()
+    try:
+        ipsample.probe()
+    except ipsample.Unavailable as e:
+        pytest.skip(f"perf events unavailable here: {e}")
+    pid = _child(True, busy=True)
+    try:
+        sampler = ipsample.Sampler([pid], period_ns=50_000)
+        sampler.enable()
+        time.sleep(0.3)
+        sampler.disable()
+        sampler.drain()
+        located = sampler.attribute("trials")
+        sampler.close()
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert located, "no sample in 0.3 s of a busy thread"
+    kinds = [ipsample.classify(path, address, "/nonexistent/") for path, address in located]
+    assert kinds.count("harness") > len(kinds) / 2  # a Python loop: the interpreter's own code
+    assert sum(k.startswith("library") for k in kinds) < len(kinds) / 10

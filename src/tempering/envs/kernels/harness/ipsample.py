@@ -41,11 +41,13 @@ FRAMEWORK_CODE = re.compile(
     r"|14RecordFunction|\d+getStepCallbacks|\d+(Tensor)?Iterator\w*|6native(L)?\d+(copy|empty|view|detach|reshape|alias"
     r"|as_strided|expand|contiguous|clone|fill|zero|resize|select|slice|permute|transpose|unsqueeze|squeeze"
     r"|narrow|flatten|_reshape|_unsafe_view|set_)))"
-    r"|copy_kernel|fill_kernel"
+    r"|_ZN2at\d+(assert_no|has_internal_overlap|internal|OperandInfo)|_ZN2at6native16DispatchStubImpl"
+    r"|copy_kernel|fill_kernel|^_ZN?K?St|^_ZSt|^_init$"
 )
 """torch's functions an honest call runs (mangled names): c10 (tensors, allocation, dispatch), the
-dispatcher's stubs, autograd's bookkeeping, tensor methods, and ATen's allocation, views, fills and copies
-(the vectorised copy loops included). Measured on the honest twins: see docs/kernels.md."""
+dispatcher's stubs, autograd's bookkeeping, tensor methods, ATen's allocation, views, fills and copies
+(the vectorised copy loops included), the C++ library's templates compiled into them, and the PLT.
+Measured on the honest twins: see docs/kernels.md."""
 
 
 def classify(path, address, workdir):
