@@ -162,11 +162,13 @@ def ip_sampling(cfg: VerifyConfig, pool: Sandbox, reps: int, a11b: list[str] | N
 
     start = conditions()
     on, off = KernelVerifier(cfg, sandbox=pool), KernelVerifier(replace(cfg, ip_sampling="off"), sandbox=pool)
-    rows: dict = {c.name: {"on": [], "off": [], "t_on": [], "t_off": [], "statuses": [], "library_share": []} for c in CONTROLS}
+    rows: dict = {
+        c.name: {"on": [], "off": [], "t_on": [], "t_off": [], "statuses": [], "library_share": []} for c in CONTROLS
+    }
     for rep in range(reps):
         for c in CONTROLS:
             problem = Problem(name=c.name, source=c.problem)
-            for mode in (("on", "off") if rep % 2 == 0 else ("off", "on")):
+            for mode in ("on", "off") if rep % 2 == 0 else ("off", "on"):
                 r = asyncio.run((on if mode == "on" else off).verify(problem, c.submission))
                 rows[c.name][mode].append(r.speedup_eager)
                 rows[c.name]["t_" + mode].append(r.t_ms)

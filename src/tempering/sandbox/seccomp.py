@@ -11,7 +11,10 @@ kernel); the families the list names as refused fail with their errno. Some need
 `clone` and `unshare` with CLONE_NEWUSER fail with EPERM (no nested user namespaces); `clone3`, whose
 flags a filter cannot read, fails with ENOSYS, so that the C library falls back to `clone`; `flock` and
 `fcntl`'s lock and lease commands succeed without locking anything, and `fcntl(F_NOTIFY)` (dnotify)
-fails with EINVAL (a job's own processes cannot exclude each other with file locks: docs/sandbox.md).
+fails with EINVAL (a job's own processes cannot exclude each other with file locks: docs/sandbox.md);
+`perf_event_open` runs only on a thread named by its id, on any CPU (the kernel judge's sampler; the
+kernel's ptrace check keeps it to the job's own traceable processes), not on the caller by pid 0 nor
+per CPU.
 The host's page cache of the files every job reads is one memory shared by all: advice that fills or
 empties it (`posix_fadvise`, `readahead`, `madvise`'s WILLNEED, COLD, PAGEOUT) succeeds without doing
 anything, a read or write that would fail rather than wait for the disk (`RWF_NOWAIT`, which tells a

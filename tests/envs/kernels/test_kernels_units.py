@@ -963,7 +963,6 @@ def _sampler_module():
 def _child(dumpable: bool, busy: bool = False) -> int:
     import ctypes
     import os
-
     import signal
 
     ready, done = os.pipe()

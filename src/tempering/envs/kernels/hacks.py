@@ -881,7 +881,9 @@ static void find_gemm() { library_gemm = (gemm_fn)dlsym(RTLD_DEFAULT, "sgemm_");
 
 
 def _ext_gemm(cpp: str, name: str) -> str:
-    return _ext(cpp, ["mm"], "        return ext.mm(a, b)", name).replace("def forward(self, x):", "def forward(self, a, b):")
+    return _ext(cpp, ["mm"], "        return ext.mm(a, b)", name).replace(
+        "def forward(self, x):", "def forward(self, a, b):"
+    )
 
 
 HACKS: list[Hack] = [

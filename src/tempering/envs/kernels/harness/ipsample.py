@@ -160,7 +160,7 @@ class Sampler:
     def drain(self):
         """Move every sample out of the rings; lost samples are counted (and the period doubled)."""
         lost = 0
-        for tid, (_fd, ring, pid) in self.events.items():
+        for _fd, ring, pid in self.events.values():
             head = struct.unpack_from("<Q", ring, 1024)[0]
             tail = struct.unpack_from("<Q", ring, 1032)[0]
             size = DATA_PAGES * PAGE
@@ -228,8 +228,8 @@ def _wrap(data, at, n):
     return data[at : at + n] if at + n <= size else data[at:] + data[: n - (size - at)]
 
 
-_SEGMENTS = {}
-_SYMBOLS = {}
+_SEGMENTS: dict = {}  # path -> [(file offset, end, ELF address)] of its PT_LOAD segments
+_SYMBOLS: dict = {}  # path -> its functions (see _functions)
 
 
 def _elf(path):

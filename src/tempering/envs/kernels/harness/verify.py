@@ -26,7 +26,11 @@ timings) carrying the nonce, on its standard output. No object the submission ca
      process and a `c` kernel's host (all their threads; /proc/PID/task/*/schedstat, read once none is
      on a CPU), which a loaded machine's scheduling delays do not inflate; `clock` says which one the
      result uses;
-  6. the candidate's process reports what it saw itself (forbidden torch calls, kernel calls, a
+  6. the judge samples the instruction pointer of every thread of the candidate's process (and of a `c`
+     kernel's host) during every call, with perf events it owns (ipsample.py), and refuses a kernel
+     whose timed calls spent more than `library_share` of their non-harness time in library code
+     (`library_compute`): what ran is judged, whatever route reached it;
+  7. the candidate's process reports what it saw itself (forbidden torch calls, kernel calls, a
      replaced attribute): those checks are the second line, behind everything above.
 """
 
