@@ -189,7 +189,7 @@ def ip_sampling(cfg: VerifyConfig, pool: Sandbox, reps: int, a11b: list[str] | N
         return await asyncio.gather(*(run_hack(on, h) for h in hacks))
 
     caught = {h.name: r.status for h, (r, _) in zip(hacks, asyncio.run(go()))}
-    out = {
+    out: dict = {
         "overhead_ratio": statistics.geometric_mean(ratios) if ratios else None,
         "controls_kept": sum(all(s == "correct" for s in row["statuses"]) for row in rows.values()),
         "controls_total": len(rows),
