@@ -42,7 +42,7 @@ FRAMEWORK_CODE = re.compile(
     r"|as_strided|expand|contiguous|clone|fill|zero|resize|select|slice|permute|transpose|unsqueeze|squeeze"
     r"|narrow|flatten|_reshape|_unsafe_view|set_)))"
     r"|_ZN2at\d+(assert_no|has_internal_overlap|internal|OperandInfo)|_ZN2at6native16DispatchStubImpl"
-    r"|copy_kernel|fill_kernel|^_ZN?K?St|^_ZSt|^_init$"
+    r"|copy_kernel|fill_kernel|^_ZN?K?R?St|^_ZSt|^_init$"
 )
 """torch's functions an honest call runs (mangled names): c10 (tensors, allocation, dispatch), the
 dispatcher's stubs, autograd's bookkeeping, tensor methods, ATen's allocation, views, fills and copies
