@@ -38,16 +38,31 @@ FRAMEWORK = ("libtorch_cpu.so", "libtorch.so", "libc10.so")
 (the functions FRAMEWORK_CODE names); everything else in them (MKL, oneDNN, ATen's kernels) is library."""
 FRAMEWORK_CODE = re.compile(
     r"_ZN?K?(3c10|5torch|2at(4_ops|6detail|4impl|10TensorBase|6Tensor|11TensorMaker|7Context|13globalContext"
-    r"|14RecordFunction|\d+getStepCallbacks|\d+(Tensor)?Iterator\w*|6native(L)?\d+(copy|empty|view|detach|reshape|alias"
-    r"|as_strided|expand|contiguous|clone|fill|zero|resize|select|slice|permute|transpose|unsqueeze|squeeze"
-    r"|narrow|flatten|_reshape|_unsafe_view|set_)))"
-    r"|_ZN2at\d+(assert_no|has_internal_overlap|internal|OperandInfo)|_ZN2at6native16DispatchStubImpl"
-    r"|copy_kernel|fill_kernel|^_ZN?K?R?St|^_ZSt|^_init$"
+    r"|14RecordFunction|\d+getStepCallbacks|\d+(Tensor)?Iterator\w*|\d+(assert_no|has_internal_overlap|internal)"
+    r"|11OperandInfo))|^_ZN?K?R?St|^_ZSt|^_init$"
 )
 """torch's functions an honest call runs (mangled names): c10 (tensors, allocation, dispatch), the
-dispatcher's stubs, autograd's bookkeeping, tensor methods, ATen's allocation, views, fills and copies
-(the vectorised copy loops included), the C++ library's templates compiled into them, and the PLT.
-Measured on the honest twins: see docs/kernels.md."""
+dispatcher's stubs, autograd's bookkeeping, tensor methods and iterators, the C++ library's templates
+compiled into torch, and the PLT."""
+NATIVE_CODE = re.compile(
+    r"2at6native(L)?\d+(copy|empty|view|detach|reshape|alias|as_strided|expand|contiguous|clone|fill|zero|resize"
+    r"|select|slice|permute|transpose|unsqueeze|squeeze|narrow|flatten|_reshape|_unsafe_view|set_"
+    r"|DispatchStubImpl)|copy_kernel|fill_kernel"
+)
+"""Of ATen's own functions (`at::native`, anywhere in a name: its vectorised loops are c10::function_ref
+callbacks), the allocation, views, fills and copies (their loops included); ATen's other kernels
+(`relu_kernel`, `add_kernel`, ...) are library code. Measured on the honest twins: see docs/kernels.md."""
+
+
+_KERNEL = re.compile(r"\d[a-z0-9_]*_kernel(?![a-z0-9_])")
+"""A compute kernel's name (`relu_kernel`, `add_kernel`), not the dispatcher's `wrap_kernel_functor`."""
+
+
+def framework(name):
+    """Whether a function of torch's libraries is one an honest call runs (see FRAMEWORK_CODE)."""
+    if "2at6native" in name or _KERNEL.search(name):
+        return bool(NATIVE_CODE.search(name))
+    return bool(FRAMEWORK_CODE.search(name))
 
 
 def classify(path, address, workdir):
@@ -61,7 +76,7 @@ def classify(path, address, workdir):
         return "harness"
     if base in FRAMEWORK or any(base.startswith(f) for f in FRAMEWORK):
         fn = function_at(path, address)
-        if FRAMEWORK_CODE.search(fn):
+        if framework(fn):
             return "harness"
         return f"library {base}:{fn or hex(address)}"
     return f"library {base}"
