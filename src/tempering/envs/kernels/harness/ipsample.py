@@ -9,7 +9,6 @@ the judge. The kernel counts a thread's user-mode time and records where it was 
 it, so a call's samples are a fair draw of where its time went, whatever the call does to hide it.
 """
 
-import bisect
 import ctypes
 import errno
 import mmap
