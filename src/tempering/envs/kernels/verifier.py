@@ -153,7 +153,9 @@ class VerifyConfig:
     candidate's process and of a `c` kernel's host, user space only), so that library code reached at
     run time (MKL's GEMM found through libtorch's symbol table) is seen whatever route led to it.
     `require`: where perf events cannot be opened (gVisor, `kernel.perf_event_paranoid` above 2) the
-    evaluation is `harness_error` saying so; `off`: not sampled (`result.ip_sampling` says so)."""
+    evaluation is `harness_error` saying so; `off`: not sampled (`result.ip_samples` is None). Only `c` and
+    `torch_ext` kernels on a CPU are sampled (a GPU's work is not the host's code; Triton on a CPU runs
+    in its interpreter)."""
     library_share: float = 0.2
     """The most of the kernel's sampled time in the timed calls (the correctness trials' where nothing is
     timed), the harness's own share left out, that may lie in code outside the kernel's own object, the C

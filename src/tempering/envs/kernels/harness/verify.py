@@ -525,6 +525,8 @@ class Judge:
         """Perf events on every thread of the candidate's process (and its kernel host): from here on no
         thread can start there (RLIMIT_NPROC 0 and the syscall filter), and one that does is refused."""
         mode = self.cfg.get("ip_sampling", "require")
+        if self.device != "cpu" or self.cfg.get("backend") == "triton":
+            mode = "off"  # a GPU's work, or Triton's interpreter (numpy's code), is not the host's code to judge
         self.result["ip_sampling"] = mode
         if mode == "off":
             return
