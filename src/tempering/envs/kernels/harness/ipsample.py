@@ -26,7 +26,7 @@ PAGE = mmap.PAGESIZE
 DATA_PAGES = 16
 """Ring buffer per thread (64 KiB: 4096 samples); drained after every call, the period doubled for the
 next call whenever one overflowed it."""
-_ENABLE, _DISABLE, _RESET, _PERIOD = 0x2400, 0x2401, 0x2403, 0x40082404
+_ENABLE, _DISABLE, _PERIOD = 0x2400, 0x2401, 0x40082404
 _RECORD_SAMPLE, _RECORD_LOST = 9, 2
 
 RUNTIME = ("libc.so", "libm.so", "libmvec.so", "libgomp", "libiomp", "ld-linux", "libstdc++", "libgcc_s", "[vdso]")
@@ -38,7 +38,7 @@ FRAMEWORK = ("libtorch_cpu.so", "libtorch.so", "libc10.so")
 """torch's libraries: honest calls spend time in their allocation, views, dispatch and the output's copy
 (the functions FRAMEWORK_CODE names); everything else in them (MKL, oneDNN, ATen's kernels) is library."""
 FRAMEWORK_CODE = re.compile(
-    r"_ZN?K?(3c10|5torch|2at(4_ops|6detail|4impl|10TensorBase|6Tensor|11TensorMaker|7Context|13globalContext"
+    r"^_ZN?K?(3c10|5torch|2at(4_ops|6detail|4impl|10TensorBase|6Tensor|11TensorMaker|7Context|13globalContext"
     r"|14RecordFunction|\d+getStepCallbacks|\d+(Tensor)?Iterator\w*|\d+(assert_no|has_internal_overlap|internal)"
     r"|11OperandInfo))|^_ZN?K?R?St|^_ZSt|^_init$"
 )
