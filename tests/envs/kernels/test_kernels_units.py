@@ -1092,3 +1092,35 @@ def test_the_sampler_places_a_busy_thread_in_its_object():
     kinds = [ipsample.classify(path, address, "/nonexistent/") for path, address in located]
     assert kinds.count("harness") > len(kinds) / 2  # a Python loop: the interpreter's own code
     assert sum(k.startswith("library") for k in kinds) < len(kinds) / 10
+
+
+def test_the_sampler_tells_torchs_copies_from_its_compute():
+    """On torch's own libtorch_cpu.so: a sample in its GEMM (MKL) or in an ATen compute kernel's loop is
+    library code, one in the output copy's loop or the allocator the harness's."""
+    import os
+    import re
+
+    import torch
+
+    ipsample = _sampler_module()
+    path = os.path.realpath(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+    table, strings = ipsample._functions(path)
+    if not len(table):
+        pytest.skip("libtorch_cpu.so has no symbol table here")
+
+    def first(pattern):  # the first function whose name starts with a match (searched in the string table)
+        for m in re.finditer(rb"(?<=\0)" + pattern, strings):
+            hits = (table["name"] == m.start()).nonzero()[0]
+            if len(hits):
+                return int(table["value"][hits[0]]) + 1
+        pytest.skip(f"no function matching {pattern!r} in this libtorch_cpu.so")
+
+    expected = {
+        rb"mkl_blas_[^\0]*sgemm": "library",  # MKL's GEMM
+        rb"_ZN3c1012function_ref[^\0]*relu_kernel": "library",  # ATen's ReLU loop
+        rb"_ZN2at3cpu9clamp_min": "library",  # a structured kernel's entry point
+        rb"_ZN3c1012function_ref[^\0]*direct_copy_kernel": "harness",  # the output's copy loop
+        rb"_ZN2at6detail13empty_generic": "harness",  # allocation
+    }
+    kinds = {p: ipsample.classify(path, first(p), "/nonexistent/").split(" ")[0] for p in expected}
+    assert kinds == expected
