@@ -26,6 +26,11 @@ PAGE = mmap.PAGESIZE
 DATA_PAGES = 16
 """Ring buffer per thread (64 KiB: 4096 samples); drained after every call, the period doubled for the
 next call whenever one overflowed it."""
+TRIAL_PERIOD_NS = 100_000
+"""Correctness trials (untimed): a sample per 100 us of a thread's CPU time."""
+TIMED_PERIOD_NS = 1_000_000
+"""Timed calls: a sample per millisecond. Each sample costs the sampled thread about 13 us of CPU time on
+the development machine (a VM's timer), 1.3% here, 13% at 100 us (docs/kernels.md)."""
 _ENABLE, _DISABLE, _PERIOD = 0x2400, 0x2401, 0x40082404
 _RECORD_SAMPLE, _RECORD_LOST = 9, 2
 
@@ -130,12 +135,12 @@ def probe(period_ns=100_000):
 class Sampler:
     """Per-thread sampling events on the given processes (the candidate, its kernel host)."""
 
-    def __init__(self, pids, period_ns=100_000):
+    def __init__(self, pids, period_ns=TRIAL_PERIOD_NS):
         self.pids, self.period = list(pids), period_ns
         self.events = {}  # tid -> (fd, ring)
         self.lost = 0
         self.samples = []  # (phase, pid, instruction pointer) of the windows so far (drained)
-        self.phase = "trials"  # what the windows being sampled are: "trials", then "timed"
+        self.phase = "first"  # what the windows being sampled are: "first" (call), "trials", then "timed"
         self.maps = {}  # pid -> [(start, end, path)] of executable mappings
         for pid in self.pids:
             for tid in self._tids(pid):
@@ -193,9 +198,13 @@ class Sampler:
             struct.pack_into("<Q", ring, 1032, tail)
         if lost:
             self.lost += lost
-            self.period *= 2
-            for fd, _, _ in self.events.values():
-                _libc.ioctl(fd, _PERIOD, ctypes.byref(ctypes.c_uint64(self.period)))
+            self.set_period(self.period * 2)
+
+    def set_period(self, period_ns):
+        """Sample every `period_ns` of a thread's CPU time from the next call on."""
+        self.period = period_ns
+        for fd, _, _ in self.events.values():
+            _libc.ioctl(fd, _PERIOD, ctypes.byref(ctypes.c_uint64(self.period)))
 
     def close(self):
         for fd, ring, _ in self.events.values():
@@ -233,9 +242,9 @@ class Sampler:
                     return path or "[anonymous]", _elf_address(path, ip - start + offset)
         return "[unmapped]", ip
 
-    def attribute(self, phase):
-        """[(path, ELF address)] of the samples of `phase` so far."""
-        return [self.where(pid, ip) for p, pid, ip in self.samples if p == phase]
+    def attribute(self, phases):
+        """[(path, ELF address)] of the samples of `phases` so far."""
+        return [self.where(pid, ip) for p, pid, ip in self.samples if p in phases]
 
 
 def _wrap(data, at, n):

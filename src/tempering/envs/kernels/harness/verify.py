@@ -547,9 +547,11 @@ class Judge:
         nothing was timed), by kind; library code above `library_share` of them is `library_compute`."""
         if self.sampler is None:
             return
-        phase = "timed" if any(p == "timed" for p, _, _ in self.sampler.samples) else "trials"
+        # every call but the first (which may hold one-time set-up: a table, a symbol lookup); the first
+        # alone where there was no other
+        phases = {p for p, _, _ in self.sampler.samples} - {"first"} or {"first"}
         try:
-            located = self.sampler.attribute(phase)
+            located = self.sampler.attribute(phases)
         except ipsample.Untraceable as e:
             raise Verdict("tampering", str(e)) from None
         here = os.getcwd() + "/"
@@ -566,7 +568,7 @@ class Judge:
         share = kinds.get("library", 0) / work if work else 0.0
         top = dict(sorted(library.items(), key=lambda kv: -kv[1])[:8])
         self.result["ip_samples"] = {
-            "phase": phase,
+            "phases": sorted(phases),
             "samples": total,
             "by_kind": kinds,
             "library_share": share,
@@ -579,8 +581,8 @@ class Judge:
             named = ", ".join(f"{k} ({v})" for k, v in list(top.items())[:3])
             raise Verdict(
                 "library_compute",
-                f"{100 * share:.0f}% of the kernel's sampled time ({kinds['library']} of {work} samples of the "
-                f"{'timed calls' if phase == 'timed' else 'correctness trials'}, the harness's own excluded) ran in "
+                f"{100 * share:.0f}% of the kernel's sampled time ({kinds['library']} of {work} samples of its "
+                f"calls after the first, the harness's own excluded) ran in "
                 f"library code: {named}. A kernel computes in its own code (the C library, libm and OpenMP "
                 f"allowed); at most {100 * limit:.0f}% of its time may lie in other libraries",
             )
@@ -904,6 +906,8 @@ class Judge:
         if sampler is not None:
             sampler.disable()
             sampler.drain()
+            if sampler.phase == "first":
+                sampler.phase = "trials"
         try:  # only now does it check its answer's memory (outside the measured time)
             peer.chan.send({"op": "measured", "token": peer.answered})  # a refusal now names the call
         except wire.PeerGone:
@@ -996,6 +1000,7 @@ class Judge:
         names = (["candidate"] if self.candidate else []) + [m for m in ("eager", "compile") if m in models] + ["null"]
         if self.sampler is not None:
             self.sampler.phase = "timed"
+            self.sampler.set_period(max(self.sampler.period, ipsample.TIMED_PERIOD_NS))
         with torch.no_grad():
             expect = _outputs(self.ref(*_clone(base, self.device)))  # the output sizes every call answers with
         warmup, runs = cfg.get("warmup", 3), cfg.get("timed_runs", 20)
