@@ -157,8 +157,8 @@ class VerifyConfig:
     `torch_ext` kernels on a CPU are sampled (a GPU's work is not the host's code; Triton on a CPU runs
     in its interpreter)."""
     library_share: float = 0.2
-    """The most of the kernel's sampled time in the timed calls (the correctness trials' where nothing is
-    timed), the harness's own share left out, that may lie in code outside the kernel's own object, the C
+    """The most of the kernel's sampled time in its calls after the first (which may hold one-time set-up),
+    the harness's own share left out, that may lie in code outside the kernel's own object, the C
     and C++ runtimes, libm and OpenMP (MKL, oneDNN, ATen's kernels, ...): above it the evaluation is
     `library_compute`, naming the functions. Honest kernels measure 0-5% (docs/kernels.md)."""
     flag_speedup: float = 10.0

@@ -28,7 +28,7 @@ timings) carrying the nonce, on its standard output. No object the submission ca
      result uses;
   6. the judge samples the instruction pointer of every thread of the candidate's process (and of a `c`
      kernel's host) during every call, with perf events it owns (ipsample.py), and refuses a kernel
-     whose timed calls spent more than `library_share` of their non-harness time in library code
+     whose calls spent more than `library_share` of their non-harness time in library code
      (`library_compute`): what ran is judged, whatever route reached it;
   7. the candidate's process reports what it saw itself (forbidden torch calls, kernel calls, a
      replaced attribute): those checks are the second line, behind everything above.
@@ -543,8 +543,8 @@ class Judge:
             raise Verdict("tampering", str(e)) from None
 
     def judge_samples(self):
-        """Where the candidate's sampled time went: the timed calls' samples (the correctness trials' where
-        nothing was timed), by kind; library code above `library_share` of them is `library_compute`."""
+        """Where the candidate's sampled time went, by kind, in every call but the first; library code above
+        `library_share` of the samples outside the harness's own code is `library_compute`."""
         if self.sampler is None:
             return
         # every call but the first (which may hold one-time set-up: a table, a symbol lookup); the first
