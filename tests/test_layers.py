@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import ast
 import graphlib
+import sys
 from pathlib import Path
 
 from tempering import syntax
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "tempering"
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "tempering"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import architecture  # noqa: E402  (the benchmark's import graph, so test and figure read one graph)
 
 LAYERS: list[tuple[str, ...]] = [
     ("errors", "syntax"),  # the error types; thread-safe parsing of Python source
@@ -89,42 +93,12 @@ def test_imports_point_down_the_layers():
     assert upward_imports() == []
 
 
-def module_imports() -> dict[str, set[str]]:
-    """Each module of the package -> the package's modules it imports (`from pkg import mod` counts as mod,
-    `from pkg import name` as pkg's `__init__`)."""
-    files = {
-        ".".join(["tempering", *p.relative_to(SRC).with_suffix("").parts]).removesuffix(".__init__"): p
-        for p in SRC.rglob("*.py")
-    }
-    graph = {}
-    for me, path in files.items():
-        tree = syntax.parse(path.read_text())
-        pkg = me if path.name == "__init__.py" else me.rpartition(".")[0]
-        out = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    up = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
-                    base = ".".join([*up, base] if base else up)
-                names = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names]
-            else:
-                continue
-            for n in names:
-                while n and n not in files:
-                    n = n.rpartition(".")[0]
-                if n and n != me:
-                    out.add(n)
-        graph[me] = out
-    return graph
-
-
 def test_no_two_modules_import_each_other():
     """No circle of imports, however long (a circle ties its modules into one: neither can be read, tested or
-    moved alone)."""
-    graph = module_imports()
+    moved alone). The graph is the one `benchmarks/architecture.py` counts circles in."""
+    files = architecture.py_files()
+    modules = {architecture.module_name(p) for p in files}
+    graph = {architecture.module_name(p): architecture.imports(p, modules) for p in files}
     try:
         graphlib.TopologicalSorter(graph).prepare()
     except graphlib.CycleError as e:

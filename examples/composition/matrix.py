@@ -58,20 +58,20 @@ def _episode(task: Task, turns: list[tuple[int, float, bool]], seed: int) -> Epi
 
 
 def groups(turns: int) -> list[Group]:
-    """Three groups: mixed outcomes and lengths; four identical episodes that end after one turn (no
+    """Three groups: mixed outcomes and lengths, one best episode (a tie at the top carries no pass@k signal); four identical episodes that end after one turn (no
     signal for any credit);
     every episode equally rewarded (single-turn: same score, other lengths; multi-turn: every episode
     succeeds, at different turns, the case outcome credit cannot tell apart and LEAP can). Each group's greedy
     episode (ReMax's baseline) scores as its first episode does."""
     t = [Task(f"t{i}", "") for i in range(3)]
     if turns == 1:
-        mixed = [[(7, 1.0, True)], [(2, 0.0, False)], [(8, 0.5, False)], [(5, 1.0, True)]]
+        mixed = [[(7, 1.0, True)], [(2, 0.0, False)], [(8, 0.5, False)], [(5, 0.9, False)]]
         equal = [[(3, 1.0, True)], [(6, 1.0, True)], [(8, 1.0, True)], [(4, 1.0, True)]]
     else:
         mixed = [
             [(7, 0.2, False), (6, 1.0, True)],
             [(2, 0.0, False), (3, 0.0, False), (8, 0.5, False)],
-            [(8, 1.0, True)],
+            [(8, 0.9, False)],
             [(5, 0.4, False), (8, 0.6, False), (2, 0.1, False)],
         ]
         equal = [
