@@ -26,6 +26,9 @@ PAGE = mmap.PAGESIZE
 DATA_PAGES = 16
 """Ring buffer per thread (64 KiB: 4096 samples); drained after every call, the period doubled for the
 next call whenever one overflowed it."""
+MIN_LIBRARY_SAMPLES = 8
+"""Fewer library samples than this are never a refusal: a stray sample in a torch function the lists
+miss (a tiny kernel draws only a handful outside the harness's code) is not a kernel's work."""
 TRIAL_PERIOD_NS = 100_000
 """Correctness trials (untimed): a sample per 100 us of a thread's CPU time."""
 TIMED_PERIOD_NS = 1_000_000
@@ -43,7 +46,7 @@ FRAMEWORK = ("libtorch_cpu.so", "libtorch.so", "libc10.so")
 """torch's libraries: honest calls spend time in their allocation, views, dispatch and the output's copy
 (the functions FRAMEWORK_CODE names); everything else in them (MKL, oneDNN, ATen's kernels) is library."""
 FRAMEWORK_CODE = re.compile(
-    r"^_ZN?K?(3c10|5torch|2at(4_ops|6detail|4impl|10TensorBase|6Tensor|11TensorMaker|7Context|13globalContext"
+    r"^_ZN?K?(3c10|5torch|2atL?(4_ops|6detail|4impl|10TensorBase|6Tensor|11TensorMaker|7Context|13globalContext"
     r"|14RecordFunction|\d+getStepCallbacks|\d+(Tensor)?Iterator\w*|\d+(assert_no|has_internal_overlap|internal)"
     r"|11OperandInfo))|^_ZN?K?R?St|^_ZSt|^_init$"
 )

@@ -577,7 +577,7 @@ class Judge:
             "period_ns": self.sampler.period,
         }
         limit = self.cfg.get("library_share", 0.2)
-        if share > limit:
+        if share > limit and kinds.get("library", 0) >= ipsample.MIN_LIBRARY_SAMPLES:
             named = ", ".join(f"{k} ({v})" for k, v in list(top.items())[:3])
             raise Verdict(
                 "library_compute",
