@@ -432,6 +432,8 @@ def test_every_output_memfd_starts_as_all_ones_bytes_not_zeros_or_an_earlier_out
     assert all_ones(again)
     assert all_ones(wire.shared_empty(3 << 16))  # a size no call expected: a new memfd, not zero pages
     del again
+    wire.scribble_pool({1000: bytes(range(200)) * 5})  # the judge's fill for this call's size
+    assert wire.shared_empty(1000)[:200].tolist() == list(range(200))
     wire.scribble_pool()
 
 
@@ -683,7 +685,7 @@ def test_float64_outputs_are_judged_at_float64s_precision():
     want = judge.ref(x)
     assert judge.compare([0.5 * torch.tanh(x.clone())], [want], "test", "", [x]) < 1e-14
     ten_bits = (want * 1024).round() / 1024
-    with pytest.raises(verify.Verdict, match="lower-precision"):
+    with pytest.raises(verify.Verdict, match="lower-precision|outside tolerance"):  # each element at its size
         judge.compare([ten_bits], [want], "test", "", [x])
 
 
@@ -1124,3 +1126,68 @@ def test_the_sampler_tells_torchs_copies_from_its_compute():
     }
     kinds = {p: ipsample.classify(path, first(p), "/nonexistent/").split(" ")[0] for p in expected}
     assert kinds == expected
+
+
+def test_each_element_is_judged_at_its_own_size_not_the_outputs_rms(monkeypatch):
+    """exp over 30 orders of magnitude with its small values zeroed, and the small half of one output of
+    two scales zeroed, fail (both passed in units of the output's RMS); an honest float32 evaluation of
+    each, and a matmul summed in another order (its near-zero outputs included), pass."""
+    import torch
+
+    class Op(torch.nn.Module):
+        def __init__(self, fn):
+            super().__init__()
+            self.fn = fn
+
+        def forward(self, *xs):
+            return self.fn(*xs)
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 256, generator=gen)
+    cases = [
+        (lambda t: torch.exp(t * 8.0), lambda want: want.where(want > want.max() * 1e-7, torch.zeros(()))),
+        (
+            lambda t: torch.cat([t * 1e5, torch.tanh(t)], 1),
+            lambda want: torch.cat([want[:, :256], 0 * want[:, 256:]], 1),
+        ),
+    ]
+    for fn, crude in cases:
+        verify, judge = _judge_on(monkeypatch, Op(fn))
+        want = fn(x)
+        judge.compare([fn(x.double()).float()], [want], "get_inputs", "", [x])
+        with pytest.raises(verify.Verdict, match="outside tolerance"):
+            judge.compare([crude(want)], [want], "get_inputs", "", [x])
+    a, b = torch.randn(64, 512, generator=gen), torch.randn(512, 48, generator=gen)
+    verify, judge = _judge_on(monkeypatch, Op(torch.matmul))
+    other_order = sum(a[:, k : k + 1] * b[k : k + 1, :] for k in range(512))  # a naive loop's rounding
+    judge.compare([other_order], [a @ b], "get_inputs", "", [a, b])
+
+
+def test_outputs_start_wrong_at_every_element_and_weights_get_fresh_values(monkeypatch):
+    """The fill differs from the reference at every element (floats never within tolerance, finite where
+    the reference is not; integers never equal; bool bytes no bool) and changes each call; a bool output
+    with such a byte is bad_output. Re-drawn weights are not a permutation: ones and a one-element
+    slope change, a variance stays positive, a mask keeps its pattern."""
+    import torch
+
+    verify, judge = _judge_on(monkeypatch, torch.nn.Identity())
+    gen = torch.Generator().manual_seed(0)
+    floats = torch.tensor([0.0, 1e-30, -3.0, float("inf"), float("nan"), 1.0])
+    for group in ([floats], [floats, -floats], [torch.tensor([3e38, -3e38])]):
+        fill = verify._wrong_everywhere(group, gen).view(torch.float32)
+        for w in group:
+            w = w.nan_to_num(0.0, 0.0, 0.0)
+            assert bool(torch.isfinite(fill).all()) and bool(((fill.double() - w).abs() > w.abs() * 0.5).all())
+    ints = torch.tensor([-1, 0, 1, 2**62], dtype=torch.int64)
+    assert not bool((verify._wrong_everywhere([ints], gen).view(torch.int64) == ints).any())
+    bools = torch.tensor([True, False, True])
+    bytes_ = verify._wrong_everywhere([bools], gen)
+    assert bool((bytes_ > 1).all()) and not torch.equal(bytes_, verify._wrong_everywhere([bools], gen))
+    with pytest.raises(verify.Verdict, match="bytes other than 0 and 1") as caught:
+        judge.compare([bytes_.view(torch.bool)], [bools], "get_inputs", "", [bools])
+    assert caught.value.status == "bad_output"
+    ones, slope, var = torch.ones(8), torch.full((1,), 0.25), torch.rand(8) + 0.1
+    mask = torch.tril(torch.ones(4, 4))
+    assert not bool((verify._fresh(ones, gen) == 1).any()) and float(verify._fresh(slope, gen)) != 0.25
+    assert bool((verify._fresh(var, gen) > 0).all()) and torch.equal(verify._fresh(mask, gen), mask)
+    assert not torch.equal(verify._fresh(torch.zeros(3), gen), torch.zeros(3))

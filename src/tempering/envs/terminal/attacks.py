@@ -329,7 +329,7 @@ def _needs_shared_network(sandbox: Sandbox) -> str:
     return (
         ""
         if sandbox.shares_network
-        else f"services are kept only where jobs share a network (bwrap as root), not {sandbox.backend}"
+        else f"services are kept only where jobs share a network (bwrap or unshare as root), not {sandbox.backend}"
     )
 
 
