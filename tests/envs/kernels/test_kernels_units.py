@@ -955,6 +955,179 @@ def test_the_precision_verdict_does_not_depend_on_the_outputs_scale(monkeypatch,
     assert verdicts == [True, False, False]
 
 
+def _sampler_module():
+    _judge_module()  # the judge imports it by name, as in its job
+    import sys
+
+    return sys.modules["ipsample"]
+
+
+def _child(dumpable: bool, busy: bool = False) -> int:
+    import ctypes
+    import os
+    import signal
+
+    ready, done = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            ctypes.CDLL(None).prctl(4, int(dumpable), 0, 0, 0)  # PR_SET_DUMPABLE
+            os.write(done, b"1")
+            x = 0
+            while True:
+                if busy:
+                    x += 1
+                else:
+                    signal.pause()
+        finally:
+            os._exit(0)
+    os.read(ready, 1)
+    os.close(ready)
+    os.close(done)
+    return pid
+
+
+def _as_judge(check) -> dict:
+    """`check()`'s dict, computed in a forked process without privileges (as in a sandbox job: root could
+    trace any process, a job's judge cannot)."""
+    import json
+    import os
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setresgid(65534, 65534, 65534)
+                os.setresuid(65534, 65534, 65534)
+            out = check()
+        except BaseException as e:
+            out = {"error": repr(e)}
+        os.write(write, json.dumps(out).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        text = f.read()
+    os.waitpid(pid, 0)
+    return json.loads(text)
+
+
+def test_the_judge_refuses_a_process_its_sampler_cannot_attach_to():
+    """A candidate that made itself non-traceable is refused (never excused); a machine where perf events
+    cannot be opened at all is a harness error that names `ip_sampling`, never a silent pass."""
+    import os
+    import signal
+
+    verify = _judge_module()
+    ipsample = _sampler_module()
+    try:
+        ipsample.probe()
+    except ipsample.Unavailable as e:
+        pytest.skip(f"perf events unavailable here: {e}")
+
+    class Peer:
+        def __init__(self, pid):
+            self.pids = [pid]
+
+    def attach(dumpable):
+        def check():
+            pid = _child(dumpable)
+            try:
+                judge = verify.Judge({"ip_sampling": "require"}, Peer(pid))
+                judge.attach_sampler()
+                return {"status": None, "events": len(judge.sampler.events)}
+            except verify.Verdict as v:
+                return {"status": v.status, "message": v.message}
+            finally:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+
+        return check
+
+    refused = _as_judge(attach(False))
+    assert refused.get("status") == "tampering" and "non-traceable" in refused["message"], refused
+    attached = _as_judge(attach(True))
+    assert attached.get("status") is None and attached["events"] >= 1, attached
+
+    def unavailable(*args, **kwargs):
+        raise ipsample.Unavailable("perf_event_open: ENOSYS")
+
+    judge = verify.Judge({"ip_sampling": "require"}, Peer(os.getpid()))
+    real, ipsample.probe = ipsample.probe, unavailable
+    try:
+        with pytest.raises(verify.Verdict) as caught:
+            judge.attach_sampler()
+    finally:
+        ipsample.probe = real
+    assert caught.value.status == "harness_error" and "ip_sampling='off'" in caught.value.message
+    off = verify.Judge({"ip_sampling": "off"}, Peer(os.getpid()))
+    off.attach_sampler()
+    assert off.sampler is None and off.result["ip_sampling"] == "off"
+
+
+def test_the_sampler_places_a_busy_thread_in_its_object():
+    """Samples read from the judge's ring buffers land in the object the other process was running."""
+    import os
+    import signal
+    import time
+
+    ipsample = _sampler_module()
+    try:
+        ipsample.probe()
+    except ipsample.Unavailable as e:
+        pytest.skip(f"perf events unavailable here: {e}")
+    pid = _child(True, busy=True)
+    try:
+        sampler = ipsample.Sampler([pid], period_ns=50_000)
+        sampler.enable()
+        time.sleep(0.3)
+        sampler.disable()
+        sampler.drain()
+        located = sampler.attribute({"first"})
+        sampler.close()
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert located, "no sample in 0.3 s of a busy thread"
+    kinds = [ipsample.classify(path, address, "/nonexistent/") for path, address in located]
+    assert kinds.count("harness") > len(kinds) / 2  # a Python loop: the interpreter's own code
+    assert sum(k.startswith("library") for k in kinds) < len(kinds) / 10
+
+
+def test_the_sampler_tells_torchs_copies_from_its_compute():
+    """On torch's own libtorch_cpu.so: a sample in its GEMM (MKL) or in an ATen compute kernel's loop is
+    library code, one in the output copy's loop or the allocator the harness's."""
+    import os
+    import re
+
+    import torch
+
+    ipsample = _sampler_module()
+    path = os.path.realpath(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+    table, strings = ipsample._functions(path)
+    if not len(table):
+        pytest.skip("libtorch_cpu.so has no symbol table here")
+
+    def first(pattern):  # the first function whose name starts with a match (searched in the string table)
+        for m in re.finditer(rb"(?<=\0)" + pattern, strings):
+            hits = (table["name"] == m.start()).nonzero()[0]
+            if len(hits):
+                return int(table["value"][hits[0]]) + 1
+        pytest.skip(f"no function matching {pattern!r} in this libtorch_cpu.so")
+
+    expected = {
+        rb"mkl_blas_[^\0]*sgemm": "library",  # MKL's GEMM
+        rb"_ZN3c1012function_ref[^\0]*relu_kernel": "library",  # ATen's ReLU loop
+        rb"_ZN2at3cpu9clamp_min": "library",  # a structured kernel's entry point
+        rb"_ZN3c1012function_ref[^\0]*direct_copy_kernel": "harness",  # the output's copy loop
+        rb"_ZN2at6detail13empty_generic": "harness",  # allocation
+    }
+    kinds = {p: ipsample.classify(path, first(p), "/nonexistent/").split(" ")[0] for p in expected}
+    assert kinds == expected
+
+
 def test_each_element_is_judged_at_its_own_size_not_the_outputs_rms(monkeypatch):
     """exp over 30 orders of magnitude with its small values zeroed, and the small half of one output of
     two scales zeroed, fail (both passed in units of the output's RMS); an honest float32 evaluation of

@@ -26,7 +26,11 @@ timings) carrying the nonce, on its standard output. No object the submission ca
      process and a `c` kernel's host (all their threads; /proc/PID/task/*/schedstat, read once none is
      on a CPU), which a loaded machine's scheduling delays do not inflate; `clock` says which one the
      result uses;
-  6. the candidate's process reports what it saw itself (forbidden torch calls, kernel calls, a
+  6. the judge samples the instruction pointer of every thread of the candidate's process (and of a `c`
+     kernel's host) during every call, with perf events it owns (ipsample.py), and refuses a kernel
+     whose calls spent more than `library_share` of their non-harness time in library code
+     (`library_compute`): what ran is judged, whatever route reached it;
+  7. the candidate's process reports what it saw itself (forbidden torch calls, kernel calls, a
      replaced attribute): those checks are the second line, behind everything above.
 """
 
@@ -44,6 +48,7 @@ import sys
 import time
 import traceback
 
+import ipsample
 import runner
 import syscalls
 import torch
@@ -534,6 +539,7 @@ class Judge:
         self.noise_factor = NOISE_FACTOR
         self.candidate = candidate
         self.ref64 = None  # the reference in float64, made on first need (False: it cannot run so)
+        self.sampler = None  # where the candidate's time goes (ipsample.Sampler), once it is prepared
         self.ref32 = None  # the reference in float32 (float64 outputs: the estimate of their own error)
         self.reference = None
         self.nan_open = True  # special trial: NaN in the reference's output passes any value (no `nan` named)
@@ -589,6 +595,73 @@ class Judge:
                 # candidate is gone, its death is the verdict)
                 if isinstance(host, int) and _parent(host) == peer.pid:
                     peer.pids.append(host)
+                self.attach_sampler()
+
+    def attach_sampler(self):
+        """Perf events on every thread of the candidate's process (and its kernel host): from here on no
+        thread can start there (RLIMIT_NPROC 0 and the syscall filter), and one that does is refused."""
+        mode = self.cfg.get("ip_sampling", "require")
+        if self.device != "cpu" or self.cfg.get("backend") == "triton":
+            mode = "off"  # a GPU's work, or Triton's interpreter (numpy's code), is not the host's code to judge
+        self.result["ip_sampling"] = mode
+        if mode == "off":
+            return
+        try:
+            ipsample.probe()
+            self.sampler = ipsample.Sampler(self.candidate.pids)
+        except ipsample.Unavailable as e:
+            raise Verdict(
+                "harness_error",
+                f"the judge cannot sample where the candidate's time goes: {e}. ip_sampling='off' verifies "
+                "without it (library code a kernel reaches at run time is then not seen)",
+            ) from None
+        except ipsample.Untraceable as e:
+            raise Verdict("tampering", str(e)) from None
+
+    def judge_samples(self):
+        """Where the candidate's sampled time went, by kind, in every call but the first; library code above
+        `library_share` of the samples outside the harness's own code is `library_compute`."""
+        if self.sampler is None:
+            return
+        # every call but the first (which may hold one-time set-up: a table, a symbol lookup); the first
+        # alone where there was no other
+        phases = {p for p, _, _ in self.sampler.samples} - {"first"} or {"first"}
+        try:
+            located = self.sampler.attribute(phases)
+        except ipsample.Untraceable as e:
+            raise Verdict("tampering", str(e)) from None
+        here = os.getcwd() + "/"
+        kinds, library = {}, {}
+        for path, address in located:
+            kind = ipsample.classify(path, address, here)
+            if kind.startswith("library"):
+                where = kind.removeprefix("library ")
+                library[where] = library.get(where, 0) + 1
+                kind = "library"
+            kinds[kind] = kinds.get(kind, 0) + 1
+        total = len(located)
+        work = total - kinds.get("harness", 0)  # the kernel's part of the call: its own code, runtime, library
+        share = kinds.get("library", 0) / work if work else 0.0
+        top = dict(sorted(library.items(), key=lambda kv: -kv[1])[:8])
+        self.result["ip_samples"] = {
+            "phases": sorted(phases),
+            "samples": total,
+            "by_kind": kinds,
+            "library_share": share,
+            "library": top,
+            "lost": self.sampler.lost,
+            "period_ns": self.sampler.period,
+        }
+        limit = self.cfg.get("library_share", 0.2)
+        if share > limit and kinds.get("library", 0) >= ipsample.MIN_LIBRARY_SAMPLES:
+            named = ", ".join(f"{k} ({v})" for k, v in list(top.items())[:3])
+            raise Verdict(
+                "library_compute",
+                f"{100 * share:.0f}% of the kernel's sampled time ({kinds['library']} of {work} samples of its "
+                f"calls after the first, the harness's own excluded) ran in "
+                f"library code: {named}. A kernel computes in its own code (the C library, libm and OpenMP "
+                f"allowed); at most {100 * limit:.0f}% of its time may lie in other libraries",
+            )
 
     def aliasing(self, inputs):
         """Which of the reference's outputs share memory with its inputs, or with its previous call's
@@ -931,11 +1004,26 @@ class Judge:
             if fills is not None:
                 tensors["fills"] = fills
         views = peer.ask({"op": "inputs", "r": r, "expect": sizes}, tensors, shared=True, keys=())["_views"]
+        sampler = self.sampler if peer is self.candidate else None
+        if sampler is not None:
+            started = sampler.new_threads()
+            if started:
+                raise Verdict(
+                    "tampering",
+                    f"the candidate's process started thread {started[0]} after the judge attached its sampler: "
+                    "every thread of a kernel's process is sampled",
+                )
+            sampler.enable()
         c0 = peer.cpu_ns()
         t0 = _perf_counter()
         reply = peer.ask({"op": "go", "model": model})
         elapsed = _perf_counter() - t0
         used = 1e-9 * (peer.cpu_ns() - c0)
+        if sampler is not None:
+            sampler.disable()
+            sampler.drain()
+            if sampler.phase == "first":
+                sampler.phase = "trials"
         try:  # only now does it check its answer's memory (outside the measured time)
             peer.chan.send({"op": "measured", "token": peer.answered})  # a refusal now names the call
         except wire.PeerGone:
@@ -1033,6 +1121,9 @@ class Judge:
             self.result["compile_error"] = ready["compile_error"]
             models.discard("compile")
         names = (["candidate"] if self.candidate else []) + [m for m in ("eager", "compile") if m in models] + ["null"]
+        if self.sampler is not None:
+            self.sampler.phase = "timed"
+            self.sampler.set_period(max(self.sampler.period, ipsample.TIMED_PERIOD_NS))
         with torch.no_grad():
             expect = _outputs(self.ref(*_clone(base, self.device)))  # the output sizes every call answers with
         warmup, runs = cfg.get("warmup", 3), cfg.get("timed_runs", 20)
@@ -1119,6 +1210,7 @@ def run(cfg, candidate, reference=None):
             judge.verify()
         if mode in ("profile", "baseline"):
             judge.time_all()
+        judge.judge_samples()
         judge.result["status"] = "correct" if candidate is not None else "baseline"
         judge.result["message"] = ""
     except Verdict as v:
@@ -1128,6 +1220,8 @@ def run(cfg, candidate, reference=None):
             status="harness_error", message=f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=-4)
         )
     finally:
+        if judge.sampler is not None:
+            judge.sampler.close()
         for peer in (candidate, judge.reference):
             if peer is not None:
                 peer.end()
