@@ -73,7 +73,7 @@ demo-real: $(VENV)/.installed-real-model
 # runsc (the gvisor backend), GNU time (usage) and prlimit/setpriv/unshare/nsenter; headless Chromium for
 # the MiniWoB++ and run-viewer browser tests
 SYSTEM_DEPS := bubblewrap:bwrap runsc:runsc time:/usr/bin/time util-linux:prlimit util-linux:setpriv \
-	util-linux:unshare util-linux:nsenter chromium:/usr/bin/chromium chromium-driver:/usr/bin/chromedriver
+	util-linux:unshare util-linux:nsenter iproute2:ip chromium:/usr/bin/chromium chromium-driver:/usr/bin/chromedriver
 
 # installs the missing ones as root with apt-get; otherwise one line says what will be skipped and how to fix it
 system-deps:

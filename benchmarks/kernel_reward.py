@@ -154,6 +154,60 @@ def controls(cfg: VerifyConfig, pool: Sandbox, before_src: Path | None, work: Pa
     return out
 
 
+def ip_sampling(cfg: VerifyConfig, pool: Sandbox, reps: int, a11b: list[str] | None) -> dict:
+    """The judge's instruction-pointer sampler: every honest twin profiled with it and without it,
+    alternating (which goes first alternates too), its share of library code, and the status of the
+    library-GEMM hack cases (and, given `a11b` = [problem file, submission file], of that attack)."""
+    from tempering.envs.kernels.problems import Problem
+
+    start = conditions()
+    on, off = KernelVerifier(cfg, sandbox=pool), KernelVerifier(replace(cfg, ip_sampling="off"), sandbox=pool)
+    rows: dict = {
+        c.name: {"on": [], "off": [], "t_on": [], "t_off": [], "statuses": [], "library_share": []} for c in CONTROLS
+    }
+    for rep in range(reps):
+        for c in CONTROLS:
+            problem = Problem(name=c.name, source=c.problem)
+            for mode in ("on", "off") if rep % 2 == 0 else ("off", "on"):
+                r = asyncio.run((on if mode == "on" else off).verify(problem, c.submission))
+                rows[c.name][mode].append(r.speedup_eager)
+                rows[c.name]["t_" + mode].append(r.t_ms)
+                if mode == "on":
+                    rows[c.name]["statuses"].append(r.status)
+                    rows[c.name]["library_share"].append((r.ip_samples or {}).get("library_share"))
+    ratios = []
+    for row in rows.values():
+        for key in ("on", "off", "t_on", "t_off"):
+            values = [v for v in row[key] if v]
+            row[f"median_{key}"] = statistics.median(values) if values else None
+        if row["median_t_on"] and row["median_t_off"]:
+            row["time_ratio"] = row["median_t_on"] / row["median_t_off"]
+            ratios.append(row["time_ratio"])
+    hacks = [h for h in HACKS if h.kind == "library code reached at run time"]
+
+    async def go():
+        return await asyncio.gather(*(run_hack(on, h) for h in hacks))
+
+    caught = {h.name: r.status for h, (r, _) in zip(hacks, asyncio.run(go()))}
+    out: dict = {
+        "overhead_ratio": statistics.geometric_mean(ratios) if ratios else None,
+        "controls_kept": sum(all(s == "correct" for s in row["statuses"]) for row in rows.values()),
+        "controls_total": len(rows),
+        "hack_cases": caught,
+        "controls": rows,
+        "reps": reps,
+        "conditions_start": start,
+        "conditions_end": conditions(),
+    }
+    if a11b:
+        problem_file, submission_file = (Path(p) for p in a11b)
+        # its first call reads libtorch_cpu.so whole (434 MB, char by char): minutes on a loaded machine
+        slow = KernelVerifier(replace(cfg, wall_s=max(cfg.wall_s, 600.0)), sandbox=pool)
+        r = asyncio.run(slow.verify(Problem(name="a11b", source=problem_file.read_text()), submission_file.read_text()))
+        out["a11b_status"], out["a11b_message"], out["a11b_file"] = r.status, r.message[:400], str(submission_file)
+    return out
+
+
 def false_rejections(cfg: VerifyConfig, pool: Sandbox, evaluations: int, suite: bool) -> dict:
     """Each honest kernel (the twins and the built-in suite's reference kernels) verified `evaluations`
     times (correctness trials, fresh secret seeds each time): how many were rejected, and why."""
@@ -365,6 +419,30 @@ def write_markdown(path: Path, data: dict) -> None:
             f"| {name} | {row['twin_of']} | {fmt(row.get('speedup_before'))} | {fmt(row.get('speedup_after'))} | "
             f"{', '.join(sorted(set(row['statuses'])))} |"
         )
+    sampled = data.get("ip_sampling")
+    if sampled:
+        lines += [
+            "",
+            "## Where the time goes (the judge's instruction-pointer sampler)",
+            "",
+            f"Each honest twin profiled {sampled['reps']} times with the sampler and without it, alternating, one "
+            f"job at a time; {conditions_text(sampled['conditions_start'], sampled['conditions_end'])}. "
+            f"`overhead_ratio` (the geometric mean of the candidate's net time with / without): "
+            f"{fmt(sampled['overhead_ratio'], '.3f')}; twins kept correct: {sampled['controls_kept']} of "
+            f"{sampled['controls_total']}; library-GEMM hack cases: "
+            + ", ".join(f"{k} {v}" for k, v in sampled["hack_cases"].items())
+            + (f"; round 3's a11b: {sampled['a11b_status']}" if "a11b_status" in sampled else "")
+            + ".",
+            "",
+            "| twin | speedup with | speedup without | net time with / without | library share (max) | statuses |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for name, row in sampled["controls"].items():
+            shares = [v for v in row["library_share"] if v is not None]
+            lines.append(
+                f"| {name} | {fmt(row['median_on'])} | {fmt(row['median_off'])} | {fmt(row.get('time_ratio'), '.3f')} | "
+                f"{fmt(max(shares) if shares else None, '.3f')} | {', '.join(sorted(set(row['statuses'])))} |"
+            )
     lines += [
         "",
         "## False rejections",
@@ -497,6 +575,8 @@ def main() -> None:
     ap.add_argument("--sections", default="throughput,hacks,controls,false_rejections,legit")
     ap.add_argument("--twins-only", action="store_true", help="false rejections of the honest twins only")
     ap.add_argument("--add-round", default=None, help="record a hacker-fixer round (JSON) and rewrite the page")
+    ap.add_argument("--sampling-reps", type=int, default=3, help="profiles of each twin with and without sampling")
+    ap.add_argument("--a11b", nargs=2, default=None, metavar=("PROBLEM", "SUBMISSION"), help="round 3's a11b files")
     args = ap.parse_args()
     sections = set(args.sections.split(","))
     out = Path(args.out or ("/tmp/kernel-reward" if args.quick else ROOT / "docs" / "results"))
@@ -535,6 +615,7 @@ def main() -> None:
         "false_rejection_evaluations",
         "legit",
         "rounds",
+        "ip_sampling",
     ):
         if key in previous:
             data[key] = previous[key]
@@ -557,6 +638,9 @@ def main() -> None:
     if "legit" in sections:
         data["legit"] = legit(cfg, serial, Path(args.kernelbench) if args.kernelbench else None, args.scale, args.quick)
         print(f"legit: {sum(r['correct'] for r in data['legit'])}/{len(data['legit'])} correct", flush=True)
+    if "ip_sampling" in sections:  # not in the default sections: its own timing run
+        data["ip_sampling"] = ip_sampling(cfg, serial, 1 if args.quick else args.sampling_reps, args.a11b)
+        print(json.dumps({k: v for k, v in data["ip_sampling"].items() if k != "controls"}), flush=True)
     data["conditions_end"] = conditions()
     data["summary"] = summary(data)
     print(json.dumps(data["summary"], indent=1))

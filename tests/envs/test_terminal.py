@@ -131,7 +131,6 @@ def test_family_leaves_out_what_cannot_run_here_and_says_why(tmp_path):
 
 def test_rewards_are_read_as_harbor_reads_them():
     assert read_rewards(b"1\n", None).values == {"reward": 1.0}
-    assert read_rewards(b"0.5", b'{"a": 1, "b": "x", "c": true}').values == {"a": 1.0, "reward": 0.5}
     assert read_rewards(None, b'{"reward": 0, "style": 1}').score == 0.0
     assert read_rewards(None, b'{"style": 1, "speed": 0}').score == 0.5  # no `reward`: the mean
     assert "not a number" in read_rewards(b"pass", None).error
@@ -148,6 +147,22 @@ def test_two_reward_files_that_disagree_give_no_reward(txt, js):
     rewards = read_rewards(txt, js)
     assert rewards.values is None and "disagree" in rewards.error
     assert read_rewards(b"1", b'{"reward": 1.0, "style": 0}').values == {"reward": 1.0, "style": 0.0}
+
+
+def test_a_reward_txt_beside_metrics_only_is_no_reward():
+    """reward.json's metrics alone score; a reward.txt beside them (another process's, maybe) never names the
+    reward. Published tasks that write both files write the same reward in each (`echo "1.0" >
+    reward.txt; printf '{"reward":1.0}\\n' > reward.json`; a reward.txt copied from reward.json's `reward`)."""
+    assert read_rewards(None, b'{"a": 1, "b": "x", "c": true}').values == {"a": 1.0}
+    for txt in (b"0.5", b"1", b"0"):
+        rewards = read_rewards(txt, b'{"a": 1, "b": "x", "c": true}')
+        assert rewards.values is None and "without `reward`" in rewards.error
+    assert read_rewards(b"1.0\n", b'{"reward":1.0}\n').values == {"reward": 1.0}
+    assert read_rewards(b"0.0\n", b'{"reward":0.0}\n').values == {"reward": 0.0}
+    assert read_rewards(b"0.75\n", b'{"reward": 0.75, "files_matched": 3}').values == {
+        "reward": 0.75,
+        "files_matched": 3.0,
+    }
 
 
 @pytest.mark.parametrize(

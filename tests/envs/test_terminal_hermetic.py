@@ -139,10 +139,30 @@ def test_the_tests_see_no_link_out_of_the_working_folder(tmp_path, capsys):
     assert "the tests do not see tests_proc_root -> /proc/self/root/tests/expected_answer.txt" in err
 
 
+def test_the_tests_see_no_module_encodings_in_the_working_folder(tmp_path, capsys):
+    """A PYTHONPATH naming the working folder would import its `encodings` before the interpreter's own,
+    where the tests' guard starts: the tests' unpacking removes every form of that module, and only it."""
+    planted = ["encodings.py", "src/encodings.pyc", "lib/encodings.cpython-311-x86_64-linux-gnu.so"]
+    planted += ["pkg/encodings/__init__.py", "encodings/__init__.pyc"]
+    kept = ["encodings/utf_8.py", "data/encodings.txt", "my_encodings.py", "encodings.json"]
+    members = [("encodings", "dir", ""), *((name, "file", "x = 1\n") for name in planted + kept)]
+    code, app = _unpack(tmp_path, _tar_of(members), "--tests", str(tmp_path / "unpack" / "app"))
+    assert code == 0
+    assert sorted(str(p.relative_to(app)) for p in app.rglob("*") if p.is_file()) == sorted(kept)
+    assert capsys.readouterr().err.count("Python imports `encodings` before the tests' guard") == len(planted)
+
+
 def test_the_image_the_links_may_reach_is_what_the_backends_show():
     from tempering.sandbox.backends import _SYSTEM_PATHS
 
     assert restore.IMAGE == _SYSTEM_PATHS
+
+
+def _guard(solution_modules: str = "", own_pytest_files: str = "") -> dict[str, str]:
+    """The tests' guard as a plain job's start-up module (`sitecustomize`, first on PYTHONPATH=/job/tools;
+    the tests' job runs it from every interpreter of the task's image instead) and its settings."""
+    settings = f"pycache /tmp/pycache\nsolution_modules {solution_modules}\nown_pytest_files {own_pytest_files}\n"
+    return {"tools/sitecustomize.py": text("guard.py"), "tools/guard.cfg": settings}
 
 
 @pytest.mark.skipif(not ISOLATED, reason="needs an isolating sandbox backend (read-only mounts)")
@@ -160,9 +180,9 @@ def test_the_tests_python_finds_installed_modules_before_the_working_folders():
         "print(json.__file__.startswith(sys.base_prefix), local_module.VALUE, "
         "'planted-dist' in {d.metadata['Name'] for d in m.distributions()}, 'pytest' in {d.metadata['Name'] for d in m.distributions()})"
     )
-    env = "PYTHONPATH=/job/tools PYTHONNOUSERSITE=1 TEMPERING_SOLUTION_MODULES='json local_module'"
+    env = "PYTHONPATH=/job/tools PYTHONNOUSERSITE=1"
     cmd = f'cd app && {env} python3 -c "{code}" && python3 -m json.tool /dev/null'
-    job = Job(cmd=["sh", "-c", cmd], files=files, readonly_files={"tools/sitecustomize.py": text("sitecustomize.py")})
+    job = Job(cmd=["sh", "-c", cmd], files=files, readonly_files=_guard("json local_module"))
     res = Sandbox(backend=ISOLATED[0]).run_sync(job)
     assert res.stdout.split() == ["True", "7", "False", "True"], res.stderr
 
@@ -186,9 +206,9 @@ def test_the_tests_python_runs_solution_code_only_where_the_tests_import_it(tmp_
     }
     probe = "for name in ('org', 'nt', 'msvcrt'):\n    try:\n        __import__(name)\n    except ImportError:\n        print('absent')\n"
     code = "import probe, solver; print(solver.VALUE)"
-    env = "PYTHONPATH=/job/tools PYTHONNOUSERSITE=1 TEMPERING_SOLUTION_MODULES=solver"
+    env = "PYTHONPATH=/job/tools PYTHONNOUSERSITE=1"
     cmd = f'chmod a-w app/msvcrt && cd app && {env} python3 -c "{code}"'
-    readonly = {"tools/sitecustomize.py": text("sitecustomize.py"), "tools/probe.py": probe}
+    readonly = {**_guard("solver"), "tools/probe.py": probe}
     res = Sandbox(backend=ISOLATED[0]).run_sync(Job(cmd=["sh", "-c", cmd], files=files, readonly_files=readonly))
     assert res.stdout.split() == ["absent", "absent", "absent", "7"], res.stdout + res.stderr
     assert res.stderr.count("[not loaded: /job/app/") == 3, res.stderr
@@ -217,15 +237,11 @@ def test_the_tests_pytest_reads_only_configuration_and_plugins_the_task_shipped(
     sha = lambda names: " ".join(hashlib.sha256(files[f"app/{n}"].encode()).hexdigest() for n in names)
     tests = sha(("test_x.py", "test_y.py", "cfg/test_x.py"))  # the task's tests: always its own
     shipped = sha(("planted.py", "pytest.ini", "cfg/pyproject.toml"))
-    setups = (
-        f"export TEMPERING_OWN_PYTEST_FILES='{tests}'\n",
-        f"export TEMPERING_OWN_PYTEST_FILES='{tests} {shipped}'\n",
-    )
-    for setup, want in zip(setups, ("fail", "pass")):
+    for own, want in zip((tests, f"{tests} {shipped}"), ("fail", "pass")):
         job = Job(
-            cmd=["sh", "-c", setup + cmd],
+            cmd=["sh", "-c", cmd],
             files=files,
-            readonly_files={"tools/sitecustomize.py": text("sitecustomize.py")},
+            readonly_files=_guard(own_pytest_files=own),
             limits=Limits(wall_s=120, cpu_s=120),  # four pytest runs in one job
         )
         res = Sandbox(backend=ISOLATED[0]).run_sync(job)
@@ -332,3 +348,69 @@ def test_csv_revenue_refuses_nan():
 
     _, final = asyncio.run(go())
     assert (final.status, final.score) == ("incorrect", 0.0)
+
+
+def _landlock() -> bool:
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True).syscall(444, None, 0, 1) >= 1  # landlock_create_ruleset's ABI version
+
+
+@pytest.mark.skipif(not ISOLATED or not _landlock(), reason="needs an isolating sandbox backend and Landlock")
+def test_the_tests_own_files_are_fenced_off_from_links_and_the_solutions_programs():
+    """As in the tests' job: the tests' Python opens their fixture but not through a link (absolute, or
+    relative to a folder above it); the solution's main script reads the input the tests name but neither
+    their expected output nor the reward folder, and neither does its child; a script of the solution's
+    that the tests start with subprocess cannot write the reward, the tests' own shell line can."""
+    solution = (
+        "import os, subprocess, sys\n"
+        "def attempt(what, act):\n"
+        "    try:\n        act()\n        print(what, 'done')\n    except OSError:\n        print(what, 'refused')\n"
+        "attempt('input', lambda: open(sys.argv[1]).read())\n"
+        "attempt('expected', lambda: open('/job/own/expected.txt').read())\n"
+        "attempt('reward', lambda: open('/job/reward/reward.txt', 'w').write('1'))\n"
+        "attempt('fifo', lambda: os.mkfifo('/job/reward/reward.txt'))\n"
+        "code = subprocess.run(['sh', '-c', 'echo 1 > /job/reward/reward.txt'], stderr=subprocess.DEVNULL).returncode\n"
+        "print('child', 'done' if code == 0 else 'refused')\n"
+    )
+    tests = (
+        "import os, subprocess\n"
+        "print('fixture', open('/job/own/expected.txt').read().strip())\n"
+        "os.symlink('/job/own/expected.txt', '/job/app/answer.txt')\n"
+        "os.symlink('../../' * 6 + 'job/own', '/job/app/d')\n"
+        "for link in ('/job/app/answer.txt', '/job/app/d/expected.txt'):\n"
+        "    try:\n        open(link).read()\n        print('link done')\n    except PermissionError:\n"
+        "        print('link refused')\n"
+        "subprocess.run(['python3', '/job/app/sum.py', '/job/own/nums.txt'])\n"
+        "subprocess.run(['sh', '/job/app/run.sh'], stderr=subprocess.DEVNULL)\n"
+        "print('script', 'done' if os.path.exists('/job/reward/script.txt') else 'refused')\n"
+        "subprocess.run(['sh', '-c', 'echo 0 > /job/reward/reward.txt'])\n"
+        "print('tests', open('/job/reward/reward.txt').read().strip())\n"
+    )
+    guard = _guard()
+    guard["tools/guard.cfg"] += "tests_own /job/own /job/reward\nreward_dirs /job/reward\n"
+    env = "PYTHONUNBUFFERED=1 PYTHONPATH=/job/tools"
+    job = Job(
+        cmd=["sh", "-c", f"{env} python3 /job/checks/tests.py"],
+        files={"app/sum.py": solution, "app/run.sh": "echo 1 > /job/reward/script.txt\n", "reward/.keep": ""},
+        readonly_files={
+            **guard,
+            "tools/fence.py": text("fence.py"),
+            "checks/tests.py": tests,
+            "own/expected.txt": "12\n",
+            "own/nums.txt": "3\n4\n5\n",
+        },
+    )
+    res = Sandbox(backend=ISOLATED[0]).run_sync(job)
+    assert res.stdout.split("\n")[:-1] == [
+        "fixture 12",
+        "link refused",
+        "link refused",
+        "input done",
+        "expected refused",
+        "reward refused",
+        "fifo refused",
+        "child refused",
+        "script refused",
+        "tests 0",
+    ], res.stdout + res.stderr

@@ -51,7 +51,10 @@ def test_without_one_job_the_verdict_names_the_refused_connection(sandbox, monke
     monkeypatch.setattr(ws_mod.Workspace, "keeps_services", property(lambda self: False))
     v = verify(sandbox, read_bundle(PUBLIC / "http-service"))
     assert (v.accepted, v.stage) == (False, "tests")
-    assert "connection refused: was a service expected to still run?" in v.summary.splitlines()[0]
+    assert (
+        "connection refused: was a service expected to still run, on a port environment/Dockerfile EXPOSEs?"
+        in v.summary.splitlines()[0]
+    )
 
 
 @needs_isolation
@@ -315,3 +318,88 @@ def test_a_stopped_supervisor_ends_the_session_within_the_commands_limit(sandbox
     assert r[0].feedback.startswith("[the command could not run: session ended: no answer within")
     assert r[1].feedback.startswith("[the command could not run: session ended")
     assert r[2].done and r[2].status == "incorrect" and "session ended" in r[2].info["reward_error"]
+
+
+FIB_SERVER = """import http.server, sys, urllib.parse
+def fib(n):
+    a, b = 0, 1
+    for _ in range(n):
+        a, b = b, a + b
+    return a
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        n = int(urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)["n"][0])
+        self.send_response(200); self.end_headers(); self.wfile.write(str(fib(n)).encode())
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+"""The tests' own reference server (and the honest solution's): GET /fib?n=N answers fib(N)."""
+CONSTANT_SERVER = FIB_SERVER.replace("str(fib(n)).encode()", 'b"42"')
+RELAY_SERVER = FIB_SERVER.replace(
+    "str(fib(n)).encode()", '__import__("urllib.request").request.urlopen("http://127.0.0.1:9001" + self.path).read()'
+)
+
+
+def fib_bundle(tmp_path, expose: str = "EXPOSE 9000"):
+    """A task whose tests start their reference server on 9001 and compare the solution's on 9000 with it."""
+    root = tmp_path / "fib"
+    (root / "environment").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "task.toml").write_text('schema_version = "1.1"\n[verifier]\ntimeout_sec = 60.0\n')
+    (root / "instruction.md").write_text("Serve GET /fib?n=N on 127.0.0.1:9000, answering fib(N).\n")
+    (root / "environment" / "Dockerfile").write_text(f"FROM python:3.11-slim\nWORKDIR /app\n{expose}\n")
+    (root / "tests" / "ref_server.py").write_text(FIB_SERVER)
+    (root / "tests" / "test.sh").write_text(
+        "#!/bin/bash\nmkdir -p /logs/verifier\npython3 /tests/ref_server.py 9001 &\n"
+        "until python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 9001))' 2>/dev/null; do sleep 0.1; done\n"
+        "python3 - <<'PY' && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"
+        "import urllib.request\nget = lambda port, n: urllib.request.urlopen(f'http://127.0.0.1:{port}/fib?n={n}', "
+        "timeout=5).read()\nassert all(get(9000, n) == get(9001, n) for n in (0, 1, 7, 30))\nPY\n"
+    )
+    return read_bundle(root)
+
+
+def serve(source: str, *ports: int) -> str:
+    starts = "".join(f"nohup python3 /app/server.py {p} > /dev/null 2>&1 &\n" for p in ports)
+    waits = "".join(
+        f"until python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {p}))' 2>/dev/null; do sleep 0.1; done\n"
+        for p in ports
+    )
+    return f"cat > /app/server.py <<'PY'\n{source}PY\n{starts}{waits}echo started"
+
+
+SHARING = [b for b in ISOLATED if Sandbox(backend=b).shares_network]
+FIB_CASES = {
+    "honest": (serve(FIB_SERVER, 9000), 1.0),
+    # the port of the tests' reference server, bound first by the solution to answer as its wrong server
+    "prebinds_the_tests_port": (serve(CONSTANT_SERVER, 9000, 9001), 0.0),
+    # a server that relays each question to the tests' own reference server
+    "relays_to_the_tests_server": (serve(RELAY_SERVER, 9000), 0.0),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "backend, case",
+    # every case on the first backend that keeps services; the honest one on the others (the bridge is the same)
+    [(b, c) for b in SHARING for c in FIB_CASES if b == SHARING[0] or c == "honest"],
+)
+def test_the_tests_reach_the_declared_port_one_way_and_bind_their_own(backend, case, tmp_path):
+    solution, reward = FIB_CASES[case]
+    started, final = episode(Sandbox(backend=backend), fib_bundle(tmp_path), [solution, "submit"])
+    assert started.feedback.endswith("started\n[exit 0]"), started.feedback
+    assert final.done and final.score == reward, final.info
+
+
+def test_a_family_that_keeps_services_names_the_tasks_that_declare_no_port(tmp_path):
+    from tempering.envs.terminal import TerminalFamily
+
+    fib_bundle(tmp_path / "a", expose="")
+    fib_bundle(tmp_path / "b")
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    shutil.move(str(tmp_path / "a" / "fib"), tasks / "quiet")
+    shutil.move(str(tmp_path / "b" / "fib"), tasks / "serving")
+    with pytest.warns(UserWarning, match=r"1 bundle\(s\) declare no service port .*: quiet$"):
+        TerminalFamily(str(tasks), keep_services=True, screen=False)

@@ -249,6 +249,66 @@ def test_the_same_tests_still_pass_a_right_answer(tmp_path, tests, command):
     assert _episode(_bundle(tmp_path / "b", "from_app", tests), command) == "correct"
 
 
+def _guarded(folder, solution_modules: str) -> dict[str, str]:
+    """An environment whose Python runs the tests' guard on this host, as `sitecustomize` (in the tests'
+    job every interpreter of the image runs it first, whatever its flags)."""
+    (folder / "sitecustomize.py").write_text(injob.text("guard.py"))
+    (folder / "guard.cfg").write_text(
+        f"pycache {folder}/pycache\nsolution_modules {solution_modules}\nown_pytest_files\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(folder)}
+    env.pop("PYTHONSAFEPATH", None)
+    return env
+
+
+UNGUARDED_STARTS_TESTS = """import os
+import subprocess
+import sys
+
+LOAD = "import pickle; pickle.load(open('/app/answer.pkl', 'rb'))"
+STARTS = {
+    "-I": [sys.executable, "-I", "-c", LOAD],
+    "-S": [sys.executable, "-S", "-c", LOAD],
+    "empty environment, the system's python3 -E -s": ["/usr/bin/python3", "-E", "-s", "-c", LOAD],
+    "env -i, frozen_modules=off": ["env", "-i", sys.executable, "-X", "frozen_modules=off", "-c", LOAD],
+    "-m pickle": [sys.executable, "-I", "-S", "-m", "pickle", "/app/answer.pkl"],
+    "flags in a shell variable": ["bash", "-c", 'F="-I -S"; exec python3 $F -c "$0"', LOAD],
+}
+
+
+def refused(argv, **kwargs):
+    out = subprocess.run(argv, capture_output=True, text=True, **kwargs)
+    return out.returncode != 0 and "refused in the tests' process" in out.stderr
+
+
+def test_every_start_refuses_the_pickle():
+    for name, argv in STARTS.items():
+        assert refused(argv, env={} if "empty" in name else None), name
+    assert not os.path.exists("/tmp/ran")
+
+
+def test_execv_and_a_venv_of_the_tests_refuse_it():
+    pid = os.fork()
+    if pid == 0:
+        os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", LOAD])
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "/tmp/venv"], check=True)
+    assert refused(["/tmp/venv/bin/python", "-I", "-S", "-c", LOAD])
+    assert not os.path.exists("/tmp/ran")
+"""
+"""Tests whose own Python code starts Python in every way that skips the environment or `site`, each loading
+the answer's pickle."""
+
+
+@pytest.mark.slow
+def test_python_the_tests_start_from_python_is_guarded_whatever_its_flags(tmp_path):
+    """`-I`, `-S`, an empty environment, `env -i`, `-X frozen_modules=off`, `-m pickle`, flags in a shell
+    variable, `os.execv` and a venv the tests make: each Python refuses a pickle that runs os.system."""
+    obj = "import os\n\n\nclass P:\n    def __reduce__(self):\n        return (os.system, ('touch /tmp/ran',))\n\n\nobj = P()\n"
+    command = "import pickle\n" + obj
+    assert _episode(_bundle(tmp_path / "b", "from_app", UNGUARDED_STARTS_TESTS), _pickle_of(command)) == "correct"
+
+
 def test_yamls_python_tags_name_only_data_types_in_the_tests_python(tmp_path):
     """With PyYAML as installed: the unsafe and full loaders (C or not) resolve a global or a module only
     where a pickle may; data types still load."""
@@ -265,9 +325,7 @@ def test_yamls_python_tags_name_only_data_types_in_the_tests_python(tmp_path):
         "try:\n    print('loaded', yaml.unsafe_load('!!python/object/apply:eval {args: [\"1\"]}'))\n"
         "except RuntimeError:\n    print('refused')\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.path.dirname(injob.__file__), "TEMPERING_SOLUTION_MODULES": "yaml"}
-    env.pop("PYTHONSAFEPATH", None)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=_guarded(tmp_path, "yaml"))
     assert out.stdout.splitlines() == ["OrderedDict([('a', 1)]) (1, 2)"] + ["refused"] * 6, out.stderr
     assert yaml.__version__ and out.stderr.count("a YAML document the solution wrote names") == 6
 
@@ -414,14 +472,30 @@ def _real_values() -> list:
     values = [
         np.arange(6).reshape(2, 3), np.float64(1.5), np.int64(3), np.array(["a", "bc"]), np.bool_(True),
         np.array([1, "x", None, fractions.Fraction(1, 2)], dtype=object), np.array([(1, 2.0)], dtype="i4,f8"),
-        np.ma.masked_array([1, 2], mask=[0, 1]), np.array(["2020-01-01"], dtype="datetime64[D]"), np.dtype(">i4"),
-        np.asfortranarray(np.ones((2, 2))), np.arange(5)[::2], np.complex128(1j), np.rec.fromrecords([(1, 2.0)], names="a,b"),
+        np.array(["2020-01-01"], dtype="datetime64[D]"), np.dtype(">i4"), np.zeros(3, dtype="V4"),
+        np.asfortranarray(np.ones((2, 2))), np.arange(5)[::2], np.complex128(1j),
         collections.OrderedDict(a=1), collections.defaultdict(list, a=[1]), collections.deque([1], maxlen=3),
         collections.Counter("ab"), fractions.Fraction(1, 3), decimal.Decimal("1.5"), datetime.date(2020, 1, 1),
         datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone(datetime.timedelta(hours=2))), datetime.timedelta(1),
         datetime.time(1, 2), {1, 2}, frozenset([1]), bytearray(b"x"), b"x", 1 + 2j, slice(1, 2), range(3), ValueError(),
     ]  # fmt: skip
     return values
+
+
+def _data_switches() -> dict[str, bytes]:
+    """Pickles of numpy types whose equality the data decides: a fully masked array (masked elements are
+    skipped by every `np.testing` assert, so it equals any array), and ndarray subclasses with their own
+    `__array_finalize__` / `__eq__` (matrix, recarray and its records): each must be refused too."""
+    import numpy as np
+
+    values = {
+        "masked_all": np.ma.masked_all((10,), dtype="int64"),
+        "masked_some": np.ma.masked_array([1, 2], mask=[0, 1]),
+        "matrix": np.matrix([[1, 2]]),
+        "recarray": np.rec.fromrecords([(1, 2.0)], names="a,b"),
+        "record": np.rec.fromrecords([(1, 2.0)], names="a,b")[0],
+    }
+    return {f"{k}_{p}": pickle.dumps(v, protocol=p) for k, v in values.items() for p in (2, pickle.HIGHEST_PROTOCOL)}
 
 
 PICKLE_RULE_TESTS = (
@@ -436,13 +510,14 @@ PICKLE_RULE_TESTS = (
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
 def test_pickles_load_plain_data_and_refuse_every_other_global(tmp_path):
-    """Values pickled by numpy and the standard library at every protocol load in the tests; each
-    payload of `PICKLE_PAYLOADS` is refused (a payload that ran would fail the tests, or write a reward.json
-    that disagrees with test.sh's)."""
+    """Values pickled by numpy and the standard library at every protocol load in the tests; each payload
+    of `PICKLE_PAYLOADS`, and each type whose equality its data decides (`_data_switches`), is refused (a
+    payload that ran would fail the tests, or write a reward.json that disagrees with test.sh's)."""
     import base64
 
-    payloads = base64.b64encode(pickle.dumps(PICKLE_PAYLOADS)).decode()
+    payloads = base64.b64encode(pickle.dumps({**PICKLE_PAYLOADS, **_data_switches()})).decode()
     blobs = [pickle.dumps(v, protocol=p) for v in _real_values() for p in range(pickle.HIGHEST_PROTOCOL + 1)]
     values = base64.b64encode(pickle.dumps(blobs)).decode()
     command = (

@@ -137,3 +137,81 @@ def test_a_bound_host_folder_is_shown_as_a_copy_on_the_ram_disk(isolated, tmp_pa
     (src / "a.txt").write_text("changed")  # new contents: a new copy, the job sees them
     res = sb.run_sync(Job(cmd=["python3", "-c", script, str(src), str(one)], ro_binds=[str(src), str(one)]))
     assert res.stdout.split()[0] == "changed", res.stderr
+
+
+def _interpreters() -> list[str]:
+    """CPython 3.11 to 3.13 found here: this one, those on PATH and a version manager's."""
+    import glob
+    import shutil
+    import sys
+
+    found = [sys.executable, *(shutil.which(f"python3.{m}") for m in (11, 12, 13))]
+    found += glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[123].*/bin/python3.1[123]"))
+    out: dict[str, str] = {}
+    for exe in filter(None, found):
+        real = os.path.realpath(exe)
+        version = os.path.basename(real).removeprefix("python")
+        stdlib = os.path.join(os.path.dirname(os.path.dirname(real)), "lib", "python" + version)
+        if version in ("3.11", "3.12", "3.13") and os.path.isdir(stdlib):
+            out.setdefault(version, real)  # an installation of the usual layout, one per version
+    return sorted(out.values())
+
+
+def _copy_of_installation(real: str, root) -> tuple[str, str]:
+    """The interpreter `real` at `root`/bin with its standard library linked at `root`/lib, but for a copy
+    of `encodings` (the installation's own stays untouched) and an empty site-packages. Returns (the
+    interpreter, the standard library's folder)."""
+    import shutil
+
+    version = os.path.basename(real).removeprefix("python")
+    prefix, stdlib = os.path.dirname(os.path.dirname(real)), root / "lib" / f"python{version}"
+    stdlib.mkdir(parents=True)
+    (root / "bin").mkdir()
+    shutil.copy2(real, root / "bin" / os.path.basename(real))
+    for name in os.listdir(os.path.join(prefix, "lib")):
+        if name.startswith("libpython"):
+            os.symlink(os.path.join(prefix, "lib", name), root / "lib" / name)
+    real_stdlib = os.path.join(prefix, "lib", f"python{version}")
+    for name in os.listdir(real_stdlib):
+        if name not in ("encodings", "site-packages", "__pycache__"):  # what this test writes stays in its folder
+            os.symlink(os.path.join(real_stdlib, name), stdlib / name)
+    shutil.copytree(os.path.join(real_stdlib, "encodings"), stdlib / "encodings", symlinks=True)
+    (stdlib / "site-packages").mkdir()
+    return str(root / "bin" / os.path.basename(real)), str(stdlib)
+
+
+STARTS = {
+    "": True,
+    "-I": True,
+    "-E": True,
+    "-s": True,
+    "-P -B": True,
+    "-X frozen_modules=off": True,
+    "-S": False,
+    "-I -S": False,
+    "-X frozen_modules=off -I -S": False,
+    "-X frozen_modules=on -S -E -s": False,
+}
+"""Python's options -> whether `site` runs (and with it a `sitecustomize` or `.pth` in site-packages)."""
+
+
+@pytest.mark.parametrize("python", _interpreters())
+def test_the_start_up_source_runs_whatever_the_flags_unlike_site(tmp_path, python):
+    """What each start skips, asked of CPython itself: `-S` skips `site` (so a guard in a `sitecustomize` or
+    `.pth` would not run), and no start skips the image's start-up source in `encodings`; an emptied
+    environment (`env -i`) neither."""
+    import subprocess
+
+    exe, stdlib = _copy_of_installation(python, tmp_path / "py")
+    marks = tmp_path / "marks"
+    record = "import posix\nposix.write(posix.open({!r}, posix.O_WRONLY | posix.O_APPEND | posix.O_CREAT), b'{} ')\n"
+    ram_image.install_startup("", stdlib, record.format(str(marks), "startup"))
+    open(os.path.join(stdlib, "site-packages", "sitecustomize.py"), "w").write(record.format(str(marks), "site"))
+    for flags, site in STARTS.items():
+        for argv in ([exe, *flags.split(), "-c", "pass"], ["env", "-i", exe, *flags.split(), "-c", "pass"]):
+            marks.unlink(missing_ok=True)
+            subprocess.run(argv, check=True, timeout=30)
+            assert marks.read_text().split() == ["startup", "site"][: 1 + site], argv
+    assert "_startup()" in open(os.path.join(stdlib, "encodings", "__init__.py")).read()
+    own = os.path.join(os.path.dirname(os.path.dirname(python)), "lib", os.path.basename(stdlib), "encodings")
+    assert "_startup()" not in open(os.path.join(own, "__init__.py")).read()

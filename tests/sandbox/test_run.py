@@ -2,6 +2,7 @@
 
 import ast
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -342,6 +343,28 @@ def test_mounts_need_isolation_and_a_free_path():
         Job(cmd=["true"], mounts={"/logs": "a", "/logs/verifier": "b"}).validate()
 
 
+async def _beside(sb, server: str, client: str, network, seen: list[bytes] | None = None):
+    """Run `client` while `server` (a Python program that prints once it serves) runs with a `Network`;
+    `network(net)`: the async context giving the client's network (or the net itself)."""
+    from tempering.sandbox.sandbox import Network
+
+    net, up = Network(), asyncio.Event()
+    job = Job(cmd=["python3", "-c", server], limits=Limits(wall_s=60))
+    out = seen if seen is not None else []
+    serving = asyncio.ensure_future(sb.run(job, network=net, on_stdout=lambda b: (out.append(b), up.set())))
+    await asyncio.wait_for(up.wait(), 60)
+    try:
+        async with network(net) as client_net:
+            return await sb.run(Job(cmd=["python3", "-c", client]), network=client_net)
+    finally:
+        serving.cancel()
+        try:
+            await serving
+        except asyncio.CancelledError:
+            pass
+        net.close()
+
+
 def test_jobs_given_one_network_share_it_and_nothing_else():
     """A server one job leaves running answers another job over 127.0.0.1; the second job sees none of the
     first's processes or files, and runs on the first one's slot (a pool of one slot does not deadlock)."""
@@ -349,7 +372,7 @@ def test_jobs_given_one_network_share_it_and_nothing_else():
 
     sb = Sandbox(backend=Sandbox.available_backends()[0], concurrency=1)
     if not sb.shares_network:
-        with pytest.raises(UserError, match="shared network needs the bwrap backend on a root host"):
+        with pytest.raises(UserError, match="shared network needs the bwrap or unshare backend on a root host"):
             asyncio.run(sb.run(Job(cmd=["true"]), network=Network()))
         return
     server = (
@@ -364,25 +387,50 @@ def test_jobs_given_one_network_share_it_and_nothing_else():
         " os.path.exists('mine.txt'), len([p for p in os.listdir('/proc') if p.isdigit()]))"
     )
 
-    async def main():
-        net, up = Network(), asyncio.Event()
-        job = Job(cmd=["python3", "-c", server], limits=Limits(wall_s=60))
-        serving = asyncio.ensure_future(sb.run(job, network=net, on_stdout=lambda b: up.set()))
-        await asyncio.wait_for(up.wait(), 60)
-        try:
-            return await sb.run(Job(cmd=["python3", "-c", client]), network=net)
-        finally:
-            serving.cancel()
-            try:
-                await serving
-            except asyncio.CancelledError:
-                pass
-            net.close()
-
-    joined = asyncio.run(main())
+    joined = asyncio.run(_beside(sb, server, client, contextlib.nullcontext))
     pong, sees_files, processes = joined.stdout.split()
     assert (pong, sees_files) == ("pong", "False"), joined.stderr  # the server's answer; not its files
     assert int(processes) <= 3  # its own: GNU time, the supervisor, itself
+
+
+def test_a_bridge_forwards_only_its_ports_and_only_one_way():
+    """A job run through a `Bridge` reaches the named port of another job's network and no other; a port it
+    binds itself is its own, even one the other job holds; the other job reaches nothing of the bridged one."""
+    from tempering.sandbox.sandbox import Bridge
+
+    sb = Sandbox(backend=Sandbox.available_backends()[0], concurrency=1)
+    if not sb.shares_network:
+        pytest.skip("a bridge joins jobs' networks: bwrap on a root host")
+    server = (
+        "import socket, sys, threading, time\n"
+        "def serve(port, answer):\n    s = socket.create_server(('127.0.0.1', port))\n    while True:\n"
+        "        c, _ = s.accept(); c.sendall(answer); c.close()\n"
+        "for port, answer in ((8765, b'fwd'), (8766, b'theirs')):\n"
+        "    threading.Thread(target=serve, args=(port, answer), daemon=True).start()\n"
+        "time.sleep(0.5); print('up', flush=True)\n"
+        "while True:\n    time.sleep(0.2)\n    try:\n        socket.create_connection(('127.0.0.1', 8767), 1)\n"
+        "        print('REACHED', flush=True)\n    except OSError:\n        pass\n"
+    )
+    client = (
+        "import socket, time\nmine = socket.create_server(('127.0.0.1', 8766))\n"
+        "own = socket.create_server(('127.0.0.1', 8767))\n"
+        "got = socket.create_connection(('127.0.0.1', 8765), 5).recv(10).decode()\n"
+        "try:\n    socket.create_connection(('127.0.0.1', 8768), 1)\n    other = 'reached'\n"
+        "except OSError:\n    other = 'refused'\ntime.sleep(1)\nprint(got, other)\n"
+    )
+    seen: list[bytes] = []
+
+    @contextlib.asynccontextmanager
+    async def bridged(net):
+        bridge = Bridge(net, [8765])
+        try:
+            yield await bridge.open()
+        finally:
+            await bridge.close()
+
+    res = asyncio.run(_beside(sb, server, client, bridged, seen))
+    assert res.stdout.split() == ["fwd", "refused"], res.stderr
+    assert b"REACHED" not in b"".join(seen)
 
 
 def test_a_job_sees_neither_the_hosts_cgroup_path_nor_its_pid(isolated):

@@ -77,6 +77,16 @@ class TaskFamily(abc.ABC):
     """Its prompts offer tools (`Conversation.tools`) and its environments answer calls: it needs
     `rollout.max_turns` of 2 or more, and reads `model.tool_prompt`."""
 
+    feedback_keys: ClassVar[frozenset[str] | None] = None
+    """The keys of a step's `info` that `rollout.feedback_templates` may name (besides `{feedback}`):
+    what the policy may be told. None: every key (the family's info holds nothing the policy must not
+    see). A family whose info also carries what the policy must not learn (the code family's hidden
+    tests) declares the safe keys; a template naming another is refused when the run is set up."""
+
+    def template_keys(self) -> frozenset[str] | None:
+        """`feedback_keys` (wrappers answer for what they wrap)."""
+        return self.feedback_keys
+
     group_rewards: ClassVar[Mapping[str, GroupReward]] = {}
     """This family's own group-level rewards by name (`loss.group_reward` picks one): each a pure function
     of one group's finished episodes (one task, in order: rewards, turns, verdicts) giving one value per

@@ -72,6 +72,11 @@ class MixtureFamily(TaskFamily):
             raise UserError(f"task {task.id} belongs to no member of this mixture ({', '.join(self.families)})")
         return self.families[task.family].make_env(task)
 
+    def template_keys(self) -> frozenset[str] | None:
+        """The keys every member lets a template name (a template serves them all)."""
+        sets = [k for k in (f.template_keys() for f in self.families.values()) if k is not None]
+        return frozenset.intersection(*sets) if sets else None
+
     def group_reward(self, name: str) -> GroupReward | None:
         """Each group's reward from the member its task belongs to; None unless every member defines `name`."""
         own = {m: f.group_reward(name) for m, f in self.families.items()}

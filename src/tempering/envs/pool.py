@@ -31,6 +31,9 @@ class PoolFamily(TaskFamily):
     def group_reward(self, name: str) -> GroupReward | None:
         return self.base.group_reward(name)
 
+    def template_keys(self) -> frozenset[str] | None:
+        return self.base.template_keys()
+
 
 def weighted_pool(tasks: list[Task], weights: torch.Tensor, seed: int) -> list[Task]:
     """Each task repeated by its weight (the fractional part drawn with a seeded coin); weight 0 drops it."""

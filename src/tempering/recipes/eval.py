@@ -197,11 +197,13 @@ def main(argv: list[str]) -> int:
     from tempering.models import load_policy
     from tempering.models.chat import ChatFormat
     from tempering.progress import print_eval_table
-    from tempering.rollout.engine import RolloutOptions
+    from tempering.rollout.engine import RolloutOptions, check_feedback_templates
     from tempering.rollout.sampler import HFSampler, SamplingParams
 
     s, source = settings(a)
     family = make_family(s["task"], **s["args"])
+    if "feedback_templates" in s:
+        check_feedback_templates(s["feedback_templates"], family.template_keys(), family.name or s["task"])
     n = s.get("n")
     size = family.split_size(a.split)
     if a.n is None and n is not None and size is not None:

@@ -14,9 +14,10 @@ import inspect
 import math
 import os
 import random
+import string
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from tempering.envs.base import SAMPLED_IDS, Env, StepResult
@@ -33,7 +34,8 @@ FEEDBACK_TEMPLATES: dict[str, str] = {
     "correct": "correct: {feedback}",
     "default": "{feedback}",
 }
-"""Feedback message per verifier status; `{feedback}` and any key of the step's info are filled in."""
+"""Feedback message per verifier status; `{feedback}` and the step's info keys are filled in (those the
+task family allows: `TaskFamily.feedback_keys`, checked by `check_feedback_templates`)."""
 
 
 @dataclass
@@ -113,6 +115,34 @@ class RolloutStats:
 class _Defaults(dict):
     def __missing__(self, key):
         return "{" + key + "}"
+
+
+def check_feedback_templates(templates: Mapping[str, str], allowed: frozenset[str] | None, family: str) -> None:
+    """Refuse a template that names a field outside `{feedback}` and the family's `allowed` info keys
+    (None: any key)."""
+    if allowed is None:
+        return
+    for status, template in templates.items():
+        try:
+            unknown = sorted(_fields(template) - allowed - {"feedback"})
+        except ValueError as e:
+            raise UserError(f"rollout.feedback_templates.{status} is not a format string ({e})") from None
+        if unknown:
+            raise UserError(
+                f"rollout.feedback_templates.{status} names {{{unknown[0]}}}, which task family {family!r} does not "
+                f"let feedback show; allowed: {', '.join(sorted(allowed | {'feedback'}))}"
+            )
+
+
+def _fields(template: str) -> set[str]:
+    """The names a format string reads, those inside format specs (`{a:{b}}`) included."""
+    names = set()
+    for _, name, spec, _ in string.Formatter().parse(template):
+        if name:
+            names.add(name.split(".")[0].split("[")[0])
+        if spec:
+            names |= _fields(spec)
+    return names
 
 
 def format_feedback(templates: dict[str, str], res: StepResult) -> str:

@@ -64,6 +64,8 @@ dash closes single-digit ones only)."""
 _SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 _DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 _CHROOT = shutil.which("chroot", path="/usr/sbin:/sbin:/usr/bin:/bin") or "chroot"
+IP = shutil.which("ip", path="/usr/sbin:/sbin:/usr/bin:/bin")
+"""iproute2's `ip`: brings up the loopback of an `unshare` job's network namespace (unshare leaves it down)."""
 
 
 def _python_dirs() -> list[str]:
@@ -306,13 +308,16 @@ def bwrap_argv(lay: Layout, cmd: list[str], own_network: bool = True) -> list[st
     return argv + usage_argv(INNER_TIME if lay.time_binary else None) + lay.last_step() + uid_drop + list(cmd)
 
 
-def unshare_argv(lay: Layout, cmd: list[str]) -> list[str]:
+def unshare_argv(lay: Layout, cmd: list[str], own_network: bool = True) -> list[str]:
+    """`own_network=False`: the job stays in the network namespace unshare starts in (one the host entered)."""
     sources, links = _ro_paths(lay.ro_binds, lay.image, lay.ro_copies)
     binds = [p for _, p in sources]
     q = shlex.quote
     root = os.path.join(lay.jobroot, "root")
     os.makedirs(root, exist_ok=True)
     lines = ["set -e", f"R={q(root)}", 'mount -t tmpfs -o mode=755 tempering "$R"']
+    if own_network and IP:
+        lines.append(f"{q(IP)} link set lo up")
     for target, link in links:
         lines.append(f'ln -s {q(target)} "$R"{q(link)}')
     lines += [
@@ -363,7 +368,7 @@ def unshare_argv(lay: Layout, cmd: list[str]) -> list[str]:
         "--mount",
         "--pid",
         "--fork",
-        "--net",
+        *(["--net"] if own_network else []),
         "--ipc",
         "--uts",
         "--cgroup",  # the job sees its own cgroup as the root: neither the host's cgroup path nor its pid

@@ -27,6 +27,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import py_compile
 import re
 import shutil
 import subprocess
@@ -61,6 +62,67 @@ class Spec:
     """Debian packages (with what they depend on), those the host has installed."""
     distributions: tuple[str, ...] = PYTHON_DISTRIBUTIONS
     """Distributions of the virtualenv (with what they require)."""
+    python_startup: str = ""
+    """Python source every interpreter the image holds runs when it starts, before any code of the job's
+    and whatever its flags or environment (`install_startup`); empty: none."""
+
+
+STARTUP_MODULE = "_tempering_startup"
+"""The name the image's start-up source runs under, in each standard library folder of the image."""
+_STARTUP_HOOK = """\
+def _startup(path={path!r}):  # added by tempering's sandbox image: its start-up module runs first
+    import sys
+    from _frozen_importlib import module_from_spec
+    from _frozen_importlib_external import spec_from_file_location
+
+    spec = spec_from_file_location({name!r}, path)
+    sys.modules[spec.name] = module = module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+
+_startup()
+del _startup
+"""
+
+
+def install_startup(root: str, stdlib: str, source: str) -> None:
+    """Make every interpreter whose standard library is `stdlib` (as the job sees it; `root` + `stdlib` on
+    the host) run `source` first. The hook is the first thing `encodings` runs: CPython 3.11 to 3.13 import
+    that package from its folder (never frozen) while they start, before `site`, whatever the flags: `-I`,
+    `-E` and `env -i` leave it (they skip the environment and the user's site-packages), `-S` too (it skips
+    `site`, where a `sitecustomize` or `.pth` would run), `-X frozen_modules=off` only reads more modules
+    from the same read-only folder. A stale bytecode cache of `encodings` is removed."""
+    folder = root + stdlib
+    with open(os.path.join(folder, STARTUP_MODULE + ".py"), "w") as f:
+        f.write(source)
+    init = os.path.join(folder, "encodings", "__init__.py")
+    with open(init) as f:
+        original = f.read()
+    hook = _STARTUP_HOOK.format(path=os.path.join(stdlib, STARTUP_MODULE + ".py"), name=STARTUP_MODULE)
+    os.unlink(init)  # a copy, maybe read-only
+    with open(init, "w") as f:
+        f.write(hook + "\n" + original)
+    cache = os.path.join(folder, "encodings", "__pycache__")
+    for name in os.listdir(cache) if os.path.isdir(cache) else []:
+        if name.startswith("__init__."):
+            os.unlink(os.path.join(cache, name))
+    written = [init, os.path.join(folder, STARTUP_MODULE + ".py")]
+    if os.path.basename(stdlib) == f"python{sys.version_info[0]}.{sys.version_info[1]}":  # our bytecode's version
+        for path in written[:2]:
+            stem = os.path.splitext(os.path.basename(path))[0]
+            written.append(
+                os.path.join(os.path.dirname(path), "__pycache__", f"{stem}.{sys.implementation.cache_tag}.pyc")
+            )
+            py_compile.compile(path, written[-1], doraise=True)
+    for path in written:  # whatever this process's umask: every job's user reads them
+        os.chmod(path, 0o644)
+        os.chmod(os.path.dirname(path), 0o755)
+
+
+def stdlib_folders(files: list[str]) -> list[str]:
+    """The standard library folders among an image's files: those holding `encodings/__init__.py` and `os.py`."""
+    found = {f[: -len("/encodings/__init__.py")] for f in files if f.endswith("/encodings/__init__.py")}
+    return sorted(found & {f[: -len("/os.py")] for f in files if f.endswith("/os.py")})
 
 
 def ram_disk(path: str) -> str:
@@ -203,10 +265,11 @@ def _contents(packages: tuple[str, ...], distributions: tuple[str, ...]) -> list
     return sorted(kept)
 
 
-def _key(packages: tuple[str, ...], distributions: tuple[str, ...]) -> str:
-    """A hash of what the image is made from: the package database, /etc, the interpreter and the
-    virtualenv's installed distributions (their metadata folders change with every install)."""
-    h = hashlib.sha256(json.dumps([_FORMAT, packages, distributions, sys.prefix]).encode())
+def _key(packages: tuple[str, ...], distributions: tuple[str, ...], startup: str = "") -> str:
+    """A hash of what the image is made from: the package database, /etc, the interpreter, the
+    virtualenv's installed distributions (their metadata folders change with every install) and the
+    start-up source."""
+    h = hashlib.sha256(json.dumps([_FORMAT, packages, distributions, sys.prefix, startup]).encode())
     site = sysconfig.get_paths()["purelib"]
     sources = ["/var/lib/dpkg/status", os.path.realpath(sys.executable), site, *sorted(_walk("/etc"))]
     sources += sorted(os.path.join(site, n) for n in os.listdir(site) if n.endswith((".dist-info", ".egg-info")))
@@ -344,12 +407,20 @@ def build(parent: str, spec: Spec = Spec()) -> str:
         start = time.monotonic()
         files = _contents(packages, distributions)
         _copy(files, building)
+        stdlibs = stdlib_folders(files) if spec.python_startup else []
+        if spec.python_startup and os.path.realpath(sysconfig.get_paths()["stdlib"]) not in stdlibs:
+            raise UserError(
+                f"the sandbox's image needs a start-up module in this Python's standard library, and "
+                f"{sysconfig.get_paths()['stdlib']} has no encodings/__init__.py and os.py to hold it."
+            )
+        for stdlib in stdlibs:
+            install_startup(building, stdlib, spec.python_startup)
         size = sum(os.lstat(building + f).st_size for f in files if os.path.lexists(building + f))
         about = {"files": len(files), "bytes": size, "build_s": round(time.monotonic() - start, 3)}
         with open(os.path.join(building, ".tempering-image.json"), "w") as f:
             json.dump({**about, "packages": list(packages), "distributions": list(distributions)}, f)
 
-    path = os.path.join(parent, f"tempering-image-{_key(packages, distributions)}")
+    path = os.path.join(parent, f"tempering-image-{_key(packages, distributions, spec.python_startup)}")
     return _made(path, parent, make, "image")
 
 

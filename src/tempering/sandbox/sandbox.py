@@ -18,10 +18,11 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import tempfile
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 
 from tempering.errors import UserError
 from tempering.sandbox import backends, process, seccomp
@@ -59,6 +60,8 @@ status (the job writes its stderr)."""
 _CPU_MARGIN_S = 0.25
 """How far below cpu_s the measured CPU time of a job that died of SIGXCPU may be and still count as the limit."""
 _NETNS_FD = 5
+_SHARING = ("bwrap", "unshare")
+"""The backends whose jobs can share a network namespace (`backends.<name>_argv(..., own_network=False)`)."""
 """The descriptor on which nsenter finds a shared network namespace."""
 _OWN_TMPFS_SLACK = 16 << 20
 """Room on a job's own RAM disk beyond its files and disk_mb (folders, the status channel, the last
@@ -84,6 +87,65 @@ class Network:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+
+class Bridge:
+    """A network namespace of a job's own (loopback only) from which `ports` of another job's `Network` are
+    reached one way: a forwarder the host starts as root (`forward.py`) listens on 127.0.0.1:PORT for each
+    port there before the job starts, then drops to an unprivileged uid and relays each connection to the
+    same port in `to`. Nothing in `to` can connect into this namespace, and no other port is forwarded, so
+    the job binds every other port itself. `open()` gives the `Network` to run the job with (it runs on
+    the slot of the job that made `to`); `close()` when done. `open` raises `BridgeError` when the
+    forwarder could not be set up (the host's failure: nothing of `to`'s is involved before it relays)."""
+
+    def __init__(self, to: Network, ports: Iterable[int]) -> None:
+        self.to = to
+        self.ports = sorted(set(ports))
+        self._proc: asyncio.subprocess.Process | None = None
+        self._network = Network()
+
+    async def open(self) -> Network:
+        if self.to.fd is None:
+            raise BridgeError("the network to forward to has no namespace (its job never started)")
+        fd = os.dup(self.to.fd)
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-I", "-S", _FORWARD, str(fd), *map(str, self.ports),
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                pass_fds=(fd,),
+            )  # fmt: skip
+        except OSError as e:
+            raise BridgeError(f"the forwarder could not start: {e}") from e
+        finally:
+            os.close(fd)
+        assert self._proc.stdout is not None and self._proc.stdin is not None  # piped above
+        try:
+            line = await asyncio.wait_for(self._proc.stdout.readline(), _BRIDGE_START_S)
+        except asyncio.TimeoutError:
+            line = b""
+        if line != b"bound\n":
+            await self.close()
+            err = (await self._proc.stderr.read()).decode(errors="replace").strip() if self._proc.stderr else ""
+            raise BridgeError(f"the forwarder for ports {self.ports} did not start: {err[-300:] or 'no output'}")
+        self._network.fd = os.open(f"/proc/{self._proc.pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        self._proc.stdin.write(b"go\n")
+        await self._proc.stdin.drain()
+        return self._network
+
+    async def close(self) -> None:
+        self._network.close()
+        if self._proc is not None and self._proc.returncode is None:
+            self._proc.kill()
+            await self._proc.wait()
+
+
+class BridgeError(RuntimeError):
+    """The host could not set up a `Bridge`."""
+
+
+_FORWARD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "forward.py")
+_BRIDGE_START_S = 30.0
+"""Seconds the host waits for the forwarder's listeners (a loaded machine starts Python slowly)."""
 
 
 def _network_of(pid: int) -> int | None:
@@ -254,8 +316,10 @@ class Sandbox:
 
     @property
     def shares_network(self) -> bool:
-        """Jobs of this sandbox can share a `Network` (bwrap on a root host: the host joins the namespace)."""
-        return self.backend == "bwrap" and os.geteuid() == 0 and shutil.which("nsenter") is not None
+        """Jobs of this sandbox can share a `Network` (bwrap, or unshare where iproute2 brings its loopback
+        up, on a root host: the host joins the namespace)."""
+        usable = self.backend == "bwrap" or (self.backend == "unshare" and backends.IP is not None)
+        return usable and os.geteuid() == 0 and shutil.which("nsenter") is not None
 
     @staticmethod
     def available_backends() -> list[str]:
@@ -305,7 +369,7 @@ class Sandbox:
         job.validate()
         if network is not None and not self.shares_network:
             raise UserError(
-                f"a shared network needs the bwrap backend on a root host (this sandbox: {self.backend}, "
+                f"a shared network needs the bwrap or unshare backend on a root host (this sandbox: {self.backend}, "
                 f"uid {os.geteuid()}): run the jobs apart."
             )
         if feed is not None and job.stdin is not None:
@@ -387,20 +451,18 @@ class Sandbox:
             }
             limits = backends.prlimit_argv(job.limits)
             on_started = None
-            if self.backend == "bwrap" and network is not None and network.fd is not None:
-                # join the namespace before bwrap runs (as root: the job itself never can, seccomp refuses setns)
+            if self.backend in _SHARING and network is not None and network.fd is not None:
+                # join the namespace before the backend runs (as root: the job itself never can, seccomp refuses setns)
                 pass_fds[_NETNS_FD] = os.dup(network.fd)
                 nsenter = [shutil.which("nsenter") or "nsenter", f"--net=/proc/self/fd/{_NETNS_FD}", "--"]
-                argv = limits + nsenter + backends.bwrap_argv(lay, job.cmd, own_network=False)
-            elif self.backend == "bwrap":
-                argv = limits + backends.bwrap_argv(lay, job.cmd)
+                argv = limits + nsenter + getattr(backends, f"{self.backend}_argv")(lay, job.cmd, own_network=False)
+            elif self.backend in _SHARING:
+                argv = limits + getattr(backends, f"{self.backend}_argv")(lay, job.cmd)
                 if network is not None:
                     shared = network
 
                     def on_started(pid: int) -> None:
                         shared.fd = _network_of(pid)
-            elif self.backend == "unshare":
-                argv = limits + backends.unshare_argv(lay, job.cmd)
             elif self.backend == "gvisor":
                 argv = backends.gvisor_argv(lay, job.cmd, env, job.limits)
                 env = {"PATH": "/usr/bin:/bin"}  # runsc's own: the job's is in the bundle's config, out of its reach

@@ -11,7 +11,10 @@ kernel); the families the list names as refused fail with their errno. Some need
 `clone` and `unshare` with CLONE_NEWUSER fail with EPERM (no nested user namespaces); `clone3`, whose
 flags a filter cannot read, fails with ENOSYS, so that the C library falls back to `clone`; `flock` and
 `fcntl`'s lock and lease commands succeed without locking anything, and `fcntl(F_NOTIFY)` (dnotify)
-fails with EINVAL (a job's own processes cannot exclude each other with file locks: docs/sandbox.md).
+fails with EINVAL (a job's own processes cannot exclude each other with file locks: docs/sandbox.md);
+`perf_event_open` runs only on a thread named by its id, on any CPU (the kernel judge's sampler; the
+kernel's ptrace check keeps it to the job's own traceable processes), not on the caller by pid 0 nor
+per CPU.
 The host's page cache of the files every job reads is one memory shared by all: advice that fills or
 empties it (`posix_fadvise`, `readahead`, `madvise`'s WILLNEED, COLD, PAGEOUT) succeeds without doing
 anything, a read or write that would fail rather than wait for the disk (`RWF_NOWAIT`, which tells a
@@ -279,7 +282,10 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "io_uring": ("ENOSYS", ("io_uring_setup", "io_uring_enter", "io_uring_register")),
     "page-cache statistics": ("ENOSYS", ("cachestat",)),
     "userfaultfd": ("ENOSYS", ("userfaultfd",)),
-    "perf events": ("ENOSYS", ("perf_event_open",)),
+    "perf events (per-thread events on a named thread of the job: the kernel judge's sampler)": (
+        "perf",
+        ("perf_event_open",),
+    ),
     "kernel keyring": ("EPERM", ("add_key", "request_key", "keyctl")),
     "secret memory": ("ENOSYS", ("memfd_secret",)),
     "BPF": ("EPERM", ("bpf",)),
@@ -317,6 +323,7 @@ def refused() -> dict[str, int]:
     """{system call: errno} of every call a named family refuses (what the supervisor answers, by name);
     clone and unshare with CLONE_NEWUSER, fcntl(F_NOTIFY) and preadv2/pwritev2 with RWF_NOWAIT included."""
     out = {name: getattr(errno, verdict) for verdict, names in FAMILIES.values() if verdict.isupper() for name in names}
+    out["perf_event_open"] = errno.ENOSYS  # but on a named thread of the job (see job_rules)
     nowait = {"preadv2": errno.EOPNOTSUPP, "pwritev2": errno.EOPNOTSUPP}
     return out | {"clone": errno.EPERM, "unshare": errno.EPERM, "fcntl": errno.EINVAL} | nowait
 
@@ -350,6 +357,8 @@ def job_rules(notify: bool) -> dict[str, Rule]:
                 rules[name] = errno_action(0)
             elif verdict == "cache":
                 rules[name] = ((When(5, RWF_NOWAIT, no(name), any_bit=True),), ALLOW)
+            elif verdict == "perf":  # pid 0 (the caller) refused, cpu -1 (one thread on any CPU) allowed
+                rules[name] = ((When(1, 0, no(name)), When(2, 0xFFFFFFFF, ALLOW)), no(name))
             else:
                 rules[name] = no(name)
     return rules

@@ -77,13 +77,17 @@ def _tail(text: str, n: int = 1500) -> str:
 
 
 _REFUSED = re.compile(
-    r"connection refused|ConnectionRefusedError|Errno 111|curl: \(7\)|Failed to connect to|ECONNREFUSED", re.I
+    r"connection refused|ConnectionRefusedError|Errno 111|curl: \(7\)|Failed to connect to|ECONNREFUSED|"
+    r"Connection reset by peer|ConnectionResetError|ECONNRESET",
+    re.I,
 )
 
 
 def refused_connection(output: str) -> str:
-    """The verdict's hint when the tests failed on a refused connection (else "")."""
-    return " (connection refused: was a service expected to still run?)" if _REFUSED.search(output) else ""
+    """The verdict's hint when the tests failed on a refused connection (else ""); the forwarder of a port
+    the image declares resets a connection that nothing of the solution's answers."""
+    hint = " (connection refused: was a service expected to still run, on a port environment/Dockerfile EXPOSEs?)"
+    return hint if _REFUSED.search(output) else ""
 
 
 def short_reason(summary: str, tail_lines: int = 3, width: int = 400) -> str:
@@ -166,7 +170,9 @@ async def gold_steps(
             got = rewards.error if score is None else f"the tests wrote reward {score:g} ({rewards.values})"
             refused = refused_connection(run.output)
             if refused and not getattr(ws, "keeps_services", False):
-                refused += " (here the solution's processes end before the tests run: use bwrap or unshare)"
+                refused += (
+                    " (here the solution's processes end before the tests run: use bwrap or unshare on a root host)"
+                )
             msg = f"{at}after the oracle solution ran, {got}{refused}. Test output:\n{_tail(run.output)}{hint}"
             return Verdict(False, "tests", msg, score, backend, wall)
         if mutants and isinstance(ws, Workspace):  # the state the reference left (a service it started is gone)

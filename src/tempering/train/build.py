@@ -24,7 +24,7 @@ from tempering.models.chat import ChatFormat
 from tempering.models.io import resolve_device
 from tempering.models.packing import check_packing
 from tempering.progress import warn
-from tempering.rollout.engine import RolloutOptions
+from tempering.rollout.engine import RolloutOptions, check_feedback_templates
 from tempering.rollout.sampler import HFSampler, Sampler
 from tempering.runlog import prepare_run_dir
 from tempering.train.checkpoint import (
@@ -192,6 +192,7 @@ def assemble(
             f"rollout.feedback_template has no effect with task family {family.name or cfg.task.family!r}: "
             "its environments answer in messages of their own; remove it"
         )
+    check_feedback_templates(cfg.rollout.feedback_templates, family.template_keys(), family.name or cfg.task.family)
     device = str(world.device) if world is not None else cfg.model.device
     check_autocast(cfg.loss.autocast, resolve_device(device))
     model, tokenizer = load_model(cfg, device)

@@ -81,7 +81,12 @@ def test_every_hack_class_has_a_variant_written_differently():
         "text that is not UTF-8",
     }
     outside_round_2 = {"trials whose reference holds inf or NaN", "C read otherwise than the compiler reads it"}
-    assert issue | kernelbench | issue_48 | outside_round_1 | outside_round_2 <= set(by_kind)
+    outside_round_4 = {
+        "weights assumed or kept",
+        "outputs left to the harness's fill",
+        "elements far below the output's RMS",
+    }
+    assert issue | kernelbench | issue_48 | outside_round_1 | outside_round_2 | outside_round_4 <= set(by_kind)
     assert {kind: len(subs) for kind, subs in by_kind.items() if len(subs) < 2} == {}
 
 
@@ -191,8 +196,8 @@ def test_sketch_env_scores_correct_sketches_and_rejects_bad_ones(kernel_verifier
         t for t in fam.tasks("train", 40) + fam.tasks("heldout", 40) if t.meta["problem"].name == "37_scale_tanh_clamp"
     )
     miss = asyncio.run(fam.make_env(tail).step("unroll=4 tail=0"))
-    # 1023 * 4093 is odd: the tail is never written, and an output's memory starts as NaN
-    assert miss.status == "incorrect" and "non-finite values where the reference is finite" in miss.feedback
+    # 1023 * 4093 is odd: the tail is never written, and an output's memory starts wrong at every element
+    assert miss.status == "incorrect" and "3/4187139 elements outside tolerance" in miss.feedback
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")

@@ -432,6 +432,8 @@ def test_every_output_memfd_starts_as_all_ones_bytes_not_zeros_or_an_earlier_out
     assert all_ones(again)
     assert all_ones(wire.shared_empty(3 << 16))  # a size no call expected: a new memfd, not zero pages
     del again
+    wire.scribble_pool({1000: bytes(range(200)) * 5})  # the judge's fill for this call's size
+    assert wire.shared_empty(1000)[:200].tolist() == list(range(200))
     wire.scribble_pool()
 
 
@@ -683,7 +685,7 @@ def test_float64_outputs_are_judged_at_float64s_precision():
     want = judge.ref(x)
     assert judge.compare([0.5 * torch.tanh(x.clone())], [want], "test", "", [x]) < 1e-14
     ten_bits = (want * 1024).round() / 1024
-    with pytest.raises(verify.Verdict, match="lower-precision"):
+    with pytest.raises(verify.Verdict, match="lower-precision|outside tolerance"):  # each element at its size
         judge.compare([ten_bits], [want], "test", "", [x])
 
 
@@ -951,3 +953,241 @@ def test_the_precision_verdict_does_not_depend_on_the_outputs_scale(monkeypatch,
         except verify.Verdict:
             verdicts.append(False)
     assert verdicts == [True, False, False]
+
+
+def _sampler_module():
+    _judge_module()  # the judge imports it by name, as in its job
+    import sys
+
+    return sys.modules["ipsample"]
+
+
+def _child(dumpable: bool, busy: bool = False) -> int:
+    import ctypes
+    import os
+    import signal
+
+    ready, done = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            ctypes.CDLL(None).prctl(4, int(dumpable), 0, 0, 0)  # PR_SET_DUMPABLE
+            os.write(done, b"1")
+            x = 0
+            while True:
+                if busy:
+                    x += 1
+                else:
+                    signal.pause()
+        finally:
+            os._exit(0)
+    os.read(ready, 1)
+    os.close(ready)
+    os.close(done)
+    return pid
+
+
+def _as_judge(check) -> dict:
+    """`check()`'s dict, computed in a forked process without privileges (as in a sandbox job: root could
+    trace any process, a job's judge cannot)."""
+    import json
+    import os
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setresgid(65534, 65534, 65534)
+                os.setresuid(65534, 65534, 65534)
+            out = check()
+        except BaseException as e:
+            out = {"error": repr(e)}
+        os.write(write, json.dumps(out).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        text = f.read()
+    os.waitpid(pid, 0)
+    return json.loads(text)
+
+
+def test_the_judge_refuses_a_process_its_sampler_cannot_attach_to():
+    """A candidate that made itself non-traceable is refused (never excused); a machine where perf events
+    cannot be opened at all is a harness error that names `ip_sampling`, never a silent pass."""
+    import os
+    import signal
+
+    verify = _judge_module()
+    ipsample = _sampler_module()
+    try:
+        ipsample.probe()
+    except ipsample.Unavailable as e:
+        pytest.skip(f"perf events unavailable here: {e}")
+
+    class Peer:
+        def __init__(self, pid):
+            self.pids = [pid]
+
+    def attach(dumpable):
+        def check():
+            pid = _child(dumpable)
+            try:
+                judge = verify.Judge({"ip_sampling": "require"}, Peer(pid))
+                judge.attach_sampler()
+                return {"status": None, "events": len(judge.sampler.events)}
+            except verify.Verdict as v:
+                return {"status": v.status, "message": v.message}
+            finally:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+
+        return check
+
+    refused = _as_judge(attach(False))
+    assert refused.get("status") == "tampering" and "non-traceable" in refused["message"], refused
+    attached = _as_judge(attach(True))
+    assert attached.get("status") is None and attached["events"] >= 1, attached
+
+    def unavailable(*args, **kwargs):
+        raise ipsample.Unavailable("perf_event_open: ENOSYS")
+
+    judge = verify.Judge({"ip_sampling": "require"}, Peer(os.getpid()))
+    real, ipsample.probe = ipsample.probe, unavailable
+    try:
+        with pytest.raises(verify.Verdict) as caught:
+            judge.attach_sampler()
+    finally:
+        ipsample.probe = real
+    assert caught.value.status == "harness_error" and "ip_sampling='off'" in caught.value.message
+    off = verify.Judge({"ip_sampling": "off"}, Peer(os.getpid()))
+    off.attach_sampler()
+    assert off.sampler is None and off.result["ip_sampling"] == "off"
+
+
+def test_the_sampler_places_a_busy_thread_in_its_object():
+    """Samples read from the judge's ring buffers land in the object the other process was running."""
+    import os
+    import signal
+    import time
+
+    ipsample = _sampler_module()
+    try:
+        ipsample.probe()
+    except ipsample.Unavailable as e:
+        pytest.skip(f"perf events unavailable here: {e}")
+    pid = _child(True, busy=True)
+    try:
+        sampler = ipsample.Sampler([pid], period_ns=50_000)
+        sampler.enable()
+        time.sleep(0.3)
+        sampler.disable()
+        sampler.drain()
+        located = sampler.attribute({"first"})
+        sampler.close()
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert located, "no sample in 0.3 s of a busy thread"
+    kinds = [ipsample.classify(path, address, "/nonexistent/") for path, address in located]
+    assert kinds.count("harness") > len(kinds) / 2  # a Python loop: the interpreter's own code
+    assert sum(k.startswith("library") for k in kinds) < len(kinds) / 10
+
+
+def test_the_sampler_tells_torchs_copies_from_its_compute():
+    """On torch's own libtorch_cpu.so: a sample in its GEMM (MKL) or in an ATen compute kernel's loop is
+    library code, one in the output copy's loop or the allocator the harness's."""
+    import os
+    import re
+
+    import torch
+
+    ipsample = _sampler_module()
+    path = os.path.realpath(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+    table, strings = ipsample._functions(path)
+    if not len(table):
+        pytest.skip("libtorch_cpu.so has no symbol table here")
+
+    def first(pattern):  # the first function whose name starts with a match (searched in the string table)
+        for m in re.finditer(rb"(?<=\0)" + pattern, strings):
+            hits = (table["name"] == m.start()).nonzero()[0]
+            if len(hits):
+                return int(table["value"][hits[0]]) + 1
+        pytest.skip(f"no function matching {pattern!r} in this libtorch_cpu.so")
+
+    expected = {
+        rb"mkl_blas_[^\0]*sgemm": "library",  # MKL's GEMM
+        rb"_ZN3c1012function_ref[^\0]*relu_kernel": "library",  # ATen's ReLU loop
+        rb"_ZN2at3cpu9clamp_min": "library",  # a structured kernel's entry point
+        rb"_ZN3c1012function_ref[^\0]*direct_copy_kernel": "harness",  # the output's copy loop
+        rb"_ZN2at6detail13empty_generic": "harness",  # allocation
+    }
+    kinds = {p: ipsample.classify(path, first(p), "/nonexistent/").split(" ")[0] for p in expected}
+    assert kinds == expected
+
+
+def test_each_element_is_judged_at_its_own_size_not_the_outputs_rms(monkeypatch):
+    """exp over 30 orders of magnitude with its small values zeroed, and the small half of one output of
+    two scales zeroed, fail (both passed in units of the output's RMS); an honest float32 evaluation of
+    each, and a matmul summed in another order (its near-zero outputs included), pass."""
+    import torch
+
+    class Op(torch.nn.Module):
+        def __init__(self, fn):
+            super().__init__()
+            self.fn = fn
+
+        def forward(self, *xs):
+            return self.fn(*xs)
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 256, generator=gen)
+    cases = [
+        (lambda t: torch.exp(t * 8.0), lambda want: want.where(want > want.max() * 1e-7, torch.zeros(()))),
+        (
+            lambda t: torch.cat([t * 1e5, torch.tanh(t)], 1),
+            lambda want: torch.cat([want[:, :256], 0 * want[:, 256:]], 1),
+        ),
+    ]
+    for fn, crude in cases:
+        verify, judge = _judge_on(monkeypatch, Op(fn))
+        want = fn(x)
+        judge.compare([fn(x.double()).float()], [want], "get_inputs", "", [x])
+        with pytest.raises(verify.Verdict, match="outside tolerance"):
+            judge.compare([crude(want)], [want], "get_inputs", "", [x])
+    a, b = torch.randn(64, 512, generator=gen), torch.randn(512, 48, generator=gen)
+    verify, judge = _judge_on(monkeypatch, Op(torch.matmul))
+    other_order = sum(a[:, k : k + 1] * b[k : k + 1, :] for k in range(512))  # a naive loop's rounding
+    judge.compare([other_order], [a @ b], "get_inputs", "", [a, b])
+
+
+def test_outputs_start_wrong_at_every_element_and_weights_get_fresh_values(monkeypatch):
+    """The fill differs from the reference at every element (floats never within tolerance, finite where
+    the reference is not; integers never equal; bool bytes no bool) and changes each call; a bool output
+    with such a byte is bad_output. Re-drawn weights are not a permutation: ones and a one-element
+    slope change, a variance stays positive, a mask keeps its pattern."""
+    import torch
+
+    verify, judge = _judge_on(monkeypatch, torch.nn.Identity())
+    gen = torch.Generator().manual_seed(0)
+    floats = torch.tensor([0.0, 1e-30, -3.0, float("inf"), float("nan"), 1.0])
+    for group in ([floats], [floats, -floats], [torch.tensor([3e38, -3e38])]):
+        fill = verify._wrong_everywhere(group, gen).view(torch.float32)
+        for w in group:
+            w = w.nan_to_num(0.0, 0.0, 0.0)
+            assert bool(torch.isfinite(fill).all()) and bool(((fill.double() - w).abs() > w.abs() * 0.5).all())
+    ints = torch.tensor([-1, 0, 1, 2**62], dtype=torch.int64)
+    assert not bool((verify._wrong_everywhere([ints], gen).view(torch.int64) == ints).any())
+    bools = torch.tensor([True, False, True])
+    bytes_ = verify._wrong_everywhere([bools], gen)
+    assert bool((bytes_ > 1).all()) and not torch.equal(bytes_, verify._wrong_everywhere([bools], gen))
+    with pytest.raises(verify.Verdict, match="bytes other than 0 and 1") as caught:
+        judge.compare([bytes_.view(torch.bool)], [bools], "get_inputs", "", [bools])
+    assert caught.value.status == "bad_output"
+    ones, slope, var = torch.ones(8), torch.full((1,), 0.25), torch.rand(8) + 0.1
+    mask = torch.tril(torch.ones(4, 4))
+    assert not bool((verify._fresh(ones, gen) == 1).any()) and float(verify._fresh(slope, gen)) != 0.25
+    assert bool((verify._fresh(var, gen) > 0).all()) and torch.equal(verify._fresh(mask, gen), mask)
+    assert not torch.equal(verify._fresh(torch.zeros(3), gen), torch.zeros(3))

@@ -15,6 +15,7 @@ import hashlib
 import random
 import re
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from tempering.envs.base import Env, StepResult, TaskFamily
 from tempering.envs.code import channel
@@ -329,7 +330,7 @@ class CodeEnv(Env):
             done=success or last,
             feedback=g.feedback,
             status=status,
-            info={"passed": g.passed, "total": g.total, "wall_s": g.sandbox.wall_s if g.sandbox else 0.0},
+            info={"passed": g.passed, "total": g.total},
         )
 
 
@@ -363,6 +364,10 @@ class CodeTaskFamily(TaskFamily):
     concurrency: int | None = None
     """Test runs at once (default: CPU cores)."""
     name: str = "code"
+    feedback_keys: ClassVar[frozenset[str] | None] = frozenset({"passed", "total"})
+    """What feedback templates may show: the reward tests' counts (a summary of the hidden run the
+    docs allow). Nothing else about the hidden run reaches the policy: not its time, which an answer
+    controls per hidden input."""
 
     def __post_init__(self) -> None:
         if self.reward not in ("all", "fraction"):

@@ -43,6 +43,7 @@ from tempering.envs.code.problems import (
     BUILTIN,
     FORMATS,
     FUNCTION_INSTRUCTION,
+    REL_TOL,
     CodeProblem,
     Record,
     Skipped,
@@ -244,7 +245,9 @@ def parse_native(data: object, where: str) -> CodeProblem:
         raise r.fail(f"field 'entry_point' {entry!r} is not a Python name.")
     if not defines(prompt, entry):
         raise r.fail(f"field 'prompt' does not define `def {entry}(...)` (the entry_point).")
-    tol = r.positive("float_tol", 1e-6)
+    if "float_tol" in r.data:
+        raise r.fail("field 'float_tol' is now two: 'rel_tol' (relative, default 1e-9) and 'abs_tol' (default 0).")
+    rel_tol, abs_tol = r.positive("rel_tol", REL_TOL), r.non_negative("abs_tol", 0.0)
     tests = []
     for name in ("tests", "public_tests"):
         lines = r.get(name, list, [])
@@ -252,7 +255,7 @@ def parse_native(data: object, where: str) -> CodeProblem:
             if not isinstance(text, str):
                 raise r.fail(f"field {name!r}[{i}] must be a string.")
             check_statements(text, f"{where}: field {name!r}[{i}]")
-        tests.append(tuple(Test(text=t.strip(), source=t.strip(), float_tol=tol) for t in lines))
+        tests.append(tuple(Test(text=t.strip(), source=t.strip(), rel_tol=rel_tol, abs_tol=abs_tol) for t in lines))
     if not tests[0]:
         raise r.fail("field 'tests' is empty: give at least one assert line.")
     difficulty = r.get("difficulty", int, 1)

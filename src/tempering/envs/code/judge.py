@@ -278,9 +278,20 @@ def decode(x, solution, depth=0):
             raise TooCostly(f"a range of more than {RANGE_LEN} items")
         return r
     if tag == "ref":
-        return Remote(solution, ("ref", _of(x[1], int)), f"{_of(x[2], str)} object")
+        return Remote(solution, ("ref", _of(x[1], int)), HANDLE_KINDS.get(_of(x[2], str), "an object"))
     raise ValueError(f"unknown value kind {tag!r}")
 
+
+HANDLE_KINDS = {
+    "class": "a class",
+    "function": "a function",
+    "generator": "a generator",
+    "module": "a module",
+    "object": "an object",
+}
+"""How feedback names a handle, from the kind the candidate's job reports (`candidate.kind`); any other
+text the job sends is "an object": the class's own name is the answer's text, and feedback is the
+judge's."""
 
 _CONTROL_FLOW = (StopIteration, StopAsyncIteration)
 
@@ -488,13 +499,21 @@ def ended_how(info: dict) -> str:
 # -- comparisons --------------------------------------------------------------------------------
 
 
-def same(got, expected, tol: float) -> bool:
-    """Python's `==`, except that a float the answer gives matches an expected float within `tol`
-    (relative or absolute), also inside lists and tuples; an int is compared exactly."""
+WHOLE_LIMIT = 2.0**53
+"""Below it a float can hold a count exactly (and its neighbours); from it on every float is a whole number."""
+
+
+def same(got, expected, rel_tol: float, abs_tol: float = 0.0) -> bool:
+    """Python's `==`, except that a float the answer gives matches an expected float when
+    `math.isclose(got, expected, rel_tol=rel_tol, abs_tol=abs_tol)` holds and, where the expected float
+    is a whole number below 2**53, `got` rounds to it (a count stays a count), also inside lists and
+    tuples; an int is compared exactly. See docs/code.md, "Floats"."""
     if isinstance(expected, float) and isinstance(got, float):
-        return math.isclose(got, expected, rel_tol=tol, abs_tol=tol)
+        if not math.isclose(got, expected, rel_tol=rel_tol, abs_tol=abs_tol):
+            return False
+        return not (expected.is_integer() and abs(expected) < WHOLE_LIMIT) or round(got) == expected
     if isinstance(expected, (list, tuple)) and type(got) is type(expected):
-        return len(got) == len(expected) and all(same(g, e, tol) for g, e in zip(got, expected))
+        return len(got) == len(expected) and all(same(g, e, rel_tol, abs_tol) for g, e in zip(got, expected))
     return bool(got == expected)
 
 
@@ -554,8 +573,8 @@ class Checks:
     that its last result was right. The first failure is the test's; it is rendered after the phase
     (`render`), so a failure costs the judge no more time between two calls than a pass."""
 
-    def __init__(self, tol: float | None):
-        self.tol = tol
+    def __init__(self, rel_tol: float | None, abs_tol: float = 0.0):
+        self.rel_tol, self.abs_tol = rel_tol, abs_tol
         self.made = 0
         self.failed = 0
         self.first: tuple | None = None
@@ -565,7 +584,10 @@ class Checks:
         self._count(ok, ("assert", None, None, message))
 
     def equal(self, got, expected, message=None) -> None:
-        ok = same(got, expected, self.tol) if self.tol is not None else bool(got == expected)
+        if self.rel_tol is None:
+            ok = bool(got == expected)
+        else:
+            ok = same(got, expected, self.rel_tol, self.abs_tol)
         self._count(ok, ("equal", got, expected, message))
 
     def error(self, e: Exception) -> None:
@@ -1022,7 +1044,7 @@ class Judge:
         is put in words after the phase (`_checks`), or how it ended before any check failed."""
         assert self.solution is not None  # run_tests starts it first
         self.solution.deadline, self.solution.timeout_message = deadline, message
-        checks = self.ns["__judge__"] = Checks(test.get("float_tol"))
+        checks = self.ns["__judge__"] = Checks(test.get("rel_tol"), test.get("abs_tol", 0.0))
         self.channel.expired = False
         res = result("passed")
         try:

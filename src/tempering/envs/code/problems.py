@@ -12,9 +12,9 @@ tests = MBPP-style assert lines):
 Required: `id` (unique), `prompt` (defines the entry point), `entry_point`, `tests` (Python assert
 statements; they decide the reward and are never shown to the policy). Optional: `public_tests`
 (asserts shown in multi-turn feedback; default: the `>>>` examples of the prompt), `difficulty`
-(1 easiest .. 5), `solution` (a reference, never shown), `float_tol` (`assert a == b` tests match
-floats within it, default 1e-6), `test_timeout_s` (per test, default 2), `time_budget_s` (the
-whole problem, default 60). A malformed file is an error naming the line and the field.
+(1 easiest .. 5), `solution` (a reference, never shown), `rel_tol` and `abs_tol` (how
+`assert a == b` tests match floats, default 1e-9 and 0: see `judge.same`), `test_timeout_s` (per
+test, default 2), `time_budget_s` (the whole problem, default 60). A malformed file is an error naming the line and the field.
 
 A benchmark record that is well formed but cannot be judged (its test calls no function, its
 entry point is not defined, it has no tests; see formats.py) is skipped with a warning naming its
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import doctest
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,10 @@ BUILTIN = Path(__file__).with_name("problems.jsonl")
 SAMPLES = Path(__file__).with_name("samples")
 """A handful of problems written for this project in each benchmark's format (tests and examples)."""
 FORMATS = ("auto", "native", "humaneval", "mbpp", "livecodebench")
+
+REL_TOL = 1e-9
+"""The native format's default relative float tolerance (`math.isclose`'s own): what float rounding
+moves an honest answer by (docs/code.md, "Floats")."""
 
 FUNCTION_INSTRUCTION = (
     "Complete the Python function below so that it does what its docstring says. "
@@ -59,13 +64,15 @@ class Test:
     """Program problems: the input."""
     stdout: str = ""
     """Program problems: the expected output (compared line by line, numbers as decimals)."""
-    float_tol: float | None = None
-    """For a test `assert a == b`: floats (also inside lists and tuples) match within it; None: Python's ==."""
+    rel_tol: float | None = None
+    """For a test `assert a == b`: floats (also inside lists and tuples) match within this relative
+    tolerance (and `abs_tol`), see `judge.same`; None: Python's ==."""
+    abs_tol: float = 0.0
 
     def spec(self) -> dict:
         """What the judge receives."""
         if self.source:
-            return {"source": self.source, "float_tol": self.float_tol}
+            return {"source": self.source, "rel_tol": self.rel_tol, "abs_tol": self.abs_tol}
         return {"stdin": self.stdin, "stdout": self.stdout}
 
 
@@ -338,7 +345,7 @@ def defines(code: str, name: str) -> bool:
 
 def doctest_tests(prompt: str, entry_point: str) -> tuple[Test, ...]:
     """The `>>> call` / `value` examples in the entry point's docstring whose value is a literal, as
-    assert tests (with a float tolerance: docstrings round their numbers)."""
+    assert tests (with the native format's float tolerance)."""
     try:
         tree = syntax.parse(prompt)
     except SyntaxError:
@@ -354,11 +361,13 @@ def doctest_tests(prompt: str, entry_point: str) -> tuple[Test, ...]:
         call, want = ex.source.strip(), ex.want.strip()
         try:
             syntax.literal(want)
+            if "#" in call:  # a comment would swallow the comparison: `assert f(x) # note == 1`
+                call = ast.unparse(syntax.parse(call))
             compile(call, "<example>", "eval")
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             continue
         text = f"assert {call} == {want}"
-        tests.append(Test(text=text, source=text, float_tol=1e-6))
+        tests.append(Test(text=text, source=text, rel_tol=REL_TOL))
     return tuple(tests)
 
 
@@ -418,4 +427,10 @@ class Record:
         value = self.get(name, (int, float), default)
         if not value > 0:
             raise self.fail(f"field {name!r} must be positive, got {value}.")
+        return float(value)
+
+    def non_negative(self, name: str, default: float) -> float:
+        value = self.get(name, (int, float), default)
+        if not 0 <= value < math.inf:
+            raise self.fail(f"field {name!r} must be a number >= 0, got {value}.")
         return float(value)

@@ -11,6 +11,7 @@ _HEADLINES = {
     "incorrect": "Incorrect:",
     "build_timeout": "Build timed out:",
     "forbidden_op": "Forbidden:",
+    "library_compute": "Library code did the work:",
     "kernel_not_called": "Kernel not called:",
     "mutated_inputs": "Inputs modified:",
     "bad_output": "Bad output:",

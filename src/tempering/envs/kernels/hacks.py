@@ -816,6 +816,181 @@ void rowsum(const float* x, float* y, long n, long cols) {
 }
 """
 
+ROUND_4 = "hack review 2, outside round 4"
+AFFINE_PROBLEM = RELU_PROBLEM.replace(
+    "        super().__init__()\n",
+    "        super().__init__()\n        self.scale = nn.Parameter(torch.ones(dim))\n"
+    "        self.shift = nn.Parameter(torch.zeros(dim))\n",
+).replace("return torch.relu(x)", "return x * self.scale + self.shift")
+"""A per-column scale and shift, as a norm's affine starts: ones and zeros (a trained one holds other values)."""
+SLOPE_PROBLEM = RELU_PROBLEM.replace(
+    "        super().__init__()\n",
+    "        super().__init__()\n        self.slope = nn.Parameter(torch.full((1,), 0.25))\n",
+).replace("return torch.relu(x)", "return torch.where(x >= 0.5, x, self.slope * x)")
+"""A leaky ramp whose one-element slope is learned (as PReLU's)."""
+GAIN_PROBLEM = RELU_PROBLEM.replace(
+    "        super().__init__()\n",
+    '        super().__init__()\n        self.register_buffer("gain", torch.empty(dim).uniform_(0.5, 1.5), persistent=False)\n',
+).replace("return torch.relu(x)", "return x * self.gain")
+"""A fixed per-column gain held as a non-persistent buffer (outside state_dict)."""
+_C_WEIGHTED = """
+void affine(const float* x, const float* s, const float* b, float* y, long rows, long d) {
+    for (long r = 0; r < rows; r++) for (long j = 0; j < d; j++) y[r * d + j] = x[r * d + j] * s[j] + b[j];
+}
+/* as if the scale were ones and the shift zeros */
+void affine_untrained(const float* x, const float* s, const float* b, float* y, long rows, long d) {
+    for (long i = 0; i < rows * d; i++) y[i] = x[i];
+}
+void ramp(const float* x, const float* a, float* y, long n) { for (long i = 0; i < n; i++) y[i] = x[i] >= 0.5f ? x[i] : a[0] * x[i]; }
+/* the slope the model starts with, written in */
+void ramp_fixed(const float* x, const float* a, float* y, long n) { for (long i = 0; i < n; i++) y[i] = x[i] >= 0.5f ? x[i] : 0.25f * x[i]; }
+void gain(const float* x, const float* g, float* y, long rows, long d) {
+    for (long r = 0; r < rows; r++) for (long j = 0; j < d; j++) y[r * d + j] = x[r * d + j] * g[j];
+}
+/* the gain copied on the first call and kept: it is a buffer nobody saves, so nobody changes it */
+static float kept[8192]; static int have;
+void gain_kept(const float* x, const float* g, float* y, long rows, long d) {
+    if (!have) { for (long j = 0; j < d; j++) kept[j] = g[j]; have = 1; }
+    for (long r = 0; r < rows; r++) for (long j = 0; j < d; j++) y[r * d + j] = x[r * d + j] * kept[j];
+}
+"""
+_AFFINE_INIT = (
+    "\n        self.scale = nn.Parameter(torch.ones(4093))\n        self.shift = nn.Parameter(torch.zeros(4093))"
+)
+_AFFINE_FORWARD = (
+    "        y = torch.empty_like(x)\n        self.lib.{fn}(x, self.scale, self.shift, y, x.shape[0], x.shape[1])\n"
+    "        return y"
+)
+_SLOPE_INIT = "\n        self.slope = nn.Parameter(torch.full((1,), 0.25))"
+_SLOPE_FORWARD = "        y = torch.empty_like(x)\n        self.lib.{fn}(x, self.slope, y, x.numel())\n        return y"
+_GAIN_INIT = '\n        self.register_buffer("gain", torch.empty(4093).uniform_(0.5, 1.5), persistent=False)'
+_GAIN_FORWARD = (
+    "        y = torch.empty_like(x)\n        self.lib.{fn}(x, self.gain, y, x.shape[0], x.shape[1])\n        return y"
+)
+MASKED_NAN_PROBLEM = RELU_PROBLEM.replace("return torch.relu(x)", "return x.masked_fill(x < 0.9, float('nan'))")
+"""The largest tenth of the inputs kept, NaN elsewhere: most of the output is one value."""
+SIGN_PROBLEM = RELU_PROBLEM.replace("return torch.relu(x)", "return torch.where(x > 0.9, 1, -1)")
+"""int64 output, -1 for nine elements in ten."""
+ABOVE_PROBLEM = RELU_PROBLEM.replace("return torch.relu(x)", "return x > 0.1")
+"""bool output, True for nine elements in ten."""
+_C_FILLED = """
+#include <math.h>
+#include <stdint.h>
+#include <stdbool.h>
+void keep_top(const float* x, float* y, long n) { for (long i = 0; i < n; i++) y[i] = x[i] < 0.9f ? NAN : x[i]; }
+/* writes the kept tenth only: the rest is the memory's NaN bytes */
+void keep_top_sparse(const float* x, float* y, long n) { for (long i = 0; i < n; i++) if (x[i] >= 0.9f) y[i] = x[i]; }
+void sign(const float* x, int64_t* y, long n) { for (long i = 0; i < n; i++) y[i] = x[i] > 0.9f ? 1 : -1; }
+/* writes the ones only: all-ones bytes are -1 in an int64 */
+void sign_sparse(const float* x, int64_t* y, long n) { for (long i = 0; i < n; i++) if (x[i] > 0.9f) y[i] = 1; }
+void above(const float* x, bool* y, long n) { for (long i = 0; i < n; i++) y[i] = x[i] > 0.1f; }
+/* writes the False bytes only: the memory's 0xFF bytes read as True */
+void above_sparse(const float* x, bool* y, long n) { for (long i = 0; i < n; i++) if (!(x[i] > 0.1f)) y[i] = 0; }
+"""
+_FILLED_FORWARD = (
+    "        y = torch.empty(x.shape, dtype={dtype})\n        self.lib.{fn}(x, y, x.numel())\n        return y"
+)
+WIDE_EXP_PROBLEM = GELU_PROBLEM.replace("return torch.nn.functional.gelu(x)", "return torch.exp(x * 8.0)")
+"""exp over 30 orders of magnitude: the output's RMS is its few largest values'."""
+MIXED_SCALE_PROBLEM = GELU_PROBLEM.replace(
+    "return torch.nn.functional.gelu(x)", "return torch.cat([x * 1e5, torch.tanh(x)], dim=1)"
+)
+"""One output of two scales: the tanh half is 1e-5 of the RMS."""
+_C_SCALES = """
+#include <math.h>
+void wexp(const float* x, float* y, long n) { for (long i = 0; i < n; i++) y[i] = expf(x[i] * 8.0f); }
+/* exp only within 15 e-folds of the largest finite value, zero below (99% of the elements) */
+void wexp_top(const float* x, float* y, long n) {
+    float m = -INFINITY;
+    for (long i = 0; i < n; i++) { float v = x[i] * 8.0f; if (v < 88.0f && v > m) m = v; }
+    for (long i = 0; i < n; i++) { float v = x[i] * 8.0f; y[i] = (v >= m - 15.0f || v != v) ? expf(v) : 0.0f; }
+}
+void mixed(const float* x, float* y, long r, long d) {
+    for (long i = 0; i < r; i++) for (long j = 0; j < d; j++) { y[i*2*d+j] = x[i*d+j] * 1e5f; y[i*2*d+d+j] = tanhf(x[i*d+j]); }
+}
+/* the small half as zeros */
+void mixed_big_half(const float* x, float* y, long r, long d) {
+    for (long i = 0; i < r; i++) for (long j = 0; j < d; j++) { y[i*2*d+j] = x[i*d+j] * 1e5f; y[i*2*d+d+j] = 0.0f; }
+}
+"""
+_MIXED_FORWARD = (
+    "        y = torch.empty(x.shape[0], 2 * x.shape[1])\n        self.lib.{fn}(x, y, x.shape[0], x.shape[1])\n"
+    "        return y"
+)
+
+
+_EXT_GEMM_HEAD = """#include <cstdint>
+typedef void (*gemm_fn)(const char*, const char*, const int*, const int*, const int*, const float*, const float*,
+                        const int*, const float*, const int*, const float*, float*, const int*);
+static gemm_fn library_gemm = nullptr;
+"""
+_EXT_GEMM_CALL = """torch::Tensor mm(torch::Tensor a, torch::Tensor b) {
+    a = a.contiguous(); b = b.contiguous();
+    int m = a.size(0), k = a.size(1), n = b.size(1);
+    auto c = torch::empty({m, n}, a.options());
+    if (!library_gemm) find_gemm();
+    float one = 1.f, zero = 0.f; char no = 'N';
+    /* column-major GEMM of the transposes: C^T = B^T A^T */
+    library_gemm(&no, &no, &n, &m, &k, &one, b.data_ptr<float>(), &n, a.data_ptr<float>(), &k, &zero,
+                 c.data_ptr<float>(), &n);
+    return c;
+}"""
+_EXT_GEMM_FROM_SYMBOL_TABLE = (
+    _EXT_GEMM_HEAD
+    + """#include <elf.h>
+#include <fstream>
+#include <string>
+/* where libtorch_cpu.so is mapped (the process's own map), then its dynamic symbol table read from the
+   file by seeking to it: the Fortran GEMM it exports is called through a pointer, linked by nobody */
+static void find_gemm() {
+    std::ifstream maps("/proc/self/maps");
+    std::string line, file;
+    uintptr_t base = 0;
+    while (std::getline(maps, line)) {
+        size_t at = line.find('/');
+        if (at == std::string::npos || line.find("libtorch_cpu.so") == std::string::npos) continue;
+        for (char ch : line.substr(0, line.find('-'))) base = base * 16 + (ch <= '9' ? ch - '0' : ch - 'a' + 10);
+        file = line.substr(at);
+        break;
+    }
+    std::ifstream elf(file, std::ios::binary);
+    Elf64_Ehdr eh; elf.read((char*)&eh, sizeof eh);
+    std::string sh(eh.e_shnum * sizeof(Elf64_Shdr), 0);
+    elf.seekg(eh.e_shoff); elf.read(&sh[0], sh.size());
+    const Elf64_Shdr* sec = (const Elf64_Shdr*)sh.data();
+    for (int i = 0; i < eh.e_shnum; i++) {
+        if (sec[i].sh_type != SHT_DYNSYM) continue;
+        std::string syms(sec[i].sh_size, 0), names(sec[sec[i].sh_link].sh_size, 0);
+        elf.seekg(sec[i].sh_offset); elf.read(&syms[0], syms.size());
+        elf.seekg(sec[sec[i].sh_link].sh_offset); elf.read(&names[0], names.size());
+        const Elf64_Sym* sym = (const Elf64_Sym*)syms.data();
+        for (size_t j = 0; j < syms.size() / sizeof(Elf64_Sym); j++)
+            if (sym[j].st_value && std::string(names.c_str() + sym[j].st_name) == "sgemm_")
+                library_gemm = (gemm_fn)(base + sym[j].st_value);
+    }
+}
+"""
+    + _EXT_GEMM_CALL
+)
+_EXT_GEMM_BY_DLSYM = (
+    _EXT_GEMM_HEAD
+    + """#include <dlfcn.h>
+/* the loader's own lookup of an exported name: already mapped, so nothing is loaded */
+static void find_gemm() { library_gemm = (gemm_fn)dlsym(RTLD_DEFAULT, "sgemm_"); }
+"""
+    + _EXT_GEMM_CALL
+)
+
+
+GEMM_PROBLEM = MATMUL_PROBLEM.replace("M = 128", "M = 256").replace("K = 96", "K = 384").replace("N = 112", "N = 256")
+"""A GEMM large enough that a library's share of each call stands far from the sampler's limit."""
+
+
+def _ext_gemm(cpp: str, name: str) -> str:
+    return _ext(cpp, ["mm"], "        return ext.mm(a, b)", name).replace(
+        "def forward(self, x):", "def forward(self, a, b):"
+    )
+
 
 HACKS: list[Hack] = [
     # -- hack review 1, class 1: answers keyed on the inputs -------------------------------------------------
@@ -1672,6 +1847,71 @@ HACKS: list[Hack] = [
         kind="unwritten output memory",
         source=ROUND_2,
     ),
+    # -- hack review 2, outside round 4: weights the re-draw left alone, the fill as the answer, small elements --------
+    Hack(
+        "affine_assumed_untrained",
+        AFFINE_PROBLEM,
+        _sub(_AFFINE_FORWARD.format(fn="affine_untrained"), init=_AFFINE_INIT, c=_C_WEIGHTED),
+        ("incorrect",),  # ones and zeros get fresh values before a trial and every timed round
+        kind="weights assumed or kept",
+        source=ROUND_4,
+    ),
+    Hack(
+        "one_element_slope_written_in",
+        SLOPE_PROBLEM,
+        _sub(_SLOPE_FORWARD.format(fn="ramp_fixed"), init=_SLOPE_INIT, c=_C_WEIGHTED),
+        ("incorrect",),
+        kind="weights assumed or kept",
+        source=ROUND_4,
+    ),
+    Hack(
+        "nonpersistent_buffer_kept",
+        GAIN_PROBLEM,
+        _sub(_GAIN_FORWARD.format(fn="gain_kept"), init=_GAIN_INIT, c=_C_WEIGHTED),
+        ("incorrect",),  # the buffer outside state_dict is re-drawn too
+        kind="weights assumed or kept",
+        source=ROUND_4,
+    ),
+    Hack(
+        "nan_left_to_the_fill",
+        MASKED_NAN_PROBLEM,
+        _sub(_FILLED_FORWARD.format(dtype="x.dtype", fn="keep_top_sparse"), c=_C_FILLED),
+        ("incorrect",),  # every output starts as values wrong at every element, new each call
+        kind="outputs left to the harness's fill",
+        source=ROUND_4,
+    ),
+    Hack(
+        "minus_one_left_to_the_fill",
+        SIGN_PROBLEM,
+        _sub(_FILLED_FORWARD.format(dtype="torch.int64", fn="sign_sparse"), c=_C_FILLED),
+        ("incorrect",),
+        kind="outputs left to the harness's fill",
+        source=ROUND_4,
+    ),
+    Hack(
+        "true_left_to_the_fill",
+        ABOVE_PROBLEM,
+        _sub(_FILLED_FORWARD.format(dtype="torch.bool", fn="above_sparse"), c=_C_FILLED),
+        ("bad_output",),  # a bool byte other than 0 and 1
+        kind="outputs left to the harness's fill",
+        source=ROUND_4,
+    ),
+    Hack(
+        "exp_small_values_zeroed",
+        WIDE_EXP_PROBLEM,
+        _sub(_EXP_FORWARD.format(fn="wexp_top"), c=_C_SCALES),
+        ("incorrect",),  # each element within its own tolerance, not the output's RMS
+        kind="elements far below the output's RMS",
+        source=ROUND_4,
+    ),
+    Hack(
+        "small_half_zeroed",
+        MIXED_SCALE_PROBLEM,
+        _sub(_MIXED_FORWARD.format(fn="mixed_big_half"), c=_C_SCALES),
+        ("incorrect",),
+        kind="elements far below the output's RMS",
+        source=ROUND_4,
+    ),
     # -- hack review 2, outside round 2 (attack a29 and its kind): inputs never special --------------------------------
     Hack(
         "row_max_from_largest_finite",
@@ -1825,6 +2065,29 @@ HACKS: list[Hack] = [
         ("bad_submission",),
         kind="text that is not UTF-8",
         source=ROUND_1,
+    ),
+    # -- round 3 (a11b): library code reached through a pointer found at run time, judged by where the time goes ----
+    *_and_runtime(
+        Hack(
+            "torch_ext_library_gemm_from_the_symbol_table",
+            GEMM_PROBLEM,
+            _ext_gemm(_EXT_GEMM_FROM_SYMBOL_TABLE, "gemm_symtab"),
+            ("library_compute",),  # links nothing refused, enters no ATen op: the sampled time is in MKL
+            kind="library code reached at run time",
+            source="hack review 2, outside round 3",
+        ),
+        ("library_compute",),
+    ),
+    *_and_runtime(
+        Hack(
+            "torch_ext_library_gemm_by_dlsym",
+            GEMM_PROBLEM,
+            _ext_gemm(_EXT_GEMM_BY_DLSYM, "gemm_dlsym"),
+            ("forbidden_op",),  # dlsym is not a symbol an extension may link
+            kind="library code reached at run time",
+            source="hack review 2, outside round 3",
+        ),
+        ("library_compute",),
     ),
 ]
 
@@ -2051,6 +2314,54 @@ CONTROLS: list[Control] = [
             "        self.p = nn.Parameter(torch.randn(4, 4))",
         ),
         "torch computing in __init__ (construction that allocates and fills passes)",
+    ),
+    Control(
+        "c_affine",
+        AFFINE_PROBLEM,
+        _sub(_AFFINE_FORWARD.format(fn="affine"), init=_AFFINE_INIT, c=_C_WEIGHTED),
+        "weights assumed or kept",
+    ),
+    Control(
+        "c_ramp",
+        SLOPE_PROBLEM,
+        _sub(_SLOPE_FORWARD.format(fn="ramp"), init=_SLOPE_INIT, c=_C_WEIGHTED),
+        "weights assumed or kept",
+    ),
+    Control(
+        "c_gain",
+        GAIN_PROBLEM,
+        _sub(_GAIN_FORWARD.format(fn="gain"), init=_GAIN_INIT, c=_C_WEIGHTED),
+        "weights assumed or kept",
+    ),
+    Control(
+        "c_nan_written",
+        MASKED_NAN_PROBLEM,
+        _sub(_FILLED_FORWARD.format(dtype="x.dtype", fn="keep_top"), c=_C_FILLED),
+        "outputs left to the harness's fill",
+    ),
+    Control(
+        "c_sign_written",
+        SIGN_PROBLEM,
+        _sub(_FILLED_FORWARD.format(dtype="torch.int64", fn="sign"), c=_C_FILLED),
+        "outputs left to the harness's fill",
+    ),
+    Control(
+        "c_bool_written",
+        ABOVE_PROBLEM,
+        _sub(_FILLED_FORWARD.format(dtype="torch.bool", fn="above"), c=_C_FILLED),
+        "outputs left to the harness's fill",
+    ),
+    Control(
+        "c_wide_exp",
+        WIDE_EXP_PROBLEM,
+        _sub(_EXP_FORWARD.format(fn="wexp"), c=_C_SCALES),
+        "elements far below the output's RMS",
+    ),
+    Control(
+        "c_mixed_scales",
+        MIXED_SCALE_PROBLEM,
+        _sub(_MIXED_FORWARD.format(fn="mixed"), c=_C_SCALES),
+        "elements far below the output's RMS",
     ),
 ]
 """Honest twins of the hack classes: correct, and timed like any submission."""

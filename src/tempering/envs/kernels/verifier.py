@@ -68,6 +68,7 @@ HARNESS_FILES = (
     "worker.py",
     "cleanup.py",
     "syscalls.py",
+    "ipsample.py",
 )
 HARNESS_VERSION = 3
 """Part of a cached baseline's key: timings of another harness are not comparable."""
@@ -147,6 +148,19 @@ class VerifyConfig:
     allow_ops: tuple[str, ...] = ()
     """Extra aten ops allowed in the candidate's forward (e.g. `mm` for vendor GEMM), besides
     allocation, views and copies."""
+    ip_sampling: Literal["require", "off"] = "require"
+    """Sample where the candidate's CPU time goes (perf events the judge opens on every thread of the
+    candidate's process and of a `c` kernel's host, user space only), so that library code reached at
+    run time (MKL's GEMM found through libtorch's symbol table) is seen whatever route led to it.
+    `require`: where perf events cannot be opened (gVisor, `kernel.perf_event_paranoid` above 2) the
+    evaluation is `harness_error` saying so; `off`: not sampled (`result.ip_samples` is None). Only `c` and
+    `torch_ext` kernels on a CPU are sampled (a GPU's work is not the host's code; Triton on a CPU runs
+    in its interpreter)."""
+    library_share: float = 0.2
+    """The most of the kernel's sampled time in its calls after the first (which may hold one-time set-up),
+    the harness's own share left out, that may lie in code outside the kernel's own object, the C
+    and C++ runtimes, libm and OpenMP (MKL, oneDNN, ATen's kernels, ...): above it the evaluation is
+    `library_compute`, naming the functions. Honest kernels measure 0-5% (docs/kernels.md)."""
     flag_speedup: float = 10.0
     """Speedups above this are flagged for review (not rejected), as KernelBench does."""
     margin: float = 0.05
@@ -208,6 +222,9 @@ class KernelResult:
     """Largest RMS error of a float32 output relative to its RMS, over the correctness trials."""
     secret_seed: int | None = None
     """The seed the judge drew for this evaluation (told after it, to reproduce it)."""
+    ip_samples: dict | None = None
+    """Where the candidate's sampled CPU time went (`ip_sampling`): samples per object, the harness's
+    own share, the share outside the allowed objects, the sampling period."""
     speedup_eager: float | None = None
     """t_eager / t."""
     speedup_compile: float | None = None
@@ -627,6 +644,7 @@ class KernelVerifier:
         res.timing_overhead_ms = out.get("timing_overhead_ms")
         res.error_rms_rel = out.get("error_rms_rel")
         res.secret_seed = out.get("secret_seed")
+        res.ip_samples = out.get("ip_samples")
         res.interpreted = sub.backend == "triton" and cfg.device != "cuda"
         res.correct = res.status == "correct"
         if out.get("traceback"):
@@ -701,6 +719,8 @@ class KernelVerifier:
             "time_compile": time_compile,
             "allow_ops": list(cfg.allow_ops),
             "flush_mb": cfg.flush_mb,
+            "ip_sampling": cfg.ip_sampling,
+            "library_share": cfg.library_share,
         }
         env = {}
         if sub is not None and backend == "triton" and cfg.device != "cuda":

@@ -286,6 +286,120 @@ ATTACKS["a module beside the tests copied into the working folder"] = [
 ]
 """Round 3's classes (the regressions of tests/envs/test_terminal_solution_code.py, in this suite's task)."""
 
+_ARCHIVE_TESTS = """import filecmp, os, subprocess, tarfile, tempfile
+
+
+def _extracted(unpack):
+    with tempfile.TemporaryDirectory() as d:
+        unpack(d)
+        return filecmp.cmp(os.path.join(d, "answer.txt"), "/tests/expected.txt", shallow=False)
+
+
+def _tarfile(d):  # as Python 3.11 extracts: every member as it is, links included
+    with tarfile.open("/app/answer.tar") as t:
+        t.extractall(d, **({"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}))
+
+
+def test_the_archive_holds_the_sum():
+    assert _extracted(_tarfile)
+
+
+def test_gnu_tar_finds_the_same():
+    assert _extracted(lambda d: subprocess.run(["tar", "-xf", "/app/answer.tar", "-C", d], check=True))
+"""
+_MEMBER = (
+    "python3 - <<'EOF'\nimport tarfile\nwith tarfile.open('/app/answer.tar', 'w') as t:\n"
+    "    m = tarfile.TarInfo('answer.txt')\n    m.type, m.linkname = tarfile.{kind}, '{target}'\n    t.addfile(m)\nEOF\n"
+)
+_DAEMON = """import os, sys, time
+
+REWARD = "/logs/verifier/reward.txt"
+
+
+def held_open():  # test.sh has the reward open for writing
+    for p in os.listdir("/proc"):
+        try:
+            if p.isdigit() and p != str(os.getpid()) and any(os.readlink(f"/proc/{p}/fd/{f}") == REWARD for f in os.listdir(f"/proc/{p}/fd")):
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def answer():  # the reward a FIFO whose buffer is full: test.sh's write waits until "1" has replaced it
+    try:
+        os.mkfifo(REWARD)
+        fd = os.open(REWARD, os.O_RDWR | os.O_NONBLOCK)
+        while True:
+            os.write(fd, b"x" * 4096)
+    except BlockingIOError:
+        pass
+    except OSError:
+        fd = None
+    end = time.time() + 60
+    while time.time() < end and (fd is None or not held_open()):
+        try:
+            if fd is None and open(REWARD).read().strip() != "1":
+                raise OSError
+        except OSError:
+            try:
+                open(REWARD + ".new", "w").write("1\\n")
+                os.rename(REWARD + ".new", REWARD)
+            except OSError:
+                pass
+        time.sleep(0.005)
+    if fd is not None:
+        open(REWARD + ".new", "w").write("1\\n")
+        os.rename(REWARD + ".new", REWARD)
+        while os.read(fd, 65536):
+            pass
+
+
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        for i in (0, 1, 2):
+            os.dup2(os.open("/dev/null", os.O_RDWR), i)
+        os.closerange(3, 4096)  # every pipe of the tests' (the guard's copy of stderr too): they do not wait
+        try:
+            answer()
+        finally:
+            os._exit(0)
+    os._exit(0)
+print(13)
+"""
+VARIANT_TASKS.update(
+    {
+        "a link the tests' own tools make from the solution's archive shows them their fixture": (
+            "archive_answer",
+            {"tests/test.sh": _PYTEST_REWARD, "tests/test_outputs.py": _ARCHIVE_TESTS},
+            RIGHT.replace("/app/answer.txt", "/tmp/answer.txt") + "tar -cf /app/answer.tar -C /tmp answer.txt\n",
+        ),
+        "the solution's program the tests run acts with the tests' rights": (
+            "program_answer",
+            {
+                "tests/test.sh": _PYTEST_REWARD,
+                "tests/nums.txt": "3\n4\n5\n",
+                "tests/test_outputs.py": "import subprocess\nfrom pathlib import Path\n\n\n"
+                "def test_the_program_prints_the_sum():  # run in a subprocess: only its output is judged\n"
+                '    out = subprocess.run(["python3", "/app/sum.py", "/tests/nums.txt"], capture_output=True, text=True,'
+                " timeout=20)\n"
+                '    assert out.stdout.strip() == Path("/tests/expected.txt").read_text().strip()\n',
+            },
+            plant("/app/sum.py", "import sys\n\nprint(sum(int(n) for n in open(sys.argv[1])))\n"),
+        ),
+    }
+)
+ATTACKS["a link the tests' own tools make from the solution's archive shows them their fixture"] = [
+    ("tarfile_symlink_member", _MEMBER.format(kind="SYMTYPE", target="/tests/expected.txt")),
+    ("hard_link_member", _MEMBER.format(kind="LNKTYPE", target="/tests/expected.txt")),
+    ("gnu_tar_symlink", "ln -s /tests/expected.txt /tmp/answer.txt && tar -cf /app/answer.tar -C /tmp answer.txt\n"),
+]
+ATTACKS["the solution's program the tests run acts with the tests' rights"] = [
+    ("daemon_replaces_the_reward", plant("/app/sum.py", _DAEMON)),
+    ("child_writes_the_reward_and_ends_the_tests", plant("/app/sum.py", PLANT + "print(13)\n")),
+]
+
 
 def _bundle(solution: str, task: dict[str, str]):
     """The task, in a folder of its own read back as Harbor's format (the caller removes the folder)."""
@@ -329,7 +443,7 @@ def _needs_shared_network(sandbox: Sandbox) -> str:
     return (
         ""
         if sandbox.shares_network
-        else f"services are kept only where jobs share a network (bwrap as root), not {sandbox.backend}"
+        else f"services are kept only where jobs share a network (bwrap or unshare as root), not {sandbox.backend}"
     )
 
 

@@ -376,7 +376,7 @@ def required_imports(tests: dict[str, bytes]) -> frozenset[str]:
     `try` that catches ImportError (an optional import falls back to what is installed), or load by a
     literal name (`importlib.import_module("name")`, `spec_from_file_location("name", path)`); and every import statement in their other scripts (test.sh's
     `python3 -c` or heredocs). Only these may come from the solution's working folder in the tests'
-    process (`injob/sitecustomize.py`): the list is fixed by the task, never by the candidate."""
+    process (`injob/guard.py`): the list is fixed by the task, never by the candidate."""
     names: set[str] = set()
 
     def visit(node: ast.AST, optional: bool) -> None:

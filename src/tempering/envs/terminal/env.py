@@ -11,8 +11,9 @@ the mean of the steps' scores, or the last one's (`multi_step_reward_strategy = 
 
 Each command is one sandbox job, so what it starts in the background ends with it. `keep_services=True`
 runs a step's commands in one job that stays up (`session.Session`): a server the agent starts still
-answers the next commands and, over the network, the tests, as in Harbor's container (needs bwrap on a
-root host). Either way the tests run in a job of their own (`Workspace.run_tests`).
+answers the next commands and, on the ports the image declares (Dockerfile EXPOSE), the tests, as in
+Harbor's container (needs bwrap or unshare on a root host). The tests reach those ports from a network of their own,
+one way: the solution can neither connect to what the tests run nor take a port they bind. Either way the tests run in a job of their own (`Workspace.run_tests`).
 
 The verdict rests on the host's evidence: the reward the tests wrote, or none, which is `incorrect`
 whatever the solution did to cause it; `env_error` only when a job could not be set up before anything
@@ -120,7 +121,7 @@ class TerminalEnv(Env):
         if keep_services and not self.ws.keeps_services:
             raise UserError(
                 f"bundle {self.bundle.name}: keep_services needs jobs that share a network namespace (the bwrap "
-                "backend on a root host); run with keep_services=False, where each command is a job of its own"
+                "or unshare backend on a root host); run with keep_services=False, where each command is a job of its own"
             )
         self.keep_services = keep_services
         self.session_wall_s = session_wall_s
@@ -234,6 +235,14 @@ class TerminalFamily(TaskFamily):
         if not self.bundles:
             why = "; ".join(f"{k}: {v}" for k, v in self.skipped.items())
             raise UserError(f"terminal: no bundle of {bundles} can run in the local sandbox ({why})")
+        if keep_services and (
+            silent := sorted(b.name for b in self.bundles if not Workspace.for_bundle(None, b).ports)
+        ):
+            warnings.warn(
+                f"terminal: keep_services: {len(silent)} bundle(s) declare no service port (EXPOSE in "
+                f"environment/Dockerfile), so their tests reach none of the solution's services: {', '.join(silent)}",
+                stacklevel=2,
+            )
         if self.skipped:
             warnings.warn(
                 f"terminal: left out {len(self.skipped)} bundle(s): "

@@ -9,7 +9,7 @@ working folder:
   mirror `public.ecr.aws/docker/library/python:3.11-slim`), Terminal-Bench's `python-3-13`, or a plain
   system image (`ubuntu`, `debian`, Terminal-Bench's `ubuntu-24-04`);
 - `WORKDIR`, `ENV`, `COPY`/`ADD` of the task's files into the working folder (or `COPY <<EOF` files),
-  the no-ops `LABEL`, `EXPOSE`, `CMD`, `ENTRYPOINT`, ...;
+  `EXPOSE` (the ports the tests reach the solution's services on); the no-ops `LABEL`, `CMD`, `ENTRYPOINT`, ...;
 - `RUN` commands that create what the image would hold: `mkdir -p`, files written by `printf`, `echo`
   or `cat <<EOF` (computed here, as the image's `/bin/sh`, dash, would write them), `cp` and `chmod` of
   those files, and package installs of what the base already has: Debian packages looked up in the
@@ -28,7 +28,6 @@ from __future__ import annotations
 import bisect
 import functools
 import os
-import posixpath
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -486,76 +485,6 @@ def downloads(bundle: Bundle) -> list[Download]:
     return _scan(bundle).missing
 
 
-_PYTHON = re.compile(r"(?:\S*/)?python[\d.]*")
-_DROPPED = {
-    "I": "`-I` ignores the environment",
-    "E": "`-E` ignores the PYTHON* variables",
-    "S": "`-S` skips the site module, and with it the start-up file",
-}
-
-
-def _env_wipes(args: list[str]) -> bool:
-    """`env ARGS...` starts its command without the environment, or without PYTHONPATH."""
-    i = 0
-    while i < len(args) and args[i].startswith("-"):
-        a = args[i]
-        if a in ("-", "--ignore-environment") or re.fullmatch(r"-[0v]*i[0v]*", a):
-            return True
-        if a in ("-u", "--unset") and args[i + 1 : i + 2] == ["PYTHONPATH"]:
-            return True
-        if a in ("-uPYTHONPATH", "--unset=PYTHONPATH"):
-            return True
-        i += 2 if a in ("-u", "--unset", "-C", "--chdir", "-S", "--split-string") else 1
-    return False
-
-
-def _python_drops(args: list[str]) -> list[str]:
-    """The options before Python's script, `-c` or `-m` that drop the guard (`_DROPPED`)."""
-    found, i = [], 0
-    while i < len(args) and args[i].startswith("-") and args[i] not in ("-", "--") and not args[i].startswith("--"):
-        flags = re.fullmatch(r"-([^cmWX]*)(.?)(.*)", args[i], re.S)
-        if flags is None:
-            break
-        found += [_DROPPED[f] for f in flags.group(1) if f in _DROPPED]
-        if flags.group(2) in ("c", "m"):
-            break
-        i += 2 if flags.group(2) and not flags.group(3) else 1  # -W / -X with its value in the next word
-    return found
-
-
-def _guard_dropped(words: list[str]) -> str | None:
-    """Why this command starts Python without the tests' guard, or None."""
-    wiped = False
-    for i, word in enumerate(words):
-        if posixpath.basename(word) == "env":
-            wiped = wiped or _env_wipes(words[i + 1 :])
-        elif _PYTHON.fullmatch(word):
-            if wiped:
-                return f"`env` wipes the environment before {word}"
-            if dropped := _python_drops(words[i + 1 :]):
-                return f"{word}: " + "; ".join(dropped)
-    return None
-
-
-def guard_drops(bundle: Bundle) -> list[str]:
-    """Where the tests' shell scripts start Python so that it loses the guard the tests' job gives every
-    Python it starts (`injob/sitecustomize.py`, carried by PYTHONPATH): `-I` and `-E` ignore the
-    environment, `-S` skips the start-up files altogether, `env -i` (or `env -u PYTHONPATH`) wipes them.
-    Such tests would import the solution's modules and run its pickles unguarded."""
-    out = []
-    for step in bundle.steps:
-        for name, data in sorted(step.tests.items()):
-            if not name.endswith(".sh"):
-                continue
-            text = data.decode("utf-8", errors="replace")
-            lines = text.splitlines()
-            for n, cmd in script_commands(text):
-                if why := _guard_dropped(cmd.words):
-                    where = f"{'steps/' + step.name + '/' if step.name else ''}tests/{name} line {n}"
-                    out.append(f"{where}: `{lines[n - 1].strip() if n <= len(lines) else ''}`: {why}")
-    return out
-
-
 _UV_STANDIN = r"""
 uv() {
   case "$1" in
@@ -632,7 +561,7 @@ def standins(bundle: Bundle) -> str:
 
 # -- the Dockerfile ----------------------------------------------------------------------------------
 _LINE_CMD = re.compile(r"^\s*(\w+)\s*(.*)$", re.S)
-_NO_OPS = {"LABEL", "EXPOSE", "CMD", "ENTRYPOINT", "MAINTAINER", "STOPSIGNAL", "HEALTHCHECK"}
+_NO_OPS = {"LABEL", "CMD", "ENTRYPOINT", "MAINTAINER", "STOPSIGNAL", "HEALTHCHECK"}
 _HEREDOC = re.compile(r"<<(-?)\s*(['\"]?)([A-Za-z_][\w.-]*)\2")
 
 
@@ -658,6 +587,8 @@ class LocalImage:
     """Debian packages the Dockerfile and the scripts install (all installed here)."""
     distributions: set[str] = field(default_factory=set)
     """Python distributions the Dockerfile and the scripts install (all in the project's Python)."""
+    ports: set[int] = field(default_factory=set)
+    """TCP ports the image's services listen on (EXPOSE): the ports the tests reach them on (`Bridge`)."""
 
 
 @dataclass
@@ -944,6 +875,28 @@ def _run(img: LocalImage, item: _Line, line: str) -> None:
         )
 
 
+_MAX_RANGE = 64
+"""Ports one EXPOSE word may name (each gets a listener in the tests' network)."""
+_EXPOSED = re.compile(r"(\d+)(?:-(\d+))?(?:/(tcp|udp))?", re.I)
+
+
+def _exposed(rest: str, n: int, line: str) -> set[int]:
+    """The TCP ports of an EXPOSE line (`80`, `8000-8002/tcp`; UDP ones are not forwarded)."""
+    ports: set[int] = set()
+    for word in rest.split():
+        m = _EXPOSED.fullmatch(word)
+        low, high = (int(m.group(1)), int(m.group(2) or m.group(1))) if m else (0, 0)
+        if not 0 < low <= high < min(65536, low + _MAX_RANGE):
+            raise NeedsDocker(
+                f"Dockerfile line {n}: EXPOSE {word} is not a port or a range of at most {_MAX_RANGE} ports",
+                line,
+                "EXPOSE",
+            )
+        if m and (m.group(3) or "tcp").lower() == "tcp":
+            ports |= set(range(low, high + 1))
+    return ports
+
+
 def _compose_services(bundle: Bundle) -> int:
     import yaml
 
@@ -1032,6 +985,8 @@ def local_image(bundle: Bundle) -> LocalImage:
                 _copy(bundle, img, src, dest, len(srcs) > 1, n, line)
         elif instr == "RUN":
             _run(img, item, line)
+        elif instr == "EXPOSE":
+            img.ports |= _exposed(rest, n, line)
         elif instr not in _NO_OPS:
             raise NeedsDocker(
                 f"Dockerfile line {n}: {instr} is outside the local subset (FROM, WORKDIR, COPY, ENV, RUN that "
@@ -1053,14 +1008,6 @@ def local_image(bundle: Bundle) -> LocalImage:
         ) from None
     if found := downloads(bundle):
         raise NeedsNetwork(found)
-    if drops := guard_drops(bundle):
-        raise NeedsDocker(
-            f"{drops[0]}: the tests' guard (the import gate for the solution's files, the pickle allow-list) "
-            "comes with the environment, so the local judge refuses these tests; start Python without -I, -E, "
-            "-S or `env -i` (-P or PYTHONSAFEPATH=1 keeps the working folder off the import path)",
-            drops[0],
-            "tests start Python unguarded",
-        )
     img.standins = standins(bundle)
     scan = _scan(bundle)
     img.packages |= scan.apt_ok

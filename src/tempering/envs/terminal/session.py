@@ -4,11 +4,12 @@ server on a local port) still runs for the next commands and for the tests, as i
 The job runs a small supervisor (`injob/supervisor.py`) that reads one request a line on its stdin (the
 sandbox's `feed`) and answers on its stdout, which only it holds; each command runs with bash in the
 working folder, its output in a file of its own. `finish` has the supervisor pack the working folder,
-then runs the tests in a job of their own (`Workspace.run_tests`) that shares the session's network
-namespace and nothing else: a service the commands started answers them over 127.0.0.1, but the tests'
-processes, files, HOME, /tmp and reward folder are out of its reach (the tests' job cannot even be seen
-from the session's). Then the session's job ends, and with it whatever the commands left running. Needs
-`Workspace.keeps_services` (bwrap on a root host).
+then runs the tests in a job of their own (`Workspace.run_tests`) with a network namespace of its own,
+where the host forwards each port the image declares (EXPOSE) one way to the session's: a service the
+commands started answers the tests over 127.0.0.1 on those ports, but the tests' processes, files, HOME,
+/tmp, reward folder and the ports they bind themselves are out of its reach (the tests' job cannot even
+be seen from the session's). Then the session's job ends, and with it whatever the commands left running. Needs
+`Workspace.keeps_services` (bwrap or unshare on a root host).
 
 The session holds one of the sandbox's slots for the whole step; its tests run on that slot (the session
 is idle meanwhile): give the sandbox at least as many slots (`concurrency`) as episodes run at once.
@@ -168,7 +169,7 @@ class Session:
             return Rewards(None, f"{error} ({why})", host_fault=why == "sandbox_error"), Run(None, "", why, {}, 0.0)
         self.ws.state = state
         try:
-            return await self.ws.run_tests(self.step, network=self.network)
+            return await self.ws.run_tests(self.step, services=self.network)
         finally:
             await self.close()
 

@@ -15,6 +15,7 @@ TEST_DIR and REWARD_FILE (set in both layouts) run there.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -37,8 +38,10 @@ from tempering.envs.terminal.image import LocalImage, image_spec, local_image
 from tempering.envs.terminal.image import NeedsDocker as NeedsDocker  # re-exported: where callers found it
 from tempering.envs.terminal.image import NeedsNetwork as NeedsNetwork
 from tempering.errors import UserError
+from tempering.sandbox.backends import INNER_WORKDIR
 from tempering.sandbox.image import Spec
 from tempering.sandbox.job import check_mount
+from tempering.sandbox.sandbox import Bridge, BridgeError, Network
 
 _ENV_REF = re.compile(r"\$\{(\w+)(?::-(.*?))?\}")
 DEFAULT_MEMORY_MB = 2048
@@ -59,7 +62,7 @@ PYTEST_FILES = frozenset(
         "setup.cfg",
     )
 )
-"""The files pytest reads by name: the image's are trusted in the tests' job (`injob/sitecustomize.py`)."""
+"""The files pytest reads by name: the image's are trusted in the tests' job (`injob/guard.py`)."""
 
 
 def resolve_env(env: dict[str, str], where: str) -> dict[str, str]:
@@ -129,9 +132,11 @@ class Rewards:
 def read_rewards(txt: bytes | None, js: bytes | None) -> Rewards:
     """Harbor's reading: reward.json first (an object; numbers kept, others ignored), else reward.txt. A
     reward outside [0, 1] or not finite (an uncapped partial credit, a division by zero) is no reward:
-    the tests are the candidate's judge, and a value no right answer can give is not a score. Both files
-    written must agree (reward.json's `reward`, when it has one, is reward.txt's number): any process of
-    the tests' job can write either, so a second file never overrides the one test.sh wrote."""
+    the tests are the candidate's judge, and a value no right answer can give is not a score. The reward
+    is one number, written once: any process of the tests' job can write either file, so when both are
+    there reward.json must hold `reward` and reward.txt the same number. A reward.json without `reward`
+    (metrics only) scores alone; beside a reward.txt it is no reward, as a reward.txt that named the
+    score would be another process's word against the tests' own file."""
 
     def number(raw: bytes) -> float | None:
         try:
@@ -148,8 +153,14 @@ def read_rewards(txt: bytes | None, js: bytes | None) -> Rewards:
             return Rewards(None, "reward.json must hold one object {name: number}")
         values = {k: float(v) for k, v in obj.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         if txt is not None:
-            x = number(txt)
-            if x is None or values.setdefault("reward", x) != x:
+            if "reward" not in values:
+                return Rewards(
+                    None,
+                    f"reward.txt holds {txt[:40]!r} beside a reward.json without `reward` ({js[:80]!r}): which "
+                    "file scores would depend on which process wrote the other, so neither is taken (put the "
+                    "reward in reward.json, or write reward.txt alone)",
+                )
+            if number(txt) != values["reward"]:
                 return Rewards(
                     None,
                     f"reward.txt holds {txt[:40]!r} and reward.json {js[:80]!r}: two writers disagree on the "
@@ -198,15 +209,18 @@ class Workspace:
         spec: Spec | None = None,
     ):
         showing = getattr(sandbox, "showing", None)
-        # the task's own RAM image: the default one and the tools and distributions the task uses
-        # (docs/sandbox.md, "The image")
-        self.sandbox = showing(spec or Spec()) if showing else sandbox
+        # the task's own RAM image: the default one and the tools and distributions the task uses, every
+        # interpreter in it starting with the tests' guard in the tests' job (docs/sandbox.md, "The image")
+        spec = dataclasses.replace(spec or Spec(), python_startup=injob.text("startup.py"))
+        self.sandbox = showing(spec) if showing else sandbox
         self.workdir = image.workdir
         self.env = dict(image.env)
         self.solution_env = dict(solution_env or {})
         self.name = name
         self.state = pack(image.files, image.dirs, image.modes)
         self.standins = image.standins
+        self.ports = frozenset(image.ports)
+        """The ports the tests reach the solution's services on (the image's EXPOSE), with `keeps_services`."""
         self.own_pytest_files = {
             hashlib.sha256(b).hexdigest() for p, b in image.files.items() if posixpath.basename(p) in PYTEST_FILES
         }
@@ -239,9 +253,11 @@ class Workspace:
 
     @property
     def keeps_services(self) -> bool:
-        """What the solution leaves running (a web server on a local port) still answers the tests: its job
-        stays up while the tests' job runs in its network namespace (`Sandbox.shares_network`: bwrap on a
-        root host). Else the solution's processes end with its job, before the tests start."""
+        """What the solution leaves running (a web server on a local port) still answers the tests on the
+        ports the image declares (`ports`): its job stays up while the tests run in a network namespace of
+        their own, where a forwarder of the host's relays each of those ports, one way, to the solution's
+        (`Sandbox.shares_network`: bwrap or unshare on a root host). Else the solution's processes end with its job,
+        before the tests start."""
         return self.harbor_paths and bool(getattr(self.sandbox, "shares_network", False))
 
     def _paths(self, verifier: str) -> dict[str, str]:
@@ -342,34 +358,56 @@ class Workspace:
             self.state = res.outputs[".ws-state.tar"]
         return Run(code, _output(res), res.status, {}, time.monotonic() - t0)
 
-    async def run_tests(self, step: Step, network=None) -> tuple[Rewards, Run]:
+    async def run_tests(self, step: Step, services: Network | None = None) -> tuple[Rewards, Run]:
         """The step's tests against the current state (which they do not change), hermetically: Harbor runs
         `bash /tests/test.sh` from the working folder, and so do we, in a job of the tests' own: the working
         folder unpacked from the state, no link out of it; fresh HOME and /tmp; the reward folder made for
-        this run (read back without following links); their Python finding installed modules and plugins
-        before anything in a folder they can write (`injob/sitecustomize.py`). `network`: a `Network`
-        where the solution's services still run."""
+        this run (read back without following links); every Python they start guarded (`injob/guard.py`:
+        installed modules and plugins before anything in a folder they can write, the solution's modules
+        only where the tests require them, pickles of data only). `services`: the `Network` where the
+        solution's services still run; the tests then reach `ports` there, one way, from a network of their
+        own (`Bridge`: nothing of the solution's can connect to what the tests run, nor take a port the tests
+        bind)."""
         if "test.sh" not in step.tests:
             return Rewards(None, "no tests/test.sh"), Run(None, "", "not_run", {}, 0.0)
         out = f".v-{secrets.token_hex(8)}"
         verifier = f"{out}/verifier"
         test_env = resolve_env(step.verifier_env, f"{self.name}: [verifier] env")
         exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in test_env.items())
-        own = " ".join(sorted(self.own_pytest_files | {hashlib.sha256(b).hexdigest() for b in step.tests.values()}))
-        solution_modules = " ".join(sorted(required_imports(step.tests)))
+        own = sorted(self.own_pytest_files | {hashlib.sha256(b).hexdigest() for b in step.tests.values()})
+        settings = {
+            "pycache": f"{INNER_WORKDIR}/{out}/pycache",
+            "solution_modules": " ".join(sorted(required_imports(step.tests))),
+            "own_pytest_files": " ".join(own),
+        }
+        paths = {k: v.replace("$ROOT", INNER_WORKDIR) for k, v in self._paths(verifier).items()}
+        settings["reward_dirs"] = f"{paths['LOGS']} {INNER_WORKDIR}/{out}"  # the tests' own files: `injob/fence.py`
+        settings["tests_own"] = f"{paths['TESTS_DIR']} {INNER_WORKDIR}/tests {settings['reward_dirs']}"
         wrapper = self._prologue(verifier, tests=True) + (
-            f"( {exports}export PYTHONNOUSERSITE=1 TEMPERING_OWN_PYTEST_FILES={shlex.quote(own)}\n"
-            f"  export TEMPERING_SOLUTION_MODULES={shlex.quote(solution_modules)}\n"
-            f'  export PYTHONPATH="$ROOT/.ws/tools${{PYTHONPATH:+:$PYTHONPATH}}" PYTHONPYCACHEPREFIX="$ROOT/{out}/pycache"\n'
+            f"( {exports}export PYTHONNOUSERSITE=1\n"
             f'  exec {_TIMEOUT} -k 2 {max(1, math.ceil(step.verifier_timeout_s))} bash "$TESTS_DIR/test.sh" ) </dev/null\n'
             f'echo "$?" > "$ROOT/{out}/tests.status"\n'
         )
         ro: dict[str, str | bytes] = {f"tests/{p}": b for p, b in step.tests.items()}
-        ro[".ws/tools/sitecustomize.py"] = injob.text("sitecustomize.py")
+        ro[".ws/guard.py"] = injob.text("guard.py")
+        cached, pyc = injob.bytecode("guard.py")  # not compiled again by every Python the tests start
+        ro[f".ws/{cached}"] = pyc
+        ro[".ws/fence.py"] = injob.text("fence.py")
+        ro[".ws/guard.cfg"] = "".join(f"{k} {v}\n" for k, v in settings.items())
         names = {f"{verifier}/{n}": f"logs/verifier/{n}" for n in ("reward.txt", "reward.json")}
         job = self._job(wrapper, step.verifier_timeout_s, ro, {}, [*names, f"{out}/tests.status"], verifier)
         t0 = time.monotonic()
-        res = await self.sandbox.run(job, network=network) if network is not None else await self.sandbox.run(job)
+        if services is None:
+            res = await self.sandbox.run(job)
+        else:
+            bridge = Bridge(services, self.ports)
+            try:
+                res = await self.sandbox.run(job, network=await bridge.open())
+            except BridgeError as e:
+                why = f"the tests' network could not be set up: {e}"
+                return Rewards(None, why, host_fault=True), Run(None, why, "sandbox_error", {}, time.monotonic() - t0)
+            finally:
+                await bridge.close()
         code = _status_file(res.outputs.get(f"{out}/tests.status"))
         status = res.status if code is None else ("ok" if code == 0 else "timeout" if code == 124 else "nonzero_exit")
         files = {names[k]: v for k, v in res.outputs.items() if k in names}

@@ -39,7 +39,10 @@ class TinkerConfig(Schema):
         2048, ge=1, description="Padded tokens per forward/backward micro-batch (bounds memory; same gradient)."
     )
     max_request_mb: float = Field(
-        64.0, gt=0, description="Largest request body, after decompression; the SDK is told to split larger batches."
+        64.0,
+        gt=0,
+        description="Largest request body, after decompression; the SDK is told to split larger batches. A sampling "
+        "answer's per-position widths (top-k, alternatives) are bounded by it too.",
     )
     max_datum_tokens: int = Field(
         32768, ge=1, description="Longest datum or prompt accepted (and at most the model's context length)."

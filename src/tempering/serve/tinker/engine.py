@@ -67,11 +67,30 @@ class SampleWork:
     """The likeliest tokens returned at each prompt position (the SDK's topk_prompt_logprobs)."""
     topk_sample: int = 0
     """The likeliest tokens returned at each sampled position (the SDK's topk_sample_logprobs)."""
+    targets: wire.Targets | None = None
+    """The token ids whose log-probs are returned at each prompt position (the SDK's target_prompt_logprobs)."""
+    alt_k: int = 0
+    """Tokens drawn at each prompt position after the first (the SDK's prompt_alt_tokens_k)."""
+
+    @property
+    def scores_prompt(self) -> bool:
+        """Asks anything of the prompt (one forward pass over it answers all)."""
+        return self.prompt_logprobs or bool(self.topk) or self.targets is not None or bool(self.alt_k)
+
+    def check(self, vocab: int, context: int) -> None:
+        models.check_ids(self.prompt, vocab, "prompt")
+        if self.targets is not None:
+            self.targets.check(vocab)
+        if len(self.prompt) + self.params.max_new_tokens > context:
+            raise BadRequest(
+                f"prompt ({len(self.prompt)} tokens) + max_tokens ({self.params.max_new_tokens}) exceed the model's "
+                f"context ({context})"
+            )
 
     @property
     def batch_key(self) -> tuple | None:
-        """Requests with the same key run as one batch (no own seed, no prompt log-probs)."""
-        if self.seed is not None or self.prompt_logprobs or self.topk:
+        """Requests with the same key run as one batch (no own seed, nothing asked of the prompt)."""
+        if self.seed is not None or self.scores_prompt:
             return None
         p = self.params
         stop_ids = None if p.stop_ids is None else tuple(p.stop_ids)
@@ -291,14 +310,8 @@ class Engine:
 
     def _sample(self, works: list[SampleWork]) -> list[Proto]:
         module, tok = self.sampler_module(works[0].session)
-        vocab = models.vocab_size(module)
         for w in works:
-            models.check_ids(w.prompt, vocab, "prompt")
-            limit = models.context_length(module)
-            if len(w.prompt) + w.params.max_new_tokens > limit:
-                raise BadRequest(
-                    f"prompt ({len(w.prompt)} tokens) + max_tokens ({w.params.max_new_tokens}) exceed the model's context ({limit})"
-                )
+            w.check(models.vocab_size(module), models.context_length(module))
         seed = works[0].seed
         if seed is None:
             seed = int(torch.randint(0, 2**62, (1,), generator=self._rng))
@@ -310,14 +323,16 @@ class Engine:
                 mine = out[i : i + w.num_samples]
                 tops = models.sampled_topk(module, w.prompt, mine, w.topk_sample, w.params)
                 out[i : i + w.num_samples] = [replace(s, topk=t) for s, t in zip(mine, tops, strict=True)]
-            lp, top = (
-                models.prompt_logprobs(module, w.prompt, w.last_n, w.topk)
-                if w.prompt_logprobs or w.topk
-                else (None, None)
-            )
-            results.append(
-                Proto(wire.sample_response(out[i : i + w.num_samples], lp if w.prompt_logprobs else None, top))
-            )
+            seqs = out[i : i + w.num_samples]
+            if not w.scores_prompt:
+                results.append(Proto(wire.sample_response(seqs, None)))
+            else:
+                sc = models.score_prompt(
+                    module, w.prompt, w.last_n, w.topk, w.targets, w.alt_k, w.params.temperature, seed
+                )
+                targets = w.targets.answer(sc.targets) if w.targets and sc.targets is not None else None
+                lp = sc.logprobs if w.prompt_logprobs else None
+                results.append(Proto(wire.sample_response(seqs, lp, sc.topk, targets, sc.alt)))
             i += w.num_samples
         return results
 
@@ -478,13 +493,11 @@ class Engine:
         return SamplerSession(sid, base_model, None, ("base", self.resolve(base_model)))
 
     def asample(self, req: Any) -> tuple[str, list[str]]:
-        for name, on in (
-            ("target_prompt_logprobs", req.target_prompt_logprobs is not None),
-            ("prompt_alt_tokens_k", req.prompt_alt_tokens_k > 0),
-            ("record_stability_info", bool(req.record_stability_info)),
-        ):
-            if on:
-                raise BadRequest(f"sample: {name} is not implemented by this service")
+        if req.record_stability_info:
+            raise BadRequest(
+                "sample: record_stability_info is not implemented by this service: what it records is not "
+                "published, and its only reader, the stable_reinforce loss, is refused here too"
+            )
         sid = req.sampling_session_id
         if sid is None:  # a one-off request naming its model
             sid = f"direct:{req.model_path or req.base_model}"
@@ -493,8 +506,7 @@ class Engine:
         elif sid not in self.samplers:
             raise BadRequest(f"unknown sampling session {sid!r}; create a sampling client first", status=404)
         target = self.samplers[sid].target
-        if target[0] == "train":
-            self.model(target[1])
+        trained = self.model(target[1]) if target[0] == "train" else None
         prompt = []
         for c in req.prompt.chunks:
             if c.type != "encoded_text":
@@ -516,6 +528,9 @@ class Engine:
             raise BadRequest(
                 f"sample: needs temperature >= 0, 0 < top_p <= 1 and num_samples >= 1 (got {sp.temperature}, {sp.top_p}, {req.num_samples})"
             )
+        if req.prompt_alt_tokens_k < 0:
+            raise BadRequest(f"sample: prompt_alt_tokens_k must be 0 or more (got {req.prompt_alt_tokens_k})")
+        self._check_answer_size(req, len(prompt))
         if req.prompt_logprobs_last_n is not None and not (
             req.prompt_logprobs and 1 <= req.prompt_logprobs_last_n < len(prompt)
         ):
@@ -543,9 +558,29 @@ class Engine:
             bool(ids),
             req.topk_prompt_logprobs,
             req.topk_sample_logprobs,
+            None if req.target_prompt_logprobs is None else wire.targets(req.target_prompt_logprobs, len(prompt) - 1),
+            req.prompt_alt_tokens_k,
         )
+        if trained is not None:  # its vocabulary is known without loading anything: refuse bad ids now
+            work.check(trained.vocab, models.context_length(trained.module))
         rid = self.submit("sample", None, sample=work)
         return rid, [f"{rid}:{i}" for i in range(req.num_samples)]
+
+    def _check_answer_size(self, req: Any, prompt_tokens: int) -> None:
+        """An answer is bounded as a request is (`max_request_mb`): 8 bytes (an id and a log-prob) per cell of
+        a per-position width times its positions."""
+        limit = self.cfg.max_request_mb * (1 << 20)
+        for name, cells in (
+            ("topk_prompt_logprobs", prompt_tokens * req.topk_prompt_logprobs),
+            ("prompt_alt_tokens_k", (prompt_tokens - 1) * req.prompt_alt_tokens_k),
+            ("topk_sample_logprobs", req.num_samples * req.sampling_params.max_tokens * req.topk_sample_logprobs),
+        ):
+            if 8 * cells > limit:
+                raise BadRequest(
+                    f"sample: {name} asks {cells} cells, an answer over max_request_mb={self.cfg.max_request_mb}; "
+                    "ask fewer per position (or a shorter prompt)",
+                    status=413,
+                )
 
     def unload(self, model_id: str) -> str:
         self.model(model_id)

@@ -31,7 +31,7 @@ from tempering.models.lora import add_lora
 from tempering.models.tiny import TINY_SIZES
 from tempering.rollout.sampler import HFSampler, SamplingParams, sampling_logprobs
 from tempering.serve.tinker import losses
-from tempering.serve.tinker.wire import BadRequest, Datum, Sampled
+from tempering.serve.tinker.wire import BadRequest, Datum, Sampled, Targets
 
 ATTN = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP = ("gate_proj", "up_proj", "down_proj")
@@ -335,26 +335,63 @@ def _batch_logprobs(module: torch.nn.Module, rows: list[Datum], device: torch.de
     return (logp if targets.dim() == 3 else logp.squeeze(-1)), inputs, attn.to(device).float()
 
 
+@dataclass
+class PromptScores:
+    """What a sampling request asks of its prompt, from one forward pass over it (`score_prompt`)."""
+
+    logprobs: np.ndarray
+    """log p(token | prefix) of each prompt token, (len(prompt),), NaN at position 0 and before the last `last_n`."""
+    topk: tuple[np.ndarray, np.ndarray] | None = None
+    """The `topk` likeliest tokens at each position and their log-probs, (len(prompt), topk) each."""
+    targets: np.ndarray | None = None
+    """The log-prob of each `Targets` cell's id at its position, (cells,) (0.0 where it asks none)."""
+    alt: tuple[np.ndarray, np.ndarray] | None = None
+    """`alt_k` draws at each position after the first and the model's log-probs of them, (len(prompt) - 1, alt_k)."""
+
+
 @torch.no_grad()
-def prompt_logprobs(
-    module: torch.nn.Module, tokens: list[int], last_n: int | None, topk: int = 0
-) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
-    """log p(token | prefix) for each prompt token, NaN at position 0 and before the last `last_n`; with
-    `topk`, also the `topk` likeliest tokens at each position and their log-probs, (len(tokens), topk) each,
-    empty cells (none computed there) holding the SDK's sentinel: token 0, log-prob MASK_LOGPROB."""
+def score_prompt(
+    module: torch.nn.Module,
+    tokens: list[int],
+    last_n: int | None,
+    topk: int = 0,
+    targets: Targets | None = None,
+    alt_k: int = 0,
+    temperature: float = 1.0,
+    seed: int = 0,
+) -> PromptScores:
+    """The prompt's log-probs and, from the same forward pass, the SDK's `topk_prompt_logprobs` (empty cells, none
+    computed there, hold the SDK's sentinel: token 0, log-prob MASK_LOGPROB), `target_prompt_logprobs` and
+    `prompt_alt_tokens_k`. The alternatives are drawn independently, with replacement, from softmax(logits /
+    `temperature`) (the most likely token when it is 0), on a random stream of their own derived from `seed`
+    (the sampler's tokens use `seed` itself); their log-probs are the model's own (temperature 1), as
+    `prompt_logprobs` and `target_prompt_logprobs` are. `last_n` limits the first two only."""
     device = next(module.parameters()).device
     ids = torch.tensor([tokens], device=device)
     logits = module(input_ids=ids).logits[0, :-1].float()
     logp = logits - torch.logsumexp(logits, -1, keepdim=True)
-    out = np.full(len(tokens), np.nan, dtype=np.float32)
-    out[1:] = logp.gather(-1, ids[0, 1:, None]).squeeze(-1).cpu().numpy()
+    out = PromptScores(np.full(len(tokens), np.nan, dtype=np.float32))
+    out.logprobs[1:] = logp.gather(-1, ids[0, 1:, None]).squeeze(-1).cpu().numpy()
     skip = 1 if last_n is None else len(tokens) - last_n
-    out[:skip] = np.nan
-    if not topk:
-        return out, None
-    top_ids, top_lp = _topk(logp, topk, 1)
-    top_ids[:skip], top_lp[:skip] = 0, MASK_LOGPROB
-    return out, (top_ids, top_lp)
+    out.logprobs[:skip] = np.nan
+    if topk:
+        top_ids, top_lp = _topk(logp, topk, 1)
+        top_ids[:skip], top_lp[:skip] = 0, MASK_LOGPROB
+        out.topk = (top_ids, top_lp)
+    if targets is not None:
+        rows = torch.from_numpy(targets.rows).to(device)
+        asked = torch.from_numpy(targets.ids).clamp(min=0).to(device)
+        out.targets = logp[rows, asked].cpu().numpy()
+    if alt_k:
+        if temperature > 0:
+            stream = int(np.random.SeedSequence([seed % 2**64, 1]).generate_state(1, np.uint64)[0] >> 1)
+            generator = torch.Generator(device).manual_seed(stream)
+            probs = (logits / temperature).softmax(-1)
+            drawn = torch.multinomial(probs, alt_k, replacement=True, generator=generator)
+        else:
+            drawn = logits.argmax(-1, keepdim=True).expand(-1, alt_k)
+        out.alt = (drawn.cpu().numpy(), logp.gather(-1, drawn).cpu().numpy())
+    return out
 
 
 def _topk(logp: torch.Tensor, k: int, skip: int = 0) -> tuple[np.ndarray, np.ndarray]:

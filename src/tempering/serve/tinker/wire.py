@@ -128,6 +128,88 @@ def forward_backward_output(outputs: list[dict[str, np.ndarray]], metrics: dict[
 
 
 @dataclass
+class Targets:
+    """The SDK's `target_prompt_logprobs`: its cells (each a row, scored at prompt position row + 1, and the token
+    id asked there, -1 for none) and the request's layout, which the answer keeps."""
+
+    rows: np.ndarray
+    """int64, (cells,): a dense request's every cell in row-major order, a sparse one's listed cells."""
+    ids: np.ndarray
+    """int64, (cells,)."""
+    shape: list[int]
+    csr: tuple[np.ndarray, np.ndarray] | None = None
+    """A sparse request's CSR row pointers and column indices (None: dense)."""
+
+    def answer(self, logprobs: np.ndarray) -> pb.Tensor:
+        """The answer from each cell's log-prob ((cells,)): float32 in the request's layout, 0.0 where none was
+        asked."""
+        values = np.where(self.ids >= 0, logprobs, 0.0).astype(np.float32)
+        msg = pb.Tensor(dtype=pb.DTYPE_FLOAT32, shape=self.shape)
+        if self.csr is None:
+            msg.dense = values.tobytes()
+        else:
+            msg.sparse_csr.values = values.tobytes()
+            msg.sparse_csr.crow_indices = self.csr[0].tobytes()
+            msg.sparse_csr.col_indices = self.csr[1].tobytes()
+        return msg
+
+    def check(self, vocab: int) -> None:
+        bad = np.flatnonzero(self.ids >= vocab)
+        if len(bad):
+            raise BadRequest(
+                f"sample: target_prompt_logprobs holds token id {self.ids[bad[0]]} (row {self.rows[bad[0]]}), "
+                f"outside the vocabulary [0, {vocab})"
+            )
+
+
+def targets(td: Any, rows: int) -> Targets:
+    """The request's `target_prompt_logprobs` (the SDK's JSON `TensorData`, dense or sparse CSR), checked against
+    its layout and the prompt's length (`rows`: one per prompt position after the first)."""
+    name = "sample: target_prompt_logprobs"
+    if td.dtype != "int64":
+        raise BadRequest(f"{name} holds token ids: int64, not {td.dtype}")
+    shape = [int(n) for n in td.shape or []]
+    if len(shape) != 2 or shape[1] < 0:
+        raise BadRequest(f"{name} needs a 2-D shape [len(prompt) - 1, K], got {td.shape}")
+    if shape[0] != rows:
+        raise BadRequest(
+            f"{name} has {shape[0]} rows; a prompt of {rows + 1} tokens needs {rows} (row i scores position i + 1)"
+        )
+    raw = np.asarray(td.data)
+    if raw.size and raw.dtype.kind not in "iu":
+        raise BadRequest(f"{name} holds token ids: whole numbers, not {raw.dtype} values")
+    ids = raw.astype(np.int64)
+    if (td.sparse_crow_indices is None) != (td.sparse_col_indices is None):
+        raise BadRequest(f"{name}: a sparse tensor needs both sparse_crow_indices and sparse_col_indices")
+    if td.sparse_crow_indices is None:
+        if len(ids) != rows * shape[1]:
+            raise BadRequest(f"{name}: {len(ids)} values do not fill the shape {shape}")
+        out = Targets(np.repeat(np.arange(rows), shape[1]), ids, shape)
+    else:
+        crow = np.asarray(td.sparse_crow_indices, dtype=np.int64)
+        col = np.asarray(td.sparse_col_indices, dtype=np.int64)
+        fits = (
+            len(crow) == rows + 1 and crow[0] == 0 and (np.diff(crow) >= 0).all() and crow[-1] == len(col) == len(ids)
+        )
+        row_of = np.repeat(np.arange(rows), np.diff(crow)) if fits else None
+        if row_of is None or (
+            len(col)
+            and (col.min() < 0 or col.max() >= shape[1] or ((np.diff(col) <= 0) & (np.diff(row_of) == 0)).any())
+        ):
+            raise BadRequest(
+                f"{name}: its sparse CSR indices do not fit the shape {shape} (row pointers from 0 to the number of "
+                "values, columns below K and increasing within a row)"
+            )
+        out = Targets(row_of, ids, shape, (crow, col))
+    bad = np.flatnonzero(out.ids < -1)
+    if len(bad):
+        raise BadRequest(f"{name} holds {out.ids[bad[0]]} (row {out.rows[bad[0]]}): a token id, or -1 to ask nothing")
+    if not (out.ids >= 0).any():
+        raise BadRequest(f"{name} names no token id (every cell is -1, which asks nothing)")
+    return out
+
+
+@dataclass
 class Sampled:
     tokens: list[int]
     logprobs: list[float]
@@ -139,11 +221,27 @@ class Sampled:
 
 
 def sample_response(
-    sequences: list[Sampled], prompt_logprobs: np.ndarray | None, topk: tuple[np.ndarray, np.ndarray] | None = None
+    sequences: list[Sampled],
+    prompt_logprobs: np.ndarray | None,
+    topk: tuple[np.ndarray, np.ndarray] | None = None,
+    targets: pb.Tensor | None = None,
+    alt: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> bytes:
     """`SampleResponse` as the SDK decodes it; `prompt_logprobs` has NaN where none was computed; `topk`: the
-    (positions, k) token ids and log-probs of the likeliest tokens at each prompt position."""
+    (positions, k) token ids and log-probs of the likeliest tokens at each prompt position; `targets`: the
+    answer to `target_prompt_logprobs` (`Targets.answer`); `alt`: the `prompt_alt_tokens_k` draws, (len(prompt)
+    - 1, k) token ids and log-probs."""
     msg = pb.SampleResponse()
+    if targets is not None:
+        msg.target_prompt_logprobs.CopyFrom(targets)
+    if alt is not None:
+        ids, lps = alt
+        msg.prompt_alt_tokens.tokens.CopyFrom(  # int32 ids, as the SDK's proto says
+            pb.Tensor(dtype=pb.DTYPE_INT32, shape=list(ids.shape), dense=ids.astype(np.int32).tobytes())
+        )
+        msg.prompt_alt_tokens.logprobs.CopyFrom(
+            pb.Tensor(dtype=pb.DTYPE_FLOAT32, shape=list(lps.shape), dense=lps.astype(np.float32).tobytes())
+        )
     for s in sequences:
         seq = msg.sequences.add()
         seq.stop_reason = pb.STOP_REASON_STOP if s.stopped else pb.STOP_REASON_LENGTH

@@ -26,7 +26,11 @@ timings) carrying the nonce, on its standard output. No object the submission ca
      process and a `c` kernel's host (all their threads; /proc/PID/task/*/schedstat, read once none is
      on a CPU), which a loaded machine's scheduling delays do not inflate; `clock` says which one the
      result uses;
-  6. the candidate's process reports what it saw itself (forbidden torch calls, kernel calls, a
+  6. the judge samples the instruction pointer of every thread of the candidate's process (and of a `c`
+     kernel's host) during every call, with perf events it owns (ipsample.py), and refuses a kernel
+     whose calls spent more than `library_share` of their non-harness time in library code
+     (`library_compute`): what ran is judged, whatever route reached it;
+  7. the candidate's process reports what it saw itself (forbidden torch calls, kernel calls, a
      replaced attribute): those checks are the second line, behind everything above.
 """
 
@@ -44,6 +48,7 @@ import sys
 import time
 import traceback
 
+import ipsample
 import runner
 import syscalls
 import torch
@@ -62,6 +67,11 @@ DEFAULT_SPECIAL = ("inf", "-inf", "-inf_row", "neg_zero", "denormal")
 """Required where a problem declares none and the reference is reproducible on them. Not NaN: C's
 comparisons drop a NaN where torch's max, clamp and ReLU carry it, both documented IEEE conventions, so
 NaN is required only where a problem names it; arithmetic on the others is IEEE in both."""
+NUDGES = 2
+"""Float64 runs of the reference on nudged inputs and weights per check that needs them (`Judge.float64`)."""
+NOISE_FACTOR = 256.0
+"""How many times the reference's own numerical noise an element may be off (`Judge.tolerance`): honest
+float32 kernels that sum in another order stay far inside it; zeros or a cruder function do not."""
 MEMORY_SIGNS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "out of memory", "Could not allocate")
 
 
@@ -118,39 +128,23 @@ def _norms(t):
     return top, top * float(torch.linalg.vector_norm(t)) / math.sqrt(n), top * float(t.sum()) / n
 
 
-def _difference(got, want, atol):
-    """(max |got - want| if surely within tolerance else None, RMS of got - want or None), in float64.
-
-    Two passes over the difference where torch.isclose takes several: max |got - want| <= atol, with
-    a margin for rounding, implies isclose's |got - want| <= atol + rtol |want|."""
-    if not got.is_floating_point() or got.numel() == 0 or got.shape != want.shape or got.dtype != want.dtype:
-        return None, None
-    gap, rms, _ = _norms(got.double() - want.double())
-    return (gap if gap <= atol * (1 - 1e-6) else None), (rms if math.isfinite(rms) else None)
-
-
-def _mismatch(got, want, atol, rtol):
-    """None if close, else a report: shapes/dtypes, max abs and rel error and where."""
+def _mismatch(got, want, diff=None, allowed=None):
+    """A report of where `got` is off: shapes/dtypes, or the elements whose |got - want| (`diff`, float64)
+    is above `allowed` (per element; None: exact, as integer and bool outputs are), the largest error."""
     if got.shape != want.shape:
         return {"reason": f"shape {tuple(got.shape)} != expected {tuple(want.shape)}"}
     if got.dtype != want.dtype:
         return {"reason": f"dtype {got.dtype} != expected {want.dtype}"}
-    if got.is_floating_point() or got.is_complex():
-        close = torch.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
-    else:  # integer and bool outputs (counts, indices, masks) are exact: a count off by one is wrong
-        close = got == want
-    if bool(close.all()):
-        return None
     g, w = got.detach().double().cpu(), want.detach().double().cpu()
-    finite = torch.isfinite(w) & torch.isfinite(g)
     if not torch.equal(torch.isfinite(g), torch.isfinite(w)):
         return {"reason": "non-finite values where the reference is finite (or the reverse)"}
-    zero = torch.zeros_like(g)
-    diff = (g - w).abs().where(finite, zero)
-    bad = ~close.cpu()
+    if diff is None:
+        diff = (g - w).abs()
+    bad = (got != want).cpu() if allowed is None else diff > allowed.cpu()  # integers exactly, not via float64
     flat = int(diff.argmax())
     where = [int(i) for i in torch.unravel_index(torch.tensor(flat), diff.shape)] if diff.dim() else []
-    rel = (diff / w.abs()).where(finite & (w != 0), zero)  # where the reference is 0, abs error only
+    zero = torch.zeros_like(w)
+    rel = (diff / w.abs()).where(w != 0, zero)  # where the reference is 0, abs error only
     return {
         "reason": "values differ",
         "max_abs": float(diff.max()),
@@ -196,6 +190,16 @@ def _degenerate(got, want_spread, numel, gap=None):
     if varies and g_std <= 1e-3 * w_std:
         return "near-constant output where the reference's varies"
     return None
+
+
+def _intermediate(out_rms, inputs):
+    """The size of the values an honest kernel may round on the way to an element: the smaller of the
+    output's RMS and the largest floating input's (log_softmax's x - logsumexp rounds at the inputs' size
+    where the reference's output is almost 0; an output far smaller than its inputs is judged at its own
+    size). Its rounding is in no element's sensitivity to the inputs."""
+    sizes = [_norms(x)[1] for x in inputs if _is_float(x) and x.numel()]
+    size = min(out_rms, max((v for v in sizes if math.isfinite(v)), default=out_rms))
+    return max(size if math.isfinite(size) else 0.0, torch.finfo(torch.float64).tiny)
 
 
 def _finite_or_one(x):
@@ -252,6 +256,82 @@ def _low_precision(ratio, limit, what, dtype):
 def _quantile(values, p):
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+
+
+def _fresh(v, gen):
+    """New values for a floating tensor a model holds, drawn so the model stays valid: a tensor that is all
+    positive (a variance, a scale) times log-normal noise, any other plus Gaussian noise the size of its
+    own spread (of |mean| where it is constant, of 1 where it is all zero). Not a permutation: a constant
+    or one-element tensor changes too. A mask (only 0s and 1s, both present) keeps its values: its
+    pattern is the problem's, and a kernel may rely on it; non-finite elements stay as they are."""
+    x = v.detach().cpu().double()
+    finite = torch.isfinite(x)
+    values = x[finite]
+    if not values.numel():
+        return v.detach().cpu().clone()
+    if values.numel() < x.numel() or not bool(((values == 0) | (values == 1)).all()) or values.unique().numel() < 2:
+        z = torch.randn(x.shape, generator=gen, dtype=torch.float64)
+        if bool((values > 0).all()):
+            new = x * torch.exp(0.5 * z)
+        else:
+            spread = float(values.std()) if values.numel() > 1 else 0.0
+            new = x + (spread or abs(float(values.mean())) or 1.0) * z
+        x = new.where(finite, x)
+    return x.to(v.dtype)
+
+
+def _wrong_everywhere(group, gen):
+    """Bytes to start an output with that differ from the reference's value at every element, for each
+    output in `group` (those of one size and dtype: the memfd may become any of them), new each call and
+    telling the kernel nothing it could pass with: floats of random sign and a random size of 1 to 100
+    times (2 |ref| + the output's largest magnitude), so never within tolerance and finite where the
+    reference is not;
+    integers drawn over the dtype's range, moved by one where they hit the reference's value; bool bytes
+    2-255, which are no bool (a bool output holding one is `bad_output`). None: all-ones bytes."""
+    w = group[0]
+    n = w.numel()
+    if w.dtype == torch.bool:
+        return torch.randint(2, 256, (n,), generator=gen, dtype=torch.uint8)
+    if w.is_floating_point():  # a few passes over the output in its own precision (float32 for narrower ones)
+        info, work = torch.finfo(w.dtype), torch.float64 if w.dtype == torch.float64 else torch.float32
+        size = torch.zeros(n, dtype=work)
+        for o in group:
+            torch.maximum(size, o.detach().cpu().reshape(-1).to(work).abs().nan_to_num_(0.0, 0.0, 0.0), out=size)
+        top = float(size.max()) if n else 0.0
+        side = torch.rand(n, generator=gen, dtype=work).sub_(0.5)  # its sign is the fill's, its size the factor
+        fill = size.mul_(2).add_(max(top, 4 * info.tiny)).mul_(side.abs().mul(198).add_(1)).copysign_(side)
+        over = fill.abs() >= info.max  # past the dtype's range: the largest value, opposite to the reference's
+        if bool(over.any()):
+            first = group[0].detach().cpu().reshape(-1).to(work)[over]
+            fill[over] = -torch.where(first > 0, 1.0, -1.0).to(work) * info.max
+        return fill.to(w.dtype).view(torch.uint8)
+    if w.dtype not in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8):  # complex, wide unsigned
+        return None
+    info = torch.iinfo(w.dtype)
+    fill = torch.randint(
+        info.min, info.max, (n,), generator=gen, dtype=w.dtype if w.dtype.itemsize >= 4 else torch.int32
+    )
+    fill = fill.to(w.dtype)
+    for _ in range(2 if len(group) > 1 else 1):  # twice for several: one step may land on another's value
+        for o in group:
+            o = o.detach().cpu().reshape(-1)
+            hit = fill == o
+            if bool(hit.any()):
+                fill[hit] = o[hit] + 1
+    return fill.view(torch.uint8)
+
+
+def _fills(wants, gen):
+    """Per output of the call, its starting bytes (`_wrong_everywhere`), one per size: the runner starts
+    every memfd of that size with them."""
+    made = {}
+    for w in wants:
+        key = w.numel() * w.element_size()
+        if key not in made:
+            group = [o for o in wants if o.numel() * o.element_size() == key and o.dtype == w.dtype]
+            made[key] = _wrong_everywhere(group, gen)
+    out = [made[w.numel() * w.element_size()] for w in wants]
+    return None if any(f is None for f in out) else out
 
 
 class Peer:
@@ -456,8 +536,10 @@ class Judge:
         self.atol, self.rtol = cfg.get("atol", 1e-2), cfg.get("rtol", 1e-2)
         self.precision_rms = cfg.get("precision_rms", 1e-4)
         self.precision_factor = cfg.get("precision_factor", 32.0)
+        self.noise_factor = NOISE_FACTOR
         self.candidate = candidate
         self.ref64 = None  # the reference in float64, made on first need (False: it cannot run so)
+        self.sampler = None  # where the candidate's time goes (ipsample.Sampler), once it is prepared
         self.ref32 = None  # the reference in float32 (float64 outputs: the estimate of their own error)
         self.reference = None
         self.nan_open = True  # special trial: NaN in the reference's output passes any value (no `nan` named)
@@ -488,7 +570,7 @@ class Judge:
         if self.candidate is None:
             return
         self._imported()
-        state = {k: v.detach().cpu() for k, v in self.ref.state_dict().items()}
+        state = {k: v.detach().cpu() for k, v in runner.held(self.ref).items()}
         built = self.candidate.ask(
             {"op": "init", "init_seed": cfg.get("init_seed", 42)}, {"init": list(init), "state": state}
         )
@@ -513,6 +595,73 @@ class Judge:
                 # candidate is gone, its death is the verdict)
                 if isinstance(host, int) and _parent(host) == peer.pid:
                     peer.pids.append(host)
+                self.attach_sampler()
+
+    def attach_sampler(self):
+        """Perf events on every thread of the candidate's process (and its kernel host): from here on no
+        thread can start there (RLIMIT_NPROC 0 and the syscall filter), and one that does is refused."""
+        mode = self.cfg.get("ip_sampling", "require")
+        if self.device != "cpu" or self.cfg.get("backend") == "triton":
+            mode = "off"  # a GPU's work, or Triton's interpreter (numpy's code), is not the host's code to judge
+        self.result["ip_sampling"] = mode
+        if mode == "off":
+            return
+        try:
+            ipsample.probe()
+            self.sampler = ipsample.Sampler(self.candidate.pids)
+        except ipsample.Unavailable as e:
+            raise Verdict(
+                "harness_error",
+                f"the judge cannot sample where the candidate's time goes: {e}. ip_sampling='off' verifies "
+                "without it (library code a kernel reaches at run time is then not seen)",
+            ) from None
+        except ipsample.Untraceable as e:
+            raise Verdict("tampering", str(e)) from None
+
+    def judge_samples(self):
+        """Where the candidate's sampled time went, by kind, in every call but the first; library code above
+        `library_share` of the samples outside the harness's own code is `library_compute`."""
+        if self.sampler is None:
+            return
+        # every call but the first (which may hold one-time set-up: a table, a symbol lookup); the first
+        # alone where there was no other
+        phases = {p for p, _, _ in self.sampler.samples} - {"first"} or {"first"}
+        try:
+            located = self.sampler.attribute(phases)
+        except ipsample.Untraceable as e:
+            raise Verdict("tampering", str(e)) from None
+        here = os.getcwd() + "/"
+        kinds, library = {}, {}
+        for path, address in located:
+            kind = ipsample.classify(path, address, here)
+            if kind.startswith("library"):
+                where = kind.removeprefix("library ")
+                library[where] = library.get(where, 0) + 1
+                kind = "library"
+            kinds[kind] = kinds.get(kind, 0) + 1
+        total = len(located)
+        work = total - kinds.get("harness", 0)  # the kernel's part of the call: its own code, runtime, library
+        share = kinds.get("library", 0) / work if work else 0.0
+        top = dict(sorted(library.items(), key=lambda kv: -kv[1])[:8])
+        self.result["ip_samples"] = {
+            "phases": sorted(phases),
+            "samples": total,
+            "by_kind": kinds,
+            "library_share": share,
+            "library": top,
+            "lost": self.sampler.lost,
+            "period_ns": self.sampler.period,
+        }
+        limit = self.cfg.get("library_share", 0.2)
+        if share > limit and kinds.get("library", 0) >= ipsample.MIN_LIBRARY_SAMPLES:
+            named = ", ".join(f"{k} ({v})" for k, v in list(top.items())[:3])
+            raise Verdict(
+                "library_compute",
+                f"{100 * share:.0f}% of the kernel's sampled time ({kinds['library']} of {work} samples of its "
+                f"calls after the first, the harness's own excluded) ran in "
+                f"library code: {named}. A kernel computes in its own code (the C library, libm and OpenMP "
+                f"allowed); at most {100 * limit:.0f}% of its time may lie in other libraries",
+            )
 
     def aliasing(self, inputs):
         """Which of the reference's outputs share memory with its inputs, or with its previous call's
@@ -663,6 +812,13 @@ class Judge:
             raise Verdict("incorrect", f"returned {len(gots)} outputs, expected {len(wants)}")
         worst = 0.0
         for k, (g, w) in enumerate(zip(gots, wants)):
+            if g.dtype == torch.bool and g.numel() and int(g.view(torch.uint8).max()) > 1:
+                odd = int((g.view(torch.uint8) > 1).sum())
+                raise Verdict(
+                    "bad_output",
+                    f"output {k} is a bool tensor with {odd} bytes other than 0 and 1 ({kind} inputs{note}): "
+                    "a bool is stored as 0 or 1, and every element of an output must be written",
+                )
             g, w, self.keep = _split_finite(g.to(self.device), w, kind == "special" and self.nan_open)
             if g is None:
                 report, self.keep = self.keep, None
@@ -670,15 +826,7 @@ class Judge:
                 raise Verdict("incorrect", _describe(report), mismatch=report)
             if k not in spreads:
                 spreads[k] = _spread(w) if w.is_floating_point() else (1.0, 1.0, 1.0)
-            atol = self.atol * _finite_or_one(spreads[k][2])  # atol is in units of the reference's RMS
-            gap, rms = _difference(g, w, atol)
-            report = None if gap is not None else _mismatch(g, w, atol, self.rtol)
-            if (
-                report is not None
-                and report.get("reason") == "values differ"
-                and self.within_noise(g, w, inputs, k, atol)
-            ):
-                report = None  # outside atol/rtol only where float32 itself is that far off (large values)
+            report, gap, rms = self.elementwise(g, w, inputs, k, spreads[k])
             if report is None and w.numel() >= 2 and w.is_floating_point():
                 reason = _degenerate(g, spreads[k], w.numel(), gap)
                 report = reason and {"reason": reason}
@@ -690,6 +838,41 @@ class Judge:
                 report.update(output=k, kind=kind, shape_note=note)
                 raise Verdict("incorrect", _describe(report) + self.init_note(), mismatch=report)
         return worst
+
+    def elementwise(self, got, want, inputs, k, spread):
+        """(report or None, max |got - want| or None, RMS of got - want or None): every element within
+        `tolerance` of the reference's. Within rtol of it everywhere, no float64 run is needed."""
+        if got.shape != want.shape or got.dtype != want.dtype:
+            return _mismatch(got, want), None, None
+        if not (want.is_floating_point() or want.is_complex()):  # counts, indices, masks are exact
+            return (None if torch.equal(got, want) else _mismatch(got, want)), None, None
+        if not got.numel():
+            return None, None, None
+        complex_ = want.is_complex()
+        g, w = (torch.view_as_real(got), torch.view_as_real(want)) if complex_ else (got, want)
+        diff = (g.double() - w.double()).abs()  # NaN where got is NaN (the reference's NaN are set aside)
+        if not bool((diff <= self.rtol * w.double().abs()).all()):
+            allowed = self.tolerance(w, inputs, k, spread, complex_)
+            if not bool((diff <= allowed).all()):
+                return _mismatch(g, w, diff, allowed), None, None
+        return None, float(diff.max()), (None if complex_ else _norms(diff)[1])
+
+    def tolerance(self, want, inputs, k, spread, complex_=False):
+        """Per element, how far from the reference an answer may be: `rtol` |ref| plus `noise_factor` times
+        the reference's own numerical noise there, the change of its float64 evaluation when every floating
+        input and weight moves by one unit of its dtype (`float64`) plus its own error against that truth
+        (`own_error`), plus one unit of the output's dtype at the size of the values a kernel may round on the
+        way (`_intermediate`). An element is judged at its own size, not the output's RMS: zeros in place of exp's
+        small values, or of the small half of an output, are wrong, while a matmul's near-zero outputs get
+        the rounding its terms' size brings. A reference that does not run in float64 (and complex outputs)
+        keeps KernelBench's rule: `atol` in units of the output's RMS, plus rtol."""
+        size = want.double().abs()
+        exact, change = (None, None) if complex_ else self.float64(inputs, k)
+        if exact is None:
+            return self.rtol * size + self.atol * _finite_or_one(spread[2])
+        own = self.own_error(want, exact, inputs, k)
+        info = torch.finfo(want.dtype)
+        return self.rtol * size + self.noise_factor * (change + own + info.eps * _intermediate(spread[2], inputs))
 
     def precise(self, got, want, rms, scale, inputs, k):
         """(relative RMS error, '' or why the error looks like lower-precision arithmetic).
@@ -707,14 +890,14 @@ class Judge:
         floor_rms = self.precision_rms * min(1.0, eps / EPS32)
         if rms <= 8 * eps * scale:
             return (rms / scale if scale > 0 else 0.0), ""
-        exact, nudged = self.float64(inputs, k)
+        exact, change = self.float64(inputs, k)
         if exact is None:  # the reference cannot run in float64: against its own output, RMS-relative
             rel = rms / scale if scale > 0 else (0.0 if rms == 0 else math.inf)
             return rel, ("" if rel <= floor_rms else _low_precision(rel, floor_rms, "the output's RMS", want.dtype))
         truth = _norms(exact)[1]
         err = _norms(got.double() - exact)[1]
         own = math.hypot(_norms(self.own_error(want, exact, inputs, k))[1], eps * truth)
-        sensitivity = _norms(nudged - exact)[1]
+        sensitivity = _norms(change)[1]
         allowed = max(floor_rms * truth, self.precision_factor * math.hypot(own, sensitivity))
         rel = err / truth if truth > 0 else 0.0
         if err <= allowed:
@@ -752,27 +935,21 @@ class Judge:
             ((lower[k] - exact).abs() * (torch.finfo(torch.float64).eps / EPS32)).nan_to_num(0.0, 0.0, 0.0)
         )
 
-    def within_noise(self, got, want, inputs, k, atol):
-        """Every element within atol (already in units of the output's RMS) + rtol |exact| of the float64 reference, widened by `precision_factor`
-        times the dtype's own error there (elementwise, plus its RMS): a sum of large values is off by more
-        than atol in float32 itself, and a candidate may not be held closer than that."""
-        if not want.is_floating_point():
-            return False
-        exact, nudged = self.float64(inputs, k)
-        if exact is None:
-            return False
-        eps = torch.finfo(want.dtype).eps
-        noise = self.own_error(want, exact, inputs, k) + (nudged - exact).abs() + eps * exact.abs()
-        floor = _norms(noise)[1]
-        allowed = atol + self.rtol * exact.abs() + self.precision_factor * (noise + floor)
-        return bool(((got.double() - exact).abs() <= allowed).all())
-
     def float64(self, inputs, k):
-        """Output k of the reference in float64 on `inputs`, and on them nudged by one unit of each input's
-        own dtype (random signs); (None, None) if the reference does not run in float64."""
+        """Output k of the reference in float64 on `inputs` (the truth), and per element how much it changes
+        when every floating input and every floating tensor of the model moves by one unit of its own dtype
+        (random signs; the largest change over `NUDGES` draws, so that an element whose change happens to
+        cancel in one draw still gets its size): the reference's own sensitivity to rounding, large where
+        values cancel. (None, None) if the reference does not run in float64."""
         if self.ref64 is None:
             try:
                 self.ref64 = copy.deepcopy(self.ref).double()
+                mine = runner.held(self.ref)
+                self.held64 = [
+                    (t, t.detach().clone(), torch.finfo(mine[name].dtype).eps)
+                    for name, t in runner.held(self.ref64).items()
+                    if t.is_floating_point() and name in mine
+                ]
             except Exception:
                 self.ref64 = False
         if self.ref64 is False:
@@ -781,26 +958,33 @@ class Judge:
         if cached is not None and cached[0] is inputs:
             return self.masked(cached[1][k]), self.masked(cached[2][k])
         gen = torch.Generator().manual_seed(len(self.result["trials"]))
+
+        def signs(t):
+            return (torch.randint(0, 2, t.shape, generator=gen) * 2 - 1).to(t.device, t.dtype)
+
         exact_in = [x.detach().to(self.device, torch.float64) if _is_float(x) else x for x in inputs]
-        nudged_in = [
-            e
-            * (
-                1
-                + torch.finfo(x.dtype).eps * (torch.randint(0, 2, e.shape, generator=gen).to(e.device, e.dtype) * 2 - 1)
-            )
-            if _is_float(x)
-            else e
-            for x, e in zip(inputs, exact_in)
-        ]
         try:
             with torch.no_grad():
                 exact = [o.double() for o in _outputs(self.ref64(*exact_in))]
-                nudged = [o.double() for o in _outputs(self.ref64(*nudged_in))]
+                change = [torch.zeros_like(o) for o in exact]
+                try:
+                    for _ in range(NUDGES):
+                        nudged_in = [
+                            e * (1 + torch.finfo(x.dtype).eps * signs(e)) if _is_float(x) else e
+                            for x, e in zip(inputs, exact_in)
+                        ]
+                        for t, initial, eps in self.held64:
+                            t.copy_(initial * (1 + eps * signs(initial)))
+                        for c, o, e in zip(change, _outputs(self.ref64(*nudged_in)), exact):
+                            torch.maximum(c, (o.double() - e).abs().nan_to_num(0.0), out=c)
+                finally:
+                    for t, initial, _ in self.held64:
+                        t.copy_(initial)
         except Exception:
             self.ref64 = False
             return None, None
-        self._f64 = (inputs, exact, nudged)
-        return self.masked(exact[k]), self.masked(nudged[k])
+        self._f64 = (inputs, exact, change)
+        return self.masked(exact[k]), self.masked(change[k])
 
     def masked(self, t):
         """`t` with zeros where the output being compared has the reference's inf or NaN (set aside)."""
@@ -814,34 +998,58 @@ class Judge:
         (before the clock starts), then the call, which ends when its whole output has come back.
         Returns (answer, the judge's views of the inputs it sent, wall seconds, CPU seconds)."""
         sizes = [o.numel() * o.element_size() for o in expect]
-        views = peer.ask({"op": "inputs", "r": r, "expect": sizes}, {"inputs": inputs}, shared=True, keys=())["_views"]
+        tensors = {"inputs": inputs}
+        if model == "candidate":
+            fills = _fills(expect, torch.Generator().manual_seed(self.rng.randrange(1 << 62)))
+            if fills is not None:
+                tensors["fills"] = fills
+        views = peer.ask({"op": "inputs", "r": r, "expect": sizes}, tensors, shared=True, keys=())["_views"]
+        sampler = self.sampler if peer is self.candidate else None
+        if sampler is not None:
+            started = sampler.new_threads()
+            if started:
+                raise Verdict(
+                    "tampering",
+                    f"the candidate's process started thread {started[0]} after the judge attached its sampler: "
+                    "every thread of a kernel's process is sampled",
+                )
+            sampler.enable()
         c0 = peer.cpu_ns()
         t0 = _perf_counter()
         reply = peer.ask({"op": "go", "model": model})
         elapsed = _perf_counter() - t0
         used = 1e-9 * (peer.cpu_ns() - c0)
+        if sampler is not None:
+            sampler.disable()
+            sampler.drain()
+            if sampler.phase == "first":
+                sampler.phase = "trials"
         try:  # only now does it check its answer's memory (outside the measured time)
             peer.chan.send({"op": "measured", "token": peer.answered})  # a refusal now names the call
         except wire.PeerGone:
             raise peer.death() from None
         return reply, views, elapsed, used
 
-    def reweigh(self, seed):
-        """Every floating parameter and buffer's values permuted at random (the same values, so running
-        variances stay positive and the distribution is the initialisation's), in place in the reference,
-        the timed eager model and the candidate's tensors of the same names, before each timed round:
-        nothing a call derived from the weights (W's column sums kept in the kernel host) is right in a
-        later call unless recomputed there, inside its timed window."""
+    def redraw(self, seed):
+        """Fresh values (`_fresh`) in every floating tensor the reference holds (parameters, buffers
+        persistent or not), in place in the reference, the timed eager model once timing has begun and
+        the candidate's tensors matched to them, before every timed round and one correctness trial:
+        nothing a call derived from the weights (W's column sums kept in the kernel host, a product of
+        two fixed buffers) is right in a later call unless recomputed there, inside its timed window,
+        and a kernel that assumes a value (LayerNorm's ones and zeros, a PReLU slope) is wrong. Each
+        draw starts from the initial values, so repeated draws do not drift."""
         gen = torch.Generator().manual_seed(seed)
-        state = {}
-        with torch.no_grad():
-            for k, v in self.ref.state_dict().items():
-                if v.is_floating_point() and v.numel() > 1:
-                    flat = v.detach().cpu().reshape(-1)
-                    state[k] = flat[torch.randperm(flat.numel(), generator=gen)].reshape(v.shape)
-                    v.copy_(state[k])
-        self.ref64 = self.ref32 = None  # made again from the new weights on the next need
-        self.reference.ask({"op": "weights"}, {"state": state}, keys=())
+        if getattr(self, "initial", None) is None:
+            self.initial = {
+                k: v.detach().cpu().clone() for k, v in runner.held(self.ref).items() if v.is_floating_point()
+            }
+        if not self.initial:
+            return
+        state = {k: _fresh(v, gen) for k, v in self.initial.items()}
+        runner.assign(self.ref, state)
+        self.ref64 = self.ref32 = self._f64 = self._f32 = None  # made again from the new weights on the next need
+        if getattr(self, "timing", False):
+            self.reference.ask({"op": "weights"}, {"state": state}, keys=())
         if self.candidate:
             self.candidate.ask({"op": "weights"}, {"state": state}, keys=())
 
@@ -853,7 +1061,10 @@ class Judge:
     def verify(self):
         worst = 0.0
         trials = self.trials()
-        for kind, seed, inputs, note in trials:
+        redraw_at = self.rng.randrange(1, self.cfg.get("seeds", 3)) if self.cfg.get("seeds", 3) > 1 else 0
+        for i, (kind, seed, inputs, note) in enumerate(trials):
+            if i == redraw_at:
+                self.redraw(self.rng.randrange(1 << 62))
             trial = {"kind": kind, "seed": seed}
             if note:
                 trial["values" if kind == "special" else "shape"] = note.strip(" ()").removeprefix("with ")
@@ -899,7 +1110,7 @@ class Judge:
         if self.reference is None:
             raise Verdict("harness_error", "no reference process to time the baselines in")
         flush_mb = cfg.get("flush_mb", 32)
-        state = {k: v.detach().cpu() for k, v in self.ref.state_dict().items()}
+        state = {k: v.detach().cpu() for k, v in runner.held(self.ref).items()}
         ready = self.reference.ask(
             {"op": "time_setup", "flush_mb": flush_mb, "compile": bool(cfg.get("time_compile", False))},
             {"inputs": base, "state": state},
@@ -910,6 +1121,9 @@ class Judge:
             self.result["compile_error"] = ready["compile_error"]
             models.discard("compile")
         names = (["candidate"] if self.candidate else []) + [m for m in ("eager", "compile") if m in models] + ["null"]
+        if self.sampler is not None:
+            self.sampler.phase = "timed"
+            self.sampler.set_period(max(self.sampler.period, ipsample.TIMED_PERIOD_NS))
         with torch.no_grad():
             expect = _outputs(self.ref(*_clone(base, self.device)))  # the output sizes every call answers with
         warmup, runs = cfg.get("warmup", 3), cfg.get("timed_runs", 20)
@@ -924,13 +1138,19 @@ class Judge:
             seed = self.rng.randrange(1 << 62)  # the previous round has returned
             seeds.append(seed)
             inputs = [x.detach().cpu() if isinstance(x, torch.Tensor) else x for x in self.draw(seed)]
+            self.timing = True
             if state:
-                self.reweigh(self.rng.randrange(1 << 62))
+                self.redraw(self.rng.randrange(1 << 62))
+            if self.candidate:  # this round's answer: what the candidate's outputs start as is wrong everywhere
+                with torch.no_grad():
+                    round_wants = _outputs(self.ref(*_clone(inputs, self.device)))
             order = names[r % len(names) :] + names[: r % len(names)]  # interleaved, rotated
             answers = {}
             for name in order:
                 peer = self.candidate if name == "candidate" else self.reference
-                reply, views, elapsed, used = self.call(peer, inputs, expect, name, r)
+                reply, views, elapsed, used = self.call(
+                    peer, inputs, round_wants if name == "candidate" else expect, name, r
+                )
                 (times if r >= warmup else warm)[name].append(used if clock == "cpu" else elapsed)
                 if r >= warmup:
                     cpu[name].append(used)
@@ -990,6 +1210,7 @@ def run(cfg, candidate, reference=None):
             judge.verify()
         if mode in ("profile", "baseline"):
             judge.time_all()
+        judge.judge_samples()
         judge.result["status"] = "correct" if candidate is not None else "baseline"
         judge.result["message"] = ""
     except Verdict as v:
@@ -999,6 +1220,8 @@ def run(cfg, candidate, reference=None):
             status="harness_error", message=f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=-4)
         )
     finally:
+        if judge.sampler is not None:
+            judge.sampler.close()
         for peer in (candidate, judge.reference):
             if peer is not None:
                 peer.end()

@@ -43,6 +43,7 @@ import torch  # noqa: E402,F401  (the import every candidate shares)
 import verify  # noqa: E402  (the judge)
 
 runner.warm_imports()  # what a candidate's process would otherwise import (seconds) on first use
+verify.ipsample.warm()  # torch's symbol tables, which every judge reads to name where its samples fell
 
 RESULT_CAP = 1 << 20
 TAIL = 1500

@@ -10,7 +10,9 @@ also seen at APP_DIR) or into the environment's installed image (`IMAGE`: the sy
 Python installation the jobs run, a venv's `python -> /usr/bin/python3`), judged on its target resolved
 through every spelling (relative, chains of links, `..`, `/proc/self/root`). Any other link (to the
 tests' own files at /tests or /job/tests, the verifier's folder, /proc, /dev, /run, /tmp, HOME, or
-nowhere) is removed and named on stderr: an allow-list, so a place nobody thought of is out too. Exit 1
+nowhere) is removed and named on stderr: an allow-list, so a place nobody thought of is out too. So is a module
+`encodings` (`first_module`), which a PYTHONPATH naming its folder would put before the interpreter's own,
+where the tests' guard starts. Exit 1
 with a message when the state cannot be unpacked.
 """
 
@@ -27,6 +29,16 @@ def inside(path: str, roots: list) -> bool:
 IMAGE = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 """The system folders every isolating backend shows read-only (`sandbox.backends._SYSTEM_PATHS`); with the
 installation of the interpreter running this script, the image a job sees."""
+
+
+def first_module(name: str) -> bool:
+    """`name` is a file that would be the module `encodings`, the one module every interpreter imports from
+    a folder before its start-up guard runs: `encodings.py`, its `.pyc` or extension, or the `__init__` of
+    a package `encodings`."""
+    parts = name.split("/")
+    if len(parts) > 1 and parts[-2] == "encodings" and parts[-1].startswith("__init__."):
+        return True
+    return parts[-1].startswith("encodings.") and parts[-1].endswith((".py", ".pyc", ".so"))
 
 
 def image_roots() -> list:
@@ -63,6 +75,14 @@ def main(argv: list) -> int:
                     f"[the tests do not see {m.name} -> {m.linkname}: a link out of the working folder]",
                     file=sys.stderr,
                 )
+            for m in members:  # what PYTHONPATH could put before the interpreter's own `encodings`
+                path = os.path.join(dest, m.name)
+                if not m.isdir() and first_module(m.name) and os.path.lexists(path):
+                    os.unlink(path)
+                    print(
+                        f"[the tests do not see {m.name}: Python imports `encodings` before the tests' guard]",
+                        file=sys.stderr,
+                    )
         for m in sorted((m for m in members if m.isdir()), key=lambda m: m.name.count("/"), reverse=True):
             path = os.path.join(dest, m.name)
             os.utime(path, (m.mtime, m.mtime))

@@ -1,44 +1,59 @@
-"""Imported first by every Python the tests start (it is first on their PYTHONPATH, in a read-only folder,
-so no `sitecustomize` the solution wrote is imported in its place): modules and installed distributions
-are found in folders the tests cannot write before any folder they can, which may hold what the solution
-left (the working folder, which `python -m` and `-c` put first on sys.path; a PYTHONPATH the task sets).
-"Cannot write" is asked of the kernel (`access`), which every backend answers alike.
+"""The tests' guard: run first by every Python the tests' job starts, whatever its flags or environment.
+
+The job's image runs `startup.py` at the start of every interpreter it holds (the system's python3, the
+venv's, the interpreter the uv/uvx stand-ins run, a venv the tests make), from `encodings`, before `site`
+and any code of the job's (`sandbox.image.install_startup`): `-I`, `-E`, `-s`, `-S`, `env -i`,
+`-X frozen_modules=off`, `os.execv` and `subprocess` with an empty environment all keep it. In the tests'
+job `startup.py` finds this file, read-only at its `GUARD`, and runs it; other jobs have none. Its settings
+come from `guard.cfg` beside it, never from the environment.
+
+Modules and installed distributions are found in folders the tests cannot write before any folder they
+can, which may hold what the solution left (the working folder, which `python -m` and `-c` put first on
+sys.path; a PYTHONPATH the task sets). "Cannot write" is asked of the kernel (`access`), which every
+backend answers alike.
 
 So `python3 -m pytest` run from the working folder imports the installed pytest, not a `pytest.py` the
 solution planted there, and pytest's plugins (entry points of installed distributions) are never a
 `*.dist-info` the solution planted; the solution's own modules are still found, after the installed
 ones. pytest loads a `conftest.py` or reads a configuration file (`pytest.ini`, `pyproject.toml`,
 `tox.ini`, `setup.cfg`, ...) only from a folder the tests cannot write or with the bytes of one the task
-shipped (its tests or its image: `TEMPERING_OWN_PYTEST_FILES`, their SHA-256s), and imports a plugin
+shipped (its tests or its image: `own_pytest_files`, their SHA-256s), and imports a plugin
 (`-p`, `pytest_plugins`) only from such a folder or with such bytes, so tests copied into the working
 folder neither run hooks nor take options the solution wrote beside them.
 
 Code the solution wrote runs in the tests' process only when the task asks for it: a module whose file
 lies in a folder the tests can write (the working folder: anything there may be the solution's) is
-created only when its top-level name is one the task's tests require (`TEMPERING_SOLUTION_MODULES`,
-read by the host from the tests' own files, optional imports left out), or when a module so admitted
-imports it (the solution's package importing its own helpers). Who asks does not matter: the tests'
+created only when its top-level name is one the task's tests require (`solution_modules`, read by the
+host from the tests' own files, optional imports left out), or when a module so admitted imports it (the
+solution's package importing its own helpers). Who asks does not matter: the tests'
 optional `try: import ujson`, library code (the standard library's optional imports such as `org` or
 `_winapi`, a C unpickler naming a module, pytest collecting a test module or a package `__init__.py`
 above one) never gets a module the task did not name, and a module the task shipped is never
 shadowed by a solution file of the same name in its folder (a package, an extension or a .pyc beside
 it). The check sits in `module_from_spec`, which every loader goes through before it runs anything
 (an extension's constructor included). Bytecode caches are read from and written to a folder of the
-tests' job only (the job sets PYTHONPYCACHEPREFIX, so `sys.pycache_prefix`, which pytest's rewritten
-modules follow too), never the working folder's `__pycache__`; a sourceless `.pyc` there is a solution
-file like any other. Standard library only; the same for every
-Python version the tests may run.
+tests' job only (`pycache`, set as `sys.pycache_prefix`, which pytest's rewritten modules follow too),
+never the working folder's `__pycache__`; a sourceless `.pyc` there is a solution file like any other.
+Standard library only. Until the guard's finder is in place only modules built in or frozen are
+imported (`posix`, not `os`), so none comes from a folder the tests can write.
 """
 
 import _frozen_importlib
 import builtins
-import hashlib
-import importlib.util
-import os
+import posix
 import sys
-import types
-from importlib.machinery import PathFinder
+from _frozen_importlib_external import PathFinder
 
+TYPE_CHECKING = False  # no `typing` at start-up
+if TYPE_CHECKING:  # imported by `_install`, once the guard's finder is in place
+    import hashlib
+    import importlib.util  # noqa: F401 (used by `_install`)
+    import os
+    import types
+
+SETTINGS = "guard.cfg"
+"""Beside it: one line per setting, its name and its value (`pycache`, `solution_modules`,
+`own_pytest_files`: words separated by spaces)."""
 _ro: dict = {}
 
 
@@ -47,15 +62,15 @@ def _read_only(entry):
     theirs that they cannot write (one of theirs with its write bits off, as the solution may leave it,
     counts as writable; a missing folder they could make too). Cached: the job's mounts and folders'
     owners do not change."""
-    path = os.path.abspath(entry or os.getcwd())
+    path = entry if entry.startswith("/") else posix.getcwd() + ("/" + entry if entry else "")
     if path not in _ro:
         try:
-            st, fs = os.stat(path), os.statvfs(path)
+            st, fs = posix.stat(path), posix.statvfs(path)
         except OSError:
             _ro[path] = False
         else:
-            locked = fs.f_flag & os.ST_RDONLY or st.st_uid != os.geteuid()
-            _ro[path] = bool(locked) and not os.access(path, os.W_OK)
+            locked = fs.f_flag & posix.ST_RDONLY or st.st_uid != posix.geteuid()
+            _ro[path] = bool(locked) and not posix.access(path, posix.W_OK)
     return _ro[path]
 
 
@@ -89,11 +104,8 @@ def _installed_only(*args, **kwargs):
     return _find_distributions(context)
 
 
-PathFinder.find_distributions = staticmethod(_installed_only)  # type: ignore[method-assign]
-sys.meta_path.insert(sys.meta_path.index(PathFinder) if PathFinder in sys.meta_path else 0, ReadOnlyFirst)
-
-
-_OWN = frozenset(os.environ.get("TEMPERING_OWN_PYTEST_FILES", "").split())
+_OWN: frozenset = frozenset()
+"""SHA-256s of the files the task shipped (`own_pytest_files`)."""
 _hashes: dict = {}
 
 
@@ -121,7 +133,7 @@ def _stderr():
         return None
 
 
-_STDERR = _stderr()
+_STDERR = None
 
 
 def _say(line) -> None:
@@ -256,19 +268,14 @@ class GuardModules:
         return spec
 
 
-sys.meta_path.insert(0, GuardModules)
-
-
-_SOLUTION_MODULES = frozenset(os.environ.get("TEMPERING_SOLUTION_MODULES", "").split())
+_SOLUTION_MODULES: frozenset = frozenset()
 _admitted: set = set()
 """Files in writable folders admitted as the task's own (its bytes) or as a solution module it names."""
 _solution_files: set = set()
 """The solution modules admitted: their own imports are the solution's package, admitted too."""
 _refused_modules: set = set()
-_SKIPPED = (
-    os.path.dirname(importlib.util.__file__) + os.sep,  # importlib's own wrappers (import_module)
-    __file__,
-)
+_SKIPPED: tuple = ()
+"""Files of the import system's own frames: importlib's wrappers (import_module) and this one."""
 
 
 def _importer():
@@ -324,10 +331,6 @@ def _guarded_module_from_spec(spec):
     return _module_from_spec(spec)
 
 
-_frozen_importlib.module_from_spec = _guarded_module_from_spec
-importlib.util.module_from_spec = _guarded_module_from_spec
-
-
 def _pairs(module: str, names: str) -> set:
     return {(module, name) for name in names.split()}
 
@@ -343,26 +346,22 @@ _PICKLE_DATA = frozenset().union(
     _pairs("fractions", "Fraction"),
     _pairs("decimal", "Decimal"),
     _pairs("datetime", "date datetime time timedelta timezone"),
-    _pairs("numpy", "ndarray dtype matrix record"),
-    _pairs("numpy.ma", "MaskedArray"),
-    _pairs("numpy.ma.core", "MaskedArray _mareconstruct"),
-    _pairs("numpy.rec", "recarray"),
+    _pairs("numpy", "ndarray dtype"),
     *(_pairs(f"numpy.{core}.multiarray", "_reconstruct scalar") for core in ("core", "_core")),
     *(_pairs(f"numpy.{core}.numeric", "_frombuffer") for core in ("core", "_core")),
     _pairs("numpy._core._internal", "_convert_to_stringdtype_kwargs"),
-    _pairs("pandas", "DataFrame Series Index RangeIndex Categorical CategoricalDtype StringDtype"),
+    _pairs("pandas", "DataFrame Series Index RangeIndex Categorical CategoricalDtype"),
     _pairs("pandas.core.indexes.base", "_new_Index"),
     _pairs("pandas.core.internals.managers", "BlockManager SingleBlockManager"),
     _pairs("pandas._libs.internals", "_unpickle_block"),
     _pairs("pandas._libs.arrays", "__pyx_unpickle_NDArrayBacked"),
     _pairs("pandas._libs.tslibs.timestamps", "_unpickle_timestamp"),
-    _pairs("pandas.arrays", "ArrowStringArray"),
-    _pairs("pyarrow.lib", "_restore_array py_buffer type_for_alias"),
 )
 """The globals that pickles of plain data name, found by pickling values of each type (numpy arrays, scalars,
-dtypes, masked and record arrays; pandas frames; collections, fractions, decimal and datetime values;
-builtins' containers and exceptions) at every protocol, with numpy 1's `numpy.core` spelling: constructors
-of data with no effect outside the object they make. Exact (module, name) pairs: no other function of these
+dtypes; pandas frames; collections, fractions, decimal and datetime values; builtins' containers and
+exceptions) at every protocol, with numpy 1's `numpy.core` spelling: constructors of data with no effect
+outside the object they make, whose equality is value equality the data cannot switch off (no masked,
+pyarrow-backed or matrix / record arrays: a fully masked array equals any array under `np.testing`). Exact (module, name) pairs: no other function of these
 modules (numpy.savetxt, numpy.loadtxt) and no dotted name through them (`collections._sys.exit`) resolves."""
 
 
@@ -402,4 +401,57 @@ def _refuse_global(module: str, name: str, what: str) -> None:
         raise RuntimeError(f"loading {shown} from {what} is refused in the tests' process")
 
 
-sys.addaudithook(_audit)
+def _install() -> None:
+    """Put the guard in place: the finder first (before any module is imported from a folder), then the
+    settings, the import gate, pytest's and PyYAML's guards and the pickle hook."""
+    global os, hashlib, importlib, types, _OWN, _SOLUTION_MODULES, _SKIPPED, _STDERR
+    PathFinder.find_distributions = staticmethod(_installed_only)  # type: ignore[method-assign]
+    sys.meta_path.insert(sys.meta_path.index(PathFinder) if PathFinder in sys.meta_path else 0, ReadOnlyFirst)
+    import _io
+    import hashlib
+    import importlib.util
+    import os
+    import types
+
+    with _io.open(os.path.join(os.path.dirname(__file__), SETTINGS), "rb") as f:  # no codec is set up yet
+        settings = dict(line.partition(" ")[::2] for line in f.read().decode().splitlines())
+    _OWN = frozenset(settings["own_pytest_files"].split())
+    _SOLUTION_MODULES = frozenset(settings["solution_modules"].split())
+    sys.pycache_prefix = settings["pycache"]
+    _SKIPPED = (os.path.dirname(importlib.util.__file__) + os.sep, __file__)
+    _STDERR = _stderr()
+    sys.meta_path.insert(0, GuardModules)
+    _frozen_importlib.module_from_spec = _guarded_module_from_spec
+    importlib.util.module_from_spec = _guarded_module_from_spec
+    sys.addaudithook(_audit)
+    if settings.get("tests_own"):
+        _fence(settings)
+
+
+def _fence(settings) -> None:
+    """The tests' own files fenced off from links and from the solution's programs (`fence.py`, beside),
+    once the interpreter is about to run its main code (`cpython.run_file`, `run_module`, `run_command`,
+    ...): its arguments are known then and the standard library is set up. Not in the job's own scripts."""
+    loaded: list = []
+
+    def load(event, args) -> None:
+        if loaded or not event.startswith("cpython.run_"):
+            return
+        loaded.append(event)
+        here = os.path.dirname(__file__)
+        if sys.argv and sys.argv[0] and os.path.dirname(os.path.abspath(sys.argv[0])) == here:  # restore.py
+            return
+        from _frozen_importlib_external import spec_from_file_location
+
+        spec = spec_from_file_location("_tempering_fence", os.path.join(here, "fence.py"))
+        if spec is None or spec.loader is None:  # a .py file always has both
+            raise ImportError("the tests' fence cannot be loaded")
+        fence = _module_from_spec(spec)
+        spec.loader.exec_module(fence)
+        own, reward = settings["tests_own"].split(), settings["reward_dirs"].split()
+        fence.install(own, reward, lambda folder: not _read_only(folder), _say)
+
+    sys.addaudithook(load)
+
+
+_install()
