@@ -58,8 +58,6 @@ TINY = [
     "run.log_every=1",
     "run.keep_checkpoints=0",  # only final/ is read: no 1.6 GB checkpoint (weights and optimizer state) at the end
 ]
-# on-policy distillation compares log-probs at temperature 1 (tempering refuses a tempered student)
-OPD = [*TINY, "rollout.temperature=1"]
 # a wrapper that reports the verb's own peak RSS (ru_maxrss is in KiB on Linux)
 WRAP = (
     "import json, resource, sys; from tempering.cli import main; rc = main(sys.argv[2:]); "
@@ -88,23 +86,52 @@ def moved(a: dict, b: dict) -> bool:
 
 
 class Verbs:
-    """Runs verbs in child processes under `work`, recording seconds per step and peak RSS."""
+    """Runs verbs under `work`, recording seconds per step and peak RSS: each in a child process, or with
+    `in_process` through the CLI's `main` in this process (no per-verb RSS; the imports are paid once)."""
 
-    def __init__(self, work: Path):
+    def __init__(self, work: Path, in_process: bool = False):
         self.work = work
+        self.in_process = in_process
         self.rows: dict[str, dict[str, Any]] = {}
         work.mkdir(parents=True, exist_ok=True)
 
     def _argv(self, name: str, argv: list[str]) -> list[str]:
         return [sys.executable, "-c", WRAP, str(self.work / f"{name}.rss"), *argv]
 
-    def run(self, name: str, argv: list[str], run_dir: Path | None = None, timeout: int = 900) -> Path | None:
+    def _call(self, name: str, argv: list[str], timeout: int, in_process: bool) -> None:
+        if in_process:
+            import gc
+            import io
+            from contextlib import redirect_stderr
+
+            from tempering.cli import main
+
+            err = io.StringIO()
+            with redirect_stderr(err):
+                code = main(argv)
+            gc.collect()  # the verb's models go before the next verb loads its own
+            stderr = err.getvalue()
+        else:
+            out = subprocess.run(self._argv(name, argv), capture_output=True, text=True, timeout=timeout)
+            code, stderr = out.returncode, out.stderr
+        if code != 0:
+            raise AssertionError(f"`tempering {' '.join(argv)}` exited {code}:\n{stderr[-3000:]}")
+
+    def run(
+        self,
+        name: str,
+        argv: list[str],
+        run_dir: Path | None = None,
+        timeout: int = 900,
+        in_process: bool | None = None,
+    ) -> Path | None:
+        """`in_process` overrides the instance's choice for one verb."""
+        here = self.in_process if in_process is None else in_process
         t0 = time.perf_counter()
-        out = subprocess.run(self._argv(name, argv), capture_output=True, text=True, timeout=timeout)
-        if out.returncode != 0:
-            raise AssertionError(f"`tempering {' '.join(argv)}` exited {out.returncode}:\n{out.stderr[-3000:]}")
+        self._call(name, argv, timeout, here)
         row: dict[str, Any] = {"ran": True, "seconds": round(time.perf_counter() - t0, 1)}
-        row["peak_rss_mb"] = round(json.loads((self.work / f"{name}.rss").read_text()))
+        if not here:
+            row["peak_rss_mb"] = round(json.loads((self.work / f"{name}.rss").read_text()))
         if run_dir is not None and (run_dir / "metrics.jsonl").is_file():
             steps = [r for r in metrics(run_dir) if "step_seconds" in r]
             row["steps"] = len(steps)
@@ -129,18 +156,28 @@ class Verbs:
             shutil.rmtree(run_dir / sub, ignore_errors=True)
 
 
-def run_verbs(work: Path) -> dict[str, Any]:
-    """Every verb on the real model; raises AssertionError naming what did not change as it must."""
+def run_verbs(work: Path, in_process: bool = False) -> dict[str, Any]:
+    """Every verb on the real model; raises AssertionError naming what did not change as it must.
+    `in_process`: the verbs through the CLI's `main` in this process (`launch` and the run to kill stay
+    child processes), each training verb with this process's torch thread count set, so that the killed
+    child's first step is the uninterrupted run's."""
     from tempering.models import gguf
 
     base = Path(gguf.resolve(MODEL))
-    v = Verbs(work)
+    v = Verbs(work, in_process)
     w0 = weights(base)
+    if in_process:
+        import torch
+
+        tiny = [*TINY, f"run.threads={torch.get_num_threads()}"]
+    else:
+        tiny = TINY
+    opd = [*tiny, "rollout.temperature=1"]  # on-policy distillation refuses a tempered student
 
     # the run resumed after SIGKILL restarts at step 1; the uninterrupted one writes no checkpoint, so saving
     # one is also shown not to change the trajectory
-    ckpt = [*TINY, "run.checkpoint_every=1", "run.keep_checkpoints=1", "run.steps=2"]
-    train = v.run("train", ["train", *TINY, "run.steps=2", f"run.out_dir={work / 'train'}"], work / "train")
+    ckpt = [*tiny, "run.checkpoint_every=1", "run.keep_checkpoints=1", "run.steps=2"]
+    train = v.run("train", ["train", *tiny, "run.steps=2", f"run.out_dir={work / 'train'}"], work / "train")
     assert moved(w0, weights(train / "final")), "train: the weights did not move"
     final = [r for r in metrics(train) if "eval/pass@1" in r][-1]
 
@@ -166,21 +203,21 @@ def run_verbs(work: Path) -> dict[str, Any]:
 
     lora = v.run(
         "train_lora",
-        ["train", *TINY, "model.lora_rank=8", "run.steps=1", f"run.out_dir={work / 'lora'}"],
+        ["train", *tiny, "model.lora_rank=8", "run.steps=1", f"run.out_dir={work / 'lora'}"],
         work / "lora",
     )
     adapter = weights(lora / "final" / "adapter", names=64)
     assert any(bool(t.abs().sum() > 0) for k, t in adapter.items() if "lora_B" in k), "LoRA: lora_B did not move"
     v.spent(lora)
 
-    ppo = v.run("ppo", ["ppo", *TINY, "critic.kind=head", "run.steps=1", f"run.out_dir={work / 'ppo'}"], work / "ppo")
+    ppo = v.run("ppo", ["ppo", *tiny, "critic.kind=head", "run.steps=1", f"run.out_dir={work / 'ppo'}"], work / "ppo")
     assert (ppo / "final" / "critic.safetensors").is_file(), "ppo: no critic exported"
     assert moved(w0, weights(ppo / "final")), "ppo: the policy did not move"
     v.spent(ppo)
 
     rft = v.run(
         "rft",
-        ["rft", *TINY, "rft.min_reward=-1", "rft.reject_truncated=false", "run.steps=1", f"run.out_dir={work / 'rft'}"],
+        ["rft", *tiny, "rft.min_reward=-1", "rft.reject_truncated=false", "run.steps=1", f"run.out_dir={work / 'rft'}"],
         work / "rft",
     )
     assert moved(w0, weights(rft / "final")), "rft: the weights did not move"
@@ -188,7 +225,7 @@ def run_verbs(work: Path) -> dict[str, Any]:
 
     distill = v.run(
         "distill",
-        ["distill", *OPD, f"teacher.path={train}", "run.steps=1", f"run.out_dir={work / 'distill'}"],
+        ["distill", *opd, f"teacher.path={train}", "run.steps=1", f"run.out_dir={work / 'distill'}"],
         work / "distill",
     )
     assert moved(w0, weights(distill / "final")), "distill: the weights did not move"
@@ -196,7 +233,7 @@ def run_verbs(work: Path) -> dict[str, Any]:
 
     pair = f"direct_opd.pairs=[{{teacher: {{path: {train}}}, reference: {{path: {base}}}}}]"
     dopd = v.run(
-        "direct-opd", ["direct-opd", *TINY, pair, "run.steps=1", f"run.out_dir={work / 'dopd'}"], work / "dopd"
+        "direct-opd", ["direct-opd", *tiny, pair, "run.steps=1", f"run.out_dir={work / 'dopd'}"], work / "dopd"
     )
     assert moved(w0, weights(dopd / "final")), "direct-opd: the weights did not move"
     v.spent(dopd)
@@ -206,7 +243,7 @@ def run_verbs(work: Path) -> dict[str, Any]:
         "tu-opd",
         [
             "tu-opd",
-            *OPD,
+            *opd,
             teachers,
             "tu_opd.pass_samples=2",
             "tu_opd.empty=grpo",
@@ -229,13 +266,14 @@ def run_verbs(work: Path) -> dict[str, Any]:
             "--nproc-per-node",
             "2",
             "train",
-            *TINY,
+            *tiny,
             "rollout.prompts_per_step=2",
             "run.steps=1",
             f"run.out_dir={launched}",
         ],
         launched,
         timeout=1200,
+        in_process=False,  # its ranks are child processes whatever the launcher is
     )
     assert moved(w0, weights(launched / "final")), "launch: the weights did not move"
     v.spent(launched)

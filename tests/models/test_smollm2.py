@@ -81,9 +81,12 @@ def _script():
 
 def test_every_verb_runs_on_the_real_model(tmp_path):
     """Weights move, metrics are finite, resume after SIGKILL is exact, eval equals the run's final
-    figure (each asserted inside run_verbs, which names what failed)."""
+    figure (each asserted inside run_verbs, which names what failed). The verbs go through the CLI's
+    `main` in this process, so Python, torch and transformers are imported once, not once per verb;
+    `tempering launch` and the run killed mid-way stay child processes, and benchmarks/real_model.py
+    runs every verb as its own process (its peak RSS)."""
     pytest.importorskip("peft")
-    out = _script().run_verbs(tmp_path)
+    out = _script().run_verbs(tmp_path, in_process=True)
     want = {"train", "eval", "resume", "train_lora", "ppo", "rft", "distill", "direct-opd", "tu-opd", "view", "launch"}
     assert set(out["verbs"]) == want and all(r["ran"] for r in out["verbs"].values())
 
