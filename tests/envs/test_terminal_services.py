@@ -393,9 +393,11 @@ def test_the_tests_reach_the_declared_port_one_way_and_bind_their_own(backend, c
 
 
 def test_a_family_that_keeps_services_names_the_tasks_that_declare_no_port(tmp_path):
+    """A port is declared by EXPOSE or by a local address in the instruction; `quiet` has neither."""
     from tempering.envs.terminal import TerminalFamily
 
     fib_bundle(tmp_path / "a", expose="")
+    (tmp_path / "a" / "fib" / "instruction.md").write_text("Serve GET /fib?n=N on a local port, answering fib(N).\n")
     fib_bundle(tmp_path / "b")
     tasks = tmp_path / "tasks"
     tasks.mkdir()

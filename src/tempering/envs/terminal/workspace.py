@@ -43,6 +43,9 @@ from tempering.sandbox.image import Spec
 from tempering.sandbox.job import check_mount
 from tempering.sandbox.sandbox import Bridge, BridgeError, Network
 
+_ADDRESS = re.compile(r"\b(?:127\.0\.0\.1|localhost|0\.0\.0\.0):(\d{1,5})\b")
+"""A local address in an instruction (`127.0.0.1:8080`): the instruction is the task's contract with the solution,
+so a port it names is declared as EXPOSE declares one (public tasks often name the port only there)."""
 _ENV_REF = re.compile(r"\$\{(\w+)(?::-(.*?))?\}")
 DEFAULT_MEMORY_MB = 2048
 """Memory of a local job when task.toml names none (Harbor leaves it to the provider)."""
@@ -240,6 +243,9 @@ class Workspace:
         """The bundle's emulated environment (NeedsDocker when it has none locally)."""
         cfg = bundle.config
         image = local_image(bundle)
+        image.ports |= {
+            int(p) for step in bundle.steps for p in _ADDRESS.findall(step.instruction) if 0 < int(p) < 65536
+        }
         image.env.update(resolve_env(cfg.environment.env, f"{bundle.name}: [environment] env"))
         solution_env = resolve_env(cfg.solution.env, f"{bundle.name}: [solution] env")
         memory, disk = cfg.environment.memory_mb or DEFAULT_MEMORY_MB, cfg.environment.storage_mb or DEFAULT_DISK_MB
