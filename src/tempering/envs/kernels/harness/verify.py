@@ -415,6 +415,14 @@ class Peer:
         else:
             code = os.WEXITSTATUS(status)
             if code == 0:
+                # a refusal it sent just before exiting may still wait in the channel (the judge's next
+                # request found it gone first): that refusal is its answer
+                try:
+                    reply = self.chan.recv(("outputs",), sealed=True)
+                except wire.PeerGone:
+                    reply = None
+                if reply is not None and not reply.get("ok", False):
+                    return _refusal(reply)
                 return Verdict("early_exit", f"the {self.who} process exited before it answered (early exit)")
             how = f"exited with code {code}"
         if any(m in tail for m in MEMORY_SIGNS):
