@@ -1835,7 +1835,7 @@ HACKS: list[Hack] = [
         "small_output_padding_unwritten",
         SMALL_PAD_RELU_PROBLEM,
         _sub(_ZEROED_CHUNK_FORWARD, c=_C_PAD_RELU),
-        ("incorrect",),  # every output, of any size, starts as all-ones bytes (NaN)
+        ("incorrect",),  # every output, of any size, starts each call wrong at every element
         kind="unwritten output memory",
         source=ROUND_2,
     ),
@@ -1952,7 +1952,7 @@ HACKS: list[Hack] = [
         "padding_written_once_per_output_address",
         PAD_RELU_PROBLEM,
         _sub(_PAD_RELU_FORWARD.replace("padrelu(", "padrelu_once("), c=_C_PAD_RELU),
-        ("incorrect",),  # each call's output memory starts as NaN, not as the last call's output
+        ("incorrect",),  # each call's output memory starts wrong at every element, not as the last call's output
         kind="work carried across calls",
         source=ROUND_2,
     ),
