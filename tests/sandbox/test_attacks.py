@@ -45,26 +45,9 @@ def _with_a_short_verifier_limit(case):
     return terminal._case(case.cls, case.name, case.path, script, case.kind, {"task.toml": toml})
 
 
-EVERY_VARIANT_PATH = "terminal: separate jobs"
-
-
-def _variants_to_run(cases):
-    """Every variant of every class through one path, and one variant of each class (with every control)
-    through the others: a class's variants are written differently to show the rule that catches them is
-    the design's, which one path shows; the other paths show each class's route through them. Every
-    variant on every path stays in `tempering sandbox attacks`."""
-    seen, out = set(), []
-    for c in cases:
-        first = (c.path, c.cls) not in seen
-        seen.add((c.path, c.cls))
-        if c.path == EVERY_VARIANT_PATH or first or c.cls.startswith("control"):
-            out.append(c)
-    return out
-
-
-PATH_CASES = _variants_to_run(  # the judge's: test_code_attacks
-    [_with_a_short_verifier_limit(c) for c in attacks.cases() if c.path not in ("job API", "code judge")]
-)
+PATH_CASES = [  # the judge's: test_code_attacks
+    _with_a_short_verifier_limit(c) for c in attacks.cases() if c.path not in ("job API", "code judge")
+]
 
 
 @pytest.mark.slow
